@@ -1,0 +1,150 @@
+# nodepoold: one strict Makefile.
+#
+#   make                      build every binary into $(BUILD)/bin
+#   make check                build and run every test (unit, process, fuzz smoke)
+#   make check SANITIZE=address,undefined
+#                             the same under ASan+UBSan (own build dir)
+#   make demo                 the main job: ZooKeeper (TLS), nodepoold, a request served
+#   make fuzz                 build the libFuzzer targets
+#   make bench                build the benchmarks
+#
+# Sources are discovered by folder, so a new module needs no Makefile edit:
+#   lib/*.c protocol/*.c            -> libnp.a (shared by every binary)
+#   drivers/*.c drivers/*/*.c       -> libdrivers.a
+#   <dir>/*.c except <dir>/main.c   -> lib<dir>.a, <dir>/main.c -> the binary
+#   tests/unit/test_*.c             -> one criterion binary each
+#   tests/fuzz/fuzz_*.c             -> one libFuzzer binary each
+#   bench/*.c                       -> one binary each
+
+SANITIZE ?=
+comma := ,
+ifeq ($(SANITIZE),)
+BUILD ?= build
+else
+BUILD ?= build-$(subst $(comma),-,$(SANITIZE))
+endif
+
+CC ?= cc
+ZKC := $(BUILD)/zkclient
+PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh openssl
+
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
+	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wno-unused-parameter -fno-omit-frame-pointer
+INCLUDES := -I. -Ilib -Iprotocol -Idrivers -I$(ZKC)/include
+SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all)
+CFLAGS += $(CFLAGS_BASE) $(SANFLAGS) $(INCLUDES) \
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDFLAGS += $(SANFLAGS)
+LDLIBS += $(ZKC)/lib/libzookeeper.a $(ZKC)/lib/libhashtable.a \
+	$(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
+
+STAMP_DEPS := $(BUILD)/.deps-ok
+STAMP_ZKC := $(ZKC)/lib/libzookeeper.a
+
+# --- sources ---------------------------------------------------------------
+NP_SRCS := $(wildcard lib/*.c protocol/*.c)
+DRV_SRCS := $(wildcard drivers/*.c drivers/*/*.c)
+BIN_DIRS := supervisor worker builder cli/nodepool cli/nodepoolctl
+BIN_NAME_supervisor := nodepoold
+BIN_NAME_worker := nodepool-launcher
+BIN_NAME_builder := nodepool-builder
+BIN_NAME_cli/nodepool := nodepool
+BIN_NAME_cli/nodepoolctl := nodepoolctl
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+NP_LIB := $(BUILD)/lib/libnp.a
+DRV_LIB := $(BUILD)/lib/libdrivers.a
+
+# Binaries whose folder has a main.c.
+define bin_rules
+$(1)_MAIN := $(wildcard $(1)/main.c)
+$(1)_SRCS := $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
+$(1)_LIB := $(if $$($(1)_SRCS),$(BUILD)/lib/lib$(subst /,_,$(1)).a)
+ifneq ($$($(1)_LIB),)
+$$($(1)_LIB): $$(call obj,$$($(1)_SRCS))
+	@mkdir -p $$(@D)
+	rm -f $$@ && ar rcs $$@ $$^
+ROLE_LIBS += $$($(1)_LIB)
+endif
+ifneq ($$($(1)_MAIN),)
+BINS += $(BUILD)/bin/$(BIN_NAME_$(1))
+$(BUILD)/bin/$(BIN_NAME_$(1)): $$(call obj,$$($(1)_MAIN)) $$($(1)_LIB) $(DRV_LIB) $(NP_LIB)
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+endif
+endef
+$(foreach d,$(BIN_DIRS),$(eval $(call bin_rules,$(d))))
+
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+TEST_SUPPORT := $(wildcard tests/support/*.c)
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+.PHONY: all check demo fuzz fuzz-smoke bench clean deps zkclient
+all: $(BINS)
+
+# --- dependencies: Debian packages and the TLS ZooKeeper client -------------
+$(STAMP_DEPS): mk/deps.sh
+	@mkdir -p $(@D)
+	sh mk/deps.sh
+	@touch $@
+deps: $(STAMP_DEPS)
+
+$(STAMP_ZKC): mk/zkclient.sh mk/zkclient-tls.patch | $(STAMP_DEPS)
+	sh mk/zkclient.sh $(ZKC)
+	@touch $@
+zkclient: $(STAMP_ZKC)
+
+# --- compile -----------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c | $(STAMP_ZKC)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(NP_LIB): $(call obj,$(NP_SRCS))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(DRV_LIB): $(call obj,$(DRV_SRCS))
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $(if $^,$^,)
+
+# --- tests -------------------------------------------------------------------
+ALL_LIBS = $(ROLE_LIBS) $(DRV_LIB) $(NP_LIB)
+$(BUILD)/tests/%: tests/unit/%.c $(call obj,$(TEST_SUPPORT)) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/support $(LDFLAGS) -o $@ $< $(call obj,$(TEST_SUPPORT)) \
+		-Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LDLIBS) -lcriterion
+
+$(BUILD)/bench/%: bench/%.c $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LDLIBS)
+
+check: $(BINS) $(TEST_BINS) fuzz
+	BUILD=$(BUILD) SANITIZE=$(SANITIZE) sh tests/run.sh
+
+bench: $(BENCH_BINS) $(BINS)
+
+# --- fuzzing (clang + libFuzzer; always with ASan+UBSan) ---------------------
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(FUZZ_SRCS))
+FUZZ_CFLAGS := $(CFLAGS_BASE) -fsanitize=address,undefined $(INCLUDES) \
+	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+FUZZ_OBJS := $(patsubst %.c,build-fuzz/obj/%.o,$(NP_SRCS))
+build-fuzz/obj/%.o: %.c | $(STAMP_ZKC)
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
+build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS) | $(STAMP_ZKC)
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+fuzz: $(FUZZ_BINS)
+
+demo: $(BINS)
+	BUILD=$(BUILD) sh tests/demo.sh
+
+clean:
+	rm -rf build build-* 
+
+-include $(shell find $(BUILD)/obj build-fuzz/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,230 @@
+/*
+ * Asynchronous ZooKeeper client on a libevent loop.
+ *
+ * Wraps the official ZooKeeper C client (multi-threaded flavour, built with
+ * TLS by mk/zkclient.sh). The C client's own I/O and completion threads only
+ * hand results over: every completion, watch and session event is delivered
+ * on the libevent loop of the thread that created the struct zk, so callers
+ * never need locks.
+ *
+ * Error codes are the C client's (ZOK, ZNONODE, ZNODEEXISTS, ZBADVERSION,
+ * ZNOTEMPTY, ZCONNECTIONLOSS, ZSESSIONEXPIRED, ZCLOSING, ...), plus the
+ * ZK_LOCK_* codes below. zk_strerror() names them.
+ *
+ * Paths are absolute inside the chroot given in the host string (as kazoo).
+ */
+#ifndef NP_ZK_H
+#define NP_ZK_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <zookeeper.h>
+
+struct event_base;
+struct zk;
+
+/* Session events, as kazoo's states. */
+enum zk_event {
+	ZK_EV_CONNECTED,   /* a new session is established (first, or after EXPIRED) */
+	ZK_EV_SUSPENDED,   /* connection lost; the session may still be alive */
+	ZK_EV_RECONNECTED, /* connection back on the same session: ephemerals intact */
+	ZK_EV_EXPIRED,     /* session lost: our ephemerals and locks are gone; a new
+	                      session is started at once and CONNECTED follows */
+	ZK_EV_AUTH_FAILED, /* TLS or auth refused (e.g. untrusted server certificate);
+	                      retried with back-off like a lost connection */
+};
+
+struct zk_options {
+	const char *hosts;  /* "host:port[,host:port...][/chroot]"; required */
+	double timeout;     /* session timeout in seconds; <= 0 means 10 (zookeeper-timeout) */
+	const char *tls_ca; /* PEM files; all three set (TLS) or all NULL (plain TCP) */
+	const char *tls_cert;
+	const char *tls_key;
+};
+
+struct zk_stat {
+	int64_t czxid, mzxid, pzxid;
+	int64_t ctime_ms, mtime_ms; /* epoch milliseconds */
+	int32_t version, cversion, aversion;
+	int32_t num_children;
+	int64_t ephemeral_owner; /* session id, 0 for persistent znodes */
+	int32_t data_length;
+};
+
+typedef void (*zk_session_cb)(struct zk *zk, enum zk_event ev, void *arg);
+/* data is NUL-terminated for convenience (len excludes it); NULL when rc != ZOK. */
+typedef void (*zk_data_cb)(int rc, const char *data, int len, const struct zk_stat *st,
+    void *arg);
+/* path: the created znode's path (with its sequence suffix), NULL when rc != ZOK. */
+typedef void (*zk_string_cb)(int rc, const char *path, void *arg);
+typedef void (*zk_stat_cb)(int rc, const struct zk_stat *st, void *arg);
+typedef void (*zk_void_cb)(int rc, void *arg);
+/* names: child names (not paths), valid only during the call. */
+typedef void (*zk_children_cb)(int rc, int count, char *const *names, void *arg);
+/* type: ZOO_CREATED_EVENT, ZOO_DELETED_EVENT, ZOO_CHANGED_EVENT, ZOO_CHILD_EVENT. */
+typedef void (*zk_watch_cb)(int type, const char *path, void *arg);
+
+/*
+ * Start a session. Connection happens in the background; session_cb reports
+ * it. Returns NULL and fills err (errlen bytes) on bad options (e.g. only
+ * some TLS files given, an unreadable certificate).
+ */
+struct zk *zk_new(struct event_base *base, const struct zk_options *opt,
+    zk_session_cb session_cb, void *arg, char *err, size_t errlen);
+/*
+ * Close the session (the server deletes our ephemerals) and free it.
+ * Callbacks of operations still in flight are not called. NULL is a no-op.
+ */
+void zk_free(struct zk *zk);
+/* 1 while connected (CONNECTED or RECONNECTED and not since SUSPENDED). */
+int zk_is_connected(const struct zk *zk);
+int64_t zk_session_id(const struct zk *zk);
+const char *zk_strerror(int rc);
+/* Operations submitted and not yet completed (a gauge for status/metrics). */
+int zk_pending(const struct zk *zk);
+
+/*
+ * Asynchronous operations. The callback (may be NULL) is called exactly once
+ * on the loop, also when submission fails (then with the error). Data is
+ * copied before return.
+ *
+ * zk_create: flags are ZOO_EPHEMERAL and/or ZOO_SEQUENCE; makepath creates
+ * missing parents as persistent empty znodes (as kazoo's makepath=True).
+ * zk_delete: version -1 = any; recursive deletes children first (as kazoo's
+ * delete(recursive=True)); ZNONODE anywhere in the tree is not an error.
+ * Watches (may be NULL) fire once, on the loop.
+ */
+void zk_create(struct zk *zk, const char *path, const void *data, int len, int flags,
+    int makepath, zk_string_cb cb, void *arg);
+void zk_get(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_data_cb cb,
+    void *arg);
+void zk_set(struct zk *zk, const char *path, const void *data, int len, int version,
+    zk_stat_cb cb, void *arg);
+void zk_delete(struct zk *zk, const char *path, int version, int recursive, zk_void_cb cb,
+    void *arg);
+void zk_exists(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_stat_cb cb,
+    void *arg);
+void zk_children(struct zk *zk, const char *path, zk_watch_cb watch, void *warg,
+    zk_children_cb cb, void *arg);
+
+/*
+ * Synchronous forms for command-line tools and tests: they run the loop
+ * until the operation completes (or timeout seconds pass: ZOPERATIONTIMEOUT).
+ * Never call them from inside a callback of a daemon's loop.
+ * Output buffers are malloc'd and owned by the caller (free / zk_strings_free).
+ */
+int zk_wait_connected(struct zk *zk, double timeout);
+int zk_sync_create(struct zk *zk, const char *path, const void *data, int len, int flags,
+    int makepath, char **created_path);
+int zk_sync_get(struct zk *zk, const char *path, char **data, int *len, struct zk_stat *st);
+int zk_sync_set(struct zk *zk, const char *path, const void *data, int len, int version,
+    struct zk_stat *st);
+int zk_sync_delete(struct zk *zk, const char *path, int version, int recursive);
+int zk_sync_exists(struct zk *zk, const char *path, struct zk_stat *st);
+int zk_sync_children(struct zk *zk, const char *path, int *count, char ***names);
+void zk_strings_free(int count, char **names);
+
+/* ---- kazoo Lock recipe ----------------------------------------------------
+ *
+ * Interoperable with kazoo's Lock (and so with Zuul and upstream Nodepool):
+ * the lock path is a persistent directory, created on demand and never
+ * deleted on release; a contender is an EPHEMERAL|SEQUENCE child named
+ * "<32 hex uuid4>__lock__<10 digits>" whose data is the identifier (UTF-8,
+ * may be empty); the holder is the contender with the lowest sequence
+ * (parsed from the "__lock__" suffix, not the lowest name).
+ */
+enum {
+	ZK_LOCK_BUSY = -1000,   /* non-blocking acquire: someone else holds it */
+	ZK_LOCK_TIMEOUT = -1001 /* blocking acquire: timed out */
+};
+/* ZK_LOCK_NO_RESURRECT: create only the last path component of a missing lock
+ * dir; if its parent is gone, acquire fails with ZNONODE. Used for node locks
+ * (/nodepool/nodes/<id>/lock) so that locking a deleted node never recreates
+ * an empty node znode (upstream's kazoo does, then cleans it up later). */
+#define ZK_LOCK_NO_RESURRECT 0x1
+
+struct zk_lock;
+/* rc: ZOK (held), ZK_LOCK_BUSY, ZK_LOCK_TIMEOUT, ZNONODE (see flag), or a ZK error. */
+typedef void (*zk_lock_cb)(struct zk_lock *lock, int rc, void *arg);
+
+/* path and identifier (NULL = empty) are copied. */
+struct zk_lock *zk_lock_new(struct zk *zk, const char *path, const char *identifier,
+    int flags);
+/*
+ * timeout: 0 = non-blocking (our contender is removed again if we are not
+ * the lowest), < 0 = wait forever, > 0 = wait that many seconds watching the
+ * immediate predecessor, then remove our contender and report ZK_LOCK_TIMEOUT.
+ */
+void zk_lock_acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *arg);
+/* Delete our contender only. cb may be NULL. */
+void zk_lock_release(struct zk_lock *lock, zk_void_cb cb, void *arg);
+/* 1 while held (and the session has not expired since). */
+int zk_lock_is_held(const struct zk_lock *lock);
+const char *zk_lock_path(const struct zk_lock *lock);
+/* Releases (fire and forget) if held or pending, then frees. NULL is a no-op. */
+void zk_lock_free(struct zk_lock *lock);
+/* Synchronous acquire/release for tools and tests. */
+int zk_lock_sync_acquire(struct zk_lock *lock, double timeout);
+int zk_lock_sync_release(struct zk_lock *lock);
+
+/*
+ * The contenders of a lock dir, sorted by sequence (holder first): their
+ * identifiers (data). ZNONODE for a missing lock dir is reported as ZOK with
+ * count 0. names is valid only during the call.
+ */
+void zk_lock_contenders(struct zk *zk, const char *path, zk_children_cb cb, void *arg);
+int zk_lock_sync_contenders(struct zk *zk, const char *path, int *count, char ***idents);
+
+/* ---- watch-driven caches --------------------------------------------------
+ *
+ * A cache of the children of one path (depth 1) and, optionally, their data
+ * and their lock contenders. Kept current with one-shot watches that are
+ * re-armed on every firing (the 3.8 C client has no persistent watches); no
+ * polling. After a session expiry it re-reads everything and reports the
+ * differences. Events are delivered on the loop.
+ *
+ * Used for /nodepool/nodes, /nodepool/requests, /nodepool/components/<kind>.
+ */
+enum zk_cache_event {
+	ZK_CACHE_ADDED,   /* child appeared (with data if ZK_CACHE_DATA) */
+	ZK_CACHE_UPDATED, /* data changed, or lock contenders appeared/vanished */
+	ZK_CACHE_REMOVED, /* child deleted; entry is still valid during the call */
+	ZK_CACHE_SYNCED,  /* the initial listing (or a post-expiry relisting) is
+	                     complete; name is NULL, entry is NULL */
+};
+#define ZK_CACHE_DATA 0x1  /* fetch and watch each child's data */
+#define ZK_CACHE_LOCKS 0x2 /* watch each child's "lock" subdir: entry->locked */
+
+struct zk_cache_entry {
+	const char *name;     /* child name, e.g. "0000000042" */
+	const char *data;     /* NUL-terminated, NULL until read or if empty */
+	int len;
+	struct zk_stat stat;
+	int locked;           /* ZK_CACHE_LOCKS: number of contenders under <child>/lock */
+	void *obj;            /* decoded object (zk_cache_set_codec), NULL if undecodable */
+};
+
+struct zk_cache;
+typedef void (*zk_cache_cb)(struct zk_cache *cache, enum zk_cache_event ev,
+    const struct zk_cache_entry *entry, void *arg);
+/* decode returns a new object or NULL (malformed: logged by the cache, entry
+ * kept with obj NULL); free_obj frees one. */
+typedef void *(*zk_cache_decode_fn)(const char *name, const char *data, int len);
+typedef void (*zk_cache_free_fn)(void *obj);
+
+/* The path is created (persistent, makepath) if missing. cb may be NULL. */
+struct zk_cache *zk_cache_new(struct zk *zk, const char *path, unsigned flags,
+    zk_cache_cb cb, void *arg);
+/* Set before the first event: objects are decoded once per data change. */
+void zk_cache_set_codec(struct zk_cache *cache, zk_cache_decode_fn decode,
+    zk_cache_free_fn free_obj);
+void zk_cache_free(struct zk_cache *cache);
+/* 1 once the initial listing (and data, with ZK_CACHE_DATA) is complete. */
+int zk_cache_synced(const struct zk_cache *cache);
+const struct zk_cache_entry *zk_cache_get(const struct zk_cache *cache, const char *name);
+/* Entries in child-name order; the array is owned by the cache and valid until
+ * the loop runs again. */
+int zk_cache_entries(const struct zk_cache *cache, const struct zk_cache_entry *const **out);
+int zk_cache_count(const struct zk_cache *cache);
+
+#endif

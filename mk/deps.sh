@@ -1,0 +1,29 @@
+#!/bin/sh
+# Install the Debian 12 packages nodepoold needs to build, test and run its
+# demo. Quick when everything is present (one dpkg-query); otherwise runs
+# apt-get as root. Usage: mk/deps.sh
+set -eu
+
+PKGS="gcc make cmake pkg-config clang libclang-rt-14-dev
+libssl-dev libevent-dev libyaml-dev libmsgpack-dev libcurl4-openssl-dev
+libjansson-dev libcriterion-dev libssh-dev
+zookeeper libzookeeper-java default-jre-headless dpkg-dev
+python3 python3-kazoo python3-pytest python3-yaml
+openssh-server openssh-client openssl mandoc"
+
+missing=""
+for p in $PKGS; do
+	st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	[ "$st" = "installed" ] || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing:$missing" >&2
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: not root: run 'sudo apt-get install$missing' first" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing >/dev/null

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Build a TLS-capable static ZooKeeper C client from Debian's own source
+# package (Debian 12's libzookeeper-mt has no OpenSSL), with
+# mk/zkclient-tls.patch applied: the OpenSSL 3 build fix (FIPS_mode), trust in
+# the configured CA only, and a check of the server's IP against the
+# certificate's IP SANs. See ../README.md, "ZooKeeper and TLS".
+#
+# Usage: mk/zkclient.sh OUTDIR
+# OUTDIR receives lib/libzookeeper.a, lib/libhashtable.a and include/.
+# The result is cached under $NP_CACHE (default ~/.cache/nodepoold), keyed on
+# the source version and the patch, so later builds (and fresh clones) skip it.
+set -eu
+
+out=$1
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${NP_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/nodepoold}
+srcver=3.8.0
+key=$(cat "$here/zkclient.sh" "$here/zkclient-tls.patch" | sha256sum | cut -c1-16)
+cdir="$cache/zkclient-$srcver-$key"
+
+if [ ! -f "$cdir/lib/libzookeeper.a" ]; then
+	t0=$(date +%s.%N)
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	mkdir -p "$work/apt/lists/partial" "$work/apt/sources.list.d"
+	# A private apt configuration: /etc/apt is left as it is.
+	cat >"$work/apt/sources.list" <<SRC
+deb-src http://deb.debian.org/debian bookworm main
+deb-src http://deb.debian.org/debian-security bookworm-security main
+SRC
+	aptopt="-o Dir::Etc::SourceList=$work/apt/sources.list
+		-o Dir::Etc::SourceParts=$work/apt/sources.list.d
+		-o Dir::State::Lists=$work/apt/lists"
+	# shellcheck disable=SC2086
+	apt-get $aptopt update -q >/dev/null 2>&1
+	(cd "$work" && apt-get $aptopt source --download-only "zookeeper=$srcver*" >/dev/null 2>&1) ||
+		(cd "$work" && apt-get $aptopt source --download-only zookeeper >/dev/null)
+	(cd "$work" && dpkg-source -x ./zookeeper_*.dsc src >/dev/null)
+	(cd "$work/src" && patch -p1 -s <"$here/zkclient-tls.patch")
+	c="$work/src/zookeeper-client/zookeeper-client-c"
+	mkdir -p "$c/generated"
+	(cd "$c/generated" && java -cp /usr/share/java/zookeeper-jute.jar \
+		org.apache.jute.compiler.generated.Rcc -l c \
+		"$work/src/zookeeper-jute/src/main/resources/zookeeper.jute" >/dev/null)
+	mkdir -p "$c/b"
+	(cd "$c/b" && cmake .. -DWITH_OPENSSL=ON -DWANT_CPPUNIT=OFF \
+		-DWITH_CYRUS_SASL=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DCMAKE_POSITION_INDEPENDENT_CODE=ON >/dev/null &&
+		make -j"$(nproc)" zookeeper hashtable >/dev/null)
+	tmp="$cdir.tmp.$$"
+	rm -rf "$tmp"
+	mkdir -p "$tmp/lib" "$tmp/include"
+	cp "$c/b/libzookeeper.a" "$c/b/libhashtable.a" "$tmp/lib/"
+	cp "$c"/include/*.h "$c/generated/zookeeper.jute.h" "$tmp/include/"
+	rm -rf "$cdir"
+	mv "$tmp" "$cdir"
+	t1=$(date +%s.%N)
+	echo "zkclient: built TLS ZooKeeper client in $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s -> $cdir" >&2
+fi
+
+mkdir -p "$out"
+rm -rf "$out/lib" "$out/include"
+cp -r "$cdir/lib" "$cdir/include" "$out/"

@@ -1,0 +1,230 @@
+/*
+ * Nodepool's ZooKeeper records: Node, NodeRequest, ImageBuild, ImageUpload
+ * and component records, as upstream Nodepool's zk/zookeeper.py and
+ * zk/components.py read and write them (reference section 1.4).
+ *
+ * Rules, as upstream:
+ * - the object id is the znode name, never in the body;
+ * - encode writes every key (null where unset), so a reader of any version
+ *   finds them all;
+ * - decode tolerates missing keys (defaults below) and unknown keys, which
+ *   are kept in `extra` and written back on encode, so a record written by a
+ *   newer Nodepool or Zuul survives a round trip through us;
+ * - a malformed body (not JSON, not an object, a key of the wrong type) is an
+ *   error returned to the caller with a message, never a crash.
+ *
+ * Strings are malloc'd and owned by the struct; NULL means JSON null.
+ * json_t members are jansson references owned by the struct (NULL = null).
+ * Times are epoch seconds as double.
+ */
+#ifndef NP_MODEL_H
+#define NP_MODEL_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+/* A list of strings (labels, node ids, host keys...). */
+struct np_strv {
+	char **v;
+	size_t n;
+};
+void np_strv_push(struct np_strv *sv, const char *s); /* copies s */
+void np_strv_clear(struct np_strv *sv);
+int np_strv_contains(const struct np_strv *sv, const char *s);
+void np_strv_copy(struct np_strv *dst, const struct np_strv *src); /* dst cleared first */
+
+/* ---- Node (/nodepool/nodes/<id>) ---------------------------------------- */
+enum np_node_state {
+	NP_NODE_INIT,
+	NP_NODE_BUILDING,
+	NP_NODE_TESTING,
+	NP_NODE_READY,
+	NP_NODE_IN_USE,
+	NP_NODE_USED,
+	NP_NODE_HOLD,
+	NP_NODE_DELETING,
+	NP_NODE_FAILED,
+	NP_NODE_ABORTED,
+	NP_NODE_DELETED,
+	NP_NODE_STATE_COUNT
+};
+/* "init", "building", ..., "in-use", ...; NULL for out-of-range. */
+const char *np_node_state_name(int state);
+/* The state for a name, or -1. */
+int np_node_state_parse(const char *name);
+
+struct np_node {
+	char *id; /* znode name (10 digits); not in the body */
+	int state; /* enum np_node_state */
+	double state_time;
+	double created_time;
+	char *cloud, *region, *az;
+	char *provider, *pool;
+	struct np_strv type; /* labels; a bare string on the wire is read as one label */
+	char *allocated_to;
+	char *public_ipv4, *private_ipv4, *public_ipv6, *interface_ip;
+	char *host_id;
+	char *connection_type;
+	/* connection_port: int (default 22), or an object (k8s credentials), in
+	 * which case connection_port_obj holds it and connection_port is 0.
+	 * ssh_port is written with the same value; read as a fallback. */
+	int connection_port;
+	json_t *connection_port_obj;
+	char *image_id;
+	char *launcher;
+	/* external_id: a string, or an object (AWS {instance, host}); exactly one
+	 * of the two is set, or neither (null). */
+	char *external_id;
+	json_t *external_id_obj;
+	char *hostname;
+	char *comment, *hold_job;
+	long long hold_expiration; /* seconds; 0 = none; coerced with int() semantics */
+	int has_hold_expiration;   /* 0: written as null */
+	char *user_data;
+	struct np_strv host_keys;
+	char *username;            /* default "zuul" on read */
+	char *python_path, *shell_type;
+	json_t *resources;         /* object or NULL */
+	int slot;                  /* -1 = null */
+	json_t *attributes;        /* object or NULL */
+	char *tenant_name, *requestor;
+	json_t *driver_data;       /* any JSON or NULL */
+	json_t *extra;             /* unknown keys (object) or NULL */
+};
+
+struct np_node *np_node_new(void); /* defaults: state init, port 22, slot -1, username zuul */
+void np_node_free(struct np_node *n);
+struct np_node *np_node_dup(const struct np_node *n);
+/* 0 and *out set, or -1 with a message in err. id is copied (may be NULL). */
+int np_node_decode(const char *id, const char *data, size_t len, struct np_node **out,
+    char *err, size_t errlen);
+/* malloc'd NUL-terminated JSON; *len (may be NULL) excludes the NUL. */
+char *np_node_encode(const struct np_node *n, size_t *len);
+/* Set state and state_time = now (as upstream's Node.state setter). */
+void np_node_set_state(struct np_node *n, int state);
+
+/* ---- NodeRequest (/nodepool/requests/<prio>-<seq>) ----------------------- */
+enum np_request_state {
+	NP_REQ_REQUESTED,
+	NP_REQ_PENDING,
+	NP_REQ_FULFILLED,
+	NP_REQ_FAILED,
+	NP_REQ_STATE_COUNT
+};
+const char *np_request_state_name(int state);
+int np_request_state_parse(const char *name);
+
+struct np_request {
+	char *id; /* znode name "<3-digit prio>-<10-digit seq>"; not in the body */
+	int state;
+	double state_time;
+	struct np_strv node_types;  /* order significant, duplicates allowed */
+	struct np_strv nodes;       /* node ids, in node_types order once fulfilled */
+	struct np_strv declined_by; /* pool (launcher) ids */
+	int reuse;                  /* default 1 */
+	char *requestor;
+	json_t *requestor_data;     /* any JSON, untouched */
+	char *provider;
+	long long relative_priority; /* default 0 */
+	char *event_id;
+	double created_time;        /* 0 with has_created_time 0 = null */
+	int has_created_time;
+	char *tenant_name;
+	json_t *extra;
+};
+
+struct np_request *np_request_new(void);
+void np_request_free(struct np_request *r);
+struct np_request *np_request_dup(const struct np_request *r);
+int np_request_decode(const char *id, const char *data, size_t len,
+    struct np_request **out, char *err, size_t errlen);
+char *np_request_encode(const struct np_request *r, size_t *len);
+void np_request_set_state(struct np_request *r, int state);
+/*
+ * Order of service, as upstream's NodeRequest.priority: the id's prefix
+ * (string compare), then relative_priority, then the sequence (string
+ * compare). <0, 0, >0 like strcmp. Ids without '-' sort by the whole id.
+ */
+int np_request_cmp(const struct np_request *a, const struct np_request *b);
+
+/* ---- ImageBuild (/nodepool/images/<image>/builds/<build-id>) ------------- */
+enum np_build_state {
+	NP_BUILD_BUILDING,
+	NP_BUILD_READY,
+	NP_BUILD_FAILED,
+	NP_BUILD_DELETING,
+	NP_BUILD_STATE_COUNT
+};
+const char *np_build_state_name(int state);
+int np_build_state_parse(const char *name);
+
+struct np_image_build {
+	char *id; /* 32 hex (uuid4) or legacy 10-digit sequence; not in the body */
+	int state;
+	double state_time;
+	char *builder;    /* FQDN; omitted from the body when NULL */
+	char *builder_id; /* uuid; omitted when NULL */
+	struct np_strv formats; /* written as a comma-joined sorted string; omitted if empty */
+	char *username;    /* default "zuul" */
+	char *python_path; /* default "/usr/bin/python2" on read */
+	char *shell_type;
+	json_t *extra;
+};
+struct np_image_build *np_image_build_new(void);
+void np_image_build_free(struct np_image_build *b);
+int np_image_build_decode(const char *id, const char *data, size_t len,
+    struct np_image_build **out, char *err, size_t errlen);
+char *np_image_build_encode(const struct np_image_build *b, size_t *len);
+
+/* ---- ImageUpload (…/providers/<provider>/images/<upload-id>) ------------- */
+enum np_upload_state {
+	NP_UPLOAD_UPLOADING,
+	NP_UPLOAD_READY,
+	NP_UPLOAD_FAILED,
+	NP_UPLOAD_DELETING,
+	NP_UPLOAD_STATE_COUNT
+};
+const char *np_upload_state_name(int state);
+int np_upload_state_parse(const char *name);
+
+struct np_image_upload {
+	char *id; /* 10-digit sequence; not in the body */
+	int state;
+	double state_time;
+	char *external_id, *external_name;
+	char *format;
+	char *username, *python_path, *shell_type;
+	json_t *extra;
+};
+struct np_image_upload *np_image_upload_new(void);
+void np_image_upload_free(struct np_image_upload *u);
+int np_image_upload_decode(const char *id, const char *data, size_t len,
+    struct np_image_upload **out, char *err, size_t errlen);
+char *np_image_upload_encode(const struct np_image_upload *u, size_t *len);
+
+/* ---- Components (/nodepool/components/<kind>/<hostname><seq>) ------------ */
+struct np_component {
+	char *name;     /* znode name; not in the body */
+	char *kind;     /* "launcher", "builder", "pool" */
+	char *hostname;
+	char *state;    /* "initializing", "running", "paused", "stopped" */
+	char *version;
+	long long model_api; /* 0 */
+	/* pool components only (kind "pool"): */
+	char *id;       /* launcher id "<fqdn>-PoolWorker.<provider>-<pool>-<uuid4hex>" */
+	char *pool_name;       /* key "name" */
+	char *provider_name;
+	struct np_strv supported_labels;
+	long long priority;    /* default 100 */
+	int paused;
+	json_t *extra;
+};
+struct np_component *np_component_new(const char *kind);
+void np_component_free(struct np_component *c);
+int np_component_decode(const char *name, const char *data, size_t len,
+    struct np_component **out, char *err, size_t errlen);
+/* JSON with sorted keys, as upstream (json.dumps(sort_keys=True)). Pool keys
+ * are written only for kind "pool". */
+char *np_component_encode(const struct np_component *c, size_t *len);
+
+#endif
