@@ -1,0 +1,189 @@
+/*
+ * The driver interface: one const vtable per driver, as Nodepool's
+ * nodepool.driver.Driver / Provider / NodeRequestHandler split (devguide,
+ * "Writing A New Provider Driver"), made event-driven for a single-threaded
+ * worker: nothing here may block; long work completes later through the
+ * launcher's completion functions (drv_launch_done, drv_delete_done).
+ *
+ * Division of labour, as upstream: the launcher (worker/) owns everything
+ * that touches ZooKeeper — request locks, node records and locks, accept,
+ * decline, fulfil, reuse of ready nodes, quota arithmetic, cleanup timers —
+ * and the driver supplies primitives: create a node's resource, delete it,
+ * say which labels are ready, how much quota a label needs, what the cloud
+ * allows. The state-machine framework is itself a driver that adapts cloud
+ * Adapters to this vtable.
+ *
+ * Drivers are registered at compile time in drivers/registry.c (one array);
+ * duplicate names stop start-up.
+ */
+#ifndef NP_DRIVER_H
+#define NP_DRIVER_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#include "model.h"
+
+struct event_base;
+struct evbuffer;
+struct launcher;
+struct lc_provider;
+struct lc_pool;
+
+/* Opaque per-provider driver state, owned by the driver. */
+struct drv_provider;
+
+/*
+ * Quota, as upstream's QuotaInformation: cores, instances, ram (MiB) and
+ * named extras. Unlimited is INFINITY (upstream's math.inf). `resources` on a node is the
+ * JSON form of this (compute dict: {"cores": n, "instances": n, "ram": n,
+ * ...extras}).
+ */
+struct drv_quota {
+	double cores, instances, ram;
+	json_t *extra; /* object name -> number, or NULL */
+};
+
+/*
+ * One launch in progress: the launcher creates the INIT node, locks it and
+ * sets it BUILDING, then hands it to the driver's launch slot. The driver
+ * fills in the node (external_id, addresses, host_keys, connection info, az,
+ * cloud, region, resources...) and calls drv_launch_done() exactly once,
+ * unless cancelled first.
+ */
+struct drv_launch {
+	struct np_node *node;       /* owned by the launcher; the driver may edit fields */
+	const char *label;          /* the label being launched */
+	const struct np_request *request; /* the request it is for (read-only; may be NULL) */
+	void *drv;                  /* driver's private per-launch state */
+	void *owner;                /* the launcher's; drivers leave it alone */
+};
+
+enum drv_launch_result {
+	DRV_LAUNCH_READY,   /* node is up: the launcher stores it READY */
+	DRV_LAUNCH_FAILED,  /* launch-retries exhausted or permanent error: FAILED */
+	DRV_LAUNCH_ABORTED, /* cloud quota error: ABORTED, not a failure; handler pauses */
+};
+
+/* One deletion in progress (node locked and DELETING in ZooKeeper). */
+struct drv_delete {
+	struct np_node *node;       /* owned by the launcher */
+	void *drv;
+};
+
+struct driver {
+	const char *name; /* the `driver:` value in nodepool.yaml */
+	/* PAUSE_AT_QUOTA: 1 = a handler at capacity pauses (cloud drivers);
+	 * 0 = it releases the request (static). */
+	int pause_at_quota;
+	/* 1 = requests are served only by reusing existing ready nodes (static):
+	 * the launcher never calls launch and consults label_available. */
+	int reuse_only;
+
+	/*
+	 * Create the provider's driver state from its config (the launcher's
+	 * parsed provider). Return NULL with a message in err on failure (e.g.
+	 * bad credentials: the worker then exits 100, do not restart).
+	 */
+	struct drv_provider *(*provider_new)(struct launcher *lc, struct lc_provider *prov,
+	    char *err, size_t errlen);
+	/* Called once the ZooKeeper caches are synced and whenever the session
+	 * is (re)established; the driver may register nodes (static). */
+	void (*provider_start)(struct drv_provider *dp);
+	/* Stop starting new work; in-flight work may complete. Then free. */
+	void (*provider_stop)(struct drv_provider *dp);
+	void (*provider_free)(struct drv_provider *dp);
+	/* Periodic hook on the cleanup timer (leaked resources, static sync). */
+	void (*cleanup)(struct drv_provider *dp);
+
+	/* As Provider.labelReady: the label's prerequisites (images) exist.
+	 * NULL = always ready. */
+	int (*label_ready)(struct drv_provider *dp, const char *label);
+	/* As QuotaSupport.quotaNeededByLabel. NULL = 1 instance. */
+	void (*label_quota)(struct drv_provider *dp, const struct lc_pool *pool,
+	    const char *label, struct drv_quota *out);
+	/* The most nodes of a label the pool could ever hold at once (static:
+	 * the sum of max-parallel-jobs of its hosts with that label); a request
+	 * needing more is declined. NULL or < 0 = unlimited. */
+	long (*label_capacity)(struct drv_provider *dp, const struct lc_pool *pool,
+	    const char *label);
+	/* Provider limits (cloud limits minus unmanaged usage). NULL = unlimited. */
+	void (*provider_limits)(struct drv_provider *dp, struct drv_quota *out);
+
+	/*
+	 * Reuse check of a READY node before it is handed out (as
+	 * NodeRequestHandler.checkReusableNode; static: TCP liveness). Calls
+	 * done(node_id, ok, arg) exactly once, possibly synchronously. NULL =
+	 * always reusable.
+	 */
+	void (*check_reusable)(struct drv_provider *dp, const struct np_node *node,
+	    void (*done)(const char *node_id, int ok, void *arg), void *arg);
+
+	/* Start a launch; complete with drv_launch_done(). */
+	void (*launch)(struct drv_provider *dp, struct drv_launch *l);
+	/* Cancel a launch in progress (no completion follows); the launcher
+	 * then deletes the node normally. May be NULL if launch completes
+	 * synchronously. */
+	void (*launch_cancel)(struct drv_provider *dp, struct drv_launch *l);
+
+	/* Delete the node's resource; complete with drv_delete_done(). Not
+	 * found counts as success. NULL = nothing to delete. */
+	void (*node_delete)(struct drv_provider *dp, struct drv_delete *d);
+	/* Notification after the node's znode is gone (static: re-register). */
+	void (*node_deleted)(struct drv_provider *dp, const struct np_node *node);
+
+	/* Append a human-readable state dump (SIGUSR2). May be NULL. */
+	void (*dump)(struct drv_provider *dp, struct evbuffer *out);
+};
+
+/* Completion functions implemented by the launcher. */
+void drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error);
+void drv_delete_done(struct drv_delete *d, int ok, const char *error);
+
+/*
+ * Launcher services a driver may call (implemented in worker/). The
+ * launcher pointer is the one given to provider_new.
+ */
+struct event_base *drv_event_base(struct launcher *lc);
+const char *drv_provider_name(struct launcher *lc);
+const char *drv_pool_name(const struct lc_pool *pool);
+/* The provider's config as JSON (the nodepool.yaml mapping, validated). */
+const json_t *drv_provider_config(struct launcher *lc);
+/* The cached node records of this provider (any pool, any state); array
+ * valid until the loop runs again. */
+size_t drv_provider_nodes(struct launcher *lc, const struct np_node ***out);
+/* 1 if the node has lock contenders (cached "probably locked"). */
+int drv_node_locked(struct launcher *lc, const char *node_id);
+/*
+ * Register a new node record (static driver): the node is written as given
+ * (state, provider, pool, launcher, type...) as a new sequential znode.
+ * Takes ownership of n. done (may be NULL) gets the new id or NULL on error.
+ */
+void drv_register_node(struct launcher *lc, struct np_node *n,
+    void (*done)(const char *node_id, void *arg), void *arg);
+/* Update a READY, unallocated, unlocked node in place under its lock (static
+ * config change); takes ownership of n (whose id names the node). */
+void drv_update_node(struct launcher *lc, struct np_node *n);
+/* Deregister: lock non-blocking and delete the node if it is still READY,
+ * unallocated; otherwise leave it (retried on the next sync). */
+void drv_deregister_node(struct launcher *lc, const char *node_id);
+
+/* Registry: the driver for a name, or NULL. */
+const struct driver *driver_lookup(const char *name);
+/* 0, or -1 when two drivers share a name (start-up refuses to run). */
+int driver_registry_check(void);
+
+/* Quota arithmetic helpers (as upstream's QuotaInformation). */
+void drv_quota_init(struct drv_quota *q, double cores, double instances, double ram);
+void drv_quota_unlimited(struct drv_quota *q);
+void drv_quota_clear(struct drv_quota *q);
+void drv_quota_add(struct drv_quota *q, const struct drv_quota *other);
+void drv_quota_sub(struct drv_quota *q, const struct drv_quota *other);
+/* 1 when no limited value is negative. */
+int drv_quota_non_negative(const struct drv_quota *q);
+/* The node `resources` JSON (new reference) for a quota. */
+json_t *drv_quota_to_json(const struct drv_quota *q);
+/* Fill from a node's resources JSON (NULL leaves zeros). */
+void drv_quota_from_json(struct drv_quota *q, const json_t *resources);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * The drivers built into this binary, registered at compile time in one
+ * array (house style rule 10). Duplicate names are a programming error
+ * caught by driver_registry_check() at start-up.
+ */
+#include "driver.h"
+
+#include <string.h>
+
+extern const struct driver drv_static;
+
+static const struct driver *const drivers[] = {
+	&drv_static,
+};
+
+const struct driver *
+driver_lookup(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(drivers) / sizeof(drivers[0]); i++)
+		if (strcmp(drivers[i]->name, name) == 0)
+			return drivers[i];
+	return NULL;
+}
+
+int
+driver_registry_check(void)
+{
+	size_t i, j;
+
+	for (i = 0; i < sizeof(drivers) / sizeof(drivers[0]); i++)
+		for (j = i + 1; j < sizeof(drivers) / sizeof(drivers[0]); j++)
+			if (strcmp(drivers[i]->name, drivers[j]->name) == 0)
+				return -1;
+	return 0;
+}

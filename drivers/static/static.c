@@ -1,0 +1,556 @@
+/*
+ * The static driver, as upstream Nodepool's driver/static (the "Nodepool
+ * Drivers" spec, seed 003; reference 3.3): pre-existing hosts registered
+ * as READY nodes, one per slot (max-parallel-jobs); requests are served
+ * only by reuse; a used node is deleted and a new READY node registered in
+ * its slot. Config changes are applied by a sync at start, on every
+ * cleanup pass and after each deletion: missing slots registered, removed
+ * hosts or slots deregistered (when unlocked and unallocated), changed
+ * attributes updated in place.
+ *
+ * Identity of a static node: (name, username, connection-port), unique.
+ *
+ * With host-key-checking (the default) a host is registered only after
+ * its SSH host keys are scanned within `timeout` and include every
+ * configured host-key; an unreachable host stays out of service and is
+ * retried every STATIC_RETRY seconds until it answers. Before a node is
+ * handed out its host must accept a TCP connection (liveness check),
+ * unless host-key-checking is off.
+ */
+#include "driver.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "nodescan.h"
+#include "strset.h"
+
+#define STATIC_RETRY 10.0 /* s between scans of an unreachable host */
+
+static double
+mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct static_host {
+	char *pool;
+	char *name;
+	struct np_strv labels;
+	char *username;
+	double timeout;
+	struct np_strv host_keys;
+	int host_key_checking;
+	char *connection_type;
+	int connection_port;
+	char *shell_type;
+	char *python_path;
+	int max_parallel_jobs;
+	json_t *attributes; /* pool node-attributes */
+	int scanning;       /* registration scan in flight */
+	double next_try;    /* monotonic s; 0 = now */
+	struct np_strv scanned_keys;
+};
+
+struct drv_provider {
+	struct launcher *lc;
+	char *name;
+	struct static_host *hosts;
+	size_t n_hosts;
+	struct strset *registering; /* "<host index>/<slot>" being written */
+	struct nodescan *scanner;
+	struct event *retry_ev;
+	int stopped;
+};
+
+static const char *
+j_str(const json_t *o, const char *k, const char *def)
+{
+	const json_t *v = json_object_get(o, k);
+
+	return json_is_string(v) ? json_string_value(v) : def;
+}
+
+static double
+j_num(const json_t *o, const char *k, double def)
+{
+	const json_t *v = json_object_get(o, k);
+
+	return json_is_number(v) ? json_number_value(v) : def;
+}
+
+static void
+strv_from_json(struct np_strv *sv, const json_t *v)
+{
+	size_t i;
+	const json_t *e;
+
+	if (json_is_string(v)) {
+		np_strv_push(sv, json_string_value(v));
+		return;
+	}
+	json_array_foreach(v, i, e)
+	if (json_is_string(e))
+		np_strv_push(sv, json_string_value(e));
+}
+
+static char *
+dupz(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static struct drv_provider *
+static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+{
+	struct drv_provider *dp = calloc(1, sizeof(*dp));
+	const json_t *cfg = drv_provider_config(lc), *pool, *node;
+	size_t i, j, n = 0;
+
+	dp->lc = lc;
+	dp->name = strdup(drv_provider_name(lc));
+	dp->registering = strset_new();
+	json_array_foreach(json_object_get(cfg, "pools"), i, pool)
+	n += json_array_size(json_object_get(pool, "nodes"));
+	dp->hosts = calloc(n ? n : 1, sizeof(*dp->hosts));
+	json_array_foreach(json_object_get(cfg, "pools"), i, pool)
+	{
+		json_array_foreach(json_object_get(pool, "nodes"), j, node)
+		{
+			struct static_host *h = &dp->hosts[dp->n_hosts++];
+			const json_t *hkc = json_object_get(node, "host-key-checking");
+			const json_t *attrs = json_object_get(pool, "node-attributes");
+			h->pool = strdup(j_str(pool, "name", "main"));
+			h->name = strdup(j_str(node, "name", ""));
+			strv_from_json(&h->labels, json_object_get(node, "labels"));
+			h->username = strdup(j_str(node, "username", "zuul"));
+			h->timeout = j_num(node, "timeout", 5);
+			strv_from_json(&h->host_keys, json_object_get(node, "host-key"));
+			h->host_key_checking = json_is_boolean(hkc) ? json_is_true(hkc) : 1;
+			h->connection_type = strdup(j_str(node, "connection-type", "ssh"));
+			h->connection_port = (int)j_num(node, "connection-port",
+			    j_num(node, "ssh-port", 22));
+			h->shell_type = dupz(j_str(node, "shell-type", NULL));
+			h->python_path = strdup(j_str(node, "python-path", "auto"));
+			h->max_parallel_jobs = (int)j_num(node, "max-parallel-jobs", 1);
+			h->attributes = json_is_object(attrs) ? json_deep_copy(attrs) : NULL;
+		}
+	}
+	dp->scanner = nodescan_new(drv_event_base(lc), NULL, 0, 0);
+	(void)prov;
+	(void)err;
+	(void)errlen;
+	return dp;
+}
+
+static void
+static_provider_free(struct drv_provider *dp)
+{
+	size_t i;
+
+	if (dp == NULL)
+		return;
+	nodescan_free(dp->scanner);
+	if (dp->retry_ev != NULL)
+		event_free(dp->retry_ev);
+	for (i = 0; i < dp->n_hosts; i++) {
+		struct static_host *h = &dp->hosts[i];
+		free(h->pool);
+		free(h->name);
+		np_strv_clear(&h->labels);
+		free(h->username);
+		np_strv_clear(&h->host_keys);
+		np_strv_clear(&h->scanned_keys);
+		free(h->connection_type);
+		free(h->shell_type);
+		free(h->python_path);
+		json_decref(h->attributes);
+	}
+	free(dp->hosts);
+	strset_free(dp->registering);
+	free(dp->name);
+	free(dp);
+}
+
+/* Does a node record belong to this configured host? (identity) */
+static int
+host_matches(const struct static_host *h, const struct np_node *n)
+{
+	return n->hostname != NULL && strcmp(n->hostname, h->name) == 0 &&
+	    n->connection_port == h->connection_port && n->username != NULL &&
+	    strcmp(n->username, h->username) == 0;
+}
+
+static int
+node_live(const struct np_node *n)
+{
+	return n->state != NP_NODE_DELETING && n->state != NP_NODE_DELETED;
+}
+
+static struct np_node *
+host_node(struct drv_provider *dp, struct static_host *h, int slot)
+{
+	struct np_node *n = np_node_new();
+	struct in6_addr a6;
+	struct in_addr a4;
+	size_t i;
+
+	np_node_set_state(n, NP_NODE_READY);
+	n->created_time = n->state_time;
+	n->provider = strdup(dp->name);
+	n->pool = strdup(h->pool);
+	for (i = 0; i < h->labels.n; i++)
+		np_strv_push(&n->type, h->labels.v[i]);
+	n->external_id = strdup(h->name);
+	n->hostname = strdup(h->name);
+	n->interface_ip = strdup(h->name);
+	if (inet_pton(AF_INET, h->name, &a4) == 1)
+		n->public_ipv4 = strdup(h->name);
+	else if (inet_pton(AF_INET6, h->name, &a6) == 1)
+		n->public_ipv6 = strdup(h->name);
+	n->launcher = strdup("static driver");
+	free(n->connection_type);
+	n->connection_type = strdup(h->connection_type);
+	n->connection_port = h->connection_port;
+	free(n->username);
+	n->username = strdup(h->username);
+	n->python_path = strdup(h->python_path);
+	n->shell_type = dupz(h->shell_type);
+	if (h->host_key_checking)
+		np_strv_copy(&n->host_keys, &h->scanned_keys);
+	else
+		np_strv_copy(&n->host_keys, &h->host_keys);
+	if (h->attributes != NULL)
+		n->attributes = json_deep_copy(h->attributes);
+	n->slot = slot;
+	return n;
+}
+
+/* Fields a config change may alter on a registered node. */
+static int
+node_differs(const struct np_node *cur, const struct np_node *want)
+{
+	size_t i;
+
+	if (cur->type.n != want->type.n)
+		return 1;
+	for (i = 0; i < cur->type.n; i++)
+		if (strcmp(cur->type.v[i], want->type.v[i]) != 0)
+			return 1;
+	if ((cur->pool == NULL) != (want->pool == NULL) ||
+	    (cur->pool && strcmp(cur->pool, want->pool) != 0))
+		return 1;
+	if (strcmp(cur->connection_type ? cur->connection_type : "",
+		want->connection_type ? want->connection_type : "") != 0)
+		return 1;
+	if (strcmp(cur->python_path ? cur->python_path : "",
+		want->python_path ? want->python_path : "") != 0)
+		return 1;
+	if (strcmp(cur->shell_type ? cur->shell_type : "",
+		want->shell_type ? want->shell_type : "") != 0)
+		return 1;
+	if (!json_equal(cur->attributes ? cur->attributes : json_null(),
+		want->attributes ? want->attributes : json_null()))
+		return 1;
+	return 0;
+}
+
+struct reg {
+	struct drv_provider *dp;
+	char key[64];
+};
+
+static void
+reg_done(const char *node_id, void *arg)
+{
+	struct reg *r = arg;
+
+	strset_del(r->dp->registering, r->key);
+	free(r);
+}
+
+static void static_sync(struct drv_provider *dp);
+
+static void
+register_slot(struct drv_provider *dp, size_t hi, int slot)
+{
+	struct static_host *h = &dp->hosts[hi];
+	struct reg *r = calloc(1, sizeof(*r));
+
+	r->dp = dp;
+	snprintf(r->key, sizeof(r->key), "%zu/%d", hi, slot);
+	strset_add(dp->registering, r->key);
+	log_info("registering static node %s slot %d (%s)", h->name, slot, h->pool);
+	drv_register_node(dp->lc, host_node(dp, h, slot), reg_done, r);
+}
+
+/* ---- host-key scans --------------------------------------------------------- */
+
+struct scan_ctx {
+	struct drv_provider *dp;
+	size_t hi;
+};
+
+static void
+retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	static_sync(arg);
+}
+
+static void
+schedule_retry(struct drv_provider *dp)
+{
+	struct timeval tv = {(time_t)STATIC_RETRY, 0};
+
+	if (dp->retry_ev == NULL)
+		dp->retry_ev = event_new(drv_event_base(dp->lc), -1, 0, retry_cb, dp);
+	if (!event_pending(dp->retry_ev, EV_TIMEOUT, NULL))
+		event_add(dp->retry_ev, &tv);
+}
+
+static void
+scan_done(const struct nodescan_result *res, void *arg)
+{
+	struct scan_ctx *c = arg;
+	struct drv_provider *dp = c->dp;
+	struct static_host *h = &dp->hosts[c->hi];
+	size_t i;
+
+	free(c);
+	h->scanning = 0;
+	if (dp->stopped)
+		return;
+	if (res->status != NODESCAN_OK) {
+		log_warn("static node %s:%d unreachable, kept out of service: %s", h->name,
+		    h->connection_port, res->error);
+		h->next_try = mono_now() + STATIC_RETRY;
+		schedule_retry(dp);
+		return;
+	}
+	np_strv_clear(&h->scanned_keys);
+	for (i = 0; i < res->nkeys; i++)
+		np_strv_push(&h->scanned_keys, res->keys[i]);
+	if (!nodescan_keys_match((const char *const *)h->host_keys.v, h->host_keys.n,
+		(const char *const *)h->scanned_keys.v, h->scanned_keys.n)) {
+		log_warn("static node %s: configured host-key not among the host's keys; "
+			 "not registered",
+		    h->name);
+		np_strv_clear(&h->scanned_keys);
+		h->next_try = mono_now() + STATIC_RETRY;
+		schedule_retry(dp);
+		return;
+	}
+	h->next_try = 0;
+	static_sync(dp);
+}
+
+static int
+host_ready_to_register(struct drv_provider *dp, size_t hi)
+{
+	struct static_host *h = &dp->hosts[hi];
+	struct nodescan_params req;
+	struct scan_ctx *c;
+
+	if (!h->host_key_checking || h->scanned_keys.n > 0)
+		return 1;
+	if (h->scanning || mono_now() < h->next_try)
+		return 0;
+	memset(&req, 0, sizeof(req));
+	req.host = h->name;
+	req.port = h->connection_port;
+	req.connection_type = h->connection_type;
+	req.attempt_timeout = h->timeout;
+	req.deadline = h->timeout;
+	c = calloc(1, sizeof(*c));
+	c->dp = dp;
+	c->hi = hi;
+	h->scanning = 1;
+	if (nodescan_start(dp->scanner, &req, scan_done, c) == NULL) {
+		h->scanning = 0;
+		free(c);
+	}
+	return 0;
+}
+
+/* ---- sync -------------------------------------------------------------------- */
+
+static void
+static_sync(struct drv_provider *dp)
+{
+	const struct np_node **nodes;
+	size_t n, i, hi;
+	int slot;
+	char key[64];
+	unsigned char *claimed;
+
+	if (dp->stopped)
+		return;
+	n = drv_provider_nodes(dp->lc, &nodes);
+	claimed = calloc(n ? n : 1, 1);
+	for (hi = 0; hi < dp->n_hosts; hi++) {
+		struct static_host *h = &dp->hosts[hi];
+		for (slot = 0; slot < h->max_parallel_jobs; slot++) {
+			const struct np_node *found = NULL;
+			for (i = 0; i < n; i++) {
+				if (claimed[i] || !node_live(nodes[i]) ||
+				    !host_matches(h, nodes[i]) || nodes[i]->slot != slot)
+					continue;
+				found = nodes[i];
+				claimed[i] = 1;
+				break;
+			}
+			snprintf(key, sizeof(key), "%zu/%d", hi, slot);
+			if (found != NULL) {
+				struct np_node *want;
+				if (found->state != NP_NODE_READY || found->allocated_to != NULL ||
+				    drv_node_locked(dp->lc, found->id))
+					continue;
+				want = host_node(dp, h, slot);
+				np_strv_copy(&want->host_keys, &found->host_keys);
+				if (node_differs(found, want)) {
+					free(want->id);
+					want->id = strdup(found->id);
+					want->created_time = found->created_time;
+					log_info("static node %s slot %d: updating attributes",
+					    h->name, slot);
+					drv_update_node(dp->lc, want);
+				} else
+					np_node_free(want);
+				continue;
+			}
+			if (strset_has(dp->registering, key))
+				continue;
+			if (!host_ready_to_register(dp, hi))
+				break; /* scan pending: no slot of this host yet */
+			register_slot(dp, hi, slot);
+		}
+	}
+	/* Nodes of ours that match no configured slot: deregister. */
+	for (i = 0; i < n; i++) {
+		if (claimed[i] || !node_live(nodes[i]) || nodes[i]->state != NP_NODE_READY ||
+		    nodes[i]->allocated_to != NULL)
+			continue;
+		drv_deregister_node(dp->lc, nodes[i]->id);
+	}
+	free(claimed);
+}
+
+static void
+static_provider_start(struct drv_provider *dp)
+{
+	static_sync(dp);
+}
+
+static void
+static_provider_stop(struct drv_provider *dp)
+{
+	dp->stopped = 1;
+}
+
+static void
+static_cleanup(struct drv_provider *dp)
+{
+	static_sync(dp);
+}
+
+static void
+static_node_deleted(struct drv_provider *dp, const struct np_node *node)
+{
+	/* a used node is gone: register a new one in its slot */
+	static_sync(dp);
+}
+
+static long
+static_label_capacity(struct drv_provider *dp, const struct lc_pool *pool, const char *label)
+{
+	size_t i;
+	long cap = 0;
+
+	for (i = 0; i < dp->n_hosts; i++) {
+		const struct static_host *h = &dp->hosts[i];
+		if (np_strv_contains(&h->labels, label) && strcmp(drv_pool_name(pool), h->pool) == 0)
+			cap += h->max_parallel_jobs;
+	}
+	return cap;
+}
+
+/* ---- liveness check before hand-out ------------------------------------------- */
+
+struct live_ctx {
+	void (*done)(const char *node_id, int ok, void *arg);
+	void *arg;
+	char *node_id;
+};
+
+static void
+live_done(const struct nodescan_result *res, void *arg)
+{
+	struct live_ctx *c = arg;
+
+	c->done(c->node_id, res->status == NODESCAN_OK, c->arg);
+	free(c->node_id);
+	free(c);
+}
+
+static void
+static_check_reusable(struct drv_provider *dp, const struct np_node *node,
+    void (*done)(const char *node_id, int ok, void *arg), void *arg)
+{
+	struct live_ctx *c;
+	size_t i;
+	double timeout = 5;
+	int hkc = 1;
+
+	for (i = 0; i < dp->n_hosts; i++) {
+		if (host_matches(&dp->hosts[i], node)) {
+			hkc = dp->hosts[i].host_key_checking;
+			timeout = dp->hosts[i].timeout;
+			break;
+		}
+	}
+	if (!hkc || node->hostname == NULL) {
+		done(node->id, 1, arg);
+		return;
+	}
+	c = calloc(1, sizeof(*c));
+	c->done = done;
+	c->arg = arg;
+	c->node_id = strdup(node->id);
+	if (nodescan_check_reachable(dp->scanner, node->hostname, node->connection_port, timeout,
+		live_done, c) == NULL) {
+		free(c->node_id);
+		free(c);
+		done(node->id, 1, arg);
+	}
+}
+
+static void
+static_dump(struct drv_provider *dp, struct evbuffer *out)
+{
+	(void)dp;
+	(void)out;
+}
+
+const struct driver drv_static = {
+	.name = "static",
+	.pause_at_quota = 0,
+	.reuse_only = 1,
+	.provider_new = static_provider_new,
+	.provider_start = static_provider_start,
+	.provider_stop = static_provider_stop,
+	.provider_free = static_provider_free,
+	.cleanup = static_cleanup,
+	.label_capacity = static_label_capacity,
+	.check_reusable = static_check_reusable,
+	.node_deleted = static_node_deleted,
+	.dump = static_dump,
+};

@@ -1,0 +1,86 @@
+#!/bin/sh
+# `make demo`: the main job, end to end on this machine.
+#   1. a private ZooKeeper with mutual TLS (tests/zkfixture.sh)
+#   2. two real sshd on loopback ports: the static hosts
+#   3. nodepoold with a static provider of those hosts (host keys scanned)
+#   4. a requester playing Zuul's part: request -> fulfilled -> lock ->
+#      in-use -> used -> node back to ready, each step printed
+# Everything started here is stopped here, by pid.
+set -eu
+BUILD=${BUILD:-build}
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+tmp=$(mktemp -d /tmp/nodepoold-demo.XXXXXX)
+pids=""
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null || true; done
+	for p in $pids; do wait "$p" 2>/dev/null || true; done
+	sh tests/sshd-fixture.sh stop "$tmp/ssh1" || true
+	sh tests/sshd-fixture.sh stop "$tmp/ssh2" || true
+	sh tests/zkfixture.sh stop "$tmp/zk" || true
+	[ -n "${NP_KEEP_TMP:-}" ] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo "== starting ZooKeeper (TLS) on loopback"
+sh tests/zkfixture.sh start "$tmp/zk"
+. "$tmp/zk/env"
+tlsport=${NP_TEST_ZK_TLS##*:}
+echo "== starting two sshd hosts"
+p1=$(sh tests/sshd-fixture.sh start "$tmp/ssh1")
+p2=$(sh tests/sshd-fixture.sh start "$tmp/ssh2")
+key1=$(grep ed25519 "$tmp/ssh1/host_keys")
+cat >"$tmp/nodepool.yaml" <<CFG
+zookeeper-servers:
+  - host: 127.0.0.1
+    port: $tlsport
+    chroot: /nodepool-demo
+zookeeper-tls:
+  ca: $NP_TEST_CERTS/ca.pem
+  cert: $NP_TEST_CERTS/client.pem
+  key: $NP_TEST_CERTS/client.key
+labels:
+  - name: ubuntu-jammy
+providers:
+  - name: static-demo
+    driver: static
+    pools:
+      - name: main
+        nodes:
+          - name: 127.0.0.1
+            labels: [ubuntu-jammy]
+            connection-port: $p1
+            host-key: "$key1"
+            timeout: 5
+          - name: 127.0.0.1
+            labels: [ubuntu-jammy]
+            connection-port: $p2
+            max-parallel-jobs: 2
+nodepoold:
+  control-socket: $tmp/nodepoold.sock
+  pid-file: $tmp/nodepoold.pid
+CFG
+echo "== nodepool.yaml"
+sed 's/^/   /' "$tmp/nodepool.yaml"
+if [ -x "$BUILD/bin/nodepoold" ]; then
+	echo "== starting nodepoold"
+	"$BUILD/bin/nodepoold" -f -c "$tmp/nodepool.yaml" >"$tmp/nodepoold.log" 2>&1 &
+else
+	echo "== starting nodepool-launcher (static-demo)"
+	"$BUILD/bin/nodepool-launcher" -p static-demo -c "$tmp/nodepool.yaml" >"$tmp/nodepoold.log" 2>&1 &
+fi
+pids="$!"
+echo "== requester playing Zuul"
+if ! /usr/bin/python3 tests/demo_requester.py "127.0.0.1:$tlsport/nodepool-demo" \
+	"$NP_TEST_CERTS" ubuntu-jammy 3; then
+	echo "== demo FAILED; daemon log:"
+	cat "$tmp/nodepoold.log"
+	exit 1
+fi
+if [ -x "$BUILD/bin/nodepoolctl" ]; then
+	echo "== nodepoolctl status"
+	"$BUILD/bin/nodepoolctl" -s "$tmp/nodepoold.sock" status || true
+fi
+echo "== daemon log (last lines)"
+tail -15 "$tmp/nodepoold.log" | sed 's/^/   /'

@@ -1,0 +1,391 @@
+/*
+ * Request acceptance, as upstream Nodepool's PoolWorker._assignHandlers
+ * (reference section 2.2): for each pool, walk the `requested` requests in
+ * service order and skip, defer, decline or take each one.
+ *
+ * Unlike upstream, this runs when ZooKeeper reports a change (a new
+ * request, a node becoming ready, a pool component appearing), coalesced
+ * to one pass per loop iteration, not on a 1 s poll.
+ */
+#include "launcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "strset.h"
+
+/* The pool components of every launcher (ours included). */
+static int
+components(struct launcher *lc, const struct np_component ***out)
+{
+	static const struct np_component **buf;
+	static int cap;
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->pool_components, &ents), k = 0;
+
+	if (n > cap) {
+		cap = n * 2;
+		buf = realloc(buf, (size_t)cap * sizeof(*buf));
+		if (buf == NULL)
+			abort();
+	}
+	for (i = 0; i < n; i++) {
+		const struct np_component *c = ents[i]->obj;
+		if (c != NULL && c->id != NULL)
+			buf[k++] = c;
+	}
+	*out = buf;
+	return k;
+}
+
+static int
+supports_all(const struct np_strv *labels, const struct np_request *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->node_types.n; i++)
+		if (!np_strv_contains(labels, r->node_types.v[i]))
+			return 0;
+	return 1;
+}
+
+static int
+lacks(const struct lc_pool *pool, const struct np_request *r)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < r->node_types.n; i++)
+		if (!np_strv_contains(&pool->labels, r->node_types.v[i]))
+			n++;
+	return n;
+}
+
+static int
+count_label(const struct np_request *r, const char *label)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < r->node_types.n; i++)
+		if (strcmp(r->node_types.v[i], label) == 0)
+			n++;
+	return n;
+}
+
+/*
+ * Reasons to decline (reference 2.2 step 4), or NULL. The returned string
+ * is static.
+ */
+const char *assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
+const char *
+assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
+{
+	static char buf[512];
+	struct launcher *lc = pool->prov->lc;
+	const struct driver *drv = lc->prov.drv;
+	size_t i, len = 0;
+	int missing = 0;
+
+	if (pool->max_servers == 0)
+		return "pool is disabled";
+	len = (size_t)snprintf(buf, sizeof(buf), "node type(s) [");
+	for (i = 0; i < r->node_types.n; i++) {
+		if (np_strv_contains(&pool->labels, r->node_types.v[i]))
+			continue;
+		if (len < sizeof(buf))
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s",
+			    missing ? ", " : "", r->node_types.v[i]);
+		missing++;
+	}
+	if (missing) {
+		if (len < sizeof(buf))
+			snprintf(buf + len, sizeof(buf) - len, "] not available");
+		return buf;
+	}
+	if (drv->label_ready != NULL && lc->prov.dp != NULL) {
+		for (i = 0; i < r->node_types.n; i++)
+			if (!drv->label_ready(lc->prov.dp, r->node_types.v[i]))
+				return "images are not available";
+	}
+	/* could the whole nodeset ever fit? */
+	if (pool->max_servers > 0 && (long)r->node_types.n > pool->max_servers)
+		return "it would exceed quota";
+	if (drv->label_capacity != NULL && lc->prov.dp != NULL) {
+		for (i = 0; i < r->node_types.n; i++) {
+			long cap = drv->label_capacity(lc->prov.dp, pool, r->node_types.v[i]);
+			if (cap >= 0 && count_label(r, r->node_types.v[i]) > cap)
+				return "it would exceed quota";
+		}
+	}
+	return NULL;
+}
+
+/* Tenant resource limits (reference 2.6): usage is the sum of `resources`
+ * of every node of the tenant (any provider, any state); a request that
+ * would exceed a limit is deferred, not declined. */
+static int
+tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request *r)
+{
+	const struct lc_tenant_limit *tl = NULL;
+	const struct zk_cache_entry *const *ents;
+	struct drv_quota used, need;
+	int i, n;
+	size_t k;
+
+	if (r->tenant_name == NULL)
+		return 1;
+	for (k = 0; k < lc->n_tenant_limits; k++)
+		if (strcmp(lc->tenant_limits[k].tenant, r->tenant_name) == 0)
+			tl = &lc->tenant_limits[k];
+	if (tl == NULL)
+		return 1;
+	drv_quota_init(&used, 0, 0, 0);
+	n = zk_cache_entries(lc->nodes, &ents);
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = ents[i]->obj;
+		struct drv_quota q;
+		if (nd == NULL || nd->tenant_name == NULL || nd->resources == NULL ||
+		    strcmp(nd->tenant_name, r->tenant_name) != 0)
+			continue;
+		drv_quota_init(&q, 0, 0, 0);
+		drv_quota_from_json(&q, nd->resources);
+		drv_quota_add(&used, &q);
+		drv_quota_clear(&q);
+	}
+	for (k = 0; k < r->node_types.n; k++) {
+		drv_quota_init(&need, 0, 1, 0);
+		if (lc->prov.drv->label_quota != NULL && lc->prov.dp != NULL) {
+			drv_quota_clear(&need);
+			lc->prov.drv->label_quota(lc->prov.dp, pool, r->node_types.v[k], &need);
+		}
+		drv_quota_add(&used, &need);
+		drv_quota_clear(&need);
+	}
+	{
+		struct drv_quota left;
+		int ok;
+		drv_quota_init(&left, tl->limits.cores, tl->limits.instances, tl->limits.ram);
+		if (tl->limits.extra != NULL)
+			left.extra = json_deep_copy(tl->limits.extra);
+		drv_quota_sub(&left, &used);
+		ok = drv_quota_non_negative(&left);
+		drv_quota_clear(&left);
+		drv_quota_clear(&used);
+		if (!ok)
+			log_debug("request %s deferred: tenant %s at its limits", r->id,
+			    r->tenant_name);
+		return ok;
+	}
+}
+
+struct cand {
+	const struct np_request *r;
+	int lacks;
+};
+
+static int
+cand_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	if (x->lacks != y->lacks)
+		return x->lacks < y->lacks ? -1 : 1;
+	return np_request_cmp(x->r, y->r);
+}
+
+static int
+paused_cmp(const void *a, const void *b)
+{
+	const struct handler *const *x = a, *const *y = b;
+
+	return np_request_cmp((*x)->req, (*y)->req);
+}
+
+/* Per-label count of nodes a reuse-only pool can hand out right now. */
+struct avail {
+	const char *label;
+	int n;
+};
+
+static int
+avail_get(struct avail *av, size_t nav, const char *label)
+{
+	size_t i;
+
+	for (i = 0; i < nav; i++)
+		if (strcmp(av[i].label, label) == 0)
+			return av[i].n;
+	return 0;
+}
+
+static void
+avail_take(struct avail *av, size_t nav, const char *label)
+{
+	size_t i;
+
+	for (i = 0; i < nav; i++)
+		if (strcmp(av[i].label, label) == 0 && av[i].n > 0)
+			av[i].n--;
+}
+
+static int
+total_handlers(struct launcher *lc)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < lc->prov.n_pools; i++)
+		n += lc->prov.pools[i].n_handlers;
+	return n;
+}
+
+static void
+rerun_paused(struct lc_pool *pool)
+{
+	struct handler *h, **v;
+	int n = 0, i;
+
+	TAILQ_FOREACH(h, &pool->handlers, entry)
+	if (h->state == H_PAUSED)
+		n++;
+	if (n == 0)
+		return;
+	v = calloc((size_t)n, sizeof(*v));
+	if (v == NULL)
+		abort();
+	n = 0;
+	TAILQ_FOREACH(h, &pool->handlers, entry)
+	if (h->state == H_PAUSED)
+		v[n++] = h;
+	qsort(v, (size_t)n, sizeof(*v), paused_cmp);
+	for (i = 0; i < n; i++)
+		handler_rerun(v[i]);
+	free(v);
+}
+
+static void
+assign_pool(struct launcher *lc, struct lc_pool *pool)
+{
+	const struct driver *drv = lc->prov.drv;
+	const struct zk_cache_entry *const *ents;
+	const struct np_component **comps;
+	struct cand *cands;
+	struct avail *av = NULL;
+	int i, n, nc, ncomp;
+	size_t k, nav = 0;
+
+	if (pool->component_path == NULL)
+		return; /* not registered yet: nobody would count our declines */
+	ncomp = components(lc, &comps);
+
+	if (drv->reuse_only) {
+		/* the label quota table, as the static driver's getLabelQuota */
+		const struct zk_cache_entry *const *ne;
+		int nn = zk_cache_entries(lc->nodes, &ne), j;
+		av = calloc(pool->labels.n ? pool->labels.n : 1, sizeof(*av));
+		for (k = 0; k < pool->labels.n; k++)
+			av[k].label = pool->labels.v[k];
+		nav = pool->labels.n;
+		for (j = 0; j < nn; j++) {
+			const struct np_node *nd = ne[j]->obj;
+			if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
+			    ne[j]->locked > 0 || lc_busy(lc, nd->id) || nd->provider == NULL ||
+			    nd->pool == NULL || strcmp(nd->provider, lc->prov.name) != 0 ||
+			    strcmp(nd->pool, pool->name) != 0)
+				continue;
+			for (k = 0; k < nav; k++)
+				if (np_strv_contains(&nd->type, av[k].label))
+					av[k].n++;
+		}
+	}
+
+	n = zk_cache_entries(lc->requests, &ents);
+	cands = calloc(n ? (size_t)n : 1, sizeof(*cands));
+	if (cands == NULL)
+		abort();
+	nc = 0;
+	for (i = 0; i < n; i++) {
+		const struct np_request *r = ents[i]->obj;
+		if (r == NULL || r->state != NP_REQ_REQUESTED)
+			continue;
+		if (np_strv_contains(&r->declined_by, pool->launcher_id))
+			continue;
+		if (lc_find_handler(lc, r->id) != NULL)
+			continue;
+		cands[nc].r = r;
+		cands[nc].lacks = lacks(pool, r);
+		nc++;
+	}
+	qsort(cands, (size_t)nc, sizeof(*cands), cand_cmp);
+
+	for (i = 0; i < nc; i++) {
+		const struct np_request *r = cands[i].r;
+		const char *reason;
+		int j, other_candidate = 0, preferred_exists = 0, better = 0, short_nodes = 0;
+		struct handler *h;
+
+		if (lc_find_handler(lc, r->id) != NULL)
+			continue; /* taken by another of our pools this pass */
+		for (j = 0; j < ncomp; j++) {
+			const struct np_component *c = comps[j];
+			if (strcmp(c->id, pool->launcher_id) == 0)
+				continue;
+			if (np_strv_contains(&r->declined_by, c->id) ||
+			    !supports_all(&c->supported_labels, r))
+				continue;
+			other_candidate = 1;
+			if (r->provider != NULL && c->provider_name != NULL &&
+			    strcmp(r->provider, c->provider_name) == 0)
+				preferred_exists = 1;
+			if (c->priority < pool->priority && !c->paused)
+				better = 1;
+		}
+		if (r->provider != NULL && strcmp(r->provider, lc->prov.name) != 0 && preferred_exists)
+			continue; /* the requested provider can serve it */
+		if (better)
+			continue; /* a higher-priority pool can serve it */
+		if (cands[i].lacks > 0 && other_candidate)
+			continue; /* let a pool that has every label take it */
+		reason = assign_decline_reason(pool, r);
+		if (reason == NULL) {
+			if (drv->reuse_only) {
+				for (k = 0; k < r->node_types.n; k++)
+					if (avail_get(av, nav, r->node_types.v[k]) <
+					    count_label(r, r->node_types.v[k]))
+						short_nodes = 1;
+				if (short_nodes)
+					continue; /* deferred until nodes come back */
+			}
+			if (!tenant_allows(lc, pool, r))
+				continue;
+			if (pool->paused)
+				continue;
+			if (lc->prov.max_concurrency > 0 &&
+			    total_handlers(lc) >= lc->prov.max_concurrency)
+				continue;
+		}
+		h = handler_new(pool, r->id);
+		if (drv->reuse_only && reason == NULL)
+			for (k = 0; k < r->node_types.n; k++)
+				avail_take(av, nav, r->node_types.v[k]);
+		handler_start(h);
+	}
+	free(cands);
+	free(av);
+}
+
+void
+assign_pass(struct launcher *lc)
+{
+	size_t i;
+
+	if (lc->prov.max_concurrency == 0 || lc->prov.dp == NULL)
+		return;
+	for (i = 0; i < lc->prov.n_pools; i++)
+		rerun_paused(&lc->prov.pools[i]);
+	for (i = 0; i < lc->prov.n_pools; i++)
+		assign_pool(lc, &lc->prov.pools[i]);
+}

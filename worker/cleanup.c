@@ -1,0 +1,566 @@
+/*
+ * Periodic and event-driven cleanup, as upstream Nodepool's CleanupWorker
+ * (every 60 s: request-lock GC, lost requests, max-ready-age,
+ * max-hold-age, empty node znodes) and DeletedNodeWorker (every 5 s:
+ * orphan allocations, deletion of unlocked nodes in cleanup states) —
+ * reference section 2.7. The deletion pass also runs as soon as the node
+ * cache reports a node released, so a used node is recycled at once.
+ *
+ * Nodes of other providers are left alone, as upstream.
+ */
+#include "launcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "strset.h"
+
+#define LOCK_CLEANUP_AGE (8 * 3600) /* request-lock dirs older than this go */
+
+static int
+ours(struct launcher *lc, const struct np_node *n)
+{
+	return n != NULL && n->provider != NULL && strcmp(n->provider, lc->prov.name) == 0;
+}
+
+static int
+cleanup_state(int st)
+{
+	switch (st) {
+	case NP_NODE_USED:
+	case NP_NODE_IN_USE:
+	case NP_NODE_BUILDING:
+	case NP_NODE_FAILED:
+	case NP_NODE_DELETING:
+	case NP_NODE_DELETED:
+	case NP_NODE_ABORTED:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* ---- deleting one node ------------------------------------------------------ */
+
+struct ndel {
+	struct launcher *lc;
+	char *id;
+	struct zk_lock *lock;
+	struct np_node *node;
+	struct drv_delete d;
+	int why; /* 0 cleanup state; 1 READY node (age, capacity); 2 HOLD expired */
+};
+
+static void
+ndel_abort(struct ndel *x)
+{
+	zk_lock_free(x->lock);
+	lc_busy_del(x->lc, x->id);
+	np_node_free(x->node);
+	free(x->id);
+	free(x);
+}
+
+void
+drv_delete_done(struct drv_delete *d, int ok, const char *error)
+{
+	struct ndel *x = (struct ndel *)((char *)d - offsetof(struct ndel, d));
+	struct launcher *lc = x->lc;
+
+	if (!ok) {
+		lc_set_error(lc, "deleting node %s: %s (retrying later)", x->id,
+		    error ? error : "unknown error");
+		ndel_abort(x); /* left `deleting` and unlocked: retried */
+		return;
+	}
+	lc_delete_node_record(lc, x->node, x->lock); /* takes both, clears busy */
+	free(x->id);
+	free(x);
+}
+
+static void
+ndel_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct ndel *x = arg;
+	struct launcher *lc = x->lc;
+
+	if (rc != ZOK) {
+		ndel_abort(x);
+		return;
+	}
+	if (lc->prov.drv->node_delete == NULL || lc->prov.dp == NULL) {
+		drv_delete_done(&x->d, 1, NULL);
+		return;
+	}
+	x->d.node = x->node;
+	lc->prov.drv->node_delete(lc->prov.dp, &x->d);
+}
+
+static void
+ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct ndel *x = arg;
+	struct launcher *lc = x->lc;
+	char err[200];
+
+	if (rc != ZOK || len == 0 ||
+	    np_node_decode(x->id, data, (size_t)len, &x->node, err, sizeof(err)) != 0) {
+		if (rc == ZOK) {
+			/* empty or malformed record: remove it */
+			log_warn("node %s: removing unreadable record", x->id);
+			x->node = np_node_new();
+			x->node->id = strdup(x->id);
+			lc_delete_node_record(lc, x->node, x->lock);
+			free(x->id);
+			free(x);
+			return;
+		}
+		ndel_abort(x);
+		return;
+	}
+	{
+		int st = x->node->state, ok;
+		if (x->why == 0)
+			ok = cleanup_state(st);
+		else if (x->why == 1)
+			ok = st == NP_NODE_READY && x->node->allocated_to == NULL;
+		else
+			ok = st == NP_NODE_HOLD;
+		if (!ok) {
+			ndel_abort(x); /* changed under us */
+			return;
+		}
+	}
+	if (x->node->state == NP_NODE_DELETED || x->node->provider == NULL) {
+		lc_delete_node_record(lc, x->node, x->lock);
+		free(x->id);
+		free(x);
+		return;
+	}
+	log_info("deleting node %s (%s, was %s)", x->id,
+	    x->node->type.n ? x->node->type.v[0] : "?", np_node_state_name(x->node->state));
+	np_node_set_state(x->node, NP_NODE_DELETING);
+	lc_store_node(lc, x->node, ndel_stored, x);
+}
+
+static void
+ndel_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct ndel *x = arg;
+	char path[128];
+
+	if (rc != ZOK) {
+		ndel_abort(x);
+		return;
+	}
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", x->id);
+	zk_get(x->lc->zk, path, NULL, NULL, ndel_read, x);
+}
+
+static void
+delete_node(struct launcher *lc, const char *node_id, int why)
+{
+	struct ndel *x;
+	char path[128];
+
+	if (lc_busy(lc, node_id))
+		return;
+	x = calloc(1, sizeof(*x));
+	if (x == NULL)
+		abort();
+	x->lc = lc;
+	x->id = strdup(node_id);
+	x->why = why;
+	lc_busy_add(lc, node_id);
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s/lock", node_id);
+	x->lock = zk_lock_new(lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+	zk_lock_acquire(x->lock, 0, ndel_locked, x);
+}
+
+void
+cleanup_delete_node(struct launcher *lc, const char *node_id)
+{
+	delete_node(lc, node_id, 1);
+}
+
+/* ---- orphan allocations --------------------------------------------------- */
+
+struct dealloc {
+	struct launcher *lc;
+	char *id;
+	struct zk_lock *lock;
+};
+
+static void
+dealloc_finish(struct dealloc *x)
+{
+	zk_lock_free(x->lock);
+	lc_busy_del(x->lc, x->id);
+	free(x->id);
+	free(x);
+}
+
+static void
+dealloc_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	dealloc_finish(arg);
+}
+
+static void
+dealloc_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct dealloc *x = arg;
+	struct np_node *n = NULL;
+	char err[200];
+
+	if (rc != ZOK || np_node_decode(x->id, data, (size_t)len, &n, err, sizeof(err)) != 0 ||
+	    n->allocated_to == NULL || lc_request(x->lc, n->allocated_to) != NULL) {
+		np_node_free(n);
+		dealloc_finish(x);
+		return;
+	}
+	log_info("node %s: clearing allocation to vanished request %s", x->id, n->allocated_to);
+	free(n->allocated_to);
+	n->allocated_to = NULL;
+	lc_store_node(x->lc, n, dealloc_stored, x);
+	np_node_free(n);
+}
+
+static void
+dealloc_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct dealloc *x = arg;
+	char path[128];
+
+	if (rc != ZOK) {
+		dealloc_finish(x);
+		return;
+	}
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", x->id);
+	zk_get(x->lc->zk, path, NULL, NULL, dealloc_read, x);
+}
+
+static void
+deallocate_orphan(struct launcher *lc, const char *node_id)
+{
+	struct dealloc *x;
+	char path[128];
+
+	if (lc_busy(lc, node_id))
+		return;
+	x = calloc(1, sizeof(*x));
+	x->lc = lc;
+	x->id = strdup(node_id);
+	lc_busy_add(lc, node_id);
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s/lock", node_id);
+	x->lock = zk_lock_new(lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+	zk_lock_acquire(x->lock, 0, dealloc_locked, x);
+}
+
+/* As DeletedNodeWorker: orphan allocations, then unlocked nodes in cleanup
+ * states. */
+void
+delete_pass(struct launcher *lc)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = ents[i]->obj;
+		if (!ours(lc, nd) || ents[i]->locked > 0 || lc_busy(lc, nd->id))
+			continue;
+		if (nd->state == NP_NODE_READY && nd->allocated_to != NULL &&
+		    lc_request(lc, nd->allocated_to) == NULL && zk_cache_synced(lc->requests))
+			deallocate_orphan(lc, nd->id);
+		else if (cleanup_state(nd->state))
+			delete_node(lc, nd->id, 0);
+	}
+}
+
+/* ---- lost requests (reference 2.7) ------------------------------------------ */
+
+struct lost {
+	struct launcher *lc;
+	char *id;
+	struct zk_lock *lock;
+	struct np_request *req;
+	int waiting; /* node resets in flight */
+};
+
+static void
+lost_finish(struct lost *x)
+{
+	zk_lock_free(x->lock);
+	np_request_free(x->req);
+	free(x->id);
+	free(x);
+}
+
+static void
+lost_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct lost *x = arg;
+
+	if (rc == ZOK)
+		log_info("request %s: reset lost request to requested", x->id);
+	lost_finish(x);
+}
+
+static void
+lost_store(struct lost *x)
+{
+	char path[160];
+	char *json;
+	size_t len;
+
+	np_request_set_state(x->req, NP_REQ_REQUESTED);
+	np_strv_clear(&x->req->nodes);
+	snprintf(path, sizeof(path), "/nodepool/requests/%s", x->id);
+	json = np_request_encode(x->req, &len);
+	zk_set(x->lc->zk, path, json, (int)len, -1, lost_stored, x);
+	free(json);
+}
+
+struct lost_node {
+	struct lost *x;
+	char *id;
+	struct zk_lock *lock;
+};
+
+static void
+lost_node_done(struct lost_node *y)
+{
+	struct lost *x = y->x;
+
+	zk_lock_free(y->lock);
+	lc_busy_del(x->lc, y->id);
+	free(y->id);
+	free(y);
+	if (--x->waiting == 0)
+		lost_store(x);
+}
+
+static void
+lost_node_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	lost_node_done(arg);
+}
+
+static void
+lost_node_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct lost_node *y = arg;
+	struct np_node *n = NULL;
+	char err[200];
+
+	if (rc != ZOK || np_node_decode(y->id, data, (size_t)len, &n, err, sizeof(err)) != 0 ||
+	    n->allocated_to == NULL || strcmp(n->allocated_to, y->x->id) != 0) {
+		np_node_free(n);
+		lost_node_done(y);
+		return;
+	}
+	if (n->state == NP_NODE_INIT)
+		np_node_set_state(n, NP_NODE_DELETING);
+	free(n->allocated_to);
+	n->allocated_to = NULL;
+	lc_store_node(y->x->lc, n, lost_node_stored, y);
+	np_node_free(n);
+}
+
+static void
+lost_node_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct lost_node *y = arg;
+	char path[128];
+
+	if (rc != ZOK) {
+		lost_node_done(y);
+		return;
+	}
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", y->id);
+	zk_get(y->x->lc->zk, path, NULL, NULL, lost_node_read, y);
+}
+
+static void
+lost_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct lost *x = arg;
+	struct launcher *lc = x->lc;
+	const struct zk_cache_entry *const *ents;
+	char err[200], path[128];
+	int i, n;
+
+	if (rc != ZOK ||
+	    np_request_decode(x->id, data, (size_t)len, &x->req, err, sizeof(err)) != 0 ||
+	    x->req->state != NP_REQ_PENDING) {
+		lost_finish(x);
+		return;
+	}
+	/* Every node allocated to it: locked (5 s: Zuul may hold one
+	 * briefly), INIT ones set deleting, allocation cleared. */
+	x->waiting = 1;
+	n = zk_cache_entries(lc->nodes, &ents);
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = ents[i]->obj;
+		struct lost_node *y;
+		if (nd == NULL || nd->allocated_to == NULL || strcmp(nd->allocated_to, x->id) != 0 ||
+		    lc_busy(lc, nd->id))
+			continue;
+		y = calloc(1, sizeof(*y));
+		y->x = x;
+		y->id = strdup(nd->id);
+		lc_busy_add(lc, y->id);
+		snprintf(path, sizeof(path), "/nodepool/nodes/%s/lock", nd->id);
+		y->lock = zk_lock_new(lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+		x->waiting++;
+		zk_lock_acquire(y->lock, 5.0, lost_node_locked, y);
+	}
+	if (--x->waiting == 0)
+		lost_store(x);
+}
+
+static void
+lost_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct lost *x = arg;
+	char path[160];
+
+	if (rc != ZOK) {
+		lost_finish(x); /* its owner is alive */
+		return;
+	}
+	snprintf(path, sizeof(path), "/nodepool/requests/%s", x->id);
+	zk_get(x->lc->zk, path, NULL, NULL, lost_read, x);
+}
+
+static void
+cleanup_lost_requests(struct launcher *lc)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->requests, &ents);
+	char path[160];
+
+	for (i = 0; i < n; i++) {
+		const struct np_request *r = ents[i]->obj;
+		struct lost *x;
+		if (r == NULL || r->state != NP_REQ_PENDING || lc_find_handler(lc, r->id) != NULL)
+			continue;
+		x = calloc(1, sizeof(*x));
+		x->lc = lc;
+		x->id = strdup(r->id);
+		snprintf(path, sizeof(path), "/nodepool/requests-lock/%s", r->id);
+		x->lock = zk_lock_new(lc->zk, path, NULL, 0);
+		zk_lock_acquire(x->lock, 0, lost_locked, x);
+	}
+}
+
+/* ---- request-lock GC ------------------------------------------------------ */
+
+struct lockgc {
+	struct launcher *lc;
+	char *path;
+};
+
+static void
+lockgc_stat(int rc, const struct zk_stat *st, void *arg)
+{
+	struct lockgc *g = arg;
+	const char *id = strrchr(g->path, '/') + 1;
+
+	if (rc == ZOK && lc_request(g->lc, id) == NULL &&
+	    lc_now() * 1000.0 - (double)st->mtime_ms > LOCK_CLEANUP_AGE * 1000.0 &&
+	    st->num_children == 0) {
+		log_debug("removing stale request lock %s", g->path);
+		zk_delete(g->lc->zk, g->path, -1, 1, NULL, NULL);
+	}
+	free(g->path);
+	free(g);
+}
+
+static void
+lockgc_children(int rc, int count, char *const *names, void *arg)
+{
+	struct launcher *lc = arg;
+	int i;
+
+	if (rc != ZOK)
+		return;
+	for (i = 0; i < count; i++) {
+		struct lockgc *g;
+		if (lc_request(lc, names[i]) != NULL)
+			continue;
+		g = calloc(1, sizeof(*g));
+		g->lc = lc;
+		if (asprintf(&g->path, "/nodepool/requests-lock/%s", names[i]) < 0)
+			abort();
+		zk_exists(lc->zk, g->path, NULL, NULL, lockgc_stat, g);
+	}
+}
+
+/* ---- ages and holds ---------------------------------------------------------- */
+
+static void
+cleanup_ages(struct launcher *lc)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+	double now = lc_now();
+
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = ents[i]->obj;
+		size_t k;
+		if (!ours(lc, nd) || ents[i]->locked > 0 || lc_busy(lc, nd->id))
+			continue;
+		if (nd->state == NP_NODE_READY && nd->allocated_to == NULL) {
+			for (k = 0; k < nd->type.n; k++) {
+				const struct lc_label *l = lc_label_get(lc, nd->type.v[k]);
+				if (l != NULL && l->max_ready_age > 0 &&
+				    now - nd->state_time > (double)l->max_ready_age) {
+					log_info("node %s exceeded max-ready-age %lds", nd->id,
+					    l->max_ready_age);
+					delete_node(lc, nd->id, 1);
+					break;
+				}
+			}
+		} else if (nd->state == NP_NODE_HOLD) {
+			double limit = 0;
+			if (nd->has_hold_expiration && nd->hold_expiration > 0)
+				limit = (double)nd->hold_expiration;
+			if (lc->max_hold_age > 0 && (limit == 0 || lc->max_hold_age < limit))
+				limit = (double)lc->max_hold_age;
+			if (limit > 0 && now - nd->state_time > limit) {
+				log_info("held node %s exceeded its hold age (%.0fs)", nd->id, limit);
+				delete_node(lc, nd->id, 2);
+			}
+		}
+	}
+}
+
+static void
+cleanup_empty_nodes(struct launcher *lc)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+	char path[128];
+
+	for (i = 0; i < n; i++) {
+		if (ents[i]->len != 0 || ents[i]->data != NULL || lc_busy(lc, ents[i]->name))
+			continue;
+		if (strcmp(ents[i]->name, "lock") == 0)
+			continue;
+		log_info("removing empty node znode %s", ents[i]->name);
+		snprintf(path, sizeof(path), "/nodepool/nodes/%s", ents[i]->name);
+		zk_delete(lc->zk, path, -1, 1, NULL, NULL);
+	}
+}
+
+void
+cleanup_pass(struct launcher *lc)
+{
+	zk_children(lc->zk, "/nodepool/requests-lock", NULL, NULL, lockgc_children, lc);
+	cleanup_lost_requests(lc);
+	cleanup_ages(lc);
+	cleanup_empty_nodes(lc);
+}

@@ -1,0 +1,1085 @@
+/*
+ * One node request in hand, as upstream Nodepool's NodeRequestHandler
+ * (driver/__init__.py: run, _waitForNodeSet, poll, decline) — reference
+ * sections 2.3 and 2.4 — as an event-driven state machine.
+ *
+ * Life of a handler: take the request lock (non-blocking) -> re-read the
+ * request under it -> decline, or set it `pending` -> collect the nodeset
+ * (reuse READY nodes of this pool: lock, re-read, driver reuse check,
+ * allocate; or launch new ones) -> fulfil (nodes in node_types order,
+ * unlock nodes keeping allocated_to, unlock the request) or decline.
+ * Cancellation (the request znode deleted) is handled at every step: nodes
+ * we allocated are deallocated and unlocked, launches run to completion and
+ * their nodes become reusable.
+ *
+ * Every ZooKeeper operation holds a reference (h->ops); a handler that is
+ * finished while operations are in flight is detached and freed by the
+ * last completion.
+ */
+#include "launcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "strset.h"
+
+struct hop {
+	struct handler *h;
+	size_t idx; /* hnode index, or (size_t)-1 */
+};
+
+static void run(struct handler *h);
+static void poll_handler(struct handler *h);
+static void vanish_step(struct handler *h);
+static void handler_finish(struct handler *h);
+
+static struct hop *
+hop_new(struct handler *h, size_t idx)
+{
+	struct hop *o = malloc(sizeof(*o));
+
+	if (o == NULL)
+		abort();
+	o->h = h;
+	o->idx = idx;
+	h->ops++;
+	return o;
+}
+
+static void
+handler_destroy(struct handler *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->n_nodes; i++) {
+		struct hnode *hn = &h->nodes[i];
+		if (hn->node_id != NULL && hn->state != HN_WANTED)
+			lc_busy_del(h->lc, hn->node_id);
+		zk_lock_free(hn->lock);
+		np_node_free(hn->node);
+		free(hn->node_id);
+		free(hn->label);
+	}
+	free(h->nodes);
+	zk_lock_free(h->req_lock);
+	np_request_free(h->req);
+	free(h->req_id);
+	free(h->decline_reason);
+	free(h);
+}
+
+/* Drop the op reference; returns 1 if the handler is gone or finished
+ * (callers then return at once). */
+static int
+hop_done(struct hop *o, struct handler **hp, size_t *idxp)
+{
+	struct handler *h = o->h;
+
+	if (idxp != NULL)
+		*idxp = o->idx;
+	free(o);
+	h->ops--;
+	*hp = h;
+	if (h->state == H_DONE) {
+		if (h->ops == 0) {
+			if (h->detached)
+				TAILQ_REMOVE(&h->lc->zombies, h, entry);
+			handler_destroy(h);
+		}
+		return 1;
+	}
+	return 0;
+}
+
+struct handler *
+lc_find_handler(struct launcher *lc, const char *req_id)
+{
+	size_t i;
+	struct handler *h;
+
+	for (i = 0; i < lc->prov.n_pools; i++)
+		TAILQ_FOREACH(h, &lc->prov.pools[i].handlers, entry)
+	if (strcmp(h->req_id, req_id) == 0)
+		return h;
+	return NULL;
+}
+
+static void
+update_pool_paused(struct lc_pool *pool)
+{
+	struct handler *h;
+	int paused = 0;
+
+	TAILQ_FOREACH(h, &pool->handlers, entry)
+	if (h->state == H_PAUSED)
+		paused = 1;
+	pool->paused = paused;
+	if (pool->paused != pool->reported_paused)
+		lc_pool_update_component(pool);
+}
+
+struct handler *
+handler_new(struct lc_pool *pool, const char *req_id)
+{
+	struct handler *h = calloc(1, sizeof(*h));
+
+	if (h == NULL)
+		abort();
+	h->pool = pool;
+	h->lc = pool->prov->lc;
+	h->req_id = strdup(req_id);
+	h->started = lc_monotonic();
+	TAILQ_INSERT_TAIL(&pool->handlers, h, entry);
+	pool->n_handlers++;
+	return h;
+}
+
+/* Detach from the pool; free now or when the last operation completes. */
+static void
+handler_finish(struct handler *h)
+{
+	struct lc_pool *pool = h->pool;
+	struct launcher *lc = h->lc;
+	size_t i;
+
+	if (h->state == H_DONE)
+		return;
+	h->state = H_DONE;
+	TAILQ_REMOVE(&pool->handlers, h, entry);
+	pool->n_handlers--;
+	for (i = 0; i < h->n_nodes; i++) {
+		struct hnode *hn = &h->nodes[i];
+		if (hn->launching && lc->prov.drv->launch_cancel != NULL && lc->prov.dp != NULL) {
+			lc->prov.drv->launch_cancel(lc->prov.dp, &hn->launch);
+			hn->launching = 0;
+		}
+	}
+	if (h->ops > 0) {
+		h->detached = 1;
+		TAILQ_INSERT_TAIL(&lc->zombies, h, entry);
+	} else
+		handler_destroy(h);
+	update_pool_paused(pool);
+	launcher_schedule_assign(lc);
+	if (lc->on_change != NULL)
+		lc->on_change(lc);
+}
+
+/* External teardown (session expiry, stop): no further writes. */
+void
+handler_free(struct handler *h)
+{
+	handler_finish(h);
+}
+
+int
+handler_active_launches(const struct handler *h)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < h->n_nodes; i++)
+		if (h->nodes[i].state == HN_CREATING || h->nodes[i].state == HN_BUILDING)
+			n++;
+	return n;
+}
+
+static int
+hn_in_flight(const struct hnode *hn)
+{
+	return hn->state == HN_LOCKING || hn->state == HN_CHECKING ||
+	    hn->state == HN_CREATING || hn->state == HN_BUILDING;
+}
+
+static void
+req_path(const struct handler *h, char *buf, size_t len)
+{
+	snprintf(buf, len, "/nodepool/requests/%s", h->req_id);
+}
+
+static void
+node_lock_path(const char *id, char *buf, size_t len)
+{
+	snprintf(buf, len, "/nodepool/nodes/%s/lock", id);
+}
+
+/* ---- releasing ------------------------------------------------------------ */
+
+static void
+req_lock_released(int rc, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	handler_finish(h);
+}
+
+/* Release the request lock, then finish. */
+static void
+release_request_lock(struct handler *h)
+{
+	if (h->req_lock != NULL && zk_lock_is_held(h->req_lock))
+		zk_lock_release(h->req_lock, req_lock_released, hop_new(h, (size_t)-1));
+	else
+		handler_finish(h);
+}
+
+/* Unlock a node of the nodeset (and forget it), optionally clearing its
+ * allocation first. The node stays in ZooKeeper. */
+static void
+hn_release(struct handler *h, size_t i, int clear_allocation)
+{
+	struct hnode *hn = &h->nodes[i];
+
+	if (hn->node != NULL && clear_allocation && hn->node->allocated_to != NULL &&
+	    (hn->state == HN_READY || hn->state == HN_BUILDING)) {
+		free(hn->node->allocated_to);
+		hn->node->allocated_to = NULL;
+		lc_store_node(h->lc, hn->node, NULL, NULL);
+	}
+	/* Fire-and-forget release: one session orders the store before the
+	 * contender's deletion, so nobody sees the node unlocked first. */
+	zk_lock_free(hn->lock);
+	hn->lock = NULL;
+	if (hn->node_id != NULL)
+		lc_busy_del(h->lc, hn->node_id);
+	hn->state = HN_WANTED;
+	np_node_free(hn->node);
+	hn->node = NULL;
+	free(hn->node_id);
+	hn->node_id = NULL;
+}
+
+/* ---- decline (reference 2.4) ----------------------------------------------- */
+
+static void
+declined_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK && rc != ZNONODE)
+		lc_set_error(h->lc, "declining request %s: %s", h->req_id, zk_strerror(rc));
+	release_request_lock(h);
+}
+
+/* 1 when every registered pool id is in declined_by, as upstream. */
+static int
+all_pools_declined(struct launcher *lc, const struct np_request *r)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->pool_components, &ents);
+
+	for (i = 0; i < n; i++) {
+		const struct np_component *c = ents[i]->obj;
+		if (c == NULL || c->id == NULL)
+			continue;
+		if (!np_strv_contains(&r->declined_by, c->id))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Decline: our pool id joins declined_by; the request fails once every
+ * registered pool declined, else goes back to `requested` for the others.
+ * clear_allocation: 1 for an ordinary decline; 0 after launch failures,
+ * where READY siblings stay reserved to the request (as upstream).
+ */
+static void
+decline(struct handler *h, const char *reason, int clear_allocation)
+{
+	struct launcher *lc = h->lc;
+	char path[160];
+	char *json;
+	size_t i, len;
+
+	h->state = H_DECLINING;
+	for (i = 0; i < h->n_nodes; i++) {
+		struct hnode *hn = &h->nodes[i];
+		if (hn->state == HN_READY || hn->state == HN_FAILED)
+			hn_release(h, i, clear_allocation && hn->state == HN_READY);
+	}
+	if (!np_strv_contains(&h->req->declined_by, h->pool->launcher_id))
+		np_strv_push(&h->req->declined_by, h->pool->launcher_id);
+	if (all_pools_declined(lc, h->req)) {
+		np_request_set_state(h->req, NP_REQ_FAILED);
+		lc->counters.failed++;
+		log_info("request %s failed: declined by every pool (last: %s: %s)", h->req_id,
+		    h->pool->name, reason);
+	} else {
+		np_request_set_state(h->req, NP_REQ_REQUESTED);
+		log_info("request %s declined by pool %s: %s", h->req_id, h->pool->name, reason);
+	}
+	lc->counters.declined++;
+	req_path(h, path, sizeof(path));
+	json = np_request_encode(h->req, &len);
+	zk_set(lc->zk, path, json, (int)len, -1, declined_stored, hop_new(h, (size_t)-1));
+	free(json);
+}
+
+/* Static at capacity (PAUSE_AT_QUOTA false): upstream leaves the request
+ * `pending` and unlocked for the 60 s lost-request cleanup to reset. We put
+ * it back to `requested` at once and let it wait for a node. */
+static void
+release_to_requested(struct handler *h)
+{
+	char path[160];
+	char *json;
+	size_t i, len;
+
+	h->state = H_DECLINING;
+	for (i = 0; i < h->n_nodes; i++)
+		if (h->nodes[i].state == HN_READY)
+			hn_release(h, i, 1);
+	np_request_set_state(h->req, NP_REQ_REQUESTED);
+	np_strv_clear(&h->req->nodes);
+	req_path(h, path, sizeof(path));
+	json = np_request_encode(h->req, &len);
+	zk_set(h->lc->zk, path, json, (int)len, -1, declined_stored, hop_new(h, (size_t)-1));
+	free(json);
+	log_debug("request %s returned to requested: nodes busy", h->req_id);
+}
+
+/* ---- fulfil --------------------------------------------------------------- */
+
+static void
+fulfilled_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc == ZNONODE) {
+		h->vanished = 1;
+		h->state = H_RUNNING;
+		vanish_step(h);
+		return;
+	}
+	if (rc != ZOK) {
+		lc_set_error(h->lc, "fulfilling request %s: %s", h->req_id, zk_strerror(rc));
+		/* leave it pending and locked by nobody: lost-request cleanup
+		 * returns it */
+	} else {
+		h->lc->counters.fulfilled++;
+		log_info("request %s fulfilled by pool %s: %zu node(s)", h->req_id, h->pool->name,
+		    h->n_nodes);
+	}
+	for (i = 0; i < h->n_nodes; i++)
+		hn_release(h, i, 0); /* keep allocated_to */
+	release_request_lock(h);
+}
+
+static void
+fulfil(struct handler *h)
+{
+	char path[160];
+	char *json;
+	size_t i, len;
+
+	h->state = H_FULFILLING;
+	np_strv_clear(&h->req->nodes);
+	for (i = 0; i < h->n_nodes; i++)
+		np_strv_push(&h->req->nodes, h->nodes[i].node_id);
+	np_request_set_state(h->req, NP_REQ_FULFILLED);
+	req_path(h, path, sizeof(path));
+	json = np_request_encode(h->req, &len);
+	zk_set(h->lc->zk, path, json, (int)len, -1, fulfilled_stored, hop_new(h, (size_t)-1));
+	free(json);
+}
+
+/* ---- cancellation ------------------------------------------------------------ */
+
+/*
+ * The request znode is gone (requestor cancelled, or deleted it early):
+ * deallocate and unlock every node we hold, let launches finish (their
+ * nodes then become reusable), release the request lock.
+ */
+static void
+vanish_step(struct handler *h)
+{
+	size_t i;
+	int busy = 0;
+
+	for (i = 0; i < h->n_nodes; i++) {
+		struct hnode *hn = &h->nodes[i];
+		if (hn_in_flight(hn)) {
+			busy = 1;
+			continue;
+		}
+		if (hn->state == HN_READY || hn->state == HN_FAILED || hn->state == HN_ABORTED)
+			hn_release(h, i, hn->state == HN_READY);
+	}
+	if (busy)
+		return;
+	log_info("request %s cancelled by its requestor; nodes released", h->req_id);
+	release_request_lock(h);
+}
+
+void
+handler_request_removed(struct handler *h)
+{
+	if (h->state == H_DONE)
+		return;
+	h->vanished = 1;
+	switch (h->state) {
+	case H_LOCKING:
+	case H_READING:
+	case H_ACCEPTING:
+	case H_FULFILLING:
+	case H_DECLINING:
+		return; /* the pending callback sees it */
+	default:
+		h->state = H_RUNNING;
+		update_pool_paused(h->pool);
+		vanish_step(h);
+	}
+}
+
+/* ---- reuse of READY nodes --------------------------------------------------- */
+
+static void node_allocated(int rc, const struct zk_stat *st, void *arg);
+
+static void
+reuse_failed(struct handler *h, size_t i)
+{
+	struct hnode *hn = &h->nodes[i];
+
+	zk_lock_free(hn->lock);
+	hn->lock = NULL;
+	if (hn->node_id != NULL)
+		lc_busy_del(h->lc, hn->node_id);
+	free(hn->node_id);
+	hn->node_id = NULL;
+	np_node_free(hn->node);
+	hn->node = NULL;
+	hn->state = HN_WANTED;
+}
+
+static void
+after_node_step(struct handler *h)
+{
+	if (h->vanished)
+		vanish_step(h);
+	else if (h->state == H_RUNNING)
+		run(h);
+}
+
+static void
+allocate_node(struct handler *h, size_t i)
+{
+	struct hnode *hn = &h->nodes[i];
+	struct np_node *n = hn->node;
+
+	free(n->allocated_to);
+	n->allocated_to = strdup(h->req_id);
+	free(n->tenant_name);
+	n->tenant_name = h->req->tenant_name ? strdup(h->req->tenant_name) : NULL;
+	free(n->requestor);
+	n->requestor = h->req->requestor ? strdup(h->req->requestor) : NULL;
+	lc_store_node(h->lc, n, node_allocated, hop_new(h, i));
+}
+
+static void
+reuse_checked(const char *node_id, int ok, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	if (h->vanished) {
+		reuse_failed(h, i);
+		vanish_step(h);
+		return;
+	}
+	if (!ok) {
+		/* The driver found the node dead (static: not reachable):
+		 * take it out of service; the driver re-registers it once the
+		 * host answers again. */
+		struct np_node *n = hn->node;
+		struct zk_lock *lock = hn->lock;
+		log_warn("node %s failed its reuse check; removing it", hn->node_id);
+		hn->node = NULL;
+		hn->lock = NULL;
+		free(hn->node_id);
+		hn->node_id = NULL; /* busy mark stays until the record is gone */
+		hn->state = HN_WANTED;
+		np_node_set_state(n, NP_NODE_DELETING);
+		lc_delete_node_record(h->lc, n, lock);
+		run(h);
+		return;
+	}
+	allocate_node(h, i);
+}
+
+static void
+node_read_for_reuse(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+	struct np_node *n = NULL;
+	char err[200];
+	struct launcher *lc;
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	lc = h->lc;
+	if (rc != ZOK || np_node_decode(hn->node_id, data, (size_t)len, &n, err, sizeof(err)) != 0 ||
+	    n->state != NP_NODE_READY || n->allocated_to != NULL || h->vanished) {
+		np_node_free(n);
+		reuse_failed(h, i);
+		after_node_step(h);
+		return;
+	}
+	hn->node = n;
+	if (lc->prov.drv->check_reusable != NULL && lc->prov.dp != NULL) {
+		hn->state = HN_CHECKING;
+		lc->prov.drv->check_reusable(lc->prov.dp, n, reuse_checked, hop_new(h, i));
+		return;
+	}
+	allocate_node(h, i);
+}
+
+static void
+node_locked_for_reuse(struct zk_lock *lock, int rc, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	char path[128];
+
+	if (hop_done(o, &h, &i))
+		return;
+	if (rc != ZOK) {
+		reuse_failed(h, i);
+		after_node_step(h);
+		return;
+	}
+	if (h->vanished) {
+		reuse_failed(h, i);
+		vanish_step(h);
+		return;
+	}
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", h->nodes[i].node_id);
+	zk_get(h->lc->zk, path, NULL, NULL, node_read_for_reuse, hop_new(h, i));
+}
+
+static void
+node_allocated(int rc, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+
+	if (hop_done(o, &h, &i))
+		return;
+	if (rc != ZOK) {
+		reuse_failed(h, i);
+		after_node_step(h);
+		return;
+	}
+	h->nodes[i].state = HN_READY;
+	log_debug("request %s: reusing node %s for %s", h->req_id, h->nodes[i].node_id,
+	    h->nodes[i].label);
+	after_node_step(h);
+}
+
+/* A READY, unallocated, unlocked node of this pool with the label. */
+static const char *
+find_reusable(struct handler *h, const char *label)
+{
+	struct launcher *lc = h->lc;
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = ents[i]->obj;
+		if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
+		    ents[i]->locked > 0 || nd->provider == NULL || nd->pool == NULL)
+			continue;
+		if (strcmp(nd->provider, lc->prov.name) != 0 || strcmp(nd->pool, h->pool->name) != 0)
+			continue;
+		if (!np_strv_contains(&nd->type, label) || lc_busy(lc, nd->id))
+			continue;
+		return nd->id;
+	}
+	return NULL;
+}
+
+static void
+start_reuse(struct handler *h, size_t i, const char *node_id)
+{
+	struct hnode *hn = &h->nodes[i];
+	char path[128];
+
+	hn->node_id = strdup(node_id);
+	hn->state = HN_LOCKING;
+	lc_busy_add(h->lc, node_id);
+	node_lock_path(node_id, path, sizeof(path));
+	hn->lock = zk_lock_new(h->lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+	zk_lock_acquire(hn->lock, 0, node_locked_for_reuse, hop_new(h, i));
+}
+
+/* ---- launching new nodes (cloud drivers) ----------------------------------- */
+
+static void
+launch_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+
+	if (hop_done(o, &h, &i))
+		return;
+	if (rc != ZOK)
+		lc_set_error(h->lc, "storing node %s: %s", h->nodes[i].node_id, zk_strerror(rc));
+	after_node_step(h);
+	if (h->state == H_RUNNING && !h->vanished)
+		poll_handler(h);
+}
+
+void
+drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error)
+{
+	struct hop *o = l->owner;
+	struct handler *h = o->h;
+	size_t i = o->idx;
+	struct hnode *hn = &h->nodes[i];
+	struct launcher *lc = h->lc;
+
+	free(o);
+	h->ops--;
+	hn->launching = 0;
+	if (h->state == H_DONE) {
+		if (h->ops == 0) {
+			if (h->detached)
+				TAILQ_REMOVE(&lc->zombies, h, entry);
+			handler_destroy(h);
+		}
+		return;
+	}
+	switch (result) {
+	case DRV_LAUNCH_READY:
+		lc->counters.launches_ready++;
+		np_node_set_state(hn->node, NP_NODE_READY);
+		hn->state = HN_READY;
+		log_info("node %s (%s) ready", hn->node_id, hn->label);
+		break;
+	case DRV_LAUNCH_ABORTED:
+		lc->counters.launches_aborted++;
+		np_node_set_state(hn->node, NP_NODE_ABORTED);
+		hn->state = HN_ABORTED;
+		log_warn("node %s aborted (quota): %s", hn->node_id, error ? error : "");
+		break;
+	case DRV_LAUNCH_FAILED:
+	default:
+		lc->counters.launches_failed++;
+		np_node_set_state(hn->node, NP_NODE_FAILED);
+		hn->state = HN_FAILED;
+		h->failed = 1;
+		lc_set_error(lc, "node %s (%s) launch failed: %s", hn->node_id, hn->label,
+		    error ? error : "unknown error");
+		break;
+	}
+	if (h->vanished && hn->node->allocated_to != NULL) {
+		free(hn->node->allocated_to);
+		hn->node->allocated_to = NULL;
+	}
+	lc_store_node(lc, hn->node, launch_stored, hop_new(h, i));
+}
+
+static void
+node_building_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+	struct launcher *lc;
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	lc = h->lc;
+	if (rc != ZOK) {
+		hn->state = HN_FAILED;
+		h->failed = 1;
+		after_node_step(h);
+		return;
+	}
+	hn->state = HN_BUILDING;
+	memset(&hn->launch, 0, sizeof(hn->launch));
+	hn->launch.node = hn->node;
+	hn->launch.label = hn->label;
+	hn->launch.request = h->req;
+	hn->launch.owner = hop_new(h, i);
+	hn->launching = 1;
+	lc->prov.drv->launch(lc->prov.dp, &hn->launch);
+}
+
+static void
+new_node_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	if (rc != ZOK) {
+		lc_set_error(h->lc, "locking new node %s: %s", hn->node_id, zk_strerror(rc));
+		hn->state = HN_FAILED;
+		h->failed = 1;
+		after_node_step(h);
+		return;
+	}
+	/* lock first, then BUILDING: an unlocked BUILDING node is an orphan */
+	np_node_set_state(hn->node, NP_NODE_BUILDING);
+	lc_store_node(h->lc, hn->node, node_building_stored, hop_new(h, i));
+}
+
+static void
+new_node_created(int rc, const char *path, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+	const char *id;
+	char lpath[128];
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	if (rc != ZOK) {
+		lc_set_error(h->lc, "creating node: %s", zk_strerror(rc));
+		hn->state = HN_FAILED;
+		h->failed = 1;
+		after_node_step(h);
+		return;
+	}
+	id = strrchr(path, '/') + 1;
+	hn->node_id = strdup(id);
+	free(hn->node->id);
+	hn->node->id = strdup(id);
+	lc_busy_add(h->lc, id);
+	node_lock_path(id, lpath, sizeof(lpath));
+	hn->lock = zk_lock_new(h->lc->zk, lpath, NULL, ZK_LOCK_NO_RESURRECT);
+	zk_lock_acquire(hn->lock, 0, new_node_locked, hop_new(h, i));
+}
+
+static void
+start_launch(struct handler *h, size_t i)
+{
+	struct hnode *hn = &h->nodes[i];
+	struct np_node *n = np_node_new();
+	struct lc_pool *pool = h->pool;
+
+	np_node_set_state(n, NP_NODE_INIT);
+	n->created_time = n->state_time;
+	n->provider = strdup(pool->prov->name);
+	n->pool = strdup(pool->name);
+	n->launcher = strdup(pool->launcher_id);
+	np_strv_push(&n->type, hn->label);
+	n->allocated_to = strdup(h->req_id);
+	n->tenant_name = h->req->tenant_name ? strdup(h->req->tenant_name) : NULL;
+	n->requestor = h->req->requestor ? strdup(h->req->requestor) : NULL;
+	if (pool->node_attributes != NULL)
+		n->attributes = json_deep_copy(pool->node_attributes);
+	hn->node = n;
+	hn->state = HN_CREATING;
+	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));
+}
+
+/* Nodes of this pool (any state) plus creations in flight. */
+static long
+pool_node_count(struct handler *h)
+{
+	struct launcher *lc = h->lc;
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+	long count = 0;
+	struct handler *o;
+	size_t k;
+
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = ents[i]->obj;
+		if (nd != NULL && nd->provider != NULL && nd->pool != NULL &&
+		    strcmp(nd->provider, lc->prov.name) == 0 && strcmp(nd->pool, h->pool->name) == 0)
+			count++;
+	}
+	TAILQ_FOREACH(o, &h->pool->handlers, entry)
+	for (k = 0; k < o->n_nodes; k++)
+		if (o->nodes[k].state == HN_CREATING)
+			count++;
+	return count;
+}
+
+static int
+has_remaining_quota(struct handler *h, const char *label)
+{
+	if (h->pool->max_servers >= 0 && pool_node_count(h) + 1 > h->pool->max_servers)
+		return 0;
+	return 1;
+}
+
+/* As upstream's deleteOldestUnusedNode: free room by deleting the oldest
+ * READY unallocated unlocked node of this pool. */
+static void
+delete_oldest_unused(struct handler *h)
+{
+	struct launcher *lc = h->lc;
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+	const struct np_node *oldest = NULL;
+
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = ents[i]->obj;
+		if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
+		    ents[i]->locked > 0 || lc_busy(lc, nd->id) || nd->provider == NULL ||
+		    nd->pool == NULL || strcmp(nd->provider, lc->prov.name) != 0 ||
+		    strcmp(nd->pool, h->pool->name) != 0)
+			continue;
+		if (oldest == NULL || nd->state_time < oldest->state_time)
+			oldest = nd;
+	}
+	if (oldest != NULL) {
+		log_info("pool %s at capacity: deleting oldest unused node %s", h->pool->name,
+		    oldest->id);
+		cleanup_delete_node(lc, oldest->id);
+	}
+}
+
+/* ---- the run loop (re-entrant, as NodeRequestHandler.run) -------------------- */
+
+static void
+run(struct handler *h)
+{
+	struct launcher *lc = h->lc;
+	const struct driver *drv = lc->prov.drv;
+	size_t i;
+	int short_of_nodes = 0;
+
+	if (h->state != H_RUNNING && h->state != H_PAUSED)
+		return;
+	if (h->vanished) {
+		vanish_step(h);
+		return;
+	}
+	for (i = 0; i < h->n_nodes; i++) {
+		struct hnode *hn = &h->nodes[i];
+		const char *id;
+
+		if (hn->state != HN_WANTED && hn->state != HN_ABORTED)
+			continue;
+		if (hn->state == HN_ABORTED)
+			hn_release(h, i, 0);
+		if (h->req->reuse && (id = find_reusable(h, hn->label)) != NULL) {
+			start_reuse(h, i, id);
+			continue;
+		}
+		if (drv->reuse_only) {
+			short_of_nodes = 1;
+			continue;
+		}
+		if (!has_remaining_quota(h, hn->label)) {
+			short_of_nodes = 1;
+			continue;
+		}
+		start_launch(h, i);
+	}
+	if (short_of_nodes) {
+		int in_flight = 0;
+		for (i = 0; i < h->n_nodes; i++)
+			in_flight |= hn_in_flight(&h->nodes[i]);
+		if (in_flight)
+			return; /* decide once the others settle */
+		if (!drv->pause_at_quota) {
+			release_to_requested(h);
+			return;
+		}
+		if (h->min_ready) {
+			decline(h, "it would exceed quota", 1);
+			return;
+		}
+		if (h->state != H_PAUSED) {
+			h->state = H_PAUSED;
+			delete_oldest_unused(h);
+			update_pool_paused(h->pool);
+			log_info("request %s: pool %s paused at capacity", h->req_id, h->pool->name);
+		}
+		return;
+	}
+	if (h->state == H_PAUSED) {
+		h->state = H_RUNNING;
+		update_pool_paused(h->pool);
+	}
+	poll_handler(h);
+}
+
+void
+handler_rerun(struct handler *h)
+{
+	if (h->state == H_PAUSED)
+		run(h);
+}
+
+/* As NodeRequestHandler.poll: once no launch is in flight, fulfil when
+ * every node is READY, decline when one failed. */
+static void
+poll_handler(struct handler *h)
+{
+	size_t i;
+	int all_ready = 1;
+
+	if (h->state != H_RUNNING || h->vanished)
+		return;
+	for (i = 0; i < h->n_nodes; i++) {
+		if (hn_in_flight(&h->nodes[i]))
+			return;
+		if (h->nodes[i].state != HN_READY)
+			all_ready = 0;
+	}
+	if (all_ready) {
+		fulfil(h);
+		return;
+	}
+	if (h->failed) {
+		decline(h, "launch failed", 0);
+		return;
+	}
+	/* ABORTED or WANTED nodes left: run again (relaunch, or pause) */
+	run(h);
+}
+
+/* ---- accept --------------------------------------------------------------- */
+
+static void
+accepted(int rc, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK || h->vanished) {
+		if (rc != ZOK && rc != ZNONODE)
+			lc_set_error(h->lc, "accepting request %s: %s", h->req_id, zk_strerror(rc));
+		release_request_lock(h);
+		return;
+	}
+	h->lc->counters.accepted++;
+	h->state = H_RUNNING;
+	h->n_nodes = h->req->node_types.n;
+	h->nodes = calloc(h->n_nodes ? h->n_nodes : 1, sizeof(*h->nodes));
+	if (h->nodes == NULL)
+		abort();
+	for (i = 0; i < h->n_nodes; i++)
+		h->nodes[i].label = strdup(h->req->node_types.v[i]);
+	log_debug("request %s accepted by pool %s", h->req_id, h->pool->name);
+	if (h->n_nodes == 0) {
+		fulfil(h); /* an empty nodeset is fulfilled at once */
+		return;
+	}
+	run(h);
+}
+
+/* Recheck decline reasons against the fresh request (set by assign.c). */
+const char *assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
+
+static void
+request_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	struct np_request *r = NULL;
+	char err[200], path[160];
+	const char *reason;
+	char *json;
+	size_t jlen;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK || h->vanished) {
+		release_request_lock(h);
+		return;
+	}
+	if (np_request_decode(h->req_id, data, (size_t)len, &r, err, sizeof(err)) != 0) {
+		log_warn("request %s: malformed record skipped: %s", h->req_id, err);
+		release_request_lock(h);
+		return;
+	}
+	if (r->state != NP_REQ_REQUESTED ||
+	    np_strv_contains(&r->declined_by, h->pool->launcher_id)) {
+		np_request_free(r);
+		release_request_lock(h);
+		return;
+	}
+	h->req = r;
+	h->min_ready = r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0;
+	reason = assign_decline_reason(h->pool, r);
+	if (reason != NULL) {
+		h->state = H_RUNNING;
+		decline(h, reason, 1);
+		return;
+	}
+	h->state = H_ACCEPTING;
+	np_request_set_state(r, NP_REQ_PENDING);
+	req_path(h, path, sizeof(path));
+	json = np_request_encode(r, &jlen);
+	zk_set(h->lc->zk, path, json, (int)jlen, -1, accepted, hop_new(h, (size_t)-1));
+	free(json);
+}
+
+static void
+request_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	char path[160];
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK) {
+		handler_finish(h); /* another launcher has it */
+		return;
+	}
+	if (h->vanished) {
+		release_request_lock(h);
+		return;
+	}
+	h->state = H_READING;
+	req_path(h, path, sizeof(path));
+	zk_get(h->lc->zk, path, NULL, NULL, request_read, hop_new(h, (size_t)-1));
+}
+
+void
+handler_start(struct handler *h)
+{
+	char path[160];
+
+	h->state = H_LOCKING;
+	snprintf(path, sizeof(path), "/nodepool/requests-lock/%s", h->req_id);
+	h->req_lock = zk_lock_new(h->lc->zk, path, NULL, 0);
+	zk_lock_acquire(h->req_lock, 0, request_locked, hop_new(h, (size_t)-1));
+}

@@ -1,0 +1,1056 @@
+/*
+ * The launcher: ZooKeeper session, caches, components, event dispatch and
+ * timers for one provider. See launcher.h.
+ */
+#include "launcher.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "log.h"
+#include "paths.h"
+#include "strset.h"
+#include "version.h"
+
+double
+lc_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double
+lc_monotonic(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void
+lc_set_error(struct launcher *lc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(lc->last_error, sizeof(lc->last_error), fmt, ap);
+	va_end(ap);
+	log_warn("%s", lc->last_error);
+}
+
+/* The host's FQDN, as upstream's socket.getfqdn(): the canonical name of
+ * gethostname(), or the plain name when it does not resolve. */
+static char *
+lc_fqdn(void)
+{
+	char host[256];
+	struct addrinfo hints, *res = NULL;
+	char *out;
+
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = AI_CANONNAME;
+	if (getaddrinfo(host, NULL, &hints, &res) == 0 && res != NULL &&
+	    res->ai_canonname != NULL)
+		out = strdup(res->ai_canonname);
+	else
+		out = strdup(host);
+	if (res != NULL)
+		freeaddrinfo(res);
+	if (out == NULL)
+		abort();
+	return out;
+}
+
+/* ---- caches -> objects ---------------------------------------------------- */
+
+static void *
+decode_node(const char *name, const char *data, int len)
+{
+	struct np_node *n = NULL;
+	char err[256];
+
+	if (data == NULL || len == 0)
+		return NULL; /* empty znode: cleanup removes it */
+	if (np_node_decode(name, data, (size_t)len, &n, err, sizeof(err)) != 0) {
+		log_warn("node %s: malformed record skipped: %s", name, err);
+		return NULL;
+	}
+	return n;
+}
+
+static void
+free_node(void *o)
+{
+	np_node_free(o);
+}
+
+static void *
+decode_request(const char *name, const char *data, int len)
+{
+	struct np_request *r = NULL;
+	char err[256];
+
+	if (data == NULL || len == 0)
+		return NULL;
+	if (np_request_decode(name, data, (size_t)len, &r, err, sizeof(err)) != 0) {
+		log_warn("request %s: malformed record skipped: %s", name, err);
+		return NULL;
+	}
+	return r;
+}
+
+static void
+free_request(void *o)
+{
+	np_request_free(o);
+}
+
+static void *
+decode_component(const char *name, const char *data, int len)
+{
+	struct np_component *c = NULL;
+	char err[256];
+
+	if (data == NULL || len == 0)
+		return NULL;
+	if (np_component_decode(name, data, (size_t)len, &c, err, sizeof(err)) != 0) {
+		log_warn("component %s: malformed record skipped: %s", name, err);
+		return NULL;
+	}
+	return c;
+}
+
+static void
+free_component(void *o)
+{
+	np_component_free(o);
+}
+
+const struct np_node *
+lc_node(struct launcher *lc, const char *id)
+{
+	const struct zk_cache_entry *e = lc->nodes ? zk_cache_get(lc->nodes, id) : NULL;
+
+	return e != NULL ? e->obj : NULL;
+}
+
+const struct np_request *
+lc_request(struct launcher *lc, const char *id)
+{
+	const struct zk_cache_entry *e = lc->requests ? zk_cache_get(lc->requests, id) : NULL;
+
+	return e != NULL ? e->obj : NULL;
+}
+
+int
+lc_busy(struct launcher *lc, const char *node_id)
+{
+	return strset_has(lc->busy, node_id);
+}
+
+void
+lc_busy_add(struct launcher *lc, const char *node_id)
+{
+	strset_add(lc->busy, node_id);
+}
+
+void
+lc_busy_del(struct launcher *lc, const char *node_id)
+{
+	strset_del(lc->busy, node_id);
+}
+
+/* ---- deferred passes ------------------------------------------------------ */
+
+static void
+schedule(struct event *ev)
+{
+	if (ev != NULL && !event_pending(ev, EV_TIMEOUT, NULL))
+		event_active(ev, EV_TIMEOUT, 0);
+}
+
+void
+launcher_schedule_assign(struct launcher *lc)
+{
+	if (lc->started && !lc->stopping)
+		schedule(lc->assign_ev);
+}
+
+void
+launcher_schedule_delete(struct launcher *lc)
+{
+	if (lc->started && !lc->stopping)
+		schedule(lc->deferred_delete_ev);
+}
+
+static void
+notify_change(struct launcher *lc)
+{
+	if (lc->on_change != NULL)
+		lc->on_change(lc);
+}
+
+static void
+assign_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct launcher *lc = arg;
+
+	if (!lc->started || lc->stopping || !zk_is_connected(lc->zk))
+		return;
+	assign_pass(lc);
+	lc->ready = 1;
+}
+
+static void
+deferred_delete_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct launcher *lc = arg;
+
+	if (lc->started && !lc->stopping && zk_is_connected(lc->zk))
+		delete_pass(lc);
+}
+
+static void
+minready_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct launcher *lc = arg;
+
+	if (lc->started && !lc->stopping && zk_is_connected(lc->zk))
+		minready_pass(lc);
+}
+
+static void
+timer_add(struct event *ev, double secs)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)secs;
+	tv.tv_usec = (suseconds_t)((secs - (double)tv.tv_sec) * 1e6);
+	event_add(ev, &tv);
+}
+
+static void
+cleanup_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct launcher *lc = arg;
+
+	if (lc->started && !lc->stopping && zk_is_connected(lc->zk)) {
+		cleanup_pass(lc);
+		if (lc->prov.drv->cleanup != NULL && lc->prov.dp != NULL)
+			lc->prov.drv->cleanup(lc->prov.dp);
+	}
+	timer_add(lc->cleanup_ev, lc->settings.cleanup_interval);
+}
+
+static void
+delete_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct launcher *lc = arg;
+
+	if (lc->started && !lc->stopping && zk_is_connected(lc->zk)) {
+		delete_pass(lc);
+		/* Safety net for events we could not act on (e.g. a lock we
+		 * lost a race for): re-run assignment and min-ready too. */
+		assign_pass(lc);
+		minready_pass(lc);
+	}
+	timer_add(lc->delete_ev, lc->settings.delete_interval);
+}
+
+/* ---- components ----------------------------------------------------------- */
+
+static char *
+launcher_component_json(struct launcher *lc)
+{
+	struct np_component *c = np_component_new("launcher");
+	char *s;
+
+	c->hostname = strdup(lc->hostname);
+	c->state = strdup(lc->stopping ? "stopped" : "running");
+	c->version = strdup(NP_VERSION);
+	s = np_component_encode(c, NULL);
+	np_component_free(c);
+	return s;
+}
+
+static char *
+pool_component_json(struct lc_pool *pool)
+{
+	struct np_component *c = np_component_new("pool");
+	char *s;
+	size_t i;
+
+	c->hostname = strdup(pool->prov->lc->hostname);
+	c->state = strdup("running");
+	c->version = strdup(NP_VERSION);
+	c->id = strdup(pool->launcher_id);
+	c->pool_name = strdup(pool->name);
+	c->provider_name = strdup(pool->prov->name);
+	for (i = 0; i < pool->labels.n; i++)
+		np_strv_push(&c->supported_labels, pool->labels.v[i]);
+	c->priority = pool->priority;
+	c->paused = pool->paused;
+	pool->reported_paused = pool->paused;
+	s = np_component_encode(c, NULL);
+	np_component_free(c);
+	return s;
+}
+
+struct comp_ctx {
+	struct launcher *lc;
+	struct lc_pool *pool; /* NULL: the launcher component */
+};
+
+static void
+component_created(int rc, const char *path, void *arg)
+{
+	struct comp_ctx *cc = arg;
+	struct launcher *lc = cc->lc;
+
+	if (cc->pool != NULL)
+		cc->pool->component_pending = 0;
+	if (rc != ZOK) {
+		lc_set_error(lc, "registering component: %s", zk_strerror(rc));
+		free(cc);
+		return;
+	}
+	if (cc->pool != NULL) {
+		free(cc->pool->component_path);
+		cc->pool->component_path = strdup(path);
+		log_info("pool %s registered as %s (%s)", cc->pool->name, path,
+		    cc->pool->launcher_id);
+		if (cc->pool->paused != cc->pool->reported_paused)
+			lc_pool_update_component(cc->pool);
+	} else {
+		free(lc->launcher_component_path);
+		lc->launcher_component_path = strdup(path);
+	}
+	free(cc);
+	launcher_schedule_assign(lc);
+}
+
+static void
+register_components(struct launcher *lc)
+{
+	char path[512];
+	struct comp_ctx *cc;
+	size_t i;
+	char *json;
+
+	if (lc->launcher_component_path == NULL) {
+		cc = calloc(1, sizeof(*cc));
+		cc->lc = lc;
+		json = launcher_component_json(lc);
+		snprintf(path, sizeof(path), "/nodepool/components/launcher/%s", lc->hostname);
+		zk_create(lc->zk, path, json, (int)strlen(json), ZOO_EPHEMERAL | ZOO_SEQUENCE, 1,
+		    component_created, cc);
+		free(json);
+	}
+	for (i = 0; i < lc->prov.n_pools; i++) {
+		struct lc_pool *pool = &lc->prov.pools[i];
+		if (pool->component_path != NULL || pool->component_pending)
+			continue;
+		cc = calloc(1, sizeof(*cc));
+		cc->lc = lc;
+		cc->pool = pool;
+		pool->component_pending = 1;
+		json = pool_component_json(pool);
+		snprintf(path, sizeof(path), "/nodepool/components/pool/%s", lc->hostname);
+		zk_create(lc->zk, path, json, (int)strlen(json), ZOO_EPHEMERAL | ZOO_SEQUENCE, 1,
+		    component_created, cc);
+		free(json);
+	}
+}
+
+void
+lc_pool_update_component(struct lc_pool *pool)
+{
+	struct launcher *lc = pool->prov->lc;
+	char *json;
+
+	if (pool->component_path == NULL || lc->zk == NULL)
+		return;
+	json = pool_component_json(pool);
+	zk_set(lc->zk, pool->component_path, json, (int)strlen(json), -1, NULL, NULL);
+	free(json);
+}
+
+/* ---- cache events --------------------------------------------------------- */
+
+static int
+node_is_ours(struct launcher *lc, const struct np_node *n)
+{
+	return n != NULL && n->provider != NULL && strcmp(n->provider, lc->prov.name) == 0;
+}
+
+static void
+maybe_started(struct launcher *lc)
+{
+	char err[256];
+
+	if (lc->started || !zk_cache_synced(lc->nodes) || !zk_cache_synced(lc->requests) ||
+	    !zk_cache_synced(lc->pool_components))
+		return;
+	lc->started = 1;
+	if (lc->prov.dp == NULL) {
+		lc->prov.dp = lc->prov.drv->provider_new(lc, &lc->prov, err, sizeof(err));
+		if (lc->prov.dp == NULL) {
+			lc_set_error(lc, "provider %s: %s", lc->prov.name, err);
+			return;
+		}
+	}
+	if (lc->prov.drv->provider_start != NULL)
+		lc->prov.drv->provider_start(lc->prov.dp);
+	log_info("provider %s started (driver %s, %zu pools)", lc->prov.name,
+	    lc->prov.driver_name, lc->prov.n_pools);
+	launcher_schedule_assign(lc);
+	launcher_schedule_delete(lc);
+	schedule(lc->minready_ev);
+	notify_change(lc);
+}
+
+static void
+nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e,
+    void *arg)
+{
+	struct launcher *lc = arg;
+	const struct np_node *n;
+
+	if (ev == ZK_CACHE_SYNCED) {
+		maybe_started(lc);
+		return;
+	}
+	n = e->obj;
+	if (ev == ZK_CACHE_REMOVED) {
+		if (node_is_ours(lc, n) && n->state == NP_NODE_READY)
+			schedule(lc->minready_ev);
+		return;
+	}
+	if (!lc->started)
+		return;
+	if (n == NULL) {
+		launcher_schedule_delete(lc); /* empty or malformed: cleanup looks */
+		return;
+	}
+	switch (n->state) {
+	case NP_NODE_READY:
+		/* a node became available (or was deallocated): requests
+		 * deferred for lack of nodes may be served now */
+		if (n->allocated_to == NULL && e->locked == 0)
+			launcher_schedule_assign(lc);
+		if (node_is_ours(lc, n))
+			schedule(lc->minready_ev);
+		break;
+	case NP_NODE_USED:
+	case NP_NODE_IN_USE:
+	case NP_NODE_FAILED:
+	case NP_NODE_ABORTED:
+	case NP_NODE_DELETING:
+	case NP_NODE_DELETED:
+	case NP_NODE_BUILDING:
+		if (node_is_ours(lc, n) && e->locked == 0)
+			launcher_schedule_delete(lc);
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+requests_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e,
+    void *arg)
+{
+	struct launcher *lc = arg;
+	struct handler *h;
+
+	if (ev == ZK_CACHE_SYNCED) {
+		maybe_started(lc);
+		return;
+	}
+	if (!lc->started)
+		return;
+	if (ev == ZK_CACHE_REMOVED) {
+		lc_busy_del(lc, e->name); /* a completed min-ready request */
+		h = lc_find_handler(lc, e->name);
+		if (h != NULL)
+			handler_request_removed(h);
+		schedule(lc->minready_ev);
+		launcher_schedule_assign(lc);
+		return;
+	}
+	if (e->obj != NULL) {
+		const struct np_request *r = e->obj;
+		if (r->state == NP_REQ_REQUESTED)
+			launcher_schedule_assign(lc);
+		else if (r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0)
+			schedule(lc->minready_ev); /* fulfilled/failed: remove it */
+	}
+}
+
+static void
+components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e,
+    void *arg)
+{
+	struct launcher *lc = arg;
+
+	if (ev == ZK_CACHE_SYNCED) {
+		maybe_started(lc);
+		return;
+	}
+	launcher_schedule_assign(lc);
+}
+
+/* ---- session -------------------------------------------------------------- */
+
+static void
+drop_all_handlers(struct launcher *lc)
+{
+	size_t i;
+	struct handler *h, *tmp;
+
+	for (i = 0; i < lc->prov.n_pools; i++) {
+		struct lc_pool *pool = &lc->prov.pools[i];
+		TAILQ_FOREACH_SAFE(h, &pool->handlers, entry, tmp)
+		handler_free(h);
+		pool->paused = 0;
+	}
+}
+
+static void
+session_event(struct zk *zk, enum zk_event ev, void *arg)
+{
+	struct launcher *lc = arg;
+	size_t i;
+
+	lc->zk_state = ev;
+	switch (ev) {
+	case ZK_EV_CONNECTED:
+		log_info("ZooKeeper session established (0x%llx)",
+		    (unsigned long long)zk_session_id(zk));
+		if (lc->nodes == NULL) {
+			lc->nodes = zk_cache_new(zk, "/nodepool/nodes", ZK_CACHE_DATA | ZK_CACHE_LOCKS,
+			    nodes_event, lc);
+			zk_cache_set_codec(lc->nodes, decode_node, free_node);
+			lc->requests = zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA,
+			    requests_event, lc);
+			zk_cache_set_codec(lc->requests, decode_request, free_request);
+			lc->pool_components = zk_cache_new(zk, "/nodepool/components/pool",
+			    ZK_CACHE_DATA, components_event, lc);
+			zk_cache_set_codec(lc->pool_components, decode_component, free_component);
+		}
+		register_components(lc);
+		if (lc->started && lc->prov.drv->provider_start != NULL && lc->prov.dp != NULL)
+			lc->prov.drv->provider_start(lc->prov.dp);
+		launcher_schedule_assign(lc);
+		break;
+	case ZK_EV_RECONNECTED:
+		log_info("ZooKeeper connection restored");
+		launcher_schedule_assign(lc);
+		launcher_schedule_delete(lc);
+		break;
+	case ZK_EV_SUSPENDED:
+		log_warn("ZooKeeper connection suspended; pausing work");
+		break;
+	case ZK_EV_EXPIRED:
+		lc_set_error(lc, "ZooKeeper session expired; re-registering");
+		/* Our ephemerals (components, lock contenders) are gone: every
+		 * request in hand is lost to us; lost-request cleanup (ours or
+		 * another launcher's) returns them to `requested`. */
+		drop_all_handlers(lc);
+		free(lc->launcher_component_path);
+		lc->launcher_component_path = NULL;
+		for (i = 0; i < lc->prov.n_pools; i++) {
+			free(lc->prov.pools[i].component_path);
+			lc->prov.pools[i].component_path = NULL;
+			lc->prov.pools[i].component_pending = 0;
+		}
+		strset_free(lc->busy);
+		lc->busy = strset_new();
+		break;
+	case ZK_EV_AUTH_FAILED:
+		lc_set_error(lc, "ZooKeeper refused our credentials (TLS)");
+		break;
+	}
+	notify_change(lc);
+}
+
+/* ---- life cycle ----------------------------------------------------------- */
+
+struct launcher *
+launcher_new(struct event_base *base, const json_t *config, const char *provider, char *err,
+    size_t errlen)
+{
+	struct launcher *lc = calloc(1, sizeof(*lc));
+	size_t i;
+
+	if (lc == NULL)
+		abort();
+	lc->base = base;
+	lc->hostname = lc_fqdn();
+	lc->busy = strset_new();
+	lc->start_time = lc_now();
+	if (lc_config_load(lc, config, provider, err, errlen) != 0) {
+		launcher_free(lc);
+		return NULL;
+	}
+	lc->prov.lc = lc;
+	lc->prov.drv = driver_lookup(lc->prov.driver_name);
+	if (lc->prov.drv == NULL) {
+		snprintf(err, errlen, "provider %s: driver %s is not available in this build",
+		    provider, lc->prov.driver_name);
+		launcher_free(lc);
+		return NULL;
+	}
+	for (i = 0; i < lc->prov.n_pools; i++) {
+		struct lc_pool *pool = &lc->prov.pools[i];
+		pool->launcher_id = np_launcher_id(lc->hostname, lc->prov.name, pool->name);
+	}
+	lc->assign_ev = event_new(base, -1, 0, assign_cb, lc);
+	lc->deferred_delete_ev = event_new(base, -1, 0, deferred_delete_cb, lc);
+	lc->minready_ev = event_new(base, -1, 0, minready_cb, lc);
+	lc->cleanup_ev = event_new(base, -1, 0, cleanup_timer_cb, lc);
+	lc->delete_ev = event_new(base, -1, 0, delete_timer_cb, lc);
+	return lc;
+}
+
+/* "host:port[,host:port...][/chroot]" from zookeeper-servers, as upstream's
+ * buildZooKeeperHosts (port 2281 when unset; IPv6 literals in brackets). */
+static char *
+zk_hosts_from_config(const json_t *config)
+{
+	const json_t *servers = json_object_get(config, "zookeeper-servers"), *s;
+	char *out = NULL;
+	size_t i, len = 0;
+	const char *chroot = NULL;
+
+	json_array_foreach(servers, i, s)
+	{
+		const char *host = json_string_value(json_object_get(s, "host"));
+		const json_t *pv = json_object_get(s, "port");
+		long port = json_is_integer(pv) ? (long)json_integer_value(pv) : 2281;
+		char ent[600];
+		int v6;
+
+		if (json_is_string(pv))
+			port = strtol(json_string_value(pv), NULL, 10);
+		if (host == NULL)
+			continue;
+		v6 = strchr(host, ':') != NULL && host[0] != '[';
+		snprintf(ent, sizeof(ent), "%s%s%s%s:%ld", i ? "," : "", v6 ? "[" : "", host,
+		    v6 ? "]" : "", port);
+		out = realloc(out, len + strlen(ent) + 1);
+		memcpy(out + len, ent, strlen(ent) + 1);
+		len += strlen(ent);
+		if (chroot == NULL)
+			chroot = json_string_value(json_object_get(s, "chroot"));
+	}
+	if (out == NULL)
+		return NULL;
+	if (chroot != NULL && *chroot != '\0') {
+		out = realloc(out, len + strlen(chroot) + 2);
+		snprintf(out + len, strlen(chroot) + 2, "%s%s", chroot[0] == '/' ? "" : "/", chroot);
+	}
+	return out;
+}
+
+int
+launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errlen)
+{
+	struct zk_options opt;
+	const json_t *tls = json_object_get(config, "zookeeper-tls");
+	char *hosts = zk_hosts_from_config(config);
+	double timeout = 10.0;
+	const json_t *t = json_object_get(config, "zookeeper-timeout");
+
+	if (hosts == NULL) {
+		snprintf(err, errlen, "no zookeeper-servers configured");
+		return -1;
+	}
+	if (json_is_number(t))
+		timeout = json_number_value(t);
+	memset(&opt, 0, sizeof(opt));
+	opt.hosts = hosts;
+	opt.timeout = timeout;
+	opt.tls_ca = json_string_value(json_object_get(tls, "ca"));
+	opt.tls_cert = json_string_value(json_object_get(tls, "cert"));
+	opt.tls_key = json_string_value(json_object_get(tls, "key"));
+	lc->zk = zk_new(lc->base, &opt, session_event, lc, err, errlen);
+	free(hosts);
+	if (lc->zk == NULL)
+		return -1;
+	timer_add(lc->cleanup_ev, lc->settings.cleanup_interval);
+	timer_add(lc->delete_ev, lc->settings.delete_interval);
+	return 0;
+}
+
+void
+launcher_stop(struct launcher *lc)
+{
+	size_t i;
+
+	lc->stopping = 1;
+	drop_all_handlers(lc);
+	if (lc->prov.dp != NULL && lc->prov.drv->provider_stop != NULL)
+		lc->prov.drv->provider_stop(lc->prov.dp);
+	if (lc->zk != NULL) {
+		for (i = 0; i < lc->prov.n_pools; i++) {
+			if (lc->prov.pools[i].component_path != NULL)
+				zk_sync_delete(lc->zk, lc->prov.pools[i].component_path, -1, 0);
+		}
+		if (lc->launcher_component_path != NULL)
+			zk_sync_delete(lc->zk, lc->launcher_component_path, -1, 0);
+	}
+}
+
+void
+launcher_free(struct launcher *lc)
+{
+	if (lc == NULL)
+		return;
+	drop_all_handlers(lc);
+	if (lc->prov.dp != NULL && lc->prov.drv->provider_free != NULL)
+		lc->prov.drv->provider_free(lc->prov.dp);
+	zk_cache_free(lc->nodes);
+	zk_cache_free(lc->requests);
+	zk_cache_free(lc->pool_components);
+	zk_free(lc->zk);
+	if (lc->assign_ev)
+		event_free(lc->assign_ev);
+	if (lc->deferred_delete_ev)
+		event_free(lc->deferred_delete_ev);
+	if (lc->minready_ev)
+		event_free(lc->minready_ev);
+	if (lc->cleanup_ev)
+		event_free(lc->cleanup_ev);
+	if (lc->delete_ev)
+		event_free(lc->delete_ev);
+	lc_config_free(lc);
+	strset_free(lc->busy);
+	free(lc->launcher_component_path);
+	free(lc->hostname);
+	free(lc);
+}
+
+void
+launcher_dump(struct launcher *lc, struct evbuffer *out)
+{
+	size_t i;
+	struct handler *h;
+
+	evbuffer_add_printf(out, "provider %s (driver %s): zk %s, %d ops pending\n",
+	    lc->prov.name, lc->prov.driver_name,
+	    zk_is_connected(lc->zk) ? "connected" : "not connected", zk_pending(lc->zk));
+	evbuffer_add_printf(out,
+	    "  counters: accepted %llu fulfilled %llu declined %llu failed %llu "
+	    "deleted %llu\n",
+	    (unsigned long long)lc->counters.accepted, (unsigned long long)lc->counters.fulfilled,
+	    (unsigned long long)lc->counters.declined, (unsigned long long)lc->counters.failed,
+	    (unsigned long long)lc->counters.deleted);
+	evbuffer_add_printf(out, "  timers: cleanup every %.0fs, deletion every %.0fs\n",
+	    lc->settings.cleanup_interval, lc->settings.delete_interval);
+	for (i = 0; i < lc->prov.n_pools; i++) {
+		struct lc_pool *pool = &lc->prov.pools[i];
+		evbuffer_add_printf(out, "  pool %s (%s)%s: %d requests in hand\n", pool->name,
+		    pool->launcher_id, pool->paused ? " PAUSED" : "", pool->n_handlers);
+		TAILQ_FOREACH(h, &pool->handlers, entry)
+		{
+			size_t k;
+			evbuffer_add_printf(out, "    request %s state %d age %.1fs nodes:", h->req_id,
+			    h->state, lc_monotonic() - h->started);
+			for (k = 0; k < h->n_nodes; k++)
+				evbuffer_add_printf(out, " %s=%s(%d)", h->nodes[k].label,
+				    h->nodes[k].node_id ? h->nodes[k].node_id : "-",
+				    h->nodes[k].state);
+			evbuffer_add_printf(out, "\n");
+		}
+	}
+	evbuffer_add_printf(out, "  busy nodes: %zu\n", strset_count(lc->busy));
+	if (lc->prov.dp != NULL && lc->prov.drv->dump != NULL)
+		lc->prov.drv->dump(lc->prov.dp, out);
+}
+
+/* ---- node writes ---------------------------------------------------------- */
+
+void
+lc_store_node(struct launcher *lc, const struct np_node *n, zk_stat_cb cb, void *arg)
+{
+	char path[128];
+	size_t len;
+	char *json = np_node_encode(n, &len);
+
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", n->id);
+	zk_set(lc->zk, path, json, (int)len, -1, cb, arg);
+	free(json);
+}
+
+void
+lc_create_node(struct launcher *lc, const struct np_node *n, zk_string_cb cb, void *arg)
+{
+	size_t len;
+	char *json = np_node_encode(n, &len);
+
+	zk_create(lc->zk, "/nodepool/nodes/", json, (int)len, ZOO_SEQUENCE, 1, cb, arg);
+	free(json);
+}
+
+struct del_ctx {
+	struct launcher *lc;
+	struct np_node *node;
+	struct zk_lock *lock;
+};
+
+static void
+node_record_deleted(int rc, void *arg)
+{
+	struct del_ctx *d = arg;
+	struct launcher *lc = d->lc;
+
+	if (rc != ZOK && rc != ZNONODE)
+		lc_set_error(lc, "deleting node %s: %s", d->node->id, zk_strerror(rc));
+	else {
+		lc->counters.deleted++;
+		log_debug("node %s deleted", d->node->id);
+		if (lc->prov.dp != NULL && lc->prov.drv->node_deleted != NULL &&
+		    node_is_ours(lc, d->node))
+			lc->prov.drv->node_deleted(lc->prov.dp, d->node);
+	}
+	/* The lock contender went with the record. */
+	zk_lock_free(d->lock);
+	lc_busy_del(lc, d->node->id);
+	np_node_free(d->node);
+	free(d);
+	notify_change(lc);
+}
+
+/* As upstream's deleteNode: write state `deleted`, then remove the znode
+ * recursively (its lock dir and our contender included). Takes n and lock. */
+void
+lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lock)
+{
+	struct del_ctx *d = calloc(1, sizeof(*d));
+	char path[128];
+
+	d->lc = lc;
+	d->node = n;
+	d->lock = lock;
+	np_node_set_state(n, NP_NODE_DELETED);
+	lc_store_node(lc, n, NULL, NULL);
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", n->id);
+	zk_delete(lc->zk, path, -1, 1, node_record_deleted, d);
+}
+
+/* ---- driver services ------------------------------------------------------ */
+
+struct event_base *
+drv_event_base(struct launcher *lc)
+{
+	return lc->base;
+}
+
+const char *
+drv_provider_name(struct launcher *lc)
+{
+	return lc->prov.name;
+}
+
+const char *
+drv_pool_name(const struct lc_pool *pool)
+{
+	return pool->name;
+}
+
+const json_t *
+drv_provider_config(struct launcher *lc)
+{
+	return lc->prov.raw;
+}
+
+static const struct np_node **drv_nodes_buf;
+static size_t drv_nodes_cap;
+
+size_t
+drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+	size_t k = 0;
+
+	if ((size_t)n > drv_nodes_cap) {
+		drv_nodes_cap = (size_t)n * 2;
+		drv_nodes_buf = realloc(drv_nodes_buf, drv_nodes_cap * sizeof(*drv_nodes_buf));
+		if (drv_nodes_buf == NULL)
+			abort();
+	}
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = ents[i]->obj;
+		if (node_is_ours(lc, nd))
+			drv_nodes_buf[k++] = nd;
+	}
+	*out = drv_nodes_buf;
+	return k;
+}
+
+int
+drv_node_locked(struct launcher *lc, const char *node_id)
+{
+	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, node_id);
+
+	return (e != NULL && e->locked > 0) || lc_busy(lc, node_id);
+}
+
+struct reg_ctx {
+	struct launcher *lc;
+	void (*done)(const char *node_id, void *arg);
+	void *arg;
+};
+
+static void
+registered(int rc, const char *path, void *arg)
+{
+	struct reg_ctx *r = arg;
+	const char *id = NULL;
+
+	if (rc == ZOK && path != NULL) {
+		id = strrchr(path, '/');
+		id = id ? id + 1 : path;
+		log_debug("registered node %s", id);
+	} else
+		lc_set_error(r->lc, "registering node: %s", zk_strerror(rc));
+	if (r->done != NULL)
+		r->done(id, r->arg);
+	free(r);
+}
+
+void
+drv_register_node(struct launcher *lc, struct np_node *n,
+    void (*done)(const char *node_id, void *arg), void *arg)
+{
+	struct reg_ctx *r = calloc(1, sizeof(*r));
+
+	r->lc = lc;
+	r->done = done;
+	r->arg = arg;
+	lc_create_node(lc, n, registered, r);
+	np_node_free(n);
+}
+
+struct upd_ctx {
+	struct launcher *lc;
+	struct np_node *node;
+	struct zk_lock *lock;
+	int deregister;
+};
+
+static void
+upd_finish(struct upd_ctx *u)
+{
+	lc_busy_del(u->lc, u->node->id);
+	np_node_free(u->node);
+	free(u);
+}
+
+static void
+upd_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct upd_ctx *u = arg;
+
+	zk_lock_free(u->lock); /* releases */
+	upd_finish(u);
+}
+
+static void
+upd_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct upd_ctx *u = arg;
+	struct np_node *cur = NULL;
+	char err[128];
+
+	if (rc != ZOK || np_node_decode(u->node->id, data, (size_t)len, &cur, err, sizeof(err)) ||
+	    cur->state != NP_NODE_READY || cur->allocated_to != NULL) {
+		np_node_free(cur);
+		zk_lock_free(u->lock);
+		upd_finish(u);
+		return;
+	}
+	np_node_free(cur);
+	if (u->deregister) {
+		/* lc_delete_node_record takes the node and the lock and clears
+		 * the busy mark when done. */
+		struct launcher *lc = u->lc;
+		struct np_node *n = u->node;
+		struct zk_lock *lock = u->lock;
+		free(u);
+		log_info("static node %s (%s) deregistered", n->id,
+		    n->hostname ? n->hostname : "?");
+		np_node_set_state(n, NP_NODE_DELETING);
+		lc_delete_node_record(lc, n, lock);
+		return;
+	}
+	lc_store_node(u->lc, u->node, upd_stored, u);
+}
+
+static void
+upd_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct upd_ctx *u = arg;
+	char path[128];
+
+	if (rc != ZOK) {
+		zk_lock_free(u->lock);
+		upd_finish(u);
+		return;
+	}
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", u->node->id);
+	zk_get(u->lc->zk, path, NULL, NULL, upd_read, u);
+}
+
+static void
+drv_update_or_deregister(struct launcher *lc, struct np_node *n, int deregister)
+{
+	struct upd_ctx *u;
+	char path[128];
+
+	if (lc_busy(lc, n->id) || drv_node_locked(lc, n->id)) {
+		np_node_free(n);
+		return;
+	}
+	u = calloc(1, sizeof(*u));
+	u->lc = lc;
+	u->node = n;
+	u->deregister = deregister;
+	lc_busy_add(lc, n->id);
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s/lock", n->id);
+	u->lock = zk_lock_new(lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+	zk_lock_acquire(u->lock, 0, upd_locked, u);
+}
+
+void
+drv_update_node(struct launcher *lc, struct np_node *n)
+{
+	drv_update_or_deregister(lc, n, 0);
+}
+
+void
+drv_deregister_node(struct launcher *lc, const char *node_id)
+{
+	const struct np_node *cur = lc_node(lc, node_id);
+
+	if (cur == NULL)
+		return;
+	drv_update_or_deregister(lc, np_node_dup(cur), 1);
+}

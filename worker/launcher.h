@@ -1,0 +1,269 @@
+/*
+ * nodepool-launcher: one provider's worker process (worker/).
+ *
+ * One libevent loop serves one provider: it registers the provider's pools
+ * as pool components in ZooKeeper, keeps watch-driven caches of nodes,
+ * requests and pool components, and acts on their events: a new request is
+ * assigned when ZooKeeper reports it, a released node is recycled when its
+ * lock goes away. Periodic work (cleanup 60 s, deletion 5 s) runs on
+ * timers, as upstream Nodepool's CleanupWorker and DeletedNodeWorker.
+ *
+ * Files: main.c (process, args, channel to the supervisor), launcher.c
+ * (session, caches, components, event dispatch, timers), assign.c (request
+ * acceptance, as PoolWorker._assignHandlers), handler.c (a request's life,
+ * as NodeRequestHandler), cleanup.c (CleanupWorker, DeletedNodeWorker),
+ * minready.c (min-ready requests), lcconfig.c (provider config -> lc_*).
+ */
+#ifndef NP_WORKER_LAUNCHER_H
+#define NP_WORKER_LAUNCHER_H
+
+#include <sys/queue.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "model.h"
+#include "zk.h"
+#include "driver.h"
+
+struct event;
+struct event_base;
+struct strset;
+
+/* ---- configuration as the launcher uses it ------------------------------ */
+
+/* A top-level label (labels:). */
+struct lc_label {
+	char *name;
+	int min_ready;       /* <= 0 disables */
+	long max_ready_age;  /* seconds; 0 = off */
+	int min_ready_owner; /* 1 = this worker creates min-ready requests for it */
+	int min_ready_inflight; /* creations in flight */
+};
+
+struct lc_tenant_limit {
+	char *tenant;
+	struct drv_quota limits; /* unlimited where unset */
+};
+
+struct lc_pool {
+	struct lc_provider *prov;
+	char *name;
+	long max_servers;       /* -1 unlimited */
+	double max_cores, max_ram; /* -1 unlimited */
+	int priority;           /* pool -> provider -> 100 */
+	struct np_strv labels;  /* label names this pool supports */
+	json_t *node_attributes; /* object or NULL */
+	int host_key_checking;
+	json_t *raw;            /* the pool's config (driver-specific keys) */
+
+	/* runtime */
+	char *launcher_id;      /* pool id, new on every worker start */
+	char *component_path;   /* our pool component znode, or NULL */
+	int component_pending;  /* create in flight */
+	int paused;             /* a handler is paused at quota */
+	int reported_paused;    /* value last written to the component */
+	TAILQ_HEAD(, handler) handlers;
+	int n_handlers;
+};
+
+struct lc_provider {
+	struct launcher *lc;    /* back-pointer */
+	char *name;
+	char *driver_name;
+	const struct driver *drv;
+	struct drv_provider *dp;
+	int max_concurrency;    /* -1 unlimited; 0 serves nothing */
+	int priority;           /* 100 */
+	int launch_retries;     /* 3 */
+	double boot_timeout, launch_timeout;
+	json_t *raw;            /* the provider's config as JSON (driver-specific keys) */
+	struct lc_pool *pools;
+	size_t n_pools;
+};
+
+/* Daemon settings (top-level `nodepoold:` section). */
+struct lc_settings {
+	double cleanup_interval; /* 60 */
+	double delete_interval;  /* 5 */
+};
+
+/* ---- a request in hand (as NodeRequestHandler) --------------------------- */
+
+enum hnode_state {
+	HN_WANTED,     /* nothing assigned yet */
+	HN_LOCKING,    /* reusing: node lock being taken / node being re-read */
+	HN_CHECKING,   /* reusing: driver's reuse check in flight */
+	HN_CREATING,   /* launching: INIT node being created */
+	HN_BUILDING,   /* launching: driver launch in flight */
+	HN_READY,      /* node ready and allocated to us, locked */
+	HN_FAILED,     /* launch failed */
+	HN_ABORTED,    /* quota: dropped from the nodeset, relaunched */
+};
+
+struct hnode {
+	char *label;
+	int state;               /* enum hnode_state */
+	char *node_id;
+	struct np_node *node;    /* our copy, written by us */
+	struct zk_lock *lock;
+	struct drv_launch launch;
+	int launching;           /* launch handed to the driver */
+};
+
+enum handler_state {
+	H_LOCKING,    /* request lock being taken */
+	H_READING,    /* request re-read under the lock */
+	H_ACCEPTING,  /* writing state pending */
+	H_RUNNING,    /* collecting the nodeset */
+	H_PAUSED,     /* at capacity, waiting */
+	H_FULFILLING, /* writing fulfilled */
+	H_DECLINING,  /* writing declined/failed */
+	H_DONE,
+};
+
+struct handler {
+	TAILQ_ENTRY(handler) entry;
+	struct lc_pool *pool;
+	struct launcher *lc;
+	char *req_id;
+	struct np_request *req;  /* fresh copy read under the lock */
+	struct zk_lock *req_lock;
+	int state;               /* enum handler_state */
+	int min_ready;           /* requestor NodePool:min-ready */
+	struct hnode *nodes;     /* one per node_types entry, same order */
+	size_t n_nodes;
+	int ops;                 /* ZooKeeper operations in flight for it */
+	int vanished;            /* the request znode is gone */
+	int failed;              /* a launch failed: decline once all are done */
+	int detached;            /* on lc->zombies, not in the pool's list */
+	double started;          /* monotonic seconds */
+	char *decline_reason;
+};
+
+/* ---- the launcher --------------------------------------------------------- */
+
+struct lc_counters {
+	uint64_t accepted, fulfilled, declined, failed;
+	uint64_t launches_ready, launches_failed, launches_aborted;
+	uint64_t deleted;
+};
+
+struct launcher {
+	struct event_base *base;
+	char *hostname;          /* FQDN */
+	struct lc_provider prov;
+	struct lc_label *labels;
+	size_t n_labels;
+	struct lc_tenant_limit *tenant_limits;
+	size_t n_tenant_limits;
+	long max_hold_age;       /* seconds, 0 = unlimited */
+	struct lc_settings settings;
+
+	struct zk *zk;
+	int zk_state;            /* last enum zk_event */
+	struct zk_cache *nodes;     /* /nodepool/nodes, data + locks, obj np_node */
+	struct zk_cache *requests;  /* /nodepool/requests, data, obj np_request */
+	struct zk_cache *pool_components; /* /nodepool/components/pool, obj np_component */
+	char *launcher_component_path;
+	int started;             /* caches synced, driver started */
+	int stopping;
+
+	struct event *assign_ev;   /* deferred assignment pass */
+	struct event *cleanup_ev;  /* cleanup timer */
+	struct event *delete_ev;   /* deletion timer */
+	struct event *deferred_delete_ev; /* deferred deletion pass (node events) */
+	struct event *minready_ev; /* deferred min-ready pass */
+
+	/* node ids this process is working on right now (locking, deleting,
+	 * allocating): the caches lag our own writes, so these keep us from
+	 * acting twice on one node. */
+	struct strset *busy;
+
+	/* handlers detached while ZooKeeper operations were still in flight;
+	 * freed when those complete, or at launcher_free */
+	TAILQ_HEAD(, handler) zombies;
+
+	struct lc_counters counters;
+	char last_error[256];
+	double start_time;
+	int ready;               /* first pass complete (web /ready) */
+
+	/* hooks for the process around the launcher (status to the supervisor). */
+	void (*on_change)(struct launcher *lc);
+	void *hook_arg;
+};
+
+/* launcher.c */
+struct launcher *launcher_new(struct event_base *base, const json_t *config,
+    const char *provider, char *err, size_t errlen);
+/* Connect to ZooKeeper (zookeeper-servers, zookeeper-tls, zookeeper-timeout
+ * of config) and start the timers; work begins once the caches are synced. */
+int launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errlen);
+/* Graceful: unregister components, release request locks, stop driver. */
+void launcher_stop(struct launcher *lc);
+void launcher_free(struct launcher *lc);
+void launcher_dump(struct launcher *lc, struct evbuffer *out);
+void launcher_schedule_assign(struct launcher *lc);
+void launcher_schedule_delete(struct launcher *lc);
+double lc_now(void);        /* wall clock, epoch seconds */
+double lc_monotonic(void);  /* monotonic seconds */
+void lc_set_error(struct launcher *lc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The decoded node / request from the caches, or NULL. */
+const struct np_node *lc_node(struct launcher *lc, const char *id);
+const struct np_request *lc_request(struct launcher *lc, const char *id);
+/* Busy set. */
+int lc_busy(struct launcher *lc, const char *node_id);
+void lc_busy_add(struct launcher *lc, const char *node_id);
+void lc_busy_del(struct launcher *lc, const char *node_id);
+/* Write a node (encode + set); cb may be NULL. */
+void lc_store_node(struct launcher *lc, const struct np_node *n, zk_stat_cb cb, void *arg);
+/* Create a new node znode (sequential); cb gets the path. */
+void lc_create_node(struct launcher *lc, const struct np_node *n, zk_string_cb cb, void *arg);
+/* Update our pool component (paused flag). */
+void lc_pool_update_component(struct lc_pool *pool);
+/* Delete a node record entirely (state deleted, then recursive delete). */
+void lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lock);
+
+/* lcconfig.c */
+int lc_config_load(struct launcher *lc, const json_t *config, const char *provider,
+    char *err, size_t errlen);
+void lc_config_free(struct launcher *lc);
+const struct lc_label *lc_label_get(const struct launcher *lc, const char *name);
+
+/* assign.c */
+void assign_pass(struct launcher *lc);
+
+/* handler.c */
+struct handler *handler_new(struct lc_pool *pool, const char *req_id);
+void handler_start(struct handler *h);
+void handler_request_removed(struct handler *h);
+void handler_rerun(struct handler *h);   /* a paused handler tries again */
+void handler_free(struct handler *h);
+int handler_active_launches(const struct handler *h);
+struct handler *lc_find_handler(struct launcher *lc, const char *req_id);
+
+/* cleanup.c */
+void cleanup_pass(struct launcher *lc);
+void delete_pass(struct launcher *lc);
+/* Start deleting one node (locks it, drives the driver); safe to call twice. */
+void cleanup_delete_node(struct launcher *lc, const char *node_id);
+
+/* minready.c */
+void minready_pass(struct launcher *lc);
+
+/* worker.c: the process around the launcher (config source, supervisor
+ * channel, exit code). */
+struct worker;
+struct worker *worker_new(struct event_base *base, const char *provider, int channel_fd);
+/* Standalone: load nodepool.yaml (+ secure), validate, start. */
+int worker_load_file(struct worker *w, const char *path, const char *secure, char *err,
+    size_t errlen);
+/* Start (or restart) the launcher from a config slice (JSON). */
+int worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t errlen);
+void worker_stop(struct worker *w);
+void worker_dump(struct worker *w, struct evbuffer *out);
+int worker_exit_code(const struct worker *w);
+void worker_free(struct worker *w);
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * nodepool-launcher: one provider's worker process.
+ *
+ *   nodepool-launcher -p PROVIDER -c nodepool.yaml [-s secure.conf] [-d]
+ *       standalone: load and validate the config, serve PROVIDER.
+ *   nodepool-launcher -p PROVIDER --channel FD
+ *       under nodepoold: the config slice arrives as a CONFIG message on
+ *       the channel; READY and STATUS go back on it; the worker exits when
+ *       the channel closes (the supervisor is gone).
+ *
+ * Exit codes (the supervisor's contract): 0 clean stop; 1 error (restart);
+ * 100 permanent, do not restart (bad config for this provider, unknown
+ * driver, bad credentials).
+ *
+ * Signals: SIGTERM/SIGINT stop gracefully (components unregistered, request
+ * locks released); SIGUSR2 logs a dump of the worker's state (requests in
+ * hand, nodes being worked on, timers), as the seeds' "Operation" section
+ * describes for Nodepool.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "config.h"
+#include "launcher.h"
+#include "log.h"
+#include "version.h"
+
+#define EXIT_PERMANENT 100
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: nodepool-launcher -p PROVIDER (-c CONFIG [-s SECURE] | --channel FD)"
+			" [-d]\n");
+	exit(2);
+}
+
+static void
+sig_stop(evutil_socket_t sig, short what, void *arg)
+{
+	struct worker *w = arg;
+
+	log_info("signal %d: stopping", (int)sig);
+	worker_stop(w);
+}
+
+static void
+sig_dump(evutil_socket_t sig, short what, void *arg)
+{
+	struct worker *w = arg;
+	struct evbuffer *b = evbuffer_new();
+	size_t len;
+	char *text;
+
+	worker_dump(w, b);
+	len = evbuffer_get_length(b);
+	text = malloc(len + 1);
+	evbuffer_remove(b, text, len);
+	text[len] = '\0';
+	log_info("state dump:\n%s", text);
+	free(text);
+	evbuffer_free(b);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *provider = NULL, *config = NULL, *secure = NULL;
+	int channel_fd = -1, debug = 0, c, rc;
+	struct event_base *base;
+	struct event *ev_term, *ev_int, *ev_usr2;
+	struct worker *w;
+	char tag[128], err[1024];
+	static const struct option longopts[] = {
+		{"channel", required_argument, NULL, 'C'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+
+	while ((c = getopt_long(argc, argv, "p:c:s:dfh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			provider = optarg;
+			break;
+		case 'c':
+			config = optarg;
+			break;
+		case 's':
+			secure = optarg;
+			break;
+		case 'd':
+			debug = 1;
+			break;
+		case 'f':
+			break; /* always in the foreground */
+		case 'C':
+			channel_fd = atoi(optarg);
+			break;
+		case 'V':
+			printf("nodepool-launcher %s\n", NP_VERSION);
+			return 0;
+		default:
+			usage();
+		}
+	}
+	if (provider == NULL || (config == NULL && channel_fd < 0))
+		usage();
+	snprintf(tag, sizeof(tag), "worker[%s]", provider);
+	log_init(tag, debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	signal(SIGPIPE, SIG_IGN);
+	if (driver_registry_check() != 0)
+		fatalx("two drivers share a name");
+
+	base = event_base_new();
+	if (base == NULL)
+		fatalx("event_base_new failed");
+	w = worker_new(base, provider, channel_fd);
+	if (config != NULL) {
+		if (worker_load_file(w, config, secure, err, sizeof(err)) != 0) {
+			log_error("%s", err);
+			return EXIT_PERMANENT;
+		}
+	}
+	ev_term = evsignal_new(base, SIGTERM, sig_stop, w);
+	ev_int = evsignal_new(base, SIGINT, sig_stop, w);
+	ev_usr2 = evsignal_new(base, SIGUSR2, sig_dump, w);
+	event_add(ev_term, NULL);
+	event_add(ev_int, NULL);
+	event_add(ev_usr2, NULL);
+
+	event_base_dispatch(base);
+
+	rc = worker_exit_code(w);
+	worker_free(w);
+	event_free(ev_term);
+	event_free(ev_int);
+	event_free(ev_usr2);
+	event_base_free(base);
+	return rc;
+}
