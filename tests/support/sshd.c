@@ -1,4 +1,5 @@
 /* Test support: a real sshd on a free loopback port; see sshd.h. */
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -31,16 +32,53 @@ sleep_ms(long ms)
 		;
 }
 
+/* Servers still running, stopped at exit: a failed assertion ends a test
+ * before its test_sshd_stop(). */
+#define MAX_LIVE 32
+static struct test_sshd *live[MAX_LIVE];
+
+static void
+stop_live(void)
+{
+	int i;
+
+	for (i = 0; i < MAX_LIVE; i++)
+		if (live[i] != NULL)
+			test_sshd_stop(live[i]);
+}
+
+static void
+track(struct test_sshd *s, int add)
+{
+	static int registered;
+	int i;
+
+	if (!registered && add) {
+		atexit(stop_live);
+		registered = 1;
+	}
+	for (i = 0; i < MAX_LIVE; i++)
+		if (live[i] == (add ? NULL : s)) {
+			live[i] = add ? s : NULL;
+			return;
+		}
+}
+
 /* fork + exec argv with stdin/stdout on /dev/null, stderr on errpath (or
- * /dev/null) and no other inherited descriptors. Returns the pid or -1. */
+ * /dev/null) and no other inherited descriptors. The child gets SIGTERM if
+ * the test process dies (even by SIGKILL, e.g. a test timeout). Returns the
+ * pid or -1. */
 static pid_t
 spawn(char *const argv[], const char *errpath)
 {
-	pid_t pid;
+	pid_t pid, parent = getpid();
 	int null, err;
 
 	if ((pid = fork()) != 0)
 		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(127);
 	null = open("/dev/null", O_RDWR);
 	err = errpath ? open(errpath, O_WRONLY | O_CREAT | O_APPEND, 0644) : null;
 	if (null < 0 || err < 0)
@@ -236,8 +274,10 @@ test_sshd_start(const char *dir, const char *const *types)
 	for (tries = 0; tries < 5; tries++) {
 		if ((s->port = test_free_port()) < 0)
 			break;
-		if (start_on_port(s, types, n) == 0)
+		if (start_on_port(s, types, n) == 0) {
+			track(s, 1);
 			return s;
+		}
 	}
 	fprintf(stderr, "test_sshd: sshd did not start (see %s/sshd.log)\n", s->dir);
 fail:
@@ -253,6 +293,7 @@ test_sshd_stop(struct test_sshd *s)
 
 	if (s == NULL)
 		return;
+	track(s, 0);
 	if (s->pid > 0) {
 		kill(s->pid, SIGTERM);
 		for (i = 0; i < 50; i++) {

@@ -12,7 +12,10 @@
  * A port taken between the probe and sshd's bind is retried on another port.
  *
  * test_sshd_stop() stops exactly that process (SIGTERM by pid, SIGKILL after
- * 5 s) and reaps it. Nothing is killed by name.
+ * 5 s) and reaps it. Nothing is killed by name. Servers a test leaves running
+ * (a failed assertion skips its test_sshd_stop) are stopped at exit, and an
+ * sshd gets SIGTERM when the process that started it dies
+ * (PR_SET_PDEATHSIG), so none outlives its test.
  *
  * Linked into every test binary (as every file in tests/support/);
  * include "sshd.h".
