@@ -94,7 +94,8 @@ struct nodescan_req {
 
 	enum ns_state state;
 	enum ns_phase phase;
-	int queued; /* in ns->pending (else in ns->active) */
+	int queued;    /* in ns->pending (else in ns->active) */
+	int finishing; /* unlinked, its callback running: cancel is a no-op */
 	struct timespec t0;
 	struct event *deadline_ev, *timer_ev, *io_ev;
 
@@ -135,6 +136,7 @@ struct nodescan {
 static void ns_attempt(struct nodescan_req *req);
 static void ns_next_key(struct nodescan_req *req);
 static void ns_ssh_step(struct nodescan_req *req);
+static void ns_io_cb(evutil_socket_t fd, short what, void *arg);
 
 static double
 ns_elapsed(const struct nodescan_req *req)
@@ -314,6 +316,7 @@ ns_finish(struct nodescan_req *req, enum nodescan_status status, const char *err
 
 	ns_req_stop(req);
 	ns_unlink(req);
+	req->finishing = 1;
 	if (status == NODESCAN_OK)
 		ns->st.succeeded++;
 	else
@@ -484,8 +487,7 @@ ns_ssh_step(struct nodescan_req *req)
 	if (what == 0)
 		what = EV_READ;
 	event_del(req->io_ev);
-	event_assign(req->io_ev, req->ns->base, req->io_fd, what,
-	    event_get_callback(req->io_ev), req);
+	event_assign(req->io_ev, req->ns->base, req->io_fd, what, ns_io_cb, req);
 	event_add(req->io_ev, NULL);
 }
 
@@ -954,7 +956,7 @@ nodescan_cancel(struct nodescan_req *req)
 {
 	struct nodescan *ns;
 
-	if (req == NULL)
+	if (req == NULL || req->finishing)
 		return;
 	ns = req->ns;
 	ns_unlink(req);

@@ -172,8 +172,9 @@ struct nodescan_req *nodescan_check_reachable(struct nodescan *ns,
 
 /*
  * Cancel a queued or running request: its socket is closed at once and its
- * callback is never called; req is freed. NULL is a no-op. Do not pass a
- * handle whose callback has been entered.
+ * callback is never called; req is freed. NULL is a no-op, and so is a
+ * request cancelling itself from inside its own callback. Do not pass a
+ * handle whose callback has returned (it is freed).
  */
 void nodescan_cancel(struct nodescan_req *req);
 
