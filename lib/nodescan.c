@@ -496,7 +496,7 @@ static void
 ns_connected(struct nodescan_req *req)
 {
 	const char *hostkeys;
-	int off = 0, verbosity = SSH_LOG_NOLOG;
+	int off = 0;
 	unsigned port = (unsigned)req->port;
 
 	if (!req->gather) {
@@ -512,7 +512,6 @@ ns_connected(struct nodescan_req *req)
 	/* Ignore ssh_config and known_hosts files: they could reorder or
 	 * restrict the host key types, and nothing here is verified. */
 	if (ssh_options_set(req->ssh, SSH_OPTIONS_PROCESS_CONFIG, &off) < 0 ||
-	    ssh_options_set(req->ssh, SSH_OPTIONS_LOG_VERBOSITY, &verbosity) < 0 ||
 	    ssh_options_set(req->ssh, SSH_OPTIONS_HOST, req->addrtext) < 0 ||
 	    ssh_options_set(req->ssh, SSH_OPTIONS_PORT, &port) < 0 ||
 	    ssh_options_set(req->ssh, SSH_OPTIONS_KNOWNHOSTS, "/dev/null") < 0 ||

@@ -3,14 +3,17 @@
  * libevent loop, as Nodepool's nodescan (nodeutils.py nodescan(), and the
  * NodescanWorker/NodescanRequest pair of driver/statemachine.py).
  *
- * Users:
+ * Users (neither calls it when host-key-checking is false, as upstream):
  *   - the state-machine framework: once an instance is complete, scan it for
- *     SSH reachability and host keys until boot-timeout;
+ *     SSH reachability and host keys with deadline = boot-timeout and the
+ *     default 10 s per attempt;
  *   - the static driver: register a host only once its keys are scanned
- *     within its `timeout` (and the configured host-key(s) are a subset of
- *     them, nodescan_keys_match()); keep an unreachable host out of service;
- *     a TCP liveness check before handing a node out
- *     (nodescan_check_reachable()).
+ *     (deadline = attempt_timeout = the node's `timeout`, default 5) and the
+ *     configured host-key(s) are a subset of them (nodescan_keys_match());
+ *     keep an unreachable host out of service; a TCP liveness check before
+ *     handing a node out (nodescan_check_reachable()).
+ * Upstream's test hook (a host name containing "fake" yields
+ * "ssh-rsa FAKEKEY" without connecting) is not reproduced here.
  *
  * One struct nodescan (the scanner) serves many requests on one event base.
  * At most max_inflight requests run at once (upstream: 100); further ones

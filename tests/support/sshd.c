@@ -230,6 +230,12 @@ start_on_port(struct test_sshd *s, const char *const *types, size_t ntypes)
 struct test_sshd *
 test_sshd_start(const char *dir, const char *const *types)
 {
+	return test_sshd_start_port(dir, types, 0);
+}
+
+struct test_sshd *
+test_sshd_start_port(const char *dir, const char *const *types, int port)
+{
 	static const char *const all[] = { "rsa", "ecdsa", "ed25519", NULL };
 	struct test_sshd *s;
 	char key[700], pub[710];
@@ -271,8 +277,8 @@ test_sshd_start(const char *dir, const char *const *types)
 		}
 		s->nkeys++;
 	}
-	for (tries = 0; tries < 5; tries++) {
-		if ((s->port = test_free_port()) < 0)
+	for (tries = 0; tries < (port > 0 ? 1 : 5); tries++) {
+		if ((s->port = port > 0 ? port : test_free_port()) < 0)
 			break;
 		if (start_on_port(s, types, n) == 0) {
 			track(s, 1);

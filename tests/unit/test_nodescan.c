@@ -435,6 +435,85 @@ Test(nodescan, names_hosts_file_nxdomain_and_silent_dns)
 	test_sshd_stop(s);
 }
 
+struct late {
+	char dir[512];
+	int port;
+	struct test_sshd *s;
+};
+
+static void
+start_late(evutil_socket_t fd, short what, void *arg)
+{
+	static const char *const ed[] = { "ed25519", NULL };
+	struct late *l = arg;
+
+	/* Blocks the loop while sshd starts: only the test does that. */
+	l->s = test_sshd_start_port(l->dir, ed, l->port);
+}
+
+Test(nodescan, host_that_comes_up_later_is_scanned)
+{
+	struct event_base *base = event_base_new();
+	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
+	struct outcome o = { .base = base };
+	struct late l;
+	struct timeval later = { 1, 500000 };
+	struct nodescan_params p;
+
+	memset(&l, 0, sizeof(l));
+	cr_assert_eq(test_mkdtemp(l.dir, sizeof(l.dir), "ns-late"), 0);
+	l.port = test_free_port();
+	p = params("127.0.0.1", l.port, 2, 20);
+	/* Refused at first (boot in progress), retried until sshd answers. */
+	cr_assert_not_null(nodescan_start(ns, &p, on_done, &o));
+	event_base_once(base, -1, EV_TIMEOUT, start_late, &l, &later);
+	event_base_dispatch(base);
+
+	cr_assert_not_null(l.s, "sshd did not start");
+	cr_assert_eq(o.status, NODESCAN_OK, "error: %s", o.error);
+	cr_assert_geq(o.attempts, 2);
+	cr_assert_eq(o.nkeys, 1);
+	cr_assert_str_eq(o.keys[0], l.s->keys[0]);
+
+	outcome_clear(&o);
+	nodescan_free(ns);
+	event_base_free(base);
+	test_sshd_stop(l.s);
+}
+
+Test(nodescan, tries_each_address_of_a_name)
+{
+	static const char *const ed[] = { "ed25519", NULL };
+	struct test_sshd *s = start_sshd("ns-multi", ed);
+	struct event_base *base = event_base_new();
+	struct evdns_base *dns = evdns_base_new(base, 0);
+	struct nodescan *ns = nodescan_new(base, dns, 0, 0);
+	struct outcome o = { .base = base };
+	struct nodescan_params p = params("multi.test", s->port, 2, 20);
+	char hosts[600];
+	FILE *f;
+
+	/* sshd listens on 127.0.0.1 only: the first address refuses. */
+	snprintf(hosts, sizeof(hosts), "%s/hosts-multi", s->dir);
+	cr_assert_not_null(f = fopen(hosts, "w"));
+	fprintf(f, "127.0.0.2 multi.test\n127.0.0.1 multi.test\n");
+	fclose(f);
+	cr_assert_eq(evdns_base_load_hosts(dns, hosts), 0);
+	cr_assert_not_null(nodescan_start(ns, &p, on_done, &o));
+	event_base_dispatch(base);
+
+	cr_assert_eq(o.status, NODESCAN_OK, "error: %s", o.error);
+	cr_assert_eq(o.attempts, 2);
+	cr_assert_eq(o.nkeys, 1);
+	cr_assert_str_eq(o.keys[0], s->keys[0]);
+
+	outcome_clear(&o);
+	nodescan_free(ns);
+	evdns_base_free(dns, 0);
+	event_base_free(base);
+	test_sshd_stop(s);
+}
+
 /* --- failures --------------------------------------------------------------------- */
 
 Test(nodescan, closed_port_fails_at_deadline)
