@@ -30,6 +30,7 @@
  * return NULL when a string is not valid UTF-8 or a number is not finite.
  * Decoders return 0 and *out, or -1 with a message naming the record and
  * the key in err (errlen bytes, may be 0); *out is NULL on error.
+ * Memory exhaustion aborts (there is no sane partial record).
  */
 #ifndef NP_MODEL_H
 #define NP_MODEL_H
