@@ -140,6 +140,8 @@ build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS) | $(STAMP_ZKC)
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 fuzz: $(FUZZ_BINS)
+# Keep the objects: they are only reached through the pattern rule above.
+.SECONDARY: $(FUZZ_OBJS)
 
 demo: $(BINS)
 	BUILD=$(BUILD) sh tests/demo.sh

@@ -15,7 +15,22 @@
  *
  * Strings are malloc'd and owned by the struct; NULL means JSON null.
  * json_t members are jansson references owned by the struct (NULL = null).
- * Times are epoch seconds as double.
+ * Times are epoch seconds as double; a time read as an int or a float is
+ * written back as a float (as time.time() gives), missing/null reads as 0.
+ *
+ * Decoding follows Python's d.get(key, default): a missing key gives the
+ * documented default, an explicit null gives NULL/unset (so username null
+ * stays null, as upstream). Limits of the C model (documented, all errors,
+ * never silent): strings containing NUL (\u0000) and integers beyond 64 bits
+ * are refused by the JSON parser.
+ *
+ * Encoders return a malloc'd NUL-terminated JSON text (free() it), ASCII
+ * only (json.dumps' ensure_ascii), keys in upstream's toDict() order,
+ * unknown keys (`extra`) last; *len (may be NULL) excludes the NUL. They
+ * return NULL when a string is not valid UTF-8 or a number is not finite.
+ * Decoders return 0 and *out, or -1 with a message naming the record and
+ * the key in err (errlen bytes, may be 0); *out is NULL on error.
+ * Memory exhaustion aborts (there is no sane partial record).
  */
 #ifndef NP_MODEL_H
 #define NP_MODEL_H
@@ -28,7 +43,7 @@ struct np_strv {
 	char **v;
 	size_t n;
 };
-void np_strv_push(struct np_strv *sv, const char *s); /* copies s */
+void np_strv_push(struct np_strv *sv, const char *s); /* copies s (NULL as "") */
 void np_strv_clear(struct np_strv *sv);
 int np_strv_contains(const struct np_strv *sv, const char *s);
 void np_strv_copy(struct np_strv *dst, const struct np_strv *src); /* dst cleared first */
@@ -55,9 +70,9 @@ int np_node_state_parse(const char *name);
 
 struct np_node {
 	char *id; /* znode name (10 digits); not in the body */
-	int state; /* enum np_node_state */
+	int state; /* enum np_node_state; missing/null reads as init */
 	double state_time;
-	double created_time;
+	double created_time; /* 0 = unset, written as null (upstream's None) */
 	char *cloud, *region, *az;
 	char *provider, *pool;
 	struct np_strv type; /* labels; a bare string on the wire is read as one label */
@@ -65,9 +80,11 @@ struct np_node {
 	char *public_ipv4, *private_ipv4, *public_ipv6, *interface_ip;
 	char *host_id;
 	char *connection_type;
-	/* connection_port: int (default 22), or an object (k8s credentials), in
-	 * which case connection_port_obj holds it and connection_port is 0.
-	 * ssh_port is written with the same value; read as a fallback. */
+	/* connection_port: int 0..65535 (default 22), or an object (k8s
+	 * credentials), in which case connection_port_obj holds it and
+	 * connection_port is 0. ssh_port is written with the same value; it is
+	 * read only when connection_port is missing or null (then 22 if neither
+	 * is set). Any other type is an error. */
 	int connection_port;
 	json_t *connection_port_obj;
 	char *image_id;
@@ -78,14 +95,19 @@ struct np_node {
 	json_t *external_id_obj;
 	char *hostname;
 	char *comment, *hold_job;
-	long long hold_expiration; /* seconds; 0 = none; coerced with int() semantics */
-	int has_hold_expiration;   /* 0: written as null */
+	/* hold_expiration: seconds; 0 = none. Read with Python int(): an int
+	 * as is, a float truncated toward 0, a bool as 0/1, a numeric string
+	 * ("12", " -3 ", "1_000") as its value, any other string as 0
+	 * (upstream's ValueError fallback); huge values saturate; a list or
+	 * object is an error (upstream's uncaught TypeError). */
+	long long hold_expiration;
+	int has_hold_expiration;   /* 0: null (missing or null on read) */
 	char *user_data;
 	struct np_strv host_keys;
 	char *username;            /* default "zuul" on read */
 	char *python_path, *shell_type;
 	json_t *resources;         /* object or NULL */
-	int slot;                  /* -1 = null */
+	int slot;                  /* -1 = null; a negative slot on read is an error */
 	json_t *attributes;        /* object or NULL */
 	char *tenant_name, *requestor;
 	json_t *driver_data;       /* any JSON or NULL */
@@ -94,11 +116,12 @@ struct np_node {
 
 struct np_node *np_node_new(void); /* defaults: state init, port 22, slot -1, username zuul */
 void np_node_free(struct np_node *n);
-struct np_node *np_node_dup(const struct np_node *n);
-/* 0 and *out set, or -1 with a message in err. id is copied (may be NULL). */
+struct np_node *np_node_dup(const struct np_node *n); /* deep copy; NULL gives NULL */
+/* 0 and *out set, or -1 with a message in err. id is copied (may be NULL).
+ * An unknown state name is an error (upstream's setter raises). */
 int np_node_decode(const char *id, const char *data, size_t len, struct np_node **out,
     char *err, size_t errlen);
-/* malloc'd NUL-terminated JSON; *len (may be NULL) excludes the NUL. */
+/* Upstream's Node.toDict() keys (36, with ssh_port) plus extra. */
 char *np_node_encode(const struct np_node *n, size_t *len);
 /* Set state and state_time = now (as upstream's Node.state setter). */
 void np_node_set_state(struct np_node *n, int state);
@@ -116,24 +139,24 @@ int np_request_state_parse(const char *name);
 
 struct np_request {
 	char *id; /* znode name "<3-digit prio>-<10-digit seq>"; not in the body */
-	int state;
+	int state;                  /* missing/null reads as requested */
 	double state_time;
 	struct np_strv node_types;  /* order significant, duplicates allowed */
 	struct np_strv nodes;       /* node ids, in node_types order once fulfilled */
 	struct np_strv declined_by; /* pool (launcher) ids */
-	int reuse;                  /* default 1 */
+	int reuse;                  /* default 1 (missing); null reads as 0 */
 	char *requestor;
 	json_t *requestor_data;     /* any JSON, untouched */
 	char *provider;
-	long long relative_priority; /* default 0 */
+	long long relative_priority; /* default 0 (missing or null); must be an int */
 	char *event_id;
-	double created_time;        /* 0 with has_created_time 0 = null */
-	int has_created_time;
+	double created_time;        /* meaningful when has_created_time */
+	int has_created_time;       /* 0: written as null */
 	char *tenant_name;
 	json_t *extra;
 };
 
-struct np_request *np_request_new(void);
+struct np_request *np_request_new(void); /* state requested, reuse 1 */
 void np_request_free(struct np_request *r);
 struct np_request *np_request_dup(const struct np_request *r);
 int np_request_decode(const char *id, const char *data, size_t len,
@@ -160,18 +183,22 @@ int np_build_state_parse(const char *name);
 
 struct np_image_build {
 	char *id; /* 32 hex (uuid4) or legacy 10-digit sequence; not in the body */
-	int state;
+	int state; /* missing/null reads as building */
 	double state_time;
 	char *builder;    /* FQDN; omitted from the body when NULL */
 	char *builder_id; /* uuid; omitted when NULL */
-	struct np_strv formats; /* written as a comma-joined sorted string; omitted if empty */
-	char *username;    /* default "zuul" */
-	char *python_path; /* default "/usr/bin/python2" on read */
+	/* formats: read by splitting a non-empty string at ','; written as a
+	 * comma-joined sorted string; omitted if empty. */
+	struct np_strv formats;
+	char *username;    /* default "zuul" (new and missing on read) */
+	char *python_path; /* default "/usr/bin/python2" when missing on read */
 	char *shell_type;
 	json_t *extra;
 };
-struct np_image_build *np_image_build_new(void);
+struct np_image_build *np_image_build_new(void); /* state building, username zuul */
 void np_image_build_free(struct np_image_build *b);
+/* Set state and state_time = now (as upstream's BaseModel.state setter). */
+void np_image_build_set_state(struct np_image_build *b, int state);
 int np_image_build_decode(const char *id, const char *data, size_t len,
     struct np_image_build **out, char *err, size_t errlen);
 char *np_image_build_encode(const struct np_image_build *b, size_t *len);
@@ -189,15 +216,18 @@ int np_upload_state_parse(const char *name);
 
 struct np_image_upload {
 	char *id; /* 10-digit sequence; not in the body */
-	int state;
+	int state; /* missing/null reads as uploading */
 	double state_time;
 	char *external_id, *external_name;
 	char *format;
+	/* On read, as upstream: username "zuul" and python_path
+	 * "/usr/bin/python2" when missing. */
 	char *username, *python_path, *shell_type;
 	json_t *extra;
 };
-struct np_image_upload *np_image_upload_new(void);
+struct np_image_upload *np_image_upload_new(void); /* state uploading, strings NULL */
 void np_image_upload_free(struct np_image_upload *u);
+void np_image_upload_set_state(struct np_image_upload *u, int state);
 int np_image_upload_decode(const char *id, const char *data, size_t len,
     struct np_image_upload **out, char *err, size_t errlen);
 char *np_image_upload_encode(const struct np_image_upload *u, size_t *len);
@@ -205,9 +235,9 @@ char *np_image_upload_encode(const struct np_image_upload *u, size_t *len);
 /* ---- Components (/nodepool/components/<kind>/<hostname><seq>) ------------ */
 struct np_component {
 	char *name;     /* znode name; not in the body */
-	char *kind;     /* "launcher", "builder", "pool" */
-	char *hostname;
-	char *state;    /* "initializing", "running", "paused", "stopped" */
+	char *kind;     /* "launcher", "builder", "pool" (from the body) */
+	char *hostname; /* default on read: the znode name (as upstream's registry) */
+	char *state;    /* "initializing", "running", "paused", "stopped" (default) */
 	char *version;
 	long long model_api; /* 0 */
 	/* pool components only (kind "pool"): */
@@ -219,8 +249,11 @@ struct np_component {
 	int paused;
 	json_t *extra;
 };
+/* kind copied (may be NULL); state "stopped", priority 100, the rest unset. */
 struct np_component *np_component_new(const char *kind);
 void np_component_free(struct np_component *c);
+/* Pool keys are read only for kind "pool"; on other kinds they are unknown
+ * keys kept in extra. */
 int np_component_decode(const char *name, const char *data, size_t len,
     struct np_component **out, char *err, size_t errlen);
 /* JSON with sorted keys, as upstream (json.dumps(sort_keys=True)). Pool keys
