@@ -52,8 +52,8 @@ bool ipc_msg_equal(const struct ipc_msg *a, const struct ipc_msg *b);
 
 /*
  * Decode one message body (the bytes of one frame, without the header) into
- * *out, which is overwritten (call ipc_msg_clear on it afterwards, also on
- * failure, where it is left as IPC_NONE). Strict: the body must be exactly
+ * *out, which is overwritten (not freed first); the caller ipc_msg_clear()s
+ * it after use. On failure *out is left empty (IPC_NONE). Strict: the body must be exactly
  * one msgpack map with "t" naming a known type and "v" equal to
  * IPC_PROTO_VERSION, every key of that type present (once) with the right
  * type and range; strings must not contain NUL bytes. Keys it does not know
@@ -65,7 +65,7 @@ int ipc_msg_decode(const void *body, size_t len, struct ipc_msg *out, char *err,
 
 /*
  * Encode *m as one frame (4-byte header + body) into a malloc'd buffer
- * (*out, *outlen; the caller frees *out). Fails (EINVAL-like, with a message)
+ * (*out, *outlen; the caller frees *out). Fails, with a message in err,
  * when a required string is NULL, a counter negative, an enum out of range,
  * or the body would exceed max_body bytes (0 = IPC_FRAME_MAX_DEFAULT).
  */
