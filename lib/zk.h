@@ -82,6 +82,19 @@ int64_t zk_session_id(const struct zk *zk);
 const char *zk_strerror(int rc);
 /* Operations submitted and not yet completed (a gauge for status/metrics). */
 int zk_pending(const struct zk *zk);
+/*
+ * The C client's session id and password of the current session (what
+ * zookeeper_init() takes to resume a session; tests use it to force an
+ * expiry). NULL before the first session exists.
+ */
+const clientid_t *zk_client_id(const struct zk *zk);
+/*
+ * Forget every operation callback and watch callback whose argument (arg or
+ * warg) is arg: they are never called. For an object that is freed while
+ * its operations or watches are outstanding (the operations still run on
+ * the server). O(operations and watches outstanding).
+ */
+void zk_cancel(struct zk *zk, const void *arg);
 
 /*
  * Asynchronous operations. The callback (may be NULL) is called exactly once
@@ -92,7 +105,10 @@ int zk_pending(const struct zk *zk);
  * missing parents as persistent empty znodes (as kazoo's makepath=True).
  * zk_delete: version -1 = any; recursive deletes children first (as kazoo's
  * delete(recursive=True)); ZNONODE anywhere in the tree is not an error.
- * Watches (may be NULL) fire once, on the loop.
+ * Watches (may be NULL) fire once, on the loop. A watch is set only where
+ * ZooKeeper sets one: zk_get and zk_children on ZOK, zk_exists on ZOK and
+ * ZNONODE. Watches set in a session that expired are dropped without a call
+ * (the EXPIRED event says to re-read).
  */
 void zk_create(struct zk *zk, const char *path, const void *data, int len, int flags,
     int makepath, zk_string_cb cb, void *arg);
