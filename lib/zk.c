@@ -1064,8 +1064,11 @@ zk_process(struct zk *zk, struct zk_item *it)
 		break;
 	case IT_TLS:
 		if (!zk->closing && !zk->connected && !zk->tls_reported) {
+			const char *why = strstr(it->str, "): ");
+
 			zk->tls_reported = 1;
-			log_warn("zookeeper: TLS connection to %s refused", zk->hosts);
+			log_warn("zookeeper: TLS connection to %s refused: %s", zk->hosts,
+			    why != NULL ? why + 3 : it->str);
 			zk_emit(zk, ZK_EV_AUTH_FAILED);
 		}
 		break;
