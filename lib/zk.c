@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <poll.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
 
@@ -54,6 +55,9 @@ struct zk_rdel;
 
 struct zk_rq {
 	struct zk *zk;        /* immutable: read by the C client's threads */
+	struct zk_rq *prev, *next; /* zk->rqs: every rq not yet processed */
+	unsigned gen;         /* the session it was sent in */
+	int queued;           /* its result is in the queue (set under qmu) */
 	struct zk_call *call;
 	struct zk_rdel *rdel; /* recursive delete: the tree node this is for */
 	enum zk_op_kind kind;
@@ -171,6 +175,7 @@ struct zk {
 
 	struct zk_call *calls;
 	int ncalls;
+	struct zk_rq *rqs;
 	struct zk_watch *watches;
 	struct zk_listener *listeners;
 	struct zk_listener *liter; /* next listener of a running emit */
@@ -277,6 +282,8 @@ enqueue(struct zk *zk, struct zk_item *it)
 	int wake;
 
 	pthread_mutex_lock(&zk->qmu);
+	if (it->rq != NULL)
+		it->rq->queued = 1;
 	wake = zk->qhead == NULL;
 	if (zk->qtail != NULL)
 		zk->qtail->next = it;
@@ -628,9 +635,31 @@ watch_free(struct zk *zk, struct zk_watch *w)
 	free(w);
 }
 
+static struct zk_rq *
+rq_new(struct zk *zk)
+{
+	struct zk_rq *rq = xcalloc(1, sizeof(*rq));
+
+	rq->zk = zk;
+	rq->gen = zk->gen;
+	rq->next = zk->rqs;
+	if (zk->rqs != NULL)
+		zk->rqs->prev = rq;
+	zk->rqs = rq;
+	return rq;
+}
+
 static void
 rq_free(struct zk_rq *rq)
 {
+	struct zk *zk = rq->zk;
+
+	if (rq->prev != NULL)
+		rq->prev->next = rq->next;
+	else
+		zk->rqs = rq->next;
+	if (rq->next != NULL)
+		rq->next->prev = rq->prev;
 	free(rq->path);
 	free(rq);
 }
@@ -645,11 +674,10 @@ rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind ki
     const char *path, const void *data, int len, int flags, int version, zk_watch_cb wcb,
     void *warg, const void *wowner)
 {
-	struct zk_rq *rq = xcalloc(1, sizeof(*rq));
+	struct zk_rq *rq = rq_new(zk);
 	zhandle_t *zh = zk->zh;
 	int rc;
 
-	rq->zk = zk;
 	rq->call = c;
 	rq->rdel = rd;
 	rq->kind = kind;
@@ -923,19 +951,59 @@ finish_create:
 static void zk_emit(struct zk *zk, enum zk_event ev);
 static int zk_start_handle(struct zk *zk);
 
+/*
+ * On expiry the C client fails every request of the session, and its
+ * completion thread hands them to us at once; give it a moment to, since
+ * what is still queued for that thread when the handle is closed is lost
+ * inside the C client (completed by zk_close_handle, but leaked there).
+ */
 static void
-zk_close_handle(struct zk *zk)
+wait_failed(struct zk *zk)
+{
+	double deadline = zk_now() + 1;
+	struct zk_rq *rq;
+	int all;
+
+	for (;;) {
+		all = 1;
+		pthread_mutex_lock(&zk->qmu);
+		for (rq = zk->rqs; rq != NULL && all; rq = rq->next)
+			all = rq->gen != zk->gen || rq->queued;
+		pthread_mutex_unlock(&zk->qmu);
+		if (all || zk_now() > deadline)
+			return;
+		usleep(1000);
+	}
+}
+
+/*
+ * Close the current handle. Requests it never completed get rc: the
+ * multi-threaded C client drops the completions still queued for its
+ * completion thread when that thread stops.
+ */
+static void
+zk_close_handle(struct zk *zk, int rc)
 {
 	zhandle_t *zh = zk->zh;
 	struct zk_item *it;
+	struct zk_rq *rq;
 
 	if (zh == NULL)
 		return;
+	if (rc == ZSESSIONEXPIRED)
+		wait_failed(zk);
 	zk->zh = NULL;
 	zk->connected = 0;
 	/* Joins the C client's threads: every item of this handle is queued
 	 * once it returns, so the marker below comes after all of them. */
 	zookeeper_close(zh);
+	for (rq = zk->rqs; rq != NULL; rq = rq->next) {
+		if (rq->gen == zk->gen && !rq->queued) {
+			it = item_new(IT_RESULT, rc);
+			it->rq = rq;
+			enqueue(zk, it);
+		}
+	}
 	it = item_new(IT_RELEASE, ZOK);
 	it->gen = zk->gen;
 	enqueue(zk, it);
@@ -1017,14 +1085,14 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 	} else if (it->state == ZOO_EXPIRED_SESSION_STATE) {
 		log_warn("zookeeper: session 0x%llx expired; starting a new one",
 		    (unsigned long long)zk->session_id);
-		zk_close_handle(zk);
+		zk_close_handle(zk, ZSESSIONEXPIRED);
 		zk_start_handle(zk);
 		zk_emit(zk, ZK_EV_EXPIRED);
 	} else if (it->state == ZOO_AUTH_FAILED_STATE) {
 		struct timeval tv = tv_of(zk->restart_delay);
 
 		log_warn("zookeeper: authentication failed; retrying in %.0f s", zk->restart_delay);
-		zk_close_handle(zk);
+		zk_close_handle(zk, ZAUTHFAILED);
 		evtimer_add(zk->restart_ev, &tv);
 		zk->restart_delay *= 2;
 		if (zk->restart_delay > ZK_RESTART_MAX)
@@ -1273,21 +1341,50 @@ fail:
 	return NULL;
 }
 
-/* Tear down: close the handle, deliver what must be delivered, free. */
+/*
+ * Process queue items until no request is outstanding, for at most timeout
+ * seconds, without the loop. zk_destroy lets requests in flight finish
+ * before it closes the handle (a delete of a lock contender, say, should
+ * happen rather than be cut off).
+ */
 static void
-zk_destroy(struct zk *zk)
+drain(struct zk *zk, double timeout)
 {
+	double deadline = zk_now() + timeout;
+	struct pollfd pfd = {.fd = zk->efd, .events = POLLIN};
 	struct zk_item *it;
+	uint64_t v;
+	int ms;
 
-	zk->closing = 1;
-	zk_close_handle(zk);
 	for (;;) {
-		if ((it = zk->batch) == NULL && (it = zk->batch = queue_take(zk)) == NULL)
-			break;
+		if ((it = zk->batch) == NULL && (it = zk->batch = queue_take(zk)) == NULL) {
+			if (zk->rqs == NULL || (ms = (int)((deadline - zk_now()) * 1000)) <= 0)
+				break;
+			if (poll(&pfd, 1, ms) > 0 && read(zk->efd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: taken already */
+			}
+			continue;
+		}
 		zk->batch = it->next;
 		zk_process(zk, it);
 		item_free(it);
 	}
+}
+
+/* Tear down: let requests in flight finish, close the handle, deliver what
+ * must be delivered, free. */
+static void
+zk_destroy(struct zk *zk)
+{
+	zk->closing = 1;
+	/* Disconnected, requests end with the next failed connection attempt
+	 * (milliseconds for a refused one): wait a little for that too, since
+	 * the C client loses those still queued when it closes (mt_adaptor.c's
+	 * process_async() is 0, so destroy() never runs its completion queue). */
+	if (zk->zh != NULL)
+		drain(zk, zk->connected ? zk->timeout : (zk->timeout < 1 ? zk->timeout : 1));
+	zk_close_handle(zk, ZCLOSING);
+	drain(zk, 0);
 	while (zk->watches != NULL)
 		watch_free(zk, zk->watches);
 	while (zk->calls != NULL)
@@ -1356,6 +1453,12 @@ unsigned
 zk_session_gen(const struct zk *zk)
 {
 	return zk->gen;
+}
+
+int
+zk_closing(const struct zk *zk)
+{
+	return zk->closing;
 }
 
 struct event_base *
@@ -1477,9 +1580,8 @@ submit(struct zk *zk, const struct zk_req *req)
 	c->final_rc = 1; /* not known yet */
 	if (!path_ok(req->path, req->kind == ZK_OP_CREATE && (req->flags & ZOO_SEQUENCE))) {
 		struct zk_item *it;
-		struct zk_rq *rq = xcalloc(1, sizeof(*rq));
+		struct zk_rq *rq = rq_new(zk);
 
-		rq->zk = zk;
 		rq->call = c;
 		rq->kind = ZK_OP_GET;
 		rq->path = xstrdup("");

@@ -351,14 +351,14 @@ create_done(const struct zk_result *r, void *arg)
 	const char *slash;
 
 	if (lock == NULL) { /* given up meanwhile: do not leave it behind */
-		if (r->rc == ZOK && r->value != NULL)
+		if (r->rc == ZOK && r->value != NULL && !zk_closing(lc->zk))
 			zk_delete(lc->zk, r->value, -1, 0, NULL, NULL);
 		free(lc);
 		return;
 	}
 	lock->creating = NULL;
 	free(lc);
-	if (r->rc == ZCLOSING) { /* zk_free(): nobody to tell */
+	if (zk_closing(lock->zk)) { /* zk_free(): nobody to tell */
 		lock->state = L_IDLE;
 		return;
 	}
@@ -756,7 +756,7 @@ contenders_end(struct contenders *c)
 	char **out = NULL;
 	int i, n = 0;
 
-	if (!c->closing && c->cb != NULL) {
+	if (!c->closing && !zk_closing(c->zk) && c->cb != NULL) {
 		if (c->rc == ZOK && c->n > 0) {
 			out = calloc((size_t)c->n, sizeof(char *));
 			if (out == NULL)

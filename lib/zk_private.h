@@ -70,6 +70,8 @@ void zk_submit(struct zk *zk, const struct zk_req *req);
  * started after an expiry (results and watches carry the one they ran in). */
 unsigned zk_session_gen(const struct zk *zk);
 struct event_base *zk_base(const struct zk *zk);
+/* 1 once zk_free() has started: "always" callbacks must only clean up. */
+int zk_closing(const struct zk *zk);
 double zk_timeout(const struct zk *zk);
 
 /*

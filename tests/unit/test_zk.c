@@ -545,3 +545,40 @@ Test(zk, no_server_no_hang)
 	cr_assert_null(data);
 	zk_free(zk);
 }
+
+/* Freed while the connection attempt is still failing, with every kind of
+ * request queued: nothing is called, nothing leaks (ASan checks). */
+Test(zk, free_while_disconnected)
+{
+	struct zk_options opt;
+	struct zk_lock *lock;
+	struct wrec w = {0};
+	struct rec r[4];
+	struct zk *zk;
+	char err[256], hosts[64];
+	int i;
+
+	memset(r, 0, sizeof(r));
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d", testzk_free_port());
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	for (i = 0; i < 3; i++) {
+		zk_create(zk, "/a/b/c", "x", 1, 0, 1, rec_string, &r[0]);
+		zk_delete(zk, "/a", -1, 1, rec_void, &r[1]);
+		zk_get(zk, "/a", wrec_cb, &w, rec_data, &r[2]);
+		zk_lock_contenders(zk, "/l", rec_children, &r[3]);
+		lock = zk_lock_new(zk, "/l", "me", 0);
+		zk_lock_acquire(lock, -1, NULL, NULL);
+		if (i == 1)
+			testzk_run_for(base, 0.05);
+		zk_lock_free(lock);
+	}
+	/* (requests failed by the connection attempts meanwhile were reported) */
+	memset(r, 0, sizeof(r));
+	zk_free(zk);
+	testzk_run_for(base, 0.1);
+	for (i = 0; i < 4; i++)
+		cr_assert_eq(r[i].calls, 0);
+	cr_assert_eq(w.calls, 0);
+}
