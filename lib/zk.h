@@ -82,6 +82,20 @@ int64_t zk_session_id(const struct zk *zk);
 const char *zk_strerror(int rc);
 /* Operations submitted and not yet completed (a gauge for status/metrics). */
 int zk_pending(const struct zk *zk);
+/*
+ * The C client's session id and password of the current session (what
+ * zookeeper_init() takes to resume a session; tests use it to force an
+ * expiry). NULL before the first session exists.
+ */
+const clientid_t *zk_client_id(const struct zk *zk);
+/*
+ * Forget every callback of zk_create/get/set/delete/exists/children and
+ * every watch callback whose argument (arg or warg) is arg: they are never
+ * called. For an object that is freed while
+ * its operations or watches are outstanding (the operations still run on
+ * the server). O(operations and watches outstanding).
+ */
+void zk_cancel(struct zk *zk, const void *arg);
 
 /*
  * Asynchronous operations. The callback (may be NULL) is called exactly once
@@ -92,7 +106,10 @@ int zk_pending(const struct zk *zk);
  * missing parents as persistent empty znodes (as kazoo's makepath=True).
  * zk_delete: version -1 = any; recursive deletes children first (as kazoo's
  * delete(recursive=True)); ZNONODE anywhere in the tree is not an error.
- * Watches (may be NULL) fire once, on the loop.
+ * Watches (may be NULL) fire once, on the loop. A watch is set only where
+ * ZooKeeper sets one: zk_get and zk_children on ZOK, zk_exists on ZOK and
+ * ZNONODE. Watches set in a session that expired are dropped without a call
+ * (the EXPIRED event says to re-read).
  */
 void zk_create(struct zk *zk, const char *path, const void *data, int len, int flags,
     int makepath, zk_string_cb cb, void *arg);
@@ -154,14 +171,27 @@ struct zk_lock *zk_lock_new(struct zk *zk, const char *path, const char *identif
  * timeout: 0 = non-blocking (our contender is removed again if we are not
  * the lowest), < 0 = wait forever, > 0 = wait that many seconds watching the
  * immediate predecessor, then remove our contender and report ZK_LOCK_TIMEOUT.
+ * The callback comes after our contender is removed again. A lost
+ * connection is waited out (kazoo retries too): up to the timeout, or for a
+ * non-blocking acquire up to the session timeout (then ZOPERATIONTIMEOUT);
+ * after an expiry the attempt starts over on the new session. Acquiring a
+ * lock that is held or being acquired is a caller error: cb gets
+ * ZBADARGUMENTS before zk_lock_acquire returns.
  */
 void zk_lock_acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *arg);
-/* Delete our contender only. cb may be NULL. */
+/*
+ * Delete our contender only (the lock dir stays). cb may be NULL; it gets
+ * ZOK once the contender is gone (also if the session expired meanwhile).
+ * Releasing a lock being acquired cancels the acquisition (its callback is
+ * not called). With nothing to delete (not held) cb gets ZOK before
+ * zk_lock_release returns.
+ */
 void zk_lock_release(struct zk_lock *lock, zk_void_cb cb, void *arg);
 /* 1 while held (and the session has not expired since). */
 int zk_lock_is_held(const struct zk_lock *lock);
 const char *zk_lock_path(const struct zk_lock *lock);
-/* Releases (fire and forget) if held or pending, then frees. NULL is a no-op. */
+/* Releases (fire and forget) if held or pending, then frees; no callback is
+ * called. Free locks before their zk. NULL is a no-op. */
 void zk_lock_free(struct zk_lock *lock);
 /* Synchronous acquire/release for tools and tests. */
 int zk_lock_sync_acquire(struct zk_lock *lock, double timeout);
@@ -169,8 +199,10 @@ int zk_lock_sync_release(struct zk_lock *lock);
 
 /*
  * The contenders of a lock dir, sorted by sequence (holder first): their
- * identifiers (data). ZNONODE for a missing lock dir is reported as ZOK with
- * count 0. names is valid only during the call.
+ * identifiers (data), as kazoo's Lock.contenders() (which also creates a
+ * missing dir; we do not). ZNONODE for a missing lock dir is reported as ZOK
+ * with count 0. names is valid only during the call. Not cancellable with
+ * zk_cancel().
  */
 void zk_lock_contenders(struct zk *zk, const char *path, zk_children_cb cb, void *arg);
 int zk_lock_sync_contenders(struct zk *zk, const char *path, int *count, char ***idents);

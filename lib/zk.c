@@ -1,0 +1,1923 @@
+/*
+ * The ZooKeeper session and its operations on a libevent loop (zk.h).
+ *
+ * The C client (multi-threaded flavour) runs an I/O thread and a completion
+ * thread per handle. Our completion, watcher and log callbacks run on those
+ * threads and do one thing: copy what they were given into a struct zk_item
+ * and append it to the zk's mutex-protected queue, waking the loop through
+ * an eventfd. Everything else (state, callbacks, bookkeeping) happens on the
+ * loop thread, so nothing but the queue is shared.
+ *
+ * Vocabulary:
+ *   call   one operation as the caller sees it (zk_get, a makepath create,
+ *          a recursive delete): holds the callback, the owner for
+ *          zk_cancel(), and is counted by zk_pending();
+ *   rq     one C client request made for a call (the completion's data);
+ *   watch  one registered watcher (the watcher's context);
+ *   gen    the session generation: a new handle after an expiry gets a new
+ *          one, and the watches of the old one are dropped.
+ */
+#include "zk_private.h"
+#include "log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <poll.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+
+#include <event2/event.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#define ZK_LOG_SLOTS 16
+#define ZK_MAKEPATH_TRIES 4
+#define ZK_RDELETE_TRIES 5
+#define ZK_RESTART_MIN 1.0  /* seconds before a failed session start is retried */
+#define ZK_RESTART_MAX 30.0
+
+struct zk_watch {
+	struct zk *zk;        /* immutable: read by the C client's threads */
+	struct zk_watch *prev, *next;
+	zk_watch_cb cb;       /* NULL once cancelled */
+	void *arg;
+	const void *owner;
+	unsigned gen;
+};
+
+struct zk_call;
+struct zk_rdel;
+
+struct zk_rq {
+	struct zk *zk;        /* immutable: read by the C client's threads */
+	struct zk_rq *prev, *next; /* zk->rqs: every rq not yet processed */
+	unsigned gen;         /* the session it was sent in */
+	int queued;           /* its result is in the queue (set under qmu) */
+	struct zk_call *call;
+	struct zk_rdel *rdel; /* recursive delete: the tree node this is for */
+	enum zk_op_kind kind;
+	int step;             /* create: 0 target, 1 parent; rdel: 0 list, 1 delete */
+	char *path;
+	struct zk_watch *watch;
+};
+
+/* One znode of a recursive delete: its children first, then itself. */
+struct zk_rdel {
+	struct zk_call *call;
+	struct zk_rdel *parent;
+	char *path;
+	int version;
+	int pending;  /* children not yet deleted */
+	int rc;       /* first error of a child */
+	int attempts;
+};
+
+enum zk_pub {
+	PUB_NONE,
+	PUB_STRING,
+	PUB_DATA,
+	PUB_STAT,
+	PUB_VOID,
+	PUB_CHILDREN,
+};
+
+struct zk_call {
+	struct zk_call *prev, *next;
+	enum zk_op_kind kind;
+	int is_defer;
+	char *path;
+	unsigned gen;
+	zk_result_cb cb;      /* NULL once cancelled */
+	void *arg;
+	const void *owner;
+	int always;
+	/* a public zk.h callback, called through pub_dispatch() */
+	enum zk_pub pub;
+	union {
+		zk_string_cb s;
+		zk_data_cb d;
+		zk_stat_cb st;
+		zk_void_cb v;
+		zk_children_cb c;
+	} pcb;
+	void *parg;
+	/* deferred call */
+	zk_defer_cb dcb;
+	int drc;
+	/* create with makepath */
+	char *data;
+	int len;
+	int flags;
+	int makepath;
+	int attempts;
+	char *created;
+	int final_rc;
+	int outstanding;      /* rqs in flight */
+};
+
+enum zk_item_kind {
+	IT_RESULT,   /* rq completed (or failed to submit) */
+	IT_DEFER,    /* zk_defer() */
+	IT_WATCH,    /* a watch fired */
+	IT_SESSION,  /* session state change of handle zh */
+	IT_TLS,      /* the C client logged a TLS failure */
+	IT_RELEASE,  /* the handle of generation gen is closed: drop its watches */
+};
+
+struct zk_item {
+	struct zk_item *next;
+	enum zk_item_kind kind;
+	int rc;
+	struct zk_rq *rq;
+	struct zk_call *call;
+	struct zk_watch *w;
+	int type;
+	int state;
+	zhandle_t *zh;
+	unsigned gen;
+	char *str;            /* watch path, created path, log message */
+	char *value;
+	int len;
+	int has_stat;
+	struct zk_stat st;
+	int count;
+	char **names;
+};
+
+struct zk {
+	struct event_base *base;
+	char *hosts;
+	char *certstr;        /* "ca,cert,key" or NULL for plain TCP */
+	double timeout;
+	zk_session_cb session_cb;
+	void *session_arg;
+
+	zhandle_t *zh;
+	unsigned gen;
+	int connected;
+	int handle_connected; /* this handle has been connected once */
+	int tls_reported;     /* AUTH_FAILED sent since the last connect */
+	int64_t session_id;
+	double restart_delay;
+	struct event *restart_ev;
+	int log_slot;
+
+	pthread_mutex_t qmu;
+	struct zk_item *qhead, *qtail;
+	int efd;
+	struct event *wake_ev;
+	struct zk_item *batch; /* items taken from the queue, not yet processed */
+
+	struct zk_call *calls;
+	int ncalls;
+	struct zk_rq *rqs;
+	struct zk_watch *watches;
+	struct zk_listener *listeners;
+	struct zk_listener *liter; /* next listener of a running emit */
+
+	int dispatching;
+	int free_requested;
+	int closing;
+};
+
+static void *
+xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (p == NULL)
+		abort();
+	return p;
+}
+
+static void *
+xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+
+	if (p == NULL)
+		abort();
+	return p;
+}
+
+static char *
+xstrdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	return memcpy(xmalloc(n), s, n);
+}
+
+double
+zk_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static struct timeval
+tv_of(double s)
+{
+	struct timeval tv;
+
+	if (s < 0)
+		s = 0;
+	tv.tv_sec = (time_t)s;
+	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
+	return tv;
+}
+
+static void
+stat_copy(struct zk_stat *d, const struct Stat *s)
+{
+	d->czxid = s->czxid;
+	d->mzxid = s->mzxid;
+	d->pzxid = s->pzxid;
+	d->ctime_ms = s->ctime;
+	d->mtime_ms = s->mtime;
+	d->version = s->version;
+	d->cversion = s->cversion;
+	d->aversion = s->aversion;
+	d->num_children = s->numChildren;
+	d->ephemeral_owner = s->ephemeralOwner;
+	d->data_length = s->dataLength;
+}
+
+/* ---- the queue: the only thing the C client's threads touch ------------ */
+
+static struct zk_item *
+item_new(enum zk_item_kind kind, int rc)
+{
+	struct zk_item *it = xcalloc(1, sizeof(*it));
+
+	it->kind = kind;
+	it->rc = rc;
+	return it;
+}
+
+static void
+item_free(struct zk_item *it)
+{
+	int i;
+
+	free(it->str);
+	free(it->value);
+	for (i = 0; i < it->count; i++)
+		free(it->names[i]);
+	free(it->names);
+	free(it);
+}
+
+static void
+enqueue(struct zk *zk, struct zk_item *it)
+{
+	uint64_t one = 1;
+	int wake;
+
+	pthread_mutex_lock(&zk->qmu);
+	if (it->rq != NULL)
+		it->rq->queued = 1;
+	wake = zk->qhead == NULL;
+	if (zk->qtail != NULL)
+		zk->qtail->next = it;
+	else
+		zk->qhead = it;
+	zk->qtail = it;
+	pthread_mutex_unlock(&zk->qmu);
+	if (wake && write(zk->efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is saturated, so the loop is awake anyway. */
+	}
+}
+
+/* C client completions (its completion thread, or ours on submission). */
+
+static void
+c_string_done(int rc, const char *value, const void *data)
+{
+	struct zk_rq *rq = (struct zk_rq *)data;
+	struct zk_item *it = item_new(IT_RESULT, rc);
+
+	it->rq = rq;
+	if (rc == ZOK && value != NULL)
+		it->str = xstrdup(value);
+	enqueue(rq->zk, it);
+}
+
+static void
+c_data_done(int rc, const char *value, int len, const struct Stat *st, const void *data)
+{
+	struct zk_rq *rq = (struct zk_rq *)data;
+	struct zk_item *it = item_new(IT_RESULT, rc);
+
+	it->rq = rq;
+	if (rc == ZOK) {
+		if (value == NULL || len < 0)
+			len = 0;
+		it->value = xmalloc((size_t)len + 1);
+		if (len > 0)
+			memcpy(it->value, value, (size_t)len);
+		it->value[len] = '\0';
+		it->len = len;
+		if (st != NULL) {
+			stat_copy(&it->st, st);
+			it->has_stat = 1;
+		}
+	}
+	enqueue(rq->zk, it);
+}
+
+static void
+c_stat_done(int rc, const struct Stat *st, const void *data)
+{
+	struct zk_rq *rq = (struct zk_rq *)data;
+	struct zk_item *it = item_new(IT_RESULT, rc);
+
+	it->rq = rq;
+	if (rc == ZOK && st != NULL) {
+		stat_copy(&it->st, st);
+		it->has_stat = 1;
+	}
+	enqueue(rq->zk, it);
+}
+
+static void
+c_void_done(int rc, const void *data)
+{
+	struct zk_rq *rq = (struct zk_rq *)data;
+	struct zk_item *it = item_new(IT_RESULT, rc);
+
+	it->rq = rq;
+	enqueue(rq->zk, it);
+}
+
+static void
+c_strings_done(int rc, const struct String_vector *sv, const void *data)
+{
+	struct zk_rq *rq = (struct zk_rq *)data;
+	struct zk_item *it = item_new(IT_RESULT, rc);
+	int i;
+
+	it->rq = rq;
+	if (rc == ZOK && sv != NULL && sv->count > 0) {
+		it->names = xcalloc((size_t)sv->count, sizeof(char *));
+		for (i = 0; i < sv->count; i++)
+			it->names[i] = xstrdup(sv->data[i]);
+		it->count = sv->count;
+	}
+	enqueue(rq->zk, it);
+}
+
+static void
+c_path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	struct zk_watch *w = ctx;
+	struct zk_item *it;
+
+	/* The C client also hands every session event to every path watcher
+	 * (and keeps it registered): those are reported once, as session
+	 * events, by c_session_watcher. */
+	if (type == ZOO_SESSION_EVENT)
+		return;
+	it = item_new(IT_WATCH, ZOK);
+	it->w = w;
+	it->type = type;
+	it->str = xstrdup(path != NULL ? path : "");
+	enqueue(w->zk, it);
+}
+
+static void
+c_session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+	struct zk *zk = ctx;
+	struct zk_item *it;
+
+	if (type != ZOO_SESSION_EVENT)
+		return;
+	it = item_new(IT_SESSION, ZOK);
+	it->zh = zh;
+	it->state = state;
+	enqueue(zk, it);
+}
+
+/* ---- the C client's log lines ------------------------------------------
+ *
+ * The C client logs through a per-handle callback that gets only the text.
+ * To tell which zk a line (a TLS refusal in particular) belongs to, each zk
+ * borrows one of a fixed set of trampolines; lines logged before the
+ * callback is set (or by a zk beyond the set) go through the global stream
+ * and are only logged.
+ */
+
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct zk *slot_zk[ZK_LOG_SLOTS];
+static int slot_used[ZK_LOG_SLOTS];
+static char slot_last[ZK_LOG_SLOTS + 1][256];
+static double slot_last_t[ZK_LOG_SLOTS + 1];
+
+/*
+ * Log one C client line: "<time>:<pid>(<tid>):ZOO_<LEVEL>@<func>@<line>: msg".
+ * Its errors are mostly connection failures it retries by itself, so they
+ * are warnings (a repeat of the previous one within a minute is debug, to
+ * keep a refused TLS handshake retried every few hundred ms from flooding
+ * the log); everything else is debug. Called with slot_mu held.
+ */
+static void
+zk_log_line(int slot, struct zk *zk, const char *line)
+{
+	char msg[1024], pat[32];
+	const char *p = strstr(line, ":ZOO_"), *m = line;
+	int err = 0;
+	size_t n;
+	double t;
+
+	if (p != NULL) {
+		err = strncmp(p + 5, "ERROR@", 6) == 0;
+		if ((m = strchr(p + 5, '@')) != NULL && (m = strchr(m + 1, '@')) != NULL &&
+		    (m = strstr(m, ": ")) != NULL)
+			m += 2;
+		else
+			m = line;
+	}
+	snprintf(msg, sizeof(msg), "%s", m);
+	n = strlen(msg);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' ' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	if (n == 0)
+		return;
+	if (!err) {
+		log_debug("zookeeper client: %s", msg);
+		return;
+	}
+	t = zk_now();
+	if (strncmp(slot_last[slot], msg, sizeof(slot_last[0]) - 1) == 0 &&
+	    t - slot_last_t[slot] < 60)
+		log_debug("zookeeper client: %s", msg);
+	else
+		log_warn("zookeeper client: %s", msg);
+	snprintf(slot_last[slot], sizeof(slot_last[0]), "%s", msg);
+	slot_last_t[slot] = t;
+	snprintf(pat, sizeof(pat), "zk retcode=%d,", ZSSLCONNECTIONERROR);
+	if (zk != NULL && strstr(msg, pat) != NULL) {
+		struct zk_item *it = item_new(IT_TLS, ZSSLCONNECTIONERROR);
+
+		it->str = xstrdup(msg);
+		enqueue(zk, it);
+	}
+}
+
+static void
+log_slot(int i, const char *line)
+{
+	pthread_mutex_lock(&slot_mu);
+	zk_log_line(i, slot_zk[i], line);
+	pthread_mutex_unlock(&slot_mu);
+}
+
+#define SLOT_FN(i) \
+	static void slot_cb_##i(const char *m) { log_slot(i, m); }
+SLOT_FN(0)
+SLOT_FN(1)
+SLOT_FN(2)
+SLOT_FN(3)
+SLOT_FN(4)
+SLOT_FN(5)
+SLOT_FN(6)
+SLOT_FN(7)
+SLOT_FN(8)
+SLOT_FN(9)
+SLOT_FN(10)
+SLOT_FN(11)
+SLOT_FN(12)
+SLOT_FN(13)
+SLOT_FN(14)
+SLOT_FN(15)
+static const log_callback_fn slot_fns[ZK_LOG_SLOTS] = {
+	slot_cb_0, slot_cb_1, slot_cb_2, slot_cb_3, slot_cb_4, slot_cb_5, slot_cb_6, slot_cb_7,
+	slot_cb_8, slot_cb_9, slot_cb_10, slot_cb_11, slot_cb_12, slot_cb_13, slot_cb_14,
+	slot_cb_15,
+};
+
+static ssize_t
+stream_write(void *cookie, const char *buf, size_t size)
+{
+	char line[2048];
+	size_t i = 0, j;
+
+	while (i < size) {
+		for (j = i; j < size && buf[j] != '\n'; j++)
+			;
+		if (j > i) {
+			size_t n = j - i < sizeof(line) - 1 ? j - i : sizeof(line) - 1;
+
+			memcpy(line, buf + i, n);
+			line[n] = '\0';
+			pthread_mutex_lock(&slot_mu);
+			zk_log_line(ZK_LOG_SLOTS, NULL, line);
+			pthread_mutex_unlock(&slot_mu);
+		}
+		i = j + 1;
+	}
+	return (ssize_t)size;
+}
+
+static pthread_once_t stream_once = PTHREAD_ONCE_INIT;
+static FILE *log_stream;
+
+static void
+stream_init(void)
+{
+	cookie_io_functions_t io = {.write = stream_write};
+
+	log_stream = fopencookie(NULL, "w", io);
+	if (log_stream != NULL) {
+		setvbuf(log_stream, NULL, _IOLBF, 4096);
+		zoo_set_log_stream(log_stream);
+	}
+}
+
+static int
+slot_take(struct zk *zk)
+{
+	int i, r = -1;
+
+	pthread_mutex_lock(&slot_mu);
+	for (i = 0; i < ZK_LOG_SLOTS; i++) {
+		if (!slot_used[i]) {
+			slot_used[i] = 1;
+			slot_zk[i] = zk;
+			slot_last[i][0] = '\0';
+			r = i;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&slot_mu);
+	return r;
+}
+
+static void
+slot_release(int i)
+{
+	if (i < 0)
+		return;
+	pthread_mutex_lock(&slot_mu);
+	slot_used[i] = 0;
+	slot_zk[i] = NULL;
+	pthread_mutex_unlock(&slot_mu);
+}
+
+/* ---- calls, requests, watches ------------------------------------------- */
+
+static struct zk_call *
+call_new(struct zk *zk, enum zk_op_kind kind, const char *path)
+{
+	struct zk_call *c = xcalloc(1, sizeof(*c));
+
+	c->kind = kind;
+	c->path = xstrdup(path != NULL ? path : "");
+	c->gen = zk->gen;
+	c->next = zk->calls;
+	if (zk->calls != NULL)
+		zk->calls->prev = c;
+	zk->calls = c;
+	zk->ncalls++;
+	return c;
+}
+
+static void
+call_free(struct zk *zk, struct zk_call *c)
+{
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		zk->calls = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	zk->ncalls--;
+	free(c->path);
+	free(c->data);
+	free(c->created);
+	free(c);
+}
+
+static struct zk_watch *
+watch_new(struct zk *zk, zk_watch_cb cb, void *arg, const void *owner)
+{
+	struct zk_watch *w = xcalloc(1, sizeof(*w));
+
+	w->zk = zk;
+	w->cb = cb;
+	w->arg = arg;
+	w->owner = owner;
+	w->gen = zk->gen;
+	w->next = zk->watches;
+	if (zk->watches != NULL)
+		zk->watches->prev = w;
+	zk->watches = w;
+	return w;
+}
+
+static void
+watch_free(struct zk *zk, struct zk_watch *w)
+{
+	if (w->prev != NULL)
+		w->prev->next = w->next;
+	else
+		zk->watches = w->next;
+	if (w->next != NULL)
+		w->next->prev = w->prev;
+	free(w);
+}
+
+static struct zk_rq *
+rq_new(struct zk *zk)
+{
+	struct zk_rq *rq = xcalloc(1, sizeof(*rq));
+
+	rq->zk = zk;
+	rq->gen = zk->gen;
+	rq->next = zk->rqs;
+	if (zk->rqs != NULL)
+		zk->rqs->prev = rq;
+	zk->rqs = rq;
+	return rq;
+}
+
+static void
+rq_free(struct zk_rq *rq)
+{
+	struct zk *zk = rq->zk;
+
+	if (rq->prev != NULL)
+		rq->prev->next = rq->next;
+	else
+		zk->rqs = rq->next;
+	if (rq->next != NULL)
+		rq->next->prev = rq->prev;
+	free(rq->path);
+	free(rq);
+}
+
+/*
+ * Send one request of call c. The completion (or the submission error)
+ * always comes back as an IT_RESULT item. watch: register a watcher
+ * (get, exists, children) with the call's watch callback.
+ */
+static void
+rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind kind, int step,
+    const char *path, const void *data, int len, int flags, int version, zk_watch_cb wcb,
+    void *warg, const void *wowner)
+{
+	struct zk_rq *rq = rq_new(zk);
+	zhandle_t *zh = zk->zh;
+	int rc;
+
+	rq->call = c;
+	rq->rdel = rd;
+	rq->kind = kind;
+	rq->step = step;
+	rq->path = xstrdup(path);
+	c->outstanding++;
+	if (zk->closing) {
+		rc = ZCLOSING;
+	} else if (zh == NULL) {
+		rc = ZCONNECTIONLOSS; /* between sessions: retried like a lost connection */
+	} else {
+		if (wcb != NULL)
+			rq->watch = watch_new(zk, wcb, warg, wowner);
+		switch (kind) {
+		case ZK_OP_CREATE:
+			rc = zoo_acreate(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
+			    &ZOO_OPEN_ACL_UNSAFE, flags, c_string_done, rq);
+			break;
+		case ZK_OP_GET:
+			rc = zoo_awget(zh, path, rq->watch ? c_path_watcher : NULL, rq->watch,
+			    c_data_done, rq);
+			break;
+		case ZK_OP_SET:
+			rc = zoo_aset(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
+			    version, c_stat_done, rq);
+			break;
+		case ZK_OP_DELETE:
+			rc = zoo_adelete(zh, path, version, c_void_done, rq);
+			break;
+		case ZK_OP_EXISTS:
+			rc = zoo_awexists(zh, path, rq->watch ? c_path_watcher : NULL, rq->watch,
+			    c_stat_done, rq);
+			break;
+		case ZK_OP_CHILDREN:
+			rc = zoo_awget_children(zh, path, rq->watch ? c_path_watcher : NULL,
+			    rq->watch, c_strings_done, rq);
+			break;
+		default:
+			rc = ZBADARGUMENTS;
+			break;
+		}
+	}
+	if (rc != ZOK) {
+		struct zk_item *it = item_new(IT_RESULT, rc);
+
+		it->rq = rq;
+		enqueue(zk, it);
+	}
+}
+
+/* ---- delivering a call's result ------------------------------------------ */
+
+static void
+pub_dispatch(const struct zk_result *r, void *arg)
+{
+	struct zk_call *c = arg;
+
+	switch (c->pub) {
+	case PUB_STRING:
+		if (c->pcb.s != NULL)
+			c->pcb.s(r->rc, r->rc == ZOK ? r->value : NULL, c->parg);
+		break;
+	case PUB_DATA:
+		if (c->pcb.d != NULL)
+			c->pcb.d(r->rc, r->rc == ZOK ? r->value : NULL, r->len, r->stat, c->parg);
+		break;
+	case PUB_STAT:
+		if (c->pcb.st != NULL)
+			c->pcb.st(r->rc, r->stat, c->parg);
+		break;
+	case PUB_VOID:
+		if (c->pcb.v != NULL)
+			c->pcb.v(r->rc, c->parg);
+		break;
+	case PUB_CHILDREN:
+		if (c->pcb.c != NULL)
+			c->pcb.c(r->rc, r->count, r->names, c->parg);
+		break;
+	case PUB_NONE:
+		break;
+	}
+}
+
+/* Report r for c (unless cancelled, or torn down by zk_free) and free c. */
+static void
+call_finish(struct zk *zk, struct zk_call *c, struct zk_result *r)
+{
+	r->path = c->path;
+	r->gen = c->gen;
+	if (c->cb != NULL && (!zk->closing || c->always))
+		c->cb(r, c->arg);
+	call_free(zk, c);
+}
+
+static void
+call_finish_rc(struct zk *zk, struct zk_call *c, int rc)
+{
+	struct zk_result r;
+
+	memset(&r, 0, sizeof(r));
+	r.rc = rc;
+	call_finish(zk, c, &r);
+}
+
+/* ---- recursive delete --------------------------------------------------- */
+
+static void rdel_start(struct zk *zk, struct zk_rdel *rd);
+
+static struct zk_rdel *
+rdel_new(struct zk_call *c, struct zk_rdel *parent, const char *path, int version)
+{
+	struct zk_rdel *rd = xcalloc(1, sizeof(*rd));
+
+	rd->call = c;
+	rd->parent = parent;
+	rd->path = xstrdup(path);
+	rd->version = version;
+	return rd;
+}
+
+static void
+rdel_done(struct zk *zk, struct zk_rdel *rd, int rc)
+{
+	struct zk_rdel *p = rd->parent;
+	struct zk_call *c = rd->call;
+
+	free(rd->path);
+	free(rd);
+	if (p == NULL) { /* the top: all its requests are done by now */
+		call_finish_rc(zk, c, rc);
+		return;
+	}
+	if (rc != ZOK && p->rc == ZOK)
+		p->rc = rc;
+	if (--p->pending == 0) {
+		if (p->rc != ZOK)
+			rdel_done(zk, p, p->rc);
+		else
+			rq_send(zk, c, p, ZK_OP_DELETE, 1, p->path, NULL, 0, 0, p->version, NULL,
+			    NULL, NULL);
+	}
+}
+
+static void
+rdel_start(struct zk *zk, struct zk_rdel *rd)
+{
+	rq_send(zk, rd->call, rd, ZK_OP_CHILDREN, 0, rd->path, NULL, 0, 0, 0, NULL, NULL, NULL);
+}
+
+static void
+rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it)
+{
+	struct zk_rdel *rd = rq->rdel;
+	char *child;
+	size_t n;
+	int i;
+
+	if (rq->step == 0) { /* children listed */
+		if (it->rc == ZNONODE) {
+			rdel_done(zk, rd, ZOK);
+		} else if (it->rc != ZOK) {
+			rdel_done(zk, rd, it->rc);
+		} else if (it->count == 0) {
+			rq_send(zk, rd->call, rd, ZK_OP_DELETE, 1, rd->path, NULL, 0, 0, rd->version,
+			    NULL, NULL, NULL);
+		} else {
+			rd->pending = it->count;
+			rd->rc = ZOK;
+			for (i = 0; i < it->count; i++) {
+				n = strlen(rd->path) + strlen(it->names[i]) + 2;
+				child = xmalloc(n);
+				snprintf(child, n, "%s/%s", strcmp(rd->path, "/") == 0 ? "" : rd->path,
+				    it->names[i]);
+				rdel_start(zk, rdel_new(rd->call, rd, child, -1));
+				free(child);
+			}
+		}
+		return;
+	}
+	/* the znode itself deleted */
+	if (it->rc == ZOK || it->rc == ZNONODE)
+		rdel_done(zk, rd, ZOK);
+	else if (it->rc == ZNOTEMPTY && ++rd->attempts < ZK_RDELETE_TRIES)
+		rdel_start(zk, rd); /* a child appeared meanwhile */
+	else
+		rdel_done(zk, rd, it->rc);
+}
+
+/* ---- create with makepath ------------------------------------------------ */
+
+/* Send the creates of every missing parent and then of the target: a
+ * session's requests are processed in order, so one round trip does. */
+static void
+create_with_parents(struct zk *zk, struct zk_call *c)
+{
+	char *p = xstrdup(c->path), *s;
+
+	for (s = strchr(p + 1, '/'); s != NULL; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		rq_send(zk, c, NULL, ZK_OP_CREATE, 1, p, NULL, 0, 0, 0, NULL, NULL, NULL);
+		*s = '/';
+	}
+	free(p);
+	rq_send(zk, c, NULL, ZK_OP_CREATE, 0, c->path, c->data, c->len, c->flags, 0, NULL, NULL,
+	    NULL);
+}
+
+/* ---- processing queue items on the loop ------------------------------------ */
+
+static void
+rq_result(struct zk *zk, struct zk_item *it)
+{
+	struct zk_rq *rq = it->rq;
+	struct zk_call *c = rq->call;
+	struct zk_result r;
+	int registered;
+
+	c->outstanding--;
+	if (rq->watch != NULL) {
+		/* ZooKeeper sets the watch on success only, and exists() also on
+		 * ZNONODE; any other watch can never fire. */
+		registered = it->rc == ZOK || (rq->kind == ZK_OP_EXISTS && it->rc == ZNONODE);
+		if (!registered)
+			watch_free(zk, rq->watch);
+	}
+	if (rq->rdel != NULL) {
+		rdel_result(zk, rq, it);
+		rq_free(rq);
+		return;
+	}
+	if (rq->kind == ZK_OP_CREATE) {
+		if (rq->step == 1) { /* a parent: its outcome shows in the target's */
+			if (c->outstanding == 0 && c->final_rc != 1)
+				goto finish_create;
+			rq_free(rq);
+			return;
+		}
+		if (it->rc == ZNONODE && c->makepath && c->attempts < ZK_MAKEPATH_TRIES &&
+		    !zk->closing) {
+			c->attempts++;
+			create_with_parents(zk, c);
+			rq_free(rq);
+			return;
+		}
+		c->final_rc = it->rc;
+		free(c->created);
+		c->created = it->str != NULL ? xstrdup(it->str) : NULL;
+		if (c->outstanding > 0) { /* parents still to report */
+			rq_free(rq);
+			return;
+		}
+finish_create:
+		rq_free(rq);
+		memset(&r, 0, sizeof(r));
+		r.rc = c->final_rc;
+		r.value = r.rc == ZOK ? c->created : NULL;
+		call_finish(zk, c, &r);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.rc = it->rc;
+	r.value = it->value;
+	r.len = it->len;
+	r.stat = it->has_stat ? &it->st : NULL;
+	r.count = it->count;
+	r.names = it->names;
+	rq_free(rq);
+	call_finish(zk, c, &r);
+}
+
+static void zk_emit(struct zk *zk, enum zk_event ev);
+static int zk_start_handle(struct zk *zk);
+
+/*
+ * On expiry the C client fails every request of the session, and its
+ * completion thread hands them to us at once; give it a moment to, since
+ * what is still queued for that thread when the handle is closed is lost
+ * inside the C client (completed by zk_close_handle, but leaked there).
+ */
+static void
+wait_failed(struct zk *zk)
+{
+	double deadline = zk_now() + 1;
+	struct zk_rq *rq;
+	int all;
+
+	for (;;) {
+		all = 1;
+		pthread_mutex_lock(&zk->qmu);
+		for (rq = zk->rqs; rq != NULL && all; rq = rq->next)
+			all = rq->gen != zk->gen || rq->queued;
+		pthread_mutex_unlock(&zk->qmu);
+		if (all || zk_now() > deadline)
+			return;
+		usleep(1000);
+	}
+}
+
+/*
+ * Close the current handle. Requests it never completed get rc: the
+ * multi-threaded C client drops the completions still queued for its
+ * completion thread when that thread stops.
+ */
+static void
+zk_close_handle(struct zk *zk, int rc)
+{
+	zhandle_t *zh = zk->zh;
+	struct zk_item *it;
+	struct zk_rq *rq;
+
+	if (zh == NULL)
+		return;
+	if (rc == ZSESSIONEXPIRED)
+		wait_failed(zk);
+	zk->zh = NULL;
+	zk->connected = 0;
+	/* Joins the C client's threads: every item of this handle is queued
+	 * once it returns, so the marker below comes after all of them. */
+	zookeeper_close(zh);
+	for (rq = zk->rqs; rq != NULL; rq = rq->next) {
+		if (rq->gen == zk->gen && !rq->queued) {
+			it = item_new(IT_RESULT, rc);
+			it->rq = rq;
+			enqueue(zk, it);
+		}
+	}
+	it = item_new(IT_RELEASE, ZOK);
+	it->gen = zk->gen;
+	enqueue(zk, it);
+	zk->gen++;
+}
+
+static void
+zk_restart_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct zk *zk = arg;
+
+	if (zk->zh == NULL && !zk->closing)
+		zk_start_handle(zk);
+}
+
+/* Start a fresh session now; on failure retry with back-off. */
+static int
+zk_start_handle(struct zk *zk)
+{
+	struct timeval tv;
+	zhandle_t *zh;
+	int ms = (int)(zk->timeout * 1000);
+
+	zk->handle_connected = 0;
+	if (zk->certstr != NULL)
+		zh = zookeeper_init_ssl(zk->hosts, zk->certstr, c_session_watcher, ms, NULL, zk,
+		    ZOO_NO_LOG_CLIENTENV);
+	else
+		zh = zookeeper_init(zk->hosts, c_session_watcher, ms, NULL, zk,
+		    ZOO_NO_LOG_CLIENTENV);
+	if (zh == NULL) {
+		log_warn("zookeeper: cannot start a session with %s: %s; retrying in %.0f s",
+		    zk->hosts, strerror(errno), zk->restart_delay);
+		tv = tv_of(zk->restart_delay);
+		evtimer_add(zk->restart_ev, &tv);
+		zk->restart_delay *= 2;
+		if (zk->restart_delay > ZK_RESTART_MAX)
+			zk->restart_delay = ZK_RESTART_MAX;
+		return -1;
+	}
+	if (zk->log_slot >= 0)
+		zoo_set_log_callback(zh, slot_fns[zk->log_slot]);
+	zk->zh = zh;
+	return 0;
+}
+
+static void
+zk_session_item(struct zk *zk, struct zk_item *it)
+{
+	const clientid_t *cid;
+
+	if (it->zh != zk->zh || zk->closing)
+		return; /* an event of a handle already closed */
+	if (it->state == ZOO_CONNECTED_STATE || it->state == ZOO_READONLY_STATE) {
+		if (zk->connected)
+			return;
+		zk->connected = 1;
+		zk->tls_reported = 0;
+		zk->restart_delay = ZK_RESTART_MIN;
+		cid = zoo_client_id(zk->zh);
+		zk->session_id = cid != NULL ? cid->client_id : 0;
+		if (zk->handle_connected) {
+			log_info("zookeeper: reconnected, session 0x%llx",
+			    (unsigned long long)zk->session_id);
+			zk_emit(zk, ZK_EV_RECONNECTED);
+		} else {
+			zk->handle_connected = 1;
+			log_info("zookeeper: connected, session 0x%llx",
+			    (unsigned long long)zk->session_id);
+			zk_emit(zk, ZK_EV_CONNECTED);
+		}
+	} else if (it->state == ZOO_CONNECTING_STATE || it->state == ZOO_ASSOCIATING_STATE) {
+		if (!zk->connected)
+			return;
+		zk->connected = 0;
+		log_warn("zookeeper: connection lost, session 0x%llx suspended",
+		    (unsigned long long)zk->session_id);
+		zk_emit(zk, ZK_EV_SUSPENDED);
+	} else if (it->state == ZOO_EXPIRED_SESSION_STATE) {
+		log_warn("zookeeper: session 0x%llx expired; starting a new one",
+		    (unsigned long long)zk->session_id);
+		zk_close_handle(zk, ZSESSIONEXPIRED);
+		zk_start_handle(zk);
+		zk_emit(zk, ZK_EV_EXPIRED);
+	} else if (it->state == ZOO_AUTH_FAILED_STATE) {
+		struct timeval tv = tv_of(zk->restart_delay);
+
+		log_warn("zookeeper: authentication failed; retrying in %.0f s", zk->restart_delay);
+		zk_close_handle(zk, ZAUTHFAILED);
+		evtimer_add(zk->restart_ev, &tv);
+		zk->restart_delay *= 2;
+		if (zk->restart_delay > ZK_RESTART_MAX)
+			zk->restart_delay = ZK_RESTART_MAX;
+		zk_emit(zk, ZK_EV_AUTH_FAILED);
+	}
+}
+
+static void
+zk_process(struct zk *zk, struct zk_item *it)
+{
+	struct zk_watch *w, *next;
+
+	switch (it->kind) {
+	case IT_RESULT:
+		rq_result(zk, it);
+		break;
+	case IT_DEFER:
+		if (it->call->dcb != NULL && !zk->closing)
+			it->call->dcb(it->call->arg, it->call->drc);
+		call_free(zk, it->call);
+		break;
+	case IT_WATCH:
+		w = it->w;
+		if (w->gen == zk->gen && w->cb != NULL && !zk->closing) {
+			zk_watch_cb cb = w->cb;
+			void *arg = w->arg;
+
+			watch_free(zk, w);
+			cb(it->type, it->str, arg);
+		} else {
+			watch_free(zk, w);
+		}
+		break;
+	case IT_SESSION:
+		zk_session_item(zk, it);
+		break;
+	case IT_TLS:
+		if (!zk->closing && !zk->connected && !zk->tls_reported) {
+			const char *why = strstr(it->str, "): ");
+
+			zk->tls_reported = 1;
+			log_warn("zookeeper: TLS connection to %s refused: %s", zk->hosts,
+			    why != NULL ? why + 3 : it->str);
+			zk_emit(zk, ZK_EV_AUTH_FAILED);
+		}
+		break;
+	case IT_RELEASE:
+		for (w = zk->watches; w != NULL; w = next) {
+			next = w->next;
+			if (w->gen == it->gen)
+				watch_free(zk, w);
+		}
+		break;
+	}
+}
+
+static struct zk_item *
+queue_take(struct zk *zk)
+{
+	struct zk_item *it;
+
+	pthread_mutex_lock(&zk->qmu);
+	it = zk->qhead;
+	zk->qhead = zk->qtail = NULL;
+	pthread_mutex_unlock(&zk->qmu);
+	return it;
+}
+
+static void zk_destroy(struct zk *zk);
+
+static void
+zk_on_wake(evutil_socket_t fd, short what, void *arg)
+{
+	struct zk *zk = arg;
+	struct zk_item *it;
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: woken for items already taken */
+	}
+	zk->dispatching++;
+	zk->batch = queue_take(zk);
+	while ((it = zk->batch) != NULL && !zk->free_requested) {
+		zk->batch = it->next;
+		zk_process(zk, it);
+		item_free(it);
+	}
+	zk->dispatching--;
+	if (zk->free_requested && zk->dispatching == 0)
+		zk_destroy(zk);
+}
+
+static void
+zk_emit(struct zk *zk, enum zk_event ev)
+{
+	struct zk_listener *l;
+
+	for (l = zk->listeners; l != NULL && !zk->free_requested; l = zk->liter) {
+		zk->liter = l->next;
+		l->cb(zk, ev, l->arg);
+	}
+	zk->liter = NULL;
+	if (zk->session_cb != NULL && !zk->free_requested)
+		zk->session_cb(zk, ev, zk->session_arg);
+}
+
+/* ---- public: session ------------------------------------------------------- */
+
+static int
+passwd_none(char *buf, int size, int rw, void *u)
+{
+	return 0;
+}
+
+/* Load the three TLS files as the C client will, to report problems now
+ * rather than as endless failed handshakes. */
+static int
+tls_check(const struct zk_options *opt, char *err, size_t errlen)
+{
+	const char *files[3] = {opt->tls_ca, opt->tls_cert, opt->tls_key};
+	const char *what[3] = {"CA", "certificate", "key"};
+	unsigned long e;
+	SSL_CTX *ctx;
+	FILE *f;
+	int i, ok = 0;
+
+	for (i = 0; i < 3; i++) {
+		if (strchr(files[i], ',') != NULL) {
+			snprintf(err, errlen, "zookeeper-tls %s path %s contains a comma", what[i],
+			    files[i]);
+			return -1;
+		}
+		if ((f = fopen(files[i], "r")) == NULL) {
+			snprintf(err, errlen, "zookeeper-tls %s %s: %s", what[i], files[i],
+			    strerror(errno));
+			return -1;
+		}
+		fclose(f);
+	}
+	ERR_clear_error();
+	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL) {
+		snprintf(err, errlen, "cannot create a TLS context");
+		return -1;
+	}
+	SSL_CTX_set_default_passwd_cb(ctx, passwd_none);
+	if (SSL_CTX_load_verify_locations(ctx, opt->tls_ca, NULL) != 1)
+		i = 0;
+	else if (SSL_CTX_use_certificate_chain_file(ctx, opt->tls_cert) != 1)
+		i = 1;
+	else if (SSL_CTX_use_PrivateKey_file(ctx, opt->tls_key, SSL_FILETYPE_PEM) != 1)
+		i = 2;
+	else if (SSL_CTX_check_private_key(ctx) != 1)
+		i = 3;
+	else
+		ok = 1;
+	if (!ok) {
+		char ebuf[256];
+
+		e = ERR_peek_last_error();
+		ERR_error_string_n(e, ebuf, sizeof(ebuf));
+		if (i == 2 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH)
+			i = 3;
+		if (i < 3)
+			snprintf(err, errlen, "zookeeper-tls %s %s: not usable (%s)", what[i],
+			    files[i], ebuf);
+		else
+			snprintf(err, errlen, "zookeeper-tls key %s does not match certificate %s",
+			    opt->tls_key, opt->tls_cert);
+	}
+	ERR_clear_error();
+	SSL_CTX_free(ctx);
+	return ok ? 0 : -1;
+}
+
+struct zk *
+zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb session_cb,
+    void *arg, char *err, size_t errlen)
+{
+	struct zk *zk;
+	int ntls;
+	size_t n;
+
+	if (errlen > 0)
+		err[0] = '\0';
+	if (base == NULL || opt == NULL || opt->hosts == NULL || opt->hosts[0] == '\0' ||
+	    opt->hosts[0] == '/') {
+		snprintf(err, errlen, "zookeeper: no hosts given");
+		return NULL;
+	}
+	ntls = (opt->tls_ca != NULL) + (opt->tls_cert != NULL) + (opt->tls_key != NULL);
+	if (ntls != 0 && ntls != 3) {
+		snprintf(err, errlen, "zookeeper-tls needs ca, cert and key together");
+		return NULL;
+	}
+	if (ntls == 3 && tls_check(opt, err, errlen) != 0)
+		return NULL;
+
+	pthread_once(&stream_once, stream_init);
+	zoo_set_debug_level(log_get_level() >= LOG_LVL_DEBUG ? ZOO_LOG_LEVEL_DEBUG :
+							       ZOO_LOG_LEVEL_ERROR);
+
+	zk = xcalloc(1, sizeof(*zk));
+	zk->log_slot = -1;
+	zk->efd = -1;
+	zk->base = base;
+	zk->hosts = xstrdup(opt->hosts);
+	zk->timeout = opt->timeout > 0 ? opt->timeout : 10.0;
+	zk->session_cb = session_cb;
+	zk->session_arg = arg;
+	zk->restart_delay = ZK_RESTART_MIN;
+	if (ntls == 3) {
+		n = strlen(opt->tls_ca) + strlen(opt->tls_cert) + strlen(opt->tls_key) + 3;
+		zk->certstr = xmalloc(n);
+		snprintf(zk->certstr, n, "%s,%s,%s", opt->tls_ca, opt->tls_cert, opt->tls_key);
+	}
+	pthread_mutex_init(&zk->qmu, NULL);
+	zk->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (zk->efd < 0) {
+		snprintf(err, errlen, "zookeeper: eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	zk->wake_ev = event_new(base, zk->efd, EV_READ | EV_PERSIST, zk_on_wake, zk);
+	zk->restart_ev = evtimer_new(base, zk_restart_cb, zk);
+	if (zk->wake_ev == NULL || zk->restart_ev == NULL || event_add(zk->wake_ev, NULL) != 0) {
+		snprintf(err, errlen, "zookeeper: cannot register with the event loop");
+		goto fail;
+	}
+	zk->log_slot = slot_take(zk);
+	if (zk->certstr != NULL)
+		zk->zh = zookeeper_init_ssl(zk->hosts, zk->certstr, c_session_watcher,
+		    (int)(zk->timeout * 1000), NULL, zk, ZOO_NO_LOG_CLIENTENV);
+	else
+		zk->zh = zookeeper_init(zk->hosts, c_session_watcher, (int)(zk->timeout * 1000),
+		    NULL, zk, ZOO_NO_LOG_CLIENTENV);
+	if (zk->zh == NULL) {
+		snprintf(err, errlen, "zookeeper: bad hosts %s: %s", zk->hosts,
+		    errno == EINVAL ? "cannot parse or resolve" : strerror(errno));
+		goto fail;
+	}
+	if (zk->log_slot >= 0)
+		zoo_set_log_callback(zk->zh, slot_fns[zk->log_slot]);
+	return zk;
+fail:
+	zk_destroy(zk);
+	return NULL;
+}
+
+/*
+ * Process queue items until no request is outstanding, for at most timeout
+ * seconds, without the loop. zk_destroy lets requests in flight finish
+ * before it closes the handle (a delete of a lock contender, say, should
+ * happen rather than be cut off).
+ */
+static void
+drain(struct zk *zk, double timeout)
+{
+	double deadline = zk_now() + timeout;
+	struct pollfd pfd = {.fd = zk->efd, .events = POLLIN};
+	struct zk_item *it;
+	uint64_t v;
+	int ms;
+
+	for (;;) {
+		if ((it = zk->batch) == NULL && (it = zk->batch = queue_take(zk)) == NULL) {
+			if (zk->rqs == NULL || (ms = (int)((deadline - zk_now()) * 1000)) <= 0)
+				break;
+			if (poll(&pfd, 1, ms) > 0 && read(zk->efd, &v, sizeof(v)) < 0) {
+				/* EAGAIN: taken already */
+			}
+			continue;
+		}
+		zk->batch = it->next;
+		zk_process(zk, it);
+		item_free(it);
+	}
+}
+
+/* Tear down: let requests in flight finish, close the handle, deliver what
+ * must be delivered, free. */
+static void
+zk_destroy(struct zk *zk)
+{
+	zk->closing = 1;
+	/* Disconnected, requests end with the next failed connection attempt
+	 * (milliseconds for a refused one): wait a little for that too, since
+	 * the C client loses those still queued when it closes (mt_adaptor.c's
+	 * process_async() is 0, so destroy() never runs its completion queue). */
+	if (zk->zh != NULL)
+		drain(zk, zk->connected ? zk->timeout : (zk->timeout < 1 ? zk->timeout : 1));
+	zk_close_handle(zk, ZCLOSING);
+	drain(zk, 0);
+	while (zk->watches != NULL)
+		watch_free(zk, zk->watches);
+	while (zk->calls != NULL)
+		call_free(zk, zk->calls);
+	slot_release(zk->log_slot);
+	if (zk->wake_ev != NULL)
+		event_free(zk->wake_ev);
+	if (zk->restart_ev != NULL)
+		event_free(zk->restart_ev);
+	if (zk->efd >= 0)
+		close(zk->efd);
+	pthread_mutex_destroy(&zk->qmu);
+	free(zk->hosts);
+	free(zk->certstr);
+	free(zk);
+}
+
+void
+zk_free(struct zk *zk)
+{
+	if (zk == NULL || zk->free_requested)
+		return;
+	zk->free_requested = 1;
+	if (zk->dispatching == 0)
+		zk_destroy(zk);
+}
+
+int
+zk_is_connected(const struct zk *zk)
+{
+	return zk != NULL && zk->connected;
+}
+
+int64_t
+zk_session_id(const struct zk *zk)
+{
+	return zk != NULL ? zk->session_id : 0;
+}
+
+const clientid_t *
+zk_client_id(const struct zk *zk)
+{
+	return zk != NULL && zk->zh != NULL ? zoo_client_id(zk->zh) : NULL;
+}
+
+int
+zk_pending(const struct zk *zk)
+{
+	return zk != NULL ? zk->ncalls : 0;
+}
+
+const char *
+zk_strerror(int rc)
+{
+	switch (rc) {
+	case ZK_LOCK_BUSY:
+		return "lock is held by another contender";
+	case ZK_LOCK_TIMEOUT:
+		return "timed out waiting for the lock";
+	default:
+		return zerror(rc);
+	}
+}
+
+unsigned
+zk_session_gen(const struct zk *zk)
+{
+	return zk->gen;
+}
+
+int
+zk_closing(const struct zk *zk)
+{
+	return zk->closing;
+}
+
+struct event_base *
+zk_base(const struct zk *zk)
+{
+	return zk->base;
+}
+
+double
+zk_timeout(const struct zk *zk)
+{
+	return zk->timeout;
+}
+
+void
+zk_cancel(struct zk *zk, const void *arg)
+{
+	struct zk_call *c;
+	struct zk_watch *w;
+
+	if (zk == NULL || arg == NULL)
+		return;
+	for (c = zk->calls; c != NULL; c = c->next) {
+		if (c->owner == arg) {
+			c->cb = NULL;
+			c->dcb = NULL;
+		}
+	}
+	for (w = zk->watches; w != NULL; w = w->next) {
+		if (w->owner == arg)
+			w->cb = NULL;
+	}
+}
+
+void
+zk_listener_add(struct zk *zk, struct zk_listener *l, zk_session_cb cb, void *arg)
+{
+	l->cb = cb;
+	l->arg = arg;
+	l->prev = NULL;
+	l->next = zk->listeners;
+	if (zk->listeners != NULL)
+		zk->listeners->prev = l;
+	zk->listeners = l;
+}
+
+void
+zk_listener_remove(struct zk *zk, struct zk_listener *l)
+{
+	if (zk->liter == l)
+		zk->liter = l->next;
+	if (l->prev != NULL)
+		l->prev->next = l->next;
+	else if (zk->listeners == l)
+		zk->listeners = l->next;
+	if (l->next != NULL)
+		l->next->prev = l->prev;
+	l->prev = l->next = NULL;
+}
+
+void
+zk_defer(struct zk *zk, zk_defer_cb cb, void *arg, int rc, const void *owner)
+{
+	struct zk_call *c = call_new(zk, ZK_OP_GET, NULL);
+	struct zk_item *it = item_new(IT_DEFER, rc);
+
+	c->is_defer = 1;
+	c->dcb = cb;
+	c->arg = arg;
+	c->drc = rc;
+	c->owner = owner;
+	it->call = c;
+	enqueue(zk, it);
+}
+
+/* ---- public: operations ---------------------------------------------------- */
+
+/*
+ * A znode path as ZooKeeper accepts it (the C client checks only the full
+ * path after prepending the chroot, so "x" would become "/chrootx"):
+ * absolute, no empty, "." or ".." component, no trailing slash except for
+ * the root and a sequential create's prefix.
+ */
+static int
+path_ok(const char *path, int sequence)
+{
+	const char *p, *comp;
+	size_t n;
+
+	if (path == NULL || path[0] != '/')
+		return 0;
+	if (path[1] == '\0')
+		return 1;
+	for (comp = p = path + 1;; p++) {
+		if (*p == '/' || *p == '\0') {
+			n = (size_t)(p - comp);
+			if (n == 0 && !(*p == '\0' && sequence))
+				return 0;
+			if ((n == 1 && comp[0] == '.') || (n == 2 && comp[0] == '.' && comp[1] == '.'))
+				return 0;
+			if (*p == '\0')
+				return 1;
+			comp = p + 1;
+		} else if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			return 0;
+		}
+	}
+}
+
+static struct zk_call *
+submit(struct zk *zk, const struct zk_req *req)
+{
+	struct zk_call *c = call_new(zk, req->kind, req->path);
+
+	c->cb = req->cb;
+	c->arg = req->arg;
+	c->owner = req->owner;
+	c->always = req->always;
+	c->final_rc = 1; /* not known yet */
+	if (!path_ok(req->path, req->kind == ZK_OP_CREATE && (req->flags & ZOO_SEQUENCE))) {
+		struct zk_item *it;
+		struct zk_rq *rq = rq_new(zk);
+
+		rq->call = c;
+		rq->kind = ZK_OP_GET;
+		rq->path = xstrdup("");
+		c->outstanding++;
+		it = item_new(IT_RESULT, ZBADARGUMENTS);
+		it->rq = rq;
+		enqueue(zk, it);
+		return c;
+	}
+	switch (req->kind) {
+	case ZK_OP_CREATE:
+		c->flags = req->flags;
+		c->makepath = req->makepath;
+		c->len = req->data != NULL && req->len > 0 ? req->len : 0;
+		c->data = xmalloc((size_t)c->len + 1);
+		if (c->len > 0)
+			memcpy(c->data, req->data, (size_t)c->len);
+		rq_send(zk, c, NULL, ZK_OP_CREATE, 0, req->path, c->data, c->len, c->flags, 0, NULL,
+		    NULL, NULL);
+		break;
+	case ZK_OP_DELETE:
+		if (req->recursive)
+			rdel_start(zk, rdel_new(c, NULL, req->path, req->version));
+		else
+			rq_send(zk, c, NULL, ZK_OP_DELETE, 0, req->path, NULL, 0, 0, req->version,
+			    NULL, NULL, NULL);
+		break;
+	case ZK_OP_SET:
+		rq_send(zk, c, NULL, ZK_OP_SET, 0, req->path, req->data,
+		    req->data != NULL && req->len > 0 ? req->len : 0, 0, req->version, NULL, NULL,
+		    NULL);
+		break;
+	default:
+		rq_send(zk, c, NULL, req->kind, 0, req->path, NULL, 0, 0, 0, req->watch, req->warg,
+		    req->wowner);
+		break;
+	}
+	return c;
+}
+
+void
+zk_submit(struct zk *zk, const struct zk_req *req)
+{
+	submit(zk, req);
+}
+
+/* Public forms: the call's callback is pub_dispatch with the call itself as
+ * argument, and the owner is the caller's arg, as zk_cancel() promises. */
+static struct zk_call *
+pub_call(struct zk *zk, struct zk_req *req, enum zk_pub pub, void *arg)
+{
+	struct zk_call *c;
+
+	req->cb = pub_dispatch;
+	req->owner = arg;
+	c = submit(zk, req);
+	c->arg = c;
+	c->pub = pub;
+	c->parg = arg;
+	return c;
+}
+
+void
+zk_create(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
+    zk_string_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_CREATE, .path = path, .data = data, .len = len,
+	    .flags = flags, .makepath = makepath};
+
+	pub_call(zk, &req, PUB_STRING, arg)->pcb.s = cb;
+}
+
+void
+zk_get(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_data_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_GET, .path = path, .watch = watch, .warg = warg,
+	    .wowner = warg};
+
+	pub_call(zk, &req, PUB_DATA, arg)->pcb.d = cb;
+}
+
+void
+zk_set(struct zk *zk, const char *path, const void *data, int len, int version, zk_stat_cb cb,
+    void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_SET, .path = path, .data = data, .len = len,
+	    .version = version};
+
+	pub_call(zk, &req, PUB_STAT, arg)->pcb.st = cb;
+}
+
+void
+zk_delete(struct zk *zk, const char *path, int version, int recursive, zk_void_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_DELETE, .path = path, .version = version,
+	    .recursive = recursive};
+
+	pub_call(zk, &req, PUB_VOID, arg)->pcb.v = cb;
+}
+
+void
+zk_exists(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_stat_cb cb,
+    void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_EXISTS, .path = path, .watch = watch, .warg = warg,
+	    .wowner = warg};
+
+	pub_call(zk, &req, PUB_STAT, arg)->pcb.st = cb;
+}
+
+void
+zk_children(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_children_cb cb,
+    void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_CHILDREN, .path = path, .watch = watch, .warg = warg,
+	    .wowner = warg};
+
+	pub_call(zk, &req, PUB_CHILDREN, arg)->pcb.c = cb;
+}
+
+/* ---- synchronous forms ------------------------------------------------------- */
+
+struct zk_sync {
+	int done, abandoned, rc;
+	char *value;
+	int len;
+	int has_stat;
+	struct zk_stat st;
+	int count;
+	char **names;
+};
+
+static void
+sync_cb(const struct zk_result *r, void *arg)
+{
+	struct zk_sync *s = arg;
+	int i;
+
+	if (s->abandoned) {
+		free(s);
+		return;
+	}
+	s->rc = r->rc;
+	if (r->value != NULL) {
+		s->value = xmalloc((size_t)r->len + strlen(r->value) + 1);
+		/* get: len bytes plus NUL; create: the path (len 0) */
+		if (r->len > 0) {
+			memcpy(s->value, r->value, (size_t)r->len);
+			s->value[r->len] = '\0';
+		} else {
+			strcpy(s->value, r->value);
+		}
+		s->len = r->len;
+	}
+	if (r->stat != NULL) {
+		s->st = *r->stat;
+		s->has_stat = 1;
+	}
+	if (r->count > 0) {
+		s->names = xcalloc((size_t)r->count, sizeof(char *));
+		for (i = 0; i < r->count; i++)
+			s->names[i] = xstrdup(r->names[i]);
+		s->count = r->count;
+	}
+	s->done = 1;
+}
+
+static void
+sync_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+/* Run the loop until *flag or the deadline: 0, or -1 on timeout. */
+static int
+run_until(struct event_base *base, const int *flag, double timeout)
+{
+	double deadline = zk_now() + timeout, left;
+	struct event *t = evtimer_new(base, sync_timer_cb, NULL);
+	struct timeval tv;
+
+	while (!*flag && (left = deadline - zk_now()) > 0) {
+		tv = tv_of(left);
+		evtimer_add(t, &tv);
+		if (event_base_loop(base, EVLOOP_ONCE) < 0)
+			break;
+	}
+	event_free(t);
+	return *flag ? 0 : -1;
+}
+
+/* Sync operations wait twice the session timeout: long enough to ride out a
+ * reconnection, short enough for a tool to report a dead server. */
+static double
+sync_timeout(const struct zk *zk)
+{
+	return 2 * zk->timeout;
+}
+
+static struct zk_sync *
+sync_run(struct zk *zk, struct zk_req *req)
+{
+	struct zk_sync *s = xcalloc(1, sizeof(*s));
+
+	req->cb = sync_cb;
+	req->arg = s;
+	req->owner = NULL;
+	req->always = 1;
+	zk_submit(zk, req);
+	if (run_until(zk->base, &s->done, sync_timeout(zk)) != 0) {
+		s->abandoned = 1; /* sync_cb frees it */
+		return NULL;
+	}
+	return s;
+}
+
+static int
+sync_end(struct zk_sync *s)
+{
+	int rc, i;
+
+	if (s == NULL)
+		return ZOPERATIONTIMEOUT;
+	rc = s->rc;
+	free(s->value);
+	for (i = 0; i < s->count; i++)
+		free(s->names[i]);
+	free(s->names);
+	free(s);
+	return rc;
+}
+
+int
+zk_wait_connected(struct zk *zk, double timeout)
+{
+	return run_until(zk->base, &zk->connected, timeout) == 0 ? ZOK : ZOPERATIONTIMEOUT;
+}
+
+int
+zk_sync_create(struct zk *zk, const char *path, const void *data, int len, int flags,
+    int makepath, char **created_path)
+{
+	struct zk_req req = {.kind = ZK_OP_CREATE, .path = path, .data = data, .len = len,
+	    .flags = flags, .makepath = makepath};
+	struct zk_sync *s = sync_run(zk, &req);
+
+	if (created_path != NULL) {
+		*created_path = NULL;
+		if (s != NULL && s->rc == ZOK) {
+			*created_path = s->value;
+			s->value = NULL;
+		}
+	}
+	return sync_end(s);
+}
+
+int
+zk_sync_get(struct zk *zk, const char *path, char **data, int *len, struct zk_stat *st)
+{
+	struct zk_req req = {.kind = ZK_OP_GET, .path = path};
+	struct zk_sync *s = sync_run(zk, &req);
+
+	if (data != NULL)
+		*data = NULL;
+	if (len != NULL)
+		*len = 0;
+	if (s != NULL && s->rc == ZOK) {
+		if (data != NULL) {
+			*data = s->value;
+			s->value = NULL;
+		}
+		if (len != NULL)
+			*len = s->len;
+		if (st != NULL)
+			*st = s->st;
+	}
+	return sync_end(s);
+}
+
+int
+zk_sync_set(struct zk *zk, const char *path, const void *data, int len, int version,
+    struct zk_stat *st)
+{
+	struct zk_req req = {.kind = ZK_OP_SET, .path = path, .data = data, .len = len,
+	    .version = version};
+	struct zk_sync *s = sync_run(zk, &req);
+
+	if (s != NULL && s->rc == ZOK && st != NULL)
+		*st = s->st;
+	return sync_end(s);
+}
+
+int
+zk_sync_delete(struct zk *zk, const char *path, int version, int recursive)
+{
+	struct zk_req req = {.kind = ZK_OP_DELETE, .path = path, .version = version,
+	    .recursive = recursive};
+
+	return sync_end(sync_run(zk, &req));
+}
+
+int
+zk_sync_exists(struct zk *zk, const char *path, struct zk_stat *st)
+{
+	struct zk_req req = {.kind = ZK_OP_EXISTS, .path = path};
+	struct zk_sync *s = sync_run(zk, &req);
+
+	if (s != NULL && s->rc == ZOK && st != NULL)
+		*st = s->st;
+	return sync_end(s);
+}
+
+int
+zk_sync_children(struct zk *zk, const char *path, int *count, char ***names)
+{
+	struct zk_req req = {.kind = ZK_OP_CHILDREN, .path = path};
+	struct zk_sync *s = sync_run(zk, &req);
+
+	*count = 0;
+	*names = NULL;
+	if (s != NULL && s->rc == ZOK) {
+		*count = s->count;
+		*names = s->names;
+		s->names = NULL;
+		s->count = 0;
+	}
+	return sync_end(s);
+}
+
+void
+zk_strings_free(int count, char **names)
+{
+	int i;
+
+	if (names == NULL)
+		return;
+	for (i = 0; i < count; i++)
+		free(names[i]);
+	free(names);
+}

@@ -1,0 +1,110 @@
+/*
+ * Private interface between the parts of the ZooKeeper client library:
+ * lib/zk.c (session, operations), lib/zk_lock.c (the kazoo Lock recipe) and
+ * lib/zk_cache.c (watch-driven caches). Not for use outside lib/zk*.c.
+ *
+ * The public operations of zk.h are thin wrappers around zk_submit(): it
+ * reports one struct zk_result (which also carries the path the operation was
+ * issued for and the session generation it ran in), and it separates the
+ * owner (what zk_cancel() matches) from the callback argument.
+ */
+#ifndef NP_ZK_PRIVATE_H
+#define NP_ZK_PRIVATE_H
+
+#include "zk.h"
+
+/* The outcome of one operation, valid only during the callback. */
+struct zk_result {
+	int rc;
+	const char *path;   /* the path as submitted */
+	unsigned gen;       /* session generation the operation was submitted in */
+	const char *value;  /* get: the data (NUL-terminated; NULL unless ZOK);
+	                       create: the created path (NULL unless ZOK) */
+	int len;            /* get: data length */
+	const struct zk_stat *stat; /* get, set, exists: NULL unless ZOK */
+	int count;          /* children */
+	char *const *names;
+};
+typedef void (*zk_result_cb)(const struct zk_result *r, void *arg);
+
+enum zk_op_kind {
+	ZK_OP_CREATE,
+	ZK_OP_GET,
+	ZK_OP_SET,
+	ZK_OP_DELETE,
+	ZK_OP_EXISTS,
+	ZK_OP_CHILDREN,
+};
+
+/*
+ * One operation. Fields not used by the kind are ignored. Everything is
+ * copied by zk_submit().
+ *
+ * owner: what zk_cancel() matches for cb (NULL: never cancelled).
+ * wowner: the same for the watch.
+ * always: also call cb (with the C client's ZCLOSING) while zk_free() tears
+ * the session down, for callers whose arg must be freed (sync waiters,
+ * detached lock contenders). Such callbacks must not submit anything that
+ * they need to hear back from.
+ */
+struct zk_req {
+	enum zk_op_kind kind;
+	const char *path;
+	const void *data; /* create, set; NULL with len 0 stores empty data */
+	int len;
+	int flags;        /* create: ZOO_EPHEMERAL | ZOO_SEQUENCE */
+	int version;      /* set, delete */
+	int makepath;     /* create */
+	int recursive;    /* delete */
+	zk_watch_cb watch; /* get, exists, children */
+	void *warg;
+	const void *wowner;
+	zk_result_cb cb;
+	void *arg;
+	const void *owner;
+	int always;
+};
+void zk_submit(struct zk *zk, const struct zk_req *req);
+
+/* Generation of the current session: bumped each time a new session is
+ * started after an expiry (results and watches carry the one they ran in). */
+unsigned zk_session_gen(const struct zk *zk);
+struct event_base *zk_base(const struct zk *zk);
+/* 1 once zk_free() has started: "always" callbacks must only clean up. */
+int zk_closing(const struct zk *zk);
+double zk_timeout(const struct zk *zk);
+
+/*
+ * Session listeners for the lock and cache modules: called on the loop for
+ * every session event, before the zk_new() session callback. The struct is
+ * embedded in the listener's own object; removing it during a callback
+ * (also another listener) is safe.
+ */
+struct zk_listener {
+	zk_session_cb cb;
+	void *arg;
+	struct zk_listener *prev, *next;
+};
+void zk_listener_add(struct zk *zk, struct zk_listener *l, zk_session_cb cb, void *arg);
+void zk_listener_remove(struct zk *zk, struct zk_listener *l);
+
+/*
+ * Call cb(arg, rc) on the loop soon (a fresh stack), cancellable by owner
+ * like an operation; never called once zk_free() has started.
+ */
+typedef void (*zk_defer_cb)(void *arg, int rc);
+void zk_defer(struct zk *zk, zk_defer_cb cb, void *arg, int rc, const void *owner);
+
+/* Monotonic clock in seconds. */
+double zk_now(void);
+
+/*
+ * kazoo's contender pattern: a name ending in "__lock__" and a sequence of
+ * 10 digits, optionally negative ("__lock__(-?\d{10})$", searched, not
+ * anchored at the start). Returns a pointer to the sequence text inside
+ * name, or NULL. Contenders are ordered by comparing these texts as
+ * strings, as kazoo sorts its regex groups.
+ */
+const char *zk_lock_seq(const char *name);
+
+#endif

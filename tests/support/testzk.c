@@ -1,0 +1,443 @@
+/* Helpers for tests against the private ZooKeeper (see testzk.h). */
+#include "testzk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <criterion/criterion.h>
+#include <event2/event.h>
+
+static double
+now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *
+env(const char *name)
+{
+	const char *v = getenv(name);
+
+	if (v == NULL || *v == '\0')
+		cr_assert_fail("%s is not set: run the tests with `make check`, or start "
+			       "tests/zkfixture.sh and source its env file",
+		    name);
+	return v;
+}
+
+/* Strings that live as long as the process (helpers return them); kept
+ * reachable so that LeakSanitizer does not count them. */
+static char **kept;
+static size_t nkept, capkept;
+
+static const char *
+keep(const char *s)
+{
+	char *d = strdup(s);
+
+	cr_assert_not_null(d);
+	if (nkept == capkept) {
+		capkept = capkept ? capkept * 2 : 16;
+		kept = realloc(kept, capkept * sizeof(*kept));
+		cr_assert_not_null(kept);
+	}
+	kept[nkept++] = d;
+	return d;
+}
+
+const char *
+testzk_hosts(int tls)
+{
+	return env(tls ? "NP_TEST_ZK_TLS" : "NP_TEST_ZK");
+}
+
+const char *
+testzk_cert(const char *name)
+{
+	char buf[4096];
+
+	snprintf(buf, sizeof(buf), "%s/%s", env("NP_TEST_CERTS"), name);
+	return keep(buf);
+}
+
+const char *
+testzk_tmpfile(const char *name)
+{
+	static int n;
+	const char *tmp = getenv("NP_TEST_TMP");
+	char buf[4096];
+
+	snprintf(buf, sizeof(buf), "%s/%s.%ld.%d", tmp != NULL && *tmp ? tmp : "/tmp", name,
+	    (long)getpid(), ++n);
+	return keep(buf);
+}
+
+void
+testzk_options(struct zk_options *opt, const char *hosts, int tls)
+{
+	memset(opt, 0, sizeof(*opt));
+	opt->hosts = hosts;
+	opt->timeout = 10;
+	if (tls) {
+		opt->tls_ca = testzk_cert("ca.pem");
+		opt->tls_cert = testzk_cert("client.pem");
+		opt->tls_key = testzk_cert("client.key");
+	}
+}
+
+const char *
+testzk_chroot(int tls, const char **path)
+{
+	static int counter;
+	struct zk_options opt;
+	struct event_base *base;
+	struct zk *zk;
+	char err[256], root[64], hosts[512];
+	int rc;
+
+	snprintf(root, sizeof(root), "/t-%ld-%d", (long)getpid(), ++counter);
+	base = event_base_new();
+	cr_assert_not_null(base);
+	testzk_options(&opt, testzk_hosts(0), 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "zk_new: %s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK, "no session with %s", opt.hosts);
+	rc = zk_sync_create(zk, root, NULL, 0, 0, 0, NULL);
+	cr_assert_eq(rc, ZOK, "create %s: %s", root, zk_strerror(rc));
+	zk_free(zk);
+	event_base_free(base);
+	snprintf(hosts, sizeof(hosts), "%s%s", testzk_hosts(tls), root);
+	if (path != NULL)
+		*path = keep(root);
+	return keep(hosts);
+}
+
+struct zk *
+testzk_connect(struct event_base *base, int tls, zk_session_cb session_cb, void *arg,
+    const char **hosts)
+{
+	struct zk_options opt;
+	struct zk *zk;
+	const char *h = testzk_chroot(tls, NULL);
+	char err[256];
+
+	testzk_options(&opt, h, tls);
+	zk = zk_new(base, &opt, session_cb, arg, err, sizeof(err));
+	cr_assert_not_null(zk, "zk_new(%s): %s", h, err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK, "no session with %s", h);
+	if (hosts != NULL)
+		*hosts = h;
+	return zk;
+}
+
+static void
+noop_cb(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+int
+testzk_run_until(struct event_base *base, int (*cond)(void *), void *arg, double timeout)
+{
+	double deadline = now() + timeout, left;
+	struct event *t = evtimer_new(base, noop_cb, NULL);
+	struct timeval tv;
+	int ok;
+
+	while (!(ok = cond(arg)) && (left = deadline - now()) > 0) {
+		if (left > 0.05)
+			left = 0.05; /* also notice conditions changed outside the loop */
+		tv.tv_sec = (time_t)left;
+		tv.tv_usec = (suseconds_t)((left - (double)tv.tv_sec) * 1e6);
+		evtimer_add(t, &tv);
+		event_base_loop(base, EVLOOP_ONCE);
+	}
+	event_free(t);
+	return ok;
+}
+
+static int
+flag_set(void *arg)
+{
+	return *(const int *)arg != 0;
+}
+
+int
+testzk_run_flag(struct event_base *base, const int *flag, double timeout)
+{
+	return testzk_run_until(base, flag_set, (void *)(uintptr_t)flag, timeout);
+}
+
+static int
+never(void *arg)
+{
+	return 0;
+}
+
+void
+testzk_run_for(struct event_base *base, double seconds)
+{
+	testzk_run_until(base, never, NULL, seconds);
+}
+
+int
+testzk_expire(struct zk *zk)
+{
+	const clientid_t *cur = zk_client_id(zk);
+	clientid_t cid;
+	zhandle_t *zh;
+	double deadline;
+
+	if (cur == NULL)
+		return -1;
+	cid = *cur;
+	zh = zookeeper_init(testzk_hosts(0), NULL, 10000, &cid, NULL, ZOO_NO_LOG_CLIENTENV);
+	if (zh == NULL)
+		return -1;
+	deadline = now() + 15;
+	while (zoo_state(zh) != ZOO_CONNECTED_STATE && now() < deadline)
+		usleep(10000);
+	if (zoo_state(zh) != ZOO_CONNECTED_STATE) {
+		zookeeper_close(zh);
+		return -1;
+	}
+	zookeeper_close(zh);
+	return 0;
+}
+
+/* ---- child processes ------------------------------------------------------ */
+
+struct testzk_proc *
+testzk_spawn(char *const argv[], const char *outfile)
+{
+	struct testzk_proc *p = calloc(1, sizeof(*p));
+	int in[2], out[2] = {-1, -1}, fd;
+
+	cr_assert_not_null(p);
+	cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+	if (outfile == NULL)
+		cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	p->pid = fork();
+	cr_assert_neq(p->pid, -1, "fork: %s", strerror(errno));
+	if (p->pid == 0) {
+		dup2(in[0], 0);
+		if (outfile != NULL) {
+			fd = open(outfile, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			if (fd < 0)
+				_exit(126);
+			dup2(fd, 1);
+			dup2(fd, 2);
+		} else {
+			dup2(out[1], 1);
+		}
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	p->in = in[1];
+	if (outfile == NULL) {
+		close(out[1]);
+		p->out = out[0];
+	} else {
+		p->out = -1;
+	}
+	return p;
+}
+
+const char *
+testzk_proc_readline(struct testzk_proc *p, double timeout)
+{
+	static char line[8192];
+	double deadline = now() + timeout;
+	struct pollfd pfd;
+	char *nl;
+	ssize_t r;
+	int ms;
+
+	if (p->out < 0)
+		return NULL;
+	for (;;) {
+		nl = memchr(p->buf, '\n', p->len);
+		if (nl != NULL) {
+			size_t n = (size_t)(nl - p->buf);
+
+			memcpy(line, p->buf, n);
+			line[n] = '\0';
+			memmove(p->buf, nl + 1, p->len - n - 1);
+			p->len -= n + 1;
+			return line;
+		}
+		if (p->len == sizeof(p->buf))
+			p->len = 0; /* an absurdly long line: drop it */
+		ms = (int)((deadline - now()) * 1000);
+		if (ms <= 0)
+			return NULL;
+		pfd.fd = p->out;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, ms) <= 0)
+			continue;
+		r = read(p->out, p->buf + p->len, sizeof(p->buf) - p->len);
+		if (r <= 0)
+			return NULL;
+		p->len += (size_t)r;
+	}
+}
+
+int
+testzk_proc_writeline(struct testzk_proc *p, const char *line)
+{
+	size_t n = strlen(line);
+
+	if (p->in < 0)
+		return -1;
+	if (write(p->in, line, n) != (ssize_t)n || write(p->in, "\n", 1) != 1)
+		return -1;
+	return 0;
+}
+
+static void
+proc_free(struct testzk_proc *p)
+{
+	if (p->in >= 0)
+		close(p->in);
+	if (p->out >= 0)
+		close(p->out);
+	free(p);
+}
+
+int
+testzk_proc_wait(struct testzk_proc *p, double timeout)
+{
+	double deadline = now() + timeout;
+	int status = -1, sig = 0;
+	pid_t r;
+
+	if (p->in >= 0) {
+		close(p->in);
+		p->in = -1;
+	}
+	for (;;) {
+		r = waitpid(p->pid, &status, WNOHANG);
+		if (r == p->pid || (r < 0 && errno != EINTR))
+			break;
+		if (now() > deadline) {
+			if (sig == SIGKILL)
+				break;
+			sig = sig == 0 ? SIGTERM : SIGKILL;
+			kill(p->pid, sig);
+			deadline = now() + 5;
+		}
+		usleep(10000);
+	}
+	proc_free(p);
+	return r > 0 ? status : -1;
+}
+
+int
+testzk_proc_stop(struct testzk_proc *p)
+{
+	kill(p->pid, SIGTERM);
+	return testzk_proc_wait(p, 5);
+}
+
+int
+testzk_free_port(void)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	int s = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	cr_assert_geq(s, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(getsockname(s, (struct sockaddr *)&sa, &sl), 0);
+	port = ntohs(sa.sin_port);
+	close(s);
+	return port;
+}
+
+int
+testzk_wait_port(int port, double timeout)
+{
+	double deadline = now() + timeout;
+	struct sockaddr_in sa;
+	int s, ok = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons((uint16_t)port);
+	while (!ok && now() < deadline) {
+		s = socket(AF_INET, SOCK_STREAM, 0);
+		if (s < 0)
+			return 0;
+		ok = connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		close(s);
+		if (!ok)
+			usleep(20000);
+	}
+	return ok;
+}
+
+const char *
+testzk_support_file(const char *name)
+{
+	const char *b = getenv("NP_BUILD");
+	char buf[4096], *slash;
+
+	if (b != NULL && *b != '\0') {
+		snprintf(buf, sizeof(buf), "%s", b);
+		slash = strrchr(buf, '/');
+		if (slash != NULL) {
+			snprintf(slash, sizeof(buf) - (size_t)(slash - buf), "/tests/support/%s", name);
+			if (access(buf, R_OK) == 0)
+				return keep(buf);
+		}
+	}
+	snprintf(buf, sizeof(buf), "tests/support/%s", name);
+	return keep(buf);
+}
+
+int
+testzk_file_contains(const char *file, const char *needle)
+{
+	FILE *f = fopen(file, "rb");
+	size_t n = strlen(needle), len = 0, cap = 0;
+	char *buf = NULL;
+	size_t r;
+	int found = 0;
+
+	if (f == NULL)
+		return 0;
+	for (;;) {
+		if (len == cap) {
+			cap = cap ? cap * 2 : 65536;
+			buf = realloc(buf, cap);
+			cr_assert_not_null(buf);
+		}
+		r = fread(buf + len, 1, cap - len, f);
+		if (r == 0)
+			break;
+		len += r;
+	}
+	fclose(f);
+	if (n <= len)
+		found = memmem(buf, len, needle, n) != NULL;
+	free(buf);
+	return found;
+}

@@ -1,0 +1,544 @@
+/* Watch-driven caches (lib/zk_cache.c) against a real ZooKeeper. */
+#include <criterion/criterion.h>
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testzk.h"
+#include "zk.h"
+
+static struct event_base *base;
+
+static void
+setup(void)
+{
+	base = event_base_new();
+	cr_assert_not_null(base);
+}
+
+static void
+teardown(void)
+{
+	event_base_free(base);
+}
+
+TestSuite(zk_cache, .init = setup, .fini = teardown, .timeout = 120);
+
+struct ev {
+	enum zk_cache_event type;
+	char name[64];
+	char data[64];
+	int len;
+	int locked;
+	int version;
+};
+
+struct rec {
+	struct ev *ev;
+	int n, cap;
+	int synced;
+	int added, updated, removed;
+	struct zk_cache *free_me_on; /* free the cache from inside its callback */
+};
+
+static void
+rec_cb(struct zk_cache *cache, enum zk_cache_event type, const struct zk_cache_entry *e,
+    void *arg)
+{
+	struct rec *r = arg;
+	struct ev *v;
+
+	if (r->n == r->cap) {
+		r->cap = r->cap ? r->cap * 2 : 64;
+		r->ev = realloc(r->ev, (size_t)r->cap * sizeof(*r->ev));
+		cr_assert_not_null(r->ev);
+	}
+	v = &r->ev[r->n++];
+	memset(v, 0, sizeof(*v));
+	v->type = type;
+	if (e != NULL) {
+		snprintf(v->name, sizeof(v->name), "%s", e->name);
+		if (e->data != NULL)
+			snprintf(v->data, sizeof(v->data), "%s", e->data);
+		v->len = e->len;
+		v->locked = e->locked;
+		v->version = e->stat.version;
+	} else {
+		cr_assert_eq(type, ZK_CACHE_SYNCED);
+	}
+	switch (type) {
+	case ZK_CACHE_ADDED:
+		r->added++;
+		break;
+	case ZK_CACHE_UPDATED:
+		r->updated++;
+		break;
+	case ZK_CACHE_REMOVED:
+		r->removed++;
+		break;
+	case ZK_CACHE_SYNCED:
+		r->synced++;
+		break;
+	}
+	if (r->free_me_on == cache && type == ZK_CACHE_ADDED) {
+		zk_cache_free(cache);
+		r->free_me_on = NULL;
+	}
+}
+
+static void
+rec_reset(struct rec *r)
+{
+	free(r->ev);
+	memset(r, 0, sizeof(*r));
+}
+
+static const struct ev *
+last_of(const struct rec *r, enum zk_cache_event type, const char *name)
+{
+	int i;
+
+	for (i = r->n - 1; i >= 0; i--) {
+		if (r->ev[i].type == type && (name == NULL || strcmp(r->ev[i].name, name) == 0))
+			return &r->ev[i];
+	}
+	return NULL;
+}
+
+struct want {
+	const struct rec *r;
+	enum zk_cache_event type;
+	const char *name;
+	const char *data;
+	int locked; /* -1: any */
+};
+
+static int
+seen(void *arg)
+{
+	const struct want *w = arg;
+	int i;
+
+	for (i = 0; i < w->r->n; i++) {
+		const struct ev *v = &w->r->ev[i];
+
+		if (v->type == w->type && (w->name == NULL || strcmp(v->name, w->name) == 0) &&
+		    (w->data == NULL || strcmp(v->data, w->data) == 0) &&
+		    (w->locked < 0 || v->locked == w->locked))
+			return 1;
+	}
+	return 0;
+}
+
+static void
+expect(const struct rec *r, enum zk_cache_event type, const char *name, const char *data,
+    int locked)
+{
+	struct want w = {r, type, name, data, locked};
+
+	cr_assert(testzk_run_until(base, seen, &w, 15), "no event %d for %s (data %s, locked %d)",
+	    type, name ? name : "-", data ? data : "-", locked);
+}
+
+static int
+count_is(void *arg)
+{
+	struct zk_cache *c = ((void **)arg)[0];
+	int want = *(int *)((void **)arg)[1];
+
+	return zk_cache_count(c) == want;
+}
+
+static void
+expect_count(struct zk_cache *c, int n)
+{
+	void *args[2] = {c, &n};
+
+	cr_assert(testzk_run_until(base, count_is, args, 30), "count %d, want %d",
+	    zk_cache_count(c), n);
+}
+
+Test(zk_cache, children_come_and_go)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct rec r = {0};
+	struct zk_cache *c = zk_cache_new(zk, "/kids", 0, rec_cb, &r);
+	const struct zk_cache_entry *const *arr;
+	int n;
+
+	cr_assert_not_null(c);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert(zk_cache_synced(c));
+	cr_assert_eq(zk_cache_count(c), 0);
+	cr_assert_eq(zk_sync_exists(zk, "/kids", NULL), ZOK, "the cache made its path");
+
+	cr_assert_eq(zk_sync_create(zk, "/kids/b", "1", 1, 0, 0, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/kids/c", NULL, 0, 0, 0, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/kids/a", NULL, 0, 0, 0, NULL), ZOK);
+	expect_count(c, 3);
+	n = zk_cache_entries(c, &arr);
+	cr_assert_eq(n, 3);
+	cr_assert_str_eq(arr[0]->name, "a");
+	cr_assert_str_eq(arr[1]->name, "b");
+	cr_assert_str_eq(arr[2]->name, "c");
+	cr_assert_null(arr[1]->data, "no data without ZK_CACHE_DATA");
+	cr_assert_not_null(zk_cache_get(c, "b"));
+	cr_assert_null(zk_cache_get(c, "z"));
+
+	cr_assert_eq(zk_sync_delete(zk, "/kids/b", -1, 0), ZOK);
+	expect(&r, ZK_CACHE_REMOVED, "b", NULL, -1);
+	cr_assert_eq(zk_cache_count(c), 2);
+	cr_assert_null(zk_cache_get(c, "b"));
+	n = zk_cache_entries(c, &arr);
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(arr[0]->name, "a");
+	cr_assert_str_eq(arr[1]->name, "c");
+	cr_assert_eq(r.added, 3);
+	cr_assert_eq(r.removed, 1);
+	cr_assert_eq(r.updated, 0);
+	cr_assert_eq(r.synced, 1);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(zk);
+}
+
+Test(zk_cache, data_added_updated_removed)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct rec r = {0};
+	struct zk_cache *c;
+	const struct zk_cache_entry *e;
+	int i;
+
+	cr_assert_eq(zk_sync_create(zk, "/d/one", "first", 5, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/d/two", NULL, 0, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/d", ZK_CACHE_DATA, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	/* the initial entries are announced, with their data, before SYNCED */
+	cr_assert_eq(r.n, 3);
+	cr_assert_eq(r.ev[2].type, ZK_CACHE_SYNCED);
+	cr_assert_str_eq(last_of(&r, ZK_CACHE_ADDED, "one")->data, "first");
+	e = zk_cache_get(c, "one");
+	cr_assert_str_eq(e->data, "first");
+	cr_assert_eq(e->len, 5);
+	cr_assert_eq(e->stat.version, 0);
+	e = zk_cache_get(c, "two");
+	cr_assert_null(e->data, "empty data is NULL");
+	cr_assert_eq(e->len, 0);
+
+	cr_assert_eq(zk_sync_set(zk, "/d/one", "second", 6, -1, NULL), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "one", "second", -1);
+	cr_assert_eq(last_of(&r, ZK_CACHE_UPDATED, "one")->version, 1);
+	cr_assert_str_eq(zk_cache_get(c, "one")->data, "second");
+
+	cr_assert_eq(zk_sync_create(zk, "/d/three", "3", 1, 0, 0, NULL), ZOK);
+	expect(&r, ZK_CACHE_ADDED, "three", "3", -1);
+
+	cr_assert_eq(zk_sync_delete(zk, "/d/one", -1, 0), ZOK);
+	expect(&r, ZK_CACHE_REMOVED, "one", "second", -1); /* still valid in the call */
+	cr_assert_null(zk_cache_get(c, "one"));
+
+	/* many changes in a row: the watch is re-armed each time and the cache
+	 * ends on the last value */
+	for (i = 0; i < 200; i++) {
+		char v[16];
+
+		snprintf(v, sizeof(v), "v%d", i);
+		cr_assert_eq(zk_sync_set(zk, "/d/two", v, (int)strlen(v), -1, NULL), ZOK);
+		if (i % 50 == 0)
+			testzk_run_for(base, 0.05);
+	}
+	expect(&r, ZK_CACHE_UPDATED, "two", "v199", -1);
+	cr_assert_str_eq(zk_cache_get(c, "two")->data, "v199");
+	cr_assert_eq(zk_cache_get(c, "two")->stat.version, 200);
+	cr_assert_eq(r.added, 3);
+	cr_assert_eq(r.removed, 1);
+	cr_assert_eq(r.synced, 1);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(zk);
+}
+
+Test(zk_cache, lock_contenders_counted)
+{
+	const char *hosts;
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct rec r = {0};
+	struct zk_cache *c;
+	struct zk_lock *l1, *l2;
+
+	cr_assert_eq(zk_sync_create(zk, "/n/0000000001", "{}", 2, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/n/0000000002", "{}", 2, 0, 1, NULL), ZOK);
+	l1 = zk_lock_new(zk, "/n/0000000002/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(l1, 0), ZOK);
+	c = zk_cache_new(zk, "/n", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert_eq(zk_cache_get(c, "0000000001")->locked, 0);
+	cr_assert_eq(zk_cache_get(c, "0000000002")->locked, 1, "known when first announced");
+	cr_assert_eq(last_of(&r, ZK_CACHE_ADDED, "0000000002")->locked, 1);
+	/* "lock" is a lock dir, not a cached child */
+	cr_assert_eq(zk_cache_count(c), 2);
+
+	/* first lock on a node: its lock dir appears */
+	l2 = zk_lock_new(zk, "/n/0000000001/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(l2, 0), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "0000000001", NULL, 1);
+	cr_assert_eq(zk_lock_sync_release(l2), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "0000000001", NULL, 0);
+	cr_assert_eq(zk_cache_get(c, "0000000001")->locked, 0);
+	cr_assert_eq(zk_lock_sync_acquire(l2, 0), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "0000000001", NULL, 1);
+	cr_assert_eq(zk_cache_get(c, "0000000001")->locked, 1);
+	zk_lock_free(l2);
+
+	/* a waiter is a second contender */
+	{
+		struct zk_lock *w = zk_lock_new(zk, "/n/0000000002/lock", NULL, 0);
+
+		zk_lock_acquire(w, -1, NULL, NULL);
+		expect(&r, ZK_CACHE_UPDATED, "0000000002", NULL, 2);
+		zk_lock_free(w);
+		expect(&r, ZK_CACHE_UPDATED, "0000000002", NULL, 1);
+	}
+	/* deleting the node with its lock dir: one REMOVED */
+	cr_assert_eq(zk_lock_sync_release(l1), ZOK);
+	cr_assert_eq(zk_sync_delete(zk, "/n/0000000002", -1, 1), ZOK);
+	expect(&r, ZK_CACHE_REMOVED, "0000000002", NULL, -1);
+	cr_assert_eq(r.removed, 1);
+	cr_assert_eq(zk_cache_count(c), 1);
+	zk_lock_free(l1);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(zk);
+}
+
+/* Thousands of children, added and removed in bulk: every one is announced
+ * exactly once each way. */
+Test(zk_cache, thousands_of_children)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct rec r = {0};
+	struct zk_cache *c, *c2;
+	const struct zk_cache_entry *const *arr;
+	char path[64], name[16];
+	struct rec r2 = {0};
+	int i, n, done = 0;
+
+	c = zk_cache_new(zk, "/many", ZK_CACHE_DATA, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	for (i = 0; i < 2000; i++) {
+		snprintf(path, sizeof(path), "/many/%010d", i);
+		snprintf(name, sizeof(name), "d%d", i);
+		zk_create(zk, path, name, (int)strlen(name), 0, 0, NULL, NULL);
+	}
+	expect_count(c, 2000);
+	cr_assert_eq(r.added, 2000);
+	n = zk_cache_entries(c, &arr);
+	cr_assert_eq(n, 2000);
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%010d", i);
+		cr_assert_str_eq(arr[i]->name, name);
+		snprintf(name, sizeof(name), "d%d", i);
+		cr_assert_str_eq(arr[i]->data, name);
+	}
+	/* a second cache loads them all before its SYNCED */
+	c2 = zk_cache_new(zk, "/many", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r2);
+	cr_assert(testzk_run_flag(base, &r2.synced, 30));
+	cr_assert_eq(zk_cache_count(c2), 2000);
+	cr_assert_eq(r2.added, 2000);
+	cr_assert_eq(r2.ev[r2.n - 1].type, ZK_CACHE_SYNCED);
+	zk_cache_free(c2);
+
+	zk_delete(zk, "/many", -1, 1, NULL, NULL);
+	(void)done;
+	expect_count(c, 0);
+	cr_assert_eq(r.removed, 2000);
+	cr_assert_eq(r.added, 2000);
+	zk_cache_free(c);
+	rec_reset(&r);
+	rec_reset(&r2);
+	zk_free(zk);
+}
+
+static int decoded, freed;
+
+static void *
+decode_int(const char *name, const char *data, int len)
+{
+	char *end;
+	long v;
+	int *p;
+
+	if (len == 0)
+		return NULL;
+	v = strtol(data, &end, 10);
+	if (*end != '\0')
+		return NULL;
+	p = malloc(sizeof(*p));
+	*p = (int)v;
+	decoded++;
+	return p;
+}
+
+static void
+free_int(void *p)
+{
+	freed++;
+	free(p);
+}
+
+Test(zk_cache, codec)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct rec r = {0};
+	struct zk_cache *c;
+
+	cr_assert_eq(zk_sync_create(zk, "/o/good", "42", 2, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/o/bad", "{not a number", 13, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/o", ZK_CACHE_DATA, rec_cb, &r);
+	zk_cache_set_codec(c, decode_int, free_int);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert_eq(*(int *)zk_cache_get(c, "good")->obj, 42);
+	cr_assert_null(zk_cache_get(c, "bad")->obj, "malformed: kept, undecoded");
+	cr_assert_str_eq(zk_cache_get(c, "bad")->data, "{not a number");
+	cr_assert_eq(zk_sync_set(zk, "/o/good", "43", 2, -1, NULL), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "good", "43", -1);
+	cr_assert_eq(*(int *)zk_cache_get(c, "good")->obj, 43);
+	cr_assert_eq(zk_sync_set(zk, "/o/bad", "7", 1, -1, NULL), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "bad", "7", -1);
+	cr_assert_eq(*(int *)zk_cache_get(c, "bad")->obj, 7);
+	cr_assert_eq(zk_sync_delete(zk, "/o/good", -1, 0), ZOK);
+	expect(&r, ZK_CACHE_REMOVED, "good", NULL, -1);
+	zk_cache_free(c);
+	cr_assert_eq(decoded, 3);
+	cr_assert_eq(freed, 3, "every object freed once");
+	rec_reset(&r);
+	zk_free(zk);
+}
+
+struct sess {
+	int expired, connected;
+};
+
+static void
+sess_cb(struct zk *zk, enum zk_event ev, void *arg)
+{
+	struct sess *s = arg;
+
+	if (ev == ZK_EV_EXPIRED)
+		s->expired++;
+	if (ev == ZK_EV_CONNECTED)
+		s->connected++;
+}
+
+static int
+resynced(void *arg)
+{
+	struct rec *r = arg;
+
+	return r->synced >= 2;
+}
+
+/* Changes made while our session is dead are reported as differences
+ * once a new session has read everything again. */
+Test(zk_cache, resync_after_expiry)
+{
+	struct sess s = {0};
+	const char *hosts;
+	struct zk *zk = testzk_connect(base, 0, sess_cb, &s, &hosts), *other;
+	struct event_base *base2 = event_base_new();
+	struct zk_options opt;
+	struct rec r = {0};
+	struct zk_cache *c;
+	struct zk_lock *l;
+	char err[256];
+	int before;
+
+	/* the other session runs on its own loop, so that its sync calls do not
+	 * run ours: our cache must not notice anything until we let it */
+	cr_assert_not_null(base2);
+	testzk_options(&opt, hosts, 0);
+	other = zk_new(base2, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/r/same", "s", 1, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/r/changed", "c0", 2, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/r/deleted", "d", 1, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/r/locked", "l", 1, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/r", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert_eq(r.added, 4);
+
+	cr_assert_eq(testzk_expire(zk), 0);
+	/* our session is closed on the server: nothing below reaches it */
+	cr_assert_eq(zk_sync_set(other, "/r/changed", "c1", 2, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_delete(other, "/r/deleted", -1, 0), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/r/new", "n", 1, 0, 0, NULL), ZOK);
+	l = zk_lock_new(other, "/r/locked/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
+	before = r.n;
+
+	cr_assert(testzk_run_until(base, resynced, &r, 30));
+	cr_assert_eq(s.expired, 1);
+	cr_assert_not(zk_cache_synced(c) == 0);
+	{
+		int i, added = 0, updated = 0, removed = 0;
+
+		for (i = before; i < r.n; i++) {
+			const struct ev *v = &r.ev[i];
+
+			if (v->type == ZK_CACHE_ADDED) {
+				added++;
+				cr_assert_str_eq(v->name, "new");
+				cr_assert_str_eq(v->data, "n");
+			} else if (v->type == ZK_CACHE_UPDATED) {
+				updated++;
+				cr_assert(strcmp(v->name, "changed") == 0 || strcmp(v->name, "locked") == 0,
+				    "%s", v->name);
+			} else if (v->type == ZK_CACHE_REMOVED) {
+				removed++;
+				cr_assert_str_eq(v->name, "deleted");
+			}
+		}
+		cr_assert_eq(added, 1);
+		cr_assert_eq(updated, 2);
+		cr_assert_eq(removed, 1);
+		cr_assert_eq(r.ev[r.n - 1].type, ZK_CACHE_SYNCED, "the differences come first");
+	}
+	cr_assert_str_eq(zk_cache_get(c, "changed")->data, "c1");
+	cr_assert_eq(zk_cache_get(c, "locked")->locked, 1);
+	cr_assert_eq(zk_cache_count(c), 4);
+
+	/* and the watches work again on the new session */
+	cr_assert_eq(zk_sync_set(other, "/r/same", "s2", 2, -1, NULL), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "same", "s2", -1);
+	cr_assert_eq(zk_lock_sync_release(l), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "locked", NULL, 0);
+	zk_lock_free(l);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	event_base_free(base2);
+	zk_free(zk);
+}
+
+Test(zk_cache, free_from_its_own_callback)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct rec r = {0};
+	struct zk_cache *c;
+
+	cr_assert_eq(zk_sync_create(zk, "/ff/a", "1", 1, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/ff/b", "2", 1, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/ff", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	r.free_me_on = c;
+	testzk_run_for(base, 1);
+	cr_assert_eq(r.added, 1, "nothing after the free");
+	cr_assert_eq(r.synced, 0);
+	cr_assert_eq(zk_sync_set(zk, "/ff/a", "3", 1, -1, NULL), ZOK);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(r.n, 1);
+	rec_reset(&r);
+	zk_free(zk);
+}

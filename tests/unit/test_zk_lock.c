@@ -1,0 +1,435 @@
+/* The kazoo Lock recipe (lib/zk_lock.c) against a real ZooKeeper. */
+#include <criterion/criterion.h>
+#include <event2/event.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testzk.h"
+#include "zk.h"
+
+static struct event_base *base;
+
+static void
+setup(void)
+{
+	base = event_base_new();
+	cr_assert_not_null(base);
+}
+
+static void
+teardown(void)
+{
+	event_base_free(base);
+}
+
+TestSuite(zk_lock, .init = setup, .fini = teardown, .timeout = 90);
+
+/* A second session on the same chroot. */
+static struct zk *
+second(const char *hosts)
+{
+	struct zk_options opt;
+	struct zk *zk;
+	char err[256];
+
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	return zk;
+}
+
+static int
+nchildren(struct zk *zk, const char *path)
+{
+	char **names;
+	int n, rc = zk_sync_children(zk, path, &n, &names);
+
+	cr_assert_eq(rc, ZOK, "children of %s: %s", path, zk_strerror(rc));
+	zk_strings_free(n, names);
+	return n;
+}
+
+struct lrec {
+	int calls;
+	int rc;
+	int order;
+};
+
+static int acquired_seq;
+
+static void
+lrec_cb(struct zk_lock *lock, int rc, void *arg)
+{
+	struct lrec *r = arg;
+
+	r->calls++;
+	r->rc = rc;
+	r->order = ++acquired_seq;
+}
+
+Test(zk_lock, contender_as_kazoo_and_busy)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts), *b = second(hosts);
+	struct zk_lock *la = zk_lock_new(a, "/locks/x", "holder-a", 0);
+	struct zk_lock *lb = zk_lock_new(b, "/locks/x", "waiter-b", 0);
+	regex_t re;
+	char **names, *data, path[256];
+	int n, len;
+
+	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZOK);
+	cr_assert(zk_lock_is_held(la));
+	cr_assert_str_eq(zk_lock_path(la), "/locks/x");
+	cr_assert_eq(zk_sync_children(a, "/locks/x", &n, &names), ZOK);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(regcomp(&re, "^[0-9a-f]{32}__lock__[0-9]{10}$", REG_EXTENDED | REG_NOSUB), 0);
+	cr_assert_eq(regexec(&re, names[0], 0, NULL, 0), 0, "contender name %s", names[0]);
+	regfree(&re);
+	cr_assert_eq(names[0][12], '4', "a uuid4: %s", names[0]);
+	snprintf(path, sizeof(path), "/locks/x/%s", names[0]);
+	zk_strings_free(n, names);
+	{
+		struct zk_stat st;
+
+		cr_assert_eq(zk_sync_get(a, path, &data, &len, &st), ZOK);
+		cr_assert_str_eq(data, "holder-a");
+		cr_assert_eq(st.ephemeral_owner, zk_session_id(a));
+		free(data);
+	}
+
+	/* non-blocking from another session: busy, and its contender is gone again */
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZK_LOCK_BUSY);
+	cr_assert_not(zk_lock_is_held(lb));
+	cr_assert_eq(nchildren(a, "/locks/x"), 1);
+	/* the same from a second lock object on the holder's own session */
+	{
+		struct zk_lock *la2 = zk_lock_new(a, "/locks/x", NULL, 0);
+
+		cr_assert_eq(zk_lock_sync_acquire(la2, 0), ZK_LOCK_BUSY);
+		zk_lock_free(la2);
+	}
+	/* acquiring a held lock again is a caller error */
+	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZBADARGUMENTS);
+	cr_assert(zk_lock_is_held(la));
+
+	cr_assert_eq(zk_lock_sync_release(la), ZOK);
+	cr_assert_not(zk_lock_is_held(la));
+	cr_assert_eq(nchildren(a, "/locks/x"), 0, "the dir stays, empty");
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZOK);
+	cr_assert_eq(zk_lock_sync_release(lb), ZOK);
+	cr_assert_eq(zk_lock_sync_release(lb), ZOK, "releasing twice is harmless");
+	zk_lock_free(la);
+	zk_lock_free(lb);
+	zk_free(b);
+	zk_free(a);
+}
+
+Test(zk_lock, blocking_times_out)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts), *b = second(hosts);
+	struct zk_lock *la = zk_lock_new(a, "/l", NULL, 0), *lb = zk_lock_new(b, "/l", NULL, 0);
+
+	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(lb, 1.0), ZK_LOCK_TIMEOUT);
+	cr_assert_not(zk_lock_is_held(lb));
+	cr_assert(zk_lock_is_held(la));
+	cr_assert_eq(nchildren(a, "/l"), 1, "the waiter removed its contender");
+	zk_lock_free(lb);
+	zk_lock_free(la);
+	zk_free(b);
+	zk_free(a);
+}
+
+Test(zk_lock, blocking_acquires_when_the_holder_releases)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts), *b = second(hosts);
+	struct zk_lock *la = zk_lock_new(a, "/deep/l", NULL, 0);
+	struct zk_lock *lb = zk_lock_new(b, "/deep/l", "b", 0);
+	struct lrec rb = {0};
+	char **ids;
+	int n;
+
+	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZOK);
+	zk_lock_acquire(lb, 30, lrec_cb, &rb);
+	testzk_run_for(base, 0.5);
+	cr_assert_eq(rb.calls, 0, "still waiting");
+	cr_assert_eq(nchildren(a, "/deep/l"), 2);
+	cr_assert_eq(zk_lock_sync_release(la), ZOK);
+	cr_assert(testzk_run_flag(base, &rb.calls, 10));
+	cr_assert_eq(rb.rc, ZOK);
+	cr_assert(zk_lock_is_held(lb));
+	cr_assert_eq(zk_lock_sync_contenders(a, "/deep/l", &n, &ids), ZOK);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(ids[0], "b");
+	zk_strings_free(n, ids);
+	zk_lock_free(lb); /* releases */
+	zk_lock_free(la);
+	zk_free(b);
+	cr_assert_eq(nchildren(a, "/deep/l"), 0);
+	zk_free(a);
+}
+
+Test(zk_lock, contenders_acquire_in_sequence_order)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct zk_lock *l[6];
+	struct lrec r[6];
+	char id[16], **ids;
+	int i, n, held;
+
+	memset(r, 0, sizeof(r));
+	acquired_seq = 0;
+	for (i = 0; i < 6; i++) {
+		snprintf(id, sizeof(id), "c%d", i);
+		l[i] = zk_lock_new(zk, "/order", id, 0);
+		cr_assert_not_null(l[i]);
+	}
+	cr_assert_eq(zk_lock_sync_acquire(l[0], 0), ZOK);
+	for (i = 1; i < 6; i++) {
+		zk_lock_acquire(l[i], -1, lrec_cb, &r[i]);
+		testzk_run_for(base, 0.1); /* contenders are made in this order */
+	}
+	cr_assert_eq(zk_lock_sync_contenders(zk, "/order", &n, &ids), ZOK);
+	cr_assert_eq(n, 6);
+	for (i = 0; i < 6; i++) {
+		snprintf(id, sizeof(id), "c%d", i);
+		cr_assert_str_eq(ids[i], id, "holder first, then by sequence");
+	}
+	zk_strings_free(n, ids);
+
+	for (held = 0; held < 5; held++) {
+		cr_assert_eq(zk_lock_sync_release(l[held]), ZOK);
+		cr_assert(testzk_run_flag(base, &r[held + 1].calls, 10), "c%d", held + 1);
+		cr_assert_eq(r[held + 1].rc, ZOK);
+		cr_assert_eq(r[held + 1].order, held + 1);
+		for (i = held + 2; i < 6; i++)
+			cr_assert_eq(r[i].calls, 0, "c%d must wait for c%d", i, held + 1);
+	}
+	for (i = 0; i < 6; i++)
+		zk_lock_free(l[i]);
+	zk_free(zk);
+}
+
+/* The holder is the lowest sequence, not the lowest name. */
+Test(zk_lock, lowest_sequence_not_lowest_name)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct zk_lock *l = zk_lock_new(zk, "/seq", NULL, 0);
+	char *holder;
+
+	cr_assert_eq(zk_sync_create(zk, "/seq/zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz__lock__", "other", 5,
+			 ZOO_EPHEMERAL | ZOO_SEQUENCE, 1, &holder),
+	    ZOK);
+	/* not a contender: no __lock__ suffix */
+	cr_assert_eq(zk_sync_create(zk, "/seq/0000-not-a-contender", NULL, 0, 0, 0, NULL), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZK_LOCK_BUSY);
+	cr_assert_eq(zk_sync_delete(zk, holder, -1, 0), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
+	free(holder);
+	zk_lock_free(l);
+	zk_free(zk);
+}
+
+/* A waiter watches only its immediate predecessor and lists again when it
+ * goes: a predecessor leaving out of turn does not give it the lock. */
+Test(zk_lock, waits_for_the_immediate_predecessor)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct zk_lock *l = zk_lock_new(zk, "/pred", "me", 0);
+	struct lrec r = {0};
+	char *h, *w;
+	int n;
+	char **ids;
+
+	cr_assert_eq(zk_sync_create(zk, "/pred/aaaa__lock__", "h", 1, ZOO_EPHEMERAL | ZOO_SEQUENCE,
+			 1, &h),
+	    ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/pred/bbbb__lock__", "w", 1, ZOO_EPHEMERAL | ZOO_SEQUENCE,
+			 0, &w),
+	    ZOK);
+	zk_lock_acquire(l, 30, lrec_cb, &r);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(r.calls, 0);
+	cr_assert_eq(zk_lock_sync_contenders(zk, "/pred", &n, &ids), ZOK);
+	cr_assert_eq(n, 3);
+	cr_assert_str_eq(ids[0], "h");
+	cr_assert_str_eq(ids[1], "w");
+	cr_assert_str_eq(ids[2], "me");
+	zk_strings_free(n, ids);
+	cr_assert_eq(zk_sync_delete(zk, w, -1, 0), ZOK); /* the one we watch goes */
+	testzk_run_for(base, 0.5);
+	cr_assert_eq(r.calls, 0, "the holder is still there");
+	cr_assert_eq(zk_sync_delete(zk, h, -1, 0), ZOK);
+	cr_assert(testzk_run_flag(base, &r.calls, 10));
+	cr_assert_eq(r.rc, ZOK);
+	free(h);
+	free(w);
+	zk_lock_free(l);
+	zk_free(zk);
+}
+
+Test(zk_lock, release_deletes_only_ours)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct zk_lock *l = zk_lock_new(zk, "/only", NULL, 0);
+	char **names, *other;
+	int n;
+
+	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/only/ffff__lock__", NULL, 0, ZOO_EPHEMERAL | ZOO_SEQUENCE,
+			 0, &other),
+	    ZOK);
+	cr_assert_eq(zk_lock_sync_release(l), ZOK);
+	cr_assert_eq(zk_sync_children(zk, "/only", &n, &names), ZOK);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(names[0], strrchr(other, '/') + 1);
+	zk_strings_free(n, names);
+	free(other);
+	cr_assert_eq(zk_sync_exists(zk, "/only", NULL), ZOK);
+	zk_lock_free(l);
+	zk_free(zk);
+}
+
+Test(zk_lock, no_resurrect)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct zk_lock *gone = zk_lock_new(zk, "/nodes/0000000001/lock", NULL, ZK_LOCK_NO_RESURRECT);
+	struct zk_lock *there = zk_lock_new(zk, "/nodes/0000000002/lock", NULL, ZK_LOCK_NO_RESURRECT);
+	struct zk_lock *plain = zk_lock_new(zk, "/nodes/0000000003/lock", NULL, 0);
+
+	cr_assert_eq(zk_sync_create(zk, "/nodes/0000000002", "{}", 2, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(gone, 0), ZNONODE);
+	cr_assert_eq(zk_lock_sync_acquire(gone, 5), ZNONODE);
+	cr_assert_eq(zk_sync_exists(zk, "/nodes/0000000001", NULL), ZNONODE, "not recreated");
+	cr_assert_not(zk_lock_is_held(gone));
+
+	cr_assert_eq(zk_lock_sync_acquire(there, 0), ZOK);
+	cr_assert_eq(zk_sync_exists(zk, "/nodes/0000000002/lock", NULL), ZOK);
+	/* without the flag, as kazoo: the whole path is made */
+	cr_assert_eq(zk_lock_sync_acquire(plain, 0), ZOK);
+	cr_assert_eq(zk_sync_exists(zk, "/nodes/0000000003", NULL), ZOK);
+	zk_lock_free(gone);
+	zk_lock_free(there);
+	zk_lock_free(plain);
+	zk_free(zk);
+}
+
+struct sess {
+	int expired, connected;
+	struct zk_lock *lock;
+	int held_at_expiry;
+};
+
+static void
+sess_cb(struct zk *zk, enum zk_event ev, void *arg)
+{
+	struct sess *s = arg;
+
+	if (ev == ZK_EV_EXPIRED) {
+		s->expired++;
+		s->held_at_expiry = zk_lock_is_held(s->lock);
+	}
+	if (ev == ZK_EV_CONNECTED)
+		s->connected++;
+}
+
+static int
+back(void *arg)
+{
+	struct sess *s = arg;
+
+	return s->expired && s->connected > 1;
+}
+
+Test(zk_lock, lost_on_expiry)
+{
+	struct sess s = {0};
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, sess_cb, &s, &hosts), *b = second(hosts);
+	struct zk_lock *lb = zk_lock_new(b, "/exp", NULL, 0);
+
+	s.lock = zk_lock_new(a, "/exp", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(s.lock, 0), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZK_LOCK_BUSY);
+	cr_assert_eq(testzk_expire(a), 0);
+	cr_assert(testzk_run_until(base, back, &s, 30));
+	cr_assert_eq(s.held_at_expiry, 0, "not held any more when EXPIRED is reported");
+	cr_assert_not(zk_lock_is_held(s.lock));
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZOK, "the other session gets it");
+	cr_assert_eq(zk_lock_sync_acquire(s.lock, 1), ZK_LOCK_TIMEOUT);
+	cr_assert_eq(zk_lock_sync_release(lb), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(s.lock, 0), ZOK, "usable on the new session");
+	zk_lock_free(s.lock);
+	zk_lock_free(lb);
+	zk_free(b);
+	zk_free(a);
+}
+
+/* A waiter whose session expires starts over on the new session. */
+Test(zk_lock, waiting_survives_expiry)
+{
+	struct sess s = {0};
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, sess_cb, &s, &hosts), *b = second(hosts);
+	struct zk_lock *lb = zk_lock_new(b, "/w", NULL, 0);
+	struct lrec r = {0};
+
+	s.lock = zk_lock_new(a, "/w", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZOK);
+	zk_lock_acquire(s.lock, 60, lrec_cb, &r);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(testzk_expire(a), 0);
+	cr_assert(testzk_run_until(base, back, &s, 30));
+	testzk_run_for(base, 0.5);
+	cr_assert_eq(r.calls, 0);
+	cr_assert_eq(nchildren(b, "/w"), 2, "a fresh contender on the new session");
+	cr_assert_eq(zk_lock_sync_release(lb), ZOK);
+	cr_assert(testzk_run_flag(base, &r.calls, 10));
+	cr_assert_eq(r.rc, ZOK);
+	zk_lock_free(s.lock);
+	zk_lock_free(lb);
+	zk_free(b);
+	zk_free(a);
+}
+
+Test(zk_lock, release_or_free_while_waiting)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct zk_lock *h = zk_lock_new(zk, "/rw", NULL, 0);
+	struct zk_lock *w1 = zk_lock_new(zk, "/rw", NULL, 0), *w2 = zk_lock_new(zk, "/rw", NULL, 0);
+	struct lrec r1 = {0}, r2 = {0};
+
+	cr_assert_eq(zk_lock_sync_acquire(h, 0), ZOK);
+	zk_lock_acquire(w1, -1, lrec_cb, &r1);
+	zk_lock_acquire(w2, -1, lrec_cb, &r2);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(nchildren(zk, "/rw"), 3);
+	cr_assert_eq(zk_lock_sync_release(w1), ZOK); /* cancels its acquisition */
+	zk_lock_free(w2);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(nchildren(zk, "/rw"), 1);
+	cr_assert_eq(r1.calls, 0);
+	cr_assert_eq(r2.calls, 0);
+	cr_assert(zk_lock_is_held(h));
+	zk_lock_free(w1);
+	zk_lock_free(h);
+	zk_free(zk);
+}
+
+Test(zk_lock, contenders_of_a_missing_dir)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	char **ids;
+	int n;
+
+	cr_assert_eq(zk_lock_sync_contenders(zk, "/none", &n, &ids), ZOK);
+	cr_assert_eq(n, 0);
+	cr_assert_null(ids);
+	cr_assert_eq(zk_sync_exists(zk, "/none", NULL), ZNONODE);
+	zk_free(zk);
+}
