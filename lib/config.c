@@ -466,11 +466,13 @@ check_metastatic_backing(struct checker *c, const struct np_cfg_node *prov)
 					size_t o1 = cfg_path_key(&c->path, "pools");
 					size_t o2 = cfg_path_idx(&c->path, i);
 					size_t o3 = cfg_path_key(&c->path, "labels");
+					size_t o4 = cfg_path_idx(&c->path, j);
 
 					label_ref_error(c, l, "backing-label",
 					    "Multiple label definitions for the same backing label "
 					    "must be identical (%s, see line %d)",
 					    bl, seen[k]->line);
+					cfg_path_pop(&c->path, o4);
 					cfg_path_pop(&c->path, o3);
 					cfg_path_pop(&c->path, o2);
 					cfg_path_pop(&c->path, o1);
