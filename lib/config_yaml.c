@@ -1014,7 +1014,8 @@ finish_map(struct builder *b, struct frame *f, yaml_mark_t mark)
 	keep = malloc((nall ? nall : 1) * sizeof(*keep));
 	if (sorted == NULL || keep == NULL)
 		cfg_oom();
-	memcpy(sorted, all, nall * sizeof(*sorted));
+	if (nall > 0)
+		memcpy(sorted, all, nall * sizeof(*sorted));
 	qsort(sorted, nall, sizeof(*sorted), kv_cmp);
 	for (i = 0; i < nall; i++)
 		keep[i] = SIZE_MAX;
