@@ -17,6 +17,7 @@
 
 #define DEFAULT_ZK_PORT 2281
 #define DEFAULT_IMAGE_NAME_FORMAT "{image_name}-{timestamp}"
+#define NP_CONFIG_MAX_PARENTS 32 /* levels of diskimage parents */
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -164,27 +165,98 @@ provider_driver(const struct np_cfg_node *prov)
  * at once), so every access is defensive.
  */
 
+/*
+ * A list of {name: ...} entries indexed by name: sorted by (name, position),
+ * so lookups are O(log n) and a name's first definition comes first. Lists
+ * can be long (a 16 MiB file), so nothing here is quadratic.
+ */
+struct name_ent {
+	const char *name;
+	size_t pos;
+	const struct np_cfg_node *item;
+};
+
+struct name_index {
+	struct name_ent *v;
+	size_t n;
+};
+
+static int
+name_ent_cmp(const void *pa, const void *pb)
+{
+	const struct name_ent *a = pa, *b = pb;
+	int c = strcmp(a->name, b->name);
+
+	if (c != 0)
+		return c;
+	return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+static void
+nix_build(struct name_index *ix, const struct np_cfg_node *seq)
+{
+	size_t i;
+
+	ix->v = NULL;
+	ix->n = 0;
+	if (seq == NULL || seq->kind != NP_CFG_SEQ || seq->n == 0)
+		return;
+	if ((ix->v = malloc(seq->n * sizeof(*ix->v))) == NULL)
+		cfg_oom();
+	for (i = 0; i < seq->n; i++) {
+		const char *name = np_cfg_str(seq->items[i], "name", NULL);
+
+		if (name == NULL)
+			continue;
+		ix->v[ix->n].name = name;
+		ix->v[ix->n].pos = i;
+		ix->v[ix->n].item = seq->items[i];
+		ix->n++;
+	}
+	qsort(ix->v, ix->n, sizeof(*ix->v), name_ent_cmp);
+}
+
+static void
+nix_free(struct name_index *ix)
+{
+	free(ix->v);
+	ix->v = NULL;
+	ix->n = 0;
+}
+
+/* The first entry named name, or NULL. */
+static const struct name_ent *
+nix_find_ent(const struct name_index *ix, const char *name)
+{
+	size_t lo = 0, hi = ix->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(ix->v[mid].name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < ix->n && strcmp(ix->v[lo].name, name) == 0 ? &ix->v[lo] : NULL;
+}
+
+static const struct np_cfg_node *
+nix_find(const struct name_index *ix, const char *name)
+{
+	const struct name_ent *e = nix_find_ent(ix, name);
+
+	return e ? e->item : NULL;
+}
+
 struct checker {
 	const struct np_cfg_node *root;
 	struct np_config_errors *errs;
 	struct cfg_path path;
+	struct name_index labels;     /* top-level labels */
+	struct name_index diskimages; /* top-level diskimages */
+	struct name_index prov_cloud_images, prov_diskimages; /* the provider being checked */
 };
-
-static const struct np_cfg_node *
-find_named(const struct np_cfg_node *seq, const char *name)
-{
-	size_t i;
-
-	if (seq == NULL || seq->kind != NP_CFG_SEQ)
-		return NULL;
-	for (i = 0; i < seq->n; i++) {
-		const char *n = np_cfg_str(seq->items[i], "name", NULL);
-
-		if (n != NULL && strcmp(n, name) == 0)
-			return seq->items[i];
-	}
-	return NULL;
-}
 
 /* Error at list[i].name (the name's own position). */
 static void
@@ -213,34 +285,33 @@ err_at_name(struct checker *c, const struct np_cfg_node *item, size_t i, const c
 static void
 check_unique_names(struct checker *c, const struct np_cfg_node *seq, const char *what)
 {
+	struct name_index ix;
+	const struct np_cfg_node **first;
 	size_t i, j;
 
-	if (seq == NULL || seq->kind != NP_CFG_SEQ)
+	nix_build(&ix, seq);
+	if (ix.n < 2) {
+		nix_free(&ix);
 		return;
-	for (i = 0; i < seq->n; i++) {
-		const char *ni = np_cfg_str(seq->items[i], "name", NULL);
-
-		if (ni == NULL)
-			continue;
-		for (j = 0; j < i; j++) {
-			const char *nj = np_cfg_str(seq->items[j], "name", NULL);
-
-			if (nj != NULL && strcmp(ni, nj) == 0) {
-				const struct np_cfg_node *first = np_cfg_get(seq->items[j], "name");
-
-				err_at_name(c, seq->items[i], i, "%s %s already defined (line %d)", what,
-				    ni, first->line);
-				break;
-			}
-		}
 	}
+	if ((first = calloc(seq->n, sizeof(*first))) == NULL)
+		cfg_oom();
+	for (i = 0; i < ix.n; i = j)
+		for (j = i + 1; j < ix.n && strcmp(ix.v[i].name, ix.v[j].name) == 0; j++)
+			first[ix.v[j].pos] = ix.v[i].item;
+	for (i = 0; i < seq->n; i++)
+		if (first[i] != NULL)
+			err_at_name(c, seq->items[i], i, "%s %s already defined (line %d)", what,
+			    np_cfg_str(seq->items[i], "name", "?"), np_cfg_get(first[i], "name")->line);
+	free(first);
+	nix_free(&ix);
 }
 
 /* A top-level diskimage a provider may use: defined and not abstract. */
 static const struct np_cfg_node *
 top_diskimage(struct checker *c, const char *name, int *abstract)
 {
-	const struct np_cfg_node *d = find_named(get_seq(c->root, "diskimages"), name);
+	const struct np_cfg_node *d = nix_find(&c->diskimages, name);
 
 	*abstract = d ? np_cfg_bool(d, "abstract", 0) : 0;
 	return d;
@@ -249,7 +320,28 @@ top_diskimage(struct checker *c, const char *name, int *abstract)
 static int
 top_label_exists(struct checker *c, const char *name)
 {
-	return find_named(get_seq(c->root, "labels"), name) != NULL;
+	return nix_find(&c->labels, name) != NULL;
+}
+
+static void
+diskimage_err(struct checker *c, const struct np_cfg_node *d, size_t i, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void
+diskimage_err(struct checker *c, const struct np_cfg_node *d, size_t i, const char *fmt, ...)
+{
+	size_t o1 = cfg_path_idx(&c->path, i), o2 = cfg_path_key(&c->path, "parent");
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		cfg_oom();
+	va_end(ap);
+	cfg_err(c->errs, np_cfg_get(d, "parent"), &c->path, "%s", msg);
+	free(msg);
+	cfg_path_pop(&c->path, o2);
+	cfg_path_pop(&c->path, o1);
 }
 
 static void
@@ -264,35 +356,33 @@ check_diskimages(struct checker *c)
 	check_unique_names(c, seq, "diskimage");
 	for (i = 0; i < seq->n; i++) {
 		const struct np_cfg_node *d = seq->items[i], *cur;
+		const struct np_cfg_node *seen[NP_CONFIG_MAX_PARENTS + 1];
 		const char *parent = np_cfg_str(d, "parent", NULL);
-		size_t steps = 0;
+		const char *name = np_cfg_str(d, "name", "?");
+		size_t steps = 0, k;
+		int loop = 0;
 
 		if (parent == NULL)
 			continue;
-		if (find_named(seq, parent) == NULL) {
-			size_t o1 = cfg_path_idx(&c->path, i), o2 = cfg_path_key(&c->path, "parent");
-
-			cfg_err(c->errs, np_cfg_get(d, "parent"), &c->path,
-			    "diskimage %s has non-existent parent: %s", np_cfg_str(d, "name", "?"),
-			    parent);
-			cfg_path_pop(&c->path, o2);
-			cfg_path_pop(&c->path, o1);
+		if (nix_find(&c->diskimages, parent) == NULL) {
+			diskimage_err(c, d, i, "diskimage %s has non-existent parent: %s", name, parent);
 			continue;
 		}
-		/* follow the chain: a loop never reaches a root */
-		for (cur = d; cur != NULL && steps <= seq->n; steps++) {
+		/* follow the chain: a loop comes back to an image already seen */
+		for (cur = d; cur != NULL && !loop && steps <= NP_CONFIG_MAX_PARENTS; steps++) {
 			const char *p = np_cfg_str(cur, "parent", NULL);
 
-			cur = p ? find_named(seq, p) : NULL;
+			for (k = 0; k < steps; k++)
+				if (seen[k] == cur)
+					loop = 1;
+			seen[steps] = cur;
+			cur = p ? nix_find(&c->diskimages, p) : NULL;
 		}
-		if (cur != NULL) {
-			size_t o1 = cfg_path_idx(&c->path, i), o2 = cfg_path_key(&c->path, "parent");
-
-			cfg_err(c->errs, np_cfg_get(d, "parent"), &c->path,
-			    "diskimage %s has a parent loop", np_cfg_str(d, "name", "?"));
-			cfg_path_pop(&c->path, o2);
-			cfg_path_pop(&c->path, o1);
-		}
+		if (loop)
+			diskimage_err(c, d, i, "diskimage %s has a parent loop", name);
+		else if (cur != NULL)
+			diskimage_err(c, d, i, "diskimage %s has more than %d levels of parents", name,
+			    NP_CONFIG_MAX_PARENTS);
 	}
 	cfg_path_pop(&c->path, old);
 }
@@ -387,7 +477,7 @@ check_label(struct checker *c, const char *drv, const struct np_cfg_node *prov,
 	const char *ci = np_cfg_str(label, "cloud-image", NULL);
 	int abstract;
 
-	if (ci != NULL && find_named(get_seq(prov, "cloud-images"), ci) == NULL)
+	if (ci != NULL && nix_find(&c->prov_cloud_images, ci) == NULL)
 		label_ref_error(c, label, "cloud-image",
 		    "cloud-image %s does not exist in provider %s but is referenced in label %s", ci,
 		    pname, lname);
@@ -402,7 +492,7 @@ check_label(struct checker *c, const char *drv, const struct np_cfg_node *prov,
 				label_ref_error(c, label, "diskimage",
 				    "label %s in provider %s uses diskimage %s which is abstract", lname,
 				    pname, di);
-		} else if (find_named(get_seq(prov, "diskimages"), di) == NULL) {
+		} else if (nix_find(&c->prov_diskimages, di) == NULL) {
 			label_ref_error(c, label, "diskimage",
 			    "diskimage %s does not exist in provider %s but is referenced in label %s",
 			    di, pname, lname);
@@ -440,52 +530,90 @@ backing_equal(const struct np_cfg_node *a, const struct np_cfg_node *b)
 	return 1;
 }
 
+/* An entry of a provider-wide list: a pool's label or node, where it sits. */
+struct pool_item {
+	const struct np_cfg_node *item;
+	const char *key; /* what it is sorted by */
+	size_t pool, idx, order;
+};
+
+static int
+pool_item_cmp(const void *pa, const void *pb)
+{
+	const struct pool_item *a = pa, *b = pb;
+	int c = strcmp(a->key, b->key);
+
+	if (c != 0)
+		return c;
+	return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* Every pools[].<list>[] entry that has a string `key`, sorted by it. */
+static struct pool_item *
+pool_items(const struct np_cfg_node *prov, const char *list, const char *key, size_t *n)
+{
+	const struct np_cfg_node *pools = get_seq(prov, "pools");
+	struct pool_item *v = NULL;
+	size_t i, j, cap = 0;
+
+	*n = 0;
+	for (i = 0; pools && i < pools->n; i++) {
+		const struct np_cfg_node *seq = get_seq(pools->items[i], list);
+
+		for (j = 0; seq && j < seq->n; j++) {
+			const char *k = np_cfg_str(seq->items[j], key, NULL);
+
+			if (k == NULL)
+				continue;
+			if (*n == cap) {
+				cap = cap ? cap * 2 : 16;
+				if ((v = realloc(v, cap * sizeof(*v))) == NULL)
+					cfg_oom();
+			}
+			v[*n].item = seq->items[j];
+			v[*n].key = k;
+			v[*n].pool = i;
+			v[*n].idx = j;
+			v[*n].order = *n;
+			(*n)++;
+		}
+	}
+	if (*n > 1)
+		qsort(v, *n, sizeof(*v), pool_item_cmp);
+	return v;
+}
+
+/* Push providers[i] -> .pools[pool].<list>[idx] onto the path. */
+static size_t
+path_pool_item(struct checker *c, const struct pool_item *it, const char *list)
+{
+	size_t old = cfg_path_key(&c->path, "pools");
+
+	cfg_path_idx(&c->path, it->pool);
+	cfg_path_key(&c->path, list);
+	cfg_path_idx(&c->path, it->idx);
+	return old;
+}
+
+/* Metastatic: labels sharing a backing-label must share its settings. */
 static void
 check_metastatic_backing(struct checker *c, const struct np_cfg_node *prov)
 {
-	const struct np_cfg_node *pools = get_seq(prov, "pools");
-	const struct np_cfg_node **seen = NULL;
-	size_t nseen = 0, i, j, k;
+	size_t n, i, j;
+	struct pool_item *v = pool_items(prov, "labels", "backing-label", &n);
 
-	if (pools == NULL)
-		return;
-	for (i = 0; i < pools->n; i++) {
-		const struct np_cfg_node *labels = get_seq(pools->items[i], "labels");
+	for (i = 0; i < n; i = j)
+		for (j = i + 1; j < n && strcmp(v[i].key, v[j].key) == 0; j++)
+			if (!backing_equal(v[i].item, v[j].item)) {
+				size_t old = path_pool_item(c, &v[j], "labels");
 
-		for (j = 0; labels && j < labels->n; j++) {
-			const struct np_cfg_node *l = labels->items[j];
-			const char *bl = np_cfg_str(l, "backing-label", NULL);
-
-			if (bl == NULL)
-				continue;
-			for (k = 0; k < nseen; k++)
-				if (strcmp(np_cfg_str(seen[k], "backing-label", ""), bl) == 0)
-					break;
-			if (k < nseen) {
-				if (!backing_equal(seen[k], l)) {
-					size_t o1 = cfg_path_key(&c->path, "pools");
-					size_t o2 = cfg_path_idx(&c->path, i);
-					size_t o3 = cfg_path_key(&c->path, "labels");
-					size_t o4 = cfg_path_idx(&c->path, j);
-
-					label_ref_error(c, l, "backing-label",
-					    "Multiple label definitions for the same backing label "
-					    "must be identical (%s, see line %d)",
-					    bl, seen[k]->line);
-					cfg_path_pop(&c->path, o4);
-					cfg_path_pop(&c->path, o3);
-					cfg_path_pop(&c->path, o2);
-					cfg_path_pop(&c->path, o1);
-				}
-				continue;
+				label_ref_error(c, v[j].item, "backing-label",
+				    "Multiple label definitions for the same backing label must be "
+				    "identical (%s, see line %d)",
+				    v[j].key, v[i].item->line);
+				cfg_path_pop(&c->path, old);
 			}
-			seen = realloc(seen, (nseen + 1) * sizeof(*seen));
-			if (seen == NULL)
-				cfg_oom();
-			seen[nseen++] = l;
-		}
-	}
-	free(seen);
+	free(v);
 }
 
 /* Static node labels: a string splits on whitespace. */
@@ -527,23 +655,20 @@ static_port(const struct np_cfg_node *node)
 	return (int)np_cfg_int(node, "connection-port", np_cfg_int(node, "ssh-port", 22));
 }
 
-/* path at providers[i].pools[j]: static nodes' labels and identities. */
+/* path at providers[i].pools[j]: static nodes' labels exist. */
 static void
 check_static_pool(struct checker *c, const struct np_cfg_node *prov,
-    const struct np_cfg_node *pool, const struct np_cfg_node *pools, size_t pool_idx)
+    const struct np_cfg_node *pool)
 {
 	const struct np_cfg_node *nodes = get_seq(pool, "nodes");
-	size_t i, j, k, old;
+	size_t i, k, old;
 
 	if (nodes == NULL)
 		return;
 	old = cfg_path_key(&c->path, "nodes");
 	for (i = 0; i < nodes->n; i++) {
 		const struct np_cfg_node *node = nodes->items[i];
-		const char *name = np_cfg_str(node, "name", NULL);
-		const char *user = np_cfg_str(node, "username", "zuul");
 		struct np_cfg_strv labels = {NULL, 0};
-		int dup = 0;
 
 		static_node_labels(node, &labels);
 		for (k = 0; k < labels.n; k++)
@@ -557,31 +682,57 @@ check_static_pool(struct checker *c, const struct np_cfg_node *prov,
 				cfg_path_pop(&c->path, o1);
 			}
 		strv_free(&labels);
-		if (name == NULL)
-			continue;
-		/* identity (name, username, port) unique within the provider */
-		for (j = 0; j <= pool_idx && !dup; j++) {
-			const struct np_cfg_node *other = get_seq(pools->items[j], "nodes");
-
-			for (k = 0; other && k < other->n; k++) {
-				const struct np_cfg_node *o = other->items[k];
-
-				if (j == pool_idx && k >= i)
-					break;
-				if (strcmp(np_cfg_str(o, "name", ""), name) == 0 &&
-				    strcmp(np_cfg_str(o, "username", "zuul"), user) == 0 &&
-				    static_port(o) == static_port(node)) {
-					err_at_name(c, node, i,
-					    "static node %s (username %s, port %d) is already defined "
-					    "(line %d)",
-					    name, user, static_port(node), o->line);
-					dup = 1;
-					break;
-				}
-			}
-		}
 	}
 	cfg_path_pop(&c->path, old);
+}
+
+/* Order of static nodes by identity, then position. */
+static int
+static_identity_cmp(const void *pa, const void *pb)
+{
+	const struct pool_item *a = pa, *b = pb;
+	int c = strcmp(a->key, b->key);
+
+	if (c == 0)
+		c = strcmp(np_cfg_str(a->item, "username", "zuul"),
+		    np_cfg_str(b->item, "username", "zuul"));
+	if (c == 0)
+		c = static_port(a->item) - static_port(b->item);
+	if (c == 0)
+		c = a->order < b->order ? -1 : a->order > b->order;
+	return c;
+}
+
+/* path at providers[i]: a static node's identity (name, username, port), as
+ * the static driver's nodeTuple, is unique within the provider. */
+static void
+check_static_identities(struct checker *c, const struct np_cfg_node *prov)
+{
+	size_t n, i, first = 0;
+	struct pool_item *v = pool_items(prov, "nodes", "name", &n);
+
+	if (n > 1)
+		qsort(v, n, sizeof(*v), static_identity_cmp);
+	for (i = 1; i < n; i++) {
+		struct pool_item a = v[first], b = v[i];
+
+		a.order = b.order = 0;
+		if (static_identity_cmp(&a, &b) != 0) {
+			first = i;
+			continue;
+		}
+		{
+			size_t old = path_pool_item(c, &v[i], "nodes");
+
+			cfg_path_key(&c->path, "name");
+			cfg_err(c->errs, np_cfg_get(v[i].item, "name"), &c->path,
+			    "static node %s (username %s, port %d) is already defined (line %d)",
+			    v[i].key, np_cfg_str(v[i].item, "username", "zuul"), static_port(v[i].item),
+			    v[first].item->line);
+			cfg_path_pop(&c->path, old);
+		}
+	}
+	free(v);
 }
 
 /* path at providers[i]. */
@@ -595,6 +746,8 @@ check_provider(struct checker *c, const struct np_cfg_node *prov)
 
 	if (sc_driver(drv) == NULL)
 		return; /* reported by the schema */
+	nix_build(&c->prov_cloud_images, get_seq(prov, "cloud-images"));
+	nix_build(&c->prov_diskimages, get_seq(prov, "diskimages"));
 	if (drv_is(drv, "openstack") || drv_is(drv, "aws") || drv_is(drv, "azure") ||
 	    drv_is(drv, "ibmvpc") || drv_is(drv, "fake"))
 		check_provider_diskimages(c, prov, pname);
@@ -605,8 +758,10 @@ check_provider(struct checker *c, const struct np_cfg_node *prov)
 	}
 	if (drv_is(drv, "metastatic"))
 		check_metastatic_backing(c, prov);
+	if (drv_is(drv, "static"))
+		check_static_identities(c, prov);
 	if (pools == NULL)
-		return;
+		goto out;
 	old = cfg_path_key(&c->path, "pools");
 	check_unique_names(c, pools, "pool");
 	for (i = 0; i < pools->n; i++) {
@@ -623,7 +778,7 @@ check_provider(struct checker *c, const struct np_cfg_node *prov)
 				    "Subnet is required in provider or pool config");
 		}
 		if (drv_is(drv, "static"))
-			check_static_pool(c, prov, pool, pools, i);
+			check_static_pool(c, prov, pool);
 		if (labels != NULL) {
 			o2 = cfg_path_key(&c->path, "labels");
 			check_unique_names(c, labels, "label");
@@ -647,6 +802,9 @@ check_provider(struct checker *c, const struct np_cfg_node *prov)
 		cfg_path_pop(&c->path, o1);
 	}
 	cfg_path_pop(&c->path, old);
+out:
+	nix_free(&c->prov_cloud_images);
+	nix_free(&c->prov_diskimages);
 }
 
 static void
@@ -661,6 +819,8 @@ check_references(const struct np_cfg_node *root, struct np_config_errors *errs)
 	c.errs = errs;
 	if (root->kind != NP_CFG_MAP)
 		return;
+	nix_build(&c.labels, get_seq(root, "labels"));
+	nix_build(&c.diskimages, get_seq(root, "diskimages"));
 	if (get_seq(root, "labels") != NULL) {
 		old = cfg_path_key(&c.path, "labels");
 		check_unique_names(&c, get_seq(root, "labels"), "label");
@@ -669,7 +829,7 @@ check_references(const struct np_cfg_node *root, struct np_config_errors *errs)
 	check_diskimages(&c);
 	check_zk_servers(&c, root);
 	if ((provs = get_seq(root, "providers")) == NULL)
-		return;
+		goto out;
 	old = cfg_path_key(&c.path, "providers");
 	check_unique_names(&c, provs, "provider");
 	for (i = 0; i < provs->n; i++) {
@@ -680,6 +840,9 @@ check_references(const struct np_cfg_node *root, struct np_config_errors *errs)
 		cfg_path_pop(&c.path, o1);
 	}
 	cfg_path_pop(&c.path, old);
+out:
+	nix_free(&c.labels);
+	nix_free(&c.diskimages);
 }
 
 /* ---- the typed configuration ------------------------------------------------- */
@@ -796,10 +959,10 @@ diskimage_apply(struct np_diskimage *d, const struct np_cfg_node *src)
 }
 
 static void
-diskimage_build(struct np_diskimage *d, const struct np_cfg_node *seq,
+diskimage_build(struct np_diskimage *d, const struct name_index *ix,
     const struct np_cfg_node *img)
 {
-	const struct np_cfg_node *chain[64];
+	const struct np_cfg_node *chain[NP_CONFIG_MAX_PARENTS + 1];
 	size_t n = 0, i;
 	const struct np_cfg_node *cur = img;
 
@@ -820,7 +983,7 @@ diskimage_build(struct np_diskimage *d, const struct np_cfg_node *seq,
 		const char *p = np_cfg_str(cur, "parent", NULL);
 
 		chain[n++] = cur;
-		cur = p ? find_named(seq, p) : NULL;
+		cur = p ? nix_find(ix, p) : NULL;
 	}
 	for (i = n; i-- > 0;)
 		diskimage_apply(d, chain[i]);
@@ -1068,9 +1231,9 @@ pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_
 
 			static_node_build(sn, nodes->items[i]);
 			for (k = 0; k < sn->labels.n; k++)
-				if (!np_cfg_strv_contains(&pool->label_names, sn->labels.v[k]))
-					strv_push(&pool->label_names, sn->labels.v[k]);
+				strv_push(&pool->label_names, sn->labels.v[k]);
 		}
+		strv_sort_unique(&pool->label_names); /* a set, as StaticPool.labels */
 	}
 }
 
@@ -1092,8 +1255,56 @@ pool_free(struct np_pool *pool)
 	free(pool->nodes);
 }
 
+/* The typed diskimages by name (sorted), for building providers. */
+struct typed_index {
+	struct np_diskimage **v;
+	size_t n;
+};
+
+static int
+typed_cmp(const void *pa, const void *pb)
+{
+	const struct np_diskimage *a = *(struct np_diskimage *const *)pa;
+	const struct np_diskimage *b = *(struct np_diskimage *const *)pb;
+
+	return strcmp(a->name, b->name);
+}
+
 static void
-provider_build(struct np_config *cfg, struct np_provider *p, const struct np_cfg_node *raw)
+typed_index_build(struct typed_index *ix, struct np_config *cfg)
+{
+	size_t i;
+
+	ix->n = cfg->ndiskimages;
+	if ((ix->v = malloc((ix->n ? ix->n : 1) * sizeof(*ix->v))) == NULL)
+		cfg_oom();
+	for (i = 0; i < ix->n; i++)
+		ix->v[i] = &cfg->diskimages[i];
+	qsort(ix->v, ix->n, sizeof(*ix->v), typed_cmp);
+}
+
+static const struct np_diskimage *
+typed_index_find(const struct typed_index *ix, const char *name)
+{
+	size_t lo = 0, hi = ix->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(ix->v[mid]->name, name);
+
+		if (c == 0)
+			return ix->v[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static void
+provider_build(const struct typed_index *dix, struct np_provider *p,
+    const struct np_cfg_node *raw)
 {
 	const char *drv = provider_driver(raw);
 	const struct np_cfg_node *seq, *n, *quota;
@@ -1165,7 +1376,7 @@ provider_build(struct np_config *cfg, struct np_provider *p, const struct np_cfg
 			const char *name = np_cfg_str(seq->items[i], "name", "");
 
 			provider_image_build(&p->diskimages[p->ndiskimages++], seq->items[i], drv, 0,
-			    np_config_diskimage(cfg, name));
+			    typed_index_find(dix, name));
 		}
 	}
 	if ((seq = get_seq(raw, "cloud-images")) != NULL && seq->n > 0) {
@@ -1282,17 +1493,25 @@ config_build(struct np_config *cfg, const struct np_cfg_node *root)
 		cfg->diskimages = calloc(seq->n, sizeof(*cfg->diskimages));
 		if (cfg->diskimages == NULL)
 			cfg_oom();
+		struct name_index ix;
+
+		nix_build(&ix, seq);
 		for (i = 0; i < seq->n; i++)
 			if (!np_cfg_bool(seq->items[i], "abstract", 0))
-				diskimage_build(&cfg->diskimages[cfg->ndiskimages++], seq,
+				diskimage_build(&cfg->diskimages[cfg->ndiskimages++], &ix,
 				    seq->items[i]);
+		nix_free(&ix);
 	}
 	if ((seq = get_seq(root, "providers")) != NULL && seq->n > 0) {
+		struct typed_index dix;
+
+		typed_index_build(&dix, cfg);
 		cfg->providers = calloc(seq->n, sizeof(*cfg->providers));
 		if (cfg->providers == NULL)
 			cfg_oom();
 		for (i = 0; i < seq->n; i++)
-			provider_build(cfg, &cfg->providers[cfg->nproviders++], seq->items[i]);
+			provider_build(&dix, &cfg->providers[cfg->nproviders++], seq->items[i]);
+		free(dix.v);
 	}
 	cfg->max_hold_age = np_cfg_int(root, "max-hold-age", 0);
 	if (cfg->max_hold_age < 0)
@@ -1401,8 +1620,15 @@ diskimage_json(const struct np_diskimage *d)
 static void
 name_add(struct np_cfg_strv *sv, const char *s)
 {
-	if (s != NULL && !np_cfg_strv_contains(sv, s))
+	if (s != NULL)
 		strv_push(sv, s);
+}
+
+/* Is s in sv (sorted by strv_sort_unique)? */
+static int
+strv_sorted_has(const struct np_cfg_strv *sv, const char *s)
+{
+	return sv->n > 0 && bsearch(&s, sv->v, sv->n, sizeof(*sv->v), strp_cmp) != NULL;
 }
 
 json_t *
@@ -1458,14 +1684,16 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
 	}
 	for (i = 0; i < p->ndiskimages; i++)
 		name_add(&images, p->diskimages[i].name);
+	strv_sort_unique(&labels);
+	strv_sort_unique(&images);
 	a = json_array();
 	for (i = 0; i < cfg->nlabels; i++)
-		if (np_cfg_strv_contains(&labels, cfg->labels[i].name))
+		if (strv_sorted_has(&labels, cfg->labels[i].name))
 			json_array_append_new(a, np_cfg_to_json(cfg->labels[i].raw));
 	json_object_set_new(j, "labels", a);
 	a = json_array();
 	for (i = 0; i < cfg->ndiskimages; i++)
-		if (np_cfg_strv_contains(&images, cfg->diskimages[i].name))
+		if (strv_sorted_has(&images, cfg->diskimages[i].name))
 			json_array_append_new(a, diskimage_json(&cfg->diskimages[i]));
 	json_object_set_new(j, "diskimages", a);
 	a = json_array();

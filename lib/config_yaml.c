@@ -23,6 +23,7 @@
 #define CFG_MAX_INPUT (16u << 20)
 #define CFG_MAX_EXPANDED 1000000u
 #define CFG_MAX_DEPTH 256
+#define CFG_MAX_HEIGHT 512
 
 /* ---- small helpers shared by the config modules ------------------------- */
 
@@ -63,6 +64,7 @@ struct np_cfg_doc {
 struct node_ext {
 	struct np_cfg_node pub;
 	size_t expanded; /* node count with aliases expanded (saturated) */
+	int height;      /* levels below, aliases expanded (1 for a scalar) */
 	int open;        /* a container whose end event has not come yet */
 };
 
@@ -754,6 +756,7 @@ new_node(struct builder *b, enum np_cfg_kind kind, yaml_mark_t mark)
 	x->pub.line = line + 1;
 	x->pub.col = col + 1;
 	x->expanded = 1;
+	x->height = 1;
 	return x;
 }
 
@@ -777,6 +780,8 @@ frame_push_item(struct builder *b, struct np_cfg_node *n)
 	}
 	f->v[f->n++] = n;
 	f->node->expanded = sat_add(f->node->expanded, ((struct node_ext *)n)->expanded);
+	if (((struct node_ext *)n)->height + 1 > f->node->height)
+		f->node->height = ((struct node_ext *)n)->height + 1;
 }
 
 /* Attach a finished node to its parent, or make it the root. */
@@ -1071,6 +1076,10 @@ end_container(struct builder *b, const yaml_event_t *ev)
 		b_error(b, ev->start_mark,
 		    "document too large: more than %u nodes once aliases are expanded",
 		    CFG_MAX_EXPANDED);
+	/* every later pass recurses on the expanded tree: bound its height */
+	if (x->height > CFG_MAX_HEIGHT)
+		b_error(b, ev->start_mark, "nesting deeper than %d levels once aliases are expanded",
+		    CFG_MAX_HEIGHT);
 	attach(b, x);
 }
 

@@ -592,6 +592,37 @@ Test(config, alias_errors)
 	t = load_fail("a: 1\n<<: 5\n", NULL);
 	assert_has(t, "expected a mapping or list of mappings for merging");
 	free(t);
+	/* aliases can stack nesting: the expanded height is bounded too */
+	{
+		char *y = NULL, *p;
+		size_t len = 0;
+		FILE *f = open_memstream(&y, &len);
+		int i, j;
+
+		fprintf(f, "a0: &a0 x\n");
+		for (i = 1; i <= 4; i++) {
+			fprintf(f, "a%d: &a%d ", i, i);
+			for (j = 0; j < 200; j++)
+				fputc('[', f);
+			fprintf(f, "*a%d", i - 1);
+			for (j = 0; j < 200; j++)
+				fputc(']', f);
+			fputc('\n', f);
+		}
+		fclose(f);
+		t = load_fail(y, NULL);
+		assert_has(t, "nesting deeper than 512 levels once aliases are expanded");
+		free(t);
+		/* and plain nesting is bounded before that */
+		p = y;
+		y = calloc(1, 700);
+		memset(y, '[', 600);
+		t = load_fail(y, NULL);
+		assert_has(t, "t.yaml:1:257: nesting deeper than 256 levels");
+		free(t);
+		free(y);
+		free(p);
+	}
 }
 
 /* ---- environment substitution --------------------------------------------------------- */
@@ -1112,6 +1143,63 @@ Test(config, diskimage_errors)
 	assert_has(t, "t.yaml:8:19: diskimages[2].env-vars.A: expected a string, got an integer");
 	assert_has(t, "providers[0].diskimages[0].name: diskimage c in provider p is abstract");
 	free(t);
+	{
+		char *y = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&y, &len);
+		int i;
+
+		fprintf(f, "diskimages:\n  - name: d0\n");
+		for (i = 1; i <= 40; i++)
+			fprintf(f, "  - {name: d%d, parent: d%d}\n", i, i - 1);
+		fclose(f);
+		t = load_fail(y, NULL);
+		assert_has(t, "t.yaml:35:25: diskimages[33].parent: diskimage d33 has more than 32 "
+		              "levels of parents");
+		cr_assert_null(strstr(t, "d32 has more"), "%s", t);
+		free(t);
+		free(y);
+	}
+}
+
+Test(config, large_config_loads)
+{
+	/* long lists must not make any check quadratic (the run has a timeout) */
+	enum { N = 60000 };
+	char *y = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&y, &len);
+	struct np_config *cfg;
+	size_t i;
+
+	fprintf(f, "labels:\n");
+	for (i = 0; i < N; i++)
+		fprintf(f, "  - name: l%zu\n", i);
+	fprintf(f, "diskimages:\n");
+	for (i = 0; i < N / 10; i++)
+		fprintf(f, "  - {name: d%zu%s%zu}\n", i, i % 2 ? ", parent: d" : ", release: r",
+		    i ? i - 1 : 0);
+	fprintf(f, "providers:\n  - name: rack\n    driver: static\n    pools:\n"
+	           "      - name: p\n        nodes:\n");
+	for (i = 0; i < N; i++)
+		fprintf(f, "          - {name: h%zu, labels: [l%zu, l%zu]}\n", i, i, N - 1 - i);
+	fprintf(f, "  - name: sim\n    driver: fake\n    pools:\n      - name: p\n"
+	           "        labels:\n");
+	for (i = 0; i < N; i++)
+		fprintf(f, "          - {name: l%zu, diskimage: d%zu}\n", i, i % (N / 10));
+	fprintf(f, "    diskimages:\n");
+	for (i = 0; i < N / 10; i++)
+		fprintf(f, "      - name: d%zu\n", i);
+	fclose(f);
+	cfg = load_ok(y);
+	cr_assert_eq(cfg->nlabels, N);
+	cr_assert_eq(cfg->providers[0].pools[0].nnodes, N);
+	cr_assert_eq(cfg->providers[0].pools[0].label_names.n, N);
+	cr_assert_eq(cfg->providers[1].pools[0].nlabels, N);
+	cr_assert_eq(cfg->ndiskimages, N / 10);
+	cr_assert_eq(np_config_diskimage(cfg, "d3")->elements.n, 0);
+	np_config_free(cfg);
+	free(y);
 }
 
 /* ---- nodepoold section and top-level defaults --------------------------------------------- */
