@@ -16,6 +16,7 @@
 #   tests/fuzz/fuzz_*.c             -> one libFuzzer binary each
 #   bench/*.c                       -> one binary each
 
+.DEFAULT_GOAL := all
 SANITIZE ?=
 comma := ,
 ifeq ($(SANITIZE),)
@@ -61,7 +62,7 @@ DRV_LIB := $(BUILD)/lib/libdrivers.a
 define bin_rules
 $(1)_MAIN := $(wildcard $(1)/main.c)
 $(1)_SRCS := $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
-$(1)_LIB := $(if $$($(1)_SRCS),$(BUILD)/lib/lib$(subst /,_,$(1)).a)
+$(1)_LIB := $$(if $$($(1)_SRCS),$(BUILD)/lib/lib$(subst /,_,$(1)).a)
 ifneq ($$($(1)_LIB),)
 $$($(1)_LIB): $$(call obj,$$($(1)_SRCS))
 	@mkdir -p $$(@D)

@@ -121,13 +121,13 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 		return;
 	}
 	{
-		int st = x->node->state, ok;
+		int ns = x->node->state, ok;
 		if (x->why == 0)
-			ok = cleanup_state(st);
+			ok = cleanup_state(ns);
 		else if (x->why == 1)
-			ok = st == NP_NODE_READY && x->node->allocated_to == NULL;
+			ok = ns == NP_NODE_READY && x->node->allocated_to == NULL;
 		else
-			ok = st == NP_NODE_HOLD;
+			ok = ns == NP_NODE_HOLD;
 		if (!ok) {
 			ndel_abort(x); /* changed under us */
 			return;

@@ -525,8 +525,11 @@ drop_all_handlers(struct launcher *lc)
 
 	for (i = 0; i < lc->prov.n_pools; i++) {
 		struct lc_pool *pool = &lc->prov.pools[i];
-		TAILQ_FOREACH_SAFE(h, &pool->handlers, entry, tmp)
-		handler_free(h);
+		/* glibc's sys/queue.h has no TAILQ_FOREACH_SAFE */
+		for (h = TAILQ_FIRST(&pool->handlers); h != NULL; h = tmp) {
+			tmp = TAILQ_NEXT(h, entry);
+			handler_free(h);
+		}
 		pool->paused = 0;
 	}
 }
@@ -618,7 +621,14 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	}
 	for (i = 0; i < lc->prov.n_pools; i++) {
 		struct lc_pool *pool = &lc->prov.pools[i];
-		pool->launcher_id = np_launcher_id(lc->hostname, lc->prov.name, pool->name);
+		char id[512];
+		if (np_launcher_id(id, sizeof(id), lc->hostname, lc->prov.name, pool->name) < 0 ||
+		    strlen(id) >= sizeof(id) - 1) {
+			snprintf(err, errlen, "pool %s: cannot make a launcher id", pool->name);
+			launcher_free(lc);
+			return NULL;
+		}
+		pool->launcher_id = strdup(id);
 	}
 	lc->assign_ev = event_new(base, -1, 0, assign_cb, lc);
 	lc->deferred_delete_ev = event_new(base, -1, 0, deferred_delete_cb, lc);

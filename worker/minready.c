@@ -201,15 +201,15 @@ minready_pass(struct launcher *lc)
 		for (; need > 0; need--) {
 			struct np_request *r = np_request_new();
 			struct mr_create *c = calloc(1, sizeof(*c));
-			char *json, *eid;
+			char *json, eid[33];
 			size_t len;
 
 			np_request_set_state(r, NP_REQ_REQUESTED);
 			np_strv_push(&r->node_types, l->name);
 			r->requestor = strdup(MIN_READY);
 			r->reuse = 0;
-			eid = np_uuid4_hex();
-			r->event_id = eid;
+			np_uuid4_hex(eid);
+			r->event_id = strdup(eid);
 			r->created_time = lc_now();
 			r->has_created_time = 1;
 			json = np_request_encode(r, &len);

@@ -13,6 +13,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "slice.h"
 #include "log.h"
 
 struct worker {

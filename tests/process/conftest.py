@@ -135,11 +135,13 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait()
-        self.log.close()
+        if not self.log.closed:
+            self.log.close()
         return self.p.returncode
 
     def output(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
@@ -257,8 +259,11 @@ class Zuul:
         except NoNodeError:
             return out
         for c in children:
-            n = self.node(c)
-            if n is not None:
+            try:
+                n = self.node(c)
+            except ValueError:
+                continue  # not JSON: a malformed record
+            if isinstance(n, dict):
                 out[c] = n
         return out
 

@@ -1,0 +1,36 @@
+#include "slice.h"
+
+#include <string.h>
+
+#include "config.h"
+
+const char *
+np_config_min_ready_owner(const struct np_config *cfg, const char *label)
+{
+	size_t i, j;
+
+	for (i = 0; i < cfg->nproviders; i++)
+		for (j = 0; j < cfg->providers[i].npools; j++)
+			if (np_cfg_strv_contains(&cfg->providers[i].pools[j].label_names, label))
+				return cfg->providers[i].name;
+	return NULL;
+}
+
+json_t *
+np_config_worker_slice(const struct np_config *cfg, const char *provider)
+{
+	json_t *slice = np_config_slice(cfg, provider), *l;
+	size_t i;
+
+	if (slice == NULL)
+		return NULL;
+	json_array_foreach(json_object_get(slice, "labels"), i, l)
+	{
+		const char *name = json_string_value(json_object_get(l, "name"));
+		const char *owner = name ? np_config_min_ready_owner(cfg, name) : NULL;
+		if (json_object_get(l, "min-ready") != NULL &&
+		    (owner == NULL || strcmp(owner, provider) != 0))
+			json_object_set_new(l, "min-ready", json_integer(0));
+	}
+	return slice;
+}

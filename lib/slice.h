@@ -1,0 +1,22 @@
+/*
+ * The configuration a provider's worker receives: np_config_slice() (the
+ * settings it needs and its own provider) with min-ready given to one
+ * worker per label. Upstream runs every provider in one launcher process
+ * that creates min-ready requests once per label; with a process per
+ * provider, the label belongs to the first provider in nodepool.yaml whose
+ * pools offer it, and every other worker's slice has that label's
+ * min-ready set to 0.
+ */
+#ifndef NP_SLICE_H
+#define NP_SLICE_H
+
+#include <jansson.h>
+
+struct np_config;
+
+/* New reference, or NULL if there is no such provider. */
+json_t *np_config_worker_slice(const struct np_config *cfg, const char *provider);
+/* The provider that owns min-ready for label, or NULL if none offers it. */
+const char *np_config_min_ready_owner(const struct np_config *cfg, const char *label);
+
+#endif
