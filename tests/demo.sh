@@ -27,6 +27,16 @@ echo "== starting ZooKeeper (TLS) on loopback"
 sh tests/zkfixture.sh start "$tmp/zk"
 . "$tmp/zk/env"
 tlsport=${NP_TEST_ZK_TLS##*:}
+/usr/bin/python3 - "$NP_TEST_ZK_TLS" "$NP_TEST_CERTS" <<'PY'
+import sys
+from kazoo.client import KazooClient
+c = sys.argv[2]
+k = KazooClient(hosts=sys.argv[1], use_ssl=True, verify_certs=True, ca=c + "/ca.pem",
+                certfile=c + "/client.pem", keyfile=c + "/client.key")
+k.start(timeout=15)
+k.ensure_path("/nodepool-demo")
+k.stop()
+PY
 echo "== starting two sshd hosts"
 p1=$(sh tests/sshd-fixture.sh start "$tmp/ssh1")
 p2=$(sh tests/sshd-fixture.sh start "$tmp/ssh2")
