@@ -18,6 +18,7 @@
  */
 #include "launcher.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -805,41 +806,99 @@ start_launch(struct handler *h, size_t i)
 	n->requestor = h->req->requestor ? strdup(h->req->requestor) : NULL;
 	if (pool->node_attributes != NULL)
 		n->attributes = json_deep_copy(pool->node_attributes);
+	{
+		/* resources on every node: Zuul and tenant limits read them */
+		struct drv_quota q;
+		label_need(h->lc, pool, hn->label, &q);
+		n->resources = drv_quota_to_json(&q);
+		drv_quota_clear(&q);
+	}
 	hn->node = n;
 	hn->state = HN_CREATING;
 	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));
 }
 
-/* Nodes of this pool (any state) plus creations in flight. */
-static long
-pool_node_count(struct handler *h)
+/* The quota one node of label needs (driver's label_quota; default one
+ * instance), as QuotaSupport.quotaNeededByLabel. */
+static void
+label_need(struct launcher *lc, const struct lc_pool *pool, const char *label,
+    struct drv_quota *q)
 {
-	struct launcher *lc = h->lc;
-	const struct zk_cache_entry *const *ents;
-	int i, n = zk_cache_entries(lc->nodes, &ents);
-	long count = 0;
-	struct handler *o;
-	size_t k;
-
-	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
-		if (nd != NULL && nd->provider != NULL && nd->pool != NULL &&
-		    strcmp(nd->provider, lc->prov.name) == 0 && strcmp(nd->pool, h->pool->name) == 0)
-			count++;
-	}
-	TAILQ_FOREACH(o, &h->pool->handlers, entry)
-	for (k = 0; k < o->n_nodes; k++)
-		if (o->nodes[k].state == HN_CREATING)
-			count++;
-	return count;
+	drv_quota_init(q, 0, 1, 0);
+	if (lc->prov.drv->label_quota != NULL && lc->prov.dp != NULL)
+		lc->prov.drv->label_quota(lc->prov.dp, pool, label, q);
 }
 
+/* What a node uses: its `resources`, else its label's quota. */
+static void
+node_usage(struct launcher *lc, const struct lc_pool *pool, const struct np_node *nd,
+    struct drv_quota *q)
+{
+	if (nd->resources != NULL) {
+		drv_quota_from_json(q, nd->resources);
+		if (q->instances == 0)
+			q->instances = 1;
+	} else
+		label_need(lc, pool, nd->type.n ? nd->type.v[0] : "", q);
+}
+
+/*
+ * As upstream's hasRemainingQuota (reference 2.6): per node, pool limits
+ * (max-servers, max-cores, max-ram) minus this pool's nodes in any state
+ * minus what is being created minus what this node needs; and the
+ * provider's limits (cloud limits minus unmanaged usage, from the driver)
+ * minus all of this provider's nodes, unless the pool ignores provider
+ * quota.
+ */
 static int
 has_remaining_quota(struct handler *h, const char *label)
 {
-	if (h->pool->max_servers >= 0 && pool_node_count(h) + 1 > h->pool->max_servers)
-		return 0;
-	return 1;
+	struct launcher *lc = h->lc;
+	struct lc_pool *pool = h->pool;
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents), ok;
+	struct drv_quota pool_left, prov_left, q;
+	struct handler *o;
+	size_t k, p;
+
+	drv_quota_init(&pool_left, pool->max_cores < 0 ? INFINITY : pool->max_cores,
+	    pool->max_servers < 0 ? INFINITY : (double)pool->max_servers,
+	    pool->max_ram < 0 ? INFINITY : pool->max_ram);
+	drv_quota_unlimited(&prov_left);
+	if (!pool->ignore_provider_quota && lc->prov.drv->provider_limits != NULL &&
+	    lc->prov.dp != NULL)
+		lc->prov.drv->provider_limits(lc->prov.dp, &prov_left);
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = ents[i]->obj;
+		if (nd == NULL || nd->provider == NULL || strcmp(nd->provider, lc->prov.name) != 0)
+			continue;
+		node_usage(lc, pool, nd, &q);
+		drv_quota_sub(&prov_left, &q);
+		if (nd->pool != NULL && strcmp(nd->pool, pool->name) == 0)
+			drv_quota_sub(&pool_left, &q);
+		drv_quota_clear(&q);
+	}
+	/* creations not yet in the cache, in every pool of ours */
+	for (p = 0; p < lc->prov.n_pools; p++) {
+		TAILQ_FOREACH(o, &lc->prov.pools[p].handlers, entry)
+		for (k = 0; k < o->n_nodes; k++) {
+			if (o->nodes[k].state != HN_CREATING)
+				continue;
+			label_need(lc, o->pool, o->nodes[k].label, &q);
+			drv_quota_sub(&prov_left, &q);
+			if (o->pool == pool)
+				drv_quota_sub(&pool_left, &q);
+			drv_quota_clear(&q);
+		}
+	}
+	label_need(lc, pool, label, &q);
+	drv_quota_sub(&pool_left, &q);
+	drv_quota_sub(&prov_left, &q);
+	drv_quota_clear(&q);
+	ok = drv_quota_non_negative(&pool_left) && drv_quota_non_negative(&prov_left);
+	drv_quota_clear(&pool_left);
+	drv_quota_clear(&prov_left);
+	return ok;
 }
 
 /* As upstream's deleteOldestUnusedNode: free room by deleting the oldest

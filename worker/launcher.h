@@ -54,6 +54,7 @@ struct lc_pool {
 	struct np_strv labels;  /* label names this pool supports */
 	json_t *node_attributes; /* object or NULL */
 	int host_key_checking;
+	int ignore_provider_quota;
 	json_t *raw;            /* the pool's config (driver-specific keys) */
 
 	/* runtime */

@@ -188,6 +188,7 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 		lp->max_ram = j_num(pool, "max-ram", -1);
 		lp->priority = (int)j_num(pool, "priority", lc->prov.priority);
 		lp->host_key_checking = j_bool(pool, "host-key-checking", 1);
+		lp->ignore_provider_quota = j_bool(pool, "ignore-provider-quota", 0);
 		pool_labels(pool, &lp->labels);
 		v = json_object_get(pool, "node-attributes");
 		lp->node_attributes = json_is_object(v) ? json_deep_copy(v) : NULL;

@@ -28,6 +28,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "chan.h"
 #include "config.h"
 #include "launcher.h"
 #include "log.h"
@@ -113,6 +114,14 @@ main(int argc, char **argv)
 	}
 	if (provider == NULL || (config == NULL && channel_fd < 0))
 		usage();
+	if (channel_fd >= 0) {
+		char cerr[256];
+		if (channel_fd != CHAN_CHILD_FD || chan_child_fd(cerr, sizeof(cerr)) < 0) {
+			fprintf(stderr, "nodepool-launcher: --channel: %s\n",
+			    channel_fd != CHAN_CHILD_FD ? "the channel is fd 3" : cerr);
+			return EXIT_PERMANENT;
+		}
+	}
 	snprintf(tag, sizeof(tag), "worker[%s]", provider);
 	log_init(tag, debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	signal(SIGPIPE, SIG_IGN);

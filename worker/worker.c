@@ -8,23 +8,225 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "chan.h"
 #include "config.h"
-#include "slice.h"
+#include "ipc.h"
 #include "log.h"
+#include "slice.h"
+#include "version.h"
 
 struct worker {
 	struct event_base *base;
 	char *provider;
 	int channel_fd;
+	struct chan *chan;       /* to nodepoold, or NULL when standalone */
 	struct launcher *lc;
 	json_t *slice;
+	int64_t generation;      /* of the config in force */
+	int ready_sent;
 	int exit_code;
 	int stopping;
+	double start;
 };
+
+static void worker_on_change(struct launcher *lc);
+
+/* ---- the channel to nodepoold ----------------------------------------------- */
+
+static void
+send_or_die(struct worker *w, const struct ipc_msg *m)
+{
+	if (w->chan != NULL && chan_send(w->chan, m) != 0)
+		log_warn("channel: %s", chan_last_error(w->chan));
+}
+
+static void
+send_ready(struct worker *w)
+{
+	struct ipc_msg m;
+
+	ipc_msg_init(&m, IPC_READY);
+	ipc_set_str(&m.u.ready.provider, w->provider);
+	m.u.ready.pid = getpid();
+	m.u.ready.zk_session = w->lc ? zk_session_id(w->lc->zk) : 0;
+	ipc_set_str(&m.u.ready.version, NP_VERSION);
+	send_or_die(w, &m);
+	ipc_msg_clear(&m);
+	w->ready_sent = 1;
+	log_info("ready: ZooKeeper session live, provider started");
+}
+
+static int
+zk_state_of(const struct launcher *lc)
+{
+	if (lc == NULL || lc->zk == NULL)
+		return IPC_ZK_CONNECTING;
+	if (zk_is_connected(lc->zk))
+		return IPC_ZK_CONNECTED;
+	switch (lc->zk_state) {
+	case ZK_EV_SUSPENDED:
+		return IPC_ZK_SUSPENDED;
+	case ZK_EV_EXPIRED:
+		return IPC_ZK_EXPIRED;
+	default:
+		return IPC_ZK_CONNECTING;
+	}
+}
+
+static void
+send_status(struct worker *w, int64_t seq)
+{
+	struct ipc_msg m;
+	struct ipc_status *st = &m.u.status;
+	struct rusage ru;
+	struct launcher *lc = w->lc;
+	long counts[NP_NODE_STATE_COUNT] = {0};
+	size_t i;
+	int k, all_paused = 1;
+
+	ipc_msg_init(&m, IPC_STATUS);
+	st->seq = seq;
+	st->generation = w->generation;
+	st->zk_state = zk_state_of(lc);
+	if (w->stopping)
+		st->state = IPC_WS_STOPPING;
+	else if (lc == NULL || !lc->started)
+		st->state = IPC_WS_STARTING;
+	else
+		st->state = IPC_WS_RUNNING;
+	if (lc != NULL) {
+		const struct np_node **nodes;
+		size_t n = lc->nodes ? drv_provider_nodes(lc, &nodes) : 0;
+		st->accepted = (int64_t)lc->counters.accepted;
+		st->fulfilled = (int64_t)lc->counters.fulfilled;
+		st->declined = (int64_t)lc->counters.declined;
+		st->failed = (int64_t)lc->counters.failed;
+		for (i = 0; i < n; i++)
+			if (nodes[i]->state >= 0 && nodes[i]->state < NP_NODE_STATE_COUNT)
+				counts[nodes[i]->state]++;
+		for (k = 0; k < NP_NODE_STATE_COUNT; k++)
+			if (counts[k] > 0)
+				ipc_counts_add(&st->nodes, np_node_state_name(k), counts[k]);
+		for (i = 0; i < lc->prov.n_pools; i++) {
+			struct lc_pool *pool = &lc->prov.pools[i];
+			struct ipc_pool *ip = ipc_pools_add(&st->pools, pool->name);
+			struct handler *h;
+			ip->paused = pool->paused;
+			ip->requests = pool->n_handlers;
+			all_paused &= pool->paused;
+			TAILQ_FOREACH(h, &pool->handlers, entry)
+			st->launching += handler_active_launches(h);
+		}
+		if (st->state == IPC_WS_RUNNING && lc->prov.n_pools > 0 && all_paused)
+			st->state = IPC_WS_PAUSED;
+		if (lc->last_error[0] != '\0')
+			ipc_set_str(&st->last_error, lc->last_error);
+	}
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		st->rss_kb = ru.ru_maxrss;
+		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
+		    (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
+	}
+	st->uptime_s = (int64_t)(lc_monotonic() - w->start);
+	send_or_die(w, &m);
+	ipc_msg_clear(&m);
+}
+
+static void
+on_config(struct worker *w, const struct ipc_config *c)
+{
+	struct ipc_msg ack;
+	json_error_t jerr;
+	json_t *slice = json_loads(c->config, 0, &jerr);
+	char err[512];
+
+	ipc_msg_init(&ack, IPC_CONFIG_ACK);
+	ack.u.config_ack.generation = c->generation;
+	if (slice == NULL) {
+		snprintf(err, sizeof(err), "config slice: %s (line %d)", jerr.text, jerr.line);
+		ipc_strv_push(&ack.u.config_ack.errors, err);
+	} else if (worker_apply_config(w, slice, err, sizeof(err)) != 0) {
+		ipc_strv_push(&ack.u.config_ack.errors, err);
+	} else {
+		ack.u.config_ack.ok = true;
+		w->generation = c->generation;
+	}
+	json_decref(slice);
+	send_or_die(w, &ack);
+	ipc_msg_clear(&ack);
+	if (!ack.u.config_ack.ok && w->lc == NULL) {
+		/* nothing running and this config cannot run: permanent */
+		log_error("%s", err);
+		w->exit_code = 100;
+		event_base_loopexit(w->base, NULL);
+	}
+}
+
+static void
+on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
+{
+	struct worker *w = arg;
+
+	switch (msg->type) {
+	case IPC_CONFIG:
+		on_config(w, &msg->u.config);
+		break;
+	case IPC_STATUS_REQ:
+		send_status(w, msg->u.status_req.seq);
+		break;
+	case IPC_STOP:
+		log_info("stop requested by nodepoold");
+		worker_stop(w);
+		break;
+	case IPC_DUMP_REQ: {
+		struct ipc_msg r;
+		struct evbuffer *b = evbuffer_new();
+		size_t len;
+		worker_dump(w, b);
+		ipc_msg_init(&r, IPC_DUMP_REPLY);
+		len = evbuffer_get_length(b);
+		r.u.dump_reply.text = malloc(len + 1);
+		evbuffer_remove(b, r.u.dump_reply.text, len);
+		r.u.dump_reply.text[len] = '\0';
+		evbuffer_free(b);
+		send_or_die(w, &r);
+		ipc_msg_clear(&r);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void
+on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
+{
+	struct worker *w = arg;
+
+	/* A worker exits when its supervisor goes (style rule 3). */
+	log_warn("channel to nodepoold closed (%s): stopping", why);
+	chan_free(w->chan);
+	w->chan = NULL;
+	if (ev == CHAN_PROTO_ERROR)
+		w->exit_code = 1;
+	worker_stop(w);
+}
+
+static void
+worker_on_change(struct launcher *lc)
+{
+	struct worker *w = lc->hook_arg;
+
+	if (w->chan != NULL && !w->ready_sent && lc->started && lc->prov.dp != NULL &&
+	    zk_is_connected(lc->zk))
+		send_ready(w);
+}
 
 struct worker *
 worker_new(struct event_base *base, const char *provider, int channel_fd)
@@ -36,6 +238,14 @@ worker_new(struct event_base *base, const char *provider, int channel_fd)
 	w->base = base;
 	w->provider = strdup(provider);
 	w->channel_fd = channel_fd;
+	w->start = lc_monotonic();
+	if (channel_fd >= 0) {
+		char err[256];
+		w->chan = chan_new(base, channel_fd, CHAN_CHILD, 0, 0, on_msg, on_close, w, err,
+		    sizeof(err));
+		if (w->chan == NULL)
+			fatalx("channel: %s", err);
+	}
 	return w;
 }
 
@@ -56,6 +266,8 @@ worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t err
 		launcher_free(w->lc);
 	}
 	w->lc = lc;
+	lc->on_change = worker_on_change;
+	lc->hook_arg = w;
 	json_decref(w->slice);
 	w->slice = json_deep_copy(slice);
 	if (launcher_start(lc, slice, err, errlen) != 0)
@@ -122,6 +334,7 @@ worker_free(struct worker *w)
 	if (w == NULL)
 		return;
 	launcher_free(w->lc);
+	chan_free(w->chan);
 	json_decref(w->slice);
 	free(w->provider);
 	free(w);
