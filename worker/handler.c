@@ -35,6 +35,8 @@ struct hop {
 
 static void run(struct handler *h);
 static void poll_handler(struct handler *h);
+static void label_need(struct launcher *lc, const struct lc_pool *pool, const char *label,
+    struct drv_quota *q);
 static void vanish_step(struct handler *h);
 static void handler_finish(struct handler *h);
 
