@@ -4,7 +4,7 @@
 # messages and exits 1 on any warning or error.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
+cd "$top" || exit 1
 if ! command -v mandoc >/dev/null 2>&1; then
 	echo "man-lint: mandoc not found (apt-get install mandoc)" >&2
 	exit 1
