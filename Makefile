@@ -7,6 +7,8 @@
 #   make demo                 the main job: ZooKeeper (TLS), nodepoold, a request served
 #   make fuzz                 build the libFuzzer targets
 #   make bench                build the benchmarks
+#   make install              binaries, man pages, examples (PREFIX, DESTDIR)
+#   make man-lint             mandoc lint of man/ (part of make check)
 #
 # Sources are discovered by folder, so a new module needs no Makefile edit:
 #   lib/*.c protocol/*.c            -> libnp.a (shared by every binary)
@@ -16,8 +18,11 @@
 #   tests/fuzz/fuzz_*.c             -> one libFuzzer binary each
 #   bench/*.c                       -> one binary each
 
+# The default goal is `all`, not the first rule the foreach below defines.
 .DEFAULT_GOAL := all
 SANITIZE ?=
+PREFIX ?= /usr/local
+DESTDIR ?=
 comma := ,
 ifeq ($(SANITIZE),)
 BUILD ?= build
@@ -84,7 +89,7 @@ TEST_SUPPORT := $(wildcard tests/support/*.c)
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all check demo fuzz fuzz-smoke bench clean deps zkclient
+.PHONY: all check demo fuzz fuzz-smoke bench clean deps zkclient install man-lint
 all: $(BINS)
 
 # --- dependencies: Debian packages and the TLS ZooKeeper client -------------
@@ -95,7 +100,7 @@ $(STAMP_DEPS): mk/deps.sh
 deps: $(STAMP_DEPS)
 
 $(STAMP_ZKC): mk/zkclient.sh mk/zkclient-tls.patch | $(STAMP_DEPS)
-	sh mk/zkclient.sh $(ZKC)
+	env -u CFLAGS -u CPPFLAGS -u LDFLAGS -u MAKEFLAGS sh mk/zkclient.sh $(ZKC)
 	@touch $@
 zkclient: $(STAMP_ZKC)
 
@@ -123,7 +128,7 @@ $(BUILD)/bench/%: bench/%.c $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LDLIBS)
 
-check: $(BINS) $(TEST_BINS) fuzz
+check: $(BINS) $(TEST_BINS) fuzz man-lint
 	BUILD=$(BUILD) SANITIZE=$(SANITIZE) sh tests/run.sh
 
 bench: $(BENCH_BINS) $(BINS)
@@ -143,6 +148,13 @@ build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS) | $(STAMP_ZKC)
 fuzz: $(FUZZ_BINS)
 # Keep the objects: they are only reached through the pattern rule above.
 .SECONDARY: $(FUZZ_OBJS)
+
+# --- install and man pages (packaging/debian/rules calls install) ------------
+install: all
+	BUILD=$(BUILD) PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) sh packaging/install.sh
+
+man-lint:
+	sh tests/man-lint.sh
 
 demo: $(BINS)
 	BUILD=$(BUILD) sh tests/demo.sh

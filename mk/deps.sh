@@ -9,7 +9,7 @@ libssl-dev libevent-dev libyaml-dev libmsgpack-dev libcurl4-openssl-dev
 libjansson-dev libcriterion-dev libssh-dev
 zookeeper libzookeeper-java default-jre-headless dpkg-dev
 python3 python3-kazoo python3-pytest python3-yaml
-openssh-server openssh-client openssl mandoc"
+openssh-server openssh-client openssl mandoc debhelper"
 
 missing=""
 for p in $PKGS; do

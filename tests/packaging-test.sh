@@ -1,0 +1,366 @@
+#!/bin/sh
+# Packaging test: build the Debian package with packaging/build-deb.sh,
+# unpack it into a scratch root (dpkg -x) and check it as an administrator
+# would find it:
+#   - control fields, conffiles, maintainer scripts (syntax, user creation);
+#   - the init script, units, defaults and logrotate snippet in place and
+#     identical to packaging/; the units pass `systemd-analyze verify`;
+#   - every man page, compressed, clean under mandoc lint;
+#   - every program whose <dir>/main.c exists in the tree, executable, in
+#     /usr/sbin (daemons, nodepoolctl) or /usr/bin (nodepool), with all its
+#     shared libraries found; programs not written yet are reported, not
+#     failed;
+#   - once nodepoold exists: `nodepoold -n` accepts the shipped example and
+#     rejects a broken file with file:line:col errors; and, as root, the
+#     packaged init script starts, reports, reloads, restarts and stops it
+#     against a private TLS ZooKeeper (tests/zkfixture.sh, or the one
+#     `make check` exports), with /etc/default/nodepoold replaced only
+#     inside a private mount namespace (unshare -m).
+# It prints "N passed, N failed" and exits 1 on any failure. Everything it
+# starts is stopped by pid; the scratch directory is removed unless
+# NP_KEEP_TMP=1.
+#
+# Usage: tests/packaging-test.sh [-s SRCDIR]   (default: this tree)
+# Needs: dpkg-dev, debhelper, the package's Build-Depends, mandoc.
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+src=$top
+while getopts s: opt; do
+	case $opt in
+	s) src=$(cd "$OPTARG" && pwd) ;;
+	*)
+		echo "usage: tests/packaging-test.sh [-s SRCDIR]" >&2
+		exit 2
+		;;
+	esac
+done
+
+tmp=$(mktemp -d /tmp/nodepoold-pkgtest.XXXXXX)
+root="$tmp/root"
+run="$tmp/run"
+zkdir=""
+pass=0
+fail=0
+
+ok() {
+	pass=$((pass + 1))
+	echo "ok: $*"
+}
+bad() {
+	fail=$((fail + 1))
+	echo "FAIL: $*"
+}
+note() {
+	echo "note: $*"
+}
+
+cleanup() {
+	# A nodepoold the init-script steps left running: stop it by its pid.
+	if [ -f "$run/nodepoold.pid" ]; then
+		p=$(cat "$run/nodepoold.pid" 2>/dev/null || true)
+		case $p in
+		'' | *[!0-9]*) ;;
+		*)
+			if kill -0 "$p" 2>/dev/null; then
+				kill "$p" 2>/dev/null
+				sleep 2
+				kill -9 "$p" 2>/dev/null || true
+			fi
+			;;
+		esac
+	fi
+	[ -n "$zkdir" ] && sh "$top/tests/zkfixture.sh" stop "$zkdir"
+	if [ -z "${NP_KEEP_TMP:-}" ]; then rm -rf "$tmp"; else echo "kept $tmp"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- build ------------------------------------------------------------------
+t0=$(date +%s)
+if ! sh "$src/packaging/build-deb.sh" -s "$src" "$tmp/out"; then
+	bad "packaging/build-deb.sh failed"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+t1=$(date +%s)
+arch=$(dpkg --print-architecture)
+deb=$(ls "$tmp/out"/nodepoold_*_"$arch".deb 2>/dev/null | head -1)
+if [ -z "$deb" ]; then
+	bad "no nodepoold_*_$arch.deb in $tmp/out"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+ok "built $(basename "$deb"): $(stat -c %s "$deb") bytes in $((t1 - t0)) s"
+for d in "$tmp/out"/*.deb; do
+	[ "$d" = "$deb" ] || note "also built $(basename "$d"): $(stat -c %s "$d") bytes"
+done
+
+dpkg -x "$deb" "$root"
+dpkg-deb -e "$deb" "$tmp/control"
+
+# --- control data -----------------------------------------------------------
+field() { dpkg-deb -f "$deb" "$1"; }
+[ "$(field Package)" = nodepoold ] && ok "Package: nodepoold" || bad "Package is '$(field Package)'"
+case ", $(field Depends)," in
+*", adduser,"* | *", adduser "*) ok "Depends has adduser" ;;
+*) bad "Depends lacks adduser: $(field Depends)" ;;
+esac
+for f in /etc/default/nodepoold /etc/init.d/nodepoold /etc/logrotate.d/nodepoold; do
+	if grep -qx "$f" "$tmp/control/conffiles" 2>/dev/null; then
+		ok "conffile $f"
+	else
+		bad "$f is not a conffile"
+	fi
+done
+for s in preinst postinst prerm postrm; do
+	[ -f "$tmp/control/$s" ] || continue
+	if sh -n "$tmp/control/$s"; then ok "$s parses"; else bad "$s: syntax error"; fi
+done
+if grep -q 'adduser --system' "$tmp/control/postinst" 2>/dev/null &&
+	grep -q 'update-rc.d nodepoold defaults' "$tmp/control/postinst" &&
+	grep -q "deb-systemd-helper enable 'nodepoold.service'" "$tmp/control/postinst"; then
+	ok "postinst creates the user, registers the init script, enables nodepoold.service"
+else
+	bad "postinst lacks the user creation or the service registration"
+fi
+# dh_installsystemd --no-enable: the unit is only re-enabled if it was.
+if grep -q "deb-systemd-helper debian-installed 'nodepool-builder.service'" "$tmp/control/postinst"; then
+	ok "nodepool-builder.service is installed, not enabled"
+else
+	bad "postinst enables nodepool-builder.service (it is for builder-only hosts)"
+fi
+
+# --- files ------------------------------------------------------------------
+same() { # packaged file, source file
+	if [ ! -f "$root$1" ]; then
+		bad "missing $1"
+	elif cmp -s "$root$1" "$src/$2"; then
+		ok "$1 (= $2)"
+	else
+		bad "$1 differs from $2"
+	fi
+}
+same /etc/init.d/nodepoold packaging/nodepoold.init
+same /etc/default/nodepoold packaging/nodepoold.default
+same /etc/logrotate.d/nodepoold packaging/nodepoold.logrotate
+same /lib/systemd/system/nodepoold.service packaging/nodepoold.service
+same /lib/systemd/system/nodepool-builder.service packaging/nodepool-builder.service
+same /usr/share/doc/nodepoold/examples/nodepool.yaml packaging/examples/nodepool.yaml
+same /usr/share/doc/nodepoold/examples/secure.conf packaging/examples/secure.conf
+[ -x "$root/etc/init.d/nodepoold" ] && ok "init script is executable" ||
+	bad "init script is not executable"
+[ -f "$root/usr/share/doc/nodepoold/copyright" ] && ok "copyright" || bad "no copyright file"
+
+if command -v systemd-analyze >/dev/null 2>&1; then
+	# The programs are not installed on this host, only in the scratch root:
+	# "not executable" for them is expected; anything else is a unit error.
+	out=$(cd "$root/lib/systemd/system" &&
+		systemd-analyze verify --man=no ./nodepoold.service ./nodepool-builder.service 2>&1 |
+		grep -v -E 'Command /usr/sbin/nodepool(d|-builder) is not executable' || true)
+	if [ -z "$out" ]; then ok "systemd-analyze verify: units clean"; else bad "systemd-analyze: $out"; fi
+else
+	note "systemd-analyze not found: units not verified"
+fi
+
+command -v mandoc >/dev/null 2>&1 || bad "mandoc not found"
+for page in man1/nodepool.1 man5/nodepool.yaml.5 man8/nodepoold.8 man8/nodepoolctl.8 \
+	man8/nodepool-launcher.8 man8/nodepool-builder.8; do
+	f="$root/usr/share/man/$page.gz"
+	if [ ! -f "$f" ]; then
+		bad "missing /usr/share/man/$page.gz"
+	elif out=$(mandoc -T lint -W warning "$f" 2>&1) && [ -z "$out" ]; then
+		ok "/usr/share/man/$page.gz lints clean"
+	else
+		bad "/usr/share/man/$page.gz: $out"
+	fi
+done
+
+# --- programs ---------------------------------------------------------------
+version=$(field Version)
+built=""
+for spec in supervisor:nodepoold:sbin worker:nodepool-launcher:sbin \
+	builder:nodepool-builder:sbin cli/nodepoolctl:nodepoolctl:sbin cli/nodepool:nodepool:bin; do
+	dir=${spec%%:*}
+	rest=${spec#*:}
+	name=${rest%%:*}
+	where=/usr/${rest#*:}/$name
+	if [ ! -f "$src/$dir/main.c" ]; then
+		if [ -e "$root$where" ]; then
+			bad "$where packaged but $dir/main.c does not exist"
+		else
+			note "$name not written yet ($dir/main.c): not checked"
+		fi
+		continue
+	fi
+	if [ ! -x "$root$where" ]; then
+		bad "$where missing or not executable"
+		continue
+	fi
+	built="$built $name"
+	if missing=$(ldd "$root$where" 2>&1 | grep 'not found'); then
+		bad "$where: shared libraries not found: $missing"
+	else
+		ok "$where, all shared libraries found"
+	fi
+done
+case " $(field Depends)" in
+*libc6*) ok "Depends from \${shlibs:Depends}: $(field Depends)" ;;
+*) [ -n "$built" ] && bad "no shared library Depends: $(field Depends)" ;;
+esac
+if [ -x "$root/usr/sbin/nodepool-launcher" ]; then
+	v=$("$root/usr/sbin/nodepool-launcher" --version 2>&1)
+	if [ "$v" = "nodepool-launcher ${version%%-*}" ]; then
+		ok "nodepool-launcher --version: $v"
+	else
+		bad "nodepool-launcher --version says '$v', the package is $version"
+	fi
+fi
+
+# --- nodepoold -n -------------------------------------------------------------
+npd="$root/usr/sbin/nodepoold"
+if [ ! -x "$npd" ]; then
+	note "no nodepoold yet: -n and the init script are not exercised"
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+	exit
+fi
+
+ex="$root/usr/share/doc/nodepoold/examples"
+if out=$("$npd" -n -c "$ex/nodepool.yaml" -s "$ex/secure.conf" 2>&1); then
+	ok "nodepoold -n accepts the shipped example"
+else
+	bad "nodepoold -n rejects the shipped example: $out"
+fi
+cat >"$tmp/broken.yaml" <<'EOF'
+labels:
+  - name: small
+    min-ready: many
+providers:
+  - name: p1
+    driver: static
+    pools:
+      - name: main
+        nodes:
+          - name: host1.example.org
+            labels: [missing]
+EOF
+out=$("$npd" -n -c "$tmp/broken.yaml" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && echo "$out" | grep -q "broken.yaml:3:[0-9]*: labels\[0\].min-ready: " &&
+	echo "$out" | grep -q "broken.yaml:11:[0-9]*: .*missing"; then
+	ok "nodepoold -n rejects a broken file with every error positioned"
+else
+	bad "nodepoold -n on a broken file: exit $rc, output: $out"
+fi
+
+# --- the init script against a private ZooKeeper -------------------------------
+if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null 2>&1; then
+	note "not root (or no unshare): init script not exercised"
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+	exit
+fi
+if [ -z "${NP_TEST_ZK_TLS:-}" ]; then
+	zkdir="$tmp/zk"
+	sh "$top/tests/zkfixture.sh" start "$zkdir" || {
+		bad "could not start ZooKeeper"
+		zkdir=""
+		echo "$pass passed, $fail failed"
+		exit 1
+	}
+	. "$zkdir/env"
+fi
+mkdir -p "$run" "$tmp/log"
+cat >"$tmp/nodepool.yaml" <<EOF
+zookeeper-servers:
+  - host: ${NP_TEST_ZK_TLS%:*}
+    port: ${NP_TEST_ZK_TLS##*:}
+    chroot: /packaging-test-$$
+zookeeper-tls:
+  ca: $NP_TEST_CERTS/ca.pem
+  cert: $NP_TEST_CERTS/client.pem
+  key: $NP_TEST_CERTS/client.key
+labels:
+  - name: small
+providers:
+  - name: lab
+    driver: static
+    pools:
+      - name: main
+        nodes: []
+nodepoold:
+  control-socket: $run/nodepoold.sock
+  pid-file: $run/nodepoold.pid
+EOF
+# /etc/default/nodepoold for the packaged init script, seen only inside
+# the mount namespace below: a copy of /etc/default with ours added.
+cp -a /etc/default "$tmp/etc-default"
+cat >"$tmp/etc-default/nodepoold" <<EOF
+DAEMON=$npd
+DAEMON_OPTS="-c $tmp/nodepool.yaml"
+CONFIG=$tmp/nodepool.yaml
+DAEMON_USER=root
+RUNDIR=$run
+LOGFILE=$tmp/log/nodepoold.log
+PIDFILE=$run/nodepoold.pid
+EOF
+ctl="$root/usr/sbin/nodepoolctl"
+cat >"$tmp/steps.sh" <<EOF
+# Run inside unshare -m: each line of output is "ok: ..." or "FAIL: ...".
+init="$root/etc/init.d/nodepoold"
+pidfile="$run/nodepoold.pid"
+expect() { # want-rc what command...
+	want=\$1 what=\$2
+	shift 2
+	"\$@" >"$tmp/step.out" 2>&1
+	rc=\$?
+	if [ \$rc -eq \$want ]; then echo "ok: \$what (exit \$rc)"
+	else echo "FAIL: \$what: exit \$rc, want \$want: \$(cat "$tmp/step.out")"; fi
+}
+alive() { [ -f "\$pidfile" ] && kill -0 "\$(cat "\$pidfile")" 2>/dev/null; }
+mount --bind "$tmp/etc-default" /etc/default || { echo "FAIL: mount --bind"; exit 1; }
+expect 3 "status before start" "\$init" status
+expect 0 "start" "\$init" start
+alive && echo "ok: running, pid \$(cat "\$pidfile")" || echo "FAIL: no live pid after start"
+expect 0 "status while running" "\$init" status
+pid1=\$(cat "\$pidfile" 2>/dev/null)
+expect 0 "start while running" "\$init" start
+[ "\$(cat "\$pidfile" 2>/dev/null)" = "\$pid1" ] && echo "ok: still pid \$pid1" ||
+	echo "FAIL: a second start replaced pid \$pid1"
+if [ -x "$ctl" ]; then
+	# The control socket appears once nodepoold is up: wait for it, bounded.
+	i=0
+	while [ ! -S "$run/nodepoold.sock" ] && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i + 1)); done
+	expect 0 "nodepoolctl status" "$ctl" -s "$run/nodepoold.sock" status
+	grep -q lab "$tmp/step.out" && echo "ok: nodepoolctl status lists provider lab" ||
+		echo "FAIL: nodepoolctl status does not list lab: \$(cat "$tmp/step.out")"
+fi
+expect 0 "reload" "\$init" reload
+alive && [ "\$(cat "\$pidfile")" = "\$pid1" ] && echo "ok: same pid after reload" ||
+	echo "FAIL: pid changed or died on reload"
+expect 0 "restart" "\$init" restart
+alive && [ "\$(cat "\$pidfile")" != "\$pid1" ] && echo "ok: new pid after restart" ||
+	echo "FAIL: no new live pid after restart"
+pid2=\$(cat "\$pidfile" 2>/dev/null)
+expect 0 "stop" "\$init" stop
+kill -0 "\$pid2" 2>/dev/null && echo "FAIL: pid \$pid2 alive after stop" ||
+	echo "ok: pid \$pid2 gone after stop"
+expect 3 "status after stop" "\$init" status
+expect 0 "stop when not running" "\$init" stop
+EOF
+unshare -m sh "$tmp/steps.sh" >"$tmp/steps.out" 2>&1
+while IFS= read -r line; do
+	case $line in
+	ok:*) ok "init: ${line#ok: }" ;;
+	FAIL:*) bad "init: ${line#FAIL: }" ;;
+	*) echo "   $line" ;;
+	esac
+done <"$tmp/steps.out"
+if [ "$fail" -ne 0 ] && [ -f "$tmp/log/nodepoold.log" ]; then
+	echo "--- nodepoold.log (last 40 lines)"
+	tail -40 "$tmp/log/nodepoold.log"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
