@@ -12,7 +12,7 @@ H=${3:-20}
 BUILD=${BUILD:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-make -s "$BUILD/bench/zuul_load" "$BUILD/bin/nodepool-launcher" >/dev/null
+[ -n "${BENCH_NOMAKE:-}" ] || make -s "$BUILD/bench/zuul_load" "$BUILD/bin/nodepool-launcher" >/dev/null
 tmp=$(mktemp -d /tmp/nodepoold-bench.XXXXXX)
 pid=""
 cleanup() {
@@ -21,6 +21,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+[ -n "${BENCH_DEBUG:-}" ] && set -x
 sh tests/zkfixture.sh start "$tmp/zk"
 . "$tmp/zk/env"
 port=${NP_TEST_ZK_TLS##*:}
@@ -78,4 +79,4 @@ PY
 echo "load: $N requests, concurrency $C, $H static nodes"
 "$BUILD/bench/zuul_load" -z "$NP_TEST_ZK_TLS/bench" --ca "$NP_TEST_CERTS/ca.pem" \
 	--cert "$NP_TEST_CERTS/client.pem" --key "$NP_TEST_CERTS/client.key" \
-	-l small -n "$N" -c "$C" --pid "$pid" --idle 5
+	-l small -n "$N" -c "$C" --pid "$pid" --idle 5 || { tail -30 "$tmp/launcher.log"; exit 1; }
