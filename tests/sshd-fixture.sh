@@ -2,7 +2,9 @@
 # A real OpenSSH server on a free loopback port, for the static driver's
 # host-key checks in the demo and process tests.
 #
-#   tests/sshd-fixture.sh start DIR   start it; prints the port; DIR/port,
+#   tests/sshd-fixture.sh start DIR [PORT]
+#                                     start it (on PORT, else a free port);
+#                                     prints the port; DIR/port,
 #                                     DIR/host_keys ("<type> <base64>" lines)
 #   tests/sshd-fixture.sh stop DIR    stop exactly the sshd started in DIR (by pid)
 set -eu
@@ -16,7 +18,7 @@ start)
 		[ -f "$dir/ssh_host_${t}_key" ] ||
 			ssh-keygen -q -t $t -N '' -f "$dir/ssh_host_${t}_key" </dev/null
 	done
-	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	port=${3:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
 	cat >"$dir/sshd_config" <<CFG
 ListenAddress 127.0.0.1
 Port $port
