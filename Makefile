@@ -86,6 +86,8 @@ $(foreach d,$(BIN_DIRS),$(eval $(call bin_rules,$(d))))
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 TEST_SUPPORT := $(wildcard tests/support/*.c)
+# kept: several test binaries link them
+.SECONDARY: $(call obj,$(TEST_SUPPORT))
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 

@@ -312,3 +312,77 @@ class Zuul:
 @pytest.fixture
 def zuul(zk):
     return Zuul(zk)
+
+
+class TcpProxy:
+    """A loopback TCP proxy the test can cut: cut() drops every connection
+    and refuses new ones until restore(). TLS passes through untouched."""
+
+    def __init__(self, target_host, target_port):
+        import threading
+        self.target = (target_host, target_port)
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(16)
+        self.port = self.lsock.getsockname()[1]
+        self.conns = []
+        self.cut_now = False
+        self.stopped = False
+        self.lock = threading.Lock()
+        self.t = threading.Thread(target=self._accept, daemon=True)
+        self.t.start()
+
+    def _pipe(self, a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _accept(self):
+        import threading
+        while not self.stopped:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            if self.cut_now:
+                c.close()
+                continue
+            try:
+                u = socket.create_connection(self.target, 5)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.conns += [c, u]
+            threading.Thread(target=self._pipe, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c), daemon=True).start()
+
+    def cut(self):
+        self.cut_now = True
+        with self.lock:
+            for s in self.conns:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                    s.close()
+                except OSError:
+                    pass
+            self.conns = []
+
+    def restore(self):
+        self.cut_now = False
+
+    def close(self):
+        self.stopped = True
+        self.cut()
+        self.lsock.close()
