@@ -242,3 +242,44 @@ def test_malformed_records_are_skipped(deployment, zuul):
     assert zuul.wait_request(rid)["state"] == "fulfilled"
     assert p.alive()
     assert "malformed" in p.output()
+
+
+def test_abandoned_in_use_node_recycled(deployment, zuul):
+    """An in-use node whose holder vanished (unlocked) is deleted and the
+    static slot re-registered, as DeletedNodeWorker."""
+    cfg = static_config([host("host-a", ["small"])])
+    deployment.start_launcher("static-a", deployment.write_config(cfg))
+    (nid,) = wait_for(lambda: ready_nodes(zuul), what="ready node").keys()
+    rid = zuul.submit(["small"])
+    zuul.wait_request(rid)
+    held = zuul.accept(rid)
+    held[0][1].release()  # Zuul "crashes": in-use, unlocked
+    wait_for(lambda: zuul.node(nid) is None, what="abandoned node deleted")
+    wait_for(lambda: ready_nodes(zuul), what="slot re-registered")
+
+
+def test_label_shared_across_pools_and_node_fields(deployment, zuul):
+    cfg = {
+        "labels": [{"name": "small"}],
+        "providers": [{
+            "name": "static-a", "driver": "static",
+            "pools": [
+                {"name": "p1", "nodes": [host("h1", ["small"], **{
+                    "python-path": "/usr/bin/python3", "shell-type": "bash",
+                    "connection-type": "network_cli", "username": "admin"})]},
+                {"name": "p2", "nodes": [host("h2", ["small"])]},
+            ]}],
+    }
+    cfg.update(FAST)
+    deployment.start_launcher("static-a", deployment.write_config(cfg))
+    nodes = wait_for(lambda: len(ready_nodes(zuul)) == 2 and ready_nodes(zuul),
+                     what="2 ready nodes")
+    pools = wait_for(lambda: len(zuul.pools()) == 2 and zuul.pools(), what="2 pools")
+    assert sorted(p["name"] for p in pools) == ["p1", "p2"]
+    h1 = [n for n in nodes.values() if n["hostname"] == "h1"][0]
+    assert h1["pool"] == "p1" and h1["python_path"] == "/usr/bin/python3"
+    assert h1["shell_type"] == "bash" and h1["connection_type"] == "network_cli"
+    assert h1["username"] == "admin"
+    r1, r2 = zuul.submit(["small"]), zuul.submit(["small"])
+    got = {zuul.node(zuul.wait_request(r)["nodes"][0])["pool"] for r in (r1, r2)}
+    assert got == {"p1", "p2"}
