@@ -1669,10 +1669,8 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
 	json_object_set_new(np, "stats-interval", json_real(cfg->nodepoold.stats_interval));
 	json_object_set_new(np, "worker-status-timeout",
 	    json_real(cfg->nodepoold.worker_status_timeout));
-	json_object_set_new(np, "control-socket", json_string(cfg->nodepoold.control_socket));
-	json_object_set_new(np, "pid-file", json_string(cfg->nodepoold.pid_file));
-	json_object_set_new(np, "restart-backoff-max",
-	    json_real(cfg->nodepoold.restart_backoff_max));
+	/* control-socket, pid-file, restart-backoff-max are the supervisor's own:
+	 * left out so that changing them restarts no worker */
 	json_object_set_new(j, "nodepoold", np);
 
 	/* the labels and diskimages this provider uses */

@@ -46,7 +46,11 @@
  *     (the chroot is written once, at the end of the host string, as the
  *     ZooKeeper C client wants it);
  *   - secure.conf keys other than zookeeper-servers, zookeeper-tls and
- *     diskimages are errors (upstream ignores them).
+ *     diskimages are errors (upstream ignores them);
+ *   - a diskimage parent loop, or more than 32 levels of parents, is an
+ *     error (upstream recurses forever);
+ *   - `1e5` (an exponent without a dot, as JSON writes floats) is a float;
+ *     YAML 1.1 (PyYAML) reads it as a string.
  *
  * The `nodepoold:` top-level section holds the settings upstream has no
  * place for (all optional; intervals are seconds, int or float, > 0):
@@ -436,9 +440,10 @@ const struct np_pool *np_provider_pool(const struct np_provider *p, const char *
  * The settings a worker for one provider needs, as a JSON document that
  * np_config_load_buffer accepts (JSON is YAML): zookeeper-servers (merged
  * with secure.conf), zookeeper-tls, zookeeper-timeout, max-hold-age,
- * tenant-resource-limits, nodepoold, the top-level labels and the
- * (resolved, flattened) diskimages this provider uses, and the provider
- * itself. New reference, NULL if there is no such provider. Loading a slice
+ * tenant-resource-limits, the nodepoold intervals (cleanup, delete, stats,
+ * worker-status-timeout; not the supervisor's own keys), the top-level
+ * labels and the (resolved, flattened: no parent) diskimages this provider
+ * uses, secure.conf env-vars included, and the provider entry itself. New reference, NULL if there is no such provider. Loading a slice
  * gives the same fingerprint for that provider.
  */
 json_t *np_config_slice(const struct np_config *cfg, const char *provider_name);

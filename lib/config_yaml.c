@@ -66,6 +66,7 @@ struct node_ext {
 	size_t expanded; /* node count with aliases expanded (saturated) */
 	int height;      /* levels below, aliases expanded (1 for a scalar) */
 	int open;        /* a container whose end event has not come yet */
+	int merge;       /* the merge key: a plain `<<` (or tagged !!merge) */
 };
 
 static void *
@@ -816,7 +817,10 @@ scalar_event(struct builder *b, const yaml_event_t *ev)
 	n->text = doc_strndup(b->doc, text, len);
 	if (tag != NULL && strcmp(tag, "!") == 0)
 		tag = YTAG "str";
-	if (tag == NULL && plain) {
+	if ((tag == NULL && plain && strcmp(n->text, "<<") == 0) ||
+	    (tag != NULL && strcmp(tag, YTAG "merge") == 0)) {
+		x->merge = 1; /* a quoted '<<' is an ordinary key, as in PyYAML */
+	} else if (tag == NULL && plain) {
 		if (is_one_of(n->text, null_words)) {
 			n->kind = NP_CFG_NULL;
 		} else if (is_one_of(n->text, true_words)) {
@@ -908,7 +912,7 @@ start_container(struct builder *b, const yaml_event_t *ev, enum np_cfg_kind kind
 static int
 is_merge_key(const struct np_cfg_node *k)
 {
-	return k->kind == NP_CFG_STR && strcmp(k->text, "<<") == 0;
+	return ((const struct node_ext *)k)->merge;
 }
 
 /* Order of keys for duplicate detection: by kind, then value. */

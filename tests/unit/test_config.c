@@ -592,6 +592,10 @@ Test(config, alias_errors)
 	t = load_fail("a: 1\n<<: 5\n", NULL);
 	assert_has(t, "expected a mapping or list of mappings for merging");
 	free(t);
+	/* a quoted '<<' is an ordinary key (PyYAML), so here an unknown one */
+	t = load_fail("labels: [{'<<': {min-ready: 1}, name: a}]\n", NULL);
+	cr_assert_str_eq(t, "t.yaml:1:11: labels[0].<<: extra keys not allowed\n");
+	free(t);
 	/* aliases can stack nesting: the expanded height is bounded too */
 	{
 		char *y = NULL, *p;
@@ -1465,6 +1469,23 @@ Test(config, fingerprint_follows_used_diskimages_and_shared_settings)
 	c1 = load_ok(t1);
 	c2 = load_ok(t2);
 	c3 = load_ok(t3);
+	{
+		/* the supervisor's own settings restart no worker; intervals do */
+		char *t4, *t5;
+		struct np_config *c4, *c5;
+
+		cr_assert(asprintf(&t4, "%snodepoold: {control-socket: /x, restart-backoff-max: 9}\n",
+		              t1) > 0);
+		cr_assert(asprintf(&t5, "%snodepoold: {cleanup-interval: 9}\n", t1) > 0);
+		c4 = load_ok(t4);
+		c5 = load_ok(t5);
+		cr_assert_str_eq(c4->providers[0].fingerprint, c1->providers[0].fingerprint);
+		cr_assert_str_neq(c5->providers[0].fingerprint, c1->providers[0].fingerprint);
+		np_config_free(c4);
+		np_config_free(c5);
+		free(t4);
+		free(t5);
+	}
 	cr_assert_str_neq(c1->providers[0].fingerprint, c2->providers[0].fingerprint);
 	cr_assert_str_eq(c1->providers[1].fingerprint, c2->providers[1].fingerprint);
 	/* ZooKeeper is in every slice */
