@@ -50,7 +50,10 @@
  *   - a diskimage parent loop, or more than 32 levels of parents, is an
  *     error (upstream recurses forever);
  *   - `1e5` (an exponent without a dot, as JSON writes floats) is a float;
- *     YAML 1.1 (PyYAML) reads it as a string.
+ *     YAML 1.1 (PyYAML) reads it as a string;
+ *   - a few value checks upstream lacks: webapp port in 1..65535,
+ *     zookeeper-timeout > 0, non-empty provider, label, diskimage and
+ *     ZooKeeper host names.
  *
  * The `nodepoold:` top-level section holds the settings upstream has no
  * place for (all optional; intervals are seconds, int or float, > 0):
@@ -74,7 +77,10 @@
  *   quota                {instances, cores, ram}: the simulated cloud's
  *                        limits (unlimited)
  *   seed                 integer seed of the failure dice (0: random)
- * A fake label takes name, cloud-image or diskimage (optional), flavor-name,
+ * A fake pool takes name, labels (required), max-servers, max-cores, max-ram,
+ * priority, node-attributes, host-key-checking, ignore-provider-quota and
+ * availability-zones. A fake label takes name, cloud-image or diskimage
+ * (optional; a diskimage must be in the provider's diskimages), flavor-name,
  * instance-type, min-ram, key-name, userdata, instance-properties,
  * host-key-checking, cores (1), ram (MB, 1024), and per-label boot-delay and
  * failure-rate overriding the provider's.
@@ -111,6 +117,7 @@ struct np_config_errors {
 };
 #define NP_CONFIG_MAX_ERRORS 500
 
+/* An empty list; np_config_errors_free(NULL) is a no-op. */
 struct np_config_errors *np_config_errors_new(void);
 void np_config_errors_free(struct np_config_errors *errs);
 /* Append one error (strings copied). path may be NULL (= ""). */
@@ -160,7 +167,7 @@ struct np_cfg_node {
 	struct np_cfg_node **keys;  /* MAP keys */
 };
 
-/* A parsed document: owns its nodes. */
+/* A parsed document: owns its nodes (freed with np_cfg_doc_free, NULL ok). */
 struct np_cfg_doc;
 
 /*
@@ -194,11 +201,13 @@ json_t *np_cfg_to_json(const struct np_cfg_node *n);
 
 /* ---- the typed configuration ------------------------------------------------ */
 
-/* A list of strings; owned. */
+/* A list of strings, owned by the struct holding it. (protocol/model.h's
+ * np_strv has the same shape; this one keeps lib/config free of it.) */
 struct np_cfg_strv {
 	char **v;
 	size_t n;
 };
+/* 1 if s is in sv (linear). */
 int np_cfg_strv_contains(const struct np_cfg_strv *sv, const char *s);
 
 /* zookeeper-servers[]: as Nodepool's ZooKeeperConnectionConfig. */
