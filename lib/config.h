@@ -35,8 +35,8 @@
  *     reported by validation too; so are duplicate provider, pool, label and
  *     static node names (upstream silently keeps the last one);
  *   - `name` is required wherever the upstream loader indexes it;
- *   - diskimage `shell-type` is accepted (upstream's loader uses it, its
- *     validator rejected it);
+ *   - diskimage `shell-type` and static node `ssh-port` are accepted
+ *     (upstream's loader reads them, its validator rejects them);
  *   - an integer is accepted where a float is expected (zookeeper-timeout,
  *     gpu); a bool is not accepted as an integer;
  *   - a provider named fake* is not forced to the fake driver;

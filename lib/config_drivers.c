@@ -196,8 +196,6 @@ static const struct sc_schema aws_cloud_image = {
 	            .type = SC_MAP,
 	            .keys = KEYS(OPT("name", STR), OPT("Name", STR), OPT("values", SEQ(STR)),
 	                OPT("Values", SEQ(STR))),
-	            .groups = GROUPS(EXCL("name", "Name"), EXCL("values", "Values"),
-	                ONE("name", "Name"), ONE("values", "Values")),
 	        }))),
 	    OPT("connection-type", STR), OPT("connection-port", INT), OPT("python-path", STR),
 	    OPT("shell-type", STR)),
