@@ -15,9 +15,9 @@
 #include "config.h"
 #include "config_int.h"
 
-#define DEFAULT_ZK_PORT 2281
+#define DEFAULT_ZK_PORT		  2281
 #define DEFAULT_IMAGE_NAME_FORMAT "{image_name}-{timestamp}"
-#define NP_CONFIG_MAX_PARENTS 32 /* levels of diskimage parents */
+#define NP_CONFIG_MAX_PARENTS	  32 /* levels of diskimage parents */
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -253,15 +253,14 @@ struct checker {
 	const struct np_cfg_node *root;
 	struct np_config_errors *errs;
 	struct cfg_path path;
-	struct name_index labels;     /* top-level labels */
-	struct name_index diskimages; /* top-level diskimages */
+	struct name_index labels;			      /* top-level labels */
+	struct name_index diskimages;			      /* top-level diskimages */
 	struct name_index prov_cloud_images, prov_diskimages; /* the provider being checked */
 };
 
 /* Error at list[i].name (the name's own position). */
-static void
-err_at_name(struct checker *c, const struct np_cfg_node *item, size_t i, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void err_at_name(struct checker *c, const struct np_cfg_node *item, size_t i,
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static void
 err_at_name(struct checker *c, const struct np_cfg_node *item, size_t i, const char *fmt, ...)
@@ -302,7 +301,8 @@ check_unique_names(struct checker *c, const struct np_cfg_node *seq, const char 
 	for (i = 0; i < seq->n; i++)
 		if (first[i] != NULL)
 			err_at_name(c, seq->items[i], i, "%s %s already defined (line %d)", what,
-			    np_cfg_str(seq->items[i], "name", "?"), np_cfg_get(first[i], "name")->line);
+				    np_cfg_str(seq->items[i], "name", "?"),
+				    np_cfg_get(first[i], "name")->line);
 	free(first);
 	nix_free(&ix);
 }
@@ -323,9 +323,8 @@ top_label_exists(struct checker *c, const char *name)
 	return nix_find(&c->labels, name) != NULL;
 }
 
-static void
-diskimage_err(struct checker *c, const struct np_cfg_node *d, size_t i, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void diskimage_err(struct checker *c, const struct np_cfg_node *d, size_t i, const char *fmt,
+			  ...) __attribute__((format(printf, 4, 5)));
 
 static void
 diskimage_err(struct checker *c, const struct np_cfg_node *d, size_t i, const char *fmt, ...)
@@ -365,7 +364,8 @@ check_diskimages(struct checker *c)
 		if (parent == NULL)
 			continue;
 		if (nix_find(&c->diskimages, parent) == NULL) {
-			diskimage_err(c, d, i, "diskimage %s has non-existent parent: %s", name, parent);
+			diskimage_err(c, d, i, "diskimage %s has non-existent parent: %s", name,
+				      parent);
 			continue;
 		}
 		/* follow the chain: a loop comes back to an image already seen */
@@ -381,8 +381,8 @@ check_diskimages(struct checker *c)
 		if (loop)
 			diskimage_err(c, d, i, "diskimage %s has a parent loop", name);
 		else if (cur != NULL)
-			diskimage_err(c, d, i, "diskimage %s has more than %d levels of parents", name,
-			    NP_CONFIG_MAX_PARENTS);
+			diskimage_err(c, d, i, "diskimage %s has more than %d levels of parents",
+				      name, NP_CONFIG_MAX_PARENTS);
 	}
 	cfg_path_pop(&c->path, old);
 }
@@ -406,7 +406,8 @@ check_zk_servers(struct checker *c, const struct np_cfg_node *doc)
 		} else if (strcmp(first, ch) != 0) {
 			size_t o1 = cfg_path_idx(&c->path, i);
 
-			cfg_err(c->errs, seq->items[i], &c->path,
+			cfg_err(
+			    c->errs, seq->items[i], &c->path,
 			    "every ZooKeeper server must use the same chroot ('%s' here, '%s' on "
 			    "the first)",
 			    ch, first);
@@ -435,23 +436,24 @@ check_provider_diskimages(struct checker *c, const struct np_cfg_node *prov, con
 			continue;
 		if (top_diskimage(c, name, &abstract) == NULL)
 			err_at_name(c, seq->items[i], i,
-			    "diskimage %s in provider %s is not defined in the main diskimages list",
-			    name, pname);
+				    "diskimage %s in provider %s is not defined in the main "
+				    "diskimages list",
+				    name, pname);
 		else if (abstract)
-			err_at_name(c, seq->items[i], i,
+			err_at_name(
+			    c, seq->items[i], i,
 			    "diskimage %s in provider %s is abstract and cannot be uploaded", name,
 			    pname);
 	}
 	cfg_path_pop(&c->path, old);
 }
 
-static void
-label_ref_error(struct checker *c, const struct np_cfg_node *label, const char *key,
-    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void label_ref_error(struct checker *c, const struct np_cfg_node *label, const char *key,
+			    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static void
 label_ref_error(struct checker *c, const struct np_cfg_node *label, const char *key,
-    const char *fmt, ...)
+		const char *fmt, ...)
 {
 	size_t old = cfg_path_key(&c->path, key);
 	va_list ap;
@@ -469,7 +471,7 @@ label_ref_error(struct checker *c, const struct np_cfg_node *label, const char *
 /* path is at ...labels[k]: the per-label references of each driver. */
 static void
 check_label(struct checker *c, const char *drv, const struct np_cfg_node *prov,
-    const struct np_cfg_node *pool, const struct np_cfg_node *label)
+	    const struct np_cfg_node *pool, const struct np_cfg_node *label)
 {
 	const char *pname = np_cfg_str(prov, "name", "?");
 	const char *lname = np_cfg_str(label, "name", "?");
@@ -478,39 +480,44 @@ check_label(struct checker *c, const char *drv, const struct np_cfg_node *prov,
 	int abstract;
 
 	if (ci != NULL && nix_find(&c->prov_cloud_images, ci) == NULL)
-		label_ref_error(c, label, "cloud-image",
-		    "cloud-image %s does not exist in provider %s but is referenced in label %s", ci,
-		    pname, lname);
+		label_ref_error(
+		    c, label, "cloud-image",
+		    "cloud-image %s does not exist in provider %s but is referenced in label %s",
+		    ci, pname, lname);
 	if (di != NULL) {
 		if (drv_is(drv, "openstack")) {
 			if (top_diskimage(c, di, &abstract) == NULL)
 				label_ref_error(c, label, "diskimage",
-				    "label %s in provider %s uses diskimage %s which is not defined in "
-				    "the main diskimages list",
-				    lname, pname, di);
+						"label %s in provider %s uses diskimage %s which "
+						"is not defined in "
+						"the main diskimages list",
+						lname, pname, di);
 			else if (abstract)
-				label_ref_error(c, label, "diskimage",
-				    "label %s in provider %s uses diskimage %s which is abstract", lname,
-				    pname, di);
+				label_ref_error(
+				    c, label, "diskimage",
+				    "label %s in provider %s uses diskimage %s which is abstract",
+				    lname, pname, di);
 		} else if (nix_find(&c->prov_diskimages, di) == NULL) {
 			label_ref_error(c, label, "diskimage",
-			    "diskimage %s does not exist in provider %s but is referenced in label %s",
-			    di, pname, lname);
+					"diskimage %s does not exist in provider %s but is "
+					"referenced in label %s",
+					di, pname, lname);
 		}
 	}
 	if (drv_is(drv, "aws") && np_cfg_bool(label, "dedicated-host", 0)) {
 		if (np_cfg_bool(label, "use-spot", 0))
 			label_ref_error(c, label, "dedicated-host",
-			    "Spot instances can not be used on dedicated hosts");
+					"Spot instances can not be used on dedicated hosts");
 		if (np_cfg_str(pool, "availability-zone", NULL) == NULL)
 			label_ref_error(c, label, "dedicated-host",
-			    "Availability-zone is required for dedicated hosts");
+					"Availability-zone is required for dedicated hosts");
 	}
 	if (drv_is(drv, "metastatic")) {
 		long long max_age = np_cfg_int(label, "max-age", 0);
 
 		if (max_age && max_age < np_cfg_int(label, "min-retention-time", 0))
-			label_ref_error(c, label, "max-age",
+			label_ref_error(
+			    c, label, "max-age",
 			    "The max-age must be greater than or equal to the min-retention-time");
 	}
 }
@@ -519,8 +526,8 @@ check_label(struct checker *c, const char *drv, const struct np_cfg_node *prov,
 static int
 backing_equal(const struct np_cfg_node *a, const struct np_cfg_node *b)
 {
-	static const char *const keys[] = {"max-parallel-jobs", "grace-time",
-	    "min-retention-time", "max-age", NULL};
+	static const char *const keys[] = {"max-parallel-jobs", "grace-time", "min-retention-time",
+					   "max-age", NULL};
 	static const long long defs[] = {1, 60, 0, 0};
 	size_t i;
 
@@ -607,7 +614,8 @@ check_metastatic_backing(struct checker *c, const struct np_cfg_node *prov)
 			if (!backing_equal(v[i].item, v[j].item)) {
 				size_t old = path_pool_item(c, &v[j], "labels");
 
-				label_ref_error(c, v[j].item, "backing-label",
+				label_ref_error(
+				    c, v[j].item, "backing-label",
 				    "Multiple label definitions for the same backing label must be "
 				    "identical (%s, see line %d)",
 				    v[j].key, v[i].item->line);
@@ -657,8 +665,7 @@ static_port(const struct np_cfg_node *node)
 
 /* path at providers[i].pools[j]: static nodes' labels exist. */
 static void
-check_static_pool(struct checker *c, const struct np_cfg_node *prov,
-    const struct np_cfg_node *pool)
+check_static_pool(struct checker *c, const struct np_cfg_node *prov, const struct np_cfg_node *pool)
 {
 	const struct np_cfg_node *nodes = get_seq(pool, "nodes");
 	size_t i, k, old;
@@ -673,11 +680,12 @@ check_static_pool(struct checker *c, const struct np_cfg_node *prov,
 		static_node_labels(node, &labels);
 		for (k = 0; k < labels.n; k++)
 			if (!top_label_exists(c, labels.v[k])) {
-				size_t o1 = cfg_path_idx(&c->path, i), o2 = cfg_path_key(&c->path, "labels");
+				size_t o1 = cfg_path_idx(&c->path, i),
+				       o2 = cfg_path_key(&c->path, "labels");
 
 				cfg_err(c->errs, np_cfg_get(node, "labels"), &c->path,
-				    "label %s in provider %s not in top-level labels", labels.v[k],
-				    np_cfg_str(prov, "name", "?"));
+					"label %s in provider %s not in top-level labels",
+					labels.v[k], np_cfg_str(prov, "name", "?"));
 				cfg_path_pop(&c->path, o2);
 				cfg_path_pop(&c->path, o1);
 			}
@@ -695,7 +703,7 @@ static_identity_cmp(const void *pa, const void *pb)
 
 	if (c == 0)
 		c = strcmp(np_cfg_str(a->item, "username", "zuul"),
-		    np_cfg_str(b->item, "username", "zuul"));
+			   np_cfg_str(b->item, "username", "zuul"));
 	if (c == 0)
 		c = static_port(a->item) - static_port(b->item);
 	if (c == 0)
@@ -725,10 +733,11 @@ check_static_identities(struct checker *c, const struct np_cfg_node *prov)
 			size_t old = path_pool_item(c, &v[i], "nodes");
 
 			cfg_path_key(&c->path, "name");
-			cfg_err(c->errs, np_cfg_get(v[i].item, "name"), &c->path,
+			cfg_err(
+			    c->errs, np_cfg_get(v[i].item, "name"), &c->path,
 			    "static node %s (username %s, port %d) is already defined (line %d)",
-			    v[i].key, np_cfg_str(v[i].item, "username", "zuul"), static_port(v[i].item),
-			    v[first].item->line);
+			    v[i].key, np_cfg_str(v[i].item, "username", "zuul"),
+			    static_port(v[i].item), v[first].item->line);
 			cfg_path_pop(&c->path, old);
 		}
 	}
@@ -772,10 +781,10 @@ check_provider(struct checker *c, const struct np_cfg_node *prov)
 		if (drv_is(drv, "ibmvpc")) {
 			if (np_cfg_str(pool, "zone", np_cfg_str(prov, "zone", NULL)) == NULL)
 				cfg_err(c->errs, pool, &c->path,
-				    "Zone is required in provider or pool config");
+					"Zone is required in provider or pool config");
 			if (np_cfg_str(pool, "subnet", np_cfg_str(prov, "subnet", NULL)) == NULL)
 				cfg_err(c->errs, pool, &c->path,
-				    "Subnet is required in provider or pool config");
+					"Subnet is required in provider or pool config");
 		}
 		if (drv_is(drv, "static"))
 			check_static_pool(c, prov, pool);
@@ -790,9 +799,10 @@ check_provider(struct checker *c, const struct np_cfg_node *prov)
 				if (l->kind != NP_CFG_MAP)
 					continue;
 				if (lname != NULL && !top_label_exists(c, lname))
-					err_at_name(c, l, j,
-					    "label %s in provider %s not in top-level labels", lname,
-					    pname);
+					err_at_name(
+					    c, l, j,
+					    "label %s in provider %s not in top-level labels",
+					    lname, pname);
 				o3 = cfg_path_idx(&c->path, j);
 				check_label(c, drv, prov, pool, l);
 				cfg_path_pop(&c->path, o3);
@@ -959,8 +969,7 @@ diskimage_apply(struct np_diskimage *d, const struct np_cfg_node *src)
 }
 
 static void
-diskimage_build(struct np_diskimage *d, const struct name_index *ix,
-    const struct np_cfg_node *img)
+diskimage_build(struct np_diskimage *d, const struct name_index *ix, const struct np_cfg_node *img)
 {
 	const struct np_cfg_node *chain[NP_CONFIG_MAX_PARENTS + 1];
 	size_t n = 0, i;
@@ -1036,8 +1045,8 @@ default_port(const char *connection_type)
 }
 
 static void
-provider_image_build(struct np_provider_image *im, const struct np_cfg_node *raw,
-    const char *drv, int cloud, const struct np_diskimage *top)
+provider_image_build(struct np_provider_image *im, const struct np_cfg_node *raw, const char *drv,
+		     int cloud, const struct np_diskimage *top)
 {
 	memset(im, 0, sizeof(*im));
 	im->raw = raw;
@@ -1052,11 +1061,11 @@ provider_image_build(struct np_provider_image *im, const struct np_cfg_node *raw
 	if (!cloud && top != NULL && (drv_is(drv, "openstack") || drv_is(drv, "ibmvpc"))) {
 		/* these take the user and interpreter from the diskimage itself */
 		im->username = cfg_strdup(top->username);
-		im->python_path = cfg_strdup(drv_is(drv, "openstack") ? top->python_path
-		                                                      : np_cfg_str(raw, "python-path",
-		                                                            "auto"));
+		im->python_path =
+		    cfg_strdup(drv_is(drv, "openstack") ? top->python_path
+							: np_cfg_str(raw, "python-path", "auto"));
 		im->shell_type = drv_is(drv, "openstack") ? cfg_strdup(top->shell_type)
-		                                          : dup_str(raw, "shell-type", NULL);
+							  : dup_str(raw, "shell-type", NULL);
 	} else {
 		im->username = dup_str(raw, "username", !cloud && top ? top->username : NULL);
 		im->python_path = dup_str(raw, "python-path", "auto");
@@ -1083,7 +1092,7 @@ provider_image_free(struct np_provider_image *im)
 
 static void
 pool_label_build(struct np_pool_label *pl, const struct np_cfg_node *raw,
-    const struct np_provider *p, const struct np_pool *pool)
+		 const struct np_provider *p, const struct np_pool *pool)
 {
 	memset(pl, 0, sizeof(*pl));
 	pl->raw = raw;
@@ -1168,7 +1177,7 @@ inherits_max_cores_ram(const char *drv)
 
 static void
 pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_provider *p,
-    const struct np_cfg_node *prov_raw)
+	   const struct np_cfg_node *prov_raw)
 {
 	const char *drv = p->driver;
 	const struct np_cfg_node *labels = get_seq(raw, "labels");
@@ -1180,10 +1189,10 @@ pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_
 	memset(pool, 0, sizeof(*pool));
 	pool->raw = raw;
 	pool->name = dup_str(raw, "name", "");
-	pool->max_servers = np_cfg_int(raw, "max-servers",
-	    inherits_max_servers(drv) ? p->max_servers : -1);
-	pool->max_cores = np_cfg_int(raw, "max-cores", inherits_max_cores_ram(drv) ? p->max_cores
-	                                                                         : -1);
+	pool->max_servers =
+	    np_cfg_int(raw, "max-servers", inherits_max_servers(drv) ? p->max_servers : -1);
+	pool->max_cores =
+	    np_cfg_int(raw, "max-cores", inherits_max_cores_ram(drv) ? p->max_cores : -1);
 	pool->max_ram = np_cfg_int(raw, "max-ram", inherits_max_cores_ram(drv) ? p->max_ram : -1);
 	pool->max_volumes = np_cfg_int(raw, "max-volumes", -1);
 	pool->max_volume_gb = np_cfg_int(raw, "max-volume-gb", -1);
@@ -1303,8 +1312,7 @@ typed_index_find(const struct typed_index *ix, const char *name)
 }
 
 static void
-provider_build(const struct typed_index *dix, struct np_provider *p,
-    const struct np_cfg_node *raw)
+provider_build(const struct typed_index *dix, struct np_provider *p, const struct np_cfg_node *raw)
 {
 	const char *drv = provider_driver(raw);
 	const struct np_cfg_node *seq, *n, *quota;
@@ -1333,8 +1341,8 @@ provider_build(const struct typed_index *dix, struct np_provider *p,
 		p->region = dup_str(raw, "location", NULL);
 	else
 		p->region = dup_str(raw, "region-name", NULL);
-	p->manage_images = drv_is(drv, "openstack") || drv_is(drv, "aws") ||
-	                   drv_is(drv, "azure") || drv_is(drv, "ibmvpc") || drv_is(drv, "fake");
+	p->manage_images = drv_is(drv, "openstack") || drv_is(drv, "aws") || drv_is(drv, "azure") ||
+			   drv_is(drv, "ibmvpc") || drv_is(drv, "fake");
 	if (drv_is(drv, "aws"))
 		p->image_format = dup_str(raw, "image-format", "raw");
 	else if (drv_is(drv, "azure"))
@@ -1375,8 +1383,8 @@ provider_build(const struct typed_index *dix, struct np_provider *p,
 		for (i = 0; i < seq->n; i++) {
 			const char *name = np_cfg_str(seq->items[i], "name", "");
 
-			provider_image_build(&p->diskimages[p->ndiskimages++], seq->items[i], drv, 0,
-			    typed_index_find(dix, name));
+			provider_image_build(&p->diskimages[p->ndiskimages++], seq->items[i], drv,
+					     0, typed_index_find(dix, name));
 		}
 	}
 	if ((seq = get_seq(raw, "cloud-images")) != NULL && seq->n > 0) {
@@ -1384,8 +1392,8 @@ provider_build(const struct typed_index *dix, struct np_provider *p,
 		if (p->cloud_images == NULL)
 			cfg_oom();
 		for (i = 0; i < seq->n; i++)
-			provider_image_build(&p->cloud_images[p->ncloud_images++], seq->items[i], drv,
-			    1, NULL);
+			provider_image_build(&p->cloud_images[p->ncloud_images++], seq->items[i],
+					     drv, 1, NULL);
 	}
 	if ((seq = get_seq(raw, "pools")) != NULL && seq->n > 0) {
 		p->pools = calloc(seq->n, sizeof(*p->pools));
@@ -1499,7 +1507,7 @@ config_build(struct np_config *cfg, const struct np_cfg_node *root)
 		for (i = 0; i < seq->n; i++)
 			if (!np_cfg_bool(seq->items[i], "abstract", 0))
 				diskimage_build(&cfg->diskimages[cfg->ndiskimages++], &ix,
-				    seq->items[i]);
+						seq->items[i]);
 		nix_free(&ix);
 	}
 	if ((seq = get_seq(root, "providers")) != NULL && seq->n > 0) {
@@ -1530,8 +1538,7 @@ config_build(struct np_config *cfg, const struct np_cfg_node *root)
 
 /* secure.conf over the main file, as Nodepool's loadSecureConfig. */
 static void
-secure_merge(struct np_config *cfg, const struct np_cfg_node *sroot,
-    struct np_config_errors *errs)
+secure_merge(struct np_config *cfg, const struct np_cfg_node *sroot, struct np_config_errors *errs)
 {
 	const struct np_cfg_node *seq, *n;
 	struct cfg_path path;
@@ -1564,7 +1571,7 @@ secure_merge(struct np_config *cfg, const struct np_cfg_node *sroot,
 			size_t o1 = cfg_path_idx(&path, i), o2 = cfg_path_key(&path, "name");
 
 			cfg_err(errs, np_cfg_get(seq->items[i], "name"), &path,
-			    "unknown diskimage %s", name);
+				"unknown diskimage %s", name);
 			cfg_path_pop(&path, o2);
 			cfg_path_pop(&path, o1);
 			continue;
@@ -1656,8 +1663,8 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
 	json_object_set_new(j, "zookeeper-servers", a);
 	if (cfg->zk_tls_ca != NULL)
 		json_object_set_new(j, "zookeeper-tls",
-		    json_pack("{s:s, s:s, s:s}", "ca", cfg->zk_tls_ca, "cert", cfg->zk_tls_cert, "key",
-		        cfg->zk_tls_key));
+				    json_pack("{s:s, s:s, s:s}", "ca", cfg->zk_tls_ca, "cert",
+					      cfg->zk_tls_cert, "key", cfg->zk_tls_key));
 	json_object_set_new(j, "zookeeper-timeout", json_real(cfg->zk_timeout));
 	if ((n = np_cfg_get(root, "max-hold-age")) != NULL)
 		json_object_set_new(j, "max-hold-age", np_cfg_to_json(n));
@@ -1668,11 +1675,9 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
 	json_object_set_new(np, "delete-interval", json_real(cfg->nodepoold.delete_interval));
 	json_object_set_new(np, "stats-interval", json_real(cfg->nodepoold.stats_interval));
 	json_object_set_new(np, "worker-status-timeout",
-	    json_real(cfg->nodepoold.worker_status_timeout));
-	json_object_set_new(np, "control-socket", json_string(cfg->nodepoold.control_socket));
-	json_object_set_new(np, "pid-file", json_string(cfg->nodepoold.pid_file));
-	json_object_set_new(np, "restart-backoff-max",
-	    json_real(cfg->nodepoold.restart_backoff_max));
+			    json_real(cfg->nodepoold.worker_status_timeout));
+	/* control-socket, pid-file, restart-backoff-max are the supervisor's own:
+	 * left out so that changing them restarts no worker */
 	json_object_set_new(j, "nodepoold", np);
 
 	/* the labels and diskimages this provider uses */
@@ -1747,7 +1752,7 @@ np_config_zk_hosts(const struct np_zk_server *servers, size_t n)
 		else
 			host[0] = '\0';
 		il = (size_t)snprintf(item, sizeof(item), "%s%s:%d", i ? "," : "",
-		    host[0] ? host : servers[i].host, servers[i].port);
+				      host[0] ? host : servers[i].host, servers[i].port);
 		if (il >= sizeof(item))
 			il = sizeof(item) - 1;
 		while (len + il + 1 > cap)
@@ -1810,7 +1815,7 @@ np_config_free(struct np_config *cfg)
 
 static int
 finish(struct np_config *cfg, struct np_config_errors *e, struct np_config **out,
-    struct np_config_errors **errs)
+       struct np_config_errors **errs)
 {
 	if (np_config_errors_count(e) > 0) {
 		np_config_free(cfg);
@@ -1830,8 +1835,8 @@ finish(struct np_config *cfg, struct np_config_errors *e, struct np_config **out
 
 int
 np_config_load_buffer(const char *name, const char *buf, size_t len, const char *secure_name,
-    const char *secure, size_t secure_len, struct np_config **out,
-    struct np_config_errors **errs)
+		      const char *secure, size_t secure_len, struct np_config **out,
+		      struct np_config_errors **errs)
 {
 	struct np_config_errors *e = np_config_errors_new();
 	struct np_config *cfg = calloc(1, sizeof(*cfg));
@@ -1930,7 +1935,7 @@ read_file(const char *path, size_t *len, struct np_config_errors *e)
 
 int
 np_config_load(const char *path, const char *secure_path, struct np_config **cfg,
-    struct np_config_errors **errs)
+	       struct np_config_errors **errs)
 {
 	struct np_config_errors *e = np_config_errors_new();
 	char *buf, *sbuf = NULL;

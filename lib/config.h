@@ -22,9 +22,8 @@
  *      `fake`), then the cross checks (labels and diskimages referenced exist,
  *      names unique, parents exist, ...). EVERY error is collected, each as
  *      "file:line:col: key.path: message", e.g.
- *        nodepool.yaml:41:7: providers[2].pools[0].labels[1].min-ram: expected an integer, got a string
- *      Unknown keys are errors ("extra keys not allowed"), as Nodepool's
- *      voluptuous schemas.
+ *        nodepool.yaml:41:7: providers[2].pools[0].labels[1].min-ram: expected an integer, got a
+ * string Unknown keys are errors ("extra keys not allowed"), as Nodepool's voluptuous schemas.
  *   4. A valid file becomes a struct np_config; the raw tree is kept for
  *      driver-specific parsing.
  *
@@ -35,8 +34,8 @@
  *     reported by validation too; so are duplicate provider, pool, label and
  *     static node names (upstream silently keeps the last one);
  *   - `name` is required wherever the upstream loader indexes it;
- *   - diskimage `shell-type` is accepted (upstream's loader uses it, its
- *     validator rejected it);
+ *   - diskimage `shell-type` and static node `ssh-port` are accepted
+ *     (upstream's loader reads them, its validator rejects them);
  *   - an integer is accepted where a float is expected (zookeeper-timeout,
  *     gpu); a bool is not accepted as an integer;
  *   - a provider named fake* is not forced to the fake driver;
@@ -46,7 +45,14 @@
  *     (the chroot is written once, at the end of the host string, as the
  *     ZooKeeper C client wants it);
  *   - secure.conf keys other than zookeeper-servers, zookeeper-tls and
- *     diskimages are errors (upstream ignores them).
+ *     diskimages are errors (upstream ignores them);
+ *   - a diskimage parent loop, or more than 32 levels of parents, is an
+ *     error (upstream recurses forever);
+ *   - `1e5` (an exponent without a dot, as JSON writes floats) is a float;
+ *     YAML 1.1 (PyYAML) reads it as a string;
+ *   - a few value checks upstream lacks: webapp port in 1..65535,
+ *     zookeeper-timeout > 0, non-empty provider, label, diskimage and
+ *     ZooKeeper host names.
  *
  * The `nodepoold:` top-level section holds the settings upstream has no
  * place for (all optional; intervals are seconds, int or float, > 0):
@@ -70,7 +76,10 @@
  *   quota                {instances, cores, ram}: the simulated cloud's
  *                        limits (unlimited)
  *   seed                 integer seed of the failure dice (0: random)
- * A fake label takes name, cloud-image or diskimage (optional), flavor-name,
+ * A fake pool takes name, labels (required), max-servers, max-cores, max-ram,
+ * priority, node-attributes, host-key-checking, ignore-provider-quota and
+ * availability-zones. A fake label takes name, cloud-image or diskimage
+ * (optional; a diskimage must be in the provider's diskimages), flavor-name,
  * instance-type, min-ram, key-name, userdata, instance-properties,
  * host-key-checking, cores (1), ram (MB, 1024), and per-label boot-delay and
  * failure-rate overriding the provider's.
@@ -107,11 +116,13 @@ struct np_config_errors {
 };
 #define NP_CONFIG_MAX_ERRORS 500
 
+/* An empty list; np_config_errors_free(NULL) is a no-op. */
 struct np_config_errors *np_config_errors_new(void);
 void np_config_errors_free(struct np_config_errors *errs);
 /* Append one error (strings copied). path may be NULL (= ""). */
-void np_config_errors_add(struct np_config_errors *errs, const char *file, int line,
-    int col, const char *path, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void np_config_errors_add(struct np_config_errors *errs, const char *file, int line, int col,
+			  const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 /* Total number of errors found (kept + dropped). NULL counts 0. */
 size_t np_config_errors_count(const struct np_config_errors *errs);
 /* "file:line:col: path: msg" (parts omitted when empty/0); malloc'd. */
@@ -148,15 +159,15 @@ struct np_cfg_node {
 	const char *file;
 	int line, col; /* 1-based */
 	const char *text;
-	long long i; /* INT (saturated if out of range, see `overflow`), BOOL 0/1 */
-	double f;    /* FLOAT; also INT as a double */
+	long long i;  /* INT (saturated if out of range, see `overflow`), BOOL 0/1 */
+	double f;     /* FLOAT; also INT as a double */
 	int overflow; /* INT beyond 64 bits */
 	size_t n;
 	struct np_cfg_node **items; /* SEQ items, MAP values */
 	struct np_cfg_node **keys;  /* MAP keys */
 };
 
-/* A parsed document: owns its nodes. */
+/* A parsed document: owns its nodes (freed with np_cfg_doc_free, NULL ok). */
 struct np_cfg_doc;
 
 /*
@@ -168,7 +179,7 @@ struct np_cfg_doc;
  * errors.
  */
 struct np_cfg_doc *np_cfg_parse(const char *file, const char *buf, size_t len,
-    struct np_config_errors *errs);
+				struct np_config_errors *errs);
 void np_cfg_doc_free(struct np_cfg_doc *doc);
 const struct np_cfg_node *np_cfg_doc_root(const struct np_cfg_doc *doc);
 const char *np_cfg_kind_name(enum np_cfg_kind kind); /* "a string", "an integer", ... */
@@ -190,11 +201,13 @@ json_t *np_cfg_to_json(const struct np_cfg_node *n);
 
 /* ---- the typed configuration ------------------------------------------------ */
 
-/* A list of strings; owned. */
+/* A list of strings, owned by the struct holding it. (protocol/model.h's
+ * np_strv has the same shape; this one keeps lib/config free of it.) */
 struct np_cfg_strv {
 	char **v;
 	size_t n;
 };
+/* 1 if s is in sv (linear). */
 int np_cfg_strv_contains(const struct np_cfg_strv *sv, const char *s);
 
 /* zookeeper-servers[]: as Nodepool's ZooKeeperConnectionConfig. */
@@ -207,7 +220,7 @@ struct np_zk_server {
 /* labels[] */
 struct np_label {
 	char *name;
-	long long min_ready;     /* default 0; <= 0 disables */
+	long long min_ready;	 /* default 0; <= 0 disables */
 	long long max_ready_age; /* seconds; default 0 = off */
 	const struct np_cfg_node *raw;
 };
@@ -221,61 +234,61 @@ struct np_label {
  */
 struct np_diskimage {
 	char *name;
-	char *parent;                  /* as written, NULL if none */
-	char *dib_cmd;                 /* "disk-image-create" */
-	struct np_cfg_strv elements;   /* parents' first */
-	json_t *env_vars;              /* object of strings */
-	struct np_cfg_strv formats;    /* explicit formats (builder adds provider formats) */
+	char *parent;		     /* as written, NULL if none */
+	char *dib_cmd;		     /* "disk-image-create" */
+	struct np_cfg_strv elements; /* parents' first */
+	json_t *env_vars;	     /* object of strings */
+	struct np_cfg_strv formats;  /* explicit formats (builder adds provider formats) */
 	struct np_cfg_strv keep_formats;
 	int delete_after_upload;       /* 0 */
-	int pause;                     /* 0 */
-	char *release;                 /* stringified; "" if unset */
-	long long rebuild_age;         /* seconds, 86400 */
+	int pause;		       /* 0 */
+	char *release;		       /* stringified; "" if unset */
+	long long rebuild_age;	       /* seconds, 86400 */
 	long long build_timeout;       /* seconds, 28800 */
-	char *username;                /* "zuul" */
-	char *python_path;             /* "auto" */
-	char *shell_type;              /* NULL */
-	json_t *metadata;              /* object (empty if unset) */
+	char *username;		       /* "zuul" */
+	char *python_path;	       /* "auto" */
+	char *shell_type;	       /* NULL */
+	json_t *metadata;	       /* object (empty if unset) */
 	const struct np_cfg_node *raw; /* the image's own entry */
 };
 
 /* A provider's diskimages[] or cloud-images[] entry (drivers that have them). */
 struct np_provider_image {
 	char *name;
-	int pause;             /* diskimages: 0 */
-	int config_drive;      /* -1 unset, 0, 1 (openstack) */
-	char *image_id;        /* cloud images: NULL if unset */
-	char *image_name;      /* openstack cloud images */
-	char *username;        /* diskimage: entry's or the diskimage's; cloud image: NULL if unset */
-	char *python_path;     /* "auto" unless set (openstack diskimage: the diskimage's) */
-	char *shell_type;      /* NULL */
+	int pause;	   /* diskimages: 0 */
+	int config_drive;  /* -1 unset, 0, 1 (openstack) */
+	char *image_id;	   /* cloud images: NULL if unset */
+	char *image_name;  /* openstack cloud images */
+	char *username;	   /* diskimage: entry's or the diskimage's; cloud image: NULL if unset */
+	char *python_path; /* "auto" unless set (openstack diskimage: the diskimage's) */
+	char *shell_type;  /* NULL */
 	char *connection_type; /* "ssh" */
 	int connection_port;   /* 22, or 5986 for winrm */
-	json_t *meta;          /* openstack meta / aws, azure tags: object (may be empty) */
+	json_t *meta;	       /* openstack meta / aws, azure tags: object (may be empty) */
 	const struct np_cfg_node *raw;
 };
 
 /* A label of a pool, with the settings most drivers share. */
 struct np_pool_label {
 	char *name;
-	char *diskimage;         /* NULL */
-	char *cloud_image;       /* NULL */
-	char *flavor_name;       /* openstack, fake */
-	char *instance_type;     /* aws, gce, fake */
-	long long min_ram;       /* openstack, fake: 0 */
-	char *key_name;          /* NULL */
-	int host_key_checking;   /* label's, else pool's */
+	char *diskimage;       /* NULL */
+	char *cloud_image;     /* NULL */
+	char *flavor_name;     /* openstack, fake */
+	char *instance_type;   /* aws, gce, fake */
+	long long min_ram;     /* openstack, fake: 0 */
+	char *key_name;	       /* NULL */
+	int host_key_checking; /* label's, else pool's */
 	/* metastatic */
 	char *backing_label;
 	long long max_parallel_jobs;  /* 1 */
-	long long grace_time;         /* 60 */
+	long long grace_time;	      /* 60 */
 	long long min_retention_time; /* 0 */
-	long long max_age;            /* 0 = none */
+	long long max_age;	      /* 0 = none */
 	/* fake */
-	long long cores;         /* 1 */
-	long long ram;           /* MB, 1024 */
-	double boot_delay;       /* provider's unless set */
-	double failure_rate;     /* provider's unless set */
+	long long cores;     /* 1 */
+	long long ram;	     /* MB, 1024 */
+	double boot_delay;   /* provider's unless set */
+	double failure_rate; /* provider's unless set */
 	const struct np_cfg_node *raw;
 };
 
@@ -283,16 +296,16 @@ struct np_pool_label {
  * connection_port), unique within a provider. */
 struct np_static_node {
 	char *name;
-	struct np_cfg_strv labels;    /* a string is split on whitespace */
-	char *username;               /* "zuul" */
-	long long timeout;            /* ssh connect timeout, seconds: 5 */
+	struct np_cfg_strv labels; /* a string is split on whitespace */
+	char *username;		   /* "zuul" */
+	long long timeout;	   /* ssh connect timeout, seconds: 5 */
 	struct np_cfg_strv host_keys;
-	int host_key_checking;        /* 1 */
-	char *connection_type;        /* "ssh" */
-	int connection_port;          /* connection-port, else legacy ssh-port, else 22 */
-	char *shell_type;             /* NULL */
-	char *python_path;            /* "auto" */
-	long long max_parallel_jobs;  /* 1 */
+	int host_key_checking;	     /* 1 */
+	char *connection_type;	     /* "ssh" */
+	int connection_port;	     /* connection-port, else legacy ssh-port, else 22 */
+	char *shell_type;	     /* NULL */
+	char *python_path;	     /* "auto" */
+	long long max_parallel_jobs; /* 1 */
 	const struct np_cfg_node *raw;
 };
 
@@ -301,41 +314,42 @@ struct np_pool {
 	char *name;
 	long long max_servers;
 	long long max_cores, max_ram, max_volumes, max_volume_gb;
-	json_t *max_resources;         /* object name -> int (aws, k8s, openshift), may be empty */
-	long long priority;            /* effective: pool's, else provider's, else 100 */
-	json_t *node_attributes;       /* object, or NULL */
-	int ignore_provider_quota;     /* 0 */
-	struct np_cfg_strv azs;        /* availability-zones (or aws availability-zone) */
-	int host_key_checking;         /* pool's (static: see nodes; metastatic default 0) */
-	int use_internal_ip;           /* 0 */
-	struct np_pool_label *labels;  /* label entries (static: none) */
+	json_t *max_resources;	      /* object name -> int (aws, k8s, openshift), may be empty */
+	long long priority;	      /* effective: pool's, else provider's, else 100 */
+	json_t *node_attributes;      /* object, or NULL */
+	int ignore_provider_quota;    /* 0 */
+	struct np_cfg_strv azs;	      /* availability-zones (or aws availability-zone) */
+	int host_key_checking;	      /* pool's (static: see nodes; metastatic default 0) */
+	int use_internal_ip;	      /* 0 */
+	struct np_pool_label *labels; /* label entries (static: none) */
 	size_t nlabels;
 	struct np_cfg_strv label_names; /* supported labels (static: union of node labels) */
-	struct np_static_node *nodes;  /* static only */
+	struct np_static_node *nodes;	/* static only */
 	size_t nnodes;
 	const struct np_cfg_node *raw;
 };
 
 struct np_provider {
 	char *name;
-	char *driver;             /* "openstack" if unset */
+	char *driver;		   /* "openstack" if unset */
 	long long max_concurrency; /* -1 = unlimited; 0 stops request handling (as upstream) */
-	long long priority;       /* configured, else 100 */
+	long long priority;	   /* configured, else 100 */
 	int priority_set;
 	/* common cloud keys; defaults per driver as upstream */
 	long long launch_retries; /* 3 */
-	long long boot_timeout;   /* seconds: openstack/gce/fake 60, aws 180, azure/ibmvpc/metastatic 120 */
+	/* seconds: openstack/gce/fake 60, aws 180, azure/ibmvpc/metastatic 120 */
+	long long boot_timeout;
 	long long launch_timeout; /* 3600 */
-	double rate;              /* calls/s: openstack/azure/ibmvpc/metastatic 1, aws/gce 2, fake 0 */
-	int host_key_checking;    /* provider-level default for pools (1; fake 0) */
-	char *cloud;              /* openstack cloud, k8s/openshift context, NULL */
-	char *region;             /* region-name / region / azure location, NULL */
-	char *image_format;       /* aws image-format (raw), azure vhd, ibmvpc image-format (qcow2);
-	                             NULL: openstack (from clouds.yaml) or no image management */
-	int manage_images;        /* openstack, aws, azure, ibmvpc, fake */
+	double rate;	       /* calls/s: openstack/azure/ibmvpc/metastatic 1, aws/gce 2, fake 0 */
+	int host_key_checking; /* provider-level default for pools (1; fake 0) */
+	char *cloud;	       /* openstack cloud, k8s/openshift context, NULL */
+	char *region;	       /* region-name / region / azure location, NULL */
+	char *image_format;    /* aws image-format (raw), azure vhd, ibmvpc image-format (qcow2);
+				  NULL: openstack (from clouds.yaml) or no image management */
+	int manage_images;     /* openstack, aws, azure, ibmvpc, fake */
 	long long image_upload_timeout; /* openstack 3600; aws image-import-timeout or -1 */
-	char *image_name_format;  /* "{image_name}-{timestamp}" (ibmvpc "npimage{upload_id}") */
-	char *post_upload_hook;   /* NULL */
+	char *image_name_format; /* "{image_name}-{timestamp}" (ibmvpc "npimage{upload_id}") */
+	char *post_upload_hook;	 /* NULL */
 	long long max_servers, max_cores, max_ram; /* provider-level limits: -1 */
 	struct np_provider_image *diskimages;
 	size_t ndiskimages;
@@ -379,31 +393,31 @@ struct np_nodepoold_settings {
 };
 
 struct np_config {
-	char *path;         /* the main file as given */
-	char *secure_path;  /* NULL if none */
+	char *path;			 /* the main file as given */
+	char *secure_path;		 /* NULL if none */
 	struct np_zk_server *zk_servers; /* secure.conf's replace the main file's */
 	size_t nzk_servers;
-	char *zk_hosts;     /* np_config_zk_hosts() of them, NULL if none */
+	char *zk_hosts;				    /* np_config_zk_hosts() of them, NULL if none */
 	char *zk_tls_ca, *zk_tls_cert, *zk_tls_key; /* NULL if unset */
-	double zk_timeout;  /* seconds, 10.0 */
+	double zk_timeout;			    /* seconds, 10.0 */
 	struct np_label *labels;
 	size_t nlabels;
 	struct np_provider *providers;
 	size_t nproviders;
 	struct np_diskimage *diskimages; /* non-abstract only */
 	size_t ndiskimages;
-	long long max_hold_age;          /* seconds; 0 = unlimited (unset or <= 0) */
+	long long max_hold_age; /* seconds; 0 = unlimited (unset or <= 0) */
 	struct np_tenant_limit *tenant_limits;
 	size_t ntenant_limits;
-	int webapp_port;                 /* 8005 */
-	char *webapp_listen_address;     /* "0.0.0.0" */
-	char *elements_dir;              /* NULL */
-	char *images_dir;                /* NULL (the builder requires it) */
-	char *build_log_dir;             /* "/var/log/nodepool/builds" */
-	long long build_log_retention;   /* 7; -1 keeps all */
+	int webapp_port;	       /* 8005 */
+	char *webapp_listen_address;   /* "0.0.0.0" */
+	char *elements_dir;	       /* NULL */
+	char *images_dir;	       /* NULL (the builder requires it) */
+	char *build_log_dir;	       /* "/var/log/nodepool/builds" */
+	long long build_log_retention; /* 7; -1 keeps all */
 	struct np_nodepoold_settings nodepoold;
-	struct np_cfg_doc *doc;          /* the main file's tree */
-	struct np_cfg_doc *secure_doc;   /* secure.conf's, NULL if none */
+	struct np_cfg_doc *doc;	       /* the main file's tree */
+	struct np_cfg_doc *secure_doc; /* secure.conf's, NULL if none */
 };
 
 /*
@@ -416,14 +430,14 @@ struct np_config {
  * non-empty list (free with np_config_errors_free). errs may be NULL.
  */
 int np_config_load(const char *path, const char *secure_path, struct np_config **cfg,
-    struct np_config_errors **errs);
+		   struct np_config_errors **errs);
 /*
  * The same from memory (tests, fuzzing, a worker's slice). name labels
  * positions; secure (secure_len bytes, named secure_name) may be NULL.
  */
-int np_config_load_buffer(const char *name, const char *buf, size_t len,
-    const char *secure_name, const char *secure, size_t secure_len,
-    struct np_config **cfg, struct np_config_errors **errs);
+int np_config_load_buffer(const char *name, const char *buf, size_t len, const char *secure_name,
+			  const char *secure, size_t secure_len, struct np_config **cfg,
+			  struct np_config_errors **errs);
 void np_config_free(struct np_config *cfg);
 
 /* Lookups by name; NULL if absent. */
@@ -436,10 +450,11 @@ const struct np_pool *np_provider_pool(const struct np_provider *p, const char *
  * The settings a worker for one provider needs, as a JSON document that
  * np_config_load_buffer accepts (JSON is YAML): zookeeper-servers (merged
  * with secure.conf), zookeeper-tls, zookeeper-timeout, max-hold-age,
- * tenant-resource-limits, nodepoold, the top-level labels and the
- * (resolved, flattened) diskimages this provider uses, and the provider
- * itself. New reference, NULL if there is no such provider. Loading a slice
- * gives the same fingerprint for that provider.
+ * tenant-resource-limits, the nodepoold intervals (cleanup, delete, stats,
+ * worker-status-timeout; not the supervisor's own keys), the top-level
+ * labels and the (resolved, flattened: no parent) diskimages this provider
+ * uses, secure.conf env-vars included, and the provider entry itself. New reference, NULL if there
+ * is no such provider. Loading a slice gives the same fingerprint for that provider.
  */
 json_t *np_config_slice(const struct np_config *cfg, const char *provider_name);
 

@@ -24,31 +24,51 @@ static const struct sc_schema s_str_or_strseq = {.type = SC_STR_OR_STRSEQ};
 static const struct sc_schema s_dict = {.type = SC_DICT};
 static const struct sc_schema s_list = {.type = SC_LIST};
 
-#define STR (&s_str)
-#define INT (&s_int)
-#define BOOL (&s_bool)
-#define FLOAT (&s_float)
-#define NUMBER (&s_number)
-#define COERCE_FLOAT (&s_coerce_float)
-#define STR_OR_INT (&s_str_or_int)
+#define STR	      (&s_str)
+#define INT	      (&s_int)
+#define BOOL	      (&s_bool)
+#define FLOAT	      (&s_float)
+#define NUMBER	      (&s_number)
+#define COERCE_FLOAT  (&s_coerce_float)
+#define STR_OR_INT    (&s_str_or_int)
 #define STR_OR_STRSEQ (&s_str_or_strseq)
-#define DICT (&s_dict)
-#define LIST (&s_list)
-#define SEQ(x) (&(const struct sc_schema){.type = SC_SEQ, .item = (x)})
-#define STRMAP(x) (&(const struct sc_schema){.type = SC_STRMAP, .item = (x)})
-#define ENUM(...) \
-	(&(const struct sc_schema){.type = SC_ENUM, .choices = (const char *const[]){__VA_ARGS__, NULL}})
-#define ENUM_OR_NULL(...)                                                                   \
-	(&(const struct sc_schema){.type = SC_ENUM, .flags = SCF_NULL,                      \
-	    .choices = (const char *const[]){__VA_ARGS__, NULL}})
-#define KEYS(...) ((const struct sc_key[]){__VA_ARGS__, {NULL, NULL, 0}})
-#define MAP(...) (&(const struct sc_schema){.type = SC_MAP, .keys = KEYS(__VA_ARGS__)})
+#define DICT	      (&s_dict)
+#define LIST	      (&s_list)
+#define SEQ(x)	      (&(const struct sc_schema){.type = SC_SEQ, .item = (x)})
+#define STRMAP(x)     (&(const struct sc_schema){.type = SC_STRMAP, .item = (x)})
+#define ENUM(...)                                                                                  \
+	(&(const struct sc_schema){.type = SC_ENUM,                                                \
+				   .choices = (const char *const[]){__VA_ARGS__, NULL}})
+#define ENUM_OR_NULL(...)                                                                          \
+	(&(const struct sc_schema){.type = SC_ENUM,                                                \
+				   .flags = SCF_NULL,                                              \
+				   .choices = (const char *const[]){__VA_ARGS__, NULL}})
+#define KEYS(...)   ((const struct sc_key[]){__VA_ARGS__, {NULL, NULL, 0}})
+#define MAP(...)    (&(const struct sc_schema){.type = SC_MAP, .keys = KEYS(__VA_ARGS__)})
 #define GROUPS(...) ((const struct sc_group[]){__VA_ARGS__, {GR_EXCL, NULL}})
-#define EXCL(...) {GR_EXCL, (const char *const[]){__VA_ARGS__, NULL}}
-#define ONE(...) {GR_ONE, (const char *const[]){__VA_ARGS__, NULL}}
+#define EXCL(...)                                                                                  \
+	{                                                                                          \
+		GR_EXCL, (const char *const[])                                                     \
+		{                                                                                  \
+			__VA_ARGS__, NULL                                                          \
+		}                                                                                  \
+	}
+#define ONE(...)                                                                                   \
+	{                                                                                          \
+		GR_ONE, (const char *const[])                                                      \
+		{                                                                                  \
+			__VA_ARGS__, NULL                                                          \
+		}                                                                                  \
+	}
 #define ALTS(...) ((const struct sc_schema *const[]){__VA_ARGS__, NULL})
-#define REQ(k, s) {k, s, SK_REQ}
-#define OPT(k, s) {k, s, 0}
+#define REQ(k, s)                                                                                  \
+	{                                                                                          \
+		k, s, SK_REQ                                                                       \
+	}
+#define OPT(k, s)                                                                                  \
+	{                                                                                          \
+		k, s, 0                                                                            \
+	}
 
 /* ---- checks on values ------------------------------------------------------- */
 
@@ -100,380 +120,381 @@ static const struct sc_schema s_positive = {.type = SC_FLOAT, .check = chk_posit
 static const struct sc_schema s_nonneg = {.type = SC_FLOAT, .check = chk_nonneg};
 static const struct sc_schema s_rate01 = {.type = SC_FLOAT, .check = chk_rate01};
 static const struct sc_schema s_nonempty_str = {.type = SC_STR, .check = chk_nonempty};
-#define POSITIVE (&s_positive)
-#define NONNEG (&s_nonneg)
-#define RATE01 (&s_rate01)
+#define POSITIVE     (&s_positive)
+#define NONNEG	     (&s_nonneg)
+#define RATE01	     (&s_rate01)
 #define NONEMPTY_STR (&s_nonempty_str)
 
 /* ---- common provider and pool keys (driver/__init__.py) --------------------- */
 
 static const struct sc_schema common_provider = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", NONEMPTY_STR), OPT("driver", STR), OPT("max-concurrency", INT),
-	    OPT("priority", INT)),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", NONEMPTY_STR), OPT("driver", STR), OPT("max-concurrency", INT),
+		 OPT("priority", INT)),
 };
 
 static const struct sc_schema common_pool = {
-	.type = SC_MAP,
-	.keys = KEYS(OPT("max-servers", INT), OPT("node-attributes", DICT), OPT("priority", INT)),
+    .type = SC_MAP,
+    .keys = KEYS(OPT("max-servers", INT), OPT("node-attributes", DICT), OPT("priority", INT)),
 };
 
 /* ---- static ----------------------------------------------------------------- */
 
 static const struct sc_schema static_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(OPT("pools",
-	    SEQ((&(const struct sc_schema){
-	        .type = SC_MAP,
-	        .base = &common_pool,
-	        .keys = KEYS(REQ("name", STR),
-	            OPT("nodes", SEQ(MAP(REQ("name", NONEMPTY_STR), REQ("labels", STR_OR_STRSEQ),
-	                             OPT("username", STR), OPT("timeout", INT),
-	                             OPT("host-key-checking", BOOL), OPT("host-key", STR_OR_STRSEQ),
-	                             OPT("connection-port", INT), OPT("ssh-port", INT),
-	                             OPT("connection-type", STR), OPT("shell-type", STR),
-	                             OPT("max-parallel-jobs", INT), OPT("python-path", STR))))),
-	    })))),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys = KEYS(OPT(
+	"pools",
+	SEQ((&(const struct sc_schema){
+	    .type = SC_MAP,
+	    .base = &common_pool,
+	    .keys = KEYS(
+		REQ("name", STR),
+		OPT("nodes", SEQ(MAP(REQ("name", NONEMPTY_STR), REQ("labels", STR_OR_STRSEQ),
+				     OPT("username", STR), OPT("timeout", INT),
+				     OPT("host-key-checking", BOOL), OPT("host-key", STR_OR_STRSEQ),
+				     OPT("connection-port", INT), OPT("ssh-port", INT),
+				     OPT("connection-type", STR), OPT("shell-type", STR),
+				     OPT("max-parallel-jobs", INT), OPT("python-path", STR))))),
+	})))),
 };
 
 /* ---- openstack (and the keys fake shares) ----------------------------------- */
 
 static const struct sc_schema openstack_label = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), OPT("diskimage", STR), OPT("cloud-image", STR),
-	    OPT("min-ram", INT), OPT("flavor-name", STR), OPT("key-name", STR),
-	    OPT("console-log", BOOL), OPT("boot-from-volume", BOOL), OPT("volume-size", INT),
-	    OPT("instance-properties", DICT), OPT("dynamic-instance-properties", DICT),
-	    OPT("userdata", STR), OPT("networks", SEQ(STR)), OPT("host-key-checking", BOOL)),
-	.groups = GROUPS(EXCL("diskimage", "cloud-image"), ONE("min-ram", "flavor-name"),
-	    ONE("diskimage", "cloud-image")),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), OPT("diskimage", STR), OPT("cloud-image", STR),
+		 OPT("min-ram", INT), OPT("flavor-name", STR), OPT("key-name", STR),
+		 OPT("console-log", BOOL), OPT("boot-from-volume", BOOL), OPT("volume-size", INT),
+		 OPT("instance-properties", DICT), OPT("dynamic-instance-properties", DICT),
+		 OPT("userdata", STR), OPT("networks", SEQ(STR)), OPT("host-key-checking", BOOL)),
+    .groups = GROUPS(EXCL("diskimage", "cloud-image"), ONE("min-ram", "flavor-name"),
+		     ONE("diskimage", "cloud-image")),
 };
 
 static const struct sc_schema openstack_pool = {
-	.type = SC_MAP,
-	.base = &common_pool,
-	.keys = KEYS(REQ("name", STR), OPT("networks", SEQ(STR)), OPT("auto-floating-ip", BOOL),
-	    OPT("host-key-checking", BOOL), OPT("ignore-provider-quota", BOOL),
-	    OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-volumes", INT),
-	    OPT("max-volume-gb", INT), OPT("labels", SEQ(&openstack_label)),
-	    OPT("availability-zones", SEQ(STR)), OPT("security-groups", SEQ(STR))),
+    .type = SC_MAP,
+    .base = &common_pool,
+    .keys = KEYS(REQ("name", STR), OPT("networks", SEQ(STR)), OPT("auto-floating-ip", BOOL),
+		 OPT("host-key-checking", BOOL), OPT("ignore-provider-quota", BOOL),
+		 OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-volumes", INT),
+		 OPT("max-volume-gb", INT), OPT("labels", SEQ(&openstack_label)),
+		 OPT("availability-zones", SEQ(STR)), OPT("security-groups", SEQ(STR))),
 };
 
 static const struct sc_schema openstack_provider_diskimage = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), OPT("pause", BOOL), OPT("meta", DICT),
-	    OPT("config-drive", BOOL), OPT("connection-type", STR), OPT("connection-port", INT)),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), OPT("pause", BOOL), OPT("meta", DICT), OPT("config-drive", BOOL),
+		 OPT("connection-type", STR), OPT("connection-port", INT)),
 };
 
 static const struct sc_schema openstack_cloud_image = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), OPT("config-drive", BOOL), OPT("connection-type", STR),
-	    OPT("connection-port", INT), OPT("image-id", STR), OPT("image-name", STR),
-	    OPT("username", STR), OPT("python-path", STR), OPT("shell-type", STR)),
-	.groups = GROUPS(EXCL("image-id", "image-name")),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), OPT("config-drive", BOOL), OPT("connection-type", STR),
+		 OPT("connection-port", INT), OPT("image-id", STR), OPT("image-name", STR),
+		 OPT("username", STR), OPT("python-path", STR), OPT("shell-type", STR)),
+    .groups = GROUPS(EXCL("image-id", "image-name")),
 };
 
 static const struct sc_schema openstack_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(OPT("region-name", STR), REQ("cloud", STR), OPT("boot-timeout", INT),
-	    OPT("image-upload-timeout", INT), OPT("launch-timeout", INT),
-	    OPT("launch-retries", INT), OPT("nodepool-id", STR), OPT("rate", COERCE_FLOAT),
-	    OPT("image-name-format", STR), OPT("clean-floating-ips", BOOL),
-	    OPT("port-cleanup-interval", INT), OPT("pools", SEQ(&openstack_pool)),
-	    OPT("diskimages", SEQ(&openstack_provider_diskimage)),
-	    OPT("cloud-images", SEQ(&openstack_cloud_image)), OPT("post-upload-hook", STR)),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys = KEYS(OPT("region-name", STR), REQ("cloud", STR), OPT("boot-timeout", INT),
+		 OPT("image-upload-timeout", INT), OPT("launch-timeout", INT),
+		 OPT("launch-retries", INT), OPT("nodepool-id", STR), OPT("rate", COERCE_FLOAT),
+		 OPT("image-name-format", STR), OPT("clean-floating-ips", BOOL),
+		 OPT("port-cleanup-interval", INT), OPT("pools", SEQ(&openstack_pool)),
+		 OPT("diskimages", SEQ(&openstack_provider_diskimage)),
+		 OPT("cloud-images", SEQ(&openstack_cloud_image)), OPT("post-upload-hook", STR)),
 };
 
 /* ---- aws ---------------------------------------------------------------------- */
 
 static const struct sc_schema aws_cloud_image = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), REQ("username", STR), OPT("image-id", STR),
-	    OPT("image-filters",
-	        SEQ((&(const struct sc_schema){
-	            .type = SC_MAP,
-	            .keys = KEYS(OPT("name", STR), OPT("Name", STR), OPT("values", SEQ(STR)),
-	                OPT("Values", SEQ(STR))),
-	            .groups = GROUPS(EXCL("name", "Name"), EXCL("values", "Values"),
-	                ONE("name", "Name"), ONE("values", "Values")),
-	        }))),
-	    OPT("connection-type", STR), OPT("connection-port", INT), OPT("python-path", STR),
-	    OPT("shell-type", STR)),
-	.groups = GROUPS(EXCL("image-id", "image-filters"), ONE("image-id", "image-filters")),
+    .type = SC_MAP,
+    .keys = KEYS(
+	REQ("name", STR), REQ("username", STR), OPT("image-id", STR),
+	OPT("image-filters", SEQ((&(const struct sc_schema){
+				 .type = SC_MAP,
+				 .keys = KEYS(OPT("name", STR), OPT("Name", STR),
+					      OPT("values", SEQ(STR)), OPT("Values", SEQ(STR))),
+			     }))),
+	OPT("connection-type", STR), OPT("connection-port", INT), OPT("python-path", STR),
+	OPT("shell-type", STR)),
+    .groups = GROUPS(EXCL("image-id", "image-filters"), ONE("image-id", "image-filters")),
 };
 
 static const struct sc_schema aws_diskimage = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), OPT("username", STR), OPT("pause", BOOL),
-	    OPT("connection-type", STR), OPT("connection-port", INT), OPT("python-path", STR),
-	    OPT("shell-type", STR), OPT("architecture", STR), OPT("ena-support", BOOL),
-	    OPT("volume-size", INT), OPT("volume-type", STR),
-	    OPT("import-method", ENUM("snapshot", "ebs-direct", "image")),
-	    OPT("imds-support", ENUM_OR_NULL("v2.0")), OPT("iops", INT), OPT("throughput", INT),
-	    OPT("tags", DICT)),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), OPT("username", STR), OPT("pause", BOOL),
+		 OPT("connection-type", STR), OPT("connection-port", INT), OPT("python-path", STR),
+		 OPT("shell-type", STR), OPT("architecture", STR), OPT("ena-support", BOOL),
+		 OPT("volume-size", INT), OPT("volume-type", STR),
+		 OPT("import-method", ENUM("snapshot", "ebs-direct", "image")),
+		 OPT("imds-support", ENUM_OR_NULL("v2.0")), OPT("iops", INT),
+		 OPT("throughput", INT), OPT("tags", DICT)),
 };
 
 static const struct sc_schema aws_label = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), OPT("cloud-image", STR), OPT("diskimage", STR),
-	    OPT("instance-type", STR),
-	    OPT("fleet", MAP(REQ("instance-types", LIST),
-	                     REQ("allocation-strategy",
-	                         ENUM("prioritized", "price-capacity-optimized",
-	                             "capacity-optimized", "diversified", "lowest-price")))),
-	    REQ("key-name", STR), OPT("ebs-optimized", BOOL), OPT("volume-type", STR),
-	    OPT("volume-size", INT), OPT("iops", INT), OPT("throughput", INT), OPT("userdata", STR),
-	    OPT("iam-instance-profile",
-	        (&(const struct sc_schema){
-	            .type = SC_MAP,
-	            .keys = KEYS(OPT("name", STR), OPT("arn", STR)),
-	            .groups = GROUPS(EXCL("name", "arn")),
-	        })),
-	    OPT("tags", DICT), OPT("dynamic-tags", DICT), OPT("use-spot", BOOL),
-	    OPT("imdsv2", ENUM_OR_NULL("required", "optional")), OPT("dedicated-host", BOOL)),
-	.groups = GROUPS(EXCL("cloud-image", "diskimage"), EXCL("instance-type", "fleet")),
+    .type = SC_MAP,
+    .keys = KEYS(
+	REQ("name", STR), OPT("cloud-image", STR), OPT("diskimage", STR), OPT("instance-type", STR),
+	OPT("fleet", MAP(REQ("instance-types", LIST),
+			 REQ("allocation-strategy",
+			     ENUM("prioritized", "price-capacity-optimized", "capacity-optimized",
+				  "diversified", "lowest-price")))),
+	REQ("key-name", STR), OPT("ebs-optimized", BOOL), OPT("volume-type", STR),
+	OPT("volume-size", INT), OPT("iops", INT), OPT("throughput", INT), OPT("userdata", STR),
+	OPT("iam-instance-profile", (&(const struct sc_schema){
+					.type = SC_MAP,
+					.keys = KEYS(OPT("name", STR), OPT("arn", STR)),
+					.groups = GROUPS(EXCL("name", "arn")),
+				    })),
+	OPT("tags", DICT), OPT("dynamic-tags", DICT), OPT("use-spot", BOOL),
+	OPT("imdsv2", ENUM_OR_NULL("required", "optional")), OPT("dedicated-host", BOOL)),
+    .groups = GROUPS(EXCL("cloud-image", "diskimage"), EXCL("instance-type", "fleet")),
 };
 
 static const struct sc_schema aws_pool = {
-	.type = SC_MAP,
-	.base = &common_pool,
-	.keys = KEYS(REQ("name", STR), REQ("labels", SEQ(&aws_label)),
-	    OPT("security-group-id", STR), OPT("subnet-id", STR), OPT("public-ip-address", BOOL),
-	    OPT("public-ipv4", BOOL), OPT("public-ipv6", BOOL), OPT("host-key-checking", BOOL),
-	    OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT)),
-	    OPT("availability-zone", STR)),
+    .type = SC_MAP,
+    .base = &common_pool,
+    .keys =
+	KEYS(REQ("name", STR), REQ("labels", SEQ(&aws_label)), OPT("security-group-id", STR),
+	     OPT("subnet-id", STR), OPT("public-ip-address", BOOL), OPT("public-ipv4", BOOL),
+	     OPT("public-ipv6", BOOL), OPT("host-key-checking", BOOL), OPT("max-cores", INT),
+	     OPT("max-ram", INT), OPT("max-resources", STRMAP(INT)), OPT("availability-zone", STR)),
 };
 
 static const struct sc_schema aws_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(REQ("pools", SEQ(&aws_pool)), REQ("region-name", STR), OPT("rate", NUMBER),
-	    OPT("profile-name", STR), OPT("cloud-images", SEQ(&aws_cloud_image)),
-	    OPT("diskimages", SEQ(&aws_diskimage)), OPT("boot-timeout", INT),
-	    OPT("launch-timeout", INT), OPT("launch-retries", INT),
-	    OPT("object-storage", MAP(REQ("bucket-name", STR))),
-	    OPT("image-format", ENUM("ova", "vhd", "vhdx", "vmdk", "raw")),
-	    OPT("image-import-timeout", INT), OPT("max-servers", INT), OPT("max-cores", INT),
-	    OPT("max-ram", INT), OPT("max-resources", STRMAP(INT)), OPT("post-upload-hook", STR)),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys =
+	KEYS(REQ("pools", SEQ(&aws_pool)), REQ("region-name", STR), OPT("rate", NUMBER),
+	     OPT("profile-name", STR), OPT("cloud-images", SEQ(&aws_cloud_image)),
+	     OPT("diskimages", SEQ(&aws_diskimage)), OPT("boot-timeout", INT),
+	     OPT("launch-timeout", INT), OPT("launch-retries", INT),
+	     OPT("object-storage", MAP(REQ("bucket-name", STR))),
+	     OPT("image-format", ENUM("ova", "vhd", "vhdx", "vmdk", "raw")),
+	     OPT("image-import-timeout", INT), OPT("max-servers", INT), OPT("max-cores", INT),
+	     OPT("max-ram", INT), OPT("max-resources", STRMAP(INT)), OPT("post-upload-hook", STR)),
 };
 
 /* ---- gce ------------------------------------------------------------------------ */
 
 static const struct sc_schema gce_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(
-	    REQ("pools",
-	        SEQ((&(const struct sc_schema){
-	            .type = SC_MAP,
-	            .base = &common_pool,
-	            .keys = KEYS(REQ("name", STR),
-	                REQ("labels", SEQ(MAP(REQ("name", STR), REQ("cloud-image", STR),
-	                                  REQ("instance-type", STR), OPT("volume-type", STR),
-	                                  OPT("volume-size", INT)))),
-	                OPT("use-internal-ip", BOOL)),
-	        }))),
-	    REQ("region", STR), REQ("project", STR), REQ("zone", STR),
-	    OPT("cloud-images",
-	        SEQ(MAP(REQ("name", STR), OPT("connection-type", STR), OPT("connection-port", INT),
-	            OPT("shell-type", STR), OPT("image-id", STR), OPT("image-project", STR),
-	            OPT("image-family", STR), OPT("username", STR), OPT("key", STR),
-	            OPT("python-path", STR)))),
-	    OPT("boot-timeout", INT), OPT("launch-timeout", INT), OPT("launch-retries", INT),
-	    OPT("rate-limit", INT)),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys =
+	KEYS(REQ("pools",
+		 SEQ((&(const struct sc_schema){
+		     .type = SC_MAP,
+		     .base = &common_pool,
+		     .keys = KEYS(
+			 REQ("name", STR),
+			 REQ("labels", SEQ(MAP(REQ("name", STR), REQ("cloud-image", STR),
+					       REQ("instance-type", STR), OPT("volume-type", STR),
+					       OPT("volume-size", INT)))),
+			 OPT("use-internal-ip", BOOL)),
+		 }))),
+	     REQ("region", STR), REQ("project", STR), REQ("zone", STR),
+	     OPT("cloud-images",
+		 SEQ(MAP(REQ("name", STR), OPT("connection-type", STR), OPT("connection-port", INT),
+			 OPT("shell-type", STR), OPT("image-id", STR), OPT("image-project", STR),
+			 OPT("image-family", STR), OPT("username", STR), OPT("key", STR),
+			 OPT("python-path", STR)))),
+	     OPT("boot-timeout", INT), OPT("launch-timeout", INT), OPT("launch-retries", INT),
+	     OPT("rate-limit", INT)),
 };
 
 /* ---- azure ---------------------------------------------------------------------- */
 
 static const struct sc_schema azure_gallery_image = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("gallery-name", STR), REQ("name", STR), OPT("version", STR)),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("gallery-name", STR), REQ("name", STR), OPT("version", STR)),
 };
 
 static const struct sc_schema azure_cloud_image = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), REQ("username", STR), OPT("password", STR),
-	    OPT("generate-password", BOOL), OPT("key", STR),
-	    OPT("image-reference", MAP(REQ("sku", STR), REQ("publisher", STR), REQ("version", STR),
-	                               REQ("offer", STR))),
-	    OPT("image-id", STR),
-	    OPT("image-filter", MAP(OPT("location", STR), OPT("name", STR), OPT("tags", DICT))),
-	    OPT("community-gallery-image", &azure_gallery_image),
-	    OPT("shared-gallery-image", &azure_gallery_image), OPT("connection-type", STR),
-	    OPT("connection-port", INT), OPT("python-path", STR), OPT("shell-type", STR)),
-	.groups = GROUPS(EXCL("image-reference", "image-id", "image-filter",
-	                     "community-gallery-image", "shared-gallery-image"),
-	    ONE("image-reference", "image-id", "image-filter", "community-gallery-image",
-	        "shared-gallery-image")),
+    .type = SC_MAP,
+    .keys =
+	KEYS(REQ("name", STR), REQ("username", STR), OPT("password", STR),
+	     OPT("generate-password", BOOL), OPT("key", STR),
+	     OPT("image-reference", MAP(REQ("sku", STR), REQ("publisher", STR), REQ("version", STR),
+					REQ("offer", STR))),
+	     OPT("image-id", STR),
+	     OPT("image-filter", MAP(OPT("location", STR), OPT("name", STR), OPT("tags", DICT))),
+	     OPT("community-gallery-image", &azure_gallery_image),
+	     OPT("shared-gallery-image", &azure_gallery_image), OPT("connection-type", STR),
+	     OPT("connection-port", INT), OPT("python-path", STR), OPT("shell-type", STR)),
+    .groups = GROUPS(EXCL("image-reference", "image-id", "image-filter", "community-gallery-image",
+			  "shared-gallery-image"),
+		     ONE("image-reference", "image-id", "image-filter", "community-gallery-image",
+			 "shared-gallery-image")),
 };
 
 static const struct sc_schema azure_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(
-	    REQ("pools",
-	        SEQ((&(const struct sc_schema){
-	            .type = SC_MAP,
-	            .base = &common_pool,
-	            .keys = KEYS(REQ("name", STR), REQ("max-servers", INT),
-	                REQ("labels",
-	                    SEQ(MAP(REQ("name", STR), OPT("cloud-image", STR), OPT("diskimage", STR),
-	                        REQ("hardware-profile", MAP(REQ("vm-size", STR))),
-	                        OPT("tags", DICT), OPT("dynamic-tags", DICT),
-	                        OPT("user-data", STR), OPT("custom-data", STR),
-	                        OPT("volume-size", INT)))),
-	                OPT("ipv4", BOOL), OPT("ipv6", BOOL), OPT("public-ipv4", BOOL),
-	                OPT("public-ipv6", BOOL), OPT("use-internal-ip", BOOL),
-	                OPT("host-key-checking", BOOL)),
-	        }))),
-	    REQ("location", STR), REQ("resource-group", STR), REQ("resource-group-location", STR),
-	    OPT("subnet-id", STR),
-	    OPT("network",
-	        (&(const struct sc_schema){
-	            .type = SC_ANYOF,
-	            .alts = ALTS(STR, MAP(OPT("resource-group", STR), OPT("network", STR),
-	                                  OPT("subnet", STR))),
-	        })),
-	    OPT("cloud-images", SEQ(&azure_cloud_image)),
-	    OPT("diskimages",
-	        SEQ(MAP(REQ("name", STR), OPT("username", STR), OPT("key", STR), OPT("pause", BOOL),
-	            OPT("connection-type", STR), OPT("connection-port", INT),
-	            OPT("python-path", STR), OPT("shell-type", STR), OPT("tags", DICT)))),
-	    REQ("auth-path", STR), OPT("ipv4", BOOL), OPT("ipv6", BOOL), OPT("public-ipv4", BOOL),
-	    OPT("public-ipv6", BOOL), OPT("use-internal-ip", BOOL), OPT("host-key-checking", BOOL),
-	    OPT("post-upload-hook", STR), OPT("rate", COERCE_FLOAT), OPT("boot-timeout", INT),
-	    OPT("launch-timeout", INT), OPT("launch-retries", INT), OPT("zuul-public-key", STR)),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys = KEYS(
+	REQ("pools",
+	    SEQ((&(const struct sc_schema){
+		.type = SC_MAP,
+		.base = &common_pool,
+		.keys = KEYS(
+		    REQ("name", STR), REQ("max-servers", INT),
+		    REQ("labels",
+			SEQ(MAP(REQ("name", STR), OPT("cloud-image", STR), OPT("diskimage", STR),
+				REQ("hardware-profile", MAP(REQ("vm-size", STR))),
+				OPT("tags", DICT), OPT("dynamic-tags", DICT), OPT("user-data", STR),
+				OPT("custom-data", STR), OPT("volume-size", INT)))),
+		    OPT("ipv4", BOOL), OPT("ipv6", BOOL), OPT("public-ipv4", BOOL),
+		    OPT("public-ipv6", BOOL), OPT("use-internal-ip", BOOL),
+		    OPT("host-key-checking", BOOL)),
+	    }))),
+	REQ("location", STR), REQ("resource-group", STR), REQ("resource-group-location", STR),
+	OPT("subnet-id", STR),
+	OPT("network", (&(const struct sc_schema){
+			   .type = SC_ANYOF,
+			   .alts = ALTS(STR, MAP(OPT("resource-group", STR), OPT("network", STR),
+						 OPT("subnet", STR))),
+		       })),
+	OPT("cloud-images", SEQ(&azure_cloud_image)),
+	OPT("diskimages",
+	    SEQ(MAP(REQ("name", STR), OPT("username", STR), OPT("key", STR), OPT("pause", BOOL),
+		    OPT("connection-type", STR), OPT("connection-port", INT),
+		    OPT("python-path", STR), OPT("shell-type", STR), OPT("tags", DICT)))),
+	REQ("auth-path", STR), OPT("ipv4", BOOL), OPT("ipv6", BOOL), OPT("public-ipv4", BOOL),
+	OPT("public-ipv6", BOOL), OPT("use-internal-ip", BOOL), OPT("host-key-checking", BOOL),
+	OPT("post-upload-hook", STR), OPT("rate", COERCE_FLOAT), OPT("boot-timeout", INT),
+	OPT("launch-timeout", INT), OPT("launch-retries", INT), OPT("zuul-public-key", STR)),
 };
 
 /* ---- kubernetes, openshift, openshiftpods --------------------------------------- */
 
 static const struct sc_schema env_var = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), REQ("value", STR)),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("value", STR)),
 };
 
 /* The resource keys a label made "from nodepool" shares across k8s drivers. */
-#define K8S_LABEL_RESOURCE_KEYS                                                             \
-	OPT("image-pull", STR), OPT("cpu", INT), OPT("memory", INT), OPT("storage", INT),   \
-	    OPT("cpu-limit", INT), OPT("memory-limit", INT), OPT("storage-limit", INT),     \
-	    OPT("gpu", FLOAT), OPT("gpu-resource", STR), OPT("python-path", STR),           \
-	    OPT("shell-type", STR), OPT("env", SEQ(&env_var)), OPT("node-selector", DICT), \
-	    OPT("privileged", BOOL), OPT("scheduler-name", STR), OPT("volumes", LIST),      \
-	    OPT("volume-mounts", LIST), OPT("labels", DICT), OPT("dynamic-labels", DICT),   \
+#define K8S_LABEL_RESOURCE_KEYS                                                                    \
+	OPT("image-pull", STR), OPT("cpu", INT), OPT("memory", INT), OPT("storage", INT),          \
+	    OPT("cpu-limit", INT), OPT("memory-limit", INT), OPT("storage-limit", INT),            \
+	    OPT("gpu", FLOAT), OPT("gpu-resource", STR), OPT("python-path", STR),                  \
+	    OPT("shell-type", STR), OPT("env", SEQ(&env_var)), OPT("node-selector", DICT),         \
+	    OPT("privileged", BOOL), OPT("scheduler-name", STR), OPT("volumes", LIST),             \
+	    OPT("volume-mounts", LIST), OPT("labels", DICT), OPT("dynamic-labels", DICT),          \
 	    OPT("annotations", DICT), OPT("extra-resources", STRMAP(INT))
 
 static const struct sc_schema k8s_label_nodepool = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR), K8S_LABEL_RESOURCE_KEYS),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR), K8S_LABEL_RESOURCE_KEYS),
 };
 
 static const struct sc_schema k8s_label_user = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), REQ("type", STR), REQ("spec", DICT), OPT("labels", DICT),
-	    OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("type", STR), REQ("spec", DICT), OPT("labels", DICT),
+		 OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
 };
 
 static const struct sc_schema openshift_label_nodepool = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR),
-	    OPT("image-pull-secrets", LIST), K8S_LABEL_RESOURCE_KEYS),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR),
+		 OPT("image-pull-secrets", LIST), K8S_LABEL_RESOURCE_KEYS),
 };
 
 static const struct sc_schema pods_label_nodepool = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), REQ("image", STR), OPT("image-pull-secrets", LIST),
-	    K8S_LABEL_RESOURCE_KEYS),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("image", STR), OPT("image-pull-secrets", LIST),
+		 K8S_LABEL_RESOURCE_KEYS),
 };
 
 static const struct sc_schema pods_label_user = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), REQ("spec", DICT), OPT("labels", DICT),
-	    OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("spec", DICT), OPT("labels", DICT),
+		 OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
 };
 
-#define K8S_POOL_KEYS                                                                       \
-	REQ("name", STR), OPT("max-cores", INT), OPT("max-ram", INT),                        \
-	    OPT("max-resources", STRMAP(INT)), OPT("default-label-cpu", INT),                \
-	    OPT("default-label-memory", INT), OPT("default-label-storage", INT),             \
-	    OPT("default-label-cpu-limit", INT), OPT("default-label-memory-limit", INT),     \
-	    OPT("default-label-storage-limit", INT),                                         \
+#define K8S_POOL_KEYS                                                                              \
+	REQ("name", STR), OPT("max-cores", INT), OPT("max-ram", INT),                              \
+	    OPT("max-resources", STRMAP(INT)), OPT("default-label-cpu", INT),                      \
+	    OPT("default-label-memory", INT), OPT("default-label-storage", INT),                   \
+	    OPT("default-label-cpu-limit", INT), OPT("default-label-memory-limit", INT),           \
+	    OPT("default-label-storage-limit", INT),                                               \
 	    OPT("default-label-extra-resources", STRMAP(INT))
 
 static const struct sc_schema kubernetes_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(REQ("pools",
-	                 SEQ((&(const struct sc_schema){
-	                     .type = SC_MAP,
-	                     .base = &common_pool,
-	                     .keys = KEYS(K8S_POOL_KEYS,
-	                         REQ("labels", SEQ((&(const struct sc_schema){
-	                                           .type = SC_ANYOF,
-	                                           .alts = ALTS(&k8s_label_nodepool,
-	                                               &k8s_label_user),
-	                                       })))),
-	                 }))),
-	    OPT("context", STR), OPT("launch-retries", INT), OPT("max-servers", INT),
-	    OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys = KEYS(
+	REQ("pools",
+	    SEQ((&(const struct sc_schema){
+		.type = SC_MAP,
+		.base = &common_pool,
+		.keys = KEYS(K8S_POOL_KEYS,
+			     REQ("labels", SEQ((&(const struct sc_schema){
+					       .type = SC_ANYOF,
+					       .alts = ALTS(&k8s_label_nodepool, &k8s_label_user),
+					   })))),
+	    }))),
+	OPT("context", STR), OPT("launch-retries", INT), OPT("max-servers", INT),
+	OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
 };
 
 static const struct sc_schema openshift_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(REQ("pools",
-	                 SEQ((&(const struct sc_schema){
-	                     .type = SC_MAP,
-	                     .base = &common_pool,
-	                     .keys = KEYS(K8S_POOL_KEYS,
-	                         REQ("labels", SEQ((&(const struct sc_schema){
-	                                           .type = SC_ANYOF,
-	                                           .alts = ALTS(&openshift_label_nodepool,
-	                                               &k8s_label_user),
-	                                       })))),
-	                 }))),
-	    REQ("context", STR), OPT("launch-retries", INT), OPT("max-projects", INT),
-	    OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys =
+	KEYS(REQ("pools", SEQ((&(const struct sc_schema){
+			      .type = SC_MAP,
+			      .base = &common_pool,
+			      .keys = KEYS(K8S_POOL_KEYS,
+					   REQ("labels", SEQ((&(const struct sc_schema){
+							     .type = SC_ANYOF,
+							     .alts = ALTS(&openshift_label_nodepool,
+									  &k8s_label_user),
+							 })))),
+			  }))),
+	     REQ("context", STR), OPT("launch-retries", INT), OPT("max-projects", INT),
+	     OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
 };
 
 static const struct sc_schema openshiftpods_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(REQ("pools",
-	                 SEQ((&(const struct sc_schema){
-	                     .type = SC_MAP,
-	                     .base = &common_pool,
-	                     .keys = KEYS(K8S_POOL_KEYS,
-	                         REQ("labels", SEQ((&(const struct sc_schema){
-	                                           .type = SC_ANYOF,
-	                                           .alts = ALTS(&pods_label_nodepool,
-	                                               &pods_label_user),
-	                                       })))),
-	                 }))),
-	    REQ("context", STR), OPT("launch-retries", INT), OPT("max-pods", INT),
-	    OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys = KEYS(
+	REQ("pools",
+	    SEQ((&(const struct sc_schema){
+		.type = SC_MAP,
+		.base = &common_pool,
+		.keys = KEYS(K8S_POOL_KEYS,
+			     REQ("labels", SEQ((&(const struct sc_schema){
+					       .type = SC_ANYOF,
+					       .alts = ALTS(&pods_label_nodepool, &pods_label_user),
+					   })))),
+	    }))),
+	REQ("context", STR), OPT("launch-retries", INT), OPT("max-pods", INT),
+	OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
 };
 
 /* ---- metastatic ------------------------------------------------------------------- */
 
 static const struct sc_schema metastatic_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(OPT("boot-timeout", INT), OPT("launch-timeout", INT),
-	    OPT("launch-retries", INT),
-	    REQ("pools",
-	        SEQ((&(const struct sc_schema){
-	            .type = SC_MAP,
-	            .base = &common_pool,
-	            .keys = KEYS(REQ("name", STR),
-	                REQ("labels",
-	                    SEQ(MAP(REQ("name", STR), REQ("backing-label", STR),
-	                        OPT("max-parallel-jobs", INT), OPT("grace-time", INT),
-	                        OPT("min-retention-time", INT), OPT("max-age", INT),
-	                        OPT("host-key-checking", BOOL)))),
-	                OPT("host-key-checking", BOOL)),
-	        })))),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys =
+	KEYS(OPT("boot-timeout", INT), OPT("launch-timeout", INT), OPT("launch-retries", INT),
+	     REQ("pools",
+		 SEQ((&(const struct sc_schema){
+		     .type = SC_MAP,
+		     .base = &common_pool,
+		     .keys = KEYS(REQ("name", STR),
+				  REQ("labels",
+				      SEQ(MAP(REQ("name", STR), REQ("backing-label", STR),
+					      OPT("max-parallel-jobs", INT), OPT("grace-time", INT),
+					      OPT("min-retention-time", INT), OPT("max-age", INT),
+					      OPT("host-key-checking", BOOL)))),
+				  OPT("host-key-checking", BOOL)),
+		 })))),
 };
 
 /* ---- ibmvpc ------------------------------------------------------------------------- */
@@ -481,89 +502,89 @@ static const struct sc_schema metastatic_provider = {
 static const struct sc_schema s_ibm_name = {.type = SC_STR, .check = chk_no_underscore};
 
 static const struct sc_schema ibmvpc_cloud_image = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), REQ("username", STR), OPT("keys", SEQ(STR)),
-	    OPT("image-href", STR), OPT("image-id", STR), OPT("image-name", STR),
-	    OPT("image-filter",
-	        MAP(OPT("operating-system",
-	                MAP(OPT("architecture", STR), OPT("dedicated-host-only", BOOL),
-	                    OPT("display-name", STR), OPT("family", STR), OPT("href", STR),
-	                    OPT("name", STR), OPT("vendor", STR), OPT("version", STR))),
-	            OPT("owner-type", STR), OPT("status", STR))),
-	    OPT("connection-type", STR), OPT("connection-port", INT), OPT("python-path", STR),
-	    OPT("shell-type", STR)),
-	.groups = GROUPS(EXCL("image-href", "image-id", "image-name", "image-filter"),
-	    ONE("image-href", "image-id", "image-name", "image-filter")),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("username", STR), OPT("keys", SEQ(STR)),
+		 OPT("image-href", STR), OPT("image-id", STR), OPT("image-name", STR),
+		 OPT("image-filter",
+		     MAP(OPT("operating-system",
+			     MAP(OPT("architecture", STR), OPT("dedicated-host-only", BOOL),
+				 OPT("display-name", STR), OPT("family", STR), OPT("href", STR),
+				 OPT("name", STR), OPT("vendor", STR), OPT("version", STR))),
+			 OPT("owner-type", STR), OPT("status", STR))),
+		 OPT("connection-type", STR), OPT("connection-port", INT), OPT("python-path", STR),
+		 OPT("shell-type", STR)),
+    .groups = GROUPS(EXCL("image-href", "image-id", "image-name", "image-filter"),
+		     ONE("image-href", "image-id", "image-name", "image-filter")),
 };
 
 static const struct sc_schema ibmvpc_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(REQ("name", &s_ibm_name),
-	    REQ("pools",
-	        SEQ((&(const struct sc_schema){
-	            .type = SC_MAP,
-	            .base = &common_pool,
-	            .keys = KEYS(REQ("name", &s_ibm_name), REQ("max-servers", INT),
-	                REQ("labels", SEQ(MAP(REQ("name", STR), OPT("cloud-image", STR),
-	                                  OPT("diskimage", STR), REQ("profile", STR),
-	                                  OPT("user-data", STR)))),
-	                OPT("zone", STR), OPT("subnet", STR), OPT("public-ipv4", BOOL),
-	                OPT("use-internal-ip", BOOL), OPT("host-key-checking", BOOL)),
-	        }))),
-	    REQ("vpc", STR), REQ("region", STR), OPT("zone", STR), OPT("subnet", STR),
-	    OPT("cloud-images", SEQ(&ibmvpc_cloud_image)),
-	    OPT("diskimages",
-	        SEQ(MAP(REQ("name", STR), REQ("operating-system", STR), OPT("pause", BOOL),
-	            OPT("connection-type", STR), OPT("connection-port", INT),
-	            OPT("python-path", STR), OPT("shell-type", STR)))),
-	    OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT))),
-	    OPT("public-ipv4", BOOL), OPT("use-internal-ip", BOOL), OPT("host-key-checking", BOOL),
-	    OPT("post-upload-hook", STR), OPT("rate", COERCE_FLOAT), OPT("boot-timeout", INT),
-	    OPT("launch-timeout", INT), OPT("launch-retries", INT), OPT("credentials-file", STR),
-	    OPT("object-storage",
-	        MAP(REQ("instance-name", STR), REQ("endpoint", STR), REQ("bucket-name", STR)))),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys =
+	KEYS(REQ("name", &s_ibm_name),
+	     REQ("pools",
+		 SEQ((&(const struct sc_schema){
+		     .type = SC_MAP,
+		     .base = &common_pool,
+		     .keys = KEYS(REQ("name", &s_ibm_name), REQ("max-servers", INT),
+				  REQ("labels", SEQ(MAP(REQ("name", STR), OPT("cloud-image", STR),
+							OPT("diskimage", STR), REQ("profile", STR),
+							OPT("user-data", STR)))),
+				  OPT("zone", STR), OPT("subnet", STR), OPT("public-ipv4", BOOL),
+				  OPT("use-internal-ip", BOOL), OPT("host-key-checking", BOOL)),
+		 }))),
+	     REQ("vpc", STR), REQ("region", STR), OPT("zone", STR), OPT("subnet", STR),
+	     OPT("cloud-images", SEQ(&ibmvpc_cloud_image)),
+	     OPT("diskimages",
+		 SEQ(MAP(REQ("name", STR), REQ("operating-system", STR), OPT("pause", BOOL),
+			 OPT("connection-type", STR), OPT("connection-port", INT),
+			 OPT("python-path", STR), OPT("shell-type", STR)))),
+	     OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT))),
+	     OPT("public-ipv4", BOOL), OPT("use-internal-ip", BOOL), OPT("host-key-checking", BOOL),
+	     OPT("post-upload-hook", STR), OPT("rate", COERCE_FLOAT), OPT("boot-timeout", INT),
+	     OPT("launch-timeout", INT), OPT("launch-retries", INT), OPT("credentials-file", STR),
+	     OPT("object-storage",
+		 MAP(REQ("instance-name", STR), REQ("endpoint", STR), REQ("bucket-name", STR)))),
 };
 
 /* ---- fake: our simulated cloud (see lib/config.h) ------------------------------- */
 
 static const struct sc_schema fake_label = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", STR), OPT("cloud-image", STR), OPT("diskimage", STR),
-	    OPT("flavor-name", STR), OPT("instance-type", STR), OPT("min-ram", INT),
-	    OPT("key-name", STR), OPT("userdata", STR), OPT("instance-properties", DICT),
-	    OPT("host-key-checking", BOOL), OPT("cores", INT), OPT("ram", INT),
-	    OPT("boot-delay", NONNEG), OPT("failure-rate", RATE01)),
-	.groups = GROUPS(EXCL("cloud-image", "diskimage")),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), OPT("cloud-image", STR), OPT("diskimage", STR),
+		 OPT("flavor-name", STR), OPT("instance-type", STR), OPT("min-ram", INT),
+		 OPT("key-name", STR), OPT("userdata", STR), OPT("instance-properties", DICT),
+		 OPT("host-key-checking", BOOL), OPT("cores", INT), OPT("ram", INT),
+		 OPT("boot-delay", NONNEG), OPT("failure-rate", RATE01)),
+    .groups = GROUPS(EXCL("cloud-image", "diskimage")),
 };
 
 static const struct sc_schema fake_provider = {
-	.type = SC_MAP,
-	.base = &common_provider,
-	.keys = KEYS(
-	    REQ("pools",
-	        SEQ((&(const struct sc_schema){
-	            .type = SC_MAP,
-	            .base = &common_pool,
-	            .keys = KEYS(REQ("name", STR), REQ("labels", SEQ(&fake_label)),
-	                OPT("max-cores", INT), OPT("max-ram", INT), OPT("host-key-checking", BOOL),
-	                OPT("ignore-provider-quota", BOOL), OPT("availability-zones", SEQ(STR))),
-	        }))),
-	    OPT("region-name", STR), OPT("boot-timeout", INT), OPT("launch-timeout", INT),
-	    OPT("launch-retries", INT), OPT("rate", NONNEG), OPT("host-key-checking", BOOL),
-	    OPT("image-name-format", STR),
-	    OPT("cloud-images",
-	        SEQ(MAP(REQ("name", STR), OPT("image-id", STR), OPT("username", STR),
-	            OPT("python-path", STR), OPT("shell-type", STR), OPT("connection-type", STR),
-	            OPT("connection-port", INT)))),
-	    OPT("diskimages",
-	        SEQ(MAP(REQ("name", STR), OPT("pause", BOOL), OPT("meta", DICT),
-	            OPT("username", STR), OPT("connection-type", STR),
-	            OPT("connection-port", INT)))),
-	    OPT("boot-delay", NONNEG), OPT("delete-delay", NONNEG), OPT("failure-rate", RATE01),
-	    OPT("delete-failure-rate", RATE01),
-	    OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT))),
-	    OPT("seed", INT)),
+    .type = SC_MAP,
+    .base = &common_provider,
+    .keys = KEYS(
+	REQ("pools",
+	    SEQ((&(const struct sc_schema){
+		.type = SC_MAP,
+		.base = &common_pool,
+		.keys =
+		    KEYS(REQ("name", STR), REQ("labels", SEQ(&fake_label)), OPT("max-cores", INT),
+			 OPT("max-ram", INT), OPT("host-key-checking", BOOL),
+			 OPT("ignore-provider-quota", BOOL), OPT("availability-zones", SEQ(STR))),
+	    }))),
+	OPT("region-name", STR), OPT("boot-timeout", INT), OPT("launch-timeout", INT),
+	OPT("launch-retries", INT), OPT("rate", NONNEG), OPT("host-key-checking", BOOL),
+	OPT("image-name-format", STR),
+	OPT("cloud-images", SEQ(MAP(REQ("name", STR), OPT("image-id", STR), OPT("username", STR),
+				    OPT("python-path", STR), OPT("shell-type", STR),
+				    OPT("connection-type", STR), OPT("connection-port", INT)))),
+	OPT("diskimages",
+	    SEQ(MAP(REQ("name", STR), OPT("pause", BOOL), OPT("meta", DICT), OPT("username", STR),
+		    OPT("connection-type", STR), OPT("connection-port", INT)))),
+	OPT("boot-delay", NONNEG), OPT("delete-delay", NONNEG), OPT("failure-rate", RATE01),
+	OPT("delete-failure-rate", RATE01),
+	OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT))),
+	OPT("seed", INT)),
 };
 
 /* ---- registry ---------------------------------------------------------------------- */
@@ -572,21 +593,22 @@ static const struct {
 	const char *name;
 	const struct sc_schema *schema;
 } drivers[] = {
-	{"static", &static_provider},
-	{"openstack", &openstack_provider},
-	{"aws", &aws_provider},
-	{"gce", &gce_provider},
-	{"azure", &azure_provider},
-	{"kubernetes", &kubernetes_provider},
-	{"openshift", &openshift_provider},
-	{"openshiftpods", &openshiftpods_provider},
-	{"metastatic", &metastatic_provider},
-	{"ibmvpc", &ibmvpc_provider},
-	{"fake", &fake_provider},
+    {"static", &static_provider},
+    {"openstack", &openstack_provider},
+    {"aws", &aws_provider},
+    {"gce", &gce_provider},
+    {"azure", &azure_provider},
+    {"kubernetes", &kubernetes_provider},
+    {"openshift", &openshift_provider},
+    {"openshiftpods", &openshiftpods_provider},
+    {"metastatic", &metastatic_provider},
+    {"ibmvpc", &ibmvpc_provider},
+    {"fake", &fake_provider},
 };
 
-const char *const sc_driver_names[] = {"static", "openstack", "aws", "gce", "azure",
-    "kubernetes", "openshift", "openshiftpods", "metastatic", "ibmvpc", "fake", NULL};
+const char *const sc_driver_names[] = {"static",     "openstack",  "aws",	"gce",
+				       "azure",	     "kubernetes", "openshift", "openshiftpods",
+				       "metastatic", "ibmvpc",	   "fake",	NULL};
 
 const struct sc_schema *
 sc_driver(const char *name)
@@ -605,54 +627,52 @@ static const struct sc_schema s_chroot = {.type = SC_STR, .check = chk_chroot};
 static const struct sc_schema s_port = {.type = SC_INT, .check = chk_port};
 
 static const struct sc_schema zk_servers = {
-	.type = SC_SEQ,
-	.item = MAP(REQ("host", NONEMPTY_STR), OPT("port", INT), OPT("chroot", &s_chroot)),
+    .type = SC_SEQ,
+    .item = MAP(REQ("host", NONEMPTY_STR), OPT("port", INT), OPT("chroot", &s_chroot)),
 };
 
 static const struct sc_schema zk_tls = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("cert", STR), REQ("key", STR), REQ("ca", STR)),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("cert", STR), REQ("key", STR), REQ("ca", STR)),
 };
 
 static const struct sc_schema diskimage = {
-	.type = SC_MAP,
-	.keys = KEYS(REQ("name", NONEMPTY_STR), OPT("abstract", BOOL), OPT("dib-cmd", STR),
-	    OPT("pause", BOOL), OPT("elements", SEQ(STR)), OPT("formats", SEQ(STR)),
-	    OPT("keep-formats", SEQ(STR)), OPT("delete-after-upload", BOOL), OPT("parent", STR),
-	    OPT("release", STR_OR_INT), OPT("rebuild-age", INT), OPT("env-vars", STRMAP(STR)),
-	    OPT("username", STR), OPT("python-path", STR), OPT("shell-type", STR),
-	    OPT("build-timeout", INT), OPT("metadata", DICT)),
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", NONEMPTY_STR), OPT("abstract", BOOL), OPT("dib-cmd", STR),
+		 OPT("pause", BOOL), OPT("elements", SEQ(STR)), OPT("formats", SEQ(STR)),
+		 OPT("keep-formats", SEQ(STR)), OPT("delete-after-upload", BOOL),
+		 OPT("parent", STR), OPT("release", STR_OR_INT), OPT("rebuild-age", INT),
+		 OPT("env-vars", STRMAP(STR)), OPT("username", STR), OPT("python-path", STR),
+		 OPT("shell-type", STR), OPT("build-timeout", INT), OPT("metadata", DICT)),
 };
 
 const struct sc_schema sc_top = {
-	.type = SC_MAP,
-	.keys = KEYS(OPT("webapp", MAP(OPT("port", &s_port), OPT("listen_address", STR))),
-	    OPT("elements-dir", STR), OPT("images-dir", STR), OPT("build-log-dir", STR),
-	    OPT("build-log-retention", INT), OPT("zookeeper-servers", &zk_servers),
-	    OPT("zookeeper-tls", &zk_tls), OPT("zookeeper-timeout", POSITIVE),
-	    OPT("providers", SEQ((&(const struct sc_schema){.type = SC_PROVIDER}))),
-	    OPT("labels",
-	        SEQ(MAP(REQ("name", NONEMPTY_STR), OPT("min-ready", INT),
-	            OPT("max-ready-age", INT)))),
-	    OPT("diskimages", SEQ(&diskimage)), OPT("max-hold-age", INT),
-	    OPT("tenant-resource-limits",
-	        SEQ((&(const struct sc_schema){
-	            .type = SC_MAP,
-	            .keys = KEYS(REQ("tenant-name", STR), OPT("max-cores", INT),
-	                OPT("max-ram", INT), OPT("max-servers", INT)),
-	            .item = INT,
-	        }))),
-	    OPT("nodepoold",
-	        MAP(OPT("cleanup-interval", POSITIVE), OPT("delete-interval", POSITIVE),
-	            OPT("stats-interval", POSITIVE), OPT("worker-status-timeout", POSITIVE),
-	            OPT("control-socket", NONEMPTY_STR), OPT("pid-file", NONEMPTY_STR),
-	            OPT("restart-backoff-max", POSITIVE)))),
+    .type = SC_MAP,
+    .keys = KEYS(OPT("webapp", MAP(OPT("port", &s_port), OPT("listen_address", STR))),
+		 OPT("elements-dir", STR), OPT("images-dir", STR), OPT("build-log-dir", STR),
+		 OPT("build-log-retention", INT), OPT("zookeeper-servers", &zk_servers),
+		 OPT("zookeeper-tls", &zk_tls), OPT("zookeeper-timeout", POSITIVE),
+		 OPT("providers", SEQ((&(const struct sc_schema){.type = SC_PROVIDER}))),
+		 OPT("labels", SEQ(MAP(REQ("name", NONEMPTY_STR), OPT("min-ready", INT),
+				       OPT("max-ready-age", INT)))),
+		 OPT("diskimages", SEQ(&diskimage)), OPT("max-hold-age", INT),
+		 OPT("tenant-resource-limits",
+		     SEQ((&(const struct sc_schema){
+			 .type = SC_MAP,
+			 .keys = KEYS(REQ("tenant-name", STR), OPT("max-cores", INT),
+				      OPT("max-ram", INT), OPT("max-servers", INT)),
+			 .item = INT,
+		     }))),
+		 OPT("nodepoold",
+		     MAP(OPT("cleanup-interval", POSITIVE), OPT("delete-interval", POSITIVE),
+			 OPT("stats-interval", POSITIVE), OPT("worker-status-timeout", POSITIVE),
+			 OPT("control-socket", NONEMPTY_STR), OPT("pid-file", NONEMPTY_STR),
+			 OPT("restart-backoff-max", POSITIVE)))),
 };
 
 const struct sc_schema sc_secure = {
-	.type = SC_MAP,
-	.flags = SCF_NULL,
-	.keys = KEYS(OPT("zookeeper-servers", &zk_servers), OPT("zookeeper-tls", &zk_tls),
-	    OPT("diskimages",
-	        SEQ(MAP(REQ("name", STR), REQ("env-vars", STRMAP(STR)))))),
+    .type = SC_MAP,
+    .flags = SCF_NULL,
+    .keys = KEYS(OPT("zookeeper-servers", &zk_servers), OPT("zookeeper-tls", &zk_tls),
+		 OPT("diskimages", SEQ(MAP(REQ("name", STR), REQ("env-vars", STRMAP(STR)))))),
 };

@@ -38,7 +38,7 @@ np_config_errors_free(struct np_config_errors *errs)
 
 void
 np_config_errors_add(struct np_config_errors *errs, const char *file, int line, int col,
-    const char *path, const char *fmt, ...)
+		     const char *path, const char *fmt, ...)
 {
 	struct np_config_error *e;
 	va_list ap;
@@ -86,8 +86,7 @@ np_config_error_format(const struct np_config_error *e)
 
 	if (e->line > 0)
 		snprintf(pos, sizeof(pos), ":%d:%d", e->line, e->col);
-	r = asprintf(&s, "%s%s: %s%s%s", e->file, pos, e->path, e->path[0] ? ": " : "",
-	    e->msg);
+	r = asprintf(&s, "%s%s: %s%s%s", e->file, pos, e->path, e->path[0] ? ": " : "", e->msg);
 	if (r < 0)
 		cfg_oom();
 	return s;

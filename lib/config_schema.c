@@ -18,8 +18,7 @@ size_t
 cfg_path_key(struct cfg_path *p, const char *key)
 {
 	size_t old = p->len;
-	int r = snprintf(p->buf + p->len, sizeof(p->buf) - p->len, "%s%s", p->len ? "." : "",
-	    key);
+	int r = snprintf(p->buf + p->len, sizeof(p->buf) - p->len, "%s%s", p->len ? "." : "", key);
 
 	if (r > 0)
 		p->len += (size_t)r;
@@ -50,7 +49,7 @@ cfg_path_pop(struct cfg_path *p, size_t len)
 
 void
 cfg_err(struct np_config_errors *errs, const struct np_cfg_node *n, const struct cfg_path *path,
-    const char *fmt, ...)
+	const char *fmt, ...)
 {
 	va_list ap;
 	char *msg;
@@ -60,7 +59,7 @@ cfg_err(struct np_config_errors *errs, const struct np_cfg_node *n, const struct
 		cfg_oom();
 	va_end(ap);
 	np_config_errors_add(errs, n ? n->file : NULL, n ? n->line : 0, n ? n->col : 0,
-	    path ? path->buf : "", "%s", msg);
+			     path ? path->buf : "", "%s", msg);
 	free(msg);
 }
 
@@ -97,7 +96,7 @@ expected_name(const struct sc_schema *s)
 
 static void
 type_error(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-    struct np_config_errors *errs)
+	   struct np_config_errors *errs)
 {
 	cfg_err(errs, n, path, "expected %s, got %s", expected_name(s), np_cfg_kind_name(n->kind));
 }
@@ -149,9 +148,8 @@ join_keys(char *buf, size_t len, const char *const *keys, const char *sep_last)
 		n++;
 	buf[0] = '\0';
 	for (i = 0; i < n && off < len; i++) {
-		int r = snprintf(buf + off, len - off, "%s%s", i == 0 ? "" : (i + 1 == n ? sep_last
-		                                                                        : ", "),
-		    keys[i]);
+		int r = snprintf(buf + off, len - off, "%s%s",
+				 i == 0 ? "" : (i + 1 == n ? sep_last : ", "), keys[i]);
 
 		if (r < 0)
 			break;
@@ -161,7 +159,7 @@ join_keys(char *buf, size_t len, const char *const *keys, const char *sep_last)
 
 static void
 check_groups(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-    struct np_config_errors *errs)
+	     struct np_config_errors *errs)
 {
 	const struct sc_schema *b;
 	const struct sc_group *g;
@@ -188,8 +186,8 @@ check_groups(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_
 				size_t old = cfg_path_key(path, n->keys[second]->text);
 
 				cfg_err(errs, n->keys[second], path,
-				    "'%s' and '%s' are mutually exclusive", n->keys[first]->text,
-				    n->keys[second]->text);
+					"'%s' and '%s' are mutually exclusive",
+					n->keys[first]->text, n->keys[second]->text);
 				cfg_path_pop(path, old);
 			} else if (g->kind == GR_ONE && first < 0) {
 				join_keys(names, sizeof(names), g->keys, " or ");
@@ -201,7 +199,7 @@ check_groups(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_
 
 static void
 check_map(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-    struct np_config_errors *errs)
+	  struct np_config_errors *errs)
 {
 	const struct sc_schema *b;
 	const struct sc_key *k;
@@ -215,7 +213,7 @@ check_map(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_pat
 			old = cfg_path_key(path, key->kind == NP_CFG_NULL ? "null" : key->text);
 			if (s->item != NULL)
 				cfg_err(errs, key, path, "expected a string key, got %s",
-				    np_cfg_kind_name(key->kind));
+					np_cfg_kind_name(key->kind));
 			else
 				cfg_err(errs, key, path, "extra keys not allowed");
 			cfg_path_pop(path, old);
@@ -246,8 +244,7 @@ check_map(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_pat
 }
 
 static void
-check_provider(const struct np_cfg_node *n, struct cfg_path *path,
-    struct np_config_errors *errs)
+check_provider(const struct np_cfg_node *n, struct cfg_path *path, struct np_config_errors *errs)
 {
 	const struct np_cfg_node *drv = np_cfg_get(n, "driver");
 	const struct sc_schema *s;
@@ -275,7 +272,7 @@ check_provider(const struct np_cfg_node *n, struct cfg_path *path,
 
 static void
 check_anyof(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-    struct np_config_errors *errs)
+	    struct np_config_errors *errs)
 {
 	const struct sc_schema *const *a;
 	struct np_config_errors *best = NULL;
@@ -305,7 +302,7 @@ check_anyof(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 
 		for (i = 0; i < best->n; i++)
 			np_config_errors_add(errs, best->v[i].file, best->v[i].line, best->v[i].col,
-			    best->v[i].path, "%s", best->v[i].msg);
+					     best->v[i].path, "%s", best->v[i].msg);
 		errs->dropped += best->dropped;
 		np_config_errors_free(best);
 	}
@@ -313,7 +310,7 @@ check_anyof(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 
 void
 sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-    struct np_config_errors *errs)
+	    struct np_config_errors *errs)
 {
 	size_t i, old;
 	int ok = 1;
@@ -359,7 +356,7 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 			if (n->items[i]->kind != NP_CFG_STR) {
 				old = cfg_path_idx(path, i);
 				cfg_err(errs, n->items[i], path, "expected a string, got %s",
-				    np_cfg_kind_name(n->items[i]->kind));
+					np_cfg_kind_name(n->items[i]->kind));
 				cfg_path_pop(path, old);
 			}
 		break;
@@ -387,7 +384,7 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 			old = cfg_path_key(path, key->kind == NP_CFG_NULL ? "null" : key->text);
 			if (key->kind != NP_CFG_STR)
 				cfg_err(errs, key, path, "expected a string key, got %s",
-				    np_cfg_kind_name(key->kind));
+					np_cfg_kind_name(key->kind));
 			else
 				sc_validate(s->item, n->items[i], path, errs);
 			cfg_path_pop(path, old);
@@ -409,7 +406,7 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 		if (n->kind != NP_CFG_STR || *c == NULL) {
 			join_keys(names, sizeof(names), s->choices, " or ");
 			cfg_err(errs, n, path, "expected one of %s%s", names,
-			    (s->flags & SCF_NULL) ? " (or null)" : "");
+				(s->flags & SCF_NULL) ? " (or null)" : "");
 			return;
 		}
 		break;

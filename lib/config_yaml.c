@@ -20,10 +20,10 @@
 #include "config.h"
 #include "config_int.h"
 
-#define CFG_MAX_INPUT (16u << 20)
+#define CFG_MAX_INPUT	 (16u << 20)
 #define CFG_MAX_EXPANDED 1000000u
-#define CFG_MAX_DEPTH 256
-#define CFG_MAX_HEIGHT 512
+#define CFG_MAX_DEPTH	 256
+#define CFG_MAX_HEIGHT	 512
 
 /* ---- small helpers shared by the config modules ------------------------- */
 
@@ -64,8 +64,9 @@ struct np_cfg_doc {
 struct node_ext {
 	struct np_cfg_node pub;
 	size_t expanded; /* node count with aliases expanded (saturated) */
-	int height;      /* levels below, aliases expanded (1 for a scalar) */
-	int open;        /* a container whose end event has not come yet */
+	int height;	 /* levels below, aliases expanded (1 for a scalar) */
+	int open;	 /* a container whose end event has not come yet */
+	int merge;	 /* the merge key: a plain `<<` (or tagged !!merge) */
 };
 
 static void *
@@ -303,10 +304,10 @@ is_one_of(const char *s, const char *const *words)
 }
 
 static const char *const null_words[] = {"", "~", "null", "Null", "NULL", NULL};
-static const char *const true_words[] = {"yes", "Yes", "YES", "true", "True", "TRUE", "on",
-    "On", "ON", NULL};
-static const char *const false_words[] = {"no", "No", "NO", "false", "False", "FALSE", "off",
-    "Off", "OFF", NULL};
+static const char *const true_words[] = {"yes",	 "Yes", "YES", "true", "True",
+					 "TRUE", "on",	"On",  "ON",   NULL};
+static const char *const false_words[] = {"no",	   "No",  "NO",	 "false", "False",
+					  "FALSE", "off", "Off", "OFF",	  NULL};
 
 static int
 isdig(char c)
@@ -660,8 +661,7 @@ struct builder {
 	int docs;
 };
 
-static void
-b_error(struct builder *b, yaml_mark_t mark, const char *fmt, ...)
+static void b_error(struct builder *b, yaml_mark_t mark, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void
@@ -763,8 +763,9 @@ new_node(struct builder *b, enum np_cfg_kind kind, yaml_mark_t mark)
 static size_t
 sat_add(size_t a, size_t b)
 {
-	return a > CFG_MAX_EXPANDED || b > CFG_MAX_EXPANDED || a + b > CFG_MAX_EXPANDED ? CFG_MAX_EXPANDED + 1
-	                                                                    : a + b;
+	return a > CFG_MAX_EXPANDED || b > CFG_MAX_EXPANDED || a + b > CFG_MAX_EXPANDED
+		   ? CFG_MAX_EXPANDED + 1
+		   : a + b;
 }
 
 static void
@@ -816,7 +817,10 @@ scalar_event(struct builder *b, const yaml_event_t *ev)
 	n->text = doc_strndup(b->doc, text, len);
 	if (tag != NULL && strcmp(tag, "!") == 0)
 		tag = YTAG "str";
-	if (tag == NULL && plain) {
+	if ((tag == NULL && plain && strcmp(n->text, "<<") == 0) ||
+	    (tag != NULL && strcmp(tag, YTAG "merge") == 0)) {
+		x->merge = 1; /* a quoted '<<' is an ordinary key, as in PyYAML */
+	} else if (tag == NULL && plain) {
 		if (is_one_of(n->text, null_words)) {
 			n->kind = NP_CFG_NULL;
 		} else if (is_one_of(n->text, true_words)) {
@@ -859,8 +863,8 @@ scalar_event(struct builder *b, const yaml_event_t *ev)
 		} else if (strcmp(tag, YTAG "timestamp") == 0) {
 			n->kind = NP_CFG_TIME;
 		} else {
-			b_error(b, ev->start_mark, "could not determine a constructor for the tag '%s'",
-			    tag);
+			b_error(b, ev->start_mark,
+				"could not determine a constructor for the tag '%s'", tag);
 		}
 	}
 	if (ev->data.scalar.anchor != NULL)
@@ -885,7 +889,7 @@ start_container(struct builder *b, const yaml_event_t *ev, enum np_cfg_kind kind
 	if (tag != NULL && strcmp(tag, "!") != 0 &&
 	    strcmp(tag, kind == NP_CFG_SEQ ? YTAG "seq" : YTAG "map") != 0)
 		b_error(b, ev->start_mark, "could not determine a constructor for the tag '%s'",
-		    tag);
+			tag);
 	if (b->depth >= CFG_MAX_DEPTH) {
 		b_error(b, ev->start_mark, "nesting deeper than %d levels", CFG_MAX_DEPTH);
 		return;
@@ -908,7 +912,7 @@ start_container(struct builder *b, const yaml_event_t *ev, enum np_cfg_kind kind
 static int
 is_merge_key(const struct np_cfg_node *k)
 {
-	return k->kind == NP_CFG_STR && strcmp(k->text, "<<") == 0;
+	return ((const struct node_ext *)k)->merge;
 }
 
 /* Order of keys for duplicate detection: by kind, then value. */
@@ -978,8 +982,8 @@ finish_map(struct builder *b, struct frame *f, yaml_mark_t mark)
 		struct np_cfg_node *k = f->v[i], *v = f->v[i + 1];
 
 		if (k->kind == NP_CFG_SEQ || k->kind == NP_CFG_MAP) {
-			b_error(b, mark, "a mapping key must be a scalar (line %d, column %d)", k->line,
-			    k->col);
+			b_error(b, mark, "a mapping key must be a scalar (line %d, column %d)",
+				k->line, k->col);
 			goto done;
 		}
 		if (!is_merge_key(k))
@@ -995,9 +999,10 @@ finish_map(struct builder *b, struct frame *f, yaml_mark_t mark)
 
 				if (m->kind != NP_CFG_MAP) {
 					b_error(b, mark,
-					    "expected a mapping for merging, but found %s (line %d, "
-					    "column %d)",
-					    np_cfg_kind_name(m->kind), m->line, m->col);
+						"expected a mapping for merging, but found %s "
+						"(line %d, "
+						"column %d)",
+						np_cfg_kind_name(m->kind), m->line, m->col);
 					goto done;
 				}
 				for (j = 0; j < m->n; j++)
@@ -1005,9 +1010,9 @@ finish_map(struct builder *b, struct frame *f, yaml_mark_t mark)
 			}
 		} else {
 			b_error(b, mark,
-			    "expected a mapping or list of mappings for merging, but found %s "
-			    "(line %d, column %d)",
-			    np_cfg_kind_name(v->kind), v->line, v->col);
+				"expected a mapping or list of mappings for merging, but found %s "
+				"(line %d, column %d)",
+				np_cfg_kind_name(v->kind), v->line, v->col);
 			goto done;
 		}
 	}
@@ -1041,9 +1046,9 @@ finish_map(struct builder *b, struct frame *f, yaml_mark_t mark)
 			continue;
 		n->keys[j] = all[i].k;
 		n->items[j] = all[keep[i]].v;
-		f->node->expanded = sat_add(f->node->expanded,
-		    ((struct node_ext *)all[i].k)->expanded +
-		        ((struct node_ext *)all[keep[i]].v)->expanded);
+		f->node->expanded =
+		    sat_add(f->node->expanded, ((struct node_ext *)all[i].k)->expanded +
+						   ((struct node_ext *)all[keep[i]].v)->expanded);
 		j++;
 	}
 	free(sorted);
@@ -1074,12 +1079,12 @@ end_container(struct builder *b, const yaml_event_t *ev)
 	x->open = 0;
 	if (x->expanded > CFG_MAX_EXPANDED)
 		b_error(b, ev->start_mark,
-		    "document too large: more than %u nodes once aliases are expanded",
-		    CFG_MAX_EXPANDED);
+			"document too large: more than %u nodes once aliases are expanded",
+			CFG_MAX_EXPANDED);
 	/* every later pass recurses on the expanded tree: bound its height */
 	if (x->height > CFG_MAX_HEIGHT)
-		b_error(b, ev->start_mark, "nesting deeper than %d levels once aliases are expanded",
-		    CFG_MAX_HEIGHT);
+		b_error(b, ev->start_mark,
+			"nesting deeper than %d levels once aliases are expanded", CFG_MAX_HEIGHT);
 	attach(b, x);
 }
 
@@ -1135,7 +1140,7 @@ np_cfg_parse(const char *file, const char *buf, size_t len, struct np_config_err
 		file = "<config>";
 	if (len > CFG_MAX_INPUT) {
 		np_config_errors_add(errs, file, 0, 0, "", "file too large (over %u bytes)",
-		    CFG_MAX_INPUT);
+				     CFG_MAX_INPUT);
 		return NULL;
 	}
 	doc = calloc(1, sizeof(*doc));
@@ -1165,7 +1170,7 @@ np_cfg_parse(const char *file, const char *buf, size_t len, struct np_config_err
 
 				subst_map_pos(&map, &cl, &cc);
 				b_error(&b, m, "YAML syntax error: %s (%s at line %d, column %d)",
-				    yaml_problem(&parser), parser.context, cl + 1, cc + 1);
+					yaml_problem(&parser), parser.context, cl + 1, cc + 1);
 			} else {
 				if (parser.error == YAML_READER_ERROR) {
 					/* reader errors carry a byte offset, not a mark */
@@ -1189,7 +1194,7 @@ np_cfg_parse(const char *file, const char *buf, size_t len, struct np_config_err
 		case YAML_DOCUMENT_START_EVENT:
 			if (++b.docs > 1)
 				b_error(&b, ev.start_mark,
-				    "expected a single document in the stream, found another");
+					"expected a single document in the stream, found another");
 			break;
 		case YAML_SCALAR_EVENT:
 			scalar_event(&b, &ev);
@@ -1321,7 +1326,7 @@ np_cfg_to_json(const struct np_cfg_node *n)
 			const struct np_cfg_node *k = n->keys[i];
 
 			json_object_set_new(j, k->kind == NP_CFG_NULL ? "null" : k->text,
-			    np_cfg_to_json(n->items[i]));
+					    np_cfg_to_json(n->items[i]));
 		}
 		break;
 	}

@@ -21,7 +21,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t i;
 
 	if (np_config_load_buffer("fuzz.yaml", (const char *)data, size, NULL, NULL, 0, &cfg,
-	        &errs) != 0) {
+				  &errs) != 0) {
 		for (i = 0; i < errs->n; i++)
 			free(np_config_error_format(&errs->v[i]));
 		np_config_errors_free(errs);
@@ -31,9 +31,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		json_t *slice = np_config_slice(cfg, cfg->providers[i].name);
 		char *text = json_dumps(slice, JSON_COMPACT);
 
-		if (text != NULL &&
-		    np_config_load_buffer("slice.json", text, strlen(text), NULL, NULL, 0, &w,
-		        &errs) == 0) {
+		if (text != NULL && np_config_load_buffer("slice.json", text, strlen(text), NULL,
+							  NULL, 0, &w, &errs) == 0) {
 			const struct np_provider *p = np_config_provider(w, cfg->providers[i].name);
 
 			/* a slice reloads to the same provider */

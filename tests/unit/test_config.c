@@ -108,14 +108,18 @@ load_fail(const char *yaml, size_t *count)
 	return text;
 }
 
-#define assert_has(text, needle) \
+#define assert_has(text, needle)                                                                   \
 	cr_assert(strstr((text), (needle)) != NULL, "expected \"%s\" in:\n%s", (needle), (text))
 
 /* ---- OpenDev's configs ---------------------------------------------------------- */
 
-static const char *const opendev_files[] = {"nb07.opendev.org.yaml", "nl01.opendev.org.yaml",
-    "nl02.opendev.org.yaml", "nl03.opendev.org.yaml", "nl04.opendev.org.yaml",
-    "nodepool.yaml", NULL};
+static const char *const opendev_files[] = {"nb07.opendev.org.yaml",
+					    "nl01.opendev.org.yaml",
+					    "nl02.opendev.org.yaml",
+					    "nl03.opendev.org.yaml",
+					    "nl04.opendev.org.yaml",
+					    "nodepool.yaml",
+					    NULL};
 
 Test(config, opendev_configs_load)
 {
@@ -150,7 +154,7 @@ Test(config, opendev_nl01_typed)
 
 	cr_assert_eq(np_config_load(path, NULL, &cfg, NULL), 0);
 	cr_assert_str_eq(cfg->zk_hosts, "zk01.example.org:2281,zk02.example.org:2281,"
-	                                "zk03.example.org:2281");
+					"zk03.example.org:2281");
 	cr_assert_eq(cfg->nproviders, 5);
 	p = &cfg->providers[0];
 	cr_assert_str_eq(p->driver, "openstack");
@@ -183,31 +187,30 @@ struct wild_expect {
 };
 
 static const struct wild_expect wild_expects[] = {
-	{"GerritCodeReview__", "providers[0].pools[0].host-key-checking", "extra keys not allowed",
-	    1, 37},
-	{"Juniper__", "cron", "extra keys not allowed", 1, 4},
-	{"SovereignCloudStack__", "providers[2].pools", "expected a list", 0, 0},
-	{"a10networks-ci__", "script-dir", "extra keys not allowed", 1, 1},
-	{"ansible-network__windmill-config__nodepool__nl01.sjc1",
-	    "providers[0].cloud-images[0].username", "required key not provided", 0, 77},
-	{"openstack__project-config__nodepool__nl01.openstack.org",
-	    "providers[0].pools[0].labels[2].name",
-	    "label debian-stretch in provider rax-dfw not in top-level labels", 0, 0},
-	{"openstack__project-config__nodepool__nl02.openstack.org",
-	    "providers[0].diskimages[0].name",
-	    "diskimage centos-7 in provider citycloud-kna1 is not defined in the main diskimages "
-	    "list",
-	    0, 0},
-	{"openstack__project-config__nodepool__nl04.opendev.org",
-	    "providers[0].pools[0].labels[19].diskimage",
-	    "label nested-virt-rockylinux-9 in provider ovh-bhs1 uses diskimage rockylinux-9 "
-	    "which is not defined in the main diskimages list",
-	    0, 0},
-	{"openstack__project-config__nodepool__nodepoolv3", "cron", "extra keys not allowed", 1, 4},
-	{"opentelekomcloud-infra__", "", "could not find expected ':'", 0, 42},
-	{"opentelekomcloud-scs__zuul-config__nodepool__nodepool__at-93a6dbd", "providers[1].driver",
-	    "docker: unknown driver", 0, 0},
-	{NULL, NULL, NULL, 0, 0},
+    {"GerritCodeReview__", "providers[0].pools[0].host-key-checking", "extra keys not allowed", 1,
+     37},
+    {"Juniper__", "cron", "extra keys not allowed", 1, 4},
+    {"SovereignCloudStack__", "providers[2].pools", "expected a list", 0, 0},
+    {"a10networks-ci__", "script-dir", "extra keys not allowed", 1, 1},
+    {"ansible-network__windmill-config__nodepool__nl01.sjc1",
+     "providers[0].cloud-images[0].username", "required key not provided", 0, 77},
+    {"openstack__project-config__nodepool__nl01.openstack.org",
+     "providers[0].pools[0].labels[2].name",
+     "label debian-stretch in provider rax-dfw not in top-level labels", 0, 0},
+    {"openstack__project-config__nodepool__nl02.openstack.org", "providers[0].diskimages[0].name",
+     "diskimage centos-7 in provider citycloud-kna1 is not defined in the main diskimages "
+     "list",
+     0, 0},
+    {"openstack__project-config__nodepool__nl04.opendev.org",
+     "providers[0].pools[0].labels[19].diskimage",
+     "label nested-virt-rockylinux-9 in provider ovh-bhs1 uses diskimage rockylinux-9 "
+     "which is not defined in the main diskimages list",
+     0, 0},
+    {"openstack__project-config__nodepool__nodepoolv3", "cron", "extra keys not allowed", 1, 4},
+    {"opentelekomcloud-infra__", "", "could not find expected ':'", 0, 42},
+    {"opentelekomcloud-scs__zuul-config__nodepool__nodepool__at-93a6dbd", "providers[1].driver",
+     "docker: unknown driver", 0, 0},
+    {NULL, NULL, NULL, 0, 0},
 };
 
 /* Does the file's line (1-based) have `key` at column col (1-based)? */
@@ -286,10 +289,12 @@ Test(config, wild_configs_match_upstream_verdicts)
 				if (strcmp(e->path, x->path) != 0 || strstr(e->msg, x->msg) == NULL)
 					continue;
 				if (x->line)
-					cr_assert_eq(e->line, x->line, "%s: line of %s", file, x->path);
+					cr_assert_eq(e->line, x->line, "%s: line of %s", file,
+						     x->path);
 				if (x->key_at_pos)
 					cr_assert(key_at(path, e->line, e->col, last_key(x->path)),
-					    "%s:%d:%d is not at key %s", file, e->line, e->col, x->path);
+						  "%s:%d:%d is not at key %s", file, e->line,
+						  e->col, x->path);
 				found = 1;
 			}
 			if (!found)
@@ -313,9 +318,9 @@ Test(config, wild_configs_match_upstream_verdicts)
 Test(config, unknown_key_is_an_error_at_its_position)
 {
 	char *t = load_fail("labels:\n"
-	                    "  - name: small\n"
-	                    "    bogus: 1\n",
-	    NULL);
+			    "  - name: small\n"
+			    "    bogus: 1\n",
+			    NULL);
 
 	cr_assert_str_eq(t, "t.yaml:3:5: labels[0].bogus: extra keys not allowed\n");
 	free(t);
@@ -324,9 +329,9 @@ Test(config, unknown_key_is_an_error_at_its_position)
 Test(config, missing_required_key)
 {
 	char *t = load_fail("providers:\n"
-	                    "  - driver: static\n"
-	                    "    pools: []\n",
-	    NULL);
+			    "  - driver: static\n"
+			    "    pools: []\n",
+			    NULL);
 
 	cr_assert_str_eq(t, "t.yaml:2:5: providers[0].name: required key not provided\n");
 	free(t);
@@ -335,12 +340,12 @@ Test(config, missing_required_key)
 Test(config, wrong_type)
 {
 	char *t = load_fail("labels:\n"
-	                    "  - name: small\n"
-	                    "    min-ready: lots\n",
-	    NULL);
+			    "  - name: small\n"
+			    "    min-ready: lots\n",
+			    NULL);
 
 	cr_assert_str_eq(t,
-	    "t.yaml:3:16: labels[0].min-ready: expected an integer, got a string\n");
+			 "t.yaml:3:16: labels[0].min-ready: expected an integer, got a string\n");
 	free(t);
 }
 
@@ -348,34 +353,34 @@ Test(config, every_error_at_once)
 {
 	size_t n = 0;
 	char *t = load_fail("zookeeper-servers:\n"
-	                    "  - host: zk1\n"
-	                    "    port: '2281'\n" /* 1: string port */
-	                    "zookeeper-timeout: soon\n" /* 2 */
-	                    "webapp:\n"
-	                    "  port: 99999\n"   /* 3: not a port */
-	                    "  address: x\n"    /* 4: unknown */
-	                    "labels:\n"
-	                    "  - name: a\n"
-	                    "  - min-ready: 1\n" /* 5: no name */
-	                    "providers:\n"
-	                    "  - name: p1\n"
-	                    "    cloud: c\n"
-	                    "    rate: fast\n" /* 6: not a number */
-	                    "    pools:\n"
-	                    "      - name: main\n"
-	                    "        labels:\n"
-	                    "          - name: a\n"
-	                    "            min-ram: 1024\n" /* 7: no diskimage/cloud-image */
-	                    "          - name: b\n"       /* 8: not a top label */
-	                    "            flavor-name: x\n"
-	                    "            cloud-image: nope\n" /* 9: no such cloud image */
-	                    "  - name: p2\n"
-	                    "    driver: docker\n" /* 10 */
-	                    "diskimages:\n"
-	                    "  - name: d\n"
-	                    "    parent: missing\n" /* 11 */
-	                    "bogus: 1\n",           /* 12 */
-	    &n);
+			    "  - host: zk1\n"
+			    "    port: '2281'\n"	/* 1: string port */
+			    "zookeeper-timeout: soon\n" /* 2 */
+			    "webapp:\n"
+			    "  port: 99999\n" /* 3: not a port */
+			    "  address: x\n"  /* 4: unknown */
+			    "labels:\n"
+			    "  - name: a\n"
+			    "  - min-ready: 1\n" /* 5: no name */
+			    "providers:\n"
+			    "  - name: p1\n"
+			    "    cloud: c\n"
+			    "    rate: fast\n" /* 6: not a number */
+			    "    pools:\n"
+			    "      - name: main\n"
+			    "        labels:\n"
+			    "          - name: a\n"
+			    "            min-ram: 1024\n" /* 7: no diskimage/cloud-image */
+			    "          - name: b\n"	  /* 8: not a top label */
+			    "            flavor-name: x\n"
+			    "            cloud-image: nope\n" /* 9: no such cloud image */
+			    "  - name: p2\n"
+			    "    driver: docker\n" /* 10 */
+			    "diskimages:\n"
+			    "  - name: d\n"
+			    "    parent: missing\n" /* 11 */
+			    "bogus: 1\n",	    /* 12 */
+			    &n);
 
 	cr_assert_eq(n, 12, "errors:\n%s", t);
 	assert_has(t, "t.yaml:3:11: zookeeper-servers[0].port: expected an integer, got a string");
@@ -385,14 +390,14 @@ Test(config, every_error_at_once)
 	assert_has(t, "t.yaml:10:5: labels[1].name: required key not provided");
 	assert_has(t, "t.yaml:14:11: providers[0].rate: expected a number, got a string");
 	assert_has(t, "t.yaml:18:13: providers[0].pools[0].labels[0]: one of diskimage or "
-	              "cloud-image is required");
+		      "cloud-image is required");
 	assert_has(t, "t.yaml:20:19: providers[0].pools[0].labels[1].name: label b in provider p1 "
-	              "not in top-level labels");
+		      "not in top-level labels");
 	assert_has(t, "t.yaml:22:26: providers[0].pools[0].labels[1].cloud-image: cloud-image "
-	              "nope does not exist in provider p1 but is referenced in label b");
+		      "nope does not exist in provider p1 but is referenced in label b");
 	assert_has(t, "t.yaml:24:13: providers[1].driver: docker: unknown driver");
 	assert_has(t, "t.yaml:27:13: diskimages[0].parent: diskimage d has non-existent parent: "
-	              "missing");
+		      "missing");
 	assert_has(t, "t.yaml:28:1: bogus: extra keys not allowed");
 	free(t);
 }
@@ -400,22 +405,22 @@ Test(config, every_error_at_once)
 Test(config, exclusive_and_one_of_groups)
 {
 	char *t = load_fail("labels: [{name: a}]\n"
-	                    "diskimages: [{name: d}]\n"
-	                    "providers:\n"
-	                    "  - name: p\n"
-	                    "    cloud: c\n"
-	                    "    diskimages: [{name: d}]\n"
-	                    "    cloud-images: [{name: ci, image-id: x, image-name: y}]\n"
-	                    "    pools:\n"
-	                    "      - name: main\n"
-	                    "        labels:\n"
-	                    "          - {name: a, diskimage: d, cloud-image: ci}\n",
-	    NULL);
+			    "diskimages: [{name: d}]\n"
+			    "providers:\n"
+			    "  - name: p\n"
+			    "    cloud: c\n"
+			    "    diskimages: [{name: d}]\n"
+			    "    cloud-images: [{name: ci, image-id: x, image-name: y}]\n"
+			    "    pools:\n"
+			    "      - name: main\n"
+			    "        labels:\n"
+			    "          - {name: a, diskimage: d, cloud-image: ci}\n",
+			    NULL);
 
 	assert_has(t, "providers[0].cloud-images[0].image-name: 'image-id' and 'image-name' are "
-	              "mutually exclusive");
+		      "mutually exclusive");
 	assert_has(t, "providers[0].pools[0].labels[0].cloud-image: 'diskimage' and "
-	              "'cloud-image' are mutually exclusive");
+		      "'cloud-image' are mutually exclusive");
 	assert_has(t, "providers[0].pools[0].labels[0]: one of min-ram or flavor-name is required");
 	free(t);
 }
@@ -435,14 +440,14 @@ Test(config, empty_document_is_invalid_but_empty_sections_are_fine)
 Test(config, yaml_syntax_error_has_position)
 {
 	char *t = load_fail("labels:\n"
-	                    "  - name: a\n"
-	                    "  bad\n"
-	                    "providers: []\n",
-	    NULL);
+			    "  - name: a\n"
+			    "  bad\n"
+			    "providers: []\n",
+			    NULL);
 
 	/* where the scanner gave up, as PyYAML reports it */
 	cr_assert_str_eq(t, "t.yaml:4:1: YAML syntax error: could not find expected ':' (while "
-	                    "scanning a simple key at line 3, column 3)\n");
+			    "scanning a simple key at line 3, column 3)\n");
 	free(t);
 }
 
@@ -481,29 +486,29 @@ Test(config, yaml_scalars_follow_yaml_1_1)
 	doc = np_cfg_parse("s.yaml", "a: !ruby/object 1\n", 18, errs);
 	cr_assert_null(doc);
 	cr_assert_str_eq(errs->v[0].msg,
-	    "could not determine a constructor for the tag '!ruby/object'");
+			 "could not determine a constructor for the tag '!ruby/object'");
 	np_config_errors_free(errs);
 }
 
 Test(config, timestamp_where_a_string_is_expected)
 {
 	char *t = load_fail("labels: [{name: a}]\n"
-	                    "diskimages:\n"
-	                    "  - name: d\n"
-	                    "    release: 2020-01-01\n",
-	    NULL);
+			    "diskimages:\n"
+			    "  - name: d\n"
+			    "    release: 2020-01-01\n",
+			    NULL);
 
 	cr_assert_str_eq(t, "t.yaml:4:14: diskimages[0].release: expected a string or an "
-	                    "integer, got a timestamp\n");
+			    "integer, got a timestamp\n");
 	free(t);
 }
 
 Test(config, duplicate_keys_keep_the_last_value)
 {
 	struct np_config *cfg = load_ok("labels:\n"
-	                                "  - name: a\n"
-	                                "    min-ready: 1\n"
-	                                "    min-ready: 3\n");
+					"  - name: a\n"
+					"    min-ready: 1\n"
+					"    min-ready: 3\n");
 
 	cr_assert_eq(cfg->labels[0].min_ready, 3);
 	np_config_free(cfg);
@@ -522,31 +527,31 @@ Test(config, anchor_holder_keys_are_unknown_keys)
 
 Test(config, merge_keys_resolve_like_pyyaml)
 {
-	struct np_config *cfg = load_ok(
-	    "labels: [{name: small}, {name: big}]\n"
-	    "diskimages: [{name: focal}]\n"
-	    "providers:\n"
-	    "  - name: one\n"
-	    "    cloud: c\n"
-	    "    diskimages: &imgs\n"
-	    "      - name: focal\n"
-	    "    pools:\n"
-	    "      - name: main\n"
-	    "        labels: &labels\n"
-	    "          - &defaults\n"
-	    "            name: small\n"
-	    "            flavor-name: m1.small\n"
-	    "            diskimage: focal\n"
-	    "            key-name: zuul\n"
-	    "          - <<: [{flavor-name: m1.big, key-name: first}, {key-name: second, min-ram: 1}]\n"
-	    "            <<: *defaults\n"
-	    "            name: big\n"
-	    "  - name: two\n"
-	    "    cloud: c\n"
-	    "    diskimages: *imgs\n"
-	    "    pools:\n"
-	    "      - name: main\n"
-	    "        labels: *labels\n");
+	struct np_config *cfg = load_ok("labels: [{name: small}, {name: big}]\n"
+					"diskimages: [{name: focal}]\n"
+					"providers:\n"
+					"  - name: one\n"
+					"    cloud: c\n"
+					"    diskimages: &imgs\n"
+					"      - name: focal\n"
+					"    pools:\n"
+					"      - name: main\n"
+					"        labels: &labels\n"
+					"          - &defaults\n"
+					"            name: small\n"
+					"            flavor-name: m1.small\n"
+					"            diskimage: focal\n"
+					"            key-name: zuul\n"
+					"          - <<: [{flavor-name: m1.big, key-name: first}, "
+					"{key-name: second, min-ram: 1}]\n"
+					"            <<: *defaults\n"
+					"            name: big\n"
+					"  - name: two\n"
+					"    cloud: c\n"
+					"    diskimages: *imgs\n"
+					"    pools:\n"
+					"      - name: main\n"
+					"        labels: *labels\n");
 	const struct np_pool_label *small, *big;
 
 	cr_assert_eq(cfg->nproviders, 2);
@@ -566,7 +571,7 @@ Test(config, merge_keys_resolve_like_pyyaml)
 	cr_assert_eq(cfg->providers[1].ndiskimages, 1);
 	/* shared node: same position for both */
 	cr_assert_eq(cfg->providers[0].pools[0].labels[1].raw,
-	    cfg->providers[1].pools[0].labels[1].raw);
+		     cfg->providers[1].pools[0].labels[1].raw);
 	np_config_free(cfg);
 }
 
@@ -580,17 +585,21 @@ Test(config, alias_errors)
 	assert_has(t, "recursive alias 'x'");
 	free(t);
 	t = load_fail("a: &a [x, x, x, x, x, x, x, x, x, x]\n"
-	              "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-	              "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
-	              "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-	              "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
-	              "f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-	              "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n",
-	    NULL);
+		      "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+		      "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+		      "d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+		      "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
+		      "f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+		      "g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n",
+		      NULL);
 	assert_has(t, "document too large");
 	free(t);
 	t = load_fail("a: 1\n<<: 5\n", NULL);
 	assert_has(t, "expected a mapping or list of mappings for merging");
+	free(t);
+	/* a quoted '<<' is an ordinary key (PyYAML), so here an unknown one */
+	t = load_fail("labels: [{'<<': {min-ready: 1}, name: a}]\n", NULL);
+	cr_assert_str_eq(t, "t.yaml:1:11: labels[0].<<: extra keys not allowed\n");
 	free(t);
 	/* aliases can stack nesting: the expanded height is bounded too */
 	{
@@ -636,10 +645,10 @@ Test(config, env_substitution)
 	setenv("NODEPOOL_WEB_PORT", "8123", 1);
 	setenv("NOT_NODEPOOL_X", "nope", 1);
 	cfg = load_ok("zookeeper-servers:\n"
-	              "  - host: %(NODEPOOL_ZK_HOST)\n"
-	              "webapp:\n"
-	              "  port: %(NODEPOOL_WEB_PORT)\n"
-	              "  listen_address: '%(NOT_NODEPOOL_X)%(NODEPOOL_UNSET_VAR)'\n");
+		      "  - host: %(NODEPOOL_ZK_HOST)\n"
+		      "webapp:\n"
+		      "  port: %(NODEPOOL_WEB_PORT)\n"
+		      "  listen_address: '%(NOT_NODEPOOL_X)%(NODEPOOL_UNSET_VAR)'\n");
 	cr_assert_str_eq(cfg->zk_servers[0].host, "zk.example.org");
 	cr_assert_str_eq(cfg->zk_hosts, "zk.example.org:2281");
 	cr_assert_eq(cfg->webapp_port, 8123); /* substituted before parsing: an int */
@@ -650,7 +659,7 @@ Test(config, env_substitution)
 	setenv("NODEPOOL_LONG", "a-much-longer-value-than-the-reference", 1);
 	t = load_fail("labels: [{name: %(NODEPOOL_LONG), min-ready: x}]\n", NULL);
 	cr_assert_str_eq(t,
-	    "t.yaml:1:46: labels[0].min-ready: expected an integer, got a string\n");
+			 "t.yaml:1:46: labels[0].min-ready: expected an integer, got a string\n");
 	free(t);
 	setenv("NODEPOOL_TWO_LINES", "a\n  - name: b", 1);
 	t = load_fail("labels:\n  - name: %(NODEPOOL_TWO_LINES)\n  - name: c\n    bad: 1\n", NULL);
@@ -666,35 +675,35 @@ Test(config, env_substitution)
 /* ---- secure.conf ---------------------------------------------------------------------- */
 
 static const char secure_main[] = "zookeeper-servers:\n"
-                                  "  - host: zk-public\n"
-                                  "zookeeper-tls: {ca: /a/ca.pem, cert: /a/c.pem, key: /a/k}\n"
-                                  "labels: [{name: l}]\n"
-                                  "diskimages:\n"
-                                  "  - name: base\n"
-                                  "    abstract: true\n"
-                                  "  - name: focal\n"
-                                  "    parent: base\n"
-                                  "    env-vars: {A: main, B: main}\n";
+				  "  - host: zk-public\n"
+				  "zookeeper-tls: {ca: /a/ca.pem, cert: /a/c.pem, key: /a/k}\n"
+				  "labels: [{name: l}]\n"
+				  "diskimages:\n"
+				  "  - name: base\n"
+				  "    abstract: true\n"
+				  "  - name: focal\n"
+				  "    parent: base\n"
+				  "    env-vars: {A: main, B: main}\n";
 
 Test(config, secure_conf_merge)
 {
 	const char *sec = "zookeeper-servers:\n"
-	                  "  - host: zk1.internal\n"
-	                  "    port: 2282\n"
-	                  "    chroot: /nodepool\n"
-	                  "  - host: 2001:db8::0:1\n"
-	                  "    chroot: /nodepool\n"
-	                  "zookeeper-tls: {ca: /s/ca.pem, cert: /s/c.pem, key: /s/k.pem}\n"
-	                  "diskimages:\n"
-	                  "  - name: focal\n"
-	                  "    env-vars: {B: secret, C: secret}\n";
+			  "  - host: zk1.internal\n"
+			  "    port: 2282\n"
+			  "    chroot: /nodepool\n"
+			  "  - host: 2001:db8::0:1\n"
+			  "    chroot: /nodepool\n"
+			  "zookeeper-tls: {ca: /s/ca.pem, cert: /s/c.pem, key: /s/k.pem}\n"
+			  "diskimages:\n"
+			  "  - name: focal\n"
+			  "    env-vars: {B: secret, C: secret}\n";
 	struct np_config *cfg = NULL;
 	struct np_config_errors *errs = NULL;
 	const struct np_diskimage *d;
 
 	cr_assert_eq(np_config_load_buffer("main.yaml", secure_main, strlen(secure_main),
-	                 "secure.conf", sec, strlen(sec), &cfg, &errs),
-	    0);
+					   "secure.conf", sec, strlen(sec), &cfg, &errs),
+		     0);
 	cr_assert_eq(cfg->nzk_servers, 2);
 	cr_assert_str_eq(cfg->zk_hosts, "zk1.internal:2282,[2001:db8::1]:2281/nodepool");
 	cr_assert_str_eq(cfg->zk_tls_ca, "/s/ca.pem");
@@ -709,18 +718,18 @@ Test(config, secure_conf_merge)
 Test(config, secure_conf_errors)
 {
 	const char *sec = "diskimages:\n"
-	                  "  - name: base\n" /* abstract: not a buildable image */
-	                  "    env-vars: {X: y}\n"
-	                  "  - name: nope\n"
-	                  "    env-vars: {X: y}\n"
-	                  "providers: []\n";
+			  "  - name: base\n" /* abstract: not a buildable image */
+			  "    env-vars: {X: y}\n"
+			  "  - name: nope\n"
+			  "    env-vars: {X: y}\n"
+			  "providers: []\n";
 	struct np_config *cfg = NULL;
 	struct np_config_errors *errs = NULL;
 	char *t;
 
 	cr_assert_neq(np_config_load_buffer("main.yaml", secure_main, strlen(secure_main),
-	                  "secure.conf", sec, strlen(sec), &cfg, &errs),
-	    0);
+					    "secure.conf", sec, strlen(sec), &cfg, &errs),
+		      0);
 	t = errs_text(errs);
 	cr_assert_str_eq(t, "secure.conf:6:1: providers: extra keys not allowed\n");
 	free(t);
@@ -728,17 +737,17 @@ Test(config, secure_conf_errors)
 	sec = "diskimages:\n  - name: base\n    env-vars: {X: y}\n  - name: nope\n"
 	      "    env-vars: {X: y}\n";
 	cr_assert_neq(np_config_load_buffer("main.yaml", secure_main, strlen(secure_main),
-	                  "secure.conf", sec, strlen(sec), &cfg, &errs),
-	    0);
+					    "secure.conf", sec, strlen(sec), &cfg, &errs),
+		      0);
 	t = errs_text(errs);
 	cr_assert_str_eq(t, "secure.conf:2:11: diskimages[0].name: unknown diskimage base\n"
-	                    "secure.conf:4:11: diskimages[1].name: unknown diskimage nope\n");
+			    "secure.conf:4:11: diskimages[1].name: unknown diskimage nope\n");
 	free(t);
 	np_config_errors_free(errs);
 	/* an empty secure.conf is fine */
 	cr_assert_eq(np_config_load_buffer("main.yaml", secure_main, strlen(secure_main),
-	                 "secure.conf", "", 0, &cfg, &errs),
-	    0);
+					   "secure.conf", "", 0, &cfg, &errs),
+		     0);
 	cr_assert_str_eq(cfg->zk_hosts, "zk-public:2281");
 	np_config_free(cfg);
 }
@@ -769,7 +778,7 @@ Test(config, load_from_files_and_missing_file)
 	cr_assert_neq(np_config_load(main_path, sec_path, &cfg, &errs), 0);
 	t = errs_text(errs);
 	cr_assert(strstr(t, "nodepool.yaml: cannot open: No such file or directory") != NULL, "%s",
-	    t);
+		  t);
 	free(t);
 	np_config_errors_free(errs);
 	unlink(sec_path);
@@ -781,30 +790,30 @@ Test(config, load_from_files_and_missing_file)
 Test(config, static_driver_fields_and_defaults)
 {
 	struct np_config *cfg = load_ok("labels: [{name: small}, {name: big}, {name: win}]\n"
-	                                "providers:\n"
-	                                "  - name: rack\n"
-	                                "    driver: static\n"
-	                                "    priority: 7\n"
-	                                "    pools:\n"
-	                                "      - name: main\n"
-	                                "        node-attributes: {rack: r1}\n"
-	                                "        nodes:\n"
-	                                "          - name: host1.example.org\n"
-	                                "            labels: small  big\n"
-	                                "          - name: host2.example.org\n"
-	                                "            labels: [win]\n"
-	                                "            username: admin\n"
-	                                "            timeout: 13\n"
-	                                "            host-key: [k1, k2]\n"
-	                                "            host-key-checking: false\n"
-	                                "            connection-type: winrm\n"
-	                                "            ssh-port: 5986\n"
-	                                "            shell-type: cmd\n"
-	                                "            python-path: C:/py.exe\n"
-	                                "            max-parallel-jobs: 2\n"
-	                                "          - name: host1.example.org\n"
-	                                "            labels: small\n"
-	                                "            connection-port: 2222\n");
+					"providers:\n"
+					"  - name: rack\n"
+					"    driver: static\n"
+					"    priority: 7\n"
+					"    pools:\n"
+					"      - name: main\n"
+					"        node-attributes: {rack: r1}\n"
+					"        nodes:\n"
+					"          - name: host1.example.org\n"
+					"            labels: small  big\n"
+					"          - name: host2.example.org\n"
+					"            labels: [win]\n"
+					"            username: admin\n"
+					"            timeout: 13\n"
+					"            host-key: [k1, k2]\n"
+					"            host-key-checking: false\n"
+					"            connection-type: winrm\n"
+					"            ssh-port: 5986\n"
+					"            shell-type: cmd\n"
+					"            python-path: C:/py.exe\n"
+					"            max-parallel-jobs: 2\n"
+					"          - name: host1.example.org\n"
+					"            labels: small\n"
+					"            connection-port: 2222\n");
 	const struct np_provider *p = np_config_provider(cfg, "rack");
 	const struct np_pool *pool = np_provider_pool(p, "main");
 	const struct np_static_node *a = &pool->nodes[0], *b = &pool->nodes[1];
@@ -841,27 +850,27 @@ Test(config, static_driver_fields_and_defaults)
 Test(config, static_driver_errors)
 {
 	char *t = load_fail("labels: [{name: small}]\n"
-	                    "providers:\n"
-	                    "  - name: rack\n"
-	                    "    driver: static\n"
-	                    "    cloud: no-cloud\n"
-	                    "    pools:\n"
-	                    "      - name: main\n"
-	                    "        nodes:\n"
-	                    "          - name: h1\n"
-	                    "            labels: small missing\n"
-	                    "      - name: second\n"
-	                    "        nodes:\n"
-	                    "          - name: h1\n"
-	                    "            labels: [small]\n"
-	                    "          - labels: small\n",
-	    NULL);
+			    "providers:\n"
+			    "  - name: rack\n"
+			    "    driver: static\n"
+			    "    cloud: no-cloud\n"
+			    "    pools:\n"
+			    "      - name: main\n"
+			    "        nodes:\n"
+			    "          - name: h1\n"
+			    "            labels: small missing\n"
+			    "      - name: second\n"
+			    "        nodes:\n"
+			    "          - name: h1\n"
+			    "            labels: [small]\n"
+			    "          - labels: small\n",
+			    NULL);
 
 	assert_has(t, "t.yaml:5:5: providers[0].cloud: extra keys not allowed");
 	assert_has(t, "t.yaml:10:21: providers[0].pools[0].nodes[0].labels: label missing in "
-	              "provider rack not in top-level labels");
+		      "provider rack not in top-level labels");
 	assert_has(t, "t.yaml:13:19: providers[0].pools[1].nodes[0].name: static node h1 "
-	              "(username zuul, port 22) is already defined (line 9)");
+		      "(username zuul, port 22) is already defined (line 9)");
 	assert_has(t, "providers[0].pools[1].nodes[1].name: required key not provided");
 	free(t);
 }
@@ -879,7 +888,8 @@ Test(config, every_upstream_driver_validates)
 	    "    cloud: c\n"
 	    "    rate: '0.5'\n"
 	    "    diskimages: [{name: img, connection-type: winrm}]\n"
-	    "    pools: [{name: p, max-servers: 3, labels: [{name: os, diskimage: img, min-ram: 1}]}]\n"
+	    "    pools: [{name: p, max-servers: 3, labels: [{name: os, diskimage: img, min-ram: "
+	    "1}]}]\n"
 	    "  - name: ec2\n"
 	    "    driver: aws\n"
 	    "    region-name: us-east-1\n"
@@ -926,11 +936,13 @@ Test(config, every_upstream_driver_validates)
 	    "    pools: [{name: p, labels: [{name: pod, image: fedora, gpu: 1}]}]\n"
 	    "  - name: meta\n"
 	    "    driver: metastatic\n"
-	    "    pools: [{name: p, labels: [{name: meta, backing-label: os, max-parallel-jobs: 2}]}]\n"
+	    "    pools: [{name: p, labels: [{name: meta, backing-label: os, max-parallel-jobs: "
+	    "2}]}]\n"
 	    "  - name: ibm\n"
 	    "    driver: ibmvpc\n"
 	    "    vpc: v\n    region: r\n    zone: z\n"
-	    "    pools: [{name: p, max-servers: 1, subnet: s, labels: [{name: ibm, profile: cx2}]}]\n"
+	    "    pools: [{name: p, max-servers: 1, subnet: s, labels: [{name: ibm, profile: "
+	    "cx2}]}]\n"
 	    "  - name: sim\n"
 	    "    driver: fake\n"
 	    "    boot-delay: 0.5\n"
@@ -953,9 +965,9 @@ Test(config, every_upstream_driver_validates)
 	cr_assert_str_eq(p->image_format, "raw");
 	cr_assert_eq(p->pools[0].max_servers, 9); /* inherited from the provider */
 	cr_assert_eq(json_integer_value(json_object_get(p->pools[0].max_resources, "L-1216C47A")),
-	    10);
+		     10);
 	cr_assert_eq(json_integer_value(json_object_get(p->pools[0].max_resources, "L-34B43A08")),
-	    5);
+		     5);
 	cr_assert_eq(np_config_provider(cfg, "az")->pools[0].max_servers, 2);
 	cr_assert_str_eq(np_config_provider(cfg, "az")->image_format, "vhd");
 	cr_assert_eq(np_config_provider(cfg, "osh")->pools[0].max_servers, 4);
@@ -1019,41 +1031,41 @@ Test(config, driver_specific_errors)
 	assert_has(t, "providers[1].cloud-images[0]: one of image-id or image-filters is required");
 	assert_has(t, "providers[1].diskimages[0].imds-support: expected one of v2.0 (or null)");
 	assert_has(t, "providers[1].diskimages[0].name: diskimage di in provider ec2 is not "
-	              "defined in the main diskimages list");
+		      "defined in the main diskimages list");
 	assert_has(t, "providers[1].pools[0].labels[0].fleet.allocation-strategy: expected one of "
-	              "prioritized, price-capacity-optimized, capacity-optimized, diversified or "
-	              "lowest-price");
+		      "prioritized, price-capacity-optimized, capacity-optimized, diversified or "
+		      "lowest-price");
 	assert_has(t, "providers[1].pools[0].labels[0].dedicated-host: Spot instances can not be "
-	              "used on dedicated hosts");
+		      "used on dedicated hosts");
 	assert_has(t, "providers[1].pools[0].labels[0].dedicated-host: Availability-zone is "
-	              "required for dedicated hosts");
+		      "required for dedicated hosts");
 	assert_has(t, "providers[2].pools[0].labels[0].max-age: The max-age must be greater than "
-	              "or equal to the min-retention-time");
+		      "or equal to the min-retention-time");
 	assert_has(t, "providers[2].pools[0].labels[1].backing-label: Multiple label definitions "
-	              "for the same backing label must be identical (a, see line 24)");
+		      "for the same backing label must be identical (a, see line 24)");
 	assert_has(t, "t.yaml:25:38: providers[2].pools[0].labels[1].backing-label");
 	assert_has(t, "providers[3].name: must be non-empty and contain no '_' (ibmvpc)");
 	assert_has(t, "providers[3].pools[0]: Zone is required in provider or pool config");
 	assert_has(t, "providers[4].failure-rate: must be between 0 and 1");
 	assert_has(t, "providers[4].pools[0].labels[0].diskimage: diskimage nope does not exist in "
-	              "provider sim but is referenced in label c");
+		      "provider sim but is referenced in label c");
 	free(t);
 }
 
 Test(config, unique_names)
 {
 	char *t = load_fail("labels: [{name: a}, {name: a}]\n"
-	                    "diskimages: [{name: d}, {name: d}]\n"
-	                    "providers:\n"
-	                    "  - name: p\n"
-	                    "    driver: fake\n"
-	                    "    pools:\n"
-	                    "      - {name: x, labels: [{name: a}, {name: a}]}\n"
-	                    "      - {name: x, labels: []}\n"
-	                    "  - name: p\n"
-	                    "    driver: fake\n"
-	                    "    pools: []\n",
-	    NULL);
+			    "diskimages: [{name: d}, {name: d}]\n"
+			    "providers:\n"
+			    "  - name: p\n"
+			    "    driver: fake\n"
+			    "    pools:\n"
+			    "      - {name: x, labels: [{name: a}, {name: a}]}\n"
+			    "      - {name: x, labels: []}\n"
+			    "  - name: p\n"
+			    "    driver: fake\n"
+			    "    pools: []\n",
+			    NULL);
 
 	assert_has(t, "t.yaml:1:28: labels[1].name: label a already defined (line 1)");
 	assert_has(t, "t.yaml:2:32: diskimages[1].name: diskimage d already defined (line 2)");
@@ -1068,29 +1080,29 @@ Test(config, unique_names)
 Test(config, diskimage_inheritance)
 {
 	struct np_config *cfg = load_ok("diskimages:\n"
-	                                "  - name: base\n"
-	                                "    abstract: true\n"
-	                                "    elements: [vm, simple-init]\n"
-	                                "    env-vars: {A: base, B: base}\n"
-	                                "    release: 21\n"
-	                                "    rebuild-age: 100\n"
-	                                "    metadata: {owner: base}\n"
-	                                "    formats: [qcow2]\n"
-	                                "  - name: ubuntu\n"
-	                                "    abstract: true\n"
-	                                "    parent: base\n"
-	                                "    elements: [ubuntu-minimal]\n"
-	                                "    env-vars: {B: ubuntu}\n"
-	                                "    username: ubuntu\n"
-	                                "    formats: [raw, qcow2, raw]\n"
-	                                "  - name: focal\n"
-	                                "    parent: ubuntu\n"
-	                                "    elements: [growroot]\n"
-	                                "    release: focal\n"
-	                                "    rebuild-age: 0\n"
-	                                "    shell-type: sh\n"
-	                                "    pause: true\n"
-	                                "  - name: plain\n");
+					"  - name: base\n"
+					"    abstract: true\n"
+					"    elements: [vm, simple-init]\n"
+					"    env-vars: {A: base, B: base}\n"
+					"    release: 21\n"
+					"    rebuild-age: 100\n"
+					"    metadata: {owner: base}\n"
+					"    formats: [qcow2]\n"
+					"  - name: ubuntu\n"
+					"    abstract: true\n"
+					"    parent: base\n"
+					"    elements: [ubuntu-minimal]\n"
+					"    env-vars: {B: ubuntu}\n"
+					"    username: ubuntu\n"
+					"    formats: [raw, qcow2, raw]\n"
+					"  - name: focal\n"
+					"    parent: ubuntu\n"
+					"    elements: [growroot]\n"
+					"    release: focal\n"
+					"    rebuild-age: 0\n"
+					"    shell-type: sh\n"
+					"    pause: true\n"
+					"  - name: plain\n");
 	const struct np_diskimage *d = np_config_diskimage(cfg, "focal");
 
 	cr_assert_eq(cfg->ndiskimages, 2); /* abstract ones are not built */
@@ -1123,20 +1135,20 @@ Test(config, diskimage_inheritance)
 Test(config, diskimage_errors)
 {
 	char *t = load_fail("diskimages:\n"
-	                    "  - name: a\n"
-	                    "    parent: b\n"
-	                    "  - name: b\n"
-	                    "    parent: a\n"
-	                    "  - name: c\n"
-	                    "    abstract: true\n"
-	                    "    env-vars: {A: 1}\n"
-	                    "labels: [{name: l}]\n"
-	                    "providers:\n"
-	                    "  - name: p\n"
-	                    "    cloud: x\n"
-	                    "    diskimages: [{name: c}]\n"
-	                    "    pools: []\n",
-	    NULL);
+			    "  - name: a\n"
+			    "    parent: b\n"
+			    "  - name: b\n"
+			    "    parent: a\n"
+			    "  - name: c\n"
+			    "    abstract: true\n"
+			    "    env-vars: {A: 1}\n"
+			    "labels: [{name: l}]\n"
+			    "providers:\n"
+			    "  - name: p\n"
+			    "    cloud: x\n"
+			    "    diskimages: [{name: c}]\n"
+			    "    pools: []\n",
+			    NULL);
 
 	assert_has(t, "t.yaml:3:13: diskimages[0].parent: diskimage a has a parent loop");
 	assert_has(t, "t.yaml:5:13: diskimages[1].parent: diskimage b has a parent loop");
@@ -1155,7 +1167,7 @@ Test(config, diskimage_errors)
 		fclose(f);
 		t = load_fail(y, NULL);
 		assert_has(t, "t.yaml:35:25: diskimages[33].parent: diskimage d33 has more than 32 "
-		              "levels of parents");
+			      "levels of parents");
 		cr_assert_null(strstr(t, "d32 has more"), "%s", t);
 		free(t);
 		free(y);
@@ -1178,13 +1190,13 @@ Test(config, large_config_loads)
 	fprintf(f, "diskimages:\n");
 	for (i = 0; i < N / 10; i++)
 		fprintf(f, "  - {name: d%zu%s%zu}\n", i, i % 2 ? ", parent: d" : ", release: r",
-		    i ? i - 1 : 0);
+			i ? i - 1 : 0);
 	fprintf(f, "providers:\n  - name: rack\n    driver: static\n    pools:\n"
-	           "      - name: p\n        nodes:\n");
+		   "      - name: p\n        nodes:\n");
 	for (i = 0; i < N; i++)
 		fprintf(f, "          - {name: h%zu, labels: [l%zu, l%zu]}\n", i, i, N - 1 - i);
 	fprintf(f, "  - name: sim\n    driver: fake\n    pools:\n      - name: p\n"
-	           "        labels:\n");
+		   "        labels:\n");
 	for (i = 0; i < N; i++)
 		fprintf(f, "          - {name: l%zu, diskimage: d%zu}\n", i, i % (N / 10));
 	fprintf(f, "    diskimages:\n");
@@ -1227,14 +1239,14 @@ Test(config, nodepoold_section_defaults)
 	np_config_free(cfg);
 
 	cfg = load_ok("nodepoold:\n"
-	              "  cleanup-interval: 2.5\n"
-	              "  delete-interval: 1\n"
-	              "  control-socket: /tmp/np.sock\n"
-	              "  restart-backoff-max: 10\n"
-	              "max-hold-age: -5\n"
-	              "zookeeper-timeout: 30\n"
-	              "tenant-resource-limits:\n"
-	              "  - {tenant-name: t1, max-servers: 10, max-cores: 20, L-1216C47A: 3}\n");
+		      "  cleanup-interval: 2.5\n"
+		      "  delete-interval: 1\n"
+		      "  control-socket: /tmp/np.sock\n"
+		      "  restart-backoff-max: 10\n"
+		      "max-hold-age: -5\n"
+		      "zookeeper-timeout: 30\n"
+		      "tenant-resource-limits:\n"
+		      "  - {tenant-name: t1, max-servers: 10, max-cores: 20, L-1216C47A: 3}\n");
 	cr_assert_float_eq(cfg->nodepoold.cleanup_interval, 2.5, 1e-9);
 	cr_assert_float_eq(cfg->nodepoold.delete_interval, 1, 1e-9);
 	cr_assert_str_eq(cfg->nodepoold.control_socket, "/tmp/np.sock");
@@ -1244,8 +1256,9 @@ Test(config, nodepoold_section_defaults)
 	cr_assert_eq(cfg->ntenant_limits, 1);
 	cr_assert_str_eq(cfg->tenant_limits[0].tenant, "t1");
 	cr_assert_eq(json_integer_value(json_object_get(cfg->tenant_limits[0].limits, "instances")),
-	    10);
-	cr_assert_eq(json_integer_value(json_object_get(cfg->tenant_limits[0].limits, "cores")), 20);
+		     10);
+	cr_assert_eq(json_integer_value(json_object_get(cfg->tenant_limits[0].limits, "cores")),
+		     20);
 	cr_assert_eq(
 	    json_integer_value(json_object_get(cfg->tenant_limits[0].limits, "L-1216C47A")), 3);
 	cr_assert_null(json_object_get(cfg->tenant_limits[0].limits, "ram"));
@@ -1255,16 +1268,16 @@ Test(config, nodepoold_section_defaults)
 Test(config, nodepoold_section_errors)
 {
 	char *t = load_fail("nodepoold:\n"
-	                    "  cleanup-interval: 0\n"
-	                    "  stats-interval: -1\n"
-	                    "  pid-file: ''\n"
-	                    "  workers: 3\n",
-	    NULL);
+			    "  cleanup-interval: 0\n"
+			    "  stats-interval: -1\n"
+			    "  pid-file: ''\n"
+			    "  workers: 3\n",
+			    NULL);
 
 	cr_assert_str_eq(t, "t.yaml:2:21: nodepoold.cleanup-interval: must be greater than 0\n"
-	                    "t.yaml:3:19: nodepoold.stats-interval: must be greater than 0\n"
-	                    "t.yaml:4:13: nodepoold.pid-file: must not be empty\n"
-	                    "t.yaml:5:3: nodepoold.workers: extra keys not allowed\n");
+			    "t.yaml:3:19: nodepoold.stats-interval: must be greater than 0\n"
+			    "t.yaml:4:13: nodepoold.pid-file: must not be empty\n"
+			    "t.yaml:5:3: nodepoold.workers: extra keys not allowed\n");
 	free(t);
 }
 
@@ -1288,13 +1301,13 @@ Test(config, zk_hosts_string)
 Test(config, zk_chroot_rules)
 {
 	char *t = load_fail("zookeeper-servers:\n"
-	                    "  - {host: a, chroot: /x}\n"
-	                    "  - {host: b, chroot: /y}\n"
-	                    "  - {host: c, chroot: rel}\n",
-	    NULL);
+			    "  - {host: a, chroot: /x}\n"
+			    "  - {host: b, chroot: /y}\n"
+			    "  - {host: c, chroot: rel}\n",
+			    NULL);
 
 	assert_has(t, "t.yaml:3:5: zookeeper-servers[1]: every ZooKeeper server must use the same "
-	              "chroot");
+		      "chroot");
 	assert_has(t, "t.yaml:4:23: zookeeper-servers[2].chroot: a chroot must start with '/'");
 	free(t);
 }
@@ -1332,8 +1345,8 @@ Test(config, slice_round_trip)
 			struct np_config_errors *errs = NULL;
 			const struct np_provider *wp;
 
-			if (np_config_load_buffer("slice.json", text, strlen(text), NULL, NULL, 0, &w,
-			        &errs) != 0) {
+			if (np_config_load_buffer("slice.json", text, strlen(text), NULL, NULL, 0,
+						  &w, &errs) != 0) {
 				np_config_errors_print(errs, stderr);
 				cr_assert_fail("slice of %s in %s does not load", p->name, *f);
 			}
@@ -1357,35 +1370,35 @@ Test(config, slice_round_trip)
 Test(config, slice_contents)
 {
 	struct np_config *cfg = load_ok("zookeeper-servers: [{host: zk, chroot: /c}]\n"
-	                                "labels: [{name: a, min-ready: 2}, {name: b}, {name: s}]\n"
-	                                "diskimages:\n"
-	                                "  - {name: base, abstract: true, elements: [e1]}\n"
-	                                "  - {name: img, parent: base, elements: [e2]}\n"
-	                                "  - {name: other}\n"
-	                                "providers:\n"
-	                                "  - name: os\n"
-	                                "    cloud: c\n"
-	                                "    diskimages: [{name: img}]\n"
-	                                "    pools: [{name: p, labels: [{name: a, diskimage: img,\n"
-	                                "             min-ram: 1}]}]\n"
-	                                "  - name: st\n"
-	                                "    driver: static\n"
-	                                "    pools: [{name: p, nodes: [{name: h, labels: s}]}]\n");
+					"labels: [{name: a, min-ready: 2}, {name: b}, {name: s}]\n"
+					"diskimages:\n"
+					"  - {name: base, abstract: true, elements: [e1]}\n"
+					"  - {name: img, parent: base, elements: [e2]}\n"
+					"  - {name: other}\n"
+					"providers:\n"
+					"  - name: os\n"
+					"    cloud: c\n"
+					"    diskimages: [{name: img}]\n"
+					"    pools: [{name: p, labels: [{name: a, diskimage: img,\n"
+					"             min-ram: 1}]}]\n"
+					"  - name: st\n"
+					"    driver: static\n"
+					"    pools: [{name: p, nodes: [{name: h, labels: s}]}]\n");
 	json_t *s = np_config_slice(cfg, "os"), *img;
 
 	cr_assert_null(np_config_slice(cfg, "nope"));
 	cr_assert_eq(json_array_size(json_object_get(s, "providers")), 1);
 	cr_assert_eq(json_array_size(json_object_get(s, "labels")), 1);
 	cr_assert_str_eq(json_string_value(json_object_get(
-	                     json_array_get(json_object_get(s, "labels"), 0), "name")),
-	    "a");
+			     json_array_get(json_object_get(s, "labels"), 0), "name")),
+			 "a");
 	cr_assert_eq(json_array_size(json_object_get(s, "diskimages")), 1);
 	img = json_array_get(json_object_get(s, "diskimages"), 0);
 	cr_assert_null(json_object_get(img, "parent")); /* flattened */
 	cr_assert_eq(json_array_size(json_object_get(img, "elements")), 2);
 	cr_assert_str_eq(json_string_value(json_object_get(
-	                     json_array_get(json_object_get(s, "zookeeper-servers"), 0), "chroot")),
-	    "/c");
+			     json_array_get(json_object_get(s, "zookeeper-servers"), 0), "chroot")),
+			 "/c");
 	json_decref(s);
 	s = np_config_slice(cfg, "st");
 	cr_assert_eq(json_array_size(json_object_get(s, "labels")), 1);
@@ -1402,18 +1415,18 @@ load_variant(const char *label_b_min_ready, const char *os_max_servers, const ch
 	struct np_config *cfg;
 
 	cr_assert(asprintf(&text,
-	              "labels: [{name: a}, {name: b, min-ready: %s}, {name: c}%s]\n"
-	              "diskimages: [{name: img}]\n"
-	              "providers:\n"
-	              "  - name: os\n"
-	              "    cloud: c\n"
-	              "    diskimages: [{name: img}]\n"
-	              "    pools: [{name: p, max-servers: %s,\n"
-	              "             labels: [{name: a, diskimage: img, min-ram: 1}]}]\n"
-	              "  - name: st\n"
-	              "    driver: static\n"
-	              "    pools: [{name: p, nodes: [{name: h, labels: [b, c]}]}]\n",
-	              label_b_min_ready, extra, os_max_servers) > 0);
+			   "labels: [{name: a}, {name: b, min-ready: %s}, {name: c}%s]\n"
+			   "diskimages: [{name: img}]\n"
+			   "providers:\n"
+			   "  - name: os\n"
+			   "    cloud: c\n"
+			   "    diskimages: [{name: img}]\n"
+			   "    pools: [{name: p, max-servers: %s,\n"
+			   "             labels: [{name: a, diskimage: img, min-ram: 1}]}]\n"
+			   "  - name: st\n"
+			   "    driver: static\n"
+			   "    pools: [{name: p, nodes: [{name: h, labels: [b, c]}]}]\n",
+			   label_b_min_ready, extra, os_max_servers) > 0);
 	cfg = load_ok(text);
 	free(text);
 	return cfg;
@@ -1451,11 +1464,11 @@ Test(config, fingerprint_changes_only_with_the_provider)
 Test(config, fingerprint_follows_used_diskimages_and_shared_settings)
 {
 	const char *tmpl = "zookeeper-servers: [{host: %s}]\n"
-	                   "labels: [{name: a}]\n"
-	                   "diskimages: [{name: img, elements: [%s]}]\n"
-	                   "providers:\n"
-	                   "  - {name: os, cloud: c, diskimages: [{name: img}], pools: []}\n"
-	                   "  - {name: sim, driver: fake, pools: []}\n";
+			   "labels: [{name: a}]\n"
+			   "diskimages: [{name: img, elements: [%s]}]\n"
+			   "providers:\n"
+			   "  - {name: os, cloud: c, diskimages: [{name: img}], pools: []}\n"
+			   "  - {name: sim, driver: fake, pools: []}\n";
 	char *t1, *t2, *t3;
 	struct np_config *c1, *c2, *c3;
 
@@ -1465,6 +1478,24 @@ Test(config, fingerprint_follows_used_diskimages_and_shared_settings)
 	c1 = load_ok(t1);
 	c2 = load_ok(t2);
 	c3 = load_ok(t3);
+	{
+		/* the supervisor's own settings restart no worker; intervals do */
+		char *t4, *t5;
+		struct np_config *c4, *c5;
+
+		cr_assert(asprintf(&t4,
+				   "%snodepoold: {control-socket: /x, restart-backoff-max: 9}\n",
+				   t1) > 0);
+		cr_assert(asprintf(&t5, "%snodepoold: {cleanup-interval: 9}\n", t1) > 0);
+		c4 = load_ok(t4);
+		c5 = load_ok(t5);
+		cr_assert_str_eq(c4->providers[0].fingerprint, c1->providers[0].fingerprint);
+		cr_assert_str_neq(c5->providers[0].fingerprint, c1->providers[0].fingerprint);
+		np_config_free(c4);
+		np_config_free(c5);
+		free(t4);
+		free(t5);
+	}
 	cr_assert_str_neq(c1->providers[0].fingerprint, c2->providers[0].fingerprint);
 	cr_assert_str_eq(c1->providers[1].fingerprint, c2->providers[1].fingerprint);
 	/* ZooKeeper is in every slice */
@@ -1478,7 +1509,8 @@ Test(config, fingerprint_follows_used_diskimages_and_shared_settings)
 	free(t3);
 }
 
-/* ---- error list ------------------------------------------------------------------------------- */
+/* ---- error list -------------------------------------------------------------------------------
+ */
 
 Test(config, error_list_format_and_cap)
 {
