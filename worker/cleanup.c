@@ -54,13 +54,21 @@ struct ndel {
 };
 
 static void
-ndel_abort(struct ndel *x)
+ndel_cleanup(void *p)
 {
+	struct ndel *x = p;
+
 	zk_lock_free(x->lock);
-	lc_busy_del(x->lc, x->id);
 	np_node_free(x->node);
 	free(x->id);
-	free(x);
+}
+
+static void
+ndel_abort(struct ndel *x)
+{
+	lc_busy_del(x->lc, x->id);
+	ndel_cleanup(x);
+	lc_ctx_free(x->lc, x);
 }
 
 void
@@ -77,7 +85,7 @@ drv_delete_done(struct drv_delete *d, int ok, const char *error)
 	}
 	lc_delete_node_record(lc, x->node, x->lock); /* takes both, clears busy */
 	free(x->id);
-	free(x);
+	lc_ctx_free(lc, x);
 }
 
 static void
@@ -114,7 +122,7 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 			x->node->id = strdup(x->id);
 			lc_delete_node_record(lc, x->node, x->lock);
 			free(x->id);
-			free(x);
+			lc_ctx_free(lc, x);
 			return;
 		}
 		ndel_abort(x);
@@ -136,7 +144,7 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 	if (x->node->state == NP_NODE_DELETED || x->node->provider == NULL) {
 		lc_delete_node_record(lc, x->node, x->lock);
 		free(x->id);
-		free(x);
+		lc_ctx_free(lc, x);
 		return;
 	}
 	log_info("deleting node %s (%s, was %s)", x->id,
@@ -167,9 +175,7 @@ delete_node(struct launcher *lc, const char *node_id, int why)
 
 	if (lc_busy(lc, node_id))
 		return;
-	x = calloc(1, sizeof(*x));
-	if (x == NULL)
-		abort();
+	x = lc_ctx_new(lc, sizeof(*x), ndel_cleanup);
 	x->lc = lc;
 	x->id = strdup(node_id);
 	x->why = why;
@@ -194,12 +200,20 @@ struct dealloc {
 };
 
 static void
+dealloc_cleanup(void *p)
+{
+	struct dealloc *x = p;
+
+	zk_lock_free(x->lock);
+	free(x->id);
+}
+
+static void
 dealloc_finish(struct dealloc *x)
 {
-	zk_lock_free(x->lock);
 	lc_busy_del(x->lc, x->id);
-	free(x->id);
-	free(x);
+	dealloc_cleanup(x);
+	lc_ctx_free(x->lc, x);
 }
 
 static void
@@ -250,7 +264,7 @@ deallocate_orphan(struct launcher *lc, const char *node_id)
 
 	if (lc_busy(lc, node_id))
 		return;
-	x = calloc(1, sizeof(*x));
+	x = lc_ctx_new(lc, sizeof(*x), dealloc_cleanup);
 	x->lc = lc;
 	x->id = strdup(node_id);
 	lc_busy_add(lc, node_id);
@@ -290,12 +304,20 @@ struct lost {
 };
 
 static void
-lost_finish(struct lost *x)
+lost_cleanup(void *p)
 {
+	struct lost *x = p;
+
 	zk_lock_free(x->lock);
 	np_request_free(x->req);
 	free(x->id);
-	free(x);
+}
+
+static void
+lost_finish(struct lost *x)
+{
+	lost_cleanup(x);
+	lc_ctx_free(x->lc, x);
 }
 
 static void
@@ -330,14 +352,22 @@ struct lost_node {
 };
 
 static void
+lost_node_cleanup(void *p)
+{
+	struct lost_node *y = p;
+
+	zk_lock_free(y->lock);
+	free(y->id);
+}
+
+static void
 lost_node_done(struct lost_node *y)
 {
 	struct lost *x = y->x;
 
-	zk_lock_free(y->lock);
 	lc_busy_del(x->lc, y->id);
-	free(y->id);
-	free(y);
+	lost_node_cleanup(y);
+	lc_ctx_free(x->lc, y);
 	if (--x->waiting == 0)
 		lost_store(x);
 }
@@ -408,7 +438,7 @@ lost_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 		if (nd == NULL || nd->allocated_to == NULL || strcmp(nd->allocated_to, x->id) != 0 ||
 		    lc_busy(lc, nd->id))
 			continue;
-		y = calloc(1, sizeof(*y));
+		y = lc_ctx_new(lc, sizeof(*y), lost_node_cleanup);
 		y->x = x;
 		y->id = strdup(nd->id);
 		lc_busy_add(lc, y->id);
@@ -447,7 +477,7 @@ cleanup_lost_requests(struct launcher *lc)
 		struct lost *x;
 		if (r == NULL || r->state != NP_REQ_PENDING || lc_find_handler(lc, r->id) != NULL)
 			continue;
-		x = calloc(1, sizeof(*x));
+		x = lc_ctx_new(lc, sizeof(*x), lost_cleanup);
 		x->lc = lc;
 		x->id = strdup(r->id);
 		snprintf(path, sizeof(path), "/nodepool/requests-lock/%s", r->id);
@@ -476,7 +506,15 @@ lockgc_stat(int rc, const struct zk_stat *st, void *arg)
 		zk_delete(g->lc->zk, g->path, -1, 1, NULL, NULL);
 	}
 	free(g->path);
-	free(g);
+	lc_ctx_free(g->lc, g);
+}
+
+static void
+lockgc_cleanup(void *p)
+{
+	struct lockgc *g = p;
+
+	free(g->path);
 }
 
 static void
@@ -491,7 +529,7 @@ lockgc_children(int rc, int count, char *const *names, void *arg)
 		struct lockgc *g;
 		if (lc_request(lc, names[i]) != NULL)
 			continue;
-		g = calloc(1, sizeof(*g));
+		g = lc_ctx_new(lc, sizeof(*g), lockgc_cleanup);
 		g->lc = lc;
 		if (asprintf(&g->path, "/nodepool/requests-lock/%s", names[i]) < 0)
 			abort();

@@ -43,10 +43,8 @@ static void handler_finish(struct handler *h);
 static struct hop *
 hop_new(struct handler *h, size_t idx)
 {
-	struct hop *o = malloc(sizeof(*o));
+	struct hop *o = lc_ctx_new(h->lc, sizeof(*o), NULL);
 
-	if (o == NULL)
-		abort();
 	o->h = h;
 	o->idx = idx;
 	h->ops++;
@@ -84,7 +82,7 @@ hop_done(struct hop *o, struct handler **hp, size_t *idxp)
 
 	if (idxp != NULL)
 		*idxp = o->idx;
-	free(o);
+	lc_ctx_free(h->lc, o);
 	h->ops--;
 	*hp = h;
 	if (h->state == H_DONE) {
@@ -170,6 +168,17 @@ handler_finish(struct handler *h)
 	launcher_schedule_assign(lc);
 	if (lc->on_change != NULL)
 		lc->on_change(lc);
+}
+
+void
+handler_reap_zombies(struct launcher *lc)
+{
+	struct handler *h;
+
+	while ((h = TAILQ_FIRST(&lc->zombies)) != NULL) {
+		TAILQ_REMOVE(&lc->zombies, h, entry);
+		handler_destroy(h);
+	}
 }
 
 /* External teardown (session expiry, stop): no further writes. */
@@ -667,7 +676,7 @@ drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char 
 	struct hnode *hn = &h->nodes[i];
 	struct launcher *lc = h->lc;
 
-	free(o);
+	lc_ctx_free(lc, o);
 	h->ops--;
 	hn->launching = 0;
 	if (h->state == H_DONE) {

@@ -175,6 +175,45 @@ lc_busy_del(struct launcher *lc, const char *node_id)
 	strset_del(lc->busy, node_id);
 }
 
+/* ---- contexts of asynchronous work ---------------------------------------- */
+
+void *
+lc_ctx_new(struct launcher *lc, size_t size, void (*cleanup)(void *ctx))
+{
+	struct lc_ctx_hdr *h = calloc(1, sizeof(*h) + size);
+
+	if (h == NULL)
+		abort();
+	h->cleanup = cleanup;
+	TAILQ_INSERT_TAIL(&lc->ctxs, h, entry);
+	return h + 1;
+}
+
+void
+lc_ctx_free(struct launcher *lc, void *ctx)
+{
+	struct lc_ctx_hdr *h;
+
+	if (ctx == NULL)
+		return;
+	h = (struct lc_ctx_hdr *)ctx - 1;
+	TAILQ_REMOVE(&lc->ctxs, h, entry);
+	free(h);
+}
+
+static void
+lc_ctx_reap_all(struct launcher *lc)
+{
+	struct lc_ctx_hdr *h;
+
+	while ((h = TAILQ_FIRST(&lc->ctxs)) != NULL) {
+		TAILQ_REMOVE(&lc->ctxs, h, entry);
+		if (h->cleanup != NULL)
+			h->cleanup(h + 1);
+		free(h);
+	}
+}
+
 /* ---- deferred passes ------------------------------------------------------ */
 
 static void
@@ -281,6 +320,7 @@ launcher_component_json(struct launcher *lc)
 	char *s;
 
 	c->hostname = strdup(lc->hostname);
+	free(c->state);
 	c->state = strdup(lc->stopping ? "stopped" : "running");
 	c->version = strdup(NP_VERSION);
 	s = np_component_encode(c, NULL);
@@ -296,6 +336,7 @@ pool_component_json(struct lc_pool *pool)
 	size_t i;
 
 	c->hostname = strdup(pool->prov->lc->hostname);
+	free(c->state);
 	c->state = strdup("running");
 	c->version = strdup(NP_VERSION);
 	c->id = strdup(pool->launcher_id);
@@ -326,7 +367,7 @@ component_created(int rc, const char *path, void *arg)
 		cc->pool->component_pending = 0;
 	if (rc != ZOK) {
 		lc_set_error(lc, "registering component: %s", zk_strerror(rc));
-		free(cc);
+		lc_ctx_free(lc, cc);
 		return;
 	}
 	if (cc->pool != NULL) {
@@ -340,7 +381,7 @@ component_created(int rc, const char *path, void *arg)
 		free(lc->launcher_component_path);
 		lc->launcher_component_path = strdup(path);
 	}
-	free(cc);
+	lc_ctx_free(lc, cc);
 	launcher_schedule_assign(lc);
 }
 
@@ -353,7 +394,7 @@ register_components(struct launcher *lc)
 	char *json;
 
 	if (lc->launcher_component_path == NULL) {
-		cc = calloc(1, sizeof(*cc));
+		cc = lc_ctx_new(lc, sizeof(*cc), NULL);
 		cc->lc = lc;
 		json = launcher_component_json(lc);
 		snprintf(path, sizeof(path), "/nodepool/components/launcher/%s", lc->hostname);
@@ -365,7 +406,7 @@ register_components(struct launcher *lc)
 		struct lc_pool *pool = &lc->prov.pools[i];
 		if (pool->component_path != NULL || pool->component_pending)
 			continue;
-		cc = calloc(1, sizeof(*cc));
+		cc = lc_ctx_new(lc, sizeof(*cc), NULL);
 		cc->lc = lc;
 		cc->pool = pool;
 		pool->component_pending = 1;
@@ -606,6 +647,8 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	lc->base = base;
 	lc->hostname = lc_fqdn();
 	lc->busy = strset_new();
+	TAILQ_INIT(&lc->ctxs);
+	TAILQ_INIT(&lc->zombies);
 	lc->start_time = lc_now();
 	if (lc_config_load(lc, config, provider, err, errlen) != 0) {
 		launcher_free(lc);
@@ -735,6 +778,10 @@ launcher_free(struct launcher *lc)
 	drop_all_handlers(lc);
 	if (lc->prov.dp != NULL && lc->prov.drv->provider_free != NULL)
 		lc->prov.drv->provider_free(lc->prov.dp);
+	/* work whose callbacks will never run now: release what it holds
+	 * (locks are released fire-and-forget while the session lives) */
+	lc_ctx_reap_all(lc);
+	handler_reap_zombies(lc);
 	zk_cache_free(lc->nodes);
 	zk_cache_free(lc->requests);
 	zk_cache_free(lc->pool_components);
@@ -843,16 +890,25 @@ node_record_deleted(int rc, void *arg)
 	zk_lock_free(d->lock);
 	lc_busy_del(lc, d->node->id);
 	np_node_free(d->node);
-	free(d);
+	lc_ctx_free(lc, d);
 	notify_change(lc);
 }
 
 /* As upstream's deleteNode: write state `deleted`, then remove the znode
  * recursively (its lock dir and our contender included). Takes n and lock. */
+static void
+del_ctx_cleanup(void *p)
+{
+	struct del_ctx *d = p;
+
+	zk_lock_free(d->lock);
+	np_node_free(d->node);
+}
+
 void
 lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lock)
 {
-	struct del_ctx *d = calloc(1, sizeof(*d));
+	struct del_ctx *d = lc_ctx_new(lc, sizeof(*d), del_ctx_cleanup);
 	char path[128];
 
 	d->lc = lc;
@@ -943,14 +999,14 @@ registered(int rc, const char *path, void *arg)
 		lc_set_error(r->lc, "registering node: %s", zk_strerror(rc));
 	if (r->done != NULL)
 		r->done(id, r->arg);
-	free(r);
+	lc_ctx_free(r->lc, r);
 }
 
 void
 drv_register_node(struct launcher *lc, struct np_node *n,
     void (*done)(const char *node_id, void *arg), void *arg)
 {
-	struct reg_ctx *r = calloc(1, sizeof(*r));
+	struct reg_ctx *r = lc_ctx_new(lc, sizeof(*r), NULL);
 
 	r->lc = lc;
 	r->done = done;
@@ -971,7 +1027,16 @@ upd_finish(struct upd_ctx *u)
 {
 	lc_busy_del(u->lc, u->node->id);
 	np_node_free(u->node);
-	free(u);
+	lc_ctx_free(u->lc, u);
+}
+
+static void
+upd_cleanup(void *p)
+{
+	struct upd_ctx *u = p;
+
+	zk_lock_free(u->lock);
+	np_node_free(u->node);
 }
 
 static void
@@ -1004,7 +1069,7 @@ upd_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 		struct launcher *lc = u->lc;
 		struct np_node *n = u->node;
 		struct zk_lock *lock = u->lock;
-		free(u);
+		lc_ctx_free(lc, u);
 		log_info("static node %s (%s) deregistered", n->id,
 		    n->hostname ? n->hostname : "?");
 		np_node_set_state(n, NP_NODE_DELETING);
@@ -1039,7 +1104,7 @@ drv_update_or_deregister(struct launcher *lc, struct np_node *n, int deregister)
 		np_node_free(n);
 		return;
 	}
-	u = calloc(1, sizeof(*u));
+	u = lc_ctx_new(lc, sizeof(*u), upd_cleanup);
 	u->lc = lc;
 	u->node = n;
 	u->deregister = deregister;

@@ -141,6 +141,19 @@ struct handler {
 	char *decline_reason;
 };
 
+/*
+ * Contexts of asynchronous work (a lock being taken, a record being
+ * written...) are registered with the launcher, so that those still in
+ * flight when it stops (their callbacks will never run) are cleaned up by
+ * launcher_free instead of leaking. cleanup (may be NULL) releases what the
+ * context holds (locks, records), not the context itself.
+ */
+struct lc_ctx_hdr {
+	TAILQ_ENTRY(lc_ctx_hdr) entry;
+	void (*cleanup)(void *ctx);
+};
+TAILQ_HEAD(lc_ctx_list, lc_ctx_hdr);
+
 /* ---- the launcher --------------------------------------------------------- */
 
 struct lc_counters {
@@ -183,6 +196,7 @@ struct launcher {
 	/* handlers detached while ZooKeeper operations were still in flight;
 	 * freed when those complete, or at launcher_free */
 	TAILQ_HEAD(, handler) zombies;
+	struct lc_ctx_list ctxs;  /* see lc_ctx_new */
 
 	struct lc_counters counters;
 	char last_error[256];
@@ -193,6 +207,11 @@ struct launcher {
 	void (*on_change)(struct launcher *lc);
 	void *hook_arg;
 };
+
+/* Zeroed memory of size bytes, registered (see struct lc_ctx_hdr). */
+void *lc_ctx_new(struct launcher *lc, size_t size, void (*cleanup)(void *ctx));
+/* Unregister and free (no cleanup call). NULL is a no-op. */
+void lc_ctx_free(struct launcher *lc, void *ctx);
 
 /* launcher.c */
 struct launcher *launcher_new(struct event_base *base, const json_t *config,
@@ -243,6 +262,9 @@ void handler_rerun(struct handler *h);   /* a paused handler tries again */
 void handler_free(struct handler *h);
 int handler_active_launches(const struct handler *h);
 struct handler *lc_find_handler(struct launcher *lc, const char *req_id);
+/* At launcher_free: destroy detached handlers whose operations will never
+ * complete. */
+void handler_reap_zombies(struct launcher *lc);
 
 /* cleanup.c */
 void cleanup_pass(struct launcher *lc);

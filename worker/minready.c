@@ -46,7 +46,15 @@ mr_done_step(struct mr_done *m)
 	snprintf(path, sizeof(path), "/nodepool/requests/%s", m->req_id);
 	zk_delete(m->lc->zk, path, -1, 0, NULL, NULL);
 	free(m->req_id);
-	free(m);
+	lc_ctx_free(m->lc, m);
+}
+
+static void
+mr_done_cleanup(void *p)
+{
+	struct mr_done *m = p;
+
+	free(m->req_id);
 }
 
 struct mr_node {
@@ -56,14 +64,22 @@ struct mr_node {
 };
 
 static void
+mr_node_cleanup(void *p)
+{
+	struct mr_node *y = p;
+
+	zk_lock_free(y->lock);
+	free(y->id);
+}
+
+static void
 mr_node_finish(struct mr_node *y)
 {
 	struct mr_done *m = y->m;
 
-	zk_lock_free(y->lock);
 	lc_busy_del(m->lc, y->id);
-	free(y->id);
-	free(y);
+	mr_node_cleanup(y);
+	lc_ctx_free(m->lc, y);
 	mr_done_step(m);
 }
 
@@ -110,7 +126,7 @@ mr_node_locked(struct zk_lock *lock, int rc, void *arg)
 static void
 complete_request(struct launcher *lc, const struct np_request *r)
 {
-	struct mr_done *m = calloc(1, sizeof(*m));
+	struct mr_done *m = lc_ctx_new(lc, sizeof(*m), mr_done_cleanup);
 	char path[128];
 	size_t i;
 
@@ -121,7 +137,7 @@ complete_request(struct launcher *lc, const struct np_request *r)
 		struct mr_node *y;
 		if (lc_busy(lc, r->nodes.v[i]))
 			continue;
-		y = calloc(1, sizeof(*y));
+		y = lc_ctx_new(lc, sizeof(*y), mr_node_cleanup);
 		y->m = m;
 		y->id = strdup(r->nodes.v[i]);
 		lc_busy_add(lc, y->id);
@@ -148,7 +164,7 @@ mr_created(int rc, const char *path, void *arg)
 		lc_set_error(c->lc, "creating min-ready request: %s", zk_strerror(rc));
 	else
 		log_debug("min-ready request %s for %s", path, c->label->name);
-	free(c);
+	lc_ctx_free(c->lc, c);
 }
 
 void
@@ -200,7 +216,7 @@ minready_pass(struct launcher *lc)
 		need = l->min_ready - ready - outstanding - l->min_ready_inflight;
 		for (; need > 0; need--) {
 			struct np_request *r = np_request_new();
-			struct mr_create *c = calloc(1, sizeof(*c));
+			struct mr_create *c = lc_ctx_new(lc, sizeof(*c), NULL);
 			char *json, eid[33];
 			size_t len;
 

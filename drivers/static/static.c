@@ -61,8 +61,15 @@ struct static_host {
 	struct np_strv scanned_keys;
 };
 
+/* Contexts of the driver's asynchronous work, freed with the provider when
+ * their callbacks will never run (the launcher stopped first). */
+struct sctx {
+	struct sctx *prev, *next;
+};
+
 struct drv_provider {
 	struct launcher *lc;
+	struct sctx ctxs; /* list head */
 	char *name;
 	struct static_host *hosts;
 	size_t n_hosts;
@@ -71,6 +78,30 @@ struct drv_provider {
 	struct event *retry_ev;
 	int stopped;
 };
+
+static void *
+sctx_new(struct drv_provider *dp, size_t size)
+{
+	struct sctx *c = calloc(1, sizeof(*c) + size);
+
+	if (c == NULL)
+		abort();
+	c->next = dp->ctxs.next;
+	c->prev = &dp->ctxs;
+	dp->ctxs.next->prev = c;
+	dp->ctxs.next = c;
+	return c + 1;
+}
+
+static void
+sctx_free(void *p)
+{
+	struct sctx *c = (struct sctx *)p - 1;
+
+	c->prev->next = c->next;
+	c->next->prev = c->prev;
+	free(c);
+}
 
 static const char *
 j_str(const json_t *o, const char *k, const char *def)
@@ -117,6 +148,7 @@ static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, si
 	size_t i, j, n = 0;
 
 	dp->lc = lc;
+	dp->ctxs.next = dp->ctxs.prev = &dp->ctxs;
 	dp->name = strdup(drv_provider_name(lc));
 	dp->registering = strset_new();
 	json_array_foreach(json_object_get(cfg, "pools"), i, pool)
@@ -160,6 +192,8 @@ static_provider_free(struct drv_provider *dp)
 	if (dp == NULL)
 		return;
 	nodescan_free(dp->scanner);
+	while (dp->ctxs.next != &dp->ctxs)
+		sctx_free(dp->ctxs.next + 1);
 	if (dp->retry_ev != NULL)
 		event_free(dp->retry_ev);
 	for (i = 0; i < dp->n_hosts; i++) {
@@ -275,7 +309,7 @@ reg_done(const char *node_id, void *arg)
 	struct reg *r = arg;
 
 	strset_del(r->dp->registering, r->key);
-	free(r);
+	sctx_free(r);
 }
 
 static void static_sync(struct drv_provider *dp);
@@ -284,7 +318,7 @@ static void
 register_slot(struct drv_provider *dp, size_t hi, int slot)
 {
 	struct static_host *h = &dp->hosts[hi];
-	struct reg *r = calloc(1, sizeof(*r));
+	struct reg *r = sctx_new(dp, sizeof(*r));
 
 	r->dp = dp;
 	snprintf(r->key, sizeof(r->key), "%zu/%d", hi, slot);
@@ -325,7 +359,7 @@ scan_done(const struct nodescan_result *res, void *arg)
 	struct static_host *h = &dp->hosts[c->hi];
 	size_t i;
 
-	free(c);
+	sctx_free(c);
 	h->scanning = 0;
 	if (dp->stopped)
 		return;
@@ -370,13 +404,13 @@ host_ready_to_register(struct drv_provider *dp, size_t hi)
 	req.connection_type = h->connection_type;
 	req.attempt_timeout = h->timeout;
 	req.deadline = h->timeout;
-	c = calloc(1, sizeof(*c));
+	c = sctx_new(dp, sizeof(*c));
 	c->dp = dp;
 	c->hi = hi;
 	h->scanning = 1;
 	if (nodescan_start(dp->scanner, &req, scan_done, c) == NULL) {
 		h->scanning = 0;
-		free(c);
+		sctx_free(c);
 	}
 	return 0;
 }
@@ -488,7 +522,7 @@ static_label_capacity(struct drv_provider *dp, const struct lc_pool *pool, const
 struct live_ctx {
 	void (*done)(const char *node_id, int ok, void *arg);
 	void *arg;
-	char *node_id;
+	char node_id[64];
 };
 
 static void
@@ -497,8 +531,7 @@ live_done(const struct nodescan_result *res, void *arg)
 	struct live_ctx *c = arg;
 
 	c->done(c->node_id, res->status == NODESCAN_OK, c->arg);
-	free(c->node_id);
-	free(c);
+	sctx_free(c);
 }
 
 static void
@@ -521,14 +554,13 @@ static_check_reusable(struct drv_provider *dp, const struct np_node *node,
 		done(node->id, 1, arg);
 		return;
 	}
-	c = calloc(1, sizeof(*c));
+	c = sctx_new(dp, sizeof(*c));
 	c->done = done;
 	c->arg = arg;
-	c->node_id = strdup(node->id);
+	snprintf(c->node_id, sizeof(c->node_id), "%s", node->id);
 	if (nodescan_check_reachable(dp->scanner, node->hostname, node->connection_port, timeout,
 		live_done, c) == NULL) {
-		free(c->node_id);
-		free(c);
+		sctx_free(c);
 		done(node->id, 1, arg);
 	}
 }
