@@ -96,6 +96,20 @@ int testzk_proc_wait(struct testzk_proc *p, double timeout);
 /* Stop it now: SIGTERM by pid, SIGKILL after 5 s; frees p. */
 int testzk_proc_stop(struct testzk_proc *p);
 
+/*
+ * A TCP proxy on a free 127.0.0.1 port to target ("host:port"), run by a
+ * thread of its own, to cut a client's connections without touching the
+ * server: what a network failure looks like to the client.
+ */
+struct testzk_proxy;
+struct testzk_proxy *testzk_proxy_start(const char *target);
+int testzk_proxy_port(const struct testzk_proxy *p);
+/* Close every proxied connection now. */
+void testzk_proxy_drop(struct testzk_proxy *p);
+/* While refusing, new connections are closed as soon as accepted. */
+void testzk_proxy_refuse(struct testzk_proxy *p, int refuse);
+void testzk_proxy_stop(struct testzk_proxy *p);
+
 /* A TCP port on 127.0.0.1 free at the time of the call. */
 int testzk_free_port(void);
 /* Wait until something accepts TCP connections on 127.0.0.1:port. */

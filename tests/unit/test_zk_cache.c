@@ -542,3 +542,54 @@ Test(zk_cache, free_from_its_own_callback)
 	rec_reset(&r);
 	zk_free(zk);
 }
+
+/* Changes made while the connection is down (the session lives on) show up
+ * once it is back. */
+Test(zk_cache, catches_up_after_a_lost_connection)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct zk_options opt;
+	struct zk *zk, *other;
+	struct rec r = {0};
+	struct zk_cache *c;
+	struct zk_lock *l;
+	char hosts[256], err[256];
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	testzk_options(&opt, direct, 0);
+	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/cc/old", "1", 1, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/cc", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.5);
+	cr_assert_eq(zk_sync_set(other, "/cc/old", "2", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/cc/new", "n", 1, 0, 0, NULL), ZOK);
+	l = zk_lock_new(other, "/cc/old/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
+	testzk_run_for(base, 0.5);
+	cr_assert_eq(r.added, 1);
+	cr_assert_eq(r.updated, 0);
+
+	testzk_proxy_refuse(px, 0);
+	expect(&r, ZK_CACHE_ADDED, "new", "n", -1);
+	expect(&r, ZK_CACHE_UPDATED, "old", "2", -1);
+	expect(&r, ZK_CACHE_UPDATED, "old", NULL, 1);
+	cr_assert_eq(r.synced, 1, "no reload: the session lived on");
+	zk_lock_free(l);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	testzk_proxy_stop(px);
+}
