@@ -110,14 +110,16 @@ testzk_chroot(int tls, const char **path)
 	char err[256], root[64], hosts[512];
 	int rc;
 
-	snprintf(root, sizeof(root), "/t-%ld-%d", (long)getpid(), ++counter);
 	base = event_base_new();
 	cr_assert_not_null(base);
 	testzk_options(&opt, testzk_hosts(0), 0);
 	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
 	cr_assert_not_null(zk, "zk_new: %s", err);
 	cr_assert_eq(zk_wait_connected(zk, 15), ZOK, "no session with %s", opt.hosts);
-	rc = zk_sync_create(zk, root, NULL, 0, 0, 0, NULL);
+	do { /* a server that outlives many runs sees pids again */
+		snprintf(root, sizeof(root), "/t-%ld-%d", (long)getpid(), ++counter);
+		rc = zk_sync_create(zk, root, NULL, 0, 0, 0, NULL);
+	} while (rc == ZNODEEXISTS);
 	cr_assert_eq(rc, ZOK, "create %s: %s", root, zk_strerror(rc));
 	zk_free(zk);
 	event_base_free(base);
@@ -201,22 +203,29 @@ testzk_expire(struct zk *zk)
 	clientid_t cid;
 	zhandle_t *zh;
 	double deadline;
+	int attempt, st;
 
 	if (cur == NULL)
 		return -1;
 	cid = *cur;
-	zh = zookeeper_init(testzk_hosts(0), NULL, 10000, &cid, NULL, ZOO_NO_LOG_CLIENTENV);
-	if (zh == NULL)
-		return -1;
-	deadline = now() + 15;
-	while (zoo_state(zh) != ZOO_CONNECTED_STATE && now() < deadline)
-		usleep(10000);
-	if (zoo_state(zh) != ZOO_CONNECTED_STATE) {
-		zookeeper_close(zh);
-		return -1;
+	/*
+	 * Attach to the session and close it. zk's client reconnects when we
+	 * take its session over, and may take it back before our close is
+	 * sent; so attach again until the server says the session is gone.
+	 */
+	for (attempt = 0; attempt < 20; attempt++) {
+		zh = zookeeper_init(testzk_hosts(0), NULL, 10000, &cid, NULL, ZOO_NO_LOG_CLIENTENV);
+		if (zh == NULL)
+			return -1;
+		deadline = now() + 10;
+		while ((st = zoo_state(zh)) != ZOO_CONNECTED_STATE &&
+		    st != ZOO_EXPIRED_SESSION_STATE && now() < deadline)
+			usleep(2000);
+		zookeeper_close(zh); /* closes the session if attached */
+		if (st == ZOO_EXPIRED_SESSION_STATE)
+			return 0;
 	}
-	zookeeper_close(zh);
-	return 0;
+	return -1;
 }
 
 /* ---- child processes ------------------------------------------------------ */

@@ -60,10 +60,11 @@ int testzk_run_flag(struct event_base *base, const int *flag, double timeout);
 void testzk_run_for(struct event_base *base, double seconds);
 
 /*
- * Make the server expire zk's current session: open a second connection
- * with the same session id and password (C client, plain port) and close
- * it. zk then reports SUSPENDED, EXPIRED and, on a new session, CONNECTED.
- * Returns 0, or -1 if the second connection could not be made.
+ * Make the server end zk's current session: attach a second connection to
+ * it (same session id and password, C client, plain port) and close it,
+ * until the server reports the session gone. zk then reports SUSPENDED,
+ * EXPIRED and, on a new session, CONNECTED (possibly a RECONNECTED and
+ * SUSPENDED more before EXPIRED). Returns 0, or -1 on failure.
  */
 int testzk_expire(struct zk *zk);
 
