@@ -459,11 +459,13 @@ testzk_file_contains(const char *file, const char *needle)
 struct testzk_proxy {
 	pthread_t thread;
 	int lfd;                 /* listening socket */
-	int ctl[2];              /* commands to the thread: 'd'rop, 'r'efuse, 'a'ccept, 'q'uit */
+	int ctl[2];              /* commands to the thread: 'd'rop, 'r'efuse, 'a'ccept,
+	                            'h'old, 'u'nhold, 'q'uit */
 	int port;
 	struct sockaddr_in target;
 	int pairs[PROXY_MAX][2]; /* client fd, server fd; -1 when unused */
 	int refuse;
+	int hold;
 };
 
 static void
@@ -494,6 +496,8 @@ proxy_main(void *arg)
 			if (p->pairs[i][0] < 0)
 				continue;
 			for (k = 0; k < 2; k++) {
+				if (k == 1 && p->hold)
+					continue;
 				idx[n] = i * 2 + k;
 				pfd[n].fd = p->pairs[i][k];
 				pfd[n++].events = POLLIN;
@@ -514,6 +518,8 @@ proxy_main(void *arg)
 					p->refuse = 1;
 				if (cmd == 'a')
 					p->refuse = 0;
+				if (cmd == 'h' || cmd == 'u')
+					p->hold = cmd == 'h';
 			}
 			continue; /* the pair set may have changed */
 		}
@@ -605,6 +611,12 @@ void
 testzk_proxy_refuse(struct testzk_proxy *p, int refuse)
 {
 	proxy_cmd(p, refuse ? 'r' : 'a');
+}
+
+void
+testzk_proxy_hold(struct testzk_proxy *p, int hold)
+{
+	proxy_cmd(p, hold ? 'h' : 'u');
 }
 
 void

@@ -109,6 +109,9 @@ int testzk_proxy_port(const struct testzk_proxy *p);
 void testzk_proxy_drop(struct testzk_proxy *p);
 /* While refusing, new connections are closed as soon as accepted. */
 void testzk_proxy_refuse(struct testzk_proxy *p, int refuse);
+/* While holding, nothing is passed from the server to the client (requests
+ * still reach the server): answers are in flight for as long as wanted. */
+void testzk_proxy_hold(struct testzk_proxy *p, int hold);
 void testzk_proxy_stop(struct testzk_proxy *p);
 
 /* A TCP port on 127.0.0.1 free at the time of the call. */
