@@ -89,7 +89,6 @@ enum zk_pub {
 struct zk_call {
 	struct zk_call *prev, *next;
 	enum zk_op_kind kind;
-	int is_defer;
 	char *path;
 	unsigned gen;
 	zk_result_cb cb;      /* NULL once cancelled */
@@ -106,9 +105,6 @@ struct zk_call {
 		zk_children_cb c;
 	} pcb;
 	void *parg;
-	/* deferred call */
-	zk_defer_cb dcb;
-	int drc;
 	/* create with makepath */
 	char *data;
 	int len;
@@ -122,7 +118,6 @@ struct zk_call {
 
 enum zk_item_kind {
 	IT_RESULT,   /* rq completed (or failed to submit) */
-	IT_DEFER,    /* zk_defer() */
 	IT_WATCH,    /* a watch fired */
 	IT_SESSION,  /* session state change of handle zh */
 	IT_TLS,      /* the C client logged a TLS failure */
@@ -1125,11 +1120,6 @@ zk_process(struct zk *zk, struct zk_item *it)
 	case IT_RESULT:
 		rq_result(zk, it);
 		break;
-	case IT_DEFER:
-		if (it->call->dcb != NULL && !zk->closing)
-			it->call->dcb(it->call->arg, it->call->drc);
-		call_free(zk, it->call);
-		break;
 	case IT_WATCH:
 		w = it->w;
 		if (w->gen == zk->gen && w->cb != NULL && !zk->closing) {
@@ -1500,7 +1490,6 @@ zk_cancel(struct zk *zk, const void *arg)
 	for (c = zk->calls; c != NULL; c = c->next) {
 		if (c->owner == arg) {
 			c->cb = NULL;
-			c->dcb = NULL;
 		}
 	}
 	for (w = zk->watches; w != NULL; w = w->next) {
@@ -1533,21 +1522,6 @@ zk_listener_remove(struct zk *zk, struct zk_listener *l)
 	if (l->next != NULL)
 		l->next->prev = l->prev;
 	l->prev = l->next = NULL;
-}
-
-void
-zk_defer(struct zk *zk, zk_defer_cb cb, void *arg, int rc, const void *owner)
-{
-	struct zk_call *c = call_new(zk, ZK_OP_GET, NULL);
-	struct zk_item *it = item_new(IT_DEFER, rc);
-
-	c->is_defer = 1;
-	c->dcb = cb;
-	c->arg = arg;
-	c->drc = rc;
-	c->owner = owner;
-	it->call = c;
-	enqueue(zk, it);
 }
 
 /* ---- public: operations ---------------------------------------------------- */

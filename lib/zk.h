@@ -12,6 +12,11 @@
  * ZK_LOCK_* codes below. zk_strerror() names them.
  *
  * Paths are absolute inside the chroot given in the host string (as kazoo).
+ *
+ * The C client's own log lines go through lib/log.h: its errors (mostly
+ * connection failures it retries) as warnings, the same one repeated within
+ * a minute and everything else at debug level (the C client logs beyond
+ * errors only when log_get_level() is LOG_LVL_DEBUG at zk_new()).
  */
 #ifndef NP_ZK_H
 #define NP_ZK_H
@@ -30,8 +35,10 @@ enum zk_event {
 	ZK_EV_RECONNECTED, /* connection back on the same session: ephemerals intact */
 	ZK_EV_EXPIRED,     /* session lost: our ephemerals and locks are gone; a new
 	                      session is started at once and CONNECTED follows */
-	ZK_EV_AUTH_FAILED, /* TLS or auth refused (e.g. untrusted server certificate);
-	                      retried with back-off like a lost connection */
+	ZK_EV_AUTH_FAILED, /* TLS or auth refused (e.g. untrusted server certificate,
+	                      or one for another IP address); retried with back-off
+	                      like a lost connection, reported once until a session
+	                      is established */
 };
 
 struct zk_options {
@@ -66,14 +73,21 @@ typedef void (*zk_watch_cb)(int type, const char *path, void *arg);
 
 /*
  * Start a session. Connection happens in the background; session_cb reports
- * it. Returns NULL and fills err (errlen bytes) on bad options (e.g. only
- * some TLS files given, an unreadable certificate).
+ * it. Returns NULL and fills err (errlen bytes) on bad options: no hosts,
+ * hosts that do not resolve, only some TLS files given, a TLS file that is
+ * unreadable or not PEM of its kind, a key that does not match the
+ * certificate, a path with a comma (the C client takes "ca,cert,key").
+ * The server must present a certificate from tls_ca whose IP SANs (if it
+ * has any) include the address connected to (mk/zkclient-tls.patch).
  */
 struct zk *zk_new(struct event_base *base, const struct zk_options *opt,
     zk_session_cb session_cb, void *arg, char *err, size_t errlen);
 /*
  * Close the session (the server deletes our ephemerals) and free it.
- * Callbacks of operations still in flight are not called. NULL is a no-op.
+ * Requests in flight are let finish first (up to the session timeout, or 1 s
+ * while disconnected), but their callbacks, and those of watches, are not
+ * called. May be called from a callback of this zk. Free locks and caches
+ * first. NULL is a no-op.
  */
 void zk_free(struct zk *zk);
 /* 1 while connected (CONNECTED or RECONNECTED and not since SUSPENDED). */
@@ -126,9 +140,12 @@ void zk_children(struct zk *zk, const char *path, zk_watch_cb watch, void *warg,
 
 /*
  * Synchronous forms for command-line tools and tests: they run the loop
- * until the operation completes (or timeout seconds pass: ZOPERATIONTIMEOUT).
- * Never call them from inside a callback of a daemon's loop.
- * Output buffers are malloc'd and owned by the caller (free / zk_strings_free).
+ * until the operation completes (or, zk_wait_connected aside, twice the
+ * session timeout passes: ZOPERATIONTIMEOUT). Requests fail with
+ * ZCONNECTIONLOSS rather than wait while no server answers. Never call them
+ * from inside a callback of the loop (libevent does not nest loops).
+ * Output buffers are malloc'd and owned by the caller (free / zk_strings_free);
+ * they are NULL (count 0) unless the result is ZOK.
  */
 int zk_wait_connected(struct zk *zk, double timeout);
 int zk_sync_create(struct zk *zk, const char *path, const void *data, int len, int flags,
@@ -244,12 +261,21 @@ typedef void (*zk_cache_cb)(struct zk_cache *cache, enum zk_cache_event ev,
 typedef void *(*zk_cache_decode_fn)(const char *name, const char *data, int len);
 typedef void (*zk_cache_free_fn)(void *obj);
 
-/* The path is created (persistent, makepath) if missing. cb may be NULL. */
+/*
+ * The path is created (persistent, makepath) if missing, and again if it is
+ * deleted later. cb may be NULL. NULL for a path that is not absolute.
+ * Watches per child: its data (ZK_CACHE_DATA), its children and those of
+ * its "lock" dir (ZK_CACHE_LOCKS). ZK_CACHE_UPDATED for a lock comes when
+ * the number of contenders changes. After a lost connection (same session)
+ * what changed meanwhile is reported as it is read again.
+ */
 struct zk_cache *zk_cache_new(struct zk *zk, const char *path, unsigned flags,
     zk_cache_cb cb, void *arg);
 /* Set before the first event: objects are decoded once per data change. */
 void zk_cache_set_codec(struct zk_cache *cache, zk_cache_decode_fn decode,
     zk_cache_free_fn free_obj);
+/* No callback after this; may be called from the cache's own callback.
+ * Free before the zk. NULL is a no-op. */
 void zk_cache_free(struct zk_cache *cache);
 /* 1 once the initial listing (and data, with ZK_CACHE_DATA) is complete. */
 int zk_cache_synced(const struct zk_cache *cache);

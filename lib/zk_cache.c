@@ -401,11 +401,25 @@ transient(int rc)
 	    rc == ZINVALIDSTATE || rc == ZSESSIONMOVED || rc == ZCLOSING;
 }
 
+/*
+ * A read failed. For a lost connection it no longer counts towards the
+ * entry's load: the listing after the reconnection starts it again and
+ * counts it again. Any other error (no permission, say) will not go away:
+ * the entry is not announced, but no longer holds up SYNCED either.
+ */
 static void
-read_failed(struct zk_cache *c, const char *what, const char *path, int rc)
+read_failed(struct zk_cache *c, struct ent *e, const char *what, const char *path, int rc)
 {
-	if (!transient(rc))
-		log_warn("zk cache %s: %s %s: %s", c->path, what, path, zk_strerror(rc));
+	if (transient(rc)) {
+		if (e != NULL && e->loading && e->need > 0)
+			e->need--;
+		return;
+	}
+	log_warn("zk cache %s: %s %s: %s", c->path, what, path, zk_strerror(rc));
+	if (e != NULL) {
+		e->gone = 1;
+		loaded(c, e);
+	}
 }
 
 static void
@@ -434,7 +448,7 @@ data_read(const struct zk_result *r, void *arg)
 		e->gone = 1; /* the listing that follows removes it */
 		loaded(c, e);
 	} else {
-		read_failed(c, "reading", r->path, r->rc);
+		read_failed(c, e, "reading", r->path, r->rc);
 	}
 	leave(c);
 }
@@ -488,7 +502,7 @@ kids_read(const struct zk_result *r, void *arg)
 		e->gone = 1;
 		loaded(c, e);
 	} else {
-		read_failed(c, "listing", r->path, r->rc);
+		read_failed(c, e, "listing", r->path, r->rc);
 	}
 	leave(c);
 }
@@ -514,7 +528,7 @@ lock_read(const struct zk_result *r, void *arg)
 		if (!c->freed)
 			loaded(c, e);
 	} else {
-		read_failed(c, "listing", r->path, r->rc);
+		read_failed(c, e, "listing", r->path, r->rc);
 	}
 	leave(c);
 }
@@ -597,7 +611,7 @@ root_listed(const struct zk_result *r, void *arg)
 		return;
 	}
 	if (r->rc != ZOK) {
-		read_failed(c, "listing", r->path, r->rc);
+		read_failed(c, NULL, "listing", r->path, r->rc);
 		leave(c);
 		return;
 	}
@@ -694,7 +708,7 @@ root_created(const struct zk_result *r, void *arg)
 		c->created = 1;
 		list_root(c);
 	} else {
-		read_failed(c, "creating", r->path, r->rc);
+		read_failed(c, NULL, "creating", r->path, r->rc);
 	}
 	leave(c);
 }

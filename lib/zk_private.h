@@ -88,13 +88,6 @@ struct zk_listener {
 void zk_listener_add(struct zk *zk, struct zk_listener *l, zk_session_cb cb, void *arg);
 void zk_listener_remove(struct zk *zk, struct zk_listener *l);
 
-/*
- * Call cb(arg, rc) on the loop soon (a fresh stack), cancellable by owner
- * like an operation; never called once zk_free() has started.
- */
-typedef void (*zk_defer_cb)(void *arg, int rc);
-void zk_defer(struct zk *zk, zk_defer_cb cb, void *arg, int rc, const void *owner);
-
 /* Monotonic clock in seconds. */
 double zk_now(void);
 

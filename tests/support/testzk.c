@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,14 +110,16 @@ testzk_chroot(int tls, const char **path)
 	char err[256], root[64], hosts[512];
 	int rc;
 
-	snprintf(root, sizeof(root), "/t-%ld-%d", (long)getpid(), ++counter);
 	base = event_base_new();
 	cr_assert_not_null(base);
 	testzk_options(&opt, testzk_hosts(0), 0);
 	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
 	cr_assert_not_null(zk, "zk_new: %s", err);
 	cr_assert_eq(zk_wait_connected(zk, 15), ZOK, "no session with %s", opt.hosts);
-	rc = zk_sync_create(zk, root, NULL, 0, 0, 0, NULL);
+	do { /* a server that outlives many runs sees pids again */
+		snprintf(root, sizeof(root), "/t-%ld-%d", (long)getpid(), ++counter);
+		rc = zk_sync_create(zk, root, NULL, 0, 0, 0, NULL);
+	} while (rc == ZNODEEXISTS);
 	cr_assert_eq(rc, ZOK, "create %s: %s", root, zk_strerror(rc));
 	zk_free(zk);
 	event_base_free(base);
@@ -200,22 +203,29 @@ testzk_expire(struct zk *zk)
 	clientid_t cid;
 	zhandle_t *zh;
 	double deadline;
+	int attempt, st;
 
 	if (cur == NULL)
 		return -1;
 	cid = *cur;
-	zh = zookeeper_init(testzk_hosts(0), NULL, 10000, &cid, NULL, ZOO_NO_LOG_CLIENTENV);
-	if (zh == NULL)
-		return -1;
-	deadline = now() + 15;
-	while (zoo_state(zh) != ZOO_CONNECTED_STATE && now() < deadline)
-		usleep(10000);
-	if (zoo_state(zh) != ZOO_CONNECTED_STATE) {
-		zookeeper_close(zh);
-		return -1;
+	/*
+	 * Attach to the session and close it. zk's client reconnects when we
+	 * take its session over, and may take it back before our close is
+	 * sent; so attach again until the server says the session is gone.
+	 */
+	for (attempt = 0; attempt < 20; attempt++) {
+		zh = zookeeper_init(testzk_hosts(0), NULL, 10000, &cid, NULL, ZOO_NO_LOG_CLIENTENV);
+		if (zh == NULL)
+			return -1;
+		deadline = now() + 10;
+		while ((st = zoo_state(zh)) != ZOO_CONNECTED_STATE &&
+		    st != ZOO_EXPIRED_SESSION_STATE && now() < deadline)
+			usleep(2000);
+		zookeeper_close(zh); /* closes the session if attached */
+		if (st == ZOO_EXPIRED_SESSION_STATE)
+			return 0;
 	}
-	zookeeper_close(zh);
-	return 0;
+	return -1;
 }
 
 /* ---- child processes ------------------------------------------------------ */
@@ -440,4 +450,184 @@ testzk_file_contains(const char *file, const char *needle)
 		found = memmem(buf, len, needle, n) != NULL;
 	free(buf);
 	return found;
+}
+
+/* ---- TCP proxy ---------------------------------------------------------------- */
+
+#define PROXY_MAX 64
+
+struct testzk_proxy {
+	pthread_t thread;
+	int lfd;                 /* listening socket */
+	int ctl[2];              /* commands to the thread: 'd'rop, 'r'efuse, 'a'ccept,
+	                            'h'old, 'u'nhold, 'q'uit */
+	int port;
+	struct sockaddr_in target;
+	int pairs[PROXY_MAX][2]; /* client fd, server fd; -1 when unused */
+	int refuse;
+	int hold;
+};
+
+static void
+proxy_close_pair(struct testzk_proxy *p, int i)
+{
+	close(p->pairs[i][0]);
+	close(p->pairs[i][1]);
+	p->pairs[i][0] = p->pairs[i][1] = -1;
+}
+
+static void *
+proxy_main(void *arg)
+{
+	struct testzk_proxy *p = arg;
+	struct pollfd pfd[2 + 2 * PROXY_MAX];
+	int idx[2 + 2 * PROXY_MAX];
+	char buf[65536], cmd;
+	int n, i, k, c, s, quit = 0;
+	ssize_t r;
+
+	while (!quit) {
+		n = 0;
+		pfd[n].fd = p->ctl[0];
+		pfd[n++].events = POLLIN;
+		pfd[n].fd = p->lfd;
+		pfd[n++].events = POLLIN;
+		for (i = 0; i < PROXY_MAX; i++) {
+			if (p->pairs[i][0] < 0)
+				continue;
+			for (k = 0; k < 2; k++) {
+				if (k == 1 && p->hold)
+					continue;
+				idx[n] = i * 2 + k;
+				pfd[n].fd = p->pairs[i][k];
+				pfd[n++].events = POLLIN;
+			}
+		}
+		if (poll(pfd, (nfds_t)n, -1) < 0)
+			continue;
+		if (pfd[0].revents & POLLIN) {
+			if (read(p->ctl[0], &cmd, 1) == 1) {
+				if (cmd == 'q')
+					quit = 1;
+				if (cmd == 'd' || cmd == 'q') {
+					for (i = 0; i < PROXY_MAX; i++)
+						if (p->pairs[i][0] >= 0)
+							proxy_close_pair(p, i);
+				}
+				if (cmd == 'r')
+					p->refuse = 1;
+				if (cmd == 'a')
+					p->refuse = 0;
+				if (cmd == 'h' || cmd == 'u')
+					p->hold = cmd == 'h';
+			}
+			continue; /* the pair set may have changed */
+		}
+		if (pfd[1].revents & POLLIN) {
+			c = accept4(p->lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (c >= 0) {
+				s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+				for (i = 0; i < PROXY_MAX && p->pairs[i][0] >= 0; i++)
+					;
+				if (p->refuse || s < 0 || i == PROXY_MAX ||
+				    connect(s, (struct sockaddr *)&p->target, sizeof(p->target)) != 0) {
+					close(c);
+					if (s >= 0)
+						close(s);
+				} else {
+					p->pairs[i][0] = c;
+					p->pairs[i][1] = s;
+				}
+			}
+			continue;
+		}
+		for (k = 2; k < n; k++) {
+			if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			i = idx[k] / 2;
+			if (p->pairs[i][0] < 0)
+				continue;
+			r = read(p->pairs[i][idx[k] % 2], buf, sizeof(buf));
+			if (r <= 0 || write(p->pairs[i][1 - idx[k] % 2], buf, (size_t)r) != r)
+				proxy_close_pair(p, i);
+		}
+	}
+	return NULL;
+}
+
+struct testzk_proxy *
+testzk_proxy_start(const char *target)
+{
+	struct testzk_proxy *p = calloc(1, sizeof(*p));
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	char host[64];
+	const char *colon = strrchr(target, ':');
+	int i, one = 1;
+
+	cr_assert_not_null(p);
+	cr_assert_not_null(colon, "target %s", target);
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - target), target);
+	memset(&p->target, 0, sizeof(p->target));
+	p->target.sin_family = AF_INET;
+	p->target.sin_port = htons((uint16_t)atoi(colon + 1));
+	cr_assert_eq(inet_pton(AF_INET, host, &p->target.sin_addr), 1, "target %s", target);
+	for (i = 0; i < PROXY_MAX; i++)
+		p->pairs[i][0] = p->pairs[i][1] = -1;
+	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(p->lfd, 0);
+	setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(p->lfd, 16), 0);
+	cr_assert_eq(getsockname(p->lfd, (struct sockaddr *)&sa, &sl), 0);
+	p->port = ntohs(sa.sin_port);
+	cr_assert_eq(pipe2(p->ctl, O_CLOEXEC), 0);
+	cr_assert_eq(pthread_create(&p->thread, NULL, proxy_main, p), 0);
+	return p;
+}
+
+int
+testzk_proxy_port(const struct testzk_proxy *p)
+{
+	return p->port;
+}
+
+static void
+proxy_cmd(struct testzk_proxy *p, char c)
+{
+	cr_assert_eq(write(p->ctl[1], &c, 1), 1);
+}
+
+void
+testzk_proxy_drop(struct testzk_proxy *p)
+{
+	proxy_cmd(p, 'd');
+}
+
+void
+testzk_proxy_refuse(struct testzk_proxy *p, int refuse)
+{
+	proxy_cmd(p, refuse ? 'r' : 'a');
+}
+
+void
+testzk_proxy_hold(struct testzk_proxy *p, int hold)
+{
+	proxy_cmd(p, hold ? 'h' : 'u');
+}
+
+void
+testzk_proxy_stop(struct testzk_proxy *p)
+{
+	if (p == NULL)
+		return;
+	proxy_cmd(p, 'q');
+	pthread_join(p->thread, NULL);
+	close(p->lfd);
+	close(p->ctl[0]);
+	close(p->ctl[1]);
+	free(p);
 }

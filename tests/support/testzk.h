@@ -60,10 +60,11 @@ int testzk_run_flag(struct event_base *base, const int *flag, double timeout);
 void testzk_run_for(struct event_base *base, double seconds);
 
 /*
- * Make the server expire zk's current session: open a second connection
- * with the same session id and password (C client, plain port) and close
- * it. zk then reports SUSPENDED, EXPIRED and, on a new session, CONNECTED.
- * Returns 0, or -1 if the second connection could not be made.
+ * Make the server end zk's current session: attach a second connection to
+ * it (same session id and password, C client, plain port) and close it,
+ * until the server reports the session gone. zk then reports SUSPENDED,
+ * EXPIRED and, on a new session, CONNECTED (possibly a RECONNECTED and
+ * SUSPENDED more before EXPIRED). Returns 0, or -1 on failure.
  */
 int testzk_expire(struct zk *zk);
 
@@ -95,6 +96,23 @@ int testzk_proc_writeline(struct testzk_proc *p, const char *line);
 int testzk_proc_wait(struct testzk_proc *p, double timeout);
 /* Stop it now: SIGTERM by pid, SIGKILL after 5 s; frees p. */
 int testzk_proc_stop(struct testzk_proc *p);
+
+/*
+ * A TCP proxy on a free 127.0.0.1 port to target ("host:port"), run by a
+ * thread of its own, to cut a client's connections without touching the
+ * server: what a network failure looks like to the client.
+ */
+struct testzk_proxy;
+struct testzk_proxy *testzk_proxy_start(const char *target);
+int testzk_proxy_port(const struct testzk_proxy *p);
+/* Close every proxied connection now. */
+void testzk_proxy_drop(struct testzk_proxy *p);
+/* While refusing, new connections are closed as soon as accepted. */
+void testzk_proxy_refuse(struct testzk_proxy *p, int refuse);
+/* While holding, nothing is passed from the server to the client (requests
+ * still reach the server): answers are in flight for as long as wanted. */
+void testzk_proxy_hold(struct testzk_proxy *p, int hold);
+void testzk_proxy_stop(struct testzk_proxy *p);
 
 /* A TCP port on 127.0.0.1 free at the time of the call. */
 int testzk_free_port(void);

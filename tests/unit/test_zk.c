@@ -441,6 +441,12 @@ sess_cb(struct zk *zk, enum zk_event ev, void *arg)
 }
 
 static int
+zk_is_connected_cond(void *arg)
+{
+	return zk_is_connected(arg);
+}
+
+static int
 reconnected_after_expiry(void *arg)
 {
 	struct sess *s = arg;
@@ -581,4 +587,89 @@ Test(zk, free_while_disconnected)
 	for (i = 0; i < 4; i++)
 		cr_assert_eq(r[i].calls, 0);
 	cr_assert_eq(w.calls, 0);
+}
+
+/* A host list: the C client tries the hosts in turn; the chroot applies. */
+Test(zk, host_list_with_chroot)
+{
+	const char *path;
+	const char *plain = testzk_chroot(0, &path);
+	struct zk_options opt;
+	struct zk *zk, *root;
+	char hosts[256], err[256], full[128];
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d,%s", testzk_free_port(), plain);
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 20), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/inside", NULL, 0, 0, 0, NULL), ZOK);
+	testzk_options(&opt, testzk_hosts(0), 0);
+	root = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(root, "%s", err);
+	cr_assert_eq(zk_wait_connected(root, 15), ZOK);
+	snprintf(full, sizeof(full), "%s/inside", path);
+	cr_assert_eq(zk_sync_exists(root, full, NULL), ZOK);
+	zk_free(root);
+	zk_free(zk);
+}
+
+/* A network failure shorter than the session timeout: SUSPENDED, then
+ * RECONNECTED on the same session with ephemerals and watches intact. */
+Test(zk, suspended_then_reconnected)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct sess s = {0};
+	struct zk_options opt;
+	struct zk *zk, *other;
+	struct wrec w = {0};
+	struct rec r = {0}, during = {0};
+	char hosts[256], err[256];
+	int64_t sid;
+	int i;
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, sess_cb, &s, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	testzk_options(&opt, direct, 0);
+	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	sid = zk_session_id(zk);
+	cr_assert_eq(zk_sync_create(zk, "/eph", NULL, 0, ZOO_EPHEMERAL, 0, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/w", "a", 1, 0, 0, NULL), ZOK);
+	zk_get(zk, "/w", wrec_cb, &w, rec_data, &r);
+	cr_assert(testzk_run_flag(base, &r.calls, 10));
+
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	cr_assert(testzk_run_flag(base, &s.suspended, 10));
+	cr_assert_not(zk_is_connected(zk));
+	/* requests while cut off fail instead of hanging */
+	zk_get(zk, "/w", NULL, NULL, rec_data, &during);
+	cr_assert(testzk_run_flag(base, &during.calls, 10));
+	cr_assert_eq(during.rc, ZCONNECTIONLOSS);
+	/* the node we watch changes meanwhile */
+	cr_assert_eq(zk_sync_set(other, "/w", "b", 1, -1, NULL), ZOK);
+	testzk_run_for(base, 1);
+	cr_assert_eq(w.calls, 0);
+
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_until(base, zk_is_connected_cond, zk, 20));
+	for (i = 0; i < s.n && s.ev[i] != ZK_EV_SUSPENDED; i++)
+		;
+	cr_assert_eq(s.ev[i + 1], ZK_EV_RECONNECTED);
+	cr_assert_eq(s.expired, 0);
+	cr_assert_eq(zk_session_id(zk), sid);
+	cr_assert_eq(zk_sync_exists(other, "/eph", NULL), ZOK, "the ephemeral survived");
+	/* the watch was set again on reconnection and reports the change */
+	cr_assert(testzk_run_flag(base, &w.calls, 10));
+	cr_assert_eq(w.type, ZOO_CHANGED_EVENT);
+	zk_free(other);
+	zk_free(zk);
+	testzk_proxy_stop(px);
 }

@@ -542,3 +542,111 @@ Test(zk_cache, free_from_its_own_callback)
 	rec_reset(&r);
 	zk_free(zk);
 }
+
+/* Changes made while the connection is down (the session lives on) show up
+ * once it is back. */
+Test(zk_cache, catches_up_after_a_lost_connection)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct zk_options opt;
+	struct zk *zk, *other;
+	struct rec r = {0};
+	struct zk_cache *c;
+	struct zk_lock *l;
+	char hosts[256], err[256];
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	testzk_options(&opt, direct, 0);
+	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/cc/old", "1", 1, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/cc", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.5);
+	cr_assert_eq(zk_sync_set(other, "/cc/old", "2", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/cc/new", "n", 1, 0, 0, NULL), ZOK);
+	l = zk_lock_new(other, "/cc/old/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
+	testzk_run_for(base, 0.5);
+	cr_assert_eq(r.added, 1);
+	cr_assert_eq(r.updated, 0);
+
+	testzk_proxy_refuse(px, 0);
+	expect(&r, ZK_CACHE_ADDED, "new", "n", -1);
+	expect(&r, ZK_CACHE_UPDATED, "old", "2", -1);
+	expect(&r, ZK_CACHE_UPDATED, "old", NULL, 1);
+	cr_assert_eq(r.synced, 1, "no reload: the session lived on");
+	zk_lock_free(l);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	testzk_proxy_stop(px);
+}
+
+static int
+reads_in_flight(void *arg)
+{
+	return zk_pending(arg) > 400;
+}
+
+/* The connection is cut while the cache is still loading: the reads that
+ * failed are done again once it is back, and every child is announced
+ * exactly once, before SYNCED. */
+Test(zk_cache, loading_survives_a_lost_connection)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct zk_options opt;
+	struct zk *zk, *other;
+	struct rec r = {0};
+	struct zk_cache *c;
+	char hosts[256], err[256], p[64];
+	int i;
+
+	testzk_options(&opt, direct, 0);
+	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	for (i = 0; i < 400; i++) {
+		snprintf(p, sizeof(p), "/load/n%04d", i);
+		zk_create(other, p, "data", 4, 0, 1, NULL, NULL);
+	}
+	cr_assert_eq(zk_sync_create(other, "/load/n9999", "data", 4, 0, 1, NULL), ZOK);
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	c = zk_cache_new(zk, "/load", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	/* the listing is in and its reads are sent: hold the answers, cut */
+	cr_assert(testzk_run_until(base, reads_in_flight, zk, 15));
+	testzk_proxy_hold(px, 1);
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.5);
+	cr_assert_lt(r.added, 401, "the cut came too late to test anything");
+	testzk_proxy_hold(px, 0);
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_flag(base, &r.synced, 30));
+	cr_assert_eq(zk_cache_count(c), 401);
+	cr_assert_eq(r.added, 401);
+	cr_assert_eq(r.ev[r.n - 1].type, ZK_CACHE_SYNCED);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	testzk_proxy_stop(px);
+}

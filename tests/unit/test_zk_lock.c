@@ -433,3 +433,78 @@ Test(zk_lock, contenders_of_a_missing_dir)
 	cr_assert_eq(zk_sync_exists(zk, "/none", NULL), ZNONODE);
 	zk_free(zk);
 }
+
+/* A waiter cut off from the server while the holder lets go gets the lock
+ * once it is back on the same session. */
+Test(zk_lock, waiting_survives_a_lost_connection)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct zk *a = second(direct), *b;
+	struct zk_lock *la = zk_lock_new(a, "/cut", NULL, 0), *lb;
+	struct lrec r = {0};
+	char hosts[256];
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	b = second(hosts);
+	lb = zk_lock_new(b, "/cut", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZOK);
+	zk_lock_acquire(lb, 60, lrec_cb, &r);
+	testzk_run_for(base, 0.3);
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.5);
+	cr_assert_not(zk_is_connected(b));
+	cr_assert_eq(zk_lock_sync_release(la), ZOK);
+	testzk_run_for(base, 0.5);
+	cr_assert_eq(r.calls, 0);
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_flag(base, &r.calls, 20));
+	cr_assert_eq(r.rc, ZOK);
+	cr_assert(zk_is_connected(b));
+	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZK_LOCK_BUSY);
+	zk_lock_free(lb);
+	zk_lock_free(la);
+	zk_free(b);
+	zk_free(a);
+	testzk_proxy_stop(px);
+}
+
+/* The connection drops after our contender was created but before we heard
+ * its name: we find it again by its uuid prefix (kazoo's trick) instead of
+ * creating a second one that would queue behind the first, ours. */
+Test(zk_lock, contender_created_unheard_is_found_again)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct zk *d = second(direct), *b;
+	struct zk_lock *l;
+	struct lrec r = {0};
+	char hosts[256];
+
+	cr_assert_eq(zk_sync_create(d, "/unheard", NULL, 0, 0, 0, NULL), ZOK);
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	b = second(hosts);
+	l = zk_lock_new(b, "/unheard", "me", 0);
+	testzk_proxy_hold(px, 1);
+	testzk_run_for(base, 0.1);
+	zk_lock_acquire(l, 0, lrec_cb, &r);
+	testzk_run_for(base, 0.3); /* the create reaches the server; no answer */
+	cr_assert_eq(nchildren(d, "/unheard"), 1);
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	testzk_proxy_hold(px, 0);
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_flag(base, &r.calls, 20));
+	cr_assert_eq(r.rc, ZOK);
+	cr_assert_eq(nchildren(d, "/unheard"), 1, "no second contender");
+	cr_assert_eq(zk_lock_sync_release(l), ZOK);
+	cr_assert_eq(nchildren(d, "/unheard"), 0);
+	zk_lock_free(l);
+	zk_free(b);
+	zk_free(d);
+	testzk_proxy_stop(px);
+}
