@@ -64,6 +64,14 @@ struct zk_rq {
 	int step;             /* create: 0 target, 1 parent; rdel: 0 list, 1 delete */
 	char *path;
 	struct zk_watch *watch;
+	/* multi: the C client writes results (and created paths) into these
+	 * at completion, so they live as long as the request */
+	int mcount;
+	zoo_op_t *mops;
+	zoo_op_result_t *mres;
+	char **mpaths;  /* our copies of the op paths */
+	char **mdata;   /* our copies of the op data */
+	char **mbufs;   /* created-path buffers */
 };
 
 /* One znode of a recursive delete: its children first, then itself. */
@@ -84,6 +92,7 @@ enum zk_pub {
 	PUB_STAT,
 	PUB_VOID,
 	PUB_CHILDREN,
+	PUB_MULTI,
 };
 
 struct zk_call {
@@ -103,6 +112,7 @@ struct zk_call {
 		zk_stat_cb st;
 		zk_void_cb v;
 		zk_children_cb c;
+		zk_multi_cb m;
 	} pcb;
 	void *parg;
 	/* create with makepath */
@@ -655,6 +665,19 @@ rq_free(struct zk_rq *rq)
 		zk->rqs = rq->next;
 	if (rq->next != NULL)
 		rq->next->prev = rq->prev;
+	if (rq->mcount > 0) {
+		int i;
+		for (i = 0; i < rq->mcount; i++) {
+			free(rq->mpaths[i]);
+			free(rq->mdata[i]);
+			free(rq->mbufs[i]);
+		}
+		free(rq->mops);
+		free(rq->mres);
+		free(rq->mpaths);
+		free(rq->mdata);
+		free(rq->mbufs);
+	}
 	free(rq->path);
 	free(rq);
 }
@@ -750,6 +773,10 @@ pub_dispatch(const struct zk_result *r, void *arg)
 	case PUB_CHILDREN:
 		if (c->pcb.c != NULL)
 			c->pcb.c(r->rc, r->count, r->names, c->parg);
+		break;
+	case PUB_MULTI:
+		if (c->pcb.m != NULL)
+			c->pcb.m(r->rc, r->mcount, r->mres, c->parg);
 		break;
 	case PUB_NONE:
 		break;
@@ -939,6 +966,29 @@ finish_create:
 	r.stat = it->has_stat ? &it->st : NULL;
 	r.count = it->count;
 	r.names = it->names;
+	if (rq->kind == ZK_OP_MULTI) {
+		struct zk_multi_result *mr = xcalloc((size_t)(rq->mcount ? rq->mcount : 1),
+		    sizeof(*mr));
+		int i, sent = rq->mres != NULL && it->rc != ZBADARGUMENTS;
+
+		for (i = 0; i < rq->mcount; i++) {
+			/* results are the server's only if the request was sent
+			 * and answered: else every op carries the overall rc */
+			mr[i].rc = sent && (it->rc == ZOK || it->rc < ZAPIERROR ||
+						  it->rc > ZSYSTEMERROR) ?
+			    rq->mres[i].err :
+			    it->rc;
+			if (mr[i].rc == ZOK && rq->mops[i].type != ZOO_DELETE_OP &&
+			    rq->mops[i].type != ZOO_SETDATA_OP && rq->mops[i].type != ZOO_CHECK_OP)
+				mr[i].path = rq->mbufs[i];
+		}
+		r.mcount = rq->mcount;
+		r.mres = mr;
+		call_finish(zk, c, &r);
+		rq_free(rq);
+		free(mr);
+		return;
+	}
 	rq_free(rq);
 	call_finish(zk, c, &r);
 }
@@ -1690,6 +1740,82 @@ zk_children(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_c
 	    .wowner = warg};
 
 	pub_call(zk, &req, PUB_CHILDREN, arg)->pcb.c = cb;
+}
+
+void
+zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_MULTI, .path = count > 0 ? ops[0].path : "/"};
+	struct zk_call *c;
+	struct zk_rq *rq;
+	zhandle_t *zh = zk->zh;
+	int i, rc = ZOK;
+
+	req.cb = pub_dispatch;
+	req.owner = arg;
+	c = call_new(zk, ZK_OP_MULTI, req.path);
+	c->cb = req.cb;
+	c->owner = arg;
+	c->final_rc = 1;
+	c->arg = c;
+	c->pub = PUB_MULTI;
+	c->parg = arg;
+	c->pcb.m = cb;
+	rq = rq_new(zk);
+	rq->call = c;
+	rq->kind = ZK_OP_MULTI;
+	rq->path = xstrdup(req.path);
+	rq->mcount = count;
+	rq->mops = xcalloc((size_t)(count ? count : 1), sizeof(*rq->mops));
+	rq->mres = xcalloc((size_t)(count ? count : 1), sizeof(*rq->mres));
+	rq->mpaths = xcalloc((size_t)(count ? count : 1), sizeof(char *));
+	rq->mdata = xcalloc((size_t)(count ? count : 1), sizeof(char *));
+	rq->mbufs = xcalloc((size_t)(count ? count : 1), sizeof(char *));
+	c->outstanding++;
+	for (i = 0; i < count; i++) {
+		const struct zk_multi_op *o = &ops[i];
+		int len = o->data != NULL && o->len > 0 ? o->len : 0;
+
+		if (!path_ok(o->path, o->type == ZK_MULTI_CREATE && (o->flags & ZOO_SEQUENCE)))
+			rc = ZBADARGUMENTS;
+		rq->mpaths[i] = xstrdup(o->path != NULL ? o->path : "");
+		rq->mdata[i] = xmalloc((size_t)len + 1);
+		if (len > 0)
+			memcpy(rq->mdata[i], o->data, (size_t)len);
+		switch (o->type) {
+		case ZK_MULTI_CREATE:
+			rq->mbufs[i] = xcalloc(1, 1024);
+			zoo_create_op_init(&rq->mops[i], rq->mpaths[i], rq->mdata[i], len,
+			    &ZOO_OPEN_ACL_UNSAFE, o->flags, rq->mbufs[i], 1024);
+			break;
+		case ZK_MULTI_DELETE:
+			zoo_delete_op_init(&rq->mops[i], rq->mpaths[i], o->version);
+			break;
+		case ZK_MULTI_SET:
+			zoo_set_op_init(&rq->mops[i], rq->mpaths[i], rq->mdata[i], len, o->version,
+			    NULL);
+			break;
+		case ZK_MULTI_CHECK:
+			zoo_check_op_init(&rq->mops[i], rq->mpaths[i], o->version);
+			break;
+		default:
+			rc = ZBADARGUMENTS;
+		}
+	}
+	if (rc == ZOK) {
+		if (zk->closing)
+			rc = ZCLOSING;
+		else if (zh == NULL)
+			rc = ZCONNECTIONLOSS;
+		else
+			rc = zoo_amulti(zh, count, rq->mops, rq->mres, c_void_done, rq);
+	}
+	if (rc != ZOK) {
+		struct zk_item *it = item_new(IT_RESULT, rc);
+
+		it->rq = rq;
+		enqueue(zk, it);
+	}
 }
 
 /* ---- synchronous forms ------------------------------------------------------- */

@@ -139,6 +139,35 @@ void zk_children(struct zk *zk, const char *path, zk_watch_cb watch, void *warg,
     zk_children_cb cb, void *arg);
 
 /*
+ * Atomic multi-operation (ZooKeeper's multi/transaction): every op is
+ * applied, or none. Used where one round trip replaces several dependent
+ * ones (recycling a static node, fulfilling a request). ops, paths and data
+ * are copied. cb gets the overall rc (ZOK, or the error of the first op that
+ * failed) and one result per op: its rc (ZRUNTIMEINCONSISTENCY for the ops
+ * after a failure, as the server reports) and, for a create, the created
+ * path (NULL otherwise). results are valid only during the call. Not
+ * retried across a lost connection (a create may or may not have happened):
+ * the caller sees ZCONNECTIONLOSS and decides.
+ */
+enum zk_multi_type { ZK_MULTI_CREATE, ZK_MULTI_DELETE, ZK_MULTI_SET, ZK_MULTI_CHECK };
+struct zk_multi_op {
+	enum zk_multi_type type;
+	const char *path;
+	const void *data; /* create, set (NULL with len 0: empty) */
+	int len;
+	int flags;        /* create: ZOO_EPHEMERAL | ZOO_SEQUENCE */
+	int version;      /* delete, set (-1 any); check (the version required) */
+};
+struct zk_multi_result {
+	int rc;
+	const char *path; /* create: the created path */
+};
+typedef void (*zk_multi_cb)(int rc, int count, const struct zk_multi_result *results,
+    void *arg);
+void zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb,
+    void *arg);
+
+/*
  * Synchronous forms for command-line tools and tests: they run the loop
  * until the operation completes (or, zk_wait_connected aside, twice the
  * session timeout passes: ZOPERATIONTIMEOUT). Requests fail with

@@ -24,6 +24,8 @@ struct zk_result {
 	const struct zk_stat *stat; /* get, set, exists: NULL unless ZOK */
 	int count;          /* children */
 	char *const *names;
+	int mcount;         /* multi: per-op results */
+	const struct zk_multi_result *mres;
 };
 typedef void (*zk_result_cb)(const struct zk_result *r, void *arg);
 
@@ -34,6 +36,7 @@ enum zk_op_kind {
 	ZK_OP_DELETE,
 	ZK_OP_EXISTS,
 	ZK_OP_CHILDREN,
+	ZK_OP_MULTI,
 };
 
 /*

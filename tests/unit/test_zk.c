@@ -673,3 +673,69 @@ Test(zk, suspended_then_reconnected)
 	zk_free(zk);
 	testzk_proxy_stop(px);
 }
+
+struct multi_out {
+	int done, rc, count;
+	int rcs[8];
+	char paths[8][128];
+};
+
+static void
+multi_done(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct multi_out *o = arg;
+	int i;
+
+	o->rc = rc;
+	o->count = count;
+	for (i = 0; i < count && i < 8; i++) {
+		o->rcs[i] = res[i].rc;
+		snprintf(o->paths[i], sizeof(o->paths[i]), "%s", res[i].path ? res[i].path : "");
+	}
+	o->done = 1;
+}
+
+/* A multi applies every op or none, and reports each op's outcome. */
+Test(zk, multi_is_atomic)
+{
+	struct zk *zk = testzk_connect(base, 1, NULL, NULL, NULL);
+	struct multi_out o;
+	struct zk_stat st;
+	char *data;
+	int len;
+	struct zk_multi_op ok_ops[] = {
+		{.type = ZK_MULTI_CREATE, .path = "/m"},
+		{.type = ZK_MULTI_CREATE, .path = "/m/seq-", .data = "x", .len = 1,
+		    .flags = ZOO_SEQUENCE},
+		{.type = ZK_MULTI_SET, .path = "/m", .data = "top", .len = 3, .version = 0},
+		{.type = ZK_MULTI_CHECK, .path = "/m", .version = 1},
+	};
+	struct zk_multi_op bad_ops[] = {
+		{.type = ZK_MULTI_CREATE, .path = "/m/never"},
+		{.type = ZK_MULTI_CHECK, .path = "/m", .version = 7}, /* wrong version */
+		{.type = ZK_MULTI_DELETE, .path = "/m/seq-0000000000", .version = -1},
+	};
+
+	memset(&o, 0, sizeof(o));
+	zk_multi(zk, ok_ops, 4, multi_done, &o);
+	cr_assert(testzk_run_flag(base, &o.done, 10));
+	cr_assert_eq(o.rc, ZOK);
+	cr_assert_eq(o.count, 4);
+	cr_assert_str_eq(o.paths[0], "/m");
+	cr_assert_str_eq(o.paths[1], "/m/seq-0000000000");
+	cr_assert_eq(o.rcs[2], ZOK);
+	cr_assert_eq(zk_sync_get(zk, "/m", &data, &len, &st), ZOK);
+	cr_assert_str_eq(data, "top");
+	cr_assert_eq(st.version, 1);
+	free(data);
+
+	memset(&o, 0, sizeof(o));
+	zk_multi(zk, bad_ops, 3, multi_done, &o);
+	cr_assert(testzk_run_flag(base, &o.done, 10));
+	cr_assert_eq(o.rc, ZBADVERSION);
+	cr_assert_eq(o.rcs[1], ZBADVERSION);
+	/* nothing was applied: the create and the delete did not happen */
+	cr_assert_eq(zk_sync_exists(zk, "/m/never", NULL), ZNONODE);
+	cr_assert_eq(zk_sync_exists(zk, "/m/seq-0000000000", NULL), ZOK);
+	zk_free(zk);
+}
