@@ -17,27 +17,34 @@ tmp=$(mktemp -d /tmp/nodepoold-bench.XXXXXX)
 pid=""
 cleanup() {
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	sh tests/zkfixture.sh stop "$tmp/zk"
+	[ -n "${BENCH_ZK_DIR:-}" ] || sh tests/zkfixture.sh stop "$tmp/zk"
+	[ -n "${BENCH_KEEP_LOG:-}" ] && cp "$tmp/launcher.log" "$BENCH_KEEP_LOG"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 [ -n "${BENCH_DEBUG:-}" ] && set -x
-sh tests/zkfixture.sh start "$tmp/zk"
-. "$tmp/zk/env"
+# BENCH_ZK_DIR: reuse a running fixture (a warm JVM) instead of starting one
+if [ -n "${BENCH_ZK_DIR:-}" ]; then
+	. "$BENCH_ZK_DIR/env"
+else
+	sh tests/zkfixture.sh start "$tmp/zk"
+	. "$tmp/zk/env"
+fi
 port=${NP_TEST_ZK_TLS##*:}
-/usr/bin/python3 - "$NP_TEST_ZK_TLS" "$NP_TEST_CERTS" <<'PY'
+chroot=/bench-$$
+/usr/bin/python3 - "$NP_TEST_ZK_TLS" "$NP_TEST_CERTS" "$chroot" <<'PY'
 import sys
 from kazoo.client import KazooClient
 c = sys.argv[2]
 k = KazooClient(hosts=sys.argv[1], use_ssl=True, verify_certs=True, ca=c + "/ca.pem",
                 certfile=c + "/client.pem", keyfile=c + "/client.key")
 k.start(timeout=15)
-k.ensure_path("/bench")
+k.ensure_path(sys.argv[3])
 k.stop()
 PY
 {
 	cat <<CFG
-zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
+zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: $chroot}]
 zookeeper-tls: {ca: $NP_TEST_CERTS/ca.pem, cert: $NP_TEST_CERTS/client.pem, key: $NP_TEST_CERTS/client.key}
 labels: [{name: small}]
 providers:
@@ -53,10 +60,10 @@ CFG
 		i=$((i + 1))
 	done
 } >"$tmp/nodepool.yaml"
-"$BUILD/bin/nodepool-launcher" -p static-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
+NP_DEBUG=${NP_DEBUG:-} "$BUILD/bin/nodepool-launcher" -p static-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
 # wait for H ready nodes
-/usr/bin/python3 - "$NP_TEST_ZK_TLS/bench" "$NP_TEST_CERTS" "$H" <<'PY'
+/usr/bin/python3 - "$NP_TEST_ZK_TLS$chroot" "$NP_TEST_CERTS" "$H" <<'PY'
 import json, sys, time
 from kazoo.client import KazooClient
 c = sys.argv[2]
@@ -77,6 +84,6 @@ while time.time() < end:
 k.stop()
 PY
 echo "load: $N requests, concurrency $C, $H static nodes"
-"$BUILD/bench/zuul_load" -z "$NP_TEST_ZK_TLS/bench" --ca "$NP_TEST_CERTS/ca.pem" \
+"$BUILD/bench/zuul_load" -z "$NP_TEST_ZK_TLS$chroot" --ca "$NP_TEST_CERTS/ca.pem" \
 	--cert "$NP_TEST_CERTS/client.pem" --key "$NP_TEST_CERTS/client.key" \
 	-l small -n "$N" -c "$C" --pid "$pid" --idle 5 || { tail -30 "$tmp/launcher.log"; exit 1; }

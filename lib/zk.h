@@ -236,6 +236,11 @@ void zk_lock_release(struct zk_lock *lock, zk_void_cb cb, void *arg);
 /* 1 while held (and the session has not expired since). */
 int zk_lock_is_held(const struct zk_lock *lock);
 const char *zk_lock_path(const struct zk_lock *lock);
+/* Our contender's name in the lock dir while held, else NULL. */
+const char *zk_lock_contender(const struct zk_lock *lock);
+/* The holder deleted our contender itself (e.g. in a zk_multi that removed
+ * the locked znode): forget it without deleting; the lock is then idle. */
+void zk_lock_disown(struct zk_lock *lock);
 /* Releases (fire and forget) if held or pending, then frees; no callback is
  * called. Free locks before their zk. NULL is a no-op. */
 void zk_lock_free(struct zk_lock *lock);

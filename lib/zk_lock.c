@@ -56,6 +56,8 @@ struct zk_lock {
 	char *node;        /* our contender's name in the directory, or NULL */
 	enum lock_state state;
 	int create_tried;  /* a create was sent: look for it before creating again */
+	int piped;         /* listings sent right behind our create, not yet back */
+	int piped_used;    /* the one for the current contender was consumed */
 	int blocking;
 	struct event *deadline;
 	struct event *retry;
@@ -367,7 +369,10 @@ create_done(const struct zk_result *r, void *arg)
 		lock->node = strdup(slash != NULL ? slash + 1 : r->value);
 		if (lock->node == NULL)
 			abort();
-		step_list(lock);
+		/* the piped listing (already sent) decides; without one, list */
+		lock->piped_used = 0;
+		if (lock->piped == 0)
+			step_list(lock);
 	} else if (r->rc == ZNONODE) {
 		struct zk_req req = {.kind = ZK_OP_CREATE, .path = lock->path,
 		    .makepath = !(lock->flags & ZK_LOCK_NO_RESURRECT), .cb = dir_done, .arg = lock,
@@ -410,6 +415,21 @@ find_done(const struct zk_result *r, void *arg)
 	step_create(lock);
 }
 
+/* The listing sent with a create: used if the create succeeded (its
+ * completion comes first and names our contender), ignored otherwise. */
+static void
+piped_list_done(const struct zk_result *r, void *arg)
+{
+	struct zk_lock *lock = arg;
+
+	lock->piped--;
+	if (lock->state != L_ACQUIRING || lock->node == NULL || lock->creating != NULL ||
+	    lock->piped_used)
+		return;
+	lock->piped_used = 1;
+	list_done(r, lock);
+}
+
 static void
 step_create(struct zk_lock *lock)
 {
@@ -435,8 +455,15 @@ step_create(struct zk_lock *lock)
 		    .data = lock->ident, .len = lock->identlen,
 		    .flags = ZOO_EPHEMERAL | ZOO_SEQUENCE, .cb = create_done, .arg = lc,
 		    .always = 1};
+		/* The listing goes out right behind the create: one session's
+		 * requests are served in order, so it includes our contender and
+		 * the acquisition takes one round trip instead of two. */
+		struct zk_req list = {.kind = ZK_OP_CHILDREN, .path = lock->path,
+		    .cb = piped_list_done, .arg = lock, .owner = lock};
 
 		zk_submit(lock->zk, &req);
+		lock->piped++;
+		zk_submit(lock->zk, &list);
 	}
 }
 
@@ -619,6 +646,22 @@ const char *
 zk_lock_path(const struct zk_lock *lock)
 {
 	return lock->path;
+}
+
+const char *
+zk_lock_contender(const struct zk_lock *lock)
+{
+	return lock != NULL && lock->state == L_HELD ? lock->node : NULL;
+}
+
+void
+zk_lock_disown(struct zk_lock *lock)
+{
+	if (lock == NULL || lock->state != L_HELD)
+		return;
+	free(lock->node);
+	lock->node = NULL;
+	lock->state = L_IDLE;
 }
 
 void

@@ -154,17 +154,94 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 }
 
 static void
+ndel_slow(struct ndel *x)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", x->id);
+	zk_get(x->lc->zk, path, NULL, NULL, ndel_read, x);
+}
+
+static void
+ndel_fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct ndel *x = arg;
+	struct launcher *lc = x->lc;
+
+	if (rc != ZOK) {
+		/* changed under us, or someone else contends: the full path */
+		np_node_free(x->node);
+		x->node = NULL;
+		ndel_slow(x);
+		return;
+	}
+	zk_lock_disown(x->lock); /* our contender went with the node */
+	lc->counters.deleted++;
+	log_debug("node %s deleted", x->id);
+	lc_node_gone(lc, x->id);
+	if (lc->prov.dp != NULL && lc->prov.drv->node_deleted != NULL)
+		lc->prov.drv->node_deleted(lc->prov.dp, x->node);
+	lc_busy_del(lc, x->id);
+	ndel_cleanup(x);
+	lc_ctx_free(lc, x);
+	if (lc->on_change != NULL)
+		lc->on_change(lc);
+}
+
+/*
+ * A node in a cleanup state whose driver has nothing to delete (static):
+ * remove it in one round trip — a multi that checks the node is the version
+ * the cache showed and deletes our lock contender, the lock dir and the
+ * node together. Upstream writes `deleting`, then `deleted`, then deletes
+ * the tree piece by piece; the node vanishes atomically here instead.
+ */
+static int
+ndel_fast(struct ndel *x)
+{
+	struct launcher *lc = x->lc;
+	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, x->id);
+	const struct np_node *n = e != NULL ? e->obj : NULL;
+	const char *me = zk_lock_contender(x->lock);
+	char node[128], dir[160], mine[320];
+	struct zk_multi_op ops[4];
+
+	if (x->why != 0 || lc->prov.drv->node_delete != NULL || n == NULL || me == NULL ||
+	    !cleanup_state(n->state) || n->state == NP_NODE_BUILDING)
+		return 0;
+	snprintf(node, sizeof(node), "/nodepool/nodes/%s", x->id);
+	snprintf(dir, sizeof(dir), "%s/lock", node);
+	snprintf(mine, sizeof(mine), "%s/%s", dir, me);
+	memset(ops, 0, sizeof(ops));
+	ops[0].type = ZK_MULTI_CHECK;
+	ops[0].path = node;
+	ops[0].version = e->stat.version;
+	ops[1].type = ZK_MULTI_DELETE;
+	ops[1].path = mine;
+	ops[1].version = -1;
+	ops[2].type = ZK_MULTI_DELETE;
+	ops[2].path = dir;
+	ops[2].version = -1;
+	ops[3].type = ZK_MULTI_DELETE;
+	ops[3].path = node;
+	ops[3].version = -1;
+	x->node = np_node_dup(n);
+	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
+	    np_node_state_name(n->state));
+	zk_multi(lc->zk, ops, 4, ndel_fast_done, x);
+	return 1;
+}
+
+static void
 ndel_locked(struct zk_lock *lock, int rc, void *arg)
 {
 	struct ndel *x = arg;
-	char path[128];
 
 	if (rc != ZOK) {
 		ndel_abort(x);
 		return;
 	}
-	snprintf(path, sizeof(path), "/nodepool/nodes/%s", x->id);
-	zk_get(x->lc->zk, path, NULL, NULL, ndel_read, x);
+	if (!ndel_fast(x))
+		ndel_slow(x);
 }
 
 static void

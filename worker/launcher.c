@@ -160,7 +160,13 @@ lc_request(struct launcher *lc, const char *id)
 int
 lc_busy(struct launcher *lc, const char *node_id)
 {
-	return strset_has(lc->busy, node_id);
+	return strset_has(lc->busy, node_id) || strset_has(lc->gone, node_id);
+}
+
+void
+lc_node_gone(struct launcher *lc, const char *node_id)
+{
+	strset_add(lc->gone, node_id);
 }
 
 void
@@ -477,6 +483,8 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 		return;
 	}
 	n = e->obj;
+	if (ev == ZK_CACHE_REMOVED)
+		strset_del(lc->gone, e->name);
 	if (ev == ZK_CACHE_REMOVED) {
 		if (node_is_ours(lc, n) && n->state == NP_NODE_READY)
 			schedule(lc->minready_ev);
@@ -625,6 +633,8 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		}
 		strset_free(lc->busy);
 		lc->busy = strset_new();
+		strset_free(lc->gone);
+		lc->gone = strset_new();
 		break;
 	case ZK_EV_AUTH_FAILED:
 		lc_set_error(lc, "ZooKeeper refused our credentials (TLS)");
@@ -647,6 +657,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	lc->base = base;
 	lc->hostname = lc_fqdn();
 	lc->busy = strset_new();
+	lc->gone = strset_new();
 	TAILQ_INIT(&lc->ctxs);
 	TAILQ_INIT(&lc->zombies);
 	lc->start_time = lc_now();
@@ -798,6 +809,7 @@ launcher_free(struct launcher *lc)
 		event_free(lc->delete_ev);
 	lc_config_free(lc);
 	strset_free(lc->busy);
+	strset_free(lc->gone);
 	free(lc->launcher_component_path);
 	free(lc->hostname);
 	free(lc);
@@ -882,6 +894,7 @@ node_record_deleted(int rc, void *arg)
 	else {
 		lc->counters.deleted++;
 		log_debug("node %s deleted", d->node->id);
+		lc_node_gone(lc, d->node->id);
 		if (lc->prov.dp != NULL && lc->prov.drv->node_deleted != NULL &&
 		    node_is_ours(lc, d->node))
 			lc->prov.drv->node_deleted(lc->prov.dp, d->node);
@@ -964,7 +977,7 @@ drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
 	}
 	for (i = 0; i < n; i++) {
 		const struct np_node *nd = ents[i]->obj;
-		if (node_is_ours(lc, nd))
+		if (node_is_ours(lc, nd) && !strset_has(lc->gone, nd->id))
 			drv_nodes_buf[k++] = nd;
 	}
 	*out = drv_nodes_buf;

@@ -192,6 +192,9 @@ struct launcher {
 	 * allocating): the caches lag our own writes, so these keep us from
 	 * acting twice on one node. */
 	struct strset *busy;
+	/* nodes we deleted that the cache has not yet seen go: treated as
+	 * absent (else the static driver would find its slot still taken) */
+	struct strset *gone;
 
 	/* handlers detached while ZooKeeper operations were still in flight;
 	 * freed when those complete, or at launcher_free */
@@ -236,6 +239,8 @@ const struct np_request *lc_request(struct launcher *lc, const char *id);
 int lc_busy(struct launcher *lc, const char *node_id);
 void lc_busy_add(struct launcher *lc, const char *node_id);
 void lc_busy_del(struct launcher *lc, const char *node_id);
+/* The node's znode is deleted (see struct launcher's gone). */
+void lc_node_gone(struct launcher *lc, const char *node_id);
 /* Write a node (encode + set); cb may be NULL. */
 void lc_store_node(struct launcher *lc, const struct np_node *n, zk_stat_cb cb, void *arg);
 /* Create a new node znode (sequential); cb gets the path. */
