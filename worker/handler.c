@@ -450,6 +450,7 @@ handler_request_removed(struct handler *h)
 	case H_ACCEPTING:
 	case H_FULFILLING:
 	case H_DECLINING:
+	case H_FAST:
 		return; /* the pending callback sees it */
 	default:
 		h->state = H_RUNNING;
@@ -963,7 +964,11 @@ run(struct handler *h)
 			continue;
 		if (hn->state == HN_ABORTED)
 			hn_release(h, i, 0);
-		if (h->req->reuse && (id = find_reusable(h, hn->label)) != NULL) {
+		/* a reuse-only driver (static) has no other way to serve, so
+		 * reuse: false (min-ready) still takes ready nodes, as upstream's
+		 * static handler */
+		if ((h->req->reuse || drv->reuse_only) &&
+		    (id = find_reusable(h, hn->label)) != NULL) {
 			start_reuse(h, i, id);
 			continue;
 		}
@@ -1121,12 +1126,257 @@ request_read(int rc, const char *data, int len, const struct zk_stat *st, void *
 	free(json);
 }
 
+/* ---- the one-round-trip fulfilment (reuse-only drivers) -------------------- *
+ *
+ * Upstream re-reads the request under its lock, writes `pending`, then for
+ * each node locks it, re-reads it, writes its allocation, and finally
+ * writes `fulfilled`: about ten dependent round trips. When the request and
+ * its nodes are already in the caches and every node can be handed out,
+ * the same outcome takes: lock the nodes (in parallel), then one multi that
+ * writes every node's allocation and the fulfilled request, each guarded by
+ * the version the cache showed. If anything differs (a version, a lock, the
+ * reuse check), it falls back to the full sequence; nothing half-done is
+ * left, since the multi is atomic. Zuul sees requested -> fulfilled.
+ */
+
+static void slow_read(struct handler *h);
+
+static void
+fast_fallback(struct handler *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->n_nodes; i++) {
+		struct hnode *hn = &h->nodes[i];
+		zk_lock_free(hn->lock);
+		hn->lock = NULL;
+		if (hn->node_id != NULL)
+			lc_busy_del(h->lc, hn->node_id);
+		np_node_free(hn->node);
+		free(hn->node_id);
+		free(hn->label);
+	}
+	free(h->nodes);
+	h->nodes = NULL;
+	h->n_nodes = 0;
+	np_request_free(h->req);
+	h->req = NULL;
+	h->fast_failed = 0;
+	if (h->vanished) {
+		release_request_lock(h);
+		return;
+	}
+	slow_read(h);
+}
+
+static void
+fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK) {
+		log_debug("request %s: fast fulfilment refused (%s); full sequence", h->req_id,
+		    zk_strerror(rc));
+		fast_fallback(h);
+		return;
+	}
+	h->lc->counters.accepted++;
+	h->lc->counters.fulfilled++;
+	log_info("request %s fulfilled by pool %s: %zu node(s)", h->req_id, h->pool->name,
+	    h->n_nodes);
+	h->state = H_FULFILLING;
+	for (i = 0; i < h->n_nodes; i++)
+		hn_release(h, i, 0); /* keep allocated_to */
+	release_request_lock(h);
+}
+
+static void
+fast_commit(struct handler *h)
+{
+	struct zk_multi_op *ops;
+	char (*paths)[128];
+	char **jsons;
+	size_t i, n = h->n_nodes, len;
+
+	ops = calloc(n + 1, sizeof(*ops));
+	paths = calloc(n + 1, sizeof(*paths));
+	jsons = calloc(n + 1, sizeof(*jsons));
+	if (ops == NULL || paths == NULL || jsons == NULL)
+		abort();
+	np_strv_clear(&h->req->nodes);
+	for (i = 0; i < n; i++) {
+		struct hnode *hn = &h->nodes[i];
+		struct np_node *nd = hn->node;
+		free(nd->allocated_to);
+		nd->allocated_to = strdup(h->req_id);
+		free(nd->tenant_name);
+		nd->tenant_name = h->req->tenant_name ? strdup(h->req->tenant_name) : NULL;
+		free(nd->requestor);
+		nd->requestor = h->req->requestor ? strdup(h->req->requestor) : NULL;
+		jsons[i] = np_node_encode(nd, &len);
+		snprintf(paths[i], sizeof(paths[i]), "/nodepool/nodes/%s", hn->node_id);
+		ops[i].type = ZK_MULTI_SET;
+		ops[i].path = paths[i];
+		ops[i].data = jsons[i];
+		ops[i].len = (int)len;
+		ops[i].version = hn->version;
+		np_strv_push(&h->req->nodes, hn->node_id);
+		hn->state = HN_READY;
+	}
+	np_request_set_state(h->req, NP_REQ_FULFILLED);
+	jsons[n] = np_request_encode(h->req, &len);
+	req_path(h, paths[n], sizeof(paths[n]));
+	ops[n].type = ZK_MULTI_SET;
+	ops[n].path = paths[n];
+	ops[n].data = jsons[n];
+	ops[n].len = (int)len;
+	ops[n].version = h->req_version;
+	zk_multi(h->lc->zk, ops, (int)n + 1, fast_done, hop_new(h, (size_t)-1));
+	for (i = 0; i <= n; i++)
+		free(jsons[i]);
+	free(jsons);
+	free(paths);
+	free(ops);
+}
+
+/* Once every node's lock (and reuse check) is settled: commit or fall back. */
+static void
+fast_settle(struct handler *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->n_nodes; i++)
+		if (hn_in_flight(&h->nodes[i]))
+			return;
+	if (h->vanished || h->fast_failed) {
+		fast_fallback(h);
+		return;
+	}
+	fast_commit(h);
+}
+
+static void
+fast_checked(const char *node_id, int ok, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+
+	if (hop_done(o, &h, &i))
+		return;
+	h->nodes[i].state = HN_SETTLED;
+	if (!ok)
+		h->fast_failed = 1; /* the full sequence removes a dead node */
+	fast_settle(h);
+}
+
+static void
+fast_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct launcher *lc;
+
+	if (hop_done(o, &h, &i))
+		return;
+	lc = h->lc;
+	if (rc != ZOK || h->vanished || h->fast_failed) {
+		h->nodes[i].state = HN_SETTLED;
+		h->fast_failed = 1;
+		fast_settle(h);
+		return;
+	}
+	if (lc->prov.drv->check_reusable != NULL && lc->prov.dp != NULL) {
+		h->nodes[i].state = HN_CHECKING;
+		lc->prov.drv->check_reusable(lc->prov.dp, h->nodes[i].node, fast_checked,
+		    hop_new(h, i));
+		return;
+	}
+	h->nodes[i].state = HN_SETTLED;
+	fast_settle(h);
+}
+
+/* Try the fast path; 0 if it does not apply (nothing has been changed). */
+static int
+fast_start(struct handler *h)
+{
+	struct launcher *lc = h->lc;
+	const struct zk_cache_entry *e = zk_cache_get(lc->requests, h->req_id), *ne;
+	const struct np_request *r = e != NULL ? e->obj : NULL;
+	const char **picked;
+	size_t i, j, n;
+	char path[128];
+
+	if (!lc->prov.drv->reuse_only || r == NULL || r->state != NP_REQ_REQUESTED ||
+	    r->node_types.n == 0 || np_strv_contains(&r->declined_by, h->pool->launcher_id) ||
+	    assign_decline_reason(h->pool, r) != NULL)
+		return 0;
+	n = r->node_types.n;
+	picked = calloc(n, sizeof(*picked));
+	if (picked == NULL)
+		abort();
+	/* pick distinct nodes for every label, or give up */
+	for (i = 0; i < n; i++) {
+		picked[i] = find_reusable(h, r->node_types.v[i]);
+		for (j = 0; picked[i] != NULL && j < i; j++)
+			if (strcmp(picked[j], picked[i]) == 0)
+				picked[i] = NULL;
+		if (picked[i] == NULL)
+			break;
+		lc_busy_add(lc, picked[i]); /* so the next label picks another */
+	}
+	if (i < n) {
+		for (j = 0; j < i; j++)
+			lc_busy_del(lc, picked[j]);
+		free(picked);
+		return 0;
+	}
+	h->req = np_request_dup(r);
+	h->req_version = e->stat.version;
+	h->min_ready = r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0;
+	h->n_nodes = n;
+	h->nodes = calloc(n, sizeof(*h->nodes));
+	if (h->nodes == NULL)
+		abort();
+	h->state = H_FAST;
+	for (i = 0; i < n; i++) {
+		struct hnode *hn = &h->nodes[i];
+		ne = zk_cache_get(lc->nodes, picked[i]);
+		hn->label = strdup(r->node_types.v[i]);
+		hn->node_id = strdup(picked[i]);
+		hn->node = np_node_dup(ne->obj);
+		hn->version = ne->stat.version;
+		hn->state = HN_LOCKING;
+	}
+	free(picked);
+	for (i = 0; i < n; i++) {
+		node_lock_path(h->nodes[i].node_id, path, sizeof(path));
+		h->nodes[i].lock = zk_lock_new(lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+		zk_lock_acquire(h->nodes[i].lock, 0, fast_locked, hop_new(h, i));
+	}
+	return 1;
+}
+
+static void
+slow_read(struct handler *h)
+{
+	char path[160];
+
+	h->state = H_READING;
+	req_path(h, path, sizeof(path));
+	zk_get(h->lc->zk, path, NULL, NULL, request_read, hop_new(h, (size_t)-1));
+}
+
 static void
 request_locked(struct zk_lock *lock, int rc, void *arg)
 {
 	struct hop *o = arg;
 	struct handler *h;
-	char path[160];
 
 	if (hop_done(o, &h, NULL))
 		return;
@@ -1138,9 +1388,9 @@ request_locked(struct zk_lock *lock, int rc, void *arg)
 		release_request_lock(h);
 		return;
 	}
-	h->state = H_READING;
-	req_path(h, path, sizeof(path));
-	zk_get(h->lc->zk, path, NULL, NULL, request_read, hop_new(h, (size_t)-1));
+	if (fast_start(h))
+		return;
+	slow_read(h);
 }
 
 void

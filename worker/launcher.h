@@ -99,6 +99,7 @@ enum hnode_state {
 	HN_READY,      /* node ready and allocated to us, locked */
 	HN_FAILED,     /* launch failed */
 	HN_ABORTED,    /* quota: dropped from the nodeset, relaunched */
+	HN_SETTLED,    /* fast path: locked (and checked), or failed; waiting */
 };
 
 struct hnode {
@@ -109,6 +110,8 @@ struct hnode {
 	struct zk_lock *lock;
 	struct drv_launch launch;
 	int launching;           /* launch handed to the driver */
+	int version;             /* fast path: the node's cached version */
+	int fast_ok;             /* fast path: locked and checked */
 };
 
 enum handler_state {
@@ -117,6 +120,7 @@ enum handler_state {
 	H_ACCEPTING,  /* writing state pending */
 	H_RUNNING,    /* collecting the nodeset */
 	H_PAUSED,     /* at capacity, waiting */
+	H_FAST,       /* one-round-trip fulfilment in flight (reuse-only drivers) */
 	H_FULFILLING, /* writing fulfilled */
 	H_DECLINING,  /* writing declined/failed */
 	H_DONE,
@@ -139,6 +143,8 @@ struct handler {
 	int detached;            /* on lc->zombies, not in the pool's list */
 	double started;          /* monotonic seconds */
 	char *decline_reason;
+	int req_version;         /* fast path: the request's cached version */
+	int fast_failed;         /* fast path: fall back to the full sequence */
 };
 
 /*
