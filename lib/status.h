@@ -135,6 +135,28 @@ void status_add_image_status(struct status_table *t, const char *image, int paus
     const char *build_request, double request_time);
 void status_add_label(struct status_table *t, const char *label);
 
+/* ---- the launcher's state, as the web API, metrics and statsd see it ------ */
+
+/*
+ * What a launcher process offers to the web API, /metrics and statsd: its
+ * ZooKeeper session and caches (any may be NULL before the session is
+ * established) and a few figures. Filled on demand by the process around
+ * the launcher (worker/worker.c), so consumers never hold pointers across
+ * a reconfiguration; they are told to drop what refers to the session
+ * (web_reset, ...) before it goes.
+ */
+struct status_view {
+	struct zk *zk;              /* NULL until started; connected or not */
+	struct zk_cache *nodes;     /* /nodepool/nodes, data and locks, np_node objects */
+	struct zk_cache *requests;  /* /nodepool/requests, np_request objects */
+	struct zk_cache *pools;     /* /nodepool/components/pool, np_component objects */
+	int ready;                  /* the launcher finished its first pass */
+	const char *provider;       /* this worker's provider (NULL if none) */
+	/* request handling counters of this process since it started */
+	unsigned long long accepted, fulfilled, declined, failed;
+};
+typedef void (*status_view_fn)(void *arg, struct status_view *out);
+
 /* ---- whole listings from the launcher's caches (the web API) -------------- */
 
 /* Nodes of a /nodepool/nodes cache (ZK_CACHE_DATA | ZK_CACHE_LOCKS, decoded
