@@ -63,14 +63,19 @@ int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /*
- * Parse a command's options: long-only options named in `names` (e.g.
- * {"detail", "json", NULL}); flags[i] is set for each present. Options
- * taking a value end in '=' ("provider="); their values go to values[i].
- * Positional arguments go to pos (at most npos); their count to *npos_out.
- * Returns 0 or a usage error code (already printed).
+ * Parse a command's options, as argparse would: long-only options named in
+ * `names` (e.g. {"detail", "json", NULL}; unique prefixes accepted);
+ * flags[i] is set for each present. Options taking a value end in '='
+ * ("provider="), required ones in "=!"; their values go to values[i].
+ * Positional arguments go to pos (at most npos); when required names them
+ * (e.g. "id"), exactly npos must be given. *npos_out gets their count.
+ * Returns 0, a usage error code (already printed), or, while main checks
+ * the command line before loading the configuration, CLI_PARSED.
  */
+#define CLI_PARSED (-1)
+extern int cli_parse_only;
 int cli_parse(const char *cmd, int argc, char **argv, const char *const *names, int *flags,
-    const char **values, const char **pos, int npos, int *npos_out);
+    const char **values, const char **pos, int npos, const char *required, int *npos_out);
 /* Print a table as text (fields as status_text; NULL = every column) or as
  * JSON, each followed by a newline. */
 void cli_print_table(const struct status_table *t, int json, const char *const *fields,

@@ -26,7 +26,7 @@ json_only(const char *cmd, int argc, char **argv, int *json)
 	int flags[1] = {0}, npos, rc;
 	const char *values[1];
 
-	rc = cli_parse(cmd, argc, argv, names, flags, values, NULL, 0, &npos);
+	rc = cli_parse(cmd, argc, argv, names, flags, values, NULL, 0, NULL, &npos);
 	*json = flags[0];
 	return rc;
 }
@@ -38,10 +38,8 @@ one_arg(const char *cmd, const char *what, int argc, char **argv, const char **a
 	int flags[1], npos, rc;
 	const char *values[1], *pos[1];
 
-	if ((rc = cli_parse(cmd, argc, argv, names, flags, values, pos, 1, &npos)))
+	if ((rc = cli_parse(cmd, argc, argv, names, flags, values, pos, 1, what, &npos)))
 		return rc;
-	if (npos != 1)
-		return cli_usage_error(cmd, "the following arguments are required: %s", what);
 	*arg = pos[0];
 	return 0;
 }
@@ -104,7 +102,8 @@ cmd_alien_image_list(struct cli *c, int argc, char **argv)
 	struct status_table *t;
 	size_t i;
 
-	if ((rc = cli_parse("alien-image-list", argc, argv, names, flags, values, pos, 1, &npos)))
+	if ((rc = cli_parse("alien-image-list", argc, argv, names, flags, values, pos, 1, NULL,
+	         &npos)))
 		return rc;
 	/*
 	 * Upstream asks each provider's cloud adapter for its images tagged
@@ -243,28 +242,18 @@ cmd_dib_image_delete(struct cli *c, int argc, char **argv)
 int
 cmd_image_delete(struct cli *c, int argc, char **argv)
 {
-	static const char *const names[] = {"provider=", "image=", "upload-id=", "build-id=",
-	    NULL};
-	int flags[4] = {0, 0, 0, 0}, npos, rc, len = 0, i;
+	static const char *const names[] = {"provider=!", "image=!", "upload-id=!",
+	    "build-id=!", NULL};
+	int flags[4] = {0, 0, 0, 0}, npos, rc, len = 0;
 	const char *values[4] = {NULL, NULL, NULL, NULL};
-	char path[NP_PATH_MAX], err[256], missing[128] = "";
+	char path[NP_PATH_MAX], err[256];
 	char *data = NULL, *json;
 	struct np_image_upload *u = NULL;
 	size_t jlen;
 
-	if ((rc = cli_parse("image-delete", argc, argv, names, flags, values, NULL, 0, &npos)))
+	if ((rc = cli_parse("image-delete", argc, argv, names, flags, values, NULL, 0, NULL,
+	         &npos)))
 		return rc;
-	for (i = 0; i < 4; i++) {
-		if (values[i] != NULL)
-			continue;
-		if (missing[0])
-			strcat(missing, ", ");
-		strcat(missing, "--");
-		strncat(missing, names[i], strcspn(names[i], "="));
-	}
-	if (missing[0])
-		return cli_usage_error("image-delete", "the following arguments are required: %s",
-		    missing);
 	if (np_path_upload(path, sizeof(path), values[1], values[3], values[0], values[2]) < 0 ||
 	    strcmp(values[2], "lock") == 0 || strcmp(values[3], "lock") == 0) {
 		printf("Image upload not found\n");

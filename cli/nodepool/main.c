@@ -150,11 +150,14 @@ match_option(const char *given, size_t glen, const char *const *names)
 	return found;
 }
 
+int cli_parse_only;
+
 int
 cli_parse(const char *cmd, int argc, char **argv, const char *const *names, int *flags,
-    const char **values, const char **pos, int npos, int *npos_out)
+    const char **values, const char **pos, int npos, const char *required, int *npos_out)
 {
 	int i, n = 0, only_pos = 0;
+	char missing[256] = "";
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -199,7 +202,19 @@ cli_parse(const char *cmd, int argc, char **argv, const char *const *names, int 
 		pos[n++] = a;
 	}
 	*npos_out = n;
-	return 0;
+	for (i = 0; names[i] != NULL; i++) {
+		size_t len = strcspn(names[i], "=");
+		if (strstr(names[i], "=!") == NULL || values[i] != NULL)
+			continue;
+		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s--%.*s",
+		    missing[0] ? ", " : "", (int)len, names[i]);
+	}
+	if (required != NULL && n < npos)
+		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
+		    missing[0] ? ", " : "", required);
+	if (missing[0])
+		return cli_usage_error(cmd, "the following arguments are required: %s", missing);
+	return cli_parse_only ? CLI_PARSED : 0;
 }
 
 void
@@ -353,7 +368,8 @@ cmd_config_validate(struct cli *c, int argc, char **argv)
 	int flags[1], npos, rc;
 	const char *values[1];
 
-	if ((rc = cli_parse("config-validate", argc, argv, names, flags, values, NULL, 0, &npos)))
+	if ((rc = cli_parse("config-validate", argc, argv, names, flags, values, NULL, 0, NULL,
+	         &npos)))
 		return rc;
 	fprintf(stderr, "validating %s\n", c->config_path);
 	if (np_config_load(c->config_path, c->secure_path, &cfg, &errs) != 0) {
@@ -456,6 +472,13 @@ main(int argc, char **argv)
 	log_init("nodepool", c.debug ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
 	if (cmd->run == NULL)
 		return cmd_config_validate(&c, argc - i, argv + i);
+	/* the command line first (usage errors exit 2 before anything is
+	 * read), as argparse does */
+	cli_parse_only = 1;
+	rc = cmd->run(&c, argc - i, argv + i);
+	cli_parse_only = 0;
+	if (rc != CLI_PARSED)
+		return rc;
 
 	if (np_config_load(c.config_path, c.secure_path, &c.cfg, &errs) != 0) {
 		np_config_errors_print(errs, stderr);

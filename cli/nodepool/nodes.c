@@ -165,7 +165,7 @@ cmd_list(struct cli *c, int argc, char **argv)
 	int flags[2] = {0, 0}, npos, rc;
 	const char *values[2];
 
-	if ((rc = cli_parse("list", argc, argv, names, flags, values, NULL, 0, &npos)))
+	if ((rc = cli_parse("list", argc, argv, names, flags, values, NULL, 0, NULL, &npos)))
 		return rc;
 	return print_nodes(c, NULL, 0, flags[0], flags[1]);
 }
@@ -389,10 +389,8 @@ cmd_delete(struct cli *c, int argc, char **argv)
 	int flags[2] = {0, 0}, npos, rc;
 	const char *values[2], *pos[1];
 
-	if ((rc = cli_parse("delete", argc, argv, names, flags, values, pos, 1, &npos)))
+	if ((rc = cli_parse("delete", argc, argv, names, flags, values, pos, 1, "id", &npos)))
 		return rc;
-	if (npos != 1)
-		return cli_usage_error("delete", "the following arguments are required: id");
 	return set_node_state(c, "delete", pos[0], NP_NODE_DELETING, flags[0], flags[1]);
 }
 
@@ -403,10 +401,8 @@ cmd_hold(struct cli *c, int argc, char **argv)
 	int flags[1] = {0}, npos, rc;
 	const char *values[1], *pos[1];
 
-	if ((rc = cli_parse("hold", argc, argv, names, flags, values, pos, 1, &npos)))
+	if ((rc = cli_parse("hold", argc, argv, names, flags, values, pos, 1, "id", &npos)))
 		return rc;
-	if (npos != 1)
-		return cli_usage_error("hold", "the following arguments are required: id");
 	return set_node_state(c, "hold", pos[0], NP_NODE_HOLD, 0, flags[0]);
 }
 
@@ -422,7 +418,8 @@ cmd_request_list(struct cli *c, int argc, char **argv)
 	struct cli_read *r;
 	struct status_table *t;
 
-	if ((rc = cli_parse("request-list", argc, argv, names, flags, values, NULL, 0, &npos)))
+	if ((rc = cli_parse("request-list", argc, argv, names, flags, values, NULL, 0, NULL,
+	         &npos)))
 		return rc;
 	rc = children_sorted(c, NP_REQUEST_ROOT, &count, &names_v);
 	if (rc != ZOK)
@@ -486,10 +483,8 @@ cmd_info(struct cli *c, int argc, char **argv)
 	struct node_set s;
 	size_t i, j, m;
 
-	if ((rc = cli_parse("info", argc, argv, names, flags, values, pos, 1, &npos)))
+	if ((rc = cli_parse("info", argc, argv, names, flags, values, pos, 1, "PROVIDER", &npos)))
 		return rc;
-	if (npos != 1)
-		return cli_usage_error("info", "the following arguments are required: PROVIDER");
 	rc = imgtree_load_sync(c->base, c->zk, c->op_timeout, &tree);
 	if (rc != ZOK)
 		return cli_error("reading %s: %s", NP_IMAGE_ROOT, cli_zk_error(rc));
@@ -571,10 +566,8 @@ cmd_erase(struct cli *c, int argc, char **argv)
 	struct node_set s;
 	size_t i, j;
 
-	if ((rc = cli_parse("erase", argc, argv, names, flags, values, pos, 1, &npos)))
+	if ((rc = cli_parse("erase", argc, argv, names, flags, values, pos, 1, "PROVIDER", &npos)))
 		return rc;
-	if (npos != 1)
-		return cli_usage_error("erase", "the following arguments are required: PROVIDER");
 	provider = pos[0];
 	if (!flags[0]) {
 		char line[256];
