@@ -273,6 +273,12 @@ send_cached(struct evhttp_request *req, const struct cached *c)
 		evhttp_send_reply(req, 304, "Not Modified", NULL);
 		return;
 	}
+	if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+		/* evhttp leaves the length out when there is no body to send */
+		char len[32];
+		snprintf(len, sizeof(len), "%zu", c->len);
+		evhttp_add_header(h, "Content-Length", len);
+	}
 	if ((b = evbuffer_new()) == NULL)
 		oom();
 	evbuffer_add(b, c->body, c->len);
