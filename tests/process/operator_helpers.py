@@ -35,8 +35,11 @@ def static_config(hosts, provider="static-a", extra=None, diskimages=None):
 
 def nodepool(config, *args, stdin=None, timeout=60):
     """Run `nodepool -c config args...`; returns CompletedProcess (text)."""
-    return subprocess.run([bin_path("nodepool"), "-c", config] + list(args),
-                          input=stdin, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run([bin_path("nodepool"), "-c", config] + list(args),
+                       input=stdin, capture_output=True, text=True, timeout=timeout)
+    # the command must never trip a sanitizer (make check SANITIZE=...)
+    assert "Sanitizer" not in r.stderr and "runtime error:" not in r.stderr, r.stderr
+    return r
 
 
 TABLE_BORDER = re.compile(r"^\+(-+\+)+$")

@@ -97,7 +97,7 @@ def test_gauges_names_and_values(deployment, zuul):
         assert g["nodepool.tenant_limits.ten_ant.instances"] == ("10", "g")
         assert g["nodepool.provider.static-a.pool.main.addressable_requests"] == ("1", "g")
         assert zuul.request(rid2)["state"] in ("requested", "pending")
-        zuul.finish(held)
+        assert len(held) == 2  # Zuul keeps them until the launcher stops
     finally:
         rx.close()
 
