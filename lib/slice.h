@@ -6,6 +6,11 @@
  * provider, the label belongs to the first provider in nodepool.yaml whose
  * pools offer it, and every other worker's slice has that label's
  * min-ready set to 0.
+ *
+ * Likewise the web API (webapp: port, listen_address) is served by one
+ * worker: the slice of the first provider in nodepool.yaml has a `webapp`
+ * section (the configured values or the defaults 8005 and 0.0.0.0), the
+ * others have none.
  */
 #ifndef NP_SLICE_H
 #define NP_SLICE_H

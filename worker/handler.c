@@ -26,6 +26,7 @@
 #include <event2/event.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "strset.h"
 
 struct hop {
@@ -711,6 +712,8 @@ drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char 
 		    error ? error : "unknown error");
 		break;
 	}
+	metrics_launch_done(lc->prov.name, hn->node->az, h->req ? h->req->requestor : NULL,
+	    (int)result, lc_now() - hn->node->created_time);
 	if (h->vanished && hn->node->allocated_to != NULL) {
 		free(hn->node->allocated_to);
 		hn->node->allocated_to = NULL;
@@ -825,6 +828,7 @@ start_launch(struct handler *h, size_t i)
 		n->resources = drv_quota_to_json(&q);
 		drv_quota_clear(&q);
 	}
+	metrics_launch_phase(pool->prov->name, METRICS_PHASE_QUOTA_WAIT, lc_monotonic() - h->started);
 	hn->node = n;
 	hn->state = HN_CREATING;
 	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));

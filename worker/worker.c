@@ -18,8 +18,11 @@
 #include "config.h"
 #include "ipc.h"
 #include "log.h"
+#include "metrics.h"
 #include "slice.h"
+#include "statsd.h"
 #include "version.h"
+#include "web.h"
 
 struct worker {
 	struct event_base *base;
@@ -33,6 +36,12 @@ struct worker {
 	int exit_code;
 	int stopping;
 	double start;
+	/* operator interfaces (lib/web.h, lib/statsd.h, lib/metrics.h) */
+	struct web *web;         /* only when the slice has `webapp` */
+	json_t *webapp;          /* the webapp section it serves */
+	struct statsd *statsd;   /* STATSD_HOST/STATSD_PORT, or NULL */
+	struct statsd_reporter *reporter;
+	struct metrics_pub *metrics_pub;
 };
 
 static void worker_on_change(struct launcher *lc);
@@ -228,6 +237,80 @@ worker_on_change(struct launcher *lc)
 		send_ready(w);
 }
 
+/* ---- web API, statsd, metrics ------------------------------------------------ */
+
+/* What the web API, statsd and metrics see of the launcher now. */
+static void
+worker_view(void *arg, struct status_view *v)
+{
+	struct worker *w = arg;
+	struct launcher *lc = w->lc;
+
+	memset(v, 0, sizeof(*v));
+	v->provider = w->provider;
+	if (lc == NULL)
+		return;
+	v->zk = lc->zk;
+	v->nodes = lc->nodes;
+	v->requests = lc->requests;
+	v->pools = lc->pool_components;
+	v->ready = lc->ready;
+	v->accepted = lc->counters.accepted;
+	v->fulfilled = lc->counters.fulfilled;
+	v->declined = lc->counters.declined;
+	v->failed = lc->counters.failed;
+}
+
+static json_t *
+worker_live_metrics(void *arg)
+{
+	struct worker *w = arg;
+	const json_t *r = metrics_pub_record(w->metrics_pub);
+
+	return r != NULL ? json_deep_copy(r) : NULL;
+}
+
+/* Before the launcher (and its ZooKeeper session) goes. */
+static void
+interfaces_detach(struct worker *w)
+{
+	web_reset(w->web);
+	statsd_reporter_free(w->reporter);
+	w->reporter = NULL;
+	metrics_pub_free(w->metrics_pub);
+	w->metrics_pub = NULL;
+}
+
+/* After a launcher started with this slice. */
+static void
+interfaces_attach(struct worker *w, const json_t *slice)
+{
+	const json_t *webapp = json_object_get(slice, "webapp");
+	const json_t *iv = json_object_get(json_object_get(slice, "nodepoold"), "stats-interval");
+	double interval = json_is_number(iv) ? json_number_value(iv) : 5.0;
+
+	if (w->web != NULL && !json_equal(w->webapp, webapp)) {
+		web_free(w->web);
+		w->web = NULL;
+		json_decref(w->webapp);
+		w->webapp = NULL;
+	}
+	if (w->web == NULL && json_is_object(webapp)) {
+		struct web_options o = {0};
+		char err[256];
+		o.listen_address = json_string_value(json_object_get(webapp, "listen_address"));
+		o.port = (int)json_integer_value(json_object_get(webapp, "port"));
+		w->web = web_new(w->base, &o, worker_view, worker_live_metrics, w, err, sizeof(err));
+		if (w->web == NULL)
+			log_error("%s", err);
+		else
+			w->webapp = json_deep_copy(webapp);
+	}
+	if (w->statsd != NULL)
+		w->reporter = statsd_reporter_new(w->base, w->statsd, slice, worker_view, w);
+	w->metrics_pub = metrics_pub_new(w->base, w->provider, interval, worker_view, w);
+}
+
 struct worker *
 worker_new(struct event_base *base, const char *provider, int channel_fd)
 {
@@ -239,6 +322,13 @@ worker_new(struct event_base *base, const char *provider, int channel_fd)
 	w->provider = strdup(provider);
 	w->channel_fd = channel_fd;
 	w->start = lc_monotonic();
+	{
+		char err[256];
+		w->statsd = statsd_new_from_env(err, sizeof(err));
+		if (w->statsd == NULL && err[0] != '\0')
+			log_warn("statsd disabled: %s", err);
+		metrics_set_statsd(w->statsd);
+	}
 	if (channel_fd >= 0) {
 		char err[256];
 		w->chan = chan_new(base, channel_fd, CHAN_CHILD, 0, 0, on_msg, on_close, w, err,
@@ -259,6 +349,7 @@ worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t err
 	lc = launcher_new(w->base, slice, w->provider, err, errlen);
 	if (lc == NULL)
 		return -1;
+	interfaces_detach(w);
 	if (w->lc != NULL) {
 		/* a changed provider: the old launcher lets go of everything
 		 * (components, request locks) before the new one registers */
@@ -272,6 +363,7 @@ worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t err
 	w->slice = json_deep_copy(slice);
 	if (launcher_start(lc, slice, err, errlen) != 0)
 		return -1;
+	interfaces_attach(w, slice);
 	return 0;
 }
 
@@ -333,6 +425,11 @@ worker_free(struct worker *w)
 {
 	if (w == NULL)
 		return;
+	interfaces_detach(w);
+	web_free(w->web);
+	json_decref(w->webapp);
+	metrics_set_statsd(NULL);
+	statsd_free(w->statsd);
 	launcher_free(w->lc);
 	chan_free(w->chan);
 	json_decref(w->slice);

@@ -1,0 +1,120 @@
+/*
+ * Launch and request metrics of a launcher process, the statsd launch
+ * stats, and the Prometheus text of the web API's /metrics.
+ *
+ * Recording (any code of a worker process, on its loop; no locking):
+ *   metrics_launch_phase(provider, phase, seconds)  one phase of a launch
+ *   metrics_launch_done(provider, az, requestor, drv_result, seconds)
+ *   metrics_launch_result(provider, az, requestor, "error.keyscan", seconds)
+ * The launcher reports the quota wait and every launch's end (with the
+ * whole launch as the "total" phase); drivers that know more (the state
+ * machine framework: create, boot, keyscan) report those phases, and may
+ * end a launch with a precise upstream result name through
+ * metrics_launch_result instead (then the launcher's call is not made for
+ * that launch: exactly one end per launch).
+ *
+ * A launch end also goes to statsd (metrics_set_statsd), as upstream's
+ * recordLaunchStats: a timer (ms) and a counter under each of
+ *   nodepool.launch.<result>
+ *   nodepool.launch.provider.<provider>.<result>
+ *   nodepool.launch.provider.<provider>.<az>.<result>   (when az is set)
+ *   nodepool.launch.requestor.<requestor>.<result>      (when set; '.' and
+ *                                                         ':' become '_')
+ * with results "ready", "error.quota", "error.unknown", ... as upstream.
+ *
+ * Sharing between processes: there is one worker process per provider but
+ * one web API. Each worker keeps its figures in a persistent znode
+ * /nodepoold/metrics/<provider> (JSON; a nodepoold path, untouched by
+ * upstream Nodepool and Zuul), written every stats-interval when changed.
+ * A starting worker reads its record first and continues from it, so the
+ * counters survive restarts and `starts` counts the worker's starts; the
+ * web-serving worker reads every record when /metrics is asked for.
+ * Figures since the last write are lost when a worker dies.
+ */
+#ifndef NP_METRICS_H
+#define NP_METRICS_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#include "status.h"
+
+struct event_base;
+struct statsd;
+struct zk;
+
+#define NP_METRICS_ROOT "/nodepoold/metrics"
+
+enum metrics_phase {
+	METRICS_PHASE_QUOTA_WAIT, /* request accepted -> node creation started */
+	METRICS_PHASE_CREATE,     /* create call -> the cloud has the server */
+	METRICS_PHASE_BOOT,       /* server created -> it is active/addressable */
+	METRICS_PHASE_KEYSCAN,    /* active -> host keys scanned */
+	METRICS_PHASE_TOTAL,      /* node creation started -> launch ended */
+	METRICS_PHASE_COUNT
+};
+/* "quota_wait", "create", "boot", "keyscan", "total"; NULL out of range. */
+const char *metrics_phase_name(int phase);
+
+/* Histogram bucket bounds, seconds (the +Inf bucket is implicit). */
+#define METRICS_NBUCKETS 13
+extern const double metrics_buckets[METRICS_NBUCKETS];
+
+/* Where launch ends also go (NULL: nowhere). Not owned. */
+void metrics_set_statsd(struct statsd *s);
+
+void metrics_launch_phase(const char *provider, enum metrics_phase phase, double seconds);
+/* drv_result: enum drv_launch_result (driver.h): ready, failed
+ * ("error.unknown"), aborted ("error.quota"). seconds: the whole launch. */
+void metrics_launch_done(const char *provider, const char *az, const char *requestor,
+    int drv_result, double seconds);
+void metrics_launch_result(const char *provider, const char *az, const char *requestor,
+    const char *result, double seconds);
+/* Request handling counters of this process (absolute since it started). */
+void metrics_set_requests(const char *provider, unsigned long long accepted,
+    unsigned long long fulfilled, unsigned long long declined, unsigned long long failed);
+
+/*
+ * This process's record for provider (what goes to ZooKeeper), added to
+ * base (a record read back, may be NULL): new reference.
+ * {"provider", "starts", "launches": {result: n}, "phases": {phase:
+ * {"buckets": [n per bound, then +Inf; not cumulative], "sum", "count"}},
+ * "requests": {"accepted", "fulfilled", "declined", "failed"}}
+ */
+json_t *metrics_record(const char *provider, const json_t *base);
+/* Forget everything recorded (tests). */
+void metrics_clear(void);
+
+/* ---- publishing the record (every worker) ------------------------------------- */
+
+struct metrics_pub;
+/* Reads the provider's record (the base), then writes base + this process
+ * every interval seconds when it changed. view gives the session. */
+struct metrics_pub *metrics_pub_new(struct event_base *base, const char *provider,
+    double interval, status_view_fn view, void *arg);
+/* The session is about to go: forget reads in flight. */
+void metrics_pub_reset(struct metrics_pub *p);
+void metrics_pub_free(struct metrics_pub *p);
+/* The record as last written (or NULL before the base was read). */
+const json_t *metrics_pub_record(const struct metrics_pub *p);
+
+/* ---- /metrics (the web-serving worker) ------------------------------------------ */
+
+/* Read every record under NP_METRICS_ROOT; cb gets a JSON array (owned by
+ * the callee) or NULL with a ZooKeeper error. Cancel before the zk goes. */
+struct metrics_load;
+typedef void (*metrics_load_cb)(int rc, json_t *records, void *arg);
+struct metrics_load *metrics_load_start(struct zk *zk, metrics_load_cb cb, void *arg);
+void metrics_load_cancel(struct metrics_load *l);
+
+/*
+ * The Prometheus text exposition (format 0.0.4): nodes by provider and
+ * state, by label and state, requests by state (from the view's caches),
+ * the launcher's readiness, and from the records (an array; live, when
+ * given, replaces the record of the same provider): launches by provider
+ * and result, launch phase histograms, request outcomes, worker starts
+ * and restarts. malloc'd.
+ */
+char *metrics_render(const struct status_view *v, const json_t *records, const json_t *live);
+
+#endif

@@ -1,0 +1,490 @@
+/*
+ * statsd client and the launcher's gauge reporter. See statsd.h.
+ */
+#include "statsd.h"
+
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "model.h"
+#include "paths.h"
+#include "zk.h"
+
+#define STATSD_MAX_DATAGRAM 512 /* as the Python client's maxudpsize */
+
+struct statsd {
+	int fd;
+	struct sockaddr_storage addr;
+	socklen_t addrlen;
+	char buf[STATSD_MAX_DATAGRAM];
+	size_t len;
+	unsigned long long sent, dropped;
+};
+
+struct statsd *
+statsd_new(const char *host, const char *port, char *err, size_t errlen)
+{
+	struct addrinfo hints, *res = NULL;
+	struct statsd *s;
+	char *end;
+	long p;
+	int rc;
+
+	if (host == NULL || *host == '\0')
+		host = "localhost";
+	if (port == NULL || *port == '\0')
+		port = "8125";
+	p = strtol(port, &end, 10);
+	if (*end != '\0' || p <= 0 || p > 65535) {
+		snprintf(err, errlen, "STATSD_PORT %s: not a port number", port);
+		return NULL;
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_DGRAM;
+	if ((rc = getaddrinfo(host, port, &hints, &res)) != 0 || res == NULL) {
+		snprintf(err, errlen, "STATSD_HOST %s: %s", host, gai_strerror(rc));
+		return NULL;
+	}
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		abort();
+	s->fd = socket(res->ai_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->fd < 0) {
+		snprintf(err, errlen, "statsd socket: %s", strerror(errno));
+		freeaddrinfo(res);
+		free(s);
+		return NULL;
+	}
+	memcpy(&s->addr, res->ai_addr, res->ai_addrlen);
+	s->addrlen = res->ai_addrlen;
+	freeaddrinfo(res);
+	return s;
+}
+
+struct statsd *
+statsd_new_from_env(char *err, size_t errlen)
+{
+	const char *host = getenv("STATSD_HOST"), *port = getenv("STATSD_PORT");
+
+	if (errlen > 0)
+		err[0] = '\0';
+	if ((host == NULL || *host == '\0') && (port == NULL || *port == '\0'))
+		return NULL;
+	return statsd_new(host, port, err, errlen);
+}
+
+void
+statsd_flush(struct statsd *s)
+{
+	if (s == NULL || s->len == 0)
+		return;
+	if (sendto(s->fd, s->buf, s->len, MSG_DONTWAIT, (struct sockaddr *)&s->addr, s->addrlen) ==
+	    (ssize_t)s->len)
+		s->sent++;
+	else
+		s->dropped++; /* full socket buffer or no route: statsd is lossy */
+	s->len = 0;
+}
+
+void
+statsd_free(struct statsd *s)
+{
+	if (s == NULL)
+		return;
+	statsd_flush(s);
+	close(s->fd);
+	free(s);
+}
+
+unsigned long long
+statsd_sent(const struct statsd *s)
+{
+	return s ? s->sent : 0;
+}
+
+unsigned long long
+statsd_dropped(const struct statsd *s)
+{
+	return s ? s->dropped : 0;
+}
+
+char *
+statsd_normalize(const char *name, char *buf, size_t size)
+{
+	size_t i;
+
+	snprintf(buf, size, "%s", name ? name : "");
+	for (i = 0; buf[i] != '\0'; i++)
+		if (buf[i] == '.' || buf[i] == ':')
+			buf[i] = '_';
+	return buf;
+}
+
+/* Append "name:value" to the batch (value already formatted). */
+static void
+add_line(struct statsd *s, const char *name, const char *value)
+{
+	char line[STATSD_MAX_DATAGRAM];
+	size_t i, n, nl;
+	int w;
+
+	if (s == NULL)
+		return;
+	w = snprintf(line, sizeof(line), "%s:%s", name, value);
+	if (w < 0 || (size_t)w >= sizeof(line))
+		return; /* a name this long is not a metric */
+	n = (size_t)w;
+	/* the name part must not break the line format */
+	for (i = 0; i < n - strlen(value) - 1; i++)
+		if (line[i] == ':' || line[i] == '|' || line[i] == '@' || line[i] == ' ' ||
+		    line[i] == '\n' || line[i] == '\t' || line[i] == '\r')
+			line[i] = '_';
+	nl = s->len > 0 ? 1 : 0;
+	if (s->len + nl + n > sizeof(s->buf)) {
+		statsd_flush(s);
+		nl = 0;
+	}
+	if (nl)
+		s->buf[s->len++] = '\n';
+	memcpy(s->buf + s->len, line, n);
+	s->len += n;
+}
+
+void
+statsd_gauge(struct statsd *s, const char *name, double value)
+{
+	char v[64];
+
+	if (!isfinite(value))
+		return;
+	if (value == floor(value) && fabs(value) < 1e15)
+		snprintf(v, sizeof(v), "%lld|g", (long long)value);
+	else
+		snprintf(v, sizeof(v), "%.17g|g", value);
+	add_line(s, name, v);
+}
+
+void
+statsd_incr(struct statsd *s, const char *name, long long count)
+{
+	char v[64];
+
+	snprintf(v, sizeof(v), "%lld|c", count);
+	add_line(s, name, v);
+}
+
+void
+statsd_timing(struct statsd *s, const char *name, double ms)
+{
+	char v[64];
+
+	if (!isfinite(ms))
+		return;
+	snprintf(v, sizeof(v), "%0.6f|ms", ms);
+	add_line(s, name, v);
+}
+
+/* ---- the reporter ------------------------------------------------------------- */
+
+struct statsd_reporter {
+	struct event_base *base;
+	struct statsd *s;
+	json_t *slice;
+	status_view_fn view;
+	void *arg;
+	double interval;
+	struct event *timer;
+	struct zk *zk;          /* the session the election lock belongs to */
+	struct zk_lock *election;
+	int acquiring;
+	char identifier[300];
+};
+
+static void reporter_timer(evutil_socket_t fd, short what, void *arg);
+
+static void
+arm(struct statsd_reporter *r)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)r->interval;
+	tv.tv_usec = (suseconds_t)((r->interval - (double)tv.tv_sec) * 1e6);
+	evtimer_add(r->timer, &tv);
+}
+
+struct statsd_reporter *
+statsd_reporter_new(struct event_base *base, struct statsd *s, const json_t *slice,
+    status_view_fn view, void *arg)
+{
+	struct statsd_reporter *r = calloc(1, sizeof(*r));
+	const json_t *iv = json_object_get(json_object_get(slice, "nodepoold"), "stats-interval");
+	char host[256];
+
+	if (r == NULL)
+		abort();
+	r->base = base;
+	r->s = s;
+	r->slice = json_deep_copy(slice);
+	r->view = view;
+	r->arg = arg;
+	r->interval = json_is_number(iv) && json_number_value(iv) > 0 ? json_number_value(iv) : 5.0;
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	/* as upstream's StatsWorker: "<hostname>-<pid>" */
+	snprintf(r->identifier, sizeof(r->identifier), "%s-%ld", host, (long)getpid());
+	r->timer = evtimer_new(base, reporter_timer, r);
+	if (r->timer == NULL)
+		abort();
+	arm(r);
+	return r;
+}
+
+void
+statsd_reporter_reset(struct statsd_reporter *r)
+{
+	if (r == NULL)
+		return;
+	zk_lock_free(r->election);
+	r->election = NULL;
+	r->acquiring = 0;
+	r->zk = NULL;
+}
+
+void
+statsd_reporter_free(struct statsd_reporter *r)
+{
+	if (r == NULL)
+		return;
+	statsd_reporter_reset(r);
+	if (r->timer != NULL)
+		event_free(r->timer);
+	json_decref(r->slice);
+	free(r);
+}
+
+int
+statsd_reporter_leader(const struct statsd_reporter *r)
+{
+	return r != NULL && r->election != NULL && zk_lock_is_held(r->election);
+}
+
+static void
+election_cb(struct zk_lock *lock, int rc, void *arg)
+{
+	struct statsd_reporter *r = arg;
+
+	r->acquiring = 0;
+	if (rc == ZOK)
+		log_info("won the stats reporter election");
+	else
+		log_debug("stats election: %s", zk_strerror(rc));
+}
+
+/* Join (or rejoin, after an expiry took our contender) the election. */
+static void
+run_election(struct statsd_reporter *r, struct zk *zk)
+{
+	if (zk != r->zk)
+		statsd_reporter_reset(r);
+	r->zk = zk;
+	if (zk == NULL || !zk_is_connected(zk) || r->acquiring)
+		return;
+	if (r->election != NULL && zk_lock_is_held(r->election))
+		return;
+	if (r->election == NULL)
+		r->election = zk_lock_new(zk, NP_STATS_ELECTION_PATH, r->identifier, 0);
+	r->acquiring = 1;
+	zk_lock_acquire(r->election, -1, election_cb, r);
+}
+
+static double
+pool_limit(const json_t *pool, const char *key)
+{
+	const json_t *v = json_object_get(pool, key);
+
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+/* Per-worker gauges: this provider's max_servers and the tenant limits. */
+static void
+report_limits(struct statsd_reporter *r)
+{
+	const json_t *prov = json_array_get(json_object_get(r->slice, "providers"), 0);
+	const json_t *pool, *tl, *v;
+	const char *pname = json_string_value(json_object_get(prov, "name")), *k;
+	char name[600], a[256], b[256];
+	double sum = 0;
+	size_t i;
+
+	if (pname != NULL) {
+		json_array_foreach(json_object_get(prov, "pools"), i, pool)
+		{
+			double m = pool_limit(pool, "max-servers");
+			if (m > 0)
+				sum += m;
+		}
+		snprintf(name, sizeof(name), "nodepool.provider.%s.max_servers", pname);
+		statsd_gauge(r->s, name, sum);
+	}
+	/* as Config.setTenantResourceLimits: max-cores -> cores, max-servers
+	 * -> instances, max-ram -> ram, max-volumes -> volumes, max-volume-gb
+	 * -> volume-gb, other keys as they are */
+	json_array_foreach(json_object_get(r->slice, "tenant-resource-limits"), i, tl)
+	{
+		const char *tenant = json_string_value(json_object_get(tl, "tenant-name"));
+		if (tenant == NULL)
+			continue;
+		json_object_foreach((json_t *)tl, k, v)
+		{
+			const char *key = k;
+			if (strcmp(k, "tenant-name") == 0 || !json_is_number(v))
+				continue;
+			if (strcmp(k, "max-cores") == 0)
+				key = "cores";
+			else if (strcmp(k, "max-servers") == 0)
+				key = "instances";
+			else if (strcmp(k, "max-ram") == 0)
+				key = "ram";
+			else if (strcmp(k, "max-volumes") == 0)
+				key = "volumes";
+			else if (strcmp(k, "max-volume-gb") == 0)
+				key = "volume-gb";
+			snprintf(name, sizeof(name), "nodepool.tenant_limits.%s.%s",
+			    statsd_normalize(tenant, a, sizeof(a)), statsd_normalize(key, b, sizeof(b)));
+			statsd_gauge(r->s, name, json_number_value(v));
+		}
+	}
+}
+
+/* A tiny string -> count map for the gauges (names are unique keys). */
+static void
+count_add(json_t *m, const char *key, int zero_fill)
+{
+	json_t *v = json_object_get(m, key);
+
+	if (v == NULL)
+		json_object_set_new(m, key, json_integer(zero_fill ? 0 : 1));
+	else if (!zero_fill)
+		json_integer_set(v, json_integer_value(v) + 1);
+}
+
+/* The global gauges, as upstream's updateNodeStats and
+ * updateNodeRequestStats. */
+static void
+report_nodes(struct statsd_reporter *r, const struct status_view *v)
+{
+	const struct zk_cache_entry *const *ents;
+	json_t *m = json_object(), *providers = json_object(), *labels = json_object(), *val;
+	const char *k, *k2;
+	char name[600];
+	int i, n, st;
+	size_t j;
+
+	/* registered pools: providers and labels, zero-filled */
+	n = v->pools ? zk_cache_entries(v->pools, &ents) : 0;
+	for (i = 0; i < n; i++) {
+		const struct np_component *c = ents[i]->obj;
+		if (c == NULL)
+			continue;
+		if (c->provider_name != NULL)
+			json_object_set_new(providers, c->provider_name, json_true());
+		for (j = 0; j < c->supported_labels.n; j++)
+			json_object_set_new(labels, c->supported_labels.v[j], json_true());
+	}
+	for (st = 0; st < NP_NODE_STATE_COUNT; st++) {
+		snprintf(name, sizeof(name), "nodepool.nodes.%s", np_node_state_name(st));
+		count_add(m, name, 1);
+		json_object_foreach(providers, k, val)
+		{
+			snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s", k,
+			    np_node_state_name(st));
+			count_add(m, name, 1);
+		}
+		json_object_foreach(labels, k, val)
+		{
+			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", k,
+			    np_node_state_name(st));
+			count_add(m, name, 1);
+		}
+	}
+	n = v->nodes ? zk_cache_entries(v->nodes, &ents) : 0;
+	for (i = 0; i < n; i++) {
+		const struct np_node *node = ents[i]->obj;
+		const char *sn;
+		if (node == NULL || (sn = np_node_state_name(node->state)) == NULL)
+			continue;
+		snprintf(name, sizeof(name), "nodepool.nodes.%s", sn);
+		count_add(m, name, 0);
+		for (j = 0; j < node->type.n; j++) {
+			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", node->type.v[j], sn);
+			count_add(m, name, 0);
+		}
+		snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s",
+		    node->provider ? node->provider : "None", sn);
+		count_add(m, name, 0);
+	}
+	/* addressable requests: per registered pool, the requests whose every
+	 * label it supports */
+	n = v->pools ? zk_cache_entries(v->pools, &ents) : 0;
+	for (i = 0; i < n; i++) {
+		const struct np_component *c = ents[i]->obj;
+		const struct zk_cache_entry *const *rents;
+		int nr, q, count = 0;
+		if (c == NULL || c->pool_name == NULL || c->provider_name == NULL)
+			continue;
+		nr = v->requests ? zk_cache_entries(v->requests, &rents) : 0;
+		for (q = 0; q < nr; q++) {
+			const struct np_request *req = rents[q]->obj;
+			size_t t;
+			int all = 1;
+			if (req == NULL)
+				continue;
+			for (t = 0; t < req->node_types.n && all; t++)
+				all = np_strv_contains(&c->supported_labels, req->node_types.v[t]);
+			count += all;
+		}
+		snprintf(name, sizeof(name), "nodepool.provider.%s.pool.%s.addressable_requests",
+		    c->provider_name, c->pool_name);
+		/* two launchers of one pool: the same figure twice */
+		json_object_set_new(m, name, json_integer(count));
+	}
+	json_object_foreach(m, k2, val)
+		statsd_gauge(r->s, k2, (double)json_integer_value(val));
+	json_decref(m);
+	json_decref(providers);
+	json_decref(labels);
+}
+
+void
+statsd_reporter_tick(struct statsd_reporter *r)
+{
+	struct status_view v;
+
+	memset(&v, 0, sizeof(v));
+	r->view(r->arg, &v);
+	run_election(r, v.zk);
+	report_limits(r);
+	if (statsd_reporter_leader(r) && v.nodes != NULL && zk_cache_synced(v.nodes))
+		report_nodes(r, &v);
+	statsd_flush(r->s);
+}
+
+static void
+reporter_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct statsd_reporter *r = arg;
+
+	statsd_reporter_tick(r);
+	arm(r);
+}

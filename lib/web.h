@@ -1,0 +1,67 @@
+/*
+ * The web status API of a launcher process, as upstream Nodepool's
+ * webapp.py, on libevent's evhttp, read-only:
+ *
+ *   /node-list [node_id, fields]   /request-list [fields]   /label-list [fields]
+ *   /image-list [fields]   /dib-image-list [fields]   /image-status [fields]
+ *   /ready      200 "OK" once the launcher finished its first pass, else 503
+ *   /metrics    Prometheus text (ours; see metrics.h)
+ *
+ * Listings are text tables or JSON by the Accept header (status.h's
+ * negotiation); `fields` (comma list) selects text columns. Every answer
+ * carries Access-Control-Allow-Origin: *, Cache-Control: public,
+ * max-age=1, Last-Modified and Expires (+1 s); answers are kept 1 s per
+ * (path, query, type), and If-Modified-Since is honoured (304), as
+ * upstream. Unknown paths are 404; methods other than GET and HEAD 405.
+ *
+ * Data: the launcher's caches (nodes, requests, pool components) through a
+ * status_view; image listings read a snapshot of /nodepool/images
+ * (imagetree.h) at most once a second, /metrics the workers' metric records
+ * (metrics.h); requests that need them wait (asynchronously) for the read.
+ *
+ * Limits: at most max_connections open connections (more are closed at
+ * once), request headers of at most 8 KiB and no body (evhttp answers 413
+ * / 400), idle connections closed after timeout seconds, at most 64
+ * requests waiting for a read.
+ */
+#ifndef NP_WEB_H
+#define NP_WEB_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#include "status.h"
+
+struct event_base;
+struct web;
+
+struct web_options {
+	const char *listen_address; /* "0.0.0.0" if NULL */
+	int port;                   /* 0: any free port (see web_port) */
+	int max_connections;        /* <= 0: 64 */
+	int timeout;                /* seconds; <= 0: 10 */
+};
+
+/* live_metrics (may be NULL) gives this process's own metrics record
+ * (new reference or NULL) for /metrics, fresher than its stored copy. */
+typedef json_t *(*web_live_metrics_fn)(void *arg);
+
+/* Bind and serve on base. NULL with a message when the address cannot be
+ * bound. */
+struct web *web_new(struct event_base *base, const struct web_options *opt,
+    status_view_fn view, web_live_metrics_fn live_metrics, void *arg, char *err,
+    size_t errlen);
+/* The session behind the view is about to go: reads on it are abandoned
+ * and the requests waiting for them get 503; cached answers are dropped. */
+void web_reset(struct web *w);
+/* Stop serving: open connections are closed. NULL is a no-op. */
+void web_free(struct web *w);
+/* The bound port (useful with port 0). */
+int web_port(const struct web *w);
+/* Open connections now (tests). */
+int web_connections(const struct web *w);
+
+/* Parse an HTTP date (RFC 1123, RFC 850 or asctime): epoch seconds, or -1. */
+long long web_parse_http_date(const char *s);
+
+#endif
