@@ -281,6 +281,7 @@ launcher_component_json(struct launcher *lc)
 	char *s;
 
 	c->hostname = strdup(lc->hostname);
+	free(c->state); /* np_component_new's default */
 	c->state = strdup(lc->stopping ? "stopped" : "running");
 	c->version = strdup(NP_VERSION);
 	s = np_component_encode(c, NULL);
@@ -296,6 +297,7 @@ pool_component_json(struct lc_pool *pool)
 	size_t i;
 
 	c->hostname = strdup(pool->prov->lc->hostname);
+	free(c->state); /* np_component_new's default */
 	c->state = strdup("running");
 	c->version = strdup(NP_VERSION);
 	c->id = strdup(pool->launcher_id);
@@ -606,6 +608,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	lc->base = base;
 	lc->hostname = lc_fqdn();
 	lc->busy = strset_new();
+	TAILQ_INIT(&lc->zombies);
 	lc->start_time = lc_now();
 	if (lc_config_load(lc, config, provider, err, errlen) != 0) {
 		launcher_free(lc);
