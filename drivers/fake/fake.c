@@ -145,9 +145,9 @@ struct sm_adapter {
 	unsigned long long creates, create_errors, quota_refusals, boot_errors, deletes,
 	    delete_errors, leaked_on_delete, volumes_leaked, listings;
 	/* state file */
-	struct event *flush_ev;
+	struct event *flush_ev; /* every FAKE_FLUSH_EVERY */
+	struct event *dirty_ev; /* FAKE_FLUSH_DIRTY after a change */
 	int dirty;
-	double last_flush;
 	int stopped;
 };
 
@@ -198,9 +198,8 @@ mark_dirty(struct sm_adapter *f)
 	struct timeval tv = {0, (suseconds_t)(FAKE_FLUSH_DIRTY * 1e6)};
 
 	f->dirty = 1;
-	if (f->state_file != NULL && f->flush_ev != NULL &&
-	    !event_pending(f->flush_ev, EV_TIMEOUT, NULL))
-		event_add(f->flush_ev, &tv);
+	if (f->dirty_ev != NULL && !event_pending(f->dirty_ev, EV_TIMEOUT, NULL))
+		event_add(f->dirty_ev, &tv);
 }
 
 /* ---- the cloud's database ------------------------------------------------------ */
@@ -440,7 +439,6 @@ flush_state(struct sm_adapter *f)
 	}
 	json_decref(o);
 	f->dirty = 0;
-	f->last_flush = mono();
 }
 
 static void
@@ -449,9 +447,17 @@ flush_cb(evutil_socket_t fd, short what, void *arg)
 	struct sm_adapter *f = arg;
 	struct timeval tv = {(time_t)FAKE_FLUSH_EVERY, 0};
 
-	if (f->dirty || mono() - f->last_flush >= FAKE_FLUSH_EVERY - 0.01)
-		flush_state(f);
+	flush_state(f);
 	event_add(f->flush_ev, &tv);
+}
+
+static void
+dirty_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sm_adapter *f = arg;
+
+	if (f->dirty)
+		flush_state(f);
 }
 
 /* ---- calls ---------------------------------------------------------------------------- */
@@ -1029,6 +1035,7 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	}
 	if (f->state_file != NULL) {
 		f->flush_ev = event_new(env->base, -1, 0, flush_cb, f);
+		f->dirty_ev = event_new(env->base, -1, 0, dirty_cb, f);
 		flush_cb(-1, 0, f);
 	}
 	if (f->rl == NULL) {
@@ -1077,6 +1084,8 @@ fake_adapter_free(struct sm_adapter *f)
 	}
 	if (f->flush_ev != NULL)
 		event_free(f->flush_ev);
+	if (f->dirty_ev != NULL)
+		event_free(f->dirty_ev);
 	ratelimit_free(f->rl);
 	free(f->state_file);
 	free(f);
