@@ -53,7 +53,11 @@ struct delayed {
 	struct server *s;
 	struct evhttp_request *req;
 	struct event *ev;
+	LIST_ENTRY(delayed) entry;
 };
+
+/* replies not sent yet (freed unsent at teardown) */
+static LIST_HEAD(, delayed) pending = LIST_HEAD_INITIALIZER(pending);
 
 static const char *
 query(struct evhttp_request *req, const char *key)
@@ -90,6 +94,7 @@ delayed_cb(evutil_socket_t fd, short what, void *arg)
 	struct delayed *d = arg;
 
 	reply(d->s, d->req, 200, "slow");
+	LIST_REMOVE(d, entry);
 	event_free(d->ev);
 	free(d);
 }
@@ -121,6 +126,7 @@ handle(struct evhttp_request *req, void *arg)
 		d->req = req;
 		d->ev = evtimer_new(s->base, delayed_cb, d);
 		evtimer_add(d->ev, &tv);
+		LIST_INSERT_HEAD(&pending, d, entry);
 	} else if (strcmp(path, "/throttle") == 0) {
 		const char *nq = query(req, "n");
 		int n = nq ? atoi(nq) : 1;
@@ -248,6 +254,13 @@ setup(void)
 static void
 teardown(void)
 {
+	struct delayed *d;
+
+	while ((d = LIST_FIRST(&pending)) != NULL) {
+		LIST_REMOVE(d, entry);
+		event_free(d->ev);
+		free(d);
+	}
 	evhttp_free(srv.http);
 	event_base_free(base);
 }
