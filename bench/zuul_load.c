@@ -35,6 +35,9 @@ struct req {
 	int n_nodes;
 	struct zk_lock **locks;
 	int pending;
+	int watching;  /* a one-shot watch is armed on the request znode */
+	int finished;  /* done: free when the armed watch fires */
+	int got;       /* fulfilled or failed seen: stop re-arming */
 };
 
 /* one node of a request: which lock (and so which znode) */
@@ -65,9 +68,8 @@ static void start_one(struct load *ld);
 static void watch_req(struct req *r);
 
 static void
-req_done(struct req *r)
+req_free(struct req *r)
 {
-	struct load *ld = r->ld;
 	int i;
 
 	for (i = 0; i < r->n_nodes; i++)
@@ -75,6 +77,16 @@ req_done(struct req *r)
 	free(r->locks);
 	free(r->path);
 	free(r);
+}
+
+static void
+req_done(struct req *r)
+{
+	struct load *ld = r->ld;
+
+	r->finished = 1;
+	if (!r->watching)
+		req_free(r); /* else freed when the watch fires (the delete) */
 	ld->done++;
 	if (ld->done == ld->total) {
 		ld->t1 = now();
@@ -226,6 +238,14 @@ req_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 	struct np_request *q = NULL;
 	char err[128];
 
+	r->watching = rc == ZOK; /* a successful read left a watch armed */
+	if (r->got) {
+		/* a read after the outcome was seen: only the watch matters */
+		if (r->finished && !r->watching)
+			req_free(r);
+		return;
+	}
+
 	if (rc != ZOK || np_request_decode(NULL, data, (size_t)len, &q, err, sizeof(err)) != 0) {
 		fprintf(stderr, "request %s: %s\n", r->path, rc != ZOK ? zk_strerror(rc) : err);
 		r->ld->failed++;
@@ -233,9 +253,11 @@ req_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 		np_request_free(q);
 		return;
 	}
-	if (q->state == NP_REQ_FULFILLED)
+	if (q->state == NP_REQ_FULFILLED) {
+		r->got = 1;
 		fulfilled(r, q);
-	else if (q->state == NP_REQ_FAILED) {
+	} else if (q->state == NP_REQ_FAILED) {
+		r->got = 1;
 		fprintf(stderr, "request %s failed\n", r->path);
 		r->ld->failed++;
 		r->ld->lat[r->idx] = now() - r->t_create;
@@ -249,7 +271,15 @@ req_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 static void
 req_watch(int type, const char *path, void *arg)
 {
-	watch_req(arg);
+	struct req *r = arg;
+
+	r->watching = 0;
+	if (r->got) {
+		if (r->finished)
+			req_free(r);
+		return;
+	}
+	watch_req(r);
 }
 
 static void

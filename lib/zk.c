@@ -1020,6 +1020,19 @@ zk_restart_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Start a fresh session now; on failure retry with back-off. */
+
+/*
+ * The C client leaves its host re-resolution delay at 0, which means
+ * "resolve unconditionally": it calls getaddrinfo() on every turn of its I/O
+ * thread (measured: most of a busy launcher's CPU). Re-resolve at most once
+ * a minute while connected; a reconnect always resolves afresh.
+ */
+static void
+zk_tune_handle(zhandle_t *zh)
+{
+	zoo_set_servers_resolution_delay(zh, 60 * 1000);
+}
+
 static int
 zk_start_handle(struct zk *zk)
 {
@@ -1034,6 +1047,8 @@ zk_start_handle(struct zk *zk)
 	else
 		zh = zookeeper_init(zk->hosts, c_session_watcher, ms, NULL, zk,
 		    ZOO_NO_LOG_CLIENTENV);
+	if (zh != NULL)
+		zk_tune_handle(zh);
 	if (zh == NULL) {
 		log_warn("zookeeper: cannot start a session with %s: %s; retrying in %.0f s",
 		    zk->hosts, strerror(errno), zk->restart_delay);
@@ -1333,6 +1348,7 @@ zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb sess
 		    errno == EINVAL ? "cannot parse or resolve" : strerror(errno));
 		goto fail;
 	}
+	zk_tune_handle(zk->zh);
 	if (zk->log_slot >= 0)
 		zoo_set_log_callback(zk->zh, slot_fns[zk->log_slot]);
 	return zk;

@@ -52,6 +52,7 @@ start)
 	tls=$(freeport)
 	cat >"$dir/zoo.cfg" <<CFG
 tickTime=500
+${NP_ZK_EXTRA_CFG:-}
 minSessionTimeout=1000
 maxSessionTimeout=60000
 dataDir=$dir/data
