@@ -195,12 +195,31 @@ headers_clear(struct http_req *r)
 	r->nrh = 0;
 }
 
+int
+http_header_split(const char *line, size_t len, size_t *name_len, const char **value,
+    size_t *value_len)
+{
+	const char *colon = memchr(line, ':', len), *v, *end = line + len;
+
+	if (colon == NULL)
+		return -1;
+	v = colon + 1;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && isspace((unsigned char)end[-1]))
+		end--;
+	*name_len = (size_t)(colon - line);
+	*value = v;
+	*value_len = (size_t)(end - v);
+	return 0;
+}
+
 static size_t
 header_cb(char *data, size_t size, size_t n, void *arg)
 {
 	struct http_req *r = arg;
 	size_t len = size * n, nl, vl;
-	const char *colon, *v, *end = data + len;
+	const char *v;
 	char *name, *value;
 
 	/* A status line starts a new answer (1xx, or a retried request):
@@ -209,16 +228,8 @@ header_cb(char *data, size_t size, size_t n, void *arg)
 		headers_clear(r);
 		return len;
 	}
-	colon = memchr(data, ':', len);
-	if (colon == NULL)
+	if (http_header_split(data, len, &nl, &v, &vl) != 0)
 		return len; /* the blank line, or junk */
-	nl = (size_t)(colon - data);
-	v = colon + 1;
-	while (v < end && (*v == ' ' || *v == '\t'))
-		v++;
-	while (end > v && isspace((unsigned char)end[-1]))
-		end--;
-	vl = (size_t)(end - v);
 	if (r->nrh == r->caprh) {
 		r->caprh = r->caprh ? r->caprh * 2 : 16;
 		r->rh = realloc(r->rh, r->caprh * sizeof(*r->rh));
@@ -324,8 +335,32 @@ deliver(struct http_req *r, int status, const char *error)
 	req_free(r);
 }
 
-/* Seconds to wait after a 429: Retry-After (delta-seconds or HTTP-date),
- * else 1, 2, 4... by the retries made; capped at backoff_max. */
+double
+http_retry_after(const char *value, long long now)
+{
+	char *end;
+	long long v;
+	time_t t;
+
+	while (*value == ' ' || *value == '\t')
+		value++;
+	if (*value >= '0' && *value <= '9') {
+		errno = 0;
+		v = strtoll(value, &end, 10);
+		while (*end == ' ' || *end == '\t')
+			end++;
+		if (*end != '\0' || errno == ERANGE)
+			return -1;
+		return (double)v;
+	}
+	t = curl_getdate(value, NULL);
+	if (t == (time_t)-1)
+		return -1;
+	return (double)t > (double)now ? (double)t - (double)now : 0;
+}
+
+/* Seconds to wait after a 429: Retry-After, else 1, 2, 4... by the
+ * retries made; capped at backoff_max. */
 static double
 retry_delay(struct http_req *r)
 {
@@ -337,17 +372,8 @@ retry_delay(struct http_req *r)
 	tmp.headers = r->rh;
 	tmp.nheaders = r->nrh;
 	ra = http_response_header(&tmp, "Retry-After");
-	if (ra != NULL) {
-		char *end;
-		long v = strtol(ra, &end, 10);
-		if (end != ra && *end == '\0' && v >= 0)
-			d = (double)v;
-		else {
-			time_t t = curl_getdate(ra, NULL);
-			if (t != (time_t)-1)
-				d = fmax(0, difftime(t, time(NULL)));
-		}
-	}
+	if (ra != NULL)
+		d = http_retry_after(ra, (long long)time(NULL));
 	if (d < 0)
 		d = ldexp(1.0, (int)(r->retries < 30 ? r->retries : 30));
 	return fmin(d, r->c->backoff_max);

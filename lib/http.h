@@ -124,4 +124,21 @@ void http_get_stats(const struct http_client *c, struct http_stats *st);
 /* Change the rate (calls per second; <= 0 unlimited). */
 void http_client_set_rate(struct http_client *c, double rate);
 
+/*
+ * The parsers of what a server sends (exposed for fuzzing):
+ *
+ * http_header_split: one raw header line as libcurl hands it ("Name:
+ * value\r\n", len bytes, not NUL-terminated). Returns 0 with the name
+ * (name_len bytes from line) and the value (value_len bytes from *value,
+ * blanks trimmed) inside the line; -1 for a line with no ':' (a status line,
+ * the blank end of the headers, junk).
+ *
+ * http_retry_after: a Retry-After value, delta-seconds ("120") or an
+ * HTTP-date ("Wed, 21 Oct 2015 07:28:00 GMT"), as seconds to wait from
+ * the epoch time `now` (a date in the past is 0); -1 when malformed.
+ */
+int http_header_split(const char *line, size_t len, size_t *name_len, const char **value,
+    size_t *value_len);
+double http_retry_after(const char *value, long long now);
+
 #endif

@@ -216,3 +216,23 @@ def test_worker_restart_keeps_serving(deployment, zuul):
     wait_for(lambda: zuul.nodes() == {}, what="old node deleted (instance not found)")
     rid, req = served(zuul, ["small"])
     wait_for(lambda: list(cloud.by_node()) == req["nodes"], what="one instance, the new node's")
+
+
+def test_diskimage_label_without_an_upload_is_not_ready(deployment, zk, zuul):
+    """The launcher has no image-upload cache yet (drv_latest_upload finds
+    none): a diskimage label is not ready, as upstream with no READY
+    upload: requests for it are declined, min-ready makes none."""
+    cfg = fake_config(deployment, labels={"di": {"diskimage": "debian-12"}, "small": {}},
+                      provider={"diskimages": [{"name": "debian-12"}]},
+                      top={"diskimages": [{"name": "debian-12"}]},
+                      label_top={"di": {"min-ready": 1}})
+    p = deployment.start_launcher("sim", deployment.write_config(cfg))
+    pool = wait_for(lambda: zuul.pools(), what="pool")[0]
+    rid = zuul.submit(["di"])
+    req = zuul.wait_request(rid)
+    assert req["state"] == "failed" and req["declined_by"] == [pool["id"]]
+    assert "images are not available" in p.output()
+    served(zuul, ["small"])  # the cloud-image label is fine
+    assert [n["type"] for n in zuul.nodes().values()] == [["small"]]
+    assert [r for r in zk.get_children("/nodepool/requests")
+            if zuul.request(r)["requestor"] == "NodePool:min-ready"] == []
