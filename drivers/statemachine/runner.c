@@ -116,9 +116,11 @@ sm_set_str(char **field, const char *v)
 
 struct sm_run {
 	TAILQ_ENTRY(sm_run) entry;
+	TAILQ_ENTRY(sm_run) ready_entry; /* on r->ready while queued */
+	int queued;
 	struct sm_runner *r;
 	struct sm_machine *m;
-	struct event *ev;
+	struct event *ev; /* the poll timer; firing queues the run */
 	double deadline; /* monotonic; 0: none */
 	double timeout;
 	sm_run_done done;
@@ -176,6 +178,9 @@ struct sm_runner {
 	struct sm_adapter *a;
 	struct nodescan *ns;
 	TAILQ_HEAD(, sm_run) runs;
+	TAILQ_HEAD(, sm_run) ready;  /* runs due for an advance() */
+	struct event *pump_ev;
+	int pump_scheduled;
 	TAILQ_HEAD(, sm_launch) launches;
 	TAILQ_HEAD(, sm_delete) deletes;
 	struct sm_runner_stats st;
@@ -187,6 +192,8 @@ run_free(struct sm_run *run)
 	struct sm_runner *r = run->r;
 
 	TAILQ_REMOVE(&r->runs, run, entry);
+	if (run->queued)
+		TAILQ_REMOVE(&r->ready, run, ready_entry);
 	r->st.runs--;
 	event_free(run->ev);
 	run->m->fw_run = NULL;
@@ -194,17 +201,72 @@ run_free(struct sm_run *run)
 	free(run);
 }
 
+/*
+ * Advances are made by one pump event, at most SM_ADVANCES_PER_TURN per
+ * turn of the loop; the rest wait for the next turn (a zero timer, which
+ * libevent runs after polling for I/O). So a thousand machines due at
+ * once (a wave of servers booting together) never hold the loop for
+ * long: ZooKeeper replies and other timers get their turn in between.
+ */
+#define SM_ADVANCES_PER_TURN 32
+
+static void advance_run(struct sm_run *run);
+
+static void
+pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sm_runner *r = arg;
+	struct sm_run *run;
+	struct timeval zero = {0, 0};
+	int n = 0;
+
+	(void)fd;
+	(void)what;
+	/* pump_scheduled stays set while we work: runs queued meanwhile
+	 * wait for the next turn */
+	while (n < SM_ADVANCES_PER_TURN && (run = TAILQ_FIRST(&r->ready)) != NULL) {
+		TAILQ_REMOVE(&r->ready, run, ready_entry);
+		run->queued = 0;
+		advance_run(run);
+		n++;
+	}
+	if (TAILQ_EMPTY(&r->ready))
+		r->pump_scheduled = 0;
+	else
+		event_add(r->pump_ev, &zero);
+}
+
+static void
+enqueue(struct sm_run *run)
+{
+	struct sm_runner *r = run->r;
+
+	if (run->queued)
+		return;
+	run->queued = 1;
+	TAILQ_INSERT_TAIL(&r->ready, run, ready_entry);
+	if (!r->pump_scheduled) {
+		r->pump_scheduled = 1;
+		event_active(r->pump_ev, EV_TIMEOUT, 0);
+	}
+}
+
 static void
 run_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct sm_run *run = arg;
+	(void)fd;
+	(void)what;
+	enqueue(arg);
+}
+
+static void
+advance_run(struct sm_run *run)
+{
 	struct sm_machine *m = run->m;
 	struct sm_instance *inst = NULL;
 	enum sm_status st;
 	double now = mono(), t;
 
-	(void)fd;
-	(void)what;
 	event_del(run->ev); /* woken early: drop the pending poll */
 	if (run->deadline > 0 && now >= run->deadline) {
 		m->error = SM_E_TIMEOUT;
@@ -229,6 +291,8 @@ run_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	/* finished: report, then free the machine */
 	TAILQ_REMOVE(&run->r->runs, run, entry);
+	if (run->queued) /* woken from inside advance() */
+		TAILQ_REMOVE(&run->r->ready, run, ready_entry);
 	run->r->st.runs--;
 	event_free(run->ev);
 	m->fw_run = NULL;
@@ -258,7 +322,7 @@ sm_run_start(struct sm_runner *r, struct sm_machine *m, double timeout, sm_run_d
 	m->fw_run = run;
 	TAILQ_INSERT_TAIL(&r->runs, run, entry);
 	r->st.runs++;
-	event_active(run->ev, EV_TIMEOUT, 0);
+	enqueue(run);
 	return run;
 }
 
@@ -275,7 +339,7 @@ sm_machine_wake(struct sm_machine *m)
 	struct sm_run *run = m->fw_run;
 
 	if (run != NULL)
-		event_active(run->ev, EV_TIMEOUT, 0);
+		enqueue(run);
 }
 
 /* ---- the runner --------------------------------------------------------------------- */
@@ -293,6 +357,12 @@ sm_runner_new(struct event_base *base, const struct sm_adapter_ops *ops, struct 
 	r->a = a;
 	r->ns = ns;
 	TAILQ_INIT(&r->runs);
+	TAILQ_INIT(&r->ready);
+	r->pump_ev = event_new(base, -1, 0, pump_cb, r);
+	if (r->pump_ev == NULL) {
+		free(r);
+		return NULL;
+	}
 	TAILQ_INIT(&r->launches);
 	TAILQ_INIT(&r->deletes);
 	return r;
@@ -316,6 +386,7 @@ sm_runner_free(struct sm_runner *r)
 		delete_free(d);
 	while ((run = TAILQ_FIRST(&r->runs)) != NULL)
 		run_free(run);
+	event_free(r->pump_ev);
 	free(r);
 }
 

@@ -501,6 +501,63 @@ Test(sm_runner, cancelled_run_never_reports)
 	cr_assert_eq(ad.freed, 1);
 }
 
+struct ticker {
+	struct event *ev;
+	struct sm_runner *r;
+	unsigned long long last;
+	unsigned long long max_between;
+	int ticks;
+};
+
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ticker *t = arg;
+	struct sm_runner_stats st;
+	struct timeval zero = {0, 0};
+
+	sm_runner_get_stats(t->r, &st);
+	if (st.advances - t->last > t->max_between)
+		t->max_between = st.advances - t->last;
+	t->last = st.advances;
+	t->ticks++;
+	if (st.runs > 0)
+		event_add(t->ev, &zero);
+	else
+		event_base_loopbreak(base);
+}
+
+Test(sm_runner, a_wave_of_machines_yields_to_the_loop)
+{
+	struct run_out o[200];
+	struct ticker t = {0};
+	struct timeval zero = {0, 0};
+	int i, done = 0;
+
+	memset(o, 0, sizeof(o));
+	for (i = 0; i < 200; i++)
+		sm_run_start(runner, t_create_machine(&ad, &(struct sm_create_args){
+		                          .hostname = "np0000000042",
+		                          .metadata = params("plain").metadata}),
+		    0, on_run, NULL, &o[i]);
+	t.r = runner;
+	t.ev = evtimer_new(base, tick_cb, &t);
+	event_add(t.ev, &zero);
+	while (done < 200) { /* on_run breaks the loop: run until all are in */
+		run_loop(5);
+		for (done = 0, i = 0; i < 200; i++)
+			done += o[i].called;
+		if (t.ticks > 10000)
+			break;
+	}
+	cr_assert_eq(done, 200);
+	/* 400 advances (submit, ready), never more than two turns' budget
+	 * between two turns of the loop */
+	cr_assert_leq(t.max_between, 64, "%llu advances in one turn", t.max_between);
+	cr_assert_geq(t.ticks, 400 / 64);
+	event_free(t.ev);
+}
+
 /* ---- launches ------------------------------------------------------------------------- */
 
 Test(sm_runner, launch_fills_the_node)
