@@ -14,7 +14,8 @@
 # load (its 100 ms probe, read from two SIGUSR2 dumps: one before the load
 # resets the window, the one after reports it).
 #
-# Environment: BENCH_ZK=plain talks to ZooKeeper without TLS (the server's
+# Environment: BENCH_WARMUP=M runs M requests first, unmeasured (1000: the
+# ZooKeeper server's JVM compiles its hot paths; 0 skips); BENCH_ZK=plain talks to ZooKeeper without TLS (the server's
 # TLS costs about half its CPU); NP_ZK_EXTRA_CFG=forceSync=no spares the
 # server an fsync per write (tests/zkfixture.sh); BUILD picks the build.
 set -eu
@@ -107,6 +108,12 @@ dump() {
 		sleep 0.05
 	done
 }
+warm=${BENCH_WARMUP:-1000}
+if [ "$warm" -gt 0 ]; then
+	# shellcheck disable=SC2086
+	"$BUILD/bench/zuul_load" -z "$zkurl/bench" $tlsopt -l small -n "$warm" -c "$C" \
+		>/dev/null || { tail -30 "$tmp/launcher.log"; exit 1; }
+fi
 dump
 echo "load: $N requests, concurrency $C, fake cloud boot-delay ${BOOT}s api-delay ${API}s"
 # shellcheck disable=SC2086 # tlsopt is a list of words
