@@ -73,6 +73,7 @@ struct fserver {
 	char id[32];
 	char *name;
 	enum fstatus status;
+	double created;    /* epoch seconds (state-file) */
 	double ready_at;   /* monotonic: BUILD -> ACTIVE (or ERROR) */
 	double gone_at;    /* monotonic: DELETING -> removed */
 	int will_fail, never_ready, unmanaged, delete_failed_once, leak_volume;
@@ -306,6 +307,11 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 	}
 	s->image = image != NULL ? strdup(image) : NULL;
 	s->az = strdup(az != NULL ? az : "fake-az-1");
+	{
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		s->created = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	}
 	s->ready_at = mono() + boot;
 	if (f->boot_failures > 0) {
 		f->boot_failures--;
@@ -392,11 +398,12 @@ cloud_json(struct sm_adapter *f)
 	TAILQ_FOREACH(s, &f->servers, entry)
 	{
 		json_array_append_new(a,
-		    json_pack("{s:s, s:s, s:s, s:O, s:s?, s:s?, s:s, s:s, s:s, s:s, s:i, s:i, s:b}",
+		    json_pack("{s:s, s:s, s:s, s:O, s:s?, s:s?, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:f}",
 		        "id", s->id, "name", s->name, "status", fstatus_names[s->status], "metadata",
 		        s->metadata, "label", s->label, "image", s->image, "az", s->az,
 		        "public_ipv4", s->ipv4, "private_ipv4", s->priv4, "public_ipv6", s->ipv6,
-		        "cores", s->cores, "ram", s->ram, "unmanaged", s->unmanaged));
+		        "cores", s->cores, "ram", s->ram, "unmanaged", s->unmanaged, "created",
+		        s->created));
 	}
 	TAILQ_FOREACH(v, &f->volumes, entry)
 	json_array_append_new(vols, json_pack("{s:s, s:O, s:s?}", "id", v->id, "metadata",

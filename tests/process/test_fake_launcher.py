@@ -236,3 +236,18 @@ def test_diskimage_label_without_an_upload_is_not_ready(deployment, zk, zuul):
     assert [n["type"] for n in zuul.nodes().values()] == [["small"]]
     assert [r for r in zk.get_children("/nodepool/requests")
             if zuul.request(r)["requestor"] == "NodePool:min-ready"] == []
+
+
+def test_rate_spaces_cloud_calls(deployment, zuul):
+    """`rate` (calls per second) holds the simulated cloud's calls apart:
+    creates of launches started together are at least 1/rate apart."""
+    cfg = fake_config(deployment, provider={"rate": 10})
+    deployment.start_launcher("sim", deployment.write_config(cfg))
+    cloud = Cloud(deployment)
+    rids = [zuul.submit(["small"]) for _ in range(5)]
+    for rid in rids:
+        assert zuul.wait_request(rid)["state"] == "fulfilled"
+    wait_for(lambda: len(cloud.instances()) == 5, what="5 instances")
+    created = sorted(i["created"] for i in cloud.instances())
+    gaps = [b - a for a, b in zip(created, created[1:])]
+    assert min(gaps) >= 0.099, gaps
