@@ -13,8 +13,10 @@
  *     launch beyond the real limits is then refused by the cloud and
  *     aborted);
  *   - leak cleanup on the launcher's cleanup timer: resources tagged with
- *     our provider name whose node id ZooKeeper does not know, two passes
- *     in a row, are deleted (counters leaked.<type>s);
+ *     our provider name whose node id (or upload) ZooKeeper does not know,
+ *     two passes in a row, are deleted (counters leaked.<type>s);
+ *   - the diskimage uploads it can boot from (images.c), when the launcher
+ *     offers its ZooKeeper handle (drv_zk);
  *   - an event-loop lag probe: a 100 ms timer records how late it fires
  *     (the whole worker's loop: ZooKeeper, requests, launches), shown in
  *     the dump as the maximum since start and since the previous dump.
@@ -81,8 +83,11 @@ struct drv_provider {
 	unsigned long long quota_reads;
 
 	/* leak cleanup */
-	struct strset *maybe_leaked; /* node ids unknown on the last pass */
+	struct strset *maybe_leaked; /* node ids (and "upload:<build>-<id>")
+	                                unknown on the last pass */
 	int leak_busy;
+
+	struct sm_images *images; /* NULL without a ZooKeeper handle */
 
 	/* loop lag */
 	struct event *lag_ev;
@@ -270,17 +275,21 @@ sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out)
 
 /* ---- labels ----------------------------------------------------------------------------- */
 
-__attribute__((weak)) int
-drv_latest_upload(struct launcher *lc, const char *image, char *external_id, size_t idlen,
-    char *path, size_t pathlen)
+__attribute__((weak)) struct zk *
+drv_zk(struct launcher *lc)
 {
 	(void)lc;
-	(void)image;
-	(void)external_id;
-	(void)idlen;
-	(void)path;
-	(void)pathlen;
-	return -1;
+	return NULL;
+}
+
+/* The latest READY upload of a diskimage, as upstream's launch does. */
+static int
+latest_upload(struct drv_provider *dp, const char *image, char *eid, size_t idlen, char *path,
+    size_t pathlen)
+{
+	if (dp->images == NULL)
+		return -1;
+	return sm_images_latest(dp->images, image, eid, idlen, path, pathlen);
 }
 
 static int
@@ -289,7 +298,7 @@ label_entry_ready(struct drv_provider *dp, const struct sm_label *l)
 	char id[256], path[512];
 
 	if (l->diskimage != NULL)
-		return drv_latest_upload(dp->lc, l->diskimage, id, sizeof(id), path, sizeof(path)) == 0;
+		return latest_upload(dp, l->diskimage, id, sizeof(id), path, sizeof(path)) == 0;
 	if (dp->ops->label_ready != NULL)
 		return dp->ops->label_ready(dp->ad, l);
 	return 1;
@@ -438,7 +447,7 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	}
 	memset(&p, 0, sizeof(p));
 	if (lab->diskimage != NULL) {
-		if (drv_latest_upload(dp->lc, lab->diskimage, image_eid, sizeof(image_eid), path,
+		if (latest_upload(dp, lab->diskimage, image_eid, sizeof(image_eid), path,
 			sizeof(path)) != 0) {
 			snprintf(msg, sizeof(msg), "Unable to find current cloud image %s in %s",
 			    lab->diskimage, dp->cfg->provider);
@@ -541,11 +550,11 @@ leak_deleted(int ok, const char *error, void *arg)
 		snprintf(key, sizeof(key), "leaked.%ss", x->type);
 		json_object_set_new(dp->leaked, key,
 		    json_integer(json_integer_value(json_object_get(dp->leaked, key)) + 1));
-		log_info("provider %s: deleted leaked %s %s (node %s)", dp->cfg->provider, x->type,
-		    x->id, x->node_id);
+		log_info("provider %s: deleted leaked %s %s (%s%s)", dp->cfg->provider, x->type,
+		    x->id, strncmp(x->node_id, "upload:", 7) == 0 ? "" : "node ", x->node_id);
 		stats_refresh(dp);
 	} else {
-		log_warn("provider %s: unable to delete leaked %s %s (node %s): %s",
+		log_warn("provider %s: unable to delete leaked %s %s (%s): %s",
 		    dp->cfg->provider, x->type, x->id, x->node_id, error ? error : "?");
 	}
 	free(x->type);
@@ -555,9 +564,11 @@ leak_deleted(int ok, const char *error, void *arg)
 }
 
 /* As upstream's cleanupLeakedResources: a resource tagged with our
- * provider whose node id ZooKeeper does not know, on two passes in a row
- * (so a launch racing the listing is not mistaken for a leak). Uploads
- * (nodepool_upload_id) are left for when the launcher knows uploads. */
+ * provider whose node id ZooKeeper does not know, or whose upload
+ * (nodepool_build_id, nodepool_upload_id) this provider has no record of,
+ * on two passes in a row (so a launch or upload racing the listing is not
+ * mistaken for a leak). Uploads are judged only once the upload cache has
+ * read ZooKeeper (not without a ZooKeeper handle: see drv_zk). */
 static void
 leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg)
 {
@@ -582,17 +593,29 @@ leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg
 		    "nodepool_node_id"));
 		struct leak_ctx *x;
 
-		if (pn == NULL || strcmp(pn, dp->cfg->provider) != 0 || nid == NULL ||
-		    strset_has(known, nid))
+		const char *bid = json_string_value(json_object_get(v[i].metadata,
+		    "nodepool_build_id"));
+		const char *uid = json_string_value(json_object_get(v[i].metadata,
+		    "nodepool_upload_id"));
+		char key[300];
+
+		if (pn == NULL || strcmp(pn, dp->cfg->provider) != 0)
 			continue;
-		strset_add(seen, nid);
-		if (!strset_has(dp->maybe_leaked, nid) || dp->ops->delete_resource == NULL)
+		if (nid != NULL && !strset_has(known, nid))
+			snprintf(key, sizeof(key), "%s", nid);
+		else if (uid != NULL && bid != NULL && dp->images != NULL &&
+		    sm_images_known_upload(dp->images, bid, uid) == 0)
+			snprintf(key, sizeof(key), "upload:%s-%s", bid, uid);
+		else
+			continue;
+		strset_add(seen, key);
+		if (!strset_has(dp->maybe_leaked, key) || dp->ops->delete_resource == NULL)
 			continue;
 		x = calloc(1, sizeof(*x));
 		x->dp = dp;
 		x->type = strdup(v[i].type);
 		x->id = strdup(v[i].id);
-		x->node_id = strdup(nid);
+		x->node_id = strdup(key);
 		dp->ops->delete_resource(dp->ad, &v[i], leak_deleted, x);
 	}
 	strset_free(known);
@@ -653,6 +676,8 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	}
 	dp->scanner = nodescan_new(base, NULL, 0, 0);
 	dp->runner = sm_runner_new(base, ops, dp->ad, dp->scanner);
+	if (drv_zk(lc) != NULL)
+		dp->images = sm_images_new(drv_zk(lc), base, dp->cfg->provider, 60);
 	dp->lag_ev = event_new(base, -1, 0, lag_cb, dp);
 	if (dp->scanner == NULL || dp->runner == NULL || dp->lag_ev == NULL)
 		abort();
@@ -699,6 +724,7 @@ sm_drv_provider_free(struct drv_provider *dp)
 	}
 	sm_runner_free(dp->runner);
 	dp->ops->adapter_free(dp->ad);
+	sm_images_free(dp->images);
 	nodescan_free(dp->scanner);
 	event_free(dp->lag_ev);
 	drv_quota_clear(&dp->quota);
@@ -735,6 +761,12 @@ sm_drv_dump(struct drv_provider *dp, struct evbuffer *out)
 		evbuffer_add_printf(out, "    quota for nodepool: not read yet (unlimited)\n");
 	json_object_foreach(dp->leaked, k, v)
 	evbuffer_add_printf(out, "    %s: %lld\n", k, (long long)json_integer_value(v));
+	if (dp->images != NULL)
+		evbuffer_add_printf(out, "    diskimage uploads: %d reads of ZooKeeper\n",
+		    sm_images_walks(dp->images));
+	else if (dp->cfg->ndiskimages > 0)
+		evbuffer_add_printf(out, "    diskimage uploads: unknown (no ZooKeeper handle from "
+					 "the launcher)\n");
 	evbuffer_add_printf(out, "    event loop lag: max %.1f ms since start, %.1f ms since the "
 				 "last dump\n",
 	    dp->lag_max * 1000.0, dp->lag_window_max * 1000.0);

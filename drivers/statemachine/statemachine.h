@@ -255,19 +255,45 @@ void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
 	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,            \
 	.dump = sm_drv_dump
 
+/* ---- diskimage uploads (images.c) ---------------------------------------------------- */
+
+struct zk;
+struct sm_images;
+
 /*
- * The most recent READY upload of diskimage `image` for this provider, as
- * upstream's getMostRecentImageUpload(cached=True): 0 with the upload's
- * external id and its znode path
- * (/nodepool/images/<image>/builds/<build>/providers/<provider>/images/<id>,
- * a node's image_id) copied into the buffers; -1 when there is none.
- *
- * A launcher service: the launcher has no image cache yet, so the
- * framework carries a weak default that finds none (diskimage labels are
- * then "not ready" and their requests declined, as upstream with no
- * upload). A launcher that caches uploads defines it and wins at link time.
+ * The uploads a provider can boot from, read from ZooKeeper every
+ * interval seconds (<= 0: 60) and on demand: the most recent READY upload
+ * of each diskimage (upstream's getMostRecentImageUpload(cached=True)) and
+ * the set of every upload of this provider (getProviderUploads, for leak
+ * cleanup). zk stays the caller's and must outlive the cache.
  */
-int drv_latest_upload(struct launcher *lc, const char *image, char *external_id,
-    size_t idlen, char *path, size_t pathlen);
+struct sm_images *sm_images_new(struct zk *zk, struct event_base *base, const char *provider,
+    double interval);
+void sm_images_free(struct sm_images *s); /* NULL is a no-op */
+/* Start a walk now (unless one runs). */
+void sm_images_refresh(struct sm_images *s);
+/*
+ * 0 with the external id of image's most recent READY upload and its znode
+ * path (.../builds/<build>/providers/<provider>/images/<upload>, a node's
+ * image_id) copied into the buffers; -1 when none is known (a walk then
+ * starts, at most one every 5 s, in case one was uploaded since).
+ */
+int sm_images_latest(struct sm_images *s, const char *image, char *external_id, size_t idlen,
+    char *path, size_t pathlen);
+/* 1 when this provider has an upload <build_id>-<upload_id> in ZooKeeper
+ * (any state), 0 when not, -1 before the first complete walk. */
+int sm_images_known_upload(const struct sm_images *s, const char *build_id,
+    const char *upload_id);
+/* Walks completed. */
+int sm_images_walks(const struct sm_images *s);
+
+/*
+ * The launcher's ZooKeeper handle, for the upload cache above: a launcher
+ * service the launcher does not offer yet. The framework carries a weak
+ * default returning NULL (then diskimage labels are never ready, as
+ * upstream with no READY upload, and uploads are never taken for leaks);
+ * a launcher that defines it (`return lc->zk;`) wins at link time.
+ */
+struct zk *drv_zk(struct launcher *lc);
 
 #endif
