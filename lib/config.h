@@ -68,21 +68,38 @@
  * provider keys, boot-timeout, launch-timeout, launch-retries, rate (0 =
  * unlimited, the default), region-name, host-key-checking (default false:
  * simulated nodes have no sshd), image-name-format, cloud-images,
- * diskimages, pools, and these fault-injection keys:
+ * diskimages, pools, and these simulation and fault-injection keys
+ * (drivers/fake/fake.c has the details):
  *   boot-delay           seconds a server takes to become ready (0)
  *   delete-delay         seconds a delete takes (0)
- *   failure-rate         0..1, share of launches that fail (0)
+ *   api-delay            seconds each cloud call takes to answer (0)
+ *   failure-rate         0..1, share of servers that end in ERROR while
+ *                        booting (0)
+ *   boot-failures        int >= 0: the first N servers end in ERROR (0)
+ *   never-ready-rate     0..1, share of servers that never become ready (0)
+ *   create-error-rate    0..1, share of creates refused with an error (0)
+ *   quota-error-rate     0..1, share of creates refused for quota (0)
+ *   quota-errors         int >= 0: the first N creates refused for quota (0)
  *   delete-failure-rate  0..1, share of deletes that fail once (0)
+ *   leak-rate            0..1, share of deletes answered "done" while the
+ *                        server stays (0)
+ *   volume-leak-rate     0..1, share of deleted servers whose volume stays (0)
  *   quota                {instances, cores, ram}: the simulated cloud's
- *                        limits (unlimited)
+ *                        limits, enforced at create (unlimited)
+ *   report-quota         bool: the limits are reported to nodepool (true)
+ *   unmanaged-instances  int >= 0: servers not created by nodepool (0)
+ *   fake-ssh-port        port: servers' interface_ip is 127.0.0.1 and their
+ *                        connection port this (a real sshd for nodescan)
+ *   state-file           path: a JSON picture of the simulated cloud,
+ *                        rewritten as it changes (tests, benchmarks)
  *   seed                 integer seed of the failure dice (0: random)
  * A fake pool takes name, labels (required), max-servers, max-cores, max-ram,
  * priority, node-attributes, host-key-checking, ignore-provider-quota and
  * availability-zones. A fake label takes name, cloud-image or diskimage
  * (optional; a diskimage must be in the provider's diskimages), flavor-name,
  * instance-type, min-ram, key-name, userdata, instance-properties,
- * host-key-checking, cores (1), ram (MB, 1024), and per-label boot-delay and
- * failure-rate overriding the provider's.
+ * host-key-checking, console-log, cores (1), ram (MB, 1024), and per-label
+ * boot-delay and failure-rate overriding the provider's.
  *
  * Ownership: every string and array below is owned by its struct np_config;
  * json_t members are references owned by it too; raw nodes point into the

@@ -120,6 +120,10 @@ static const struct sc_schema s_positive = {.type = SC_FLOAT, .check = chk_posit
 static const struct sc_schema s_nonneg = {.type = SC_FLOAT, .check = chk_nonneg};
 static const struct sc_schema s_rate01 = {.type = SC_FLOAT, .check = chk_rate01};
 static const struct sc_schema s_nonempty_str = {.type = SC_STR, .check = chk_nonempty};
+static const struct sc_schema s_nonneg_int = {.type = SC_INT, .check = chk_nonneg};
+static const struct sc_schema s_port_no = {.type = SC_INT, .check = chk_port};
+#define NONNEG_INT   (&s_nonneg_int)
+#define PORT	     (&s_port_no)
 #define POSITIVE     (&s_positive)
 #define NONNEG	     (&s_nonneg)
 #define RATE01	     (&s_rate01)
@@ -555,7 +559,7 @@ static const struct sc_schema fake_label = {
 		 OPT("flavor-name", STR), OPT("instance-type", STR), OPT("min-ram", INT),
 		 OPT("key-name", STR), OPT("userdata", STR), OPT("instance-properties", DICT),
 		 OPT("host-key-checking", BOOL), OPT("cores", INT), OPT("ram", INT),
-		 OPT("boot-delay", NONNEG), OPT("failure-rate", RATE01)),
+		 OPT("boot-delay", NONNEG), OPT("failure-rate", RATE01), OPT("console-log", BOOL)),
     .groups = GROUPS(EXCL("cloud-image", "diskimage")),
 };
 
@@ -581,10 +585,15 @@ static const struct sc_schema fake_provider = {
 	OPT("diskimages",
 	    SEQ(MAP(REQ("name", STR), OPT("pause", BOOL), OPT("meta", DICT), OPT("username", STR),
 		    OPT("connection-type", STR), OPT("connection-port", INT)))),
-	OPT("boot-delay", NONNEG), OPT("delete-delay", NONNEG), OPT("failure-rate", RATE01),
-	OPT("delete-failure-rate", RATE01),
+	OPT("boot-delay", NONNEG), OPT("delete-delay", NONNEG), OPT("api-delay", NONNEG),
+	OPT("failure-rate", RATE01), OPT("boot-failures", NONNEG_INT),
+	OPT("never-ready-rate", RATE01), OPT("create-error-rate", RATE01),
+	OPT("quota-error-rate", RATE01), OPT("quota-errors", NONNEG_INT),
+	OPT("delete-failure-rate", RATE01), OPT("leak-rate", RATE01),
+	OPT("volume-leak-rate", RATE01),
 	OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT))),
-	OPT("seed", INT)),
+	OPT("report-quota", BOOL), OPT("unmanaged-instances", NONNEG_INT),
+	OPT("fake-ssh-port", PORT), OPT("state-file", NONEMPTY_STR), OPT("seed", INT)),
 };
 
 /* ---- registry ---------------------------------------------------------------------- */

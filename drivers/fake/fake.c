@@ -1,0 +1,1176 @@
+/*
+ * The `fake` driver: a simulated cloud inside the worker, behind a
+ * state-machine Adapter (drivers/statemachine/adapter.h), for tests and
+ * for benchmarks of the framework itself. Upstream has a fake driver for
+ * its own tests (driver/fake: a fake OpenStack SDK); this one simulates
+ * the cloud, not an SDK, and can be told to misbehave.
+ *
+ * The cloud: servers (instances) with ids ("i-000001"), a name
+ * (the hostname "np<node id>"), addresses (public 203.0.113.x, private
+ * 10.x.y.z, IPv6 2001:db8::x), the metadata given at create, the label's
+ * cores and ram; one volume per server ("vol-000001", same metadata);
+ * images uploaded by the builder. Calls to it (create, delete, list,
+ * upload, console) are asynchronous: they wait for the provider's `rate`
+ * and then answer after `api-delay` seconds (0: on the next loop turn).
+ * A server is ACTIVE `boot-delay` seconds after its create (unless a fault
+ * says otherwise) and is gone `delete-delay` seconds after its delete.
+ *
+ * Provider keys (validated by lib/config; see lib/config.h):
+ *   boot-delay, delete-delay, api-delay   seconds (0)
+ *   failure-rate          0..1 share of servers ending in ERROR while booting
+ *   boot-failures         the first N servers end in ERROR (deterministic)
+ *   never-ready-rate      0..1 share of servers that stay BUILD forever
+ *   create-error-rate     0..1 share of creates refused with an error
+ *   quota-error-rate      0..1 share of creates refused with a quota error
+ *   quota-errors          the first N creates refused with a quota error
+ *   delete-failure-rate   0..1 share of deletes that fail (once per server)
+ *   leak-rate             0..1 share of deletes answered "done" while the
+ *                         server stays (a leaked instance)
+ *   volume-leak-rate      0..1 share of deleted servers leaving their volume
+ *   quota                 {instances, cores, ram}: the cloud's limits,
+ *                         enforced at create (unlimited)
+ *   report-quota          the limits are reported to nodepool (true); false:
+ *                         only enforced, so launches run into quota errors
+ *   unmanaged-instances   servers of somebody else's from the start (0),
+ *                         1 core and 1024 MB each
+ *   fake-ssh-port         servers' interface_ip is 127.0.0.1 and their
+ *                         connection port this: a real sshd there makes
+ *                         the real nodescan path run (host-key-checking)
+ *   state-file            path of a JSON picture of the cloud (servers,
+ *                         volumes, images, counters, the framework's
+ *                         counters) rewritten within 0.25 s of a change
+ *                         and every second, for tests ("nothing left
+ *                         behind") and benchmarks
+ *   seed                  seed of the fault dice (0: random)
+ * Label keys: cores (1), ram (MB, 1024), boot-delay, failure-rate (the
+ * provider's unless set), console-log.
+ */
+#include "statemachine/statemachine.h"
+
+#include <sys/queue.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "log.h"
+#include "ratelimit.h"
+
+#define FAKE_FLUSH_DIRTY 0.25 /* s: state-file rewrite after a change */
+#define FAKE_FLUSH_EVERY 1.0  /* s: and at least this often */
+
+enum fstatus { F_BUILD, F_ACTIVE, F_ERROR, F_DELETING };
+
+static const char *const fstatus_names[] = {"BUILD", "ACTIVE", "ERROR", "DELETING"};
+
+struct fserver {
+	TAILQ_ENTRY(fserver) entry;
+	char id[32];
+	char *name;
+	enum fstatus status;
+	double created;    /* epoch seconds (state-file) */
+	double ready_at;   /* monotonic: BUILD -> ACTIVE (or ERROR) */
+	double gone_at;    /* monotonic: DELETING -> removed */
+	int will_fail, never_ready, unmanaged, delete_failed_once, leak_volume;
+	json_t *metadata;
+	char ipv4[16], priv4[16], ipv6[48];
+	char *label, *image, *az;
+	int cores, ram;
+	char volume[32];   /* "" when none */
+};
+
+struct fvolume {
+	TAILQ_ENTRY(fvolume) entry;
+	char id[32];
+	json_t *metadata;
+	char server[32];   /* "" when detached */
+};
+
+struct fimage {
+	TAILQ_ENTRY(fimage) entry;
+	char id[32];
+	char *name;
+	json_t *metadata;
+};
+
+struct fmachine;
+
+/* A call to the simulated API in flight. */
+struct fcall {
+	TAILQ_ENTRY(fcall) entry;
+	struct sm_adapter *f;
+	struct fmachine *owner;  /* the machine waiting for it, or NULL */
+	struct ratelimit_wait *wait;
+	struct event *ev;
+	void (*run)(struct fcall *c); /* does the work and calls back */
+	/* arguments and callback, by kind */
+	char *s1, *s2;
+	const struct sm_label *label;
+	json_t *meta;
+	union {
+		sm_instances_cb instances;
+		sm_resources_cb resources;
+		sm_done_cb done;
+		sm_quota_cb quota;
+		sm_upload_cb upload;
+		sm_console_cb console;
+	} cb;
+	void *arg;
+};
+
+struct sm_adapter {
+	const struct sm_env *env;
+	struct event_base *base;
+	struct ratelimit *rl;
+	TAILQ_HEAD(, fserver) servers;
+	TAILQ_HEAD(, fvolume) volumes;
+	TAILQ_HEAD(, fimage) images;
+	TAILQ_HEAD(, fcall) calls;
+	unsigned long long seq;
+	uint64_t dice;
+	/* config */
+	double boot_delay, delete_delay, api_delay;
+	double failure_rate, never_ready_rate, create_error_rate, quota_error_rate;
+	double delete_failure_rate, leak_rate, volume_leak_rate;
+	long long boot_failures, quota_errors;
+	double q_instances, q_cores, q_ram; /* INFINITY = unlimited */
+	int report_quota;
+	int ssh_port;
+	char *state_file;
+	/* counters */
+	unsigned long long creates, create_errors, quota_refusals, boot_errors, deletes,
+	    delete_errors, leaked_on_delete, volumes_leaked, listings;
+	/* state file */
+	struct event *flush_ev; /* every FAKE_FLUSH_EVERY */
+	struct event *dirty_ev; /* FAKE_FLUSH_DIRTY after a change */
+	int dirty;
+	int stopped;
+};
+
+static double
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double
+j_num(const json_t *o, const char *k, double def)
+{
+	const json_t *v = json_object_get(o, k);
+
+	return json_is_number(v) ? json_number_value(v) : def;
+}
+
+static int
+j_bool(const json_t *o, const char *k, int def)
+{
+	const json_t *v = json_object_get(o, k);
+
+	return json_is_boolean(v) ? json_is_true(v) : def;
+}
+
+/* xorshift64*: the fault dice, reproducible from `seed`. */
+static double
+roll(struct sm_adapter *f)
+{
+	f->dice ^= f->dice >> 12;
+	f->dice ^= f->dice << 25;
+	f->dice ^= f->dice >> 27;
+	return (double)((f->dice * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
+}
+
+static int
+chance(struct sm_adapter *f, double p)
+{
+	return p > 0 && roll(f) < p;
+}
+
+static void
+mark_dirty(struct sm_adapter *f)
+{
+	struct timeval tv = {0, (suseconds_t)(FAKE_FLUSH_DIRTY * 1e6)};
+
+	f->dirty = 1;
+	if (f->dirty_ev != NULL && !event_pending(f->dirty_ev, EV_TIMEOUT, NULL))
+		event_add(f->dirty_ev, &tv);
+}
+
+/* ---- the cloud's database ------------------------------------------------------ */
+
+static struct fserver *
+server_get(struct sm_adapter *f, const char *id)
+{
+	struct fserver *s;
+
+	TAILQ_FOREACH(s, &f->servers, entry)
+	if (strcmp(s->id, id) == 0)
+		return s;
+	return NULL;
+}
+
+static struct fvolume *
+volume_get(struct sm_adapter *f, const char *id)
+{
+	struct fvolume *v;
+
+	TAILQ_FOREACH(v, &f->volumes, entry)
+	if (strcmp(v->id, id) == 0)
+		return v;
+	return NULL;
+}
+
+static void
+volume_remove(struct sm_adapter *f, struct fvolume *v)
+{
+	TAILQ_REMOVE(&f->volumes, v, entry);
+	json_decref(v->metadata);
+	free(v);
+	mark_dirty(f);
+}
+
+static void
+server_remove(struct sm_adapter *f, struct fserver *s)
+{
+	struct fvolume *v = s->volume[0] ? volume_get(f, s->volume) : NULL;
+
+	if (v != NULL) {
+		if (s->leak_volume) {
+			v->server[0] = '\0'; /* detached, left behind */
+			f->volumes_leaked++;
+		} else
+			volume_remove(f, v);
+	}
+	TAILQ_REMOVE(&f->servers, s, entry);
+	json_decref(s->metadata);
+	free(s->name);
+	free(s->label);
+	free(s->image);
+	free(s->az);
+	free(s);
+	mark_dirty(f);
+}
+
+/* Time passes: servers boot and finish deleting. */
+static void
+settle(struct sm_adapter *f)
+{
+	struct fserver *s, *next;
+	double now = mono();
+
+	for (s = TAILQ_FIRST(&f->servers); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		if (s->status == F_BUILD && !s->never_ready && now >= s->ready_at) {
+			s->status = s->will_fail ? F_ERROR : F_ACTIVE;
+			if (s->will_fail)
+				f->boot_errors++;
+			mark_dirty(f);
+		} else if (s->status == F_DELETING && now >= s->gone_at) {
+			server_remove(f, s);
+		}
+	}
+}
+
+static struct fserver *
+server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
+    const char *image, const json_t *meta, const char *az)
+{
+	struct fserver *s = calloc(1, sizeof(*s));
+	struct fvolume *v = calloc(1, sizeof(*v));
+	unsigned long long n = ++f->seq;
+	double boot = f->boot_delay, frate = f->failure_rate;
+
+	if (s == NULL || v == NULL)
+		abort();
+	snprintf(s->id, sizeof(s->id), "i-%06llu", n);
+	s->name = strdup(name);
+	s->metadata = meta != NULL ? json_deep_copy(meta) : json_object();
+	snprintf(s->ipv4, sizeof(s->ipv4), "203.0.113.%llu", n % 254 + 1);
+	snprintf(s->priv4, sizeof(s->priv4), "10.%llu.%llu.%llu", (n >> 16) & 255, (n >> 8) & 255,
+	    n & 255);
+	snprintf(s->ipv6, sizeof(s->ipv6), "2001:db8::%llx", n);
+	s->cores = 1;
+	s->ram = 1024;
+	if (label != NULL) {
+		s->label = strdup(label->name);
+		s->cores = (int)j_num(label->raw, "cores", 1);
+		s->ram = (int)j_num(label->raw, "ram", 1024);
+		boot = j_num(label->raw, "boot-delay", boot);
+		frate = j_num(label->raw, "failure-rate", frate);
+	}
+	s->image = image != NULL ? strdup(image) : NULL;
+	s->az = strdup(az != NULL ? az : "fake-az-1");
+	{
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		s->created = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	}
+	s->ready_at = mono() + boot;
+	if (f->boot_failures > 0) {
+		f->boot_failures--;
+		s->will_fail = 1;
+	} else
+		s->will_fail = chance(f, frate);
+	s->never_ready = chance(f, f->never_ready_rate);
+	s->status = F_BUILD;
+	snprintf(v->id, sizeof(v->id), "vol-%06llu", n);
+	v->metadata = json_deep_copy(s->metadata);
+	snprintf(v->server, sizeof(v->server), "%s", s->id);
+	snprintf(s->volume, sizeof(s->volume), "%s", v->id);
+	TAILQ_INSERT_TAIL(&f->servers, s, entry);
+	TAILQ_INSERT_TAIL(&f->volumes, v, entry);
+	mark_dirty(f);
+	return s;
+}
+
+static struct sm_instance *
+server_instance(struct sm_adapter *f, const struct fserver *s)
+{
+	struct sm_instance *i = sm_instance_new();
+
+	sm_set_str(&i->external_id, s->id);
+	i->ready = s->status == F_ACTIVE;
+	i->deleted = s->status == F_DELETING;
+	sm_set_str(&i->public_ipv4, s->ipv4);
+	sm_set_str(&i->private_ipv4, s->priv4);
+	sm_set_str(&i->public_ipv6, s->ipv6);
+	if (f->ssh_port > 0) {
+		sm_set_str(&i->interface_ip, "127.0.0.1");
+		i->connection_port = f->ssh_port;
+	} else
+		sm_set_str(&i->interface_ip, s->ipv4);
+	sm_set_str(&i->cloud, "fake");
+	sm_set_str(&i->region, json_string_value(json_object_get(f->env->provider, "region-name")));
+	sm_set_str(&i->az, s->az);
+	sm_set_str(&i->host_id, "fake-host-1");
+	json_decref(i->metadata);
+	i->metadata = json_deep_copy(s->metadata);
+	drv_quota_init(&i->quota, s->cores, 1, s->ram);
+	return i;
+}
+
+/* Is there room for one more server of this size? (limits count every
+ * server, deleting ones included, as a real cloud's usage does) */
+static const char *
+over_quota(struct sm_adapter *f, int cores, int ram)
+{
+	static char msg[160];
+	const struct fserver *s;
+	double n = 0, c = 0, r = 0;
+
+	TAILQ_FOREACH(s, &f->servers, entry)
+	{
+		n += 1;
+		c += s->cores;
+		r += s->ram;
+	}
+	if (n + 1 > f->q_instances)
+		snprintf(msg, sizeof(msg), "Quota exceeded for instances: Requested 1, but already "
+		    "used %.0f of %.0f instances", n, f->q_instances);
+	else if (c + cores > f->q_cores)
+		snprintf(msg, sizeof(msg), "Quota exceeded for cores: Requested %d, but already "
+		    "used %.0f of %.0f cores", cores, c, f->q_cores);
+	else if (r + ram > f->q_ram)
+		snprintf(msg, sizeof(msg), "Quota exceeded for ram: Requested %d, but already used "
+		    "%.0f of %.0f ram", ram, r, f->q_ram);
+	else
+		return NULL;
+	return msg;
+}
+
+/* ---- the state file ------------------------------------------------------------------ */
+
+static json_t *
+cloud_json(struct sm_adapter *f)
+{
+	json_t *o = json_object(), *a = json_array(), *vols = json_array(), *imgs = json_array();
+	const struct fserver *s;
+	const struct fvolume *v;
+	const struct fimage *im;
+
+	TAILQ_FOREACH(s, &f->servers, entry)
+	{
+		json_array_append_new(a,
+		    json_pack("{s:s, s:s, s:s, s:O, s:s?, s:s?, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:f}",
+		        "id", s->id, "name", s->name, "status", fstatus_names[s->status], "metadata",
+		        s->metadata, "label", s->label, "image", s->image, "az", s->az,
+		        "public_ipv4", s->ipv4, "private_ipv4", s->priv4, "public_ipv6", s->ipv6,
+		        "cores", s->cores, "ram", s->ram, "unmanaged", s->unmanaged, "created",
+		        s->created));
+	}
+	TAILQ_FOREACH(v, &f->volumes, entry)
+	json_array_append_new(vols, json_pack("{s:s, s:O, s:s?}", "id", v->id, "metadata",
+	    v->metadata, "server", v->server[0] ? v->server : NULL));
+	TAILQ_FOREACH(im, &f->images, entry)
+	json_array_append_new(imgs, json_pack("{s:s, s:s, s:O}", "id", im->id, "name", im->name,
+	    "metadata", im->metadata));
+	json_object_set_new(o, "provider", json_string(f->env->provider_name));
+	json_object_set_new(o, "instances", a);
+	json_object_set_new(o, "volumes", vols);
+	json_object_set_new(o, "images", imgs);
+	json_object_set_new(o, "counters",
+	    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "creates",
+	        (json_int_t)f->creates, "create_errors", (json_int_t)f->create_errors,
+	        "quota_errors", (json_int_t)f->quota_refusals, "boot_errors",
+	        (json_int_t)f->boot_errors, "deletes", (json_int_t)f->deletes, "delete_errors",
+	        (json_int_t)f->delete_errors, "leaked_on_delete", (json_int_t)f->leaked_on_delete,
+	        "volumes_leaked", (json_int_t)f->volumes_leaked, "listings",
+	        (json_int_t)f->listings));
+	json_object_set(o, "framework", (json_t *)f->env->stats);
+	return o;
+}
+
+/* Small and local: written from the loop (tests and benchmarks only). */
+static void
+flush_state(struct sm_adapter *f)
+{
+	char tmp[4096];
+	json_t *o;
+
+	if (f->state_file == NULL)
+		return;
+	settle(f);
+	o = cloud_json(f);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", f->state_file, (int)getpid());
+	if (json_dump_file(o, tmp, JSON_INDENT(1) | JSON_SORT_KEYS) != 0 ||
+	    rename(tmp, f->state_file) != 0) {
+		log_warn("fake: cannot write state-file %s", f->state_file);
+		unlink(tmp);
+	}
+	json_decref(o);
+	f->dirty = 0;
+}
+
+static void
+flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sm_adapter *f = arg;
+	struct timeval tv = {(time_t)FAKE_FLUSH_EVERY, 0};
+
+	flush_state(f);
+	event_add(f->flush_ev, &tv);
+}
+
+static void
+dirty_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sm_adapter *f = arg;
+
+	if (f->dirty)
+		flush_state(f);
+}
+
+/* ---- calls ---------------------------------------------------------------------------- */
+
+static void
+call_free(struct fcall *c)
+{
+	TAILQ_REMOVE(&c->f->calls, c, entry);
+	ratelimit_cancel(c->wait);
+	if (c->ev != NULL)
+		event_free(c->ev);
+	free(c->s1);
+	free(c->s2);
+	json_decref(c->meta);
+	free(c);
+}
+
+static void
+call_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct fcall *c = arg;
+
+	settle(c->f);
+	c->run(c);
+	call_free(c);
+}
+
+static void
+call_granted(void *arg)
+{
+	struct fcall *c = arg;
+	struct timeval tv;
+	double d = c->f->api_delay;
+
+	c->wait = NULL;
+	if (d <= 0) {
+		event_active(c->ev, EV_TIMEOUT, 0);
+		return;
+	}
+	tv.tv_sec = (time_t)d;
+	tv.tv_usec = (suseconds_t)((d - (double)tv.tv_sec) * 1e6);
+	event_add(c->ev, &tv);
+}
+
+static struct fcall *
+call_start(struct sm_adapter *f, struct fmachine *owner, void (*run)(struct fcall *), void *arg)
+{
+	struct fcall *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		abort();
+	c->f = f;
+	c->owner = owner;
+	c->run = run;
+	c->arg = arg;
+	c->ev = event_new(f->base, -1, 0, call_fire, c);
+	TAILQ_INSERT_TAIL(&f->calls, c, entry);
+	if (ratelimit_take(f->rl, call_granted, c, &c->wait))
+		call_granted(c);
+	return c;
+}
+
+/* ---- machines ---------------------------------------------------------------------------- */
+
+enum fm_state { FM_START, FM_SUBMITTED, FM_BUILDING, FM_DELETING, FM_FAILED };
+
+static const char *const fm_names[] = {"start", "submitted", "building", "deleting", "failed"};
+
+struct fmachine {
+	struct sm_machine m; /* first */
+	struct sm_adapter *f;
+	int create;
+	enum fm_state st;
+	struct fcall *call;  /* in flight */
+	/* create */
+	char *name, *image, *az;
+	const struct sm_label *label;
+	json_t *meta;
+	/* the last call's answer */
+	enum sm_error err;
+	char errmsg[200];
+};
+
+static void
+fm_set(struct fmachine *fm, enum fm_state st)
+{
+	fm->st = st;
+	fm->m.state = fm_names[st];
+}
+
+static void
+create_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	struct fmachine *fm = c->owner;
+	int cores = (int)j_num(fm->label->raw, "cores", 1), ram = (int)j_num(fm->label->raw, "ram", 1024);
+	const char *q;
+	struct fserver *s;
+
+	fm->call = NULL;
+	f->creates++;
+	if (f->quota_errors > 0 || chance(f, f->quota_error_rate)) {
+		if (f->quota_errors > 0)
+			f->quota_errors--;
+		f->quota_refusals++;
+		fm->err = SM_E_QUOTA;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "Quota exceeded for instances (simulated)");
+	} else if ((q = over_quota(f, cores, ram)) != NULL) {
+		f->quota_refusals++;
+		fm->err = SM_E_QUOTA;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "%s", q);
+	} else if (chance(f, f->create_error_rate)) {
+		f->create_errors++;
+		fm->err = SM_E_FAILED;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "create refused (simulated error)");
+	} else {
+		s = server_new(f, fm->name, fm->label, fm->image, fm->meta, fm->az);
+		sm_set_str(&fm->m.external_id, s->id);
+		fm->err = SM_E_NONE;
+	}
+	sm_machine_wake(&fm->m);
+}
+
+static void
+delete_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	struct fmachine *fm = c->owner;
+	struct fserver *s = server_get(f, fm->m.external_id);
+
+	fm->call = NULL;
+	fm->err = SM_E_NONE;
+	if (s == NULL) {
+		fm->err = SM_E_NOTFOUND;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "no server %s", fm->m.external_id);
+	} else if (!s->delete_failed_once && chance(f, f->delete_failure_rate)) {
+		s->delete_failed_once = 1;
+		f->delete_errors++;
+		fm->err = SM_E_FAILED;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "delete of %s failed (simulated error)",
+		    s->id);
+	} else if (s->status != F_DELETING) {
+		f->deletes++;
+		if (chance(f, f->leak_rate)) {
+			f->leaked_on_delete++; /* "done", but it stays */
+		} else {
+			s->status = F_DELETING;
+			s->gone_at = mono() + f->delete_delay;
+			s->leak_volume = chance(f, f->volume_leak_rate);
+			mark_dirty(f);
+			settle(f);
+		}
+	}
+	sm_machine_wake(&fm->m);
+}
+
+static enum sm_status
+fm_fail(struct fmachine *fm, enum sm_error e, const char *msg)
+{
+	fm_set(fm, FM_FAILED);
+	fm->m.error = e;
+	snprintf(fm->m.error_msg, sizeof(fm->m.error_msg), "%s", msg);
+	return SM_ERROR;
+}
+
+static enum sm_status
+create_advance(struct sm_machine *m, struct sm_instance **out)
+{
+	struct fmachine *fm = (struct fmachine *)m;
+	struct sm_adapter *f = fm->f;
+	struct fserver *s;
+
+	switch (fm->st) {
+	case FM_START:
+		if (f->stopped)
+			return fm_fail(fm, SM_E_FAILED, "the provider is stopping");
+		fm_set(fm, FM_SUBMITTED);
+		fm->call = call_start(f, fm, create_call, NULL);
+		m->retry_in = 3600; /* woken by the answer */
+		return SM_AGAIN;
+	case FM_SUBMITTED:
+		if (fm->call != NULL) {
+			m->retry_in = 3600;
+			return SM_AGAIN;
+		}
+		if (fm->err != SM_E_NONE)
+			return fm_fail(fm, fm->err, fm->errmsg);
+		fm_set(fm, FM_BUILDING);
+		/* fall through */
+	case FM_BUILDING:
+		settle(f);
+		s = server_get(f, m->external_id);
+		if (s == NULL || s->status == F_DELETING)
+			return fm_fail(fm, SM_E_FAILED, "the server vanished while building");
+		if (s->status == F_ERROR)
+			return fm_fail(fm, SM_E_FAILED, "the server went to ERROR while booting");
+		if (s->status == F_ACTIVE) {
+			*out = server_instance(f, s);
+			return SM_DONE;
+		}
+		m->retry_in = s->never_ready ? 5.0 : fmax(0, s->ready_at - mono());
+		return SM_AGAIN;
+	default:
+		return fm_fail(fm, SM_E_FAILED, "advanced after failing");
+	}
+}
+
+static enum sm_status
+delete_advance(struct sm_machine *m, struct sm_instance **out)
+{
+	struct fmachine *fm = (struct fmachine *)m;
+	struct sm_adapter *f = fm->f;
+	struct fserver *s;
+
+	(void)out;
+	switch (fm->st) {
+	case FM_START:
+		fm_set(fm, FM_SUBMITTED);
+		fm->call = call_start(f, fm, delete_call, NULL);
+		m->retry_in = 3600;
+		return SM_AGAIN;
+	case FM_SUBMITTED:
+		if (fm->call != NULL) {
+			m->retry_in = 3600;
+			return SM_AGAIN;
+		}
+		if (fm->err != SM_E_NONE)
+			return fm_fail(fm, fm->err, fm->errmsg);
+		fm_set(fm, FM_DELETING);
+		/* fall through */
+	case FM_DELETING:
+		settle(f);
+		s = server_get(f, m->external_id);
+		if (s == NULL || s->status != F_DELETING)
+			return SM_DONE; /* gone (or "gone": a leak) */
+		m->retry_in = fmax(0, s->gone_at - mono());
+		return SM_AGAIN;
+	default:
+		return fm_fail(fm, SM_E_FAILED, "advanced after failing");
+	}
+}
+
+static void
+fm_free(struct sm_machine *m)
+{
+	struct fmachine *fm = (struct fmachine *)m;
+
+	if (fm->call != NULL)
+		call_free(fm->call);
+	free(fm->m.external_id);
+	free(fm->name);
+	free(fm->image);
+	free(fm->az);
+	json_decref(fm->meta);
+	free(fm);
+}
+
+static const struct sm_machine_ops create_ops = {create_advance, fm_free};
+static const struct sm_machine_ops delete_ops = {delete_advance, fm_free};
+
+static struct sm_machine *
+fake_create_machine(struct sm_adapter *f, const struct sm_create_args *args)
+{
+	struct fmachine *fm = calloc(1, sizeof(*fm));
+
+	if (fm == NULL)
+		abort();
+	fm->m.ops = &create_ops;
+	fm->f = f;
+	fm->create = 1;
+	fm_set(fm, FM_START);
+	fm->name = strdup(args->hostname);
+	fm->label = args->label;
+	fm->image = args->image_external_id != NULL ? strdup(args->image_external_id)
+	          : args->label->image != NULL && args->label->image->image_id != NULL
+	              ? strdup(args->label->image->image_id)
+	              : args->label->cloud_image != NULL ? strdup(args->label->cloud_image)
+	                                                 : NULL;
+	fm->az = args->az != NULL ? strdup(args->az) : NULL;
+	fm->meta = json_deep_copy(args->metadata);
+	return &fm->m;
+}
+
+static struct sm_machine *
+fake_delete_machine(struct sm_adapter *f, const char *external_id)
+{
+	struct fmachine *fm = calloc(1, sizeof(*fm));
+
+	if (fm == NULL)
+		abort();
+	fm->m.ops = &delete_ops;
+	fm->f = f;
+	fm_set(fm, FM_START);
+	fm->m.external_id = strdup(external_id);
+	return &fm->m;
+}
+
+/* ---- listings, quota, resources --------------------------------------------------------------- */
+
+static void
+list_instances_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	struct sm_instance **v;
+	const struct fserver *s;
+	size_t n = 0, i;
+
+	f->listings++;
+	TAILQ_FOREACH(s, &f->servers, entry)
+	n++;
+	v = calloc(n + 1, sizeof(*v));
+	n = 0;
+	TAILQ_FOREACH(s, &f->servers, entry)
+	v[n++] = server_instance(f, s);
+	c->cb.instances(v, n, NULL, c->arg);
+	for (i = 0; i < n; i++)
+		sm_instance_free(v[i]);
+	free(v);
+}
+
+static void
+fake_list_instances(struct sm_adapter *f, sm_instances_cb cb, void *arg)
+{
+	struct fcall *c = call_start(f, NULL, list_instances_call, arg);
+
+	c->cb.instances = cb;
+}
+
+static void
+list_resources_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	struct sm_resource *v;
+	const struct fserver *s;
+	const struct fvolume *vol;
+	const struct fimage *im;
+	size_t n = 0;
+
+	f->listings++;
+	TAILQ_FOREACH(s, &f->servers, entry)
+	n++;
+	TAILQ_FOREACH(vol, &f->volumes, entry)
+	n++;
+	TAILQ_FOREACH(im, &f->images, entry)
+	n++;
+	v = calloc(n + 1, sizeof(*v));
+	n = 0;
+	TAILQ_FOREACH(s, &f->servers, entry)
+	v[n++] = (struct sm_resource){"instance", s->id, s->metadata};
+	TAILQ_FOREACH(vol, &f->volumes, entry)
+	v[n++] = (struct sm_resource){"volume", vol->id, vol->metadata};
+	TAILQ_FOREACH(im, &f->images, entry)
+	v[n++] = (struct sm_resource){"image", im->id, im->metadata};
+	c->cb.resources(v, n, NULL, c->arg);
+	free(v);
+}
+
+static void
+fake_list_resources(struct sm_adapter *f, sm_resources_cb cb, void *arg)
+{
+	struct fcall *c = call_start(f, NULL, list_resources_call, arg);
+
+	c->cb.resources = cb;
+}
+
+static void
+delete_resource_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	struct fserver *s;
+	struct fvolume *v;
+	struct fimage *im;
+
+	if (strcmp(c->s1, "instance") == 0 && (s = server_get(f, c->s2)) != NULL) {
+		f->deletes++;
+		s->leak_volume = 0;
+		server_remove(f, s);
+	} else if (strcmp(c->s1, "volume") == 0 && (v = volume_get(f, c->s2)) != NULL) {
+		volume_remove(f, v);
+	} else if (strcmp(c->s1, "image") == 0) {
+		TAILQ_FOREACH(im, &f->images, entry)
+		if (strcmp(im->id, c->s2) == 0)
+			break;
+		if (im != NULL) {
+			TAILQ_REMOVE(&f->images, im, entry);
+			free(im->name);
+			json_decref(im->metadata);
+			free(im);
+			mark_dirty(f);
+		}
+	}
+	c->cb.done(1, NULL, c->arg); /* not found counts as done */
+}
+
+static void
+fake_delete_resource(struct sm_adapter *f, const struct sm_resource *r, sm_done_cb cb, void *arg)
+{
+	struct fcall *c = call_start(f, NULL, delete_resource_call, arg);
+
+	c->cb.done = cb;
+	c->s1 = strdup(r->type);
+	c->s2 = strdup(r->id);
+}
+
+static void
+quota_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	struct drv_quota q;
+
+	if (f->report_quota)
+		drv_quota_init(&q, f->q_cores, f->q_instances, f->q_ram);
+	else
+		drv_quota_unlimited(&q);
+	c->cb.quota(&q, NULL, c->arg);
+}
+
+static void
+fake_quota_limits(struct sm_adapter *f, sm_quota_cb cb, void *arg)
+{
+	struct fcall *c = call_start(f, NULL, quota_call, arg);
+
+	c->cb.quota = cb;
+}
+
+static void
+fake_label_quota(struct sm_adapter *f, const struct sm_label *label, struct drv_quota *out)
+{
+	(void)f;
+	out->cores = j_num(label->raw, "cores", 1);
+	out->ram = j_num(label->raw, "ram", 1024);
+	out->instances = 1;
+}
+
+static void
+console_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	const struct fserver *s = server_get(f, c->s1);
+	char text[512];
+
+	if (s == NULL) {
+		c->cb.console(NULL, "no such server", c->arg);
+		return;
+	}
+	snprintf(text, sizeof(text),
+	    "[    0.000000] Linux version 6.1.0-fake (fake cloud)\n"
+	    "[    1.234567] fake-init: %s (%s) booting\n"
+	    "%s login:\n",
+	    s->name, s->id, s->name);
+	c->cb.console(text, NULL, c->arg);
+}
+
+static void
+fake_console_log(struct sm_adapter *f, const struct sm_label *label, const char *external_id,
+    sm_console_cb cb, void *arg)
+{
+	struct fcall *c = call_start(f, NULL, console_call, arg);
+
+	c->cb.console = cb;
+	c->s1 = strdup(external_id);
+}
+
+static void
+upload_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	struct fimage *im = calloc(1, sizeof(*im));
+
+	snprintf(im->id, sizeof(im->id), "img-%06llu", ++f->seq);
+	im->name = strdup(c->s1);
+	im->metadata = c->meta != NULL ? json_incref(c->meta) : json_object();
+	TAILQ_INSERT_TAIL(&f->images, im, entry);
+	mark_dirty(f);
+	c->cb.upload(im->id, NULL, c->arg);
+}
+
+static void
+fake_upload_image(struct sm_adapter *f, const struct sm_upload_args *u, sm_upload_cb cb,
+    void *arg)
+{
+	struct fcall *c = call_start(f, NULL, upload_call, arg);
+
+	c->cb.upload = cb;
+	c->s1 = strdup(u->image_name);
+	c->meta = u->metadata != NULL ? json_deep_copy(u->metadata) : NULL;
+}
+
+static void
+delete_image_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	struct fimage *im;
+
+	TAILQ_FOREACH(im, &f->images, entry)
+	if (strcmp(im->id, c->s1) == 0)
+		break;
+	if (im != NULL) {
+		TAILQ_REMOVE(&f->images, im, entry);
+		free(im->name);
+		json_decref(im->metadata);
+		free(im);
+		mark_dirty(f);
+	}
+	c->cb.done(1, NULL, c->arg);
+}
+
+static void
+fake_delete_image(struct sm_adapter *f, const char *external_id, sm_done_cb cb, void *arg)
+{
+	struct fcall *c = call_start(f, NULL, delete_image_call, arg);
+
+	c->cb.done = cb;
+	c->s1 = strdup(external_id);
+}
+
+/* ---- life cycle --------------------------------------------------------------------------------- */
+
+static double
+limit(const json_t *q, const char *k)
+{
+	const json_t *v = json_object_get(q, k);
+
+	return json_is_number(v) && json_number_value(v) >= 0 ? json_number_value(v) : INFINITY;
+}
+
+static struct sm_adapter *
+fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
+{
+	struct sm_adapter *f = calloc(1, sizeof(*f));
+	const json_t *p = env->provider, *q = json_object_get(p, "quota");
+	const char *sf = json_string_value(json_object_get(p, "state-file"));
+	long long seed = (long long)j_num(p, "seed", 0);
+	long long i, unmanaged = (long long)j_num(p, "unmanaged-instances", 0);
+
+	if (f == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	f->env = env;
+	f->base = env->base;
+	TAILQ_INIT(&f->servers);
+	TAILQ_INIT(&f->volumes);
+	TAILQ_INIT(&f->images);
+	TAILQ_INIT(&f->calls);
+	f->rl = ratelimit_new(env->base, env->cfg->rate, 1);
+	f->boot_delay = j_num(p, "boot-delay", 0);
+	f->delete_delay = j_num(p, "delete-delay", 0);
+	f->api_delay = j_num(p, "api-delay", 0);
+	f->failure_rate = j_num(p, "failure-rate", 0);
+	f->never_ready_rate = j_num(p, "never-ready-rate", 0);
+	f->create_error_rate = j_num(p, "create-error-rate", 0);
+	f->quota_error_rate = j_num(p, "quota-error-rate", 0);
+	f->delete_failure_rate = j_num(p, "delete-failure-rate", 0);
+	f->leak_rate = j_num(p, "leak-rate", 0);
+	f->volume_leak_rate = j_num(p, "volume-leak-rate", 0);
+	f->boot_failures = (long long)j_num(p, "boot-failures", 0);
+	f->quota_errors = (long long)j_num(p, "quota-errors", 0);
+	f->q_instances = limit(q, "instances");
+	f->q_cores = limit(q, "cores");
+	f->q_ram = limit(q, "ram");
+	f->report_quota = j_bool(p, "report-quota", 1);
+	f->ssh_port = (int)j_num(p, "fake-ssh-port", 0);
+	f->state_file = sf != NULL ? strdup(sf) : NULL;
+	f->dice = seed != 0 ? (uint64_t)seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
+	if (f->dice == 0)
+		f->dice = 1;
+	for (i = 0; i < unmanaged; i++) {
+		char name[32];
+		struct fserver *s;
+		snprintf(name, sizeof(name), "unmanaged-%lld", i + 1);
+		s = server_new(f, name, NULL, NULL, NULL, NULL);
+		s->unmanaged = 1;
+		s->status = F_ACTIVE;
+	}
+	if (f->state_file != NULL) {
+		f->flush_ev = event_new(env->base, -1, 0, flush_cb, f);
+		f->dirty_ev = event_new(env->base, -1, 0, dirty_cb, f);
+		flush_cb(-1, 0, f);
+	}
+	if (f->rl == NULL) {
+		snprintf(err, errlen, "out of memory");
+		free(f->state_file);
+		free(f);
+		return NULL;
+	}
+	return f;
+}
+
+static void
+fake_adapter_stop(struct sm_adapter *f)
+{
+	f->stopped = 1;
+}
+
+static void
+fake_adapter_free(struct sm_adapter *f)
+{
+	struct fcall *c;
+	struct fserver *s;
+	struct fvolume *v;
+	struct fimage *im;
+
+	if (f == NULL)
+		return;
+	while ((c = TAILQ_FIRST(&f->calls)) != NULL) {
+		if (c->owner != NULL)
+			c->owner->call = NULL;
+		call_free(c);
+	}
+	if (f->state_file != NULL)
+		flush_state(f); /* the last picture: what the cloud holds at exit */
+	while ((s = TAILQ_FIRST(&f->servers)) != NULL) {
+		s->volume[0] = '\0';
+		server_remove(f, s);
+	}
+	while ((v = TAILQ_FIRST(&f->volumes)) != NULL)
+		volume_remove(f, v);
+	while ((im = TAILQ_FIRST(&f->images)) != NULL) {
+		TAILQ_REMOVE(&f->images, im, entry);
+		free(im->name);
+		json_decref(im->metadata);
+		free(im);
+	}
+	if (f->flush_ev != NULL)
+		event_free(f->flush_ev);
+	if (f->dirty_ev != NULL)
+		event_free(f->dirty_ev);
+	ratelimit_free(f->rl);
+	free(f->state_file);
+	free(f);
+}
+
+static const char *
+str_or(const char *s, const char *def)
+{
+	return s != NULL ? s : def;
+}
+
+static void
+fake_dump(struct sm_adapter *f, struct evbuffer *out)
+{
+	const struct fserver *s;
+	const struct fvolume *v;
+	size_t n = 0;
+
+	settle(f);
+	TAILQ_FOREACH(s, &f->servers, entry)
+	n++;
+	evbuffer_add_printf(out, "  fake cloud: %zu servers; creates %llu (errors %llu, quota "
+				 "%llu, boot %llu), deletes %llu (errors %llu, leaked %llu)\n",
+	    n, f->creates, f->create_errors, f->quota_refusals, f->boot_errors, f->deletes,
+	    f->delete_errors, f->leaked_on_delete);
+	n = 0;
+	TAILQ_FOREACH(s, &f->servers, entry)
+	{
+		if (++n > 50) {
+			evbuffer_add_printf(out, "    ...\n");
+			break;
+		}
+		evbuffer_add_printf(out, "    server %s %s %s node %s label %s\n", s->id, s->name,
+		    fstatus_names[s->status],
+		    str_or(json_string_value(json_object_get(s->metadata, "nodepool_node_id")), "-"),
+		    s->label ? s->label : "-");
+	}
+	TAILQ_FOREACH(v, &f->volumes, entry)
+	if (v->server[0] == '\0')
+		evbuffer_add_printf(out, "    volume %s detached (node %s)\n", v->id,
+		    str_or(json_string_value(json_object_get(v->metadata, "nodepool_node_id")), "-"));
+}
+
+static const struct sm_adapter_ops fake_adapter = {
+	.name = "fake",
+	.adapter_new = fake_adapter_new,
+	.adapter_stop = fake_adapter_stop,
+	.adapter_free = fake_adapter_free,
+	.create_machine = fake_create_machine,
+	.delete_machine = fake_delete_machine,
+	.list_instances = fake_list_instances,
+	.list_resources = fake_list_resources,
+	.delete_resource = fake_delete_resource,
+	.quota_limits = fake_quota_limits,
+	.label_quota = fake_label_quota,
+	.upload_image = fake_upload_image,
+	.delete_image = fake_delete_image,
+	.console_log = fake_console_log,
+	.dump = fake_dump,
+};
+
+static const struct sm_defaults fake_defaults = {
+	.boot_timeout = 60,
+	.rate = 0,
+	.host_key_checking = 0,
+};
+
+static struct drv_provider *
+fake_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+{
+	(void)prov;
+	return sm_provider_new(&fake_adapter, &fake_defaults, lc, err, errlen);
+}
+
+const struct driver drv_fake = {
+	.name = "fake",
+	.pause_at_quota = 1,
+	.reuse_only = 0,
+	.provider_new = fake_provider_new,
+	SM_DRIVER_SLOTS,
+};

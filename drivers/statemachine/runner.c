@@ -1,0 +1,948 @@
+/*
+ * Running state machines on the loop, and on top of that one node's launch
+ * and one instance's deletion. See statemachine.h.
+ *
+ * Upstream polls every create and delete machine from two threads about
+ * once a second. Here each machine has its own libevent timer: it is
+ * advanced when the adapter says a poll is useful (retry_in) or when the
+ * adapter wakes it (a cloud call answered), so a thousand machines waiting
+ * for their clouds cost nothing between events, and an instant cloud
+ * completes a launch in a few loop turns.
+ */
+#include "statemachine.h"
+
+#include <sys/queue.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "log.h"
+#include "nodescan.h"
+
+static double
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static char *
+dupz(const char *s)
+{
+	char *d;
+
+	if (s == NULL)
+		return NULL;
+	if ((d = strdup(s)) == NULL)
+		abort();
+	return d;
+}
+
+static void
+arm(struct event *ev, double secs)
+{
+	struct timeval tv;
+
+	if (secs <= 0) {
+		event_active(ev, EV_TIMEOUT, 0);
+		return;
+	}
+	secs = ceil(secs * 1e6) / 1e6;
+	tv.tv_sec = (time_t)secs;
+	tv.tv_usec = (suseconds_t)((secs - (double)tv.tv_sec) * 1e6);
+	event_add(ev, &tv);
+}
+
+/* ---- instances ----------------------------------------------------------------- */
+
+struct sm_instance *
+sm_instance_new(void)
+{
+	struct sm_instance *i = calloc(1, sizeof(*i));
+
+	if (i == NULL)
+		abort();
+	i->slot = -1;
+	i->metadata = json_object();
+	drv_quota_init(&i->quota, 0, 1, 0);
+	return i;
+}
+
+void
+sm_instance_free(struct sm_instance *i)
+{
+	if (i == NULL)
+		return;
+	free(i->external_id);
+	free(i->interface_ip);
+	free(i->public_ipv4);
+	free(i->public_ipv6);
+	free(i->private_ipv4);
+	free(i->private_ipv6);
+	free(i->cloud);
+	free(i->region);
+	free(i->az);
+	free(i->host_id);
+	json_decref(i->metadata);
+	json_decref(i->driver_data);
+	free(i->username);
+	free(i->python_path);
+	free(i->shell_type);
+	free(i->connection_type);
+	np_strv_clear(&i->host_keys);
+	json_decref(i->node_attributes);
+	drv_quota_clear(&i->quota);
+	free(i);
+}
+
+void
+sm_set_str(char **field, const char *v)
+{
+	char *n = dupz(v);
+
+	free(*field);
+	*field = n;
+}
+
+/* ---- runs ------------------------------------------------------------------------ */
+
+struct sm_run {
+	TAILQ_ENTRY(sm_run) entry;
+	TAILQ_ENTRY(sm_run) ready_entry; /* on r->ready while queued */
+	int queued;
+	struct sm_runner *r;
+	struct sm_machine *m;
+	struct event *ev; /* the poll timer; firing queues the run */
+	double deadline; /* monotonic; 0: none */
+	double timeout;
+	sm_run_done done;
+	sm_run_progress progress;
+	void *arg;
+};
+
+enum lphase {
+	LP_CREATE,  /* a create machine runs */
+	LP_UNWIND,  /* deleting an attempt's instance (before a retry, or
+	               after a cancel) */
+	LP_SCAN,    /* nodescan */
+	LP_CONSOLE, /* fetching the console log of a failed scan */
+};
+
+struct sm_launch {
+	TAILQ_ENTRY(sm_launch) entry;
+	struct sm_runner *r;
+	struct np_node *node; /* NULL once cancelled */
+	char *node_id;
+	const struct sm_label *label;
+	char *image_external_id, *az, *hostname;
+	json_t *metadata;
+	const struct np_request *request;
+	int retries, attempt;
+	double launch_timeout, boot_timeout;
+	int use_internal_ip;
+	enum lphase phase;
+	struct sm_run *run;
+	struct nodescan_req *scan;
+	struct event *timer;   /* delayed unwind retry */
+	char *instance_id;     /* the current attempt's instance, once named */
+	double unwind_deadline;
+	char *fail_msg;        /* why the attempt failed (while unwinding or
+	                          fetching the console) */
+	int cancelled;
+	double t_start;
+	sm_launch_done done;
+	void *arg;
+};
+
+struct sm_delete {
+	TAILQ_ENTRY(sm_delete) entry;
+	struct sm_runner *r;
+	char *id;
+	struct sm_run *run;
+	struct event *later; /* the NULL-id completion */
+	sm_done_cb done;
+	void *arg;
+};
+
+struct sm_runner {
+	struct event_base *base;
+	const struct sm_adapter_ops *ops;
+	struct sm_adapter *a;
+	struct nodescan *ns;
+	TAILQ_HEAD(, sm_run) runs;
+	TAILQ_HEAD(, sm_run) ready;  /* runs due for an advance() */
+	struct event *pump_ev;
+	int pump_scheduled;
+	TAILQ_HEAD(, sm_launch) launches;
+	TAILQ_HEAD(, sm_delete) deletes;
+	struct sm_runner_stats st;
+};
+
+static void
+run_free(struct sm_run *run)
+{
+	struct sm_runner *r = run->r;
+
+	TAILQ_REMOVE(&r->runs, run, entry);
+	if (run->queued)
+		TAILQ_REMOVE(&r->ready, run, ready_entry);
+	r->st.runs--;
+	event_free(run->ev);
+	run->m->fw_run = NULL;
+	run->m->ops->free(run->m);
+	free(run);
+}
+
+/*
+ * Advances are made by one pump event, at most SM_ADVANCES_PER_TURN per
+ * turn of the loop; the rest wait for the next turn (a zero timer, which
+ * libevent runs after polling for I/O). So a thousand machines due at
+ * once (a wave of servers booting together) never hold the loop for
+ * long: ZooKeeper replies and other timers get their turn in between.
+ */
+#define SM_ADVANCES_PER_TURN 32
+
+static void advance_run(struct sm_run *run);
+
+static void
+pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sm_runner *r = arg;
+	struct sm_run *run;
+	struct timeval zero = {0, 0};
+	int n = 0;
+
+	(void)fd;
+	(void)what;
+	/* pump_scheduled stays set while we work: runs queued meanwhile
+	 * wait for the next turn */
+	while (n < SM_ADVANCES_PER_TURN && (run = TAILQ_FIRST(&r->ready)) != NULL) {
+		TAILQ_REMOVE(&r->ready, run, ready_entry);
+		run->queued = 0;
+		advance_run(run);
+		n++;
+	}
+	if (TAILQ_EMPTY(&r->ready))
+		r->pump_scheduled = 0;
+	else
+		event_add(r->pump_ev, &zero);
+}
+
+static void
+enqueue(struct sm_run *run)
+{
+	struct sm_runner *r = run->r;
+
+	if (run->queued)
+		return;
+	run->queued = 1;
+	TAILQ_INSERT_TAIL(&r->ready, run, ready_entry);
+	if (!r->pump_scheduled) {
+		r->pump_scheduled = 1;
+		event_active(r->pump_ev, EV_TIMEOUT, 0);
+	}
+}
+
+static void
+run_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	enqueue(arg);
+}
+
+static void
+advance_run(struct sm_run *run)
+{
+	struct sm_machine *m = run->m;
+	struct sm_instance *inst = NULL;
+	enum sm_status st;
+	double now = mono(), t;
+
+	event_del(run->ev); /* woken early: drop the pending poll */
+	if (run->deadline > 0 && now >= run->deadline) {
+		m->error = SM_E_TIMEOUT;
+		snprintf(m->error_msg, sizeof(m->error_msg), "timed out after %.0f s (state %s)",
+		    run->timeout, m->state ? m->state : "?");
+		st = SM_ERROR;
+	} else {
+		m->retry_in = -1;
+		st = m->ops->advance(m, &inst);
+		run->r->st.advances++;
+		if (st == SM_AGAIN) {
+			t = m->retry_in < 0 ? SM_DEFAULT_POLL : m->retry_in;
+			if (run->deadline > 0 && mono() + t > run->deadline)
+				t = fmax(0, run->deadline - mono());
+			arm(run->ev, t);
+			if (run->progress != NULL)
+				run->progress(m, run->arg); /* may cancel the run: last */
+			return;
+		}
+		if (st == SM_ERROR && m->error == SM_E_NONE)
+			m->error = SM_E_FAILED;
+	}
+	/* finished: report, then free the machine */
+	TAILQ_REMOVE(&run->r->runs, run, entry);
+	if (run->queued) /* woken from inside advance() */
+		TAILQ_REMOVE(&run->r->ready, run, ready_entry);
+	run->r->st.runs--;
+	event_free(run->ev);
+	m->fw_run = NULL;
+	run->done(st, inst, m, run->arg);
+	m->ops->free(m);
+	free(run);
+}
+
+struct sm_run *
+sm_run_start(struct sm_runner *r, struct sm_machine *m, double timeout, sm_run_done done,
+    sm_run_progress progress, void *arg)
+{
+	struct sm_run *run = calloc(1, sizeof(*run));
+
+	if (run == NULL)
+		abort();
+	run->r = r;
+	run->m = m;
+	run->timeout = timeout;
+	run->deadline = timeout > 0 ? mono() + timeout : 0;
+	run->done = done;
+	run->progress = progress;
+	run->arg = arg;
+	run->ev = event_new(r->base, -1, 0, run_cb, run);
+	if (run->ev == NULL)
+		abort();
+	m->fw_run = run;
+	TAILQ_INSERT_TAIL(&r->runs, run, entry);
+	r->st.runs++;
+	enqueue(run);
+	return run;
+}
+
+void
+sm_run_cancel(struct sm_run *run)
+{
+	if (run != NULL)
+		run_free(run);
+}
+
+void
+sm_machine_wake(struct sm_machine *m)
+{
+	struct sm_run *run = m->fw_run;
+
+	if (run != NULL)
+		enqueue(run);
+}
+
+/* ---- the runner --------------------------------------------------------------------- */
+
+struct sm_runner *
+sm_runner_new(struct event_base *base, const struct sm_adapter_ops *ops, struct sm_adapter *a,
+    struct nodescan *ns)
+{
+	struct sm_runner *r = calloc(1, sizeof(*r));
+
+	if (r == NULL)
+		return NULL;
+	r->base = base;
+	r->ops = ops;
+	r->a = a;
+	r->ns = ns;
+	TAILQ_INIT(&r->runs);
+	TAILQ_INIT(&r->ready);
+	r->pump_ev = event_new(base, -1, 0, pump_cb, r);
+	if (r->pump_ev == NULL) {
+		free(r);
+		return NULL;
+	}
+	TAILQ_INIT(&r->launches);
+	TAILQ_INIT(&r->deletes);
+	return r;
+}
+
+static void launch_free(struct sm_launch *l);
+static void delete_free(struct sm_delete *d);
+
+void
+sm_runner_free(struct sm_runner *r)
+{
+	struct sm_launch *l;
+	struct sm_delete *d;
+	struct sm_run *run;
+
+	if (r == NULL)
+		return;
+	while ((l = TAILQ_FIRST(&r->launches)) != NULL)
+		launch_free(l);
+	while ((d = TAILQ_FIRST(&r->deletes)) != NULL)
+		delete_free(d);
+	while ((run = TAILQ_FIRST(&r->runs)) != NULL)
+		run_free(run);
+	event_free(r->pump_ev);
+	free(r);
+}
+
+void
+sm_runner_get_stats(const struct sm_runner *r, struct sm_runner_stats *st)
+{
+	*st = r->st;
+}
+
+static const char *
+phase_name(enum lphase p)
+{
+	switch (p) {
+	case LP_CREATE:
+		return "creating";
+	case LP_UNWIND:
+		return "deleting failed attempt";
+	case LP_SCAN:
+		return "nodescan";
+	case LP_CONSOLE:
+		return "console log";
+	}
+	return "?";
+}
+
+void
+sm_runner_dump(const struct sm_runner *r, struct evbuffer *out)
+{
+	const struct sm_launch *l;
+	const struct sm_delete *d;
+	double now = mono();
+
+	TAILQ_FOREACH(l, &r->launches, entry)
+	{
+		evbuffer_add_printf(out, "    launch node %s%s: attempt %d/%d, %s, machine %s, "
+					 "instance %s, %.1fs\n",
+		    l->node_id, l->cancelled ? " (cancelled)" : "", l->attempt, l->retries,
+		    phase_name(l->phase),
+		    l->run != NULL && l->run->m->state != NULL ? l->run->m->state : "-",
+		    l->instance_id ? l->instance_id : "-", now - l->t_start);
+	}
+	TAILQ_FOREACH(d, &r->deletes, entry)
+	evbuffer_add_printf(out, "    delete instance %s: machine %s\n", d->id ? d->id : "-",
+	    d->run != NULL && d->run->m->state != NULL ? d->run->m->state : "-");
+}
+
+/* ---- launches ----------------------------------------------------------------------- */
+
+static void begin_attempt(struct sm_launch *l);
+static void attempt_failed(struct sm_launch *l, const char *msg);
+static void start_unwind(struct sm_launch *l);
+
+static void
+launch_free(struct sm_launch *l)
+{
+	struct sm_runner *r = l->r;
+
+	TAILQ_REMOVE(&r->launches, l, entry);
+	if (l->cancelled)
+		r->st.orphans--;
+	else
+		r->st.launches--;
+	if (l->run != NULL)
+		sm_run_cancel(l->run);
+	if (l->scan != NULL)
+		nodescan_cancel(l->scan);
+	if (l->timer != NULL)
+		event_free(l->timer);
+	json_decref(l->metadata);
+	free(l->node_id);
+	free(l->image_external_id);
+	free(l->az);
+	free(l->hostname);
+	free(l->instance_id);
+	free(l->fail_msg);
+	free(l);
+}
+
+static void
+complete(struct sm_launch *l, enum drv_launch_result res, const char *error)
+{
+	struct sm_runner *r = l->r;
+	sm_launch_done done = l->done;
+	void *arg = l->arg;
+	char *err = dupz(error);
+
+	if (res == DRV_LAUNCH_READY)
+		r->st.ready++;
+	else if (res == DRV_LAUNCH_ABORTED)
+		r->st.aborted++;
+	else
+		r->st.failed++;
+	launch_free(l);
+	done(res, err, arg);
+	free(err);
+}
+
+static void
+set_instance_id(struct sm_launch *l, const char *id)
+{
+	if (id == NULL || (l->instance_id != NULL && strcmp(l->instance_id, id) == 0))
+		return;
+	sm_set_str(&l->instance_id, id);
+	if (l->node != NULL)
+		sm_set_str(&l->node->external_id, id);
+}
+
+/* As upstream's updateNodeFromInstance. */
+static void
+update_node(struct sm_launch *l, const struct sm_instance *in)
+{
+	struct np_node *n = l->node;
+	const char *ip = in->interface_ip;
+
+	if (l->use_internal_ip && (in->private_ipv4 != NULL || in->private_ipv6 != NULL))
+		ip = in->private_ipv4 != NULL ? in->private_ipv4 : in->private_ipv6;
+	sm_set_str(&n->external_id, in->external_id);
+	sm_set_str(&n->interface_ip, ip);
+	sm_set_str(&n->public_ipv4, in->public_ipv4);
+	sm_set_str(&n->private_ipv4, in->private_ipv4);
+	sm_set_str(&n->public_ipv6, in->public_ipv6);
+	sm_set_str(&n->host_id, in->host_id);
+	sm_set_str(&n->cloud, in->cloud);
+	sm_set_str(&n->region, in->region);
+	sm_set_str(&n->az, in->az);
+	n->slot = in->slot;
+	json_decref(n->resources);
+	n->resources = drv_quota_to_json(&in->quota);
+	if (in->username != NULL)
+		sm_set_str(&n->username, in->username);
+	if (in->python_path != NULL)
+		sm_set_str(&n->python_path, in->python_path);
+	if (in->shell_type != NULL)
+		sm_set_str(&n->shell_type, in->shell_type);
+	if (in->connection_type != NULL)
+		sm_set_str(&n->connection_type, in->connection_type);
+	if (in->connection_port > 0)
+		n->connection_port = in->connection_port;
+	if (in->has_host_keys)
+		np_strv_copy(&n->host_keys, &in->host_keys);
+	if (in->node_attributes != NULL) {
+		/* the instance's are defaults, the pool's win */
+		json_t *attrs = json_deep_copy(in->node_attributes);
+		if (n->attributes != NULL)
+			json_object_update(attrs, n->attributes);
+		json_decref(n->attributes);
+		n->attributes = attrs;
+	}
+}
+
+static void
+scan_done(const struct nodescan_result *res, void *arg)
+{
+	struct sm_launch *l = arg;
+	char msg[512];
+	size_t i;
+
+	l->scan = NULL;
+	if (res->status == NODESCAN_OK) {
+		if (res->nkeys > 0) {
+			np_strv_clear(&l->node->host_keys);
+			for (i = 0; i < res->nkeys; i++)
+				np_strv_push(&l->node->host_keys, res->keys[i]);
+		}
+		log_debug("node %s: nodescan done in %.1fs (%zu keys)", l->node_id, res->elapsed,
+		    res->nkeys);
+		complete(l, DRV_LAUNCH_READY, NULL);
+		return;
+	}
+	l->r->st.nodescan_failed++;
+	snprintf(msg, sizeof(msg), "nodescan of %s failed: %s", l->instance_id ? l->instance_id : "?",
+	    res->error ? res->error : nodescan_status_str(res->status));
+	attempt_failed(l, msg);
+}
+
+static void
+start_scan(struct sm_launch *l)
+{
+	struct nodescan_params p;
+	char msg[256];
+
+	if (l->node->interface_ip == NULL) {
+		attempt_failed(l, "the instance has no address to scan");
+		return;
+	}
+	if (l->r->ns == NULL) {
+		attempt_failed(l, "no nodescan worker");
+		return;
+	}
+	memset(&p, 0, sizeof(p));
+	p.host = l->node->interface_ip;
+	p.port = l->node->connection_port;
+	p.connection_type = l->node->connection_type;
+	p.deadline = l->boot_timeout;
+	l->phase = LP_SCAN;
+	l->scan = nodescan_start(l->r->ns, &p, scan_done, l);
+	if (l->scan == NULL) {
+		snprintf(msg, sizeof(msg), "nodescan: %s", strerror(errno));
+		attempt_failed(l, msg);
+	}
+}
+
+static void
+orphan_done(struct sm_launch *l)
+{
+	log_info("node %s: the cancelled launch's instance %s is deleted", l->node_id,
+	    l->instance_id ? l->instance_id : "-");
+	launch_free(l);
+}
+
+static void
+unwind_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	start_unwind(arg);
+}
+
+static void
+unwind_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, void *arg)
+{
+	struct sm_launch *l = arg;
+	char msg[600];
+
+	l->run = NULL;
+	sm_instance_free(inst);
+	if (st == SM_DONE || m->error == SM_E_NOTFOUND) {
+		l->r->st.unwound++;
+		free(l->instance_id);
+		l->instance_id = NULL;
+		if (l->cancelled) {
+			orphan_done(l);
+			return;
+		}
+		free(l->node->external_id);
+		l->node->external_id = NULL;
+		l->attempt++;
+		begin_attempt(l);
+		return;
+	}
+	/* as upstream: keep trying, so two instances never exist for one node */
+	if (m->error != SM_E_TIMEOUT && mono() < l->unwind_deadline) {
+		log_warn("node %s: deleting instance %s of a failed attempt: %s (retrying)",
+		    l->node_id, l->instance_id, m->error_msg);
+		if (l->timer == NULL)
+			l->timer = event_new(l->r->base, -1, 0, unwind_retry_cb, l);
+		arm(l->timer, SM_DEFAULT_POLL);
+		return;
+	}
+	if (l->cancelled) {
+		log_warn("node %s: could not delete instance %s of a cancelled launch: %s (left "
+			 "to leak cleanup)",
+		    l->node_id, l->instance_id, m->error_msg);
+		launch_free(l);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "%s; deleting its instance %s failed: %s",
+	    l->fail_msg ? l->fail_msg : "launch failed", l->instance_id, m->error_msg);
+	complete(l, DRV_LAUNCH_FAILED, msg);
+}
+
+static void
+start_unwind(struct sm_launch *l)
+{
+	struct sm_runner *r = l->r;
+	struct sm_machine *m = r->ops->delete_machine(r->a, l->instance_id);
+
+	l->phase = LP_UNWIND;
+	l->run = sm_run_start(r, m, fmax(1, l->unwind_deadline - mono()), unwind_done, NULL, l);
+}
+
+static void
+unwind(struct sm_launch *l)
+{
+	if (l->instance_id == NULL) {
+		if (l->cancelled)
+			launch_free(l);
+		else {
+			l->attempt++;
+			begin_attempt(l);
+		}
+		return;
+	}
+	l->unwind_deadline = mono() + SM_DELETE_TIMEOUT;
+	start_unwind(l);
+}
+
+static void
+console_done(const char *text, const char *error, void *arg)
+{
+	struct sm_launch *l = arg;
+	char *copy, *line, *save = NULL;
+	char *msg;
+
+	if (l->cancelled) {
+		unwind(l);
+		return;
+	}
+	if (text != NULL) {
+		log_info("node %s: console log of instance %s:", l->node_id, l->instance_id);
+		copy = dupz(text);
+		for (line = strtok_r(copy, "\n", &save); line != NULL;
+		     line = strtok_r(NULL, "\n", &save))
+			log_info("node %s: console: %s", l->node_id, line);
+		free(copy);
+	} else {
+		log_warn("node %s: no console log of instance %s: %s", l->node_id, l->instance_id,
+		    error ? error : "unknown error");
+	}
+	msg = l->fail_msg;
+	l->fail_msg = NULL;
+	attempt_failed(l, msg);
+	free(msg);
+}
+
+static void
+attempt_failed(struct sm_launch *l, const char *msg)
+{
+	struct sm_runner *r = l->r;
+
+	/* a failed scan: notify the adapter and show the console first */
+	if (l->phase == LP_SCAN) {
+		if (r->ops->nodescan_failed != NULL && l->instance_id != NULL)
+			r->ops->nodescan_failed(r->a, l->label, l->instance_id);
+		if (l->label->console_log && r->ops->console_log != NULL && l->instance_id != NULL) {
+			l->phase = LP_CONSOLE;
+			sm_set_str(&l->fail_msg, msg);
+			r->ops->console_log(r->a, l->label, l->instance_id, console_done, l);
+			return;
+		}
+	}
+	r->st.attempts_failed++;
+	log_warn("launch attempt %d/%d for node %s failed: %s", l->attempt, l->retries, l->node_id,
+	    msg);
+	if (l->attempt >= l->retries) {
+		complete(l, DRV_LAUNCH_FAILED, msg);
+		return;
+	}
+	sm_set_str(&l->fail_msg, msg);
+	unwind(l);
+}
+
+static void
+create_progress(struct sm_machine *m, void *arg)
+{
+	struct sm_launch *l = arg;
+
+	if (m->external_id == NULL)
+		return;
+	set_instance_id(l, m->external_id);
+	if (l->cancelled) {
+		/* the cloud has named it: stop building, delete it */
+		sm_run_cancel(l->run);
+		l->run = NULL;
+		unwind(l);
+	}
+}
+
+static void
+create_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, void *arg)
+{
+	struct sm_launch *l = arg;
+	char msg[300];
+
+	l->run = NULL;
+	set_instance_id(l, m->external_id);
+	if (st == SM_DONE && inst != NULL)
+		set_instance_id(l, inst->external_id);
+	if (l->cancelled) {
+		sm_instance_free(inst);
+		unwind(l);
+		return;
+	}
+	if (st == SM_DONE && inst == NULL) {
+		attempt_failed(l, "the create state machine returned no instance");
+		return;
+	}
+	if (st == SM_DONE) {
+		update_node(l, inst);
+		sm_instance_free(inst);
+		log_debug("node %s: instance %s complete (attempt %d)", l->node_id, l->instance_id,
+		    l->attempt);
+		if (l->label->host_key_checking)
+			start_scan(l);
+		else
+			complete(l, DRV_LAUNCH_READY, NULL);
+		return;
+	}
+	if (m->error == SM_E_QUOTA) {
+		log_info("aborting node %s due to quota failure: %s", l->node_id, m->error_msg);
+		complete(l, DRV_LAUNCH_ABORTED, m->error_msg);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "%s", m->error_msg[0] ? m->error_msg : "create failed");
+	attempt_failed(l, msg);
+}
+
+static void
+begin_attempt(struct sm_launch *l)
+{
+	struct sm_runner *r = l->r;
+	struct sm_create_args args;
+	struct sm_machine *m;
+
+	memset(&args, 0, sizeof(args));
+	args.hostname = l->hostname;
+	args.label = l->label;
+	args.image_external_id = l->image_external_id;
+	args.metadata = l->metadata;
+	args.request = l->request;
+	args.az = l->az;
+	m = r->ops->create_machine(r->a, &args);
+	l->phase = LP_CREATE;
+	l->run = sm_run_start(r, m, l->launch_timeout, create_done, create_progress, l);
+}
+
+struct sm_launch *
+sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launch_params *p,
+    sm_launch_done done, void *arg)
+{
+	struct sm_launch *l = calloc(1, sizeof(*l));
+	char host[64];
+
+	if (l == NULL)
+		abort();
+	l->r = r;
+	l->node = node;
+	l->node_id = dupz(node->id ? node->id : "?");
+	snprintf(host, sizeof(host), "np%s", l->node_id);
+	l->hostname = dupz(host);
+	l->label = p->label;
+	l->image_external_id = dupz(p->image_external_id);
+	l->az = dupz(p->az);
+	l->metadata = p->metadata ? json_deep_copy(p->metadata) : json_object();
+	l->request = p->request;
+	l->retries = p->retries > 0 ? p->retries : 1;
+	l->attempt = 1;
+	l->launch_timeout = p->launch_timeout;
+	l->boot_timeout = p->boot_timeout;
+	l->use_internal_ip = p->use_internal_ip;
+	l->t_start = mono();
+	l->done = done;
+	l->arg = arg;
+	TAILQ_INSERT_TAIL(&r->launches, l, entry);
+	r->st.launches++;
+	begin_attempt(l);
+	return l;
+}
+
+void
+sm_launch_cancel(struct sm_launch *l)
+{
+	if (l == NULL || l->cancelled)
+		return;
+	l->cancelled = 1;
+	l->node = NULL;
+	l->request = NULL;
+	l->done = NULL;
+	l->r->st.launches--;
+	l->r->st.orphans++;
+	log_info("node %s: launch cancelled (phase %s)", l->node_id, phase_name(l->phase));
+	switch (l->phase) {
+	case LP_CREATE:
+		if (l->instance_id != NULL) {
+			sm_run_cancel(l->run);
+			l->run = NULL;
+			unwind(l);
+		}
+		/* else: create_progress or create_done deletes it once named */
+		break;
+	case LP_SCAN:
+		nodescan_cancel(l->scan);
+		l->scan = NULL;
+		unwind(l);
+		break;
+	case LP_UNWIND:  /* unwind_done frees it */
+	case LP_CONSOLE: /* console_done unwinds */
+		break;
+	}
+}
+
+/* ---- deletes ------------------------------------------------------------------------ */
+
+static void
+delete_free(struct sm_delete *d)
+{
+	struct sm_runner *r = d->r;
+
+	TAILQ_REMOVE(&r->deletes, d, entry);
+	r->st.deletes--;
+	if (d->run != NULL)
+		sm_run_cancel(d->run);
+	if (d->later != NULL)
+		event_free(d->later);
+	free(d->id);
+	free(d);
+}
+
+static void
+delete_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, void *arg)
+{
+	struct sm_delete *d = arg;
+	sm_done_cb done = d->done;
+	void *darg = d->arg;
+	int ok = st == SM_DONE || m->error == SM_E_NOTFOUND;
+	char err[300];
+
+	sm_instance_free(inst);
+	d->run = NULL;
+	snprintf(err, sizeof(err), "%s", ok ? "" : m->error_msg);
+	if (ok) {
+		d->r->st.deleted++;
+		if (st != SM_DONE)
+			log_info("instance %s not found in the cloud: deleted", d->id);
+	} else
+		d->r->st.delete_errors++;
+	delete_free(d);
+	done(ok, ok ? NULL : err, darg);
+}
+
+static void
+delete_nothing_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sm_delete *d = arg;
+	sm_done_cb done = d->done;
+	void *darg = d->arg;
+
+	delete_free(d);
+	done(1, NULL, darg);
+}
+
+struct sm_delete *
+sm_delete_start(struct sm_runner *r, const char *external_id, double timeout, sm_done_cb done,
+    void *arg)
+{
+	struct sm_delete *d = calloc(1, sizeof(*d));
+
+	if (d == NULL)
+		abort();
+	d->r = r;
+	d->id = dupz(external_id);
+	d->done = done;
+	d->arg = arg;
+	TAILQ_INSERT_TAIL(&r->deletes, d, entry);
+	r->st.deletes++;
+	if (external_id == NULL) {
+		d->later = event_new(r->base, -1, 0, delete_nothing_cb, d);
+		event_active(d->later, EV_TIMEOUT, 0);
+		return d;
+	}
+	d->run = sm_run_start(r, r->ops->delete_machine(r->a, external_id), timeout, delete_done,
+	    NULL, d);
+	return d;
+}
+
+void
+sm_delete_cancel(struct sm_delete *d)
+{
+	if (d != NULL)
+		delete_free(d);
+}

@@ -1,0 +1,777 @@
+/*
+ * The struct driver slots of the state-machine framework, as upstream's
+ * StateMachineProvider (QuotaSupport included) and the launch/delete glue
+ * of StateMachineHandler. See statemachine.h.
+ *
+ * Per provider:
+ *   - the adapter, a runner for its state machines, a nodescan worker
+ *     (lib/nodescan: at most 100 scans at once, as upstream's);
+ *   - the quota cache: the cloud's limits minus what instances unknown to
+ *     ZooKeeper use (upstream's estimatedNodepoolQuota), read at start,
+ *     re-read after SM_MAX_QUOTA_AGE seconds or at once after a quota
+ *     error; until the first answer the provider counts as unlimited (a
+ *     launch beyond the real limits is then refused by the cloud and
+ *     aborted);
+ *   - leak cleanup on the launcher's cleanup timer: resources tagged with
+ *     our provider name whose node id (or upload) ZooKeeper does not know,
+ *     two passes in a row, are deleted (counters leaked.<type>s);
+ *   - the diskimage uploads it can boot from (images.c), when the launcher
+ *     offers its ZooKeeper handle (drv_zk);
+ *   - an event-loop lag probe: a 100 ms timer records how late it fires
+ *     (the whole worker's loop: ZooKeeper, requests, launches), shown in
+ *     the dump as the maximum since start and since the previous dump.
+ */
+#include "statemachine.h"
+
+#include <sys/queue.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "log.h"
+#include "nodescan.h"
+#include "strset.h"
+
+#define LAG_INTERVAL 0.1 /* s between loop-lag probes */
+
+static double
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct glaunch {
+	struct drv_provider *dp;
+	struct drv_launch *l;
+	struct sm_launch *sl;
+	struct event *fail_ev; /* a launch refused before it started */
+	char *fail_msg;
+};
+
+struct gdelete {
+	TAILQ_ENTRY(gdelete) entry;
+	struct drv_provider *dp;
+	struct drv_delete *d;
+	struct sm_delete *sd;
+};
+
+struct drv_provider {
+	struct launcher *lc;
+	const struct sm_adapter_ops *ops;
+	struct sm_adapter *ad;
+	struct sm_config *cfg;
+	struct sm_env env;
+	json_t *stats;   /* see struct sm_env */
+	json_t *leaked;  /* "leaked.<type>s" -> count */
+	struct nodescan *scanner;
+	struct sm_runner *runner;
+	TAILQ_HEAD(, gdelete) deletes;
+
+	/* quota cache */
+	struct drv_quota quota;  /* limits - unmanaged usage, when quota_known */
+	struct drv_quota limits; /* the limits of the refresh in flight */
+	int quota_known, quota_busy, quota_stale;
+	double quota_time, quota_retry_at;
+	unsigned long long quota_reads;
+
+	/* leak cleanup */
+	struct strset *maybe_leaked; /* node ids (and "upload:<build>-<id>")
+	                                unknown on the last pass */
+	int leak_busy;
+
+	struct sm_images *images; /* NULL without a ZooKeeper handle */
+
+	/* loop lag */
+	struct event *lag_ev;
+	double lag_due;
+	double lag_max, lag_window_max; /* seconds */
+
+	int stopped;
+};
+
+/* ---- stats ---------------------------------------------------------------------- */
+
+static void
+stats_refresh(struct drv_provider *dp)
+{
+	struct sm_runner_stats st;
+	const char *k;
+	json_t *v;
+
+	sm_runner_get_stats(dp->runner, &st);
+#define SET(key, val) json_object_set_new(dp->stats, key, json_integer((json_int_t)(val)))
+	SET("launches.in_flight", st.launches);
+	SET("launches.ready", st.ready);
+	SET("launches.failed", st.failed);
+	SET("launches.aborted", st.aborted);
+	SET("launches.attempts_failed", st.attempts_failed);
+	SET("launches.unwound", st.unwound);
+	SET("launches.cancelled_in_flight", st.orphans);
+	SET("nodescan.failed", st.nodescan_failed);
+	SET("deletes.in_flight", st.deletes);
+	SET("deletes.ok", st.deleted);
+	SET("deletes.failed", st.delete_errors);
+	SET("machines.advances", st.advances);
+	SET("quota.reads", dp->quota_reads);
+	SET("loop.lag_max_ms", dp->lag_max * 1000.0);
+#undef SET
+	json_object_foreach(dp->leaked, k, v)
+	json_object_set(dp->stats, k, v);
+}
+
+/* ---- loop lag ------------------------------------------------------------------------ */
+
+static void
+lag_arm(struct drv_provider *dp)
+{
+	struct timeval tv = {0, (suseconds_t)(LAG_INTERVAL * 1e6)};
+
+	dp->lag_due = mono() + LAG_INTERVAL;
+	event_add(dp->lag_ev, &tv);
+}
+
+static void
+lag_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct drv_provider *dp = arg;
+	double late = mono() - dp->lag_due;
+
+	if (late > dp->lag_max)
+		dp->lag_max = late;
+	if (late > dp->lag_window_max)
+		dp->lag_window_max = late;
+	stats_refresh(dp);
+	lag_arm(dp);
+}
+
+/* ---- quota ---------------------------------------------------------------------------- */
+
+static void quota_refresh(struct drv_provider *dp);
+
+static void
+quota_copy(struct drv_quota *dst, const struct drv_quota *src)
+{
+	drv_quota_clear(dst);
+	*dst = *src;
+	dst->extra = src->extra != NULL ? json_deep_copy(src->extra) : NULL;
+}
+
+static struct strset *
+known_node_ids(struct drv_provider *dp)
+{
+	const struct np_node **nodes;
+	size_t i, n = drv_provider_nodes(dp->lc, &nodes);
+	struct strset *s = strset_new();
+
+	for (i = 0; i < n; i++)
+		if (nodes[i]->id != NULL)
+			strset_add(s, nodes[i]->id);
+	return s;
+}
+
+/* An instance of ours that ZooKeeper knows is managed; anything else
+ * (another tool's, or one of ours that leaked) uses quota we cannot have. */
+static int
+managed(struct drv_provider *dp, const json_t *meta, const struct strset *known)
+{
+	const char *pn = json_string_value(json_object_get(meta, "nodepool_provider_name"));
+	const char *nid = json_string_value(json_object_get(meta, "nodepool_node_id"));
+
+	return pn != NULL && strcmp(pn, dp->cfg->provider) == 0 && nid != NULL &&
+	    strset_has(known, nid);
+}
+
+static void
+quota_failed(struct drv_provider *dp, const char *what, const char *error)
+{
+	log_warn("provider %s: reading the cloud's %s: %s (keeping the last known quota)",
+	    dp->cfg->provider, what, error);
+	dp->quota_busy = 0;
+	dp->quota_retry_at = mono() + 10;
+}
+
+static void
+quota_instances_cb(struct sm_instance *const *v, size_t n, const char *error, void *arg)
+{
+	struct drv_provider *dp = arg;
+	struct strset *known;
+	struct drv_quota used;
+	size_t i;
+
+	if (error != NULL) {
+		quota_failed(dp, "instances", error);
+		return;
+	}
+	known = known_node_ids(dp);
+	drv_quota_init(&used, 0, 0, 0);
+	for (i = 0; i < n; i++)
+		if (!managed(dp, v[i]->metadata, known))
+			drv_quota_add(&used, &v[i]->quota);
+	strset_free(known);
+	drv_quota_sub(&dp->limits, &used);
+	drv_quota_clear(&used);
+	quota_copy(&dp->quota, &dp->limits);
+	drv_quota_clear(&dp->limits);
+	dp->quota_known = 1;
+	dp->quota_busy = 0;
+	dp->quota_stale = 0;
+	dp->quota_time = mono();
+	dp->quota_reads++;
+	log_debug("provider %s: quota available to nodepool: cores %g instances %g ram %g",
+	    dp->cfg->provider, dp->quota.cores, dp->quota.instances, dp->quota.ram);
+}
+
+static void
+quota_limits_cb(const struct drv_quota *limits, const char *error, void *arg)
+{
+	struct drv_provider *dp = arg;
+
+	if (error != NULL || limits == NULL) {
+		quota_failed(dp, "limits", error ? error : "no answer");
+		return;
+	}
+	quota_copy(&dp->limits, limits);
+	if (dp->ops->list_instances != NULL)
+		dp->ops->list_instances(dp->ad, quota_instances_cb, dp);
+	else
+		quota_instances_cb(NULL, 0, NULL, dp);
+}
+
+static void
+quota_refresh(struct drv_provider *dp)
+{
+	if (dp->quota_busy || dp->stopped || mono() < dp->quota_retry_at)
+		return;
+	dp->quota_busy = 1;
+	if (dp->ops->quota_limits != NULL) {
+		dp->ops->quota_limits(dp->ad, quota_limits_cb, dp);
+	} else {
+		struct drv_quota u;
+		drv_quota_unlimited(&u);
+		quota_copy(&dp->limits, &u);
+		if (dp->ops->list_instances != NULL)
+			dp->ops->list_instances(dp->ad, quota_instances_cb, dp);
+		else
+			quota_instances_cb(NULL, 0, NULL, dp);
+	}
+}
+
+void
+sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out)
+{
+	if (!dp->quota_known || dp->quota_stale || mono() - dp->quota_time > SM_MAX_QUOTA_AGE)
+		quota_refresh(dp);
+	if (dp->quota_known)
+		quota_copy(out, &dp->quota);
+}
+
+/* ---- labels ----------------------------------------------------------------------------- */
+
+__attribute__((weak)) struct zk *
+drv_zk(struct launcher *lc)
+{
+	(void)lc;
+	return NULL;
+}
+
+/* The latest READY upload of a diskimage, as upstream's launch does. */
+static int
+latest_upload(struct drv_provider *dp, const char *image, char *eid, size_t idlen, char *path,
+    size_t pathlen)
+{
+	if (dp->images == NULL)
+		return -1;
+	return sm_images_latest(dp->images, image, eid, idlen, path, pathlen);
+}
+
+static int
+label_entry_ready(struct drv_provider *dp, const struct sm_label *l)
+{
+	char id[256], path[512];
+
+	if (l->diskimage != NULL)
+		return latest_upload(dp, l->diskimage, id, sizeof(id), path, sizeof(path)) == 0;
+	if (dp->ops->label_ready != NULL)
+		return dp->ops->label_ready(dp->ad, l);
+	return 1;
+}
+
+int
+sm_drv_label_ready(struct drv_provider *dp, const char *label)
+{
+	size_t i, j;
+	int seen = 0;
+
+	for (i = 0; i < dp->cfg->npools; i++) {
+		const struct sm_pool *p = &dp->cfg->pools[i];
+		for (j = 0; j < p->nlabels; j++) {
+			if (strcmp(p->labels[j].name, label) != 0)
+				continue;
+			seen = 1;
+			if (label_entry_ready(dp, &p->labels[j]))
+				return 1;
+		}
+	}
+	return !seen; /* not ours: the launcher declines it for other reasons */
+}
+
+void
+sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
+    struct drv_quota *out)
+{
+	const struct sm_label *l = sm_config_label(dp->cfg, drv_pool_name(pool), label);
+
+	if (l != NULL && dp->ops->label_quota != NULL)
+		dp->ops->label_quota(dp->ad, l, out);
+}
+
+/* ---- launches ------------------------------------------------------------------------------ */
+
+static void
+glaunch_free(struct glaunch *g)
+{
+	if (g->fail_ev != NULL)
+		event_free(g->fail_ev);
+	free(g->fail_msg);
+	free(g);
+}
+
+static void
+launch_done(enum drv_launch_result res, const char *error, void *arg)
+{
+	struct glaunch *g = arg;
+	struct drv_provider *dp = g->dp;
+	struct drv_launch *l = g->l;
+
+	l->drv = NULL;
+	glaunch_free(g);
+	if (res == DRV_LAUNCH_ABORTED) {
+		/* upstream's invalidateQuotaCache */
+		dp->quota_stale = 1;
+		dp->quota_retry_at = 0;
+		quota_refresh(dp);
+	}
+	stats_refresh(dp);
+	drv_launch_done(l, res, error);
+}
+
+static void
+fail_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct glaunch *g = arg;
+	struct drv_launch *l = g->l;
+	char *msg = g->fail_msg;
+
+	g->fail_msg = NULL;
+	l->drv = NULL;
+	glaunch_free(g);
+	drv_launch_done(l, DRV_LAUNCH_FAILED, msg);
+	free(msg);
+}
+
+/* Refuse a launch from the loop (never inside the launch slot). */
+static void
+fail_later(struct glaunch *g, const char *msg)
+{
+	log_warn("node %s: %s", g->l->node->id ? g->l->node->id : "?", msg);
+	g->fail_msg = strdup(msg);
+	g->fail_ev = event_new(drv_event_base(g->dp->lc), -1, 0, fail_cb, g);
+	event_active(g->fail_ev, EV_TIMEOUT, 0);
+}
+
+static const char *
+pick_az(struct drv_provider *dp, const struct sm_label *l, struct np_strv *tmp)
+{
+	const struct np_strv *azs = &l->pool->azs;
+
+	if (azs->n == 0 && dp->ops->azs != NULL) {
+		dp->ops->azs(dp->ad, tmp);
+		azs = tmp;
+	}
+	if (azs->n == 0)
+		return NULL;
+	return azs->v[(size_t)random() % azs->n];
+}
+
+/* Image settings on the node, as upstream's startStateMachine. */
+static void
+apply_image(struct np_node *n, const struct sm_image *im)
+{
+	if (im == NULL) {
+		sm_set_str(&n->connection_type, "ssh");
+		return;
+	}
+	if (im->username != NULL)
+		sm_set_str(&n->username, im->username);
+	sm_set_str(&n->python_path, im->python_path);
+	sm_set_str(&n->shell_type, im->shell_type);
+	sm_set_str(&n->connection_type, im->connection_type);
+	n->connection_port = im->connection_port;
+}
+
+void
+sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
+{
+	struct glaunch *g = calloc(1, sizeof(*g));
+	struct np_node *n = l->node;
+	const struct sm_label *lab;
+	struct sm_launch_params p;
+	char image_eid[256], path[512], msg[512];
+	struct np_strv azs = {0};
+	struct drv_quota q;
+	json_t *meta;
+
+	if (g == NULL)
+		abort();
+	g->dp = dp;
+	g->l = l;
+	l->drv = g;
+	lab = sm_config_label(dp->cfg, n->pool, l->label);
+	if (dp->stopped) {
+		fail_later(g, "the provider is stopping");
+		return;
+	}
+	if (lab == NULL) {
+		snprintf(msg, sizeof(msg), "label %s is not in pool %s", l->label,
+		    n->pool ? n->pool : "?");
+		fail_later(g, msg);
+		return;
+	}
+	memset(&p, 0, sizeof(p));
+	if (lab->diskimage != NULL) {
+		if (latest_upload(dp, lab->diskimage, image_eid, sizeof(image_eid), path,
+			sizeof(path)) != 0) {
+			snprintf(msg, sizeof(msg), "Unable to find current cloud image %s in %s",
+			    lab->diskimage, dp->cfg->provider);
+			fail_later(g, msg);
+			return;
+		}
+		sm_set_str(&n->image_id, path);
+		p.image_external_id = image_eid;
+	} else {
+		sm_set_str(&n->image_id, lab->cloud_image);
+	}
+	apply_image(n, lab->image);
+	drv_quota_init(&q, 0, 1, 0);
+	if (dp->ops->label_quota != NULL)
+		dp->ops->label_quota(dp->ad, lab, &q);
+	json_decref(n->resources);
+	n->resources = drv_quota_to_json(&q);
+	drv_quota_clear(&q);
+
+	meta = json_pack("{s:s, s:s, s:s}", "nodepool_node_id", n->id ? n->id : "",
+	    "nodepool_pool_name", lab->pool->name, "nodepool_provider_name", dp->cfg->provider);
+	/* groups: provider, image and label, as upstream's OpenStack adapter
+	 * (for Ansible inventories) */
+	{
+		char groups[512];
+		snprintf(groups, sizeof(groups), "%s,%s,%s", dp->cfg->provider,
+		    lab->image ? lab->image->name : "", lab->name);
+		json_object_set_new(meta, "groups", json_string(groups));
+	}
+	p.label = lab;
+	p.az = pick_az(dp, lab, &azs);
+	p.metadata = meta;
+	p.request = l->request;
+	p.retries = dp->cfg->launch_retries;
+	p.launch_timeout = dp->cfg->launch_timeout;
+	p.boot_timeout = dp->cfg->boot_timeout;
+	p.use_internal_ip = lab->pool->use_internal_ip;
+	g->sl = sm_launch_start(dp->runner, n, &p, launch_done, g);
+	json_decref(meta);
+	np_strv_clear(&azs);
+}
+
+void
+sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l)
+{
+	struct glaunch *g = l->drv;
+
+	if (g == NULL)
+		return;
+	l->drv = NULL;
+	if (g->sl != NULL)
+		sm_launch_cancel(g->sl);
+	glaunch_free(g);
+}
+
+/* ---- deletes ------------------------------------------------------------------------------------ */
+
+static void
+delete_done(int ok, const char *error, void *arg)
+{
+	struct gdelete *g = arg;
+	struct drv_provider *dp = g->dp;
+	struct drv_delete *d = g->d;
+
+	TAILQ_REMOVE(&dp->deletes, g, entry);
+	free(g);
+	stats_refresh(dp);
+	drv_delete_done(d, ok, error);
+}
+
+void
+sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d)
+{
+	struct gdelete *g = calloc(1, sizeof(*g));
+
+	if (g == NULL)
+		abort();
+	g->dp = dp;
+	g->d = d;
+	TAILQ_INSERT_TAIL(&dp->deletes, g, entry);
+	/* an object external id (AWS {instance, host}) is not ours to read */
+	g->sd = sm_delete_start(dp->runner, d->node->external_id, SM_DELETE_TIMEOUT, delete_done, g);
+}
+
+/* ---- leak cleanup ------------------------------------------------------------------------------- */
+
+struct leak_ctx {
+	struct drv_provider *dp;
+	char *type, *id, *node_id;
+};
+
+static void
+leak_deleted(int ok, const char *error, void *arg)
+{
+	struct leak_ctx *x = arg;
+	struct drv_provider *dp = x->dp;
+	char key[128];
+
+	if (ok) {
+		snprintf(key, sizeof(key), "leaked.%ss", x->type);
+		json_object_set_new(dp->leaked, key,
+		    json_integer(json_integer_value(json_object_get(dp->leaked, key)) + 1));
+		log_info("provider %s: deleted leaked %s %s (%s%s)", dp->cfg->provider, x->type,
+		    x->id, strncmp(x->node_id, "upload:", 7) == 0 ? "" : "node ", x->node_id);
+		stats_refresh(dp);
+	} else {
+		log_warn("provider %s: unable to delete leaked %s %s (%s): %s",
+		    dp->cfg->provider, x->type, x->id, x->node_id, error ? error : "?");
+	}
+	free(x->type);
+	free(x->id);
+	free(x->node_id);
+	free(x);
+}
+
+/* As upstream's cleanupLeakedResources: a resource tagged with our
+ * provider whose node id ZooKeeper does not know, or whose upload
+ * (nodepool_build_id, nodepool_upload_id) this provider has no record of,
+ * on two passes in a row (so a launch or upload racing the listing is not
+ * mistaken for a leak). Uploads are judged only once the upload cache has
+ * read ZooKeeper (not without a ZooKeeper handle: see drv_zk). */
+static void
+leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg)
+{
+	struct drv_provider *dp = arg;
+	struct strset *known, *seen;
+	size_t i;
+
+	dp->leak_busy = 0;
+	if (error != NULL) {
+		log_warn("provider %s: listing resources for leak cleanup: %s", dp->cfg->provider,
+		    error);
+		return;
+	}
+	if (dp->stopped)
+		return;
+	known = known_node_ids(dp);
+	seen = strset_new();
+	for (i = 0; i < n; i++) {
+		const char *pn = json_string_value(json_object_get(v[i].metadata,
+		    "nodepool_provider_name"));
+		const char *nid = json_string_value(json_object_get(v[i].metadata,
+		    "nodepool_node_id"));
+		struct leak_ctx *x;
+
+		const char *bid = json_string_value(json_object_get(v[i].metadata,
+		    "nodepool_build_id"));
+		const char *uid = json_string_value(json_object_get(v[i].metadata,
+		    "nodepool_upload_id"));
+		char key[300];
+
+		if (pn == NULL || strcmp(pn, dp->cfg->provider) != 0)
+			continue;
+		if (nid != NULL && !strset_has(known, nid))
+			snprintf(key, sizeof(key), "%s", nid);
+		else if (uid != NULL && bid != NULL && dp->images != NULL &&
+		    sm_images_known_upload(dp->images, bid, uid) == 0)
+			snprintf(key, sizeof(key), "upload:%s-%s", bid, uid);
+		else
+			continue;
+		strset_add(seen, key);
+		if (!strset_has(dp->maybe_leaked, key) || dp->ops->delete_resource == NULL)
+			continue;
+		x = calloc(1, sizeof(*x));
+		x->dp = dp;
+		x->type = strdup(v[i].type);
+		x->id = strdup(v[i].id);
+		x->node_id = strdup(key);
+		dp->ops->delete_resource(dp->ad, &v[i], leak_deleted, x);
+	}
+	strset_free(known);
+	strset_free(dp->maybe_leaked);
+	dp->maybe_leaked = seen;
+}
+
+void
+sm_drv_cleanup(struct drv_provider *dp)
+{
+	if (dp->stopped)
+		return;
+	if (dp->ops->list_resources != NULL && !dp->leak_busy) {
+		dp->leak_busy = 1;
+		dp->ops->list_resources(dp->ad, leak_list_cb, dp);
+	}
+	if (dp->quota_stale || mono() - dp->quota_time > SM_MAX_QUOTA_AGE)
+		quota_refresh(dp);
+}
+
+/* ---- life cycle ----------------------------------------------------------------------------------- */
+
+struct drv_provider *
+sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
+    struct launcher *lc, char *err, size_t errlen)
+{
+	struct drv_provider *dp = calloc(1, sizeof(*dp));
+	struct event_base *base = drv_event_base(lc);
+
+	if (dp == NULL)
+		abort();
+	dp->lc = lc;
+	dp->ops = ops;
+	TAILQ_INIT(&dp->deletes);
+	dp->cfg = sm_config_new(drv_provider_config(lc), def, err, errlen);
+	if (dp->cfg == NULL) {
+		free(dp);
+		return NULL;
+	}
+	dp->stats = json_object();
+	dp->leaked = json_object();
+	dp->maybe_leaked = strset_new();
+	drv_quota_unlimited(&dp->quota);
+	drv_quota_init(&dp->limits, 0, 0, 0);
+	dp->env.base = base;
+	dp->env.provider_name = dp->cfg->provider;
+	dp->env.provider = drv_provider_config(lc);
+	dp->env.cfg = dp->cfg;
+	dp->env.stats = dp->stats;
+	dp->ad = ops->adapter_new(&dp->env, err, errlen);
+	if (dp->ad == NULL) {
+		json_decref(dp->stats);
+		json_decref(dp->leaked);
+		strset_free(dp->maybe_leaked);
+		sm_config_free(dp->cfg);
+		free(dp);
+		return NULL;
+	}
+	dp->scanner = nodescan_new(base, NULL, 0, 0);
+	dp->runner = sm_runner_new(base, ops, dp->ad, dp->scanner);
+	if (drv_zk(lc) != NULL)
+		dp->images = sm_images_new(drv_zk(lc), base, dp->cfg->provider, 60);
+	dp->lag_ev = event_new(base, -1, 0, lag_cb, dp);
+	if (dp->scanner == NULL || dp->runner == NULL || dp->lag_ev == NULL)
+		abort();
+	stats_refresh(dp);
+	lag_arm(dp);
+	log_info("provider %s: %s adapter ready (launch-retries %d, boot-timeout %.0fs, "
+		 "launch-timeout %.0fs, rate %g/s)",
+	    dp->cfg->provider, ops->name, dp->cfg->launch_retries, dp->cfg->boot_timeout,
+	    dp->cfg->launch_timeout, dp->cfg->rate);
+	return dp;
+}
+
+void
+sm_drv_provider_start(struct drv_provider *dp)
+{
+	dp->quota_retry_at = 0;
+	quota_refresh(dp);
+}
+
+void
+sm_drv_provider_stop(struct drv_provider *dp)
+{
+	dp->stopped = 1;
+	if (dp->ops->adapter_stop != NULL)
+		dp->ops->adapter_stop(dp->ad);
+}
+
+void
+sm_drv_provider_free(struct drv_provider *dp)
+{
+	struct gdelete *g;
+
+	if (dp == NULL)
+		return;
+	/* Deletions the launcher still waits for end as failures (the nodes
+	 * stay `deleting`, retried by the next launcher), so nothing the
+	 * launcher holds for them is left behind. */
+	while ((g = TAILQ_FIRST(&dp->deletes)) != NULL) {
+		struct drv_delete *d = g->d;
+		TAILQ_REMOVE(&dp->deletes, g, entry);
+		sm_delete_cancel(g->sd);
+		free(g);
+		drv_delete_done(d, 0, "the provider stopped");
+	}
+	sm_runner_free(dp->runner);
+	dp->ops->adapter_free(dp->ad);
+	sm_images_free(dp->images);
+	nodescan_free(dp->scanner);
+	event_free(dp->lag_ev);
+	drv_quota_clear(&dp->quota);
+	drv_quota_clear(&dp->limits);
+	strset_free(dp->maybe_leaked);
+	json_decref(dp->stats);
+	json_decref(dp->leaked);
+	sm_config_free(dp->cfg);
+	free(dp);
+}
+
+void
+sm_drv_dump(struct drv_provider *dp, struct evbuffer *out)
+{
+	struct sm_runner_stats st;
+	const char *k;
+	json_t *v;
+
+	stats_refresh(dp);
+	sm_runner_get_stats(dp->runner, &st);
+	evbuffer_add_printf(out, "  state machines (%s): %u launches, %u deletes, %u cancelled "
+				 "launches cleaning up, %u machines running\n",
+	    dp->ops->name, st.launches, st.deletes, st.orphans, st.runs);
+	evbuffer_add_printf(out, "    launches: ready %llu failed %llu aborted %llu; failed "
+				 "attempts %llu (instances deleted %llu), nodescan failures %llu\n",
+	    st.ready, st.failed, st.aborted, st.attempts_failed, st.unwound, st.nodescan_failed);
+	evbuffer_add_printf(out, "    deletes: ok %llu failed %llu\n", st.deleted, st.delete_errors);
+	if (dp->quota_known)
+		evbuffer_add_printf(out, "    quota for nodepool: cores %g instances %g ram %g "
+					 "(read %.0fs ago%s)\n",
+		    dp->quota.cores, dp->quota.instances, dp->quota.ram, mono() - dp->quota_time,
+		    dp->quota_stale ? ", stale" : "");
+	else
+		evbuffer_add_printf(out, "    quota for nodepool: not read yet (unlimited)\n");
+	json_object_foreach(dp->leaked, k, v)
+	evbuffer_add_printf(out, "    %s: %lld\n", k, (long long)json_integer_value(v));
+	if (dp->images != NULL)
+		evbuffer_add_printf(out, "    diskimage uploads: %d reads of ZooKeeper\n",
+		    sm_images_walks(dp->images));
+	else if (dp->cfg->ndiskimages > 0)
+		evbuffer_add_printf(out, "    diskimage uploads: unknown (no ZooKeeper handle from "
+					 "the launcher)\n");
+	evbuffer_add_printf(out, "    event loop lag: max %.1f ms since start, %.1f ms since the "
+				 "last dump\n",
+	    dp->lag_max * 1000.0, dp->lag_window_max * 1000.0);
+	dp->lag_window_max = 0;
+	sm_runner_dump(dp->runner, out);
+	if (dp->ops->dump != NULL)
+		dp->ops->dump(dp->ad, out);
+}

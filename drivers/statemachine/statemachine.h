@@ -1,0 +1,299 @@
+/*
+ * The state-machine driver framework (drivers/statemachine/), as upstream
+ * Nodepool's StateMachineDriver / StateMachineProvider /
+ * StateMachineNodeLauncher / StateMachineNodeDeleter (reference 2.5, 2.6,
+ * 3.2): a struct driver whose slots adapt a cloud Adapter (adapter.h).
+ *
+ * Three layers, each usable alone:
+ *   - config.c: the common keys of a cloud provider's config
+ *     (struct sm_config: pools, labels, cloud-images, diskimages,
+ *     launch-retries, boot-timeout, launch-timeout, rate, ...);
+ *   - runner.c: runs state machines on the loop (struct sm_runner), and on
+ *     top of that one node's launch (struct sm_launch: attempts, launch-
+ *     timeout, deleting a failed attempt's instance before the retry,
+ *     nodescan until boot-timeout, console log on failure, quota abort)
+ *     and one instance's deletion (struct sm_delete). No ZooKeeper here:
+ *     unit tests drive it with a test adapter;
+ *   - statemachine.c: the struct driver slots (launcher services, quota
+ *     cache with unmanaged usage, leak cleanup, label readiness and images,
+ *     event-loop lag, dump).
+ *
+ * A driver built on it (drivers/fake/fake.c) is:
+ *
+ *     static struct drv_provider *
+ *     fake_provider_new(struct launcher *lc, struct lc_provider *p, char *err, size_t n)
+ *     {
+ *             return sm_provider_new(&fake_adapter, lc, err, n);
+ *     }
+ *     const struct driver drv_fake = {
+ *             .name = "fake", .pause_at_quota = 1,
+ *             .provider_new = fake_provider_new, SM_DRIVER_SLOTS,
+ *     };
+ */
+#ifndef NP_SM_STATEMACHINE_H
+#define NP_SM_STATEMACHINE_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#include "adapter.h"
+#include "driver.h"
+#include "model.h"
+
+struct event_base;
+struct evbuffer;
+struct nodescan;
+struct launcher;
+
+/* ---- config (config.c) ------------------------------------------------------- */
+
+/* Upstream's Provider delete timeout (StateMachineNodeDeleter.DELETE_TIMEOUT). */
+#define SM_DELETE_TIMEOUT 600.0
+/* Upstream's MAX_QUOTA_AGE: the cloud limits and unmanaged usage are
+ * re-read after this many seconds (or at once after a quota error). */
+#define SM_MAX_QUOTA_AGE 300.0
+/* Upstream's state machine poll interval (MAXIMUM_SLEEP). */
+#define SM_DEFAULT_POLL 1.0
+
+/* A provider cloud-images[] or diskimages[] entry, with upstream's
+ * defaults applied. */
+struct sm_image {
+	char *name;
+	int diskimage;         /* 1: diskimages[], 0: cloud-images[] */
+	char *image_id;        /* cloud image: image-id (or image-name), NULL */
+	char *username;        /* NULL: the node's default ("zuul") */
+	char *python_path;     /* "auto" */
+	char *shell_type;      /* NULL */
+	char *connection_type; /* "ssh" */
+	int connection_port;   /* 22; 5986 when connection-type is winrm */
+	const json_t *raw;
+};
+
+struct sm_pool;
+
+/* A pool's label entry. */
+struct sm_label {
+	char *name;
+	const struct sm_pool *pool;
+	char *cloud_image;           /* names as written, NULL */
+	char *diskimage;
+	const struct sm_image *image; /* the entry either names, or NULL */
+	int host_key_checking;       /* label's, else pool's, else provider's */
+	int console_log;             /* console-log: 0 */
+	const json_t *raw;           /* driver-specific keys */
+};
+
+struct sm_pool {
+	char *name;
+	struct sm_label *labels;
+	size_t nlabels;
+	struct np_strv azs;          /* availability-zones */
+	int host_key_checking;
+	int use_internal_ip;
+	const json_t *raw;
+};
+
+struct sm_config {
+	char *provider;
+	int launch_retries;      /* launch-retries: 3 (attempts in all) */
+	double boot_timeout;     /* boot-timeout, seconds (nodescan deadline) */
+	double launch_timeout;   /* launch-timeout: 3600 s per attempt */
+	double rate;             /* calls per second; <= 0 unlimited */
+	int host_key_checking;
+	struct sm_image *cloud_images;
+	size_t ncloud_images;
+	struct sm_image *diskimages;
+	size_t ndiskimages;
+	struct sm_pool *pools;
+	size_t npools;
+	const json_t *raw;       /* the provider's config, borrowed */
+};
+
+/* Driver defaults for keys the provider config leaves out. */
+struct sm_defaults {
+	double boot_timeout;   /* openstack/gce/fake 60, aws 180, azure 120 */
+	double rate;           /* openstack 1, aws 2, fake 0 */
+	int host_key_checking; /* 1 (fake: 0) */
+};
+
+/* Parse a validated provider config (borrowed: it must outlive the
+ * result). NULL with a message in err on an inconsistency the validator
+ * cannot see (a label naming a missing image). */
+struct sm_config *sm_config_new(const json_t *provider, const struct sm_defaults *def,
+    char *err, size_t errlen);
+void sm_config_free(struct sm_config *cfg); /* NULL is a no-op */
+const struct sm_pool *sm_config_pool(const struct sm_config *cfg, const char *pool);
+const struct sm_label *sm_config_label(const struct sm_config *cfg, const char *pool,
+    const char *label);
+/* The first pool's entry for a label name, or NULL. */
+const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const char *label);
+
+/* ---- the runner (runner.c) ------------------------------------------------------ */
+
+struct sm_runner;
+struct sm_run;
+struct sm_launch;
+struct sm_delete;
+
+/* Counters of a runner (for the dump and tests). */
+struct sm_runner_stats {
+	unsigned runs, launches, deletes, orphans; /* in flight now */
+	unsigned long long advances;               /* advance() calls */
+	unsigned long long ready, failed, aborted; /* launch outcomes */
+	unsigned long long attempts_failed;        /* attempts that were retried or failed */
+	unsigned long long unwound;                /* failed attempts' instances deleted */
+	unsigned long long nodescan_failed;
+	unsigned long long deleted, delete_errors;
+};
+
+/*
+ * A runner on base for one adapter. ns: the scanner for nodescans (may be
+ * NULL when no label checks host keys). Returns NULL only on allocation
+ * failure.
+ */
+struct sm_runner *sm_runner_new(struct event_base *base, const struct sm_adapter_ops *ops,
+    struct sm_adapter *a, struct nodescan *ns);
+/* Abandon every run, launch and delete WITHOUT their callbacks, freeing
+ * their machines, and free the runner. NULL is a no-op. Free the adapter
+ * after this, in the same loop turn. */
+void sm_runner_free(struct sm_runner *r);
+void sm_runner_get_stats(const struct sm_runner *r, struct sm_runner_stats *st);
+/* One line per launch and delete in flight. */
+void sm_runner_dump(const struct sm_runner *r, struct evbuffer *out);
+
+/*
+ * Run machine m (taking it) until it is done, failed, or timeout seconds
+ * (<= 0: no limit) have passed (then SM_ERROR with SM_E_TIMEOUT). The
+ * first advance() comes on a later loop turn. done(st, inst, m, arg) is
+ * called once: st SM_DONE (inst: the create machine's instance, which the
+ * callback takes; NULL for deletes) or SM_ERROR (m->error, m->error_msg);
+ * m is valid during the callback (its external_id in particular) and freed
+ * after it. progress(m, arg) (may be NULL) is called after each advance()
+ * that returned SM_AGAIN; it may cancel the run.
+ */
+typedef void (*sm_run_done)(enum sm_status st, struct sm_instance *inst, struct sm_machine *m,
+    void *arg);
+typedef void (*sm_run_progress)(struct sm_machine *m, void *arg);
+struct sm_run *sm_run_start(struct sm_runner *r, struct sm_machine *m, double timeout,
+    sm_run_done done, sm_run_progress progress, void *arg);
+/* Stop and free the run and its machine; no callback. NULL is a no-op. */
+void sm_run_cancel(struct sm_run *run);
+
+/* One node launch (upstream's StateMachineNodeLauncher). */
+struct sm_launch_params {
+	const struct sm_label *label;
+	const char *image_external_id; /* diskimage upload's id, or NULL */
+	const char *az;                /* or NULL */
+	const json_t *metadata;        /* nodepool_* tags (copied) */
+	const struct np_request *request; /* borrowed until the callback; may be NULL */
+	int retries;                   /* attempts in all (>= 1) */
+	double launch_timeout;         /* per attempt, from its create machine's start */
+	double boot_timeout;           /* the nodescan deadline */
+	int use_internal_ip;           /* interface_ip = private address when there is one */
+};
+
+/*
+ * Launch into node (borrowed until the callback or sm_launch_cancel): its
+ * id names the instance ("np<id>"); node->external_id is set as soon as
+ * the cloud names the instance, and the instance's addresses, az, cloud,
+ * region, resources, overrides and host keys once it is complete. An
+ * attempt that fails (error, launch-timeout, nodescan until boot-timeout)
+ * has its instance deleted by a delete machine, then the next attempt
+ * starts; after `retries` attempts the launch fails. A quota error aborts
+ * at once. done(result, error, arg) is called once, on the loop; on
+ * FAILED and ABORTED node->external_id names what is left to delete (or
+ * is NULL).
+ */
+typedef void (*sm_launch_done)(enum drv_launch_result res, const char *error, void *arg);
+struct sm_launch *sm_launch_start(struct sm_runner *r, struct np_node *node,
+    const struct sm_launch_params *p, sm_launch_done done, void *arg);
+/*
+ * Cancel: no callback follows and node is no longer touched (the caller may
+ * free it). Whatever the launch created is deleted in the background (once
+ * the cloud has named it); the runner frees the launch when that is done.
+ * NULL is a no-op.
+ */
+void sm_launch_cancel(struct sm_launch *l);
+
+/* Delete external_id (NULL: nothing to do) with delete machines until
+ * done, not found, or timeout seconds; done(ok, error, arg) once, on the
+ * loop. */
+struct sm_delete *sm_delete_start(struct sm_runner *r, const char *external_id, double timeout,
+    sm_done_cb done, void *arg);
+/* Stop; no callback. NULL is a no-op. */
+void sm_delete_cancel(struct sm_delete *d);
+
+/* ---- the driver (statemachine.c) --------------------------------------------------- */
+
+/*
+ * provider_new for a state-machine driver: parse the provider config
+ * (drv_provider_config), create the adapter, the runner, the nodescan
+ * worker, the loop-lag probe, and start the first quota read.
+ */
+struct drv_provider *sm_provider_new(const struct sm_adapter_ops *ops,
+    const struct sm_defaults *def, struct launcher *lc, char *err, size_t errlen);
+
+/* The generic slots (use SM_DRIVER_SLOTS). */
+void sm_drv_provider_start(struct drv_provider *dp);
+void sm_drv_provider_stop(struct drv_provider *dp);
+void sm_drv_provider_free(struct drv_provider *dp);
+void sm_drv_cleanup(struct drv_provider *dp);
+int sm_drv_label_ready(struct drv_provider *dp, const char *label);
+void sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
+    struct drv_quota *out);
+void sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out);
+void sm_drv_launch(struct drv_provider *dp, struct drv_launch *l);
+void sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l);
+void sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d);
+void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
+
+#define SM_DRIVER_SLOTS                                                                      \
+	.provider_start = sm_drv_provider_start, .provider_stop = sm_drv_provider_stop,      \
+	.provider_free = sm_drv_provider_free, .cleanup = sm_drv_cleanup,                    \
+	.label_ready = sm_drv_label_ready, .label_quota = sm_drv_label_quota,                \
+	.provider_limits = sm_drv_provider_limits, .launch = sm_drv_launch,                  \
+	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,            \
+	.dump = sm_drv_dump
+
+/* ---- diskimage uploads (images.c) ---------------------------------------------------- */
+
+struct zk;
+struct sm_images;
+
+/*
+ * The uploads a provider can boot from, read from ZooKeeper every
+ * interval seconds (<= 0: 60) and on demand: the most recent READY upload
+ * of each diskimage (upstream's getMostRecentImageUpload(cached=True)) and
+ * the set of every upload of this provider (getProviderUploads, for leak
+ * cleanup). zk stays the caller's and must outlive the cache.
+ */
+struct sm_images *sm_images_new(struct zk *zk, struct event_base *base, const char *provider,
+    double interval);
+void sm_images_free(struct sm_images *s); /* NULL is a no-op */
+/* Start a walk now (unless one runs). */
+void sm_images_refresh(struct sm_images *s);
+/*
+ * 0 with the external id of image's most recent READY upload and its znode
+ * path (.../builds/<build>/providers/<provider>/images/<upload>, a node's
+ * image_id) copied into the buffers; -1 when none is known (a walk then
+ * starts, at most one every 5 s, in case one was uploaded since).
+ */
+int sm_images_latest(struct sm_images *s, const char *image, char *external_id, size_t idlen,
+    char *path, size_t pathlen);
+/* 1 when this provider has an upload <build_id>-<upload_id> in ZooKeeper
+ * (any state), 0 when not, -1 before the first complete walk. */
+int sm_images_known_upload(const struct sm_images *s, const char *build_id,
+    const char *upload_id);
+/* Walks completed. */
+int sm_images_walks(const struct sm_images *s);
+
+/*
+ * The launcher's ZooKeeper handle, for the upload cache above: a launcher
+ * service the launcher does not offer yet. The framework carries a weak
+ * default returning NULL (then diskimage labels are never ready, as
+ * upstream with no READY upload, and uploads are never taken for leaks);
+ * a launcher that defines it (`return lc->zk;`) wins at link time.
+ */
+struct zk *drv_zk(struct launcher *lc);
+
+#endif

@@ -1,0 +1,638 @@
+/*
+ * libcurl multi on libevent. See http.h.
+ *
+ * The usual curl_multi_socket_action() dance: libcurl tells us which
+ * sockets to watch (socket callback -> one persistent libevent event per
+ * socket, kept in curl_multi_assign) and when to call it back (timer
+ * callback -> one libevent timer); each event calls
+ * curl_multi_socket_action() and then collects finished transfers with
+ * curl_multi_info_read(). Calls wait in a FIFO queue for a concurrency
+ * slot and then a rate token; a 429 puts the call back at the head of the
+ * queue and pauses the rate limiter.
+ */
+#include "http.h"
+
+#include <sys/queue.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <event2/event.h>
+
+#include "ratelimit.h"
+
+struct http_req {
+	TAILQ_ENTRY(http_req) entry;
+	struct http_client *c;
+	int queued;   /* on c->queue */
+	CURL *easy;   /* while in flight */
+	char *method;
+	char *url;
+	struct curl_slist *hdrs;
+	char *body;
+	size_t body_len;
+	double timeout;
+	/* the answer being received */
+	char *rbuf;
+	size_t rlen, rcap;
+	int too_big;
+	struct http_header *rh;
+	size_t nrh, caprh;
+	char errbuf[CURL_ERROR_SIZE];
+	unsigned retries;
+	double t_start;
+	http_cb cb;
+	void *arg;
+};
+
+struct http_sock {
+	struct http_client *c;
+	struct event *ev;
+	curl_socket_t fd;
+};
+
+struct http_client {
+	struct event_base *base;
+	CURLM *multi;
+	struct event *timer;
+	struct ratelimit *rl;
+	struct ratelimit_wait *token_wait;
+	TAILQ_HEAD(, http_req) queue;    /* waiting */
+	TAILQ_HEAD(, http_req) inflight; /* handed to libcurl */
+	int max_concurrency, max_retries;
+	double timeout, backoff_max;
+	size_t max_body;
+	char *ca_file, *user_agent;
+	struct http_stats st;
+};
+
+static void pump(struct http_client *c);
+static void check_done(struct http_client *c);
+
+/* ---- libcurl callbacks ----------------------------------------------------- */
+
+static void
+sock_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_sock *s = arg;
+	struct http_client *c = s->c;
+	int running, action = 0;
+
+	if (what & EV_READ)
+		action |= CURL_CSELECT_IN;
+	if (what & EV_WRITE)
+		action |= CURL_CSELECT_OUT;
+	curl_multi_socket_action(c->multi, fd, action, &running);
+	check_done(c);
+}
+
+static int
+socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+	struct http_client *c = userp;
+	struct http_sock *s = socketp;
+	short kind = EV_PERSIST;
+
+	(void)easy;
+	if (what == CURL_POLL_REMOVE) {
+		if (s != NULL) {
+			event_free(s->ev);
+			free(s);
+			curl_multi_assign(c->multi, fd, NULL);
+		}
+		return 0;
+	}
+	if (what & CURL_POLL_IN)
+		kind |= EV_READ;
+	if (what & CURL_POLL_OUT)
+		kind |= EV_WRITE;
+	if (s == NULL) {
+		s = calloc(1, sizeof(*s));
+		if (s == NULL)
+			return -1;
+		s->c = c;
+		s->fd = fd;
+		curl_multi_assign(c->multi, fd, s);
+	} else {
+		event_free(s->ev);
+	}
+	s->ev = event_new(c->base, fd, kind, sock_event_cb, s);
+	if (s->ev == NULL)
+		return -1;
+	event_add(s->ev, NULL);
+	return 0;
+}
+
+static int
+timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+	struct http_client *c = userp;
+	struct timeval tv;
+
+	(void)multi;
+	if (timeout_ms < 0) {
+		event_del(c->timer);
+		return 0;
+	}
+	tv.tv_sec = timeout_ms / 1000;
+	tv.tv_usec = (timeout_ms % 1000) * 1000;
+	event_add(c->timer, &tv);
+	return 0;
+}
+
+static void
+timer_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_client *c = arg;
+	int running;
+
+	(void)fd;
+	(void)what;
+	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_done(c);
+}
+
+static size_t
+write_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct http_req *r = arg;
+	size_t len = size * n;
+
+	if (r->rlen + len > r->c->max_body) {
+		r->too_big = 1;
+		return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
+	}
+	if (r->rlen + len + 1 > r->rcap) {
+		size_t cap = r->rcap ? r->rcap : 1024;
+		while (cap < r->rlen + len + 1)
+			cap *= 2;
+		r->rbuf = realloc(r->rbuf, cap);
+		if (r->rbuf == NULL)
+			abort();
+		r->rcap = cap;
+	}
+	memcpy(r->rbuf + r->rlen, data, len);
+	r->rlen += len;
+	r->rbuf[r->rlen] = '\0';
+	return len;
+}
+
+static void
+headers_clear(struct http_req *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->nrh; i++) {
+		free((char *)r->rh[i].name);
+		free((char *)r->rh[i].value);
+	}
+	r->nrh = 0;
+}
+
+int
+http_header_split(const char *line, size_t len, size_t *name_len, const char **value,
+    size_t *value_len)
+{
+	const char *colon = memchr(line, ':', len), *v, *end = line + len;
+
+	if (colon == NULL)
+		return -1;
+	v = colon + 1;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && isspace((unsigned char)end[-1]))
+		end--;
+	*name_len = (size_t)(colon - line);
+	*value = v;
+	*value_len = (size_t)(end - v);
+	return 0;
+}
+
+static size_t
+header_cb(char *data, size_t size, size_t n, void *arg)
+{
+	struct http_req *r = arg;
+	size_t len = size * n, nl, vl;
+	const char *v;
+	char *name, *value;
+
+	/* A status line starts a new answer (1xx, or a retried request):
+	 * keep only the final answer's headers. */
+	if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+		headers_clear(r);
+		return len;
+	}
+	if (http_header_split(data, len, &nl, &v, &vl) != 0)
+		return len; /* the blank line, or junk */
+	if (r->nrh == r->caprh) {
+		r->caprh = r->caprh ? r->caprh * 2 : 16;
+		r->rh = realloc(r->rh, r->caprh * sizeof(*r->rh));
+		if (r->rh == NULL)
+			abort();
+	}
+	name = strndup(data, nl);
+	value = strndup(v, vl);
+	if (name == NULL || value == NULL)
+		abort();
+	r->rh[r->nrh].name = name;
+	r->rh[r->nrh].value = value;
+	r->nrh++;
+	return len;
+}
+
+/* ---- the call life cycle ----------------------------------------------------- */
+
+static void
+req_free(struct http_req *r)
+{
+	if (r->easy != NULL)
+		curl_easy_cleanup(r->easy);
+	headers_clear(r);
+	free(r->rh);
+	curl_slist_free_all(r->hdrs);
+	free(r->method);
+	free(r->url);
+	free(r->body);
+	free(r->rbuf);
+	free(r);
+}
+
+static int
+start(struct http_req *r)
+{
+	struct http_client *c = r->c;
+	CURL *e = curl_easy_init();
+	long ms = (long)(r->timeout * 1000.0);
+
+	if (e == NULL)
+		return -1;
+	r->easy = e;
+	r->rlen = 0;
+	r->too_big = 0;
+	headers_clear(r);
+	r->errbuf[0] = '\0';
+	curl_easy_setopt(e, CURLOPT_URL, r->url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 1L);
+	curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (c->ca_file != NULL)
+		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+	if (r->hdrs != NULL)
+		curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
+	if (r->body != NULL) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+	}
+	if (strcmp(r->method, "HEAD") == 0)
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	else if (strcmp(r->method, "GET") != 0 || r->body != NULL)
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+	if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
+		curl_easy_cleanup(e);
+		r->easy = NULL;
+		return -1;
+	}
+	TAILQ_INSERT_TAIL(&c->inflight, r, entry);
+	c->st.started++;
+	c->st.inflight++;
+	if (c->st.inflight > c->st.peak_inflight)
+		c->st.peak_inflight = c->st.inflight;
+	return 0;
+}
+
+static void
+deliver(struct http_req *r, int status, const char *error)
+{
+	struct http_client *c = r->c;
+	struct http_response res;
+
+	memset(&res, 0, sizeof(res));
+	res.status = status;
+	res.error = error;
+	res.body = r->rbuf != NULL ? r->rbuf : "";
+	res.body_len = r->rlen;
+	res.headers = r->rh;
+	res.nheaders = r->nrh;
+	res.retries = r->retries;
+	res.elapsed = ratelimit_now() - r->t_start;
+	c->st.completed++;
+	if (error != NULL)
+		c->st.errors++;
+	r->cb(&res, r->arg);
+	req_free(r);
+}
+
+double
+http_retry_after(const char *value, long long now)
+{
+	char *end;
+	long long v;
+	time_t t;
+
+	while (*value == ' ' || *value == '\t')
+		value++;
+	if (*value >= '0' && *value <= '9') {
+		errno = 0;
+		v = strtoll(value, &end, 10);
+		while (*end == ' ' || *end == '\t')
+			end++;
+		if (*end != '\0' || errno == ERANGE)
+			return -1;
+		return (double)v;
+	}
+	t = curl_getdate(value, NULL);
+	if (t == (time_t)-1)
+		return -1;
+	return (double)t > (double)now ? (double)t - (double)now : 0;
+}
+
+/* Seconds to wait after a 429: Retry-After, else 1, 2, 4... by the
+ * retries made; capped at backoff_max. */
+static double
+retry_delay(struct http_req *r)
+{
+	struct http_response tmp;
+	const char *ra;
+	double d = -1;
+
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.headers = r->rh;
+	tmp.nheaders = r->nrh;
+	ra = http_response_header(&tmp, "Retry-After");
+	if (ra != NULL)
+		d = http_retry_after(ra, (long long)time(NULL));
+	if (d < 0)
+		d = ldexp(1.0, (int)(r->retries < 30 ? r->retries : 30));
+	return fmin(d, r->c->backoff_max);
+}
+
+/* Collect finished transfers. */
+static void
+check_done(struct http_client *c)
+{
+	CURLMsg *m;
+	int left;
+
+	while ((m = curl_multi_info_read(c->multi, &left)) != NULL) {
+		struct http_req *r = NULL;
+		CURLcode rc;
+		long status = 0;
+		char err[CURL_ERROR_SIZE + 64];
+
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		rc = m->data.result;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+		curl_easy_getinfo(m->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+		curl_multi_remove_handle(c->multi, m->easy_handle);
+		curl_easy_cleanup(r->easy);
+		r->easy = NULL;
+		TAILQ_REMOVE(&c->inflight, r, entry);
+		c->st.inflight--;
+		if (rc == CURLE_OK && status == 429) {
+			c->st.throttled++;
+			if ((int)r->retries < c->max_retries) {
+				double d = retry_delay(r);
+				r->retries++;
+				ratelimit_pause_until(c->rl, ratelimit_now() + d);
+				TAILQ_INSERT_HEAD(&c->queue, r, entry);
+				r->queued = 1;
+				c->st.queued++;
+				continue;
+			}
+		}
+		if (rc == CURLE_OK) {
+			deliver(r, (int)status, NULL);
+			continue;
+		}
+		if (r->too_big)
+			snprintf(err, sizeof(err), "response body over %zu bytes", c->max_body);
+		else if (rc == CURLE_OPERATION_TIMEDOUT)
+			snprintf(err, sizeof(err), "timed out after %.1f s", r->timeout);
+		else if (rc == CURLE_COULDNT_CONNECT)
+			snprintf(err, sizeof(err), "connection refused%s%s", r->errbuf[0] ? ": " : "",
+			    r->errbuf);
+		else
+			snprintf(err, sizeof(err), "%s%s%s", curl_easy_strerror(rc),
+			    r->errbuf[0] ? ": " : "", r->errbuf);
+		deliver(r, 0, err);
+	}
+	pump(c);
+}
+
+/* Start the head of the queue (a token is in hand). */
+static void
+start_head(struct http_client *c)
+{
+	struct http_req *r = TAILQ_FIRST(&c->queue);
+
+	if (r == NULL)
+		return;
+	TAILQ_REMOVE(&c->queue, r, entry);
+	r->queued = 0;
+	c->st.queued--;
+	if (start(r) != 0)
+		abort(); /* libcurl out of memory */
+}
+
+static void
+token_cb(void *arg)
+{
+	struct http_client *c = arg;
+
+	c->token_wait = NULL;
+	if ((int)c->st.inflight < c->max_concurrency)
+		start_head(c);
+	pump(c);
+}
+
+static void
+pump(struct http_client *c)
+{
+	while (c->token_wait == NULL && !TAILQ_EMPTY(&c->queue) &&
+	    (int)c->st.inflight < c->max_concurrency) {
+		if (!ratelimit_take(c->rl, token_cb, c, &c->token_wait))
+			return; /* token_cb continues */
+		start_head(c);
+	}
+}
+
+/* ---- public ------------------------------------------------------------------- */
+
+struct http_client *
+http_client_new(struct event_base *base, const struct http_client_options *opt, char *err,
+    size_t errlen)
+{
+	static int inited;
+	struct http_client *c;
+	struct http_client_options o;
+
+	memset(&o, 0, sizeof(o));
+	if (opt != NULL)
+		o = *opt;
+	if (!inited) {
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+			snprintf(err, errlen, "libcurl initialisation failed");
+			return NULL;
+		}
+		inited = 1;
+	}
+	c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->base = base;
+	TAILQ_INIT(&c->queue);
+	TAILQ_INIT(&c->inflight);
+	c->max_concurrency = o.max_concurrency > 0 ? o.max_concurrency : HTTP_DEFAULT_MAX_CONCURRENCY;
+	c->max_retries = o.max_retries < 0 ? 0 : o.max_retries == 0 ? HTTP_DEFAULT_MAX_RETRIES
+	                                                            : o.max_retries;
+	c->timeout = o.timeout > 0 ? o.timeout : HTTP_DEFAULT_TIMEOUT;
+	c->backoff_max = o.backoff_max > 0 ? o.backoff_max : HTTP_DEFAULT_BACKOFF_MAX;
+	c->max_body = o.max_body > 0 ? o.max_body : HTTP_DEFAULT_MAX_BODY;
+	c->ca_file = o.ca_file != NULL ? strdup(o.ca_file) : NULL;
+	c->user_agent = strdup(o.user_agent != NULL ? o.user_agent : "nodepoold");
+	c->multi = curl_multi_init();
+	c->timer = event_new(base, -1, 0, timer_event_cb, c);
+	c->rl = ratelimit_new(base, o.rate, 1);
+	if (c->multi == NULL || c->timer == NULL || c->rl == NULL || c->user_agent == NULL) {
+		snprintf(err, errlen, "cannot set up libcurl multi");
+		http_client_free(c);
+		return NULL;
+	}
+	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+	curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+	curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+	return c;
+}
+
+void
+http_client_free(struct http_client *c)
+{
+	struct http_req *r;
+
+	if (c == NULL)
+		return;
+	while ((r = TAILQ_FIRST(&c->queue)) != NULL) {
+		TAILQ_REMOVE(&c->queue, r, entry);
+		req_free(r);
+	}
+	/* in flight: removing a handle closes its sockets through the
+	 * socket callback */
+	while ((r = TAILQ_FIRST(&c->inflight)) != NULL) {
+		TAILQ_REMOVE(&c->inflight, r, entry);
+		curl_multi_remove_handle(c->multi, r->easy);
+		req_free(r);
+	}
+	if (c->multi != NULL)
+		curl_multi_cleanup(c->multi);
+	ratelimit_free(c->rl);
+	if (c->timer != NULL)
+		event_free(c->timer);
+	free(c->ca_file);
+	free(c->user_agent);
+	free(c);
+}
+
+struct http_req *
+http_request(struct http_client *c, const struct http_request_params *p, http_cb cb, void *arg)
+{
+	struct http_req *r;
+	size_t i;
+
+	if (p == NULL || p->url == NULL || p->url[0] == '\0') {
+		errno = EINVAL;
+		return NULL;
+	}
+	for (i = 0; p->headers != NULL && p->headers[i] != NULL; i++) {
+		if (strchr(p->headers[i], ':') == NULL) {
+			errno = EINVAL;
+			return NULL;
+		}
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		abort();
+	r->c = c;
+	r->method = strdup(p->method != NULL ? p->method : "GET");
+	r->url = strdup(p->url);
+	for (i = 0; p->headers != NULL && p->headers[i] != NULL; i++)
+		r->hdrs = curl_slist_append(r->hdrs, p->headers[i]);
+	if (p->body != NULL) {
+		/* no "Expect: 100-continue" round trip before a body */
+		r->hdrs = curl_slist_append(r->hdrs, "Expect:");
+		r->body = malloc(p->body_len + 1);
+		if (r->body == NULL)
+			abort();
+		memcpy(r->body, p->body, p->body_len);
+		r->body[p->body_len] = '\0';
+		r->body_len = p->body_len;
+	}
+	r->timeout = p->timeout > 0 ? p->timeout : c->timeout;
+	r->t_start = ratelimit_now();
+	r->cb = cb;
+	r->arg = arg;
+	TAILQ_INSERT_TAIL(&c->queue, r, entry);
+	r->queued = 1;
+	c->st.queued++;
+	pump(c);
+	return r;
+}
+
+void
+http_cancel(struct http_req *r)
+{
+	struct http_client *c;
+
+	if (r == NULL)
+		return;
+	c = r->c;
+	if (r->queued) {
+		TAILQ_REMOVE(&c->queue, r, entry);
+		c->st.queued--;
+	} else if (r->easy != NULL) {
+		curl_multi_remove_handle(c->multi, r->easy);
+		TAILQ_REMOVE(&c->inflight, r, entry);
+		c->st.inflight--;
+	}
+	req_free(r);
+	pump(c);
+}
+
+const char *
+http_response_header(const struct http_response *res, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < res->nheaders; i++)
+		if (strcasecmp(res->headers[i].name, name) == 0)
+			return res->headers[i].value;
+	return NULL;
+}
+
+void
+http_get_stats(const struct http_client *c, struct http_stats *st)
+{
+	*st = c->st;
+}
+
+void
+http_client_set_rate(struct http_client *c, double rate)
+{
+	ratelimit_set_rate(c->rl, rate);
+}

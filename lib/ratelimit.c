@@ -1,0 +1,220 @@
+/*
+ * Token bucket on a libevent timer. See ratelimit.h.
+ */
+#include "ratelimit.h"
+
+#include <sys/queue.h>
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+struct ratelimit_wait {
+	TAILQ_ENTRY(ratelimit_wait) entry;
+	struct ratelimit *rl;
+	void (*cb)(void *arg);
+	void *arg;
+};
+
+struct ratelimit {
+	struct event_base *base;
+	double rate;   /* tokens/s; <= 0 unlimited */
+	double burst;  /* >= 1 */
+	double tokens; /* at time `stamp` */
+	double stamp;
+	double paused_until;
+	struct event *timer;
+	TAILQ_HEAD(, ratelimit_wait) queue;
+	size_t nqueued;
+	unsigned long long granted;
+};
+
+double
+ratelimit_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void
+refill(struct ratelimit *rl, double now)
+{
+	if (rl->rate <= 0) {
+		rl->tokens = rl->burst;
+	} else if (now > rl->stamp) {
+		rl->tokens = fmin(rl->burst, rl->tokens + (now - rl->stamp) * rl->rate);
+	}
+	rl->stamp = now;
+}
+
+/* Seconds until one token may be granted (0 = now). */
+static double
+wait_time(struct ratelimit *rl, double now)
+{
+	double t = 0;
+
+	refill(rl, now);
+	if (rl->paused_until > now)
+		t = rl->paused_until - now;
+	if (rl->rate > 0 && rl->tokens < 1.0)
+		t = fmax(t, (1.0 - rl->tokens) / rl->rate);
+	return t;
+}
+
+static void
+arm(struct ratelimit *rl, double secs)
+{
+	struct timeval tv;
+
+	/* round up to the microsecond so the timer never fires a hair early
+	 * and spins */
+	secs = ceil(secs * 1e6) / 1e6;
+	tv.tv_sec = (time_t)secs;
+	tv.tv_usec = (suseconds_t)((secs - (double)tv.tv_sec) * 1e6);
+	event_add(rl->timer, &tv);
+}
+
+static void
+timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct ratelimit *rl = arg;
+	struct ratelimit_wait *w;
+	double now, t;
+
+	(void)fd;
+	(void)what;
+	while ((w = TAILQ_FIRST(&rl->queue)) != NULL) {
+		now = ratelimit_now();
+		t = wait_time(rl, now);
+		if (t > 0) {
+			arm(rl, t);
+			return;
+		}
+		rl->tokens -= 1.0;
+		rl->granted++;
+		TAILQ_REMOVE(&rl->queue, w, entry);
+		rl->nqueued--;
+		/* the callback may queue more or cancel others; re-read the
+		 * head each time round */
+		w->cb(w->arg);
+		free(w);
+	}
+}
+
+struct ratelimit *
+ratelimit_new(struct event_base *base, double rate, double burst)
+{
+	struct ratelimit *rl = calloc(1, sizeof(*rl));
+
+	if (rl == NULL)
+		return NULL;
+	rl->base = base;
+	rl->rate = rate;
+	rl->burst = burst < 1 ? 1 : burst;
+	rl->tokens = rl->burst;
+	rl->stamp = ratelimit_now();
+	TAILQ_INIT(&rl->queue);
+	rl->timer = event_new(base, -1, 0, timer_cb, rl);
+	if (rl->timer == NULL) {
+		free(rl);
+		return NULL;
+	}
+	return rl;
+}
+
+void
+ratelimit_free(struct ratelimit *rl)
+{
+	struct ratelimit_wait *w;
+
+	if (rl == NULL)
+		return;
+	while ((w = TAILQ_FIRST(&rl->queue)) != NULL) {
+		TAILQ_REMOVE(&rl->queue, w, entry);
+		free(w);
+	}
+	event_free(rl->timer);
+	free(rl);
+}
+
+void
+ratelimit_set_rate(struct ratelimit *rl, double rate)
+{
+	refill(rl, ratelimit_now());
+	rl->rate = rate;
+	if (!TAILQ_EMPTY(&rl->queue)) {
+		event_del(rl->timer);
+		arm(rl, wait_time(rl, ratelimit_now()));
+	}
+}
+
+int
+ratelimit_take(struct ratelimit *rl, void (*cb)(void *arg), void *arg,
+    struct ratelimit_wait **wait)
+{
+	struct ratelimit_wait *w;
+	double t;
+
+	if (wait != NULL)
+		*wait = NULL;
+	if (TAILQ_EMPTY(&rl->queue) && (t = wait_time(rl, ratelimit_now())) <= 0) {
+		rl->tokens -= 1.0;
+		rl->granted++;
+		return 1;
+	}
+	w = calloc(1, sizeof(*w));
+	if (w == NULL)
+		abort();
+	w->rl = rl;
+	w->cb = cb;
+	w->arg = arg;
+	TAILQ_INSERT_TAIL(&rl->queue, w, entry);
+	rl->nqueued++;
+	if (!event_pending(rl->timer, EV_TIMEOUT, NULL))
+		arm(rl, wait_time(rl, ratelimit_now()));
+	if (wait != NULL)
+		*wait = w;
+	return 0;
+}
+
+void
+ratelimit_cancel(struct ratelimit_wait *w)
+{
+	struct ratelimit *rl;
+
+	if (w == NULL)
+		return;
+	rl = w->rl;
+	TAILQ_REMOVE(&rl->queue, w, entry);
+	rl->nqueued--;
+	free(w);
+	if (TAILQ_EMPTY(&rl->queue))
+		event_del(rl->timer);
+}
+
+void
+ratelimit_pause_until(struct ratelimit *rl, double until)
+{
+	if (until <= rl->paused_until)
+		return;
+	rl->paused_until = until;
+	if (!TAILQ_EMPTY(&rl->queue)) {
+		event_del(rl->timer);
+		arm(rl, wait_time(rl, ratelimit_now()));
+	}
+}
+
+size_t
+ratelimit_queued(const struct ratelimit *rl)
+{
+	return rl->nqueued;
+}
+
+unsigned long long
+ratelimit_granted(const struct ratelimit *rl)
+{
+	return rl->granted;
+}
