@@ -26,6 +26,7 @@
 
 struct event_base;
 struct evbuffer;
+struct zk;
 struct launcher;
 struct lc_provider;
 struct lc_pool;
@@ -145,6 +146,8 @@ void drv_delete_done(struct drv_delete *d, int ok, const char *error);
  * launcher pointer is the one given to provider_new.
  */
 struct event_base *drv_event_base(struct launcher *lc);
+/* The launcher's ZooKeeper session (for drivers that read upload records). */
+struct zk *drv_zk(struct launcher *lc);
 const char *drv_provider_name(struct launcher *lc);
 const char *drv_pool_name(const struct lc_pool *pool);
 /* The provider's config as JSON (the nodepool.yaml mapping, validated). */

@@ -158,6 +158,10 @@ handler_finish(struct handler *h)
 		if (hn->launching && lc->prov.drv->launch_cancel != NULL && lc->prov.dp != NULL) {
 			lc->prov.drv->launch_cancel(lc->prov.dp, &hn->launch);
 			hn->launching = 0;
+			/* no completion will come: drop its reference */
+			lc_ctx_free(lc, hn->launch.owner);
+			hn->launch.owner = NULL;
+			h->ops--;
 		}
 	}
 	if (h->ops > 0) {
@@ -433,8 +437,9 @@ vanish_step(struct handler *h)
 		if (hn->state == HN_READY || hn->state == HN_FAILED || hn->state == HN_ABORTED)
 			hn_release(h, i, hn->state == HN_READY);
 	}
-	if (busy)
+	if (busy || h->releasing)
 		return;
+	h->releasing = 1;
 	log_info("request %s cancelled by its requestor; nodes released", h->req_id);
 	release_request_lock(h);
 }
@@ -960,14 +965,32 @@ run(struct handler *h)
 		vanish_step(h);
 		return;
 	}
+	/* A quota abort drops the node (it is deleted) and pauses the handler
+	 * before relaunching, as upstream; a cloud that does not report its
+	 * limits would otherwise be asked again at ZooKeeper speed. */
+	for (i = 0; i < h->n_nodes; i++) {
+		if (h->nodes[i].state == HN_ABORTED) {
+			hn_release(h, i, 0);
+			if (drv->pause_at_quota) {
+				h->resume_after = lc_monotonic() + 1.0;
+				short_of_nodes = 2;
+			}
+		}
+	}
+	if (short_of_nodes == 2) {
+		if (h->state != H_PAUSED) {
+			h->state = H_PAUSED;
+			update_pool_paused(h->pool);
+		}
+		launcher_schedule_assign_in(lc, 1.0);
+		return;
+	}
 	for (i = 0; i < h->n_nodes; i++) {
 		struct hnode *hn = &h->nodes[i];
 		const char *id;
 
-		if (hn->state != HN_WANTED && hn->state != HN_ABORTED)
+		if (hn->state != HN_WANTED)
 			continue;
-		if (hn->state == HN_ABORTED)
-			hn_release(h, i, 0);
 		/* a reuse-only driver (static) has no other way to serve, so
 		 * reuse: false (min-ready) still takes ready nodes, as upstream's
 		 * static handler */
@@ -1018,8 +1041,13 @@ run(struct handler *h)
 void
 handler_rerun(struct handler *h)
 {
-	if (h->state == H_PAUSED)
-		run(h);
+	if (h->state != H_PAUSED)
+		return;
+	if (lc_monotonic() < h->resume_after) {
+		launcher_schedule_assign_in(h->lc, h->resume_after - lc_monotonic() + 0.01);
+		return;
+	}
+	run(h);
 }
 
 /* As NodeRequestHandler.poll: once no launch is in flight, fulfil when

@@ -236,6 +236,15 @@ launcher_schedule_assign(struct launcher *lc)
 		schedule(lc->assign_ev);
 }
 
+static void timer_add(struct event *ev, double secs);
+
+void
+launcher_schedule_assign_in(struct launcher *lc, double secs)
+{
+	if (lc->assign_later_ev != NULL && !event_pending(lc->assign_later_ev, EV_TIMEOUT, NULL))
+		timer_add(lc->assign_later_ev, secs);
+}
+
 void
 launcher_schedule_delete(struct launcher *lc)
 {
@@ -486,8 +495,12 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	if (ev == ZK_CACHE_REMOVED)
 		strset_del(lc->gone, e->name);
 	if (ev == ZK_CACHE_REMOVED) {
-		if (node_is_ours(lc, n) && n->state == NP_NODE_READY)
-			schedule(lc->minready_ev);
+		if (node_is_ours(lc, n)) {
+			/* room freed: paused handlers may go on */
+			launcher_schedule_assign(lc);
+			if (n->state == NP_NODE_READY)
+				schedule(lc->minready_ev);
+		}
 		return;
 	}
 	if (!lc->started)
@@ -687,6 +700,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	lc->assign_ev = event_new(base, -1, 0, assign_cb, lc);
 	lc->deferred_delete_ev = event_new(base, -1, 0, deferred_delete_cb, lc);
 	lc->minready_ev = event_new(base, -1, 0, minready_cb, lc);
+	lc->assign_later_ev = event_new(base, -1, 0, assign_cb, lc);
 	lc->cleanup_ev = event_new(base, -1, 0, cleanup_timer_cb, lc);
 	lc->delete_ev = event_new(base, -1, 0, delete_timer_cb, lc);
 	return lc;
@@ -772,12 +786,14 @@ launcher_stop(struct launcher *lc)
 	if (lc->prov.dp != NULL && lc->prov.drv->provider_stop != NULL)
 		lc->prov.drv->provider_stop(lc->prov.dp);
 	if (lc->zk != NULL) {
+		/* asynchronous: this runs from signal callbacks, and zk_free
+		 * waits for requests in flight before closing the session */
 		for (i = 0; i < lc->prov.n_pools; i++) {
 			if (lc->prov.pools[i].component_path != NULL)
-				zk_sync_delete(lc->zk, lc->prov.pools[i].component_path, -1, 0);
+				zk_delete(lc->zk, lc->prov.pools[i].component_path, -1, 0, NULL, NULL);
 		}
 		if (lc->launcher_component_path != NULL)
-			zk_sync_delete(lc->zk, lc->launcher_component_path, -1, 0);
+			zk_delete(lc->zk, lc->launcher_component_path, -1, 0, NULL, NULL);
 	}
 }
 
@@ -803,6 +819,8 @@ launcher_free(struct launcher *lc)
 		event_free(lc->deferred_delete_ev);
 	if (lc->minready_ev)
 		event_free(lc->minready_ev);
+	if (lc->assign_later_ev)
+		event_free(lc->assign_later_ev);
 	if (lc->cleanup_ev)
 		event_free(lc->cleanup_ev);
 	if (lc->delete_ev)
@@ -939,6 +957,12 @@ struct event_base *
 drv_event_base(struct launcher *lc)
 {
 	return lc->base;
+}
+
+struct zk *
+drv_zk(struct launcher *lc)
+{
+	return lc->zk;
 }
 
 const char *

@@ -38,6 +38,7 @@ struct lc_label {
 	long max_ready_age;  /* seconds; 0 = off */
 	int min_ready_owner; /* 1 = this worker creates min-ready requests for it */
 	int min_ready_inflight; /* creations in flight */
+	double min_ready_backoff; /* monotonic s: no new requests before (one failed) */
 };
 
 struct lc_tenant_limit {
@@ -145,6 +146,8 @@ struct handler {
 	char *decline_reason;
 	int req_version;         /* fast path: the request's cached version */
 	int fast_failed;         /* fast path: fall back to the full sequence */
+	int releasing;           /* cancelled: the request lock is being released */
+	double resume_after;     /* paused after a quota abort: not rerun before (monotonic s) */
 };
 
 /*
@@ -193,6 +196,7 @@ struct launcher {
 	struct event *delete_ev;   /* deletion timer */
 	struct event *deferred_delete_ev; /* deferred deletion pass (node events) */
 	struct event *minready_ev; /* deferred min-ready pass */
+	struct event *assign_later_ev; /* an assignment pass a little later */
 
 	/* node ids this process is working on right now (locking, deleting,
 	 * allocating): the caches lag our own writes, so these keep us from
@@ -234,6 +238,8 @@ void launcher_free(struct launcher *lc);
 void launcher_dump(struct launcher *lc, struct evbuffer *out);
 void launcher_schedule_assign(struct launcher *lc);
 void launcher_schedule_delete(struct launcher *lc);
+/* An assignment pass in secs seconds (paused handlers waiting out a delay). */
+void launcher_schedule_assign_in(struct launcher *lc, double secs);
 double lc_now(void);        /* wall clock, epoch seconds */
 double lc_monotonic(void);  /* monotonic seconds */
 void lc_set_error(struct launcher *lc, const char *fmt, ...)

@@ -185,6 +185,15 @@ minready_pass(struct launcher *lc)
 		if (r->state == NP_REQ_FULFILLED || r->state == NP_REQ_FAILED) {
 			if (lc_busy(lc, r->id))
 				continue;
+			if (r->state == NP_REQ_FAILED && r->node_types.n == 1) {
+				/* declined everywhere (at capacity): wait before
+				 * asking again instead of churning requests */
+				size_t li;
+				for (li = 0; li < lc->n_labels; li++)
+					if (strcmp(lc->labels[li].name, r->node_types.v[0]) == 0)
+						lc->labels[li].min_ready_backoff =
+						    lc_monotonic() + lc->settings.delete_interval;
+			}
 			lc_busy_add(lc, r->id); /* cleared when the znode goes */
 			complete_request(lc, r);
 		}
@@ -194,7 +203,7 @@ minready_pass(struct launcher *lc)
 		const struct zk_cache_entry *const *ne;
 		int ready = 0, outstanding = 0, nn, need;
 
-		if (!l->min_ready_owner)
+		if (!l->min_ready_owner || lc_monotonic() < l->min_ready_backoff)
 			continue;
 		if (lc->prov.drv->label_ready != NULL && lc->prov.dp != NULL &&
 		    !lc->prov.drv->label_ready(lc->prov.dp, l->name))
@@ -208,8 +217,9 @@ minready_pass(struct launcher *lc)
 		}
 		for (i = 0; i < n; i++) {
 			const struct np_request *r = ents[i]->obj;
-			if (our_min_ready(lc, ents[i]) &&
-			    (r->state == NP_REQ_REQUESTED || r->state == NP_REQ_PENDING) &&
+			/* fulfilled ones count too until their nodes are handed
+			 * back (else an instant cloud overshoots) */
+			if (our_min_ready(lc, ents[i]) && r->state != NP_REQ_FAILED &&
 			    r->node_types.n == 1 && strcmp(r->node_types.v[0], l->name) == 0)
 				outstanding++;
 		}

@@ -275,13 +275,6 @@ sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out)
 
 /* ---- labels ----------------------------------------------------------------------------- */
 
-__attribute__((weak)) struct zk *
-drv_zk(struct launcher *lc)
-{
-	(void)lc;
-	return NULL;
-}
-
 /* The latest READY upload of a diskimage, as upstream's launch does. */
 static int
 latest_upload(struct drv_provider *dp, const char *image, char *eid, size_t idlen, char *path,

@@ -101,9 +101,6 @@ def test_min_ready(deployment, zuul):
     wait_for(lambda: len(cloud.instances()) == len(zuul.nodes()), what="one instance per node")
 
 
-@pytest.mark.xfail(strict=False, reason="worker/minready.c counts a fulfilled min-ready "
-                   "request whose nodes are not yet handed back neither as outstanding nor "
-                   "as ready, so an instant cloud overshoots min-ready (reported)")
 def test_min_ready_is_exact(deployment, zuul):
     cfg = fake_config(deployment, label_top={"small": {"min-ready": 2}})
     deployment.start_launcher("sim", deployment.write_config(cfg))
