@@ -281,6 +281,7 @@ launcher_component_json(struct launcher *lc)
 	char *s;
 
 	c->hostname = strdup(lc->hostname);
+	free(c->state); /* np_component_new set "stopped" */
 	c->state = strdup(lc->stopping ? "stopped" : "running");
 	c->version = strdup(NP_VERSION);
 	s = np_component_encode(c, NULL);
@@ -296,6 +297,7 @@ pool_component_json(struct lc_pool *pool)
 	size_t i;
 
 	c->hostname = strdup(pool->prov->lc->hostname);
+	free(c->state);
 	c->state = strdup("running");
 	c->version = strdup(NP_VERSION);
 	c->id = strdup(pool->launcher_id);
