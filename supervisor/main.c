@@ -328,6 +328,7 @@ main(int argc, char **argv)
 	struct np_config_errors *errs = NULL;
 	struct sup sup;
 	char *pid_path = NULL, err[512];
+	pid_t pid;
 	int c, rc;
 	static const struct option longopts[] = {
 		{"version", no_argument, NULL, 'V'},
@@ -420,15 +421,14 @@ main(int argc, char **argv)
 	sup.secure_path = secure ? absolute(secure) : NULL;
 	sup.pid_file = absolute(pidfile ? pidfile : cfg->nodepoold.pid_file);
 	sup.ctl_path = absolute(cfg->nodepoold.control_socket);
-	if (!foreground) {
-		pid_t pid = sup_pidfile_read(sup.pid_file, err, sizeof(err));
-		if (pid > 0 && sup_pid_alive(pid)) {
-			printf("nodepoold is already running (pid %ld)\n", (long)pid);
-			np_config_free(cfg);
-			return 0;
-		}
+	if (!foreground && (pid = sup_pidfile_read(sup.pid_file, err, sizeof(err))) > 0 &&
+	    sup_pid_alive(pid)) {
+		printf("nodepoold is already running (pid %ld)\n", (long)pid);
+		np_config_free(cfg);
+		rc = 0;
+	} else {
+		rc = run(&sup, cfg, !foreground);
 	}
-	rc = run(&sup, cfg, !foreground);
 	free(sup.bindir);
 	free(sup.config_path);
 	free(sup.secure_path);
