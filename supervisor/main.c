@@ -156,99 +156,10 @@ verb_reload(const char *pidfile)
 
 /* ---- the daemon ------------------------------------------------------------- */
 
-void
-sup_check_done(struct sup *sup)
-{
-	if (sup->stopping && !sup_any_running(sup) && !sup_ctl_replies_pending(sup))
-		event_base_loopexit(sup->base, NULL);
-}
-
-static void
-on_shutdown_deadline(evutil_socket_t fd, short what, void *arg)
-{
-	struct sup *sup = arg;
-	struct sup_child *c;
-	static int fired;
-	struct timeval tv = {5, 0};
-
-	if (fired++) {
-		log_error("children still not reaped: exiting anyway");
-		event_base_loopexit(sup->base, NULL);
-		return;
-	}
-	TAILQ_FOREACH(c, &sup->children, entry)
-	if (c->pid > 0) {
-		log_warn("%s %s: pid %ld still running after %.0f s: SIGKILL", c->role->role_name,
-		    c->name, (long)c->pid, SUP_SHUTDOWN_TIMEOUT);
-		kill(c->pid, SIGKILL);
-	}
-	evtimer_add(sup->shutdown_ev, &tv);
-}
-
-void
-sup_shutdown(struct sup *sup, const char *why)
-{
-	struct sup_child *c, *next;
-	struct timeval tv = {(time_t)SUP_SHUTDOWN_TIMEOUT, 0};
-
-	if (sup->stopping)
-		return;
-	log_info("%s: stopping every child", why);
-	sup->stopping = true;
-	evtimer_add(sup->shutdown_ev, &tv);
-	for (c = TAILQ_FIRST(&sup->children); c != NULL; c = next) {
-		next = TAILQ_NEXT(c, entry);
-		c->want = SUP_WANT_DOWN;
-		sup_child_dispatch(c, SUP_EV_DOWN);
-	}
-	sup_check_done(sup);
-}
-
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
-	struct sup *sup = arg;
-	struct sup_reload_result res;
-	struct sup_child *c;
-	struct evbuffer *b;
-	size_t len;
-	char *text;
-
-	switch (sig) {
-	case SIGCHLD:
-		sup_reap(sup);
-		break;
-	case SIGHUP:
-		sup_reload_and_log(sup, &res);
-		sup_reload_result_clear(&res);
-		break;
-	case SIGTERM:
-	case SIGINT:
-		sup_shutdown(sup, sig == SIGTERM ? "SIGTERM" : "SIGINT");
-		break;
-	case SIGUSR2:
-		if ((b = evbuffer_new()) == NULL)
-			abort();
-		sup_dump(sup, b);
-		len = evbuffer_get_length(b);
-		if ((text = malloc(len + 1)) == NULL)
-			abort();
-		evbuffer_remove(b, text, len);
-		text[len] = '\0';
-		log_info("state dump:\n%s", text);
-		free(text);
-		evbuffer_free(b);
-		TAILQ_FOREACH(c, &sup->children, entry)
-		if (c->pid > 0)
-			kill(c->pid, SIGUSR2);
-		break;
-	}
-}
-
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-	sup_poll_status(arg);
+	sup_signal(arg, (int)sig);
 }
 
 /* Fail at start-up: tell the waiting parent (daemon) or the terminal. */
@@ -293,9 +204,7 @@ run(struct sup *sup, struct np_config *cfg, bool daemonize)
 		if (sev[i] == NULL || event_add(sev[i], NULL) < 0)
 			fatalx("cannot watch signal %d", sigs[i]);
 	}
-	if ((sup->tick = event_new(sup->base, -1, EV_PERSIST, on_tick, sup)) == NULL ||
-	    (sup->shutdown_ev = evtimer_new(sup->base, on_shutdown_deadline, sup)) == NULL)
-		abort();
+	sup_timers_new(sup);
 	/* Children are started only now: SIGCHLD is watched. */
 	sup_apply_config(sup, cfg, &res);
 	log_info("configuration generation %lld: %zu children", (long long)sup->gen, res.added);
@@ -312,8 +221,7 @@ run(struct sup *sup, struct np_config *cfg, bool daemonize)
 	}
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		event_free(sev[i]);
-	event_free(sup->tick);
-	event_free(sup->shutdown_ev);
+	sup_timers_free(sup);
 	np_config_free(sup->cfg);
 	event_base_free(sup->base);
 	return 0;

@@ -16,8 +16,9 @@
  *              polling and the hung-worker check, reaping on SIGCHLD
  *   reload.c   config load, per-child slices, the reload transaction
  *   control.c  the control socket: nodepoolctl's requests, a command table
- *   daemon.c   pid file, daemonizing, the init-script verbs
- *   main.c     options, signals, the event loop
+ *   daemon.c   pid file, daemonizing, what the init-script verbs need
+ *   sup.c      signals and shutdown of the supervisor as a whole
+ *   main.c     options, the verbs, start-up, the event loop
  *
  * Lifecycle of a child (struct sup_child, state x event in child.c):
  *
@@ -327,6 +328,12 @@ void sup_shutdown(struct sup *sup, const char *why);
 /* Called when a child's process is gone: ends the loop when stopping and
  * nothing is left. */
 void sup_check_done(struct sup *sup);
+/* The STATUS poll tick and the shutdown deadline timer (sup->base set). */
+void sup_timers_new(struct sup *sup);
+void sup_timers_free(struct sup *sup);
+/* Act on a signal nodepoold watches: SIGCHLD reaps, SIGHUP reloads,
+ * SIGTERM/SIGINT shut down, SIGUSR2 dumps and is forwarded to children. */
+void sup_signal(struct sup *sup, int sig);
 /* Reload and log the outcome (SIGHUP). */
 void sup_reload_and_log(struct sup *sup, struct sup_reload_result *res);
 double sup_now(void); /* monotonic seconds */
