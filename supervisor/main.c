@@ -187,6 +187,13 @@ run(struct sup *sup, struct np_config *cfg, bool daemonize)
 	signal(SIGPIPE, SIG_IGN);
 	if ((sup->base = event_base_new()) == NULL)
 		start_failed("event_base_new failed", false);
+	/* Signals first: a SIGTERM from now on is an orderly stop (delivered
+	 * once the loop runs), never a death that leaves the socket behind. */
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		sev[i] = evsignal_new(sup->base, sigs[i], on_signal, sup);
+		if (sev[i] == NULL || event_add(sev[i], NULL) < 0)
+			start_failed("cannot watch signals", false);
+	}
 	if (sup_ctl_start(sup, err, sizeof(err)) < 0)
 		start_failed(err, strstr(err, "already running") != NULL && daemonize);
 	/* The pid file is written once the control socket is up: a pid file
@@ -199,11 +206,6 @@ run(struct sup *sup, struct np_config *cfg, bool daemonize)
 	    NP_VERSION, (long)getpid(), sup->config_path, sup->ctl_path, sup->pid_file);
 	sup_daemon_ready();
 
-	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-		sev[i] = evsignal_new(sup->base, sigs[i], on_signal, sup);
-		if (sev[i] == NULL || event_add(sev[i], NULL) < 0)
-			fatalx("cannot watch signal %d", sigs[i]);
-	}
 	sup_timers_new(sup);
 	/* Children are started only now: SIGCHLD is watched. */
 	sup_apply_config(sup, cfg, &res);
