@@ -420,3 +420,67 @@ def test_reload_adds_removes_changes_providers(sup, zuul):
     req = zuul.wait_request(rid)
     assert req["state"] == "fulfilled" and zuul.node(req["nodes"][0])["provider"] == "static-d"
     assert len(nodes) in (4, 5)
+
+
+# ---- the builder row of the process table -------------------------------------------
+
+DISKIMAGES = [{"name": "ubuntu", "elements": ["ubuntu-minimal"]}]
+
+
+def test_builder_skipped_when_not_installed(sup):
+    cfg = two_providers()
+    cfg["diskimages"] = DISKIMAGES
+    sup.write(cfg)
+    sup.start_fg()
+    sup.wait_running(["static-a", "static-b"])  # and no builder row
+    assert re.search(r"diskimages are configured but \S+/nodepool-builder is not installed: "
+                     r"no builder is run", sup.log())
+
+
+def builder_bindir(tmp_path):
+    """nodepoold's copy with the real launcher and tests/process/fake_builder.py
+    as nodepool-builder (it records what it gets in tmp_path/builder)."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    out = tmp_path / "builder"
+    out.mkdir()
+    shutil.copy(bin_path("nodepoold"), d / "nodepoold")
+    os.symlink(bin_path("nodepool-launcher"), d / "nodepool-launcher")
+    fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_builder.py")
+    b = d / "nodepool-builder"
+    b.write_text("#!/bin/sh\nexec /usr/bin/python3 %s %s \"$@\"\n" % (fake, out))
+    b.chmod(0o755)
+    return str(d), out
+
+
+def test_builder_runs_while_diskimages_are_configured(deployment, tmp_path):
+    bindir, out = builder_bindir(tmp_path)
+    s = Supervisor(deployment, bindir=bindir)
+    try:
+        cfg = two_providers()
+        cfg["diskimages"] = DISKIMAGES
+        s.write(cfg)
+        s.start_fg()
+        st = s.wait_running(["static-a", "static-b", "builder"])
+        assert st["builder"]["kind"] == "builder"
+        assert json.loads((out / "argv.json").read_text()) == ["--channel", "3"]
+        # it got the whole configuration (it builds for every provider)
+        got = json.loads((out / "config-1.json").read_text())
+        assert got["secure"] is None
+        assert [p["name"] for p in got["config"]["providers"]] == ["static-a", "static-b"]
+        assert got["config"]["diskimages"] == DISKIMAGES
+        # restart it like a provider
+        rc, o, err = s.ctl("restart", "builder")
+        assert rc == 0, err
+        wait_for(lambda: (lambda b: b["pid"] not in (0, st["builder"]["pid"]) and
+                          b["state"] == "running")(s.status()["builder"]), what="builder back")
+        # diskimages gone: the builder is stopped (STOP, exit 0) and leaves the table
+        del cfg["diskimages"]
+        s.write(cfg)
+        rc, o, err = s.ctl("reload")
+        assert rc == 0 and "0 changed, 0 added, 1 removed" in o, o + err
+        s.wait_running(["static-a", "static-b"])
+        assert "builder builder: stopped and removed" in s.log()
+        assert s.status()["static-a"]["pid"] == st["static-a"]["pid"]
+    finally:
+        s.stop()
