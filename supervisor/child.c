@@ -219,6 +219,8 @@ on_status(struct sup_child *c, struct ipc_msg *msg)
 	c->last_status = msg->u.status;
 	c->have_status = true;
 	ipc_msg_init(msg, IPC_NONE);
+	if (!pending)
+		sup_ctl_status_arrived(c->sup);
 }
 
 static void
@@ -669,36 +671,74 @@ sup_reap(struct sup *sup)
 	}
 }
 
+/* Is c a child that answers STATUS_REQ (its process runs, its channel is up)? */
+static bool
+polled(const struct sup_child *c)
+{
+	return (c->state == SUP_STARTING || c->state == SUP_RUNNING) && c->chan != NULL;
+}
+
+/* Send c a STATUS_REQ unless one is already unanswered. */
+static void
+ask_status(struct sup_child *c, double now)
+{
+	struct ipc_msg m;
+
+	if (c->status_pending)
+		return;
+	ipc_msg_init(&m, IPC_STATUS_REQ);
+	m.u.status_req.seq = ++c->status_seq;
+	if (chan_send(c->chan, &m) == 0) {
+		c->status_pending = true;
+		c->status_sent_at = now;
+	} else {
+		log_warn("%s %s: STATUS_REQ: %s", c->role->role_name, c->name,
+		    chan_last_error(c->chan));
+	}
+}
+
 void
 sup_poll_status(struct sup *sup)
 {
 	struct sup_child *c, *next;
-	struct ipc_msg m;
 	double now = sup_now();
 
 	for (c = TAILQ_FIRST(&sup->children); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
-		if ((c->state != SUP_STARTING && c->state != SUP_RUNNING) || c->chan == NULL)
+		if (!polled(c))
 			continue;
-		if (c->status_pending) {
-			if (now - c->status_sent_at >= sup->status_timeout) {
-				snprintf(c->reason, sizeof(c->reason),
-				    "no STATUS reply within %g s (worker-status-timeout)",
-				    sup->status_timeout);
-				sup_child_dispatch(c, SUP_EV_KILL);
-			}
+		if (c->status_pending && now - c->status_sent_at >= sup->status_timeout) {
+			snprintf(c->reason, sizeof(c->reason),
+			    "no STATUS reply within %g s (worker-status-timeout)",
+			    sup->status_timeout);
+			sup_child_dispatch(c, SUP_EV_KILL);
 			continue;
 		}
-		ipc_msg_init(&m, IPC_STATUS_REQ);
-		m.u.status_req.seq = ++c->status_seq;
-		if (chan_send(c->chan, &m) == 0) {
-			c->status_pending = true;
-			c->status_sent_at = now;
-		} else {
-			log_warn("%s %s: STATUS_REQ: %s", c->role->role_name, c->name,
-			    chan_last_error(c->chan));
-		}
+		ask_status(c, now);
 	}
+}
+
+bool
+sup_refresh_status(struct sup *sup)
+{
+	struct sup_child *c;
+	double now = sup_now();
+
+	TAILQ_FOREACH(c, &sup->children, entry)
+	if (polled(c))
+		ask_status(c, now);
+	return sup_status_pending(sup);
+}
+
+bool
+sup_status_pending(const struct sup *sup)
+{
+	const struct sup_child *c;
+
+	TAILQ_FOREACH(c, &sup->children, entry)
+	if (polled(c) && c->status_pending)
+		return true;
+	return false;
 }
 
 /* ---- views ----------------------------------------------------------------- */

@@ -31,6 +31,7 @@ struct sup_ctl {
 	pid_t peer_pid;
 	uid_t peer_uid;
 	bool replied;
+	bool waiting;  /* a status request waiting for fresh STATUS answers */
 };
 
 /* A command: runs with the request, fills the reply (init'd by the
@@ -164,33 +165,76 @@ ctl_free(struct sup_ctl *x)
 }
 
 static void
+send_reply(struct sup_ctl *x, struct ipc_msg *reply)
+{
+	x->replied = true;
+	x->waiting = false;
+	evtimer_del(x->idle);
+	if (chan_send(x->ch, reply) < 0)
+		log_warn("control: reply to pid %ld: %s", (long)x->peer_pid,
+		    chan_last_error(x->ch));
+	ipc_msg_clear(reply);
+	chan_close_after_flush(x->ch);
+}
+
+static void
+reply_status(struct sup_ctl *x)
+{
+	struct ipc_msg reply;
+
+	ipc_msg_init(&reply, IPC_CTL_STATUS_REPLY);
+	ctl_status(x->sup, NULL, &reply);
+	send_reply(x, &reply);
+}
+
+void
+sup_ctl_status_arrived(struct sup *sup)
+{
+	struct sup_ctl *x, *next;
+
+	if (sup_status_pending(sup))
+		return;
+	for (x = TAILQ_FIRST(&sup->ctls); x != NULL; x = next) {
+		next = TAILQ_NEXT(x, entry);
+		if (x->waiting)
+			reply_status(x);
+	}
+}
+
+static void
 ctl_on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
 {
 	struct sup_ctl *x = arg;
 	const struct sup_ctl_cmd *cmd = NULL;
 	struct ipc_msg reply;
+	struct timeval tv = {(time_t)SUP_CTL_STATUS_WAIT,
+	    (suseconds_t)((SUP_CTL_STATUS_WAIT - (double)(time_t)SUP_CTL_STATUS_WAIT) * 1e6)};
 	size_t i;
 
 	for (i = 0; i < sizeof(sup_ctl_cmds) / sizeof(sup_ctl_cmds[0]); i++)
 		if (sup_ctl_cmds[i].request == msg->type)
 			cmd = &sup_ctl_cmds[i];
-	evtimer_del(x->idle);
-	x->replied = true;
 	if (cmd == NULL) {
 		/* every request of the catalogue has a row: this is unreachable
 		 * unless the catalogue grew without this table */
 		ipc_msg_init(&reply, IPC_CTL_RESULT);
 		result(&reply, false, "unsupported request %s", ipc_type_name(msg->type));
-	} else {
-		log_debug("control: %s from pid %ld uid %u", cmd->name, (long)x->peer_pid,
-		    (unsigned)x->peer_uid);
-		ipc_msg_init(&reply, cmd->reply);
-		cmd->run(x->sup, msg, &reply);
+		send_reply(x, &reply);
+		return;
 	}
-	if (chan_send(ch, &reply) < 0)
-		log_warn("control: reply to pid %ld: %s", (long)x->peer_pid, chan_last_error(ch));
-	ipc_msg_clear(&reply);
-	chan_close_after_flush(ch);
+	log_debug("control: %s from pid %ld uid %u", cmd->name, (long)x->peer_pid,
+	    (unsigned)x->peer_uid);
+	if (msg->type == IPC_CTL_STATUS && sup_refresh_status(x->sup)) {
+		/* counters as of now, not as of the last poll: the reply goes
+		 * once every worker answered, or after SUP_CTL_STATUS_WAIT */
+		x->waiting = true;
+		evtimer_del(x->idle);
+		evtimer_add(x->idle, &tv);
+		return;
+	}
+	ipc_msg_init(&reply, cmd->reply);
+	cmd->run(x->sup, msg, &reply);
+	send_reply(x, &reply);
 }
 
 static void
@@ -211,6 +255,10 @@ ctl_on_idle(evutil_socket_t fd, short what, void *arg)
 	struct sup_ctl *x = arg;
 	struct sup *sup = x->sup;
 
+	if (x->waiting) {
+		reply_status(x); /* with the answers that came */
+		return;
+	}
 	log_warn("control: client pid %ld sent nothing for %.0f s: disconnected",
 	    (long)x->peer_pid, SUP_CTL_IDLE);
 	ctl_free(x);

@@ -74,6 +74,9 @@ struct np_config_errors;
 #define SUP_CTL_MAX 32
 /* Seconds a control client may take to send its request. */
 #define SUP_CTL_IDLE 10.0
+/* Seconds nodepoolctl status waits for fresh STATUS answers (a worker that
+ * does not answer in time is shown with its last one). */
+#define SUP_CTL_STATUS_WAIT 1.0
 
 /* ---- proctab.c: the process table --------------------------------------- */
 
@@ -202,6 +205,11 @@ void sup_reap(struct sup *sup);
 /* The STATUS poll tick: ask idle children, kill the ones that did not
  * answer within worker-status-timeout. */
 void sup_poll_status(struct sup *sup);
+/* Ask every running child for a fresh STATUS (those not already asked);
+ * true while any answer is outstanding. */
+bool sup_refresh_status(struct sup *sup);
+/* True while a running child has not answered its last STATUS_REQ. */
+bool sup_status_pending(const struct sup *sup);
 /* Seconds between two STATUS_REQ to one child, from the timeout. */
 double sup_poll_interval(double status_timeout);
 /* The back-off before the n-th unasked restart in a row (n >= 1):
@@ -257,6 +265,9 @@ int sup_ctl_start(struct sup *sup, char *err, size_t errlen);
 void sup_ctl_stop(struct sup *sup);
 /* True while a client that got its reply has not been written to yet. */
 bool sup_ctl_replies_pending(const struct sup *sup);
+/* A child answered a STATUS_REQ: status requests waiting for fresh
+ * answers are replied to once none is outstanding. */
+void sup_ctl_status_arrived(struct sup *sup);
 
 /* ---- daemon.c ------------------------------------------------------------ */
 
