@@ -6,6 +6,11 @@
  * credentials, the channel disconnects one that sends anything malformed,
  * at most SUP_CTL_MAX are served at once, and one that sends nothing for
  * SUP_CTL_IDLE seconds is dropped.
+ *
+ * A status request first asks every running child for a STATUS and answers
+ * once all have replied (at most SUP_CTL_STATUS_WAIT seconds; a child that
+ * did not answer is shown with its last STATUS): counters as of the
+ * request, not of the last periodic poll.
  */
 #include "sup.h"
 

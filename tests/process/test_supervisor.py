@@ -266,17 +266,17 @@ def test_kill9_restarts_only_that_worker(sup, zuul):
     assert "killed by signal 9" in sup.log()
 
 
-def fake_bindir(tmp_path, doomed):
+def fake_bindir(tmp_path, doomed, code=100):
     """A bindir holding a copy of nodepoold and a nodepool-launcher that
-    exits 100 (permanent failure) for provider `doomed` and runs the real
-    one otherwise (fd 3, the channel, passes through exec)."""
+    exits `code` (100: permanent failure) for provider `doomed` and runs the
+    real one otherwise (fd 3, the channel, passes through exec)."""
     d = tmp_path / "bin"
     d.mkdir()
     shutil.copy(bin_path("nodepoold"), d / "nodepoold")
     w = d / "nodepool-launcher"
     w.write_text("#!/bin/sh\n"
-                 "if [ \"$2\" = %s ]; then echo \"worker[$2]: no credentials\" >&2; exit 100; fi\n"
-                 "exec %s \"$@\"\n" % (doomed, bin_path("nodepool-launcher")))
+                 "if [ \"$2\" = %s ]; then echo \"worker[$2]: no credentials\" >&2; exit %d; fi\n"
+                 "exec %s \"$@\"\n" % (doomed, code, bin_path("nodepool-launcher")))
     w.chmod(0o755)
     return str(d)
 
@@ -304,6 +304,27 @@ def test_exit_100_is_not_restarted(deployment, zuul, tmp_path):
         st3 = wait_for(lambda: (lambda st: st["static-b"]["state"] == "dead" and st)(s.status()),
                        what="dead again")
         assert st3["static-b"]["restarts"] == 1
+    finally:
+        s.stop()
+
+
+def test_crash_loop_backs_off_up_to_the_cap(deployment, zuul, tmp_path):
+    s = Supervisor(deployment, bindir=fake_bindir(tmp_path, "static-b", code=1))
+    try:
+        s.write(two_providers(), settings={"restart-backoff-max": 2})
+        s.start_fg()
+        # 0 s, then 1 s, then 2 s (the cap), 2 s ...
+        wait_for(lambda: "provider static-b: restarting in 2 s (4 failures in a row)"
+                 in s.log(), 30, what="back-off reached the cap")
+        log = s.log()
+        assert "provider static-b: restarting now" in log
+        assert "provider static-b: restarting in 1 s (2 failures in a row)" in log
+        assert "provider static-b: restarting in 2 s (3 failures in a row)" in log
+        assert "restarting in 4 s" not in log
+        st = s.status()
+        assert st["static-b"]["state"] in ("backoff", "starting")
+        assert st["static-b"]["restarts"] >= 3 and "exited 1" in st["static-b"]["error"]
+        assert st["static-a"]["state"] == "running" and st["static-a"]["restarts"] == 0
     finally:
         s.stop()
 
