@@ -608,6 +608,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	lc->base = base;
 	lc->hostname = lc_fqdn();
 	lc->busy = strset_new();
+	TAILQ_INIT(&lc->zombies);
 	lc->start_time = lc_now();
 	if (lc_config_load(lc, config, provider, err, errlen) != 0) {
 		launcher_free(lc);
