@@ -588,6 +588,9 @@ sup_child_dispatch(struct sup_child *c, enum sup_event ev)
 		TAILQ_REMOVE(&sup->children, c, entry);
 		sup_child_free(c);
 	}
+	/* a status request waiting for this child's answer need not wait for
+	 * a process that is gone */
+	sup_ctl_status_arrived(sup);
 	sup_check_done(sup);
 }
 
