@@ -302,6 +302,10 @@ int worker_load_file(struct worker *w, const char *path, const char *secure, cha
 /* Start (or restart) the launcher from a config slice (JSON). */
 int worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t errlen);
 void worker_stop(struct worker *w);
+/* After the loop has stopped: run it until the ZooKeeper operations still
+ * in flight have completed (their callbacks free what they own; zk_free
+ * would drop them), at most timeout seconds. */
+void worker_drain(struct worker *w, double timeout);
 void worker_dump(struct worker *w, struct evbuffer *out);
 int worker_exit_code(const struct worker *w);
 void worker_free(struct worker *w);

@@ -146,6 +146,7 @@ main(int argc, char **argv)
 	event_add(ev_usr2, NULL);
 
 	event_base_dispatch(base);
+	worker_drain(w, 2.0);
 
 	rc = worker_exit_code(w);
 	worker_free(w);

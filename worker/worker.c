@@ -414,6 +414,30 @@ worker_dump(struct worker *w, struct evbuffer *out)
 		evbuffer_add_printf(out, "no configuration yet\n");
 }
 
+static void
+drain_tick(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+void
+worker_drain(struct worker *w, double timeout)
+{
+	double deadline = lc_monotonic() + timeout;
+	struct timeval tv = {0, 50000};
+	struct event *t;
+
+	if (w->lc == NULL || w->lc->zk == NULL)
+		return;
+	if ((t = evtimer_new(w->base, drain_tick, NULL)) == NULL)
+		return;
+	while (zk_pending(w->lc->zk) > 0 && lc_monotonic() < deadline) {
+		evtimer_add(t, &tv);
+		if (event_base_loop(w->base, EVLOOP_ONCE) < 0)
+			break;
+	}
+	event_free(t);
+}
+
 int
 worker_exit_code(const struct worker *w)
 {
