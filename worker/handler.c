@@ -494,19 +494,24 @@ after_node_step(struct handler *h)
 		run(h);
 }
 
+/* Reserve n for the request: allocated_to, and tenant and requestor copied
+ * from it (Zuul reads them for tenant accounting). */
 static void
-allocate_node(struct handler *h, size_t i)
+assign_to_request(const struct handler *h, struct np_node *n)
 {
-	struct hnode *hn = &h->nodes[i];
-	struct np_node *n = hn->node;
-
 	free(n->allocated_to);
 	n->allocated_to = strdup(h->req_id);
 	free(n->tenant_name);
 	n->tenant_name = h->req->tenant_name ? strdup(h->req->tenant_name) : NULL;
 	free(n->requestor);
 	n->requestor = h->req->requestor ? strdup(h->req->requestor) : NULL;
-	lc_store_node(h->lc, n, node_allocated, hop_new(h, i));
+}
+
+static void
+allocate_node(struct handler *h, size_t i)
+{
+	assign_to_request(h, h->nodes[i].node);
+	lc_store_node(h->lc, h->nodes[i].node, node_allocated, hop_new(h, i));
 }
 
 static void
@@ -821,9 +826,7 @@ start_launch(struct handler *h, size_t i)
 	n->pool = strdup(pool->name);
 	n->launcher = strdup(pool->launcher_id);
 	np_strv_push(&n->type, hn->label);
-	n->allocated_to = strdup(h->req_id);
-	n->tenant_name = h->req->tenant_name ? strdup(h->req->tenant_name) : NULL;
-	n->requestor = h->req->requestor ? strdup(h->req->requestor) : NULL;
+	assign_to_request(h, n);
 	if (pool->node_attributes != NULL)
 		n->attributes = json_deep_copy(pool->node_attributes);
 	{
@@ -1242,14 +1245,8 @@ fast_commit(struct handler *h)
 	np_strv_clear(&h->req->nodes);
 	for (i = 0; i < n; i++) {
 		struct hnode *hn = &h->nodes[i];
-		struct np_node *nd = hn->node;
-		free(nd->allocated_to);
-		nd->allocated_to = strdup(h->req_id);
-		free(nd->tenant_name);
-		nd->tenant_name = h->req->tenant_name ? strdup(h->req->tenant_name) : NULL;
-		free(nd->requestor);
-		nd->requestor = h->req->requestor ? strdup(h->req->requestor) : NULL;
-		jsons[i] = np_node_encode(nd, &len);
+		assign_to_request(h, hn->node);
+		jsons[i] = np_node_encode(hn->node, &len);
 		snprintf(paths[i], sizeof(paths[i]), "/nodepool/nodes/%s", hn->node_id);
 		ops[i].type = ZK_MULTI_SET;
 		ops[i].path = paths[i];

@@ -4,6 +4,7 @@
  * lib/config). The config was validated before it got here; this only
  * picks out what the launcher uses and applies upstream's defaults.
  */
+#include "jsonget.h"
 #include "launcher.h"
 
 #include <math.h>
@@ -13,39 +14,8 @@
 
 #include "log.h"
 
-static const char *
-j_str(const json_t *o, const char *key, const char *def)
-{
-	const json_t *v = json_object_get(o, key);
 
-	return json_is_string(v) ? json_string_value(v) : def;
-}
 
-static double
-j_num(const json_t *o, const char *key, double def)
-{
-	const json_t *v = json_object_get(o, key);
-
-	if (json_is_number(v))
-		return json_number_value(v);
-	if (json_is_string(v)) { /* YAML may hand numbers over as strings */
-		char *end;
-		double d = strtod(json_string_value(v), &end);
-		if (end != json_string_value(v) && *end == '\0')
-			return d;
-	}
-	return def;
-}
-
-static int
-j_bool(const json_t *o, const char *key, int def)
-{
-	const json_t *v = json_object_get(o, key);
-
-	if (json_is_boolean(v))
-		return json_is_true(v);
-	return def;
-}
 
 static char *
 xstrdup(const char *s)
@@ -73,7 +43,7 @@ pool_labels(const json_t *pool, struct np_strv *out)
 
 	json_array_foreach(labels, i, v)
 	{
-		const char *name = json_is_string(v) ? json_string_value(v) : j_str(v, "name", NULL);
+		const char *name = json_is_string(v) ? json_string_value(v) : np_json_str(v, "name", NULL);
 		if (name != NULL && !np_strv_contains(out, name))
 			np_strv_push(out, name);
 	}
@@ -155,7 +125,7 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 
 	json_array_foreach(provs, i, v)
 	{
-		if (strcmp(j_str(v, "name", ""), provider) == 0) {
+		if (strcmp(np_json_str(v, "name", ""), provider) == 0) {
 			p = v;
 			break;
 		}
@@ -166,12 +136,12 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 	}
 
 	lc->prov.name = xstrdup(provider);
-	lc->prov.driver_name = xstrdup(j_str(p, "driver", "openstack"));
-	lc->prov.max_concurrency = (int)j_num(p, "max-concurrency", -1);
-	lc->prov.priority = (int)j_num(p, "priority", 100);
-	lc->prov.launch_retries = (int)j_num(p, "launch-retries", 3);
-	lc->prov.boot_timeout = j_num(p, "boot-timeout", 60);
-	lc->prov.launch_timeout = j_num(p, "launch-timeout", 3600);
+	lc->prov.driver_name = xstrdup(np_json_str(p, "driver", "openstack"));
+	lc->prov.max_concurrency = (int)np_json_num(p, "max-concurrency", -1);
+	lc->prov.priority = (int)np_json_num(p, "priority", 100);
+	lc->prov.launch_retries = (int)np_json_num(p, "launch-retries", 3);
+	lc->prov.boot_timeout = np_json_num(p, "boot-timeout", 60);
+	lc->prov.launch_timeout = np_json_num(p, "launch-timeout", 3600);
 	lc->prov.raw = json_deep_copy(p);
 
 	lc->prov.n_pools = json_array_size(json_object_get(p, "pools"));
@@ -182,13 +152,13 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 	{
 		struct lc_pool *lp = &lc->prov.pools[i];
 		lp->prov = &lc->prov;
-		lp->name = xstrdup(j_str(pool, "name", "main"));
-		lp->max_servers = (long)j_num(pool, "max-servers", -1);
-		lp->max_cores = j_num(pool, "max-cores", -1);
-		lp->max_ram = j_num(pool, "max-ram", -1);
-		lp->priority = (int)j_num(pool, "priority", lc->prov.priority);
-		lp->host_key_checking = j_bool(pool, "host-key-checking", 1);
-		lp->ignore_provider_quota = j_bool(pool, "ignore-provider-quota", 0);
+		lp->name = xstrdup(np_json_str(pool, "name", "main"));
+		lp->max_servers = (long)np_json_num(pool, "max-servers", -1);
+		lp->max_cores = np_json_num(pool, "max-cores", -1);
+		lp->max_ram = np_json_num(pool, "max-ram", -1);
+		lp->priority = (int)np_json_num(pool, "priority", lc->prov.priority);
+		lp->host_key_checking = np_json_bool(pool, "host-key-checking", 1);
+		lp->ignore_provider_quota = np_json_bool(pool, "ignore-provider-quota", 0);
 		pool_labels(pool, &lp->labels);
 		v = json_object_get(pool, "node-attributes");
 		lp->node_attributes = json_is_object(v) ? json_deep_copy(v) : NULL;
@@ -203,9 +173,9 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 	json_array_foreach(labels, i, v)
 	{
 		struct lc_label *l = &lc->labels[i];
-		l->name = xstrdup(j_str(v, "name", ""));
-		l->min_ready = (int)j_num(v, "min-ready", 0);
-		l->max_ready_age = (long)j_num(v, "max-ready-age", 0);
+		l->name = xstrdup(np_json_str(v, "name", ""));
+		l->min_ready = (int)np_json_num(v, "min-ready", 0);
+		l->max_ready_age = (long)np_json_num(v, "max-ready-age", 0);
 		/* min-ready is one launcher's job per label: the first provider of
 		 * this config whose pools support it (a slice from the supervisor
 		 * holds only ours, with min-ready zeroed where we are not first). */
@@ -213,7 +183,7 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 		json_array_foreach(provs, j, p)
 		{
 			if (provider_supports(p, l->name)) {
-				first_owner = j_str(p, "name", "");
+				first_owner = np_json_str(p, "name", "");
 				break;
 			}
 		}
@@ -228,12 +198,12 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 		abort();
 	json_array_foreach(json_object_get(config, "tenant-resource-limits"), i, v)
 	{
-		lc->tenant_limits[i].tenant = xstrdup(j_str(v, "tenant-name", ""));
+		lc->tenant_limits[i].tenant = xstrdup(np_json_str(v, "tenant-name", ""));
 		quota_from_limits(&lc->tenant_limits[i].limits, v);
 	}
-	lc->max_hold_age = (long)j_num(config, "max-hold-age", 0);
-	lc->settings.cleanup_interval = j_num(np, "cleanup-interval", 60);
-	lc->settings.delete_interval = j_num(np, "delete-interval", 5);
+	lc->max_hold_age = (long)np_json_num(config, "max-hold-age", 0);
+	lc->settings.cleanup_interval = np_json_num(np, "cleanup-interval", 60);
+	lc->settings.delete_interval = np_json_num(np, "delete-interval", 5);
 	if (!(lc->settings.cleanup_interval > 0))
 		lc->settings.cleanup_interval = 60;
 	if (!(lc->settings.delete_interval > 0))

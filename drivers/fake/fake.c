@@ -58,6 +58,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "jsonget.h"
 #include "log.h"
 #include "ratelimit.h"
 
@@ -161,21 +162,7 @@ mono(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static double
-j_num(const json_t *o, const char *k, double def)
-{
-	const json_t *v = json_object_get(o, k);
 
-	return json_is_number(v) ? json_number_value(v) : def;
-}
-
-static int
-j_bool(const json_t *o, const char *k, int def)
-{
-	const json_t *v = json_object_get(o, k);
-
-	return json_is_boolean(v) ? json_is_true(v) : def;
-}
 
 /* xorshift64*: the fault dice, reproducible from `seed`. */
 static double
@@ -300,10 +287,10 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 	s->ram = 1024;
 	if (label != NULL) {
 		s->label = strdup(label->name);
-		s->cores = (int)j_num(label->raw, "cores", 1);
-		s->ram = (int)j_num(label->raw, "ram", 1024);
-		boot = j_num(label->raw, "boot-delay", boot);
-		frate = j_num(label->raw, "failure-rate", frate);
+		s->cores = (int)np_json_num(label->raw, "cores", 1);
+		s->ram = (int)np_json_num(label->raw, "ram", 1024);
+		boot = np_json_num(label->raw, "boot-delay", boot);
+		frate = np_json_num(label->raw, "failure-rate", frate);
 	}
 	s->image = image != NULL ? strdup(image) : NULL;
 	s->az = strdup(az != NULL ? az : "fake-az-1");
@@ -560,7 +547,7 @@ create_call(struct fcall *c)
 {
 	struct sm_adapter *f = c->f;
 	struct fmachine *fm = c->owner;
-	int cores = (int)j_num(fm->label->raw, "cores", 1), ram = (int)j_num(fm->label->raw, "ram", 1024);
+	int cores = (int)np_json_num(fm->label->raw, "cores", 1), ram = (int)np_json_num(fm->label->raw, "ram", 1024);
 	const char *q;
 	struct fserver *s;
 
@@ -894,8 +881,8 @@ static void
 fake_label_quota(struct sm_adapter *f, const struct sm_label *label, struct drv_quota *out)
 {
 	(void)f;
-	out->cores = j_num(label->raw, "cores", 1);
-	out->ram = j_num(label->raw, "ram", 1024);
+	out->cores = np_json_num(label->raw, "cores", 1);
+	out->ram = np_json_num(label->raw, "ram", 1024);
 	out->instances = 1;
 }
 
@@ -997,8 +984,8 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	struct sm_adapter *f = calloc(1, sizeof(*f));
 	const json_t *p = env->provider, *q = json_object_get(p, "quota");
 	const char *sf = json_string_value(json_object_get(p, "state-file"));
-	long long seed = (long long)j_num(p, "seed", 0);
-	long long i, unmanaged = (long long)j_num(p, "unmanaged-instances", 0);
+	long long seed = (long long)np_json_num(p, "seed", 0);
+	long long i, unmanaged = (long long)np_json_num(p, "unmanaged-instances", 0);
 
 	if (f == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -1011,23 +998,23 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&f->images);
 	TAILQ_INIT(&f->calls);
 	f->rl = ratelimit_new(env->base, env->cfg->rate, 1);
-	f->boot_delay = j_num(p, "boot-delay", 0);
-	f->delete_delay = j_num(p, "delete-delay", 0);
-	f->api_delay = j_num(p, "api-delay", 0);
-	f->failure_rate = j_num(p, "failure-rate", 0);
-	f->never_ready_rate = j_num(p, "never-ready-rate", 0);
-	f->create_error_rate = j_num(p, "create-error-rate", 0);
-	f->quota_error_rate = j_num(p, "quota-error-rate", 0);
-	f->delete_failure_rate = j_num(p, "delete-failure-rate", 0);
-	f->leak_rate = j_num(p, "leak-rate", 0);
-	f->volume_leak_rate = j_num(p, "volume-leak-rate", 0);
-	f->boot_failures = (long long)j_num(p, "boot-failures", 0);
-	f->quota_errors = (long long)j_num(p, "quota-errors", 0);
+	f->boot_delay = np_json_num(p, "boot-delay", 0);
+	f->delete_delay = np_json_num(p, "delete-delay", 0);
+	f->api_delay = np_json_num(p, "api-delay", 0);
+	f->failure_rate = np_json_num(p, "failure-rate", 0);
+	f->never_ready_rate = np_json_num(p, "never-ready-rate", 0);
+	f->create_error_rate = np_json_num(p, "create-error-rate", 0);
+	f->quota_error_rate = np_json_num(p, "quota-error-rate", 0);
+	f->delete_failure_rate = np_json_num(p, "delete-failure-rate", 0);
+	f->leak_rate = np_json_num(p, "leak-rate", 0);
+	f->volume_leak_rate = np_json_num(p, "volume-leak-rate", 0);
+	f->boot_failures = (long long)np_json_num(p, "boot-failures", 0);
+	f->quota_errors = (long long)np_json_num(p, "quota-errors", 0);
 	f->q_instances = limit(q, "instances");
 	f->q_cores = limit(q, "cores");
 	f->q_ram = limit(q, "ram");
-	f->report_quota = j_bool(p, "report-quota", 1);
-	f->ssh_port = (int)j_num(p, "fake-ssh-port", 0);
+	f->report_quota = np_json_bool(p, "report-quota", 1);
+	f->ssh_port = (int)np_json_num(p, "fake-ssh-port", 0);
 	f->state_file = sf != NULL ? strdup(sf) : NULL;
 	f->dice = seed != 0 ? (uint64_t)seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
 	if (f->dice == 0)

@@ -5,6 +5,7 @@
  * config was validated by lib/config before it got here; this applies
  * upstream's defaults and links labels to image entries.
  */
+#include "jsonget.h"
 #include "statemachine.h"
 
 #include <math.h>
@@ -12,37 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *
-j_str(const json_t *o, const char *k, const char *def)
-{
-	const json_t *v = json_object_get(o, k);
 
-	return json_is_string(v) ? json_string_value(v) : def;
-}
 
-static double
-j_num(const json_t *o, const char *k, double def)
-{
-	const json_t *v = json_object_get(o, k);
-
-	if (json_is_number(v))
-		return json_number_value(v);
-	if (json_is_string(v)) { /* rate: v.Coerce(float) accepts "0.5" */
-		char *end;
-		double d = strtod(json_string_value(v), &end);
-		if (end != json_string_value(v) && *end == '\0')
-			return d;
-	}
-	return def;
-}
-
-static int
-j_bool(const json_t *o, const char *k, int def)
-{
-	const json_t *v = json_object_get(o, k);
-
-	return json_is_boolean(v) ? json_is_true(v) : def;
-}
 
 static char *
 dupz(const char *s)
@@ -59,18 +31,18 @@ dupz(const char *s)
 static void
 image_build(struct sm_image *im, const json_t *raw, int diskimage)
 {
-	const char *ct = j_str(raw, "connection-type", "ssh");
+	const char *ct = np_json_str(raw, "connection-type", "ssh");
 
 	im->raw = raw;
 	im->diskimage = diskimage;
-	im->name = dupz(j_str(raw, "name", ""));
+	im->name = dupz(np_json_str(raw, "name", ""));
 	if (!diskimage)
-		im->image_id = dupz(j_str(raw, "image-id", j_str(raw, "image-name", NULL)));
-	im->username = dupz(j_str(raw, "username", NULL));
-	im->python_path = dupz(j_str(raw, "python-path", "auto"));
-	im->shell_type = dupz(j_str(raw, "shell-type", NULL));
+		im->image_id = dupz(np_json_str(raw, "image-id", np_json_str(raw, "image-name", NULL)));
+	im->username = dupz(np_json_str(raw, "username", NULL));
+	im->python_path = dupz(np_json_str(raw, "python-path", "auto"));
+	im->shell_type = dupz(np_json_str(raw, "shell-type", NULL));
 	im->connection_type = dupz(ct);
-	im->connection_port = (int)j_num(raw, "connection-port", strcmp(ct, "winrm") == 0 ? 5986 : 22);
+	im->connection_port = (int)np_json_num(raw, "connection-port", strcmp(ct, "winrm") == 0 ? 5986 : 22);
 }
 
 static void
@@ -105,14 +77,14 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 	if (cfg == NULL)
 		abort();
 	cfg->raw = prov;
-	cfg->provider = dupz(j_str(prov, "name", ""));
-	cfg->launch_retries = (int)j_num(prov, "launch-retries", 3);
+	cfg->provider = dupz(np_json_str(prov, "name", ""));
+	cfg->launch_retries = (int)np_json_num(prov, "launch-retries", 3);
 	if (cfg->launch_retries < 1)
 		cfg->launch_retries = 1; /* upstream makes at least one attempt */
-	cfg->boot_timeout = j_num(prov, "boot-timeout", def->boot_timeout);
-	cfg->launch_timeout = j_num(prov, "launch-timeout", 3600);
-	cfg->rate = j_num(prov, "rate", def->rate);
-	cfg->host_key_checking = j_bool(prov, "host-key-checking", def->host_key_checking);
+	cfg->boot_timeout = np_json_num(prov, "boot-timeout", def->boot_timeout);
+	cfg->launch_timeout = np_json_num(prov, "launch-timeout", 3600);
+	cfg->rate = np_json_num(prov, "rate", def->rate);
+	cfg->host_key_checking = np_json_bool(prov, "host-key-checking", def->host_key_checking);
 
 	v = json_object_get(prov, "cloud-images");
 	cfg->cloud_images = calloc(json_array_size(v) + 1, sizeof(*cfg->cloud_images));
@@ -131,9 +103,9 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 		size_t k;
 
 		p->raw = pv;
-		p->name = dupz(j_str(pv, "name", ""));
-		p->host_key_checking = j_bool(pv, "host-key-checking", cfg->host_key_checking);
-		p->use_internal_ip = j_bool(pv, "use-internal-ip", j_bool(prov, "use-internal-ip", 0));
+		p->name = dupz(np_json_str(pv, "name", ""));
+		p->host_key_checking = np_json_bool(pv, "host-key-checking", cfg->host_key_checking);
+		p->use_internal_ip = np_json_bool(pv, "use-internal-ip", np_json_bool(prov, "use-internal-ip", 0));
 		json_array_foreach(json_object_get(pv, "availability-zones"), k, az)
 		if (json_is_string(az))
 			np_strv_push(&p->azs, json_string_value(az));
@@ -143,11 +115,11 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 			struct sm_label *l = &p->labels[p->nlabels++];
 			l->raw = lv;
 			l->pool = p;
-			l->name = dupz(json_is_string(lv) ? json_string_value(lv) : j_str(lv, "name", ""));
-			l->cloud_image = dupz(j_str(lv, "cloud-image", NULL));
-			l->diskimage = dupz(j_str(lv, "diskimage", NULL));
-			l->host_key_checking = j_bool(lv, "host-key-checking", p->host_key_checking);
-			l->console_log = j_bool(lv, "console-log", 0);
+			l->name = dupz(json_is_string(lv) ? json_string_value(lv) : np_json_str(lv, "name", ""));
+			l->cloud_image = dupz(np_json_str(lv, "cloud-image", NULL));
+			l->diskimage = dupz(np_json_str(lv, "diskimage", NULL));
+			l->host_key_checking = np_json_bool(lv, "host-key-checking", p->host_key_checking);
+			l->console_log = np_json_bool(lv, "console-log", 0);
 			if (l->cloud_image != NULL) {
 				l->image = image_find(cfg->cloud_images, cfg->ncloud_images, l->cloud_image);
 				if (l->image == NULL) {

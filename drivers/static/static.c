@@ -17,6 +17,7 @@
  * handed out its host must accept a TCP connection (liveness check),
  * unless host-key-checking is off.
  */
+#include "jsonget.h"
 #include "driver.h"
 
 #include <arpa/inet.h>
@@ -103,21 +104,7 @@ sctx_free(void *p)
 	free(c);
 }
 
-static const char *
-j_str(const json_t *o, const char *k, const char *def)
-{
-	const json_t *v = json_object_get(o, k);
 
-	return json_is_string(v) ? json_string_value(v) : def;
-}
-
-static double
-j_num(const json_t *o, const char *k, double def)
-{
-	const json_t *v = json_object_get(o, k);
-
-	return json_is_number(v) ? json_number_value(v) : def;
-}
 
 static void
 strv_from_json(struct np_strv *sv, const json_t *v)
@@ -161,19 +148,19 @@ static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, si
 			struct static_host *h = &dp->hosts[dp->n_hosts++];
 			const json_t *hkc = json_object_get(node, "host-key-checking");
 			const json_t *attrs = json_object_get(pool, "node-attributes");
-			h->pool = strdup(j_str(pool, "name", "main"));
-			h->name = strdup(j_str(node, "name", ""));
+			h->pool = strdup(np_json_str(pool, "name", "main"));
+			h->name = strdup(np_json_str(node, "name", ""));
 			strv_from_json(&h->labels, json_object_get(node, "labels"));
-			h->username = strdup(j_str(node, "username", "zuul"));
-			h->timeout = j_num(node, "timeout", 5);
+			h->username = strdup(np_json_str(node, "username", "zuul"));
+			h->timeout = np_json_num(node, "timeout", 5);
 			strv_from_json(&h->host_keys, json_object_get(node, "host-key"));
 			h->host_key_checking = json_is_boolean(hkc) ? json_is_true(hkc) : 1;
-			h->connection_type = strdup(j_str(node, "connection-type", "ssh"));
-			h->connection_port = (int)j_num(node, "connection-port",
-			    j_num(node, "ssh-port", 22));
-			h->shell_type = dupz(j_str(node, "shell-type", NULL));
-			h->python_path = strdup(j_str(node, "python-path", "auto"));
-			h->max_parallel_jobs = (int)j_num(node, "max-parallel-jobs", 1);
+			h->connection_type = strdup(np_json_str(node, "connection-type", "ssh"));
+			h->connection_port = (int)np_json_num(node, "connection-port",
+			    np_json_num(node, "ssh-port", 22));
+			h->shell_type = dupz(np_json_str(node, "shell-type", NULL));
+			h->python_path = strdup(np_json_str(node, "python-path", "auto"));
+			h->max_parallel_jobs = (int)np_json_num(node, "max-parallel-jobs", 1);
 			h->attributes = json_is_object(attrs) ? json_deep_copy(attrs) : NULL;
 		}
 	}
