@@ -77,6 +77,27 @@ if [ -d tests/process ] && ls tests/process/test_*.py >/dev/null 2>&1; then
 	fi
 fi
 
+# The Debian package: built, unpacked into a scratch root, its init script
+# driving nodepoold against this run's ZooKeeper (needs root, as CI is).
+if [ "$(id -u)" = 0 ] && [ -z "${NP_SKIP_PACKAGING:-}" ] && command -v dpkg-buildpackage >/dev/null; then
+	out="$tmp/packaging.out"
+	sh tests/packaging-test.sh >"$out" 2>&1
+	rc=$?
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+	p=${p:-0} f=${f:-0}
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	pass=$((pass + p))
+	fail=$((fail + f))
+	echo "packaging test: ${line:-no result (rc $rc)}"
+	if [ "$f" -ne 0 ]; then
+		failed="$failed packaging-test"
+		grep -E 'FAIL|error' "$out" | head -20
+		tail -20 "$out"
+	fi
+fi
+
 for fz in build-fuzz/fuzz_*; do
 	[ -x "$fz" ] || continue
 	name=$(basename "$fz")
