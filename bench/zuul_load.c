@@ -35,9 +35,9 @@ struct req {
 	int n_nodes;
 	struct zk_lock **locks;
 	int pending;
-	int watching;  /* a one-shot watch is armed on the request znode */
-	int finished;  /* done: free when the armed watch fires */
-	int got;       /* fulfilled or failed seen: stop re-arming */
+	int watching; /* a one-shot watch is armed on the request znode */
+	int finished; /* done: free when the armed watch fires */
+	int got;      /* fulfilled or failed seen: stop re-arming */
 };
 
 /* one node of a request: which lock (and so which znode) */
@@ -321,7 +321,7 @@ start_one(struct load *ld)
 	json = np_request_encode(q, &len);
 	r->t_create = now();
 	zk_create(ld->zk, "/nodepool/requests/100-", json, (int)len, ZOO_SEQUENCE, 1, req_created,
-	    r);
+		  r);
 	free(json);
 	np_request_free(q);
 }
@@ -354,8 +354,9 @@ proc_stats(int pid, long *hwm_kb, double *cpu_s)
 	if ((f = fopen(path, "r")) != NULL) {
 		if (fgets(line, sizeof(line), f)) {
 			char *p = strrchr(line, ')');
-			if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-				     &ut, &st) == 2)
+			if (p &&
+			    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+				   &ut, &st) == 2)
 				*cpu_s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 		}
 		fclose(f);
@@ -378,12 +379,9 @@ main(int argc, char **argv)
 	long hwm[16];
 	char err[256];
 	static const struct option lo[] = {
-		{"ca", required_argument, NULL, 'A'},
-		{"cert", required_argument, NULL, 'C'},
-		{"key", required_argument, NULL, 'K'},
-		{"pid", required_argument, NULL, 'P'},
-		{"idle", required_argument, NULL, 'I'},
-		{NULL, 0, NULL, 0},
+	    {"ca", required_argument, NULL, 'A'},   {"cert", required_argument, NULL, 'C'},
+	    {"key", required_argument, NULL, 'K'},  {"pid", required_argument, NULL, 'P'},
+	    {"idle", required_argument, NULL, 'I'}, {NULL, 0, NULL, 0},
 	};
 
 	memset(&ld, 0, sizeof(ld));
@@ -455,11 +453,10 @@ main(int argc, char **argv)
 		proc_stats(pids[i], &hwm[i], &cpu1[i]);
 	qsort(ld.lat, (size_t)ld.total, sizeof(double), dcmp);
 	printf("requests: %d at concurrency %d, %d failed\n", ld.total, ld.conc, ld.failed);
-	printf("throughput: %.1f requests/s (%.2f s)\n", ld.total / (ld.t1 - ld.t0),
-	    ld.t1 - ld.t0);
+	printf("throughput: %.1f requests/s (%.2f s)\n", ld.total / (ld.t1 - ld.t0), ld.t1 - ld.t0);
 	printf("latency request->fulfilled: p50 %.1f ms  p90 %.1f ms  p99 %.1f ms  max %.1f ms\n",
-	    ld.lat[ld.total / 2] * 1e3, ld.lat[ld.total * 9 / 10] * 1e3,
-	    ld.lat[ld.total * 99 / 100] * 1e3, ld.lat[ld.total - 1] * 1e3);
+	       ld.lat[ld.total / 2] * 1e3, ld.lat[ld.total * 9 / 10] * 1e3,
+	       ld.lat[ld.total * 99 / 100] * 1e3, ld.lat[ld.total - 1] * 1e3);
 	if (npids > 0 && idle > 0)
 		usleep((useconds_t)(idle * 1e6));
 	for (i = 0; i < npids; i++) {
@@ -467,8 +464,8 @@ main(int argc, char **argv)
 		proc_stats(pids[i], &h2, &cpu2[i]);
 		printf("pid %d: peak RSS %.1f MiB, CPU %.3f s (%.3f ms/request), idle CPU %.1f ms "
 		       "over %.0f s\n",
-		    pids[i], (double)h2 / 1024.0, cpu1[i] - cpu0[i],
-		    (cpu1[i] - cpu0[i]) * 1e3 / ld.total, (cpu2[i] - cpu1[i]) * 1e3, idle);
+		       pids[i], (double)h2 / 1024.0, cpu1[i] - cpu0[i],
+		       (cpu1[i] - cpu0[i]) * 1e3 / ld.total, (cpu2[i] - cpu1[i]) * 1e3, idle);
 	}
 	zk_free(ld.zk);
 	event_base_free(ld.base);

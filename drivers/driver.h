@@ -53,11 +53,11 @@ struct drv_quota {
  * unless cancelled first.
  */
 struct drv_launch {
-	struct np_node *node;       /* owned by the launcher; the driver may edit fields */
-	const char *label;          /* the label being launched */
+	struct np_node *node;		  /* owned by the launcher; the driver may edit fields */
+	const char *label;		  /* the label being launched */
 	const struct np_request *request; /* the request it is for (read-only; may be NULL) */
-	void *drv;                  /* driver's private per-launch state */
-	void *owner;                /* the launcher's; drivers leave it alone */
+	void *drv;			  /* driver's private per-launch state */
+	void *owner;			  /* the launcher's; drivers leave it alone */
 };
 
 enum drv_launch_result {
@@ -68,7 +68,7 @@ enum drv_launch_result {
 
 /* One deletion in progress (node locked and DELETING in ZooKeeper). */
 struct drv_delete {
-	struct np_node *node;       /* owned by the launcher */
+	struct np_node *node; /* owned by the launcher */
 	void *drv;
 };
 
@@ -87,7 +87,7 @@ struct driver {
 	 * bad credentials: the worker then exits 100, do not restart).
 	 */
 	struct drv_provider *(*provider_new)(struct launcher *lc, struct lc_provider *prov,
-	    char *err, size_t errlen);
+					     char *err, size_t errlen);
 	/* Called once the ZooKeeper caches are synced and whenever the session
 	 * is (re)established; the driver may register nodes (static). */
 	void (*provider_start)(struct drv_provider *dp);
@@ -101,13 +101,13 @@ struct driver {
 	 * NULL = always ready. */
 	int (*label_ready)(struct drv_provider *dp, const char *label);
 	/* As QuotaSupport.quotaNeededByLabel. NULL = 1 instance. */
-	void (*label_quota)(struct drv_provider *dp, const struct lc_pool *pool,
-	    const char *label, struct drv_quota *out);
+	void (*label_quota)(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
+			    struct drv_quota *out);
 	/* The most nodes of a label the pool could ever hold at once (static:
 	 * the sum of max-parallel-jobs of its hosts with that label); a request
 	 * needing more is declined. NULL or < 0 = unlimited. */
 	long (*label_capacity)(struct drv_provider *dp, const struct lc_pool *pool,
-	    const char *label);
+			       const char *label);
 	/* Provider limits (cloud limits minus unmanaged usage). NULL = unlimited. */
 	void (*provider_limits)(struct drv_provider *dp, struct drv_quota *out);
 
@@ -118,7 +118,7 @@ struct driver {
 	 * always reusable.
 	 */
 	void (*check_reusable)(struct drv_provider *dp, const struct np_node *node,
-	    void (*done)(const char *node_id, int ok, void *arg), void *arg);
+			       void (*done)(const char *node_id, int ok, void *arg), void *arg);
 
 	/* Start a launch; complete with drv_launch_done(). */
 	void (*launch)(struct drv_provider *dp, struct drv_launch *l);
@@ -163,7 +163,7 @@ int drv_node_locked(struct launcher *lc, const char *node_id);
  * Takes ownership of n. done (may be NULL) gets the new id or NULL on error.
  */
 void drv_register_node(struct launcher *lc, struct np_node *n,
-    void (*done)(const char *node_id, void *arg), void *arg);
+		       void (*done)(const char *node_id, void *arg), void *arg);
 /* Update a READY, unallocated, unlocked node in place under its lock (static
  * config change); takes ownership of n (whose id names the node). */
 void drv_update_node(struct launcher *lc, struct np_node *n);

@@ -76,9 +76,7 @@ drv_quota_non_negative(const struct drv_quota *q)
 	if (q->cores < 0 || q->instances < 0 || q->ram < 0)
 		return 0;
 	if (q->extra != NULL) {
-		json_object_foreach(q->extra, k, v)
-		if (json_number_value(v) < 0)
-			return 0;
+		json_object_foreach(q->extra, k, v) if (json_number_value(v) < 0) return 0;
 	}
 	return 1;
 }
@@ -101,8 +99,7 @@ drv_quota_to_json(const struct drv_quota *q)
 	set_int(o, "instances", q->instances);
 	set_int(o, "ram", q->ram);
 	if (q->extra != NULL) {
-		json_object_foreach(q->extra, k, v)
-		set_int(o, k, json_number_value(v));
+		json_object_foreach(q->extra, k, v) set_int(o, k, json_number_value(v));
 	}
 	return o;
 }

@@ -11,8 +11,8 @@ extern const struct driver drv_static;
 extern const struct driver drv_fake;
 
 static const struct driver *const drivers[] = {
-	&drv_static,
-	&drv_fake,
+    &drv_static,
+    &drv_fake,
 };
 
 const struct driver *

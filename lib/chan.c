@@ -30,7 +30,7 @@ struct chan {
 	int fd;
 	enum chan_role role;
 	enum ipc_dir recv_dir, send_dir;
-	bool control;       /* the peer is an untrusted control client */
+	bool control; /* the peer is an untrusted control client */
 	size_t max_frame, out_cap;
 	struct ipc_reader *rd;
 	struct evbuffer *out;
@@ -38,10 +38,10 @@ struct chan {
 	chan_msg_cb *on_msg;
 	chan_close_cb *on_close;
 	void *arg;
-	int in_cb;          /* > 0 while one of our event handlers runs */
-	bool dead;          /* close reported (or being reported) */
-	bool closing;       /* chan_close_after_flush: finish once drained */
-	bool freed;         /* chan_free called inside a handler */
+	int in_cb;    /* > 0 while one of our event handlers runs */
+	bool dead;    /* close reported (or being reported) */
+	bool closing; /* chan_close_after_flush: finish once drained */
+	bool freed;   /* chan_free called inside a handler */
 	char err[256];
 };
 
@@ -189,15 +189,15 @@ on_readable(evutil_socket_t fd, short what, void *arg)
 	} else if (n == 0) {
 		if (ipc_reader_pending(ch->rd) > 0)
 			set_err(ch, "%s closed the connection in the middle of a frame",
-			    role_peer(ch->role));
+				role_peer(ch->role));
 		else
 			set_err(ch, "%s closed the connection", role_peer(ch->role));
 		chan_die(ch, CHAN_EOF, ch->err);
 	}
 	/* Once closing (a reply is on its way) further requests are ignored. */
 	while (n > 0 && !ch->dead && !ch->closing) {
-		enum ipc_read_result rr = ipc_reader_feed(ch->rd, p, (size_t)n, &used, err,
-		    sizeof(err));
+		enum ipc_read_result rr =
+		    ipc_reader_feed(ch->rd, p, (size_t)n, &used, err, sizeof(err));
 
 		p += used;
 		n -= (ssize_t)used;
@@ -239,7 +239,8 @@ on_writable(evutil_socket_t fd, short what, void *arg)
 		w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-				set_err(ch, "write to %s: %s", role_peer(ch->role), strerror(errno));
+				set_err(ch, "write to %s: %s", role_peer(ch->role),
+					strerror(errno));
 				chan_die(ch, CHAN_IO_ERROR, ch->err);
 			}
 			leave(ch);
@@ -258,9 +259,8 @@ on_writable(evutil_socket_t fd, short what, void *arg)
 }
 
 struct chan *
-chan_new(struct event_base *base, int fd, enum chan_role role, size_t max_frame,
-    size_t out_cap, chan_msg_cb *on_msg, chan_close_cb *on_close, void *arg, char *err,
-    size_t errlen)
+chan_new(struct event_base *base, int fd, enum chan_role role, size_t max_frame, size_t out_cap,
+	 chan_msg_cb *on_msg, chan_close_cb *on_close, void *arg, char *err, size_t errlen)
 {
 	struct chan *ch;
 	int fl;
@@ -339,8 +339,9 @@ chan_send(struct chan *ch, const struct ipc_msg *m)
 		return -1;
 	}
 	if (ipc_type_dir(m->type) != ch->send_dir) {
-		set_err(ch, "%s may not be sent to %s", ipc_type_name(m->type) ?
-		    ipc_type_name(m->type) : "an untyped message", role_peer(ch->role));
+		set_err(ch, "%s may not be sent to %s",
+			ipc_type_name(m->type) ? ipc_type_name(m->type) : "an untyped message",
+			role_peer(ch->role));
 		errno = EINVAL;
 		return -1;
 	}
@@ -352,14 +353,14 @@ chan_send(struct chan *ch, const struct ipc_msg *m)
 	}
 	if (flen - IPC_FRAME_HDR > ch->max_frame) {
 		set_err(ch, "%s of %zu bytes exceeds the %zu-byte frame limit",
-		    ipc_type_name(m->type), flen - IPC_FRAME_HDR, ch->max_frame);
+			ipc_type_name(m->type), flen - IPC_FRAME_HDR, ch->max_frame);
 		free(f);
 		errno = EMSGSIZE;
 		return -1;
 	}
 	if (evbuffer_get_length(ch->out) + flen > ch->out_cap) {
 		set_err(ch, "output queue to %s full (%zu bytes queued, cap %zu)",
-		    role_peer(ch->role), evbuffer_get_length(ch->out), ch->out_cap);
+			role_peer(ch->role), evbuffer_get_length(ch->out), ch->out_cap);
 		free(f);
 		errno = ENOBUFS;
 		return -1;
@@ -448,7 +449,8 @@ chan_child_fd(char *err, size_t errlen)
 	    getsockopt(CHAN_CHILD_FD, SOL_SOCKET, SO_TYPE, &type, &sl) < 0 ||
 	    getsockopt(CHAN_CHILD_FD, SOL_SOCKET, SO_DOMAIN, &domain, &dl) < 0 ||
 	    type != SOCK_STREAM || domain != AF_UNIX) {
-		snprintf(err, errlen,
+		snprintf(
+		    err, errlen,
 		    "fd %d is not a channel to nodepoold (this program is started by nodepoold)",
 		    CHAN_CHILD_FD);
 		return -1;

@@ -45,16 +45,16 @@ struct chan;
 
 enum chan_role {
 	CHAN_SUPERVISOR, /* supervisor's end of a child link: receives worker->supervisor */
-	CHAN_CHILD,      /* a worker's or builder's end (fd 3): receives supervisor->child */
+	CHAN_CHILD,	 /* a worker's or builder's end (fd 3): receives supervisor->child */
 	CHAN_CTL_SERVER, /* supervisor's end of a control connection (untrusted peer) */
-	CHAN_CTL_CLIENT  /* nodepoolctl's end */
+	CHAN_CTL_CLIENT	 /* nodepoolctl's end */
 };
 
 enum chan_event {
-	CHAN_EOF,         /* the peer closed (also in the middle of a frame: why says so) */
-	CHAN_IO_ERROR,    /* read or write failed (ECONNRESET, EPIPE, ...) */
+	CHAN_EOF,	  /* the peer closed (also in the middle of a frame: why says so) */
+	CHAN_IO_ERROR,	  /* read or write failed (ECONNRESET, EPIPE, ...) */
 	CHAN_PROTO_ERROR, /* malformed frame or message, or one the peer may not send */
-	CHAN_CLOSED       /* closed by chan_close_after_flush() once the output drained */
+	CHAN_CLOSED	  /* closed by chan_close_after_flush() once the output drained */
 };
 
 /*
@@ -75,8 +75,8 @@ typedef void chan_close_cb(struct chan *ch, enum chan_event ev, const char *why,
  * message in err on failure (fd is then left open, still the caller's).
  */
 struct chan *chan_new(struct event_base *base, int fd, enum chan_role role, size_t max_frame,
-    size_t out_cap, chan_msg_cb *on_msg, chan_close_cb *on_close, void *arg, char *err,
-    size_t errlen);
+		      size_t out_cap, chan_msg_cb *on_msg, chan_close_cb *on_close, void *arg,
+		      char *err, size_t errlen);
 /* Close the fd, drop queued output, free. NULL is a no-op. Safe inside the
  * channel's callbacks (the memory is released when the callback returns). */
 void chan_free(struct chan *ch);

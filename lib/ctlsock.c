@@ -22,7 +22,7 @@ fill_addr(struct sockaddr_un *sa, const char *path, char *err, size_t errlen)
 	sa->sun_family = AF_UNIX;
 	if (path == NULL || *path == '\0' || strlen(path) >= sizeof(sa->sun_path)) {
 		snprintf(err, errlen, "control socket path too long (max %zu bytes): %s",
-		    sizeof(sa->sun_path) - 1, path != NULL ? path : "(null)");
+			 sizeof(sa->sun_path) - 1, path != NULL ? path : "(null)");
 		return -1;
 	}
 	memcpy(sa->sun_path, path, strlen(path) + 1);
@@ -41,7 +41,7 @@ make_parents(const char *path, char *err, size_t errlen)
 	if ((slash = strrchr(dir, '/')) == NULL || slash == dir)
 		return 0;
 	*slash = '\0';
-	for (char *p = dir + 1; ; p++) {
+	for (char *p = dir + 1;; p++) {
 		if (*p != '/' && *p != '\0')
 			continue;
 		char c = *p;
@@ -49,7 +49,7 @@ make_parents(const char *path, char *err, size_t errlen)
 		*p = '\0';
 		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 			snprintf(err, errlen, "cannot create %s for the control socket: %s", dir,
-			    strerror(errno));
+				 strerror(errno));
 			return -1;
 		}
 		*p = c;
@@ -75,7 +75,8 @@ ctlsock_listen(const char *path, char *err, size_t errlen)
 		return -1;
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode)) {
-			snprintf(err, errlen, "%s exists and is not a socket; not replacing it", path);
+			snprintf(err, errlen, "%s exists and is not a socket; not replacing it",
+				 path);
 			return -1;
 		}
 		/* Somebody answering means another nodepoold owns it. */
@@ -87,18 +88,18 @@ ctlsock_listen(const char *path, char *err, size_t errlen)
 		e = errno;
 		close(probe);
 		if (rc == 0) {
-			snprintf(err, errlen, "nodepoold is already running (control socket %s answers)",
-			    path);
+			snprintf(err, errlen,
+				 "nodepoold is already running (control socket %s answers)", path);
 			return -1;
 		}
 		if (e != ECONNREFUSED) {
-			snprintf(err, errlen, "cannot check the existing control socket %s: %s", path,
-			    strerror(e));
+			snprintf(err, errlen, "cannot check the existing control socket %s: %s",
+				 path, strerror(e));
 			return -1;
 		}
 		if (unlink(path) < 0 && errno != ENOENT) {
 			snprintf(err, errlen, "cannot remove the stale control socket %s: %s", path,
-			    strerror(errno));
+				 strerror(errno));
 			return -1;
 		}
 	}
@@ -136,8 +137,9 @@ send_refusal(int fd, uid_t uid)
 	char msg[160];
 
 	snprintf(msg, sizeof(msg),
-	    "permission denied: uid %u may not use nodepoold's control socket (root or uid %u only)",
-	    (unsigned)uid, (unsigned)geteuid());
+		 "permission denied: uid %u may not use nodepoold's control socket (root or uid %u "
+		 "only)",
+		 (unsigned)uid, (unsigned)geteuid());
 	ipc_msg_init(&m, IPC_CTL_RESULT);
 	m.u.ctl_result.message = msg;
 	if (ipc_frame_encode(&m, 0, &f, &flen, NULL, 0) == 0) {
@@ -173,7 +175,7 @@ ctlsock_accept(int lfd, struct ucred *cred, char *err, size_t errlen)
 		*cred = uc;
 	if (uc.uid != 0 && uc.uid != geteuid()) {
 		snprintf(err, errlen, "refused control client pid %ld uid %u (root or uid %u only)",
-		    (long)uc.pid, (unsigned)uc.uid, (unsigned)geteuid());
+			 (long)uc.pid, (unsigned)uc.uid, (unsigned)geteuid());
 		send_refusal(fd, uc.uid);
 		close(fd);
 		errno = EPERM;
@@ -206,17 +208,19 @@ ctlsock_connect(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "nodepoold is not running (no control socket at %s)", path);
 		break;
 	case ECONNREFUSED:
-		snprintf(err, errlen, "nodepoold is not running (stale control socket at %s)", path);
+		snprintf(err, errlen, "nodepoold is not running (stale control socket at %s)",
+			 path);
 		break;
 	case EACCES:
 	case EPERM:
-		snprintf(err, errlen,
+		snprintf(
+		    err, errlen,
 		    "permission denied on control socket %s (run as root or as nodepoold's user)",
 		    path);
 		break;
 	case EAGAIN:
 		snprintf(err, errlen, "nodepoold is not answering on %s (connection queue full)",
-		    path);
+			 path);
 		break;
 	default:
 		snprintf(err, errlen, "cannot connect to control socket %s: %s", path, strerror(e));
@@ -256,8 +260,8 @@ wait_fd(int fd, short events, long long deadline)
 }
 
 int
-ctlsock_request(const char *path, const struct ipc_msg *req, struct ipc_msg *reply,
-    int timeout_ms, char *err, size_t errlen)
+ctlsock_request(const char *path, const struct ipc_msg *req, struct ipc_msg *reply, int timeout_ms,
+		char *err, size_t errlen)
 {
 	struct ipc_reader *rd = NULL;
 	unsigned char *f = NULL, buf[16384];
@@ -273,7 +277,7 @@ ctlsock_request(const char *path, const struct ipc_msg *req, struct ipc_msg *rep
 		timeout_ms = CTLSOCK_TIMEOUT_DEFAULT_MS;
 	if (ipc_type_dir(req->type) != IPC_DIR_CTL_REQUEST) {
 		snprintf(err, errlen, "%s is not a control request",
-		    ipc_type_name(req->type) ? ipc_type_name(req->type) : "message");
+			 ipc_type_name(req->type) ? ipc_type_name(req->type) : "message");
 		return -1;
 	}
 	if (ipc_frame_encode(req, 0, &f, &flen, err, errlen) < 0)
@@ -298,7 +302,8 @@ ctlsock_request(const char *path, const struct ipc_msg *req, struct ipc_msg *rep
 		if (errno == EPIPE || errno == ECONNRESET)
 			break;
 		if (errno != EAGAIN && errno != EINTR) {
-			snprintf(err, errlen, "lost the connection to nodepoold: %s", strerror(errno));
+			snprintf(err, errlen, "lost the connection to nodepoold: %s",
+				 strerror(errno));
 			goto out;
 		}
 		if ((w = wait_fd(fd, POLLOUT, deadline)) <= 0)
@@ -312,7 +317,8 @@ ctlsock_request(const char *path, const struct ipc_msg *req, struct ipc_msg *rep
 			continue;
 		}
 		if (n < 0) {
-			snprintf(err, errlen, "lost the connection to nodepoold: %s", strerror(errno));
+			snprintf(err, errlen, "lost the connection to nodepoold: %s",
+				 strerror(errno));
 			goto out;
 		}
 		if (n == 0) {
@@ -321,8 +327,8 @@ ctlsock_request(const char *path, const struct ipc_msg *req, struct ipc_msg *rep
 		}
 		p = buf;
 		while (n > 0) {
-			enum ipc_read_result rr = ipc_reader_feed(rd, p, (size_t)n, &used, derr,
-			    sizeof(derr));
+			enum ipc_read_result rr =
+			    ipc_reader_feed(rd, p, (size_t)n, &used, derr, sizeof(derr));
 
 			p += used;
 			n -= (ssize_t)used;
@@ -339,7 +345,7 @@ ctlsock_request(const char *path, const struct ipc_msg *req, struct ipc_msg *rep
 			}
 			if (ipc_type_dir(reply->type) != IPC_DIR_CTL_REPLY) {
 				snprintf(err, errlen, "bad reply from nodepoold: %s is not a reply",
-				    ipc_type_name(reply->type));
+					 ipc_type_name(reply->type));
 				ipc_msg_clear(reply);
 				goto out;
 			}
@@ -351,8 +357,9 @@ timeout:
 	if (w < 0)
 		snprintf(err, errlen, "poll: %s", strerror(errno));
 	else
-		snprintf(err, errlen, "nodepoold is not answering on %s (no reply within %d.%03d s)",
-		    path, timeout_ms / 1000, timeout_ms % 1000);
+		snprintf(err, errlen,
+			 "nodepoold is not answering on %s (no reply within %d.%03d s)", path,
+			 timeout_ms / 1000, timeout_ms % 1000);
 out:
 	ipc_reader_free(rd);
 	free(f);

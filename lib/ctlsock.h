@@ -68,6 +68,6 @@ int ctlsock_connect(const char *path, char *err, size_t errlen);
  * a message from the list above in err.
  */
 int ctlsock_request(const char *path, const struct ipc_msg *req, struct ipc_msg *reply,
-    int timeout_ms, char *err, size_t errlen);
+		    int timeout_ms, char *err, size_t errlen);
 
 #endif

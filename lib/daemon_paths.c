@@ -55,8 +55,8 @@ read_file(const char *path, char **buf, size_t *len)
 }
 
 int
-np_daemon_paths(const char *config, int must_exist, char **control_socket,
-    char **pid_file, char *err, size_t errlen)
+np_daemon_paths(const char *config, int must_exist, char **control_socket, char **pid_file,
+		char *err, size_t errlen)
 {
 	const char *sock = NP_DEFAULT_CONTROL_SOCKET, *pid = NP_DEFAULT_PID_FILE;
 	struct np_config_errors *errs = np_config_errors_new();

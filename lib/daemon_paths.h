@@ -14,10 +14,10 @@
 
 #include <stddef.h>
 
-#define NP_DEFAULT_CONFIG "/etc/nodepool/nodepool.yaml"
-#define NP_DEFAULT_SECURE "/etc/nodepool/secure.conf"
+#define NP_DEFAULT_CONFIG	  "/etc/nodepool/nodepool.yaml"
+#define NP_DEFAULT_SECURE	  "/etc/nodepool/secure.conf"
 #define NP_DEFAULT_CONTROL_SOCKET "/run/nodepoold/nodepoold.sock"
-#define NP_DEFAULT_PID_FILE "/run/nodepoold/nodepoold.pid"
+#define NP_DEFAULT_PID_FILE	  "/run/nodepoold/nodepoold.pid"
 
 /*
  * Read control-socket and pid-file from config's nodepoold: section into
@@ -27,7 +27,7 @@
  * not exist and must_exist is 0; otherwise -1 with "cannot read PATH:
  * <strerror>" in err. 0 on success.
  */
-int np_daemon_paths(const char *config, int must_exist, char **control_socket,
-    char **pid_file, char *err, size_t errlen);
+int np_daemon_paths(const char *config, int must_exist, char **control_socket, char **pid_file,
+		    char *err, size_t errlen);
 
 #endif

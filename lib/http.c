@@ -30,8 +30,8 @@
 struct http_req {
 	TAILQ_ENTRY(http_req) entry;
 	struct http_client *c;
-	int queued;   /* on c->queue */
-	CURL *easy;   /* while in flight */
+	int queued; /* on c->queue */
+	CURL *easy; /* while in flight */
 	char *method;
 	char *url;
 	struct curl_slist *hdrs;
@@ -63,7 +63,7 @@ struct http_client {
 	struct event *timer;
 	struct ratelimit *rl;
 	struct ratelimit_wait *token_wait;
-	TAILQ_HEAD(, http_req) queue;    /* waiting */
+	TAILQ_HEAD(, http_req) queue;	 /* waiting */
 	TAILQ_HEAD(, http_req) inflight; /* handed to libcurl */
 	int max_concurrency, max_retries;
 	double timeout, backoff_max;
@@ -197,7 +197,7 @@ headers_clear(struct http_req *r)
 
 int
 http_header_split(const char *line, size_t len, size_t *name_len, const char **value,
-    size_t *value_len)
+		  size_t *value_len)
 {
 	const char *colon = memchr(line, ':', len), *v, *end = line + len;
 
@@ -423,11 +423,11 @@ check_done(struct http_client *c)
 		else if (rc == CURLE_OPERATION_TIMEDOUT)
 			snprintf(err, sizeof(err), "timed out after %.1f s", r->timeout);
 		else if (rc == CURLE_COULDNT_CONNECT)
-			snprintf(err, sizeof(err), "connection refused%s%s", r->errbuf[0] ? ": " : "",
-			    r->errbuf);
+			snprintf(err, sizeof(err), "connection refused%s%s",
+				 r->errbuf[0] ? ": " : "", r->errbuf);
 		else
 			snprintf(err, sizeof(err), "%s%s%s", curl_easy_strerror(rc),
-			    r->errbuf[0] ? ": " : "", r->errbuf);
+				 r->errbuf[0] ? ": " : "", r->errbuf);
 		deliver(r, 0, err);
 	}
 	pump(c);
@@ -463,7 +463,7 @@ static void
 pump(struct http_client *c)
 {
 	while (c->token_wait == NULL && !TAILQ_EMPTY(&c->queue) &&
-	    (int)c->st.inflight < c->max_concurrency) {
+	       (int)c->st.inflight < c->max_concurrency) {
 		if (!ratelimit_take(c->rl, token_cb, c, &c->token_wait))
 			return; /* token_cb continues */
 		start_head(c);
@@ -474,7 +474,7 @@ pump(struct http_client *c)
 
 struct http_client *
 http_client_new(struct event_base *base, const struct http_client_options *opt, char *err,
-    size_t errlen)
+		size_t errlen)
 {
 	static int inited;
 	struct http_client *c;
@@ -498,9 +498,11 @@ http_client_new(struct event_base *base, const struct http_client_options *opt, 
 	c->base = base;
 	TAILQ_INIT(&c->queue);
 	TAILQ_INIT(&c->inflight);
-	c->max_concurrency = o.max_concurrency > 0 ? o.max_concurrency : HTTP_DEFAULT_MAX_CONCURRENCY;
-	c->max_retries = o.max_retries < 0 ? 0 : o.max_retries == 0 ? HTTP_DEFAULT_MAX_RETRIES
-	                                                            : o.max_retries;
+	c->max_concurrency =
+	    o.max_concurrency > 0 ? o.max_concurrency : HTTP_DEFAULT_MAX_CONCURRENCY;
+	c->max_retries = o.max_retries < 0    ? 0
+			 : o.max_retries == 0 ? HTTP_DEFAULT_MAX_RETRIES
+					      : o.max_retries;
 	c->timeout = o.timeout > 0 ? o.timeout : HTTP_DEFAULT_TIMEOUT;
 	c->backoff_max = o.backoff_max > 0 ? o.backoff_max : HTTP_DEFAULT_BACKOFF_MAX;
 	c->max_body = o.max_body > 0 ? o.max_body : HTTP_DEFAULT_MAX_BODY;

@@ -33,31 +33,31 @@ struct http_client;
 struct http_req;
 
 #define HTTP_DEFAULT_MAX_CONCURRENCY 16
-#define HTTP_DEFAULT_MAX_RETRIES 5
-#define HTTP_DEFAULT_TIMEOUT 60.0      /* seconds, one attempt */
-#define HTTP_DEFAULT_BACKOFF_MAX 300.0 /* seconds */
-#define HTTP_DEFAULT_MAX_BODY (64u << 20)
+#define HTTP_DEFAULT_MAX_RETRIES     5
+#define HTTP_DEFAULT_TIMEOUT	     60.0  /* seconds, one attempt */
+#define HTTP_DEFAULT_BACKOFF_MAX     300.0 /* seconds */
+#define HTTP_DEFAULT_MAX_BODY	     (64u << 20)
 
 /* Zeroed fields take the defaults above. */
 struct http_client_options {
-	double rate;            /* calls per second; <= 0 unlimited */
-	int max_concurrency;    /* calls in flight; <= 0: HTTP_DEFAULT_MAX_CONCURRENCY */
-	int max_retries;        /* 429 retries; < 0: none; 0: HTTP_DEFAULT_MAX_RETRIES */
-	double timeout;         /* seconds per attempt; <= 0: HTTP_DEFAULT_TIMEOUT */
-	double backoff_max;     /* cap on a 429 delay, seconds; <= 0: the default */
-	size_t max_body;        /* response body cap, bytes; 0: HTTP_DEFAULT_MAX_BODY */
-	const char *ca_file;    /* PEM bundle to trust; NULL: the system store (copied) */
+	double rate;		/* calls per second; <= 0 unlimited */
+	int max_concurrency;	/* calls in flight; <= 0: HTTP_DEFAULT_MAX_CONCURRENCY */
+	int max_retries;	/* 429 retries; < 0: none; 0: HTTP_DEFAULT_MAX_RETRIES */
+	double timeout;		/* seconds per attempt; <= 0: HTTP_DEFAULT_TIMEOUT */
+	double backoff_max;	/* cap on a 429 delay, seconds; <= 0: the default */
+	size_t max_body;	/* response body cap, bytes; 0: HTTP_DEFAULT_MAX_BODY */
+	const char *ca_file;	/* PEM bundle to trust; NULL: the system store (copied) */
 	const char *user_agent; /* NULL: "nodepoold" (copied) */
 };
 
 /* One call. Strings and the body are copied by http_request(). */
 struct http_request_params {
-	const char *method;          /* "GET" when NULL; any token ("DELETE", "PATCH") */
-	const char *url;             /* required: http:// or https:// */
-	const char *const *headers;  /* NULL-terminated "Name: value" lines, or NULL */
-	const void *body;            /* request body, or NULL */
+	const char *method;	    /* "GET" when NULL; any token ("DELETE", "PATCH") */
+	const char *url;	    /* required: http:// or https:// */
+	const char *const *headers; /* NULL-terminated "Name: value" lines, or NULL */
+	const void *body;	    /* request body, or NULL */
 	size_t body_len;
-	double timeout;              /* seconds per attempt; <= 0: the client's */
+	double timeout; /* seconds per attempt; <= 0: the client's */
 };
 
 struct http_header {
@@ -68,17 +68,17 @@ struct http_header {
 /* The outcome handed to the callback; everything is borrowed and valid only
  * during the call. */
 struct http_response {
-	int status;            /* HTTP status; 0 when no answer came (see error) */
-	const char *error;     /* NULL when the server answered (any status); else
-	                          a one-line message: "connection refused",
-	                          "timed out after 0.3 s", "response body over N
-	                          bytes"... */
-	const char *body;      /* NUL-terminated; "" when empty */
+	int status;	   /* HTTP status; 0 when no answer came (see error) */
+	const char *error; /* NULL when the server answered (any status); else
+			      a one-line message: "connection refused",
+			      "timed out after 0.3 s", "response body over N
+			      bytes"... */
+	const char *body;  /* NUL-terminated; "" when empty */
 	size_t body_len;
 	const struct http_header *headers; /* of the final answer */
 	size_t nheaders;
-	unsigned retries;      /* 429 retries made */
-	double elapsed;        /* seconds from http_request() to now */
+	unsigned retries; /* 429 retries made */
+	double elapsed;	  /* seconds from http_request() to now */
 };
 
 /* Called exactly once per call that is neither cancelled nor freed with its
@@ -97,8 +97,8 @@ struct http_stats {
 
 /* New client on base; NULL (with a message in err) if libcurl cannot be
  * set up. */
-struct http_client *http_client_new(struct event_base *base,
-    const struct http_client_options *opt, char *err, size_t errlen);
+struct http_client *http_client_new(struct event_base *base, const struct http_client_options *opt,
+				    char *err, size_t errlen);
 
 /* Abort every call, queued or in flight, WITHOUT calling their callbacks,
  * and free the client. NULL is a no-op. Not from inside a callback. */
@@ -110,7 +110,7 @@ void http_client_free(struct http_client *c);
  * or a header line without ':').
  */
 struct http_req *http_request(struct http_client *c, const struct http_request_params *p,
-    http_cb cb, void *arg);
+			      http_cb cb, void *arg);
 
 /* Abandon a queued or running call: its connection is dropped at once and
  * its callback never called. NULL is a no-op. */
@@ -138,7 +138,7 @@ void http_client_set_rate(struct http_client *c, double rate);
  * the epoch time `now` (a date in the past is 0); -1 when malformed.
  */
 int http_header_split(const char *line, size_t len, size_t *name_len, const char **value,
-    size_t *value_len);
+		      size_t *value_len);
 double http_retry_after(const char *value, long long now);
 
 #endif

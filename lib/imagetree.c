@@ -46,8 +46,8 @@ struct imgtree_load {
 	imgtree_cb cb;
 	void *arg;
 	struct imgtree *tree;
-	struct op *ops;  /* in flight */
-	int rc;          /* first error */
+	struct op *ops; /* in flight */
+	int rc;		/* first error */
 };
 
 static void
@@ -260,7 +260,8 @@ on_children(int rc, int count, char *const *names, void *arg)
 		for (i = 0; i < cnt; i++) {
 			struct imgtree_upload *u = &o->p->uploads[o->p->nuploads++];
 			u->id = v[i];
-			np_path_upload(path, sizeof(path), o->im->name, o->b->id, o->p->name, u->id);
+			np_path_upload(path, sizeof(path), o->im->name, o->b->id, o->p->name,
+				       u->id);
 			n = op_new(l, OP_UPLOAD);
 			n->im = o->im;
 			n->b = o->b;
@@ -411,8 +412,7 @@ sync_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 int
-imgtree_load_sync(struct event_base *base, struct zk *zk, double timeout,
-    struct imgtree **out)
+imgtree_load_sync(struct event_base *base, struct zk *zk, double timeout, struct imgtree **out)
 {
 	struct sync_state s = {0, 0, NULL};
 	struct imgtree_load *l = imgtree_load_start(zk, sync_done, &s);
@@ -495,7 +495,7 @@ imgtree_image_list(const struct imgtree *t, struct status_table *out)
 				for (m = 0; m < p->nuploads; m++)
 					if (p->uploads[m].u != NULL)
 						status_add_upload(out, im->name, b->id, p->name,
-						    p->uploads[m].u);
+								  p->uploads[m].u);
 			}
 		}
 	}
@@ -522,7 +522,7 @@ imgtree_image_status(const struct imgtree *t, struct status_table *out)
 	for (i = 0; i < t->nimages; i++) {
 		const struct imgtree_image *im = &t->images[i];
 		status_add_image_status(out, im->name, im->paused, imgtree_build_request(im),
-		    im->request_ctime);
+					im->request_ctime);
 	}
 }
 
@@ -549,8 +549,9 @@ imgtree_export(const struct imgtree *t)
 					if (p->uploads[m].data == NULL)
 						continue;
 					np_path_upload(path, sizeof(path), im->name, b->id, p->name,
-					    p->uploads[m].id);
-					json_object_set_new(o, path, json_string(p->uploads[m].data));
+						       p->uploads[m].id);
+					json_object_set_new(o, path,
+							    json_string(p->uploads[m].data));
 				}
 			}
 		}
@@ -591,7 +592,8 @@ imgtree_import_check(const json_t *data, char *err, size_t errlen)
 			}
 			if (len > 0) {
 				struct np_image_build *b = NULL;
-				if (np_image_build_decode(pi.build, s, len, &b, why, sizeof(why)) != 0) {
+				if (np_image_build_decode(pi.build, s, len, &b, why, sizeof(why)) !=
+				    0) {
 					snprintf(err, errlen, "%.300s: %s", key, why);
 					return -1;
 				}
@@ -599,14 +601,17 @@ imgtree_import_check(const json_t *data, char *err, size_t errlen)
 			}
 			break;
 		case NP_PATH_UPLOAD:
-			if (!np_build_id_valid(pi.build) || np_upload_id_parse(pi.upload, &seq) != 0 ||
+			if (!np_build_id_valid(pi.build) ||
+			    np_upload_id_parse(pi.upload, &seq) != 0 ||
 			    seq >= IMGTREE_MAX_UPLOAD_SEQ) {
-				snprintf(err, errlen, "%.300s: not a build id and upload number", key);
+				snprintf(err, errlen, "%.300s: not a build id and upload number",
+					 key);
 				return -1;
 			}
 			if (len > 0) {
 				struct np_image_upload *u = NULL;
-				if (np_image_upload_decode(pi.upload, s, len, &u, why, sizeof(why)) != 0) {
+				if (np_image_upload_decode(pi.upload, s, len, &u, why,
+							   sizeof(why)) != 0) {
 					snprintf(err, errlen, "%.300s: %s", key, why);
 					return -1;
 				}
@@ -614,8 +619,8 @@ imgtree_import_check(const json_t *data, char *err, size_t errlen)
 			}
 			break;
 		default:
-			snprintf(err, errlen, "%.300s: not an image pause flag, build or upload path",
-			    key);
+			snprintf(err, errlen,
+				 "%.300s: not an image pause flag, build or upload path", key);
 			return -1;
 		}
 	}

@@ -28,8 +28,8 @@ struct zk;
 struct status_table;
 
 struct imgtree_upload {
-	char *id;                 /* "0000000001" */
-	char *data;               /* raw JSON (NUL-terminated), "" if empty */
+	char *id;		   /* "0000000001" */
+	char *data;		   /* raw JSON (NUL-terminated), "" if empty */
 	struct np_image_upload *u; /* decoded, NULL if malformed */
 };
 
@@ -41,9 +41,9 @@ struct imgtree_provider {
 
 struct imgtree_build {
 	char *id;
-	char *data;               /* raw JSON, "" if empty */
-	double ctime;             /* epoch seconds the build znode was created */
-	int gone;                 /* listed, then deleted before it was read */
+	char *data;		  /* raw JSON, "" if empty */
+	double ctime;		  /* epoch seconds the build znode was created */
+	int gone;		  /* listed, then deleted before it was read */
 	struct np_image_build *b; /* decoded, NULL if malformed */
 	struct imgtree_provider *providers;
 	size_t nproviders;
@@ -51,10 +51,10 @@ struct imgtree_build {
 
 struct imgtree_image {
 	char *name;
-	int paused;               /* …/<image>/pause exists */
-	int has_request;          /* …/<image>/request-build exists */
-	double request_ctime;     /* its creation, epoch seconds */
-	int lock_contenders;      /* children of …/builds/lock (a build running) */
+	int paused;	      /* …/<image>/pause exists */
+	int has_request;      /* …/<image>/request-build exists */
+	double request_ctime; /* its creation, epoch seconds */
+	int lock_contenders;  /* children of …/builds/lock (a build running) */
 	double lock_ctime;
 	struct imgtree_build *builds;
 	size_t nbuilds;
@@ -81,8 +81,7 @@ void imgtree_load_cancel(struct imgtree_load *l);
 /* For tools: load and wait, running base (the zk's loop) up to timeout
  * seconds. Returns ZOK and *out, or an error (ZOPERATIONTIMEOUT on
  * timeout). */
-int imgtree_load_sync(struct event_base *base, struct zk *zk, double timeout,
-    struct imgtree **out);
+int imgtree_load_sync(struct event_base *base, struct zk *zk, double timeout, struct imgtree **out);
 
 /* Lookups; NULL if absent. */
 const struct imgtree_image *imgtree_image(const struct imgtree *t, const char *name);

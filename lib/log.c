@@ -50,7 +50,7 @@ log_vlog(enum log_level level, const char *fmt, va_list ap)
 	gmtime_r(&tv.tv_sec, &tm);
 	n = strftime(line, sizeof(line), "%Y-%m-%d %H:%M:%S", &tm);
 	r = snprintf(line + n, sizeof(line) - n, ".%03ld %s %s: ", (long)tv.tv_usec / 1000,
-	    level_names[level], log_tag);
+		     level_names[level], log_tag);
 	if (r > 0)
 		n += (size_t)r < sizeof(line) - n ? (size_t)r : sizeof(line) - n - 1;
 	r = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
@@ -65,13 +65,13 @@ log_vlog(enum log_level level, const char *fmt, va_list ap)
 	errno = saved;
 }
 
-#define LOG_FN(name, lvl)                         \
-	void name(const char *fmt, ...)           \
-	{                                         \
-		va_list ap;                       \
-		va_start(ap, fmt);                \
-		log_vlog(lvl, fmt, ap);           \
-		va_end(ap);                       \
+#define LOG_FN(name, lvl)                                                                          \
+	void name(const char *fmt, ...)                                                            \
+	{                                                                                          \
+		va_list ap;                                                                        \
+		va_start(ap, fmt);                                                                 \
+		log_vlog(lvl, fmt, ap);                                                            \
+		va_end(ap);                                                                        \
 	}
 LOG_FN(log_error, LOG_LVL_ERROR)
 LOG_FN(log_warn, LOG_LVL_WARN)

@@ -18,11 +18,11 @@
 #include "statsd.h"
 #include "zk.h"
 
-const double metrics_buckets[METRICS_NBUCKETS] = {0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
-    600, 1800, 3600};
+const double metrics_buckets[METRICS_NBUCKETS] = {0.1, 0.5, 1,	 2.5, 5,    10,	 30,
+						  60,  120, 300, 600, 1800, 3600};
 
 static const char *const phase_names[METRICS_PHASE_COUNT] = {"quota_wait", "create", "boot",
-    "keyscan", "total"};
+							     "keyscan", "total"};
 static const char *const request_keys[4] = {"accepted", "fulfilled", "declined", "failed"};
 
 const char *
@@ -125,8 +125,8 @@ metrics_launch_phase(const char *provider, enum metrics_phase phase, double seco
 }
 
 static void
-send_launch_stats(const char *provider, const char *az, const char *requestor,
-    const char *result, double ms)
+send_launch_stats(const char *provider, const char *az, const char *requestor, const char *result,
+		  double ms)
 {
 	char name[768], norm[256];
 
@@ -140,13 +140,14 @@ send_launch_stats(const char *provider, const char *az, const char *requestor,
 	statsd_timing(g_statsd, name, ms);
 	statsd_incr(g_statsd, name, 1);
 	if (az != NULL && *az != '\0') {
-		snprintf(name, sizeof(name), "nodepool.launch.provider.%s.%s.%s", provider, az, result);
+		snprintf(name, sizeof(name), "nodepool.launch.provider.%s.%s.%s", provider, az,
+			 result);
 		statsd_timing(g_statsd, name, ms);
 		statsd_incr(g_statsd, name, 1);
 	}
 	if (requestor != NULL && *requestor != '\0') {
 		snprintf(name, sizeof(name), "nodepool.launch.requestor.%s.%s",
-		    statsd_normalize(requestor, norm, sizeof(norm)), result);
+			 statsd_normalize(requestor, norm, sizeof(norm)), result);
 		statsd_timing(g_statsd, name, ms);
 		statsd_incr(g_statsd, name, 1);
 	}
@@ -155,7 +156,7 @@ send_launch_stats(const char *provider, const char *az, const char *requestor,
 
 void
 metrics_launch_result(const char *provider, const char *az, const char *requestor,
-    const char *result, double seconds)
+		      const char *result, double seconds)
 {
 	struct prov_metrics *p = prov_get(provider);
 	json_t *v;
@@ -163,17 +164,15 @@ metrics_launch_result(const char *provider, const char *az, const char *requesto
 	if (result == NULL || *result == '\0')
 		result = "error.unknown";
 	v = json_object_get(p->launches, result);
-	json_object_set_new(p->launches, result,
-	    json_integer((v ? json_integer_value(v) : 0) + 1));
+	json_object_set_new(p->launches, result, json_integer((v ? json_integer_value(v) : 0) + 1));
 	hist_add(&p->phases[METRICS_PHASE_TOTAL], seconds);
 	/* upstream's dt is whole milliseconds */
-	send_launch_stats(provider ? provider : "", az, requestor, result,
-	    floor(seconds * 1000.0));
+	send_launch_stats(provider ? provider : "", az, requestor, result, floor(seconds * 1000.0));
 }
 
 void
-metrics_launch_done(const char *provider, const char *az, const char *requestor,
-    int drv_result, double seconds)
+metrics_launch_done(const char *provider, const char *az, const char *requestor, int drv_result,
+		    double seconds)
 {
 	const char *result;
 
@@ -193,7 +192,8 @@ metrics_launch_done(const char *provider, const char *az, const char *requestor,
 
 void
 metrics_set_requests(const char *provider, unsigned long long accepted,
-    unsigned long long fulfilled, unsigned long long declined, unsigned long long failed)
+		     unsigned long long fulfilled, unsigned long long declined,
+		     unsigned long long failed)
 {
 	struct prov_metrics *p = prov_get(provider);
 
@@ -238,9 +238,8 @@ metrics_record(const char *provider, const json_t *base)
 	if (!json_is_integer(json_object_get(r, "starts")))
 		json_object_set_new(r, "starts", json_integer(0));
 	launches = obj_child(r, "launches");
-	json_object_foreach(p->launches, k, v)
-		json_object_set_new(launches, k, json_integer(jint(launches, k) +
-		                                      json_integer_value(v)));
+	json_object_foreach(p->launches, k, v) json_object_set_new(
+	    launches, k, json_integer(jint(launches, k) + json_integer_value(v)));
 	phases = obj_child(r, "phases");
 	for (ph = 0; ph < METRICS_PHASE_COUNT; ph++) {
 		const struct hist *h = &p->phases[ph];
@@ -249,17 +248,21 @@ metrics_record(const char *provider, const json_t *base)
 		const json_t *sum = json_object_get(hp, "sum");
 		for (i = 0; i <= METRICS_NBUCKETS; i++) {
 			const json_t *old = json_array_get(b, (size_t)i);
-			long long prev = json_is_integer(old) ? (long long)json_integer_value(old) : 0;
+			long long prev =
+			    json_is_integer(old) ? (long long)json_integer_value(old) : 0;
 			json_array_append_new(nb, json_integer(prev + (long long)h->b[i]));
 		}
 		json_object_set_new(hp, "buckets", nb);
-		json_object_set_new(hp, "sum",
+		json_object_set_new(
+		    hp, "sum",
 		    json_real((json_is_number(sum) ? json_number_value(sum) : 0) + h->sum));
-		json_object_set_new(hp, "count", json_integer(jint(hp, "count") + (long long)h->count));
+		json_object_set_new(hp, "count",
+				    json_integer(jint(hp, "count") + (long long)h->count));
 	}
 	requests = obj_child(r, "requests");
 	for (i = 0; i < 4; i++)
-		json_object_set_new(requests, request_keys[i],
+		json_object_set_new(
+		    requests, request_keys[i],
 		    json_integer(jint(requests, request_keys[i]) + (long long)p->requests[i]));
 	return r;
 }
@@ -274,10 +277,10 @@ struct metrics_pub {
 	status_view_fn view;
 	void *arg;
 	struct event *timer;
-	struct zk *zk;       /* the session our operations are on */
+	struct zk *zk; /* the session our operations are on */
 	int reading, writing, exists;
-	char *last;          /* the text last written */
-	json_t *record;      /* as last written */
+	char *last;	/* the text last written */
+	json_t *record; /* as last written */
 };
 
 static void pub_tick(struct metrics_pub *p);
@@ -295,8 +298,8 @@ pub_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 struct metrics_pub *
-metrics_pub_new(struct event_base *base, const char *provider, double interval,
-    status_view_fn view, void *arg)
+metrics_pub_new(struct event_base *base, const char *provider, double interval, status_view_fn view,
+		void *arg)
 {
 	struct metrics_pub *p = calloc(1, sizeof(*p));
 	struct timeval tv = {0, 200000}; /* first look soon: the base is read first */
@@ -590,8 +593,7 @@ struct out {
 	size_t len, cap;
 };
 
-static void __attribute__((format(printf, 2, 3)))
-outf(struct out *o, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 3))) outf(struct out *o, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -648,7 +650,8 @@ count_inc(json_t *m, const char *a, const char *b, int zero)
 	if (b == NULL)
 		return;
 	v = json_object_get(inner, b);
-	json_object_set_new(inner, b, json_integer((v ? json_integer_value(v) : 0) + (zero ? 0 : 1)));
+	json_object_set_new(inner, b,
+			    json_integer((v ? json_integer_value(v) : 0) + (zero ? 0 : 1)));
 }
 
 static void
@@ -665,8 +668,8 @@ print_counts(struct out *o, const char *metric, const char *l1, const char *l2, 
 			if (json_object_get(inner, np_node_state_name(st)) == NULL)
 				json_object_set_new(inner, np_node_state_name(st), json_integer(0));
 		json_object_foreach(inner, b, v)
-			outf(o, "%s{%s=\"%s\",%s=\"%s\"} %lld\n", metric, l1, esc(a), l2, esc(b),
-			    (long long)json_integer_value(v));
+		    outf(o, "%s{%s=\"%s\",%s=\"%s\"} %lld\n", metric, l1, esc(a), l2, esc(b),
+			 (long long)json_integer_value(v));
 	}
 }
 
@@ -682,8 +685,8 @@ render_record(struct out *o, const json_t *r, int what)
 	switch (what) {
 	case 0:
 		json_object_foreach((json_t *)json_object_get(r, "launches"), k, v)
-			outf(o, "nodepool_launches_total{provider=\"%s\",result=\"%s\"} %lld\n",
-			    esc(prov), esc(k), (long long)json_integer_value(v));
+		    outf(o, "nodepool_launches_total{provider=\"%s\",result=\"%s\"} %lld\n",
+			 esc(prov), esc(k), (long long)json_integer_value(v));
 		break;
 	case 1:
 		for (ph = 0; ph < METRICS_PHASE_COUNT; ph++) {
@@ -696,36 +699,45 @@ render_record(struct out *o, const json_t *r, int what)
 			for (i = 0; i <= METRICS_NBUCKETS; i++) {
 				cum += json_integer_value(json_array_get(b, (size_t)i));
 				if (i < METRICS_NBUCKETS)
-					outf(o, "nodepool_launch_duration_seconds_bucket{provider=\"%s\","
-						"phase=\"%s\",le=\"%g\"} %lld\n",
-					    esc(prov), phase_names[ph], metrics_buckets[i], cum);
+					outf(o,
+					     "nodepool_launch_duration_seconds_bucket{provider=\"%"
+					     "s\","
+					     "phase=\"%s\",le=\"%g\"} %lld\n",
+					     esc(prov), phase_names[ph], metrics_buckets[i], cum);
 				else
-					outf(o, "nodepool_launch_duration_seconds_bucket{provider=\"%s\","
-						"phase=\"%s\",le=\"+Inf\"} %lld\n",
-					    esc(prov), phase_names[ph], cum);
+					outf(o,
+					     "nodepool_launch_duration_seconds_bucket{provider=\"%"
+					     "s\","
+					     "phase=\"%s\",le=\"+Inf\"} %lld\n",
+					     esc(prov), phase_names[ph], cum);
 			}
-			outf(o, "nodepool_launch_duration_seconds_sum{provider=\"%s\",phase=\"%s\"} %.6f\n",
-			    esc(prov), phase_names[ph],
-			    json_number_value(json_object_get(hp, "sum")));
-			outf(o, "nodepool_launch_duration_seconds_count{provider=\"%s\",phase=\"%s\"} "
-				"%lld\n",
-			    esc(prov), phase_names[ph], jint(hp, "count"));
+			outf(o,
+			     "nodepool_launch_duration_seconds_sum{provider=\"%s\",phase=\"%s\"} "
+			     "%.6f\n",
+			     esc(prov), phase_names[ph],
+			     json_number_value(json_object_get(hp, "sum")));
+			outf(o,
+			     "nodepool_launch_duration_seconds_count{provider=\"%s\",phase=\"%s\"} "
+			     "%lld\n",
+			     esc(prov), phase_names[ph], jint(hp, "count"));
 		}
 		break;
 	case 2:
 		for (i = 0; i < 4; i++)
-			outf(o, "nodepool_requests_handled_total{provider=\"%s\",outcome=\"%s\"} %lld\n",
-			    esc(prov), request_keys[i],
-			    jint(json_object_get(r, "requests"), request_keys[i]));
+			outf(o,
+			     "nodepool_requests_handled_total{provider=\"%s\",outcome=\"%s\"} "
+			     "%lld\n",
+			     esc(prov), request_keys[i],
+			     jint(json_object_get(r, "requests"), request_keys[i]));
 		break;
 	case 3:
 		outf(o, "nodepool_worker_starts_total{provider=\"%s\"} %lld\n", esc(prov),
-		    jint(r, "starts"));
+		     jint(r, "starts"));
 		break;
 	case 4: {
 		long long s = jint(r, "starts");
 		outf(o, "nodepool_worker_restarts_total{provider=\"%s\"} %lld\n", esc(prov),
-		    s > 1 ? s - 1 : 0);
+		     s > 1 ? s - 1 : 0);
 		break;
 	}
 	}
@@ -744,12 +756,12 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	static const char *const help[5][3] = {
 	    {"nodepool_launches_total", "counter", "Node launches by provider and result."},
 	    {"nodepool_launch_duration_seconds", "histogram",
-	        "Node launch duration by provider and phase."},
+	     "Node launch duration by provider and phase."},
 	    {"nodepool_requests_handled_total", "counter",
-	        "Node requests handled by provider and outcome."},
+	     "Node requests handled by provider and outcome."},
 	    {"nodepool_worker_starts_total", "counter", "Starts of each provider's worker."},
 	    {"nodepool_worker_restarts_total", "counter",
-	        "Restarts of each provider's worker (starts after the first)."},
+	     "Restarts of each provider's worker (starts after the first)."},
 	};
 
 	/* nodes */
@@ -792,12 +804,14 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	outf(&o, "# HELP nodepool_requests Node requests by state.\n"
 		 "# TYPE nodepool_requests gauge\n");
 	for (st = 0; st < NP_REQ_STATE_COUNT; st++)
-		outf(&o, "nodepool_requests{state=\"%s\"} %lld\n", np_request_state_name(st), reqs[st]);
+		outf(&o, "nodepool_requests{state=\"%s\"} %lld\n", np_request_state_name(st),
+		     reqs[st]);
 
-	outf(&o, "# HELP nodepool_launcher_ready 1 once the launcher serving this API finished "
-		 "its first pass.\n# TYPE nodepool_launcher_ready gauge\n"
-		 "nodepool_launcher_ready %d\n",
-	    v->ready ? 1 : 0);
+	outf(&o,
+	     "# HELP nodepool_launcher_ready 1 once the launcher serving this API finished "
+	     "its first pass.\n# TYPE nodepool_launcher_ready gauge\n"
+	     "nodepool_launcher_ready %d\n",
+	     v->ready ? 1 : 0);
 
 	/* per-worker records; the live one replaces its stored copy */
 	json_array_foreach(records, j, r)
@@ -809,10 +823,9 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	if (live_prov != NULL)
 		json_array_append(recs, (json_t *)live);
 	for (what = 0; what < 5; what++) {
-		outf(&o, "# HELP %s %s\n# TYPE %s %s\n", help[what][0], help[what][2], help[what][0],
-		    help[what][1]);
-		json_array_foreach(recs, j, r)
-			render_record(&o, r, what);
+		outf(&o, "# HELP %s %s\n# TYPE %s %s\n", help[what][0], help[what][2],
+		     help[what][0], help[what][1]);
+		json_array_foreach(recs, j, r) render_record(&o, r, what);
 	}
 	json_decref(recs);
 	if (o.s == NULL)

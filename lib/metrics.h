@@ -47,10 +47,10 @@ struct zk;
 
 enum metrics_phase {
 	METRICS_PHASE_QUOTA_WAIT, /* request accepted -> node creation started */
-	METRICS_PHASE_CREATE,     /* create call -> the cloud has the server */
-	METRICS_PHASE_BOOT,       /* server created -> it is active/addressable */
-	METRICS_PHASE_KEYSCAN,    /* active -> host keys scanned */
-	METRICS_PHASE_TOTAL,      /* node creation started -> launch ended */
+	METRICS_PHASE_CREATE,	  /* create call -> the cloud has the server */
+	METRICS_PHASE_BOOT,	  /* server created -> it is active/addressable */
+	METRICS_PHASE_KEYSCAN,	  /* active -> host keys scanned */
+	METRICS_PHASE_TOTAL,	  /* node creation started -> launch ended */
 	METRICS_PHASE_COUNT
 };
 /* "quota_wait", "create", "boot", "keyscan", "total"; NULL out of range. */
@@ -67,12 +67,13 @@ void metrics_launch_phase(const char *provider, enum metrics_phase phase, double
 /* drv_result: enum drv_launch_result (driver.h): ready, failed
  * ("error.unknown"), aborted ("error.quota"). seconds: the whole launch. */
 void metrics_launch_done(const char *provider, const char *az, const char *requestor,
-    int drv_result, double seconds);
+			 int drv_result, double seconds);
 void metrics_launch_result(const char *provider, const char *az, const char *requestor,
-    const char *result, double seconds);
+			   const char *result, double seconds);
 /* Request handling counters of this process (absolute since it started). */
 void metrics_set_requests(const char *provider, unsigned long long accepted,
-    unsigned long long fulfilled, unsigned long long declined, unsigned long long failed);
+			  unsigned long long fulfilled, unsigned long long declined,
+			  unsigned long long failed);
 
 /*
  * This process's record for provider (what goes to ZooKeeper), added to
@@ -90,8 +91,8 @@ void metrics_clear(void);
 struct metrics_pub;
 /* Reads the provider's record (the base), then writes base + this process
  * every interval seconds when it changed. view gives the session. */
-struct metrics_pub *metrics_pub_new(struct event_base *base, const char *provider,
-    double interval, status_view_fn view, void *arg);
+struct metrics_pub *metrics_pub_new(struct event_base *base, const char *provider, double interval,
+				    status_view_fn view, void *arg);
 /* The session is about to go: forget reads in flight. */
 void metrics_pub_reset(struct metrics_pub *p);
 void metrics_pub_free(struct metrics_pub *p);

@@ -47,12 +47,12 @@
  * Types the linked libssh does not know are dropped at nodescan_new().
  */
 static const char *const ns_key_types[] = {
-	"ssh-ed25519",
-	"ecdsa-sha2-nistp256",
-	"ecdsa-sha2-nistp384",
-	"ecdsa-sha2-nistp521",
-	"rsa-sha2-512,rsa-sha2-256,ssh-rsa",
-	"ssh-dss",
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "rsa-sha2-512,rsa-sha2-256,ssh-rsa",
+    "ssh-dss",
 };
 #define NS_NKEY_TYPES (sizeof(ns_key_types) / sizeof(ns_key_types[0]))
 
@@ -106,15 +106,15 @@ struct nodescan_req {
 	int naddrs, addr_idx;
 	char addrtext[INET6_ADDRSTRLEN]; /* the address being tried */
 
-	int fd;        /* our socket, -1 once libssh owns it (or closed) */
-	int io_fd;     /* the socket io_ev watches */
+	int fd;	   /* our socket, -1 once libssh owns it (or closed) */
+	int io_fd; /* the socket io_ev watches */
 	ssh_session ssh;
 	size_t key_idx;
 
 	char *keys[NS_NKEY_TYPES];
 	size_t nkeys;
 	unsigned attempts;
-	double attempt_t0; /* ns_elapsed() when the last probe attempt began */
+	double attempt_t0;		  /* ns_elapsed() when the last probe attempt began */
 	enum nodescan_status last_status; /* NODESCAN_OK: no failure yet */
 	char last_error[256];
 };
@@ -145,7 +145,7 @@ ns_elapsed(const struct nodescan_req *req)
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (double)(now.tv_sec - req->t0.tv_sec) +
-	    (double)(now.tv_nsec - req->t0.tv_nsec) / 1e9;
+	       (double)(now.tv_nsec - req->t0.tv_nsec) / 1e9;
 }
 
 static struct timeval
@@ -164,14 +164,22 @@ const char *
 nodescan_status_str(enum nodescan_status st)
 {
 	switch (st) {
-	case NODESCAN_OK: return "ok";
-	case NODESCAN_E_RESOLVE: return "resolve failed";
-	case NODESCAN_E_REFUSED: return "connection refused";
-	case NODESCAN_E_UNREACHABLE: return "host unreachable";
-	case NODESCAN_E_TIMEOUT: return "timed out";
-	case NODESCAN_E_SSH: return "ssh error";
-	case NODESCAN_E_NOKEYS: return "no host keys";
-	case NODESCAN_E_SYSTEM: return "system error";
+	case NODESCAN_OK:
+		return "ok";
+	case NODESCAN_E_RESOLVE:
+		return "resolve failed";
+	case NODESCAN_E_REFUSED:
+		return "connection refused";
+	case NODESCAN_E_UNREACHABLE:
+		return "host unreachable";
+	case NODESCAN_E_TIMEOUT:
+		return "timed out";
+	case NODESCAN_E_SSH:
+		return "ssh error";
+	case NODESCAN_E_NOKEYS:
+		return "no host keys";
+	case NODESCAN_E_SYSTEM:
+		return "system error";
 	}
 	return "unknown";
 }
@@ -208,9 +216,8 @@ ns_resolver_get(struct nodescan *ns)
 	} else {
 		/* DISABLE_WHEN_INACTIVE: an idle resolver keeps no event
 		 * pending, so it never holds the caller's loop open. */
-		res->dns = evdns_base_new(ns->base,
-		    EVDNS_BASE_INITIALIZE_NAMESERVERS |
-		    EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+		res->dns = evdns_base_new(ns->base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+							EVDNS_BASE_DISABLE_WHEN_INACTIVE);
 		if (res->dns == NULL) {
 			free(res);
 			return NULL;
@@ -286,7 +293,7 @@ ns_req_free(struct nodescan_req *req)
 static void
 ns_kick(struct nodescan *ns)
 {
-	struct timeval zero = { 0, 0 };
+	struct timeval zero = {0, 0};
 
 	if (!TAILQ_EMPTY(&ns->pending) && ns->st.inflight < ns->max_inflight)
 		event_add(ns->kick_ev, &zero);
@@ -330,8 +337,8 @@ ns_finish(struct nodescan_req *req, enum nodescan_status status, const char *err
 	r.elapsed = ns_elapsed(req);
 	r.attempts = req->attempts;
 	if (status == NODESCAN_OK)
-		log_debug("nodescan %s:%d: ok, %zu key(s) in %.2f s", req->host,
-		    req->port, req->nkeys, r.elapsed);
+		log_debug("nodescan %s:%d: ok, %zu key(s) in %.2f s", req->host, req->port,
+			  req->nkeys, r.elapsed);
 	else
 		log_debug("nodescan %s", error);
 	req->cb(&r, req->arg);
@@ -363,8 +370,7 @@ ns_wait(struct nodescan_req *req, double seconds)
 /* The current attempt failed: in KEYS this key type is skipped; in PROBE the
  * next attempt (on the next address) comes after the retry delay. */
 static void
-ns_attempt_failed(struct nodescan_req *req, enum nodescan_status st,
-    const char *fmt, ...)
+ns_attempt_failed(struct nodescan_req *req, enum nodescan_status st, const char *fmt, ...)
 {
 	va_list ap;
 	char msg[200];
@@ -375,13 +381,12 @@ ns_attempt_failed(struct nodescan_req *req, enum nodescan_status st,
 	ns_conn_close(req);
 	if (req->phase == NS_KEYS) {
 		log_debug("nodescan %s:%d: key type %s: %s", req->host, req->port,
-		    ns_key_types[req->key_idx], msg);
+			  ns_key_types[req->key_idx], msg);
 		ns_next_key(req);
 		return;
 	}
 	ns_set_error(req, st, "%s", msg);
-	log_debug("nodescan %s:%d: attempt %u: %s", req->host, req->port,
-	    req->attempts, msg);
+	log_debug("nodescan %s:%d: attempt %u: %s", req->host, req->port, req->attempts, msg);
 	if (req->naddrs > 1)
 		req->addr_idx = (req->addr_idx + 1) % req->naddrs;
 	/* Attempts start at most once per retry delay: a refusal comes back
@@ -436,8 +441,7 @@ ns_take_key(struct nodescan_req *req)
 		if (i == req->nkeys && req->nkeys < NS_NKEY_TYPES) {
 			req->keys[req->nkeys++] = line;
 			line = NULL;
-			log_debug("nodescan %s:%d: host key %s", req->host,
-			    req->port, type);
+			log_debug("nodescan %s:%d: host key %s", req->host, req->port, type);
 		}
 	}
 	free(line);
@@ -476,7 +480,7 @@ ns_ssh_step(struct nodescan_req *req)
 	}
 	if (rc != SSH_AGAIN) {
 		ns_attempt_failed(req, NODESCAN_E_SSH, "ssh to %s: %s", req->addrtext,
-		    ssh_get_error(req->ssh));
+				  ssh_get_error(req->ssh));
 		return;
 	}
 	flags = ssh_get_poll_flags(req->ssh);
@@ -503,8 +507,7 @@ ns_connected(struct nodescan_req *req)
 		ns_finish(req, NODESCAN_OK, NULL);
 		return;
 	}
-	hostkeys = req->phase == NS_PROBE ? req->ns->probe_hostkeys :
-	    ns_key_types[req->key_idx];
+	hostkeys = req->phase == NS_PROBE ? req->ns->probe_hostkeys : ns_key_types[req->key_idx];
 	if ((req->ssh = ssh_new()) == NULL) {
 		ns_attempt_failed(req, NODESCAN_E_SYSTEM, "ssh_new: out of memory");
 		return;
@@ -519,7 +522,7 @@ ns_connected(struct nodescan_req *req)
 	    ssh_options_set(req->ssh, SSH_OPTIONS_HOSTKEYS, hostkeys) < 0 ||
 	    ssh_options_set(req->ssh, SSH_OPTIONS_FD, &req->fd) < 0) {
 		ns_attempt_failed(req, NODESCAN_E_SYSTEM, "ssh options: %s",
-		    ssh_get_error(req->ssh));
+				  ssh_get_error(req->ssh));
 		return;
 	}
 	ssh_set_blocking(req->ssh, 0);
@@ -606,7 +609,7 @@ ns_dns_cb(int err, struct evutil_addrinfo *ai, void *arg)
 	req->lookup = NULL;
 	req->naddrs = 0;
 	for (p = err == 0 ? ai : NULL; p != NULL && req->naddrs < NODESCAN_MAX_ADDRS;
-	    p = p->ai_next) {
+	     p = p->ai_next) {
 		if ((p->ai_family != AF_INET && p->ai_family != AF_INET6) ||
 		    p->ai_addrlen > sizeof(req->addrs[0]))
 			continue;
@@ -623,7 +626,7 @@ ns_dns_cb(int err, struct evutil_addrinfo *ai, void *arg)
 	if (err == 0)
 		err = EVUTIL_EAI_NODATA;
 	ns_set_error(req, NODESCAN_E_RESOLVE, "resolve %s: %s", req->host,
-	    evutil_gai_strerror(err));
+		     evutil_gai_strerror(err));
 	/* A name that does not exist fails at once, as upstream's
 	 * getaddrinfo(); anything else (no answer) is retried. */
 	req->resolve_fatal = err == EVUTIL_EAI_NONAME || err == EVUTIL_EAI_NODATA;
@@ -641,8 +644,7 @@ ns_resolve(struct nodescan_req *req)
 
 	res = ns_resolver_get(req->ns);
 	if (res == NULL || (lk = calloc(1, sizeof(*lk))) == NULL) {
-		ns_set_error(req, NODESCAN_E_RESOLVE, "resolve %s: no resolver",
-		    req->host);
+		ns_set_error(req, NODESCAN_E_RESOLVE, "resolve %s: no resolver", req->host);
 		ns_wait(req, NODESCAN_RETRY_DELAY);
 		return;
 	}
@@ -698,8 +700,7 @@ ns_next_key(struct nodescan_req *req)
 	/* SSH answered the probe but no key type could be scanned (the server
 	 * went away, or offers only types we do not know): start over. */
 	req->phase = NS_PROBE;
-	ns_set_error(req, NODESCAN_E_NOKEYS, "no host key could be scanned from %s",
-	    req->addrtext);
+	ns_set_error(req, NODESCAN_E_NOKEYS, "no host key could be scanned from %s", req->addrtext);
 	ns_wait(req, NODESCAN_RETRY_DELAY);
 }
 
@@ -711,19 +712,18 @@ ns_timer_cb(evutil_socket_t fd, short what, void *arg)
 
 	switch (req->state) {
 	case NS_CONNECTING:
-		ns_attempt_failed(req, NODESCAN_E_TIMEOUT,
-		    "connect to %s: no answer within %.1f s", req->addrtext,
-		    req->attempt_timeout);
+		ns_attempt_failed(req, NODESCAN_E_TIMEOUT, "connect to %s: no answer within %.1f s",
+				  req->addrtext, req->attempt_timeout);
 		break;
 	case NS_HANDSHAKE:
 		ns_attempt_failed(req, NODESCAN_E_TIMEOUT,
-		    "ssh to %s: no key exchange within %.1f s", req->addrtext,
-		    req->attempt_timeout);
+				  "ssh to %s: no key exchange within %.1f s", req->addrtext,
+				  req->attempt_timeout);
 		break;
 	case NS_WAITING:
 		if (req->resolve_fatal) {
 			snprintf(msg, sizeof(msg), "%s:%d: %s", req->host, req->port,
-			    req->last_error);
+				 req->last_error);
 			ns_finish(req, NODESCAN_E_RESOLVE, msg);
 			return;
 		}
@@ -749,7 +749,7 @@ ns_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	case NS_QUEUED:
 		st = NODESCAN_E_TIMEOUT;
 		snprintf(now, sizeof(now), "still queued (%u scans in flight)",
-		    req->ns->st.inflight);
+			 req->ns->st.inflight);
 		cause = now;
 		break;
 	case NS_RESOLVING:
@@ -764,9 +764,9 @@ ns_deadline_cb(evutil_socket_t fd, short what, void *arg)
 		break;
 	case NS_HANDSHAKE:
 		st = NODESCAN_E_TIMEOUT;
-		snprintf(now, sizeof(now), "ssh to %s: no key exchange%s%s",
-		    req->addrtext, req->phase == NS_KEYS ? " for key type " : "",
-		    req->phase == NS_KEYS ? ns_key_types[req->key_idx] : "");
+		snprintf(now, sizeof(now), "ssh to %s: no key exchange%s%s", req->addrtext,
+			 req->phase == NS_KEYS ? " for key type " : "",
+			 req->phase == NS_KEYS ? ns_key_types[req->key_idx] : "");
 		cause = now;
 		break;
 	case NS_WAITING:
@@ -776,9 +776,8 @@ ns_deadline_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		break;
 	}
-	snprintf(msg, sizeof(msg), "%s:%d: %s (gave up after %.1f s, %u attempt%s)",
-	    req->host, req->port, cause, req->deadline, req->attempts,
-	    req->attempts == 1 ? "" : "s");
+	snprintf(msg, sizeof(msg), "%s:%d: %s (gave up after %.1f s, %u attempt%s)", req->host,
+		 req->port, cause, req->deadline, req->attempts, req->attempts == 1 ? "" : "s");
 	ns_finish(req, st, msg);
 }
 
@@ -789,8 +788,7 @@ ns_kick_cb(evutil_socket_t fd, short what, void *arg)
 	struct nodescan *ns = arg;
 	struct nodescan_req *req;
 
-	while (ns->st.inflight < ns->max_inflight &&
-	    (req = TAILQ_FIRST(&ns->pending)) != NULL) {
+	while (ns->st.inflight < ns->max_inflight && (req = TAILQ_FIRST(&ns->pending)) != NULL) {
 		TAILQ_REMOVE(&ns->pending, req, entry);
 		ns->st.pending--;
 		req->queued = 0;
@@ -806,8 +804,7 @@ ns_kick_cb(evutil_socket_t fd, short what, void *arg)
 /* --- public --------------------------------------------------------------- */
 
 struct nodescan *
-nodescan_new(struct event_base *base, struct evdns_base *dns, int max_inflight,
-    int max_pending)
+nodescan_new(struct event_base *base, struct evdns_base *dns, int max_inflight, int max_pending)
 {
 	struct nodescan *ns;
 	ssh_session probe;
@@ -817,10 +814,9 @@ nodescan_new(struct event_base *base, struct evdns_base *dns, int max_inflight,
 		return NULL;
 	ns->base = base;
 	ns->user_dns = dns;
-	ns->max_inflight = max_inflight > 0 ? (unsigned)max_inflight :
-	    NODESCAN_DEFAULT_MAX_INFLIGHT;
-	ns->max_pending = max_pending > 0 ? (unsigned)max_pending :
-	    NODESCAN_DEFAULT_MAX_PENDING;
+	ns->max_inflight =
+	    max_inflight > 0 ? (unsigned)max_inflight : NODESCAN_DEFAULT_MAX_INFLIGHT;
+	ns->max_pending = max_pending > 0 ? (unsigned)max_pending : NODESCAN_DEFAULT_MAX_PENDING;
 	TAILQ_INIT(&ns->pending);
 	TAILQ_INIT(&ns->active);
 	if ((ns->kick_ev = evtimer_new(base, ns_kick_cb, ns)) == NULL)
@@ -833,9 +829,8 @@ nodescan_new(struct event_base *base, struct evdns_base *dns, int max_inflight,
 		if (ssh_options_set(probe, SSH_OPTIONS_HOSTKEYS, ns_key_types[i]) < 0)
 			continue;
 		ns->key_ok[i] = 1;
-		off += (size_t)snprintf(ns->probe_hostkeys + off,
-		    sizeof(ns->probe_hostkeys) - off, "%s%s", off ? "," : "",
-		    ns_key_types[i]);
+		off += (size_t)snprintf(ns->probe_hostkeys + off, sizeof(ns->probe_hostkeys) - off,
+					"%s%s", off ? "," : "", ns_key_types[i]);
 	}
 	ssh_free(probe);
 	return ns;
@@ -868,8 +863,7 @@ nodescan_free(struct nodescan *ns)
 }
 
 struct nodescan_req *
-nodescan_start(struct nodescan *ns, const struct nodescan_params *p,
-    nodescan_cb cb, void *arg)
+nodescan_start(struct nodescan *ns, const struct nodescan_params *p, nodescan_cb cb, void *arg)
 {
 	struct nodescan_req *req;
 	struct addrinfo hints, *ai = NULL;
@@ -894,8 +888,8 @@ nodescan_start(struct nodescan *ns, const struct nodescan_params *p,
 	snprintf(req->host, sizeof(req->host), "%s", p->host);
 	req->port = p->port > 0 ? p->port : 22;
 	req->gather = !p->tcp_only && nodescan_type_gathers_keys(p->connection_type);
-	req->attempt_timeout = p->attempt_timeout > 0 ? p->attempt_timeout :
-	    NODESCAN_DEFAULT_ATTEMPT_TIMEOUT;
+	req->attempt_timeout =
+	    p->attempt_timeout > 0 ? p->attempt_timeout : NODESCAN_DEFAULT_ATTEMPT_TIMEOUT;
 	req->deadline = p->deadline > 0 ? p->deadline : NODESCAN_DEFAULT_DEADLINE;
 	req->cb = cb;
 	req->arg = arg;
@@ -936,8 +930,8 @@ nodescan_start(struct nodescan *ns, const struct nodescan_params *p,
 }
 
 struct nodescan_req *
-nodescan_check_reachable(struct nodescan *ns, const char *host, int port,
-    double timeout, nodescan_cb cb, void *arg)
+nodescan_check_reachable(struct nodescan *ns, const char *host, int port, double timeout,
+			 nodescan_cb cb, void *arg)
 {
 	struct nodescan_params p;
 
@@ -1002,8 +996,7 @@ nodescan_key_normalize(const char *key, char *out, size_t outlen)
 #define NS_KEY_MAX 16384
 
 int
-nodescan_keys_match(const char *const *want, size_t nwant,
-    const char *const *have, size_t nhave)
+nodescan_keys_match(const char *const *want, size_t nwant, const char *const *have, size_t nhave)
 {
 	char *w, *h;
 	size_t i, j;

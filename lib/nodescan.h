@@ -60,7 +60,7 @@ struct nodescan_req;
 
 /* Upstream's NodescanWorker.MAX_REQUESTS. */
 #define NODESCAN_DEFAULT_MAX_INFLIGHT 100
-#define NODESCAN_DEFAULT_MAX_PENDING 10000
+#define NODESCAN_DEFAULT_MAX_PENDING  10000
 /* Upstream's per TCP attempt limit in nodescan (seconds). */
 #define NODESCAN_DEFAULT_ATTEMPT_TIMEOUT 10.0
 /* Upstream's default nodescan timeout (seconds) when none is given. */
@@ -77,14 +77,14 @@ struct nodescan_req;
  * which fails at once with NODESCAN_E_RESOLVE, as upstream's getaddrinfo(). */
 enum nodescan_status {
 	NODESCAN_OK = 0,
-	NODESCAN_E_RESOLVE,     /* the name does not resolve (or resolution failed
-	                           until the deadline) */
-	NODESCAN_E_REFUSED,     /* connection refused */
+	NODESCAN_E_RESOLVE,	/* the name does not resolve (or resolution failed
+				   until the deadline) */
+	NODESCAN_E_REFUSED,	/* connection refused */
 	NODESCAN_E_UNREACHABLE, /* host or network unreachable */
-	NODESCAN_E_TIMEOUT,     /* no TCP connection, or no SSH answer, in time */
-	NODESCAN_E_SSH,         /* the SSH key exchange failed */
-	NODESCAN_E_NOKEYS,      /* SSH answered but no host key type could be scanned */
-	NODESCAN_E_SYSTEM,      /* local failure (out of memory, no sockets) */
+	NODESCAN_E_TIMEOUT,	/* no TCP connection, or no SSH answer, in time */
+	NODESCAN_E_SSH,		/* the SSH key exchange failed */
+	NODESCAN_E_NOKEYS,	/* SSH answered but no host key type could be scanned */
+	NODESCAN_E_SYSTEM,	/* local failure (out of memory, no sockets) */
 };
 
 /* "ok", "resolve failed", "connection refused", "host unreachable",
@@ -93,31 +93,31 @@ const char *nodescan_status_str(enum nodescan_status st);
 
 /* One scan. Strings are copied by nodescan_start(). */
 struct nodescan_params {
-	const char *host;            /* name or IPv4/IPv6 literal; required */
-	int port;                    /* connection-port; <= 0 means 22 */
+	const char *host;	     /* name or IPv4/IPv6 literal; required */
+	int port;		     /* connection-port; <= 0 means 22 */
 	const char *connection_type; /* NULL means "ssh"; "ssh" and "network_cli"
-	                                gather keys, any other type (e.g. "winrm")
-	                                is a TCP reachability check only */
-	int tcp_only;                /* nonzero: TCP reachability only, whatever
-	                                the connection type (gather_hostkeys=False) */
-	double attempt_timeout;      /* seconds for each TCP connect + SSH key
-	                                exchange; <= 0 means 10 */
-	double deadline;             /* seconds from nodescan_start() until the scan
-	                                gives up (boot-timeout; the static node's
-	                                timeout); <= 0 means 60 */
+					gather keys, any other type (e.g. "winrm")
+					is a TCP reachability check only */
+	int tcp_only;		     /* nonzero: TCP reachability only, whatever
+					the connection type (gather_hostkeys=False) */
+	double attempt_timeout;	     /* seconds for each TCP connect + SSH key
+					exchange; <= 0 means 10 */
+	double deadline;	     /* seconds from nodescan_start() until the scan
+					gives up (boot-timeout; the static node's
+					timeout); <= 0 means 60 */
 };
 
 /* What a finished request hands its callback; everything is borrowed and
  * valid only during the call (copy what you keep). */
 struct nodescan_result {
 	enum nodescan_status status;
-	const char *error;       /* NULL when ok; else a one-line message, e.g.
-	                            "10.0.0.5:22: timed out after 60.0 s; last
-	                            attempt: connection refused" */
-	size_t nkeys;            /* 0 for TCP-only checks */
+	const char *error;	 /* NULL when ok; else a one-line message, e.g.
+				    "10.0.0.5:22: timed out after 60.0 s; last
+				    attempt: connection refused" */
+	size_t nkeys;		 /* 0 for TCP-only checks */
 	const char *const *keys; /* "<type> <base64>", nkeys entries */
-	double elapsed;          /* seconds since nodescan_start() */
-	unsigned attempts;       /* probe attempts made */
+	double elapsed;		 /* seconds since nodescan_start() */
+	unsigned attempts;	 /* probe attempts made */
 };
 
 /* Called exactly once per request that is neither cancelled nor freed with
@@ -128,8 +128,8 @@ typedef void (*nodescan_cb)(const struct nodescan_result *res, void *arg);
 
 /* Gauges and counters, for statsd and tests. */
 struct nodescan_stats {
-	unsigned inflight;      /* requests out of the queue and not finished */
-	unsigned pending;       /* requests waiting in the queue */
+	unsigned inflight;	/* requests out of the queue and not finished */
+	unsigned pending;	/* requests waiting in the queue */
 	unsigned peak_inflight; /* highest inflight seen since nodescan_new() */
 	uint64_t started, succeeded, failed, cancelled;
 };
@@ -141,8 +141,8 @@ struct nodescan_stats {
  * caller's. max_inflight, max_pending: <= 0 means the defaults above.
  * Returns NULL only on allocation failure.
  */
-struct nodescan *nodescan_new(struct event_base *base, struct evdns_base *dns,
-    int max_inflight, int max_pending);
+struct nodescan *nodescan_new(struct event_base *base, struct evdns_base *dns, int max_inflight,
+			      int max_pending);
 
 /*
  * Cancel every request, queued or running, WITHOUT calling their callbacks,
@@ -160,8 +160,8 @@ void nodescan_free(struct nodescan *ns);
  * EINVAL (no host, or a host longer than 255 bytes, or port > 65535),
  * EAGAIN (the queue holds max_pending requests), ENOMEM.
  */
-struct nodescan_req *nodescan_start(struct nodescan *ns,
-    const struct nodescan_params *p, nodescan_cb cb, void *arg);
+struct nodescan_req *nodescan_start(struct nodescan *ns, const struct nodescan_params *p,
+				    nodescan_cb cb, void *arg);
 
 /*
  * TCP liveness check, as the static driver's before handing a node out
@@ -170,8 +170,8 @@ struct nodescan_req *nodescan_start(struct nodescan *ns,
  * passed. Shares the scanner's queue and concurrency limit. Returns as
  * nodescan_start(); res->status is NODESCAN_OK when reachable.
  */
-struct nodescan_req *nodescan_check_reachable(struct nodescan *ns,
-    const char *host, int port, double timeout, nodescan_cb cb, void *arg);
+struct nodescan_req *nodescan_check_reachable(struct nodescan *ns, const char *host, int port,
+					      double timeout, nodescan_cb cb, void *arg);
 
 /*
  * Cancel a queued or running request: its socket is closed at once and its
@@ -202,7 +202,7 @@ int nodescan_key_normalize(const char *key, char *out, size_t outlen);
  * among have[0..nhave), comparing normalised "<type> <base64>"; 0 when one
  * is missing or malformed. nwant == 0 matches anything.
  */
-int nodescan_keys_match(const char *const *want, size_t nwant,
-    const char *const *have, size_t nhave);
+int nodescan_keys_match(const char *const *want, size_t nwant, const char *const *have,
+			size_t nhave);
 
 #endif

@@ -152,8 +152,7 @@ ratelimit_set_rate(struct ratelimit *rl, double rate)
 }
 
 int
-ratelimit_take(struct ratelimit *rl, void (*cb)(void *arg), void *arg,
-    struct ratelimit_wait **wait)
+ratelimit_take(struct ratelimit *rl, void (*cb)(void *arg), void *arg, struct ratelimit_wait **wait)
 {
 	struct ratelimit_wait *w;
 	double t;

@@ -47,7 +47,7 @@ void ratelimit_set_rate(struct ratelimit *rl, double rate);
  * ratelimit_cancel(), valid until cb is entered.
  */
 int ratelimit_take(struct ratelimit *rl, void (*cb)(void *arg), void *arg,
-    struct ratelimit_wait **wait);
+		   struct ratelimit_wait **wait);
 
 /* Drop a queued waiter without calling it. NULL is a no-op. */
 void ratelimit_cancel(struct ratelimit_wait *w);

@@ -27,9 +27,10 @@ np_config_worker_slice(const struct np_config *cfg, const char *provider)
 	/* One worker serves the web API (only one process can bind the
 	 * address): the first provider in nodepool.yaml. */
 	if (cfg->nproviders > 0 && strcmp(cfg->providers[0].name, provider) == 0)
-		json_object_set_new(slice, "webapp",
+		json_object_set_new(
+		    slice, "webapp",
 		    json_pack("{s:i, s:s}", "port", cfg->webapp_port, "listen_address",
-		        cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0"));
+			      cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0"));
 	json_array_foreach(json_object_get(slice, "labels"), i, l)
 	{
 		const char *name = json_string_value(json_object_get(l, "name"));

@@ -204,7 +204,7 @@ struct statsd_reporter {
 	void *arg;
 	double interval;
 	struct event *timer;
-	struct zk *zk;          /* the session the election lock belongs to */
+	struct zk *zk; /* the session the election lock belongs to */
 	struct zk_lock *election;
 	int acquiring;
 	char identifier[300];
@@ -224,7 +224,7 @@ arm(struct statsd_reporter *r)
 
 struct statsd_reporter *
 statsd_reporter_new(struct event_base *base, struct statsd *s, const json_t *slice,
-    status_view_fn view, void *arg)
+		    status_view_fn view, void *arg)
 {
 	struct statsd_reporter *r = calloc(1, sizeof(*r));
 	const json_t *iv = json_object_get(json_object_get(slice, "nodepoold"), "stats-interval");
@@ -361,7 +361,8 @@ report_limits(struct statsd_reporter *r)
 			else if (strcmp(k, "max-volume-gb") == 0)
 				key = "volume-gb";
 			snprintf(name, sizeof(name), "nodepool.tenant_limits.%s.%s",
-			    statsd_normalize(tenant, a, sizeof(a)), statsd_normalize(key, b, sizeof(b)));
+				 statsd_normalize(tenant, a, sizeof(a)),
+				 statsd_normalize(key, b, sizeof(b)));
 			statsd_gauge(r->s, name, json_number_value(v));
 		}
 	}
@@ -408,13 +409,13 @@ report_nodes(struct statsd_reporter *r, const struct status_view *v)
 		json_object_foreach(providers, k, val)
 		{
 			snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s", k,
-			    np_node_state_name(st));
+				 np_node_state_name(st));
 			count_add(m, name, 1);
 		}
 		json_object_foreach(labels, k, val)
 		{
 			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", k,
-			    np_node_state_name(st));
+				 np_node_state_name(st));
 			count_add(m, name, 1);
 		}
 	}
@@ -427,11 +428,12 @@ report_nodes(struct statsd_reporter *r, const struct status_view *v)
 		snprintf(name, sizeof(name), "nodepool.nodes.%s", sn);
 		count_add(m, name, 0);
 		for (j = 0; j < node->type.n; j++) {
-			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", node->type.v[j], sn);
+			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", node->type.v[j],
+				 sn);
 			count_add(m, name, 0);
 		}
 		snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s",
-		    node->provider ? node->provider : "None", sn);
+			 node->provider ? node->provider : "None", sn);
 		count_add(m, name, 0);
 	}
 	/* addressable requests: per registered pool, the requests whose every
@@ -455,12 +457,11 @@ report_nodes(struct statsd_reporter *r, const struct status_view *v)
 			count += all;
 		}
 		snprintf(name, sizeof(name), "nodepool.provider.%s.pool.%s.addressable_requests",
-		    c->provider_name, c->pool_name);
+			 c->provider_name, c->pool_name);
 		/* two launchers of one pool: the same figure twice */
 		json_object_set_new(m, name, json_integer(count));
 	}
-	json_object_foreach(m, k2, val)
-		statsd_gauge(r->s, k2, (double)json_integer_value(val));
+	json_object_foreach(m, k2, val) statsd_gauge(r->s, k2, (double)json_integer_value(val));
 	json_decref(m);
 	json_decref(providers);
 	json_decref(labels);

@@ -76,7 +76,7 @@ struct statsd_reporter;
  * goes out one interval after creation.
  */
 struct statsd_reporter *statsd_reporter_new(struct event_base *base, struct statsd *s,
-    const json_t *slice, status_view_fn view, void *arg);
+					    const json_t *slice, status_view_fn view, void *arg);
 /* The session behind the view is about to go: give up the election (its
  * lock belongs to that session). The next tick starts over. */
 void statsd_reporter_reset(struct statsd_reporter *r);

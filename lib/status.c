@@ -17,86 +17,77 @@
 /* ---- columns (as status.py's headers tables) --------------------------------- */
 
 static const struct status_column node_cols[] = {
-	{"id", "ID"},
-	{"provider", "Provider"},
-	{"label", "Label"},
-	{"server_id", "Server ID"},
-	{"public_ipv4", "Public IPv4"},
-	{"ipv6", "IPv6"},
-	{"state", "State"},
-	{"age", "Age"},
-	{"locked", "Locked"},
-	{"pool", "Pool"},
-	{"hostname", "Hostname"},
-	{"private_ipv4", "Private IPv4"},
-	{"AZ", "AZ"},
-	{"username", "Username"},
-	{"connection_port", "Port"},
-	{"launcher", "Launcher"},
-	{"allocated_to", "Allocated To"},
-	{"hold_job", "Hold Job"},
-	{"comment", "Comment"},
-	{"user_data", "User Data"},
-	{"driver_data", "Driver Data"},
+    {"id", "ID"},
+    {"provider", "Provider"},
+    {"label", "Label"},
+    {"server_id", "Server ID"},
+    {"public_ipv4", "Public IPv4"},
+    {"ipv6", "IPv6"},
+    {"state", "State"},
+    {"age", "Age"},
+    {"locked", "Locked"},
+    {"pool", "Pool"},
+    {"hostname", "Hostname"},
+    {"private_ipv4", "Private IPv4"},
+    {"AZ", "AZ"},
+    {"username", "Username"},
+    {"connection_port", "Port"},
+    {"launcher", "Launcher"},
+    {"allocated_to", "Allocated To"},
+    {"hold_job", "Hold Job"},
+    {"comment", "Comment"},
+    {"user_data", "User Data"},
+    {"driver_data", "Driver Data"},
 };
 
 static const struct status_column request_cols[] = {
-	{"id", "Request ID"},
-	{"relative_priority", "Priority"},
-	{"state", "State"},
-	{"requestor", "Requestor"},
-	{"node_types", "Node Types"},
-	{"nodes", "Nodes"},
-	{"declined_by", "Declined By"},
-	{"event_id", "Event ID"},
+    {"id", "Request ID"},	    {"relative_priority", "Priority"}, {"state", "State"},
+    {"requestor", "Requestor"},	    {"node_types", "Node Types"},      {"nodes", "Nodes"},
+    {"declined_by", "Declined By"}, {"event_id", "Event ID"},
 };
 
 static const struct status_column image_cols[] = {
-	{"id", "Build ID"},
-	{"upload_id", "Upload ID"},
-	{"provider", "Provider"},
-	{"image", "Image"},
-	{"external_name", "Provider Image Name"},
-	{"external_id", "Provider Image ID"},
-	{"state", "State"},
-	{"age", "Age"},
+    {"id", "Build ID"},
+    {"upload_id", "Upload ID"},
+    {"provider", "Provider"},
+    {"image", "Image"},
+    {"external_name", "Provider Image Name"},
+    {"external_id", "Provider Image ID"},
+    {"state", "State"},
+    {"age", "Age"},
 };
 
 static const struct status_column dib_cols[] = {
-	{"id", "ID"},
-	{"image", "Image"},
-	{"builder", "Builder"},
-	{"formats", "Formats"},
-	{"state", "State"},
-	{"age", "Age"},
+    {"id", "ID"},	    {"image", "Image"}, {"builder", "Builder"},
+    {"formats", "Formats"}, {"state", "State"}, {"age", "Age"},
 };
 
 static const struct status_column image_status_cols[] = {
-	{"image", "Image"},
-	{"paused", "Paused"},
-	{"build_request", "Build Request"},
-	{"build_request_age", "Build Request Age"},
+    {"image", "Image"},
+    {"paused", "Paused"},
+    {"build_request", "Build Request"},
+    {"build_request_age", "Build Request Age"},
 };
 
 static const struct status_column label_cols[] = {
-	{"label", "Label"},
+    {"label", "Label"},
 };
 
 static const struct status_column info_image_cols[] = {
-	{"image", "Image Name"},
-	{"build_id", "Build ID"},
-	{"upload_ids", "Upload IDs"},
+    {"image", "Image Name"},
+    {"build_id", "Build ID"},
+    {"upload_ids", "Upload IDs"},
 };
 
 static const struct status_column info_node_cols[] = {
-	{"id", "ID"},
-	{"server_id", "Server ID"},
+    {"id", "ID"},
+    {"server_id", "Server ID"},
 };
 
 static const struct status_column alien_cols[] = {
-	{"provider", "Provider"},
-	{"name", "Name"},
-	{"image_id", "Image ID"},
+    {"provider", "Provider"},
+    {"name", "Name"},
+    {"image_id", "Image ID"},
 };
 
 #define COLS(a) a, sizeof(a) / sizeof(a[0])
@@ -104,19 +95,19 @@ static const struct {
 	const struct status_column *cols;
 	size_t n;
 } tables[STATUS_LIST_COUNT] = {
-	[STATUS_NODE_LIST] = {COLS(node_cols)},
-	[STATUS_REQUEST_LIST] = {COLS(request_cols)},
-	[STATUS_IMAGE_LIST] = {COLS(image_cols)},
-	[STATUS_DIB_IMAGE_LIST] = {COLS(dib_cols)},
-	[STATUS_IMAGE_STATUS] = {COLS(image_status_cols)},
-	[STATUS_LABEL_LIST] = {COLS(label_cols)},
-	[STATUS_INFO_IMAGES] = {COLS(info_image_cols)},
-	[STATUS_INFO_NODES] = {COLS(info_node_cols)},
-	[STATUS_ALIEN_IMAGES] = {COLS(alien_cols)},
+    [STATUS_NODE_LIST] = {COLS(node_cols)},
+    [STATUS_REQUEST_LIST] = {COLS(request_cols)},
+    [STATUS_IMAGE_LIST] = {COLS(image_cols)},
+    [STATUS_DIB_IMAGE_LIST] = {COLS(dib_cols)},
+    [STATUS_IMAGE_STATUS] = {COLS(image_status_cols)},
+    [STATUS_LABEL_LIST] = {COLS(label_cols)},
+    [STATUS_INFO_IMAGES] = {COLS(info_image_cols)},
+    [STATUS_INFO_NODES] = {COLS(info_node_cols)},
+    [STATUS_ALIEN_IMAGES] = {COLS(alien_cols)},
 };
 
-const char *const status_node_brief_fields[] = {"id", "provider", "label", "server_id",
-    "public_ipv4", "ipv6", "state", "age", "locked"};
+const char *const status_node_brief_fields[] = {
+    "id", "provider", "label", "server_id", "public_ipv4", "ipv6", "state", "age", "locked"};
 const size_t status_node_brief_nfields =
     sizeof(status_node_brief_fields) / sizeof(status_node_brief_fields[0]);
 
@@ -207,8 +198,7 @@ sb_addc(struct sbuf *b, char c, size_t n)
 	b->s[b->len] = '\0';
 }
 
-static void __attribute__((format(printf, 2, 3)))
-sb_printf(struct sbuf *b, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 3))) sb_printf(struct sbuf *b, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -270,7 +260,7 @@ status_age(double seconds, char *buf, size_t size)
 	py_divmod(m, 60, &h, &m);
 	py_divmod(h, 24, &d, &h);
 	snprintf(buf, size, "%02lld:%02lld:%02lld:%02lld", py_int(d), py_int(h), py_int(m),
-	    py_int(s));
+		 py_int(s));
 	return buf;
 }
 
@@ -542,8 +532,8 @@ cell_text(const char *key, const json_t *v, double now)
 {
 	if (is_age_key(key) && v != NULL && json_is_number(v)) {
 		char buf[64];
-		double t = json_is_integer(v) ? (double)json_integer_value(v) :
-		                                (double)py_int(json_real_value(v));
+		double t = json_is_integer(v) ? (double)json_integer_value(v)
+					      : (double)py_int(json_real_value(v));
 		status_age(now - t, buf, sizeof(buf));
 		return strdup(buf);
 	}
@@ -610,8 +600,7 @@ cell_line(struct sbuf *b, const char *s, size_t line, size_t width)
 }
 
 char *
-status_text(const struct status_table *t, const char *const *fields, size_t nfields,
-    double now)
+status_text(const struct status_table *t, const char *const *fields, size_t nfields, double now)
 {
 	struct sbuf b = {0};
 	size_t nrows = json_array_size(t->rows), ncols = 0, i, j, k, f;
@@ -708,7 +697,7 @@ char *
 status_json(const struct status_table *t)
 {
 	char *s = json_dumps(t->rows, JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER |
-	    JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
+					  JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
 
 	if (s == NULL)
 		oom();
@@ -790,10 +779,11 @@ status_wants_json(const char *accept)
 				match = 1;
 			else if (spec == 1)
 				match = strncasecmp(o, range, (size_t)(os - o)) == 0 &&
-				    strlen(range) == (size_t)(os - o);
+					strlen(range) == (size_t)(os - o);
 			else
 				match = strncasecmp(o, range, (size_t)(os - o)) == 0 &&
-				    strlen(range) == (size_t)(os - o) && strcasecmp(os + 1, slash + 1) == 0;
+					strlen(range) == (size_t)(os - o) &&
+					strcasecmp(os + 1, slash + 1) == 0;
 			/* the most specific matching range decides the offer's q */
 			if (match && spec > spec_of[i]) {
 				spec_of[i] = spec;
@@ -854,7 +844,8 @@ status_add_node(struct status_table *t, const struct np_node *n, int locked, dou
 	set(row, "id", jstr(n->id));
 	set(row, "provider", jstr(n->provider));
 	set(row, "label", jstrv(&n->type));
-	set(row, "server_id", n->external_id_obj ? jcopy(n->external_id_obj) : jstr(n->external_id));
+	set(row, "server_id",
+	    n->external_id_obj ? jcopy(n->external_id_obj) : jstr(n->external_id));
 	set(row, "public_ipv4", jstr(n->public_ipv4));
 	set(row, "ipv6", jstr(n->public_ipv6));
 	set(row, "state", jstr(np_node_state_name(n->state)));
@@ -866,8 +857,8 @@ status_add_node(struct status_table *t, const struct np_node *n, int locked, dou
 	set(row, "AZ", jstr(n->az));
 	set(row, "username", jstr(n->username));
 	/* a port that carries credentials (k8s) is not shown, as upstream */
-	set(row, "connection_port", n->connection_port_obj ? json_string("redacted") :
-	                                                     json_integer(n->connection_port));
+	set(row, "connection_port",
+	    n->connection_port_obj ? json_string("redacted") : json_integer(n->connection_port));
 	set(row, "launcher", jstr(n->launcher));
 	set(row, "allocated_to", jstr(n->allocated_to));
 	set(row, "hold_job", jstr(n->hold_job));
@@ -901,7 +892,7 @@ epoch_int(double t)
 
 void
 status_add_upload(struct status_table *t, const char *image, const char *build_id,
-    const char *provider, const struct np_image_upload *u)
+		  const char *provider, const struct np_image_upload *u)
 {
 	json_t *row = json_object();
 
@@ -918,7 +909,7 @@ status_add_upload(struct status_table *t, const char *image, const char *build_i
 
 void
 status_add_build(struct status_table *t, const char *image, const struct np_image_build *b,
-    int paused)
+		 int paused)
 {
 	json_t *row = json_object();
 	char id[1024];
@@ -935,7 +926,7 @@ status_add_build(struct status_table *t, const char *image, const struct np_imag
 
 void
 status_add_image_status(struct status_table *t, const char *image, int paused,
-    const char *build_request, double request_time)
+			const char *build_request, double request_time)
 {
 	json_t *row = json_object();
 
@@ -958,8 +949,8 @@ status_add_label(struct status_table *t, const char *label)
 /* ---- from the caches ---------------------------------------------------------------------- */
 
 void
-status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes,
-    const char *node_id, double now)
+status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes, const char *node_id,
+			double now)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n;

@@ -48,15 +48,15 @@ struct status_column {
 /* The listings upstream's status.py has (and the tables of `nodepool info`
  * and `alien-image-list`). */
 enum status_list {
-	STATUS_NODE_LIST,       /* 21 columns; `list` shows the first 9 */
+	STATUS_NODE_LIST, /* 21 columns; `list` shows the first 9 */
 	STATUS_REQUEST_LIST,
-	STATUS_IMAGE_LIST,      /* uploads */
-	STATUS_DIB_IMAGE_LIST,  /* builds */
+	STATUS_IMAGE_LIST,     /* uploads */
+	STATUS_DIB_IMAGE_LIST, /* builds */
 	STATUS_IMAGE_STATUS,
 	STATUS_LABEL_LIST,
-	STATUS_INFO_IMAGES,     /* info: Image Name, Build ID, Upload IDs */
-	STATUS_INFO_NODES,      /* info: ID, Server ID */
-	STATUS_ALIEN_IMAGES,    /* alien-image-list: Provider, Name, Image ID */
+	STATUS_INFO_IMAGES,  /* info: Image Name, Build ID, Upload IDs */
+	STATUS_INFO_NODES,   /* info: ID, Server ID */
+	STATUS_ALIEN_IMAGES, /* alien-image-list: Provider, Name, Image ID */
 	STATUS_LIST_COUNT
 };
 
@@ -93,7 +93,7 @@ char *status_age(double seconds, char *buf, size_t size);
  * non-NULL shows no column. now: epoch seconds for epoch ages. malloc'd.
  */
 char *status_text(const struct status_table *t, const char *const *fields, size_t nfields,
-    double now);
+		  double now);
 /* The same with fields as a comma-separated list ("id,state"); NULL or ""
  * shows every column (as the web's fields= parameter). */
 char *status_text_csv(const struct status_table *t, const char *fields_csv, double now);
@@ -125,14 +125,14 @@ void status_add_node(struct status_table *t, const struct np_node *n, int locked
 void status_add_request(struct status_table *t, const struct np_request *r);
 /* An upload of build_id of image in provider (age: epoch of state_time). */
 void status_add_upload(struct status_table *t, const char *image, const char *build_id,
-    const char *provider, const struct np_image_upload *u);
+		       const char *provider, const struct np_image_upload *u);
 /* A build; state shows "paused" when the image is paused. */
-void status_add_build(struct status_table *t, const char *image,
-    const struct np_image_build *b, int paused);
+void status_add_build(struct status_table *t, const char *image, const struct np_image_build *b,
+		      int paused);
 /* build_request: "pending", "building" or NULL; request_time: epoch of the
  * request-build znode (ignored when build_request is NULL). */
 void status_add_image_status(struct status_table *t, const char *image, int paused,
-    const char *build_request, double request_time);
+			     const char *build_request, double request_time);
 void status_add_label(struct status_table *t, const char *label);
 
 /* ---- the launcher's state, as the web API, metrics and statsd see it ------ */
@@ -146,12 +146,12 @@ void status_add_label(struct status_table *t, const char *label);
  * (web_reset, ...) before it goes.
  */
 struct status_view {
-	struct zk *zk;              /* NULL until started; connected or not */
-	struct zk_cache *nodes;     /* /nodepool/nodes, data and locks, np_node objects */
-	struct zk_cache *requests;  /* /nodepool/requests, np_request objects */
-	struct zk_cache *pools;     /* /nodepool/components/pool, np_component objects */
-	int ready;                  /* the launcher finished its first pass */
-	const char *provider;       /* this worker's provider (NULL if none) */
+	struct zk *zk;		   /* NULL until started; connected or not */
+	struct zk_cache *nodes;	   /* /nodepool/nodes, data and locks, np_node objects */
+	struct zk_cache *requests; /* /nodepool/requests, np_request objects */
+	struct zk_cache *pools;	   /* /nodepool/components/pool, np_component objects */
+	int ready;		   /* the launcher finished its first pass */
+	const char *provider;	   /* this worker's provider (NULL if none) */
 	/* request handling counters of this process since it started */
 	unsigned long long accepted, fulfilled, declined, failed;
 };
@@ -163,7 +163,7 @@ typedef void (*status_view_fn)(void *arg, struct status_view *out);
  * np_node objects), in child-name order; node_id non-NULL and non-empty
  * lists that node only (none if unknown). */
 void status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes,
-    const char *node_id, double now);
+			     const char *node_id, double now);
 /* Requests of a /nodepool/requests cache (np_request objects). */
 void status_requests_from_cache(struct status_table *t, const struct zk_cache *requests);
 /* The union of supported labels of a /nodepool/components/pool cache

@@ -11,7 +11,7 @@
 struct strset;
 
 struct strset *strset_new(void);
-void strset_free(struct strset *s);          /* NULL is a no-op */
+void strset_free(struct strset *s);		   /* NULL is a no-op */
 int strset_add(struct strset *s, const char *key); /* 1 added, 0 already there */
 int strset_has(const struct strset *s, const char *key);
 int strset_del(struct strset *s, const char *key); /* 1 removed, 0 absent */

@@ -37,8 +37,8 @@
 #include "status.h"
 #include "zk.h"
 
-#define WEB_CACHE_SLOTS 32
-#define WEB_MAX_WAITING 64
+#define WEB_CACHE_SLOTS	 32
+#define WEB_MAX_WAITING	 64
 #define WEB_CACHE_EXPIRY 1.0 /* seconds, as upstream's Cache(expiry=1) */
 
 struct conn {
@@ -205,8 +205,8 @@ http_date(double t, char *buf, size_t size)
 long long
 web_parse_http_date(const char *s)
 {
-	static const char *const formats[] = {"%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT",
-	    "%a %b %e %H:%M:%S %Y"};
+	static const char *const formats[] = {"%a, %d %b %Y %H:%M:%S GMT",
+					      "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y"};
 	struct tm tm;
 	size_t i;
 	const char *end;
@@ -344,12 +344,8 @@ kind_of(const char *path)
 		const char *path;
 		enum list_kind kind;
 	} table[] = {
-	    {"/node-list", L_NODES},
-	    {"/request-list", L_REQUESTS},
-	    {"/label-list", L_LABELS},
-	    {"/image-list", L_IMAGES},
-	    {"/dib-image-list", L_DIB},
-	    {"/image-status", L_STATUS},
+	    {"/node-list", L_NODES},   {"/request-list", L_REQUESTS}, {"/label-list", L_LABELS},
+	    {"/image-list", L_IMAGES}, {"/dib-image-list", L_DIB},    {"/image-status", L_STATUS},
 	    {"/metrics", L_METRICS},
 	};
 	size_t i;
@@ -422,13 +418,13 @@ render(struct web *w, enum list_kind kind, const char *query, int json, double n
 
 static void
 answer(struct web *w, struct evhttp_request *req, enum list_kind kind, const char *key,
-    const char *query, int json)
+       const char *query, int json)
 {
 	double now = now_wall();
 	char *body = render(w, kind, query, json, now);
-	const char *ctype = kind == L_METRICS ? "text/plain; version=0.0.4; charset=utf-8" :
-	    json                              ? "application/json" :
-	                                        "text/plain; charset=UTF-8";
+	const char *ctype = kind == L_METRICS ? "text/plain; version=0.0.4; charset=utf-8"
+			    : json	      ? "application/json"
+					      : "text/plain; charset=UTF-8";
 
 	send_cached(req, cache_put(w, key, now, 200, ctype, body));
 }
@@ -451,7 +447,7 @@ finish_waiting(struct web *w, enum need need, int ok)
 			answer(w, x->req, kind_of(x->path), x->key, x->query, x->json);
 		else
 			send_plain(x->req, 503, "Service Unavailable",
-			    "ZooKeeper could not be read; try again\n");
+				   "ZooKeeper could not be read; try again\n");
 		free(x->path);
 		free(x->query);
 		free(x->key);
@@ -578,13 +574,13 @@ on_request(struct evhttp_request *req, void *arg)
 		free(path);
 		return;
 	}
-	need = kind == L_IMAGES || kind == L_DIB || kind == L_STATUS ? NEED_IMAGES :
-	    kind == L_METRICS                                        ? NEED_METRICS :
-	                                                               NEED_NONE;
+	need = kind == L_IMAGES || kind == L_DIB || kind == L_STATUS ? NEED_IMAGES
+	       : kind == L_METRICS				     ? NEED_METRICS
+								     : NEED_NONE;
 	rc = ensure_data(w, need);
 	if (rc < 0 || (rc == 0 && w->nwaiting >= WEB_MAX_WAITING)) {
 		send_plain(req, 503, "Service Unavailable",
-		    rc < 0 ? "ZooKeeper is not connected\n" : "Too many requests waiting\n");
+			   rc < 0 ? "ZooKeeper is not connected\n" : "Too many requests waiting\n");
 	} else if (rc == 0) {
 		struct waiting *x = calloc(1, sizeof(*x));
 		if (x == NULL || (x->path = strdup(path)) == NULL ||
@@ -609,7 +605,7 @@ on_request(struct evhttp_request *req, void *arg)
 
 struct web *
 web_new(struct event_base *base, const struct web_options *opt, status_view_fn view,
-    web_live_metrics_fn live, void *arg, char *err, size_t errlen)
+	web_live_metrics_fn live, void *arg, char *err, size_t errlen)
 {
 	struct web *w = calloc(1, sizeof(*w));
 	struct addrinfo hints, *res = NULL;
@@ -636,18 +632,19 @@ web_new(struct event_base *base, const struct web_options *opt, status_view_fn v
 		free(w);
 		return NULL;
 	}
-	w->listener = evconnlistener_new_bind(base, NULL, NULL,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 128, res->ai_addr,
-	    (int)res->ai_addrlen);
+	w->listener = evconnlistener_new_bind(
+	    base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+	    128, res->ai_addr, (int)res->ai_addrlen);
 	freeaddrinfo(res);
 	if (w->listener == NULL) {
-		snprintf(err, errlen, "web: cannot listen on %s:%s: %s", addr, port, strerror(errno));
+		snprintf(err, errlen, "web: cannot listen on %s:%s: %s", addr, port,
+			 strerror(errno));
 		free(w);
 		return NULL;
 	}
 	if (getsockname(evconnlistener_get_fd(w->listener), (struct sockaddr *)&ss, &sl) == 0)
-		w->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port :
-		                                           ((struct sockaddr_in *)&ss)->sin_port);
+		w->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+							 : ((struct sockaddr_in *)&ss)->sin_port);
 	w->listening = 1;
 	w->http = evhttp_new(base);
 	if (w->http == NULL)
@@ -658,9 +655,9 @@ web_new(struct event_base *base, const struct web_options *opt, status_view_fn v
 	/* every method reaches on_request, which answers 405 where upstream's
 	 * WSGI app would have answered as for GET */
 	evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-	                                        EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-	                                        EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
-	                                        EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+						EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+						EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+						EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
 	evhttp_set_bevcb(w->http, new_bev, w);
 	evhttp_set_gencb(w->http, on_request, w);
 	if (evhttp_bind_listener(w->http, w->listener) == NULL) {

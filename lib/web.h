@@ -37,9 +37,9 @@ struct web;
 
 struct web_options {
 	const char *listen_address; /* "0.0.0.0" if NULL */
-	int port;                   /* 0: any free port (see web_port) */
-	int max_connections;        /* <= 0: 64 */
-	int timeout;                /* seconds; <= 0: 10 */
+	int port;		    /* 0: any free port (see web_port) */
+	int max_connections;	    /* <= 0: 64 */
+	int timeout;		    /* seconds; <= 0: 10 */
 };
 
 /* live_metrics (may be NULL) gives this process's own metrics record
@@ -48,9 +48,8 @@ typedef json_t *(*web_live_metrics_fn)(void *arg);
 
 /* Bind and serve on base. NULL with a message when the address cannot be
  * bound. */
-struct web *web_new(struct event_base *base, const struct web_options *opt,
-    status_view_fn view, web_live_metrics_fn live_metrics, void *arg, char *err,
-    size_t errlen);
+struct web *web_new(struct event_base *base, const struct web_options *opt, status_view_fn view,
+		    web_live_metrics_fn live_metrics, void *arg, char *err, size_t errlen);
 /* The session behind the view is about to go: reads on it are abandoned
  * and the requests waiting for them get 503; cached answers are dropped. */
 void web_reset(struct web *w);

@@ -35,16 +35,16 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#define ZK_LOG_SLOTS 16
+#define ZK_LOG_SLOTS	  16
 #define ZK_MAKEPATH_TRIES 4
-#define ZK_RDELETE_TRIES 5
-#define ZK_RESTART_MIN 1.0  /* seconds before a failed session start is retried */
-#define ZK_RESTART_MAX 30.0
+#define ZK_RDELETE_TRIES  5
+#define ZK_RESTART_MIN	  1.0 /* seconds before a failed session start is retried */
+#define ZK_RESTART_MAX	  30.0
 
 struct zk_watch {
-	struct zk *zk;        /* immutable: read by the C client's threads */
+	struct zk *zk; /* immutable: read by the C client's threads */
 	struct zk_watch *prev, *next;
-	zk_watch_cb cb;       /* NULL once cancelled */
+	zk_watch_cb cb; /* NULL once cancelled */
 	void *arg;
 	const void *owner;
 	unsigned gen;
@@ -54,14 +54,14 @@ struct zk_call;
 struct zk_rdel;
 
 struct zk_rq {
-	struct zk *zk;        /* immutable: read by the C client's threads */
+	struct zk *zk;		   /* immutable: read by the C client's threads */
 	struct zk_rq *prev, *next; /* zk->rqs: every rq not yet processed */
-	unsigned gen;         /* the session it was sent in */
-	int queued;           /* its result is in the queue (set under qmu) */
+	unsigned gen;		   /* the session it was sent in */
+	int queued;		   /* its result is in the queue (set under qmu) */
 	struct zk_call *call;
 	struct zk_rdel *rdel; /* recursive delete: the tree node this is for */
 	enum zk_op_kind kind;
-	int step;             /* create: 0 target, 1 parent; rdel: 0 list, 1 delete */
+	int step; /* create: 0 target, 1 parent; rdel: 0 list, 1 delete */
 	char *path;
 	struct zk_watch *watch;
 	/* multi: the C client writes results (and created paths) into these
@@ -69,9 +69,9 @@ struct zk_rq {
 	int mcount;
 	zoo_op_t *mops;
 	zoo_op_result_t *mres;
-	char **mpaths;  /* our copies of the op paths */
-	char **mdata;   /* our copies of the op data */
-	char **mbufs;   /* created-path buffers */
+	char **mpaths; /* our copies of the op paths */
+	char **mdata;  /* our copies of the op data */
+	char **mbufs;  /* created-path buffers */
 };
 
 /* One znode of a recursive delete: its children first, then itself. */
@@ -80,8 +80,8 @@ struct zk_rdel {
 	struct zk_rdel *parent;
 	char *path;
 	int version;
-	int pending;  /* children not yet deleted */
-	int rc;       /* first error of a child */
+	int pending; /* children not yet deleted */
+	int rc;	     /* first error of a child */
 	int attempts;
 };
 
@@ -100,7 +100,7 @@ struct zk_call {
 	enum zk_op_kind kind;
 	char *path;
 	unsigned gen;
-	zk_result_cb cb;      /* NULL once cancelled */
+	zk_result_cb cb; /* NULL once cancelled */
 	void *arg;
 	const void *owner;
 	int always;
@@ -123,15 +123,15 @@ struct zk_call {
 	int attempts;
 	char *created;
 	int final_rc;
-	int outstanding;      /* rqs in flight */
+	int outstanding; /* rqs in flight */
 };
 
 enum zk_item_kind {
-	IT_RESULT,   /* rq completed (or failed to submit) */
-	IT_WATCH,    /* a watch fired */
-	IT_SESSION,  /* session state change of handle zh */
-	IT_TLS,      /* the C client logged a TLS failure */
-	IT_RELEASE,  /* the handle of generation gen is closed: drop its watches */
+	IT_RESULT,  /* rq completed (or failed to submit) */
+	IT_WATCH,   /* a watch fired */
+	IT_SESSION, /* session state change of handle zh */
+	IT_TLS,	    /* the C client logged a TLS failure */
+	IT_RELEASE, /* the handle of generation gen is closed: drop its watches */
 };
 
 struct zk_item {
@@ -145,7 +145,7 @@ struct zk_item {
 	int state;
 	zhandle_t *zh;
 	unsigned gen;
-	char *str;            /* watch path, created path, log message */
+	char *str; /* watch path, created path, log message */
 	char *value;
 	int len;
 	int has_stat;
@@ -157,7 +157,7 @@ struct zk_item {
 struct zk {
 	struct event_base *base;
 	char *hosts;
-	char *certstr;        /* "ca,cert,key" or NULL for plain TCP */
+	char *certstr; /* "ca,cert,key" or NULL for plain TCP */
 	double timeout;
 	zk_session_cb session_cb;
 	void *session_arg;
@@ -485,8 +485,11 @@ log_slot(int i, const char *line)
 	pthread_mutex_unlock(&slot_mu);
 }
 
-#define SLOT_FN(i) \
-	static void slot_cb_##i(const char *m) { log_slot(i, m); }
+#define SLOT_FN(i)                                                                                 \
+	static void slot_cb_##i(const char *m)                                                     \
+	{                                                                                          \
+		log_slot(i, m);                                                                    \
+	}
 SLOT_FN(0)
 SLOT_FN(1)
 SLOT_FN(2)
@@ -504,9 +507,8 @@ SLOT_FN(13)
 SLOT_FN(14)
 SLOT_FN(15)
 static const log_callback_fn slot_fns[ZK_LOG_SLOTS] = {
-	slot_cb_0, slot_cb_1, slot_cb_2, slot_cb_3, slot_cb_4, slot_cb_5, slot_cb_6, slot_cb_7,
-	slot_cb_8, slot_cb_9, slot_cb_10, slot_cb_11, slot_cb_12, slot_cb_13, slot_cb_14,
-	slot_cb_15,
+    slot_cb_0, slot_cb_1, slot_cb_2,  slot_cb_3,  slot_cb_4,  slot_cb_5,  slot_cb_6,  slot_cb_7,
+    slot_cb_8, slot_cb_9, slot_cb_10, slot_cb_11, slot_cb_12, slot_cb_13, slot_cb_14, slot_cb_15,
 };
 
 static ssize_t
@@ -689,8 +691,8 @@ rq_free(struct zk_rq *rq)
  */
 static void
 rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind kind, int step,
-    const char *path, const void *data, int len, int flags, int version, zk_watch_cb wcb,
-    void *warg, const void *wowner)
+	const char *path, const void *data, int len, int flags, int version, zk_watch_cb wcb,
+	void *warg, const void *wowner)
 {
 	struct zk_rq *rq = rq_new(zk);
 	zhandle_t *zh = zk->zh;
@@ -712,26 +714,26 @@ rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind ki
 		switch (kind) {
 		case ZK_OP_CREATE:
 			rc = zoo_acreate(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
-			    &ZOO_OPEN_ACL_UNSAFE, flags, c_string_done, rq);
+					 &ZOO_OPEN_ACL_UNSAFE, flags, c_string_done, rq);
 			break;
 		case ZK_OP_GET:
 			rc = zoo_awget(zh, path, rq->watch ? c_path_watcher : NULL, rq->watch,
-			    c_data_done, rq);
+				       c_data_done, rq);
 			break;
 		case ZK_OP_SET:
 			rc = zoo_aset(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
-			    version, c_stat_done, rq);
+				      version, c_stat_done, rq);
 			break;
 		case ZK_OP_DELETE:
 			rc = zoo_adelete(zh, path, version, c_void_done, rq);
 			break;
 		case ZK_OP_EXISTS:
 			rc = zoo_awexists(zh, path, rq->watch ? c_path_watcher : NULL, rq->watch,
-			    c_stat_done, rq);
+					  c_stat_done, rq);
 			break;
 		case ZK_OP_CHILDREN:
 			rc = zoo_awget_children(zh, path, rq->watch ? c_path_watcher : NULL,
-			    rq->watch, c_strings_done, rq);
+						rq->watch, c_strings_done, rq);
 			break;
 		default:
 			rc = ZBADARGUMENTS;
@@ -839,7 +841,7 @@ rdel_done(struct zk *zk, struct zk_rdel *rd, int rc)
 			rdel_done(zk, p, p->rc);
 		else
 			rq_send(zk, c, p, ZK_OP_DELETE, 1, p->path, NULL, 0, 0, p->version, NULL,
-			    NULL, NULL);
+				NULL, NULL);
 	}
 }
 
@@ -863,16 +865,16 @@ rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it)
 		} else if (it->rc != ZOK) {
 			rdel_done(zk, rd, it->rc);
 		} else if (it->count == 0) {
-			rq_send(zk, rd->call, rd, ZK_OP_DELETE, 1, rd->path, NULL, 0, 0, rd->version,
-			    NULL, NULL, NULL);
+			rq_send(zk, rd->call, rd, ZK_OP_DELETE, 1, rd->path, NULL, 0, 0,
+				rd->version, NULL, NULL, NULL);
 		} else {
 			rd->pending = it->count;
 			rd->rc = ZOK;
 			for (i = 0; i < it->count; i++) {
 				n = strlen(rd->path) + strlen(it->names[i]) + 2;
 				child = xmalloc(n);
-				snprintf(child, n, "%s/%s", strcmp(rd->path, "/") == 0 ? "" : rd->path,
-				    it->names[i]);
+				snprintf(child, n, "%s/%s",
+					 strcmp(rd->path, "/") == 0 ? "" : rd->path, it->names[i]);
 				rdel_start(zk, rdel_new(rd->call, rd, child, -1));
 				free(child);
 			}
@@ -904,7 +906,7 @@ create_with_parents(struct zk *zk, struct zk_call *c)
 	}
 	free(p);
 	rq_send(zk, c, NULL, ZK_OP_CREATE, 0, c->path, c->data, c->len, c->flags, 0, NULL, NULL,
-	    NULL);
+		NULL);
 }
 
 /* ---- processing queue items on the loop ------------------------------------ */
@@ -951,7 +953,7 @@ rq_result(struct zk *zk, struct zk_item *it)
 			rq_free(rq);
 			return;
 		}
-finish_create:
+	finish_create:
 		rq_free(rq);
 		memset(&r, 0, sizeof(r));
 		r.rc = c->final_rc;
@@ -967,17 +969,17 @@ finish_create:
 	r.count = it->count;
 	r.names = it->names;
 	if (rq->kind == ZK_OP_MULTI) {
-		struct zk_multi_result *mr = xcalloc((size_t)(rq->mcount ? rq->mcount : 1),
-		    sizeof(*mr));
+		struct zk_multi_result *mr =
+		    xcalloc((size_t)(rq->mcount ? rq->mcount : 1), sizeof(*mr));
 		int i, sent = rq->mres != NULL && it->rc != ZBADARGUMENTS;
 
 		for (i = 0; i < rq->mcount; i++) {
 			/* results are the server's only if the request was sent
 			 * and answered: else every op carries the overall rc */
-			mr[i].rc = sent && (it->rc == ZOK || it->rc < ZAPIERROR ||
-						  it->rc > ZSYSTEMERROR) ?
-			    rq->mres[i].err :
-			    it->rc;
+			mr[i].rc =
+			    sent && (it->rc == ZOK || it->rc < ZAPIERROR || it->rc > ZSYSTEMERROR)
+				? rq->mres[i].err
+				: it->rc;
 			if (mr[i].rc == ZOK && rq->mops[i].type != ZOO_DELETE_OP &&
 			    rq->mops[i].type != ZOO_SETDATA_OP && rq->mops[i].type != ZOO_CHECK_OP)
 				mr[i].path = rq->mbufs[i];
@@ -1088,15 +1090,15 @@ zk_start_handle(struct zk *zk)
 	zk->handle_connected = 0;
 	if (zk->certstr != NULL)
 		zh = zookeeper_init_ssl(zk->hosts, zk->certstr, c_session_watcher, ms, NULL, zk,
-		    ZOO_NO_LOG_CLIENTENV);
+					ZOO_NO_LOG_CLIENTENV);
 	else
 		zh = zookeeper_init(zk->hosts, c_session_watcher, ms, NULL, zk,
-		    ZOO_NO_LOG_CLIENTENV);
+				    ZOO_NO_LOG_CLIENTENV);
 	if (zh != NULL)
 		zk_tune_handle(zh);
 	if (zh == NULL) {
 		log_warn("zookeeper: cannot start a session with %s: %s; retrying in %.0f s",
-		    zk->hosts, strerror(errno), zk->restart_delay);
+			 zk->hosts, strerror(errno), zk->restart_delay);
 		tv = tv_of(zk->restart_delay);
 		evtimer_add(zk->restart_ev, &tv);
 		zk->restart_delay *= 2;
@@ -1127,12 +1129,12 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		zk->session_id = cid != NULL ? cid->client_id : 0;
 		if (zk->handle_connected) {
 			log_info("zookeeper: reconnected, session 0x%llx",
-			    (unsigned long long)zk->session_id);
+				 (unsigned long long)zk->session_id);
 			zk_emit(zk, ZK_EV_RECONNECTED);
 		} else {
 			zk->handle_connected = 1;
 			log_info("zookeeper: connected, session 0x%llx",
-			    (unsigned long long)zk->session_id);
+				 (unsigned long long)zk->session_id);
 			zk_emit(zk, ZK_EV_CONNECTED);
 		}
 	} else if (it->state == ZOO_CONNECTING_STATE || it->state == ZOO_ASSOCIATING_STATE) {
@@ -1140,11 +1142,11 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 			return;
 		zk->connected = 0;
 		log_warn("zookeeper: connection lost, session 0x%llx suspended",
-		    (unsigned long long)zk->session_id);
+			 (unsigned long long)zk->session_id);
 		zk_emit(zk, ZK_EV_SUSPENDED);
 	} else if (it->state == ZOO_EXPIRED_SESSION_STATE) {
 		log_warn("zookeeper: session 0x%llx expired; starting a new one",
-		    (unsigned long long)zk->session_id);
+			 (unsigned long long)zk->session_id);
 		zk_close_handle(zk, ZSESSIONEXPIRED);
 		zk_start_handle(zk);
 		zk_emit(zk, ZK_EV_EXPIRED);
@@ -1191,7 +1193,7 @@ zk_process(struct zk *zk, struct zk_item *it)
 
 			zk->tls_reported = 1;
 			log_warn("zookeeper: TLS connection to %s refused: %s", zk->hosts,
-			    why != NULL ? why + 3 : it->str);
+				 why != NULL ? why + 3 : it->str);
 			zk_emit(zk, ZK_EV_AUTH_FAILED);
 		}
 		break;
@@ -1278,12 +1280,12 @@ tls_check(const struct zk_options *opt, char *err, size_t errlen)
 	for (i = 0; i < 3; i++) {
 		if (strchr(files[i], ',') != NULL) {
 			snprintf(err, errlen, "zookeeper-tls %s path %s contains a comma", what[i],
-			    files[i]);
+				 files[i]);
 			return -1;
 		}
 		if ((f = fopen(files[i], "r")) == NULL) {
 			snprintf(err, errlen, "zookeeper-tls %s %s: %s", what[i], files[i],
-			    strerror(errno));
+				 strerror(errno));
 			return -1;
 		}
 		fclose(f);
@@ -1313,10 +1315,10 @@ tls_check(const struct zk_options *opt, char *err, size_t errlen)
 			i = 3;
 		if (i < 3)
 			snprintf(err, errlen, "zookeeper-tls %s %s: not usable (%s)", what[i],
-			    files[i], ebuf);
+				 files[i], ebuf);
 		else
 			snprintf(err, errlen, "zookeeper-tls key %s does not match certificate %s",
-			    opt->tls_key, opt->tls_cert);
+				 opt->tls_key, opt->tls_cert);
 	}
 	ERR_clear_error();
 	SSL_CTX_free(ctx);
@@ -1324,8 +1326,8 @@ tls_check(const struct zk_options *opt, char *err, size_t errlen)
 }
 
 struct zk *
-zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb session_cb,
-    void *arg, char *err, size_t errlen)
+zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb session_cb, void *arg,
+       char *err, size_t errlen)
 {
 	struct zk *zk;
 	int ntls;
@@ -1347,8 +1349,8 @@ zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb sess
 		return NULL;
 
 	pthread_once(&stream_once, stream_init);
-	zoo_set_debug_level(log_get_level() >= LOG_LVL_DEBUG ? ZOO_LOG_LEVEL_DEBUG :
-							       ZOO_LOG_LEVEL_ERROR);
+	zoo_set_debug_level(log_get_level() >= LOG_LVL_DEBUG ? ZOO_LOG_LEVEL_DEBUG
+							     : ZOO_LOG_LEVEL_ERROR);
 
 	zk = xcalloc(1, sizeof(*zk));
 	zk->log_slot = -1;
@@ -1378,14 +1380,15 @@ zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb sess
 	}
 	zk->log_slot = slot_take(zk);
 	if (zk->certstr != NULL)
-		zk->zh = zookeeper_init_ssl(zk->hosts, zk->certstr, c_session_watcher,
-		    (int)(zk->timeout * 1000), NULL, zk, ZOO_NO_LOG_CLIENTENV);
+		zk->zh =
+		    zookeeper_init_ssl(zk->hosts, zk->certstr, c_session_watcher,
+				       (int)(zk->timeout * 1000), NULL, zk, ZOO_NO_LOG_CLIENTENV);
 	else
 		zk->zh = zookeeper_init(zk->hosts, c_session_watcher, (int)(zk->timeout * 1000),
-		    NULL, zk, ZOO_NO_LOG_CLIENTENV);
+					NULL, zk, ZOO_NO_LOG_CLIENTENV);
 	if (zk->zh == NULL) {
 		snprintf(err, errlen, "zookeeper: bad hosts %s: %s", zk->hosts,
-		    errno == EINVAL ? "cannot parse or resolve" : strerror(errno));
+			 errno == EINVAL ? "cannot parse or resolve" : strerror(errno));
 		goto fail;
 	}
 	zk_tune_handle(zk->zh);
@@ -1597,7 +1600,8 @@ path_ok(const char *path, int sequence)
 			n = (size_t)(p - comp);
 			if (n == 0 && !(*p == '\0' && sequence))
 				return 0;
-			if ((n == 1 && comp[0] == '.') || (n == 2 && comp[0] == '.' && comp[1] == '.'))
+			if ((n == 1 && comp[0] == '.') ||
+			    (n == 2 && comp[0] == '.' && comp[1] == '.'))
 				return 0;
 			if (*p == '\0')
 				return 1;
@@ -1640,23 +1644,23 @@ submit(struct zk *zk, const struct zk_req *req)
 		if (c->len > 0)
 			memcpy(c->data, req->data, (size_t)c->len);
 		rq_send(zk, c, NULL, ZK_OP_CREATE, 0, req->path, c->data, c->len, c->flags, 0, NULL,
-		    NULL, NULL);
+			NULL, NULL);
 		break;
 	case ZK_OP_DELETE:
 		if (req->recursive)
 			rdel_start(zk, rdel_new(c, NULL, req->path, req->version));
 		else
 			rq_send(zk, c, NULL, ZK_OP_DELETE, 0, req->path, NULL, 0, 0, req->version,
-			    NULL, NULL, NULL);
+				NULL, NULL, NULL);
 		break;
 	case ZK_OP_SET:
 		rq_send(zk, c, NULL, ZK_OP_SET, 0, req->path, req->data,
-		    req->data != NULL && req->len > 0 ? req->len : 0, 0, req->version, NULL, NULL,
-		    NULL);
+			req->data != NULL && req->len > 0 ? req->len : 0, 0, req->version, NULL,
+			NULL, NULL);
 		break;
 	default:
 		rq_send(zk, c, NULL, req->kind, 0, req->path, NULL, 0, 0, 0, req->watch, req->warg,
-		    req->wowner);
+			req->wowner);
 		break;
 	}
 	return c;
@@ -1686,10 +1690,14 @@ pub_call(struct zk *zk, struct zk_req *req, enum zk_pub pub, void *arg)
 
 void
 zk_create(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
-    zk_string_cb cb, void *arg)
+	  zk_string_cb cb, void *arg)
 {
-	struct zk_req req = {.kind = ZK_OP_CREATE, .path = path, .data = data, .len = len,
-	    .flags = flags, .makepath = makepath};
+	struct zk_req req = {.kind = ZK_OP_CREATE,
+			     .path = path,
+			     .data = data,
+			     .len = len,
+			     .flags = flags,
+			     .makepath = makepath};
 
 	pub_call(zk, &req, PUB_STRING, arg)->pcb.s = cb;
 }
@@ -1697,18 +1705,18 @@ zk_create(struct zk *zk, const char *path, const void *data, int len, int flags,
 void
 zk_get(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_data_cb cb, void *arg)
 {
-	struct zk_req req = {.kind = ZK_OP_GET, .path = path, .watch = watch, .warg = warg,
-	    .wowner = warg};
+	struct zk_req req = {
+	    .kind = ZK_OP_GET, .path = path, .watch = watch, .warg = warg, .wowner = warg};
 
 	pub_call(zk, &req, PUB_DATA, arg)->pcb.d = cb;
 }
 
 void
 zk_set(struct zk *zk, const char *path, const void *data, int len, int version, zk_stat_cb cb,
-    void *arg)
+       void *arg)
 {
-	struct zk_req req = {.kind = ZK_OP_SET, .path = path, .data = data, .len = len,
-	    .version = version};
+	struct zk_req req = {
+	    .kind = ZK_OP_SET, .path = path, .data = data, .len = len, .version = version};
 
 	pub_call(zk, &req, PUB_STAT, arg)->pcb.st = cb;
 }
@@ -1716,28 +1724,27 @@ zk_set(struct zk *zk, const char *path, const void *data, int len, int version, 
 void
 zk_delete(struct zk *zk, const char *path, int version, int recursive, zk_void_cb cb, void *arg)
 {
-	struct zk_req req = {.kind = ZK_OP_DELETE, .path = path, .version = version,
-	    .recursive = recursive};
+	struct zk_req req = {
+	    .kind = ZK_OP_DELETE, .path = path, .version = version, .recursive = recursive};
 
 	pub_call(zk, &req, PUB_VOID, arg)->pcb.v = cb;
 }
 
 void
-zk_exists(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_stat_cb cb,
-    void *arg)
+zk_exists(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_stat_cb cb, void *arg)
 {
-	struct zk_req req = {.kind = ZK_OP_EXISTS, .path = path, .watch = watch, .warg = warg,
-	    .wowner = warg};
+	struct zk_req req = {
+	    .kind = ZK_OP_EXISTS, .path = path, .watch = watch, .warg = warg, .wowner = warg};
 
 	pub_call(zk, &req, PUB_STAT, arg)->pcb.st = cb;
 }
 
 void
 zk_children(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_children_cb cb,
-    void *arg)
+	    void *arg)
 {
-	struct zk_req req = {.kind = ZK_OP_CHILDREN, .path = path, .watch = watch, .warg = warg,
-	    .wowner = warg};
+	struct zk_req req = {
+	    .kind = ZK_OP_CHILDREN, .path = path, .watch = watch, .warg = warg, .wowner = warg};
 
 	pub_call(zk, &req, PUB_CHILDREN, arg)->pcb.c = cb;
 }
@@ -1786,14 +1793,14 @@ zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb
 		case ZK_MULTI_CREATE:
 			rq->mbufs[i] = xcalloc(1, 1024);
 			zoo_create_op_init(&rq->mops[i], rq->mpaths[i], rq->mdata[i], len,
-			    &ZOO_OPEN_ACL_UNSAFE, o->flags, rq->mbufs[i], 1024);
+					   &ZOO_OPEN_ACL_UNSAFE, o->flags, rq->mbufs[i], 1024);
 			break;
 		case ZK_MULTI_DELETE:
 			zoo_delete_op_init(&rq->mops[i], rq->mpaths[i], o->version);
 			break;
 		case ZK_MULTI_SET:
 			zoo_set_op_init(&rq->mops[i], rq->mpaths[i], rq->mdata[i], len, o->version,
-			    NULL);
+					NULL);
 			break;
 		case ZK_MULTI_CHECK:
 			zoo_check_op_init(&rq->mops[i], rq->mpaths[i], o->version);
@@ -1936,11 +1943,15 @@ zk_wait_connected(struct zk *zk, double timeout)
 }
 
 int
-zk_sync_create(struct zk *zk, const char *path, const void *data, int len, int flags,
-    int makepath, char **created_path)
+zk_sync_create(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
+	       char **created_path)
 {
-	struct zk_req req = {.kind = ZK_OP_CREATE, .path = path, .data = data, .len = len,
-	    .flags = flags, .makepath = makepath};
+	struct zk_req req = {.kind = ZK_OP_CREATE,
+			     .path = path,
+			     .data = data,
+			     .len = len,
+			     .flags = flags,
+			     .makepath = makepath};
 	struct zk_sync *s = sync_run(zk, &req);
 
 	if (created_path != NULL) {
@@ -1978,10 +1989,10 @@ zk_sync_get(struct zk *zk, const char *path, char **data, int *len, struct zk_st
 
 int
 zk_sync_set(struct zk *zk, const char *path, const void *data, int len, int version,
-    struct zk_stat *st)
+	    struct zk_stat *st)
 {
-	struct zk_req req = {.kind = ZK_OP_SET, .path = path, .data = data, .len = len,
-	    .version = version};
+	struct zk_req req = {
+	    .kind = ZK_OP_SET, .path = path, .data = data, .len = len, .version = version};
 	struct zk_sync *s = sync_run(zk, &req);
 
 	if (s != NULL && s->rc == ZOK && st != NULL)
@@ -1992,8 +2003,8 @@ zk_sync_set(struct zk *zk, const char *path, const void *data, int len, int vers
 int
 zk_sync_delete(struct zk *zk, const char *path, int version, int recursive)
 {
-	struct zk_req req = {.kind = ZK_OP_DELETE, .path = path, .version = version,
-	    .recursive = recursive};
+	struct zk_req req = {
+	    .kind = ZK_OP_DELETE, .path = path, .version = version, .recursive = recursive};
 
 	return sync_end(sync_run(zk, &req));
 }

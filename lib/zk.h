@@ -33,17 +33,17 @@ enum zk_event {
 	ZK_EV_CONNECTED,   /* a new session is established (first, or after EXPIRED) */
 	ZK_EV_SUSPENDED,   /* connection lost; the session may still be alive */
 	ZK_EV_RECONNECTED, /* connection back on the same session: ephemerals intact */
-	ZK_EV_EXPIRED,     /* session lost: our ephemerals and locks are gone; a new
-	                      session is started at once and CONNECTED follows */
+	ZK_EV_EXPIRED,	   /* session lost: our ephemerals and locks are gone; a new
+			      session is started at once and CONNECTED follows */
 	ZK_EV_AUTH_FAILED, /* TLS or auth refused (e.g. untrusted server certificate,
-	                      or one for another IP address); retried with back-off
-	                      like a lost connection, reported once until a session
-	                      is established */
+			      or one for another IP address); retried with back-off
+			      like a lost connection, reported once until a session
+			      is established */
 };
 
 struct zk_options {
 	const char *hosts;  /* "host:port[,host:port...][/chroot]"; required */
-	double timeout;     /* session timeout in seconds; <= 0 means 10 (zookeeper-timeout) */
+	double timeout;	    /* session timeout in seconds; <= 0 means 10 (zookeeper-timeout) */
 	const char *tls_ca; /* PEM files; all three set (TLS) or all NULL (plain TCP) */
 	const char *tls_cert;
 	const char *tls_key;
@@ -60,8 +60,7 @@ struct zk_stat {
 
 typedef void (*zk_session_cb)(struct zk *zk, enum zk_event ev, void *arg);
 /* data is NUL-terminated for convenience (len excludes it); NULL when rc != ZOK. */
-typedef void (*zk_data_cb)(int rc, const char *data, int len, const struct zk_stat *st,
-    void *arg);
+typedef void (*zk_data_cb)(int rc, const char *data, int len, const struct zk_stat *st, void *arg);
 /* path: the created znode's path (with its sequence suffix), NULL when rc != ZOK. */
 typedef void (*zk_string_cb)(int rc, const char *path, void *arg);
 typedef void (*zk_stat_cb)(int rc, const struct zk_stat *st, void *arg);
@@ -80,8 +79,8 @@ typedef void (*zk_watch_cb)(int type, const char *path, void *arg);
  * The server must present a certificate from tls_ca whose IP SANs (if it
  * has any) include the address connected to (mk/zkclient-tls.patch).
  */
-struct zk *zk_new(struct event_base *base, const struct zk_options *opt,
-    zk_session_cb session_cb, void *arg, char *err, size_t errlen);
+struct zk *zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb session_cb,
+		  void *arg, char *err, size_t errlen);
 /*
  * Close the session (the server deletes our ephemerals) and free it.
  * Requests in flight are let finish first (up to the session timeout, or 1 s
@@ -125,18 +124,18 @@ void zk_cancel(struct zk *zk, const void *arg);
  * ZNONODE. Watches set in a session that expired are dropped without a call
  * (the EXPIRED event says to re-read).
  */
-void zk_create(struct zk *zk, const char *path, const void *data, int len, int flags,
-    int makepath, zk_string_cb cb, void *arg);
+void zk_create(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
+	       zk_string_cb cb, void *arg);
 void zk_get(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_data_cb cb,
-    void *arg);
-void zk_set(struct zk *zk, const char *path, const void *data, int len, int version,
-    zk_stat_cb cb, void *arg);
+	    void *arg);
+void zk_set(struct zk *zk, const char *path, const void *data, int len, int version, zk_stat_cb cb,
+	    void *arg);
 void zk_delete(struct zk *zk, const char *path, int version, int recursive, zk_void_cb cb,
-    void *arg);
+	       void *arg);
 void zk_exists(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_stat_cb cb,
-    void *arg);
-void zk_children(struct zk *zk, const char *path, zk_watch_cb watch, void *warg,
-    zk_children_cb cb, void *arg);
+	       void *arg);
+void zk_children(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_children_cb cb,
+		 void *arg);
 
 /*
  * Atomic multi-operation (ZooKeeper's multi/transaction): every op is
@@ -155,17 +154,15 @@ struct zk_multi_op {
 	const char *path;
 	const void *data; /* create, set (NULL with len 0: empty) */
 	int len;
-	int flags;        /* create: ZOO_EPHEMERAL | ZOO_SEQUENCE */
-	int version;      /* delete, set (-1 any); check (the version required) */
+	int flags;   /* create: ZOO_EPHEMERAL | ZOO_SEQUENCE */
+	int version; /* delete, set (-1 any); check (the version required) */
 };
 struct zk_multi_result {
 	int rc;
 	const char *path; /* create: the created path */
 };
-typedef void (*zk_multi_cb)(int rc, int count, const struct zk_multi_result *results,
-    void *arg);
-void zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb,
-    void *arg);
+typedef void (*zk_multi_cb)(int rc, int count, const struct zk_multi_result *results, void *arg);
+void zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);
 
 /*
  * Synchronous forms for command-line tools and tests: they run the loop
@@ -178,10 +175,10 @@ void zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_
  */
 int zk_wait_connected(struct zk *zk, double timeout);
 int zk_sync_create(struct zk *zk, const char *path, const void *data, int len, int flags,
-    int makepath, char **created_path);
+		   int makepath, char **created_path);
 int zk_sync_get(struct zk *zk, const char *path, char **data, int *len, struct zk_stat *st);
 int zk_sync_set(struct zk *zk, const char *path, const void *data, int len, int version,
-    struct zk_stat *st);
+		struct zk_stat *st);
 int zk_sync_delete(struct zk *zk, const char *path, int version, int recursive);
 int zk_sync_exists(struct zk *zk, const char *path, struct zk_stat *st);
 int zk_sync_children(struct zk *zk, const char *path, int *count, char ***names);
@@ -197,7 +194,7 @@ void zk_strings_free(int count, char **names);
  * (parsed from the "__lock__" suffix, not the lowest name).
  */
 enum {
-	ZK_LOCK_BUSY = -1000,   /* non-blocking acquire: someone else holds it */
+	ZK_LOCK_BUSY = -1000,	/* non-blocking acquire: someone else holds it */
 	ZK_LOCK_TIMEOUT = -1001 /* blocking acquire: timed out */
 };
 /* ZK_LOCK_NO_RESURRECT: create only the last path component of a missing lock
@@ -211,8 +208,7 @@ struct zk_lock;
 typedef void (*zk_lock_cb)(struct zk_lock *lock, int rc, void *arg);
 
 /* path and identifier (NULL = empty) are copied. */
-struct zk_lock *zk_lock_new(struct zk *zk, const char *path, const char *identifier,
-    int flags);
+struct zk_lock *zk_lock_new(struct zk *zk, const char *path, const char *identifier, int flags);
 /*
  * timeout: 0 = non-blocking (our contender is removed again if we are not
  * the lowest), < 0 = wait forever, > 0 = wait that many seconds watching the
@@ -269,27 +265,27 @@ int zk_lock_sync_contenders(struct zk *zk, const char *path, int *count, char **
  * Used for /nodepool/nodes, /nodepool/requests, /nodepool/components/<kind>.
  */
 enum zk_cache_event {
-	ZK_CACHE_ADDED,   /* child appeared (with data if ZK_CACHE_DATA) */
+	ZK_CACHE_ADDED,	  /* child appeared (with data if ZK_CACHE_DATA) */
 	ZK_CACHE_UPDATED, /* data changed, or lock contenders appeared/vanished */
 	ZK_CACHE_REMOVED, /* child deleted; entry is still valid during the call */
 	ZK_CACHE_SYNCED,  /* the initial listing (or a post-expiry relisting) is
-	                     complete; name is NULL, entry is NULL */
+			     complete; name is NULL, entry is NULL */
 };
-#define ZK_CACHE_DATA 0x1  /* fetch and watch each child's data */
+#define ZK_CACHE_DATA  0x1 /* fetch and watch each child's data */
 #define ZK_CACHE_LOCKS 0x2 /* watch each child's "lock" subdir: entry->locked */
 
 struct zk_cache_entry {
-	const char *name;     /* child name, e.g. "0000000042" */
-	const char *data;     /* NUL-terminated, NULL until read or if empty */
+	const char *name; /* child name, e.g. "0000000042" */
+	const char *data; /* NUL-terminated, NULL until read or if empty */
 	int len;
 	struct zk_stat stat;
-	int locked;           /* ZK_CACHE_LOCKS: number of contenders under <child>/lock */
-	void *obj;            /* decoded object (zk_cache_set_codec), NULL if undecodable */
+	int locked; /* ZK_CACHE_LOCKS: number of contenders under <child>/lock */
+	void *obj;  /* decoded object (zk_cache_set_codec), NULL if undecodable */
 };
 
 struct zk_cache;
 typedef void (*zk_cache_cb)(struct zk_cache *cache, enum zk_cache_event ev,
-    const struct zk_cache_entry *entry, void *arg);
+			    const struct zk_cache_entry *entry, void *arg);
 /* decode returns a new object or NULL (malformed: logged by the cache, entry
  * kept with obj NULL); free_obj frees one. */
 typedef void *(*zk_cache_decode_fn)(const char *name, const char *data, int len);
@@ -303,11 +299,11 @@ typedef void (*zk_cache_free_fn)(void *obj);
  * the number of contenders changes. After a lost connection (same session)
  * what changed meanwhile is reported as it is read again.
  */
-struct zk_cache *zk_cache_new(struct zk *zk, const char *path, unsigned flags,
-    zk_cache_cb cb, void *arg);
+struct zk_cache *zk_cache_new(struct zk *zk, const char *path, unsigned flags, zk_cache_cb cb,
+			      void *arg);
 /* Set before the first event: objects are decoded once per data change. */
 void zk_cache_set_codec(struct zk_cache *cache, zk_cache_decode_fn decode,
-    zk_cache_free_fn free_obj);
+			zk_cache_free_fn free_obj);
 /* No callback after this; may be called from the cache's own callback.
  * Free before the zk. NULL is a no-op. */
 void zk_cache_free(struct zk_cache *cache);

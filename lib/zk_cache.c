@@ -34,24 +34,24 @@ struct ent {
 	char *name;
 	char *data;
 	struct ent *hnext;
-	unsigned mark;      /* the listing that last saw it */
-	int visible;        /* ADDED was delivered */
+	unsigned mark; /* the listing that last saw it */
+	int visible;   /* ADDED was delivered */
 	int have_data;
-	int gone;           /* a read found it deleted */
+	int gone; /* a read found it deleted */
 	int data_armed, data_busy;
 	int kids_armed, kids_busy;
 	int lock_armed, lock_busy;
-	int loading;        /* initial reads in flight (need) */
+	int loading; /* initial reads in flight (need) */
 	int need;
-	int in_sync;        /* counted in the cache's sync_pending */
-	int64_t old_mzxid;  /* before a reload, to compare */
+	int in_sync;	   /* counted in the cache's sync_pending */
+	int64_t old_mzxid; /* before a reload, to compare */
 	int old_locked;
 };
 
 struct zk_cache {
 	struct zk *zk;
 	char *path;
-	char *prefix;       /* path, or "" for "/": child paths are prefix/name */
+	char *prefix; /* path, or "" for "/": child paths are prefix/name */
 	size_t plen;
 	unsigned flags;
 	zk_cache_cb cb;
@@ -61,24 +61,24 @@ struct zk_cache {
 
 	struct ent **buckets;
 	size_t nbuckets;
-	size_t count;       /* all entries */
+	size_t count; /* all entries */
 	size_t nvisible;
 	unsigned mark;
-	unsigned gen;       /* the session generation our reads belong to */
+	unsigned gen; /* the session generation our reads belong to */
 
-	int created;        /* the path exists (we made sure) */
+	int created; /* the path exists (we made sure) */
 	int root_armed, root_busy, root_again;
 	int synced;
-	int syncing;        /* a load phase: initial, or after an expiry */
-	int sync_listed;    /* its first listing has been processed */
-	int sync_pending;   /* entries of the phase still loading */
-	int reload;         /* a new session must reload everything */
+	int syncing;	  /* a load phase: initial, or after an expiry */
+	int sync_listed;  /* its first listing has been processed */
+	int sync_pending; /* entries of the phase still loading */
+	int reload;	  /* a new session must reload everything */
 
 	const struct zk_cache_entry **arr;
 	size_t arrcap;
 	int arr_dirty;
 
-	int depth;          /* inside our callbacks: free is deferred */
+	int depth; /* inside our callbacks: free is deferred */
 	int freed;
 	struct zk_listener listener;
 };
@@ -276,7 +276,7 @@ loaded(struct zk_cache *c, struct ent *e)
 		}
 	} else {
 		changed = ((c->flags & ZK_CACHE_DATA) && e->pub.stat.mzxid != e->old_mzxid) ||
-		    ((c->flags & ZK_CACHE_LOCKS) && e->pub.locked != e->old_locked);
+			  ((c->flags & ZK_CACHE_LOCKS) && e->pub.locked != e->old_locked);
 		if (changed)
 			emit(c, ZK_CACHE_UPDATED, e);
 	}
@@ -309,8 +309,8 @@ static void
 read_kids(struct zk_cache *c, struct ent *e)
 {
 	char *p = child_path(c, e->name, "");
-	struct zk_req req = {.kind = ZK_OP_CHILDREN, .path = p, .cb = kids_read, .arg = c,
-	    .owner = c};
+	struct zk_req req = {
+	    .kind = ZK_OP_CHILDREN, .path = p, .cb = kids_read, .arg = c, .owner = c};
 
 	if (!e->kids_armed) {
 		req.watch = ent_watch;
@@ -326,8 +326,8 @@ static void
 read_lock(struct zk_cache *c, struct ent *e)
 {
 	char *p = child_path(c, e->name, "/lock");
-	struct zk_req req = {.kind = ZK_OP_CHILDREN, .path = p, .cb = lock_read, .arg = c,
-	    .owner = c};
+	struct zk_req req = {
+	    .kind = ZK_OP_CHILDREN, .path = p, .cb = lock_read, .arg = c, .owner = c};
 
 	if (!e->lock_armed) {
 		req.watch = ent_watch;
@@ -388,8 +388,8 @@ set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 			c->free_obj(e->pub.obj);
 		e->pub.obj = c->decode(e->name, r->value, r->len);
 		if (e->pub.obj == NULL)
-			log_warn("zk cache %s: cannot decode %s (%d bytes); kept undecoded", c->path,
-			    e->name, r->len);
+			log_warn("zk cache %s: cannot decode %s (%d bytes); kept undecoded",
+				 c->path, e->name, r->len);
 	}
 }
 
@@ -398,7 +398,7 @@ static int
 transient(int rc)
 {
 	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED ||
-	    rc == ZINVALIDSTATE || rc == ZSESSIONMOVED || rc == ZCLOSING;
+	       rc == ZINVALIDSTATE || rc == ZSESSIONMOVED || rc == ZCLOSING;
 }
 
 /*
@@ -675,8 +675,8 @@ root_watch(int type, const char *path, void *arg)
 static void
 list_root(struct zk_cache *c)
 {
-	struct zk_req req = {.kind = ZK_OP_CHILDREN, .path = c->path, .cb = root_listed, .arg = c,
-	    .owner = c};
+	struct zk_req req = {
+	    .kind = ZK_OP_CHILDREN, .path = c->path, .cb = root_listed, .arg = c, .owner = c};
 
 	if (!c->created) {
 		start(c);
@@ -717,8 +717,12 @@ root_created(const struct zk_result *r, void *arg)
 static void
 start(struct zk_cache *c)
 {
-	struct zk_req req = {.kind = ZK_OP_CREATE, .path = c->path, .makepath = 1,
-	    .cb = root_created, .arg = c, .owner = c};
+	struct zk_req req = {.kind = ZK_OP_CREATE,
+			     .path = c->path,
+			     .makepath = 1,
+			     .cb = root_created,
+			     .arg = c,
+			     .owner = c};
 
 	if (c->root_busy)
 		return;
@@ -850,7 +854,7 @@ static int
 by_name(const void *a, const void *b)
 {
 	return strcmp((*(const struct zk_cache_entry *const *)a)->name,
-	    (*(const struct zk_cache_entry *const *)b)->name);
+		      (*(const struct zk_cache_entry *const *)b)->name);
 }
 
 int

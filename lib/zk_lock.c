@@ -47,17 +47,17 @@ struct lock_create {
 
 struct zk_lock {
 	struct zk *zk;
-	char *path;        /* the lock directory */
+	char *path; /* the lock directory */
 	char *ident;
 	int identlen;
 	int flags;
 	char prefix[41];   /* "<32 hex>__lock__", fixed for the lock's life */
 	char *create_path; /* path + "/" + prefix */
-	char *node;        /* our contender's name in the directory, or NULL */
+	char *node;	   /* our contender's name in the directory, or NULL */
 	enum lock_state state;
-	int create_tried;  /* a create was sent: look for it before creating again */
-	int piped;         /* listings sent right behind our create, not yet back */
-	int piped_used;    /* the one for the current contender was consumed */
+	int create_tried; /* a create was sent: look for it before creating again */
+	int piped;	  /* listings sent right behind our create, not yet back */
+	int piped_used;	  /* the one for the current contender was consumed */
 	int blocking;
 	struct event *deadline;
 	struct event *retry;
@@ -66,11 +66,11 @@ struct zk_lock {
 	struct lock_create *creating;
 	zk_lock_cb cb;
 	void *cbarg;
-	zk_void_cb rcb;     /* DROPPING for a release */
+	zk_void_cb rcb; /* DROPPING for a release */
 	void *rarg;
-	int drop_rc;        /* DROPPING for a failed acquisition: what to report */
-	int drop_release;   /* DROPPING for a release (else for an acquisition) */
-	char watch_owner;   /* its address tags the predecessor watch */
+	int drop_rc;	  /* DROPPING for a failed acquisition: what to report */
+	int drop_release; /* DROPPING for a release (else for an acquisition) */
+	char watch_owner; /* its address tags the predecessor watch */
 	struct zk_listener listener;
 };
 
@@ -102,7 +102,7 @@ static int
 transient(int rc)
 {
 	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED ||
-	    rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
+	       rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
 }
 
 static void
@@ -188,7 +188,7 @@ drop_done(const struct zk_result *r, void *arg)
 	}
 	if (r->rc != ZOK && r->rc != ZNONODE && r->rc != ZSESSIONEXPIRED)
 		log_warn("zk lock %s: cannot delete contender %s: %s", lock->path, lock->node,
-		    zk_strerror(r->rc));
+			 zk_strerror(r->rc));
 	free(lock->node);
 	lock->node = NULL;
 	if (!lock->drop_release) {
@@ -206,8 +206,8 @@ static void
 step_drop(struct zk_lock *lock)
 {
 	char *p = malloc(strlen(lock->path) + strlen(lock->node) + 2);
-	struct zk_req req = {.kind = ZK_OP_DELETE, .version = -1, .cb = drop_done, .arg = lock,
-	    .owner = lock};
+	struct zk_req req = {
+	    .kind = ZK_OP_DELETE, .version = -1, .cb = drop_done, .arg = lock, .owner = lock};
 
 	if (p == NULL)
 		abort();
@@ -312,9 +312,14 @@ list_done(const struct zk_result *r, void *arg)
 		abort();
 	sprintf(p, "%s/%s", lock->path, pred);
 	{
-		struct zk_req req = {.kind = ZK_OP_GET, .path = p, .watch = pred_watch,
-		    .warg = lock, .wowner = &lock->watch_owner, .cb = pred_done, .arg = lock,
-		    .owner = lock};
+		struct zk_req req = {.kind = ZK_OP_GET,
+				     .path = p,
+				     .watch = pred_watch,
+				     .warg = lock,
+				     .wowner = &lock->watch_owner,
+				     .cb = pred_done,
+				     .arg = lock,
+				     .owner = lock};
 
 		zk_submit(lock->zk, &req);
 	}
@@ -324,8 +329,11 @@ list_done(const struct zk_result *r, void *arg)
 static void
 step_list(struct zk_lock *lock)
 {
-	struct zk_req req = {.kind = ZK_OP_CHILDREN, .path = lock->path, .cb = list_done,
-	    .arg = lock, .owner = lock};
+	struct zk_req req = {.kind = ZK_OP_CHILDREN,
+			     .path = lock->path,
+			     .cb = list_done,
+			     .arg = lock,
+			     .owner = lock};
 
 	zk_submit(lock->zk, &req);
 }
@@ -374,9 +382,12 @@ create_done(const struct zk_result *r, void *arg)
 		if (lock->piped == 0)
 			step_list(lock);
 	} else if (r->rc == ZNONODE) {
-		struct zk_req req = {.kind = ZK_OP_CREATE, .path = lock->path,
-		    .makepath = !(lock->flags & ZK_LOCK_NO_RESURRECT), .cb = dir_done, .arg = lock,
-		    .owner = lock};
+		struct zk_req req = {.kind = ZK_OP_CREATE,
+				     .path = lock->path,
+				     .makepath = !(lock->flags & ZK_LOCK_NO_RESURRECT),
+				     .cb = dir_done,
+				     .arg = lock,
+				     .owner = lock};
 
 		lock->create_tried = 0; /* certainly not created */
 		zk_submit(lock->zk, &req);
@@ -437,8 +448,11 @@ step_create(struct zk_lock *lock)
 
 	if (lock->create_tried) {
 		/* the last create may have been made without our hearing of it */
-		struct zk_req req = {.kind = ZK_OP_CHILDREN, .path = lock->path, .cb = find_done,
-		    .arg = lock, .owner = lock};
+		struct zk_req req = {.kind = ZK_OP_CHILDREN,
+				     .path = lock->path,
+				     .cb = find_done,
+				     .arg = lock,
+				     .owner = lock};
 
 		zk_submit(lock->zk, &req);
 		return;
@@ -451,15 +465,22 @@ step_create(struct zk_lock *lock)
 	lock->creating = lc;
 	lock->create_tried = 1;
 	{
-		struct zk_req req = {.kind = ZK_OP_CREATE, .path = lock->create_path,
-		    .data = lock->ident, .len = lock->identlen,
-		    .flags = ZOO_EPHEMERAL | ZOO_SEQUENCE, .cb = create_done, .arg = lc,
-		    .always = 1};
+		struct zk_req req = {.kind = ZK_OP_CREATE,
+				     .path = lock->create_path,
+				     .data = lock->ident,
+				     .len = lock->identlen,
+				     .flags = ZOO_EPHEMERAL | ZOO_SEQUENCE,
+				     .cb = create_done,
+				     .arg = lc,
+				     .always = 1};
 		/* The listing goes out right behind the create: one session's
 		 * requests are served in order, so it includes our contender and
 		 * the acquisition takes one round trip instead of two. */
-		struct zk_req list = {.kind = ZK_OP_CHILDREN, .path = lock->path,
-		    .cb = piped_list_done, .arg = lock, .owner = lock};
+		struct zk_req list = {.kind = ZK_OP_CHILDREN,
+				      .path = lock->path,
+				      .cb = piped_list_done,
+				      .arg = lock,
+				      .owner = lock};
 
 		zk_submit(lock->zk, &req);
 		lock->piped++;
@@ -576,7 +597,7 @@ zk_lock_acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *arg)
 
 	if (lock->state != L_IDLE) {
 		log_warn("zk lock %s: acquire while %s", lock->path,
-		    lock->state == L_HELD ? "held" : "busy");
+			 lock->state == L_HELD ? "held" : "busy");
 		if (cb != NULL)
 			cb(lock, ZBADARGUMENTS, arg);
 		return;
@@ -747,8 +768,10 @@ zk_lock_sync_acquire(struct zk_lock *lock, double timeout)
 	zk_lock_acquire(lock, timeout, sync_lock_cb, &w);
 	/* the lock's own deadline ends it; the margin covers removing our
 	 * contender afterwards */
-	run_until(lock->zk, &w.done, timeout < 0 ? -1 :
-	    (timeout > 0 ? timeout : zk_timeout(lock->zk)) + 2 * zk_timeout(lock->zk));
+	run_until(lock->zk, &w.done,
+		  timeout < 0
+		      ? -1
+		      : (timeout > 0 ? timeout : zk_timeout(lock->zk)) + 2 * zk_timeout(lock->zk));
 	if (!w.done) {
 		lock->cb = NULL;
 		lock->rcb = NULL;
@@ -780,8 +803,8 @@ struct contenders {
 	void *arg;
 	char *path;
 	int n;
-	char **names;   /* contender names, sorted by sequence */
-	char **idents;  /* their data; NULL: vanished meanwhile */
+	char **names;  /* contender names, sorted by sequence */
+	char **idents; /* their data; NULL: vanished meanwhile */
 	int pending;
 	int rc;
 	int closing;
@@ -887,8 +910,11 @@ contender_list(const struct zk_result *r, void *arg)
 		g->i = i;
 		sprintf(p, "%s/%s", c->path, c->names[i]);
 		{
-			struct zk_req req = {.kind = ZK_OP_GET, .path = p, .cb = contender_data,
-			    .arg = g, .always = 1};
+			struct zk_req req = {.kind = ZK_OP_GET,
+					     .path = p,
+					     .cb = contender_data,
+					     .arg = g,
+					     .always = 1};
 
 			zk_submit(c->zk, &req);
 		}
@@ -900,8 +926,8 @@ void
 zk_lock_contenders(struct zk *zk, const char *path, zk_children_cb cb, void *arg)
 {
 	struct contenders *c = calloc(1, sizeof(*c));
-	struct zk_req req = {.kind = ZK_OP_CHILDREN, .path = path, .cb = contender_list,
-	    .always = 1};
+	struct zk_req req = {
+	    .kind = ZK_OP_CHILDREN, .path = path, .cb = contender_list, .always = 1};
 
 	if (c == NULL || (c->path = strdup(path != NULL ? path : "")) == NULL)
 		abort();

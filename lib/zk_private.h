@@ -16,15 +16,15 @@
 /* The outcome of one operation, valid only during the callback. */
 struct zk_result {
 	int rc;
-	const char *path;   /* the path as submitted */
-	unsigned gen;       /* session generation the operation was submitted in */
-	const char *value;  /* get: the data (NUL-terminated; NULL unless ZOK);
-	                       create: the created path (NULL unless ZOK) */
-	int len;            /* get: data length */
+	const char *path;	    /* the path as submitted */
+	unsigned gen;		    /* session generation the operation was submitted in */
+	const char *value;	    /* get: the data (NUL-terminated; NULL unless ZOK);
+				       create: the created path (NULL unless ZOK) */
+	int len;		    /* get: data length */
 	const struct zk_stat *stat; /* get, set, exists: NULL unless ZOK */
-	int count;          /* children */
+	int count;		    /* children */
 	char *const *names;
-	int mcount;         /* multi: per-op results */
+	int mcount; /* multi: per-op results */
 	const struct zk_multi_result *mres;
 };
 typedef void (*zk_result_cb)(const struct zk_result *r, void *arg);
@@ -55,10 +55,10 @@ struct zk_req {
 	const char *path;
 	const void *data; /* create, set; NULL with len 0 stores empty data */
 	int len;
-	int flags;        /* create: ZOO_EPHEMERAL | ZOO_SEQUENCE */
-	int version;      /* set, delete */
-	int makepath;     /* create */
-	int recursive;    /* delete */
+	int flags;	   /* create: ZOO_EPHEMERAL | ZOO_SEQUENCE */
+	int version;	   /* set, delete */
+	int makepath;	   /* create */
+	int recursive;	   /* delete */
 	zk_watch_cb watch; /* get, exists, children */
 	void *warg;
 	const void *wowner;

@@ -26,27 +26,27 @@
 /* ---- names ------------------------------------------------------------------ */
 
 static const char *const type_names[IPC_TYPE_COUNT] = {
-	[IPC_READY] = "READY",
-	[IPC_STATUS] = "STATUS",
-	[IPC_CONFIG_ACK] = "CONFIG_ACK",
-	[IPC_DUMP_REPLY] = "DUMP_REPLY",
-	[IPC_CONFIG] = "CONFIG",
-	[IPC_STATUS_REQ] = "STATUS_REQ",
-	[IPC_STOP] = "STOP",
-	[IPC_DUMP_REQ] = "DUMP_REQ",
-	[IPC_CTL_STATUS] = "CTL_STATUS",
-	[IPC_CTL_RESTART] = "CTL_RESTART",
-	[IPC_CTL_RELOAD] = "CTL_RELOAD",
-	[IPC_CTL_STOP] = "CTL_STOP",
-	[IPC_CTL_STATUS_REPLY] = "CTL_STATUS_REPLY",
-	[IPC_CTL_RESULT] = "CTL_RESULT",
+    [IPC_READY] = "READY",
+    [IPC_STATUS] = "STATUS",
+    [IPC_CONFIG_ACK] = "CONFIG_ACK",
+    [IPC_DUMP_REPLY] = "DUMP_REPLY",
+    [IPC_CONFIG] = "CONFIG",
+    [IPC_STATUS_REQ] = "STATUS_REQ",
+    [IPC_STOP] = "STOP",
+    [IPC_DUMP_REQ] = "DUMP_REQ",
+    [IPC_CTL_STATUS] = "CTL_STATUS",
+    [IPC_CTL_RESTART] = "CTL_RESTART",
+    [IPC_CTL_RELOAD] = "CTL_RELOAD",
+    [IPC_CTL_STOP] = "CTL_STOP",
+    [IPC_CTL_STATUS_REPLY] = "CTL_STATUS_REPLY",
+    [IPC_CTL_RESULT] = "CTL_RESULT",
 };
 
 static const char *const ws_names[IPC_WS_COUNT] = {
-	"starting", "running", "paused", "draining", "stopping",
+    "starting", "running", "paused", "draining", "stopping",
 };
 static const char *const zk_names[IPC_ZK_COUNT] = {
-	"unknown", "connecting", "connected", "suspended", "expired",
+    "unknown", "connecting", "connected", "suspended", "expired",
 };
 static const char *const kind_names[IPC_KIND_COUNT] = {"provider", "builder"};
 
@@ -128,15 +128,15 @@ ipc_child_kind_parse(const char *name)
 /* ---- the catalogue as field tables ------------------------------------------ */
 
 enum fkind {
-	F_STR,     /* char *, required string */
+	F_STR,	   /* char *, required string */
 	F_STR_NIL, /* char *, string or nil (NULL) */
-	F_INT,     /* int64_t, any */
-	F_UINT,    /* int64_t, >= 0 */
-	F_BOOL,    /* bool */
-	F_ENUM,    /* int, wire: one of names[] */
-	F_STRV,    /* struct ipc_strv, wire: array of str */
+	F_INT,	   /* int64_t, any */
+	F_UINT,	   /* int64_t, >= 0 */
+	F_BOOL,	   /* bool */
+	F_ENUM,	   /* int, wire: one of names[] */
+	F_STRV,	   /* struct ipc_strv, wire: array of str */
 	F_COUNTS,  /* struct ipc_counts, wire: map str -> uint */
-	F_LIST     /* struct ipc_pools / ipc_workers, wire: array of maps (item) */
+	F_LIST	   /* struct ipc_pools / ipc_workers, wire: array of maps (item) */
 };
 
 struct item_desc;
@@ -144,7 +144,7 @@ struct item_desc;
 struct field {
 	const char *key;
 	enum fkind kind;
-	size_t off; /* in struct ipc_msg, or in the item struct for list items */
+	size_t off;		  /* in struct ipc_msg, or in the item struct for list items */
 	const char *const *names; /* F_ENUM */
 	int nnames;
 	const struct item_desc *item; /* F_LIST */
@@ -166,110 +166,121 @@ struct any_list {
 	size_t n;
 };
 _Static_assert(sizeof(struct ipc_pools) == sizeof(struct any_list) &&
-	offsetof(struct ipc_pools, v) == offsetof(struct any_list, v) &&
-	offsetof(struct ipc_pools, n) == offsetof(struct any_list, n), "ipc_pools layout");
+		   offsetof(struct ipc_pools, v) == offsetof(struct any_list, v) &&
+		   offsetof(struct ipc_pools, n) == offsetof(struct any_list, n),
+	       "ipc_pools layout");
 _Static_assert(sizeof(struct ipc_workers) == sizeof(struct any_list) &&
-	offsetof(struct ipc_workers, v) == offsetof(struct any_list, v) &&
-	offsetof(struct ipc_workers, n) == offsetof(struct any_list, n), "ipc_workers layout");
+		   offsetof(struct ipc_workers, v) == offsetof(struct any_list, v) &&
+		   offsetof(struct ipc_workers, n) == offsetof(struct any_list, n),
+	       "ipc_workers layout");
 
 #define MAX_FIELDS 16
-#define M(member) offsetof(struct ipc_msg, u.member)
-#define FLD(k, kind, off) {k, kind, off, NULL, 0, NULL}
-#define FENUM(k, off, names) {k, F_ENUM, off, names, (int)(sizeof(names) / sizeof(names[0])), NULL}
-#define FLIST(k, off, desc) {k, F_LIST, off, NULL, 0, &desc}
+#define M(member)  offsetof(struct ipc_msg, u.member)
+#define FLD(k, kind, off)                                                                          \
+	{                                                                                          \
+		k, kind, off, NULL, 0, NULL                                                        \
+	}
+#define FENUM(k, off, names)                                                                       \
+	{                                                                                          \
+		k, F_ENUM, off, names, (int)(sizeof(names) / sizeof(names[0])), NULL               \
+	}
+#define FLIST(k, off, desc)                                                                        \
+	{                                                                                          \
+		k, F_LIST, off, NULL, 0, &desc                                                     \
+	}
 #define NF(a) (sizeof(a) / sizeof(a[0]))
 
 static const struct field ready_fields[] = {
-	FLD("provider", F_STR, M(ready.provider)),
-	FLD("pid", F_UINT, M(ready.pid)),
-	FLD("zk_session", F_INT, M(ready.zk_session)),
-	FLD("version", F_STR, M(ready.version)),
+    FLD("provider", F_STR, M(ready.provider)),
+    FLD("pid", F_UINT, M(ready.pid)),
+    FLD("zk_session", F_INT, M(ready.zk_session)),
+    FLD("version", F_STR, M(ready.version)),
 };
 
 static const struct field pool_fields[] = {
-	FLD("name", F_STR, offsetof(struct ipc_pool, name)),
-	FLD("paused", F_BOOL, offsetof(struct ipc_pool, paused)),
-	FLD("requests", F_UINT, offsetof(struct ipc_pool, requests)),
+    FLD("name", F_STR, offsetof(struct ipc_pool, name)),
+    FLD("paused", F_BOOL, offsetof(struct ipc_pool, paused)),
+    FLD("requests", F_UINT, offsetof(struct ipc_pool, requests)),
 };
 static const struct item_desc pool_desc = {pool_fields, NF(pool_fields), sizeof(struct ipc_pool)};
 
 static const struct field status_fields[] = {
-	FLD("seq", F_UINT, M(status.seq)),
-	FLD("gen", F_UINT, M(status.generation)),
-	FENUM("state", M(status.state), ws_names),
-	FENUM("zk", M(status.zk_state), zk_names),
-	FLD("accepted", F_UINT, M(status.accepted)),
-	FLD("fulfilled", F_UINT, M(status.fulfilled)),
-	FLD("declined", F_UINT, M(status.declined)),
-	FLD("failed", F_UINT, M(status.failed)),
-	FLD("launching", F_UINT, M(status.launching)),
-	FLD("nodes", F_COUNTS, M(status.nodes)),
-	FLIST("pools", M(status.pools), pool_desc),
-	FLD("error", F_STR_NIL, M(status.last_error)),
-	FLD("rss_kb", F_UINT, M(status.rss_kb)),
-	FLD("cpu_ms", F_UINT, M(status.cpu_ms)),
-	FLD("uptime_s", F_UINT, M(status.uptime_s)),
+    FLD("seq", F_UINT, M(status.seq)),
+    FLD("gen", F_UINT, M(status.generation)),
+    FENUM("state", M(status.state), ws_names),
+    FENUM("zk", M(status.zk_state), zk_names),
+    FLD("accepted", F_UINT, M(status.accepted)),
+    FLD("fulfilled", F_UINT, M(status.fulfilled)),
+    FLD("declined", F_UINT, M(status.declined)),
+    FLD("failed", F_UINT, M(status.failed)),
+    FLD("launching", F_UINT, M(status.launching)),
+    FLD("nodes", F_COUNTS, M(status.nodes)),
+    FLIST("pools", M(status.pools), pool_desc),
+    FLD("error", F_STR_NIL, M(status.last_error)),
+    FLD("rss_kb", F_UINT, M(status.rss_kb)),
+    FLD("cpu_ms", F_UINT, M(status.cpu_ms)),
+    FLD("uptime_s", F_UINT, M(status.uptime_s)),
 };
 
 static const struct field config_ack_fields[] = {
-	FLD("gen", F_UINT, M(config_ack.generation)),
-	FLD("ok", F_BOOL, M(config_ack.ok)),
-	FLD("errors", F_STRV, M(config_ack.errors)),
+    FLD("gen", F_UINT, M(config_ack.generation)),
+    FLD("ok", F_BOOL, M(config_ack.ok)),
+    FLD("errors", F_STRV, M(config_ack.errors)),
 };
 
 static const struct field dump_reply_fields[] = {
-	FLD("text", F_STR, M(dump_reply.text)),
+    FLD("text", F_STR, M(dump_reply.text)),
 };
 
 static const struct field config_fields[] = {
-	FLD("gen", F_UINT, M(config.generation)),
-	FLD("provider", F_STR, M(config.provider)),
-	FLD("config", F_STR, M(config.config)),
+    FLD("gen", F_UINT, M(config.generation)),
+    FLD("provider", F_STR, M(config.provider)),
+    FLD("config", F_STR, M(config.config)),
 };
 
 static const struct field status_req_fields[] = {
-	FLD("seq", F_UINT, M(status_req.seq)),
+    FLD("seq", F_UINT, M(status_req.seq)),
 };
 
 static const struct field stop_fields[] = {
-	FLD("graceful", F_BOOL, M(stop.graceful)),
+    FLD("graceful", F_BOOL, M(stop.graceful)),
 };
 
 static const struct field ctl_status_fields[] = {
-	FLD("json", F_BOOL, M(ctl_status.json)),
+    FLD("json", F_BOOL, M(ctl_status.json)),
 };
 
 static const struct field ctl_restart_fields[] = {
-	FLD("provider", F_STR, M(ctl_restart.provider)),
+    FLD("provider", F_STR, M(ctl_restart.provider)),
 };
 
 #define W(member) offsetof(struct ipc_worker_info, member)
 static const struct field worker_fields[] = {
-	FLD("name", F_STR, W(name)),
-	FENUM("kind", W(kind), kind_names),
-	FLD("pid", F_UINT, W(pid)),
-	FLD("state", F_STR, W(state)),
-	FLD("uptime_s", F_UINT, W(uptime_s)),
-	FLD("restarts", F_UINT, W(restarts)),
-	FENUM("zk", W(zk_state), zk_names),
-	FLD("accepted", F_UINT, W(accepted)),
-	FLD("fulfilled", F_UINT, W(fulfilled)),
-	FLD("declined", F_UINT, W(declined)),
-	FLD("failed", F_UINT, W(failed)),
-	FLD("nodes", F_COUNTS, W(nodes)),
-	FLD("error", F_STR_NIL, W(last_error)),
+    FLD("name", F_STR, W(name)),
+    FENUM("kind", W(kind), kind_names),
+    FLD("pid", F_UINT, W(pid)),
+    FLD("state", F_STR, W(state)),
+    FLD("uptime_s", F_UINT, W(uptime_s)),
+    FLD("restarts", F_UINT, W(restarts)),
+    FENUM("zk", W(zk_state), zk_names),
+    FLD("accepted", F_UINT, W(accepted)),
+    FLD("fulfilled", F_UINT, W(fulfilled)),
+    FLD("declined", F_UINT, W(declined)),
+    FLD("failed", F_UINT, W(failed)),
+    FLD("nodes", F_COUNTS, W(nodes)),
+    FLD("error", F_STR_NIL, W(last_error)),
 };
-static const struct item_desc worker_desc = {
-	worker_fields, NF(worker_fields), sizeof(struct ipc_worker_info)};
+static const struct item_desc worker_desc = {worker_fields, NF(worker_fields),
+					     sizeof(struct ipc_worker_info)};
 
 static const struct field ctl_status_reply_fields[] = {
-	FLIST("workers", M(ctl_status_reply.workers), worker_desc),
+    FLIST("workers", M(ctl_status_reply.workers), worker_desc),
 };
 
 static const struct field ctl_result_fields[] = {
-	FLD("ok", F_BOOL, M(ctl_result.ok)),
-	FLD("message", F_STR, M(ctl_result.message)),
-	FLD("errors", F_STRV, M(ctl_result.errors)),
+    FLD("ok", F_BOOL, M(ctl_result.ok)),
+    FLD("message", F_STR, M(ctl_result.message)),
+    FLD("errors", F_STRV, M(ctl_result.errors)),
 };
 
 struct msg_desc {
@@ -278,28 +289,28 @@ struct msg_desc {
 };
 
 static const struct msg_desc msg_descs[IPC_TYPE_COUNT] = {
-	[IPC_READY] = {ready_fields, NF(ready_fields)},
-	[IPC_STATUS] = {status_fields, NF(status_fields)},
-	[IPC_CONFIG_ACK] = {config_ack_fields, NF(config_ack_fields)},
-	[IPC_DUMP_REPLY] = {dump_reply_fields, NF(dump_reply_fields)},
-	[IPC_CONFIG] = {config_fields, NF(config_fields)},
-	[IPC_STATUS_REQ] = {status_req_fields, NF(status_req_fields)},
-	[IPC_STOP] = {stop_fields, NF(stop_fields)},
-	[IPC_DUMP_REQ] = {NULL, 0},
-	[IPC_CTL_STATUS] = {ctl_status_fields, NF(ctl_status_fields)},
-	[IPC_CTL_RESTART] = {ctl_restart_fields, NF(ctl_restart_fields)},
-	[IPC_CTL_RELOAD] = {NULL, 0},
-	[IPC_CTL_STOP] = {NULL, 0},
-	[IPC_CTL_STATUS_REPLY] = {ctl_status_reply_fields, NF(ctl_status_reply_fields)},
-	[IPC_CTL_RESULT] = {ctl_result_fields, NF(ctl_result_fields)},
+    [IPC_READY] = {ready_fields, NF(ready_fields)},
+    [IPC_STATUS] = {status_fields, NF(status_fields)},
+    [IPC_CONFIG_ACK] = {config_ack_fields, NF(config_ack_fields)},
+    [IPC_DUMP_REPLY] = {dump_reply_fields, NF(dump_reply_fields)},
+    [IPC_CONFIG] = {config_fields, NF(config_fields)},
+    [IPC_STATUS_REQ] = {status_req_fields, NF(status_req_fields)},
+    [IPC_STOP] = {stop_fields, NF(stop_fields)},
+    [IPC_DUMP_REQ] = {NULL, 0},
+    [IPC_CTL_STATUS] = {ctl_status_fields, NF(ctl_status_fields)},
+    [IPC_CTL_RESTART] = {ctl_restart_fields, NF(ctl_restart_fields)},
+    [IPC_CTL_RELOAD] = {NULL, 0},
+    [IPC_CTL_STOP] = {NULL, 0},
+    [IPC_CTL_STATUS_REPLY] = {ctl_status_reply_fields, NF(ctl_status_reply_fields)},
+    [IPC_CTL_RESULT] = {ctl_result_fields, NF(ctl_result_fields)},
 };
 
 _Static_assert(NF(status_fields) <= MAX_FIELDS && NF(worker_fields) <= MAX_FIELDS,
-    "raise MAX_FIELDS");
+	       "raise MAX_FIELDS");
 
 /* ---- field access ------------------------------------------------------------ */
 
-#define AT(base, off, type) ((type *)(void *)((char *)(base) + (off)))
+#define AT(base, off, type)  ((type *)(void *)((char *)(base) + (off)))
 #define CAT(base, off, type) ((const type *)(const void *)((const char *)(base) + (off)))
 
 static struct any_list
@@ -375,7 +386,7 @@ field_free(const struct field *f, void *base)
 		l = list_get(base, f->off);
 		for (size_t i = 0; i < l.n; i++)
 			fields_free(f->item->fields, f->item->nfields,
-			    (char *)l.v + i * f->item->size);
+				    (char *)l.v + i * f->item->size);
 		free(l.v);
 		list_put(base, f->off, (struct any_list){NULL, 0});
 		break;
@@ -461,8 +472,8 @@ field_equal(const struct field *f, const void *a, const void *b)
 			return false;
 		for (size_t i = 0; i < la.n; i++)
 			if (!fields_equal(f->item->fields, f->item->nfields,
-				(const char *)la.v + i * f->item->size,
-				(const char *)lb.v + i * f->item->size))
+					  (const char *)la.v + i * f->item->size,
+					  (const char *)lb.v + i * f->item->size))
 				return false;
 		return true;
 	}
@@ -680,7 +691,7 @@ enc_field(struct enc *e, const struct field *f, const void *base)
 			snprintf(ctx, sizeof(ctx), "%s: %s[%zu]", saved_ctx, f->key, k);
 			e->ctx = ctx;
 			if (enc_fields(e, f->item->fields, f->item->nfields,
-				(const char *)l.v + k * f->item->size) < 0)
+				       (const char *)l.v + k * f->item->size) < 0)
 				return -1;
 		}
 		e->ctx = saved_ctx;
@@ -729,7 +740,7 @@ enc_msg(msgpack_sbuffer *sb, const struct ipc_msg *m, char *err, size_t errlen)
 
 int
 ipc_msg_encode(const struct ipc_msg *m, unsigned char **out, size_t *outlen, char *err,
-    size_t errlen)
+	       size_t errlen)
 {
 	msgpack_sbuffer sb;
 
@@ -744,8 +755,8 @@ ipc_msg_encode(const struct ipc_msg *m, unsigned char **out, size_t *outlen, cha
 }
 
 int
-ipc_frame_encode(const struct ipc_msg *m, size_t max_body, unsigned char **out,
-    size_t *outlen, char *err, size_t errlen)
+ipc_frame_encode(const struct ipc_msg *m, size_t max_body, unsigned char **out, size_t *outlen,
+		 char *err, size_t errlen)
 {
 	static const char zero[IPC_FRAME_HDR];
 	msgpack_sbuffer sb;
@@ -766,8 +777,9 @@ ipc_frame_encode(const struct ipc_msg *m, size_t max_body, unsigned char **out,
 	body = sb.size - IPC_FRAME_HDR;
 	if (body > max_body || body > UINT32_MAX) {
 		msgpack_sbuffer_destroy(&sb);
-		return fmt_err(err, errlen, "%s: message of %zu bytes exceeds the %zu-byte frame limit",
-		    type_names[m->type], body, max_body);
+		return fmt_err(err, errlen,
+			       "%s: message of %zu bytes exceeds the %zu-byte frame limit",
+			       type_names[m->type], body, max_body);
 	}
 	p = (unsigned char *)sb.data;
 	p[0] = (unsigned char)(body >> 24);
@@ -814,7 +826,8 @@ json_field(const struct field *f, const void *base)
 		j = json_array();
 		for (size_t k = 0; j != NULL && k < sv->n; k++)
 			if (sv->v[k] == NULL ||
-			    json_array_append_new(j, json_stringn_nocheck(sv->v[k], strlen(sv->v[k]))) < 0) {
+			    json_array_append_new(
+				j, json_stringn_nocheck(sv->v[k], strlen(sv->v[k]))) < 0) {
 				json_decref(j);
 				j = NULL;
 			}
@@ -824,7 +837,8 @@ json_field(const struct field *f, const void *base)
 		j = json_object();
 		for (size_t k = 0; j != NULL && k < c->n; k++)
 			if (c->v[k].name == NULL ||
-			    json_object_set_new_nocheck(j, c->v[k].name, json_integer(c->v[k].n)) < 0) {
+			    json_object_set_new_nocheck(j, c->v[k].name, json_integer(c->v[k].n)) <
+				0) {
 				json_decref(j);
 				j = NULL;
 			}
@@ -833,8 +847,9 @@ json_field(const struct field *f, const void *base)
 		l = list_get(base, f->off);
 		j = json_array();
 		for (size_t k = 0; j != NULL && k < l.n; k++)
-			if (json_array_append_new(j, json_fields(f->item->fields, f->item->nfields,
-				(const char *)l.v + k * f->item->size)) < 0) {
+			if (json_array_append_new(
+				j, json_fields(f->item->fields, f->item->nfields,
+					       (const char *)l.v + k * f->item->size)) < 0) {
 				json_decref(j);
 				j = NULL;
 			}
@@ -899,7 +914,7 @@ static int
 mp_check(const unsigned char *p, size_t len, char *err, size_t errlen)
 {
 	uint64_t rem[MP_MAX_DEPTH + 1]; /* items left in each open container */
-	uint64_t total = 1;             /* items left overall */
+	uint64_t total = 1;		/* items left overall */
 	size_t pos = 0, hdr, skip;
 	uint64_t items;
 	int d = 0;
@@ -961,17 +976,19 @@ mp_check(const unsigned char *p, size_t len, char *err, size_t errlen)
 		if ((b >= 0x80 && b <= 0x9f) || (b >= 0xdc && b <= 0xdf)) {
 			if (d >= MP_MAX_DEPTH)
 				return fmt_err(err, errlen, "msgpack nested deeper than %d levels",
-				    MP_MAX_DEPTH);
+					       MP_MAX_DEPTH);
 			if (items > len - pos || total + items > len - pos)
 				return fmt_err(err, errlen,
-				    "msgpack container claims %" PRIu64 " items with %zu bytes left",
-				    items, len - pos);
+					       "msgpack container claims %" PRIu64
+					       " items with %zu bytes left",
+					       items, len - pos);
 			total += items;
 			rem[++d] = items;
 		}
 	}
 	if (pos != len)
-		return fmt_err(err, errlen, "%zu trailing bytes after the msgpack value", len - pos);
+		return fmt_err(err, errlen, "%zu trailing bytes after the msgpack value",
+			       len - pos);
 	return 0;
 }
 
@@ -1009,7 +1026,7 @@ static bool
 is_int(const msgpack_object *o)
 {
 	return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
-	    o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
+	       o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
 }
 
 static bool
@@ -1024,9 +1041,8 @@ struct dec {
 	const char *ctx;
 };
 
-static int
-dec_bad(struct dec *d, const struct field *f, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+static int dec_bad(struct dec *d, const struct field *f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int
 dec_bad(struct dec *d, const struct field *f, const char *fmt, ...)
@@ -1046,7 +1062,7 @@ obj_is_key(const msgpack_object *o, const char *key)
 	size_t n = strlen(key);
 
 	return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
-	    memcmp(o->via.str.ptr, key, n) == 0;
+	       memcmp(o->via.str.ptr, key, n) == 0;
 }
 
 /* A copy of a str object; NULL with *why set on a wrong type, NUL byte or ENOMEM. */
@@ -1106,7 +1122,7 @@ cmp_count_name(const void *a, const void *b)
 }
 
 static int dec_map(struct dec *d, const struct field *f, size_t nf, const msgpack_object *o,
-    void *base);
+		   void *base);
 
 static int
 dec_field(struct dec *d, const struct field *f, const msgpack_object *o, void *base)
@@ -1129,14 +1145,14 @@ dec_field(struct dec *d, const struct field *f, const msgpack_object *o, void *b
 			return 0;
 		if ((s = obj_strdup(o, &why)) == NULL)
 			return dec_bad(d, f, "%s%s%s", why, is_str(o) ? "" : ", got ",
-			    is_str(o) ? "" : obj_type_name(o));
+				       is_str(o) ? "" : obj_type_name(o));
 		*AT(base, f->off, char *) = s;
 		return 0;
 	case F_INT:
 	case F_UINT:
 		if (obj_int(o, f->kind == F_UINT, AT(base, f->off, int64_t), &why) < 0)
-			return dec_bad(d, f, "%s%s%s", why,
-			    is_int(o) ? "" : ", got ", is_int(o) ? "" : obj_type_name(o));
+			return dec_bad(d, f, "%s%s%s", why, is_int(o) ? "" : ", got ",
+				       is_int(o) ? "" : obj_type_name(o));
 		return 0;
 	case F_BOOL:
 		if (o->type != MSGPACK_OBJECT_BOOLEAN)
@@ -1146,7 +1162,7 @@ dec_field(struct dec *d, const struct field *f, const msgpack_object *o, void *b
 	case F_ENUM:
 		if ((s = obj_strdup(o, &why)) == NULL)
 			return dec_bad(d, f, "%s%s%s", why, is_str(o) ? "" : ", got ",
-			    is_str(o) ? "" : obj_type_name(o));
+				       is_str(o) ? "" : obj_type_name(o));
 		en = name_parse(f->names, f->nnames, s);
 		if (en < 0) {
 			dec_bad(d, f, "unknown value \"%.40s\"", s);
@@ -1222,7 +1238,7 @@ dec_field(struct dec *d, const struct field *f, const msgpack_object *o, void *b
 			snprintf(ctx, sizeof(ctx), "%s: %s[%u]", saved_ctx, f->key, i);
 			d->ctx = ctx;
 			if (dec_map(d, f->item->fields, f->item->nfields, &o->via.array.ptr[i],
-				(char *)l.v + (size_t)i * f->item->size) < 0)
+				    (char *)l.v + (size_t)i * f->item->size) < 0)
 				return -1;
 		}
 		d->ctx = saved_ctx;
@@ -1243,14 +1259,14 @@ dec_map(struct dec *d, const struct field *f, size_t nf, const msgpack_object *o
 
 	if (o->type != MSGPACK_OBJECT_MAP)
 		return fmt_err(d->err, d->errlen, "%s: expected a map, got %s", d->ctx,
-		    obj_type_name(o));
+			       obj_type_name(o));
 	for (uint32_t i = 0; i < o->via.map.size; i++) {
 		const msgpack_object_kv *kv = &o->via.map.ptr[i];
 		size_t k;
 
 		if (kv->key.type != MSGPACK_OBJECT_STR)
 			return fmt_err(d->err, d->errlen, "%s: map key is a %s, not a string",
-			    d->ctx, obj_type_name(&kv->key));
+				       d->ctx, obj_type_name(&kv->key));
 		for (k = 0; k < nf; k++)
 			if (obj_is_key(&kv->key, f[k].key))
 				break;
@@ -1264,7 +1280,8 @@ dec_map(struct dec *d, const struct field *f, size_t nf, const msgpack_object *o
 	}
 	for (size_t k = 0; k < nf; k++)
 		if (!seen[k])
-			return fmt_err(d->err, d->errlen, "%s: missing key \"%s\"", d->ctx, f[k].key);
+			return fmt_err(d->err, d->errlen, "%s: missing key \"%s\"", d->ctx,
+				       f[k].key);
 	return 0;
 }
 
@@ -1302,7 +1319,7 @@ dec_top(const msgpack_object *o, struct ipc_msg *out, char *err, size_t errlen)
 		return fmt_err(err, errlen, "message has key \"t\" twice");
 	if (t->type != MSGPACK_OBJECT_STR)
 		return fmt_err(err, errlen, "message type (key \"t\") is a %s, not a string",
-		    obj_type_name(t));
+			       obj_type_name(t));
 	if (t->via.str.size >= sizeof(name) ||
 	    memchr(t->via.str.ptr, '\0', t->via.str.size) != NULL)
 		return fmt_err(err, errlen, "unknown message type");
@@ -1316,13 +1333,17 @@ dec_top(const msgpack_object *o, struct ipc_msg *out, char *err, size_t errlen)
 		return fmt_err(err, errlen, "%s: no protocol version (key \"v\")", name);
 	if (twice)
 		return fmt_err(err, errlen, "%s: key \"v\" twice", name);
-	if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER && v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER)
-		return fmt_err(err, errlen, "%s: protocol version (key \"v\") is a %s, not an integer",
-		    name, obj_type_name(v));
-	if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 != IPC_PROTO_VERSION)
+	if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER &&
+	    v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER)
 		return fmt_err(err, errlen,
+			       "%s: protocol version (key \"v\") is a %s, not an integer", name,
+			       obj_type_name(v));
+	if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 != IPC_PROTO_VERSION)
+		return fmt_err(
+		    err, errlen,
 		    "%s: protocol version %" PRId64 ", expected %d (nodepoold binaries from "
-		    "different versions?)", name,
+		    "different versions?)",
+		    name,
 		    v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)v->via.u64 : v->via.i64,
 		    IPC_PROTO_VERSION);
 
@@ -1348,8 +1369,9 @@ ipc_msg_decode(const void *body, size_t len, struct ipc_msg *out, char *err, siz
 	r = msgpack_unpack_next(&u, body, len, &off);
 	if (r != MSGPACK_UNPACK_SUCCESS || off != len) {
 		msgpack_unpacked_destroy(&u);
-		return fmt_err(err, errlen, "%s", r == MSGPACK_UNPACK_NOMEM_ERROR ?
-		    "out of memory decoding msgpack" : "malformed msgpack");
+		return fmt_err(err, errlen, "%s",
+			       r == MSGPACK_UNPACK_NOMEM_ERROR ? "out of memory decoding msgpack"
+							       : "malformed msgpack");
 	}
 	rc = dec_top(&u.data, out, err, errlen);
 	msgpack_unpacked_destroy(&u);
@@ -1408,7 +1430,7 @@ rd_fail(struct ipc_reader *r, char *err, size_t errlen)
 
 enum ipc_read_result
 ipc_reader_feed(struct ipc_reader *r, const void *data, size_t len, size_t *used, char *err,
-    size_t errlen)
+		size_t errlen)
 {
 	const unsigned char *p = data;
 	size_t pos = 0, n;
@@ -1444,16 +1466,16 @@ ipc_reader_feed(struct ipc_reader *r, const void *data, size_t len, size_t *used
 		/* The cap is checked here, before the body is allocated. */
 		if (r->body_len > r->max_body) {
 			snprintf(r->err, sizeof(r->err),
-			    "frame of %zu bytes exceeds the %zu-byte limit", r->body_len,
-			    r->max_body);
+				 "frame of %zu bytes exceeds the %zu-byte limit", r->body_len,
+				 r->max_body);
 			return rd_fail(r, err, errlen);
 		}
 		if (r->body_cap < r->body_len) {
 			free(r->body);
 			r->body_cap = 0;
 			if ((r->body = malloc(r->body_len)) == NULL) {
-				snprintf(r->err, sizeof(r->err), "out of memory for a %zu-byte frame",
-				    r->body_len);
+				snprintf(r->err, sizeof(r->err),
+					 "out of memory for a %zu-byte frame", r->body_len);
 				return rd_fail(r, err, errlen);
 			}
 			r->body_cap = r->body_len;

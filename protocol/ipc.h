@@ -60,8 +60,7 @@ bool ipc_msg_equal(const struct ipc_msg *a, const struct ipc_msg *b);
  * are ignored. Containers claiming more items than there are bytes left, or
  * nested over 32 deep, are refused before msgpack-c allocates for them.
  */
-int ipc_msg_decode(const void *body, size_t len, struct ipc_msg *out, char *err,
-    size_t errlen);
+int ipc_msg_decode(const void *body, size_t len, struct ipc_msg *out, char *err, size_t errlen);
 
 /*
  * Encode *m as one frame (4-byte header + body) into a malloc'd buffer
@@ -69,11 +68,11 @@ int ipc_msg_decode(const void *body, size_t len, struct ipc_msg *out, char *err,
  * when a required string is NULL, a counter negative, an enum out of range,
  * or the body would exceed max_body bytes (0 = IPC_FRAME_MAX_DEFAULT).
  */
-int ipc_frame_encode(const struct ipc_msg *m, size_t max_body, unsigned char **out,
-    size_t *outlen, char *err, size_t errlen);
+int ipc_frame_encode(const struct ipc_msg *m, size_t max_body, unsigned char **out, size_t *outlen,
+		     char *err, size_t errlen);
 /* The same, body only (no header, no size cap). */
-int ipc_msg_encode(const struct ipc_msg *m, unsigned char **out, size_t *outlen,
-    char *err, size_t errlen);
+int ipc_msg_encode(const struct ipc_msg *m, unsigned char **out, size_t *outlen, char *err,
+		   size_t errlen);
 
 /*
  * The message as a JSON object with the wire keys (including "t" and "v"),
@@ -120,7 +119,7 @@ enum ipc_read_result {
  * returns IPC_READ_ERROR with the same message (the stream is out of step).
  */
 enum ipc_read_result ipc_reader_feed(struct ipc_reader *r, const void *data, size_t len,
-    size_t *used, char *err, size_t errlen);
+				     size_t *used, char *err, size_t errlen);
 /* The completed frame's body and its length; NULL unless the last feed
  * returned IPC_READ_FRAME. Owned by the reader. */
 const unsigned char *ipc_reader_frame(const struct ipc_reader *r, size_t *len);

@@ -44,23 +44,23 @@
 enum ipc_type {
 	IPC_NONE = 0,
 	/* worker or builder -> supervisor */
-	IPC_READY,       /* struct ipc_ready: started, ZooKeeper session live */
-	IPC_STATUS,      /* struct ipc_status: answer to STATUS_REQ (or unsolicited) */
-	IPC_CONFIG_ACK,  /* struct ipc_config_ack: answer to CONFIG */
-	IPC_DUMP_REPLY,  /* struct ipc_dump_reply: answer to DUMP_REQ */
+	IPC_READY,	/* struct ipc_ready: started, ZooKeeper session live */
+	IPC_STATUS,	/* struct ipc_status: answer to STATUS_REQ (or unsolicited) */
+	IPC_CONFIG_ACK, /* struct ipc_config_ack: answer to CONFIG */
+	IPC_DUMP_REPLY, /* struct ipc_dump_reply: answer to DUMP_REQ */
 	/* supervisor -> worker or builder */
-	IPC_CONFIG,      /* struct ipc_config: the provider's config slice */
-	IPC_STATUS_REQ,  /* struct ipc_status_req */
-	IPC_STOP,        /* struct ipc_stop */
-	IPC_DUMP_REQ,    /* no fields: dump internal state as text */
+	IPC_CONFIG,	/* struct ipc_config: the provider's config slice */
+	IPC_STATUS_REQ, /* struct ipc_status_req */
+	IPC_STOP,	/* struct ipc_stop */
+	IPC_DUMP_REQ,	/* no fields: dump internal state as text */
 	/* nodepoolctl -> supervisor */
-	IPC_CTL_STATUS,  /* struct ipc_ctl_status */
+	IPC_CTL_STATUS,	 /* struct ipc_ctl_status */
 	IPC_CTL_RESTART, /* struct ipc_ctl_restart */
-	IPC_CTL_RELOAD,  /* no fields: re-read nodepool.yaml */
-	IPC_CTL_STOP,    /* no fields: stop every child, then the daemon */
+	IPC_CTL_RELOAD,	 /* no fields: re-read nodepool.yaml */
+	IPC_CTL_STOP,	 /* no fields: stop every child, then the daemon */
 	/* supervisor -> nodepoolctl */
 	IPC_CTL_STATUS_REPLY, /* struct ipc_ctl_status_reply */
-	IPC_CTL_RESULT,       /* struct ipc_ctl_result */
+	IPC_CTL_RESULT,	      /* struct ipc_ctl_result */
 	IPC_TYPE_COUNT
 };
 
@@ -76,8 +76,8 @@ enum ipc_dir {
 /* A worker's own view of itself (STATUS "state"). */
 enum ipc_worker_state {
 	IPC_WS_STARTING = 0, /* "starting" */
-	IPC_WS_RUNNING,      /* "running" */
-	IPC_WS_PAUSED,       /* "paused": every pool paused (at quota) */
+	IPC_WS_RUNNING,	     /* "running" */
+	IPC_WS_PAUSED,	     /* "paused": every pool paused (at quota) */
 	IPC_WS_DRAINING,     /* "draining": no new requests, finishing launches */
 	IPC_WS_STOPPING,     /* "stopping" */
 	IPC_WS_COUNT
@@ -89,7 +89,7 @@ enum ipc_zk_state {
 	IPC_ZK_CONNECTING,  /* "connecting" */
 	IPC_ZK_CONNECTED,   /* "connected" */
 	IPC_ZK_SUSPENDED,   /* "suspended": connection lost, session may survive */
-	IPC_ZK_EXPIRED,     /* "expired": session gone, ephemeral nodes and locks lost */
+	IPC_ZK_EXPIRED,	    /* "expired": session gone, ephemeral nodes and locks lost */
 	IPC_ZK_COUNT
 };
 
@@ -121,7 +121,7 @@ struct ipc_counts {
 /* One pool of a provider, as STATUS "pools" items: {name, paused, requests}. */
 struct ipc_pool {
 	char *name;
-	bool paused;      /* "paused": at quota, upstream's PoolWorker paused_handler */
+	bool paused;	  /* "paused": at quota, upstream's PoolWorker paused_handler */
 	int64_t requests; /* "requests": node requests in hand (accepted, not done) */
 };
 
@@ -136,10 +136,10 @@ struct ipc_pools {
  * started. The builder sends its own name ("builder") as provider.
  */
 struct ipc_ready {
-	char *provider;     /* "provider": provider (or builder) name */
-	int64_t pid;        /* "pid": >= 0 (the supervisor compares it with fork's) */
+	char *provider;	    /* "provider": provider (or builder) name */
+	int64_t pid;	    /* "pid": >= 0 (the supervisor compares it with fork's) */
 	int64_t zk_session; /* "zk_session": ZooKeeper session id (any int64) */
-	char *version;      /* "version": the binary's version string */
+	char *version;	    /* "version": the binary's version string */
 };
 
 /*
@@ -147,27 +147,27 @@ struct ipc_ready {
  * unsolicited with seq 0. Counters count since the process started.
  */
 struct ipc_status {
-	int64_t seq;        /* "seq": STATUS_REQ's seq, 0 if unsolicited */
-	int64_t generation; /* "gen": config generation in force */
-	int state;          /* "state": enum ipc_worker_state */
-	int zk_state;       /* "zk": enum ipc_zk_state */
-	int64_t accepted;   /* "accepted": node requests accepted */
-	int64_t fulfilled;  /* "fulfilled" */
-	int64_t declined;   /* "declined" */
-	int64_t failed;     /* "failed" */
-	int64_t launching;  /* "launching": node launches in flight */
+	int64_t seq;		 /* "seq": STATUS_REQ's seq, 0 if unsolicited */
+	int64_t generation;	 /* "gen": config generation in force */
+	int state;		 /* "state": enum ipc_worker_state */
+	int zk_state;		 /* "zk": enum ipc_zk_state */
+	int64_t accepted;	 /* "accepted": node requests accepted */
+	int64_t fulfilled;	 /* "fulfilled" */
+	int64_t declined;	 /* "declined" */
+	int64_t failed;		 /* "failed" */
+	int64_t launching;	 /* "launching": node launches in flight */
 	struct ipc_counts nodes; /* "nodes": this provider's nodes by state name */
-	struct ipc_pools pools;  /* "pools" */
-	char *last_error;   /* "error": last error text, or nil */
-	int64_t rss_kb;     /* "rss_kb": resident set size, KiB */
-	int64_t cpu_ms;     /* "cpu_ms": user+system CPU time, ms */
-	int64_t uptime_s;   /* "uptime_s": seconds since the process started */
+	struct ipc_pools pools;	 /* "pools" */
+	char *last_error;	 /* "error": last error text, or nil */
+	int64_t rss_kb;		 /* "rss_kb": resident set size, KiB */
+	int64_t cpu_ms;		 /* "cpu_ms": user+system CPU time, ms */
+	int64_t uptime_s;	 /* "uptime_s": seconds since the process started */
 };
 
 /* CONFIG_ACK {gen, ok, errors}: a CONFIG was applied (ok) or refused. */
 struct ipc_config_ack {
-	int64_t generation;   /* "gen": CONFIG's generation */
-	bool ok;              /* "ok" */
+	int64_t generation;	/* "gen": CONFIG's generation */
+	bool ok;		/* "ok" */
 	struct ipc_strv errors; /* "errors": "file:line:col: message" each */
 };
 
@@ -183,8 +183,8 @@ struct ipc_dump_reply {
  */
 struct ipc_config {
 	int64_t generation; /* "gen": >= 0, increases with each reload */
-	char *provider;     /* "provider" */
-	char *config;       /* "config": JSON text */
+	char *provider;	    /* "provider" */
+	char *config;	    /* "config": JSON text */
 };
 
 /* STATUS_REQ {seq}: ask for a STATUS carrying the same seq. */
@@ -209,19 +209,19 @@ struct ipc_ctl_restart {
 
 /* One supervised child in CTL_STATUS_REPLY "workers". */
 struct ipc_worker_info {
-	char *name;        /* "name": provider name, or "builder" */
-	int kind;          /* "kind": enum ipc_child_kind */
-	int64_t pid;       /* "pid": 0 while not running */
-	char *state;       /* "state": the supervisor's lifecycle state name */
-	int64_t uptime_s;  /* "uptime_s" */
-	int64_t restarts;  /* "restarts": times restarted since nodepoold started */
-	int zk_state;      /* "zk": enum ipc_zk_state, from its last STATUS */
-	int64_t accepted;  /* "accepted" (from its last STATUS) */
-	int64_t fulfilled; /* "fulfilled" */
-	int64_t declined;  /* "declined" */
-	int64_t failed;    /* "failed" */
+	char *name;		 /* "name": provider name, or "builder" */
+	int kind;		 /* "kind": enum ipc_child_kind */
+	int64_t pid;		 /* "pid": 0 while not running */
+	char *state;		 /* "state": the supervisor's lifecycle state name */
+	int64_t uptime_s;	 /* "uptime_s" */
+	int64_t restarts;	 /* "restarts": times restarted since nodepoold started */
+	int zk_state;		 /* "zk": enum ipc_zk_state, from its last STATUS */
+	int64_t accepted;	 /* "accepted" (from its last STATUS) */
+	int64_t fulfilled;	 /* "fulfilled" */
+	int64_t declined;	 /* "declined" */
+	int64_t failed;		 /* "failed" */
 	struct ipc_counts nodes; /* "nodes": by state */
-	char *last_error;  /* "error": or nil */
+	char *last_error;	 /* "error": or nil */
 };
 
 struct ipc_workers {
@@ -237,8 +237,8 @@ struct ipc_ctl_status_reply {
 /* CTL_RESULT {ok, message, errors}: the outcome of a CTL_RESTART/RELOAD/STOP
  * (or a refusal of any request). */
 struct ipc_ctl_result {
-	bool ok;              /* "ok" */
-	char *message;        /* "message": one line for the user */
+	bool ok;		/* "ok" */
+	char *message;		/* "message": one line for the user */
 	struct ipc_strv errors; /* "errors": e.g. config errors, one per line */
 };
 

@@ -106,17 +106,26 @@ strv_cmp_sort(const void *a, const void *b)
 /* ---- state names ----------------------------------------------------------- */
 
 static const char *const node_states[NP_NODE_STATE_COUNT] = {
-	"init", "building", "testing", "ready", "in-use", "used", "hold",
-	"deleting", "failed", "aborted", "deleted",
+    "init", "building", "testing", "ready",   "in-use",	 "used",
+    "hold", "deleting", "failed",  "aborted", "deleted",
 };
 static const char *const request_states[NP_REQ_STATE_COUNT] = {
-	"requested", "pending", "fulfilled", "failed",
+    "requested",
+    "pending",
+    "fulfilled",
+    "failed",
 };
 static const char *const build_states[NP_BUILD_STATE_COUNT] = {
-	"building", "ready", "failed", "deleting",
+    "building",
+    "ready",
+    "failed",
+    "deleting",
 };
 static const char *const upload_states[NP_UPLOAD_STATE_COUNT] = {
-	"uploading", "ready", "failed", "deleting",
+    "uploading",
+    "ready",
+    "failed",
+    "deleting",
 };
 
 static const char *
@@ -197,7 +206,7 @@ np_upload_state_parse(const char *name)
 
 struct dctx {
 	const char *what; /* "node 0000000001", for messages */
-	json_t *rest;     /* keys not consumed yet */
+	json_t *rest;	  /* keys not consumed yet */
 	char *err;
 	size_t errlen;
 	int failed;
@@ -207,20 +216,26 @@ static const char *
 jtype_name(const json_t *j)
 {
 	switch (json_typeof(j)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "a list";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a float";
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "a list";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a float";
 	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	case JSON_NULL: return "null";
+	case JSON_FALSE:
+		return "a boolean";
+	case JSON_NULL:
+		return "null";
 	}
 	return "?";
 }
 
-static void dfail(struct dctx *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void dfail(struct dctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 dfail(struct dctx *c, const char *fmt, ...)
@@ -263,8 +278,8 @@ dload(struct dctx *c, const char *data, size_t len)
 	}
 	root = json_loadb(data, len, 0, &jerr);
 	if (root == NULL) {
-		dfail(c, "invalid JSON at line %d column %d: %s", jerr.line,
-		    jerr.column, jerr.text);
+		dfail(c, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
+		      jerr.text);
 		return NULL;
 	}
 	if (!json_is_object(root)) {
@@ -343,10 +358,11 @@ strv_from_array(struct dctx *c, const char *key, json_t *a, struct np_strv *out)
 	size_t i;
 	json_t *e;
 
-	json_array_foreach(a, i, e) {
+	json_array_foreach(a, i, e)
+	{
 		if (!json_is_string(e)) {
 			dfail(c, "key '%s': element %zu is %s, not a string", key, i,
-			    jtype_name(e));
+			      jtype_name(e));
 			return;
 		}
 		np_strv_push(out, json_string_value(e));
@@ -728,8 +744,8 @@ node_hold_expiration(struct dctx *c, json_t *v, struct np_node *n)
 }
 
 int
-np_node_decode(const char *id, const char *data, size_t len, struct np_node **out,
-    char *err, size_t errlen)
+np_node_decode(const char *id, const char *data, size_t len, struct np_node **out, char *err,
+	       size_t errlen)
 {
 	char what[96];
 	struct dctx c = {what, NULL, err, errlen, 0};
@@ -862,13 +878,13 @@ np_node_encode(const struct np_node *n, size_t *len)
 	put_str(o, "host_id", n->host_id, &bad);
 	put_str(o, "interface_ip", n->interface_ip, &bad);
 	port = n->connection_port_obj != NULL ? json_deep_copy(n->connection_port_obj)
-	    : json_integer(n->connection_port);
+					      : json_integer(n->connection_port);
 	put(o, "connection_port", port != NULL ? json_incref(port) : NULL, &bad);
 	put(o, "ssh_port", port, &bad);
 	put_str(o, "image_id", n->image_id, &bad);
 	put_str(o, "launcher", n->launcher, &bad);
-	put(o, "created_time", n->created_time != 0 ? json_real(n->created_time)
-	    : json_null(), &bad);
+	put(o, "created_time", n->created_time != 0 ? json_real(n->created_time) : json_null(),
+	    &bad);
 	if (n->external_id_obj != NULL)
 		put(o, "external_id", json_deep_copy(n->external_id_obj), &bad);
 	else
@@ -881,8 +897,8 @@ np_node_encode(const struct np_node *n, size_t *len)
 	put_str(o, "username", n->username, &bad);
 	put_str(o, "connection_type", n->connection_type, &bad);
 	put_str(o, "shell_type", n->shell_type, &bad);
-	put(o, "hold_expiration", n->has_hold_expiration ?
-	    json_integer(n->hold_expiration) : json_null(), &bad);
+	put(o, "hold_expiration",
+	    n->has_hold_expiration ? json_integer(n->hold_expiration) : json_null(), &bad);
 	put(o, "resources", ref_or_null(n->resources), &bad);
 	put(o, "slot", n->slot >= 0 ? json_integer(n->slot) : json_null(), &bad);
 	put(o, "attributes", ref_or_null(n->attributes), &bad);
@@ -960,8 +976,8 @@ np_request_set_state(struct np_request *r, int state)
 }
 
 int
-np_request_decode(const char *id, const char *data, size_t len,
-    struct np_request **out, char *err, size_t errlen)
+np_request_decode(const char *id, const char *data, size_t len, struct np_request **out, char *err,
+		  size_t errlen)
 {
 	char what[96];
 	struct dctx c = {what, NULL, err, errlen, 0};
@@ -1017,8 +1033,8 @@ np_request_encode(const struct np_request *r, size_t *len)
 	put_str(o, "provider", r->provider, &bad);
 	put(o, "relative_priority", json_integer(r->relative_priority), &bad);
 	put_str(o, "event_id", r->event_id, &bad);
-	put(o, "created_time", r->has_created_time ? json_real(r->created_time)
-	    : json_null(), &bad);
+	put(o, "created_time", r->has_created_time ? json_real(r->created_time) : json_null(),
+	    &bad);
 	put_str(o, "tenant_name", r->tenant_name, &bad);
 	return finish(o, r->extra, bad, 0, len);
 }
@@ -1103,8 +1119,8 @@ np_image_build_set_state(struct np_image_build *b, int state)
 }
 
 int
-np_image_build_decode(const char *id, const char *data, size_t len,
-    struct np_image_build **out, char *err, size_t errlen)
+np_image_build_decode(const char *id, const char *data, size_t len, struct np_image_build **out,
+		      char *err, size_t errlen)
 {
 	char what[96];
 	struct dctx c = {what, NULL, err, errlen, 0};
@@ -1239,8 +1255,8 @@ np_image_upload_set_state(struct np_image_upload *u, int state)
 }
 
 int
-np_image_upload_decode(const char *id, const char *data, size_t len,
-    struct np_image_upload **out, char *err, size_t errlen)
+np_image_upload_decode(const char *id, const char *data, size_t len, struct np_image_upload **out,
+		       char *err, size_t errlen)
 {
 	char what[96];
 	struct dctx c = {what, NULL, err, errlen, 0};
@@ -1331,8 +1347,8 @@ np_component_free(struct np_component *c)
 }
 
 int
-np_component_decode(const char *name, const char *data, size_t len,
-    struct np_component **out, char *err, size_t errlen)
+np_component_decode(const char *name, const char *data, size_t len, struct np_component **out,
+		    char *err, size_t errlen)
 {
 	char what[96];
 	struct dctx c = {what, NULL, err, errlen, 0};

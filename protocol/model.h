@@ -69,7 +69,7 @@ const char *np_node_state_name(int state);
 int np_node_state_parse(const char *name);
 
 struct np_node {
-	char *id; /* znode name (10 digits); not in the body */
+	char *id;  /* znode name (10 digits); not in the body */
 	int state; /* enum np_node_state; missing/null reads as init */
 	double state_time;
 	double created_time; /* 0 = unset, written as null (upstream's None) */
@@ -101,17 +101,17 @@ struct np_node {
 	 * (upstream's ValueError fallback); huge values saturate; a list or
 	 * object is an error (upstream's uncaught TypeError). */
 	long long hold_expiration;
-	int has_hold_expiration;   /* 0: null (missing or null on read) */
+	int has_hold_expiration; /* 0: null (missing or null on read) */
 	char *user_data;
 	struct np_strv host_keys;
-	char *username;            /* default "zuul" on read */
+	char *username; /* default "zuul" on read */
 	char *python_path, *shell_type;
-	json_t *resources;         /* object or NULL */
-	int slot;                  /* -1 = null; a negative slot on read is an error */
-	json_t *attributes;        /* object or NULL */
+	json_t *resources;  /* object or NULL */
+	int slot;	    /* -1 = null; a negative slot on read is an error */
+	json_t *attributes; /* object or NULL */
 	char *tenant_name, *requestor;
-	json_t *driver_data;       /* any JSON or NULL */
-	json_t *extra;             /* unknown keys (object) or NULL */
+	json_t *driver_data; /* any JSON or NULL */
+	json_t *extra;	     /* unknown keys (object) or NULL */
 };
 
 struct np_node *np_node_new(void); /* defaults: state init, port 22, slot -1, username zuul */
@@ -119,8 +119,8 @@ void np_node_free(struct np_node *n);
 struct np_node *np_node_dup(const struct np_node *n); /* deep copy; NULL gives NULL */
 /* 0 and *out set, or -1 with a message in err. id is copied (may be NULL).
  * An unknown state name is an error (upstream's setter raises). */
-int np_node_decode(const char *id, const char *data, size_t len, struct np_node **out,
-    char *err, size_t errlen);
+int np_node_decode(const char *id, const char *data, size_t len, struct np_node **out, char *err,
+		   size_t errlen);
 /* Upstream's Node.toDict() keys (36, with ssh_port) plus extra. */
 char *np_node_encode(const struct np_node *n, size_t *len);
 /* Set state and state_time = now (as upstream's Node.state setter). */
@@ -138,20 +138,20 @@ const char *np_request_state_name(int state);
 int np_request_state_parse(const char *name);
 
 struct np_request {
-	char *id; /* znode name "<3-digit prio>-<10-digit seq>"; not in the body */
-	int state;                  /* missing/null reads as requested */
+	char *id;  /* znode name "<3-digit prio>-<10-digit seq>"; not in the body */
+	int state; /* missing/null reads as requested */
 	double state_time;
 	struct np_strv node_types;  /* order significant, duplicates allowed */
-	struct np_strv nodes;       /* node ids, in node_types order once fulfilled */
+	struct np_strv nodes;	    /* node ids, in node_types order once fulfilled */
 	struct np_strv declined_by; /* pool (launcher) ids */
-	int reuse;                  /* default 1 (missing); null reads as 0 */
+	int reuse;		    /* default 1 (missing); null reads as 0 */
 	char *requestor;
-	json_t *requestor_data;     /* any JSON, untouched */
+	json_t *requestor_data; /* any JSON, untouched */
 	char *provider;
 	long long relative_priority; /* default 0 (missing or null); must be an int */
 	char *event_id;
-	double created_time;        /* meaningful when has_created_time */
-	int has_created_time;       /* 0: written as null */
+	double created_time;  /* meaningful when has_created_time */
+	int has_created_time; /* 0: written as null */
 	char *tenant_name;
 	json_t *extra;
 };
@@ -159,8 +159,8 @@ struct np_request {
 struct np_request *np_request_new(void); /* state requested, reuse 1 */
 void np_request_free(struct np_request *r);
 struct np_request *np_request_dup(const struct np_request *r);
-int np_request_decode(const char *id, const char *data, size_t len,
-    struct np_request **out, char *err, size_t errlen);
+int np_request_decode(const char *id, const char *data, size_t len, struct np_request **out,
+		      char *err, size_t errlen);
 char *np_request_encode(const struct np_request *r, size_t *len);
 void np_request_set_state(struct np_request *r, int state);
 /*
@@ -182,15 +182,15 @@ const char *np_build_state_name(int state);
 int np_build_state_parse(const char *name);
 
 struct np_image_build {
-	char *id; /* 32 hex (uuid4) or legacy 10-digit sequence; not in the body */
+	char *id;  /* 32 hex (uuid4) or legacy 10-digit sequence; not in the body */
 	int state; /* missing/null reads as building */
 	double state_time;
-	char *builder;    /* FQDN; omitted from the body when NULL */
+	char *builder;	  /* FQDN; omitted from the body when NULL */
 	char *builder_id; /* uuid; omitted when NULL */
 	/* formats: read by splitting a non-empty string at ','; written as a
 	 * comma-joined sorted string; omitted if empty. */
 	struct np_strv formats;
-	char *username;    /* default "zuul" (new and missing on read) */
+	char *username;	   /* default "zuul" (new and missing on read) */
 	char *python_path; /* default "/usr/bin/python2" when missing on read */
 	char *shell_type;
 	json_t *extra;
@@ -199,8 +199,8 @@ struct np_image_build *np_image_build_new(void); /* state building, username zuu
 void np_image_build_free(struct np_image_build *b);
 /* Set state and state_time = now (as upstream's BaseModel.state setter). */
 void np_image_build_set_state(struct np_image_build *b, int state);
-int np_image_build_decode(const char *id, const char *data, size_t len,
-    struct np_image_build **out, char *err, size_t errlen);
+int np_image_build_decode(const char *id, const char *data, size_t len, struct np_image_build **out,
+			  char *err, size_t errlen);
 char *np_image_build_encode(const struct np_image_build *b, size_t *len);
 
 /* ---- ImageUpload (…/providers/<provider>/images/<upload-id>) ------------- */
@@ -215,7 +215,7 @@ const char *np_upload_state_name(int state);
 int np_upload_state_parse(const char *name);
 
 struct np_image_upload {
-	char *id; /* 10-digit sequence; not in the body */
+	char *id;  /* 10-digit sequence; not in the body */
 	int state; /* missing/null reads as uploading */
 	double state_time;
 	char *external_id, *external_name;
@@ -229,23 +229,23 @@ struct np_image_upload *np_image_upload_new(void); /* state uploading, strings N
 void np_image_upload_free(struct np_image_upload *u);
 void np_image_upload_set_state(struct np_image_upload *u, int state);
 int np_image_upload_decode(const char *id, const char *data, size_t len,
-    struct np_image_upload **out, char *err, size_t errlen);
+			   struct np_image_upload **out, char *err, size_t errlen);
 char *np_image_upload_encode(const struct np_image_upload *u, size_t *len);
 
 /* ---- Components (/nodepool/components/<kind>/<hostname><seq>) ------------ */
 struct np_component {
-	char *name;     /* znode name; not in the body */
-	char *kind;     /* "launcher", "builder", "pool" (from the body) */
+	char *name;	/* znode name; not in the body */
+	char *kind;	/* "launcher", "builder", "pool" (from the body) */
 	char *hostname; /* default on read: the znode name (as upstream's registry) */
-	char *state;    /* "initializing", "running", "paused", "stopped" (default) */
+	char *state;	/* "initializing", "running", "paused", "stopped" (default) */
 	char *version;
 	long long model_api; /* 0 */
 	/* pool components only (kind "pool"): */
-	char *id;       /* launcher id "<fqdn>-PoolWorker.<provider>-<pool>-<uuid4hex>" */
-	char *pool_name;       /* key "name" */
+	char *id;	 /* launcher id "<fqdn>-PoolWorker.<provider>-<pool>-<uuid4hex>" */
+	char *pool_name; /* key "name" */
 	char *provider_name;
 	struct np_strv supported_labels;
-	long long priority;    /* default 100 */
+	long long priority; /* default 100 */
 	int paused;
 	json_t *extra;
 };
@@ -254,8 +254,8 @@ struct np_component *np_component_new(const char *kind);
 void np_component_free(struct np_component *c);
 /* Pool keys are read only for kind "pool"; on other kinds they are unknown
  * keys kept in extra. */
-int np_component_decode(const char *name, const char *data, size_t len,
-    struct np_component **out, char *err, size_t errlen);
+int np_component_decode(const char *name, const char *data, size_t len, struct np_component **out,
+			char *err, size_t errlen);
 /* JSON with sorted keys, as upstream (json.dumps(sort_keys=True)). Pool keys
  * are written only for kind "pool". */
 char *np_component_encode(const struct np_component *c, size_t *len);

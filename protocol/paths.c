@@ -15,8 +15,8 @@
 static int
 valid_elem(const char *s)
 {
-	return s != NULL && *s != '\0' && strchr(s, '/') == NULL &&
-	    strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+	return s != NULL && *s != '\0' && strchr(s, '/') == NULL && strcmp(s, ".") != 0 &&
+	       strcmp(s, "..") != 0;
 }
 
 /* Append s at *off into buf (snprintf-style: counts past size). */
@@ -154,34 +154,34 @@ np_path_build_providers(char *buf, size_t size, const char *image, const char *b
 
 int
 np_path_uploads(char *buf, size_t size, const char *image, const char *build_id,
-    const char *provider)
+		const char *provider)
 {
-	return join(buf, size, NP_IMAGE_ROOT, 6, image, "builds", build_id, "providers",
-	    provider, "images");
+	return join(buf, size, NP_IMAGE_ROOT, 6, image, "builds", build_id, "providers", provider,
+		    "images");
 }
 
 int
 np_path_upload_lock(char *buf, size_t size, const char *image, const char *build_id,
-    const char *provider)
+		    const char *provider)
 {
-	return join(buf, size, NP_IMAGE_ROOT, 7, image, "builds", build_id, "providers",
-	    provider, "images", "lock");
+	return join(buf, size, NP_IMAGE_ROOT, 7, image, "builds", build_id, "providers", provider,
+		    "images", "lock");
 }
 
 int
 np_path_upload(char *buf, size_t size, const char *image, const char *build_id,
-    const char *provider, const char *upload_id)
+	       const char *provider, const char *upload_id)
 {
-	return join(buf, size, NP_IMAGE_ROOT, 7, image, "builds", build_id, "providers",
-	    provider, "images", upload_id);
+	return join(buf, size, NP_IMAGE_ROOT, 7, image, "builds", build_id, "providers", provider,
+		    "images", upload_id);
 }
 
 int
 np_path_upload_id_lock(char *buf, size_t size, const char *image, const char *build_id,
-    const char *provider, const char *upload_id)
+		       const char *provider, const char *upload_id)
 {
-	return join(buf, size, NP_IMAGE_ROOT, 8, image, "builds", build_id, "providers",
-	    provider, "images", upload_id, "lock");
+	return join(buf, size, NP_IMAGE_ROOT, 8, image, "builds", build_id, "providers", provider,
+		    "images", upload_id, "lock");
 }
 
 int
@@ -211,41 +211,40 @@ static const struct {
 	const char *name;
 	const char *pattern;
 } path_table[] = {
-	{NP_PATH_NODE, "node", "nodes/{id}"},
-	{NP_PATH_NODE_LOCK, "node-lock", "nodes/{id}/lock"},
-	{NP_PATH_NODE_LOCK_CONTENDER, "node-lock-contender", "nodes/{id}/lock/{contender}"},
-	{NP_PATH_REQUEST, "request", "requests/{id}"},
-	{NP_PATH_REQUEST_LOCK, "request-lock", "requests-lock/{id}"},
-	{NP_PATH_REQUEST_LOCK_CONTENDER, "request-lock-contender",
-	    "requests-lock/{id}/{contender}"},
-	{NP_PATH_IMAGE, "image", "images/{image}"},
-	{NP_PATH_IMAGE_PAUSE, "image-pause", "images/{image}/pause"},
-	{NP_PATH_IMAGE_REQUEST_BUILD, "image-request-build", "images/{image}/request-build"},
-	{NP_PATH_IMAGE_BUILDS, "image-builds", "images/{image}/builds"},
-	{NP_PATH_IMAGE_BUILD_LOCK, "image-build-lock", "images/{image}/builds/lock"},
-	{NP_PATH_IMAGE_BUILD_LOCK_CONTENDER, "image-build-lock-contender",
-	    "images/{image}/builds/lock/{contender}"},
-	{NP_PATH_BUILD, "build", "images/{image}/builds/{build}"},
-	{NP_PATH_BUILD_LOCK, "build-lock", "images/{image}/builds/{build}/lock"},
-	{NP_PATH_BUILD_LOCK_CONTENDER, "build-lock-contender",
-	    "images/{image}/builds/{build}/lock/{contender}"},
-	{NP_PATH_BUILD_PROVIDERS, "build-providers", "images/{image}/builds/{build}/providers"},
-	{NP_PATH_BUILD_PROVIDER, "build-provider",
-	    "images/{image}/builds/{build}/providers/{provider}"},
-	{NP_PATH_UPLOADS, "uploads", "images/{image}/builds/{build}/providers/{provider}/images"},
-	{NP_PATH_UPLOAD_LOCK, "upload-lock",
-	    "images/{image}/builds/{build}/providers/{provider}/images/lock"},
-	{NP_PATH_UPLOAD_LOCK_CONTENDER, "upload-lock-contender",
-	    "images/{image}/builds/{build}/providers/{provider}/images/lock/{contender}"},
-	{NP_PATH_UPLOAD, "upload",
-	    "images/{image}/builds/{build}/providers/{provider}/images/{upload}"},
-	{NP_PATH_UPLOAD_ID_LOCK, "upload-id-lock",
-	    "images/{image}/builds/{build}/providers/{provider}/images/{upload}/lock"},
-	{NP_PATH_UPLOAD_ID_LOCK_CONTENDER, "upload-id-lock-contender",
-	    "images/{image}/builds/{build}/providers/{provider}/images/{upload}/lock/"
-	    "{contender}"},
-	{NP_PATH_COMPONENT_KIND, "component-kind", "components/{kind}"},
-	{NP_PATH_COMPONENT, "component", "components/{kind}/{name}"},
+    {NP_PATH_NODE, "node", "nodes/{id}"},
+    {NP_PATH_NODE_LOCK, "node-lock", "nodes/{id}/lock"},
+    {NP_PATH_NODE_LOCK_CONTENDER, "node-lock-contender", "nodes/{id}/lock/{contender}"},
+    {NP_PATH_REQUEST, "request", "requests/{id}"},
+    {NP_PATH_REQUEST_LOCK, "request-lock", "requests-lock/{id}"},
+    {NP_PATH_REQUEST_LOCK_CONTENDER, "request-lock-contender", "requests-lock/{id}/{contender}"},
+    {NP_PATH_IMAGE, "image", "images/{image}"},
+    {NP_PATH_IMAGE_PAUSE, "image-pause", "images/{image}/pause"},
+    {NP_PATH_IMAGE_REQUEST_BUILD, "image-request-build", "images/{image}/request-build"},
+    {NP_PATH_IMAGE_BUILDS, "image-builds", "images/{image}/builds"},
+    {NP_PATH_IMAGE_BUILD_LOCK, "image-build-lock", "images/{image}/builds/lock"},
+    {NP_PATH_IMAGE_BUILD_LOCK_CONTENDER, "image-build-lock-contender",
+     "images/{image}/builds/lock/{contender}"},
+    {NP_PATH_BUILD, "build", "images/{image}/builds/{build}"},
+    {NP_PATH_BUILD_LOCK, "build-lock", "images/{image}/builds/{build}/lock"},
+    {NP_PATH_BUILD_LOCK_CONTENDER, "build-lock-contender",
+     "images/{image}/builds/{build}/lock/{contender}"},
+    {NP_PATH_BUILD_PROVIDERS, "build-providers", "images/{image}/builds/{build}/providers"},
+    {NP_PATH_BUILD_PROVIDER, "build-provider",
+     "images/{image}/builds/{build}/providers/{provider}"},
+    {NP_PATH_UPLOADS, "uploads", "images/{image}/builds/{build}/providers/{provider}/images"},
+    {NP_PATH_UPLOAD_LOCK, "upload-lock",
+     "images/{image}/builds/{build}/providers/{provider}/images/lock"},
+    {NP_PATH_UPLOAD_LOCK_CONTENDER, "upload-lock-contender",
+     "images/{image}/builds/{build}/providers/{provider}/images/lock/{contender}"},
+    {NP_PATH_UPLOAD, "upload",
+     "images/{image}/builds/{build}/providers/{provider}/images/{upload}"},
+    {NP_PATH_UPLOAD_ID_LOCK, "upload-id-lock",
+     "images/{image}/builds/{build}/providers/{provider}/images/{upload}/lock"},
+    {NP_PATH_UPLOAD_ID_LOCK_CONTENDER, "upload-id-lock-contender",
+     "images/{image}/builds/{build}/providers/{provider}/images/{upload}/lock/"
+     "{contender}"},
+    {NP_PATH_COMPONENT_KIND, "component-kind", "components/{kind}"},
+    {NP_PATH_COMPONENT, "component", "components/{kind}/{name}"},
 };
 #define PATH_TABLE_LEN (sizeof(path_table) / sizeof(path_table[0]))
 
@@ -257,14 +256,14 @@ capture_field(struct np_path_info *pi, const char *name, size_t len)
 		const char *name;
 		size_t off;
 	} fields[] = {
-		{"id", offsetof(struct np_path_info, id)},
-		{"image", offsetof(struct np_path_info, image)},
-		{"build", offsetof(struct np_path_info, build)},
-		{"provider", offsetof(struct np_path_info, provider)},
-		{"upload", offsetof(struct np_path_info, upload)},
-		{"kind", offsetof(struct np_path_info, comp_kind)},
-		{"name", offsetof(struct np_path_info, name)},
-		{"contender", offsetof(struct np_path_info, contender)},
+	    {"id", offsetof(struct np_path_info, id)},
+	    {"image", offsetof(struct np_path_info, image)},
+	    {"build", offsetof(struct np_path_info, build)},
+	    {"provider", offsetof(struct np_path_info, provider)},
+	    {"upload", offsetof(struct np_path_info, upload)},
+	    {"kind", offsetof(struct np_path_info, comp_kind)},
+	    {"name", offsetof(struct np_path_info, name)},
+	    {"contender", offsetof(struct np_path_info, contender)},
 	};
 	size_t i;
 
@@ -322,9 +321,8 @@ np_path_parse(const char *path, struct np_path_info *pi)
 				if (tl[i] != pl[i] || memcmp(te[i], pe[i], pl[i]) != 0)
 					break;
 			} else if ((pl[i] == 4 && memcmp(pe[i], "lock", 4) == 0) ||
-			    pl[i] >= NP_NAME_MAX ||
-			    (pl[i] == 1 && pe[i][0] == '.') ||
-			    (pl[i] == 2 && memcmp(pe[i], "..", 2) == 0)) {
+				   pl[i] >= NP_NAME_MAX || (pl[i] == 1 && pe[i][0] == '.') ||
+				   (pl[i] == 2 && memcmp(pe[i], "..", 2) == 0)) {
 				break;
 			}
 		}
@@ -353,8 +351,8 @@ int
 np_path_format(char *buf, size_t size, const struct np_path_info *pi)
 {
 	/* Literal elements of the patterns, as NUL-terminated strings. */
-	static const char *const lits[] = {"lock", "pause", "request-build", "builds",
-	    "providers", "images"};
+	static const char *const lits[] = {"lock",   "pause",	  "request-build",
+					   "builds", "providers", "images"};
 	const char *te[MAX_ELEMS], *e[MAX_ELEMS];
 	size_t tl[MAX_ELEMS], t, k;
 	char root[64];
@@ -373,8 +371,8 @@ np_path_format(char *buf, size_t size, const struct np_path_info *pi)
 	for (i = 1; i < nt; i++) {
 		e[i - 1] = NULL;
 		if (te[i][0] == '{') {
-			const char *f = capture_field((struct np_path_info *)pi,
-			    te[i] + 1, tl[i] - 2);
+			const char *f =
+			    capture_field((struct np_path_info *)pi, te[i] + 1, tl[i] - 2);
 
 			if (f == NULL || strnlen(f, NP_NAME_MAX) == NP_NAME_MAX ||
 			    strcmp(f, "lock") == 0)
@@ -512,8 +510,8 @@ np_lock_contender_seq(const char *name, long long *seq)
 		return 0;
 	}
 	/* ... or __lock__ then '-' and 10 digits (a wrapped counter). */
-	if (n >= ml + 11 && memcmp(name + n - 11 - ml, marker, ml) == 0 &&
-	    name[n - 11] == '-' && digits(name + n - 10, 10, &v) == 0) {
+	if (n >= ml + 11 && memcmp(name + n - 11 - ml, marker, ml) == 0 && name[n - 11] == '-' &&
+	    digits(name + n - 10, 10, &v) == 0) {
 		if (seq != NULL)
 			*seq = -v;
 		return 0;
@@ -557,8 +555,7 @@ np_uuid4_hex(char out[33])
 }
 
 int
-np_launcher_id(char *buf, size_t size, const char *fqdn, const char *provider,
-    const char *pool)
+np_launcher_id(char *buf, size_t size, const char *fqdn, const char *provider, const char *pool)
 {
 	char u[33];
 

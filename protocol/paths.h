@@ -17,13 +17,13 @@
 #define NP_PATH_MAX 1024
 #define NP_NAME_MAX 256 /* longest element np_path_parse() captures, with NUL */
 
-#define NP_ROOT "/nodepool"
-#define NP_NODE_ROOT "/nodepool/nodes"
-#define NP_REQUEST_ROOT "/nodepool/requests"
+#define NP_ROOT		     "/nodepool"
+#define NP_NODE_ROOT	     "/nodepool/nodes"
+#define NP_REQUEST_ROOT	     "/nodepool/requests"
 #define NP_REQUEST_LOCK_ROOT "/nodepool/requests-lock"
-#define NP_IMAGE_ROOT "/nodepool/images"
-#define NP_COMPONENT_ROOT "/nodepool/components"
-#define NP_ELECTION_ROOT "/nodepool/elections"
+#define NP_IMAGE_ROOT	     "/nodepool/images"
+#define NP_COMPONENT_ROOT    "/nodepool/components"
+#define NP_ELECTION_ROOT     "/nodepool/elections"
 /* kazoo Election (a Lock) whose winner emits the node/request gauges;
  * contender data is "<hostname>-<pid>" (as upstream's StatsWorker). */
 #define NP_STATS_ELECTION_PATH "/nodepool/elections/stats"
@@ -52,68 +52,66 @@ int np_path_image_build_lock(char *buf, size_t size, const char *image);
 /* …/builds/<build>, …/builds/<build>/lock, …/builds/<build>/providers */
 int np_path_build(char *buf, size_t size, const char *image, const char *build_id);
 int np_path_build_lock(char *buf, size_t size, const char *image, const char *build_id);
-int np_path_build_providers(char *buf, size_t size, const char *image,
-    const char *build_id);
+int np_path_build_providers(char *buf, size_t size, const char *image, const char *build_id);
 /* …/builds/<build>/providers/<provider>/images (the upload container),
  * …/images/lock (one upload at a time per image, build, provider),
  * …/images/<upload>, …/images/<upload>/lock. */
 int np_path_uploads(char *buf, size_t size, const char *image, const char *build_id,
-    const char *provider);
+		    const char *provider);
 int np_path_upload_lock(char *buf, size_t size, const char *image, const char *build_id,
-    const char *provider);
+			const char *provider);
 int np_path_upload(char *buf, size_t size, const char *image, const char *build_id,
-    const char *provider, const char *upload_id);
-int np_path_upload_id_lock(char *buf, size_t size, const char *image,
-    const char *build_id, const char *provider, const char *upload_id);
+		   const char *provider, const char *upload_id);
+int np_path_upload_id_lock(char *buf, size_t size, const char *image, const char *build_id,
+			   const char *provider, const char *upload_id);
 
 /* /nodepool/components/<kind>, and the ephemeral sequential-create prefix
  * /nodepool/components/<kind>/<hostname> (ZooKeeper appends 10 digits). */
 int np_path_component_root(char *buf, size_t size, const char *kind);
-int np_path_component_prefix(char *buf, size_t size, const char *kind,
-    const char *hostname);
+int np_path_component_prefix(char *buf, size_t size, const char *kind, const char *hostname);
 
 /* ---- parsing paths (what the caches see) -------------------------------- */
 
 enum np_path_kind {
-	NP_PATH_UNKNOWN = 0,             /* not in the catalogue */
-	NP_PATH_NODE,                    /* nodes/{id} */
-	NP_PATH_NODE_LOCK,               /* nodes/{id}/lock */
-	NP_PATH_NODE_LOCK_CONTENDER,     /* nodes/{id}/lock/{contender} */
-	NP_PATH_REQUEST,                 /* requests/{id} */
-	NP_PATH_REQUEST_LOCK,            /* requests-lock/{id} */
-	NP_PATH_REQUEST_LOCK_CONTENDER,  /* requests-lock/{id}/{contender} */
-	NP_PATH_IMAGE,                   /* images/{image} */
-	NP_PATH_IMAGE_PAUSE,             /* images/{image}/pause */
-	NP_PATH_IMAGE_REQUEST_BUILD,     /* images/{image}/request-build */
-	NP_PATH_IMAGE_BUILDS,            /* images/{image}/builds */
-	NP_PATH_IMAGE_BUILD_LOCK,        /* images/{image}/builds/lock */
+	NP_PATH_UNKNOWN = 0,		/* not in the catalogue */
+	NP_PATH_NODE,			/* nodes/{id} */
+	NP_PATH_NODE_LOCK,		/* nodes/{id}/lock */
+	NP_PATH_NODE_LOCK_CONTENDER,	/* nodes/{id}/lock/{contender} */
+	NP_PATH_REQUEST,		/* requests/{id} */
+	NP_PATH_REQUEST_LOCK,		/* requests-lock/{id} */
+	NP_PATH_REQUEST_LOCK_CONTENDER, /* requests-lock/{id}/{contender} */
+	NP_PATH_IMAGE,			/* images/{image} */
+	NP_PATH_IMAGE_PAUSE,		/* images/{image}/pause */
+	NP_PATH_IMAGE_REQUEST_BUILD,	/* images/{image}/request-build */
+	NP_PATH_IMAGE_BUILDS,		/* images/{image}/builds */
+	NP_PATH_IMAGE_BUILD_LOCK,	/* images/{image}/builds/lock */
 	NP_PATH_IMAGE_BUILD_LOCK_CONTENDER,
-	NP_PATH_BUILD,                   /* …/builds/{build} */
-	NP_PATH_BUILD_LOCK,              /* …/builds/{build}/lock */
+	NP_PATH_BUILD,	    /* …/builds/{build} */
+	NP_PATH_BUILD_LOCK, /* …/builds/{build}/lock */
 	NP_PATH_BUILD_LOCK_CONTENDER,
-	NP_PATH_BUILD_PROVIDERS,         /* …/builds/{build}/providers */
-	NP_PATH_BUILD_PROVIDER,          /* …/providers/{provider} */
-	NP_PATH_UPLOADS,                 /* …/providers/{provider}/images */
-	NP_PATH_UPLOAD_LOCK,             /* …/images/lock */
+	NP_PATH_BUILD_PROVIDERS, /* …/builds/{build}/providers */
+	NP_PATH_BUILD_PROVIDER,	 /* …/providers/{provider} */
+	NP_PATH_UPLOADS,	 /* …/providers/{provider}/images */
+	NP_PATH_UPLOAD_LOCK,	 /* …/images/lock */
 	NP_PATH_UPLOAD_LOCK_CONTENDER,
-	NP_PATH_UPLOAD,                  /* …/images/{upload} */
-	NP_PATH_UPLOAD_ID_LOCK,          /* …/images/{upload}/lock */
+	NP_PATH_UPLOAD,		/* …/images/{upload} */
+	NP_PATH_UPLOAD_ID_LOCK, /* …/images/{upload}/lock */
 	NP_PATH_UPLOAD_ID_LOCK_CONTENDER,
-	NP_PATH_COMPONENT_KIND,          /* components/{kind} */
-	NP_PATH_COMPONENT,               /* components/{kind}/{name} */
+	NP_PATH_COMPONENT_KIND, /* components/{kind} */
+	NP_PATH_COMPONENT,	/* components/{kind}/{name} */
 	NP_PATH_KIND_COUNT
 };
 
 /* The elements a parsed path names; unused ones are "". */
 struct np_path_info {
 	enum np_path_kind kind;
-	char id[NP_NAME_MAX];        /* node or request id */
+	char id[NP_NAME_MAX]; /* node or request id */
 	char image[NP_NAME_MAX];
 	char build[NP_NAME_MAX];
 	char provider[NP_NAME_MAX];
 	char upload[NP_NAME_MAX];
 	char comp_kind[NP_NAME_MAX]; /* component kind */
-	char name[NP_NAME_MAX];      /* component znode name (hostname + seq) */
+	char name[NP_NAME_MAX];	     /* component znode name (hostname + seq) */
 	char contender[NP_NAME_MAX]; /* lock contender znode name */
 };
 
@@ -178,6 +176,6 @@ int np_uuid4_hex(char out[33]);
  * `declined_by`. snprintf-style; -1 on NULL arguments or RNG failure.
  */
 int np_launcher_id(char *buf, size_t size, const char *fqdn, const char *provider,
-    const char *pool);
+		   const char *pool);
 
 #endif

@@ -29,23 +29,14 @@
 typedef enum sup_state sup_action(struct sup_child *c);
 
 static const char *const state_names[SUP_STATE_COUNT] = {
-	[SUP_DOWN] = "down",
-	[SUP_STARTING] = "starting",
-	[SUP_RUNNING] = "running",
-	[SUP_STOPPING] = "stopping",
-	[SUP_BACKOFF] = "backoff",
-	[SUP_DEAD] = "dead",
+    [SUP_DOWN] = "down",	 [SUP_STARTING] = "starting", [SUP_RUNNING] = "running",
+    [SUP_STOPPING] = "stopping", [SUP_BACKOFF] = "backoff",   [SUP_DEAD] = "dead",
 };
 
 static const char *const event_names[SUP_EVENT_COUNT] = {
-	[SUP_EV_UP] = "up",
-	[SUP_EV_READY] = "ready",
-	[SUP_EV_EXIT] = "exit",
-	[SUP_EV_KILL] = "kill",
-	[SUP_EV_LOST] = "lost",
-	[SUP_EV_DOWN] = "down",
-	[SUP_EV_RESTART] = "restart",
-	[SUP_EV_TIMER] = "timer",
+    [SUP_EV_UP] = "up",		  [SUP_EV_READY] = "ready", [SUP_EV_EXIT] = "exit",
+    [SUP_EV_KILL] = "kill",	  [SUP_EV_LOST] = "lost",   [SUP_EV_DOWN] = "down",
+    [SUP_EV_RESTART] = "restart", [SUP_EV_TIMER] = "timer",
 };
 
 double
@@ -76,7 +67,7 @@ sup_wstatus_str(int wstatus, char *buf, size_t len)
 		snprintf(buf, len, "exited %d", WEXITSTATUS(wstatus));
 	else if (WIFSIGNALED(wstatus))
 		snprintf(buf, len, "killed by signal %d (%s)%s", WTERMSIG(wstatus),
-		    strsignal(WTERMSIG(wstatus)), WCOREDUMP(wstatus) ? ", core dumped" : "");
+			 strsignal(WTERMSIG(wstatus)), WCOREDUMP(wstatus) ? ", core dumped" : "");
 	else
 		snprintf(buf, len, "wait status 0x%x", (unsigned)wstatus);
 	return buf;
@@ -106,8 +97,8 @@ sup_poll_interval(double status_timeout)
 	return p;
 }
 
-static void
-set_error(struct sup_child *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_error(struct sup_child *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void
 set_error(struct sup_child *c, const char *fmt, ...)
@@ -165,17 +156,16 @@ static void
 on_ready(struct sup_child *c, const struct ipc_ready *r)
 {
 	if (r->provider == NULL || strcmp(r->provider, c->name) != 0 || r->pid != c->pid) {
-		snprintf(c->reason, sizeof(c->reason),
-		    "READY names %s pid %lld, expected %s pid %ld",
-		    r->provider ? r->provider : "(none)", (long long)r->pid, c->name,
-		    (long)c->pid);
+		snprintf(
+		    c->reason, sizeof(c->reason), "READY names %s pid %lld, expected %s pid %ld",
+		    r->provider ? r->provider : "(none)", (long long)r->pid, c->name, (long)c->pid);
 		sup_child_dispatch(c, SUP_EV_KILL);
 		return;
 	}
 	c->zk_session = r->zk_session;
 	if (strcmp(r->version ? r->version : "", NP_VERSION) != 0)
 		log_warn("%s %s: runs version %s, nodepoold is %s", c->role->role_name, c->name,
-		    r->version ? r->version : "?", NP_VERSION);
+			 r->version ? r->version : "?", NP_VERSION);
 	sup_child_dispatch(c, SUP_EV_READY);
 }
 
@@ -188,14 +178,14 @@ on_config_ack(struct sup_child *c, const struct ipc_config_ack *a)
 		if (a->generation > c->gen_acked)
 			c->gen_acked = a->generation;
 		log_debug("%s %s: configuration generation %lld in force", c->role->role_name,
-		    c->name, (long long)a->generation);
+			  c->name, (long long)a->generation);
 		return;
 	}
 	for (i = 0; i < a->errors.n; i++)
-		log_error("%s %s: refused configuration generation %lld: %s",
-		    c->role->role_name, c->name, (long long)a->generation, a->errors.v[i]);
+		log_error("%s %s: refused configuration generation %lld: %s", c->role->role_name,
+			  c->name, (long long)a->generation, a->errors.v[i]);
 	set_error(c, "refused configuration generation %lld: %s", (long long)a->generation,
-	    a->errors.n > 0 ? a->errors.v[0] : "no reason given");
+		  a->errors.n > 0 ? a->errors.v[0] : "no reason given");
 	/* A worker with no configuration in force exits 100 by itself; one
 	 * that still runs the old configuration is restarted on the new one
 	 * (and then exits 100 if that cannot run either: no loop). */
@@ -240,7 +230,7 @@ on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
 		break;
 	case IPC_DUMP_REPLY:
 		log_info("%s %s: state dump:\n%s", c->role->role_name, c->name,
-		    msg->u.dump_reply.text);
+			 msg->u.dump_reply.text);
 		break;
 	default:
 		break; /* chan.c lets through only what a child may send */
@@ -276,7 +266,7 @@ sup_child_send_config(struct sup_child *c)
 	ipc_msg_clear(&m);
 	if (rc < 0) {
 		log_error("%s %s: cannot send its configuration: %s", c->role->role_name, c->name,
-		    chan_last_error(c->chan));
+			  chan_last_error(c->chan));
 		return -1;
 	}
 	c->gen_sent = c->sup->gen;
@@ -325,8 +315,8 @@ act_spawn(struct sup_child *c)
 		return SUP_BACKOFF;
 	}
 	c->pid = pid;
-	c->chan = chan_new(sup->base, fd, CHAN_SUPERVISOR, 0, 0, on_msg, on_close, c, err,
-	    sizeof(err));
+	c->chan =
+	    chan_new(sup->base, fd, CHAN_SUPERVISOR, 0, 0, on_msg, on_close, c, err, sizeof(err));
 	if (c->chan == NULL) {
 		close(fd);
 		snprintf(c->reason, sizeof(c->reason), "channel: %s", err);
@@ -354,8 +344,8 @@ act_ready(struct sup_child *c)
 {
 	c->ready_at = sup_now();
 	log_info("%s %s: ready: pid %ld, ZooKeeper session 0x%llx, %.3f s after start",
-	    c->role->role_name, c->name, (long)c->pid, (unsigned long long)c->zk_session,
-	    c->ready_at - c->spawned_at);
+		 c->role->role_name, c->name, (long)c->pid, (unsigned long long)c->zk_session,
+		 c->ready_at - c->spawned_at);
 	return SUP_RUNNING;
 }
 
@@ -370,7 +360,7 @@ exited(struct sup_child *c)
 	clear_status(c);
 	c->exited_at = sup_now();
 	log_info("%s %s: pid %ld %s after %.1f s", c->role->role_name, c->name, (long)c->pid,
-	    sup_wstatus_str(c->wstatus, ws, sizeof(ws)), c->exited_at - c->spawned_at);
+		 sup_wstatus_str(c->wstatus, ws, sizeof(ws)), c->exited_at - c->spawned_at);
 	c->pid = 0;
 }
 
@@ -388,7 +378,7 @@ after_crash(struct sup_child *c)
 	sup_wstatus_str(c->wstatus, ws, sizeof(ws));
 	if (code == SUP_EXIT_PERMANENT) {
 		log_error("%s %s: %s (permanent failure): not restarted", c->role->role_name,
-		    c->name, ws);
+			  c->name, ws);
 		if (c->last_error == NULL || strstr(c->last_error, "refused") == NULL)
 			set_error(c, "%s (permanent failure): not restarted", ws);
 		return SUP_DEAD;
@@ -412,8 +402,8 @@ after_crash(struct sup_child *c)
 		log_warn("%s %s: restarting now", c->role->role_name, c->name);
 		return act_spawn(c);
 	}
-	log_warn("%s %s: restarting in %.0f s (%d failures in a row)", c->role->role_name,
-	    c->name, delay, c->crashes);
+	log_warn("%s %s: restarting in %.0f s (%d failures in a row)", c->role->role_name, c->name,
+		 delay, c->crashes);
 	arm_timer(c, delay);
 	return SUP_BACKOFF;
 }
@@ -448,7 +438,7 @@ static enum sup_state
 act_kill(struct sup_child *c)
 {
 	log_warn("%s %s: %s: killing pid %ld", c->role->role_name, c->name,
-	    c->reason[0] ? c->reason : "killed", (long)c->pid);
+		 c->reason[0] ? c->reason : "killed", (long)c->pid);
 	set_error(c, "killed: %s", c->reason[0] ? c->reason : "by nodepoold");
 	if (c->pid > 0)
 		kill(c->pid, SIGKILL);
@@ -514,7 +504,7 @@ static enum sup_state
 act_stop_timeout(struct sup_child *c)
 {
 	log_warn("%s %s: pid %ld did not exit in time: SIGKILL", c->role->role_name, c->name,
-	    (long)c->pid);
+		 (long)c->pid);
 	if (c->pid > 0)
 		kill(c->pid, SIGKILL);
 	return SUP_STOPPING;
@@ -529,42 +519,48 @@ act_cancel(struct sup_child *c)
 
 /* The state x event table (sup.h draws it). */
 static sup_action *const sup_table[SUP_STATE_COUNT][SUP_EVENT_COUNT] = {
-	[SUP_DOWN] = {
-		[SUP_EV_UP] = act_fresh_spawn,
-		[SUP_EV_RESTART] = act_fresh_spawn,
+    [SUP_DOWN] =
+	{
+	    [SUP_EV_UP] = act_fresh_spawn,
+	    [SUP_EV_RESTART] = act_fresh_spawn,
 	},
-	[SUP_STARTING] = {
-		[SUP_EV_READY] = act_ready,
-		[SUP_EV_EXIT] = act_died,
-		[SUP_EV_KILL] = act_kill,
-		[SUP_EV_LOST] = act_lost,
-		[SUP_EV_DOWN] = act_stop,
-		[SUP_EV_RESTART] = act_stop_restart,
+    [SUP_STARTING] =
+	{
+	    [SUP_EV_READY] = act_ready,
+	    [SUP_EV_EXIT] = act_died,
+	    [SUP_EV_KILL] = act_kill,
+	    [SUP_EV_LOST] = act_lost,
+	    [SUP_EV_DOWN] = act_stop,
+	    [SUP_EV_RESTART] = act_stop_restart,
 	},
-	[SUP_RUNNING] = {
-		[SUP_EV_EXIT] = act_died,
-		[SUP_EV_KILL] = act_kill,
-		[SUP_EV_LOST] = act_lost,
-		[SUP_EV_DOWN] = act_stop,
-		[SUP_EV_RESTART] = act_stop_restart,
+    [SUP_RUNNING] =
+	{
+	    [SUP_EV_EXIT] = act_died,
+	    [SUP_EV_KILL] = act_kill,
+	    [SUP_EV_LOST] = act_lost,
+	    [SUP_EV_DOWN] = act_stop,
+	    [SUP_EV_RESTART] = act_stop_restart,
 	},
-	[SUP_STOPPING] = {
-		[SUP_EV_UP] = act_want,
-		[SUP_EV_EXIT] = act_reaped,
-		[SUP_EV_KILL] = act_kill,
-		[SUP_EV_LOST] = act_drop,
-		[SUP_EV_RESTART] = act_want,
-		[SUP_EV_TIMER] = act_stop_timeout,
+    [SUP_STOPPING] =
+	{
+	    [SUP_EV_UP] = act_want,
+	    [SUP_EV_EXIT] = act_reaped,
+	    [SUP_EV_KILL] = act_kill,
+	    [SUP_EV_LOST] = act_drop,
+	    [SUP_EV_RESTART] = act_want,
+	    [SUP_EV_TIMER] = act_stop_timeout,
 	},
-	[SUP_BACKOFF] = {
-		[SUP_EV_DOWN] = act_cancel,
-		[SUP_EV_RESTART] = act_fresh_spawn,
-		[SUP_EV_TIMER] = act_spawn,
+    [SUP_BACKOFF] =
+	{
+	    [SUP_EV_DOWN] = act_cancel,
+	    [SUP_EV_RESTART] = act_fresh_spawn,
+	    [SUP_EV_TIMER] = act_spawn,
 	},
-	[SUP_DEAD] = {
-		[SUP_EV_UP] = act_fresh_spawn,
-		[SUP_EV_DOWN] = act_cancel,
-		[SUP_EV_RESTART] = act_fresh_spawn,
+    [SUP_DEAD] =
+	{
+	    [SUP_EV_UP] = act_fresh_spawn,
+	    [SUP_EV_DOWN] = act_cancel,
+	    [SUP_EV_RESTART] = act_fresh_spawn,
 	},
 };
 
@@ -577,13 +573,13 @@ sup_child_dispatch(struct sup_child *c, enum sup_event ev)
 
 	if (act == NULL) {
 		log_debug("%s %s: %s ignored while %s", c->role->role_name, c->name,
-		    sup_event_name(ev), sup_state_name(from));
+			  sup_event_name(ev), sup_state_name(from));
 		return;
 	}
 	c->state = act(c);
 	if (c->state != from)
-		log_debug("%s %s: %s --%s--> %s", c->role->role_name, c->name,
-		    sup_state_name(from), sup_event_name(ev), sup_state_name(c->state));
+		log_debug("%s %s: %s --%s--> %s", c->role->role_name, c->name, sup_state_name(from),
+			  sup_event_name(ev), sup_state_name(c->state));
 	if (c->want == SUP_WANT_GONE && c->pid == 0 && c->state == SUP_DOWN) {
 		TAILQ_REMOVE(&sup->children, c, entry);
 		sup_child_free(c);
@@ -696,7 +692,7 @@ ask_status(struct sup_child *c, double now)
 		c->status_sent_at = now;
 	} else {
 		log_warn("%s %s: STATUS_REQ: %s", c->role->role_name, c->name,
-		    chan_last_error(c->chan));
+			 chan_last_error(c->chan));
 	}
 }
 
@@ -712,8 +708,8 @@ sup_poll_status(struct sup *sup)
 			continue;
 		if (c->status_pending && now - c->status_sent_at >= sup->status_timeout) {
 			snprintf(c->reason, sizeof(c->reason),
-			    "no STATUS reply within %g s (worker-status-timeout)",
-			    sup->status_timeout);
+				 "no STATUS reply within %g s (worker-status-timeout)",
+				 sup->status_timeout);
 			sup_child_dispatch(c, SUP_EV_KILL);
 			continue;
 		}
@@ -780,18 +776,21 @@ sup_dump(struct sup *sup, struct evbuffer *out)
 	double now = sup_now();
 
 	evbuffer_add_printf(out, "nodepoold pid %ld, up %.0f s, config generation %lld%s\n",
-	    (long)getpid(), now - sup->started_at, (long long)sup->gen,
-	    sup->stopping ? ", stopping" : "");
+			    (long)getpid(), now - sup->started_at, (long long)sup->gen,
+			    sup->stopping ? ", stopping" : "");
 	TAILQ_FOREACH(c, &sup->children, entry)
 	{
-		evbuffer_add_printf(out,
+		evbuffer_add_printf(
+		    out,
 		    "  %s %s: %s, pid %ld, up %.0f s, restarts %lld, failures in a row %d, "
 		    "config %lld/%lld, zk session 0x%llx, status %s%s%s\n",
 		    c->role->role_name, c->name, sup_state_name(c->state), (long)c->pid,
 		    c->pid > 0 ? now - c->spawned_at : 0.0, (long long)c->restarts, c->crashes,
 		    (long long)c->gen_acked, (long long)c->gen_sent,
 		    (unsigned long long)c->zk_session,
-		    c->status_pending ? "pending" : c->have_status ? "fresh" : "none",
+		    c->status_pending ? "pending"
+		    : c->have_status  ? "fresh"
+				      : "none",
 		    c->last_error ? ", last error: " : "", c->last_error ? c->last_error : "");
 	}
 }

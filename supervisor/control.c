@@ -36,7 +36,7 @@ struct sup_ctl {
 	pid_t peer_pid;
 	uid_t peer_uid;
 	bool replied;
-	bool waiting;  /* a status request waiting for fresh STATUS answers */
+	bool waiting; /* a status request waiting for fresh STATUS answers */
 };
 
 /* A command: runs with the request, fills the reply (init'd by the
@@ -50,8 +50,8 @@ struct sup_ctl_cmd {
 	sup_ctl_fn *run;
 };
 
-static void
-result(struct ipc_msg *reply, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void result(struct ipc_msg *reply, bool ok, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void
 result(struct ipc_msg *reply, bool ok, const char *fmt, ...)
@@ -74,8 +74,8 @@ ctl_status(struct sup *sup, const struct ipc_msg *req, struct ipc_msg *reply)
 
 	TAILQ_FOREACH(c, &sup->children, entry)
 	{
-		struct ipc_worker_info *wi = ipc_workers_add(&reply->u.ctl_status_reply.workers,
-		    c->name);
+		struct ipc_worker_info *wi =
+		    ipc_workers_add(&reply->u.ctl_status_reply.workers, c->name);
 		if (wi == NULL)
 			abort();
 		sup_child_info(c, wi, now);
@@ -121,12 +121,13 @@ ctl_reload(struct sup *sup, const struct ipc_msg *req, struct ipc_msg *reply)
 	}
 	sup_reload_and_log(sup, &res);
 	if (res.ok) {
-		result(reply, true, "reloaded: configuration generation %lld, %zu unchanged, "
-		    "%zu changed, %zu added, %zu removed", (long long)sup->gen, res.unchanged,
-		    res.changed, res.added, res.removed);
+		result(reply, true,
+		       "reloaded: configuration generation %lld, %zu unchanged, "
+		       "%zu changed, %zu added, %zu removed",
+		       (long long)sup->gen, res.unchanged, res.changed, res.added, res.removed);
 	} else {
 		result(reply, false, "reload failed: %zu configuration error(s)",
-		    np_config_errors_count(res.errs));
+		       np_config_errors_count(res.errs));
 		for (i = 0; i < res.errs->n; i++) {
 			char *line = np_config_error_format(&res.errs->v[i]);
 			ipc_strv_push(&reply->u.ctl_result.errors, line);
@@ -151,10 +152,10 @@ ctl_stop(struct sup *sup, const struct ipc_msg *req, struct ipc_msg *reply)
 }
 
 static const struct sup_ctl_cmd sup_ctl_cmds[] = {
-	{IPC_CTL_STATUS, IPC_CTL_STATUS_REPLY, "status", ctl_status},
-	{IPC_CTL_RESTART, IPC_CTL_RESULT, "restart", ctl_restart},
-	{IPC_CTL_RELOAD, IPC_CTL_RESULT, "reload", ctl_reload},
-	{IPC_CTL_STOP, IPC_CTL_RESULT, "stop", ctl_stop},
+    {IPC_CTL_STATUS, IPC_CTL_STATUS_REPLY, "status", ctl_status},
+    {IPC_CTL_RESTART, IPC_CTL_RESULT, "restart", ctl_restart},
+    {IPC_CTL_RELOAD, IPC_CTL_RESULT, "reload", ctl_reload},
+    {IPC_CTL_STOP, IPC_CTL_RESULT, "stop", ctl_stop},
 };
 
 static void
@@ -177,7 +178,7 @@ send_reply(struct sup_ctl *x, struct ipc_msg *reply)
 	evtimer_del(x->idle);
 	if (chan_send(x->ch, reply) < 0)
 		log_warn("control: reply to pid %ld: %s", (long)x->peer_pid,
-		    chan_last_error(x->ch));
+			 chan_last_error(x->ch));
 	ipc_msg_clear(reply);
 	chan_close_after_flush(x->ch);
 }
@@ -212,7 +213,8 @@ ctl_on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
 	struct sup_ctl *x = arg;
 	const struct sup_ctl_cmd *cmd = NULL;
 	struct ipc_msg reply;
-	struct timeval tv = {(time_t)SUP_CTL_STATUS_WAIT,
+	struct timeval tv = {
+	    (time_t)SUP_CTL_STATUS_WAIT,
 	    (suseconds_t)((SUP_CTL_STATUS_WAIT - (double)(time_t)SUP_CTL_STATUS_WAIT) * 1e6)};
 	size_t i;
 
@@ -228,7 +230,7 @@ ctl_on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
 		return;
 	}
 	log_debug("control: %s from pid %ld uid %u", cmd->name, (long)x->peer_pid,
-	    (unsigned)x->peer_uid);
+		  (unsigned)x->peer_uid);
 	if (msg->type == IPC_CTL_STATUS && sup_refresh_status(x->sup)) {
 		/* counters as of now, not as of the last poll: the reply goes
 		 * once every worker answered, or after SUP_CTL_STATUS_WAIT */
@@ -264,8 +266,8 @@ ctl_on_idle(evutil_socket_t fd, short what, void *arg)
 		reply_status(x); /* with the answers that came */
 		return;
 	}
-	log_warn("control: client pid %ld sent nothing for %.0f s: disconnected",
-	    (long)x->peer_pid, SUP_CTL_IDLE);
+	log_warn("control: client pid %ld sent nothing for %.0f s: disconnected", (long)x->peer_pid,
+		 SUP_CTL_IDLE);
 	ctl_free(x);
 	sup_check_done(sup);
 }
@@ -291,7 +293,7 @@ ctl_on_accept(evutil_socket_t lfd, short what, void *arg)
 		}
 		if (sup->nctls >= SUP_CTL_MAX) {
 			log_warn("control: %d clients already: refused pid %ld", sup->nctls,
-			    (long)cred.pid);
+				 (long)cred.pid);
 			close(fd);
 			continue;
 		}
@@ -301,7 +303,7 @@ ctl_on_accept(evutil_socket_t lfd, short what, void *arg)
 		x->peer_pid = cred.pid;
 		x->peer_uid = cred.uid;
 		x->ch = chan_new(sup->base, fd, CHAN_CTL_SERVER, 0, 0, ctl_on_msg, ctl_on_close, x,
-		    err, sizeof(err));
+				 err, sizeof(err));
 		if (x->ch == NULL) {
 			log_warn("control: %s", err);
 			close(fd);

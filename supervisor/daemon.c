@@ -19,9 +19,9 @@
 static int sup_ready_fd = -1;
 
 /* Readiness messages: one byte, then text for the parent to print. */
-#define READY_OK 'R'
+#define READY_OK      'R'
 #define READY_ALREADY 'A'
-#define READY_FAIL 'E'
+#define READY_FAIL    'E'
 
 pid_t
 sup_pidfile_parse(const char *text, size_t len)
@@ -103,7 +103,7 @@ sup_pidfile_write(const char *path, pid_t pid, char *err, size_t errlen)
 
 	if (make_dirs(path, 0755) < 0) {
 		snprintf(err, errlen, "cannot create the directory of the pid file %s: %s", path,
-		    strerror(errno));
+			 strerror(errno));
 		return -1;
 	}
 	if (snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)pid) >= (int)sizeof(tmp)) {

@@ -39,12 +39,11 @@
 /* How long `nodepoold stop` waits for the daemon to go, seconds. */
 #define SUP_STOP_WAIT (SUP_SHUTDOWN_TIMEOUT + 10)
 /* LSB status codes. */
-#define LSB_RUNNING 0
+#define LSB_RUNNING	0
 #define LSB_NOT_RUNNING 3
-#define LSB_UNKNOWN 4
+#define LSB_UNKNOWN	4
 
-static void __attribute__((noreturn))
-usage(void)
+static void __attribute__((noreturn)) usage(void)
 {
 	fprintf(stderr, "usage: nodepoold [-dfn] [-c CONFIG] [-s SECURE] [-p PIDFILE] "
 			"[start|stop|status|reload]\n");
@@ -116,14 +115,15 @@ verb_stop(const char *pidfile)
 		return 0;
 	}
 	if (kill(pid, SIGTERM) < 0) {
-		fprintf(stderr, "nodepoold: cannot signal pid %ld: %s\n", (long)pid, strerror(errno));
+		fprintf(stderr, "nodepoold: cannot signal pid %ld: %s\n", (long)pid,
+			strerror(errno));
 		return 1;
 	}
 	deadline = sup_now() + SUP_STOP_WAIT;
 	while (sup_pid_alive(pid)) {
 		if (sup_now() > deadline) {
-			fprintf(stderr, "nodepoold: pid %ld still running after %.0f s\n", (long)pid,
-			    (double)SUP_STOP_WAIT);
+			fprintf(stderr, "nodepoold: pid %ld still running after %.0f s\n",
+				(long)pid, (double)SUP_STOP_WAIT);
 			return 1;
 		}
 		usleep(20000);
@@ -147,7 +147,8 @@ verb_reload(const char *pidfile)
 		return 1;
 	}
 	if (kill(pid, SIGHUP) < 0) {
-		fprintf(stderr, "nodepoold: cannot signal pid %ld: %s\n", (long)pid, strerror(errno));
+		fprintf(stderr, "nodepoold: cannot signal pid %ld: %s\n", (long)pid,
+			strerror(errno));
 		return 1;
 	}
 	printf("nodepoold (pid %ld): reload requested\n", (long)pid);
@@ -163,8 +164,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 }
 
 /* Fail at start-up: tell the waiting parent (daemon) or the terminal. */
-static void __attribute__((noreturn))
-start_failed(const char *msg, bool already)
+static void __attribute__((noreturn)) start_failed(const char *msg, bool already)
 {
 	log_error("%s", msg);
 	sup_daemon_failed(msg, already);
@@ -203,7 +203,7 @@ run(struct sup *sup, struct np_config *cfg, bool daemonize)
 		start_failed(err, false);
 	}
 	log_info("nodepoold %s started: pid %ld, config %s, control socket %s, pid file %s",
-	    NP_VERSION, (long)getpid(), sup->config_path, sup->ctl_path, sup->pid_file);
+		 NP_VERSION, (long)getpid(), sup->config_path, sup->ctl_path, sup->pid_file);
 	sup_daemon_ready();
 
 	sup_timers_new(sup);
@@ -241,9 +241,9 @@ main(int argc, char **argv)
 	pid_t pid;
 	int c, rc;
 	static const struct option longopts[] = {
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 
 	while ((c = getopt_long(argc, argv, "c:s:p:dfnhV", longopts, NULL)) != -1) {
@@ -316,7 +316,7 @@ main(int argc, char **argv)
 	 * terminal (or the init script's log) and the exit status. */
 	if (np_config_load(config, secure, &cfg, &errs) != 0) {
 		fprintf(stderr, "nodepoold: %s: %zu configuration error(s); not started\n", config,
-		    np_config_errors_count(errs));
+			np_config_errors_count(errs));
 		np_config_errors_print(errs, stderr);
 		np_config_errors_free(errs);
 		return 1;

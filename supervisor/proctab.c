@@ -22,21 +22,23 @@
  * finishing.
  */
 static const struct sup_role sup_roles[IPC_KIND_COUNT] = {
-	[IPC_KIND_PROVIDER] = {
-		.kind = IPC_KIND_PROVIDER,
-		.role_name = "provider",
-		.program = "nodepool-launcher",
-		.optional = false,
-		.restart = SUP_RESTART_ALWAYS,
-		.stop_grace = 10.0,
+    [IPC_KIND_PROVIDER] =
+	{
+	    .kind = IPC_KIND_PROVIDER,
+	    .role_name = "provider",
+	    .program = "nodepool-launcher",
+	    .optional = false,
+	    .restart = SUP_RESTART_ALWAYS,
+	    .stop_grace = 10.0,
 	},
-	[IPC_KIND_BUILDER] = {
-		.kind = IPC_KIND_BUILDER,
-		.role_name = "builder",
-		.program = "nodepool-builder",
-		.optional = true,
-		.restart = SUP_RESTART_ALWAYS,
-		.stop_grace = 30.0,
+    [IPC_KIND_BUILDER] =
+	{
+	    .kind = IPC_KIND_BUILDER,
+	    .role_name = "builder",
+	    .program = "nodepool-builder",
+	    .optional = true,
+	    .restart = SUP_RESTART_ALWAYS,
+	    .stop_grace = 30.0,
 	},
 };
 
@@ -58,8 +60,7 @@ sup_program_path(const struct sup_role *role, const char *bindir, char **path)
 
 /* argv of a child; the strings are static or owned by the caller. */
 static void
-build_argv(const struct sup_role *role, char *path, const char *name, bool debug,
-    char **argv)
+build_argv(const struct sup_role *role, char *path, const char *name, bool debug, char **argv)
 {
 	int n = 0;
 
@@ -76,8 +77,7 @@ build_argv(const struct sup_role *role, char *path, const char *name, bool debug
 }
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
-static void __attribute__((noreturn))
-child_exec(char **argv, int fd)
+static void __attribute__((noreturn)) child_exec(char **argv, int fd)
 {
 	struct sigaction sa;
 	sigset_t none;
@@ -111,7 +111,7 @@ child_exec(char **argv, int fd)
 
 pid_t
 sup_spawn(const struct sup_role *role, const char *bindir, const char *name, bool debug,
-    int *chan_fd, char *err, size_t errlen)
+	  int *chan_fd, char *err, size_t errlen)
 {
 	char *path, *argv[8];
 	int fds[2], e;

@@ -23,10 +23,10 @@
  * are taken out of a worker's slice so that changing them does not restart
  * every launcher. */
 static const char *const sup_only_settings[] = {
-	"worker-status-timeout",
-	"control-socket",
-	"pid-file",
-	"restart-backoff-max",
+    "worker-status-timeout",
+    "control-socket",
+    "pid-file",
+    "restart-backoff-max",
 };
 
 json_t *
@@ -58,8 +58,10 @@ sup_builder_slice(const struct np_config *cfg)
 	json_t *o = json_object();
 
 	json_object_set_new(o, "config", np_cfg_to_json(np_cfg_doc_root(cfg->doc)));
-	json_object_set_new(o, "secure", cfg->secure_doc != NULL ?
-	    np_cfg_to_json(np_cfg_doc_root(cfg->secure_doc)) : json_null());
+	json_object_set_new(o, "secure",
+			    cfg->secure_doc != NULL
+				? np_cfg_to_json(np_cfg_doc_root(cfg->secure_doc))
+				: json_null());
 	return o;
 }
 
@@ -81,7 +83,7 @@ set_slice(struct sup_child *c, json_t *slice, const char *fingerprint)
 /* Bring one wanted child in line with its new slice (owned: taken). */
 static void
 apply_child(struct sup *sup, const struct sup_role *role, const char *name, json_t *slice,
-    const char *fingerprint, struct sup_reload_result *res)
+	    const char *fingerprint, struct sup_reload_result *res)
 {
 	struct sup_child *c = sup_child_find(sup, role->kind, name);
 
@@ -109,8 +111,8 @@ apply_child(struct sup *sup, const struct sup_role *role, const char *name, json
 		res->unchanged++;
 		return;
 	}
-	log_info("%s %s: configuration changed (fingerprint %.12s -> %.12s)", role->role_name,
-	    name, c->fingerprint[0] ? c->fingerprint : "-", fingerprint ? fingerprint : "-");
+	log_info("%s %s: configuration changed (fingerprint %.12s -> %.12s)", role->role_name, name,
+		 c->fingerprint[0] ? c->fingerprint : "-", fingerprint ? fingerprint : "-");
 	set_slice(c, slice, fingerprint);
 	res->changed++;
 	switch (c->state) {
@@ -155,7 +157,7 @@ builder_wanted(struct sup *sup, const struct np_config *cfg)
 	ok = sup_program_path(sup_role(IPC_KIND_BUILDER), sup->bindir, &path) == 0;
 	if (!ok && !sup->builder_absent_logged) {
 		log_warn("diskimages are configured but %s is not installed: no builder is run",
-		    path);
+			 path);
 		sup->builder_absent_logged = true;
 	}
 	if (ok)
@@ -179,7 +181,8 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 		next = TAILQ_NEXT(c, entry);
 		if (c->want == SUP_WANT_GONE)
 			continue;
-		if ((c->role->kind == IPC_KIND_PROVIDER && np_config_provider(cfg, c->name) == NULL) ||
+		if ((c->role->kind == IPC_KIND_PROVIDER &&
+		     np_config_provider(cfg, c->name) == NULL) ||
 		    (c->role->kind == IPC_KIND_BUILDER && !want_builder))
 			remove_child(c, res);
 	}
@@ -188,15 +191,18 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 	sup->backoff_max = cfg->nodepoold.restart_backoff_max;
 	for (i = 0; i < cfg->nproviders; i++) {
 		const struct np_provider *p = &cfg->providers[i];
-		apply_child(sup, prov, p->name, sup_worker_slice(cfg, p->name), p->fingerprint, res);
+		apply_child(sup, prov, p->name, sup_worker_slice(cfg, p->name), p->fingerprint,
+			    res);
 	}
 	if (want_builder)
 		apply_child(sup, bld, "builder", sup_builder_slice(cfg), NULL, res);
 	if (sup->cfg != NULL) {
-		if (strcmp(sup->cfg->nodepoold.control_socket, cfg->nodepoold.control_socket) != 0 ||
+		if (strcmp(sup->cfg->nodepoold.control_socket, cfg->nodepoold.control_socket) !=
+			0 ||
 		    strcmp(sup->cfg->nodepoold.pid_file, cfg->nodepoold.pid_file) != 0)
 			log_warn("control-socket and pid-file changes take effect when nodepoold "
-			    "restarts (in use: %s, %s)", sup->ctl_path, sup->pid_file);
+				 "restarts (in use: %s, %s)",
+				 sup->ctl_path, sup->pid_file);
 		np_config_free(sup->cfg);
 	}
 	sup->cfg = cfg;
@@ -237,12 +243,14 @@ sup_reload_and_log(struct sup *sup, struct sup_reload_result *res)
 	log_info("reloading %s", sup->config_path);
 	if (sup_reload(sup, res) == 0) {
 		log_info("configuration generation %lld in force: %zu unchanged, %zu changed, "
-		    "%zu added, %zu removed", (long long)sup->gen, res->unchanged, res->changed,
-		    res->added, res->removed);
+			 "%zu added, %zu removed",
+			 (long long)sup->gen, res->unchanged, res->changed, res->added,
+			 res->removed);
 		return;
 	}
 	log_error("reload failed: %zu configuration error(s); the running configuration "
-	    "stays in force", np_config_errors_count(res->errs));
+		  "stays in force",
+		  np_config_errors_count(res->errs));
 	for (i = 0; i < res->errs->n; i++) {
 		char *line = np_config_error_format(&res->errs->v[i]);
 		log_error("%s", line);

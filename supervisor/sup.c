@@ -35,7 +35,7 @@ on_shutdown_deadline(evutil_socket_t fd, short what, void *arg)
 	TAILQ_FOREACH(c, &sup->children, entry)
 	if (c->pid > 0) {
 		log_warn("%s %s: pid %ld still running after %.0f s: SIGKILL", c->role->role_name,
-		    c->name, (long)c->pid, SUP_SHUTDOWN_TIMEOUT);
+			 c->name, (long)c->pid, SUP_SHUTDOWN_TIMEOUT);
 		kill(c->pid, SIGKILL);
 	}
 	evtimer_add(sup->shutdown_ev, &tv);

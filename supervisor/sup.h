@@ -62,7 +62,7 @@ struct np_config;
 struct np_config_errors;
 
 /* Exit code contract of every child (style: processes, rule 3). */
-#define SUP_EXIT_OK 0
+#define SUP_EXIT_OK	   0
 #define SUP_EXIT_PERMANENT 100 /* do not restart */
 #define SUP_EXIT_TEMPORARY 111
 
@@ -81,7 +81,7 @@ struct np_config_errors;
 /* ---- proctab.c: the process table --------------------------------------- */
 
 enum sup_restart {
-	SUP_RESTART_ALWAYS,     /* any exit we did not ask for restarts, except 100 */
+	SUP_RESTART_ALWAYS,	/* any exit we did not ask for restarts, except 100 */
 	SUP_RESTART_ON_FAILURE, /* as ALWAYS, but exit 0 is a clean stop */
 	SUP_RESTART_NEVER,
 };
@@ -92,11 +92,11 @@ enum sup_restart {
  */
 struct sup_role {
 	enum ipc_child_kind kind;
-	const char *role_name;    /* "provider", "builder" (logs) */
-	const char *program;      /* file name, looked up in nodepoold's own bindir */
-	bool optional;            /* an absent binary means: not started, logged */
+	const char *role_name; /* "provider", "builder" (logs) */
+	const char *program;   /* file name, looked up in nodepoold's own bindir */
+	bool optional;	       /* an absent binary means: not started, logged */
 	enum sup_restart restart;
-	double stop_grace;        /* seconds from STOP to SIGKILL */
+	double stop_grace; /* seconds from STOP to SIGKILL */
 };
 
 /* The role of a kind; NULL if out of range. */
@@ -112,8 +112,8 @@ const struct sup_role *sup_role(enum ipc_child_kind kind);
  * reported before forking (errno ENOENT/EACCES); a failed exec shows up as
  * exit status 127.
  */
-pid_t sup_spawn(const struct sup_role *role, const char *bindir, const char *name,
-    bool debug, int *chan_fd, char *err, size_t errlen);
+pid_t sup_spawn(const struct sup_role *role, const char *bindir, const char *name, bool debug,
+		int *chan_fd, char *err, size_t errlen);
 
 /* bindir/program malloc'd; 0 if it exists and is executable, else -1 and
  * errno. *path is set in both cases (caller frees). */
@@ -122,33 +122,33 @@ int sup_program_path(const struct sup_role *role, const char *bindir, char **pat
 /* ---- child.c: one supervised child -------------------------------------- */
 
 enum sup_state {
-	SUP_DOWN = 0,  /* not running, not to be started (initial, or stopped) */
-	SUP_STARTING,  /* forked, CONFIG sent, waiting for READY */
-	SUP_RUNNING,   /* READY received */
-	SUP_STOPPING,  /* STOP sent or killed, waiting for the exit */
-	SUP_BACKOFF,   /* exited unasked, waiting to be started again */
-	SUP_DEAD,      /* exited 100 (permanent) or cannot be executed */
+	SUP_DOWN = 0, /* not running, not to be started (initial, or stopped) */
+	SUP_STARTING, /* forked, CONFIG sent, waiting for READY */
+	SUP_RUNNING,  /* READY received */
+	SUP_STOPPING, /* STOP sent or killed, waiting for the exit */
+	SUP_BACKOFF,  /* exited unasked, waiting to be started again */
+	SUP_DEAD,     /* exited 100 (permanent) or cannot be executed */
 	SUP_STATE_COUNT
 };
 
 enum sup_event {
-	SUP_EV_UP,      /* it should run (new child, or new config for a dead one) */
-	SUP_EV_READY,   /* READY from the child */
-	SUP_EV_EXIT,    /* waitpid reported it (c->wstatus) */
-	SUP_EV_KILL,    /* SIGKILL now (c->reason says why) */
-	SUP_EV_LOST,    /* its channel closed or failed */
-	SUP_EV_DOWN,    /* stop it (c->want says what comes after) */
+	SUP_EV_UP,	/* it should run (new child, or new config for a dead one) */
+	SUP_EV_READY,	/* READY from the child */
+	SUP_EV_EXIT,	/* waitpid reported it (c->wstatus) */
+	SUP_EV_KILL,	/* SIGKILL now (c->reason says why) */
+	SUP_EV_LOST,	/* its channel closed or failed */
+	SUP_EV_DOWN,	/* stop it (c->want says what comes after) */
 	SUP_EV_RESTART, /* stop it, then start it again at once */
-	SUP_EV_TIMER,   /* its timer fired: back-off over, or stop grace over */
+	SUP_EV_TIMER,	/* its timer fired: back-off over, or stop grace over */
 	SUP_EVENT_COUNT
 };
 
 /* What should happen to a child once it is not running. */
 enum sup_want {
-	SUP_WANT_UP,      /* keep it running (restart with back-off if it dies) */
+	SUP_WANT_UP,	  /* keep it running (restart with back-off if it dies) */
 	SUP_WANT_RESTART, /* start it again as soon as it exits, no back-off */
-	SUP_WANT_DOWN,    /* leave it down (nodepoold is stopping) */
-	SUP_WANT_GONE,    /* free it once it exited (removed from the config) */
+	SUP_WANT_DOWN,	  /* leave it down (nodepoold is stopping) */
+	SUP_WANT_GONE,	  /* free it once it exited (removed from the config) */
 };
 
 struct sup;
@@ -157,40 +157,39 @@ struct sup_child {
 	TAILQ_ENTRY(sup_child) entry;
 	struct sup *sup;
 	const struct sup_role *role;
-	char *name;            /* provider name, or "builder" */
+	char *name; /* provider name, or "builder" */
 	enum sup_state state;
 	enum sup_want want;
-	pid_t pid;             /* 0 when not running (reaped) */
-	struct chan *chan;     /* NULL when not running or lost */
-	struct event *timer;   /* back-off, stop grace or lost grace */
+	pid_t pid;	     /* 0 when not running (reaped) */
+	struct chan *chan;   /* NULL when not running or lost */
+	struct event *timer; /* back-off, stop grace or lost grace */
 
-	json_t *slice;         /* the config it runs (or will get): owned */
-	char fingerprint[65];  /* of its provider, for logs ("" for the builder) */
-	int64_t gen_sent;      /* generation of the last CONFIG sent */
-	int64_t gen_acked;     /* last CONFIG it accepted; 0 = none yet */
+	json_t *slice;	      /* the config it runs (or will get): owned */
+	char fingerprint[65]; /* of its provider, for logs ("" for the builder) */
+	int64_t gen_sent;     /* generation of the last CONFIG sent */
+	int64_t gen_acked;    /* last CONFIG it accepted; 0 = none yet */
 
-	int64_t restarts;      /* starts after the first one */
-	int crashes;           /* unasked exits in a row, for the back-off */
-	double spawned_at;     /* monotonic seconds */
-	double ready_at;       /* monotonic seconds, 0 until READY */
+	int64_t restarts;  /* starts after the first one */
+	int crashes;	   /* unasked exits in a row, for the back-off */
+	double spawned_at; /* monotonic seconds */
+	double ready_at;   /* monotonic seconds, 0 until READY */
 	double exited_at;
-	int wstatus;           /* last waitpid status */
-	int64_t zk_session;    /* from READY */
+	int wstatus;	    /* last waitpid status */
+	int64_t zk_session; /* from READY */
 
 	/* STATUS polling */
-	int64_t status_seq;    /* seq of the last STATUS_REQ */
-	bool status_pending;   /* waiting for the answer to it */
+	int64_t status_seq;  /* seq of the last STATUS_REQ */
+	bool status_pending; /* waiting for the answer to it */
 	double status_sent_at;
 	bool have_status;
 	struct ipc_status last_status; /* owned; valid when have_status */
 
-	char reason[256];      /* why the last KILL/LOST/refusal (for logs) */
-	char *last_error;      /* the supervisor's last note on it, or NULL */
-	bool freed;            /* SUP_WANT_GONE and reaped: to be freed */
+	char reason[256]; /* why the last KILL/LOST/refusal (for logs) */
+	char *last_error; /* the supervisor's last note on it, or NULL */
+	bool freed;	  /* SUP_WANT_GONE and reaped: to be freed */
 };
 
-struct sup_child *sup_child_new(struct sup *sup, const struct sup_role *role,
-    const char *name);
+struct sup_child *sup_child_new(struct sup *sup, const struct sup_role *role, const char *name);
 /* Free a child that has no process (pid 0). NULL is a no-op. */
 void sup_child_free(struct sup_child *c);
 
@@ -220,8 +219,7 @@ const char *sup_event_name(enum sup_event ev);
 /* "exited 1", "killed by signal 9", ... into buf. */
 const char *sup_wstatus_str(int wstatus, char *buf, size_t len);
 /* Find a child by kind and name; NULL if none. */
-struct sup_child *sup_child_find(struct sup *sup, enum ipc_child_kind kind,
-    const char *name);
+struct sup_child *sup_child_find(struct sup *sup, enum ipc_child_kind kind, const char *name);
 /* One line per child into out (SIGUSR2 dump). */
 void sup_dump(struct sup *sup, struct evbuffer *out);
 /* A child's row for nodepoolctl status. */
@@ -307,15 +305,15 @@ struct sup_ctl;
 
 struct sup {
 	struct event_base *base;
-	char *bindir;          /* directory of nodepoold's own executable */
-	char *config_path;     /* absolute */
-	char *secure_path;     /* absolute, NULL if none */
-	char *pid_file;        /* fixed at start */
-	char *ctl_path;        /* fixed at start */
+	char *bindir;	   /* directory of nodepoold's own executable */
+	char *config_path; /* absolute */
+	char *secure_path; /* absolute, NULL if none */
+	char *pid_file;	   /* fixed at start */
+	char *ctl_path;	   /* fixed at start */
 	bool debug;
 
 	struct np_config *cfg; /* in force; NULL before the first load */
-	int64_t gen;           /* generation of cfg (1 for the first) */
+	int64_t gen;	       /* generation of cfg (1 for the first) */
 	double status_timeout; /* worker-status-timeout, seconds */
 	double backoff_max;    /* restart-backoff-max, seconds */
 
@@ -327,7 +325,7 @@ struct sup {
 	TAILQ_HEAD(, sup_ctl) ctls;
 	int nctls;
 
-	struct event *tick;    /* STATUS poll */
+	struct event *tick;	   /* STATUS poll */
 	struct event *shutdown_ev; /* hard deadline of a shutdown */
 	bool stopping;
 	double started_at;

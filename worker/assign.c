@@ -97,7 +97,7 @@ assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
 			continue;
 		if (len < sizeof(buf))
 			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s",
-			    missing ? ", " : "", r->node_types.v[i]);
+						missing ? ", " : "", r->node_types.v[i]);
 		missing++;
 	}
 	if (missing) {
@@ -176,7 +176,7 @@ tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request
 		drv_quota_clear(&used);
 		if (!ok)
 			log_debug("request %s deferred: tenant %s at its limits", r->id,
-			    r->tenant_name);
+				  r->tenant_name);
 		return ok;
 	}
 }
@@ -343,7 +343,8 @@ assign_pool(struct launcher *lc, struct lc_pool *pool)
 			if (c->priority < pool->priority && !c->paused)
 				better = 1;
 		}
-		if (r->provider != NULL && strcmp(r->provider, lc->prov.name) != 0 && preferred_exists)
+		if (r->provider != NULL && strcmp(r->provider, lc->prov.name) != 0 &&
+		    preferred_exists)
 			continue; /* the requested provider can serve it */
 		if (better)
 			continue; /* a higher-priority pool can serve it */

@@ -79,7 +79,7 @@ drv_delete_done(struct drv_delete *d, int ok, const char *error)
 
 	if (!ok) {
 		lc_set_error(lc, "deleting node %s: %s (retrying later)", x->id,
-		    error ? error : "unknown error");
+			     error ? error : "unknown error");
 		ndel_abort(x); /* left `deleting` and unlocked: retried */
 		return;
 	}
@@ -147,8 +147,8 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 		lc_ctx_free(lc, x);
 		return;
 	}
-	log_info("deleting node %s (%s, was %s)", x->id,
-	    x->node->type.n ? x->node->type.v[0] : "?", np_node_state_name(x->node->state));
+	log_info("deleting node %s (%s, was %s)", x->id, x->node->type.n ? x->node->type.v[0] : "?",
+		 np_node_state_name(x->node->state));
 	np_node_set_state(x->node, NP_NODE_DELETING);
 	lc_store_node(lc, x->node, ndel_stored, x);
 }
@@ -226,7 +226,7 @@ ndel_fast(struct ndel *x)
 	ops[3].version = -1;
 	x->node = np_node_dup(n);
 	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
-	    np_node_state_name(n->state));
+		 np_node_state_name(n->state));
 	zk_multi(lc->zk, ops, 4, ndel_fast_done, x);
 	return 1;
 }
@@ -512,8 +512,8 @@ lost_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 	for (i = 0; i < n; i++) {
 		const struct np_node *nd = ents[i]->obj;
 		struct lost_node *y;
-		if (nd == NULL || nd->allocated_to == NULL || strcmp(nd->allocated_to, x->id) != 0 ||
-		    lc_busy(lc, nd->id))
+		if (nd == NULL || nd->allocated_to == NULL ||
+		    strcmp(nd->allocated_to, x->id) != 0 || lc_busy(lc, nd->id))
 			continue;
 		y = lc_ctx_new(lc, sizeof(*y), lost_node_cleanup);
 		y->x = x;
@@ -634,7 +634,7 @@ cleanup_ages(struct launcher *lc)
 				if (l != NULL && l->max_ready_age > 0 &&
 				    now - nd->state_time > (double)l->max_ready_age) {
 					log_info("node %s exceeded max-ready-age %lds", nd->id,
-					    l->max_ready_age);
+						 l->max_ready_age);
 					delete_node(lc, nd->id, 1);
 					break;
 				}
@@ -646,7 +646,8 @@ cleanup_ages(struct launcher *lc)
 			if (lc->max_hold_age > 0 && (limit == 0 || lc->max_hold_age < limit))
 				limit = (double)lc->max_hold_age;
 			if (limit > 0 && now - nd->state_time > limit) {
-				log_info("held node %s exceeded its hold age (%.0fs)", nd->id, limit);
+				log_info("held node %s exceeded its hold age (%.0fs)", nd->id,
+					 limit);
 				delete_node(lc, nd->id, 2);
 			}
 		}

@@ -37,7 +37,7 @@ struct hop {
 static void run(struct handler *h);
 static void poll_handler(struct handler *h);
 static void label_need(struct launcher *lc, const struct lc_pool *pool, const char *label,
-    struct drv_quota *q);
+		       struct drv_quota *q);
 static void vanish_step(struct handler *h);
 static void handler_finish(struct handler *h);
 
@@ -208,8 +208,8 @@ handler_active_launches(const struct handler *h)
 static int
 hn_in_flight(const struct hnode *hn)
 {
-	return hn->state == HN_LOCKING || hn->state == HN_CHECKING ||
-	    hn->state == HN_CREATING || hn->state == HN_BUILDING;
+	return hn->state == HN_LOCKING || hn->state == HN_CHECKING || hn->state == HN_CREATING ||
+	       hn->state == HN_BUILDING;
 }
 
 static void
@@ -331,7 +331,7 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 		np_request_set_state(h->req, NP_REQ_FAILED);
 		lc->counters.failed++;
 		log_info("request %s failed: declined by every pool (last: %s: %s)", h->req_id,
-		    h->pool->name, reason);
+			 h->pool->name, reason);
 	} else {
 		np_request_set_state(h->req, NP_REQ_REQUESTED);
 		log_info("request %s declined by pool %s: %s", h->req_id, h->pool->name, reason);
@@ -390,7 +390,7 @@ fulfilled_stored(int rc, const struct zk_stat *st, void *arg)
 	} else {
 		h->lc->counters.fulfilled++;
 		log_info("request %s fulfilled by pool %s: %zu node(s)", h->req_id, h->pool->name,
-		    h->n_nodes);
+			 h->n_nodes);
 	}
 	for (i = 0; i < h->n_nodes; i++)
 		hn_release(h, i, 0); /* keep allocated_to */
@@ -565,7 +565,8 @@ node_read_for_reuse(int rc, const char *data, int len, const struct zk_stat *st,
 		return;
 	hn = &h->nodes[i];
 	lc = h->lc;
-	if (rc != ZOK || np_node_decode(hn->node_id, data, (size_t)len, &n, err, sizeof(err)) != 0 ||
+	if (rc != ZOK ||
+	    np_node_decode(hn->node_id, data, (size_t)len, &n, err, sizeof(err)) != 0 ||
 	    n->state != NP_NODE_READY || n->allocated_to != NULL || h->vanished) {
 		np_node_free(n);
 		reuse_failed(h, i);
@@ -621,7 +622,7 @@ node_allocated(int rc, const struct zk_stat *st, void *arg)
 	}
 	h->nodes[i].state = HN_READY;
 	log_debug("request %s: reusing node %s for %s", h->req_id, h->nodes[i].node_id,
-	    h->nodes[i].label);
+		  h->nodes[i].label);
 	after_node_step(h);
 }
 
@@ -638,7 +639,8 @@ find_reusable(struct handler *h, const char *label)
 		if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
 		    ents[i]->locked > 0 || nd->provider == NULL || nd->pool == NULL)
 			continue;
-		if (strcmp(nd->provider, lc->prov.name) != 0 || strcmp(nd->pool, h->pool->name) != 0)
+		if (strcmp(nd->provider, lc->prov.name) != 0 ||
+		    strcmp(nd->pool, h->pool->name) != 0)
 			continue;
 		if (!np_strv_contains(&nd->type, label) || lc_busy(lc, nd->id))
 			continue;
@@ -719,11 +721,11 @@ drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char 
 		hn->state = HN_FAILED;
 		h->failed = 1;
 		lc_set_error(lc, "node %s (%s) launch failed: %s", hn->node_id, hn->label,
-		    error ? error : "unknown error");
+			     error ? error : "unknown error");
 		break;
 	}
 	metrics_launch_done(lc->prov.name, hn->node->az, h->req ? h->req->requestor : NULL,
-	    (int)result, lc_now() - hn->node->created_time);
+			    (int)result, lc_now() - hn->node->created_time);
 	if (h->vanished && hn->node->allocated_to != NULL) {
 		free(hn->node->allocated_to);
 		hn->node->allocated_to = NULL;
@@ -836,7 +838,8 @@ start_launch(struct handler *h, size_t i)
 		n->resources = drv_quota_to_json(&q);
 		drv_quota_clear(&q);
 	}
-	metrics_launch_phase(pool->prov->name, METRICS_PHASE_QUOTA_WAIT, lc_monotonic() - h->started);
+	metrics_launch_phase(pool->prov->name, METRICS_PHASE_QUOTA_WAIT,
+			     lc_monotonic() - h->started);
 	hn->node = n;
 	hn->state = HN_CREATING;
 	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));
@@ -845,8 +848,7 @@ start_launch(struct handler *h, size_t i)
 /* The quota one node of label needs (driver's label_quota; default one
  * instance), as QuotaSupport.quotaNeededByLabel. */
 static void
-label_need(struct launcher *lc, const struct lc_pool *pool, const char *label,
-    struct drv_quota *q)
+label_need(struct launcher *lc, const struct lc_pool *pool, const char *label, struct drv_quota *q)
 {
 	drv_quota_init(q, 0, 1, 0);
 	if (lc->prov.drv->label_quota != NULL && lc->prov.dp != NULL)
@@ -856,7 +858,7 @@ label_need(struct launcher *lc, const struct lc_pool *pool, const char *label,
 /* What a node uses: its `resources`, else its label's quota. */
 static void
 node_usage(struct launcher *lc, const struct lc_pool *pool, const struct np_node *nd,
-    struct drv_quota *q)
+	   struct drv_quota *q)
 {
 	if (nd->resources != NULL) {
 		drv_quota_from_json(q, nd->resources);
@@ -886,8 +888,8 @@ has_remaining_quota(struct handler *h, const char *label)
 	size_t k, p;
 
 	drv_quota_init(&pool_left, pool->max_cores < 0 ? INFINITY : pool->max_cores,
-	    pool->max_servers < 0 ? INFINITY : (double)pool->max_servers,
-	    pool->max_ram < 0 ? INFINITY : pool->max_ram);
+		       pool->max_servers < 0 ? INFINITY : (double)pool->max_servers,
+		       pool->max_ram < 0 ? INFINITY : pool->max_ram);
 	drv_quota_unlimited(&prov_left);
 	if (!pool->ignore_provider_quota && lc->prov.drv->provider_limits != NULL &&
 	    lc->prov.dp != NULL)
@@ -947,7 +949,7 @@ delete_oldest_unused(struct handler *h)
 	}
 	if (oldest != NULL) {
 		log_info("pool %s at capacity: deleting oldest unused node %s", h->pool->name,
-		    oldest->id);
+			 oldest->id);
 		cleanup_delete_node(lc, oldest->id);
 	}
 }
@@ -1030,7 +1032,8 @@ run(struct handler *h)
 			h->state = H_PAUSED;
 			delete_oldest_unused(h);
 			update_pool_paused(h->pool);
-			log_info("request %s: pool %s paused at capacity", h->req_id, h->pool->name);
+			log_info("request %s: pool %s paused at capacity", h->req_id,
+				 h->pool->name);
 		}
 		return;
 	}
@@ -1215,14 +1218,14 @@ fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 		return;
 	if (rc != ZOK) {
 		log_debug("request %s: fast fulfilment refused (%s); full sequence", h->req_id,
-		    zk_strerror(rc));
+			  zk_strerror(rc));
 		fast_fallback(h);
 		return;
 	}
 	h->lc->counters.accepted++;
 	h->lc->counters.fulfilled++;
 	log_info("request %s fulfilled by pool %s: %zu node(s)", h->req_id, h->pool->name,
-	    h->n_nodes);
+		 h->n_nodes);
 	h->state = H_FULFILLING;
 	for (i = 0; i < h->n_nodes; i++)
 		hn_release(h, i, 0); /* keep allocated_to */
@@ -1233,7 +1236,7 @@ static void
 fast_commit(struct handler *h)
 {
 	struct zk_multi_op *ops;
-	char (*paths)[128];
+	char(*paths)[128];
 	char **jsons;
 	size_t i, n = h->n_nodes, len;
 
@@ -1323,7 +1326,7 @@ fast_locked(struct zk_lock *lock, int rc, void *arg)
 	if (lc->prov.drv->check_reusable != NULL && lc->prov.dp != NULL) {
 		h->nodes[i].state = HN_CHECKING;
 		lc->prov.drv->check_reusable(lc->prov.dp, h->nodes[i].node, fast_checked,
-		    hop_new(h, i));
+					     hop_new(h, i));
 		return;
 	}
 	h->nodes[i].state = HN_SETTLED;

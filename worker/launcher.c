@@ -64,8 +64,7 @@ lc_fqdn(void)
 	host[sizeof(host) - 1] = '\0';
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_flags = AI_CANONNAME;
-	if (getaddrinfo(host, NULL, &hints, &res) == 0 && res != NULL &&
-	    res->ai_canonname != NULL)
+	if (getaddrinfo(host, NULL, &hints, &res) == 0 && res != NULL && res->ai_canonname != NULL)
 		out = strdup(res->ai_canonname);
 	else
 		out = strdup(host);
@@ -389,7 +388,7 @@ component_created(int rc, const char *path, void *arg)
 		free(cc->pool->component_path);
 		cc->pool->component_path = strdup(path);
 		log_info("pool %s registered as %s (%s)", cc->pool->name, path,
-		    cc->pool->launcher_id);
+			 cc->pool->launcher_id);
 		if (cc->pool->paused != cc->pool->reported_paused)
 			lc_pool_update_component(cc->pool);
 	} else {
@@ -414,7 +413,7 @@ register_components(struct launcher *lc)
 		json = launcher_component_json(lc);
 		snprintf(path, sizeof(path), "/nodepool/components/launcher/%s", lc->hostname);
 		zk_create(lc->zk, path, json, (int)strlen(json), ZOO_EPHEMERAL | ZOO_SEQUENCE, 1,
-		    component_created, cc);
+			  component_created, cc);
 		free(json);
 	}
 	for (i = 0; i < lc->prov.n_pools; i++) {
@@ -428,7 +427,7 @@ register_components(struct launcher *lc)
 		json = pool_component_json(pool);
 		snprintf(path, sizeof(path), "/nodepool/components/pool/%s", lc->hostname);
 		zk_create(lc->zk, path, json, (int)strlen(json), ZOO_EPHEMERAL | ZOO_SEQUENCE, 1,
-		    component_created, cc);
+			  component_created, cc);
 		free(json);
 	}
 }
@@ -472,8 +471,8 @@ maybe_started(struct launcher *lc)
 	}
 	if (lc->prov.drv->provider_start != NULL)
 		lc->prov.drv->provider_start(lc->prov.dp);
-	log_info("provider %s started (driver %s, %zu pools)", lc->prov.name,
-	    lc->prov.driver_name, lc->prov.n_pools);
+	log_info("provider %s started (driver %s, %zu pools)", lc->prov.name, lc->prov.driver_name,
+		 lc->prov.n_pools);
 	launcher_schedule_assign(lc);
 	launcher_schedule_delete(lc);
 	schedule(lc->minready_ev);
@@ -481,8 +480,7 @@ maybe_started(struct launcher *lc)
 }
 
 static void
-nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e,
-    void *arg)
+nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e, void *arg)
 {
 	struct launcher *lc = arg;
 	const struct np_node *n;
@@ -535,7 +533,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 
 static void
 requests_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e,
-    void *arg)
+	       void *arg)
 {
 	struct launcher *lc = arg;
 	struct handler *h;
@@ -566,7 +564,7 @@ requests_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache
 
 static void
 components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e,
-    void *arg)
+		 void *arg)
 {
 	struct launcher *lc = arg;
 
@@ -606,16 +604,16 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 	switch (ev) {
 	case ZK_EV_CONNECTED:
 		log_info("ZooKeeper session established (0x%llx)",
-		    (unsigned long long)zk_session_id(zk));
+			 (unsigned long long)zk_session_id(zk));
 		if (lc->nodes == NULL) {
-			lc->nodes = zk_cache_new(zk, "/nodepool/nodes", ZK_CACHE_DATA | ZK_CACHE_LOCKS,
-			    nodes_event, lc);
+			lc->nodes = zk_cache_new(zk, "/nodepool/nodes",
+						 ZK_CACHE_DATA | ZK_CACHE_LOCKS, nodes_event, lc);
 			zk_cache_set_codec(lc->nodes, decode_node, free_node);
 			lc->requests = zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA,
-			    requests_event, lc);
+						    requests_event, lc);
 			zk_cache_set_codec(lc->requests, decode_request, free_request);
 			lc->pool_components = zk_cache_new(zk, "/nodepool/components/pool",
-			    ZK_CACHE_DATA, components_event, lc);
+							   ZK_CACHE_DATA, components_event, lc);
 			zk_cache_set_codec(lc->pool_components, decode_component, free_component);
 		}
 		register_components(lc);
@@ -660,7 +658,7 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 
 struct launcher *
 launcher_new(struct event_base *base, const json_t *config, const char *provider, char *err,
-    size_t errlen)
+	     size_t errlen)
 {
 	struct launcher *lc = calloc(1, sizeof(*lc));
 	size_t i;
@@ -682,7 +680,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	lc->prov.drv = driver_lookup(lc->prov.driver_name);
 	if (lc->prov.drv == NULL) {
 		snprintf(err, errlen, "provider %s: driver %s is not available in this build",
-		    provider, lc->prov.driver_name);
+			 provider, lc->prov.driver_name);
 		launcher_free(lc);
 		return NULL;
 	}
@@ -730,7 +728,7 @@ zk_hosts_from_config(const json_t *config)
 			continue;
 		v6 = strchr(host, ':') != NULL && host[0] != '[';
 		snprintf(ent, sizeof(ent), "%s%s%s%s:%ld", i ? "," : "", v6 ? "[" : "", host,
-		    v6 ? "]" : "", port);
+			 v6 ? "]" : "", port);
 		out = realloc(out, len + strlen(ent) + 1);
 		memcpy(out + len, ent, strlen(ent) + 1);
 		len += strlen(ent);
@@ -741,7 +739,8 @@ zk_hosts_from_config(const json_t *config)
 		return NULL;
 	if (chroot != NULL && *chroot != '\0') {
 		out = realloc(out, len + strlen(chroot) + 2);
-		snprintf(out + len, strlen(chroot) + 2, "%s%s", chroot[0] == '/' ? "" : "/", chroot);
+		snprintf(out + len, strlen(chroot) + 2, "%s%s", chroot[0] == '/' ? "" : "/",
+			 chroot);
 	}
 	return out;
 }
@@ -790,7 +789,8 @@ launcher_stop(struct launcher *lc)
 		 * waits for requests in flight before closing the session */
 		for (i = 0; i < lc->prov.n_pools; i++) {
 			if (lc->prov.pools[i].component_path != NULL)
-				zk_delete(lc->zk, lc->prov.pools[i].component_path, -1, 0, NULL, NULL);
+				zk_delete(lc->zk, lc->prov.pools[i].component_path, -1, 0, NULL,
+					  NULL);
 		}
 		if (lc->launcher_component_path != NULL)
 			zk_delete(lc->zk, lc->launcher_component_path, -1, 0, NULL, NULL);
@@ -839,30 +839,34 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 	size_t i;
 	struct handler *h;
 
-	evbuffer_add_printf(out, "provider %s (driver %s): zk %s, %d ops pending\n",
-	    lc->prov.name, lc->prov.driver_name,
-	    zk_is_connected(lc->zk) ? "connected" : "not connected", zk_pending(lc->zk));
-	evbuffer_add_printf(out,
+	evbuffer_add_printf(out, "provider %s (driver %s): zk %s, %d ops pending\n", lc->prov.name,
+			    lc->prov.driver_name,
+			    zk_is_connected(lc->zk) ? "connected" : "not connected",
+			    zk_pending(lc->zk));
+	evbuffer_add_printf(
+	    out,
 	    "  counters: accepted %llu fulfilled %llu declined %llu failed %llu "
 	    "deleted %llu\n",
 	    (unsigned long long)lc->counters.accepted, (unsigned long long)lc->counters.fulfilled,
 	    (unsigned long long)lc->counters.declined, (unsigned long long)lc->counters.failed,
 	    (unsigned long long)lc->counters.deleted);
 	evbuffer_add_printf(out, "  timers: cleanup every %.0fs, deletion every %.0fs\n",
-	    lc->settings.cleanup_interval, lc->settings.delete_interval);
+			    lc->settings.cleanup_interval, lc->settings.delete_interval);
 	for (i = 0; i < lc->prov.n_pools; i++) {
 		struct lc_pool *pool = &lc->prov.pools[i];
 		evbuffer_add_printf(out, "  pool %s (%s)%s: %d requests in hand\n", pool->name,
-		    pool->launcher_id, pool->paused ? " PAUSED" : "", pool->n_handlers);
+				    pool->launcher_id, pool->paused ? " PAUSED" : "",
+				    pool->n_handlers);
 		TAILQ_FOREACH(h, &pool->handlers, entry)
 		{
 			size_t k;
-			evbuffer_add_printf(out, "    request %s state %d age %.1fs nodes:", h->req_id,
-			    h->state, lc_monotonic() - h->started);
+			evbuffer_add_printf(out,
+					    "    request %s state %d age %.1fs nodes:", h->req_id,
+					    h->state, lc_monotonic() - h->started);
 			for (k = 0; k < h->n_nodes; k++)
 				evbuffer_add_printf(out, " %s=%s(%d)", h->nodes[k].label,
-				    h->nodes[k].node_id ? h->nodes[k].node_id : "-",
-				    h->nodes[k].state);
+						    h->nodes[k].node_id ? h->nodes[k].node_id : "-",
+						    h->nodes[k].state);
 			evbuffer_add_printf(out, "\n");
 		}
 	}
@@ -1041,7 +1045,7 @@ registered(int rc, const char *path, void *arg)
 
 void
 drv_register_node(struct launcher *lc, struct np_node *n,
-    void (*done)(const char *node_id, void *arg), void *arg)
+		  void (*done)(const char *node_id, void *arg), void *arg)
 {
 	struct reg_ctx *r = lc_ctx_new(lc, sizeof(*r), NULL);
 
@@ -1108,7 +1112,7 @@ upd_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 		struct zk_lock *lock = u->lock;
 		lc_ctx_free(lc, u);
 		log_info("static node %s (%s) deregistered", n->id,
-		    n->hostname ? n->hostname : "?");
+			 n->hostname ? n->hostname : "?");
 		np_node_set_state(n, NP_NODE_DELETING);
 		lc_delete_node_record(lc, n, lock);
 		return;

@@ -34,10 +34,10 @@ struct strset;
 /* A top-level label (labels:). */
 struct lc_label {
 	char *name;
-	int min_ready;       /* <= 0 disables */
-	long max_ready_age;  /* seconds; 0 = off */
-	int min_ready_owner; /* 1 = this worker creates min-ready requests for it */
-	int min_ready_inflight; /* creations in flight */
+	int min_ready;		  /* <= 0 disables */
+	long max_ready_age;	  /* seconds; 0 = off */
+	int min_ready_owner;	  /* 1 = this worker creates min-ready requests for it */
+	int min_ready_inflight;	  /* creations in flight */
 	double min_ready_backoff; /* monotonic s: no new requests before (one failed) */
 };
 
@@ -49,36 +49,36 @@ struct lc_tenant_limit {
 struct lc_pool {
 	struct lc_provider *prov;
 	char *name;
-	long max_servers;       /* -1 unlimited */
+	long max_servers;	   /* -1 unlimited */
 	double max_cores, max_ram; /* -1 unlimited */
-	int priority;           /* pool -> provider -> 100 */
-	struct np_strv labels;  /* label names this pool supports */
-	json_t *node_attributes; /* object or NULL */
+	int priority;		   /* pool -> provider -> 100 */
+	struct np_strv labels;	   /* label names this pool supports */
+	json_t *node_attributes;   /* object or NULL */
 	int host_key_checking;
 	int ignore_provider_quota;
-	json_t *raw;            /* the pool's config (driver-specific keys) */
+	json_t *raw; /* the pool's config (driver-specific keys) */
 
 	/* runtime */
-	char *launcher_id;      /* pool id, new on every worker start */
-	char *component_path;   /* our pool component znode, or NULL */
-	int component_pending;  /* create in flight */
-	int paused;             /* a handler is paused at quota */
-	int reported_paused;    /* value last written to the component */
+	char *launcher_id;     /* pool id, new on every worker start */
+	char *component_path;  /* our pool component znode, or NULL */
+	int component_pending; /* create in flight */
+	int paused;	       /* a handler is paused at quota */
+	int reported_paused;   /* value last written to the component */
 	TAILQ_HEAD(, handler) handlers;
 	int n_handlers;
 };
 
 struct lc_provider {
-	struct launcher *lc;    /* back-pointer */
+	struct launcher *lc; /* back-pointer */
 	char *name;
 	char *driver_name;
 	const struct driver *drv;
 	struct drv_provider *dp;
-	int max_concurrency;    /* -1 unlimited; 0 serves nothing */
-	int priority;           /* 100 */
-	int launch_retries;     /* 3 */
+	int max_concurrency; /* -1 unlimited; 0 serves nothing */
+	int priority;	     /* 100 */
+	int launch_retries;  /* 3 */
 	double boot_timeout, launch_timeout;
-	json_t *raw;            /* the provider's config as JSON (driver-specific keys) */
+	json_t *raw; /* the provider's config as JSON (driver-specific keys) */
 	struct lc_pool *pools;
 	size_t n_pools;
 };
@@ -86,33 +86,33 @@ struct lc_provider {
 /* Daemon settings (top-level `nodepoold:` section). */
 struct lc_settings {
 	double cleanup_interval; /* 60 */
-	double delete_interval;  /* 5 */
+	double delete_interval;	 /* 5 */
 };
 
 /* ---- a request in hand (as NodeRequestHandler) --------------------------- */
 
 enum hnode_state {
-	HN_WANTED,     /* nothing assigned yet */
-	HN_LOCKING,    /* reusing: node lock being taken / node being re-read */
-	HN_CHECKING,   /* reusing: driver's reuse check in flight */
-	HN_CREATING,   /* launching: INIT node being created */
-	HN_BUILDING,   /* launching: driver launch in flight */
-	HN_READY,      /* node ready and allocated to us, locked */
-	HN_FAILED,     /* launch failed */
-	HN_ABORTED,    /* quota: dropped from the nodeset, relaunched */
-	HN_SETTLED,    /* fast path: locked (and checked), or failed; waiting */
+	HN_WANTED,   /* nothing assigned yet */
+	HN_LOCKING,  /* reusing: node lock being taken / node being re-read */
+	HN_CHECKING, /* reusing: driver's reuse check in flight */
+	HN_CREATING, /* launching: INIT node being created */
+	HN_BUILDING, /* launching: driver launch in flight */
+	HN_READY,    /* node ready and allocated to us, locked */
+	HN_FAILED,   /* launch failed */
+	HN_ABORTED,  /* quota: dropped from the nodeset, relaunched */
+	HN_SETTLED,  /* fast path: locked (and checked), or failed; waiting */
 };
 
 struct hnode {
 	char *label;
-	int state;               /* enum hnode_state */
+	int state; /* enum hnode_state */
 	char *node_id;
-	struct np_node *node;    /* our copy, written by us */
+	struct np_node *node; /* our copy, written by us */
 	struct zk_lock *lock;
 	struct drv_launch launch;
-	int launching;           /* launch handed to the driver */
-	int version;             /* fast path: the node's cached version */
-	int fast_ok;             /* fast path: locked and checked */
+	int launching; /* launch handed to the driver */
+	int version;   /* fast path: the node's cached version */
+	int fast_ok;   /* fast path: locked and checked */
 };
 
 enum handler_state {
@@ -121,7 +121,7 @@ enum handler_state {
 	H_ACCEPTING,  /* writing state pending */
 	H_RUNNING,    /* collecting the nodeset */
 	H_PAUSED,     /* at capacity, waiting */
-	H_FAST,       /* one-round-trip fulfilment in flight (reuse-only drivers) */
+	H_FAST,	      /* one-round-trip fulfilment in flight (reuse-only drivers) */
 	H_FULFILLING, /* writing fulfilled */
 	H_DECLINING,  /* writing declined/failed */
 	H_DONE,
@@ -132,22 +132,22 @@ struct handler {
 	struct lc_pool *pool;
 	struct launcher *lc;
 	char *req_id;
-	struct np_request *req;  /* fresh copy read under the lock */
+	struct np_request *req; /* fresh copy read under the lock */
 	struct zk_lock *req_lock;
-	int state;               /* enum handler_state */
-	int min_ready;           /* requestor NodePool:min-ready */
-	struct hnode *nodes;     /* one per node_types entry, same order */
+	int state;	     /* enum handler_state */
+	int min_ready;	     /* requestor NodePool:min-ready */
+	struct hnode *nodes; /* one per node_types entry, same order */
 	size_t n_nodes;
-	int ops;                 /* ZooKeeper operations in flight for it */
-	int vanished;            /* the request znode is gone */
-	int failed;              /* a launch failed: decline once all are done */
-	int detached;            /* on lc->zombies, not in the pool's list */
-	double started;          /* monotonic seconds */
+	int ops;	/* ZooKeeper operations in flight for it */
+	int vanished;	/* the request znode is gone */
+	int failed;	/* a launch failed: decline once all are done */
+	int detached;	/* on lc->zombies, not in the pool's list */
+	double started; /* monotonic seconds */
 	char *decline_reason;
-	int req_version;         /* fast path: the request's cached version */
-	int fast_failed;         /* fast path: fall back to the full sequence */
-	int releasing;           /* cancelled: the request lock is being released */
-	double resume_after;     /* paused after a quota abort: not rerun before (monotonic s) */
+	int req_version;     /* fast path: the request's cached version */
+	int fast_failed;     /* fast path: fall back to the full sequence */
+	int releasing;	     /* cancelled: the request lock is being released */
+	double resume_after; /* paused after a quota abort: not rerun before (monotonic s) */
 };
 
 /*
@@ -173,30 +173,30 @@ struct lc_counters {
 
 struct launcher {
 	struct event_base *base;
-	char *hostname;          /* FQDN */
+	char *hostname; /* FQDN */
 	struct lc_provider prov;
 	struct lc_label *labels;
 	size_t n_labels;
 	struct lc_tenant_limit *tenant_limits;
 	size_t n_tenant_limits;
-	long max_hold_age;       /* seconds, 0 = unlimited */
+	long max_hold_age; /* seconds, 0 = unlimited */
 	struct lc_settings settings;
 
 	struct zk *zk;
-	int zk_state;            /* last enum zk_event */
-	struct zk_cache *nodes;     /* /nodepool/nodes, data + locks, obj np_node */
-	struct zk_cache *requests;  /* /nodepool/requests, data, obj np_request */
+	int zk_state;			  /* last enum zk_event */
+	struct zk_cache *nodes;		  /* /nodepool/nodes, data + locks, obj np_node */
+	struct zk_cache *requests;	  /* /nodepool/requests, data, obj np_request */
 	struct zk_cache *pool_components; /* /nodepool/components/pool, obj np_component */
 	char *launcher_component_path;
-	int started;             /* caches synced, driver started */
+	int started; /* caches synced, driver started */
 	int stopping;
 
-	struct event *assign_ev;   /* deferred assignment pass */
-	struct event *cleanup_ev;  /* cleanup timer */
-	struct event *delete_ev;   /* deletion timer */
+	struct event *assign_ev;	  /* deferred assignment pass */
+	struct event *cleanup_ev;	  /* cleanup timer */
+	struct event *delete_ev;	  /* deletion timer */
 	struct event *deferred_delete_ev; /* deferred deletion pass (node events) */
-	struct event *minready_ev; /* deferred min-ready pass */
-	struct event *assign_later_ev; /* an assignment pass a little later */
+	struct event *minready_ev;	  /* deferred min-ready pass */
+	struct event *assign_later_ev;	  /* an assignment pass a little later */
 
 	/* node ids this process is working on right now (locking, deleting,
 	 * allocating): the caches lag our own writes, so these keep us from
@@ -209,12 +209,12 @@ struct launcher {
 	/* handlers detached while ZooKeeper operations were still in flight;
 	 * freed when those complete, or at launcher_free */
 	TAILQ_HEAD(, handler) zombies;
-	struct lc_ctx_list ctxs;  /* see lc_ctx_new */
+	struct lc_ctx_list ctxs; /* see lc_ctx_new */
 
 	struct lc_counters counters;
 	char last_error[256];
 	double start_time;
-	int ready;               /* first pass complete (web /ready) */
+	int ready; /* first pass complete (web /ready) */
 
 	/* hooks for the process around the launcher (status to the supervisor). */
 	void (*on_change)(struct launcher *lc);
@@ -227,8 +227,8 @@ void *lc_ctx_new(struct launcher *lc, size_t size, void (*cleanup)(void *ctx));
 void lc_ctx_free(struct launcher *lc, void *ctx);
 
 /* launcher.c */
-struct launcher *launcher_new(struct event_base *base, const json_t *config,
-    const char *provider, char *err, size_t errlen);
+struct launcher *launcher_new(struct event_base *base, const json_t *config, const char *provider,
+			      char *err, size_t errlen);
 /* Connect to ZooKeeper (zookeeper-servers, zookeeper-tls, zookeeper-timeout
  * of config) and start the timers; work begins once the caches are synced. */
 int launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errlen);
@@ -240,10 +240,9 @@ void launcher_schedule_assign(struct launcher *lc);
 void launcher_schedule_delete(struct launcher *lc);
 /* An assignment pass in secs seconds (paused handlers waiting out a delay). */
 void launcher_schedule_assign_in(struct launcher *lc, double secs);
-double lc_now(void);        /* wall clock, epoch seconds */
-double lc_monotonic(void);  /* monotonic seconds */
-void lc_set_error(struct launcher *lc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+double lc_now(void);	   /* wall clock, epoch seconds */
+double lc_monotonic(void); /* monotonic seconds */
+void lc_set_error(struct launcher *lc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The decoded node / request from the caches, or NULL. */
 const struct np_node *lc_node(struct launcher *lc, const char *id);
 const struct np_request *lc_request(struct launcher *lc, const char *id);
@@ -263,8 +262,8 @@ void lc_pool_update_component(struct lc_pool *pool);
 void lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lock);
 
 /* lcconfig.c */
-int lc_config_load(struct launcher *lc, const json_t *config, const char *provider,
-    char *err, size_t errlen);
+int lc_config_load(struct launcher *lc, const json_t *config, const char *provider, char *err,
+		   size_t errlen);
 void lc_config_free(struct launcher *lc);
 const struct lc_label *lc_label_get(const struct launcher *lc, const char *name);
 
@@ -275,7 +274,7 @@ void assign_pass(struct launcher *lc);
 struct handler *handler_new(struct lc_pool *pool, const char *req_id);
 void handler_start(struct handler *h);
 void handler_request_removed(struct handler *h);
-void handler_rerun(struct handler *h);   /* a paused handler tries again */
+void handler_rerun(struct handler *h); /* a paused handler tries again */
 void handler_free(struct handler *h);
 int handler_active_launches(const struct handler *h);
 struct handler *lc_find_handler(struct launcher *lc, const char *req_id);
@@ -298,7 +297,7 @@ struct worker;
 struct worker *worker_new(struct event_base *base, const char *provider, int channel_fd);
 /* Standalone: load nodepool.yaml (+ secure), validate, start. */
 int worker_load_file(struct worker *w, const char *path, const char *secure, char *err,
-    size_t errlen);
+		     size_t errlen);
 /* Start (or restart) the launcher from a config slice (JSON). */
 int worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t errlen);
 void worker_stop(struct worker *w);

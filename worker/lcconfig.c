@@ -14,9 +14,6 @@
 
 #include "log.h"
 
-
-
-
 static char *
 xstrdup(const char *s)
 {
@@ -43,7 +40,8 @@ pool_labels(const json_t *pool, struct np_strv *out)
 
 	json_array_foreach(labels, i, v)
 	{
-		const char *name = json_is_string(v) ? json_string_value(v) : np_json_str(v, "name", NULL);
+		const char *name =
+		    json_is_string(v) ? json_string_value(v) : np_json_str(v, "name", NULL);
 		if (name != NULL && !np_strv_contains(out, name))
 			np_strv_push(out, name);
 	}
@@ -115,7 +113,7 @@ quota_from_limits(struct drv_quota *q, const json_t *o)
 
 int
 lc_config_load(struct launcher *lc, const json_t *config, const char *provider, char *err,
-    size_t errlen)
+	       size_t errlen)
 {
 	const json_t *provs = json_object_get(config, "providers"), *p = NULL, *v, *pool;
 	const json_t *labels = json_object_get(config, "labels");
@@ -187,13 +185,13 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 				break;
 			}
 		}
-		l->min_ready_owner = l->min_ready > 0 && first_owner != NULL &&
-		    strcmp(first_owner, provider) == 0;
+		l->min_ready_owner =
+		    l->min_ready > 0 && first_owner != NULL && strcmp(first_owner, provider) == 0;
 	}
 
 	lc->n_tenant_limits = json_array_size(json_object_get(config, "tenant-resource-limits"));
-	lc->tenant_limits = calloc(lc->n_tenant_limits ? lc->n_tenant_limits : 1,
-	    sizeof(*lc->tenant_limits));
+	lc->tenant_limits =
+	    calloc(lc->n_tenant_limits ? lc->n_tenant_limits : 1, sizeof(*lc->tenant_limits));
 	if (lc->tenant_limits == NULL)
 		abort();
 	json_array_foreach(json_object_get(config, "tenant-resource-limits"), i, v)

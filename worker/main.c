@@ -39,8 +39,9 @@
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: nodepool-launcher -p PROVIDER (-c CONFIG [-s SECURE] | --channel FD)"
-			" [-d]\n");
+	fprintf(stderr,
+		"usage: nodepool-launcher -p PROVIDER (-c CONFIG [-s SECURE] | --channel FD)"
+		" [-d]\n");
 	exit(2);
 }
 
@@ -81,9 +82,9 @@ main(int argc, char **argv)
 	struct worker *w;
 	char tag[128], err[1024];
 	static const struct option longopts[] = {
-		{"channel", required_argument, NULL, 'C'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	    {"channel", required_argument, NULL, 'C'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
 
 	while ((c = getopt_long(argc, argv, "p:c:s:dfh", longopts, NULL)) != -1) {
@@ -118,7 +119,7 @@ main(int argc, char **argv)
 		char cerr[256];
 		if (channel_fd != CHAN_CHILD_FD || chan_child_fd(cerr, sizeof(cerr)) < 0) {
 			fprintf(stderr, "nodepool-launcher: --channel: %s\n",
-			    channel_fd != CHAN_CHILD_FD ? "the channel is fd 3" : cerr);
+				channel_fd != CHAN_CHILD_FD ? "the channel is fd 3" : cerr);
 			return EXIT_PERMANENT;
 		}
 	}

@@ -27,7 +27,7 @@ our_min_ready(struct launcher *lc, const struct zk_cache_entry *e)
 	const struct np_request *r = e->obj;
 
 	return r != NULL && r->requestor != NULL && strcmp(r->requestor, MIN_READY) == 0 &&
-	    e->stat.ephemeral_owner == zk_session_id(lc->zk);
+	       e->stat.ephemeral_owner == zk_session_id(lc->zk);
 }
 
 struct mr_done {
@@ -243,7 +243,7 @@ minready_pass(struct launcher *lc)
 			c->label = l;
 			l->min_ready_inflight++;
 			zk_create(lc->zk, "/nodepool/requests/900-", json, (int)len,
-			    ZOO_EPHEMERAL | ZOO_SEQUENCE, 1, mr_created, c);
+				  ZOO_EPHEMERAL | ZOO_SEQUENCE, 1, mr_created, c);
 			free(json);
 			np_request_free(r);
 		}

@@ -28,18 +28,18 @@ struct worker {
 	struct event_base *base;
 	char *provider;
 	int channel_fd;
-	struct chan *chan;       /* to nodepoold, or NULL when standalone */
+	struct chan *chan; /* to nodepoold, or NULL when standalone */
 	struct launcher *lc;
 	json_t *slice;
-	int64_t generation;      /* of the config in force */
+	int64_t generation; /* of the config in force */
 	int ready_sent;
 	int exit_code;
 	int stopping;
 	double start;
 	/* operator interfaces (lib/web.h, lib/statsd.h, lib/metrics.h) */
-	struct web *web;         /* only when the slice has `webapp` */
-	json_t *webapp;          /* the webapp section it serves */
-	struct statsd *statsd;   /* STATSD_HOST/STATSD_PORT, or NULL */
+	struct web *web;       /* only when the slice has `webapp` */
+	json_t *webapp;	       /* the webapp section it serves */
+	struct statsd *statsd; /* STATSD_HOST/STATSD_PORT, or NULL */
 	struct statsd_reporter *reporter;
 	struct metrics_pub *metrics_pub;
 };
@@ -140,7 +140,7 @@ send_status(struct worker *w, int64_t seq)
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
 		st->rss_kb = ru.ru_maxrss;
 		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
-		    (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
+			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}
 	st->uptime_s = (int64_t)(lc_monotonic() - w->start);
 	send_or_die(w, &m);
@@ -300,7 +300,8 @@ interfaces_attach(struct worker *w, const json_t *slice)
 		char err[256];
 		o.listen_address = json_string_value(json_object_get(webapp, "listen_address"));
 		o.port = (int)json_integer_value(json_object_get(webapp, "port"));
-		w->web = web_new(w->base, &o, worker_view, worker_live_metrics, w, err, sizeof(err));
+		w->web =
+		    web_new(w->base, &o, worker_view, worker_live_metrics, w, err, sizeof(err));
 		if (w->web == NULL)
 			log_error("%s", err);
 		else
@@ -332,7 +333,7 @@ worker_new(struct event_base *base, const char *provider, int channel_fd)
 	if (channel_fd >= 0) {
 		char err[256];
 		w->chan = chan_new(base, channel_fd, CHAN_CHILD, 0, 0, on_msg, on_close, w, err,
-		    sizeof(err));
+				   sizeof(err));
 		if (w->chan == NULL)
 			fatalx("channel: %s", err);
 	}
@@ -368,8 +369,7 @@ worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t err
 }
 
 int
-worker_load_file(struct worker *w, const char *path, const char *secure, char *err,
-    size_t errlen)
+worker_load_file(struct worker *w, const char *path, const char *secure, char *err, size_t errlen)
 {
 	struct np_config *cfg = NULL;
 	struct np_config_errors *errs = NULL;
@@ -379,7 +379,7 @@ worker_load_file(struct worker *w, const char *path, const char *secure, char *e
 	if (np_config_load(path, secure, &cfg, &errs) != 0) {
 		np_config_errors_print(errs, stderr);
 		snprintf(err, errlen, "%s: %zu configuration error(s)", path,
-		    np_config_errors_count(errs));
+			 np_config_errors_count(errs));
 		np_config_errors_free(errs);
 		return -1;
 	}

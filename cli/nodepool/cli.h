@@ -26,7 +26,7 @@ struct np_config;
 struct status_table;
 
 /* Exit codes (see above). */
-#define CLI_OK 0
+#define CLI_OK	  0
 #define CLI_ERROR 1
 #define CLI_USAGE 2
 
@@ -37,13 +37,13 @@ struct status_table;
 
 /* The state of one invocation. */
 struct cli {
-	const char *config_path;  /* -c */
-	const char *secure_path;  /* -s, NULL if not given */
-	int debug;                /* --debug */
-	struct np_config *cfg;    /* loaded for every command but config-validate */
+	const char *config_path; /* -c */
+	const char *secure_path; /* -s, NULL if not given */
+	int debug;		 /* --debug */
+	struct np_config *cfg;	 /* loaded for every command but config-validate */
 	struct event_base *base;
-	struct zk *zk;            /* connected, for commands that need it */
-	double op_timeout;        /* seconds a ZooKeeper read may take */
+	struct zk *zk;	   /* connected, for commands that need it */
+	double op_timeout; /* seconds a ZooKeeper read may take */
 };
 
 /* One subcommand: argv[0] is its name; returns the exit code. */
@@ -51,7 +51,7 @@ struct cli_cmd {
 	const char *name;
 	int (*run)(struct cli *c, int argc, char **argv);
 	int needs_zk;
-	const char *args;  /* usage after the name, e.g. "[--detail] [--json]" */
+	const char *args; /* usage after the name, e.g. "[--detail] [--json]" */
 	const char *help;
 };
 
@@ -60,8 +60,7 @@ struct cli_cmd {
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Usage error of a command: the command's usage and "nodepool <cmd>:
  * error: <msg>" on stderr; returns CLI_USAGE. */
-int cli_usage_error(const char *cmd, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
  * Parse a command's options, as argparse would: long-only options named in
  * `names` (e.g. {"detail", "json", NULL}; unique prefixes accepted);
@@ -75,11 +74,11 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 #define CLI_PARSED (-1)
 extern int cli_parse_only;
 int cli_parse(const char *cmd, int argc, char **argv, const char *const *names, int *flags,
-    const char **values, const char **pos, int npos, const char *required, int *npos_out);
+	      const char **values, const char **pos, int npos, const char *required, int *npos_out);
 /* Print a table as text (fields as status_text; NULL = every column) or as
  * JSON, each followed by a newline. */
 void cli_print_table(const struct status_table *t, int json, const char *const *fields,
-    size_t nfields);
+		     size_t nfields);
 /* Wall clock, epoch seconds. */
 double cli_now(void);
 /* A ZooKeeper error as text for messages. */

@@ -56,7 +56,7 @@ load_tree(struct cli *c, struct imgtree **tree)
 
 static int
 listing(struct cli *c, const char *cmd, int argc, char **argv, enum status_list kind,
-    void (*fill)(const struct imgtree *, struct status_table *))
+	void (*fill)(const struct imgtree *, struct status_table *))
 {
 	struct imgtree *tree = NULL;
 	struct status_table *t;
@@ -84,7 +84,7 @@ int
 cmd_dib_image_list(struct cli *c, int argc, char **argv)
 {
 	return listing(c, "dib-image-list", argc, argv, STATUS_DIB_IMAGE_LIST,
-	    imgtree_dib_image_list);
+		       imgtree_dib_image_list);
 }
 
 int
@@ -103,7 +103,7 @@ cmd_alien_image_list(struct cli *c, int argc, char **argv)
 	size_t i;
 
 	if ((rc = cli_parse("alien-image-list", argc, argv, names, flags, values, pos, 1, NULL,
-	         &npos)))
+			    &npos)))
 		return rc;
 	/*
 	 * Upstream asks each provider's cloud adapter for its images tagged
@@ -116,8 +116,10 @@ cmd_alien_image_list(struct cli *c, int argc, char **argv)
 		const struct np_provider *p = &c->cfg->providers[i];
 		if (pos[0] != NULL && strcmp(pos[0], p->name) != 0)
 			continue;
-		fprintf(stderr, "nodepool: listing alien images of %s: cloud image listing is not "
-				"available in this tool (driver %s)\n", p->name, p->driver);
+		fprintf(stderr,
+			"nodepool: listing alien images of %s: cloud image listing is not "
+			"available in this tool (driver %s)\n",
+			p->name, p->driver);
 	}
 	t = status_table_new(STATUS_ALIEN_IMAGES);
 	cli_print_table(t, flags[0], NULL, 0);
@@ -172,7 +174,7 @@ set_paused(struct cli *c, const char *cmd, int argc, char **argv, int paused)
 	}
 	if (rc != ZOK)
 		return cli_error("%s %s: %s", paused ? "creating" : "deleting", path,
-		    cli_zk_error(rc));
+				 cli_zk_error(rc));
 	return CLI_OK;
 }
 
@@ -214,7 +216,7 @@ cmd_dib_image_delete(struct cli *c, int argc, char **argv)
 	}
 	rc = zk_sync_get(c->zk, path, &data, &len, NULL);
 	if (rc == ZNONODE || (rc == ZOK && np_image_build_decode(dash + 1, data, (size_t)len, &b,
-	                                       err, sizeof(err)) != 0)) {
+								 err, sizeof(err)) != 0)) {
 		free(data);
 		printf("Build %s not found\n", id);
 		return CLI_OK;
@@ -242,8 +244,8 @@ cmd_dib_image_delete(struct cli *c, int argc, char **argv)
 int
 cmd_image_delete(struct cli *c, int argc, char **argv)
 {
-	static const char *const names[] = {"provider=!", "image=!", "upload-id=!",
-	    "build-id=!", NULL};
+	static const char *const names[] = {"provider=!", "image=!", "upload-id=!", "build-id=!",
+					    NULL};
 	int flags[4] = {0, 0, 0, 0}, npos, rc, len = 0;
 	const char *values[4] = {NULL, NULL, NULL, NULL};
 	char path[NP_PATH_MAX], err[256];
@@ -251,8 +253,8 @@ cmd_image_delete(struct cli *c, int argc, char **argv)
 	struct np_image_upload *u = NULL;
 	size_t jlen;
 
-	if ((rc = cli_parse("image-delete", argc, argv, names, flags, values, NULL, 0, NULL,
-	         &npos)))
+	if ((rc =
+		 cli_parse("image-delete", argc, argv, names, flags, values, NULL, 0, NULL, &npos)))
 		return rc;
 	if (np_path_upload(path, sizeof(path), values[1], values[3], values[0], values[2]) < 0 ||
 	    strcmp(values[2], "lock") == 0 || strcmp(values[3], "lock") == 0) {
@@ -261,7 +263,7 @@ cmd_image_delete(struct cli *c, int argc, char **argv)
 	}
 	rc = zk_sync_get(c->zk, path, &data, &len, NULL);
 	if (rc == ZNONODE || (rc == ZOK && np_image_upload_decode(values[2], data, (size_t)len, &u,
-	                                       err, sizeof(err)) != 0)) {
+								  err, sizeof(err)) != 0)) {
 		free(data);
 		printf("Image upload not found\n");
 		return CLI_OK;

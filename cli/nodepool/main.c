@@ -25,31 +25,30 @@
 #include "version.h"
 
 static const struct cli_cmd commands[] = {
-	{"list", cmd_list, 1, "[--detail] [--json]", "list nodes"},
-	{"image-list", cmd_image_list, 1, "[--json]", "list images from providers"},
-	{"dib-image-list", cmd_dib_image_list, 1, "[--json]",
-	    "list images built with diskimage-builder"},
-	{"image-status", cmd_image_status, 1, "[--json]", "list image status"},
-	{"image-build", cmd_image_build, 1, "image", "build image using diskimage-builder"},
-	{"alien-image-list", cmd_alien_image_list, 1, "[--json] [provider]",
-	    "list images not accounted for by nodepool"},
-	{"delete", cmd_delete, 1, "[--now] [--json] id", "place a node in the DELETE state"},
-	{"hold", cmd_hold, 1, "[--json] id",
-	    "place a node in the HOLD state e.g. for running maintenance tasks"},
-	{"image-delete", cmd_image_delete, 1,
-	    "--provider PROVIDER --image IMAGE --upload-id UPLOAD_ID --build-id BUILD_ID",
-	    "delete an image"},
-	{"dib-image-delete", cmd_dib_image_delete, 1, "id",
-	    "Delete a dib built image from disk along with all cloud uploads of this image"},
-	{"config-validate", NULL, 0, "", "Validate configuration file"},
-	{"request-list", cmd_request_list, 1, "[--json]", "list the current node requests"},
-	{"info", cmd_info, 1, "[--json] PROVIDER", "Show provider data from zookeeper"},
-	{"erase", cmd_erase, 1, "[--force] PROVIDER", "Erase provider data from zookeeper"},
-	{"image-pause", cmd_image_pause, 1, "image", "pause an image"},
-	{"image-unpause", cmd_image_unpause, 1, "image", "unpause an image"},
-	{"export-image-data", cmd_export_image_data, 1, "path",
-	    "Export image data from ZooKeeper"},
-	{"import-image-data", cmd_import_image_data, 1, "path", "Import image data to ZooKeeper"},
+    {"list", cmd_list, 1, "[--detail] [--json]", "list nodes"},
+    {"image-list", cmd_image_list, 1, "[--json]", "list images from providers"},
+    {"dib-image-list", cmd_dib_image_list, 1, "[--json]",
+     "list images built with diskimage-builder"},
+    {"image-status", cmd_image_status, 1, "[--json]", "list image status"},
+    {"image-build", cmd_image_build, 1, "image", "build image using diskimage-builder"},
+    {"alien-image-list", cmd_alien_image_list, 1, "[--json] [provider]",
+     "list images not accounted for by nodepool"},
+    {"delete", cmd_delete, 1, "[--now] [--json] id", "place a node in the DELETE state"},
+    {"hold", cmd_hold, 1, "[--json] id",
+     "place a node in the HOLD state e.g. for running maintenance tasks"},
+    {"image-delete", cmd_image_delete, 1,
+     "--provider PROVIDER --image IMAGE --upload-id UPLOAD_ID --build-id BUILD_ID",
+     "delete an image"},
+    {"dib-image-delete", cmd_dib_image_delete, 1, "id",
+     "Delete a dib built image from disk along with all cloud uploads of this image"},
+    {"config-validate", NULL, 0, "", "Validate configuration file"},
+    {"request-list", cmd_request_list, 1, "[--json]", "list the current node requests"},
+    {"info", cmd_info, 1, "[--json] PROVIDER", "Show provider data from zookeeper"},
+    {"erase", cmd_erase, 1, "[--force] PROVIDER", "Erase provider data from zookeeper"},
+    {"image-pause", cmd_image_pause, 1, "image", "pause an image"},
+    {"image-unpause", cmd_image_unpause, 1, "image", "unpause an image"},
+    {"export-image-data", cmd_export_image_data, 1, "path", "Export image data from ZooKeeper"},
+    {"import-image-data", cmd_import_image_data, 1, "path", "Import image data to ZooKeeper"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -114,7 +113,7 @@ cmd_usage(FILE *f, const char *cmd)
 	const struct cli_cmd *c = find_cmd(cmd);
 
 	fprintf(f, "usage: nodepool %s [-h]%s%s\n", cmd, c && *c->args ? " " : "",
-	    c ? c->args : "");
+		c ? c->args : "");
 }
 
 int
@@ -154,7 +153,7 @@ int cli_parse_only;
 
 int
 cli_parse(const char *cmd, int argc, char **argv, const char *const *names, int *flags,
-    const char **values, const char **pos, int npos, const char *required, int *npos_out)
+	  const char **values, const char **pos, int npos, const char *required, int *npos_out)
 {
 	int i, n = 0, only_pos = 0;
 	char missing[256] = "";
@@ -189,11 +188,13 @@ cli_parse(const char *cmd, int argc, char **argv, const char *const *names, int 
 				else if (i + 1 < argc)
 					values[k] = argv[++i];
 				else
-					return cli_usage_error(cmd, "argument --%.*s: expected one argument",
+					return cli_usage_error(
+					    cmd, "argument --%.*s: expected one argument",
 					    (int)strcspn(names[k], "="), names[k]);
 			} else if (eq != NULL) {
-				return cli_usage_error(cmd, "argument --%s: ignored explicit argument '%s'",
-				    names[k], eq + 1);
+				return cli_usage_error(
+				    cmd, "argument --%s: ignored explicit argument '%s'", names[k],
+				    eq + 1);
 			}
 			continue;
 		}
@@ -207,19 +208,18 @@ cli_parse(const char *cmd, int argc, char **argv, const char *const *names, int 
 		if (strstr(names[i], "=!") == NULL || values[i] != NULL)
 			continue;
 		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s--%.*s",
-		    missing[0] ? ", " : "", (int)len, names[i]);
+			 missing[0] ? ", " : "", (int)len, names[i]);
 	}
 	if (required != NULL && n < npos)
 		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
-		    missing[0] ? ", " : "", required);
+			 missing[0] ? ", " : "", required);
 	if (missing[0])
 		return cli_usage_error(cmd, "the following arguments are required: %s", missing);
 	return cli_parse_only ? CLI_PARSED : 0;
 }
 
 void
-cli_print_table(const struct status_table *t, int json, const char *const *fields,
-    size_t nfields)
+cli_print_table(const struct status_table *t, int json, const char *const *fields, size_t nfields)
 {
 	char *s = json ? status_json(t) : status_text(t, fields, nfields, cli_now());
 
@@ -369,7 +369,7 @@ cmd_config_validate(struct cli *c, int argc, char **argv)
 	const char *values[1];
 
 	if ((rc = cli_parse("config-validate", argc, argv, names, flags, values, NULL, 0, NULL,
-	         &npos)))
+			    &npos)))
 		return rc;
 	fprintf(stderr, "validating %s\n", c->config_path);
 	if (np_config_load(c->config_path, c->secure_path, &cfg, &errs) != 0) {
@@ -406,8 +406,9 @@ connect_zk(struct cli *c)
 	 * (unreachable, refused, TLS mismatch): bounded, never a hang. */
 	rc = zk_wait_connected(c->zk, c->cfg->zk_timeout > 0 ? c->cfg->zk_timeout : 10.0);
 	if (rc != ZOK)
-		return cli_error("unable to connect to ZooKeeper at %s%s within %g s", c->cfg->zk_hosts,
-		    opt.tls_ca ? " (TLS)" : "", c->cfg->zk_timeout > 0 ? c->cfg->zk_timeout : 10.0);
+		return cli_error("unable to connect to ZooKeeper at %s%s within %g s",
+				 c->cfg->zk_hosts, opt.tls_ca ? " (TLS)" : "",
+				 c->cfg->zk_timeout > 0 ? c->cfg->zk_timeout : 10.0);
 	c->op_timeout = 2 * (c->cfg->zk_timeout > 0 ? c->cfg->zk_timeout : 10.0);
 	return CLI_OK;
 }
@@ -435,7 +436,8 @@ main(int argc, char **argv)
 		} else if (strcmp(a, "-c") == 0 || strcmp(a, "-s") == 0 || strcmp(a, "-l") == 0) {
 			if (i + 1 >= argc) {
 				print_usage(stderr);
-				fprintf(stderr, "nodepool: error: argument %s: expected one argument\n", a);
+				fprintf(stderr,
+					"nodepool: error: argument %s: expected one argument\n", a);
 				return CLI_USAGE;
 			}
 			if (a[1] == 'c')
@@ -466,7 +468,8 @@ main(int argc, char **argv)
 	cmd = find_cmd(argv[i]);
 	if (cmd == NULL) {
 		print_usage(stderr);
-		fprintf(stderr, "nodepool: error: argument command: invalid choice: '%s'\n", argv[i]);
+		fprintf(stderr, "nodepool: error: argument command: invalid choice: '%s'\n",
+			argv[i]);
 		return CLI_USAGE;
 	}
 	log_init("nodepool", c.debug ? LOG_LVL_DEBUG : LOG_LVL_ERROR);
@@ -484,7 +487,7 @@ main(int argc, char **argv)
 		np_config_errors_print(errs, stderr);
 		np_config_errors_free(errs);
 		return cli_error("%s: invalid configuration (see `nodepool config-validate`)",
-		    c.config_path);
+				 c.config_path);
 	}
 	c.base = event_base_new();
 	if (c.base == NULL)

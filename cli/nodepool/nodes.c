@@ -74,8 +74,7 @@ path_of(int (*fn)(char *, size_t, const char *), const char *id)
  * as upstream's nodeIterator skips nodes it cannot read.
  */
 static int
-load_nodes(struct cli *c, const char *const *ids, size_t nids, int with_locks,
-    struct node_set *out)
+load_nodes(struct cli *c, const char *const *ids, size_t nids, int with_locks, struct node_set *out)
 {
 	struct cli_read *r;
 	char **names = NULL;
@@ -122,7 +121,8 @@ load_nodes(struct cli *c, const char *const *ids, size_t nids, int with_locks,
 			return rc;
 		}
 		if (np_node_decode(id, r[i].data, (size_t)r[i].len, &node, err, sizeof(err)) != 0) {
-			fprintf(stderr, "nodepool: node %s: unreadable record skipped: %s\n", id, err);
+			fprintf(stderr, "nodepool: node %s: unreadable record skipped: %s\n", id,
+				err);
 			continue;
 		}
 		out->v[out->n] = node;
@@ -152,7 +152,7 @@ print_nodes(struct cli *c, const char *const *ids, size_t nids, int detail, int 
 	for (i = 0; i < s.n; i++)
 		status_add_node(t, s.v[i], s.locked[i], now);
 	cli_print_table(t, json, detail ? NULL : status_node_brief_fields,
-	    detail ? 0 : status_node_brief_nfields);
+			detail ? 0 : status_node_brief_nfields);
 	status_table_free(t);
 	node_set_free(&s);
 	return CLI_OK;
@@ -317,8 +317,7 @@ wait_gone(struct cli *c, const char *path, double timeout)
 }
 
 static int
-set_node_state(struct cli *c, const char *cmd, const char *id, int state, int now,
-    int json)
+set_node_state(struct cli *c, const char *cmd, const char *id, int state, int now, int json)
 {
 	struct np_node *n = NULL, *fresh = NULL;
 	struct zk_lock *lock = NULL;
@@ -341,7 +340,7 @@ set_node_state(struct cli *c, const char *cmd, const char *id, int state, int no
 		prov = n->provider ? np_config_provider(c->cfg, n->provider) : NULL;
 		if (prov == NULL) {
 			printf("Provider %s for node %s not defined on this launcher\n",
-			    n->provider ? n->provider : "None", id);
+			       n->provider ? n->provider : "None", id);
 			np_node_free(n);
 			return CLI_OK;
 		}
@@ -371,8 +370,8 @@ set_node_state(struct cli *c, const char *cmd, const char *id, int state, int no
 		np_path_node(path, sizeof(path), id);
 		if (wait_gone(c, path, CLI_DELETE_NOW_TIMEOUT) != 0) {
 			cli_error("node %s is marked deleting, but the launcher of provider %s did "
-			    "not remove it within %g s (is it running?)",
-			    id, fresh->provider, CLI_DELETE_NOW_TIMEOUT);
+				  "not remove it within %g s (is it running?)",
+				  id, fresh->provider, CLI_DELETE_NOW_TIMEOUT);
 			np_node_free(fresh);
 			return CLI_ERROR;
 		}
@@ -418,8 +417,8 @@ cmd_request_list(struct cli *c, int argc, char **argv)
 	struct cli_read *r;
 	struct status_table *t;
 
-	if ((rc = cli_parse("request-list", argc, argv, names, flags, values, NULL, 0, NULL,
-	         &npos)))
+	if ((rc =
+		 cli_parse("request-list", argc, argv, names, flags, values, NULL, 0, NULL, &npos)))
 		return rc;
 	rc = children_sorted(c, NP_REQUEST_ROOT, &count, &names_v);
 	if (rc != ZOK)
@@ -441,9 +440,9 @@ cmd_request_list(struct cli *c, int argc, char **argv)
 			break;
 		}
 		if (np_request_decode(names_v[i], r[i].data, (size_t)r[i].len, &req, err,
-		        sizeof(err)) != 0) {
+				      sizeof(err)) != 0) {
 			fprintf(stderr, "nodepool: request %s: unreadable record skipped: %s\n",
-			    names_v[i], err);
+				names_v[i], err);
 			continue;
 		}
 		status_add_request(t, req);
@@ -529,14 +528,14 @@ cmd_info(struct cli *c, int argc, char **argv)
 		row = json_object();
 		json_object_set_new(row, "id", json_string(n->id));
 		json_object_set_new(row, "server_id",
-		    n->external_id_obj ? json_deep_copy(n->external_id_obj) :
-		    n->external_id     ? json_string(n->external_id) :
-		                         json_null());
+				    n->external_id_obj ? json_deep_copy(n->external_id_obj)
+				    : n->external_id   ? json_string(n->external_id)
+						       : json_null());
 		status_table_add(tn, row);
 	}
 	if (flags[0]) {
 		json_t *o = json_pack("{s:s, s:O, s:O}", "provider", pos[0], "images", ti->rows,
-		    "nodes", tn->rows);
+				      "nodes", tn->rows);
 		char *txt = json_dumps(o, JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
 		printf("%s\n", txt);
 		free(txt);

@@ -24,15 +24,16 @@
 #include "ipc.h"
 #include "version.h"
 
-#define USAGE "usage: nodepoolctl [-s SOCKET] [-c CONFIG] status [--json] | " \
-	      "restart PROVIDER | reload | stop"
+#define USAGE                                                                                      \
+	"usage: nodepoolctl [-s SOCKET] [-c CONFIG] status [--json] | "                            \
+	"restart PROVIDER | reload | stop"
 
 /* Reply timeout, ms: a reload parses the whole configuration first. */
 #define CTL_TIMEOUT_MS 30000
 
 struct ctl_cmd {
 	const char *name;
-	int min_args, max_args;  /* arguments after the command name */
+	int min_args, max_args; /* arguments after the command name */
 	enum ipc_type request;
 	/* Fill the request from the arguments; -1 = usage error. */
 	int (*prepare)(struct ipc_msg *req, int argc, char **argv);
@@ -61,16 +62,32 @@ fmt_uptime(int64_t s, char *buf, size_t len)
 
 	if (d > 0)
 		snprintf(buf, len, "%lldd%02lld:%02lld:%02lld", (long long)d, (long long)h,
-		    (long long)m, (long long)sec);
+			 (long long)m, (long long)sec);
 	else
-		snprintf(buf, len, "%lld:%02lld:%02lld", (long long)h, (long long)m, (long long)sec);
+		snprintf(buf, len, "%lld:%02lld:%02lld", (long long)h, (long long)m,
+			 (long long)sec);
 }
 
-enum { COL_NAME, COL_KIND, COL_PID, COL_STATE, COL_UPTIME, COL_RESTARTS, COL_ZK,
-	COL_ACCEPTED, COL_FULFILLED, COL_DECLINED, COL_FAILED, COL_NODES, COL_ERROR, NCOLS };
+enum {
+	COL_NAME,
+	COL_KIND,
+	COL_PID,
+	COL_STATE,
+	COL_UPTIME,
+	COL_RESTARTS,
+	COL_ZK,
+	COL_ACCEPTED,
+	COL_FULFILLED,
+	COL_DECLINED,
+	COL_FAILED,
+	COL_NODES,
+	COL_ERROR,
+	NCOLS
+};
 
-static const char *const col_titles[NCOLS] = {"NAME", "KIND", "PID", "STATE", "UPTIME",
-	"RESTARTS", "ZK", "ACCEPTED", "FULFILLED", "DECLINED", "FAILED", "NODES", "ERROR"};
+static const char *const col_titles[NCOLS] = {
+    "NAME",	"KIND",	     "PID",	 "STATE",  "UPTIME", "RESTARTS", "ZK",
+    "ACCEPTED", "FULFILLED", "DECLINED", "FAILED", "NODES",  "ERROR"};
 
 static void
 row_cells(const struct ipc_worker_info *w, char cells[NCOLS][512])
@@ -91,7 +108,7 @@ row_cells(const struct ipc_worker_info *w, char cells[NCOLS][512])
 	cells[COL_NODES][0] = '\0';
 	for (i = 0; i < w->nodes.n && off < 500; i++) {
 		int n = snprintf(cells[COL_NODES] + off, 512 - off, "%s%s:%lld", i ? "," : "",
-		    w->nodes.v[i].name, (long long)w->nodes.v[i].n);
+				 w->nodes.v[i].name, (long long)w->nodes.v[i].n);
 		if (n < 0)
 			break;
 		off += (size_t)n;
@@ -115,7 +132,7 @@ print_row(const char *const *cells, const size_t *width)
 static int
 show_status_text(const struct ipc_ctl_status_reply *r)
 {
-	char (*cells)[NCOLS][512];
+	char(*cells)[NCOLS][512];
 	size_t width[NCOLS], i;
 	int k;
 
@@ -152,7 +169,7 @@ show_result(const struct ipc_msg *req, const struct ipc_msg *reply)
 
 	if (reply->type != IPC_CTL_RESULT) {
 		fprintf(stderr, "bad reply from nodepoold: %s to %s\n", ipc_type_name(reply->type),
-		    ipc_type_name(req->type));
+			ipc_type_name(req->type));
 		return 1;
 	}
 	if (r->ok) {
@@ -203,14 +220,13 @@ prepare_none(struct ipc_msg *req, int argc, char **argv)
 }
 
 static const struct ctl_cmd ctl_cmds[] = {
-	{"status", 0, 1, IPC_CTL_STATUS, prepare_status, show_status},
-	{"restart", 1, 1, IPC_CTL_RESTART, prepare_restart, show_result},
-	{"reload", 0, 0, IPC_CTL_RELOAD, prepare_none, show_result},
-	{"stop", 0, 0, IPC_CTL_STOP, prepare_none, show_result},
+    {"status", 0, 1, IPC_CTL_STATUS, prepare_status, show_status},
+    {"restart", 1, 1, IPC_CTL_RESTART, prepare_restart, show_result},
+    {"reload", 0, 0, IPC_CTL_RELOAD, prepare_none, show_result},
+    {"stop", 0, 0, IPC_CTL_STOP, prepare_none, show_result},
 };
 
-static void __attribute__((noreturn))
-usage(void)
+static void __attribute__((noreturn)) usage(void)
 {
 	fprintf(stderr, "%s\n", USAGE);
 	exit(1);
@@ -226,9 +242,9 @@ main(int argc, char **argv)
 	size_t i;
 	int c, nargs, rc;
 	static const struct option longopts[] = {
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 
 	/* "+": options stop at the command, so "status --json" reaches it */
@@ -261,7 +277,7 @@ main(int argc, char **argv)
 	if (sock == NULL) {
 		/* -c names a file that must be there; the default one may not be */
 		if (np_daemon_paths(config ? config : NP_DEFAULT_CONFIG, config != NULL, &sock_path,
-		    NULL, err, sizeof(err)) < 0) {
+				    NULL, err, sizeof(err)) < 0) {
 			fprintf(stderr, "%s\n", err);
 			ipc_msg_clear(&req);
 			return 1;

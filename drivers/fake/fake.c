@@ -74,22 +74,22 @@ struct fserver {
 	char id[32];
 	char *name;
 	enum fstatus status;
-	double created;    /* epoch seconds (state-file) */
-	double ready_at;   /* monotonic: BUILD -> ACTIVE (or ERROR) */
-	double gone_at;    /* monotonic: DELETING -> removed */
+	double created;	 /* epoch seconds (state-file) */
+	double ready_at; /* monotonic: BUILD -> ACTIVE (or ERROR) */
+	double gone_at;	 /* monotonic: DELETING -> removed */
 	int will_fail, never_ready, unmanaged, delete_failed_once, leak_volume;
 	json_t *metadata;
 	char ipv4[16], priv4[16], ipv6[48];
 	char *label, *image, *az;
 	int cores, ram;
-	char volume[32];   /* "" when none */
+	char volume[32]; /* "" when none */
 };
 
 struct fvolume {
 	TAILQ_ENTRY(fvolume) entry;
 	char id[32];
 	json_t *metadata;
-	char server[32];   /* "" when detached */
+	char server[32]; /* "" when detached */
 };
 
 struct fimage {
@@ -105,7 +105,7 @@ struct fmachine;
 struct fcall {
 	TAILQ_ENTRY(fcall) entry;
 	struct sm_adapter *f;
-	struct fmachine *owner;  /* the machine waiting for it, or NULL */
+	struct fmachine *owner; /* the machine waiting for it, or NULL */
 	struct ratelimit_wait *wait;
 	struct event *ev;
 	void (*run)(struct fcall *c); /* does the work and calls back */
@@ -161,8 +161,6 @@ mono(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
-
-
 
 /* xorshift64*: the fault dice, reproducible from `seed`. */
 static double
@@ -266,8 +264,8 @@ settle(struct sm_adapter *f)
 }
 
 static struct fserver *
-server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
-    const char *image, const json_t *meta, const char *az)
+server_new(struct sm_adapter *f, const char *name, const struct sm_label *label, const char *image,
+	   const json_t *meta, const char *az)
 {
 	struct fserver *s = calloc(1, sizeof(*s));
 	struct fvolume *v = calloc(1, sizeof(*v));
@@ -281,7 +279,7 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 	s->metadata = meta != NULL ? json_deep_copy(meta) : json_object();
 	snprintf(s->ipv4, sizeof(s->ipv4), "203.0.113.%llu", n % 254 + 1);
 	snprintf(s->priv4, sizeof(s->priv4), "10.%llu.%llu.%llu", (n >> 16) & 255, (n >> 8) & 255,
-	    n & 255);
+		 n & 255);
 	snprintf(s->ipv6, sizeof(s->ipv6), "2001:db8::%llx", n);
 	s->cores = 1;
 	s->ram = 1024;
@@ -359,14 +357,20 @@ over_quota(struct sm_adapter *f, int cores, int ram)
 		r += s->ram;
 	}
 	if (n + 1 > f->q_instances)
-		snprintf(msg, sizeof(msg), "Quota exceeded for instances: Requested 1, but already "
-		    "used %.0f of %.0f instances", n, f->q_instances);
+		snprintf(msg, sizeof(msg),
+			 "Quota exceeded for instances: Requested 1, but already "
+			 "used %.0f of %.0f instances",
+			 n, f->q_instances);
 	else if (c + cores > f->q_cores)
-		snprintf(msg, sizeof(msg), "Quota exceeded for cores: Requested %d, but already "
-		    "used %.0f of %.0f cores", cores, c, f->q_cores);
+		snprintf(msg, sizeof(msg),
+			 "Quota exceeded for cores: Requested %d, but already "
+			 "used %.0f of %.0f cores",
+			 cores, c, f->q_cores);
 	else if (r + ram > f->q_ram)
-		snprintf(msg, sizeof(msg), "Quota exceeded for ram: Requested %d, but already used "
-		    "%.0f of %.0f ram", ram, r, f->q_ram);
+		snprintf(msg, sizeof(msg),
+			 "Quota exceeded for ram: Requested %d, but already used "
+			 "%.0f of %.0f ram",
+			 ram, r, f->q_ram);
 	else
 		return NULL;
 	return msg;
@@ -384,32 +388,36 @@ cloud_json(struct sm_adapter *f)
 
 	TAILQ_FOREACH(s, &f->servers, entry)
 	{
-		json_array_append_new(a,
-		    json_pack("{s:s, s:s, s:s, s:O, s:s?, s:s?, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:f}",
-		        "id", s->id, "name", s->name, "status", fstatus_names[s->status], "metadata",
-		        s->metadata, "label", s->label, "image", s->image, "az", s->az,
-		        "public_ipv4", s->ipv4, "private_ipv4", s->priv4, "public_ipv6", s->ipv6,
-		        "cores", s->cores, "ram", s->ram, "unmanaged", s->unmanaged, "created",
-		        s->created));
+		json_array_append_new(
+		    a,
+		    json_pack(
+			"{s:s, s:s, s:s, s:O, s:s?, s:s?, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:f}",
+			"id", s->id, "name", s->name, "status", fstatus_names[s->status],
+			"metadata", s->metadata, "label", s->label, "image", s->image, "az", s->az,
+			"public_ipv4", s->ipv4, "private_ipv4", s->priv4, "public_ipv6", s->ipv6,
+			"cores", s->cores, "ram", s->ram, "unmanaged", s->unmanaged, "created",
+			s->created));
 	}
 	TAILQ_FOREACH(v, &f->volumes, entry)
-	json_array_append_new(vols, json_pack("{s:s, s:O, s:s?}", "id", v->id, "metadata",
-	    v->metadata, "server", v->server[0] ? v->server : NULL));
+	json_array_append_new(vols,
+			      json_pack("{s:s, s:O, s:s?}", "id", v->id, "metadata", v->metadata,
+					"server", v->server[0] ? v->server : NULL));
 	TAILQ_FOREACH(im, &f->images, entry)
 	json_array_append_new(imgs, json_pack("{s:s, s:s, s:O}", "id", im->id, "name", im->name,
-	    "metadata", im->metadata));
+					      "metadata", im->metadata));
 	json_object_set_new(o, "provider", json_string(f->env->provider_name));
 	json_object_set_new(o, "instances", a);
 	json_object_set_new(o, "volumes", vols);
 	json_object_set_new(o, "images", imgs);
-	json_object_set_new(o, "counters",
+	json_object_set_new(
+	    o, "counters",
 	    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "creates",
-	        (json_int_t)f->creates, "create_errors", (json_int_t)f->create_errors,
-	        "quota_errors", (json_int_t)f->quota_refusals, "boot_errors",
-	        (json_int_t)f->boot_errors, "deletes", (json_int_t)f->deletes, "delete_errors",
-	        (json_int_t)f->delete_errors, "leaked_on_delete", (json_int_t)f->leaked_on_delete,
-	        "volumes_leaked", (json_int_t)f->volumes_leaked, "listings",
-	        (json_int_t)f->listings));
+		      (json_int_t)f->creates, "create_errors", (json_int_t)f->create_errors,
+		      "quota_errors", (json_int_t)f->quota_refusals, "boot_errors",
+		      (json_int_t)f->boot_errors, "deletes", (json_int_t)f->deletes,
+		      "delete_errors", (json_int_t)f->delete_errors, "leaked_on_delete",
+		      (json_int_t)f->leaked_on_delete, "volumes_leaked",
+		      (json_int_t)f->volumes_leaked, "listings", (json_int_t)f->listings));
 	json_object_set(o, "framework", (json_t *)f->env->stats);
 	return o;
 }
@@ -525,7 +533,7 @@ struct fmachine {
 	struct sm_adapter *f;
 	int create;
 	enum fm_state st;
-	struct fcall *call;  /* in flight */
+	struct fcall *call; /* in flight */
 	/* create */
 	char *name, *image, *az;
 	const struct sm_label *label;
@@ -547,7 +555,8 @@ create_call(struct fcall *c)
 {
 	struct sm_adapter *f = c->f;
 	struct fmachine *fm = c->owner;
-	int cores = (int)np_json_num(fm->label->raw, "cores", 1), ram = (int)np_json_num(fm->label->raw, "ram", 1024);
+	int cores = (int)np_json_num(fm->label->raw, "cores", 1),
+	    ram = (int)np_json_num(fm->label->raw, "ram", 1024);
 	const char *q;
 	struct fserver *s;
 
@@ -558,7 +567,8 @@ create_call(struct fcall *c)
 			f->quota_errors--;
 		f->quota_refusals++;
 		fm->err = SM_E_QUOTA;
-		snprintf(fm->errmsg, sizeof(fm->errmsg), "Quota exceeded for instances (simulated)");
+		snprintf(fm->errmsg, sizeof(fm->errmsg),
+			 "Quota exceeded for instances (simulated)");
 	} else if ((q = over_quota(f, cores, ram)) != NULL) {
 		f->quota_refusals++;
 		fm->err = SM_E_QUOTA;
@@ -592,7 +602,7 @@ delete_call(struct fcall *c)
 		f->delete_errors++;
 		fm->err = SM_E_FAILED;
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "delete of %s failed (simulated error)",
-		    s->id);
+			 s->id);
 	} else if (s->status != F_DELETING) {
 		f->deletes++;
 		if (chance(f, f->leak_rate)) {
@@ -726,10 +736,10 @@ fake_create_machine(struct sm_adapter *f, const struct sm_create_args *args)
 	fm->name = strdup(args->hostname);
 	fm->label = args->label;
 	fm->image = args->image_external_id != NULL ? strdup(args->image_external_id)
-	          : args->label->image != NULL && args->label->image->image_id != NULL
-	              ? strdup(args->label->image->image_id)
-	              : args->label->cloud_image != NULL ? strdup(args->label->cloud_image)
-	                                                 : NULL;
+		    : args->label->image != NULL && args->label->image->image_id != NULL
+			? strdup(args->label->image->image_id)
+		    : args->label->cloud_image != NULL ? strdup(args->label->cloud_image)
+						       : NULL;
 	fm->az = args->az != NULL ? strdup(args->az) : NULL;
 	fm->meta = json_deep_copy(args->metadata);
 	return &fm->m;
@@ -749,7 +759,8 @@ fake_delete_machine(struct sm_adapter *f, const char *external_id)
 	return &fm->m;
 }
 
-/* ---- listings, quota, resources --------------------------------------------------------------- */
+/* ---- listings, quota, resources ---------------------------------------------------------------
+ */
 
 static void
 list_instances_call(struct fcall *c)
@@ -898,16 +909,16 @@ console_call(struct fcall *c)
 		return;
 	}
 	snprintf(text, sizeof(text),
-	    "[    0.000000] Linux version 6.1.0-fake (fake cloud)\n"
-	    "[    1.234567] fake-init: %s (%s) booting\n"
-	    "%s login:\n",
-	    s->name, s->id, s->name);
+		 "[    0.000000] Linux version 6.1.0-fake (fake cloud)\n"
+		 "[    1.234567] fake-init: %s (%s) booting\n"
+		 "%s login:\n",
+		 s->name, s->id, s->name);
 	c->cb.console(text, NULL, c->arg);
 }
 
 static void
 fake_console_log(struct sm_adapter *f, const struct sm_label *label, const char *external_id,
-    sm_console_cb cb, void *arg)
+		 sm_console_cb cb, void *arg)
 {
 	struct fcall *c = call_start(f, NULL, console_call, arg);
 
@@ -930,8 +941,7 @@ upload_call(struct fcall *c)
 }
 
 static void
-fake_upload_image(struct sm_adapter *f, const struct sm_upload_args *u, sm_upload_cb cb,
-    void *arg)
+fake_upload_image(struct sm_adapter *f, const struct sm_upload_args *u, sm_upload_cb cb, void *arg)
 {
 	struct fcall *c = call_start(f, NULL, upload_call, arg);
 
@@ -968,7 +978,8 @@ fake_delete_image(struct sm_adapter *f, const char *external_id, sm_done_cb cb, 
 	c->s1 = strdup(external_id);
 }
 
-/* ---- life cycle --------------------------------------------------------------------------------- */
+/* ---- life cycle ---------------------------------------------------------------------------------
+ */
 
 static double
 limit(const json_t *q, const char *k)
@@ -1101,10 +1112,11 @@ fake_dump(struct sm_adapter *f, struct evbuffer *out)
 	settle(f);
 	TAILQ_FOREACH(s, &f->servers, entry)
 	n++;
-	evbuffer_add_printf(out, "  fake cloud: %zu servers; creates %llu (errors %llu, quota "
-				 "%llu, boot %llu), deletes %llu (errors %llu, leaked %llu)\n",
-	    n, f->creates, f->create_errors, f->quota_refusals, f->boot_errors, f->deletes,
-	    f->delete_errors, f->leaked_on_delete);
+	evbuffer_add_printf(out,
+			    "  fake cloud: %zu servers; creates %llu (errors %llu, quota "
+			    "%llu, boot %llu), deletes %llu (errors %llu, leaked %llu)\n",
+			    n, f->creates, f->create_errors, f->quota_refusals, f->boot_errors,
+			    f->deletes, f->delete_errors, f->leaked_on_delete);
 	n = 0;
 	TAILQ_FOREACH(s, &f->servers, entry)
 	{
@@ -1112,39 +1124,43 @@ fake_dump(struct sm_adapter *f, struct evbuffer *out)
 			evbuffer_add_printf(out, "    ...\n");
 			break;
 		}
-		evbuffer_add_printf(out, "    server %s %s %s node %s label %s\n", s->id, s->name,
+		evbuffer_add_printf(
+		    out, "    server %s %s %s node %s label %s\n", s->id, s->name,
 		    fstatus_names[s->status],
-		    str_or(json_string_value(json_object_get(s->metadata, "nodepool_node_id")), "-"),
+		    str_or(json_string_value(json_object_get(s->metadata, "nodepool_node_id")),
+			   "-"),
 		    s->label ? s->label : "-");
 	}
 	TAILQ_FOREACH(v, &f->volumes, entry)
 	if (v->server[0] == '\0')
-		evbuffer_add_printf(out, "    volume %s detached (node %s)\n", v->id,
-		    str_or(json_string_value(json_object_get(v->metadata, "nodepool_node_id")), "-"));
+		evbuffer_add_printf(
+		    out, "    volume %s detached (node %s)\n", v->id,
+		    str_or(json_string_value(json_object_get(v->metadata, "nodepool_node_id")),
+			   "-"));
 }
 
 static const struct sm_adapter_ops fake_adapter = {
-	.name = "fake",
-	.adapter_new = fake_adapter_new,
-	.adapter_stop = fake_adapter_stop,
-	.adapter_free = fake_adapter_free,
-	.create_machine = fake_create_machine,
-	.delete_machine = fake_delete_machine,
-	.list_instances = fake_list_instances,
-	.list_resources = fake_list_resources,
-	.delete_resource = fake_delete_resource,
-	.quota_limits = fake_quota_limits,
-	.label_quota = fake_label_quota,
-	.upload_image = fake_upload_image,
-	.delete_image = fake_delete_image,
-	.console_log = fake_console_log,
-	.dump = fake_dump,
+    .name = "fake",
+    .adapter_new = fake_adapter_new,
+    .adapter_stop = fake_adapter_stop,
+    .adapter_free = fake_adapter_free,
+    .create_machine = fake_create_machine,
+    .delete_machine = fake_delete_machine,
+    .list_instances = fake_list_instances,
+    .list_resources = fake_list_resources,
+    .delete_resource = fake_delete_resource,
+    .quota_limits = fake_quota_limits,
+    .label_quota = fake_label_quota,
+    .upload_image = fake_upload_image,
+    .delete_image = fake_delete_image,
+    .console_log = fake_console_log,
+    .dump = fake_dump,
 };
 
 static const struct sm_defaults fake_defaults = {
-	.boot_timeout = 60,
-	.rate = 0,
-	.host_key_checking = 0,
+    .boot_timeout = 60,
+    .rate = 0,
+    .host_key_checking = 0,
 };
 
 static struct drv_provider *
@@ -1155,9 +1171,9 @@ fake_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size
 }
 
 const struct driver drv_fake = {
-	.name = "fake",
-	.pause_at_quota = 1,
-	.reuse_only = 0,
-	.provider_new = fake_provider_new,
-	SM_DRIVER_SLOTS,
+    .name = "fake",
+    .pause_at_quota = 1,
+    .reuse_only = 0,
+    .provider_new = fake_provider_new,
+    SM_DRIVER_SLOTS,
 };

@@ -48,21 +48,21 @@ struct sm_config;  /* statemachine.h */
  * Owned by whoever holds it; free with sm_instance_free.
  */
 struct sm_instance {
-	char *external_id;    /* required: the cloud's id */
-	int ready;            /* the cloud says it is up */
-	int deleted;          /* the cloud says it is gone or going */
-	char *interface_ip;   /* required when ready: what nodescan and Zuul use */
+	char *external_id;  /* required: the cloud's id */
+	int ready;	    /* the cloud says it is up */
+	int deleted;	    /* the cloud says it is gone or going */
+	char *interface_ip; /* required when ready: what nodescan and Zuul use */
 	char *public_ipv4, *public_ipv6, *private_ipv4, *private_ipv6;
 	char *cloud, *region, *az, *host_id;
-	json_t *metadata;     /* object: the tags given at create (nodepool_*),
-	                         as listed back by the cloud; never NULL */
-	json_t *driver_data;  /* anything, or NULL */
-	int slot;             /* -1 = none */
+	json_t *metadata;    /* object: the tags given at create (nodepool_*),
+				as listed back by the cloud; never NULL */
+	json_t *driver_data; /* anything, or NULL */
+	int slot;	     /* -1 = none */
 	/* Optional overrides of what the image config set on the node
 	 * (NULL / 0 = not overridden). */
 	char *username, *python_path, *shell_type, *connection_type;
 	int connection_port;
-	int has_host_keys;    /* host_keys below replace the node's */
+	int has_host_keys; /* host_keys below replace the node's */
 	struct np_strv host_keys;
 	json_t *node_attributes; /* defaults under the pool's node-attributes, or NULL */
 	/* What the instance uses (upstream's getQuotaInformation): at least
@@ -70,7 +70,7 @@ struct sm_instance {
 	struct drv_quota quota;
 };
 
-struct sm_instance *sm_instance_new(void); /* zeroed, slot -1, metadata {}, quota 1 instance */
+struct sm_instance *sm_instance_new(void);    /* zeroed, slot -1, metadata {}, quota 1 instance */
 void sm_instance_free(struct sm_instance *i); /* NULL is a no-op */
 
 /* Set a string field: frees the old value, copies v (NULL clears). */
@@ -85,7 +85,7 @@ struct sm_resource {
 	const char *type;
 	const char *id;
 	const json_t *metadata; /* object: nodepool_provider_name, nodepool_node_id,
-	                           nodepool_upload_id... (may be empty) */
+				   nodepool_upload_id... (may be empty) */
 };
 
 /* ---- state machines ------------------------------------------------------- */
@@ -100,7 +100,7 @@ enum sm_error {
 	SM_E_NONE,
 	SM_E_FAILED,   /* this attempt failed (a retry may succeed) */
 	SM_E_QUOTA,    /* the cloud refused for quota: the launch is ABORTED,
-	                  not retried (upstream's QuotaException) */
+			  not retried (upstream's QuotaException) */
 	SM_E_NOTFOUND, /* delete: the instance does not exist (counts as done) */
 	SM_E_TIMEOUT,  /* set by the framework: launch-timeout, delete timeout */
 };
@@ -130,12 +130,12 @@ struct sm_machine_ops {
  */
 struct sm_machine {
 	const struct sm_machine_ops *ops;
-	const char *state;    /* the adapter's state name, for logs and dumps
-	                         ("start", "submitted", "building"...) */
-	char *external_id;    /* create: the cloud's id, set (malloc'd) as soon
-	                         as known, so a failed or abandoned attempt can
-	                         be deleted; delete: the id being deleted */
-	double retry_in;      /* see advance() */
+	const char *state; /* the adapter's state name, for logs and dumps
+			      ("start", "submitted", "building"...) */
+	char *external_id; /* create: the cloud's id, set (malloc'd) as soon
+			      as known, so a failed or abandoned attempt can
+			      be deleted; delete: the id being deleted */
+	double retry_in;   /* see advance() */
 	enum sm_error error;
 	char error_msg[256];
 	/* framework's */
@@ -150,25 +150,25 @@ void sm_machine_wake(struct sm_machine *m);
 /* ---- what a create machine is asked to build -------------------------------- */
 
 struct sm_create_args {
-	const char *hostname;          /* "np<node id>" (Windows names: <= 15 chars) */
-	const struct sm_label *label;  /* the pool label (statemachine.h) */
-	const char *image_external_id; /* a diskimage upload's id in this cloud;
-	                                  NULL: use the label's cloud image */
-	const json_t *metadata;        /* object: store on the instance and list it back:
-	                                  nodepool_node_id, nodepool_pool_name,
-	                                  nodepool_provider_name */
+	const char *hostname;		  /* "np<node id>" (Windows names: <= 15 chars) */
+	const struct sm_label *label;	  /* the pool label (statemachine.h) */
+	const char *image_external_id;	  /* a diskimage upload's id in this cloud;
+					     NULL: use the label's cloud image */
+	const json_t *metadata;		  /* object: store on the instance and list it back:
+					     nodepool_node_id, nodepool_pool_name,
+					     nodepool_provider_name */
 	const struct np_request *request; /* the request it is for, or NULL */
-	const char *az;                /* availability zone, or NULL: the cloud's choice */
+	const char *az;			  /* availability zone, or NULL: the cloud's choice */
 };
 
 /* An image upload (the builder's job; the launcher does not call it). */
 struct sm_upload_args {
 	const struct sm_image *image; /* the provider's diskimage entry */
-	const char *image_name;       /* the name to give it in the cloud */
-	const char *filename;         /* the local file */
-	const char *format;           /* "qcow2", "raw", "vhd"... */
-	const json_t *metadata;       /* tags (nodepool_build_id, nodepool_upload_id,
-	                                 nodepool_provider_name...) */
+	const char *image_name;	      /* the name to give it in the cloud */
+	const char *filename;	      /* the local file */
+	const char *format;	      /* "qcow2", "raw", "vhd"... */
+	const json_t *metadata;	      /* tags (nodepool_build_id, nodepool_upload_id,
+					 nodepool_provider_name...) */
 	const char *md5, *sha256;     /* of the file, or NULL */
 };
 
@@ -176,8 +176,8 @@ struct sm_upload_args {
 struct sm_env {
 	struct event_base *base;
 	const char *provider_name;
-	const json_t *provider;        /* the provider's config (validated) */
-	const struct sm_config *cfg;   /* the framework's parse of it */
+	const json_t *provider;	     /* the provider's config (validated) */
+	const struct sm_config *cfg; /* the framework's parse of it */
 	/* Framework counters (object name -> integer: "leaked.instances",
 	 * "launches.ready", "loop.lag_max_ms"...), for an adapter's own
 	 * status output; read-only. */
@@ -188,9 +188,9 @@ struct sm_env {
 
 /* error NULL on success; then v[0..n) is the listing. */
 typedef void (*sm_instances_cb)(struct sm_instance *const *v, size_t n, const char *error,
-    void *arg);
+				void *arg);
 typedef void (*sm_resources_cb)(const struct sm_resource *v, size_t n, const char *error,
-    void *arg);
+				void *arg);
 /* ok 1, or 0 with error; "not found" counts as ok. */
 typedef void (*sm_done_cb)(int ok, const char *error, void *arg);
 /* limits: the cloud's (INFINITY where unlimited), or NULL with error. */
@@ -219,7 +219,8 @@ struct sm_adapter_ops {
 	/* A machine that creates an instance as args says (upstream's
 	 * getCreateStateMachine). Never NULL. The first advance() comes on a
 	 * later loop turn. */
-	struct sm_machine *(*create_machine)(struct sm_adapter *a, const struct sm_create_args *args);
+	struct sm_machine *(*create_machine)(struct sm_adapter *a,
+					     const struct sm_create_args *args);
 	/* A machine that deletes external_id (getDeleteStateMachine); an
 	 * instance that does not exist ends in SM_E_NOTFOUND or SM_DONE. */
 	struct sm_machine *(*delete_machine)(struct sm_adapter *a, const char *external_id);
@@ -232,7 +233,7 @@ struct sm_adapter_ops {
 	void (*list_resources)(struct sm_adapter *a, sm_resources_cb cb, void *arg);
 	/* Delete a resource from an earlier listing (deleteResource). */
 	void (*delete_resource)(struct sm_adapter *a, const struct sm_resource *r, sm_done_cb cb,
-	    void *arg);
+				void *arg);
 
 	/* The cloud's limits (getQuotaLimits). NULL: unlimited. */
 	void (*quota_limits)(struct sm_adapter *a, sm_quota_cb cb, void *arg);
@@ -240,7 +241,7 @@ struct sm_adapter_ops {
 	 * from the config or data the adapter already holds (flavors fetched
 	 * at start). out comes in as 1 instance. NULL: 1 instance. */
 	void (*label_quota)(struct sm_adapter *a, const struct sm_label *label,
-	    struct drv_quota *out);
+			    struct drv_quota *out);
 	/* Whether the label's cloud image exists (labelReady), synchronously
 	 * from held data; diskimage labels are the framework's business.
 	 * NULL: always. */
@@ -251,18 +252,18 @@ struct sm_adapter_ops {
 
 	/* Image management (the builder's uploads). May be NULL. */
 	void (*upload_image)(struct sm_adapter *a, const struct sm_upload_args *u, sm_upload_cb cb,
-	    void *arg);
+			     void *arg);
 	void (*delete_image)(struct sm_adapter *a, const char *external_id, sm_done_cb cb,
-	    void *arg);
+			     void *arg);
 
 	/* The instance's console log (getConsoleLog), fetched when a
 	 * nodescan fails and the label has console-log set. May be NULL. */
 	void (*console_log)(struct sm_adapter *a, const struct sm_label *label,
-	    const char *external_id, sm_console_cb cb, void *arg);
+			    const char *external_id, sm_console_cb cb, void *arg);
 	/* A nodescan of this instance failed (notifyNodescanFailure). May be
 	 * NULL. */
 	void (*nodescan_failed)(struct sm_adapter *a, const struct sm_label *label,
-	    const char *external_id);
+				const char *external_id);
 
 	/* Append a human-readable state dump (SIGUSR2). May be NULL. */
 	void (*dump)(struct sm_adapter *a, struct evbuffer *out);

@@ -13,9 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-
-
 static char *
 dupz(const char *s)
 {
@@ -37,12 +34,14 @@ image_build(struct sm_image *im, const json_t *raw, int diskimage)
 	im->diskimage = diskimage;
 	im->name = dupz(np_json_str(raw, "name", ""));
 	if (!diskimage)
-		im->image_id = dupz(np_json_str(raw, "image-id", np_json_str(raw, "image-name", NULL)));
+		im->image_id =
+		    dupz(np_json_str(raw, "image-id", np_json_str(raw, "image-name", NULL)));
 	im->username = dupz(np_json_str(raw, "username", NULL));
 	im->python_path = dupz(np_json_str(raw, "python-path", "auto"));
 	im->shell_type = dupz(np_json_str(raw, "shell-type", NULL));
 	im->connection_type = dupz(ct);
-	im->connection_port = (int)np_json_num(raw, "connection-port", strcmp(ct, "winrm") == 0 ? 5986 : 22);
+	im->connection_port =
+	    (int)np_json_num(raw, "connection-port", strcmp(ct, "winrm") == 0 ? 5986 : 22);
 }
 
 static void
@@ -104,36 +103,45 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 
 		p->raw = pv;
 		p->name = dupz(np_json_str(pv, "name", ""));
-		p->host_key_checking = np_json_bool(pv, "host-key-checking", cfg->host_key_checking);
-		p->use_internal_ip = np_json_bool(pv, "use-internal-ip", np_json_bool(prov, "use-internal-ip", 0));
-		json_array_foreach(json_object_get(pv, "availability-zones"), k, az)
-		if (json_is_string(az))
-			np_strv_push(&p->azs, json_string_value(az));
+		p->host_key_checking =
+		    np_json_bool(pv, "host-key-checking", cfg->host_key_checking);
+		p->use_internal_ip =
+		    np_json_bool(pv, "use-internal-ip", np_json_bool(prov, "use-internal-ip", 0));
+		json_array_foreach(json_object_get(pv, "availability-zones"), k,
+				   az) if (json_is_string(az))
+		    np_strv_push(&p->azs, json_string_value(az));
 		p->labels = calloc(json_array_size(labels) + 1, sizeof(*p->labels));
 		json_array_foreach(labels, j, lv)
 		{
 			struct sm_label *l = &p->labels[p->nlabels++];
 			l->raw = lv;
 			l->pool = p;
-			l->name = dupz(json_is_string(lv) ? json_string_value(lv) : np_json_str(lv, "name", ""));
+			l->name = dupz(json_is_string(lv) ? json_string_value(lv)
+							  : np_json_str(lv, "name", ""));
 			l->cloud_image = dupz(np_json_str(lv, "cloud-image", NULL));
 			l->diskimage = dupz(np_json_str(lv, "diskimage", NULL));
-			l->host_key_checking = np_json_bool(lv, "host-key-checking", p->host_key_checking);
+			l->host_key_checking =
+			    np_json_bool(lv, "host-key-checking", p->host_key_checking);
 			l->console_log = np_json_bool(lv, "console-log", 0);
 			if (l->cloud_image != NULL) {
-				l->image = image_find(cfg->cloud_images, cfg->ncloud_images, l->cloud_image);
+				l->image = image_find(cfg->cloud_images, cfg->ncloud_images,
+						      l->cloud_image);
 				if (l->image == NULL) {
-					snprintf(err, errlen, "pool %s label %s: cloud-image %s is not "
-					    "in the provider's cloud-images", p->name, l->name,
-					    l->cloud_image);
+					snprintf(err, errlen,
+						 "pool %s label %s: cloud-image %s is not "
+						 "in the provider's cloud-images",
+						 p->name, l->name, l->cloud_image);
 					sm_config_free(cfg);
 					return NULL;
 				}
 			} else if (l->diskimage != NULL) {
-				l->image = image_find(cfg->diskimages, cfg->ndiskimages, l->diskimage);
+				l->image =
+				    image_find(cfg->diskimages, cfg->ndiskimages, l->diskimage);
 				if (l->image == NULL) {
-					snprintf(err, errlen, "pool %s label %s: diskimage %s is not in "
-					    "the provider's diskimages", p->name, l->name, l->diskimage);
+					snprintf(err, errlen,
+						 "pool %s label %s: diskimage %s is not in "
+						 "the provider's diskimages",
+						 p->name, l->name, l->diskimage);
 					sm_config_free(cfg);
 					return NULL;
 				}

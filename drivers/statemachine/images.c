@@ -205,7 +205,7 @@ uploads_listed(int rc, int count, char *const *names, void *arg)
 		strset_add(s->next.known, key);
 		d = ctx_new(s, c->image, c->build);
 		if (!fits(np_path_upload(d->path, sizeof(d->path), c->image, c->build, s->provider,
-			names[i]))) {
+					 names[i]))) {
 			ctx_done(d, ZOK);
 			continue;
 		}
@@ -225,7 +225,8 @@ builds_listed(int rc, int count, char *const *names, void *arg)
 		if (strcmp(names[i], "lock") == 0)
 			continue;
 		d = ctx_new(s, c->image, names[i]);
-		if (!fits(np_path_uploads(d->path, sizeof(d->path), c->image, names[i], s->provider))) {
+		if (!fits(np_path_uploads(d->path, sizeof(d->path), c->image, names[i],
+					  s->provider))) {
 			ctx_done(d, ZOK);
 			continue;
 		}
@@ -319,7 +320,7 @@ sm_images_free(struct sm_images *s)
 
 int
 sm_images_latest(struct sm_images *s, const char *image, char *external_id, size_t idlen,
-    char *path, size_t pathlen)
+		 char *path, size_t pathlen)
 {
 	const struct latest *l = table_find(&s->cur, image);
 

@@ -121,7 +121,7 @@ struct sm_run {
 	struct sm_runner *r;
 	struct sm_machine *m;
 	struct event *ev; /* the poll timer; firing queues the run */
-	double deadline; /* monotonic; 0: none */
+	double deadline;  /* monotonic; 0: none */
 	double timeout;
 	sm_run_done done;
 	sm_run_progress progress;
@@ -131,7 +131,7 @@ struct sm_run {
 enum lphase {
 	LP_CREATE,  /* a create machine runs */
 	LP_UNWIND,  /* deleting an attempt's instance (before a retry, or
-	               after a cancel) */
+		       after a cancel) */
 	LP_SCAN,    /* nodescan */
 	LP_CONSOLE, /* fetching the console log of a failed scan */
 };
@@ -151,11 +151,11 @@ struct sm_launch {
 	enum lphase phase;
 	struct sm_run *run;
 	struct nodescan_req *scan;
-	struct event *timer;   /* delayed unwind retry */
-	char *instance_id;     /* the current attempt's instance, once named */
+	struct event *timer; /* delayed unwind retry */
+	char *instance_id;   /* the current attempt's instance, once named */
 	double unwind_deadline;
-	char *fail_msg;        /* why the attempt failed (while unwinding or
-	                          fetching the console) */
+	char *fail_msg; /* why the attempt failed (while unwinding or
+			   fetching the console) */
 	int cancelled;
 	double t_start;
 	sm_launch_done done;
@@ -178,7 +178,7 @@ struct sm_runner {
 	struct sm_adapter *a;
 	struct nodescan *ns;
 	TAILQ_HEAD(, sm_run) runs;
-	TAILQ_HEAD(, sm_run) ready;  /* runs due for an advance() */
+	TAILQ_HEAD(, sm_run) ready; /* runs due for an advance() */
 	struct event *pump_ev;
 	int pump_scheduled;
 	TAILQ_HEAD(, sm_launch) launches;
@@ -271,7 +271,7 @@ advance_run(struct sm_run *run)
 	if (run->deadline > 0 && now >= run->deadline) {
 		m->error = SM_E_TIMEOUT;
 		snprintf(m->error_msg, sizeof(m->error_msg), "timed out after %.0f s (state %s)",
-		    run->timeout, m->state ? m->state : "?");
+			 run->timeout, m->state ? m->state : "?");
 		st = SM_ERROR;
 	} else {
 		m->retry_in = -1;
@@ -303,7 +303,7 @@ advance_run(struct sm_run *run)
 
 struct sm_run *
 sm_run_start(struct sm_runner *r, struct sm_machine *m, double timeout, sm_run_done done,
-    sm_run_progress progress, void *arg)
+	     sm_run_progress progress, void *arg)
 {
 	struct sm_run *run = calloc(1, sizeof(*run));
 
@@ -346,7 +346,7 @@ sm_machine_wake(struct sm_machine *m)
 
 struct sm_runner *
 sm_runner_new(struct event_base *base, const struct sm_adapter_ops *ops, struct sm_adapter *a,
-    struct nodescan *ns)
+	      struct nodescan *ns)
 {
 	struct sm_runner *r = calloc(1, sizeof(*r));
 
@@ -421,16 +421,18 @@ sm_runner_dump(const struct sm_runner *r, struct evbuffer *out)
 
 	TAILQ_FOREACH(l, &r->launches, entry)
 	{
-		evbuffer_add_printf(out, "    launch node %s%s: attempt %d/%d, %s, machine %s, "
-					 "instance %s, %.1fs\n",
-		    l->node_id, l->cancelled ? " (cancelled)" : "", l->attempt, l->retries,
-		    phase_name(l->phase),
-		    l->run != NULL && l->run->m->state != NULL ? l->run->m->state : "-",
-		    l->instance_id ? l->instance_id : "-", now - l->t_start);
+		evbuffer_add_printf(out,
+				    "    launch node %s%s: attempt %d/%d, %s, machine %s, "
+				    "instance %s, %.1fs\n",
+				    l->node_id, l->cancelled ? " (cancelled)" : "", l->attempt,
+				    l->retries, phase_name(l->phase),
+				    l->run != NULL && l->run->m->state != NULL ? l->run->m->state
+									       : "-",
+				    l->instance_id ? l->instance_id : "-", now - l->t_start);
 	}
 	TAILQ_FOREACH(d, &r->deletes, entry)
 	evbuffer_add_printf(out, "    delete instance %s: machine %s\n", d->id ? d->id : "-",
-	    d->run != NULL && d->run->m->state != NULL ? d->run->m->state : "-");
+			    d->run != NULL && d->run->m->state != NULL ? d->run->m->state : "-");
 }
 
 /* ---- launches ----------------------------------------------------------------------- */
@@ -552,13 +554,14 @@ scan_done(const struct nodescan_result *res, void *arg)
 				np_strv_push(&l->node->host_keys, res->keys[i]);
 		}
 		log_debug("node %s: nodescan done in %.1fs (%zu keys)", l->node_id, res->elapsed,
-		    res->nkeys);
+			  res->nkeys);
 		complete(l, DRV_LAUNCH_READY, NULL);
 		return;
 	}
 	l->r->st.nodescan_failed++;
-	snprintf(msg, sizeof(msg), "nodescan of %s failed: %s", l->instance_id ? l->instance_id : "?",
-	    res->error ? res->error : nodescan_status_str(res->status));
+	snprintf(msg, sizeof(msg), "nodescan of %s failed: %s",
+		 l->instance_id ? l->instance_id : "?",
+		 res->error ? res->error : nodescan_status_str(res->status));
 	attempt_failed(l, msg);
 }
 
@@ -593,7 +596,7 @@ static void
 orphan_done(struct sm_launch *l)
 {
 	log_info("node %s: the cancelled launch's instance %s is deleted", l->node_id,
-	    l->instance_id ? l->instance_id : "-");
+		 l->instance_id ? l->instance_id : "-");
 	launch_free(l);
 }
 
@@ -628,7 +631,7 @@ unwind_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 	/* as upstream: keep trying, so two instances never exist for one node */
 	if (m->error != SM_E_TIMEOUT && mono() < l->unwind_deadline) {
 		log_warn("node %s: deleting instance %s of a failed attempt: %s (retrying)",
-		    l->node_id, l->instance_id, m->error_msg);
+			 l->node_id, l->instance_id, m->error_msg);
 		if (l->timer == NULL)
 			l->timer = event_new(l->r->base, -1, 0, unwind_retry_cb, l);
 		arm(l->timer, SM_DEFAULT_POLL);
@@ -637,12 +640,12 @@ unwind_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 	if (l->cancelled) {
 		log_warn("node %s: could not delete instance %s of a cancelled launch: %s (left "
 			 "to leak cleanup)",
-		    l->node_id, l->instance_id, m->error_msg);
+			 l->node_id, l->instance_id, m->error_msg);
 		launch_free(l);
 		return;
 	}
 	snprintf(msg, sizeof(msg), "%s; deleting its instance %s failed: %s",
-	    l->fail_msg ? l->fail_msg : "launch failed", l->instance_id, m->error_msg);
+		 l->fail_msg ? l->fail_msg : "launch failed", l->instance_id, m->error_msg);
 	complete(l, DRV_LAUNCH_FAILED, msg);
 }
 
@@ -692,7 +695,7 @@ console_done(const char *text, const char *error, void *arg)
 		free(copy);
 	} else {
 		log_warn("node %s: no console log of instance %s: %s", l->node_id, l->instance_id,
-		    error ? error : "unknown error");
+			 error ? error : "unknown error");
 	}
 	msg = l->fail_msg;
 	l->fail_msg = NULL;
@@ -709,7 +712,8 @@ attempt_failed(struct sm_launch *l, const char *msg)
 	if (l->phase == LP_SCAN) {
 		if (r->ops->nodescan_failed != NULL && l->instance_id != NULL)
 			r->ops->nodescan_failed(r->a, l->label, l->instance_id);
-		if (l->label->console_log && r->ops->console_log != NULL && l->instance_id != NULL) {
+		if (l->label->console_log && r->ops->console_log != NULL &&
+		    l->instance_id != NULL) {
 			l->phase = LP_CONSOLE;
 			sm_set_str(&l->fail_msg, msg);
 			r->ops->console_log(r->a, l->label, l->instance_id, console_done, l);
@@ -718,7 +722,7 @@ attempt_failed(struct sm_launch *l, const char *msg)
 	}
 	r->st.attempts_failed++;
 	log_warn("launch attempt %d/%d for node %s failed: %s", l->attempt, l->retries, l->node_id,
-	    msg);
+		 msg);
 	if (l->attempt >= l->retries) {
 		complete(l, DRV_LAUNCH_FAILED, msg);
 		return;
@@ -766,7 +770,7 @@ create_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 		update_node(l, inst);
 		sm_instance_free(inst);
 		log_debug("node %s: instance %s complete (attempt %d)", l->node_id, l->instance_id,
-		    l->attempt);
+			  l->attempt);
 		if (l->label->host_key_checking)
 			start_scan(l);
 		else
@@ -803,7 +807,7 @@ begin_attempt(struct sm_launch *l)
 
 struct sm_launch *
 sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launch_params *p,
-    sm_launch_done done, void *arg)
+		sm_launch_done done, void *arg)
 {
 	struct sm_launch *l = calloc(1, sizeof(*l));
 	char host[64];
@@ -860,7 +864,7 @@ sm_launch_cancel(struct sm_launch *l)
 		l->scan = NULL;
 		unwind(l);
 		break;
-	case LP_UNWIND:  /* unwind_done frees it */
+	case LP_UNWIND:	 /* unwind_done frees it */
 	case LP_CONSOLE: /* console_done unwinds */
 		break;
 	}
@@ -918,7 +922,7 @@ delete_nothing_cb(evutil_socket_t fd, short what, void *arg)
 
 struct sm_delete *
 sm_delete_start(struct sm_runner *r, const char *external_id, double timeout, sm_done_cb done,
-    void *arg)
+		void *arg)
 {
 	struct sm_delete *d = calloc(1, sizeof(*d));
 
@@ -936,7 +940,7 @@ sm_delete_start(struct sm_runner *r, const char *external_id, double timeout, sm
 		return d;
 	}
 	d->run = sm_run_start(r, r->ops->delete_machine(r->a, external_id), timeout, delete_done,
-	    NULL, d);
+			      NULL, d);
 	return d;
 }
 

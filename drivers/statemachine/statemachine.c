@@ -69,14 +69,14 @@ struct drv_provider {
 	struct sm_adapter *ad;
 	struct sm_config *cfg;
 	struct sm_env env;
-	json_t *stats;   /* see struct sm_env */
-	json_t *leaked;  /* "leaked.<type>s" -> count */
+	json_t *stats;	/* see struct sm_env */
+	json_t *leaked; /* "leaked.<type>s" -> count */
 	struct nodescan *scanner;
 	struct sm_runner *runner;
 	TAILQ_HEAD(, gdelete) deletes;
 
 	/* quota cache */
-	struct drv_quota quota;  /* limits - unmanaged usage, when quota_known */
+	struct drv_quota quota;	 /* limits - unmanaged usage, when quota_known */
 	struct drv_quota limits; /* the limits of the refresh in flight */
 	int quota_known, quota_busy, quota_stale;
 	double quota_time, quota_retry_at;
@@ -84,7 +84,7 @@ struct drv_provider {
 
 	/* leak cleanup */
 	struct strset *maybe_leaked; /* node ids (and "upload:<build>-<id>")
-	                                unknown on the last pass */
+					unknown on the last pass */
 	int leak_busy;
 
 	struct sm_images *images; /* NULL without a ZooKeeper handle */
@@ -123,8 +123,7 @@ stats_refresh(struct drv_provider *dp)
 	SET("quota.reads", dp->quota_reads);
 	SET("loop.lag_max_ms", dp->lag_max * 1000.0);
 #undef SET
-	json_object_foreach(dp->leaked, k, v)
-	json_object_set(dp->stats, k, v);
+	json_object_foreach(dp->leaked, k, v) json_object_set(dp->stats, k, v);
 }
 
 /* ---- loop lag ------------------------------------------------------------------------ */
@@ -186,14 +185,14 @@ managed(struct drv_provider *dp, const json_t *meta, const struct strset *known)
 	const char *nid = json_string_value(json_object_get(meta, "nodepool_node_id"));
 
 	return pn != NULL && strcmp(pn, dp->cfg->provider) == 0 && nid != NULL &&
-	    strset_has(known, nid);
+	       strset_has(known, nid);
 }
 
 static void
 quota_failed(struct drv_provider *dp, const char *what, const char *error)
 {
 	log_warn("provider %s: reading the cloud's %s: %s (keeping the last known quota)",
-	    dp->cfg->provider, what, error);
+		 dp->cfg->provider, what, error);
 	dp->quota_busy = 0;
 	dp->quota_retry_at = mono() + 10;
 }
@@ -226,7 +225,7 @@ quota_instances_cb(struct sm_instance *const *v, size_t n, const char *error, vo
 	dp->quota_time = mono();
 	dp->quota_reads++;
 	log_debug("provider %s: quota available to nodepool: cores %g instances %g ram %g",
-	    dp->cfg->provider, dp->quota.cores, dp->quota.instances, dp->quota.ram);
+		  dp->cfg->provider, dp->quota.cores, dp->quota.instances, dp->quota.ram);
 }
 
 static void
@@ -278,7 +277,7 @@ sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out)
 /* The latest READY upload of a diskimage, as upstream's launch does. */
 static int
 latest_upload(struct drv_provider *dp, const char *image, char *eid, size_t idlen, char *path,
-    size_t pathlen)
+	      size_t pathlen)
 {
 	if (dp->images == NULL)
 		return -1;
@@ -318,7 +317,7 @@ sm_drv_label_ready(struct drv_provider *dp, const char *label)
 
 void
 sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
-    struct drv_quota *out)
+		   struct drv_quota *out)
 {
 	const struct sm_label *l = sm_config_label(dp->cfg, drv_pool_name(pool), label);
 
@@ -434,16 +433,16 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	}
 	if (lab == NULL) {
 		snprintf(msg, sizeof(msg), "label %s is not in pool %s", l->label,
-		    n->pool ? n->pool : "?");
+			 n->pool ? n->pool : "?");
 		fail_later(g, msg);
 		return;
 	}
 	memset(&p, 0, sizeof(p));
 	if (lab->diskimage != NULL) {
 		if (latest_upload(dp, lab->diskimage, image_eid, sizeof(image_eid), path,
-			sizeof(path)) != 0) {
+				  sizeof(path)) != 0) {
 			snprintf(msg, sizeof(msg), "Unable to find current cloud image %s in %s",
-			    lab->diskimage, dp->cfg->provider);
+				 lab->diskimage, dp->cfg->provider);
 			fail_later(g, msg);
 			return;
 		}
@@ -461,13 +460,14 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	drv_quota_clear(&q);
 
 	meta = json_pack("{s:s, s:s, s:s}", "nodepool_node_id", n->id ? n->id : "",
-	    "nodepool_pool_name", lab->pool->name, "nodepool_provider_name", dp->cfg->provider);
+			 "nodepool_pool_name", lab->pool->name, "nodepool_provider_name",
+			 dp->cfg->provider);
 	/* groups: provider, image and label, as upstream's OpenStack adapter
 	 * (for Ansible inventories) */
 	{
 		char groups[512];
 		snprintf(groups, sizeof(groups), "%s,%s,%s", dp->cfg->provider,
-		    lab->image ? lab->image->name : "", lab->name);
+			 lab->image ? lab->image->name : "", lab->name);
 		json_object_set_new(meta, "groups", json_string(groups));
 	}
 	p.label = lab;
@@ -496,7 +496,8 @@ sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l)
 	glaunch_free(g);
 }
 
-/* ---- deletes ------------------------------------------------------------------------------------ */
+/* ---- deletes ------------------------------------------------------------------------------------
+ */
 
 static void
 delete_done(int ok, const char *error, void *arg)
@@ -522,10 +523,12 @@ sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d)
 	g->d = d;
 	TAILQ_INSERT_TAIL(&dp->deletes, g, entry);
 	/* an object external id (AWS {instance, host}) is not ours to read */
-	g->sd = sm_delete_start(dp->runner, d->node->external_id, SM_DELETE_TIMEOUT, delete_done, g);
+	g->sd =
+	    sm_delete_start(dp->runner, d->node->external_id, SM_DELETE_TIMEOUT, delete_done, g);
 }
 
-/* ---- leak cleanup ------------------------------------------------------------------------------- */
+/* ---- leak cleanup -------------------------------------------------------------------------------
+ */
 
 struct leak_ctx {
 	struct drv_provider *dp;
@@ -541,14 +544,15 @@ leak_deleted(int ok, const char *error, void *arg)
 
 	if (ok) {
 		snprintf(key, sizeof(key), "leaked.%ss", x->type);
-		json_object_set_new(dp->leaked, key,
+		json_object_set_new(
+		    dp->leaked, key,
 		    json_integer(json_integer_value(json_object_get(dp->leaked, key)) + 1));
 		log_info("provider %s: deleted leaked %s %s (%s%s)", dp->cfg->provider, x->type,
-		    x->id, strncmp(x->node_id, "upload:", 7) == 0 ? "" : "node ", x->node_id);
+			 x->id, strncmp(x->node_id, "upload:", 7) == 0 ? "" : "node ", x->node_id);
 		stats_refresh(dp);
 	} else {
-		log_warn("provider %s: unable to delete leaked %s %s (%s): %s",
-		    dp->cfg->provider, x->type, x->id, x->node_id, error ? error : "?");
+		log_warn("provider %s: unable to delete leaked %s %s (%s): %s", dp->cfg->provider,
+			 x->type, x->id, x->node_id, error ? error : "?");
 	}
 	free(x->type);
 	free(x->id);
@@ -572,7 +576,7 @@ leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg
 	dp->leak_busy = 0;
 	if (error != NULL) {
 		log_warn("provider %s: listing resources for leak cleanup: %s", dp->cfg->provider,
-		    error);
+			 error);
 		return;
 	}
 	if (dp->stopped)
@@ -580,16 +584,16 @@ leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg
 	known = known_node_ids(dp);
 	seen = strset_new();
 	for (i = 0; i < n; i++) {
-		const char *pn = json_string_value(json_object_get(v[i].metadata,
-		    "nodepool_provider_name"));
-		const char *nid = json_string_value(json_object_get(v[i].metadata,
-		    "nodepool_node_id"));
+		const char *pn =
+		    json_string_value(json_object_get(v[i].metadata, "nodepool_provider_name"));
+		const char *nid =
+		    json_string_value(json_object_get(v[i].metadata, "nodepool_node_id"));
 		struct leak_ctx *x;
 
-		const char *bid = json_string_value(json_object_get(v[i].metadata,
-		    "nodepool_build_id"));
-		const char *uid = json_string_value(json_object_get(v[i].metadata,
-		    "nodepool_upload_id"));
+		const char *bid =
+		    json_string_value(json_object_get(v[i].metadata, "nodepool_build_id"));
+		const char *uid =
+		    json_string_value(json_object_get(v[i].metadata, "nodepool_upload_id"));
 		char key[300];
 
 		if (pn == NULL || strcmp(pn, dp->cfg->provider) != 0)
@@ -597,7 +601,7 @@ leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg
 		if (nid != NULL && !strset_has(known, nid))
 			snprintf(key, sizeof(key), "%s", nid);
 		else if (uid != NULL && bid != NULL && dp->images != NULL &&
-		    sm_images_known_upload(dp->images, bid, uid) == 0)
+			 sm_images_known_upload(dp->images, bid, uid) == 0)
 			snprintf(key, sizeof(key), "upload:%s-%s", bid, uid);
 		else
 			continue;
@@ -629,11 +633,12 @@ sm_drv_cleanup(struct drv_provider *dp)
 		quota_refresh(dp);
 }
 
-/* ---- life cycle ----------------------------------------------------------------------------------- */
+/* ---- life cycle
+ * ----------------------------------------------------------------------------------- */
 
 struct drv_provider *
 sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
-    struct launcher *lc, char *err, size_t errlen)
+		struct launcher *lc, char *err, size_t errlen)
 {
 	struct drv_provider *dp = calloc(1, sizeof(*dp));
 	struct event_base *base = drv_event_base(lc);
@@ -678,8 +683,8 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	lag_arm(dp);
 	log_info("provider %s: %s adapter ready (launch-retries %d, boot-timeout %.0fs, "
 		 "launch-timeout %.0fs, rate %g/s)",
-	    dp->cfg->provider, ops->name, dp->cfg->launch_retries, dp->cfg->boot_timeout,
-	    dp->cfg->launch_timeout, dp->cfg->rate);
+		 dp->cfg->provider, ops->name, dp->cfg->launch_retries, dp->cfg->boot_timeout,
+		 dp->cfg->launch_timeout, dp->cfg->rate);
 	return dp;
 }
 
@@ -738,31 +743,37 @@ sm_drv_dump(struct drv_provider *dp, struct evbuffer *out)
 
 	stats_refresh(dp);
 	sm_runner_get_stats(dp->runner, &st);
-	evbuffer_add_printf(out, "  state machines (%s): %u launches, %u deletes, %u cancelled "
-				 "launches cleaning up, %u machines running\n",
-	    dp->ops->name, st.launches, st.deletes, st.orphans, st.runs);
-	evbuffer_add_printf(out, "    launches: ready %llu failed %llu aborted %llu; failed "
-				 "attempts %llu (instances deleted %llu), nodescan failures %llu\n",
-	    st.ready, st.failed, st.aborted, st.attempts_failed, st.unwound, st.nodescan_failed);
-	evbuffer_add_printf(out, "    deletes: ok %llu failed %llu\n", st.deleted, st.delete_errors);
+	evbuffer_add_printf(out,
+			    "  state machines (%s): %u launches, %u deletes, %u cancelled "
+			    "launches cleaning up, %u machines running\n",
+			    dp->ops->name, st.launches, st.deletes, st.orphans, st.runs);
+	evbuffer_add_printf(out,
+			    "    launches: ready %llu failed %llu aborted %llu; failed "
+			    "attempts %llu (instances deleted %llu), nodescan failures %llu\n",
+			    st.ready, st.failed, st.aborted, st.attempts_failed, st.unwound,
+			    st.nodescan_failed);
+	evbuffer_add_printf(out, "    deletes: ok %llu failed %llu\n", st.deleted,
+			    st.delete_errors);
 	if (dp->quota_known)
-		evbuffer_add_printf(out, "    quota for nodepool: cores %g instances %g ram %g "
-					 "(read %.0fs ago%s)\n",
-		    dp->quota.cores, dp->quota.instances, dp->quota.ram, mono() - dp->quota_time,
-		    dp->quota_stale ? ", stale" : "");
+		evbuffer_add_printf(out,
+				    "    quota for nodepool: cores %g instances %g ram %g "
+				    "(read %.0fs ago%s)\n",
+				    dp->quota.cores, dp->quota.instances, dp->quota.ram,
+				    mono() - dp->quota_time, dp->quota_stale ? ", stale" : "");
 	else
 		evbuffer_add_printf(out, "    quota for nodepool: not read yet (unlimited)\n");
 	json_object_foreach(dp->leaked, k, v)
-	evbuffer_add_printf(out, "    %s: %lld\n", k, (long long)json_integer_value(v));
+	    evbuffer_add_printf(out, "    %s: %lld\n", k, (long long)json_integer_value(v));
 	if (dp->images != NULL)
 		evbuffer_add_printf(out, "    diskimage uploads: %d reads of ZooKeeper\n",
-		    sm_images_walks(dp->images));
+				    sm_images_walks(dp->images));
 	else if (dp->cfg->ndiskimages > 0)
 		evbuffer_add_printf(out, "    diskimage uploads: unknown (no ZooKeeper handle from "
 					 "the launcher)\n");
-	evbuffer_add_printf(out, "    event loop lag: max %.1f ms since start, %.1f ms since the "
-				 "last dump\n",
-	    dp->lag_max * 1000.0, dp->lag_window_max * 1000.0);
+	evbuffer_add_printf(out,
+			    "    event loop lag: max %.1f ms since start, %.1f ms since the "
+			    "last dump\n",
+			    dp->lag_max * 1000.0, dp->lag_window_max * 1000.0);
 	dp->lag_window_max = 0;
 	sm_runner_dump(dp->runner, out);
 	if (dp->ops->dump != NULL)

@@ -59,9 +59,9 @@ struct launcher;
  * defaults applied. */
 struct sm_image {
 	char *name;
-	int diskimage;         /* 1: diskimages[], 0: cloud-images[] */
-	char *image_id;        /* cloud image: image-id (or image-name), NULL */
-	char *username;        /* NULL: the node's default ("zuul") */
+	int diskimage;	       /* 1: diskimages[], 0: cloud-images[] */
+	char *image_id;	       /* cloud image: image-id (or image-name), NULL */
+	char *username;	       /* NULL: the node's default ("zuul") */
 	char *python_path;     /* "auto" */
 	char *shell_type;      /* NULL */
 	char *connection_type; /* "ssh" */
@@ -75,19 +75,19 @@ struct sm_pool;
 struct sm_label {
 	char *name;
 	const struct sm_pool *pool;
-	char *cloud_image;           /* names as written, NULL */
+	char *cloud_image; /* names as written, NULL */
 	char *diskimage;
 	const struct sm_image *image; /* the entry either names, or NULL */
-	int host_key_checking;       /* label's, else pool's, else provider's */
-	int console_log;             /* console-log: 0 */
-	const json_t *raw;           /* driver-specific keys */
+	int host_key_checking;	      /* label's, else pool's, else provider's */
+	int console_log;	      /* console-log: 0 */
+	const json_t *raw;	      /* driver-specific keys */
 };
 
 struct sm_pool {
 	char *name;
 	struct sm_label *labels;
 	size_t nlabels;
-	struct np_strv azs;          /* availability-zones */
+	struct np_strv azs; /* availability-zones */
 	int host_key_checking;
 	int use_internal_ip;
 	const json_t *raw;
@@ -95,10 +95,10 @@ struct sm_pool {
 
 struct sm_config {
 	char *provider;
-	int launch_retries;      /* launch-retries: 3 (attempts in all) */
-	double boot_timeout;     /* boot-timeout, seconds (nodescan deadline) */
-	double launch_timeout;   /* launch-timeout: 3600 s per attempt */
-	double rate;             /* calls per second; <= 0 unlimited */
+	int launch_retries;    /* launch-retries: 3 (attempts in all) */
+	double boot_timeout;   /* boot-timeout, seconds (nodescan deadline) */
+	double launch_timeout; /* launch-timeout: 3600 s per attempt */
+	double rate;	       /* calls per second; <= 0 unlimited */
 	int host_key_checking;
 	struct sm_image *cloud_images;
 	size_t ncloud_images;
@@ -106,25 +106,25 @@ struct sm_config {
 	size_t ndiskimages;
 	struct sm_pool *pools;
 	size_t npools;
-	const json_t *raw;       /* the provider's config, borrowed */
+	const json_t *raw; /* the provider's config, borrowed */
 };
 
 /* Driver defaults for keys the provider config leaves out. */
 struct sm_defaults {
 	double boot_timeout;   /* openstack/gce/fake 60, aws 180, azure 120 */
-	double rate;           /* openstack 1, aws 2, fake 0 */
+	double rate;	       /* openstack 1, aws 2, fake 0 */
 	int host_key_checking; /* 1 (fake: 0) */
 };
 
 /* Parse a validated provider config (borrowed: it must outlive the
  * result). NULL with a message in err on an inconsistency the validator
  * cannot see (a label naming a missing image). */
-struct sm_config *sm_config_new(const json_t *provider, const struct sm_defaults *def,
-    char *err, size_t errlen);
+struct sm_config *sm_config_new(const json_t *provider, const struct sm_defaults *def, char *err,
+				size_t errlen);
 void sm_config_free(struct sm_config *cfg); /* NULL is a no-op */
 const struct sm_pool *sm_config_pool(const struct sm_config *cfg, const char *pool);
 const struct sm_label *sm_config_label(const struct sm_config *cfg, const char *pool,
-    const char *label);
+				       const char *label);
 /* The first pool's entry for a label name, or NULL. */
 const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const char *label);
 
@@ -138,10 +138,10 @@ struct sm_delete;
 /* Counters of a runner (for the dump and tests). */
 struct sm_runner_stats {
 	unsigned runs, launches, deletes, orphans; /* in flight now */
-	unsigned long long advances;               /* advance() calls */
+	unsigned long long advances;		   /* advance() calls */
 	unsigned long long ready, failed, aborted; /* launch outcomes */
-	unsigned long long attempts_failed;        /* attempts that were retried or failed */
-	unsigned long long unwound;                /* failed attempts' instances deleted */
+	unsigned long long attempts_failed;	   /* attempts that were retried or failed */
+	unsigned long long unwound;		   /* failed attempts' instances deleted */
 	unsigned long long nodescan_failed;
 	unsigned long long deleted, delete_errors;
 };
@@ -152,7 +152,7 @@ struct sm_runner_stats {
  * failure.
  */
 struct sm_runner *sm_runner_new(struct event_base *base, const struct sm_adapter_ops *ops,
-    struct sm_adapter *a, struct nodescan *ns);
+				struct sm_adapter *a, struct nodescan *ns);
 /* Abandon every run, launch and delete WITHOUT their callbacks, freeing
  * their machines, and free the runner. NULL is a no-op. Free the adapter
  * after this, in the same loop turn. */
@@ -172,24 +172,24 @@ void sm_runner_dump(const struct sm_runner *r, struct evbuffer *out);
  * that returned SM_AGAIN; it may cancel the run.
  */
 typedef void (*sm_run_done)(enum sm_status st, struct sm_instance *inst, struct sm_machine *m,
-    void *arg);
+			    void *arg);
 typedef void (*sm_run_progress)(struct sm_machine *m, void *arg);
 struct sm_run *sm_run_start(struct sm_runner *r, struct sm_machine *m, double timeout,
-    sm_run_done done, sm_run_progress progress, void *arg);
+			    sm_run_done done, sm_run_progress progress, void *arg);
 /* Stop and free the run and its machine; no callback. NULL is a no-op. */
 void sm_run_cancel(struct sm_run *run);
 
 /* One node launch (upstream's StateMachineNodeLauncher). */
 struct sm_launch_params {
 	const struct sm_label *label;
-	const char *image_external_id; /* diskimage upload's id, or NULL */
-	const char *az;                /* or NULL */
-	const json_t *metadata;        /* nodepool_* tags (copied) */
+	const char *image_external_id;	  /* diskimage upload's id, or NULL */
+	const char *az;			  /* or NULL */
+	const json_t *metadata;		  /* nodepool_* tags (copied) */
 	const struct np_request *request; /* borrowed until the callback; may be NULL */
-	int retries;                   /* attempts in all (>= 1) */
-	double launch_timeout;         /* per attempt, from its create machine's start */
-	double boot_timeout;           /* the nodescan deadline */
-	int use_internal_ip;           /* interface_ip = private address when there is one */
+	int retries;			  /* attempts in all (>= 1) */
+	double launch_timeout;		  /* per attempt, from its create machine's start */
+	double boot_timeout;		  /* the nodescan deadline */
+	int use_internal_ip;		  /* interface_ip = private address when there is one */
 };
 
 /*
@@ -206,7 +206,7 @@ struct sm_launch_params {
  */
 typedef void (*sm_launch_done)(enum drv_launch_result res, const char *error, void *arg);
 struct sm_launch *sm_launch_start(struct sm_runner *r, struct np_node *node,
-    const struct sm_launch_params *p, sm_launch_done done, void *arg);
+				  const struct sm_launch_params *p, sm_launch_done done, void *arg);
 /*
  * Cancel: no callback follows and node is no longer touched (the caller may
  * free it). Whatever the launch created is deleted in the background (once
@@ -219,7 +219,7 @@ void sm_launch_cancel(struct sm_launch *l);
  * done, not found, or timeout seconds; done(ok, error, arg) once, on the
  * loop. */
 struct sm_delete *sm_delete_start(struct sm_runner *r, const char *external_id, double timeout,
-    sm_done_cb done, void *arg);
+				  sm_done_cb done, void *arg);
 /* Stop; no callback. NULL is a no-op. */
 void sm_delete_cancel(struct sm_delete *d);
 
@@ -231,7 +231,8 @@ void sm_delete_cancel(struct sm_delete *d);
  * worker, the loop-lag probe, and start the first quota read.
  */
 struct drv_provider *sm_provider_new(const struct sm_adapter_ops *ops,
-    const struct sm_defaults *def, struct launcher *lc, char *err, size_t errlen);
+				     const struct sm_defaults *def, struct launcher *lc, char *err,
+				     size_t errlen);
 
 /* The generic slots (use SM_DRIVER_SLOTS). */
 void sm_drv_provider_start(struct drv_provider *dp);
@@ -240,19 +241,19 @@ void sm_drv_provider_free(struct drv_provider *dp);
 void sm_drv_cleanup(struct drv_provider *dp);
 int sm_drv_label_ready(struct drv_provider *dp, const char *label);
 void sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
-    struct drv_quota *out);
+			struct drv_quota *out);
 void sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out);
 void sm_drv_launch(struct drv_provider *dp, struct drv_launch *l);
 void sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l);
 void sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d);
 void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
 
-#define SM_DRIVER_SLOTS                                                                      \
-	.provider_start = sm_drv_provider_start, .provider_stop = sm_drv_provider_stop,      \
-	.provider_free = sm_drv_provider_free, .cleanup = sm_drv_cleanup,                    \
-	.label_ready = sm_drv_label_ready, .label_quota = sm_drv_label_quota,                \
-	.provider_limits = sm_drv_provider_limits, .launch = sm_drv_launch,                  \
-	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,            \
+#define SM_DRIVER_SLOTS                                                                            \
+	.provider_start = sm_drv_provider_start, .provider_stop = sm_drv_provider_stop,            \
+	.provider_free = sm_drv_provider_free, .cleanup = sm_drv_cleanup,                          \
+	.label_ready = sm_drv_label_ready, .label_quota = sm_drv_label_quota,                      \
+	.provider_limits = sm_drv_provider_limits, .launch = sm_drv_launch,                        \
+	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,                  \
 	.dump = sm_drv_dump
 
 /* ---- diskimage uploads (images.c) ---------------------------------------------------- */
@@ -268,7 +269,7 @@ struct sm_images;
  * cleanup). zk stays the caller's and must outlive the cache.
  */
 struct sm_images *sm_images_new(struct zk *zk, struct event_base *base, const char *provider,
-    double interval);
+				double interval);
 void sm_images_free(struct sm_images *s); /* NULL is a no-op */
 /* Start a walk now (unless one runs). */
 void sm_images_refresh(struct sm_images *s);
@@ -279,11 +280,10 @@ void sm_images_refresh(struct sm_images *s);
  * starts, at most one every 5 s, in case one was uploaded since).
  */
 int sm_images_latest(struct sm_images *s, const char *image, char *external_id, size_t idlen,
-    char *path, size_t pathlen);
+		     char *path, size_t pathlen);
 /* 1 when this provider has an upload <build_id>-<upload_id> in ZooKeeper
  * (any state), 0 when not, -1 before the first complete walk. */
-int sm_images_known_upload(const struct sm_images *s, const char *build_id,
-    const char *upload_id);
+int sm_images_known_upload(const struct sm_images *s, const char *build_id, const char *upload_id);
 /* Walks completed. */
 int sm_images_walks(const struct sm_images *s);
 

@@ -57,7 +57,7 @@ struct static_host {
 	char *python_path;
 	int max_parallel_jobs;
 	json_t *attributes; /* pool node-attributes */
-	int scanning;       /* registration scan in flight */
+	int scanning;	    /* registration scan in flight */
 	double next_try;    /* monotonic s; 0 = now */
 	struct np_strv scanned_keys;
 };
@@ -104,8 +104,6 @@ sctx_free(void *p)
 	free(c);
 }
 
-
-
 static void
 strv_from_json(struct np_strv *sv, const json_t *v)
 {
@@ -116,9 +114,7 @@ strv_from_json(struct np_strv *sv, const json_t *v)
 		np_strv_push(sv, json_string_value(v));
 		return;
 	}
-	json_array_foreach(v, i, e)
-	if (json_is_string(e))
-		np_strv_push(sv, json_string_value(e));
+	json_array_foreach(v, i, e) if (json_is_string(e)) np_strv_push(sv, json_string_value(e));
 }
 
 static char *
@@ -138,8 +134,8 @@ static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, si
 	dp->ctxs.next = dp->ctxs.prev = &dp->ctxs;
 	dp->name = strdup(drv_provider_name(lc));
 	dp->registering = strset_new();
-	json_array_foreach(json_object_get(cfg, "pools"), i, pool)
-	n += json_array_size(json_object_get(pool, "nodes"));
+	json_array_foreach(json_object_get(cfg, "pools"), i, pool) n +=
+	    json_array_size(json_object_get(pool, "nodes"));
 	dp->hosts = calloc(n ? n : 1, sizeof(*dp->hosts));
 	json_array_foreach(json_object_get(cfg, "pools"), i, pool)
 	{
@@ -157,7 +153,7 @@ static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, si
 			h->host_key_checking = json_is_boolean(hkc) ? json_is_true(hkc) : 1;
 			h->connection_type = strdup(np_json_str(node, "connection-type", "ssh"));
 			h->connection_port = (int)np_json_num(node, "connection-port",
-			    np_json_num(node, "ssh-port", 22));
+							      np_json_num(node, "ssh-port", 22));
 			h->shell_type = dupz(np_json_str(node, "shell-type", NULL));
 			h->python_path = strdup(np_json_str(node, "python-path", "auto"));
 			h->max_parallel_jobs = (int)np_json_num(node, "max-parallel-jobs", 1);
@@ -207,8 +203,8 @@ static int
 host_matches(const struct static_host *h, const struct np_node *n)
 {
 	return n->hostname != NULL && strcmp(n->hostname, h->name) == 0 &&
-	    n->connection_port == h->connection_port && n->username != NULL &&
-	    strcmp(n->username, h->username) == 0;
+	       n->connection_port == h->connection_port && n->username != NULL &&
+	       strcmp(n->username, h->username) == 0;
 }
 
 static int
@@ -271,16 +267,16 @@ node_differs(const struct np_node *cur, const struct np_node *want)
 	    (cur->pool && strcmp(cur->pool, want->pool) != 0))
 		return 1;
 	if (strcmp(cur->connection_type ? cur->connection_type : "",
-		want->connection_type ? want->connection_type : "") != 0)
+		   want->connection_type ? want->connection_type : "") != 0)
 		return 1;
 	if (strcmp(cur->python_path ? cur->python_path : "",
-		want->python_path ? want->python_path : "") != 0)
+		   want->python_path ? want->python_path : "") != 0)
 		return 1;
 	if (strcmp(cur->shell_type ? cur->shell_type : "",
-		want->shell_type ? want->shell_type : "") != 0)
+		   want->shell_type ? want->shell_type : "") != 0)
 		return 1;
 	if (!json_equal(cur->attributes ? cur->attributes : json_null(),
-		want->attributes ? want->attributes : json_null()))
+			want->attributes ? want->attributes : json_null()))
 		return 1;
 	return 0;
 }
@@ -352,7 +348,7 @@ scan_done(const struct nodescan_result *res, void *arg)
 		return;
 	if (res->status != NODESCAN_OK) {
 		log_warn("static node %s:%d unreachable, kept out of service: %s", h->name,
-		    h->connection_port, res->error);
+			 h->connection_port, res->error);
 		h->next_try = mono_now() + STATIC_RETRY;
 		schedule_retry(dp);
 		return;
@@ -361,10 +357,10 @@ scan_done(const struct nodescan_result *res, void *arg)
 	for (i = 0; i < res->nkeys; i++)
 		np_strv_push(&h->scanned_keys, res->keys[i]);
 	if (!nodescan_keys_match((const char *const *)h->host_keys.v, h->host_keys.n,
-		(const char *const *)h->scanned_keys.v, h->scanned_keys.n)) {
+				 (const char *const *)h->scanned_keys.v, h->scanned_keys.n)) {
 		log_warn("static node %s: configured host-key not among the host's keys; "
 			 "not registered",
-		    h->name);
+			 h->name);
 		np_strv_clear(&h->scanned_keys);
 		h->next_try = mono_now() + STATIC_RETRY;
 		schedule_retry(dp);
@@ -442,7 +438,7 @@ static_sync(struct drv_provider *dp)
 					want->id = strdup(found->id);
 					want->created_time = found->created_time;
 					log_info("static node %s slot %d: updating attributes",
-					    h->name, slot);
+						 h->name, slot);
 					drv_update_node(dp->lc, want);
 				} else
 					np_node_free(want);
@@ -498,7 +494,8 @@ static_label_capacity(struct drv_provider *dp, const struct lc_pool *pool, const
 
 	for (i = 0; i < dp->n_hosts; i++) {
 		const struct static_host *h = &dp->hosts[i];
-		if (np_strv_contains(&h->labels, label) && strcmp(drv_pool_name(pool), h->pool) == 0)
+		if (np_strv_contains(&h->labels, label) &&
+		    strcmp(drv_pool_name(pool), h->pool) == 0)
 			cap += h->max_parallel_jobs;
 	}
 	return cap;
@@ -523,7 +520,7 @@ live_done(const struct nodescan_result *res, void *arg)
 
 static void
 static_check_reusable(struct drv_provider *dp, const struct np_node *node,
-    void (*done)(const char *node_id, int ok, void *arg), void *arg)
+		      void (*done)(const char *node_id, int ok, void *arg), void *arg)
 {
 	struct live_ctx *c;
 	size_t i;
@@ -546,7 +543,7 @@ static_check_reusable(struct drv_provider *dp, const struct np_node *node,
 	c->arg = arg;
 	snprintf(c->node_id, sizeof(c->node_id), "%s", node->id);
 	if (nodescan_check_reachable(dp->scanner, node->hostname, node->connection_port, timeout,
-		live_done, c) == NULL) {
+				     live_done, c) == NULL) {
 		sctx_free(c);
 		done(node->id, 1, arg);
 	}
@@ -560,16 +557,16 @@ static_dump(struct drv_provider *dp, struct evbuffer *out)
 }
 
 const struct driver drv_static = {
-	.name = "static",
-	.pause_at_quota = 0,
-	.reuse_only = 1,
-	.provider_new = static_provider_new,
-	.provider_start = static_provider_start,
-	.provider_stop = static_provider_stop,
-	.provider_free = static_provider_free,
-	.cleanup = static_cleanup,
-	.label_capacity = static_label_capacity,
-	.check_reusable = static_check_reusable,
-	.node_deleted = static_node_deleted,
-	.dump = static_dump,
+    .name = "static",
+    .pause_at_quota = 0,
+    .reuse_only = 1,
+    .provider_new = static_provider_new,
+    .provider_start = static_provider_start,
+    .provider_stop = static_provider_stop,
+    .provider_free = static_provider_free,
+    .cleanup = static_cleanup,
+    .label_capacity = static_label_capacity,
+    .check_reusable = static_check_reusable,
+    .node_deleted = static_node_deleted,
+    .dump = static_dump,
 };

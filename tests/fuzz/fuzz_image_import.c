@@ -34,7 +34,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct np_path_info pi;
 			enum np_path_kind kind = np_path_parse(k, &pi);
 			if ((kind != NP_PATH_IMAGE_PAUSE && kind != NP_PATH_BUILD &&
-			        kind != NP_PATH_UPLOAD) ||
+			     kind != NP_PATH_UPLOAD) ||
 			    !json_is_string(v))
 				abort();
 		}

@@ -49,8 +49,10 @@ round_trip(const unsigned char *body, size_t len)
 		return;
 	}
 	check(ipc_type_name(m.type) != NULL, "decoded an unnamed type");
-	check(ipc_msg_encode(&m, &b2, &l2, err, sizeof(err)) == 0, "decoded message does not encode");
-	check(ipc_msg_decode(b2, l2, &m2, err, sizeof(err)) == 0, "re-encoded message does not decode");
+	check(ipc_msg_encode(&m, &b2, &l2, err, sizeof(err)) == 0,
+	      "decoded message does not encode");
+	check(ipc_msg_decode(b2, l2, &m2, err, sizeof(err)) == 0,
+	      "re-encoded message does not decode");
 	check(ipc_msg_equal(&m, &m2), "round trip changed the message");
 	check(ipc_msg_encode(&m2, &b3, &l3, err, sizeof(err)) == 0, "second encode failed");
 	check(l2 == l3 && memcmp(b2, b3, l2) == 0, "encoding is not canonical");
@@ -61,12 +63,13 @@ round_trip(const unsigned char *body, size_t len)
 	check(ipc_frame_encode(&m, 0, &f, &fl, err, sizeof(err)) == 0, "frame encode failed");
 	r = ipc_reader_new(0);
 	check(r != NULL, "reader");
-	check(ipc_reader_feed(r, f, fl, &used, err, sizeof(err)) == IPC_READ_FRAME, "frame not read back");
+	check(ipc_reader_feed(r, f, fl, &used, err, sizeof(err)) == IPC_READ_FRAME,
+	      "frame not read back");
 	check(used == fl, "frame not fully consumed");
 	rb = ipc_reader_frame(r, &rl);
 	check(rl == l2 && memcmp(rb, b2, rl) == 0, "frame body differs");
 	check(ipc_msg_decode(rb, rl, &m3, err, sizeof(err)) == 0 && ipc_msg_equal(&m, &m3),
-	    "framed message differs");
+	      "framed message differs");
 	ipc_reader_free(r);
 
 	j = ipc_msg_to_json(&m);

@@ -1,7 +1,7 @@
 /* libFuzzer target: np_node_decode/encode round trip (see fuzz_roundtrip.h). */
-#define REC np_node
+#define REC    np_node
 #define DECODE np_node_decode
 #define ENCODE np_node_encode
-#define FREE np_node_free
-#define ID "0000000001"
+#define FREE   np_node_free
+#define ID     "0000000001"
 #include "fuzz_roundtrip.h"

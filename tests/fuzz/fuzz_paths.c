@@ -44,9 +44,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (np_path_parse(s, &pi) != NP_PATH_UNKNOWN) {
 		rc = np_path_format(buf, sizeof(buf), &pi);
 		check(rc >= 0 && (size_t)rc < sizeof(buf) && strcmp(buf, s) == 0,
-		    "format(parse(p)) != p", s);
+		      "format(parse(p)) != p", s);
 		check(np_path_parse(buf, &pi2) == pi.kind && memcmp(&pi, &pi2, sizeof(pi)) == 0,
-		    "parse not stable", s);
+		      "parse not stable", s);
 		check(np_path_kind_name(pi.kind) != NULL, "kind without a name", s);
 	} else {
 		check(pi.kind == NP_PATH_UNKNOWN && pi.id[0] == '\0', "unknown not zeroed", s);
@@ -57,29 +57,33 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc >= 0 && (size_t)rc < sizeof(buf) && strlen(s) < NP_NAME_MAX &&
 	    strcmp(s, "lock") != 0) {
 		check(np_path_parse(buf, &pi) == NP_PATH_NODE && strcmp(pi.id, s) == 0,
-		    "node path does not parse back", s);
+		      "node path does not parse back", s);
 	}
 	rc = np_path_upload(buf, sizeof(buf), s, s, s, s);
 	if (rc >= 0 && (size_t)rc < sizeof(buf) && strlen(s) < NP_NAME_MAX &&
 	    strcmp(s, "lock") != 0) {
 		check(np_path_parse(buf, &pi) == NP_PATH_UPLOAD && strcmp(pi.upload, s) == 0 &&
-		    strcmp(pi.image, s) == 0, "upload path does not parse back", s);
+			  strcmp(pi.image, s) == 0,
+		      "upload path does not parse back", s);
 	}
 	/* truncation is reported, and the buffer stays a string */
 	rc = np_path_request_lock(small, sizeof(small), s);
-	check(rc < 0 || strlen(small) == ((size_t)rc < sizeof(small) ? (size_t)rc :
-	    sizeof(small) - 1), "truncated length", s);
+	check(rc < 0 ||
+		  strlen(small) == ((size_t)rc < sizeof(small) ? (size_t)rc : sizeof(small) - 1),
+	      "truncated length", s);
 
 	/* ids */
 	if (np_request_id_parse(s, &prio, &seq) == 0) {
 		const char *dash = strchr(s, '-');
 
 		check(dash != NULL && np_seq_parse(dash + 1, &seq2) == 0 && seq == seq2 &&
-		    prio >= 0, "request id parts", s);
+			  prio >= 0,
+		      "request id parts", s);
 	}
 	if (np_node_id_parse(s, &seq) == 0) {
 		check(strlen(s) == 10 && np_build_id_valid(s) && np_seq_suffix(s, &seq2) == 0 &&
-		    seq2 == seq, "node id", s);
+			  seq2 == seq,
+		      "node id", s);
 		snprintf(buf, sizeof(buf), "%010lld", seq);
 		check(strcmp(buf, s) == 0, "node id digits", s);
 	}

@@ -21,7 +21,7 @@ static void
 fuzz_fail(const char *what, const char *a, const char *b)
 {
 	fprintf(stderr, "round trip broken: %s\nfirst:  %s\nsecond: %s\n", what,
-	    a != NULL ? a : "(null)", b != NULL ? b : "(null)");
+		a != NULL ? a : "(null)", b != NULL ? b : "(null)");
 	abort();
 }
 

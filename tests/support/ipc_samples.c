@@ -90,18 +90,22 @@ ipc_sample(enum ipc_type type, int variant, struct ipc_msg *m)
 		m->u.config_ack.ok = variant;
 		if (!variant) {
 			must(ipc_strv_push(&m->u.config_ack.errors,
-			    "nodepool.yaml:12:5: unknown label \"xenial\""));
-			must(ipc_strv_push(&m->u.config_ack.errors, "nodepool.yaml:20:1: max-servers"));
+					   "nodepool.yaml:12:5: unknown label \"xenial\""));
+			must(ipc_strv_push(&m->u.config_ack.errors,
+					   "nodepool.yaml:20:1: max-servers"));
 		}
 		break;
 	case IPC_DUMP_REPLY:
-		must(ipc_set_str(&m->u.dump_reply.text, variant ? "" : "requests:\n  100-0000000001 pending\n"));
+		must(ipc_set_str(&m->u.dump_reply.text,
+				 variant ? "" : "requests:\n  100-0000000001 pending\n"));
 		break;
 	case IPC_CONFIG:
 		m->u.config.generation = variant ? 0 : 9000000000LL;
 		must(ipc_set_str(&m->u.config.provider, "rax-dfw"));
-		must(ipc_set_str(&m->u.config.config,
-		    variant ? "{}" : "{\"name\":\"rax-dfw\",\"driver\":\"openstack\",\"pools\":[]}"));
+		must(ipc_set_str(
+		    &m->u.config.config,
+		    variant ? "{}"
+			    : "{\"name\":\"rax-dfw\",\"driver\":\"openstack\",\"pools\":[]}"));
 		break;
 	case IPC_STATUS_REQ:
 		m->u.status_req.seq = variant ? 0 : 65536;
@@ -120,7 +124,8 @@ ipc_sample(enum ipc_type type, int variant, struct ipc_msg *m)
 		break;
 	case IPC_CTL_RESULT:
 		m->u.ctl_result.ok = variant;
-		must(ipc_set_str(&m->u.ctl_result.message, variant ? "reloaded" : "config refused"));
+		must(
+		    ipc_set_str(&m->u.ctl_result.message, variant ? "reloaded" : "config refused"));
 		if (!variant)
 			must(ipc_strv_push(&m->u.ctl_result.errors, "nodepool.yaml:3:1: bad"));
 		break;

@@ -20,13 +20,13 @@
 
 #include "sshd.h"
 
-#define SSHD_PATH "/usr/sbin/sshd"
+#define SSHD_PATH	"/usr/sbin/sshd"
 #define SSH_KEYGEN_PATH "/usr/bin/ssh-keygen"
 
 static void
 sleep_ms(long ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -167,7 +167,7 @@ static int
 banner_ready(int port)
 {
 	struct sockaddr_in sin;
-	struct timeval tv = { 1, 0 };
+	struct timeval tv = {1, 0};
 	char buf[8];
 	ssize_t n;
 	int fd, ok = 0;
@@ -193,7 +193,7 @@ static int
 start_on_port(struct test_sshd *s, const char *const *types, size_t ntypes)
 {
 	char conf[600], logf[600], pidf[600];
-	char *argv[] = { SSHD_PATH, "-D", "-e", "-f", conf, NULL };
+	char *argv[] = {SSHD_PATH, "-D", "-e", "-f", conf, NULL};
 	FILE *f;
 	size_t i;
 	int status, tries;
@@ -206,8 +206,10 @@ start_on_port(struct test_sshd *s, const char *const *types, size_t ntypes)
 	fprintf(f, "ListenAddress 127.0.0.1\nPort %d\n", s->port);
 	for (i = 0; i < ntypes; i++)
 		fprintf(f, "HostKey %s/ssh_host_%s_key\n", s->dir, types[i]);
-	fprintf(f, "PidFile %s\nUsePAM no\nStrictModes no\n"
-	    "MaxStartups 200\nLoginGraceTime 30\nLogLevel INFO\n", pidf);
+	fprintf(f,
+		"PidFile %s\nUsePAM no\nStrictModes no\n"
+		"MaxStartups 200\nLoginGraceTime 30\nLogLevel INFO\n",
+		pidf);
 	fclose(f);
 
 	if ((s->pid = spawn(argv, logf)) < 0)
@@ -236,7 +238,7 @@ test_sshd_start(const char *dir, const char *const *types)
 struct test_sshd *
 test_sshd_start_port(const char *dir, const char *const *types, int port)
 {
-	static const char *const all[] = { "rsa", "ecdsa", "ed25519", NULL };
+	static const char *const all[] = {"rsa", "ecdsa", "ed25519", NULL};
 	struct test_sshd *s;
 	char key[700], pub[710];
 	size_t n, i;
@@ -262,17 +264,26 @@ test_sshd_start_port(const char *dir, const char *const *types, int port)
 	}
 	for (i = 0; i < n; i++) {
 		/* 2048-bit RSA: plenty for a test, and quick to generate. */
-		char *argv[] = { SSH_KEYGEN_PATH, "-q", "-t", (char *)types[i],
-			"-N", "", "-C", "", "-f", key,
-			strcmp(types[i], "rsa") == 0 ? "-b" : NULL, "2048", NULL };
+		char *argv[] = {SSH_KEYGEN_PATH,
+				"-q",
+				"-t",
+				(char *)types[i],
+				"-N",
+				"",
+				"-C",
+				"",
+				"-f",
+				key,
+				strcmp(types[i], "rsa") == 0 ? "-b" : NULL,
+				"2048",
+				NULL};
 
 		snprintf(key, sizeof(key), "%s/ssh_host_%s_key", s->dir, types[i]);
 		snprintf(pub, sizeof(pub), "%s.pub", key);
 		unlink(key);
 		unlink(pub);
 		if (run(argv) < 0 || (s->keys[i] = read_pubkey(pub)) == NULL) {
-			fprintf(stderr, "test_sshd: ssh-keygen -t %s failed\n",
-			    types[i]);
+			fprintf(stderr, "test_sshd: ssh-keygen -t %s failed\n", types[i]);
 			goto fail;
 		}
 		s->nkeys++;

@@ -49,8 +49,7 @@ struct test_sshd *test_sshd_start(const char *dir, const char *const *types);
 
 /* The same on a given loopback port (no retry on another port if it is
  * taken); port <= 0 means a free one. For a host that comes up late. */
-struct test_sshd *test_sshd_start_port(const char *dir,
-    const char *const *types, int port);
+struct test_sshd *test_sshd_start_port(const char *dir, const char *const *types, int port);
 
 /* Stop the server (by pid), reap it and free s. NULL is a no-op. */
 void test_sshd_stop(struct test_sshd *s);

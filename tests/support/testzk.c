@@ -36,7 +36,7 @@ env(const char *name)
 	if (v == NULL || *v == '\0')
 		cr_assert_fail("%s is not set: run the tests with `make check`, or start "
 			       "tests/zkfixture.sh and source its env file",
-		    name);
+			       name);
 	return v;
 }
 
@@ -83,7 +83,7 @@ testzk_tmpfile(const char *name)
 	char buf[4096];
 
 	snprintf(buf, sizeof(buf), "%s/%s.%ld.%d", tmp != NULL && *tmp ? tmp : "/tmp", name,
-	    (long)getpid(), ++n);
+		 (long)getpid(), ++n);
 	return keep(buf);
 }
 
@@ -131,7 +131,7 @@ testzk_chroot(int tls, const char **path)
 
 struct zk *
 testzk_connect(struct event_base *base, int tls, zk_session_cb session_cb, void *arg,
-    const char **hosts)
+	       const char **hosts)
 {
 	struct zk_options opt;
 	struct zk *zk;
@@ -219,7 +219,7 @@ testzk_expire(struct zk *zk)
 			return -1;
 		deadline = now() + 10;
 		while ((st = zoo_state(zh)) != ZOO_CONNECTED_STATE &&
-		    st != ZOO_EXPIRED_SESSION_STATE && now() < deadline)
+		       st != ZOO_EXPIRED_SESSION_STATE && now() < deadline)
 			usleep(2000);
 		zookeeper_close(zh); /* closes the session if attached */
 		if (st == ZOO_EXPIRED_SESSION_STATE)
@@ -414,7 +414,8 @@ testzk_support_file(const char *name)
 		snprintf(buf, sizeof(buf), "%s", b);
 		slash = strrchr(buf, '/');
 		if (slash != NULL) {
-			snprintf(slash, sizeof(buf) - (size_t)(slash - buf), "/tests/support/%s", name);
+			snprintf(slash, sizeof(buf) - (size_t)(slash - buf), "/tests/support/%s",
+				 name);
 			if (access(buf, R_OK) == 0)
 				return keep(buf);
 		}
@@ -458,9 +459,9 @@ testzk_file_contains(const char *file, const char *needle)
 
 struct testzk_proxy {
 	pthread_t thread;
-	int lfd;                 /* listening socket */
-	int ctl[2];              /* commands to the thread: 'd'rop, 'r'efuse, 'a'ccept,
-	                            'h'old, 'u'nhold, 'q'uit */
+	int lfd;    /* listening socket */
+	int ctl[2]; /* commands to the thread: 'd'rop, 'r'efuse, 'a'ccept,
+		       'h'old, 'u'nhold, 'q'uit */
 	int port;
 	struct sockaddr_in target;
 	int pairs[PROXY_MAX][2]; /* client fd, server fd; -1 when unused */
@@ -530,7 +531,8 @@ proxy_main(void *arg)
 				for (i = 0; i < PROXY_MAX && p->pairs[i][0] >= 0; i++)
 					;
 				if (p->refuse || s < 0 || i == PROXY_MAX ||
-				    connect(s, (struct sockaddr *)&p->target, sizeof(p->target)) != 0) {
+				    connect(s, (struct sockaddr *)&p->target, sizeof(p->target)) !=
+					0) {
 					close(c);
 					if (s >= 0)
 						close(s);

@@ -46,8 +46,8 @@ void testzk_options(struct zk_options *opt, const char *hosts, int tls);
  * after 15 s otherwise). session_cb may be NULL. The chroot's host string
  * is returned in *hosts if hosts is not NULL.
  */
-struct zk *testzk_connect(struct event_base *base, int tls, zk_session_cb session_cb,
-    void *arg, const char **hosts);
+struct zk *testzk_connect(struct event_base *base, int tls, zk_session_cb session_cb, void *arg,
+			  const char **hosts);
 
 /*
  * Run the loop until cond(arg) is true (checked after every loop pass) or
@@ -74,8 +74,8 @@ int testzk_expire(struct zk *zk);
  * stdout went to a file. */
 struct testzk_proc {
 	pid_t pid;
-	int in;       /* write end of its stdin, -1 if closed */
-	int out;      /* read end of its stdout, -1 if it goes to a file */
+	int in;	 /* write end of its stdin, -1 if closed */
+	int out; /* read end of its stdout, -1 if it goes to a file */
 	char buf[8192];
 	size_t len;
 };

@@ -72,7 +72,7 @@ end_open_max(struct end *e, int fd, enum chan_role role, size_t max_frame, size_
 	e->base = event_base_new();
 	cr_assert_not_null(e->base);
 	e->ch = chan_new(e->base, fd, role, max_frame, out_cap, end_on_msg, end_on_close, e, err,
-	    sizeof(err));
+			 sizeof(err));
 	cr_assert_not_null(e->ch, "%s", err);
 }
 
@@ -99,7 +99,7 @@ run_until(struct end *e, enum ipc_type t)
 		cr_assert_geq(event_base_loop(e->base, EVLOOP_ONCE), 0);
 	if (t != IPC_NONE)
 		cr_assert_eq(e->last.type, t, "channel closed waiting for %s: %s", ipc_type_name(t),
-		    e->why);
+			     e->why);
 }
 
 static int
@@ -115,12 +115,12 @@ wait_exit(pid_t pid)
 /* ---- the fake worker (a forked child) ----------------------------------------- */
 
 enum worker_mode {
-	W_NORMAL,        /* READY, then answer until STOP or EOF */
-	W_EXIT_READY,    /* READY, then exit */
-	W_GARBAGE,       /* a well-framed body that is not a message */
-	W_WRONG_DIR,     /* a control request, which a worker may not send */
-	W_OVERSIZE,      /* a header announcing 2 MiB */
-	W_HALF_FRAME     /* half a frame, then exit */
+	W_NORMAL,     /* READY, then answer until STOP or EOF */
+	W_EXIT_READY, /* READY, then exit */
+	W_GARBAGE,    /* a well-framed body that is not a message */
+	W_WRONG_DIR,  /* a control request, which a worker may not send */
+	W_OVERSIZE,   /* a header announcing 2 MiB */
+	W_HALF_FRAME  /* half a frame, then exit */
 };
 
 struct worker {
@@ -201,8 +201,7 @@ raw_write(int fd, const void *p, size_t n)
 }
 
 /* The child: fd is its end of the pair; never returns. */
-static void __attribute__((noreturn))
-worker_main(int fd, enum worker_mode mode)
+static void __attribute__((noreturn)) worker_main(int fd, enum worker_mode mode)
 {
 	struct worker w = {0};
 	struct ipc_msg m;
@@ -323,7 +322,7 @@ Test(chan, worker_answers_status_requests)
 	cr_assert_eq(chan_send(e.ch, &m), 0);
 	run_until(&e, IPC_DUMP_REPLY);
 	cr_assert(strncmp(e.last.u.dump_reply.text, "requests=5 ", 11) == 0, "%s",
-	    e.last.u.dump_reply.text);
+		  e.last.u.dump_reply.text);
 
 	ipc_msg_init(&m, IPC_STOP);
 	m.u.stop.graceful = true;
@@ -415,7 +414,8 @@ expect_proto_error(enum worker_mode mode, const char *why)
 
 Test(chan, malformed_message_from_a_worker)
 {
-	expect_proto_error(W_GARBAGE, "bad message from a worker: message is a msgpack array, not a map");
+	expect_proto_error(W_GARBAGE,
+			   "bad message from a worker: message is a msgpack array, not a map");
 }
 
 Test(chan, message_in_the_wrong_direction)
@@ -425,7 +425,8 @@ Test(chan, message_in_the_wrong_direction)
 
 Test(chan, oversize_frame_from_a_worker)
 {
-	expect_proto_error(W_OVERSIZE,
+	expect_proto_error(
+	    W_OVERSIZE,
 	    "bad frame from a worker: frame of 2097152 bytes exceeds the 1048576-byte limit");
 }
 
@@ -454,13 +455,14 @@ Test(chan, output_queue_is_capped)
 	cr_assert_eq(chan_pending(e.ch), before, "a refused message is not queued");
 	cr_assert_gt(accepted, 1000);
 	cr_assert(strstr(chan_last_error(e.ch), "output queue to a worker full") != NULL, "%s",
-	    chan_last_error(e.ch));
+		  chan_last_error(e.ch));
 	/* Let it drain, then ask how many arrived. */
 	while (chan_pending(e.ch) > 0 && !e.closed)
 		event_base_loop(e.base, EVLOOP_ONCE);
 	ipc_msg_init(&m, IPC_STOP);
 	cr_assert_eq(chan_send(e.ch, &m), 0);
-	while (!e.closed && !(e.last.type == IPC_STATUS && e.last.u.status.state == IPC_WS_STOPPING))
+	while (!e.closed &&
+	       !(e.last.type == IPC_STATUS && e.last.u.status.state == IPC_WS_STOPPING))
 		event_base_loop(e.base, EVLOOP_ONCE);
 	cr_assert_eq(e.last.u.status.seq, accepted, "the worker got every queued request");
 	cr_assert_eq(e.nstatus, accepted + 1, "and answered each");
@@ -511,8 +513,10 @@ child_fd_checks(void)
 	if (dup2(devnull, CHAN_CHILD_FD) != CHAN_CHILD_FD)
 		return 1;
 	close(devnull);
-	if (chan_child_fd(err, sizeof(err)) != -1 || strcmp(err,
-	    "fd 3 is not a channel to nodepoold (this program is started by nodepoold)") != 0)
+	if (chan_child_fd(err, sizeof(err)) != -1 ||
+	    strcmp(err,
+		   "fd 3 is not a channel to nodepoold (this program is started by nodepoold)") !=
+		0)
 		return 2;
 	/* A socketpair end installed there: accepted, and close-on-exec again
 	 * so programs the worker runs do not inherit it. */
@@ -625,7 +629,7 @@ Test(ctlsock, client_errors_are_clear)
 	cr_assert_geq(fd, 0, "%s", err);
 	cr_assert_eq(ctlsock_request(path, &req, &rep, 200, err, sizeof(err)), -1);
 	snprintf(want, sizeof(want), "nodepoold is not answering on %s (no reply within 0.200 s)",
-	    path);
+		 path);
 	cr_assert_str_eq(err, want);
 
 	/* The daemon died and left its socket. */
@@ -639,7 +643,8 @@ Test(ctlsock, client_errors_are_clear)
 	longp[sizeof(longp) - 1] = '\0';
 	cr_assert_eq(ctlsock_connect(longp, err, sizeof(err)), -1);
 	cr_assert(strncmp(err, "control socket path too long (max 107 bytes): /xxx",
-	    strlen("control socket path too long (max 107 bytes): /xxx")) == 0, "%s", err);
+			  strlen("control socket path too long (max 107 bytes): /xxx")) == 0,
+		  "%s", err);
 
 	ipc_msg_init(&req, IPC_STATUS_REQ);
 	cr_assert_eq(ctlsock_request(path, &req, &rep, 0, err, sizeof(err)), -1);
@@ -715,7 +720,7 @@ srv_on_accept(evutil_socket_t lfd, short what, void *arg)
 	if ((fd = ctlsock_accept(lfd, NULL, err, sizeof(err))) < 0)
 		return;
 	if (chan_new(s->base, fd, CHAN_CTL_SERVER, 64 * 1024, 0, srv_on_msg, srv_on_close, s, err,
-	    sizeof(err)) == NULL)
+		     sizeof(err)) == NULL)
 		_exit(43);
 }
 
@@ -757,7 +762,8 @@ expect_disconnect(const char *path, const void *bytes, size_t n)
 	pfd.events = POLLIN;
 	cr_assert_eq(poll(&pfd, 1, 30000), 1);
 	r = read(fd, buf, sizeof(buf));
-	cr_assert(r == 0 || (r < 0 && errno == ECONNRESET), "read %zd: nothing must be answered", r);
+	cr_assert(r == 0 || (r < 0 && errno == ECONNRESET), "read %zd: nothing must be answered",
+		  r);
 	close(fd);
 }
 
@@ -843,7 +849,8 @@ spawn_nobody_client(const char *path, const char *want_err, const char *want_msg
 		if (rc != 0 || rep.type != IPC_CTL_RESULT || rep.u.ctl_result.ok ||
 		    strcmp(rep.u.ctl_result.message, want_msg) != 0) {
 			fprintf(stderr, "client got rc %d err \"%s\" message \"%s\"\n", rc, err,
-			    rc == 0 && rep.type == IPC_CTL_RESULT ? rep.u.ctl_result.message : "");
+				rc == 0 && rep.type == IPC_CTL_RESULT ? rep.u.ctl_result.message
+								      : "");
 			_exit(2);
 		}
 		_exit(0);
@@ -869,14 +876,16 @@ Test(ctlsock, only_root_and_the_daemon_uid_get_in)
 	/* The file mode keeps other users out before any credential check. */
 	cr_assert_eq(chmod(dir, 0755), 0);
 	snprintf(want, sizeof(want),
-	    "permission denied on control socket %s (run as root or as nodepoold's user)", path);
+		 "permission denied on control socket %s (run as root or as nodepoold's user)",
+		 path);
 	pid = spawn_nobody_client(path, want, NULL);
 	cr_assert_eq(wait_exit(pid), 0, "nobody is refused by the 0600 mode");
 
 	/* With the mode opened up, SO_PEERCRED still refuses them. */
 	cr_assert_eq(chmod(path, 0666), 0);
 	pid = spawn_nobody_client(path, NULL,
-	    "permission denied: uid 65534 may not use nodepoold's control socket (root or uid 0 only)");
+				  "permission denied: uid 65534 may not use nodepoold's control "
+				  "socket (root or uid 0 only)");
 	pfd.fd = lfd;
 	pfd.events = POLLIN;
 	cr_assert_eq(poll(&pfd, 1, 30000), 1);

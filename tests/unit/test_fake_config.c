@@ -29,41 +29,42 @@ errors_of(const char *yaml, int *ok)
 	return buf;
 }
 
-#define assert_has(text, needle) \
+#define assert_has(text, needle)                                                                   \
 	cr_assert(strstr((text), (needle)) != NULL, "expected \"%s\" in:\n%s", (needle), (text))
 
 Test(fake_config, every_key_accepted)
 {
 	int ok;
-	char *t = errors_of("labels: [{name: small}]\n"
-	                    "providers:\n"
-	                    "  - name: sim\n"
-	                    "    driver: fake\n"
-	                    "    boot-delay: 0.5\n"
-	                    "    delete-delay: 1\n"
-	                    "    api-delay: 0.01\n"
-	                    "    failure-rate: 0.1\n"
-	                    "    boot-failures: 2\n"
-	                    "    never-ready-rate: 0\n"
-	                    "    create-error-rate: 0.2\n"
-	                    "    quota-error-rate: 1\n"
-	                    "    quota-errors: 3\n"
-	                    "    delete-failure-rate: 0.5\n"
-	                    "    leak-rate: 0.01\n"
-	                    "    volume-leak-rate: 1\n"
-	                    "    quota: {instances: 10, cores: 40, ram: 81920}\n"
-	                    "    report-quota: false\n"
-	                    "    unmanaged-instances: 2\n"
-	                    "    fake-ssh-port: 2222\n"
-	                    "    state-file: /tmp/cloud.json\n"
-	                    "    seed: 42\n"
-	                    "    rate: 5\n"
-	                    "    pools:\n"
-	                    "      - name: main\n"
-	                    "        labels:\n"
-	                    "          - {name: small, cores: 2, ram: 2048, console-log: true,\n"
-	                    "             host-key-checking: true, boot-delay: 1, failure-rate: 0}\n",
-	    &ok);
+	char *t =
+	    errors_of("labels: [{name: small}]\n"
+		      "providers:\n"
+		      "  - name: sim\n"
+		      "    driver: fake\n"
+		      "    boot-delay: 0.5\n"
+		      "    delete-delay: 1\n"
+		      "    api-delay: 0.01\n"
+		      "    failure-rate: 0.1\n"
+		      "    boot-failures: 2\n"
+		      "    never-ready-rate: 0\n"
+		      "    create-error-rate: 0.2\n"
+		      "    quota-error-rate: 1\n"
+		      "    quota-errors: 3\n"
+		      "    delete-failure-rate: 0.5\n"
+		      "    leak-rate: 0.01\n"
+		      "    volume-leak-rate: 1\n"
+		      "    quota: {instances: 10, cores: 40, ram: 81920}\n"
+		      "    report-quota: false\n"
+		      "    unmanaged-instances: 2\n"
+		      "    fake-ssh-port: 2222\n"
+		      "    state-file: /tmp/cloud.json\n"
+		      "    seed: 42\n"
+		      "    rate: 5\n"
+		      "    pools:\n"
+		      "      - name: main\n"
+		      "        labels:\n"
+		      "          - {name: small, cores: 2, ram: 2048, console-log: true,\n"
+		      "             host-key-checking: true, boot-delay: 1, failure-rate: 0}\n",
+		      &ok);
 	cr_assert(ok, "%s", t);
 	free(t);
 }
@@ -72,23 +73,23 @@ Test(fake_config, bad_values_reported_with_positions)
 {
 	int ok;
 	char *t = errors_of("labels: [{name: small}]\n"
-	                    "providers:\n"
-	                    "  - name: sim\n"
-	                    "    driver: fake\n"
-	                    "    api-delay: -1\n"
-	                    "    boot-failures: -2\n"
-	                    "    never-ready-rate: 1.5\n"
-	                    "    quota-errors: many\n"
-	                    "    leak-rate: 2\n"
-	                    "    report-quota: maybe\n"
-	                    "    fake-ssh-port: 70000\n"
-	                    "    state-file: ''\n"
-	                    "    unmanaged-instances: 1.5\n"
-	                    "    leak-everything: true\n"
-	                    "    pools:\n"
-	                    "      - name: main\n"
-	                    "        labels: [{name: small, console-log: 1}]\n",
-	    &ok);
+			    "providers:\n"
+			    "  - name: sim\n"
+			    "    driver: fake\n"
+			    "    api-delay: -1\n"
+			    "    boot-failures: -2\n"
+			    "    never-ready-rate: 1.5\n"
+			    "    quota-errors: many\n"
+			    "    leak-rate: 2\n"
+			    "    report-quota: maybe\n"
+			    "    fake-ssh-port: 70000\n"
+			    "    state-file: ''\n"
+			    "    unmanaged-instances: 1.5\n"
+			    "    leak-everything: true\n"
+			    "    pools:\n"
+			    "      - name: main\n"
+			    "        labels: [{name: small, console-log: 1}]\n",
+			    &ok);
 	cr_assert_not(ok);
 	assert_has(t, "f.yaml:5:16: providers[0].api-delay: must not be negative");
 	assert_has(t, "f.yaml:6:20: providers[0].boot-failures: must not be negative");

@@ -67,10 +67,10 @@ query(struct evhttp_request *req, const char *key)
 	const char *v;
 
 	TAILQ_INIT(&q);
-	evhttp_parse_query_str(evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)) ?
-	        evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req)) :
-	        "",
-	    &q);
+	evhttp_parse_query_str(evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req))
+				   ? evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req))
+				   : "",
+			       &q);
 	v = evhttp_find_header(&q, key);
 	snprintf(val, sizeof(val), "%s", v ? v : "");
 	evhttp_clear_headers(&q);
@@ -150,8 +150,8 @@ handle(struct evhttp_request *req, void *arg)
 		struct evbuffer *in = evhttp_request_get_input_buffer(req);
 		char body[256], msg[512];
 		size_t len = evbuffer_get_length(in);
-		const char *hello = evhttp_find_header(evhttp_request_get_input_headers(req),
-		    "X-Hello");
+		const char *hello =
+		    evhttp_find_header(evhttp_request_get_input_headers(req), "X-Hello");
 		const char *method;
 		switch (evhttp_request_get_command(req)) {
 		case EVHTTP_REQ_POST:
@@ -195,7 +195,7 @@ server_start(struct server *s, struct event_base *base)
 	s->http = evhttp_new(base);
 	cr_assert_not_null(s->http);
 	evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-	        EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
+						EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD);
 	evhttp_set_gencb(s->http, handle, s);
 	h = evhttp_bind_socket_with_handle(s->http, "127.0.0.1", 0);
 	cr_assert_not_null(h);
@@ -215,8 +215,8 @@ struct result {
 	unsigned retries;
 	double done_at;
 	int order;
-	int *counter;     /* completion counter shared by a test */
-	int stop_at;      /* loopbreak when *counter reaches it */
+	int *counter; /* completion counter shared by a test */
+	int stop_at;  /* loopbreak when *counter reaches it */
 	struct event_base *base;
 };
 
@@ -364,7 +364,8 @@ Test(http, rate_spaces_call_starts)
 	cr_assert_eq(srv.narrivals, 5);
 	for (i = 1; i < 5; i++)
 		cr_assert_geq(srv.arrivals[i] - srv.arrivals[0], 0.1 * i - 0.01,
-		    "call %d arrived %.3f s after the first", i, srv.arrivals[i] - srv.arrivals[0]);
+			      "call %d arrived %.3f s after the first", i,
+			      srv.arrivals[i] - srv.arrivals[0]);
 	for (i = 0; i < 5; i++)
 		cr_assert_eq(r[i].status, 200);
 	http_client_free(c);
@@ -434,7 +435,7 @@ Test(http, throttled_call_retried_after_retry_after_and_client_pauses)
 	}
 	cr_assert(first >= 0 && second >= 0 && ok >= 0);
 	cr_assert_geq(srv.arrivals[second] - srv.arrivals[first], 0.99,
-	    "retried %.3f s after the 429", srv.arrivals[second] - srv.arrivals[first]);
+		      "retried %.3f s after the 429", srv.arrivals[second] - srv.arrivals[first]);
 	/* the other call was held by the provider-wide pause too */
 	cr_assert_geq(srv.arrivals[ok] - srv.arrivals[first], 0.99);
 	cr_assert_lt(l.issued_at - srv.arrivals[first], 0.99);

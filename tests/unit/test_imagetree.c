@@ -70,7 +70,8 @@ Test(imagetree, reads_the_tree_and_creates_nothing)
 	put(zk, "/nodepool/images/ubuntu/builds/" B1 "/providers/rax/images/0000000001",
 	    upload_json);
 	put(zk, "/nodepool/images/ubuntu/builds/" B1 "/providers/rax/images/lock", NULL);
-	put(zk, "/nodepool/images/ubuntu/builds/" B1 "/providers/ovh/images/0000000003", "not json");
+	put(zk, "/nodepool/images/ubuntu/builds/" B1 "/providers/ovh/images/0000000003",
+	    "not json");
 	put(zk, "/nodepool/images/ubuntu/builds/lock", NULL);
 	put(zk, "/nodepool/images/ubuntu/pause", NULL);
 	put(zk, "/nodepool/images/debian/request-build", NULL);
@@ -111,12 +112,12 @@ Test(imagetree, reads_the_tree_and_creates_nothing)
 	exp = imgtree_export(t);
 	cr_assert_eq(json_object_size(exp), 5);
 	cr_assert_str_eq(json_string_value(json_object_get(exp, "/nodepool/images/ubuntu/pause")),
-	    "");
-	cr_assert_str_eq(json_string_value(json_object_get(exp,
-	                     "/nodepool/images/ubuntu/builds/" B1)),
+			 "");
+	cr_assert_str_eq(
+	    json_string_value(json_object_get(exp, "/nodepool/images/ubuntu/builds/" B1)),
 	    build_json);
-	cr_assert_str_eq(json_string_value(json_object_get(exp, "/nodepool/images/debian/builds/" B2)),
-	    "");
+	cr_assert_str_eq(
+	    json_string_value(json_object_get(exp, "/nodepool/images/debian/builds/" B2)), "");
 	json_decref(exp);
 	imgtree_free(t);
 
@@ -128,7 +129,8 @@ Test(imagetree, reads_the_tree_and_creates_nothing)
 
 	/* a builder holds the build lock and made a new build: building */
 	{
-		struct zk_lock *l = zk_lock_new(zk, "/nodepool/images/debian/builds/lock", "nb01", 0);
+		struct zk_lock *l =
+		    zk_lock_new(zk, "/nodepool/images/debian/builds/lock", "nb01", 0);
 		cr_assert_eq(zk_lock_sync_acquire(l, 5), ZOK);
 		rc = imgtree_load_sync(base, zk, 10, &t);
 		cr_assert_eq(rc, ZOK);
@@ -182,21 +184,22 @@ Test(imagetree, import_check)
 	cr_assert_eq(check("{\"/nodepool/images/u/pause\": \"\", \"/nodepool/images/u/builds/" B1
 			   "\": \"{\\\"state\\\": \\\"ready\\\"}\", \"/nodepool/images/u/builds/" B1
 			   "/providers/p/images/0000000004\": \"\"}",
-	                 err, sizeof(err)),
-	    0, "%s", err);
+			   err, sizeof(err)),
+		     0, "%s", err);
 	cr_assert_eq(check("[]", err, sizeof(err)), -1);
 	cr_assert_eq(check("{\"/nodepool/nodes/0000000001\": \"\"}", err, sizeof(err)), -1);
 	cr_assert(strstr(err, "not an image pause flag") != NULL);
 	cr_assert_eq(check("{\"/nodepool/images/u/pause\": 1}", err, sizeof(err)), -1);
 	cr_assert(strstr(err, "not a string") != NULL);
 	cr_assert_eq(check("{\"/nodepool/images/u/builds/nothex\": \"\"}", err, sizeof(err)), -1);
-	cr_assert_eq(check("{\"/nodepool/images/u/builds/" B1 "\": \"[1]\"}", err, sizeof(err)), -1);
+	cr_assert_eq(check("{\"/nodepool/images/u/builds/" B1 "\": \"[1]\"}", err, sizeof(err)),
+		     -1);
 	cr_assert_eq(check("{\"/nodepool/images/u/builds/" B1 "/providers/p/images/12\": \"\"}",
-	                 err, sizeof(err)),
-	    -1);
+			   err, sizeof(err)),
+		     -1);
 	cr_assert_eq(check("{\"/nodepool/images/u/builds/" B1
 			   "/providers/p/images/0099999999\": \"\"}",
-	                 err, sizeof(err)),
-	    -1);
+			   err, sizeof(err)),
+		     -1);
 	cr_assert_eq(check("{\"/nodepool/images/u/builds/lock\": \"\"}", err, sizeof(err)), -1);
 }

@@ -39,7 +39,7 @@ decode_err(const void *p, size_t len)
 
 	err[0] = '\0';
 	cr_assert_eq(ipc_msg_decode(p, len, &m, err, sizeof(err)), -1,
-	    "decoded %zu bytes that should fail", len);
+		     "decoded %zu bytes that should fail", len);
 	cr_assert_eq(m.type, IPC_NONE);
 	cr_assert_neq(err[0], '\0', "no error message");
 	ipc_msg_clear(&m);
@@ -91,8 +91,8 @@ repack(msgpack_packer *pk, const msgpack_object *o, const struct mutation *mu, i
 	for (uint32_t i = 0; i < o->via.map.size; i++) {
 		const msgpack_object_kv *kv = &o->via.map.ptr[i];
 		bool hit = kv->key.type == MSGPACK_OBJECT_STR &&
-		    kv->key.via.str.size == strlen(want) &&
-		    memcmp(kv->key.via.str.ptr, want, strlen(want)) == 0;
+			   kv->key.via.str.size == strlen(want) &&
+			   memcmp(kv->key.via.str.ptr, want, strlen(want)) == 0;
 
 		if (!hit) {
 			msgpack_pack_object(pk, kv->key);
@@ -138,7 +138,7 @@ mutate(const struct ipc_msg *m, const struct mutation *mu, size_t *len)
 	body_of(m, &body, &blen);
 	msgpack_unpacked_init(&u);
 	cr_assert_eq(msgpack_unpack_next(&u, (const char *)body, blen, &off),
-	    MSGPACK_UNPACK_SUCCESS);
+		     MSGPACK_UNPACK_SUCCESS);
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
 	repack(&pk, &u.data, mu, 0);
@@ -148,16 +148,53 @@ mutate(const struct ipc_msg *m, const struct mutation *mu, size_t *len)
 	return msgpack_sbuffer_release(&sb);
 }
 
-static void pk_float(msgpack_packer *pk) { msgpack_pack_double(pk, 3.5); }
-static void pk_nil(msgpack_packer *pk) { msgpack_pack_nil(pk); }
-static void pk_neg(msgpack_packer *pk) { msgpack_pack_int64(pk, -1); }
-static void pk_huge(msgpack_packer *pk) { msgpack_pack_uint64(pk, UINT64_MAX); }
-static void pk_v2(msgpack_packer *pk) { msgpack_pack_int64(pk, 2); }
-static void pk_str_flying(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "flying", 6); }
-static void pk_str_true(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "true", 4); }
-static void pk_str_hello(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "HELLO", 5); }
-static void pk_str_nul(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "rax\0dfw", 7); }
-static void pk_nested(msgpack_packer *pk)
+static void
+pk_float(msgpack_packer *pk)
+{
+	msgpack_pack_double(pk, 3.5);
+}
+static void
+pk_nil(msgpack_packer *pk)
+{
+	msgpack_pack_nil(pk);
+}
+static void
+pk_neg(msgpack_packer *pk)
+{
+	msgpack_pack_int64(pk, -1);
+}
+static void
+pk_huge(msgpack_packer *pk)
+{
+	msgpack_pack_uint64(pk, UINT64_MAX);
+}
+static void
+pk_v2(msgpack_packer *pk)
+{
+	msgpack_pack_int64(pk, 2);
+}
+static void
+pk_str_flying(msgpack_packer *pk)
+{
+	msgpack_pack_str_with_body(pk, "flying", 6);
+}
+static void
+pk_str_true(msgpack_packer *pk)
+{
+	msgpack_pack_str_with_body(pk, "true", 4);
+}
+static void
+pk_str_hello(msgpack_packer *pk)
+{
+	msgpack_pack_str_with_body(pk, "HELLO", 5);
+}
+static void
+pk_str_nul(msgpack_packer *pk)
+{
+	msgpack_pack_str_with_body(pk, "rax\0dfw", 7);
+}
+static void
+pk_nested(msgpack_packer *pk)
 {
 	msgpack_pack_map(pk, 1);
 	msgpack_pack_str_with_body(pk, "x", 1);
@@ -180,7 +217,7 @@ wire_keys(const struct ipc_msg *m)
 	body_of(m, &body, &blen);
 	msgpack_unpacked_init(&u);
 	cr_assert_eq(msgpack_unpack_next(&u, (const char *)body, blen, &off),
-	    MSGPACK_UNPACK_SUCCESS);
+		     MSGPACK_UNPACK_SUCCESS);
 	cr_assert_eq(u.data.type, MSGPACK_OBJECT_MAP);
 	cr_assert_lt(u.data.via.map.size, 32);
 	for (i = 0; i < u.data.via.map.size; i++) {
@@ -252,14 +289,14 @@ Test(ipc, every_message_round_trips)
 
 			ipc_sample(t, v, &m);
 			cr_assert_eq(ipc_frame_encode(&m, 0, &frame, &flen, err, sizeof(err)), 0,
-			    "%s: %s", ipc_type_name(t), err);
+				     "%s: %s", ipc_type_name(t), err);
 			cr_assert_gt(flen, IPC_FRAME_HDR);
 			cr_assert_eq(be32(frame), flen - IPC_FRAME_HDR, "header length");
 			cr_assert_eq(ipc_msg_decode(frame + 4, flen - 4, &d, err, sizeof(err)), 0,
-			    "%s/%d: %s", ipc_type_name(t), v, err);
+				     "%s/%d: %s", ipc_type_name(t), v, err);
 			cr_assert_eq(d.type, t);
 			cr_assert(ipc_msg_equal(&m, &d), "%s/%d differs after a round trip",
-			    ipc_type_name(t), v);
+				  ipc_type_name(t), v);
 			/* Canonical: the decoded message encodes to the same bytes. */
 			body_of(&d, &body2, &blen2);
 			cr_assert_eq(blen2, flen - 4);
@@ -300,9 +337,10 @@ Test(ipc, equal_sees_every_difference)
 
 Test(ipc, wire_shape_is_a_map_with_short_keys)
 {
-	static const char *status_keys[] = {"t", "v", "seq", "gen", "state", "zk", "accepted",
-	    "fulfilled", "declined", "failed", "launching", "nodes", "pools", "error", "rss_kb",
-	    "cpu_ms", "uptime_s", NULL};
+	static const char *status_keys[] = {
+	    "t",	"v",	     "seq",	 "gen",	   "state",	"zk",
+	    "accepted", "fulfilled", "declined", "failed", "launching", "nodes",
+	    "pools",	"error",     "rss_kb",	 "cpu_ms", "uptime_s",	NULL};
 	struct ipc_msg m;
 	const char **keys;
 	unsigned char *body;
@@ -322,7 +360,7 @@ Test(ipc, wire_shape_is_a_map_with_short_keys)
 	body_of(&m, &body, &blen);
 	msgpack_unpacked_init(&u);
 	cr_assert_eq(msgpack_unpack_next(&u, (const char *)body, blen, &off),
-	    MSGPACK_UNPACK_SUCCESS);
+		     MSGPACK_UNPACK_SUCCESS);
 	map = &u.data.via.map;
 	cr_assert_eq(map->ptr[0].val.type, MSGPACK_OBJECT_STR);
 	cr_assert_eq(map->ptr[0].val.via.str.size, 6);
@@ -346,7 +384,7 @@ Test(ipc, wire_shape_is_a_map_with_short_keys)
 	msgpack_unpacked_init(&u);
 	off = 0;
 	cr_assert_eq(msgpack_unpack_next(&u, (const char *)body, blen, &off),
-	    MSGPACK_UNPACK_SUCCESS);
+		     MSGPACK_UNPACK_SUCCESS);
 	cr_assert_eq(u.data.via.map.ptr[13].val.type, MSGPACK_OBJECT_NIL);
 	msgpack_unpacked_destroy(&u);
 	free(body);
@@ -399,8 +437,8 @@ sample_stream(size_t *len, struct ipc_msg *want, int *nwant)
 	for (int t = IPC_NONE + 1; t < IPC_TYPE_COUNT; t++)
 		for (int v = 0; v < IPC_SAMPLE_VARIANTS; v++) {
 			ipc_sample(t, v, &want[*nwant]);
-			cr_assert_eq(ipc_frame_encode(&want[*nwant], 0, &f, &flen, err,
-			    sizeof(err)), 0);
+			cr_assert_eq(
+			    ipc_frame_encode(&want[*nwant], 0, &f, &flen, err, sizeof(err)), 0);
 			s = realloc(s, *len + flen);
 			memcpy(s + *len, f, flen);
 			*len += flen;
@@ -414,7 +452,7 @@ sample_stream(size_t *len, struct ipc_msg *want, int *nwant)
  * every frame decodes to want[] in order. */
 static void
 feed_and_check(const unsigned char *s, size_t len, const size_t *cuts, size_t ncuts,
-    const struct ipc_msg *want, int nwant)
+	       const struct ipc_msg *want, int nwant)
 {
 	struct ipc_reader *r = ipc_reader_new(0);
 	char err[ERRLEN];
@@ -445,7 +483,8 @@ feed_and_check(const unsigned char *s, size_t len, const size_t *cuts, size_t nc
 
 				cr_assert_not_null(b);
 				cr_assert_lt(got, nwant);
-				cr_assert_eq(ipc_msg_decode(b, blen, &m, err, sizeof(err)), 0, "%s", err);
+				cr_assert_eq(ipc_msg_decode(b, blen, &m, err, sizeof(err)), 0, "%s",
+					     err);
 				cr_assert(ipc_msg_equal(&m, &want[got]), "frame %d differs", got);
 				ipc_msg_clear(&m);
 				got++;
@@ -579,7 +618,7 @@ Test(ipc, encoder_enforces_the_frame_cap)
 	cr_assert_eq(ipc_frame_encode(&m, 4 << 20, &f, &flen, err, sizeof(err)), 0, "%s", err);
 	r = ipc_reader_new(0);
 	cr_assert_eq(ipc_reader_feed(r, f, flen, &used, err, sizeof(err)), IPC_READ_ERROR,
-	    "a peer with the default cap refuses it");
+		     "a peer with the default cap refuses it");
 	cr_assert_eq(used, 4);
 	ipc_reader_free(r);
 	free(f);
@@ -603,8 +642,8 @@ Test(ipc, every_truncation_is_an_error)
 			/* Cut inside a value, or after a container header whose
 			 * count no longer fits in what is left. */
 			cr_assert(strcmp(e, "truncated msgpack value") == 0 ||
-			    strncmp(e, "msgpack container claims", 24) == 0,
-			    "%s cut at %zu: %s", ipc_type_name(t), k, e);
+				      strncmp(e, "msgpack container claims", 24) == 0,
+				  "%s cut at %zu: %s", ipc_type_name(t), k, e);
 		}
 		free(b);
 		ipc_msg_clear(&m);
@@ -618,22 +657,23 @@ Test(ipc, garbage_is_an_error)
 
 	/* Hand-picked bytes a broken peer could send. */
 	cr_assert_str_eq(decode_err("\xc1", 1), "invalid msgpack byte 0xc1");
-	cr_assert_str_eq(decode_err("\x93\x01\x02\x03", 4), "message is a msgpack array, not a map");
+	cr_assert_str_eq(decode_err("\x93\x01\x02\x03", 4),
+			 "message is a msgpack array, not a map");
 	cr_assert_str_eq(decode_err("\x80", 1), "message has no type (key \"t\")");
 	cr_assert_str_eq(decode_err("\x81\xa1t\x01", 4),
-	    "message type (key \"t\") is a integer, not a string");
+			 "message type (key \"t\") is a integer, not a string");
 	cr_assert_str_eq(decode_err("\x80\x80", 2), "1 trailing bytes after the msgpack value");
 	/* JSON is not msgpack: '{' reads as the positive fixint 123. */
 	cr_assert_str_eq(decode_err("{\"t\":\"READY\"}", 13),
-	    "12 trailing bytes after the msgpack value");
+			 "12 trailing bytes after the msgpack value");
 	/* Containers claiming more items than bytes: refused before msgpack-c
 	 * would allocate 4 billion objects. */
 	cr_assert_str_eq(decode_err("\xdd\xff\xff\xff\xff", 5),
-	    "msgpack container claims 4294967295 items with 0 bytes left");
+			 "msgpack container claims 4294967295 items with 0 bytes left");
 	cr_assert_str_eq(decode_err("\xdf\xff\xff\xff\xff\xc0\xc0", 7),
-	    "msgpack container claims 8589934590 items with 2 bytes left");
+			 "msgpack container claims 8589934590 items with 2 bytes left");
 	cr_assert_str_eq(decode_err("\x92\xdc\x00\x03\xc0\xc0\xc0", 7),
-	    "msgpack container claims 3 items with 3 bytes left");
+			 "msgpack container claims 3 items with 3 bytes left");
 	/* Nesting. */
 	memset(buf, 0x91, sizeof(buf));
 	buf[sizeof(buf) - 1] = 0xc0;
@@ -681,10 +721,10 @@ Test(ipc, missing_keys_are_errors)
 				snprintf(want, sizeof(want), "message has no type (key \"t\")");
 			else if (strcmp(keys[k], "v") == 0)
 				snprintf(want, sizeof(want), "%s: no protocol version (key \"v\")",
-				    ipc_type_name(t));
+					 ipc_type_name(t));
 			else
-				snprintf(want, sizeof(want), "%s: missing key \"%s\"", ipc_type_name(t),
-				    keys[k]);
+				snprintf(want, sizeof(want), "%s: missing key \"%s\"",
+					 ipc_type_name(t), keys[k]);
 			cr_assert_str_eq(decode_err(b, len), want);
 			free(b);
 		}
@@ -707,13 +747,16 @@ Test(ipc, wrong_types_are_errors)
 			const char *e = decode_err(b, len);
 
 			if (strcmp(keys[k], "t") == 0)
-				cr_assert_str_eq(e, "message type (key \"t\") is a float, not a string");
+				cr_assert_str_eq(
+				    e, "message type (key \"t\") is a float, not a string");
 			else if (strcmp(keys[k], "v") == 0)
-				cr_assert(strstr(e, "protocol version (key \"v\") is a float") != NULL,
-				    "%s", e);
+				cr_assert(strstr(e, "protocol version (key \"v\") is a float") !=
+					      NULL,
+					  "%s", e);
 			else
-				cr_assert(strstr(e, keys[k]) != NULL && strstr(e, "got float") != NULL,
-				    "%s.%s: %s", ipc_type_name(t), keys[k], e);
+				cr_assert(strstr(e, keys[k]) != NULL &&
+					      strstr(e, "got float") != NULL,
+					  "%s.%s: %s", ipc_type_name(t), keys[k], e);
 			free(b);
 
 			/* nil: allowed only for "error" */
@@ -723,7 +766,8 @@ Test(ipc, wrong_types_are_errors)
 				struct ipc_msg d;
 				char err[ERRLEN];
 
-				cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s", err);
+				cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s",
+					     err);
 				cr_assert_null(d.u.status.last_error);
 				ipc_msg_clear(&d);
 			} else {
@@ -755,41 +799,45 @@ status_err(struct mutation mu)
 Test(ipc, values_out_of_range_are_errors)
 {
 	cr_assert_str_eq(status_err((struct mutation){{"accepted"}, 1, MUT_REPLACE, pk_neg}),
-	    "STATUS: key \"accepted\": must not be negative");
+			 "STATUS: key \"accepted\": must not be negative");
 	cr_assert_str_eq(status_err((struct mutation){{"gen"}, 1, MUT_REPLACE, pk_huge}),
-	    "STATUS: key \"gen\": integer out of range");
+			 "STATUS: key \"gen\": integer out of range");
 	cr_assert_str_eq(status_err((struct mutation){{"state"}, 1, MUT_REPLACE, pk_str_flying}),
-	    "STATUS: key \"state\": unknown value \"flying\"");
+			 "STATUS: key \"state\": unknown value \"flying\"");
 	cr_assert_str_eq(status_err((struct mutation){{"zk"}, 1, MUT_REPLACE, pk_str_flying}),
-	    "STATUS: key \"zk\": unknown value \"flying\"");
-	cr_assert_str_eq(status_err((struct mutation){{"v"}, 1, MUT_REPLACE, pk_v2}),
+			 "STATUS: key \"zk\": unknown value \"flying\"");
+	cr_assert_str_eq(
+	    status_err((struct mutation){{"v"}, 1, MUT_REPLACE, pk_v2}),
 	    "STATUS: protocol version 2, expected 1 (nodepoold binaries from different versions?)");
 	cr_assert_str_eq(status_err((struct mutation){{"v"}, 1, MUT_REPLACE, pk_neg}),
-	    "STATUS: protocol version -1, expected 1 (nodepoold binaries from different versions?)");
+			 "STATUS: protocol version -1, expected 1 (nodepoold binaries from "
+			 "different versions?)");
 	cr_assert_str_eq(status_err((struct mutation){{"t"}, 1, MUT_REPLACE, pk_str_hello}),
-	    "unknown message type \"HELLO\"");
+			 "unknown message type \"HELLO\"");
 	cr_assert_str_eq(status_err((struct mutation){{"error"}, 1, MUT_REPLACE, pk_str_nul}),
-	    "STATUS: key \"error\": string contains a NUL byte");
+			 "STATUS: key \"error\": string contains a NUL byte");
 	/* Nested: the error names the item. */
-	cr_assert_str_eq(status_err((struct mutation){{"pools", "1", "paused"}, 3, MUT_REPLACE,
-	    pk_str_true}), "STATUS: pools[1]: key \"paused\": expected boolean, got string");
+	cr_assert_str_eq(
+	    status_err((struct mutation){{"pools", "1", "paused"}, 3, MUT_REPLACE, pk_str_true}),
+	    "STATUS: pools[1]: key \"paused\": expected boolean, got string");
 	cr_assert_str_eq(status_err((struct mutation){{"pools", "0", "name"}, 3, MUT_DROP, NULL}),
-	    "STATUS: pools[0]: missing key \"name\"");
+			 "STATUS: pools[0]: missing key \"name\"");
 	cr_assert_str_eq(status_err((struct mutation){{"nodes", "ready"}, 2, MUT_REPLACE, pk_neg}),
-	    "STATUS: key \"nodes\": \"ready\": must not be negative");
+			 "STATUS: key \"nodes\": \"ready\": must not be negative");
 	cr_assert_str_eq(status_err((struct mutation){{"nodes", "ready"}, 2, MUT_DUP, NULL}),
-	    "STATUS: key \"nodes\": duplicate name \"ready\"");
+			 "STATUS: key \"nodes\": duplicate name \"ready\"");
 	cr_assert_str_eq(status_err((struct mutation){{"pools"}, 1, MUT_REPLACE, pk_nested}),
-	    "STATUS: key \"pools\": expected array of maps, got map");
+			 "STATUS: key \"pools\": expected array of maps, got map");
 }
 
 Test(ipc, duplicate_keys_are_errors)
 {
 	cr_assert_str_eq(status_err((struct mutation){{"gen"}, 1, MUT_DUP, NULL}),
-	    "STATUS: key \"gen\": appears twice");
+			 "STATUS: key \"gen\": appears twice");
 	cr_assert_str_eq(status_err((struct mutation){{"t"}, 1, MUT_DUP, NULL}),
-	    "message has key \"t\" twice");
-	cr_assert_str_eq(status_err((struct mutation){{"pools", "1", "requests"}, 3, MUT_DUP, NULL}),
+			 "message has key \"t\" twice");
+	cr_assert_str_eq(
+	    status_err((struct mutation){{"pools", "1", "requests"}, 3, MUT_DUP, NULL}),
 	    "STATUS: pools[1]: key \"requests\": appears twice");
 }
 
@@ -805,7 +853,7 @@ Test(ipc, unknown_keys_are_ignored)
 		ipc_sample(t, 0, &m);
 		b = mutate(&m, &mu, &len);
 		cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s: %s",
-		    ipc_type_name(t), err);
+			     ipc_type_name(t), err);
 		cr_assert(ipc_msg_equal(&m, &d));
 		free(b);
 		ipc_msg_clear(&d);
@@ -832,8 +880,9 @@ Test(ipc, unknown_keys_are_ignored)
 Test(ipc, non_string_keys_are_errors)
 {
 	/* {"t": "STOP", "v": 1, 7: true, "graceful": true} */
-	static const unsigned char b[] = {0x84, 0xa1, 't', 0xa4, 'S', 'T', 'O', 'P', 0xa1, 'v',
-	    0x01, 0x07, 0xc3, 0xa8, 'g', 'r', 'a', 'c', 'e', 'f', 'u', 'l', 0xc3};
+	static const unsigned char b[] = {0x84, 0xa1, 't',  0xa4, 'S',	'T',  'O', 'P',
+					  0xa1, 'v',  0x01, 0x07, 0xc3, 0xa8, 'g', 'r',
+					  'a',	'c',  'e',  'f',  'u',	'l',  0xc3};
 
 	cr_assert_str_eq(decode_err(b, sizeof(b)), "STOP: map key is a integer, not a string");
 }
@@ -900,17 +949,17 @@ Test(ipc, fuzz_seeds_decode)
 		fclose(fp);
 		cr_assert_gt(n, 1);
 		if (buf[0] < 0x80) {
-			cr_assert_eq(ipc_msg_decode(buf + 1, n - 1, &m, err, sizeof(err)), 0, "%s: %s",
-			    de->d_name, err);
+			cr_assert_eq(ipc_msg_decode(buf + 1, n - 1, &m, err, sizeof(err)), 0,
+				     "%s: %s", de->d_name, err);
 		} else {
 			struct ipc_reader *r = ipc_reader_new(0);
 			size_t used;
 
 			cr_assert_eq(ipc_reader_feed(r, buf + 1, n - 1, &used, err, sizeof(err)),
-			    IPC_READ_FRAME, "%s", de->d_name);
+				     IPC_READ_FRAME, "%s", de->d_name);
 			const unsigned char *b = ipc_reader_frame(r, &n);
 			cr_assert_eq(ipc_msg_decode(b, n, &m, err, sizeof(err)), 0, "%s: %s",
-			    de->d_name, err);
+				     de->d_name, err);
 			ipc_reader_free(r);
 		}
 		ipc_msg_clear(&m);

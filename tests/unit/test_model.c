@@ -61,7 +61,7 @@ assert_keys(const char *text, const char *const *keys, size_t n)
 
 	for (; it != NULL; it = json_object_iter_next(o, it), i++) {
 		cr_assert_lt(i, n, "unexpected extra key '%s' in %s", json_object_iter_key(it),
-		    text);
+			     text);
 		cr_assert_str_eq(json_object_iter_key(it), keys[i], "key %zu in %s", i, text);
 	}
 	cr_assert_eq(i, n, "only %zu of %zu keys in %s", i, n, text);
@@ -92,26 +92,27 @@ jget(const char *text, const char *key)
 
 /* Upstream's Node.toDict() keys, in order. */
 static const char *const node_keys[] = {
-	"state", "state_time", "cloud", "provider", "pool", "type", "allocated_to",
-	"az", "region", "public_ipv4", "private_ipv4", "public_ipv6", "host_id",
-	"interface_ip", "connection_port", "ssh_port", "image_id", "launcher",
-	"created_time", "external_id", "hostname", "comment", "user_data", "hold_job",
-	"host_keys", "username", "connection_type", "shell_type", "hold_expiration",
-	"resources", "slot", "attributes", "python_path", "tenant_name", "driver_data",
-	"requestor",
+    "state",	    "state_time",      "cloud",	      "provider",	 "pool",
+    "type",	    "allocated_to",    "az",	      "region",		 "public_ipv4",
+    "private_ipv4", "public_ipv6",     "host_id",     "interface_ip",	 "connection_port",
+    "ssh_port",	    "image_id",	       "launcher",    "created_time",	 "external_id",
+    "hostname",	    "comment",	       "user_data",   "hold_job",	 "host_keys",
+    "username",	    "connection_type", "shell_type",  "hold_expiration", "resources",
+    "slot",	    "attributes",      "python_path", "tenant_name",	 "driver_data",
+    "requestor",
 };
 #define NODE_NKEYS (sizeof(node_keys) / sizeof(node_keys[0]))
 
 static const char *const request_keys[] = {
-	"state", "state_time", "declined_by", "node_types", "nodes", "reuse",
-	"requestor", "requestor_data", "provider", "relative_priority", "event_id",
-	"created_time", "tenant_name",
+    "state",	"state_time",	"declined_by",	  "node_types", "nodes",
+    "reuse",	"requestor",	"requestor_data", "provider",	"relative_priority",
+    "event_id", "created_time", "tenant_name",
 };
 #define REQUEST_NKEYS (sizeof(request_keys) / sizeof(request_keys[0]))
 
 static const char *const upload_keys[] = {
-	"state", "state_time", "external_id", "external_name", "format", "username",
-	"python_path", "shell_type",
+    "state",  "state_time", "external_id", "external_name",
+    "format", "username",   "python_path", "shell_type",
 };
 
 /*
@@ -127,13 +128,13 @@ node_roundtrip(const char *name, char **enc)
 	char *g = golden(name, &len);
 	struct np_node *n = NULL, *n2 = NULL;
 
-	cr_assert_eq(np_node_decode("0000000042", g, len, &n, err, sizeof(err)), 0,
-	    "%s: %s", name, err);
+	cr_assert_eq(np_node_decode("0000000042", g, len, &n, err, sizeof(err)), 0, "%s: %s", name,
+		     err);
 	cr_assert_str_eq(n->id, "0000000042");
 	*enc = np_node_encode(n, NULL);
 	cr_assert_not_null(*enc);
-	cr_assert_eq(np_node_decode("0000000042", *enc, strlen(*enc), &n2, err,
-	    sizeof(err)), 0, "%s re-decode: %s", name, err);
+	cr_assert_eq(np_node_decode("0000000042", *enc, strlen(*enc), &n2, err, sizeof(err)), 0,
+		     "%s re-decode: %s", name, err);
 	e2 = np_node_encode(n2, NULL);
 	assert_json_eq(*enc, e2);
 	free(e2);
@@ -150,12 +151,11 @@ request_roundtrip(const char *name, const char *id, char **enc)
 	char *g = golden(name, &len);
 	struct np_request *r = NULL, *r2 = NULL;
 
-	cr_assert_eq(np_request_decode(id, g, len, &r, err, sizeof(err)), 0, "%s: %s",
-	    name, err);
+	cr_assert_eq(np_request_decode(id, g, len, &r, err, sizeof(err)), 0, "%s: %s", name, err);
 	*enc = np_request_encode(r, NULL);
 	cr_assert_not_null(*enc);
-	cr_assert_eq(np_request_decode(id, *enc, strlen(*enc), &r2, err, sizeof(err)), 0,
-	    "%s: %s", name, err);
+	cr_assert_eq(np_request_decode(id, *enc, strlen(*enc), &r2, err, sizeof(err)), 0, "%s: %s",
+		     name, err);
 	e2 = np_request_encode(r2, NULL);
 	assert_json_eq(*enc, e2);
 	free(e2);
@@ -172,12 +172,13 @@ build_roundtrip(const char *name, char **enc)
 	char *g = golden(name, &len);
 	struct np_image_build *b = NULL, *b2 = NULL;
 
-	cr_assert_eq(np_image_build_decode("3f2b9c7d1e8a4b6c9d0e1f2a3b4c5d6e", g, len, &b,
-	    err, sizeof(err)), 0, "%s: %s", name, err);
+	cr_assert_eq(
+	    np_image_build_decode("3f2b9c7d1e8a4b6c9d0e1f2a3b4c5d6e", g, len, &b, err, sizeof(err)),
+	    0, "%s: %s", name, err);
 	*enc = np_image_build_encode(b, NULL);
 	cr_assert_not_null(*enc);
-	cr_assert_eq(np_image_build_decode(b->id, *enc, strlen(*enc), &b2, err,
-	    sizeof(err)), 0, "%s: %s", name, err);
+	cr_assert_eq(np_image_build_decode(b->id, *enc, strlen(*enc), &b2, err, sizeof(err)), 0,
+		     "%s: %s", name, err);
 	e2 = np_image_build_encode(b2, NULL);
 	assert_json_eq(*enc, e2);
 	free(e2);
@@ -194,12 +195,12 @@ upload_roundtrip(const char *name, char **enc)
 	char *g = golden(name, &len);
 	struct np_image_upload *u = NULL, *u2 = NULL;
 
-	cr_assert_eq(np_image_upload_decode("0000000001", g, len, &u, err, sizeof(err)),
-	    0, "%s: %s", name, err);
+	cr_assert_eq(np_image_upload_decode("0000000001", g, len, &u, err, sizeof(err)), 0,
+		     "%s: %s", name, err);
 	*enc = np_image_upload_encode(u, NULL);
 	cr_assert_not_null(*enc);
-	cr_assert_eq(np_image_upload_decode(u->id, *enc, strlen(*enc), &u2, err,
-	    sizeof(err)), 0, "%s: %s", name, err);
+	cr_assert_eq(np_image_upload_decode(u->id, *enc, strlen(*enc), &u2, err, sizeof(err)), 0,
+		     "%s: %s", name, err);
 	e2 = np_image_upload_encode(u2, NULL);
 	assert_json_eq(*enc, e2);
 	free(e2);
@@ -216,12 +217,12 @@ component_roundtrip(const char *name, const char *znode, char **enc)
 	char *g = golden(name, &len);
 	struct np_component *c = NULL, *c2 = NULL;
 
-	cr_assert_eq(np_component_decode(znode, g, len, &c, err, sizeof(err)), 0,
-	    "%s: %s", name, err);
+	cr_assert_eq(np_component_decode(znode, g, len, &c, err, sizeof(err)), 0, "%s: %s", name,
+		     err);
 	*enc = np_component_encode(c, NULL);
 	cr_assert_not_null(*enc);
-	cr_assert_eq(np_component_decode(znode, *enc, strlen(*enc), &c2, err,
-	    sizeof(err)), 0, "%s: %s", name, err);
+	cr_assert_eq(np_component_decode(znode, *enc, strlen(*enc), &c2, err, sizeof(err)), 0,
+		     "%s: %s", name, err);
 	e2 = np_component_encode(c2, NULL);
 	assert_json_eq(*enc, e2);
 	free(e2);
@@ -274,8 +275,7 @@ Test(node, ready_as_upstream_writes_it)
 	cr_assert_eq(n->has_hold_expiration, 0);
 	cr_assert_eq(n->slot, -1);
 	cr_assert_eq(json_integer_value(json_object_get(n->resources, "cores")), 4);
-	cr_assert_str_eq(json_string_value(json_object_get(n->attributes, "executor-zone")),
-	    "dfw");
+	cr_assert_str_eq(json_string_value(json_object_get(n->attributes, "executor-zone")), "dfw");
 	cr_assert_str_eq(n->tenant_name, "example");
 	cr_assert_str_eq(n->requestor, "zuul-scheduler-01");
 	cr_assert(strncmp(n->launcher, "nl01.example.com-PoolWorker.rax-dfw-main-", 41) == 0);
@@ -358,8 +358,8 @@ Test(node, k8s_credentials_in_connection_port)
 
 	cr_assert_not_null(n->connection_port_obj);
 	cr_assert_eq(n->connection_port, 0);
-	cr_assert_str_eq(json_string_value(json_object_get(n->connection_port_obj,
-	    "namespace")), "zuul-ci-abcdef-0000000042");
+	cr_assert_str_eq(json_string_value(json_object_get(n->connection_port_obj, "namespace")),
+			 "zuul-ci-abcdef-0000000042");
 	cr_assert_str_eq(n->connection_type, "namespace");
 	cr_assert(json_is_object(cp) && json_equal(cp, sp));
 	cr_assert(json_equal(cp, n->connection_port_obj));
@@ -383,8 +383,7 @@ check_hold(const char *name, long long want)
 
 	cr_assert_eq(n->state, NP_NODE_HOLD);
 	cr_assert_eq(n->has_hold_expiration, 1, "%s", name);
-	cr_assert_eq(n->hold_expiration, want, "%s: %lld != %lld", name,
-	    n->hold_expiration, want);
+	cr_assert_eq(n->hold_expiration, want, "%s: %lld != %lld", name, n->hold_expiration, want);
 	cr_assert(json_is_integer(h), "%s: hold_expiration is written as an int", name);
 	cr_assert_eq(json_integer_value(h), want);
 	json_decref(h);
@@ -428,15 +427,33 @@ Test(node, hold_expiration_python_int_semantics)
 		const char *json;
 		long long want;
 	} cases[] = {
-		{"\"12\"", 12}, {"\" 12 \"", 12}, {"\"\\t+7\\n\"", 7}, {"\"-3\"", -3},
-		{"\"1_000\"", 1000}, {"\"0012\"", 12}, {"\"_1\"", 0}, {"\"1_\"", 0},
-		{"\"1__0\"", 0}, {"\"12.5\"", 0}, {"\"abc\"", 0}, {"\"\"", 0},
-		{"\"0x10\"", 0}, {"\"+\"", 0}, {"\"- 1\"", 0}, {"true", 1}, {"false", 0},
-		{"12.9", 12}, {"-12.9", -12}, {"0.5", 0}, {"1e30", LLONG_MAX},
-		{"-1e30", LLONG_MIN}, {"\"99999999999999999999\"", LLONG_MAX},
-		{"\"-99999999999999999999\"", LLONG_MIN},
-		{"\"-9223372036854775808\"", LLONG_MIN}, {"9223372036854775807", LLONG_MAX},
-		{"-5", -5},
+	    {"\"12\"", 12},
+	    {"\" 12 \"", 12},
+	    {"\"\\t+7\\n\"", 7},
+	    {"\"-3\"", -3},
+	    {"\"1_000\"", 1000},
+	    {"\"0012\"", 12},
+	    {"\"_1\"", 0},
+	    {"\"1_\"", 0},
+	    {"\"1__0\"", 0},
+	    {"\"12.5\"", 0},
+	    {"\"abc\"", 0},
+	    {"\"\"", 0},
+	    {"\"0x10\"", 0},
+	    {"\"+\"", 0},
+	    {"\"- 1\"", 0},
+	    {"true", 1},
+	    {"false", 0},
+	    {"12.9", 12},
+	    {"-12.9", -12},
+	    {"0.5", 0},
+	    {"1e30", LLONG_MAX},
+	    {"-1e30", LLONG_MIN},
+	    {"\"99999999999999999999\"", LLONG_MAX},
+	    {"\"-99999999999999999999\"", LLONG_MIN},
+	    {"\"-9223372036854775808\"", LLONG_MIN},
+	    {"9223372036854775807", LLONG_MAX},
+	    {"-5", -5},
 	};
 	size_t i;
 
@@ -445,12 +462,12 @@ Test(node, hold_expiration_python_int_semantics)
 		struct np_node *n;
 
 		snprintf(body, sizeof(body), "{\"state\": \"hold\", \"hold_expiration\": %s}",
-		    cases[i].json);
+			 cases[i].json);
 		cr_assert_eq(np_node_decode("1", body, strlen(body), &n, err, sizeof(err)), 0,
-		    "%s: %s", body, err);
+			     "%s: %s", body, err);
 		cr_assert_eq(n->has_hold_expiration, 1, "%s", body);
 		cr_assert_eq(n->hold_expiration, cases[i].want, "%s: got %lld", body,
-		    n->hold_expiration);
+			     n->hold_expiration);
 		np_node_free(n);
 	}
 }
@@ -464,9 +481,9 @@ Test(node, aws_external_id_object)
 	cr_assert_null(n->external_id);
 	cr_assert_not_null(n->external_id_obj);
 	cr_assert_str_eq(json_string_value(json_object_get(n->external_id_obj, "instance")),
-	    "i-0123456789abcdef0");
+			 "i-0123456789abcdef0");
 	cr_assert_str_eq(json_string_value(json_object_get(n->external_id_obj, "host")),
-	    "h-0fedcba9876543210");
+			 "h-0fedcba9876543210");
 	cr_assert(json_equal(x, n->external_id_obj));
 	cr_assert_eq(json_integer_value(json_object_get(n->resources, "L-1216C47A")), 2);
 	json_decref(x);
@@ -547,7 +564,7 @@ Test(node, metastatic_slot_driver_data_user_data)
 
 	cr_assert_eq(n->slot, 1);
 	cr_assert_str_eq(json_string_value(json_object_get(n->driver_data, "backing_node")),
-	    "0000000007");
+			 "0000000007");
 	cr_assert_str_eq(n->requestor, "NodePool:metastatic:meta");
 	ud = parse(n->user_data);
 	cr_assert_eq(json_integer_value(json_object_get(ud, "slot")), 1);
@@ -634,49 +651,49 @@ check_bad_node(const struct bad_case *c)
 	char err[256] = "";
 	struct np_node *n = (struct np_node *)1;
 
-	cr_assert_eq(np_node_decode("0000000007", c->body, strlen(c->body), &n, err,
-	    sizeof(err)), -1, "accepted: %s", c->body);
+	cr_assert_eq(np_node_decode("0000000007", c->body, strlen(c->body), &n, err, sizeof(err)),
+		     -1, "accepted: %s", c->body);
 	cr_assert_null(n);
 	cr_assert(strstr(err, c->needle) != NULL, "message for %s lacks '%s': %s", c->body,
-	    c->needle, err);
+		  c->needle, err);
 	cr_assert(strstr(err, "node 0000000007") != NULL, "message names the node: %s", err);
 }
 
 Test(malformed, node_bodies_give_errors_naming_the_key)
 {
 	static const struct bad_case cases[] = {
-		{"", "empty"},
-		{"{", "invalid JSON"},
-		{"{\"state\": \"ready\",}", "invalid JSON"},
-		{"[1, 2]", "not an object"},
-		{"\"ready\"", "invalid JSON"},
-		{"42", "invalid JSON"},
-		{"null", "invalid JSON"},
-		{"{\"state\": 5}", "'state'"},
-		{"{\"state\": \"bogus\"}", "unknown state 'bogus'"},
-		{"{\"state_time\": \"now\"}", "'state_time'"},
-		{"{\"type\": 5}", "'type'"},
-		{"{\"type\": [\"a\", 1]}", "'type': element 1"},
-		{"{\"type\": {\"a\": 1}}", "'type'"},
-		{"{\"provider\": 5}", "'provider'"},
-		{"{\"connection_port\": \"22\"}", "'connection_port'"},
-		{"{\"connection_port\": 70000}", "'connection_port': port 70000"},
-		{"{\"connection_port\": 22.0}", "'connection_port'"},
-		{"{\"ssh_port\": [22]}", "'ssh_port'"},
-		{"{\"hold_expiration\": []}", "'hold_expiration'"},
-		{"{\"hold_expiration\": {}}", "'hold_expiration'"},
-		{"{\"external_id\": 5}", "'external_id'"},
-		{"{\"external_id\": [\"i-1\"]}", "'external_id'"},
-		{"{\"host_keys\": \"ssh-rsa AAA\"}", "'host_keys'"},
-		{"{\"resources\": [1]}", "'resources'"},
-		{"{\"attributes\": \"x\"}", "'attributes'"},
-		{"{\"slot\": -2}", "'slot'"},
-		{"{\"slot\": \"1\"}", "'slot'"},
-		{"{\"slot\": 4294967296}", "'slot'"},
-		{"{\"created_time\": true}", "'created_time'"},
-		{"{\"comment\": \"a\\u0000b\"}", "invalid JSON"},
-		{"{\"future\": 100000000000000000000000}", "invalid JSON"},
-		{"{\"a\": 1} trailing", "invalid JSON"},
+	    {"", "empty"},
+	    {"{", "invalid JSON"},
+	    {"{\"state\": \"ready\",}", "invalid JSON"},
+	    {"[1, 2]", "not an object"},
+	    {"\"ready\"", "invalid JSON"},
+	    {"42", "invalid JSON"},
+	    {"null", "invalid JSON"},
+	    {"{\"state\": 5}", "'state'"},
+	    {"{\"state\": \"bogus\"}", "unknown state 'bogus'"},
+	    {"{\"state_time\": \"now\"}", "'state_time'"},
+	    {"{\"type\": 5}", "'type'"},
+	    {"{\"type\": [\"a\", 1]}", "'type': element 1"},
+	    {"{\"type\": {\"a\": 1}}", "'type'"},
+	    {"{\"provider\": 5}", "'provider'"},
+	    {"{\"connection_port\": \"22\"}", "'connection_port'"},
+	    {"{\"connection_port\": 70000}", "'connection_port': port 70000"},
+	    {"{\"connection_port\": 22.0}", "'connection_port'"},
+	    {"{\"ssh_port\": [22]}", "'ssh_port'"},
+	    {"{\"hold_expiration\": []}", "'hold_expiration'"},
+	    {"{\"hold_expiration\": {}}", "'hold_expiration'"},
+	    {"{\"external_id\": 5}", "'external_id'"},
+	    {"{\"external_id\": [\"i-1\"]}", "'external_id'"},
+	    {"{\"host_keys\": \"ssh-rsa AAA\"}", "'host_keys'"},
+	    {"{\"resources\": [1]}", "'resources'"},
+	    {"{\"attributes\": \"x\"}", "'attributes'"},
+	    {"{\"slot\": -2}", "'slot'"},
+	    {"{\"slot\": \"1\"}", "'slot'"},
+	    {"{\"slot\": 4294967296}", "'slot'"},
+	    {"{\"created_time\": true}", "'created_time'"},
+	    {"{\"comment\": \"a\\u0000b\"}", "invalid JSON"},
+	    {"{\"future\": 100000000000000000000000}", "invalid JSON"},
+	    {"{\"a\": 1} trailing", "invalid JSON"},
 	};
 	size_t i;
 
@@ -691,29 +708,28 @@ Test(malformed, other_records_give_errors_naming_the_key)
 		const char *body;
 		const char *needle;
 	} cases[] = {
-		{0, "{\"state\": \"done\"}", "unknown state 'done'"},
-		{0, "{\"node_types\": \"ubuntu\"}", "'node_types'"},
-		{0, "{\"nodes\": [1]}", "'nodes': element 0"},
-		{0, "{\"declined_by\": {}}", "'declined_by'"},
-		{0, "{\"reuse\": \"yes\"}", "'reuse'"},
-		{0, "{\"relative_priority\": 1.5}", "'relative_priority'"},
-		{0, "{\"relative_priority\": \"1\"}", "'relative_priority'"},
-		{0, "{\"created_time\": \"x\"}", "'created_time'"},
-		{0, "[]", "not an object"},
-		{1, "{\"state\": \"uploading\"}", "unknown state 'uploading'"},
-		{1, "{\"formats\": [\"qcow2\"]}", "'formats'"},
-		{1, "{\"builder\": 1}", "'builder'"},
-		{1, "{", "invalid JSON"},
-		{2, "{\"state\": \"building\"}", "unknown state 'building'"},
-		{2, "{\"external_id\": {\"a\": 1}}", "'external_id'"},
-		{2, "{\"format\": 1}", "'format'"},
-		{3, "{\"model_api\": \"0\"}", "'model_api'"},
-		{3, "{\"kind\": \"pool\", \"supported_labels\": [1]}",
-		    "'supported_labels': element 0"},
-		{3, "{\"kind\": \"pool\", \"priority\": \"high\"}", "'priority'"},
-		{3, "{\"kind\": \"pool\", \"paused\": 1}", "'paused'"},
-		{3, "{\"kind\": 7}", "'kind'"},
-		{3, "", "empty"},
+	    {0, "{\"state\": \"done\"}", "unknown state 'done'"},
+	    {0, "{\"node_types\": \"ubuntu\"}", "'node_types'"},
+	    {0, "{\"nodes\": [1]}", "'nodes': element 0"},
+	    {0, "{\"declined_by\": {}}", "'declined_by'"},
+	    {0, "{\"reuse\": \"yes\"}", "'reuse'"},
+	    {0, "{\"relative_priority\": 1.5}", "'relative_priority'"},
+	    {0, "{\"relative_priority\": \"1\"}", "'relative_priority'"},
+	    {0, "{\"created_time\": \"x\"}", "'created_time'"},
+	    {0, "[]", "not an object"},
+	    {1, "{\"state\": \"uploading\"}", "unknown state 'uploading'"},
+	    {1, "{\"formats\": [\"qcow2\"]}", "'formats'"},
+	    {1, "{\"builder\": 1}", "'builder'"},
+	    {1, "{", "invalid JSON"},
+	    {2, "{\"state\": \"building\"}", "unknown state 'building'"},
+	    {2, "{\"external_id\": {\"a\": 1}}", "'external_id'"},
+	    {2, "{\"format\": 1}", "'format'"},
+	    {3, "{\"model_api\": \"0\"}", "'model_api'"},
+	    {3, "{\"kind\": \"pool\", \"supported_labels\": [1]}", "'supported_labels': element 0"},
+	    {3, "{\"kind\": \"pool\", \"priority\": \"high\"}", "'priority'"},
+	    {3, "{\"kind\": \"pool\", \"paused\": 1}", "'paused'"},
+	    {3, "{\"kind\": 7}", "'kind'"},
+	    {3, "", "empty"},
 	};
 	size_t i;
 
@@ -728,30 +744,30 @@ Test(malformed, other_records_give_errors_naming_the_key)
 
 		switch (cases[i].kind) {
 		case 0:
-			rc = np_request_decode("100-0000000001", b, strlen(b), &r, err,
-			    sizeof(err));
+			rc =
+			    np_request_decode("100-0000000001", b, strlen(b), &r, err, sizeof(err));
 			out_null = r == NULL;
 			break;
 		case 1:
 			rc = np_image_build_decode("0000000001", b, strlen(b), &bu, err,
-			    sizeof(err));
+						   sizeof(err));
 			out_null = bu == NULL;
 			break;
 		case 2:
 			rc = np_image_upload_decode("0000000001", b, strlen(b), &up, err,
-			    sizeof(err));
+						    sizeof(err));
 			out_null = up == NULL;
 			break;
 		case 3:
-			rc = np_component_decode("h0000000001", b, strlen(b), &co, err,
-			    sizeof(err));
+			rc =
+			    np_component_decode("h0000000001", b, strlen(b), &co, err, sizeof(err));
 			out_null = co == NULL;
 			break;
 		}
 		cr_assert_eq(rc, -1, "accepted: %s", b);
 		cr_assert(out_null);
-		cr_assert(strstr(err, cases[i].needle) != NULL, "message for %s lacks '%s': %s",
-		    b, cases[i].needle, err);
+		cr_assert(strstr(err, cases[i].needle) != NULL, "message for %s lacks '%s': %s", b,
+			  cases[i].needle, err);
 	}
 }
 
@@ -795,7 +811,7 @@ Test(request, as_zuul_submits_it)
 	cr_assert_eq(r->reuse, 1);
 	cr_assert_str_eq(r->requestor, "zuul-scheduler-01");
 	cr_assert_str_eq(json_string_value(json_object_get(r->requestor_data, "job_name")),
-	    "tox-py311");
+			 "tox-py311");
 	cr_assert_null(r->provider);
 	cr_assert_eq(r->relative_priority, 0);
 	cr_assert_str_eq(r->event_id, "c2b8a7e6d5f44e3a9b1c0d2e3f4a5b6c");
@@ -835,7 +851,8 @@ Test(request, fulfilled_with_nodes_in_order)
 	cr_assert_str_eq(r->nodes.v[0], "0000000001");
 	cr_assert_str_eq(r->nodes.v[1], "0000000002");
 	cr_assert_eq(r->declined_by.n, 1);
-	cr_assert(np_strv_contains(&r->declined_by,
+	cr_assert(np_strv_contains(
+	    &r->declined_by,
 	    "nl02.example.com-PoolWorker.aws-east-main-aa11bb22cc33dd44ee55ff6677889900"));
 	cr_assert_str_eq(r->provider, "rax-dfw");
 	cr_assert_eq(r->relative_priority, 2);
@@ -919,12 +936,11 @@ Test(request, ordering_matches_upstream_priority_tuple)
 /* ---- ImageBuild / ImageUpload -------------------------------------------------- */
 
 static const char *const build_keys_full[] = {
-	"state", "state_time", "builder", "builder_id", "formats", "username",
-	"python_path", "shell_type",
+    "state",   "state_time", "builder",	    "builder_id",
+    "formats", "username",   "python_path", "shell_type",
 };
 static const char *const build_keys_noformats[] = {
-	"state", "state_time", "builder", "builder_id", "username", "python_path",
-	"shell_type",
+    "state", "state_time", "builder", "builder_id", "username", "python_path", "shell_type",
 };
 
 Test(build, ready_with_formats)
@@ -961,8 +977,8 @@ Test(build, building_without_formats_omits_the_key)
 
 Test(build, legacy_defaults_and_sorted_formats)
 {
-	static const char *const keys[] = {"state", "state_time", "builder", "formats",
-	    "username", "python_path", "shell_type"};
+	static const char *const keys[] = {"state",    "state_time",  "builder",   "formats",
+					   "username", "python_path", "shell_type"};
 	char *enc;
 	struct np_image_build *b = build_roundtrip("build-legacy", &enc);
 	json_t *f = jget(enc, "formats");
@@ -980,8 +996,8 @@ Test(build, legacy_defaults_and_sorted_formats)
 
 Test(build, unset_builder_and_formats_are_omitted)
 {
-	static const char *const keys[] = {"state", "state_time", "username",
-	    "python_path", "shell_type"};
+	static const char *const keys[] = {"state", "state_time", "username", "python_path",
+					   "shell_type"};
 	struct np_image_build *b = np_image_build_new();
 	char *enc;
 
@@ -1043,16 +1059,17 @@ Test(build, states_by_name)
 
 /* ---- Components ------------------------------------------------------------------ */
 
-static const char *const base_keys[] = {"hostname", "kind", "model_api", "state",
+static const char *const base_keys[] = {"hostname", "kind", "model_api", "state", "version"};
+static const char *const pool_keys[] = {
+    "hostname", "id",	    "kind",	     "model_api", "name",
+    "paused",	"priority", "provider_name", "state",	  "supported_labels",
     "version"};
-static const char *const pool_keys[] = {"hostname", "id", "kind", "model_api", "name",
-    "paused", "priority", "provider_name", "state", "supported_labels", "version"};
 
 Test(component, launcher_and_builder_have_no_pool_keys)
 {
 	char *enc;
-	struct np_component *c = component_roundtrip("component-launcher",
-	    "nl01.example.com0000000003", &enc);
+	struct np_component *c =
+	    component_roundtrip("component-launcher", "nl01.example.com0000000003", &enc);
 
 	cr_assert_str_eq(c->kind, "launcher");
 	cr_assert_str_eq(c->hostname, "nl01.example.com");
@@ -1075,8 +1092,8 @@ Test(component, launcher_and_builder_have_no_pool_keys)
 Test(component, pool_as_upstream_registers_it)
 {
 	char *enc;
-	struct np_component *c = component_roundtrip("component-pool",
-	    "nl01.example.com0000000004", &enc);
+	struct np_component *c =
+	    component_roundtrip("component-pool", "nl01.example.com0000000004", &enc);
 
 	cr_assert_str_eq(c->kind, "pool");
 	cr_assert(strncmp(c->id, "nl01.example.com-PoolWorker.rax-dfw-main-", 41) == 0);
@@ -1095,8 +1112,8 @@ Test(component, pool_as_upstream_registers_it)
 Test(component, old_pool_record_gets_defaults)
 {
 	char *enc;
-	struct np_component *c = component_roundtrip("component-pool-old",
-	    "nl00.example.com0000000001", &enc);
+	struct np_component *c =
+	    component_roundtrip("component-pool-old", "nl00.example.com0000000001", &enc);
 
 	cr_assert_eq(c->priority, 100);
 	cr_assert_eq(c->paused, 0);
@@ -1110,13 +1127,13 @@ Test(component, old_pool_record_gets_defaults)
 Test(component, pool_keys_on_other_kinds_stay_extra)
 {
 	const char *body = "{\"hostname\": \"h\", \"id\": \"x\", \"kind\": \"launcher\", "
-	    "\"priority\": 5}";
+			   "\"priority\": 5}";
 	char err[128], *enc;
 	struct np_component *c;
 	json_t *o;
 
-	cr_assert_eq(np_component_decode("h0000000001", body, strlen(body), &c, err,
-	    sizeof(err)), 0, "%s", err);
+	cr_assert_eq(np_component_decode("h0000000001", body, strlen(body), &c, err, sizeof(err)),
+		     0, "%s", err);
 	cr_assert_null(c->id);
 	cr_assert_eq(json_object_size(c->extra), 2);
 	enc = np_component_encode(c, NULL);
@@ -1135,13 +1152,15 @@ Test(component, missing_hostname_is_the_znode_name)
 	char err[128], *enc;
 	struct np_component *c;
 
-	cr_assert_eq(np_component_decode("nb02.example.com0000000009", body, strlen(body),
-	    &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(np_component_decode("nb02.example.com0000000009", body, strlen(body), &c, err,
+					 sizeof(err)),
+		     0, "%s", err);
 	cr_assert_str_eq(c->hostname, "nb02.example.com0000000009");
 	cr_assert_str_eq(c->state, "stopped");
 	enc = np_component_encode(c, NULL);
-	cr_assert_str_eq(enc, "{\"hostname\": \"nb02.example.com0000000009\", \"kind\": "
-	    "\"builder\", \"model_api\": 0, \"state\": \"stopped\", \"version\": null}");
+	cr_assert_str_eq(
+	    enc, "{\"hostname\": \"nb02.example.com0000000009\", \"kind\": "
+		 "\"builder\", \"model_api\": 0, \"state\": \"stopped\", \"version\": null}");
 	free(enc);
 	np_component_free(c);
 }
@@ -1156,10 +1175,11 @@ Test(component, new_pool_sorted_keys)
 	np_strv_push(&c->supported_labels, "a");
 	c->extra = json_pack("{s:{s:i,s:i}}", "zz", "b", 1, "a", 2);
 	enc = np_component_encode(c, NULL);
-	cr_assert_str_eq(enc, "{\"hostname\": \"nl01\", \"id\": null, \"kind\": \"pool\", "
-	    "\"model_api\": 0, \"name\": null, \"paused\": false, \"priority\": 100, "
-	    "\"provider_name\": null, \"state\": \"stopped\", \"supported_labels\": "
-	    "[\"b\", \"a\"], \"version\": null, \"zz\": {\"a\": 2, \"b\": 1}}");
+	cr_assert_str_eq(enc,
+			 "{\"hostname\": \"nl01\", \"id\": null, \"kind\": \"pool\", "
+			 "\"model_api\": 0, \"name\": null, \"paused\": false, \"priority\": 100, "
+			 "\"provider_name\": null, \"state\": \"stopped\", \"supported_labels\": "
+			 "[\"b\", \"a\"], \"version\": null, \"zz\": {\"a\": 2, \"b\": 1}}");
 	free(enc);
 	np_component_free(c);
 	np_component_free(NULL);
@@ -1245,8 +1265,7 @@ check_meaning(int kind, const char *name)
 	case 1: {
 		struct np_image_build *b;
 
-		if ((rc = np_image_build_decode("0000000001", g, len, &b, err,
-		    sizeof(err))) == 0) {
+		if ((rc = np_image_build_decode("0000000001", g, len, &b, err, sizeof(err))) == 0) {
 			enc = np_image_build_encode(b, NULL);
 			np_image_build_free(b);
 		}
@@ -1255,8 +1274,7 @@ check_meaning(int kind, const char *name)
 	case 2: {
 		struct np_request *r;
 
-		if ((rc = np_request_decode("100-0000000001", g, len, &r, err,
-		    sizeof(err))) == 0) {
+		if ((rc = np_request_decode("100-0000000001", g, len, &r, err, sizeof(err))) == 0) {
 			enc = np_request_encode(r, NULL);
 			np_request_free(r);
 		}
@@ -1265,8 +1283,8 @@ check_meaning(int kind, const char *name)
 	case 3: {
 		struct np_image_upload *u;
 
-		if ((rc = np_image_upload_decode("0000000001", g, len, &u, err,
-		    sizeof(err))) == 0) {
+		if ((rc = np_image_upload_decode("0000000001", g, len, &u, err, sizeof(err))) ==
+		    0) {
 			enc = np_image_upload_encode(u, NULL);
 			np_image_upload_free(u);
 		}
@@ -1275,8 +1293,7 @@ check_meaning(int kind, const char *name)
 	case 4: {
 		struct np_component *c;
 
-		if ((rc = np_component_decode("h0000000001", g, len, &c, err,
-		    sizeof(err))) == 0) {
+		if ((rc = np_component_decode("h0000000001", g, len, &c, err, sizeof(err))) == 0) {
 			enc = np_component_encode(c, NULL);
 			np_component_free(c);
 		}
@@ -1286,7 +1303,8 @@ check_meaning(int kind, const char *name)
 	cr_assert_eq(rc, 0, "%s: %s", name, err);
 	cr_assert_not_null(enc);
 	ej = parse(enc);
-	json_object_foreach(gj, k, v) {
+	json_object_foreach(gj, k, v)
+	{
 		json_t *got = json_object_get(ej, k);
 
 		cr_assert_not_null(got, "%s: key '%s' lost", name, k);
@@ -1304,17 +1322,17 @@ check_meaning(int kind, const char *name)
 
 Test(golden, every_golden_keeps_its_meaning)
 {
-	static const char *const nodes[] = {"node-ready", "node-type-string",
-	    "node-ssh-port-only", "node-k8s", "node-hold-string", "node-hold-nonnumeric",
-	    "node-hold-float", "node-hold-int", "node-aws", "node-int-times",
-	    "node-extra-keys", "node-minimal", "node-metastatic"};
-	static const char *const builds[] = {"build-ready", "build-building",
-	    "build-legacy"};
+	static const char *const nodes[] = {
+	    "node-ready",	"node-type-string",	"node-ssh-port-only", "node-k8s",
+	    "node-hold-string", "node-hold-nonnumeric", "node-hold-float",    "node-hold-int",
+	    "node-aws",		"node-int-times",	"node-extra-keys",    "node-minimal",
+	    "node-metastatic"};
+	static const char *const builds[] = {"build-ready", "build-building", "build-legacy"};
 	static const char *const requests[] = {"request-zuul", "request-min-ready",
-	    "request-fulfilled", "request-minimal"};
+					       "request-fulfilled", "request-minimal"};
 	static const char *const uploads[] = {"upload-ready", "upload-legacy"};
 	static const char *const comps[] = {"component-launcher", "component-builder",
-	    "component-pool", "component-pool-old"};
+					    "component-pool", "component-pool-old"};
 	size_t i;
 
 	for (i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++)

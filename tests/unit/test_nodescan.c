@@ -35,7 +35,7 @@ struct outcome {
 	double elapsed;
 	unsigned attempts;
 	struct event_base *base;
-	int *remaining;      /* loopbreak when it reaches 0, if set */
+	int *remaining;	     /* loopbreak when it reaches 0, if set */
 	struct nodescan *ns; /* to sample the gauge from the callback */
 	unsigned max_inflight_seen;
 };
@@ -113,7 +113,7 @@ struct silent {
 	int lfd;
 	int port;
 	int accepted;
-	int closed;      /* an accepted connection reached EOF */
+	int closed; /* an accepted connection reached EOF */
 	struct event *accept_ev;
 	struct event *conn_ev[16];
 	int nconn;
@@ -145,8 +145,7 @@ silent_accept(evutil_socket_t fd, short what, void *arg)
 		return;
 	s->accepted++;
 	if (s->nconn < 16) {
-		s->conn_ev[s->nconn] = event_new(s->base, c, EV_READ | EV_PERSIST,
-		    silent_read, s);
+		s->conn_ev[s->nconn] = event_new(s->base, c, EV_READ | EV_PERSIST, silent_read, s);
 		event_add(s->conn_ev[s->nconn++], NULL);
 	}
 	if (s->on_accept)
@@ -171,8 +170,7 @@ silent_start(struct silent *s, struct event_base *base, int do_accept)
 	cr_assert_eq(getsockname(s->lfd, (struct sockaddr *)&sin, &sl), 0);
 	s->port = ntohs(sin.sin_port);
 	if (do_accept) {
-		s->accept_ev = event_new(base, s->lfd, EV_READ | EV_PERSIST,
-		    silent_accept, s);
+		s->accept_ev = event_new(base, s->lfd, EV_READ | EV_PERSIST, silent_accept, s);
 		event_add(s->accept_ev, NULL);
 	}
 }
@@ -210,8 +208,7 @@ fake_dns_read(evutil_socket_t fd, short what, void *arg)
 	socklen_t fl = sizeof(from);
 	ssize_t n;
 
-	while ((n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from,
-	    &fl)) >= 12) {
+	while ((n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl)) >= 12) {
 		d->queries++;
 		if (!d->answer)
 			continue;
@@ -294,7 +291,7 @@ Test(nodescan, scans_every_host_key_type)
 	struct test_sshd *s = start_sshd("ns-all", NULL);
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
-	struct outcome o = { .base = base };
+	struct outcome o = {.base = base};
 	struct nodescan_params p = params("127.0.0.1", s->port, 5, 20);
 	size_t i;
 
@@ -308,7 +305,7 @@ Test(nodescan, scans_every_host_key_type)
 		cr_assert(has_key(o.keys, o.nkeys, s->keys[i]), "missing %s", s->keys[i]);
 	/* The static driver's check: configured keys are a subset. */
 	cr_assert(nodescan_keys_match((const char *const *)s->keys, s->nkeys,
-	    (const char *const *)o.keys, o.nkeys));
+				      (const char *const *)o.keys, o.nkeys));
 	cr_assert_eq(o.attempts, 1);
 
 	outcome_clear(&o);
@@ -319,13 +316,13 @@ Test(nodescan, scans_every_host_key_type)
 
 Test(nodescan, one_key_type_only)
 {
-	static const char *const ed[] = { "ed25519", NULL };
-	static const char *const ec[] = { "ecdsa", NULL };
+	static const char *const ed[] = {"ed25519", NULL};
+	static const char *const ec[] = {"ecdsa", NULL};
 	struct test_sshd *s1 = start_sshd("ns-ed", ed);
 	struct test_sshd *s2 = start_sshd("ns-ec", ec);
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
-	struct outcome o1 = { .base = base }, o2 = { .base = base };
+	struct outcome o1 = {.base = base}, o2 = {.base = base};
 	struct nodescan_params p1 = params("127.0.0.1", s1->port, 5, 20);
 	struct nodescan_params p2 = params("127.0.0.1", s2->port, 5, 20);
 	int remaining = 2;
@@ -346,7 +343,7 @@ Test(nodescan, one_key_type_only)
 	/* A key of another server is not a subset: the static driver's
 	 * host key mismatch. */
 	cr_assert_not(nodescan_keys_match((const char *const *)s1->keys, 1,
-	    (const char *const *)o2.keys, o2.nkeys));
+					  (const char *const *)o2.keys, o2.nkeys));
 
 	outcome_clear(&o1);
 	outcome_clear(&o2);
@@ -358,11 +355,11 @@ Test(nodescan, one_key_type_only)
 
 Test(nodescan, host_name_through_system_resolver)
 {
-	static const char *const ec[] = { "ecdsa", NULL };
+	static const char *const ec[] = {"ecdsa", NULL};
 	struct test_sshd *s = start_sshd("ns-localhost", ec);
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
-	struct outcome o = { .base = base };
+	struct outcome o = {.base = base};
 	struct nodescan_params p = params("localhost", s->port, 5, 20);
 
 	/* As a static node named "localhost": /etc/hosts via evdns. */
@@ -380,14 +377,13 @@ Test(nodescan, host_name_through_system_resolver)
 
 Test(nodescan, names_hosts_file_nxdomain_and_silent_dns)
 {
-	static const char *const ed[] = { "ed25519", NULL };
+	static const char *const ed[] = {"ed25519", NULL};
 	struct test_sshd *s = start_sshd("ns-dns", ed);
 	struct event_base *base = event_base_new();
 	struct fake_dns nx, mute;
 	struct evdns_base *dns_nx, *dns_mute;
 	struct nodescan *ns_nx, *ns_mute;
-	struct outcome o1 = { .base = base }, o2 = { .base = base },
-		o3 = { .base = base };
+	struct outcome o1 = {.base = base}, o2 = {.base = base}, o3 = {.base = base};
 	struct nodescan_params p1 = params("sshtarget.test", s->port, 5, 20);
 	struct nodescan_params p2 = params("nonexistent.test", s->port, 5, 20);
 	struct nodescan_params p3 = params("unanswered.test", s->port, 5, 1);
@@ -444,7 +440,7 @@ struct late {
 static void
 start_late(evutil_socket_t fd, short what, void *arg)
 {
-	static const char *const ed[] = { "ed25519", NULL };
+	static const char *const ed[] = {"ed25519", NULL};
 	struct late *l = arg;
 
 	/* Blocks the loop while sshd starts: only the test does that. */
@@ -455,9 +451,9 @@ Test(nodescan, host_that_comes_up_later_is_scanned)
 {
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
-	struct outcome o = { .base = base };
+	struct outcome o = {.base = base};
 	struct late l;
-	struct timeval later = { 1, 500000 };
+	struct timeval later = {1, 500000};
 	struct nodescan_params p;
 
 	memset(&l, 0, sizeof(l));
@@ -483,12 +479,12 @@ Test(nodescan, host_that_comes_up_later_is_scanned)
 
 Test(nodescan, tries_each_address_of_a_name)
 {
-	static const char *const ed[] = { "ed25519", NULL };
+	static const char *const ed[] = {"ed25519", NULL};
 	struct test_sshd *s = start_sshd("ns-multi", ed);
 	struct event_base *base = event_base_new();
 	struct evdns_base *dns = evdns_base_new(base, 0);
 	struct nodescan *ns = nodescan_new(base, dns, 0, 0);
-	struct outcome o = { .base = base };
+	struct outcome o = {.base = base};
 	struct nodescan_params p = params("multi.test", s->port, 2, 20);
 	char hosts[600];
 	FILE *f;
@@ -520,7 +516,7 @@ Test(nodescan, closed_port_fails_at_deadline)
 {
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
-	struct outcome o = { .base = base };
+	struct outcome o = {.base = base};
 	int port = test_free_port();
 	struct nodescan_params p = params("127.0.0.1", port, 1, 1.5);
 
@@ -556,10 +552,10 @@ Test(nodescan, silent_server_times_out_without_blocking_the_loop)
 {
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
-	struct outcome o = { .base = base };
+	struct outcome o = {.base = base};
 	struct silent srv;
-	struct ticker t = { 0 };
-	struct timeval every = { 0, 50000 };
+	struct ticker t = {0};
+	struct timeval every = {0, 50000};
 	struct nodescan_params p;
 
 	/* Never accepted: the kernel completes the TCP handshake (backlog),
@@ -607,13 +603,13 @@ sample(evutil_socket_t fd, short what, void *arg)
 
 Test(nodescan, concurrency_limit_holds)
 {
-	static const char *const ed[] = { "ed25519", NULL };
+	static const char *const ed[] = {"ed25519", NULL};
 	struct test_sshd *s[3];
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 2, 0);
 	struct outcome o[12];
-	struct sampler sm = { .ns = ns };
-	struct timeval every = { 0, 2000 };
+	struct sampler sm = {.ns = ns};
+	struct timeval every = {0, 2000};
 	struct nodescan_stats st;
 	struct nodescan_params p;
 	int remaining = 12, i;
@@ -670,7 +666,7 @@ Test(nodescan, cancel_running_scan_closes_its_connection)
 {
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
-	struct outcome o = { .base = base };
+	struct outcome o = {.base = base};
 	struct silent srv;
 	struct nodescan_stats st;
 	struct nodescan_params p;
@@ -698,11 +694,11 @@ Test(nodescan, cancel_running_scan_closes_its_connection)
 
 Test(nodescan, cancel_queued_scan_and_queue_cap)
 {
-	static const char *const ed[] = { "ed25519", NULL };
+	static const char *const ed[] = {"ed25519", NULL};
 	struct test_sshd *s = start_sshd("ns-q", ed);
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 1, 2);
-	struct outcome o1 = { .base = base }, o2 = { .base = base };
+	struct outcome o1 = {.base = base}, o2 = {.base = base};
 	struct nodescan_params p = params("127.0.0.1", s->port, 5, 20);
 	struct nodescan_req *r2;
 	struct nodescan_stats st;
@@ -741,7 +737,7 @@ free_scanner(evutil_socket_t fd, short what, void *arg)
 
 Test(nodescan, free_cancels_everything_without_callbacks)
 {
-	static const char *const ed[] = { "ed25519", NULL };
+	static const char *const ed[] = {"ed25519", NULL};
 	struct test_sshd *s = start_sshd("ns-free", ed);
 	struct event_base *base = event_base_new();
 	struct fake_dns mute;
@@ -750,7 +746,7 @@ Test(nodescan, free_cancels_everything_without_callbacks)
 	struct outcome o[4];
 	struct silent srv;
 	struct nodescan_params p;
-	struct timeval soon = { 0, 300000 };
+	struct timeval soon = {0, 300000};
 	int i;
 
 	fake_dns_start(&mute, base, 0);
@@ -773,7 +769,7 @@ Test(nodescan, free_cancels_everything_without_callbacks)
 	event_base_once(base, -1, EV_TIMEOUT, free_scanner, &ns, &soon);
 	/* Nothing of the scanner's is left to keep the loop going once freed
 	 * (the DNS and silent servers are stopped below). */
-	event_base_loopexit(base, &(struct timeval){ 1, 0 });
+	event_base_loopexit(base, &(struct timeval){1, 0});
 	event_base_dispatch(base);
 
 	cr_assert_null(ns);
@@ -793,20 +789,18 @@ Test(nodescan, free_cancels_everything_without_callbacks)
 
 Test(nodescan, reachability_check)
 {
-	static const char *const ed[] = { "ed25519", NULL };
+	static const char *const ed[] = {"ed25519", NULL};
 	struct test_sshd *s = start_sshd("ns-reach", ed);
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
-	struct outcome up = { .base = base }, down = { .base = base },
-		winrm = { .base = base };
+	struct outcome up = {.base = base}, down = {.base = base}, winrm = {.base = base};
 	struct nodescan_params p = params("127.0.0.1", s->port, 2, 2);
 	int remaining = 3;
 
 	up.remaining = down.remaining = winrm.remaining = &remaining;
-	cr_assert_not_null(nodescan_check_reachable(ns, "127.0.0.1", s->port, 2,
-	    on_done, &up));
-	cr_assert_not_null(nodescan_check_reachable(ns, "127.0.0.1",
-	    test_free_port(), 1.2, on_done, &down));
+	cr_assert_not_null(nodescan_check_reachable(ns, "127.0.0.1", s->port, 2, on_done, &up));
+	cr_assert_not_null(
+	    nodescan_check_reachable(ns, "127.0.0.1", test_free_port(), 1.2, on_done, &down));
 	/* A connection type that is not ssh/network_cli: TCP only. */
 	p.connection_type = "winrm";
 	cr_assert_not_null(nodescan_start(ns, &p, on_done, &winrm));
@@ -830,7 +824,7 @@ Test(nodescan, bad_arguments)
 {
 	struct event_base *base = event_base_new();
 	struct nodescan *ns = nodescan_new(base, NULL, 0, 0);
-	struct outcome o = { .base = base };
+	struct outcome o = {.base = base};
 	struct nodescan_params p = params(NULL, 22, 1, 1);
 	char longname[300];
 
@@ -868,23 +862,23 @@ Test(nodescan, connection_types)
 Test(nodescan, host_key_subset_match)
 {
 	const char *scanned[] = {
-		"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEd",
-		"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTY",
-		"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQ",
+	    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEd",
+	    "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTY",
+	    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQ",
 	};
-	const char *one[] = { "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQ" };
+	const char *one[] = {"ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQ"};
 	const char *commented[] = {
-		"  ssh-ed25519\tAAAAC3NzaC1lZDI1NTE5AAAAIEd   root@host \n",
-		"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTY\n",
+	    "  ssh-ed25519\tAAAAC3NzaC1lZDI1NTE5AAAAIEd   root@host \n",
+	    "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTY\n",
 	};
-	const char *wrong_data[] = { "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEX" };
-	const char *wrong_type[] = { "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIEd" };
+	const char *wrong_data[] = {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEX"};
+	const char *wrong_type[] = {"ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIEd"};
 	const char *partial[] = {
-		"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEd",
-		"ssh-dss AAAAB3NzaC1kc3MAAACBAP",
+	    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEd",
+	    "ssh-dss AAAAB3NzaC1kc3MAAACBAP",
 	};
-	const char *malformed[] = { "ssh-ed25519" };
-	const char *empty[] = { "" };
+	const char *malformed[] = {"ssh-ed25519"};
+	const char *empty[] = {""};
 	char out[128];
 
 	cr_assert(nodescan_keys_match(one, 1, scanned, 3));
@@ -898,8 +892,8 @@ Test(nodescan, host_key_subset_match)
 	cr_assert_not(nodescan_keys_match(empty, 1, scanned, 3));
 	cr_assert_not(nodescan_keys_match(one, 1, NULL, 0));
 
-	cr_assert_eq(nodescan_key_normalize(" ssh-rsa  AAAA  c o m m e n t\n", out,
-	    sizeof(out)), 0);
+	cr_assert_eq(nodescan_key_normalize(" ssh-rsa  AAAA  c o m m e n t\n", out, sizeof(out)),
+		     0);
 	cr_assert_str_eq(out, "ssh-rsa AAAA");
 	cr_assert_eq(nodescan_key_normalize("ssh-rsa AAAA", out, 12), -1);
 	cr_assert_eq(nodescan_key_normalize("ssh-rsa AAAA", out, 13), 0);

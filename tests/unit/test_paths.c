@@ -9,8 +9,8 @@
 
 #include "paths.h"
 
-#define IMG "ubuntu-jammy"
-#define BLD "3f2b9c7d1e8a4b6c9d0e1f2a3b4c5d6e"
+#define IMG    "ubuntu-jammy"
+#define BLD    "3f2b9c7d1e8a4b6c9d0e1f2a3b4c5d6e"
 #define BUILDS "/nodepool/images/ubuntu-jammy/builds/" BLD
 
 static void
@@ -25,35 +25,32 @@ Test(paths, catalogue)
 	char b[NP_PATH_MAX];
 
 	expect(np_path_node(b, sizeof(b), "0000000042"), b, "/nodepool/nodes/0000000042");
-	expect(np_path_node_lock(b, sizeof(b), "0000000042"), b,
-	    "/nodepool/nodes/0000000042/lock");
+	expect(np_path_node_lock(b, sizeof(b), "0000000042"), b, "/nodepool/nodes/0000000042/lock");
 	expect(np_path_request(b, sizeof(b), "100-0000000007"), b,
-	    "/nodepool/requests/100-0000000007");
+	       "/nodepool/requests/100-0000000007");
 	expect(np_path_request_lock(b, sizeof(b), "100-0000000007"), b,
-	    "/nodepool/requests-lock/100-0000000007");
+	       "/nodepool/requests-lock/100-0000000007");
 	expect(np_path_image(b, sizeof(b), IMG), b, "/nodepool/images/ubuntu-jammy");
-	expect(np_path_image_pause(b, sizeof(b), IMG), b,
-	    "/nodepool/images/ubuntu-jammy/pause");
+	expect(np_path_image_pause(b, sizeof(b), IMG), b, "/nodepool/images/ubuntu-jammy/pause");
 	expect(np_path_image_request_build(b, sizeof(b), IMG), b,
-	    "/nodepool/images/ubuntu-jammy/request-build");
-	expect(np_path_image_builds(b, sizeof(b), IMG), b,
-	    "/nodepool/images/ubuntu-jammy/builds");
+	       "/nodepool/images/ubuntu-jammy/request-build");
+	expect(np_path_image_builds(b, sizeof(b), IMG), b, "/nodepool/images/ubuntu-jammy/builds");
 	expect(np_path_image_build_lock(b, sizeof(b), IMG), b,
-	    "/nodepool/images/ubuntu-jammy/builds/lock");
+	       "/nodepool/images/ubuntu-jammy/builds/lock");
 	expect(np_path_build(b, sizeof(b), IMG, BLD), b, BUILDS);
 	expect(np_path_build_lock(b, sizeof(b), IMG, BLD), b, BUILDS "/lock");
 	expect(np_path_build_providers(b, sizeof(b), IMG, BLD), b, BUILDS "/providers");
 	expect(np_path_uploads(b, sizeof(b), IMG, BLD, "rax-dfw"), b,
-	    BUILDS "/providers/rax-dfw/images");
+	       BUILDS "/providers/rax-dfw/images");
 	expect(np_path_upload_lock(b, sizeof(b), IMG, BLD, "rax-dfw"), b,
-	    BUILDS "/providers/rax-dfw/images/lock");
+	       BUILDS "/providers/rax-dfw/images/lock");
 	expect(np_path_upload(b, sizeof(b), IMG, BLD, "rax-dfw", "0000000001"), b,
-	    BUILDS "/providers/rax-dfw/images/0000000001");
+	       BUILDS "/providers/rax-dfw/images/0000000001");
 	expect(np_path_upload_id_lock(b, sizeof(b), IMG, BLD, "rax-dfw", "0000000001"), b,
-	    BUILDS "/providers/rax-dfw/images/0000000001/lock");
+	       BUILDS "/providers/rax-dfw/images/0000000001/lock");
 	expect(np_path_component_root(b, sizeof(b), "pool"), b, "/nodepool/components/pool");
 	expect(np_path_component_prefix(b, sizeof(b), "launcher", "nl01.example.com"), b,
-	    "/nodepool/components/launcher/nl01.example.com");
+	       "/nodepool/components/launcher/nl01.example.com");
 	cr_assert_str_eq(NP_STATS_ELECTION_PATH, "/nodepool/elections/stats");
 }
 
@@ -101,41 +98,39 @@ Test(paths, parse_and_format_every_kind)
 		enum np_path_kind kind;
 		const char *field, *value; /* one element to check */
 	} cases[] = {
-		{"/nodepool/nodes/0000000042", NP_PATH_NODE, "id", "0000000042"},
-		{"/nodepool/nodes/0000000042/lock", NP_PATH_NODE_LOCK, "id", "0000000042"},
-		{"/nodepool/nodes/0000000042/lock/ab__lock__0000000001",
-		    NP_PATH_NODE_LOCK_CONTENDER, "contender", "ab__lock__0000000001"},
-		{"/nodepool/requests/100-0000000007", NP_PATH_REQUEST, "id", "100-0000000007"},
-		{"/nodepool/requests-lock/100-0000000007", NP_PATH_REQUEST_LOCK, "id",
-		    "100-0000000007"},
-		{"/nodepool/requests-lock/100-0000000007/x__lock__0000000000",
-		    NP_PATH_REQUEST_LOCK_CONTENDER, "id", "100-0000000007"},
-		{"/nodepool/images/" IMG, NP_PATH_IMAGE, "image", IMG},
-		{"/nodepool/images/" IMG "/pause", NP_PATH_IMAGE_PAUSE, "image", IMG},
-		{"/nodepool/images/" IMG "/request-build", NP_PATH_IMAGE_REQUEST_BUILD,
-		    "image", IMG},
-		{"/nodepool/images/" IMG "/builds", NP_PATH_IMAGE_BUILDS, "image", IMG},
-		{"/nodepool/images/" IMG "/builds/lock", NP_PATH_IMAGE_BUILD_LOCK, "image", IMG},
-		{"/nodepool/images/" IMG "/builds/lock/c__lock__0000000002",
-		    NP_PATH_IMAGE_BUILD_LOCK_CONTENDER, "contender", "c__lock__0000000002"},
-		{BUILDS, NP_PATH_BUILD, "build", BLD},
-		{BUILDS "/lock", NP_PATH_BUILD_LOCK, "build", BLD},
-		{BUILDS "/lock/c__lock__0000000002", NP_PATH_BUILD_LOCK_CONTENDER, "build", BLD},
-		{BUILDS "/providers", NP_PATH_BUILD_PROVIDERS, "build", BLD},
-		{BUILDS "/providers/rax-dfw", NP_PATH_BUILD_PROVIDER, "provider", "rax-dfw"},
-		{BUILDS "/providers/rax-dfw/images", NP_PATH_UPLOADS, "provider", "rax-dfw"},
-		{BUILDS "/providers/rax-dfw/images/lock", NP_PATH_UPLOAD_LOCK, "image", IMG},
-		{BUILDS "/providers/rax-dfw/images/lock/c__lock__0000000003",
-		    NP_PATH_UPLOAD_LOCK_CONTENDER, "contender", "c__lock__0000000003"},
-		{BUILDS "/providers/rax-dfw/images/0000000001", NP_PATH_UPLOAD, "upload",
-		    "0000000001"},
-		{BUILDS "/providers/rax-dfw/images/0000000001/lock", NP_PATH_UPLOAD_ID_LOCK,
-		    "upload", "0000000001"},
-		{BUILDS "/providers/rax-dfw/images/0000000001/lock/c__lock__0000000004",
-		    NP_PATH_UPLOAD_ID_LOCK_CONTENDER, "contender", "c__lock__0000000004"},
-		{"/nodepool/components/pool", NP_PATH_COMPONENT_KIND, "kind", "pool"},
-		{"/nodepool/components/pool/nl01.example.com0000000003", NP_PATH_COMPONENT,
-		    "name", "nl01.example.com0000000003"},
+	    {"/nodepool/nodes/0000000042", NP_PATH_NODE, "id", "0000000042"},
+	    {"/nodepool/nodes/0000000042/lock", NP_PATH_NODE_LOCK, "id", "0000000042"},
+	    {"/nodepool/nodes/0000000042/lock/ab__lock__0000000001", NP_PATH_NODE_LOCK_CONTENDER,
+	     "contender", "ab__lock__0000000001"},
+	    {"/nodepool/requests/100-0000000007", NP_PATH_REQUEST, "id", "100-0000000007"},
+	    {"/nodepool/requests-lock/100-0000000007", NP_PATH_REQUEST_LOCK, "id",
+	     "100-0000000007"},
+	    {"/nodepool/requests-lock/100-0000000007/x__lock__0000000000",
+	     NP_PATH_REQUEST_LOCK_CONTENDER, "id", "100-0000000007"},
+	    {"/nodepool/images/" IMG, NP_PATH_IMAGE, "image", IMG},
+	    {"/nodepool/images/" IMG "/pause", NP_PATH_IMAGE_PAUSE, "image", IMG},
+	    {"/nodepool/images/" IMG "/request-build", NP_PATH_IMAGE_REQUEST_BUILD, "image", IMG},
+	    {"/nodepool/images/" IMG "/builds", NP_PATH_IMAGE_BUILDS, "image", IMG},
+	    {"/nodepool/images/" IMG "/builds/lock", NP_PATH_IMAGE_BUILD_LOCK, "image", IMG},
+	    {"/nodepool/images/" IMG "/builds/lock/c__lock__0000000002",
+	     NP_PATH_IMAGE_BUILD_LOCK_CONTENDER, "contender", "c__lock__0000000002"},
+	    {BUILDS, NP_PATH_BUILD, "build", BLD},
+	    {BUILDS "/lock", NP_PATH_BUILD_LOCK, "build", BLD},
+	    {BUILDS "/lock/c__lock__0000000002", NP_PATH_BUILD_LOCK_CONTENDER, "build", BLD},
+	    {BUILDS "/providers", NP_PATH_BUILD_PROVIDERS, "build", BLD},
+	    {BUILDS "/providers/rax-dfw", NP_PATH_BUILD_PROVIDER, "provider", "rax-dfw"},
+	    {BUILDS "/providers/rax-dfw/images", NP_PATH_UPLOADS, "provider", "rax-dfw"},
+	    {BUILDS "/providers/rax-dfw/images/lock", NP_PATH_UPLOAD_LOCK, "image", IMG},
+	    {BUILDS "/providers/rax-dfw/images/lock/c__lock__0000000003",
+	     NP_PATH_UPLOAD_LOCK_CONTENDER, "contender", "c__lock__0000000003"},
+	    {BUILDS "/providers/rax-dfw/images/0000000001", NP_PATH_UPLOAD, "upload", "0000000001"},
+	    {BUILDS "/providers/rax-dfw/images/0000000001/lock", NP_PATH_UPLOAD_ID_LOCK, "upload",
+	     "0000000001"},
+	    {BUILDS "/providers/rax-dfw/images/0000000001/lock/c__lock__0000000004",
+	     NP_PATH_UPLOAD_ID_LOCK_CONTENDER, "contender", "c__lock__0000000004"},
+	    {"/nodepool/components/pool", NP_PATH_COMPONENT_KIND, "kind", "pool"},
+	    {"/nodepool/components/pool/nl01.example.com0000000003", NP_PATH_COMPONENT, "name",
+	     "nl01.example.com0000000003"},
 	};
 	size_t i;
 	int seen[NP_PATH_KIND_COUNT] = {0};
@@ -146,7 +141,7 @@ Test(paths, parse_and_format_every_kind)
 		const char *v = NULL;
 
 		cr_assert_eq(np_path_parse(cases[i].path, &pi), cases[i].kind, "%s -> %s",
-		    cases[i].path, np_path_kind_name(np_path_parse(cases[i].path, &pi)));
+			     cases[i].path, np_path_kind_name(np_path_parse(cases[i].path, &pi)));
 		cr_assert_eq(pi.kind, cases[i].kind);
 		if (strcmp(cases[i].field, "id") == 0)
 			v = pi.id;
@@ -179,7 +174,7 @@ Test(paths, upload_path_names_all_its_parts)
 	struct np_path_info pi;
 
 	cr_assert_eq(np_path_parse(BUILDS "/providers/rax-dfw/images/0000000001", &pi),
-	    NP_PATH_UPLOAD);
+		     NP_PATH_UPLOAD);
 	cr_assert_str_eq(pi.image, IMG);
 	cr_assert_str_eq(pi.build, BLD);
 	cr_assert_str_eq(pi.provider, "rax-dfw");
@@ -191,16 +186,29 @@ Test(paths, upload_path_names_all_its_parts)
 Test(paths, lock_is_never_an_object_and_unknown_paths)
 {
 	static const char *const unknown[] = {
-		"/nodepool/nodes/lock", "/nodepool/requests/lock", "/nodepool/images/lock",
-		"/nodepool/nodes", "/nodepool", "/", "", "nodepool/nodes/0000000001",
-		"/nodepool/nodes/0000000001/", "/nodepool//nodes/0000000001",
-		"/nodepool/nodes//0000000001", "/nodepool/nodes/0000000001/data",
-		"/nodepool/nodes/0000000001/lock/a/b", "/nodepool/requestsx/1",
-		"/nodepool/images/x/builds/y/providers/p/images/u/lock/c/d",
-		"/nodepool/images/x/builds/y/other", "/nodepool/launchers/x",
-		"/nodepool/elections/stats", "/zuul/nodes/0000000001", "/nodepool/nodes/.",
-		"/nodepool/nodes/..", "/nodepool/images/x/builds/lock/lock",
-		"/nodepool/components/pool/lock",
+	    "/nodepool/nodes/lock",
+	    "/nodepool/requests/lock",
+	    "/nodepool/images/lock",
+	    "/nodepool/nodes",
+	    "/nodepool",
+	    "/",
+	    "",
+	    "nodepool/nodes/0000000001",
+	    "/nodepool/nodes/0000000001/",
+	    "/nodepool//nodes/0000000001",
+	    "/nodepool/nodes//0000000001",
+	    "/nodepool/nodes/0000000001/data",
+	    "/nodepool/nodes/0000000001/lock/a/b",
+	    "/nodepool/requestsx/1",
+	    "/nodepool/images/x/builds/y/providers/p/images/u/lock/c/d",
+	    "/nodepool/images/x/builds/y/other",
+	    "/nodepool/launchers/x",
+	    "/nodepool/elections/stats",
+	    "/zuul/nodes/0000000001",
+	    "/nodepool/nodes/.",
+	    "/nodepool/nodes/..",
+	    "/nodepool/images/x/builds/lock/lock",
+	    "/nodepool/components/pool/lock",
 	};
 	size_t i;
 	struct np_path_info pi;
@@ -316,8 +324,8 @@ Test(ids, lock_contender_sequences)
 {
 	long long seq = 0;
 
-	cr_assert_eq(np_lock_contender_seq("5f1e0b4a9f8d4e2a8b7c6d5e4f3a2b1c__lock__0000000003",
-	    &seq), 0);
+	cr_assert_eq(
+	    np_lock_contender_seq("5f1e0b4a9f8d4e2a8b7c6d5e4f3a2b1c__lock__0000000003", &seq), 0);
 	cr_assert_eq(seq, 3);
 	cr_assert_eq(np_lock_contender_seq("__lock__0000000012", &seq), 0);
 	cr_assert_eq(seq, 12);
@@ -328,7 +336,7 @@ Test(ids, lock_contender_sequences)
 	/* what kazoo's pattern does not match */
 	cr_assert_eq(np_lock_contender_seq("x__lock__000000003", &seq), -1);
 	cr_assert_eq(np_lock_contender_seq("x__lock__00000000033", &seq), -1,
-	    "11 digits: __lock__ is not right before the last 10");
+		     "11 digits: __lock__ is not right before the last 10");
 }
 
 Test(ids, lock_contender_non_matches)

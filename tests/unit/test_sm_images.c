@@ -39,7 +39,7 @@ TestSuite(sm_images, .init = setup, .fini = teardown, .timeout = 60);
 /* Write an upload record. */
 static void
 upload(const char *image, const char *build, const char *provider, const char *id, int state,
-    const char *eid, double state_time)
+       const char *eid, double state_time)
 {
 	struct np_image_upload *u = np_image_upload_new();
 	char path[512];
@@ -75,7 +75,8 @@ Test(sm_images, latest_ready_upload_of_this_provider)
 
 	upload("debian", "0000000001", "sim", "0000000001", NP_UPLOAD_READY, "img-old", 1000);
 	upload("debian", "0000000002", "sim", "0000000002", NP_UPLOAD_READY, "img-new", 2000);
-	upload("debian", "0000000002", "sim", "0000000003", NP_UPLOAD_UPLOADING, "img-partial", 3000);
+	upload("debian", "0000000002", "sim", "0000000003", NP_UPLOAD_UPLOADING, "img-partial",
+	       3000);
 	upload("debian", "0000000002", "sim", "0000000004", NP_UPLOAD_FAILED, "img-failed", 4000);
 	upload("debian", "0000000003", "other", "0000000005", NP_UPLOAD_READY, "img-other", 5000);
 	upload("fedora", "0000000001", "other", "0000000001", NP_UPLOAD_READY, "f-other", 5000);
@@ -84,10 +85,10 @@ Test(sm_images, latest_ready_upload_of_this_provider)
 	wait_walks(s, 1);
 	cr_assert_eq(sm_images_latest(s, "debian", eid, sizeof(eid), path, sizeof(path)), 0);
 	cr_assert_str_eq(eid, "img-new");
-	cr_assert_str_eq(path,
-	    "/nodepool/images/debian/builds/0000000002/providers/sim/images/0000000002");
+	cr_assert_str_eq(
+	    path, "/nodepool/images/debian/builds/0000000002/providers/sim/images/0000000002");
 	cr_assert_eq(sm_images_latest(s, "fedora", eid, sizeof(eid), path, sizeof(path)), -1,
-	    "another provider's upload is not ours");
+		     "another provider's upload is not ours");
 	cr_assert_eq(sm_images_latest(s, "nope", eid, sizeof(eid), path, sizeof(path)), -1);
 
 	/* every upload of ours, any state, for leak cleanup */

@@ -24,12 +24,12 @@
 
 /* What the n-th create machine does. */
 enum tscript {
-	T_OK,          /* named at once, ready after `delay` */
-	T_FAIL,        /* named, then fails */
-	T_FAIL_ANON,   /* fails before the cloud names anything */
-	T_QUOTA,       /* quota error, never named */
-	T_NEVER,       /* named, never ready */
-	T_SLOW_NAME,   /* named only after `delay`, then ready */
+	T_OK,	     /* named at once, ready after `delay` */
+	T_FAIL,	     /* named, then fails */
+	T_FAIL_ANON, /* fails before the cloud names anything */
+	T_QUOTA,     /* quota error, never named */
+	T_NEVER,     /* named, never ready */
+	T_SLOW_NAME, /* named only after `delay`, then ready */
 };
 
 #define MAX_EVENTS 64
@@ -43,7 +43,7 @@ struct sm_adapter {
 	int creates, deletes, freed, consoles, scan_failures;
 	char events[MAX_EVENTS][48]; /* "create t-1", "delete t-1"... */
 	int nevents;
-	int ssh_port;          /* interface 127.0.0.1:port when > 0 */
+	int ssh_port;	       /* interface 127.0.0.1:port when > 0 */
 	struct event *wake_ev; /* wakes `woken` after 0.1 s */
 	struct sm_machine *woken;
 };
@@ -70,7 +70,7 @@ event_log(struct sm_adapter *a, const char *what, const char *id)
 {
 	if (a->nevents < MAX_EVENTS)
 		snprintf(a->events[a->nevents++], sizeof(a->events[0]), "%s %s", what,
-		    id ? id : "-");
+			 id ? id : "-");
 }
 
 static enum sm_status
@@ -85,7 +85,8 @@ t_create_advance(struct sm_machine *m, struct sm_instance **out)
 		m->state = "submitted";
 		if (t->s == T_QUOTA) {
 			m->error = SM_E_QUOTA;
-			snprintf(m->error_msg, sizeof(m->error_msg), "Quota exceeded for instances");
+			snprintf(m->error_msg, sizeof(m->error_msg),
+				 "Quota exceeded for instances");
 			return SM_ERROR;
 		}
 		if (t->s == T_FAIL_ANON) {
@@ -192,7 +193,7 @@ t_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	t->s = a->creates < a->nscript ? a->script[a->creates] : T_OK;
 	t->idx = a->creates++;
 	cr_assert_str_eq(json_string_value(json_object_get(args->metadata, "nodepool_node_id")),
-	    "0000000042");
+			 "0000000042");
 	cr_assert(strncmp(args->hostname, "np0000000042", 12) == 0);
 	return &t->m;
 }
@@ -229,7 +230,7 @@ console_fire(evutil_socket_t fd, short what, void *arg)
 
 static void
 t_console_log(struct sm_adapter *a, const struct sm_label *label, const char *external_id,
-    sm_console_cb cb, void *arg)
+	      sm_console_cb cb, void *arg)
 {
 	struct console_call *c = calloc(1, sizeof(*c));
 
@@ -248,11 +249,11 @@ t_nodescan_failed(struct sm_adapter *a, const struct sm_label *label, const char
 }
 
 static const struct sm_adapter_ops t_ops = {
-	.name = "test",
-	.create_machine = t_create_machine,
-	.delete_machine = t_delete_machine,
-	.console_log = t_console_log,
-	.nodescan_failed = t_nodescan_failed,
+    .name = "test",
+    .create_machine = t_create_machine,
+    .delete_machine = t_delete_machine,
+    .console_log = t_console_log,
+    .nodescan_failed = t_nodescan_failed,
 };
 
 /* ---- fixtures ------------------------------------------------------------------ */
@@ -291,15 +292,16 @@ setup(void)
 	base = event_base_new();
 	memset(&ad, 0, sizeof(ad));
 	ad.base = base;
-	prov = json_loads("{\"name\": \"t\", \"launch-retries\": 3,"
-			  " \"cloud-images\": [{\"name\": \"deb\", \"username\": \"debian\"},"
-			  "   {\"name\": \"win\", \"connection-type\": \"winrm\"}],"
-			  " \"pools\": [{\"name\": \"p\", \"labels\": ["
-			  "   {\"name\": \"plain\", \"cloud-image\": \"deb\"},"
-			  "   {\"name\": \"win\", \"cloud-image\": \"win\"},"
-			  "   {\"name\": \"scan\", \"host-key-checking\": true},"
-			  "   {\"name\": \"scanlog\", \"host-key-checking\": true, \"console-log\": true}"
-			  " ]}]}",
+	prov = json_loads(
+	    "{\"name\": \"t\", \"launch-retries\": 3,"
+	    " \"cloud-images\": [{\"name\": \"deb\", \"username\": \"debian\"},"
+	    "   {\"name\": \"win\", \"connection-type\": \"winrm\"}],"
+	    " \"pools\": [{\"name\": \"p\", \"labels\": ["
+	    "   {\"name\": \"plain\", \"cloud-image\": \"deb\"},"
+	    "   {\"name\": \"win\", \"cloud-image\": \"win\"},"
+	    "   {\"name\": \"scan\", \"host-key-checking\": true},"
+	    "   {\"name\": \"scanlog\", \"host-key-checking\": true, \"console-log\": true}"
+	    " ]}]}",
 	    0, NULL);
 	cr_assert_not_null(prov);
 	cfg = sm_config_new(prov, &(struct sm_defaults){60, 0, 0}, err, sizeof(err));
@@ -384,7 +386,7 @@ Test(sm_runner, config_defaults_and_image_links)
 
 	bad = json_loads("{\"name\": \"t\", \"pools\": [{\"name\": \"p\", \"labels\": "
 			 "[{\"name\": \"x\", \"cloud-image\": \"missing\"}]}]}",
-	    0, NULL);
+			 0, NULL);
 	cr_assert_null(sm_config_new(bad, &(struct sm_defaults){60, 0, 1}, err, sizeof(err)));
 	cr_assert_str_eq(err, "pool p label x: cloud-image missing is not in the provider's "
 			      "cloud-images");
@@ -424,9 +426,10 @@ Test(sm_runner, run_polls_after_retry_in)
 	double t0 = now();
 
 	ad.delay = 0.2;
-	sm_run_start(runner, t_create_machine(&ad, &(struct sm_create_args){
-	                          .hostname = "np0000000042",
-	                          .metadata = params("plain").metadata}),
+	sm_run_start(
+	    runner,
+	    t_create_machine(&ad, &(struct sm_create_args){.hostname = "np0000000042",
+							   .metadata = params("plain").metadata}),
 	    0, on_run, NULL, &o);
 	run_loop(5);
 	cr_assert_eq(o.called, 1);
@@ -454,8 +457,9 @@ Test(sm_runner, wake_advances_before_retry_in)
 	double t0 = now();
 
 	ad.delay = 3600; /* the machine waits for its answer */
-	ad.woken = t_create_machine(&ad, &(struct sm_create_args){.hostname = "np0000000042",
-	                                     .metadata = params("plain").metadata});
+	ad.woken =
+	    t_create_machine(&ad, &(struct sm_create_args){.hostname = "np0000000042",
+							   .metadata = params("plain").metadata});
 	sm_run_start(runner, ad.woken, 0, on_run, NULL, &o);
 	ad.wake_ev = evtimer_new(base, wake_cb, &ad);
 	evtimer_add(ad.wake_ev, &tv);
@@ -473,9 +477,10 @@ Test(sm_runner, run_times_out)
 
 	ad.script[0] = T_NEVER;
 	ad.nscript = 1;
-	sm_run_start(runner, t_create_machine(&ad, &(struct sm_create_args){
-	                          .hostname = "np0000000042",
-	                          .metadata = params("plain").metadata}),
+	sm_run_start(
+	    runner,
+	    t_create_machine(&ad, &(struct sm_create_args){.hostname = "np0000000042",
+							   .metadata = params("plain").metadata}),
 	    0.3, on_run, NULL, &o);
 	run_loop(5);
 	cr_assert_eq(o.called, 1);
@@ -491,9 +496,10 @@ Test(sm_runner, cancelled_run_never_reports)
 	struct run_out o = {0};
 	struct sm_run *r;
 
-	r = sm_run_start(runner, t_create_machine(&ad, &(struct sm_create_args){
-	                              .hostname = "np0000000042",
-	                              .metadata = params("plain").metadata}),
+	r = sm_run_start(
+	    runner,
+	    t_create_machine(&ad, &(struct sm_create_args){.hostname = "np0000000042",
+							   .metadata = params("plain").metadata}),
 	    0, on_run, NULL, &o);
 	sm_run_cancel(r);
 	run_loop(0.2);
@@ -536,9 +542,11 @@ Test(sm_runner, a_wave_of_machines_yields_to_the_loop)
 
 	memset(o, 0, sizeof(o));
 	for (i = 0; i < 200; i++)
-		sm_run_start(runner, t_create_machine(&ad, &(struct sm_create_args){
-		                          .hostname = "np0000000042",
-		                          .metadata = params("plain").metadata}),
+		sm_run_start(
+		    runner,
+		    t_create_machine(
+			&ad, &(struct sm_create_args){.hostname = "np0000000042",
+						      .metadata = params("plain").metadata}),
 		    0, on_run, NULL, &o[i]);
 	t.r = runner;
 	t.ev = evtimer_new(base, tick_cb, &t);
@@ -580,7 +588,7 @@ Test(sm_runner, launch_fills_the_node)
 	cr_assert_eq(json_integer_value(json_object_get(n->resources, "cores")), 4);
 	cr_assert_eq(json_integer_value(json_object_get(n->resources, "ram")), 8192);
 	cr_assert_str_eq(json_string_value(json_object_get(n->attributes, "color")), "blue",
-	    "the pool's attributes win");
+			 "the pool's attributes win");
 	cr_assert_str_eq(json_string_value(json_object_get(n->attributes, "from")), "instance");
 	cr_assert_eq(n->host_keys.n, 0, "no host-key-checking: no scan");
 	np_node_free(n);

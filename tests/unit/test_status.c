@@ -60,15 +60,15 @@ Test(status, empty_table_prints_the_header)
 	struct status_table *t = status_table_new(STATUS_REQUEST_LIST);
 	char *s = status_text(t, NULL, 0, 0);
 
-	cr_assert_str_eq(s,
-	    "+------------+----------+-------+-----------+------------+-------+-------------+"
-	    "----------+\n"
-	    "| Request ID | Priority | State | Requestor | Node Types | Nodes | Declined By |"
-	    " Event ID |\n"
-	    "+------------+----------+-------+-----------+------------+-------+-------------+"
-	    "----------+\n"
-	    "+------------+----------+-------+-----------+------------+-------+-------------+"
-	    "----------+");
+	cr_assert_str_eq(
+	    s, "+------------+----------+-------+-----------+------------+-------+-------------+"
+	       "----------+\n"
+	       "| Request ID | Priority | State | Requestor | Node Types | Nodes | Declined By |"
+	       " Event ID |\n"
+	       "+------------+----------+-------+-----------+------------+-------+-------------+"
+	       "----------+\n"
+	       "+------------+----------+-------+-----------+------------+-------+-------------+"
+	       "----------+");
 	free(s);
 	status_table_free(t);
 }
@@ -87,12 +87,13 @@ Test(status, request_row_joins_lists_and_prints_null_empty)
 	status_add_request(t, r);
 	s = status_text(t, fields, 5, 0);
 	/* fields keep the table's column order, as upstream */
-	cr_assert_str_eq(s, "+----------------+----------+-----------+-------------+-------+\n"
-			    "| Request ID     | Priority | Requestor | Node Types  | Nodes |\n"
-			    "+----------------+----------+-----------+-------------+-------+\n"
-			    "| 100-0000000001 | -3       |           | small,large |       |\n"
-			    "+----------------+----------+-----------+-------------+-------+",
-	    "%s", s);
+	cr_assert_str_eq(s,
+			 "+----------------+----------+-----------+-------------+-------+\n"
+			 "| Request ID     | Priority | Requestor | Node Types  | Nodes |\n"
+			 "+----------------+----------+-----------+-------------+-------+\n"
+			 "| 100-0000000001 | -3       |           | small,large |       |\n"
+			 "+----------------+----------+-----------+-------------+-------+",
+			 "%s", s);
 	free(s);
 	j = status_json(t);
 	cr_assert_str_eq(j, "[{\"id\": \"100-0000000001\", \"relative_priority\": -3, "
@@ -123,12 +124,13 @@ Test(status, node_row_values_and_brief_fields)
 	status_add_node(t, n, 1, 1000 + 3600 + 61);
 	rows = t->rows;
 	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(rows, 0), "age")),
-	    "00:01:01:01");
-	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(rows, 0),
-	                     "connection_port")),
+			 "00:01:01:01");
+	cr_assert_str_eq(
+	    json_string_value(json_object_get(json_array_get(rows, 0), "connection_port")),
 	    "redacted");
 	s = status_text(t, status_node_brief_fields, status_node_brief_nfields, 0);
-	cr_assert_str_eq(s,
+	cr_assert_str_eq(
+	    s,
 	    "+------------+----------+------------+------------------------------------+"
 	    "-------------+-------------+--------+-------------+--------+\n"
 	    "| ID         | Provider | Label      | Server ID                          |"
@@ -153,18 +155,20 @@ Test(status, epoch_ages_and_booleans_in_image_tables)
 	status_add_image_status(t, "ubuntu", 1, "building", 500.9);
 	status_add_image_status(t, "debian", 0, NULL, 0);
 	s = status_text(t, NULL, 0, 500 + 86400 + 7);
-	cr_assert_str_eq(s, "+--------+--------+---------------+-------------------+\n"
-			    "| Image  | Paused | Build Request | Build Request Age |\n"
-			    "+--------+--------+---------------+-------------------+\n"
-			    "| ubuntu | True   | building      | 01:00:00:07       |\n"
-			    "| debian | False  |               |                   |\n"
-			    "+--------+--------+---------------+-------------------+",
-	    "%s", s);
+	cr_assert_str_eq(s,
+			 "+--------+--------+---------------+-------------------+\n"
+			 "| Image  | Paused | Build Request | Build Request Age |\n"
+			 "+--------+--------+---------------+-------------------+\n"
+			 "| ubuntu | True   | building      | 01:00:00:07       |\n"
+			 "| debian | False  |               |                   |\n"
+			 "+--------+--------+---------------+-------------------+",
+			 "%s", s);
 	free(s);
 	s = status_json(t);
-	cr_assert_str_eq(s, "[{\"image\": \"ubuntu\", \"paused\": true, \"build_request\": "
-			    "\"building\", \"build_request_age\": 500}, {\"image\": \"debian\", "
-			    "\"paused\": false, \"build_request\": null, \"build_request_age\": null}]");
+	cr_assert_str_eq(
+	    s, "[{\"image\": \"ubuntu\", \"paused\": true, \"build_request\": "
+	       "\"building\", \"build_request_age\": 500}, {\"image\": \"debian\", "
+	       "\"paused\": false, \"build_request\": null, \"build_request_age\": null}]");
 	free(s);
 	status_table_free(t);
 }
@@ -177,14 +181,15 @@ Test(status, multi_line_and_wide_cells)
 	status_add_label(t, "one\ntwo-lines");
 	status_add_label(t, "\xe6\x97\xa5\xe6\x9c\xac"); /* two wide characters */
 	s = status_text(t, NULL, 0, 0);
-	cr_assert_str_eq(s, "+-----------+\n"
-			    "| Label     |\n"
-			    "+-----------+\n"
-			    "| one       |\n"
-			    "| two-lines |\n"
-			    "| \xe6\x97\xa5\xe6\x9c\xac      |\n"
-			    "+-----------+",
-	    "%s", s);
+	cr_assert_str_eq(s,
+			 "+-----------+\n"
+			 "| Label     |\n"
+			 "+-----------+\n"
+			 "| one       |\n"
+			 "| two-lines |\n"
+			 "| \xe6\x97\xa5\xe6\x9c\xac      |\n"
+			 "+-----------+",
+			 "%s", s);
 	free(s);
 	status_table_free(t);
 }
@@ -210,14 +215,15 @@ Test(status, python_repr_of_values)
 {
 	json_t *v = json_loads("{\"a\": [1, 2.5, true, null, \"it's\"], \"b\": 1e16, "
 			       "\"c\": 0.0001, \"d\": 1e-05, \"e\": 3.0, \"f\": \"q\\\\\\n\"}",
-	    0, NULL);
+			       0, NULL);
 	char *s;
 
 	cr_assert_not_null(v);
 	s = status_py_repr(v);
-	cr_assert_str_eq(s, "{'a': [1, 2.5, True, None, \"it's\"], 'b': 1e+16, 'c': 0.0001, "
-			    "'d': 1e-05, 'e': 3.0, 'f': 'q\\\\\\n'}",
-	    "%s", s);
+	cr_assert_str_eq(s,
+			 "{'a': [1, 2.5, True, None, \"it's\"], 'b': 1e+16, 'c': 0.0001, "
+			 "'d': 1e-05, 'e': 3.0, 'f': 'q\\\\\\n'}",
+			 "%s", s);
 	free(s);
 	s = status_value_text(json_object_get(v, "a"));
 	cr_assert_str_eq(s, "1,2.5,True,None,it's");

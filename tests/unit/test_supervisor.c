@@ -57,8 +57,8 @@ Test(backoff, first_failure_restarts_at_once_then_doubles_to_the_cap)
 
 Test(backoff, status_poll_period_follows_the_timeout)
 {
-	cr_assert_eq(sup_poll_interval(30), 5);   /* the default: every 5 s */
-	cr_assert_eq(sup_poll_interval(2), 0.5);  /* four polls per timeout */
+	cr_assert_eq(sup_poll_interval(30), 5);	 /* the default: every 5 s */
+	cr_assert_eq(sup_poll_interval(2), 0.5); /* four polls per timeout */
 	cr_assert_eq(sup_poll_interval(0.01), 0.1);
 }
 
@@ -172,40 +172,39 @@ Test(proctab, spawn_of_a_missing_program_fails_before_forking)
 	int fd = -1;
 
 	mktmp();
-	cr_assert_eq(sup_spawn(sup_role(IPC_KIND_PROVIDER), tmpdir, "p", false, &fd, err,
-	    sizeof(err)), -1);
-	cr_assert(strstr(err, "cannot execute") != NULL && strstr(err, "nodepool-launcher"),
-	    "%s", err);
+	cr_assert_eq(
+	    sup_spawn(sup_role(IPC_KIND_PROVIDER), tmpdir, "p", false, &fd, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "cannot execute") != NULL && strstr(err, "nodepool-launcher"), "%s",
+		  err);
 	cr_assert_eq(fd, -1);
 }
 
-static const char slice_yaml[] =
-    "zookeeper-servers:\n"
-    "  - host: zk.example.org\n"
-    "    port: 2281\n"
-    "labels:\n"
-    "  - name: small\n"
-    "    min-ready: 2\n"
-    "providers:\n"
-    "  - name: a\n"
-    "    driver: static\n"
-    "    pools:\n"
-    "      - name: main\n"
-    "        nodes:\n"
-    "          - name: h1\n"
-    "            labels: [small]\n"
-    "  - name: b\n"
-    "    driver: static\n"
-    "    pools:\n"
-    "      - name: main\n"
-    "        nodes:\n"
-    "          - name: h2\n"
-    "            labels: [small]\n"
-    "nodepoold:\n"
-    "  worker-status-timeout: 3\n"
-    "  restart-backoff-max: 7\n"
-    "  control-socket: /tmp/x.sock\n"
-    "  cleanup-interval: 9\n";
+static const char slice_yaml[] = "zookeeper-servers:\n"
+				 "  - host: zk.example.org\n"
+				 "    port: 2281\n"
+				 "labels:\n"
+				 "  - name: small\n"
+				 "    min-ready: 2\n"
+				 "providers:\n"
+				 "  - name: a\n"
+				 "    driver: static\n"
+				 "    pools:\n"
+				 "      - name: main\n"
+				 "        nodes:\n"
+				 "          - name: h1\n"
+				 "            labels: [small]\n"
+				 "  - name: b\n"
+				 "    driver: static\n"
+				 "    pools:\n"
+				 "      - name: main\n"
+				 "        nodes:\n"
+				 "          - name: h2\n"
+				 "            labels: [small]\n"
+				 "nodepoold:\n"
+				 "  worker-status-timeout: 3\n"
+				 "  restart-backoff-max: 7\n"
+				 "  control-socket: /tmp/x.sock\n"
+				 "  cleanup-interval: 9\n";
 
 Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 {
@@ -214,7 +213,8 @@ Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 	json_t *a, *b, *np;
 
 	cr_assert_eq(np_config_load_buffer("nodepool.yaml", slice_yaml, strlen(slice_yaml), NULL,
-	    NULL, 0, &cfg, &errs), 0);
+					   NULL, 0, &cfg, &errs),
+		     0);
 	a = sup_worker_slice(cfg, "a");
 	b = sup_worker_slice(cfg, "b");
 	cr_assert_not_null(a);
@@ -226,10 +226,12 @@ Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 	cr_assert_null(json_object_get(np, "control-socket"));
 	cr_assert_null(json_object_get(np, "pid-file"));
 	/* min-ready belongs to the first provider offering the label */
-	cr_assert_eq(json_integer_value(json_object_get(json_array_get(json_object_get(a,
-	    "labels"), 0), "min-ready")), 2);
-	cr_assert_eq(json_integer_value(json_object_get(json_array_get(json_object_get(b,
-	    "labels"), 0), "min-ready")), 0);
+	cr_assert_eq(json_integer_value(json_object_get(
+			 json_array_get(json_object_get(a, "labels"), 0), "min-ready")),
+		     2);
+	cr_assert_eq(json_integer_value(json_object_get(
+			 json_array_get(json_object_get(b, "labels"), 0), "min-ready")),
+		     0);
 	json_decref(a);
 	json_decref(b);
 	np_config_free(cfg);
@@ -243,13 +245,14 @@ Test(slices, builder_gets_the_whole_configuration)
 	char *text;
 
 	cr_assert_eq(np_config_load_buffer("nodepool.yaml", slice_yaml, strlen(slice_yaml), NULL,
-	    NULL, 0, &cfg, &errs), 0);
+					   NULL, 0, &cfg, &errs),
+		     0);
 	s = sup_builder_slice(cfg);
 	cr_assert(json_is_null(json_object_get(s, "secure")));
 	text = json_dumps(json_object_get(s, "config"), JSON_COMPACT);
 	/* what the builder does with it: load it as a configuration */
-	cr_assert_eq(np_config_load_buffer("builder", text, strlen(text), NULL, NULL, 0, &again,
-	    &errs), 0);
+	cr_assert_eq(
+	    np_config_load_buffer("builder", text, strlen(text), NULL, NULL, 0, &again, &errs), 0);
 	cr_assert_eq(again->nproviders, 2);
 	cr_assert_str_eq(again->zk_hosts, cfg->zk_hosts);
 	free(text);

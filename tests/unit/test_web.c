@@ -41,7 +41,7 @@ connect_to(int port)
 	sa.sin_port = htons((uint16_t)port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	cr_assert(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect: %s",
-	    strerror(errno));
+		  strerror(errno));
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	return fd;
 }
@@ -125,7 +125,7 @@ Test(web, connection_cap_and_limits)
 	{
 		char req[4096];
 		int n = snprintf(req, sizeof(req),
-		    "GET /ready HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n");
+				 "GET /ready HTTP/1.1\r\nHost: x\r\nContent-Length: 3000\r\n\r\n");
 		memset(req + n, 'b', 3000);
 		cr_assert(write(a, req, (size_t)n + 3000) > 0);
 	}
@@ -267,7 +267,7 @@ Test(statsd, environment_and_errors)
 	unsetenv("STATSD_HOST");
 	unsetenv("STATSD_PORT");
 	cr_assert_str_eq(statsd_normalize("zuul.example.com:1", buf, sizeof(buf)),
-	    "zuul_example_com_1");
+			 "zuul_example_com_1");
 }
 
 /* ---- metrics ------------------------------------------------------------------- */
@@ -322,20 +322,20 @@ Test(metrics, records_add_up_and_render)
 	metrics_set_requests("rax", 5, 4, 1, 0);
 	base = json_loads("{\"provider\": \"rax\", \"starts\": 3, \"launches\": {\"ready\": 10},"
 			  " \"requests\": {\"fulfilled\": 6}}",
-	    0, NULL);
+			  0, NULL);
 	rec = metrics_record("rax", base);
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(rec, "launches"), "ready")),
-	    12);
-	cr_assert_eq(json_integer_value(json_object_get(json_object_get(rec, "requests"),
-	                 "fulfilled")),
-	    10);
+		     12);
+	cr_assert_eq(
+	    json_integer_value(json_object_get(json_object_get(rec, "requests"), "fulfilled")), 10);
 	cr_assert_eq(json_integer_value(json_object_get(rec, "starts")), 3);
 	json_object_set_new(rec, "provider", json_string("ra\"x"));
 	recs = json_pack("[O]", rec);
 	memset(&v, 0, sizeof(v));
 	v.ready = 1;
 	text = metrics_render(&v, recs, NULL);
-	cr_assert(strstr(text, "nodepool_launches_total{provider=\"ra\\\"x\",result=\"ready\"} 12\n"),
+	cr_assert(
+	    strstr(text, "nodepool_launches_total{provider=\"ra\\\"x\",result=\"ready\"} 12\n"),
 	    "%s", text);
 	cr_assert(strstr(text, "nodepool_launches_total{provider=\"ra\\\"x\",result="
 			       "\"error.keyscan\"} 1\n"));

@@ -128,9 +128,10 @@ Test(zk, sequence_ephemeral_makepath)
 	cr_assert_eq(zk_sync_exists(zk, "/eph", &st), ZOK);
 	cr_assert_eq(st.ephemeral_owner, zk_session_id(zk));
 	cr_assert_neq(zk_session_id(zk), 0);
-	cr_assert_eq(zk_sync_create(zk, "/eph/child", NULL, 0, 0, 0, NULL), ZNOCHILDRENFOREPHEMERALS);
+	cr_assert_eq(zk_sync_create(zk, "/eph/child", NULL, 0, 0, 0, NULL),
+		     ZNOCHILDRENFOREPHEMERALS);
 	cr_assert_eq(zk_sync_create(zk, "/es/x-", NULL, 0, ZOO_EPHEMERAL | ZOO_SEQUENCE, 1, &p1),
-	    ZOK);
+		     ZOK);
 	cr_assert_str_eq(p1, "/es/x-0000000000");
 	free(p1);
 	zk_free(zk);
@@ -475,7 +476,7 @@ Test(zk, expiry_starts_a_new_session)
 
 	cr_assert_eq(testzk_expire(zk), 0);
 	cr_assert(testzk_run_until(base, reconnected_after_expiry, &s, 30),
-	    "events: %d (expired %d connected %d)", s.n, s.expired, s.connected);
+		  "events: %d (expired %d connected %d)", s.n, s.expired, s.connected);
 	/* the order: SUSPENDED (the server dropped our connection; a quick
 	 * RECONNECTED may come and go first), EXPIRED, then CONNECTED */
 	cr_assert_eq(s.ev[1], ZK_EV_SUSPENDED);
@@ -704,16 +705,19 @@ Test(zk, multi_is_atomic)
 	char *data;
 	int len;
 	struct zk_multi_op ok_ops[] = {
-		{.type = ZK_MULTI_CREATE, .path = "/m"},
-		{.type = ZK_MULTI_CREATE, .path = "/m/seq-", .data = "x", .len = 1,
-		    .flags = ZOO_SEQUENCE},
-		{.type = ZK_MULTI_SET, .path = "/m", .data = "top", .len = 3, .version = 0},
-		{.type = ZK_MULTI_CHECK, .path = "/m", .version = 1},
+	    {.type = ZK_MULTI_CREATE, .path = "/m"},
+	    {.type = ZK_MULTI_CREATE,
+	     .path = "/m/seq-",
+	     .data = "x",
+	     .len = 1,
+	     .flags = ZOO_SEQUENCE},
+	    {.type = ZK_MULTI_SET, .path = "/m", .data = "top", .len = 3, .version = 0},
+	    {.type = ZK_MULTI_CHECK, .path = "/m", .version = 1},
 	};
 	struct zk_multi_op bad_ops[] = {
-		{.type = ZK_MULTI_CREATE, .path = "/m/never"},
-		{.type = ZK_MULTI_CHECK, .path = "/m", .version = 7}, /* wrong version */
-		{.type = ZK_MULTI_DELETE, .path = "/m/seq-0000000000", .version = -1},
+	    {.type = ZK_MULTI_CREATE, .path = "/m/never"},
+	    {.type = ZK_MULTI_CHECK, .path = "/m", .version = 7}, /* wrong version */
+	    {.type = ZK_MULTI_DELETE, .path = "/m/seq-0000000000", .version = -1},
 	};
 
 	memset(&o, 0, sizeof(o));

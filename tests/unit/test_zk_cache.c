@@ -43,8 +43,7 @@ struct rec {
 };
 
 static void
-rec_cb(struct zk_cache *cache, enum zk_cache_event type, const struct zk_cache_entry *e,
-    void *arg)
+rec_cb(struct zk_cache *cache, enum zk_cache_event type, const struct zk_cache_entry *e, void *arg)
 {
 	struct rec *r = arg;
 	struct ev *v;
@@ -134,23 +133,22 @@ seen(void *arg)
 
 static void
 expect(const struct rec *r, enum zk_cache_event type, const char *name, const char *data,
-    int locked)
+       int locked)
 {
 	struct want w = {r, type, name, data, locked, 0};
 
 	cr_assert(testzk_run_until(base, seen, &w, 15), "no event %d for %s (data %s, locked %d)",
-	    type, name ? name : "-", data ? data : "-", locked);
+		  type, name ? name : "-", data ? data : "-", locked);
 }
 
 /* As expect, but only an event recorded at index from or later. */
 static void
-expect_from(const struct rec *r, int from, enum zk_cache_event type, const char *name,
-    int locked)
+expect_from(const struct rec *r, int from, enum zk_cache_event type, const char *name, int locked)
 {
 	struct want w = {r, type, name, NULL, locked, from};
 
 	cr_assert(testzk_run_until(base, seen, &w, 15), "no event %d for %s (locked %d) after %d",
-	    type, name ? name : "-", locked, from);
+		  type, name ? name : "-", locked, from);
 }
 
 static int
@@ -168,7 +166,7 @@ expect_count(struct zk_cache *c, int n)
 	void *args[2] = {c, &n};
 
 	cr_assert(testzk_run_until(base, count_is, args, 30), "count %d, want %d",
-	    zk_cache_count(c), n);
+		  zk_cache_count(c), n);
 }
 
 Test(zk_cache, children_come_and_go)
@@ -508,8 +506,9 @@ Test(zk_cache, resync_after_expiry)
 				cr_assert_str_eq(v->data, "n");
 			} else if (v->type == ZK_CACHE_UPDATED) {
 				updated++;
-				cr_assert(strcmp(v->name, "changed") == 0 || strcmp(v->name, "locked") == 0,
-				    "%s", v->name);
+				cr_assert(strcmp(v->name, "changed") == 0 ||
+					      strcmp(v->name, "locked") == 0,
+					  "%s", v->name);
 			} else if (v->type == ZK_CACHE_REMOVED) {
 				removed++;
 				cr_assert_str_eq(v->name, "deleted");

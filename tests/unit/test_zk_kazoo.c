@@ -38,7 +38,7 @@ static struct testzk_proc *
 kazoo_start(const char *hosts)
 {
 	char *argv[] = {"/usr/bin/python3", (char *)testzk_support_file("kazoo_helper.py"),
-	    (char *)hosts, NULL};
+			(char *)hosts, NULL};
 	struct testzk_proc *p = testzk_spawn(argv, NULL);
 	const char *line = testzk_proc_readline(p, 30);
 
@@ -123,9 +123,9 @@ Test(zk_kazoo, kazoo_lock_excludes_ours)
 	char **ids;
 	int n;
 
-	cr_assert(kazoo_bool(kz,
-	    json_pack("[s,s,s,b,n]", "lock", "/nodepool/nodes/0000000001/lock", "zuul-executor",
-		1),
+	cr_assert(kazoo_bool(
+	    kz,
+	    json_pack("[s,s,s,b,n]", "lock", "/nodepool/nodes/0000000001/lock", "zuul-executor", 1),
 	    "acquired"));
 	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZK_LOCK_BUSY);
 	cr_assert_eq(zk_lock_sync_acquire(l, 0.5), ZK_LOCK_TIMEOUT);
@@ -139,7 +139,7 @@ Test(zk_kazoo, kazoo_lock_excludes_ours)
 	testzk_run_for(base, 0.3);
 	cr_assert_eq(r.calls, 0);
 	cr_assert(kazoo_bool(kz, json_pack("[s,s]", "release", "/nodepool/nodes/0000000001/lock"),
-	    "released"));
+			     "released"));
 	cr_assert(testzk_run_flag(base, &r.calls, 15));
 	cr_assert_eq(r.rc, ZOK);
 	cr_assert(zk_lock_is_held(l));
@@ -161,14 +161,15 @@ Test(zk_kazoo, our_lock_excludes_kazoo)
 	int n;
 
 	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
-	cr_assert_not(kazoo_bool(kz,
-	    json_pack("[s,s,s,b,n]", "lock", "/nodepool/requests-lock/100-0000000001", "zuul",
-		0),
+	cr_assert_not(kazoo_bool(
+	    kz,
+	    json_pack("[s,s,s,b,n]", "lock", "/nodepool/requests-lock/100-0000000001", "zuul", 0),
 	    "acquired"));
-	cr_assert_not(kazoo_bool(kz,
-	    json_pack("[s,s,s,b,f]", "lock", "/nodepool/requests-lock/100-0000000001", "zuul", 1,
-		0.5),
-	    "acquired"));
+	cr_assert_not(
+	    kazoo_bool(kz,
+		       json_pack("[s,s,s,b,f]", "lock", "/nodepool/requests-lock/100-0000000001",
+				 "zuul", 1, 0.5),
+		       "acquired"));
 	r = kazoo(kz, json_pack("[s,s]", "contenders", "/nodepool/requests-lock/100-0000000001"));
 	c = json_object_get(r, "contenders");
 	cr_assert_eq(json_array_size(c), 1, "kazoo removed its contenders after failing");
@@ -177,11 +178,10 @@ Test(zk_kazoo, our_lock_excludes_kazoo)
 
 	/* kazoo waits (blocking, in the helper); we let go; kazoo gets it */
 	kazoo_send(kz, json_pack("[s,s,s,b,f]", "lock", "/nodepool/requests-lock/100-0000000001",
-	    "zuul", 1, 20.0));
+				 "zuul", 1, 20.0));
 	testzk_run_for(base, 0.5);
-	cr_assert_eq(zk_lock_sync_contenders(zk, "/nodepool/requests-lock/100-0000000001", &n,
-			 &ids),
-	    ZOK);
+	cr_assert_eq(
+	    zk_lock_sync_contenders(zk, "/nodepool/requests-lock/100-0000000001", &n, &ids), ZOK);
 	cr_assert_eq(n, 2);
 	cr_assert_str_eq(ids[0], ident);
 	cr_assert_str_eq(ids[1], "zuul");
@@ -191,8 +191,9 @@ Test(zk_kazoo, our_lock_excludes_kazoo)
 	cr_assert(json_is_true(json_object_get(r, "acquired")));
 	json_decref(r);
 	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZK_LOCK_BUSY);
-	cr_assert(kazoo_bool(kz,
-	    json_pack("[s,s]", "release", "/nodepool/requests-lock/100-0000000001"), "released"));
+	cr_assert(
+	    kazoo_bool(kz, json_pack("[s,s]", "release", "/nodepool/requests-lock/100-0000000001"),
+		       "released"));
 	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
 	cr_assert_eq(zk_lock_sync_release(l), ZOK);
 	kazoo_quit(kz);
@@ -225,7 +226,8 @@ Test(zk_kazoo, bytes_intact_both_ways)
 	json_t *r;
 	int len;
 
-	cr_assert_eq(zk_sync_create(zk, "/data/ours", ours, (int)sizeof(ours) - 1, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/data/ours", ours, (int)sizeof(ours) - 1, 0, 1, NULL),
+		     ZOK);
 	r = kazoo(kz, json_pack("[s,s]", "read", "/data/ours"));
 	h = hex(ours, sizeof(ours) - 1);
 	cr_assert_str_eq(json_string_value(json_object_get(r, "hex")), h);

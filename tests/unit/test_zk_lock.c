@@ -223,8 +223,8 @@ Test(zk_lock, lowest_sequence_not_lowest_name)
 	char *holder;
 
 	cr_assert_eq(zk_sync_create(zk, "/seq/zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz__lock__", "other", 5,
-			 ZOO_EPHEMERAL | ZOO_SEQUENCE, 1, &holder),
-	    ZOK);
+				    ZOO_EPHEMERAL | ZOO_SEQUENCE, 1, &holder),
+		     ZOK);
 	/* not a contender: no __lock__ suffix */
 	cr_assert_eq(zk_sync_create(zk, "/seq/0000-not-a-contender", NULL, 0, 0, 0, NULL), ZOK);
 	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZK_LOCK_BUSY);
@@ -246,11 +246,11 @@ Test(zk_lock, waits_for_the_immediate_predecessor)
 	int n;
 	char **ids;
 
-	cr_assert_eq(zk_sync_create(zk, "/pred/aaaa__lock__", "h", 1, ZOO_EPHEMERAL | ZOO_SEQUENCE,
-			 1, &h),
+	cr_assert_eq(
+	    zk_sync_create(zk, "/pred/aaaa__lock__", "h", 1, ZOO_EPHEMERAL | ZOO_SEQUENCE, 1, &h),
 	    ZOK);
-	cr_assert_eq(zk_sync_create(zk, "/pred/bbbb__lock__", "w", 1, ZOO_EPHEMERAL | ZOO_SEQUENCE,
-			 0, &w),
+	cr_assert_eq(
+	    zk_sync_create(zk, "/pred/bbbb__lock__", "w", 1, ZOO_EPHEMERAL | ZOO_SEQUENCE, 0, &w),
 	    ZOK);
 	zk_lock_acquire(l, 30, lrec_cb, &r);
 	testzk_run_for(base, 0.3);
@@ -282,8 +282,8 @@ Test(zk_lock, release_deletes_only_ours)
 
 	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
 	cr_assert_eq(zk_sync_create(zk, "/only/ffff__lock__", NULL, 0, ZOO_EPHEMERAL | ZOO_SEQUENCE,
-			 0, &other),
-	    ZOK);
+				    0, &other),
+		     ZOK);
 	cr_assert_eq(zk_lock_sync_release(l), ZOK);
 	cr_assert_eq(zk_sync_children(zk, "/only", &n, &names), ZOK);
 	cr_assert_eq(n, 1);
@@ -298,8 +298,10 @@ Test(zk_lock, release_deletes_only_ours)
 Test(zk_lock, no_resurrect)
 {
 	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
-	struct zk_lock *gone = zk_lock_new(zk, "/nodes/0000000001/lock", NULL, ZK_LOCK_NO_RESURRECT);
-	struct zk_lock *there = zk_lock_new(zk, "/nodes/0000000002/lock", NULL, ZK_LOCK_NO_RESURRECT);
+	struct zk_lock *gone =
+	    zk_lock_new(zk, "/nodes/0000000001/lock", NULL, ZK_LOCK_NO_RESURRECT);
+	struct zk_lock *there =
+	    zk_lock_new(zk, "/nodes/0000000002/lock", NULL, ZK_LOCK_NO_RESURRECT);
 	struct zk_lock *plain = zk_lock_new(zk, "/nodes/0000000003/lock", NULL, 0);
 
 	cr_assert_eq(zk_sync_create(zk, "/nodes/0000000002", "{}", 2, 0, 1, NULL), ZOK);

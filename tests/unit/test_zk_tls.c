@@ -78,8 +78,8 @@ wait_file(const char *file, const char *needle, double timeout)
 
 struct tls_run {
 	struct sess s;
-	char sout[4096];  /* s_server's output */
-	char log[4096];   /* our log */
+	char sout[4096]; /* s_server's output */
+	char log[4096];	 /* our log */
 };
 
 /*
@@ -100,9 +100,13 @@ run_against(const char *cert, const char *key, struct tls_run *r)
 	snprintf(accept, sizeof(accept), "127.0.0.1:%d", port_n);
 	snprintf(r->sout, sizeof(r->sout), "%s", testzk_tmpfile("s_server.out"));
 	snprintf(r->log, sizeof(r->log), "%s", testzk_tmpfile("zk.log"));
-	char *argv[] = {"openssl", "s_server", "-accept", accept, "-cert",
-	    (char *)testzk_cert(cert), "-key", (char *)testzk_cert(key), "-CAfile",
-	    (char *)testzk_cert("ca.pem"), "-Verify", "1", NULL};
+	char *argv[] = {"openssl", "s_server",
+			"-accept", accept,
+			"-cert",   (char *)testzk_cert(cert),
+			"-key",	   (char *)testzk_cert(key),
+			"-CAfile", (char *)testzk_cert("ca.pem"),
+			"-Verify", "1",
+			NULL};
 	srv = testzk_spawn(argv, r->sout);
 	cr_assert_not_null(srv);
 	cr_assert(wait_file(r->sout, "ACCEPT", 10), "s_server did not start");
@@ -155,8 +159,8 @@ Test(zk_tls, certificate_for_another_address_is_refused)
 	/* the chain verified (the server saw the handshake through), then
 	 * the address check refused it */
 	cr_assert(testzk_file_contains(r.sout, "CIPHER is"), "see %s", r.sout);
-	cr_assert(testzk_file_contains(r.log,
-		      "server certificate does not match the server address"),
+	cr_assert(
+	    testzk_file_contains(r.log, "server certificate does not match the server address"),
 	    "see %s", r.log);
 }
 
