@@ -16,6 +16,8 @@ cd "$top"
 tmp=$(mktemp -d /tmp/nodepoold-bench.XXXXXX)
 pid=""
 cleanup() {
+	# never give up half way: ZooKeeper must be stopped whatever failed
+	set +e
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	[ -n "${BENCH_ZK_DIR:-}" ] || sh tests/zkfixture.sh stop "$tmp/zk"
 	[ -n "${BENCH_KEEP_LOG:-}" ] && cp "$tmp/launcher.log" "$BENCH_KEEP_LOG"
