@@ -1612,6 +1612,72 @@ path_ok(const char *path, int sequence)
 	}
 }
 
+/* Send call c's multi: the C client writes results and created paths into
+ * the request at completion, so ops, paths, data and buffers live in it. */
+static void
+multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int count)
+{
+	struct zk_rq *rq;
+	zhandle_t *zh = zk->zh;
+	int i, rc = ZOK;
+
+	rq = rq_new(zk);
+	rq->call = c;
+	rq->kind = ZK_OP_MULTI;
+	rq->path = xstrdup(c->path);
+	rq->mcount = count;
+	rq->mops = xcalloc((size_t)(count ? count : 1), sizeof(*rq->mops));
+	rq->mres = xcalloc((size_t)(count ? count : 1), sizeof(*rq->mres));
+	rq->mpaths = xcalloc((size_t)(count ? count : 1), sizeof(char *));
+	rq->mdata = xcalloc((size_t)(count ? count : 1), sizeof(char *));
+	rq->mbufs = xcalloc((size_t)(count ? count : 1), sizeof(char *));
+	c->outstanding++;
+	for (i = 0; i < count; i++) {
+		const struct zk_multi_op *o = &ops[i];
+		int len = o->data != NULL && o->len > 0 ? o->len : 0;
+
+		if (!path_ok(o->path, o->type == ZK_MULTI_CREATE && (o->flags & ZOO_SEQUENCE)))
+			rc = ZBADARGUMENTS;
+		rq->mpaths[i] = xstrdup(o->path != NULL ? o->path : "");
+		rq->mdata[i] = xmalloc((size_t)len + 1);
+		if (len > 0)
+			memcpy(rq->mdata[i], o->data, (size_t)len);
+		switch (o->type) {
+		case ZK_MULTI_CREATE:
+			rq->mbufs[i] = xcalloc(1, 1024);
+			zoo_create_op_init(&rq->mops[i], rq->mpaths[i], rq->mdata[i], len,
+					   &ZOO_OPEN_ACL_UNSAFE, o->flags, rq->mbufs[i], 1024);
+			break;
+		case ZK_MULTI_DELETE:
+			zoo_delete_op_init(&rq->mops[i], rq->mpaths[i], o->version);
+			break;
+		case ZK_MULTI_SET:
+			zoo_set_op_init(&rq->mops[i], rq->mpaths[i], rq->mdata[i], len, o->version,
+					NULL);
+			break;
+		case ZK_MULTI_CHECK:
+			zoo_check_op_init(&rq->mops[i], rq->mpaths[i], o->version);
+			break;
+		default:
+			rc = ZBADARGUMENTS;
+		}
+	}
+	if (rc == ZOK) {
+		if (zk->closing)
+			rc = ZCLOSING;
+		else if (zh == NULL)
+			rc = ZCONNECTIONLOSS;
+		else
+			rc = zoo_amulti(zh, count, rq->mops, rq->mres, c_void_done, rq);
+	}
+	if (rc != ZOK) {
+		struct zk_item *it = item_new(IT_RESULT, rc);
+
+		it->rq = rq;
+		enqueue(zk, it);
+	}
+}
+
 static struct zk_call *
 submit(struct zk *zk, const struct zk_req *req)
 {
@@ -1652,6 +1718,9 @@ submit(struct zk *zk, const struct zk_req *req)
 		else
 			rq_send(zk, c, NULL, ZK_OP_DELETE, 0, req->path, NULL, 0, 0, req->version,
 				NULL, NULL, NULL);
+		break;
+	case ZK_OP_MULTI:
+		multi_send(zk, c, req->mops, req->mcount);
 		break;
 	case ZK_OP_SET:
 		rq_send(zk, c, NULL, ZK_OP_SET, 0, req->path, req->data,
@@ -1752,77 +1821,10 @@ zk_children(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_c
 void
 zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg)
 {
-	struct zk_req req = {.kind = ZK_OP_MULTI, .path = count > 0 ? ops[0].path : "/"};
-	struct zk_call *c;
-	struct zk_rq *rq;
-	zhandle_t *zh = zk->zh;
-	int i, rc = ZOK;
+	/* the call's path is only reported; the ops carry their own */
+	struct zk_req req = {.kind = ZK_OP_MULTI, .path = "/", .mops = ops, .mcount = count};
 
-	req.cb = pub_dispatch;
-	req.owner = arg;
-	c = call_new(zk, ZK_OP_MULTI, req.path);
-	c->cb = req.cb;
-	c->owner = arg;
-	c->final_rc = 1;
-	c->arg = c;
-	c->pub = PUB_MULTI;
-	c->parg = arg;
-	c->pcb.m = cb;
-	rq = rq_new(zk);
-	rq->call = c;
-	rq->kind = ZK_OP_MULTI;
-	rq->path = xstrdup(req.path);
-	rq->mcount = count;
-	rq->mops = xcalloc((size_t)(count ? count : 1), sizeof(*rq->mops));
-	rq->mres = xcalloc((size_t)(count ? count : 1), sizeof(*rq->mres));
-	rq->mpaths = xcalloc((size_t)(count ? count : 1), sizeof(char *));
-	rq->mdata = xcalloc((size_t)(count ? count : 1), sizeof(char *));
-	rq->mbufs = xcalloc((size_t)(count ? count : 1), sizeof(char *));
-	c->outstanding++;
-	for (i = 0; i < count; i++) {
-		const struct zk_multi_op *o = &ops[i];
-		int len = o->data != NULL && o->len > 0 ? o->len : 0;
-
-		if (!path_ok(o->path, o->type == ZK_MULTI_CREATE && (o->flags & ZOO_SEQUENCE)))
-			rc = ZBADARGUMENTS;
-		rq->mpaths[i] = xstrdup(o->path != NULL ? o->path : "");
-		rq->mdata[i] = xmalloc((size_t)len + 1);
-		if (len > 0)
-			memcpy(rq->mdata[i], o->data, (size_t)len);
-		switch (o->type) {
-		case ZK_MULTI_CREATE:
-			rq->mbufs[i] = xcalloc(1, 1024);
-			zoo_create_op_init(&rq->mops[i], rq->mpaths[i], rq->mdata[i], len,
-					   &ZOO_OPEN_ACL_UNSAFE, o->flags, rq->mbufs[i], 1024);
-			break;
-		case ZK_MULTI_DELETE:
-			zoo_delete_op_init(&rq->mops[i], rq->mpaths[i], o->version);
-			break;
-		case ZK_MULTI_SET:
-			zoo_set_op_init(&rq->mops[i], rq->mpaths[i], rq->mdata[i], len, o->version,
-					NULL);
-			break;
-		case ZK_MULTI_CHECK:
-			zoo_check_op_init(&rq->mops[i], rq->mpaths[i], o->version);
-			break;
-		default:
-			rc = ZBADARGUMENTS;
-		}
-	}
-	if (rc == ZOK) {
-		if (zk->closing)
-			rc = ZCLOSING;
-		else if (zh == NULL)
-			rc = ZCONNECTIONLOSS;
-		else
-			rc = zoo_amulti(zh, count, rq->mops, rq->mres, c_void_done, rq);
-	}
-	if (rc != ZOK) {
-		struct zk_item *it = item_new(IT_RESULT, rc);
-
-		it->rq = rq;
-		enqueue(zk, it);
-	}
+	pub_call(zk, &req, PUB_MULTI, arg)->pcb.m = cb;
 }
 
 /* ---- synchronous forms ------------------------------------------------------- */

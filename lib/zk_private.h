@@ -66,6 +66,8 @@ struct zk_req {
 	void *arg;
 	const void *owner;
 	int always;
+	const struct zk_multi_op *mops; /* multi: the ops (copied) */
+	int mcount;
 };
 void zk_submit(struct zk *zk, const struct zk_req *req);
 
