@@ -132,6 +132,10 @@ struct driver {
 	void (*node_delete)(struct drv_provider *dp, struct drv_delete *d);
 	/* Notification after the node's znode is gone (static: re-register). */
 	void (*node_deleted)(struct drv_provider *dp, const struct np_node *node);
+	/* Notification that a pool registration of this provider held by
+	 * another ZooKeeper session went away (see drv_provider_peers). May be
+	 * NULL. */
+	void (*peers_changed)(struct drv_provider *dp);
 
 	/* Append a human-readable state dump (SIGUSR2). May be NULL. */
 	void (*dump)(struct drv_provider *dp, struct evbuffer *out);
@@ -155,6 +159,16 @@ const json_t *drv_provider_config(struct launcher *lc);
 /* The cached node records of this provider (any pool, any state); array
  * valid until the loop runs again. */
 size_t drv_provider_nodes(struct launcher *lc, const struct np_node ***out);
+/*
+ * Pool registrations (/nodepool/components/pool) of this provider held by
+ * ZooKeeper sessions other than ours: a previous incarnation of this worker
+ * whose session has not expired yet (kill -9, hang), or another launcher
+ * serving the same provider. Until such a session ends, writes it sent may
+ * still land. who (may be NULL) gets the first one's hostname. No upstream
+ * counterpart: upstream's static driver registers blindly and dedupes on
+ * its next cleanup pass.
+ */
+size_t drv_provider_peers(struct launcher *lc, char *who, size_t wholen);
 /* 1 if the node has lock contenders (cached "probably locked"). */
 int drv_node_locked(struct launcher *lc, const char *node_id);
 /*

@@ -572,6 +572,13 @@ components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cac
 		maybe_started(lc);
 		return;
 	}
+	if (ev == ZK_CACHE_REMOVED && lc->started && lc->prov.dp != NULL &&
+	    lc->prov.drv->peers_changed != NULL && e->obj != NULL &&
+	    e->stat.ephemeral_owner != zk_session_id(lc->zk)) {
+		const struct np_component *pc = e->obj;
+		if (pc->provider_name != NULL && strcmp(pc->provider_name, lc->prov.name) == 0)
+			lc->prov.drv->peers_changed(lc->prov.dp);
+	}
 	launcher_schedule_assign(lc);
 }
 
@@ -1009,6 +1016,26 @@ drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
 			drv_nodes_buf[k++] = nd;
 	}
 	*out = drv_nodes_buf;
+	return k;
+}
+
+size_t
+drv_provider_peers(struct launcher *lc, char *who, size_t wholen)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = lc->pool_components ? zk_cache_entries(lc->pool_components, &ents) : 0;
+	int64_t me = zk_session_id(lc->zk);
+	size_t k = 0;
+
+	for (i = 0; i < n; i++) {
+		const struct np_component *pc = ents[i]->obj;
+		if (pc == NULL || pc->provider_name == NULL ||
+		    strcmp(pc->provider_name, lc->prov.name) != 0 ||
+		    ents[i]->stat.ephemeral_owner == me || ents[i]->stat.ephemeral_owner == 0)
+			continue;
+		if (k++ == 0 && who != NULL && wholen > 0)
+			snprintf(who, wholen, "%s", pc->hostname ? pc->hostname : ents[i]->name);
+	}
 	return k;
 }
 

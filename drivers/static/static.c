@@ -16,6 +16,14 @@
  * retried every STATIC_RETRY seconds until it answers. Before a node is
  * handed out its host must accept a TCP connection (liveness check),
  * unless host-key-checking is off.
+ *
+ * A slot is registered only while no other ZooKeeper session holds a pool
+ * registration of this provider (drv_provider_peers): after kill -9 or a
+ * hang the old worker's session lives on until it expires, and a create it
+ * sent before dying may land after the new worker read the node list. Upstream
+ * registers anyway and may briefly hold two nodes for one slot; here the
+ * missing slots wait (at most zookeeper-timeout) and nodes already registered
+ * keep serving meanwhile.
  */
 #include "jsonget.h"
 #include "driver.h"
@@ -78,6 +86,7 @@ struct drv_provider {
 	struct nodescan *scanner;
 	struct event *retry_ev;
 	int stopped;
+	int waiting_peer; /* registration held back for another session */
 };
 
 static void *
@@ -408,6 +417,8 @@ static_sync(struct drv_provider *dp)
 	int slot;
 	char key[64];
 	unsigned char *claimed;
+	int peers = -1; /* not looked up yet */
+	char who[256];
 
 	if (dp->stopped)
 		return;
@@ -446,10 +457,29 @@ static_sync(struct drv_provider *dp)
 			}
 			if (strset_has(dp->registering, key))
 				continue;
+			if (peers < 0)
+				peers = (int)drv_provider_peers(dp->lc, who, sizeof(who));
+			if (peers > 0) {
+				/* A create it sent before dying may still land:
+				 * registering now could give the slot two nodes. */
+				if (!dp->waiting_peer)
+					log_warn("provider %s is also registered by another "
+						 "ZooKeeper session (%s): static nodes are "
+						 "registered once that session ends",
+						 dp->name, who);
+				dp->waiting_peer = 1;
+				schedule_retry(dp);
+				continue;
+			}
 			if (!host_ready_to_register(dp, hi))
 				break; /* scan pending: no slot of this host yet */
 			register_slot(dp, hi, slot);
 		}
+	}
+	if (peers == 0 && dp->waiting_peer) {
+		log_info("provider %s: the other ZooKeeper session is gone; registering",
+			 dp->name);
+		dp->waiting_peer = 0;
 	}
 	/* Nodes of ours that match no configured slot: deregister. */
 	for (i = 0; i < n; i++) {
@@ -477,6 +507,13 @@ static void
 static_cleanup(struct drv_provider *dp)
 {
 	static_sync(dp);
+}
+
+static void
+static_peers_changed(struct drv_provider *dp)
+{
+	if (dp->waiting_peer)
+		static_sync(dp);
 }
 
 static void
@@ -568,5 +605,6 @@ const struct driver drv_static = {
     .label_capacity = static_label_capacity,
     .check_reusable = static_check_reusable,
     .node_deleted = static_node_deleted,
+    .peers_changed = static_peers_changed,
     .dump = static_dump,
 };

@@ -283,3 +283,53 @@ def test_label_shared_across_pools_and_node_fields(deployment, zuul):
     r1, r2 = zuul.submit(["small"]), zuul.submit(["small"])
     got = {zuul.node(zuul.wait_request(r)["nodes"][0])["pool"] for r in (r1, r2)}
     assert got == {"p1", "p2"}
+
+
+def test_slot_waits_for_old_session(deployment, zuul, zk_server, chroot):
+    """After kill -9 the old worker's ZooKeeper session outlives it, and a
+    node registration it sent may land after the new worker read the node
+    list. The new worker registers missing slots only once no other
+    session holds a pool registration of its provider: never two nodes
+    for one slot, while nodes already there keep serving."""
+    from conftest import kazoo_client
+    old = kazoo_client(zk_server, chroot)
+    try:
+        old.ensure_path("/nodepool/components/pool")
+        old.create("/nodepool/components/pool/oldhost-", json.dumps({
+            "kind": "pool", "hostname": "oldhost", "state": "running",
+            "id": "oldhost-PoolWorker.static-a-main-" + "0" * 32,
+            "name": "main", "provider_name": "static-a",
+            "supported_labels": ["small"], "priority": 100,
+            "paused": False}).encode(), ephemeral=True, sequence=True)
+        # host-b's slot is registered; host-a's node was just deleted by
+        # the old worker, whose re-registration is still in flight
+        nb = {"state": "ready", "provider": "static-a", "pool": "main",
+              "type": ["small"], "hostname": "host-b", "external_id": "host-b",
+              "interface_ip": "host-b", "username": "zuul", "connection_port": 22,
+              "connection_type": "ssh", "python_path": "auto", "slot": 0,
+              "launcher": "static driver", "host_keys": [], "attributes": None,
+              "allocated_to": None, "state_time": time.time()}
+        zuul.zk.create("/nodepool/nodes/", json.dumps(nb).encode(), sequence=True,
+                       makepath=True)
+        cfg = static_config([host("host-a", ["small"]), host("host-b", ["small"])])
+        p = deployment.start_launcher("static-a", deployment.write_config(cfg))
+        wait_for(lambda: len(zuul.pools()) == 2, what="the new worker's pool")
+        # host-b serves meanwhile
+        rid = zuul.submit(["small"])
+        req = zuul.wait_request(rid)
+        assert req["state"] == "fulfilled"
+        assert [zuul.node(nid)["hostname"] for nid in req["nodes"]] == ["host-b"]
+        zuul.zk.delete("/nodepool/requests/" + rid)
+        assert sorted(n["hostname"] for n in zuul.nodes().values()) == ["host-b"]
+        # the old worker's registration lands, then its session ends
+        na = dict(nb, hostname="host-a", external_id="host-a", interface_ip="host-a")
+        old.create("/nodepool/nodes/", json.dumps(na).encode(), sequence=True)
+    finally:
+        old.stop()
+        old.close()
+    wait_for(lambda: len(zuul.pools()) == 1, what="the old pool registration gone")
+    time.sleep(1.5)
+    hosts = sorted(n["hostname"] for n in zuul.nodes().values())
+    assert hosts == ["host-a", "host-b"]
+    assert "registered once that session ends" in p.output()
+    assert p.alive()
