@@ -76,6 +76,28 @@ struct sctx {
 	struct sctx *prev, *next;
 };
 
+/*
+ * A slot's node that ZooKeeper has created but the node cache has not shown
+ * yet: the create's reply comes before the cache has read the new child, and
+ * a sync in between must not take the slot for empty. Kept until the cache
+ * has the id, or LANDING_MAX seconds (the node was deleted before we saw it).
+ */
+struct landing {
+	struct landing *next;
+	char key[64]; /* "<host index>/<slot>" */
+	char *id;     /* the new node's id */
+	double since; /* monotonic seconds */
+};
+
+#define LANDING_MAX 30.0
+
+static void
+landing_free(struct landing *l)
+{
+	free(l->id);
+	free(l);
+}
+
 struct drv_provider {
 	struct launcher *lc;
 	struct sctx ctxs; /* list head */
@@ -83,6 +105,7 @@ struct drv_provider {
 	struct static_host *hosts;
 	size_t n_hosts;
 	struct strset *registering; /* "<host index>/<slot>" being written */
+	struct landing *landing;    /* written, not yet in the node cache */
 	struct nodescan *scanner;
 	struct event *retry_ev;
 	int stopped;
@@ -203,6 +226,11 @@ static_provider_free(struct drv_provider *dp)
 	}
 	free(dp->hosts);
 	strset_free(dp->registering);
+	while (dp->landing != NULL) {
+		struct landing *l = dp->landing;
+		dp->landing = l->next;
+		landing_free(l);
+	}
 	free(dp->name);
 	free(dp);
 }
@@ -299,9 +327,49 @@ static void
 reg_done(const char *node_id, void *arg)
 {
 	struct reg *r = arg;
+	struct drv_provider *dp = r->dp;
+	struct landing *l;
 
-	strset_del(r->dp->registering, r->key);
+	strset_del(dp->registering, r->key);
+	if (node_id != NULL && (l = calloc(1, sizeof(*l))) != NULL) {
+		snprintf(l->key, sizeof(l->key), "%s", r->key);
+		l->id = strdup(node_id);
+		l->since = mono_now();
+		l->next = dp->landing;
+		dp->landing = l;
+	}
 	sctx_free(r);
+}
+
+/* Forget the landings the cache now shows (or that waited too long). */
+static void
+landing_settle(struct drv_provider *dp, const struct np_node **nodes, size_t n)
+{
+	struct landing **lp = &dp->landing, *l;
+	double now = mono_now();
+	size_t i;
+
+	while ((l = *lp) != NULL) {
+		int seen = 0;
+		for (i = 0; i < n && !seen; i++)
+			seen = nodes[i]->id != NULL && strcmp(nodes[i]->id, l->id) == 0;
+		if (seen || now - l->since > LANDING_MAX) {
+			*lp = l->next;
+			landing_free(l);
+		} else
+			lp = &l->next;
+	}
+}
+
+static int
+landing_has(const struct drv_provider *dp, const char *key)
+{
+	const struct landing *l;
+
+	for (l = dp->landing; l != NULL; l = l->next)
+		if (strcmp(l->key, key) == 0)
+			return 1;
+	return 0;
 }
 
 static void static_sync(struct drv_provider *dp);
@@ -423,6 +491,7 @@ static_sync(struct drv_provider *dp)
 	if (dp->stopped)
 		return;
 	n = drv_provider_nodes(dp->lc, &nodes);
+	landing_settle(dp, nodes, n);
 	claimed = calloc(n ? n : 1, 1);
 	for (hi = 0; hi < dp->n_hosts; hi++) {
 		struct static_host *h = &dp->hosts[hi];
@@ -455,7 +524,7 @@ static_sync(struct drv_provider *dp)
 					np_node_free(want);
 				continue;
 			}
-			if (strset_has(dp->registering, key))
+			if (strset_has(dp->registering, key) || landing_has(dp, key))
 				continue;
 			if (peers < 0)
 				peers = (int)drv_provider_peers(dp->lc, who, sizeof(who));
@@ -477,8 +546,7 @@ static_sync(struct drv_provider *dp)
 		}
 	}
 	if (peers == 0 && dp->waiting_peer) {
-		log_info("provider %s: the other ZooKeeper session is gone; registering",
-			 dp->name);
+		log_info("provider %s: the other ZooKeeper session is gone; registering", dp->name);
 		dp->waiting_peer = 0;
 	}
 	/* Nodes of ours that match no configured slot: deregister. */
@@ -519,6 +587,15 @@ static_peers_changed(struct drv_provider *dp)
 static void
 static_node_deleted(struct drv_provider *dp, const struct np_node *node)
 {
+	struct landing **lp, *l;
+
+	/* served and recycled before a sync saw it in the cache */
+	for (lp = &dp->landing; (l = *lp) != NULL; lp = &l->next)
+		if (node->id != NULL && strcmp(l->id, node->id) == 0) {
+			*lp = l->next;
+			landing_free(l);
+			break;
+		}
 	/* a used node is gone: register a new one in its slot */
 	static_sync(dp);
 }

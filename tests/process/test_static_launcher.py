@@ -333,3 +333,53 @@ def test_slot_waits_for_old_session(deployment, zuul, zk_server, chroot):
     assert hosts == ["host-a", "host-b"]
     assert "registered once that session ends" in p.output()
     assert p.alive()
+
+
+def test_slot_never_doubled_under_churn(deployment, zuul):
+    """Two jobs recycling two hosts back to back: a slot whose new node is
+    written but not yet in the launcher's cache must not be registered a
+    second time by a sync the other host's recycling starts. A watcher
+    samples the live (not deleting) nodes per host the whole time."""
+    import threading
+    cfg = static_config([host("h1", ["small"]), host("h2", ["small"])])
+    cfg["nodepoold"]["cleanup-interval"] = 3600  # no dedupe pass to hide a double
+    deployment.start_launcher("static-a", deployment.write_config(cfg))
+    wait_for(lambda: len(ready_nodes(zuul)) == 2, what="2 ready nodes")
+    stop = threading.Event()
+    worst = {}
+    errors = []
+
+    def watch():
+        while not stop.is_set():
+            per = {}
+            for n in zuul.nodes().values():
+                if n["state"] not in ("deleting", "deleted"):
+                    per[n["hostname"]] = per.get(n["hostname"], 0) + 1
+            for h, c in per.items():
+                worst[h] = max(worst.get(h, 0), c)
+            time.sleep(0.01)
+
+    def job(k):
+        try:
+            for _ in range(k):
+                rid = zuul.submit(["small"])
+                req = zuul.wait_request(rid)
+                assert req["state"] == "fulfilled", req
+                zuul.finish(zuul.accept(rid))
+        except Exception as e:
+            errors.append(repr(e))
+
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    jobs = [threading.Thread(target=job, args=(40,), daemon=True) for _ in range(2)]
+    for t in jobs:
+        t.start()
+    for t in jobs:
+        t.join(240)
+    wait_for(lambda: len(ready_nodes(zuul)) == 2, what="both hosts ready again")
+    time.sleep(0.5)
+    stop.set()
+    w.join(10)
+    assert errors == []
+    assert worst == {"h1": 1, "h2": 1}
+    assert sorted(n["hostname"] for n in zuul.nodes().values()) == ["h1", "h2"]
