@@ -56,8 +56,16 @@ struct drv_launch {
 	struct np_node *node;		  /* owned by the launcher; the driver may edit fields */
 	const char *label;		  /* the label being launched */
 	const struct np_request *request; /* the request it is for (read-only; may be NULL) */
-	void *drv;			  /* driver's private per-launch state */
-	void *owner;			  /* the launcher's; drivers leave it alone */
+	/*
+	 * The availability zone to launch in, chosen by the launcher for the
+	 * whole nodeset (upstream's StateMachineHandler.chosen_az, handed to
+	 * getCreateStateMachine): NULL = the cloud's choice. Only set for
+	 * drivers with a pool_azs slot. Borrowed from the request's handler,
+	 * valid until drv_launch_done or launch_cancel; copy to keep longer.
+	 */
+	const char *az;
+	void *drv;   /* driver's private per-launch state */
+	void *owner; /* the launcher's; drivers leave it alone */
 };
 
 enum drv_launch_result {
@@ -119,6 +127,24 @@ struct driver {
 	 */
 	void (*check_reusable)(struct drv_provider *dp, const struct np_node *node,
 			       void (*done)(const char *node_id, int ok, void *arg), void *arg);
+
+	/*
+	 * The availability zones a new node of this pool may be launched in,
+	 * appended to out (empty: the cloud's choice): as upstream's
+	 * StateMachineHandler.setNodeMetadata, the pool's availability-zones,
+	 * else the cloud's (Adapter.getAZs). Synchronous, from config or data
+	 * the driver holds.
+	 *
+	 * A driver with this slot gets a request's nodeset grouped in one AZ,
+	 * as upstream's StateMachineHandler (the launcher keeps the request's
+	 * chosen AZ and applies the rules, since it picks ready nodes before
+	 * locking them): the first ready node reused with a non-empty az fixes
+	 * it; ready nodes whose az differs from a fixed one (a null az
+	 * included) are not reused for the request; the first launch with none
+	 * fixed picks one of these at random; every launch gets it in
+	 * drv_launch.az. NULL = no grouping, drv_launch.az stays NULL (static).
+	 */
+	void (*pool_azs)(struct drv_provider *dp, const struct lc_pool *pool, struct np_strv *out);
 
 	/* Start a launch; complete with drv_launch_done(). */
 	void (*launch)(struct drv_provider *dp, struct drv_launch *l);

@@ -93,6 +93,10 @@
  *   state-file           path: a JSON picture of the simulated cloud,
  *                        rewritten as it changes (tests, benchmarks)
  *   seed                 integer seed of the failure dice (0: random)
+ *   cloud-availability-zones
+ *                        list of non-empty strings: the simulated cloud's
+ *                        zones, offered when a pool names no
+ *                        availability-zones; creates in other zones fail
  * A fake pool takes name, labels (required), max-servers, max-cores, max-ram,
  * priority, node-attributes, host-key-checking, ignore-provider-quota and
  * availability-zones. A fake label takes name, cloud-image or diskimage

@@ -10,7 +10,9 @@
  * unlock nodes keeping allocated_to, unlock the request) or decline.
  * Cancellation (the request znode deleted) is handled at every step: nodes
  * we allocated are deallocated and unlocked, launches run to completion and
- * their nodes become reusable.
+ * their nodes become reusable. For cloud drivers the nodeset is kept in
+ * one availability zone, as upstream's StateMachineHandler (see "AZ
+ * grouping" below).
  *
  * Every ZooKeeper operation holds a reference (h->ops); a handler that is
  * finished while operations are in flight is detached and freed by the
@@ -71,6 +73,7 @@ handler_destroy(struct handler *h)
 	np_request_free(h->req);
 	free(h->req_id);
 	free(h->decline_reason);
+	free(h->chosen_az);
 	free(h);
 }
 
@@ -465,6 +468,109 @@ handler_request_removed(struct handler *h)
 	}
 }
 
+/* ---- AZ grouping (as StateMachineHandler) ------------------------------------ *
+ *
+ * For drivers with a pool_azs slot: a request's nodeset is kept in one
+ * availability zone (struct handler's chosen_az). Upstream's rules:
+ * checkReusableNode (a chosen AZ admits only ready nodes of that az; a
+ * null az does not match), nodeReusedNotification (a reused node with an
+ * az fixes it when none is), setNodeMetadata (a launch with none fixed
+ * picks one at random from the pool's availability-zones, else the
+ * cloud's list; none there: the cloud's choice, asked again next launch).
+ */
+
+static int
+az_grouping(const struct handler *h)
+{
+	return h->lc->prov.drv->pool_azs != NULL && h->lc->prov.dp != NULL;
+}
+
+/* As checkReusableNode. */
+static int
+az_admits(const struct handler *h, const struct np_node *nd)
+{
+	if (!az_grouping(h) || h->chosen_az == NULL)
+		return 1;
+	return nd->az != NULL && strcmp(nd->az, h->chosen_az) == 0;
+}
+
+static void
+az_reset(struct handler *h)
+{
+	free(h->chosen_az);
+	h->chosen_az = NULL;
+	h->az_firm = 0;
+}
+
+/* Node i is being reused and its az is az (from the cache): as
+ * nodeReusedNotification, taken tentatively at once (see struct handler). */
+static void
+az_claim(struct handler *h, size_t i, const char *az)
+{
+	struct hnode *hn = &h->nodes[i];
+
+	hn->claims_az = 0;
+	if (!az_grouping(h) || az == NULL || *az == '\0')
+		return;
+	if (h->chosen_az == NULL) {
+		h->chosen_az = strdup(az);
+		h->az_firm = 0;
+	}
+	hn->claims_az = strcmp(h->chosen_az, az) == 0;
+}
+
+/* Node i's reuse succeeded: its claim, if any, is now firm. */
+static void
+az_confirm(struct handler *h, size_t i)
+{
+	if (h->nodes[i].claims_az && h->chosen_az != NULL)
+		h->az_firm = 1;
+	h->nodes[i].claims_az = 0;
+}
+
+/* Node i's reuse failed: a tentative AZ no other reuse in flight claims
+ * is dropped (upstream would not have fixed it). */
+static void
+az_unclaim(struct handler *h, size_t i)
+{
+	size_t k;
+
+	h->nodes[i].claims_az = 0;
+	if (h->chosen_az == NULL || h->az_firm)
+		return;
+	for (k = 0; k < h->n_nodes; k++)
+		if (h->nodes[k].claims_az)
+			return;
+	az_reset(h);
+}
+
+/* A launch starts: as setNodeMetadata. Returns the AZ for it (borrowed
+ * from the handler, stable from here on) or NULL (the cloud's choice). */
+static const char *
+az_for_launch(struct handler *h)
+{
+	struct launcher *lc = h->lc;
+	struct np_strv azs = {0};
+
+	if (!az_grouping(h))
+		return NULL;
+	if (h->chosen_az == NULL) {
+		lc->prov.drv->pool_azs(lc->prov.dp, h->pool, &azs);
+		if (azs.n > 0) {
+			const char *az = azs.v[arc4random_uniform((uint32_t)azs.n)];
+			if (*az != '\0')
+				h->chosen_az = strdup(az);
+		}
+		np_strv_clear(&azs);
+		if (h->chosen_az != NULL)
+			log_debug("request %s: nodeset grouped in availability zone %s", h->req_id,
+				  h->chosen_az);
+	}
+	if (h->chosen_az != NULL)
+		h->az_firm = 1;
+	return h->chosen_az;
+}
+
 /* ---- reuse of READY nodes --------------------------------------------------- */
 
 static void node_allocated(int rc, const struct zk_stat *st, void *arg);
@@ -483,6 +589,7 @@ reuse_failed(struct handler *h, size_t i)
 	np_node_free(hn->node);
 	hn->node = NULL;
 	hn->state = HN_WANTED;
+	az_unclaim(h, i);
 }
 
 static void
@@ -542,6 +649,7 @@ reuse_checked(const char *node_id, int ok, void *arg)
 		free(hn->node_id);
 		hn->node_id = NULL; /* busy mark stays until the record is gone */
 		hn->state = HN_WANTED;
+		az_unclaim(h, i);
 		np_node_set_state(n, NP_NODE_DELETING);
 		lc_delete_node_record(h->lc, n, lock);
 		run(h);
@@ -621,12 +729,14 @@ node_allocated(int rc, const struct zk_stat *st, void *arg)
 		return;
 	}
 	h->nodes[i].state = HN_READY;
+	az_confirm(h, i);
 	log_debug("request %s: reusing node %s for %s", h->req_id, h->nodes[i].node_id,
 		  h->nodes[i].label);
 	after_node_step(h);
 }
 
-/* A READY, unallocated, unlocked node of this pool with the label. */
+/* A READY, unallocated, unlocked node of this pool with the label (and,
+ * grouping by AZ, in the nodeset's AZ). */
 static const char *
 find_reusable(struct handler *h, const char *label)
 {
@@ -644,6 +754,8 @@ find_reusable(struct handler *h, const char *label)
 			continue;
 		if (!np_strv_contains(&nd->type, label) || lc_busy(lc, nd->id))
 			continue;
+		if (!az_admits(h, nd))
+			continue;
 		return nd->id;
 	}
 	return NULL;
@@ -653,8 +765,11 @@ static void
 start_reuse(struct handler *h, size_t i, const char *node_id)
 {
 	struct hnode *hn = &h->nodes[i];
+	const struct zk_cache_entry *e = zk_cache_get(h->lc->nodes, node_id);
+	const struct np_node *nd = e != NULL ? e->obj : NULL;
 	char path[128];
 
+	az_claim(h, i, nd != NULL ? nd->az : NULL);
 	hn->node_id = strdup(node_id);
 	hn->state = HN_LOCKING;
 	lc_busy_add(h->lc, node_id);
@@ -757,6 +872,7 @@ node_building_stored(int rc, const struct zk_stat *st, void *arg)
 	hn->launch.node = hn->node;
 	hn->launch.label = hn->label;
 	hn->launch.request = h->req;
+	hn->launch.az = hn->az;
 	hn->launch.owner = hop_new(h, i);
 	hn->launching = 1;
 	lc->prov.drv->launch(lc->prov.dp, &hn->launch);
@@ -842,6 +958,7 @@ start_launch(struct handler *h, size_t i)
 			     lc_monotonic() - h->started);
 	hn->node = n;
 	hn->state = HN_CREATING;
+	hn->az = az_for_launch(h);
 	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));
 }
 
@@ -1200,6 +1317,7 @@ fast_fallback(struct handler *h)
 	np_request_free(h->req);
 	h->req = NULL;
 	h->fast_failed = 0;
+	az_reset(h); /* the full sequence picks again */
 	if (h->vanished) {
 		release_request_lock(h);
 		return;
@@ -1352,7 +1470,9 @@ fast_start(struct handler *h)
 	picked = calloc(n, sizeof(*picked));
 	if (picked == NULL)
 		abort();
-	/* pick distinct nodes for every label, or give up */
+	/* pick distinct nodes for every label, or give up; grouping by AZ,
+	 * the first picked node with an az fixes it for the others (the
+	 * picks all succeed or the full sequence starts over) */
 	for (i = 0; i < n; i++) {
 		picked[i] = find_reusable(h, r->node_types.v[i]);
 		for (j = 0; picked[i] != NULL && j < i; j++)
@@ -1361,13 +1481,22 @@ fast_start(struct handler *h)
 		if (picked[i] == NULL)
 			break;
 		lc_busy_add(lc, picked[i]); /* so the next label picks another */
+		ne = zk_cache_get(lc->nodes, picked[i]);
+		if (az_grouping(h) && h->chosen_az == NULL && ne != NULL && ne->obj != NULL) {
+			const char *az = ((const struct np_node *)ne->obj)->az;
+			if (az != NULL && *az != '\0')
+				h->chosen_az = strdup(az);
+		}
 	}
 	if (i < n) {
 		for (j = 0; j < i; j++)
 			lc_busy_del(lc, picked[j]);
 		free(picked);
+		az_reset(h);
 		return 0;
 	}
+	if (h->chosen_az != NULL)
+		h->az_firm = 1; /* all of them are taken together or none */
 	h->req = np_request_dup(r);
 	h->req_version = e->stat.version;
 	h->min_ready = r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0;

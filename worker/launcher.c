@@ -874,6 +874,9 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 				evbuffer_add_printf(out, " %s=%s(%d)", h->nodes[k].label,
 						    h->nodes[k].node_id ? h->nodes[k].node_id : "-",
 						    h->nodes[k].state);
+			if (h->chosen_az != NULL)
+				evbuffer_add_printf(out, " az %s%s", h->chosen_az,
+						    h->az_firm ? "" : " (tentative)");
 			evbuffer_add_printf(out, "\n");
 		}
 	}

@@ -113,6 +113,12 @@ struct hnode {
 	int launching; /* launch handed to the driver */
 	int version;   /* fast path: the node's cached version */
 	int fast_ok;   /* fast path: locked and checked */
+	/* AZ grouping (see struct handler): the reuse in flight picked a node
+	 * in the handler's chosen_az */
+	int claims_az;
+	/* launching: the AZ given to the driver (the handler's chosen_az when
+	 * the launch started, borrowed; NULL = the cloud's choice) */
+	const char *az;
 };
 
 enum handler_state {
@@ -148,6 +154,21 @@ struct handler {
 	int fast_failed;     /* fast path: fall back to the full sequence */
 	int releasing;	     /* cancelled: the request lock is being released */
 	double resume_after; /* paused after a quota abort: not rerun before (monotonic s) */
+	/*
+	 * AZ grouping, for drivers with a pool_azs slot (drivers/driver.h), as
+	 * upstream's StateMachineHandler.chosen_az: the availability zone every
+	 * node of this request's nodeset is reused from or launched in.
+	 * malloc'd, never "" (an empty az fixes nothing, as upstream's
+	 * falsy test); NULL = not fixed. Set when a ready node with an az is
+	 * picked for reuse, or by the first launch (a random pool_azs entry).
+	 * az_firm 0: it came from reuses still in flight only, and is dropped
+	 * if they all fail (upstream fixes it only once a reuse succeeded; we
+	 * pick several nodes at once, so the pick must constrain the others at
+	 * once); 1: fixed for the handler's life (a reuse succeeded, or a
+	 * launch started), so launches may borrow the string.
+	 */
+	char *chosen_az;
+	int az_firm;
 };
 
 /*

@@ -42,6 +42,13 @@
  *                         and every second, for tests ("nothing left
  *                         behind") and benchmarks
  *   seed                  seed of the fault dice (0: random)
+ *   cloud-availability-zones
+ *                         the zones the cloud has (none): what it reports
+ *                         as its AZ list (upstream's Adapter.getAZs, which
+ *                         the launcher picks from when a pool names no
+ *                         availability-zones); a create naming a zone not
+ *                         in it is refused; a server created without a
+ *                         zone lands in the first (none: "fake-az-1")
  * Label keys: cores (1), ram (MB, 1024), boot-delay, failure-rate (the
  * provider's unless set), console-log.
  */
@@ -142,6 +149,7 @@ struct sm_adapter {
 	double q_instances, q_cores, q_ram; /* INFINITY = unlimited */
 	int report_quota;
 	int ssh_port;
+	struct np_strv zones; /* cloud-availability-zones */
 	char *state_file;
 	/* counters */
 	unsigned long long creates, create_errors, quota_refusals, boot_errors, deletes,
@@ -291,7 +299,7 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 		frate = np_json_num(label->raw, "failure-rate", frate);
 	}
 	s->image = image != NULL ? strdup(image) : NULL;
-	s->az = strdup(az != NULL ? az : "fake-az-1");
+	s->az = strdup(az != NULL ? az : f->zones.n > 0 ? f->zones.v[0] : "fake-az-1");
 	{
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -577,6 +585,11 @@ create_call(struct fcall *c)
 		f->create_errors++;
 		fm->err = SM_E_FAILED;
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "create refused (simulated error)");
+	} else if (fm->az != NULL && f->zones.n > 0 && !np_strv_contains(&f->zones, fm->az)) {
+		f->create_errors++;
+		fm->err = SM_E_FAILED;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "availability zone %s does not exist",
+			 fm->az);
 	} else {
 		s = server_new(f, fm->name, fm->label, fm->image, fm->meta, fm->az);
 		sm_set_str(&fm->m.external_id, s->id);
@@ -1026,6 +1039,12 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	f->q_ram = limit(q, "ram");
 	f->report_quota = np_json_bool(p, "report-quota", 1);
 	f->ssh_port = (int)np_json_num(p, "fake-ssh-port", 0);
+	{
+		const json_t *z;
+		size_t k;
+		json_array_foreach(json_object_get(p, "cloud-availability-zones"), k, z)
+		    np_strv_push(&f->zones, json_string_value(z));
+	}
 	f->state_file = sf != NULL ? strdup(sf) : NULL;
 	f->dice = seed != 0 ? (uint64_t)seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
 	if (f->dice == 0)
@@ -1045,6 +1064,7 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	}
 	if (f->rl == NULL) {
 		snprintf(err, errlen, "out of memory");
+		np_strv_clear(&f->zones);
 		free(f->state_file);
 		free(f);
 		return NULL;
@@ -1092,8 +1112,19 @@ fake_adapter_free(struct sm_adapter *f)
 	if (f->dirty_ev != NULL)
 		event_free(f->dirty_ev);
 	ratelimit_free(f->rl);
+	np_strv_clear(&f->zones);
 	free(f->state_file);
 	free(f);
+}
+
+/* As upstream's Adapter.getAZs: the cloud's zones. */
+static void
+fake_azs(struct sm_adapter *f, struct np_strv *out)
+{
+	size_t i;
+
+	for (i = 0; i < f->zones.n; i++)
+		np_strv_push(out, f->zones.v[i]);
 }
 
 static const char *
@@ -1151,6 +1182,7 @@ static const struct sm_adapter_ops fake_adapter = {
     .delete_resource = fake_delete_resource,
     .quota_limits = fake_quota_limits,
     .label_quota = fake_label_quota,
+    .azs = fake_azs,
     .upload_image = fake_upload_image,
     .delete_image = fake_delete_image,
     .console_log = fake_console_log,

@@ -379,18 +379,19 @@ fail_later(struct glaunch *g, const char *msg)
 	event_active(g->fail_ev, EV_TIMEOUT, 0);
 }
 
-static const char *
-pick_az(struct drv_provider *dp, const struct sm_label *l, struct np_strv *tmp)
+void
+sm_drv_pool_azs(struct drv_provider *dp, const struct lc_pool *pool, struct np_strv *out)
 {
-	const struct np_strv *azs = &l->pool->azs;
+	const struct sm_pool *p = sm_config_pool(dp->cfg, drv_pool_name(pool));
+	size_t i;
 
-	if (azs->n == 0 && dp->ops->azs != NULL) {
-		dp->ops->azs(dp->ad, tmp);
-		azs = tmp;
+	if (p != NULL && p->azs.n > 0) {
+		for (i = 0; i < p->azs.n; i++)
+			np_strv_push(out, p->azs.v[i]);
+		return;
 	}
-	if (azs->n == 0)
-		return NULL;
-	return azs->v[(size_t)random() % azs->n];
+	if (dp->ops->azs != NULL)
+		dp->ops->azs(dp->ad, out);
 }
 
 /* Image settings on the node, as upstream's startStateMachine. */
@@ -417,7 +418,6 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	const struct sm_label *lab;
 	struct sm_launch_params p;
 	char image_eid[256], path[512], msg[512];
-	struct np_strv azs = {0};
 	struct drv_quota q;
 	json_t *meta;
 
@@ -471,7 +471,7 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 		json_object_set_new(meta, "groups", json_string(groups));
 	}
 	p.label = lab;
-	p.az = pick_az(dp, lab, &azs);
+	p.az = l->az; /* the nodeset's, chosen by the launcher (pool_azs) */
 	p.metadata = meta;
 	p.request = l->request;
 	p.retries = dp->cfg->launch_retries;
@@ -480,7 +480,6 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	p.use_internal_ip = lab->pool->use_internal_ip;
 	g->sl = sm_launch_start(dp->runner, n, &p, launch_done, g);
 	json_decref(meta);
-	np_strv_clear(&azs);
 }
 
 void

@@ -243,6 +243,11 @@ int sm_drv_label_ready(struct drv_provider *dp, const char *label);
 void sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
 			struct drv_quota *out);
 void sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out);
+/* The pool's availability-zones, else the adapter's azs() (upstream's
+ * StateMachineHandler.setNodeMetadata choice list). Having this slot
+ * makes the launcher group each request's nodeset in one AZ, which the
+ * launch then gets as drv_launch.az (passed on to create_machine). */
+void sm_drv_pool_azs(struct drv_provider *dp, const struct lc_pool *pool, struct np_strv *out);
 void sm_drv_launch(struct drv_provider *dp, struct drv_launch *l);
 void sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l);
 void sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d);
@@ -252,9 +257,9 @@ void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
 	.provider_start = sm_drv_provider_start, .provider_stop = sm_drv_provider_stop,            \
 	.provider_free = sm_drv_provider_free, .cleanup = sm_drv_cleanup,                          \
 	.label_ready = sm_drv_label_ready, .label_quota = sm_drv_label_quota,                      \
-	.provider_limits = sm_drv_provider_limits, .launch = sm_drv_launch,                        \
-	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,                  \
-	.dump = sm_drv_dump
+	.provider_limits = sm_drv_provider_limits, .pool_azs = sm_drv_pool_azs,                    \
+	.launch = sm_drv_launch, .launch_cancel = sm_drv_launch_cancel,                            \
+	.node_delete = sm_drv_node_delete, .dump = sm_drv_dump
 
 /* ---- diskimage uploads (images.c) ---------------------------------------------------- */
 

@@ -59,8 +59,10 @@ Test(fake_config, every_key_accepted)
 		      "    state-file: /tmp/cloud.json\n"
 		      "    seed: 42\n"
 		      "    rate: 5\n"
+		      "    cloud-availability-zones: [az-a, az-b]\n"
 		      "    pools:\n"
 		      "      - name: main\n"
+		      "        availability-zones: [az-b]\n"
 		      "        labels:\n"
 		      "          - {name: small, cores: 2, ram: 2048, console-log: true,\n"
 		      "             host-key-checking: true, boot-delay: 1, failure-rate: 0}\n",
@@ -86,6 +88,7 @@ Test(fake_config, bad_values_reported_with_positions)
 			    "    state-file: ''\n"
 			    "    unmanaged-instances: 1.5\n"
 			    "    leak-everything: true\n"
+			    "    cloud-availability-zones: [az-a, '']\n"
 			    "    pools:\n"
 			    "      - name: main\n"
 			    "        labels: [{name: small, console-log: 1}]\n",
@@ -101,6 +104,7 @@ Test(fake_config, bad_values_reported_with_positions)
 	assert_has(t, "providers[0].state-file: must not be empty");
 	assert_has(t, "providers[0].unmanaged-instances: expected an integer");
 	assert_has(t, "providers[0].leak-everything: extra keys not allowed");
+	assert_has(t, "providers[0].cloud-availability-zones[1]: must not be empty");
 	assert_has(t, "providers[0].pools[0].labels[0].console-log: expected a boolean");
 	free(t);
 }
