@@ -747,8 +747,7 @@ Test(sm_runner, every_new_instance_is_named_to_the_caller_during_the_launch)
 	struct np_node *n = node42();
 	struct sm_launch_params p = params("plain");
 	struct outcome o = {0};
-	const char *want[] = {"create t-0", "delete t-0", "create t-1", "delete t-1",
-			      "create t-2"};
+	const char *want[] = {"create t-0", "delete t-0", "create t-1", "delete t-1", "create t-2"};
 	int i;
 
 	/* two attempts fail after the cloud named their instances (each is
