@@ -93,6 +93,8 @@
  *   state-file           path: a JSON picture of the simulated cloud,
  *                        rewritten as it changes (tests, benchmarks)
  *   seed                 integer seed of the failure dice (0: random)
+ *   persistent           bool: the simulated cloud outlives the worker; the
+ *                        state-file is read back at start (false)
  * A fake pool takes name, labels (required), max-servers, max-cores, max-ram,
  * priority, node-attributes, host-key-checking, ignore-provider-quota and
  * availability-zones. A fake label takes name, cloud-image or diskimage

@@ -593,7 +593,8 @@ static const struct sc_schema fake_provider = {
 	OPT("volume-leak-rate", RATE01),
 	OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT))),
 	OPT("report-quota", BOOL), OPT("unmanaged-instances", NONNEG_INT),
-	OPT("fake-ssh-port", PORT), OPT("state-file", NONEMPTY_STR), OPT("seed", INT)),
+	OPT("fake-ssh-port", PORT), OPT("state-file", NONEMPTY_STR), OPT("seed", INT),
+	OPT("persistent", BOOL)),
 };
 
 /* ---- registry ---------------------------------------------------------------------- */

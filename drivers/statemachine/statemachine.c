@@ -538,6 +538,9 @@ sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d)
 	g->dp = dp;
 	g->d = d;
 	TAILQ_INSERT_TAIL(&dp->deletes, g, entry);
+	if (d->node->external_id != NULL)
+		log_info("node %s: deleting instance %s", d->node->id ? d->node->id : "?",
+			 d->node->external_id);
 	/* an object external id (AWS {instance, host}) is not ours to read */
 	g->sd =
 	    sm_delete_start(dp->runner, d->node->external_id, SM_DELETE_TIMEOUT, delete_done, g);
