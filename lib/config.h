@@ -63,6 +63,9 @@
  *   control-socket         /run/nodepoold/nodepoold.sock
  *   pid-file               /run/nodepoold/nodepoold.pid
  *   restart-backoff-max    60   cap of a failed worker's restart back-off
+ *   request-lock-cleanup-age 28800  request-lock dirs whose request is gone
+ *                          are removed once unmodified this long (upstream's
+ *                          fixed LOCK_CLEANUP, 8 h)
  *
  * The `fake` driver (our simulated cloud, drivers/fake) takes the common
  * provider keys, boot-timeout, launch-timeout, launch-retries, rate (0 =
@@ -409,6 +412,7 @@ struct np_nodepoold_settings {
 	char *control_socket;
 	char *pid_file;
 	double restart_backoff_max;
+	double request_lock_cleanup_age;
 };
 
 struct np_config {

@@ -857,8 +857,11 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 	    (unsigned long long)lc->counters.accepted, (unsigned long long)lc->counters.fulfilled,
 	    (unsigned long long)lc->counters.declined, (unsigned long long)lc->counters.failed,
 	    (unsigned long long)lc->counters.deleted);
-	evbuffer_add_printf(out, "  timers: cleanup every %.0fs, deletion every %.0fs\n",
-			    lc->settings.cleanup_interval, lc->settings.delete_interval);
+	evbuffer_add_printf(out,
+			    "  timers: cleanup every %.0fs, deletion every %.0fs, "
+			    "request locks kept %.0fs\n",
+			    lc->settings.cleanup_interval, lc->settings.delete_interval,
+			    lc->settings.request_lock_cleanup_age);
 	for (i = 0; i < lc->prov.n_pools; i++) {
 		struct lc_pool *pool = &lc->prov.pools[i];
 		evbuffer_add_printf(out, "  pool %s (%s)%s: %d requests in hand\n", pool->name,
