@@ -198,6 +198,27 @@ size_t drv_provider_peers(struct launcher *lc, char *who, size_t wholen);
 /* 1 if the node has lock contenders (cached "probably locked"). */
 int drv_node_locked(struct launcher *lc, const char *node_id);
 /*
+ * Write a launch's node record to ZooKeeper now, as l->node stands, while
+ * the launch goes on: as StateMachineNodeLauncher's zk.storeNode(node)
+ * once the create state machine reports the instance's external_id, so
+ * that if this launcher dies mid-launch, whoever deletes the BUILDING
+ * node (its lock gone with our session) can delete the instance too.
+ *
+ * l must be a launch handed to the driver's launch slot and not yet
+ * completed or cancelled; the launcher locked its node before handing it
+ * over and still holds that lock. The node is encoded before the call
+ * returns: it stays the launcher's, and the driver may go on editing it.
+ * The write is asynchronous, one of the session's ordered writes (the
+ * launch's final store comes after it); a write that fails is logged and
+ * counted as the launcher's last error, and the launch goes on (the final
+ * store writes everything again). Returns 0 when the write was sent; -1
+ * with errno EINVAL when l is not a launch in flight, ESTALE when the node
+ * lock is no longer held (session expired: the launch is about to be
+ * cancelled), ENOTCONN when the ZooKeeper connection is down (nothing is
+ * queued; the final store covers it).
+ */
+int drv_store_node(struct launcher *lc, const struct drv_launch *l);
+/*
  * Register a new node record (static driver): the node is written as given
  * (state, provider, pool, launcher, type...) as a new sequential znode.
  * Takes ownership of n. done (may be NULL) gets the new id or NULL on error.

@@ -1471,6 +1471,7 @@ nodepoold_build(struct np_nodepoold_settings *s, const struct np_cfg_node *m)
 	s->control_socket = dup_str(m, "control-socket", "/run/nodepoold/nodepoold.sock");
 	s->pid_file = dup_str(m, "pid-file", "/run/nodepoold/nodepoold.pid");
 	s->restart_backoff_max = np_cfg_num(m, "restart-backoff-max", 60);
+	s->request_lock_cleanup_age = np_cfg_num(m, "request-lock-cleanup-age", 8 * 3600);
 }
 
 static void
@@ -1676,6 +1677,8 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
 	json_object_set_new(np, "stats-interval", json_real(cfg->nodepoold.stats_interval));
 	json_object_set_new(np, "worker-status-timeout",
 			    json_real(cfg->nodepoold.worker_status_timeout));
+	json_object_set_new(np, "request-lock-cleanup-age",
+			    json_real(cfg->nodepoold.request_lock_cleanup_age));
 	/* control-socket, pid-file, restart-backoff-max are the supervisor's own:
 	 * left out so that changing them restarts no worker */
 	json_object_set_new(j, "nodepoold", np);

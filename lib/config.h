@@ -63,6 +63,9 @@
  *   control-socket         /run/nodepoold/nodepoold.sock
  *   pid-file               /run/nodepoold/nodepoold.pid
  *   restart-backoff-max    60   cap of a failed worker's restart back-off
+ *   request-lock-cleanup-age 28800  request-lock dirs whose request is gone
+ *                          are removed once unmodified this long (upstream's
+ *                          fixed LOCK_CLEANUP, 8 h)
  *
  * The `fake` driver (our simulated cloud, drivers/fake) takes the common
  * provider keys, boot-timeout, launch-timeout, launch-retries, rate (0 =
@@ -97,6 +100,8 @@
  *                        list of non-empty strings: the simulated cloud's
  *                        zones, offered when a pool names no
  *                        availability-zones; creates in other zones fail
+ *   persistent           bool: the simulated cloud outlives the worker; the
+ *                        state-file is read back at start (false)
  * A fake pool takes name, labels (required), max-servers, max-cores, max-ram,
  * priority, node-attributes, host-key-checking, ignore-provider-quota and
  * availability-zones. A fake label takes name, cloud-image or diskimage
@@ -411,6 +416,7 @@ struct np_nodepoold_settings {
 	char *control_socket;
 	char *pid_file;
 	double restart_backoff_max;
+	double request_lock_cleanup_age;
 };
 
 struct np_config {

@@ -594,7 +594,7 @@ static const struct sc_schema fake_provider = {
 	OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT))),
 	OPT("report-quota", BOOL), OPT("unmanaged-instances", NONNEG_INT),
 	OPT("fake-ssh-port", PORT), OPT("state-file", NONEMPTY_STR), OPT("seed", INT),
-	OPT("cloud-availability-zones", SEQ(NONEMPTY_STR))),
+	OPT("cloud-availability-zones", SEQ(NONEMPTY_STR)), OPT("persistent", BOOL)),
 };
 
 /* ---- registry ---------------------------------------------------------------------- */
@@ -658,26 +658,27 @@ static const struct sc_schema diskimage = {
 
 const struct sc_schema sc_top = {
     .type = SC_MAP,
-    .keys = KEYS(OPT("webapp", MAP(OPT("port", &s_port), OPT("listen_address", STR))),
-		 OPT("elements-dir", STR), OPT("images-dir", STR), OPT("build-log-dir", STR),
-		 OPT("build-log-retention", INT), OPT("zookeeper-servers", &zk_servers),
-		 OPT("zookeeper-tls", &zk_tls), OPT("zookeeper-timeout", POSITIVE),
-		 OPT("providers", SEQ((&(const struct sc_schema){.type = SC_PROVIDER}))),
-		 OPT("labels", SEQ(MAP(REQ("name", NONEMPTY_STR), OPT("min-ready", INT),
-				       OPT("max-ready-age", INT)))),
-		 OPT("diskimages", SEQ(&diskimage)), OPT("max-hold-age", INT),
-		 OPT("tenant-resource-limits",
-		     SEQ((&(const struct sc_schema){
-			 .type = SC_MAP,
-			 .keys = KEYS(REQ("tenant-name", STR), OPT("max-cores", INT),
-				      OPT("max-ram", INT), OPT("max-servers", INT)),
-			 .item = INT,
-		     }))),
-		 OPT("nodepoold",
-		     MAP(OPT("cleanup-interval", POSITIVE), OPT("delete-interval", POSITIVE),
-			 OPT("stats-interval", POSITIVE), OPT("worker-status-timeout", POSITIVE),
-			 OPT("control-socket", NONEMPTY_STR), OPT("pid-file", NONEMPTY_STR),
-			 OPT("restart-backoff-max", POSITIVE)))),
+    .keys = KEYS(
+	OPT("webapp", MAP(OPT("port", &s_port), OPT("listen_address", STR))),
+	OPT("elements-dir", STR), OPT("images-dir", STR), OPT("build-log-dir", STR),
+	OPT("build-log-retention", INT), OPT("zookeeper-servers", &zk_servers),
+	OPT("zookeeper-tls", &zk_tls), OPT("zookeeper-timeout", POSITIVE),
+	OPT("providers", SEQ((&(const struct sc_schema){.type = SC_PROVIDER}))),
+	OPT("labels",
+	    SEQ(MAP(REQ("name", NONEMPTY_STR), OPT("min-ready", INT), OPT("max-ready-age", INT)))),
+	OPT("diskimages", SEQ(&diskimage)), OPT("max-hold-age", INT),
+	OPT("tenant-resource-limits",
+	    SEQ((&(const struct sc_schema){
+		.type = SC_MAP,
+		.keys = KEYS(REQ("tenant-name", STR), OPT("max-cores", INT), OPT("max-ram", INT),
+			     OPT("max-servers", INT)),
+		.item = INT,
+	    }))),
+	OPT("nodepoold",
+	    MAP(OPT("cleanup-interval", POSITIVE), OPT("delete-interval", POSITIVE),
+		OPT("stats-interval", POSITIVE), OPT("worker-status-timeout", POSITIVE),
+		OPT("control-socket", NONEMPTY_STR), OPT("pid-file", NONEMPTY_STR),
+		OPT("restart-backoff-max", POSITIVE), OPT("request-lock-cleanup-age", POSITIVE)))),
 };
 
 const struct sc_schema sc_secure = {

@@ -17,8 +17,6 @@
 #include "log.h"
 #include "strset.h"
 
-#define LOCK_CLEANUP_AGE (8 * 3600) /* request-lock dirs older than this go */
-
 static int
 ours(struct launcher *lc, const struct np_node *n)
 {
@@ -563,54 +561,94 @@ cleanup_lost_requests(struct launcher *lc)
 	}
 }
 
-/* ---- request-lock GC ------------------------------------------------------ */
+/* ---- request-lock GC (reference 2.7) ------------------------------------- */
 
+/*
+ * As CleanupWorker._cleanupNodeRequestLocks: a dir under
+ * /nodepool/requests-lock whose request is gone and whose mtime is older
+ * than request-lock-cleanup-age is deleted with whatever is in it (kazoo's
+ * delete(recursive=True): a contender left in it goes too). mtime, as
+ * upstream: a lock dir is never written, so it is its creation time, and
+ * contenders coming and going do not change it. The request is looked up
+ * in the cache, then once more in ZooKeeper just before the delete
+ * (upstream lists the requests uncached), so a request the cache has not
+ * shown yet keeps its lock.
+ */
 struct lockgc {
 	struct launcher *lc;
-	char *path;
+	char *id;
+	double age; /* s since the lock dir's mtime */
 };
-
-static void
-lockgc_stat(int rc, const struct zk_stat *st, void *arg)
-{
-	struct lockgc *g = arg;
-	const char *id = strrchr(g->path, '/') + 1;
-
-	if (rc == ZOK && lc_request(g->lc, id) == NULL &&
-	    lc_now() * 1000.0 - (double)st->mtime_ms > LOCK_CLEANUP_AGE * 1000.0 &&
-	    st->num_children == 0) {
-		log_debug("removing stale request lock %s", g->path);
-		zk_delete(g->lc->zk, g->path, -1, 1, NULL, NULL);
-	}
-	free(g->path);
-	lc_ctx_free(g->lc, g);
-}
 
 static void
 lockgc_cleanup(void *p)
 {
 	struct lockgc *g = p;
 
-	free(g->path);
+	free(g->id);
+}
+
+static void
+lockgc_free(struct lockgc *g)
+{
+	free(g->id);
+	lc_ctx_free(g->lc, g);
+}
+
+static void
+lockgc_request_stat(int rc, const struct zk_stat *st, void *arg)
+{
+	struct lockgc *g = arg;
+	char path[160];
+
+	if (rc == ZNONODE && lc_request(g->lc, g->id) == NULL) {
+		log_info("removing request lock %s: its request is gone, unmodified for %.0fs",
+			 g->id, g->age);
+		snprintf(path, sizeof(path), "/nodepool/requests-lock/%s", g->id);
+		zk_delete(g->lc->zk, path, -1, 1, NULL, NULL);
+	}
+	lockgc_free(g);
+}
+
+static void
+lockgc_stat(int rc, const struct zk_stat *st, void *arg)
+{
+	struct lockgc *g = arg;
+	struct launcher *lc = g->lc;
+	char path[160];
+
+	if (rc != ZOK || lc_request(lc, g->id) != NULL) {
+		lockgc_free(g);
+		return;
+	}
+	g->age = lc_now() - (double)st->mtime_ms / 1000.0;
+	if (!(g->age > lc->settings.request_lock_cleanup_age)) {
+		lockgc_free(g);
+		return;
+	}
+	snprintf(path, sizeof(path), "/nodepool/requests/%s", g->id);
+	zk_exists(lc->zk, path, NULL, NULL, lockgc_request_stat, g);
 }
 
 static void
 lockgc_children(int rc, int count, char *const *names, void *arg)
 {
 	struct launcher *lc = arg;
+	char path[160];
 	int i;
 
 	if (rc != ZOK)
 		return;
 	for (i = 0; i < count; i++) {
 		struct lockgc *g;
-		if (lc_request(lc, names[i]) != NULL)
+		if (lc_request(lc, names[i]) != NULL || strlen(names[i]) > 100)
 			continue;
 		g = lc_ctx_new(lc, sizeof(*g), lockgc_cleanup);
 		g->lc = lc;
-		if (asprintf(&g->path, "/nodepool/requests-lock/%s", names[i]) < 0)
+		if ((g->id = strdup(names[i])) == NULL)
 			abort();
-		zk_exists(lc->zk, g->path, NULL, NULL, lockgc_stat, g);
+		snprintf(path, sizeof(path), "/nodepool/requests-lock/%s", names[i]);
+		zk_exists(lc->zk, path, NULL, NULL, lockgc_stat, g);
 	}
 }
 

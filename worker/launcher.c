@@ -857,8 +857,11 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 	    (unsigned long long)lc->counters.accepted, (unsigned long long)lc->counters.fulfilled,
 	    (unsigned long long)lc->counters.declined, (unsigned long long)lc->counters.failed,
 	    (unsigned long long)lc->counters.deleted);
-	evbuffer_add_printf(out, "  timers: cleanup every %.0fs, deletion every %.0fs\n",
-			    lc->settings.cleanup_interval, lc->settings.delete_interval);
+	evbuffer_add_printf(out,
+			    "  timers: cleanup every %.0fs, deletion every %.0fs, "
+			    "request locks kept %.0fs\n",
+			    lc->settings.cleanup_interval, lc->settings.delete_interval,
+			    lc->settings.request_lock_cleanup_age);
 	for (i = 0; i < lc->prov.n_pools; i++) {
 		struct lc_pool *pool = &lc->prov.pools[i];
 		evbuffer_add_printf(out, "  pool %s (%s)%s: %d requests in hand\n", pool->name,
@@ -1048,6 +1051,77 @@ drv_node_locked(struct launcher *lc, const char *node_id)
 	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, node_id);
 
 	return (e != NULL && e->locked > 0) || lc_busy(lc, node_id);
+}
+
+/* The handler node whose launch is l (in flight), or NULL. The launch
+ * structs live in their handlers' node arrays: a pointer is only compared,
+ * so a stale one from a driver finds nothing. */
+static struct hnode *
+launch_hnode(struct launcher *lc, const struct drv_launch *l)
+{
+	struct handler *h;
+	size_t i, k;
+
+	for (i = 0; i < lc->prov.n_pools; i++)
+		TAILQ_FOREACH(h, &lc->prov.pools[i].handlers, entry)
+		{
+			for (k = 0; k < h->n_nodes; k++)
+				if (&h->nodes[k].launch == l)
+					return h->nodes[k].launching ? &h->nodes[k] : NULL;
+		}
+	return NULL;
+}
+
+struct store_ctx {
+	struct launcher *lc;
+	char *id;
+};
+
+static void
+store_ctx_cleanup(void *p)
+{
+	struct store_ctx *c = p;
+
+	free(c->id);
+}
+
+static void
+launch_node_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct store_ctx *c = arg;
+
+	if (rc != ZOK)
+		lc_set_error(c->lc, "storing building node %s: %s", c->id, zk_strerror(rc));
+	free(c->id);
+	lc_ctx_free(c->lc, c);
+}
+
+int
+drv_store_node(struct launcher *lc, const struct drv_launch *l)
+{
+	struct hnode *hn = launch_hnode(lc, l);
+	struct store_ctx *c;
+
+	if (hn == NULL || hn->node == NULL || hn->node != l->node || hn->node->id == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (hn->lock == NULL || !zk_lock_is_held(hn->lock)) {
+		errno = ESTALE;
+		return -1;
+	}
+	if (!zk_is_connected(lc->zk)) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	c = lc_ctx_new(lc, sizeof(*c), store_ctx_cleanup);
+	c->lc = lc;
+	if ((c->id = strdup(hn->node->id)) == NULL)
+		abort();
+	log_debug("node %s: stored while building (external id %s)", c->id,
+		  hn->node->external_id ? hn->node->external_id : "-");
+	lc_store_node(lc, hn->node, launch_node_stored, c);
+	return 0;
 }
 
 struct reg_ctx {

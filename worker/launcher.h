@@ -87,6 +87,9 @@ struct lc_provider {
 struct lc_settings {
 	double cleanup_interval; /* 60 */
 	double delete_interval;	 /* 5 */
+	/* request-lock-cleanup-age: request-lock dirs without a request are
+	 * removed once unmodified this long (28800, upstream's LOCK_CLEANUP) */
+	double request_lock_cleanup_age;
 };
 
 /* ---- a request in hand (as NodeRequestHandler) --------------------------- */

@@ -206,6 +206,10 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 		lc->settings.cleanup_interval = 60;
 	if (!(lc->settings.delete_interval > 0))
 		lc->settings.delete_interval = 5;
+	lc->settings.request_lock_cleanup_age =
+	    np_json_num(np, "request-lock-cleanup-age", 8 * 3600);
+	if (!(lc->settings.request_lock_cleanup_age > 0))
+		lc->settings.request_lock_cleanup_age = 8 * 3600;
 	return 0;
 }
 

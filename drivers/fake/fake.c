@@ -49,6 +49,8 @@
  *                         availability-zones); a create naming a zone not
  *                         in it is refused; a server created without a
  *                         zone lands in the first (none: "fake-az-1")
+ *   persistent            the cloud outlives the worker: the state-file is
+ *                         read back at start (false; see load_state)
  * Label keys: cores (1), ram (MB, 1024), boot-delay, failure-rate (the
  * provider's unless set), console-log.
  */
@@ -468,6 +470,166 @@ dirty_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (f->dirty)
 		flush_state(f);
+}
+
+/*
+ * `persistent`: the cloud outlives the worker, as a real cloud does. At
+ * start the state-file's servers, volumes, images and counters are read
+ * back, so a worker started after another one died (kill -9) finds what
+ * that one left in the cloud, and tests can tell who deleted what. Time
+ * in the cloud went on meanwhile: a server in BUILD becomes ACTIVE its
+ * (label's or provider's) boot-delay after its creation, one that was
+ * being deleted is gone. The fault dice drawn for a server (failure-rate,
+ * never-ready-rate, volume-leak-rate) are not kept. A missing file is an
+ * empty cloud; an unreadable one too, with a warning. Returns 1 when
+ * servers were read (unmanaged-instances then come from the file).
+ */
+static unsigned long long
+id_seq(const char *id)
+{
+	const char *dash = id != NULL ? strrchr(id, '-') : NULL;
+
+	return dash != NULL ? strtoull(dash + 1, NULL, 10) : 0;
+}
+
+static void
+copy_id(char *dst, size_t len, const json_t *v)
+{
+	snprintf(dst, len, "%s", json_is_string(v) ? json_string_value(v) : "");
+}
+
+static char *
+dup_field(const json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	return v != NULL ? strdup(v) : NULL;
+}
+
+static int
+load_state(struct sm_adapter *f)
+{
+	json_error_t jerr;
+	json_t *o, *a, *e, *c;
+	size_t i;
+	struct timespec ts;
+	double now, boot;
+	int servers = 0;
+
+	if (access(f->state_file, F_OK) != 0)
+		return 0;
+	if ((o = json_load_file(f->state_file, 0, &jerr)) == NULL || !json_is_object(o)) {
+		log_warn("fake: state-file %s unreadable (%s): starting with an empty cloud",
+			 f->state_file, o == NULL ? jerr.text : "not an object");
+		json_decref(o);
+		return 0;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	a = json_object_get(o, "instances");
+	json_array_foreach(a, i, e)
+	{
+		const char *st = json_string_value(json_object_get(e, "status"));
+		const struct sm_label *lab;
+		struct fserver *s;
+		int k;
+
+		if (!json_is_object(e) || !json_is_string(json_object_get(e, "id")) || st == NULL ||
+		    strcmp(st, "DELETING") == 0)
+			continue;
+		if ((s = calloc(1, sizeof(*s))) == NULL)
+			abort();
+		copy_id(s->id, sizeof(s->id), json_object_get(e, "id"));
+		s->name = dup_field(e, "name");
+		if (s->name == NULL)
+			s->name = strdup(s->id);
+		s->status = F_BUILD;
+		for (k = 0; k < (int)(sizeof(fstatus_names) / sizeof(fstatus_names[0])); k++)
+			if (strcmp(st, fstatus_names[k]) == 0)
+				s->status = (enum fstatus)k;
+		s->metadata = json_is_object(json_object_get(e, "metadata"))
+				  ? json_deep_copy(json_object_get(e, "metadata"))
+				  : json_object();
+		s->label = dup_field(e, "label");
+		s->image = dup_field(e, "image");
+		s->az = dup_field(e, "az");
+		if (s->az == NULL)
+			s->az = strdup("fake-az-1");
+		copy_id(s->ipv4, sizeof(s->ipv4), json_object_get(e, "public_ipv4"));
+		copy_id(s->priv4, sizeof(s->priv4), json_object_get(e, "private_ipv4"));
+		copy_id(s->ipv6, sizeof(s->ipv6), json_object_get(e, "public_ipv6"));
+		s->cores = (int)np_json_num(e, "cores", 1);
+		s->ram = (int)np_json_num(e, "ram", 1024);
+		s->unmanaged = json_is_true(json_object_get(e, "unmanaged"));
+		s->created = np_json_num(e, "created", now);
+		boot = f->boot_delay;
+		if (s->label != NULL && (lab = sm_config_any_label(f->env->cfg, s->label)) != NULL)
+			boot = np_json_num(lab->raw, "boot-delay", boot);
+		s->ready_at = mono() + fmax(0, s->created + boot - now);
+		if (id_seq(s->id) > f->seq)
+			f->seq = id_seq(s->id);
+		TAILQ_INSERT_TAIL(&f->servers, s, entry);
+		servers++;
+	}
+	a = json_object_get(o, "volumes");
+	json_array_foreach(a, i, e)
+	{
+		struct fvolume *v;
+		struct fserver *s;
+		const char *server = json_string_value(json_object_get(e, "server"));
+
+		if (!json_is_object(e) || !json_is_string(json_object_get(e, "id")))
+			continue;
+		if ((v = calloc(1, sizeof(*v))) == NULL)
+			abort();
+		copy_id(v->id, sizeof(v->id), json_object_get(e, "id"));
+		v->metadata = json_is_object(json_object_get(e, "metadata"))
+				  ? json_deep_copy(json_object_get(e, "metadata"))
+				  : json_object();
+		/* attached only to a server that is still there */
+		if (server != NULL && (s = server_get(f, server)) != NULL) {
+			snprintf(v->server, sizeof(v->server), "%s", s->id);
+			snprintf(s->volume, sizeof(s->volume), "%s", v->id);
+		}
+		if (id_seq(v->id) > f->seq)
+			f->seq = id_seq(v->id);
+		TAILQ_INSERT_TAIL(&f->volumes, v, entry);
+	}
+	a = json_object_get(o, "images");
+	json_array_foreach(a, i, e)
+	{
+		struct fimage *im;
+
+		if (!json_is_object(e) || !json_is_string(json_object_get(e, "id")))
+			continue;
+		if ((im = calloc(1, sizeof(*im))) == NULL)
+			abort();
+		copy_id(im->id, sizeof(im->id), json_object_get(e, "id"));
+		im->name = dup_field(e, "name");
+		if (im->name == NULL)
+			im->name = strdup(im->id);
+		im->metadata = json_is_object(json_object_get(e, "metadata"))
+				   ? json_deep_copy(json_object_get(e, "metadata"))
+				   : json_object();
+		if (id_seq(im->id) > f->seq)
+			f->seq = id_seq(im->id);
+		TAILQ_INSERT_TAIL(&f->images, im, entry);
+	}
+	c = json_object_get(o, "counters");
+#define LOADC(field, key) f->field = (unsigned long long)np_json_num(c, key, 0)
+	LOADC(creates, "creates");
+	LOADC(create_errors, "create_errors");
+	LOADC(quota_refusals, "quota_errors");
+	LOADC(boot_errors, "boot_errors");
+	LOADC(deletes, "deletes");
+	LOADC(delete_errors, "delete_errors");
+	LOADC(leaked_on_delete, "leaked_on_delete");
+	LOADC(volumes_leaked, "volumes_leaked");
+	LOADC(listings, "listings");
+#undef LOADC
+	json_decref(o);
+	log_info("fake: cloud read back from %s: %d servers", f->state_file, servers);
+	return servers > 0;
 }
 
 /* ---- calls ---------------------------------------------------------------------------- */
@@ -1049,6 +1211,8 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	f->dice = seed != 0 ? (uint64_t)seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
 	if (f->dice == 0)
 		f->dice = 1;
+	if (f->state_file != NULL && np_json_bool(p, "persistent", 0) && load_state(f))
+		unmanaged = 0; /* they are in the file */
 	for (i = 0; i < unmanaged; i++) {
 		char name[32];
 		struct fserver *s;

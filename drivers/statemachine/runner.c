@@ -159,6 +159,7 @@ struct sm_launch {
 	int cancelled;
 	double t_start;
 	sm_launch_done done;
+	void (*named)(void *arg);
 	void *arg;
 };
 
@@ -492,8 +493,11 @@ set_instance_id(struct sm_launch *l, const char *id)
 	if (id == NULL || (l->instance_id != NULL && strcmp(l->instance_id, id) == 0))
 		return;
 	sm_set_str(&l->instance_id, id);
-	if (l->node != NULL)
-		sm_set_str(&l->node->external_id, id);
+	if (l->node == NULL) /* cancelled */
+		return;
+	sm_set_str(&l->node->external_id, id);
+	if (l->named != NULL)
+		l->named(l->arg);
 }
 
 /* As upstream's updateNodeFromInstance. */
@@ -831,6 +835,7 @@ sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launc
 	l->use_internal_ip = p->use_internal_ip;
 	l->t_start = mono();
 	l->done = done;
+	l->named = p->named;
 	l->arg = arg;
 	TAILQ_INSERT_TAIL(&r->launches, l, entry);
 	r->st.launches++;
@@ -847,6 +852,7 @@ sm_launch_cancel(struct sm_launch *l)
 	l->node = NULL;
 	l->request = NULL;
 	l->done = NULL;
+	l->named = NULL;
 	l->r->st.launches--;
 	l->r->st.orphans++;
 	log_info("node %s: launch cancelled (phase %s)", l->node_id, phase_name(l->phase));

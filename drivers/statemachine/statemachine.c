@@ -24,6 +24,7 @@
 #include "statemachine.h"
 
 #include <sys/queue.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,6 +356,20 @@ launch_done(enum drv_launch_result res, const char *error, void *arg)
 	drv_launch_done(l, res, error);
 }
 
+/* The cloud named the launch's (new) instance: save the node now, so a
+ * launcher that dies mid-launch leaves the id in ZooKeeper for whoever
+ * deletes the BUILDING node (as StateMachineNodeLauncher.runStateMachine). */
+static void
+launch_named(void *arg)
+{
+	struct glaunch *g = arg;
+
+	if (drv_store_node(g->dp->lc, g->l) != 0)
+		log_warn("node %s: cannot store external id %s now: %s",
+			 g->l->node->id ? g->l->node->id : "?",
+			 g->l->node->external_id ? g->l->node->external_id : "-", strerror(errno));
+}
+
 static void
 fail_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -478,6 +493,7 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	p.launch_timeout = dp->cfg->launch_timeout;
 	p.boot_timeout = dp->cfg->boot_timeout;
 	p.use_internal_ip = lab->pool->use_internal_ip;
+	p.named = launch_named;
 	g->sl = sm_launch_start(dp->runner, n, &p, launch_done, g);
 	json_decref(meta);
 }
@@ -521,6 +537,9 @@ sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d)
 	g->dp = dp;
 	g->d = d;
 	TAILQ_INSERT_TAIL(&dp->deletes, g, entry);
+	if (d->node->external_id != NULL)
+		log_info("node %s: deleting instance %s", d->node->id ? d->node->id : "?",
+			 d->node->external_id);
 	/* an object external id (AWS {instance, host}) is not ours to read */
 	g->sd =
 	    sm_delete_start(dp->runner, d->node->external_id, SM_DELETE_TIMEOUT, delete_done, g);

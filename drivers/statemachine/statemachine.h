@@ -190,12 +190,23 @@ struct sm_launch_params {
 	double launch_timeout;		  /* per attempt, from its create machine's start */
 	double boot_timeout;		  /* the nodescan deadline */
 	int use_internal_ip;		  /* interface_ip = private address when there is one */
+	/*
+	 * Called (may be NULL) with the launch's arg each time node->external_id
+	 * starts naming a new instance: the first attempt's, once the cloud
+	 * names it, and each retry's; not after a cancel. For the caller to
+	 * save the node at once (upstream stores node.external_id as soon as
+	 * the create state machine reports it), so a launcher that dies
+	 * mid-launch leaves the id for whoever deletes the node. Called from
+	 * inside an advance: it must not cancel the launch.
+	 */
+	void (*named)(void *arg);
 };
 
 /*
  * Launch into node (borrowed until the callback or sm_launch_cancel): its
  * id names the instance ("np<id>"); node->external_id is set as soon as
- * the cloud names the instance, and the instance's addresses, az, cloud,
+ * the cloud names the instance (then p->named is called), and the
+ * instance's addresses, az, cloud,
  * region, resources, overrides and host keys once it is complete. An
  * attempt that fails (error, launch-timeout, nodescan until boot-timeout)
  * has its instance deleted by a delete machine, then the next attempt

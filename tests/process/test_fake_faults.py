@@ -4,6 +4,7 @@ instance first, launch-timeout, boot-timeout with the console log, quota
 errors (abort, relaunch), cloud limits minus unmanaged usage, delete
 errors, leaked instances and volumes, and nodescan against a real sshd."""
 import os
+import signal
 import subprocess
 
 import pytest
@@ -243,3 +244,62 @@ def test_nodescan_against_a_real_sshd(deployment, zuul, sshd):
     assert len(keys) == 3
     wait_for(lambda: list(cloud.by_node()) == req["nodes"], what="the node's instance")
     assert cloud.framework()["nodescan.failed"] == 0
+
+
+def test_launcher_killed_mid_launch_its_instance_deleted_by_external_id(deployment, zuul):
+    """A launching node carries its instance's external_id in ZooKeeper as
+    soon as the cloud names it, and each retry's new one (as upstream's
+    StateMachineNodeLauncher stores it at once). The launcher is then
+    killed -9 mid-launch; a new one deletes the BUILDING node once the old
+    session is gone, and the instance with it, by that external_id. The
+    cloud is `persistent` (it outlives the worker, read back from its
+    state-file), and leak cleanup cannot run here (its first pass is an
+    hour away, and it needs two): the delete can only come from the node."""
+    cfg = fake_config(
+        deployment,
+        provider={"boot-delay": 3, "boot-failures": 1, "persistent": True},
+        top={"zookeeper-timeout": 2,
+             "nodepoold": {"cleanup-interval": 3600, "delete-interval": 0.5}})
+    path = deployment.write_config(cfg)
+    p1 = deployment.start_launcher("sim", path)
+    cloud = Cloud(deployment)
+    rid = zuul.submit(["small"])
+
+    def building_with(eid):
+        def ok():
+            nodes = [k for k, n in zuul.nodes().items()
+                     if n.get("external_id") == eid and n["state"] == "building"]
+            return nodes and nodes[0]
+        return ok
+
+    # the first attempt: named while building (it fails to boot after 3 s)
+    nid = wait_for(building_with("i-000001"), 10, what="building node naming i-000001")
+    assert zuul.node(nid)["allocated_to"] == rid
+    inst = wait_for(lambda: cloud.by_node().get(nid), what="the instance in the cloud")
+    assert inst["id"] == "i-000001" and inst["status"] == "BUILD"
+    # the retry's instance, named while building, after the first is deleted
+    assert wait_for(building_with("i-000002"), 15, what="the retry's id in ZooKeeper") == nid
+    inst = wait_for(lambda: (cloud.by_node().get(nid) or {}).get("id") == "i-000002" and
+                    cloud.by_node()[nid], what="the retry's instance in the cloud")
+    assert inst["status"] == "BUILD"
+    assert [i["id"] for i in cloud.instances()] == ["i-000002"]
+    assert cloud.counters()["deletes"] == 1  # the failed attempt's, by p1
+
+    p1.signal(signal.SIGKILL)
+    p1.p.wait()
+    assert zuul.node(nid)["state"] == "building"
+    # the cloud outlived the launcher
+    assert [i["id"] for i in cloud.instances()] == ["i-000002"]
+
+    p2 = deployment.start_launcher("sim", path)
+    wait_for(lambda: zuul.node(nid) is None, 20, what="the BUILDING node deleted")
+    wait_for(lambda: cloud.instances() == [] and cloud.volumes() == [],
+             what="its instance deleted")
+    assert cloud.counters()["deletes"] == 2
+    wait_for(lambda: cloud.framework().get("deletes.ok") == 1, what="p2's delete counted")
+    out = p2.output()
+    assert "fake: cloud read back from" in out
+    assert "node %s: deleting instance i-000002" % nid in out
+    assert "leaked" not in out
+    assert "leaked.instances" not in cloud.framework()
+    assert p2.alive()

@@ -198,3 +198,81 @@ def test_used_node_locked_by_zuul_is_not_deleted(deployment, zuul):
     assert zuul.node(nid)["state"] == "used"
     held[0][1].release()
     wait_for(lambda: zuul.node(nid) is None, what="released used node deleted")
+
+
+def test_stale_request_locks_removed(deployment, zuul):
+    """Request-lock GC (reference 2.7; upstream's _cleanupNodeRequestLocks
+    with LOCK_CLEANUP made settable): a dir under /nodepool/requests-lock
+    whose request is gone is deleted with what is in it once its mtime is
+    older than request-lock-cleanup-age; the lock dir of a request that
+    exists is kept however old; a young orphan is kept until it is old. The
+    age is the znode's mtime, as upstream's, not its ctime."""
+    import uuid
+    age = 3.0
+    root = "/nodepool/requests-lock/"
+    zk = zuul.zk
+    # orphans from before the launcher started: one with a kazoo-style
+    # contender left in it, one empty, and one whose mtime is renewed below
+    zk.ensure_path(root + "100-0000000901")
+    contender = zk.create(root + "100-0000000901/%s__lock__" % uuid.uuid4().hex,
+                          b"somehost", ephemeral=True, sequence=True)
+    zk.ensure_path(root + "100-0000000902")
+    zk.ensure_path(root + "100-0000000903")
+    created = time.time()
+
+    def mtime(name):
+        st = zk.exists(root + name)
+        return st and st.mtime / 1000.0
+
+    def seen_until_old(name):
+        """Polls until name is gone; asserts it was never gone while it was
+        younger than the age. Returns how many times it was seen."""
+        seen, last_mtime = 0, None
+        while True:
+            m = mtime(name)
+            now = time.time()
+            if m is None:
+                assert last_mtime is not None, "%s never seen" % name
+                assert now - last_mtime > age, "%s deleted while young" % name
+                return seen
+            last_mtime = m
+            seen += 1
+            if now - m > age + 15:
+                raise AssertionError("timed out waiting for %s to be removed" % name)
+            time.sleep(0.05)
+
+    cfg = static_config([host("host-a", ["small"])],
+                        extra={"nodepoold": {"cleanup-interval": 0.5, "delete-interval": 0.5,
+                                             "request-lock-cleanup-age": age}})
+    p = deployment.start_launcher("static-a", deployment.write_config(cfg))
+    wait_for(lambda: ready_nodes(zuul), what="ready node")
+    # a request served: its lock dir stays while the request exists
+    rid = zuul.submit(["small"])
+    assert zuul.wait_request(rid)["state"] == "fulfilled"
+    assert zk.exists(root + rid)
+    # renew 903's mtime (written, as nothing in Nodepool writes a lock dir)
+    # before it is old by its ctime
+    while time.time() - created < age - 1.5:
+        time.sleep(0.05)
+    zk.set(root + "100-0000000903", b"x")
+    st = zk.exists(root + "100-0000000903")
+    assert st.mtime > st.ctime
+
+    wait_for(lambda: not zk.exists(root + "100-0000000901") and
+             not zk.exists(root + "100-0000000902"), 15, what="old orphans removed")
+    assert not zk.exists(contender)
+    # 903 was old by its ctime when the others went, not by its mtime
+    assert zk.exists(root + "100-0000000903")
+    assert seen_until_old("100-0000000903") > 0
+    # a young orphan created now is kept until it is old
+    zk.ensure_path(root + "100-0000000904")
+    assert seen_until_old("100-0000000904") > 0
+    # the served request's dir is older than the age by now, and kept
+    assert time.time() - mtime(rid) > age
+    assert zk.exists(root + rid)
+    # once the request is gone (Zuul deletes it), so is its lock dir
+    zk.delete("/nodepool/requests/" + rid)
+    wait_for(lambda: not zk.exists(root + rid), 15, what="the request's lock dir removed")
+    out = p.output()
+    assert "removing request lock 100-0000000901: its request is gone" in out
+    assert "removing request lock %s" % rid in out

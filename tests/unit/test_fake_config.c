@@ -58,6 +58,7 @@ Test(fake_config, every_key_accepted)
 		      "    fake-ssh-port: 2222\n"
 		      "    state-file: /tmp/cloud.json\n"
 		      "    seed: 42\n"
+		      "    persistent: true\n"
 		      "    rate: 5\n"
 		      "    cloud-availability-zones: [az-a, az-b]\n"
 		      "    pools:\n"
@@ -86,6 +87,7 @@ Test(fake_config, bad_values_reported_with_positions)
 			    "    report-quota: maybe\n"
 			    "    fake-ssh-port: 70000\n"
 			    "    state-file: ''\n"
+			    "    persistent: yes-please\n"
 			    "    unmanaged-instances: 1.5\n"
 			    "    leak-everything: true\n"
 			    "    cloud-availability-zones: [az-a, '']\n"
@@ -102,6 +104,7 @@ Test(fake_config, bad_values_reported_with_positions)
 	assert_has(t, "providers[0].report-quota: expected a boolean");
 	assert_has(t, "providers[0].fake-ssh-port: must be a port number (1-65535)");
 	assert_has(t, "providers[0].state-file: must not be empty");
+	assert_has(t, "providers[0].persistent: expected a boolean");
 	assert_has(t, "providers[0].unmanaged-instances: expected an integer");
 	assert_has(t, "providers[0].leak-everything: extra keys not allowed");
 	assert_has(t, "providers[0].cloud-availability-zones[1]: must not be empty");

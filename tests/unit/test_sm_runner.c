@@ -270,7 +270,25 @@ struct outcome {
 	enum drv_launch_result res;
 	char error[512];
 	double at;
+	/* p.named calls: the node's external_id at each, and whether the
+	 * launch was still open then */
+	const struct np_node *node;
+	int named, named_open;
+	char named_id[4][32];
 };
+
+static void
+on_named(void *arg)
+{
+	struct outcome *o = arg;
+
+	if (o->named < 4)
+		snprintf(o->named_id[o->named], sizeof(o->named_id[0]), "%s",
+			 o->node->external_id ? o->node->external_id : "(null)");
+	o->named++;
+	if (o->called == 0)
+		o->named_open++;
+}
 
 static void
 on_launch(enum drv_launch_result res, const char *error, void *arg)
@@ -722,6 +740,66 @@ Test(sm_runner, cancel_after_naming_deletes_the_instance)
 	cr_assert_eq(st.orphans, 0);
 	cr_assert_eq(st.launches, 0);
 	cr_assert_eq(ad.freed, 2);
+}
+
+Test(sm_runner, every_new_instance_is_named_to_the_caller_during_the_launch)
+{
+	struct np_node *n = node42();
+	struct sm_launch_params p = params("plain");
+	struct outcome o = {0};
+	const char *want[] = {"create t-0", "delete t-0", "create t-1", "delete t-1", "create t-2"};
+	int i;
+
+	/* two attempts fail after the cloud named their instances (each is
+	 * deleted before the next attempt), the third is ready */
+	ad.script[0] = T_FAIL;
+	ad.script[1] = T_FAIL;
+	ad.script[2] = T_OK;
+	ad.nscript = 3;
+	ad.delay = 0.2;
+	o.node = n;
+	p.named = on_named;
+	sm_launch_start(runner, n, &p, on_launch, &o);
+	cr_assert_eq(o.named, 0, "nothing named before the first advance");
+	run_loop(0.05); /* submitted and named; failing 0.2 s later */
+	cr_assert_eq(o.named, 1);
+	cr_assert_str_eq(o.named_id[0], "t-0", "the node carried the id when called");
+	cr_assert_eq(o.called, 0);
+	run_loop(5);
+	cr_assert_eq(o.res, DRV_LAUNCH_READY, "%s", o.error);
+	cr_assert_eq(ad.nevents, 5);
+	for (i = 0; i < 5; i++)
+		cr_assert_str_eq(ad.events[i], want[i]);
+	cr_assert_eq(o.named, 3, "one call per instance");
+	cr_assert_eq(o.named_open, 3, "every call came while the launch ran");
+	cr_assert_str_eq(o.named_id[1], "t-1");
+	cr_assert_str_eq(o.named_id[2], "t-2");
+	cr_assert_str_eq(n->external_id, "t-2");
+	np_node_free(n);
+}
+
+Test(sm_runner, no_naming_call_after_a_cancel)
+{
+	struct np_node *n = node42();
+	struct sm_launch_params p = params("plain");
+	struct outcome o = {0};
+	struct sm_launch *l;
+
+	ad.script[0] = T_SLOW_NAME;
+	ad.nscript = 1;
+	ad.delay = 0.2;
+	o.node = n;
+	p.named = on_named;
+	l = sm_launch_start(runner, n, &p, on_launch, &o);
+	run_loop(0.05); /* submitted, not named yet */
+	cr_assert_null(n->external_id);
+	sm_launch_cancel(l);
+	np_node_free(n);
+	o.node = NULL; /* a call now would crash */
+	run_loop(1);
+	cr_assert_eq(o.named, 0);
+	cr_assert_eq(ad.nevents, 2);
+	cr_assert_str_eq(ad.events[1], "delete t-0", "named after the cancel: deleted");
 }
 
 Test(sm_runner, cancel_before_naming_deletes_once_named)

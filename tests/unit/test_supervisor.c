@@ -204,7 +204,8 @@ static const char slice_yaml[] = "zookeeper-servers:\n"
 				 "  worker-status-timeout: 3\n"
 				 "  restart-backoff-max: 7\n"
 				 "  control-socket: /tmp/x.sock\n"
-				 "  cleanup-interval: 9\n";
+				 "  cleanup-interval: 9\n"
+				 "  request-lock-cleanup-age: 5\n";
 
 Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 {
@@ -221,6 +222,8 @@ Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 	cr_assert_null(sup_worker_slice(cfg, "nope"));
 	np = json_object_get(a, "nodepoold");
 	cr_assert_eq(json_number_value(json_object_get(np, "cleanup-interval")), 9);
+	cr_assert_eq(json_number_value(json_object_get(np, "request-lock-cleanup-age")), 5,
+		     "the workers run the request-lock GC");
 	cr_assert_null(json_object_get(np, "worker-status-timeout"));
 	cr_assert_null(json_object_get(np, "restart-backoff-max"));
 	cr_assert_null(json_object_get(np, "control-socket"));
