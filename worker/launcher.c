@@ -562,6 +562,37 @@ requests_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache
 	}
 }
 
+struct barrier {
+	struct launcher *lc;
+};
+
+static void
+peers_barrier_done(int rc, const struct zk_stat *st, void *arg)
+{
+	struct barrier *b = arg;
+	struct launcher *lc = b->lc;
+
+	lc_ctx_free(lc, b);
+	if (lc->started && lc->prov.dp != NULL && lc->prov.drv->peers_changed != NULL)
+		lc->prov.drv->peers_changed(lc->prov.dp);
+}
+
+/*
+ * Another session's pool registration of our provider is gone: writes that
+ * session sent before it ended are all in ZooKeeper now, and the node
+ * cache's reads of them were sent before this event reached us. One more
+ * round trip on our session (answered in order) lets those reads land
+ * before the driver looks at the nodes.
+ */
+static void
+peers_barrier(struct launcher *lc)
+{
+	struct barrier *b = lc_ctx_new(lc, sizeof(*b), NULL);
+
+	b->lc = lc;
+	zk_exists(lc->zk, "/nodepool/nodes", NULL, NULL, peers_barrier_done, b);
+}
+
 static void
 components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e,
 		 void *arg)
@@ -577,7 +608,7 @@ components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cac
 	    e->stat.ephemeral_owner != zk_session_id(lc->zk)) {
 		const struct np_component *pc = e->obj;
 		if (pc->provider_name != NULL && strcmp(pc->provider_name, lc->prov.name) == 0)
-			lc->prov.drv->peers_changed(lc->prov.dp);
+			peers_barrier(lc);
 	}
 	launcher_schedule_assign(lc);
 }
