@@ -111,6 +111,18 @@ struct driver {
 	/* As QuotaSupport.quotaNeededByLabel. NULL = 1 instance. */
 	void (*label_quota)(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
 			    struct drv_quota *out);
+	/*
+	 * 1 when the label is permanently unusable in this provider, else 0:
+	 * as upstream's Provider.errorLabels (StateMachineProvider: labels
+	 * whose getQuotaForLabel raised a RuntimeConfigurationException),
+	 * which NodeRequestHandler._invalidNodeTypes adds to the pool's
+	 * invalid node types. The launcher declines a request needing such a
+	 * label with "node type(s) [...] not available". Labels are by name,
+	 * provider-wide; the mark lasts for the life of the driver state
+	 * (a worker restart or a reload of the provider's config clears it).
+	 * Synchronous, from data the driver holds. NULL = never.
+	 */
+	int (*label_error)(struct drv_provider *dp, const char *label);
 	/* The most nodes of a label the pool could ever hold at once (static:
 	 * the sum of max-parallel-jobs of its hosts with that label); a request
 	 * needing more is declined. NULL or < 0 = unlimited. */

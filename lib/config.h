@@ -107,8 +107,10 @@
  * availability-zones. A fake label takes name, cloud-image or diskimage
  * (optional; a diskimage must be in the provider's diskimages), flavor-name,
  * instance-type, min-ram, key-name, userdata, instance-properties,
- * host-key-checking, console-log, cores (1), ram (MB, 1024), and per-label
- * boot-delay and failure-rate overriding the provider's.
+ * host-key-checking, console-log, cores (1), ram (MB, 1024), per-label
+ * boot-delay and failure-rate overriding the provider's, and config-error
+ * (a non-empty message: the label is permanently misconfigured in the
+ * simulated cloud, which makes it an error label; creates of it fail).
  *
  * Ownership: every string and array below is owned by its struct np_config;
  * json_t members are references owned by it too; raw nodes point into the

@@ -559,7 +559,8 @@ static const struct sc_schema fake_label = {
 		 OPT("flavor-name", STR), OPT("instance-type", STR), OPT("min-ram", INT),
 		 OPT("key-name", STR), OPT("userdata", STR), OPT("instance-properties", DICT),
 		 OPT("host-key-checking", BOOL), OPT("cores", INT), OPT("ram", INT),
-		 OPT("boot-delay", NONNEG), OPT("failure-rate", RATE01), OPT("console-log", BOOL)),
+		 OPT("boot-delay", NONNEG), OPT("failure-rate", RATE01), OPT("console-log", BOOL),
+		 OPT("config-error", NONEMPTY_STR)),
     .groups = GROUPS(EXCL("cloud-image", "diskimage")),
 };
 

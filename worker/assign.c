@@ -93,7 +93,11 @@ assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
 		return "pool is disabled";
 	len = (size_t)snprintf(buf, sizeof(buf), "node type(s) [");
 	for (i = 0; i < r->node_types.n; i++) {
-		if (np_strv_contains(&pool->labels, r->node_types.v[i]))
+		/* as NodeRequestHandler._invalidNodeTypes: not in the pool, or
+		 * one of the driver's error labels (errorLabels) */
+		if (np_strv_contains(&pool->labels, r->node_types.v[i]) &&
+		    (drv->label_error == NULL || lc->prov.dp == NULL ||
+		     !drv->label_error(lc->prov.dp, r->node_types.v[i])))
 			continue;
 		if (len < sizeof(buf))
 			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%s",

@@ -52,7 +52,11 @@
  *   persistent            the cloud outlives the worker: the state-file is
  *                         read back at start (false; see load_state)
  * Label keys: cores (1), ram (MB, 1024), boot-delay, failure-rate (the
- * provider's unless set), console-log.
+ * provider's unless set), console-log, and config-error: a message; the
+ * label is one this cloud can never serve as configured (as an AWS
+ * instance type the region lacks): label_quota reports the message as a
+ * permanent configuration error (upstream's RuntimeConfigurationException
+ * from getQuotaForLabel) and every create of it is refused with it.
  */
 #include "statemachine/statemachine.h"
 
@@ -743,6 +747,11 @@ create_call(struct fcall *c)
 		f->quota_refusals++;
 		fm->err = SM_E_QUOTA;
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "%s", q);
+	} else if ((q = json_string_value(json_object_get(fm->label->raw, "config-error"))) !=
+		   NULL) {
+		f->create_errors++;
+		fm->err = SM_E_FAILED;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "%s", q);
 	} else if (chance(f, f->create_error_rate)) {
 		f->create_errors++;
 		fm->err = SM_E_FAILED;
@@ -1063,13 +1072,21 @@ fake_quota_limits(struct sm_adapter *f, sm_quota_cb cb, void *arg)
 	c->cb.quota = cb;
 }
 
-static void
-fake_label_quota(struct sm_adapter *f, const struct sm_label *label, struct drv_quota *out)
+static int
+fake_label_quota(struct sm_adapter *f, const struct sm_label *label, struct drv_quota *out,
+		 char *err, size_t errlen)
 {
+	const char *bad = json_string_value(json_object_get(label->raw, "config-error"));
+
 	(void)f;
+	if (bad != NULL) {
+		snprintf(err, errlen, "%s", bad);
+		return -1;
+	}
 	out->cores = np_json_num(label->raw, "cores", 1);
 	out->ram = np_json_num(label->raw, "ram", 1024);
 	out->instances = 1;
+	return 0;
 }
 
 static void

@@ -237,11 +237,23 @@ struct sm_adapter_ops {
 
 	/* The cloud's limits (getQuotaLimits). NULL: unlimited. */
 	void (*quota_limits)(struct sm_adapter *a, sm_quota_cb cb, void *arg);
-	/* What one node of the label uses (getQuotaForLabel), synchronously:
+	/*
+	 * What one node of the label uses (getQuotaForLabel), synchronously:
 	 * from the config or data the adapter already holds (flavors fetched
-	 * at start). out comes in as 1 instance. NULL: 1 instance. */
-	void (*label_quota)(struct sm_adapter *a, const struct sm_label *label,
-			    struct drv_quota *out);
+	 * at start). out comes in as 1 instance. NULL: 1 instance.
+	 *
+	 * Returns 0, or -1 when the label can never work in this cloud as
+	 * configured (upstream's RuntimeConfigurationException: an instance
+	 * type the cloud does not have...), with a one-line reason in
+	 * err[0..errlen) (NUL-terminated; out is then ignored). A -1 is
+	 * permanent: the framework logs it and marks the label an error label
+	 * (statemachine.c, driver slot label_error) until the worker restarts;
+	 * the request in hand goes on with empty quota, every later request
+	 * for the label is declined. A passing problem (a listing not yet in)
+	 * is not a -1: answer from defaults instead.
+	 */
+	int (*label_quota)(struct sm_adapter *a, const struct sm_label *label,
+			   struct drv_quota *out, char *err, size_t errlen);
 	/* Whether the label's cloud image exists (labelReady), synchronously
 	 * from held data; diskimage labels are the framework's business.
 	 * NULL: always. */

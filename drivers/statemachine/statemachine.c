@@ -90,6 +90,11 @@ struct drv_provider {
 
 	struct sm_images *images; /* NULL without a ZooKeeper handle */
 
+	/* error labels (upstream's StateMachineProvider.error_labels): names
+	 * of labels whose adapter label_quota reported a permanent
+	 * configuration error; kept until the provider is freed */
+	struct strset *error_labels;
+
 	/* loop lag */
 	struct event *lag_ev;
 	double lag_due;
@@ -316,14 +321,45 @@ sm_drv_label_ready(struct drv_provider *dp, const char *label)
 	return !seen; /* not ours: the launcher declines it for other reasons */
 }
 
+/*
+ * The adapter's label_quota for lab into out (which comes in as the
+ * default, 1 instance), as upstream's quotaNeededByLabel: a permanent
+ * configuration error is logged (once per label), the label becomes an
+ * error label, and out is the empty quota so the request in hand goes on
+ * (its launch then fails in the cloud).
+ */
+static void
+label_quota_of(struct drv_provider *dp, const struct sm_label *lab, struct drv_quota *out)
+{
+	char err[256];
+
+	if (dp->ops->label_quota == NULL)
+		return;
+	err[0] = '\0';
+	if (dp->ops->label_quota(dp->ad, lab, out, err, sizeof(err)) == 0)
+		return;
+	if (strset_add(dp->error_labels, lab->name))
+		log_error("provider %s: error getting quota for label %s, marking it "
+			  "permanently unavailable: %s",
+			  dp->cfg->provider, lab->name, err[0] != '\0' ? err : "(no reason given)");
+	drv_quota_clear(out);
+	drv_quota_init(out, 0, 0, 0);
+}
+
 void
 sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
 		   struct drv_quota *out)
 {
 	const struct sm_label *l = sm_config_label(dp->cfg, drv_pool_name(pool), label);
 
-	if (l != NULL && dp->ops->label_quota != NULL)
-		dp->ops->label_quota(dp->ad, l, out);
+	if (l != NULL)
+		label_quota_of(dp, l, out);
+}
+
+int
+sm_drv_label_error(struct drv_provider *dp, const char *label)
+{
+	return strset_has(dp->error_labels, label);
 }
 
 /* ---- launches ------------------------------------------------------------------------------ */
@@ -468,8 +504,7 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	}
 	apply_image(n, lab->image);
 	drv_quota_init(&q, 0, 1, 0);
-	if (dp->ops->label_quota != NULL)
-		dp->ops->label_quota(dp->ad, lab, &q);
+	label_quota_of(dp, lab, &q);
 	json_decref(n->resources);
 	n->resources = drv_quota_to_json(&q);
 	drv_quota_clear(&q);
@@ -674,6 +709,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	dp->stats = json_object();
 	dp->leaked = json_object();
 	dp->maybe_leaked = strset_new();
+	dp->error_labels = strset_new();
 	drv_quota_unlimited(&dp->quota);
 	drv_quota_init(&dp->limits, 0, 0, 0);
 	dp->env.base = base;
@@ -686,6 +722,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 		json_decref(dp->stats);
 		json_decref(dp->leaked);
 		strset_free(dp->maybe_leaked);
+		strset_free(dp->error_labels);
 		sm_config_free(dp->cfg);
 		free(dp);
 		return NULL;
@@ -746,6 +783,7 @@ sm_drv_provider_free(struct drv_provider *dp)
 	drv_quota_clear(&dp->quota);
 	drv_quota_clear(&dp->limits);
 	strset_free(dp->maybe_leaked);
+	strset_free(dp->error_labels);
 	json_decref(dp->stats);
 	json_decref(dp->leaked);
 	sm_config_free(dp->cfg);

@@ -251,8 +251,13 @@ void sm_drv_provider_stop(struct drv_provider *dp);
 void sm_drv_provider_free(struct drv_provider *dp);
 void sm_drv_cleanup(struct drv_provider *dp);
 int sm_drv_label_ready(struct drv_provider *dp, const char *label);
+/* Through the adapter's label_quota; a permanent error there makes the
+ * label an error label (sm_drv_label_error) and answers the empty quota. */
 void sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
 			struct drv_quota *out);
+/* The driver slot label_error: 1 once the adapter's label_quota reported a
+ * permanent error for the label (upstream's errorLabels). */
+int sm_drv_label_error(struct drv_provider *dp, const char *label);
 void sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out);
 /* The pool's availability-zones, else the adapter's azs() (upstream's
  * StateMachineHandler.setNodeMetadata choice list). Having this slot
@@ -268,9 +273,10 @@ void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
 	.provider_start = sm_drv_provider_start, .provider_stop = sm_drv_provider_stop,            \
 	.provider_free = sm_drv_provider_free, .cleanup = sm_drv_cleanup,                          \
 	.label_ready = sm_drv_label_ready, .label_quota = sm_drv_label_quota,                      \
-	.provider_limits = sm_drv_provider_limits, .pool_azs = sm_drv_pool_azs,                    \
-	.launch = sm_drv_launch, .launch_cancel = sm_drv_launch_cancel,                            \
-	.node_delete = sm_drv_node_delete, .dump = sm_drv_dump
+	.label_error = sm_drv_label_error, .provider_limits = sm_drv_provider_limits,              \
+	.pool_azs = sm_drv_pool_azs, .launch = sm_drv_launch,                                      \
+	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,                  \
+	.dump = sm_drv_dump
 
 /* ---- diskimage uploads (images.c) ---------------------------------------------------- */
 
