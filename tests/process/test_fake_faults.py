@@ -303,3 +303,53 @@ def test_launcher_killed_mid_launch_its_instance_deleted_by_external_id(deployme
     assert "leaked" not in out
     assert "leaked.instances" not in cloud.framework()
     assert p2.alive()
+
+
+def test_label_with_config_error_becomes_an_error_label(deployment, zuul):
+    """Error labels (reference 2.6; upstream's StateMachineProvider
+    errorLabels): the adapter's quota-for-label reports a permanent
+    configuration error for `broken`; the request in hand goes on and
+    fails, the launcher logs the error, and from then on the pool declines
+    requests needing `broken` without launching anything, while `small`
+    keeps being served."""
+    why = "instance type x9.huge is not offered in region sim-1"
+    cfg = fake_config(deployment, labels={"small": {}, "broken": {"config-error": why}},
+                      provider={"launch-retries": 2})
+    p = deployment.start_launcher("sim", deployment.write_config(cfg))
+    cloud = Cloud(deployment)
+    pool = wait_for(lambda: zuul.pools(), what="pool")[0]
+
+    first = zuul.submit(["broken"])
+    req = zuul.wait_request(first)
+    assert req["state"] == "failed" and req["declined_by"] == [pool["id"]]
+    out = p.output()
+    assert ("provider sim: error getting quota for label broken, marking it "
+            "permanently unavailable: " + why) in out
+    # the launch ran (two attempts, refused by the cloud) and left nothing
+    assert "launch attempt 1/2 for node" in out
+    wait_for(lambda: cloud.counters().get("creates") == 2 and
+             cloud.counters().get("create_errors") == 2, what="2 refused creates")
+    wait_for(lambda: zuul.nodes() == {}, what="failed node cleaned up")
+    assert cloud.instances() == []
+
+    good = zuul.submit(["small"])
+    later = [zuul.submit(["broken"]), zuul.submit(["small", "broken"])]
+    assert zuul.wait_request(good)["state"] == "fulfilled"
+    for rid in later:
+        r = zuul.wait_request(rid)
+        assert r["state"] == "failed" and r["declined_by"] == [pool["id"]]
+        assert r["nodes"] == []
+        wait_for(lambda: ("request %s failed: declined by every pool (last: main: "
+                          "node type(s) [broken] not available)" % rid) in p.output(),
+                 what="decline of %s logged" % rid)
+    again = zuul.submit(["small"])
+    assert zuul.wait_request(again)["state"] == "fulfilled"
+    # no launch for the declined requests: only the two small servers
+    # were created after the first request's two refused attempts
+    wait_for(lambda: cloud.counters().get("creates") == 4 and len(cloud.instances()) == 2,
+             what="two small servers")
+    assert cloud.counters()["create_errors"] == 2
+    assert sorted(i["label"] for i in cloud.instances()) == ["small", "small"]
+    assert all(n["type"] == ["small"] for n in zuul.nodes().values())
+    # the error was logged once, when the label was marked
+    assert p.output().count("error getting quota for label broken") == 1
