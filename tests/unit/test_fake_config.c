@@ -36,7 +36,7 @@ Test(fake_config, every_key_accepted)
 {
 	int ok;
 	char *t =
-	    errors_of("labels: [{name: small}]\n"
+	    errors_of("labels: [{name: small}, {name: broken}]\n"
 		      "providers:\n"
 		      "  - name: sim\n"
 		      "    driver: fake\n"
@@ -66,7 +66,8 @@ Test(fake_config, every_key_accepted)
 		      "        availability-zones: [az-b]\n"
 		      "        labels:\n"
 		      "          - {name: small, cores: 2, ram: 2048, console-log: true,\n"
-		      "             host-key-checking: true, boot-delay: 1, failure-rate: 0}\n",
+		      "             host-key-checking: true, boot-delay: 1, failure-rate: 0}\n"
+		      "          - {name: broken, config-error: 'no such instance type'}\n",
 		      &ok);
 	cr_assert(ok, "%s", t);
 	free(t);
@@ -75,26 +76,28 @@ Test(fake_config, every_key_accepted)
 Test(fake_config, bad_values_reported_with_positions)
 {
 	int ok;
-	char *t = errors_of("labels: [{name: small}]\n"
-			    "providers:\n"
-			    "  - name: sim\n"
-			    "    driver: fake\n"
-			    "    api-delay: -1\n"
-			    "    boot-failures: -2\n"
-			    "    never-ready-rate: 1.5\n"
-			    "    quota-errors: many\n"
-			    "    leak-rate: 2\n"
-			    "    report-quota: maybe\n"
-			    "    fake-ssh-port: 70000\n"
-			    "    state-file: ''\n"
-			    "    persistent: yes-please\n"
-			    "    unmanaged-instances: 1.5\n"
-			    "    leak-everything: true\n"
-			    "    cloud-availability-zones: [az-a, '']\n"
-			    "    pools:\n"
-			    "      - name: main\n"
-			    "        labels: [{name: small, console-log: 1}]\n",
-			    &ok);
+	char *t = errors_of(
+	    "labels: [{name: small}]\n"
+	    "providers:\n"
+	    "  - name: sim\n"
+	    "    driver: fake\n"
+	    "    api-delay: -1\n"
+	    "    boot-failures: -2\n"
+	    "    never-ready-rate: 1.5\n"
+	    "    quota-errors: many\n"
+	    "    leak-rate: 2\n"
+	    "    report-quota: maybe\n"
+	    "    fake-ssh-port: 70000\n"
+	    "    state-file: ''\n"
+	    "    persistent: yes-please\n"
+	    "    unmanaged-instances: 1.5\n"
+	    "    leak-everything: true\n"
+	    "    cloud-availability-zones: [az-a, '']\n"
+	    "    pools:\n"
+	    "      - name: main\n"
+	    "        labels: [{name: small, console-log: 1}, {name: b, config-error: ''},\n"
+	    "                 {name: c, config-error: [x]}]\n",
+	    &ok);
 	cr_assert_not(ok);
 	assert_has(t, "f.yaml:5:16: providers[0].api-delay: must not be negative");
 	assert_has(t, "f.yaml:6:20: providers[0].boot-failures: must not be negative");
@@ -109,5 +112,7 @@ Test(fake_config, bad_values_reported_with_positions)
 	assert_has(t, "providers[0].leak-everything: extra keys not allowed");
 	assert_has(t, "providers[0].cloud-availability-zones[1]: must not be empty");
 	assert_has(t, "providers[0].pools[0].labels[0].console-log: expected a boolean");
+	assert_has(t, "providers[0].pools[0].labels[1].config-error: must not be empty");
+	assert_has(t, "providers[0].pools[0].labels[2].config-error: expected a string");
 	free(t);
 }
