@@ -383,7 +383,8 @@ register_slot(struct drv_provider *dp, size_t hi, int slot)
 	r->dp = dp;
 	snprintf(r->key, sizeof(r->key), "%zu/%d", hi, slot);
 	strset_add(dp->registering, r->key);
-	log_info("registering static node %s slot %d (%s)", h->name, slot, h->pool);
+	log_info("registering static node %s port %d slot %d (%s)", h->name, h->connection_port,
+		 slot, h->pool);
 	drv_register_node(dp->lc, host_node(dp, h, slot), reg_done, r);
 }
 
