@@ -20,6 +20,7 @@
  */
 #include "launcher.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -846,6 +847,47 @@ drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char 
 		hn->node->allocated_to = NULL;
 	}
 	lc_store_node(lc, hn->node, launch_stored, hop_new(h, i));
+}
+
+/* The building node's own write finished (drv_store_node). */
+static void
+launch_node_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+
+	if (hop_done(o, &h, &i))
+		return;
+	if (rc != ZOK)
+		lc_set_error(h->lc, "storing building node %s: %s", h->nodes[i].node_id,
+			     zk_strerror(rc));
+}
+
+int
+drv_store_node(struct launcher *lc, const struct drv_launch *l)
+{
+	const struct hop *o = l->owner;
+	struct handler *h = o != NULL ? o->h : NULL;
+	struct hnode *hn = h != NULL && o->idx < h->n_nodes ? &h->nodes[o->idx] : NULL;
+
+	if (hn == NULL || &hn->launch != l || !hn->launching || hn->node == NULL ||
+	    hn->node->id == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (hn->lock == NULL || !zk_lock_is_held(hn->lock)) {
+		errno = ESTALE;
+		return -1;
+	}
+	if (!zk_is_connected(lc->zk)) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	log_debug("node %s: stored while building (external id %s)", hn->node->id,
+		  hn->node->external_id ? hn->node->external_id : "-");
+	lc_store_node(lc, hn->node, launch_node_stored, hop_new(h, o->idx));
+	return 0;
 }
 
 static void
