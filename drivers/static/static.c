@@ -38,7 +38,6 @@
 
 #include "log.h"
 #include "nodescan.h"
-#include "strset.h"
 
 #define STATIC_RETRY 3.0 /* s between scans of an unreachable host (upstream: 60) */
 
@@ -77,25 +76,30 @@ struct sctx {
 };
 
 /*
- * A slot's node that ZooKeeper has created but the node cache has not shown
- * yet: the create's reply comes before the cache has read the new child, and
- * a sync in between must not take the slot for empty. Kept until the cache
- * has the id, or LANDING_MAX seconds (the node was deleted before we saw it).
+ * A slot's registration until the node cache shows its node: first the
+ * create in flight (id NULL), then the created node the cache has not read
+ * yet (the create's reply comes before the cache's read of the new child,
+ * and a sync in between must not take the slot for empty). Dropped when
+ * the cache has the id, the node is deleted, the create fails, or
+ * PENDING_MAX seconds after the create (deleted before we saw it).
  */
-struct landing {
-	struct landing *next;
+struct pending {
+	struct pending *next;
 	char key[64]; /* "<host index>/<slot>" */
-	char *id;     /* the new node's id */
-	double since; /* monotonic seconds */
+	char *id;     /* the new node's id, NULL while the create is in flight */
+	double since; /* monotonic seconds at the create's reply */
 };
 
-#define LANDING_MAX 30.0
+#define PENDING_MAX 30.0
 
 static void
-landing_free(struct landing *l)
+pending_drop(struct pending **pp)
 {
-	free(l->id);
-	free(l);
+	struct pending *p = *pp;
+
+	*pp = p->next;
+	free(p->id);
+	free(p);
 }
 
 struct drv_provider {
@@ -104,8 +108,7 @@ struct drv_provider {
 	char *name;
 	struct static_host *hosts;
 	size_t n_hosts;
-	struct strset *registering; /* "<host index>/<slot>" being written */
-	struct landing *landing;    /* written, not yet in the node cache */
+	struct pending *pending; /* slots registered, not yet in the node cache */
 	struct nodescan *scanner;
 	struct event *retry_ev;
 	int stopped;
@@ -165,7 +168,6 @@ static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, si
 	dp->lc = lc;
 	dp->ctxs.next = dp->ctxs.prev = &dp->ctxs;
 	dp->name = strdup(drv_provider_name(lc));
-	dp->registering = strset_new();
 	json_array_foreach(json_object_get(cfg, "pools"), i, pool) n +=
 	    json_array_size(json_object_get(pool, "nodes"));
 	dp->hosts = calloc(n ? n : 1, sizeof(*dp->hosts));
@@ -225,12 +227,8 @@ static_provider_free(struct drv_provider *dp)
 		json_decref(h->attributes);
 	}
 	free(dp->hosts);
-	strset_free(dp->registering);
-	while (dp->landing != NULL) {
-		struct landing *l = dp->landing;
-		dp->landing = l->next;
-		landing_free(l);
-	}
+	while (dp->pending != NULL)
+		pending_drop(&dp->pending);
 	free(dp->name);
 	free(dp);
 }
@@ -323,53 +321,53 @@ struct reg {
 	char key[64];
 };
 
+static struct pending **
+pending_find(struct drv_provider *dp, const char *key, const char *id)
+{
+	struct pending **pp;
+
+	for (pp = &dp->pending; *pp != NULL; pp = &(*pp)->next)
+		if ((key != NULL && strcmp((*pp)->key, key) == 0) ||
+		    (id != NULL && (*pp)->id != NULL && strcmp((*pp)->id, id) == 0))
+			return pp;
+	return NULL;
+}
+
 static void
 reg_done(const char *node_id, void *arg)
 {
 	struct reg *r = arg;
-	struct drv_provider *dp = r->dp;
-	struct landing *l;
+	struct pending **pp = pending_find(r->dp, r->key, NULL);
 
-	strset_del(dp->registering, r->key);
-	if (node_id != NULL && (l = calloc(1, sizeof(*l))) != NULL) {
-		snprintf(l->key, sizeof(l->key), "%s", r->key);
-		l->id = strdup(node_id);
-		l->since = mono_now();
-		l->next = dp->landing;
-		dp->landing = l;
+	if (pp != NULL) {
+		if (node_id == NULL)
+			pending_drop(pp); /* failed: the next sync tries again */
+		else {
+			(*pp)->id = strdup(node_id);
+			(*pp)->since = mono_now();
+		}
 	}
 	sctx_free(r);
 }
 
-/* Forget the landings the cache now shows (or that waited too long). */
+/* Drop the registrations the cache now shows (or that waited too long). */
 static void
-landing_settle(struct drv_provider *dp, const struct np_node **nodes, size_t n)
+pending_settle(struct drv_provider *dp, const struct np_node **nodes, size_t n)
 {
-	struct landing **lp = &dp->landing, *l;
+	struct pending **pp = &dp->pending;
 	double now = mono_now();
 	size_t i;
 
-	while ((l = *lp) != NULL) {
-		int seen = 0;
-		for (i = 0; i < n && !seen; i++)
-			seen = nodes[i]->id != NULL && strcmp(nodes[i]->id, l->id) == 0;
-		if (seen || now - l->since > LANDING_MAX) {
-			*lp = l->next;
-			landing_free(l);
-		} else
-			lp = &l->next;
+	while (*pp != NULL) {
+		struct pending *p = *pp;
+		int seen = p->id != NULL && now - p->since > PENDING_MAX;
+		for (i = 0; i < n && !seen && p->id != NULL; i++)
+			seen = nodes[i]->id != NULL && strcmp(nodes[i]->id, p->id) == 0;
+		if (seen)
+			pending_drop(pp);
+		else
+			pp = &p->next;
 	}
-}
-
-static int
-landing_has(const struct drv_provider *dp, const char *key)
-{
-	const struct landing *l;
-
-	for (l = dp->landing; l != NULL; l = l->next)
-		if (strcmp(l->key, key) == 0)
-			return 1;
-	return 0;
 }
 
 static void static_sync(struct drv_provider *dp);
@@ -379,10 +377,15 @@ register_slot(struct drv_provider *dp, size_t hi, int slot)
 {
 	struct static_host *h = &dp->hosts[hi];
 	struct reg *r = sctx_new(dp, sizeof(*r));
+	struct pending *p;
 
 	r->dp = dp;
 	snprintf(r->key, sizeof(r->key), "%zu/%d", hi, slot);
-	strset_add(dp->registering, r->key);
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		abort();
+	snprintf(p->key, sizeof(p->key), "%s", r->key);
+	p->next = dp->pending;
+	dp->pending = p;
 	log_info("registering static node %s port %d slot %d (%s)", h->name, h->connection_port,
 		 slot, h->pool);
 	drv_register_node(dp->lc, host_node(dp, h, slot), reg_done, r);
@@ -492,7 +495,7 @@ static_sync(struct drv_provider *dp)
 	if (dp->stopped)
 		return;
 	n = drv_provider_nodes(dp->lc, &nodes);
-	landing_settle(dp, nodes, n);
+	pending_settle(dp, nodes, n);
 	claimed = calloc(n ? n : 1, 1);
 	for (hi = 0; hi < dp->n_hosts; hi++) {
 		struct static_host *h = &dp->hosts[hi];
@@ -525,7 +528,7 @@ static_sync(struct drv_provider *dp)
 					np_node_free(want);
 				continue;
 			}
-			if (strset_has(dp->registering, key) || landing_has(dp, key))
+			if (pending_find(dp, key, NULL) != NULL)
 				continue;
 			if (peers < 0)
 				peers = (int)drv_provider_peers(dp->lc, who, sizeof(who));
@@ -588,15 +591,11 @@ static_peers_changed(struct drv_provider *dp)
 static void
 static_node_deleted(struct drv_provider *dp, const struct np_node *node)
 {
-	struct landing **lp, *l;
+	struct pending **pp;
 
 	/* served and recycled before a sync saw it in the cache */
-	for (lp = &dp->landing; (l = *lp) != NULL; lp = &l->next)
-		if (node->id != NULL && strcmp(l->id, node->id) == 0) {
-			*lp = l->next;
-			landing_free(l);
-			break;
-		}
+	if (node->id != NULL && (pp = pending_find(dp, NULL, node->id)) != NULL)
+		pending_drop(pp);
 	/* a used node is gone: register a new one in its slot */
 	static_sync(dp);
 }
