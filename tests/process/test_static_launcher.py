@@ -342,7 +342,8 @@ def test_slot_never_doubled_under_churn(deployment, zuul):
     samples the live (not deleting) nodes per host the whole time."""
     import threading
     cfg = static_config([host("h1", ["small"]), host("h2", ["small"])])
-    cfg["nodepoold"]["cleanup-interval"] = 3600  # no dedupe pass to hide a double
+    # no dedupe pass to hide a double (a copy: FAST is shared by every test)
+    cfg["nodepoold"] = dict(cfg["nodepoold"], **{"cleanup-interval": 3600})
     deployment.start_launcher("static-a", deployment.write_config(cfg))
     wait_for(lambda: len(ready_nodes(zuul)) == 2, what="2 ready nodes")
     stop = threading.Event()
