@@ -11,7 +11,7 @@
 #   make man-lint             mandoc lint of man/ (part of make check)
 #
 # Sources are discovered by folder, so a new module needs no Makefile edit:
-#   lib/*.c protocol/*.c            -> libnp.a (shared by every binary)
+#   lib/*/*.c protocol/*.c          -> libnp.a (shared by every binary)
 #   drivers/*.c drivers/*/*.c       -> libdrivers.a
 #   <dir>/*.c except <dir>/main.c   -> lib<dir>.a, <dir>/main.c -> the binary
 #   tests/unit/test_*.c             -> one criterion binary each
@@ -37,7 +37,10 @@ PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh opens
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter -fno-omit-frame-pointer
-INCLUDES := -I. -Ilib -Iprotocol -Idrivers -I$(ZKC)/include
+# lib/ has one folder per subsystem; each is on the include path, so a
+# header is included by its name alone ("zk.h", "config.h").
+LIB_DIRS := $(sort $(dir $(wildcard lib/*/*.h)))
+INCLUDES := -I. $(addprefix -I,$(LIB_DIRS)) -Iprotocol -Idrivers -I$(ZKC)/include
 SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all)
 CFLAGS += $(CFLAGS_BASE) $(SANFLAGS) $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -49,7 +52,7 @@ STAMP_DEPS := $(BUILD)/.deps-ok
 STAMP_ZKC := $(ZKC)/lib/libzookeeper.a
 
 # --- sources ---------------------------------------------------------------
-NP_SRCS := $(wildcard lib/*.c protocol/*.c)
+NP_SRCS := $(wildcard lib/*/*.c protocol/*.c)
 DRV_SRCS := $(wildcard drivers/*.c drivers/*/*.c)
 BIN_DIRS := supervisor worker builder cli/nodepool cli/nodepoolctl
 BIN_NAME_supervisor := nodepoold

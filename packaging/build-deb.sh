@@ -47,10 +47,10 @@ done
 }
 
 version=$(dpkg-parsechangelog -l "$src/packaging/debian/changelog" -S Version)
-npver=$(sed -n 's/^#define NP_VERSION "\(.*\)"/\1/p' "$src/lib/version.h" 2>/dev/null || true)
+npver=$(sed -n 's/^#define NP_VERSION "\(.*\)"/\1/p' "$src/lib/core/version.h" 2>/dev/null || true)
 if [ -n "$npver" ] && [ "${version%%-*}" != "$npver" ]; then
 	echo "build-deb: warning: packaging/debian/changelog says $version," \
-		"lib/version.h says $npver" >&2
+		"lib/core/version.h says $npver" >&2
 fi
 
 t0=$(date +%s)

@@ -1,6 +1,6 @@
 /*
  * The control socket: one request and one reply per connection
- * (lib/ctlsock.h), the requests as a command table.
+ * (lib/ops/ctlsock.h), the requests as a command table.
  *
  * Clients are untrusted (style rule 6): ctlsock_accept checks their
  * credentials, the channel disconnects one that sends anything malformed,

@@ -5,7 +5,7 @@
  * (nodepool-launcher) and, when diskimages are configured, one
  * nodepool-builder. It never calls a cloud and never talks to ZooKeeper:
  * each child has its own session. Everything it knows about a child comes
- * over the child's channel (fd 3 in the child, lib/chan.h) or from
+ * over the child's channel (fd 3 in the child, lib/core/chan.h) or from
  * waitpid().
  *
  * Files:

@@ -36,7 +36,7 @@ struct worker {
 	int exit_code;
 	int stopping;
 	double start;
-	/* operator interfaces (lib/web.h, lib/statsd.h, lib/metrics.h) */
+	/* operator interfaces (lib/ops/web.h, lib/ops/statsd.h, lib/ops/metrics.h) */
 	struct web *web;       /* only when the slice has `webapp` */
 	json_t *webapp;	       /* the webapp section it serves */
 	struct statsd *statsd; /* STATSD_HOST/STATSD_PORT, or NULL */

@@ -4,7 +4,7 @@
  *   nodepoolctl [-s SOCKET] [-c CONFIG] status [--json] | restart PROVIDER |
  *               reload | stop
  *
- * One request, one reply (lib/ctlsock.h), the same message catalogue as
+ * One request, one reply (lib/ops/ctlsock.h), the same message catalogue as
  * the daemon (protocol/ipc_types.h). The socket is -s, else the
  * control-socket setting of CONFIG's nodepoold: section (-c, default
  * /etc/nodepool/nodepool.yaml), else /run/nodepoold/nodepoold.sock.

@@ -15,7 +15,7 @@
  * A server is ACTIVE `boot-delay` seconds after its create (unless a fault
  * says otherwise) and is gone `delete-delay` seconds after its delete.
  *
- * Provider keys (validated by lib/config; see lib/config.h):
+ * Provider keys (validated by lib/config; see lib/config/config.h):
  *   boot-delay, delete-delay, api-delay   seconds (0)
  *   failure-rate          0..1 share of servers ending in ERROR while booting
  *   boot-failures         the first N servers end in ERROR (deterministic)

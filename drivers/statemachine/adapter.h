@@ -10,7 +10,7 @@
  *
  * Rules every slot follows:
  *   - Nothing blocks. A cloud call is started and its answer arrives later
- *     on the worker's loop (lib/http.h for HTTP APIs).
+ *     on the worker's loop (lib/net/http.h for HTTP APIs).
  *   - State machines are polled: advance() does what it can now and
  *     returns SM_AGAIN ("not yet"); the framework calls it again after
  *     m->retry_in seconds, or as soon as the adapter calls

@@ -1,5 +1,5 @@
 /*
- * nodepool.yaml loading and validation (lib/config.h): the real-world
+ * nodepool.yaml loading and validation (lib/config/config.h): the real-world
  * configs of tests/data/configs (OpenDev's must load; the wild ones must get
  * upstream's config-validate verdict, with file:line:col errors naming the
  * same key or problem), and focused cases for every rule.

@@ -1,5 +1,5 @@
 /*
- * The `fake` driver's simulation and fault keys (lib/config.h,
+ * The `fake` driver's simulation and fault keys (lib/config/config.h,
  * drivers/fake/fake.c) are validated strictly: right types, ranges,
  * unknown keys refused, every error reported with its position.
  */

@@ -1,5 +1,5 @@
 /*
- * The /nodepool/images snapshot (lib/imagetree.c) against a real ZooKeeper:
+ * The /nodepool/images snapshot (lib/zk/imagetree.c) against a real ZooKeeper:
  * what it reads, that it creates nothing, build request states, export and
  * the import check.
  */

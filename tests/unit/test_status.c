@@ -1,5 +1,5 @@
 /*
- * Status tables (lib/status.c): PrettyTable-style text as upstream's
+ * Status tables (lib/ops/status.c): PrettyTable-style text as upstream's
  * status.py prints it, json.dumps-style JSON, ages, Python's str()/repr()
  * of values, and the web's content negotiation.
  */

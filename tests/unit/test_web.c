@@ -1,6 +1,6 @@
 /*
- * lib/web.c on a real loopback socket: the connection cap, request size
- * limits, dates; and lib/statsd.c and lib/metrics.c: datagrams as the
+ * lib/ops/web.c on a real loopback socket: the connection cap, request size
+ * limits, dates; and lib/ops/statsd.c and lib/ops/metrics.c: datagrams as the
  * Python statsd client writes them, records, the Prometheus text.
  */
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* lib/zk.c against a real ZooKeeper: operations, watches, sessions. */
+/* lib/zk/zk.c against a real ZooKeeper: operations, watches, sessions. */
 #include <criterion/criterion.h>
 #include <event2/event.h>
 #include <stdio.h>

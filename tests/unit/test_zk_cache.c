@@ -1,4 +1,4 @@
-/* Watch-driven caches (lib/zk_cache.c) against a real ZooKeeper. */
+/* Watch-driven caches (lib/zk/zk_cache.c) against a real ZooKeeper. */
 #include <criterion/criterion.h>
 #include <event2/event.h>
 #include <stdio.h>

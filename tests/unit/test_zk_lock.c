@@ -1,4 +1,4 @@
-/* The kazoo Lock recipe (lib/zk_lock.c) against a real ZooKeeper. */
+/* The kazoo Lock recipe (lib/zk/zk_lock.c) against a real ZooKeeper. */
 #include <criterion/criterion.h>
 #include <event2/event.h>
 #include <regex.h>

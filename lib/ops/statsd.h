@@ -29,7 +29,7 @@
  *   nodepool.provider.<provider>.nodes.<state>      (registered providers zero-filled)
  *   nodepool.label.<label>.nodes.<state>            (registered labels zero-filled)
  *   nodepool.provider.<provider>.pool.<pool>.addressable_requests
- * Launch timers and counters (nodepool.launch.*) are sent by lib/metrics.c
+ * Launch timers and counters (nodepool.launch.*) are sent by lib/ops/metrics.c
  * when a launch ends, from the worker that ran it.
  */
 #ifndef NP_STATSD_H

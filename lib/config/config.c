@@ -1,5 +1,5 @@
 /*
- * nodepool.yaml loading (lib/config.h): read, parse, validate against the
+ * nodepool.yaml loading (lib/config/config.h): read, parse, validate against the
  * schemas, cross-check references, merge secure.conf, build the typed
  * configuration, and cut per-provider slices with their fingerprints.
  */

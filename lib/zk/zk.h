@@ -13,7 +13,7 @@
  *
  * Paths are absolute inside the chroot given in the host string (as kazoo).
  *
- * The C client's own log lines go through lib/log.h: its errors (mostly
+ * The C client's own log lines go through lib/core/log.h: its errors (mostly
  * connection failures it retries) as warnings, the same one repeated within
  * a minute and everything else at debug level (the C client logs beyond
  * errors only when log_get_level() is LOG_LVL_DEBUG at zk_new()).

@@ -1,7 +1,7 @@
 /*
  * Private interface between the parts of the ZooKeeper client library:
- * lib/zk.c (session, operations), lib/zk_lock.c (the kazoo Lock recipe) and
- * lib/zk_cache.c (watch-driven caches). Not for use outside lib/zk*.c.
+ * lib/zk/zk.c (session, operations), lib/zk/zk_lock.c (the kazoo Lock recipe) and
+ * lib/zk/zk_cache.c (watch-driven caches). Not for use outside lib/zk*.c.
  *
  * The public operations of zk.h are thin wrappers around zk_submit(): it
  * reports one struct zk_result (which also carries the path the operation was

@@ -8,7 +8,7 @@
  * One struct http_client per provider carries the provider's limits, as
  * upstream's per-adapter RateLimiter and the SDKs' connection pools:
  *   - rate: calls started per second (the `rate` provider option; a token
- *     bucket on a timer, lib/ratelimit.h; <= 0 unlimited);
+ *     bucket on a timer, lib/net/ratelimit.h; <= 0 unlimited);
  *   - max_concurrency: calls in flight at once; further calls wait in a
  *     FIFO queue (not capped: each caller bounds its own work);
  *   - HTTP 429 (Too Many Requests): the call is retried, up to max_retries

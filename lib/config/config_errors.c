@@ -1,5 +1,5 @@
 /*
- * The configuration error list (lib/config.h): every problem found while
+ * The configuration error list (lib/config/config.h): every problem found while
  * loading a nodepool.yaml, printed as "file:line:col: path: message".
  */
 #include <stdarg.h>

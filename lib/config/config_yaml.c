@@ -1,5 +1,5 @@
 /*
- * nodepool.yaml as a tree of positioned nodes (lib/config.h).
+ * nodepool.yaml as a tree of positioned nodes (lib/config/config.h).
  *
  * libyaml's event parser drives an explicit stack (no recursion on input
  * depth); anchors map to shared nodes; plain scalars are resolved with YAML

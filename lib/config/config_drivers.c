@@ -2,7 +2,7 @@
  * The schemas of nodepool.yaml: the top level, secure.conf, and each
  * driver's provider section, as upstream Nodepool's voluptuous schemas
  * (nodepool/cmd/config_validator.py and nodepool/driver/<name>/config.py
- * getSchema()), with the deliberate differences listed in lib/config.h.
+ * getSchema()), with the deliberate differences listed in lib/config/config.h.
  * Plus our own `nodepoold:` section and `fake` driver.
  */
 #include <stddef.h>
@@ -551,7 +551,7 @@ static const struct sc_schema ibmvpc_provider = {
 		 MAP(REQ("instance-name", STR), REQ("endpoint", STR), REQ("bucket-name", STR)))),
 };
 
-/* ---- fake: our simulated cloud (see lib/config.h) ------------------------------- */
+/* ---- fake: our simulated cloud (see lib/config/config.h) ------------------------------- */
 
 static const struct sc_schema fake_label = {
     .type = SC_MAP,
