@@ -323,6 +323,21 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 	char *json;
 	size_t i, len;
 
+	if (!lc_in_sync(lc)) {
+		/* Whether every pool declined is read from the component
+		 * cache: not before it is current again (handler_resynced). */
+		if (h->decline_reason != reason) {
+			free(h->decline_reason);
+			if ((h->decline_reason = strdup(reason)) == NULL)
+				abort();
+		}
+		h->decline_clear = clear_allocation;
+		if (h->state != H_DECLINE_WAIT)
+			log_info("request %s: declining (%s) once the ZooKeeper view is re-synced",
+				 h->req_id, reason);
+		h->state = H_DECLINE_WAIT;
+		return;
+	}
 	h->state = H_DECLINING;
 	for (i = 0; i < h->n_nodes; i++) {
 		struct hnode *hn = &h->nodes[i];
@@ -345,6 +360,26 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 	json = np_request_encode(h->req, &len);
 	zk_set(lc->zk, path, json, (int)len, -1, declined_stored, hop_new(h, (size_t)-1));
 	free(json);
+}
+
+void
+handler_resynced(struct launcher *lc)
+{
+	struct handler *h, *next;
+	size_t i;
+	char *reason;
+
+	for (i = 0; i < lc->prov.n_pools; i++) {
+		for (h = TAILQ_FIRST(&lc->prov.pools[i].handlers); h != NULL; h = next) {
+			next = TAILQ_NEXT(h, entry);
+			if (h->state != H_DECLINE_WAIT)
+				continue;
+			reason = h->decline_reason;
+			h->decline_reason = NULL;
+			decline(h, reason != NULL ? reason : "declined", h->decline_clear);
+			free(reason);
+		}
+	}
 }
 
 /* Static at capacity (PAUSE_AT_QUOTA false): upstream leaves the request
