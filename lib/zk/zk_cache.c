@@ -41,7 +41,8 @@ struct ent {
 	int data_armed, data_busy;
 	int kids_armed, kids_busy;
 	int lock_armed, lock_busy;
-	int loading; /* initial reads in flight (need) */
+	int has_lock; /* the last listing of its children showed "lock" */
+	int loading;  /* initial reads in flight (need) */
 	int need;
 	int in_sync;	   /* counted in the cache's sync_pending */
 	int64_t old_mzxid; /* before a reload, to compare */
@@ -350,9 +351,13 @@ ent_refresh(struct zk_cache *c, struct ent *e)
 	int load = !e->visible || c->syncing;
 	int want_data = (c->flags & ZK_CACHE_DATA) && !e->data_armed && !e->data_busy;
 	int want_kids = (c->flags & ZK_CACHE_LOCKS) && !e->kids_armed && !e->kids_busy;
+	/* a lock listing that failed (lost connection) while the child
+	 * listing stayed armed: only we redo it */
+	int want_lock = (c->flags & ZK_CACHE_LOCKS) && !want_kids && !e->kids_busy && e->has_lock &&
+			!e->lock_armed && !e->lock_busy;
 	int busy = e->data_busy + e->kids_busy + e->lock_busy;
 
-	if (!want_data && !want_kids && !(load && busy > 0 && !e->loading))
+	if (!want_data && !want_kids && !want_lock && !(load && busy > 0 && !e->loading))
 		return;
 	if (load && !e->loading) {
 		e->loading = 1;
@@ -370,6 +375,11 @@ ent_refresh(struct zk_cache *c, struct ent *e)
 		if (e->loading)
 			e->need++;
 		read_kids(c, e);
+	}
+	if (want_lock) {
+		if (e->loading)
+			e->need++;
+		read_lock(c, e);
 	}
 }
 
@@ -494,6 +504,7 @@ kids_read(const struct zk_result *r, void *arg)
 		e->kids_armed = 1;
 		for (i = 0; i < r->count; i++)
 			has_lock |= strcmp(r->names[i], "lock") == 0;
+		e->has_lock = has_lock;
 		if (has_lock && !e->lock_armed && !e->lock_busy) {
 			if (e->loading)
 				e->need++;
@@ -529,6 +540,7 @@ lock_read(const struct zk_result *r, void *arg)
 		if (!c->freed)
 			loaded(c, e);
 	} else if (r->rc == ZNONODE) {
+		e->has_lock = 0;
 		set_locked(c, e, 0); /* the node's child watch sees it come back */
 		if (!c->freed)
 			loaded(c, e);
@@ -575,6 +587,7 @@ ent_watch(int type, const char *path, void *arg)
 				read_lock(c, e);
 			}
 		} else if (type == ZOO_DELETED_EVENT) {
+			e->has_lock = 0;
 			set_locked(c, e, 0);
 		}
 	}
