@@ -225,7 +225,7 @@ def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept)
     load = watch = None
     try:
         s.write(daemon_config(deployment, servers, timeout))
-        s.start_fg()
+        s.start_fg(extra=["-d"] if os.environ.get("NP_TEST_DEBUG") else ())
         s.wait_running(list(PROVIDERS), timeout=60)
         wait_for(lambda: len([n for n in zuul.nodes().values()
                               if n.get("provider") == "static-a"
