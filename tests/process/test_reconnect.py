@@ -12,7 +12,7 @@ Each time: every request ends fulfilled, no static slot ever has two live
 nodes, no node is left in a transient state or locked, and nodepoold
 serves again soon after ZooKeeper is back (the time is measured and
 printed, not asserted: tests carry no timing thresholds)."""
-import json
+import datetime
 import os
 import re
 import threading
@@ -218,6 +218,18 @@ def resync_times(log):
     return [int(m) for m in re.findall(r"re-synced (\d+) ms after the connection", log)]
 
 
+def reconnect_lags(log, t_back):
+    """Per worker: seconds from ZooKeeper back to its (re)connection, as
+    its log lines (local time, milliseconds) show."""
+    out = {}
+    for m in re.finditer(r"^(\S+ \S+) INFO worker\[([^\]]+)\]: zookeeper: "
+                         r"(?:re)?connected, session", log, re.M):
+        t = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+        if t >= t_back - 0.5 and m.group(2) not in out:
+            out[m.group(2)] = t - t_back
+    return out
+
+
 def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept):
     """Start nodepoold on `servers`, put it under load, run outage() (it
     returns the time ZooKeeper is back), then check and report."""
@@ -280,13 +292,15 @@ def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept)
         assert "declined by every pool" not in log
         assert "refused our credentials" not in log
         resync = resync_times(log)
-        print("\n%s: %d requests, all fulfilled; first fulfilment after ZooKeeper was back: "
-              "%s; fresh probe request fulfilled after: %s; workers re-synced after "
-              "(ms): %s" % (
+        lags = reconnect_lags(log, t_back)
+        print("\n%s: %d requests, all fulfilled; after ZooKeeper was back: workers "
+              "reconnected %s, re-synced their caches in %s ms, first fulfilment %s, a "
+              "fresh probe request fulfilled %s" % (
                   name, len(load.records),
+                  ", ".join("%s %.0f ms" % (w, v * 1000) for w, v in sorted(lags.items())),
+                  resync,
                   ", ".join("%s %.0f ms" % (l, v * 1000) for l, v in first.items()),
-                  ", ".join("%s %.0f ms" % (l, v * 1000) for l, v in probe_t.items()),
-                  resync))
+                  ", ".join("%s %.0f ms" % (l, v * 1000) for l, v in probe_t.items())))
         return first, probe_t
     finally:
         if load is not None:
