@@ -711,7 +711,9 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 	struct launcher *lc = arg;
 	size_t i;
 
-	lc->zk_state = ev;
+	/* a failed TLS handshake while suspended is still a suspension */
+	if (ev != ZK_EV_AUTH_FAILED || lc->zk_state != ZK_EV_SUSPENDED)
+		lc->zk_state = ev;
 	if (ev == ZK_EV_CONNECTED || ev == ZK_EV_RECONNECTED)
 		lc->connected_at = lc_monotonic();
 	switch (ev) {

@@ -1332,8 +1332,9 @@ zk_process(struct zk *zk, struct zk_item *it)
 			const char *why = strstr(it->str, "): ");
 
 			zk->tls_reported = 1;
-			log_warn("zookeeper: TLS connection to %s refused: %s", zk->hosts,
-				 why != NULL ? why + 3 : it->str);
+			log_warn("zookeeper: TLS handshake with %s failed: %s (the server is "
+				 "unreachable, or it or we refused the other's certificate)",
+				 zk->hosts, why != NULL ? why + 3 : it->str);
 			zk_emit(zk, ZK_EV_AUTH_FAILED);
 		}
 		break;
