@@ -676,6 +676,8 @@ components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cac
 		maybe_started(lc);
 		return;
 	}
+	if (ev == ZK_CACHE_REMOVED)
+		lc->pools_removed_at = lc_monotonic();
 	if (ev == ZK_CACHE_REMOVED && lc->started && lc->prov.dp != NULL &&
 	    lc->prov.drv->peers_changed != NULL && e->obj != NULL &&
 	    e->stat.ephemeral_owner != zk_session_id(lc->zk)) {
@@ -876,6 +878,7 @@ launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errl
 	}
 	if (json_is_number(t))
 		timeout = json_number_value(t);
+	lc->zk_timeout = timeout;
 	memset(&opt, 0, sizeof(opt));
 	opt.hosts = hosts;
 	opt.timeout = timeout;

@@ -216,6 +216,11 @@ struct launcher {
 	char *launcher_component_path;
 	int started;	     /* caches synced, driver started */
 	unsigned sync_epoch; /* bumped each time every cache is (re-)synced */
+	double zk_timeout;   /* zookeeper-timeout, seconds */
+	/* monotonic s when a pool registration last went away (a session
+	 * ended): failing a request as declined by every pool waits
+	 * zk_timeout after it, for that pool to register again */
+	double pools_removed_at;
 	double connected_at; /* monotonic s of the last (re)connection */
 	int stopping;
 

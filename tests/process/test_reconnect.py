@@ -20,7 +20,8 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import (ConnectionLoss, NoNodeError, OperationTimeoutError,
+                               SessionExpiredError)
 from kazoo.retry import KazooRetry
 
 from conftest import TcpProxy, Zuul, wait_for
@@ -35,9 +36,14 @@ PROVIDERS = ("static-a", "sim")
 class RetryingZk:
     """A kazoo client whose calls are retried across a lost connection,
     as Zuul's own ZooKeeper client does (kazoo's KazooRetry); Zuul's locks
-    (kazoo's Lock) retry by themselves."""
+    (kazoo's Lock) retry by themselves. What a call that was interrupted did
+    is found out first where repeating it would not be the same: a delete
+    that finds nothing had deleted it; a sequential create looks for a
+    child holding its data before creating again (else a second request
+    would be left that nobody waits for)."""
 
-    RETRIED = ("get", "set", "delete", "get_children", "exists", "ensure_path", "create")
+    RETRIED = ("get", "set", "get_children", "exists", "ensure_path")
+    LOST = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
     def __init__(self, k):
         self.k = k
@@ -52,6 +58,44 @@ class RetryingZk:
         def call(*a, **kw):
             return self.retry.copy()(attr, *a, **kw)
         return call
+
+    def delete(self, path, *a, **kw):
+        tried = False
+        while True:
+            try:
+                return self.k.delete(path, *a, **kw)
+            except NoNodeError:
+                if tried:
+                    return True
+                raise
+            except self.LOST:
+                tried = True
+                time.sleep(0.05)
+
+    def create(self, path, value=b"", *a, **kw):
+        sequence = kw.get("sequence", False)
+        parent, prefix = path.rsplit("/", 1)
+        while True:
+            try:
+                return self.k.create(path, value, *a, **kw)
+            except self.LOST:
+                time.sleep(0.05)
+                if not sequence:
+                    continue
+                found = self.retry.copy()(self._find, parent, prefix, value)
+                if found is not None:
+                    return found
+
+    def _find(self, parent, prefix, value):
+        for c in self.k.get_children(parent):
+            if c.startswith(prefix):
+                try:
+                    data, _ = self.k.get(parent + "/" + c)
+                except NoNodeError:
+                    continue
+                if data == value:
+                    return parent + "/" + c
+        return None
 
 
 def tls_kazoo(hosts, certs):
