@@ -247,7 +247,9 @@ void zk_lock_acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *
  * zk_lock_release returns.
  */
 void zk_lock_release(struct zk_lock *lock, zk_void_cb cb, void *arg);
-/* 1 while held (and the session has not expired since). */
+/* 1 while held (and the session has not expired since). After a lost
+ * connection (same session) our contender is looked up again: found
+ * deleted (someone removed it meanwhile), the lock is idle. */
 int zk_lock_is_held(const struct zk_lock *lock);
 const char *zk_lock_path(const struct zk_lock *lock);
 /* Our contender's name in the lock dir while held, else NULL. */
@@ -256,7 +258,10 @@ const char *zk_lock_contender(const struct zk_lock *lock);
  * the locked znode): forget it without deleting; the lock is then idle. */
 void zk_lock_disown(struct zk_lock *lock);
 /* Releases (fire and forget) if held or pending, then frees; no callback is
- * called. Free locks before their zk. NULL is a no-op. */
+ * called. The deletion of our contender is sent again after a lost
+ * connection, and a contender whose create had no reply is looked for by
+ * its prefix and deleted: nothing stays locked by our live session. Free
+ * locks before their zk. NULL is a no-op. */
 void zk_lock_free(struct zk_lock *lock);
 /* Synchronous acquire/release for tools and tests. */
 int zk_lock_sync_acquire(struct zk_lock *lock, double timeout);
