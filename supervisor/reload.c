@@ -112,8 +112,12 @@ apply_child(struct sup *sup, const struct sup_role *role, const char *name, json
 		res->unchanged++;
 		return;
 	}
-	log_info("%s %s: configuration changed (fingerprint %.12s -> %.12s)", role->role_name, name,
-		 c->fingerprint[0] ? c->fingerprint : "-", fingerprint ? fingerprint : "-");
+	if (fingerprint == NULL)
+		log_info("%s %s: configuration changed", role->role_name, name);
+	else
+		log_info("%s %s: configuration changed (fingerprint %.12s -> %.12s)",
+			 role->role_name, name, c->fingerprint[0] ? c->fingerprint : "-",
+			 fingerprint);
 	set_slice(c, slice, fingerprint);
 	res->changed++;
 	switch (c->state) {
@@ -167,6 +171,15 @@ builder_wanted(struct sup *sup, const struct np_config *cfg)
 	return ok;
 }
 
+/* Does cfg's webapp section say port and address? */
+static bool
+webapp_is(const struct np_config *cfg, int port, const char *address)
+{
+	return cfg->webapp_port == port &&
+	       strcmp(cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0",
+		      address ? address : "0.0.0.0") == 0;
+}
+
 void
 sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_result *res)
 {
@@ -198,9 +211,9 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 		    strdup(cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0");
 		if (sup->webapp_listen_address == NULL)
 			abort();
-	} else if (cfg->webapp_port != sup->webapp_port ||
-		   strcmp(cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0",
-			  sup->webapp_listen_address) != 0) {
+	} else if (!webapp_is(cfg, sup->webapp_port, sup->webapp_listen_address) &&
+		   !webapp_is(cfg, sup->cfg->webapp_port, sup->cfg->webapp_listen_address)) {
+		/* once per new value, not at every reload */
 		log_warn("webapp changes take effect when nodepoold restarts (serving on %s "
 			 "port %d)",
 			 sup->webapp_listen_address, sup->webapp_port);
@@ -325,9 +338,9 @@ on_config_change(const struct cfgwatch_snapshot *snap, void *arg)
 
 	if (sup->stopping)
 		return;
-	log_info("%s changed: reloading", sup->secure_path != NULL
-					      ? "the configuration (nodepool.yaml or secure.conf)"
-					      : sup->config_path);
+	log_info("configuration changed on disk: reloading %s%s%s", sup->config_path,
+		 sup->secure_path != NULL ? " and " : "",
+		 sup->secure_path != NULL ? sup->secure_path : "");
 	sup_reload_snapshot(sup, snap, &res);
 	log_result(sup, &res);
 	sup_reload_result_clear(&res);

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import bin_path, wait_for
-from npd import (Supervisor, alive, cmdline, host, pool_sessions, static_provider,
-                 wait_gone)
+from npd import (Supervisor, alive, builder_bindir, cmdline, host, pool_sessions,
+                 static_provider, wait_gone)
 
 
 def two_providers(extra_hosts_b=()):
@@ -462,22 +462,6 @@ def test_builder_skipped_when_not_installed(sup):
     sup.wait_running(["static-a", "static-b"])  # and no builder row
     assert re.search(r"diskimages are configured but \S+/nodepool-builder is not installed: "
                      r"no builder is run", sup.log())
-
-
-def builder_bindir(tmp_path):
-    """nodepoold's copy with the real launcher and tests/process/fake_builder.py
-    as nodepool-builder (it records what it gets in tmp_path/builder)."""
-    d = tmp_path / "bin"
-    d.mkdir()
-    out = tmp_path / "builder"
-    out.mkdir()
-    shutil.copy(bin_path("nodepoold"), d / "nodepoold")
-    os.symlink(bin_path("nodepool-launcher"), d / "nodepool-launcher")
-    fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_builder.py")
-    b = d / "nodepool-builder"
-    b.write_text("#!/bin/sh\nexec /usr/bin/python3 %s %s \"$@\"\n" % (fake, out))
-    b.chmod(0o755)
-    return str(d), out
 
 
 def test_builder_runs_while_diskimages_are_configured(deployment, tmp_path):
