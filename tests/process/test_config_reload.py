@@ -248,5 +248,17 @@ def test_reload_on_change_off_waits_for_a_signal(deployment, zuul):
         wait_for(lambda: hostnames(zuul, "static-a") == {"a1", "a2", "a3", "a4"},
                  what="a4 ready")
         assert "changed on disk: reloading" in sup.log()
+        # turned off by the file itself: the watcher stops (from within its
+        # own report), and the next change waits for the signal
+        cfg["providers"][0]["pools"][0]["nodes"].append(host("a5", ["small"]))
+        sup.write(cfg, settings={"reload-on-change": False})
+        wait_for(lambda: "reload-on-change off" in sup.log(), what="the watcher stopped")
+        wait_for(lambda: hostnames(zuul, "static-a") == {"a1", "a2", "a3", "a4", "a5"},
+                 what="a5 ready")
+        cfg["providers"][0]["pools"][0]["nodes"].append(host("a6", ["small"]))
+        sup.write(cfg, settings={"reload-on-change": False})
+        rc, o, err = sup.ctl("reload")
+        assert rc == 0 and "0 unchanged, 1 changed" in o, o + err
+        wait_for(lambda: len(hostnames(zuul, "static-a")) == 6, what="a6 ready")
     finally:
         sup.stop()
