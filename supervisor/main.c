@@ -12,6 +12,10 @@
  * when running, 3 when not (LSB); reload sends SIGHUP. No verb and no -f
  * means start; -f runs in the foreground, logging to stderr.
  *
+ * A change of the configuration files is applied without a signal, as by
+ * SIGHUP (reload.c, lib/config/cfgwatch.h; the nodepoold section's
+ * reload-on-change: false turns that off).
+ *
  * Signals: SIGHUP reloads, SIGTERM/SIGINT stop (every child is sent STOP,
  * and SIGKILL after a bound), SIGUSR2 logs the process table and forwards
  * SIGUSR2 to every child (each logs its own state).

@@ -5,6 +5,12 @@
  * everything as it is (style rule 11). Only then are children compared,
  * by the JSON of the slice each would get: equal slices (the provider's
  * fingerprint is a hash of the same data) mean the child is left alone.
+ *
+ * Every reload loads the bytes of one read of the files (a cfgwatch
+ * snapshot); the watcher (cfgwatch, while reload-on-change is true)
+ * reports new bytes, so a change on disk goes through the same
+ * transaction as SIGHUP, and bytes already loaded or rejected, whoever
+ * read them, are not reported again.
  */
 #include "sup.h"
 

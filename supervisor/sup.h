@@ -14,7 +14,8 @@
  *   child.c    a child's lifecycle: the state x event table, restart
  *              back-off, the channel (READY, STATUS, CONFIG_ACK), STATUS
  *              polling and the hung-worker check, reaping on SIGCHLD
- *   reload.c   config load, per-child slices, the reload transaction
+ *   reload.c   config load, per-child slices, the reload transaction, and
+ *              reload on change (lib/config/cfgwatch.h)
  *   control.c  the control socket: nodepoolctl's requests, a command table
  *   daemon.c   pid file, daemonizing, what the init-script verbs need
  *   sup.c      signals and shutdown of the supervisor as a whole
