@@ -34,6 +34,7 @@ struct cw_ent {
 	int wd;
 	char *dir;
 	char *name;
+	bool writing; /* modified and not closed since: a writer has it open */
 };
 
 struct cfgwatch {
@@ -217,6 +218,7 @@ ent_add(struct cw_ent **v, size_t *n, const char *dir, size_t dirlen, const char
 	if ((*v = realloc(*v, (*n + 1) * sizeof(**v))) == NULL)
 		oom();
 	(*v)[*n].wd = -1;
+	(*v)[*n].writing = false;
 	if (((*v)[*n].dir = strndup(dir, dirlen)) == NULL)
 		oom();
 	(*v)[*n].name = xstrdup(name);
@@ -345,8 +347,15 @@ relevant(struct cfgwatch *w, const struct inotify_event *ev)
 		if (ev->mask & IN_IGNORED) {
 			w->ents[i].wd = -1; /* the directory went: watched again on resync */
 			hit = true;
-		} else if (ev->len == 0 || strcmp(ev->name, w->ents[i].name) == 0) {
+		} else if (ev->len == 0) {
+			hit = true; /* the directory itself */
+		} else if (strcmp(ev->name, w->ents[i].name) == 0) {
 			hit = true;
+			if (ev->mask & IN_MODIFY)
+				w->ents[i].writing = true;
+			if (ev->mask &
+			    (IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE))
+				w->ents[i].writing = false;
 		}
 	}
 	return hit;
@@ -373,6 +382,26 @@ drain(struct cfgwatch *w)
 	return hit;
 }
 
+/* Is a watched file open for writing (modified, not yet closed)? */
+static bool
+writing(const struct cfgwatch *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->nents; i++)
+		if (w->ents[i].writing)
+			return true;
+	return false;
+}
+
+/* The longest a burst is waited for: longer while a writer has a file
+ * open, so that a file is not read half written. */
+static double
+burst_cap(const struct cfgwatch *w)
+{
+	return w->first_event + (writing(w) ? CFGWATCH_WRITE_WAIT : CFGWATCH_MAX_WAIT);
+}
+
 /* A relevant event: read the files once the burst is quiet. */
 static void
 arm(struct cfgwatch *w)
@@ -382,8 +411,8 @@ arm(struct cfgwatch *w)
 
 	if (w->first_event == 0)
 		w->first_event = now;
-	if (now + delay > w->first_event + CFGWATCH_MAX_WAIT)
-		delay = w->first_event + CFGWATCH_MAX_WAIT - now;
+	if (now + delay > burst_cap(w))
+		delay = burst_cap(w) - now;
 	if (delay < 0)
 		delay = 0;
 	tv.tv_sec = (time_t)delay;
@@ -396,6 +425,10 @@ check(struct cfgwatch *w)
 {
 	struct cfgwatch_snapshot snap = {0};
 
+	if (w->first_event != 0 && writing(w) && mono() < burst_cap(w)) {
+		arm(w); /* quiet, but still open for writing: wait for the close */
+		return;
+	}
 	w->first_event = 0;
 	resync(w);
 	cfgwatch_snapshot_read((const char *const *)w->paths, w->n, &snap);

@@ -18,13 +18,16 @@
  * (a network file system, a watch that could not be added).
  *
  * What is reported: after a burst of events has been quiet for
- * CFGWATCH_QUIET seconds (at most CFGWATCH_MAX_WAIT after its first
- * event), every file is read whole; when the contents (or the error of a
- * file that cannot be read) differ from the last ones reported or marked
- * seen, the callback gets them. Unchanged contents (touch, the same bytes
- * rewritten) report nothing, and contents are reported once: broken
- * contents are not reported again until they change. Better than
- * upstream, which reloads on any mtime change.
+ * CFGWATCH_QUIET seconds (at most CFGWATCH_MAX_WAIT after its first event,
+ * or, while a file modified in place is still open for writing, until it
+ * is closed, at most CFGWATCH_WRITE_WAIT), every file is read whole (and
+ * read again later if it changed during the read). When the contents (or
+ * the error of a file that cannot be read) differ from the last ones
+ * reported or marked seen, the callback gets them. Unchanged contents
+ * (touch, the same bytes rewritten) report nothing, and contents are
+ * reported once: broken contents are not reported again until they
+ * change. Better than upstream, which reloads on any mtime change and may
+ * read a file half written.
  *
  * Single-threaded, on the caller's libevent base. Linux only (inotify).
  */
@@ -42,6 +45,9 @@ struct np_config_errors;
 /* Seconds from a burst's first event after which the files are read even
  * if events keep coming. */
 #define CFGWATCH_MAX_WAIT 1.0
+/* Seconds a burst is waited for while a file is still open for writing
+ * (modified, not closed): a slow writer's file is not read half written. */
+#define CFGWATCH_WRITE_WAIT 10.0
 /* Seconds between two reads when no event came (the backstop). */
 #define CFGWATCH_POLL 10.0
 /* Largest file read (bytes); a larger one is reported with err EFBIG. */

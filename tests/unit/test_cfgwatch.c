@@ -117,6 +117,49 @@ wait_reports(struct event_base *base, struct seen *s, int reports)
 	cr_assert_eq(s->reports, reports, "%d reports, wanted %d", s->reports, reports);
 }
 
+/* Run the loop for about `seconds`. */
+static void
+run_for(struct event_base *base, double seconds)
+{
+	struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (time_t)seconds) * 1e6)};
+
+	event_base_loopexit(base, &tv);
+	event_base_dispatch(base);
+}
+
+Test(cfgwatch, a_file_still_open_for_writing_is_not_read_half_written)
+{
+	struct event_base *base = event_base_new();
+	struct seen s = {0};
+	struct cfgwatch *w;
+	const char *p[1];
+	char err[256];
+	FILE *f;
+
+	mktmp();
+	p[0] = path_of("np.yaml");
+	write_file(p[0], "v: 1\n");
+	w = cfgwatch_new(base, p, 1, NULL, on_change, &s, err, sizeof(err));
+	cr_assert_not_null(w, "%s", err);
+	wait_reports(base, &s, 1);
+	/* a slow writer: truncated, half written, quiet for longer than
+	 * CFGWATCH_MAX_WAIT, then the rest and the close */
+	f = fopen(p[0], "w");
+	cr_assert_not_null(f);
+	fputs("labels:\n", f);
+	cr_assert_eq(fflush(f), 0);
+	run_for(base, CFGWATCH_MAX_WAIT + 0.5);
+	cr_assert_eq(s.reports, 1, "read while open for writing: \"%s\"", s.text[0]);
+	fputs("  - name: small\n", f);
+	cr_assert_eq(fclose(f), 0);
+	wait_reports(base, &s, 2);
+	cr_assert_str_eq(s.text[0], "labels:\n  - name: small\n");
+	cfgwatch_free(w);
+	free((char *)p[0]);
+	event_base_free(base);
+	rmtmp();
+}
+
 Test(cfgwatch, snapshot_digest_follows_the_bytes_not_the_path)
 {
 	struct cfgwatch_snapshot a = {0}, b = {0}, c = {0}, d = {0};
