@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import sys
+import uuid
 
 
 def clouds_yaml(info, per_region=False, auth="password", interface=None, api_timeout=None,
@@ -76,12 +77,23 @@ def dump_yaml(doc):
         return json.dumps(doc, indent=2) + "\n"
 
 
+def diskimage_image_id(cloud, region, diskimage):
+    """The id sim_config_from_nodepool gives the image it seeds for a
+    provider diskimage: stable, so a test can record it as the upload's
+    external id without running a builder."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "ossim:%s/%s/%s" % (cloud, region, diskimage)))
+
+
 def sim_config_from_nodepool(npcfg, boot_delay=0.5, ram=8192):
     """A simulator configuration serving every openstack provider of a
     nodepool.yaml (dict): one simulated cloud per `cloud:` value (the
     provider name when unset), one region per provider (`region-name`, or
     RegionOne), with the flavors, cloud images, networks, security groups,
-    availability zones and key names the provider's pools ask for.
+    availability zones and key names the provider's pools ask for, and one
+    active image per provider diskimage (named as the diskimage, id from
+    diskimage_image_id). A pool that names networks gets them as tenant
+    networks plus an external network `public` for floating IPs (the shape
+    of such clouds); otherwise the region has the default provider network.
     Returns (config, {provider name: (cloud, region)})."""
     clouds = {}
     where = {}
@@ -97,6 +109,10 @@ def sim_config_from_nodepool(npcfg, boot_delay=0.5, ram=8192):
         where[p["name"]] = (cloud, region)
         fl = {f["name"] for f in r["flavors"]}
         nets = {n["name"] for n in r["networks"]}
+        for di in p.get("diskimages") or []:
+            if not any(i.get("name") == di["name"] for i in r["images"]):
+                r["images"].append({"name": di["name"],
+                                    "id": diskimage_image_id(cloud, region, di["name"])})
         for ci in p.get("cloud-images") or []:
             spec = {"name": ci.get("image-name") or ci["name"]}
             if ci.get("image-id"):
@@ -129,6 +145,9 @@ def sim_config_from_nodepool(npcfg, boot_delay=0.5, ram=8192):
                 r["availability_zones"] = ["nova"]
             if not r["networks"]:
                 del r["networks"]  # the default provider network shape
+            elif not any(n["name"] == "public" for n in r["networks"]):
+                r["networks"].append({"name": "public", "cidr": "203.0.113.0/24",
+                                      "external": True})
             if not r["images"]:
                 r["images"] = [{"name": "cirros"}]
             if not r["flavors"]:

@@ -148,7 +148,7 @@ class Fault:
 
     FIELDS = ("cloud", "region", "service", "interface", "method", "path", "status",
               "body", "retry_after", "count", "after", "hang", "delay", "then",
-              "headers")
+              "headers", "drop")
 
     def __init__(self, fid, spec):
         unknown = set(spec) - set(self.FIELDS)
@@ -162,8 +162,8 @@ class Fault:
         self.hits = 0
         self.seen = 0
         self.released = threading.Event()
-        if not spec.get("hang") and not spec.get("status") and not spec.get("delay"):
-            raise ValueError("a fault needs status, hang or delay")
+        if not any(spec.get(k) for k in ("hang", "status", "delay", "drop")):
+            raise ValueError("a fault needs status, hang, drop or delay")
 
     def matches(self, cloud, region, interface, service, method, path):
         s = self.spec
@@ -492,7 +492,11 @@ class Sim:
         self.fault_seq = 0
         self.calls = collections.Counter()
         self.log = collections.deque(maxlen=int(cfg.get("call_log", 20000)))
-        self.page_size = {"image": int(cfg.get("glance_page_size", 25))}
+        # page sizes when a list asks no limit: Glance's limit_param_default
+        # (25); Nova's and Cinder's osapi max_limit (1000); Neutron none
+        self.page_size = {"image": int(cfg.get("glance_page_size", 25)),
+                          "compute": int(cfg.get("nova_page_size", 1000)),
+                          "volume": int(cfg.get("cinder_page_size", 1000))}
         self.data_dir = cfg.get("data_dir")
 
     def base(self):
@@ -558,6 +562,7 @@ class Response:
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body leave at once, no 40 ms ACK waits
     server_version = "ossim/1"
     sim = None  # set on the class made per server
     control_only = False
@@ -596,6 +601,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             resp = dispatch(self.sim, req, control_only=self.control_only)
         except HTTPError as e:
             resp = Response(e.status, e.body, e.headers)
+        except Drop:
+            self.close_connection = True
+            return
         except Hang as h:
             h.wait()
             if h.then == "close":
@@ -692,6 +700,10 @@ class ChunkedReader(LengthReader):
         return b
 
 
+class Drop(Exception):
+    """Close the connection without an answer."""
+
+
 class Hang(Exception):
     def __init__(self, fault, sim):
         self.fault = fault
@@ -761,6 +773,8 @@ def dispatch(sim, req, control_only=False, skip_faults=False):
                 f.hits += 1
                 if f.spec.get("hang"):
                     raise Hang(f, sim)
+                if f.spec.get("drop"):
+                    raise Drop()
                 if f.spec.get("delay"):
                     d = float(f.spec["delay"])
                     sim.lock.release()
@@ -1183,7 +1197,8 @@ def _nova_route(ctx, r, mv, req, reg, m, base):
             if req.q("minDisk"):
                 fl = [f for f in fl if f["disk"] >= int(req.q("minDisk"))]
             out = paginate(ctx, [flavor_view(ctx, f, mv, detail) for f in fl], "flavors",
-                           base + "/flavors" + ("/detail" if detail else ""))
+                           base + "/flavors" + ("/detail" if detail else ""),
+                           default_limit=ctx.sim.page_size["compute"])
             return Response(200, out)
         f = reg.flavors.get(r[1])
         if f is None:
@@ -1214,7 +1229,8 @@ def _nova_route(ctx, r, mv, req, reg, m, base):
                 pass
             views = [server_view(ctx, s, mv, detail) for s in ss]
             return Response(200, paginate(ctx, views, "servers",
-                                          base + "/servers" + ("/detail" if detail else "")))
+                                          base + "/servers" + ("/detail" if detail else ""),
+                                          default_limit=ctx.sim.page_size["compute"]))
         s = get_server(ctx, r[1])
         if n == 2:
             if m == "GET":
@@ -2024,7 +2040,8 @@ def _cinder_route(ctx, r, reg, m, req, mv):
             else:
                 vs = [dict(v) for v in vs]
             return Response(200, paginate(ctx, vs, "volumes", base + "/volumes" +
-                                          ("/detail" if n == 2 else "")))
+                                          ("/detail" if n == 2 else ""),
+                                          default_limit=ctx.sim.page_size["volume"]))
         if n == 1 and m == "POST":
             b = (req.json() or {}).get("volume")
             if not isinstance(b, dict) or not b.get("size"):
@@ -2352,7 +2369,8 @@ def serve(cfg, host="127.0.0.1", port=0, tls_dir=None, control_port=None, ready_
     if sim.data_dir:
         os.makedirs(sim.data_dir, exist_ok=True)
     for s in servers:
-        threading.Thread(target=s.serve_forever, daemon=True).start()
+        threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
     sim.info = info
     if ready_file:
         tmp = ready_file + ".tmp"
@@ -2413,7 +2431,7 @@ def main(argv=None):
     sys.stderr.write("ossim: serving %s (control %s), pid %d\n"
                      % (sim.base(), sim.info["control"], os.getpid()))
     sys.stderr.flush()
-    while not stop.wait(0.5):
+    while not stop.wait(0.05):
         pass
     sim.stopping = True
     for s in servers:
