@@ -510,6 +510,77 @@ def test_opendev_launcher_config(config, tmp_path, monkeypatch):
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def test_openstack_cli_more(tmp_path, monkeypatch):
+    """Floating IPs, volumes (cinderclient), an image upload and a server
+    delete through the `openstack` command."""
+    sim = OSSim(tmp_path, {"regions": {"RegionOne": {"boot_delay": 0.1,
+                                                     "floating_ips": True}}}).start()
+    try:
+        clouds = sim.write_clouds_yaml(str(tmp_path / "clouds.yaml"))
+        conn = connect(sim, tmp_path, monkeypatch)
+        image = conn.get_image("cirros", filters={"status": "active"})
+        s = nodepool_create(conn, "vol", image, conn.list_flavors()[0], boot_from_volume=True,
+                            volume_size=5, terminate_volume=True)
+        s = wait_status(conn, s.id, "ACTIVE")
+        fip = conn.create_floating_ip(server=s, wait=True)
+        fips = openstack_cli(tmp_path, clouds, "floating", "ip", "list")
+        assert [(f["Floating IP Address"], f["Port"]) for f in fips] == \
+            [(fip["floating_ip_address"], fip["port_id"])]
+        vols = openstack_cli(tmp_path, clouds, "volume", "list")
+        assert [(v["Size"], v["Status"]) for v in vols] == [(5, "in-use")]
+        data = tmp_path / "tiny.raw"
+        data.write_bytes(b"\0" * 4096)
+        made = openstack_cli(tmp_path, clouds, "image", "create", "--disk-format", "raw",
+                             "--file", str(data), "--property", "nodepool_build_id=7",
+                             "uploaded")
+        # this client prints the image as created, before its upload
+        shown = openstack_cli(tmp_path, clouds, "image", "show", made["id"])
+        assert shown["status"] == "active" and shown["size"] == 4096
+        assert shown["checksum"] == hashlib.md5(data.read_bytes()).hexdigest()
+        got = [i for i in sim.images() if i["name"] == "uploaded"][0]
+        assert got["nodepool_build_id"] == "7"
+        with open(got["path"], "rb") as f:
+            assert f.read() == data.read_bytes()
+        env = dict(os.environ, OS_CLIENT_CONFIG_FILE=clouds, HOME=str(tmp_path))
+        subprocess.run(["openstack", "--os-cloud", "sim", "server", "delete", s.id],
+                       env=env, check=True, capture_output=True, timeout=60)
+        assert sim.servers() == [] and sim.volumes() == []
+        assert [f["port_id"] for f in sim.floating_ips()] == [None]
+    finally:
+        sim.stop()
+
+
+def test_sdk_details(sim, tmp_path, monkeypatch):
+    """auth_url without /v3 (Keystone version discovery), application
+    credential by name, server metadata calls, delete while BUILD, a
+    lingering delete (task_state deleting)."""
+    doc = sim.clouds(auth="application-credential")
+    a = doc["clouds"]["sim"]["auth"]
+    a["auth_url"] = a["auth_url"][:-len("/v3")]
+    ac = sim.info["clouds"]["sim"]["application_credentials"][0]
+    del a["application_credential_id"]
+    a.update(application_credential_name=ac["name"], username="nodepool",
+             user_domain_name="Default")
+    path = tmp_path / "clouds.yaml"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(path))
+    conn = openstack.connect(cloud="sim", region_name="RegionOne")
+    image = conn.get_image("cirros", filters={"status": "active"})
+    flavor = conn.list_flavors()[0]
+    s = nodepool_create(conn, "md", image, flavor, meta={"a": "1"})
+    conn.set_server_metadata(s.id, {"b": "2"})
+    conn.delete_server_metadata(s.id, ["a"])
+    assert conn.get_server_by_id(s.id).metadata == {"b": "2"}
+    conn.delete_server(s.id)  # still BUILD
+    assert sim.servers() == []
+    sim.ctl("POST", "/behavior", {"region": "RegionOne", "delete_delay": 30})
+    s = nodepool_create(conn, "slow", image, flavor)
+    conn.delete_server(s.id)
+    lingering = sim.servers(region="RegionOne")
+    assert [x["OS-EXT-STS:task_state"] for x in lingering] == ["deleting"]
+    assert conn.get_server_by_id(s.id).task_state == "deleting"
+
+
 def test_clouds_from_nodepool_config():
     import yaml
     with open(os.path.join(TOP, "tests/data/configs/opendev/nl01.opendev.org.yaml")) as f:
