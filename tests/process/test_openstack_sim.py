@@ -89,7 +89,7 @@ def test_server_lifecycle_as_nodepool(sim, tmp_path, monkeypatch):
     # _refreshServer: list_servers until ACTIVE
     active = wait_status(conn, sid, "ACTIVE")
     assert active.metadata == meta_in
-    assert active.public_v4 and active.public_v4.startswith("203.0.113.")
+    assert active.public_v4 and active.public_v4.startswith("100.64.")
     assert active.interface_ip == active.public_v4
     assert active.location.zone == "nova"
     assert hasattr(active.flavor, "vcpus") and active.flavor.ram == flavor["ram"]
@@ -277,6 +277,24 @@ def test_boot_failure_and_console(sim, tmp_path, monkeypatch):
         nodepool_create(conn, "instant", image, flavor)
     assert e.value.resource_id
     assert "quota" in raw_server(conn, e.value.resource_id)["fault"]["message"].lower()
+
+
+def test_network_exhausted_is_a_build_failure(tmp_path, monkeypatch):
+    sim = OSSim(tmp_path, {"regions": {"RegionOne": {"boot_delay": 0, "networks": [
+        {"name": "tiny", "cidr": "192.168.5.0/29", "provider": True}]}}}).start()
+    try:
+        conn = connect(sim, tmp_path, monkeypatch)
+        image = conn.get_image("cirros", filters={"status": "active"})
+        flavor = conn.list_flavors()[0]
+        # a /29 has 6 hosts: the gateway, and 5 for ports
+        ok = [nodepool_create(conn, "n%d" % i, image, flavor) for i in range(5)]
+        assert len({s.id for s in ok}) == 5
+        with pytest.raises(openstack.cloud.exc.OpenStackCloudCreateException) as e:
+            nodepool_create(conn, "n5", image, flavor)
+        fault = raw_server(conn, e.value.resource_id)["fault"]["message"]
+        assert "Failed to allocate the network" in fault
+    finally:
+        sim.stop()
 
 
 def test_application_credential_and_reauth(sim, tmp_path, monkeypatch):

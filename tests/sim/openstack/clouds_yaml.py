@@ -146,7 +146,7 @@ def sim_config_from_nodepool(npcfg, boot_delay=0.5, ram=8192):
             if not r["networks"]:
                 del r["networks"]  # the default provider network shape
             elif not any(n["name"] == "public" for n in r["networks"]):
-                r["networks"].append({"name": "public", "cidr": "203.0.113.0/24",
+                r["networks"].append({"name": "public", "cidr": "100.64.0.0/16",
                                       "external": True})
             if not r["images"]:
                 r["images"] = [{"name": "cirros"}]

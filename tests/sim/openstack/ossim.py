@@ -249,9 +249,9 @@ class Region:
             # external network that floating IPs come from.
             if cfg.get("floating_ips"):
                 nets = [{"name": "private", "cidr": "10.0.0.0/16"},
-                        {"name": "public", "cidr": "203.0.113.0/24", "external": True}]
+                        {"name": "public", "cidr": "100.64.0.0/16", "external": True}]
             else:
-                nets = [{"name": "public", "cidr": "203.0.113.0/24", "provider": True},
+                nets = [{"name": "public", "cidr": "100.64.0.0/16", "provider": True},
                         {"name": "private", "cidr": "10.0.0.0/16"}]
         self.default_nets = []
         for n in nets:
@@ -1431,7 +1431,15 @@ def create_server(ctx, mv):
                                                "message": "ossim: bad outcome %r" % status}})
     owner = "compute:%s" % s["az"]
     for nid in net_ids:
-        p = reg.make_port(nid, device_id=sid, device_owner=owner, status="DOWN")
+        try:
+            p = reg.make_port(nid, device_id=sid, device_owner=owner, status="DOWN")
+        except HTTPError:
+            # Nova allocates networks on the compute host: an exhausted
+            # network is a build failure, not an API error
+            s["_outcome"] = "error"
+            s["_fault"] = ("Build of instance %s aborted: Failed to allocate the network(s), "
+                           "not rescheduling." % sid)
+            continue
         s["_ports"].append(p["id"])
     for pid in port_ids:
         reg.ports[pid].update(device_id=sid, device_owner=owner)
