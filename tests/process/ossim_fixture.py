@@ -137,3 +137,22 @@ class OSSim:
                     (region is None or c["region"] == region)):
                 n += c["count"]
         return n
+
+    def leaks(self, node_ids, **sel):
+        """What the cloud holds that no node accounts for (the issue's
+        "once cleanup has run the simulator holds no server, port or
+        floating IP without a node"): servers whose nodepool_node_id
+        metadata is not in node_ids, compute ports bound to no live server,
+        floating IPs attached to no port. Returns {"servers": [...],
+        "ports": [...], "floating_ips": [...]} (empty lists when clean)."""
+        node_ids = set(node_ids)
+        servers = self.servers(**sel)
+        live = {s["id"] for s in servers if not s.get("deleting")}
+        return {
+            "servers": [s for s in servers
+                        if s["metadata"].get("nodepool_node_id") not in node_ids],
+            "ports": [p for p in self.ports(**sel)
+                      if (not p["device_owner"] or p["device_owner"].startswith("compute:"))
+                      and p["device_id"] not in live],
+            "floating_ips": [f for f in self.floating_ips(**sel) if not f["port_id"]],
+        }

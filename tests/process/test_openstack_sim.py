@@ -97,6 +97,8 @@ def test_server_lifecycle_as_nodepool(sim, tmp_path, monkeypatch):
     # what the simulator holds: a port owned by the server, userdata b64
     st = sim.servers()
     assert [s["id"] for s in st] == [sid]
+    assert sim.leaks(["0000000042"]) == {"servers": [], "ports": [], "floating_ips": []}
+    assert [s["id"] for s in sim.leaks([])["servers"]] == [sid]
     assert base64.b64decode(st[0]["user_data"]) == b"#cloud-config\n"
     assert st[0]["config_drive"] == "True"
     ports = conn.list_ports(filters={"device_id": sid})
@@ -157,6 +159,7 @@ def test_floating_ip_cloud(tmp_path, monkeypatch):
         assert not conn._needs_floating_ip(server=server, nat_destination=None)
         # a leaked, unattached floating IP: delete_unattached_floating_ips
         leaked = sim.ctl("POST", "/floating_ips", {})["floating_ips"][0]
+        assert [f["id"] for f in sim.leaks(["0"])["floating_ips"]] == [leaked["id"]]
         conn._floating_ips_time = 0
         assert len(conn.list_floating_ips()) == 2
         assert conn.delete_unattached_floating_ips() == 1
@@ -189,9 +192,11 @@ def test_down_port_cleanup(sim, tmp_path, monkeypatch):
     assert len(down) == 2
     compute = [p for p in down if not p.device_owner or p.device_owner.startswith("compute:")]
     assert len(compute) == 1 and compute[0].device_id == ""
+    assert [p["id"] for p in sim.leaks([])["ports"]] == [compute[0].id]
     conn.delete_port(compute[0].id)
     left = sim.ports(region="RegionOne")
     assert [p["device_owner"] for p in left] == ["network:router_interface"]
+    assert sim.leaks([]) == {"servers": [], "ports": [], "floating_ips": []}
 
 
 def test_image_upload_and_delete(sim, tmp_path, monkeypatch):

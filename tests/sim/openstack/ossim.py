@@ -2221,8 +2221,12 @@ def control(sim, req):
                         continue
                     if k not in reg.behavior:
                         raise HTTPError(400, {"error": "unknown behavior key %r" % k})
-                    reg.behavior[k] = type(reg.behavior[k])(v) if reg.behavior[k] is not None \
-                        and v is not None else v
+                    cur = reg.behavior[k]
+                    if isinstance(cur, bool):
+                        v = truthy(v) if isinstance(v, str) else bool(v)
+                    elif cur is not None and v is not None and k != "console_output":
+                        v = type(cur)(v)
+                    reg.behavior[k] = v
             return Response(200, {"behavior": [dict(r.behavior, cloud=r.cloud.name, region=r.name)
                                                for r in regs]})
         if segs == ["outcomes"] and m == "POST":
