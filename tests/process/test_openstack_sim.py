@@ -165,6 +165,16 @@ def test_floating_ip_cloud(tmp_path, monkeypatch):
         assert conn.delete_unattached_floating_ips() == 1
         assert [f["id"] for f in sim.floating_ips()] == [fip["id"]]
         assert leaked["id"] not in [f["id"] for f in sim.floating_ips()]
+        # detach and attach again (PUT port_id null / port_id)
+        assert conn.detach_ip_from_server(server_id=server.id, floating_ip_id=fip["id"])
+        conn._floating_ips_time = 0
+        detached = conn.get_floating_ip(fip["id"])
+        assert detached["port_id"] is None and detached["status"] == "DOWN"
+        assert not detached["attached"]
+        assert raw_server(conn, server.id)["addresses"]["private"][-1]["OS-EXT-IPS:type"] == "fixed"
+        port = conn.list_ports(filters={"device_id": server.id})[0]
+        conn.network.update_ip(fip["id"], port_id=port.id)
+        assert conn.get_floating_ip(fip["id"])["status"] == "ACTIVE"
         # the delete state machine: find the server's floating IPs, delete them
         fips = meta.find_nova_interfaces(server["addresses"], ext_tag="floating")
         found = [conn.get_floating_ip(id=None, filters={"floating_ip_address": f["addr"]})
