@@ -22,7 +22,6 @@ them; python3-openstacksdk and the `openstack` CLI are the judges
 import argparse
 import base64
 import collections
-import copy
 import datetime
 import hashlib
 import http.server
@@ -31,7 +30,6 @@ import json
 import os
 import re
 import signal
-import socket
 import socketserver
 import ssl
 import subprocess
