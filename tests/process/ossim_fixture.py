@@ -61,7 +61,8 @@ class OSSim:
         return self.proc.pid
 
     def output(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log.name, "rb") as f:
             return f.read().decode("utf-8", "replace")
 

@@ -616,6 +616,62 @@ def test_sdk_details(sim, tmp_path, monkeypatch):
     assert conn.get_server_by_id(s.id).task_state == "deleting"
 
 
+def test_malformed_requests_get_4xx(sim):
+    """Whatever a client sends (unknown routes, methods, bodies of the
+    wrong shape), the simulator answers as the service would, 4xx, and
+    never with a 5xx that a test would take for an injected fault."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", sim.info["port"], timeout=10)
+
+    def call(method, path, body=None, tok=None):
+        h = {"Content-Type": "application/json"}
+        if tok:
+            h["X-Auth-Token"] = tok
+        c.request(method, "/sim" + path, body=body, headers=h)
+        r = c.getresponse()
+        return r.status, r.getheader("X-Subject-Token"), r.read()
+
+    auth = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": "nodepool", "domain": {"name": "Default"}, "password": "secret"}}},
+        "scope": {"project": {"name": "nodepool", "domain": {"name": "Default"}}}}}
+    st, tok, _ = call("POST", "/identity/v3/auth/tokens", json.dumps(auth))
+    assert st == 201
+    img = json.loads(call("GET", "/RegionOne/image/v2/images", tok=tok)[2])["images"][0]["id"]
+    st, _, b = call("POST", "/RegionOne/compute/v2.1/servers", json.dumps({"server": {
+        "name": "x", "imageRef": img, "flavorRef": "1", "networks": "auto"}}), tok)
+    sid = json.loads(b)["server"]["id"]
+    port = json.loads(call("GET", "/RegionOne/network/v2.0/ports", tok=tok)[2])["ports"][0]["id"]
+    pid = sim.info["clouds"]["sim"]["project_id"]
+    paths = ["/identity/v3/auth/tokens", "/identity/v3/projects", "/identity/v2.0",
+             "/RegionOne/compute/v2.1/servers", "/RegionOne/compute/v2.1/servers/detail",
+             "/RegionOne/compute/v2.1/servers/S", "/RegionOne/compute/v2.1/servers/S/metadata",
+             "/RegionOne/compute/v2.1/servers/S/metadata/k",
+             "/RegionOne/compute/v2.1/servers/S/action", "/RegionOne/compute/v2.1/flavors/1",
+             "/RegionOne/compute/v2.1/os-keypairs", "/RegionOne/compute/v2.1/limits",
+             "/RegionOne/image/v2/images", "/RegionOne/image/v2/images/I",
+             "/RegionOne/image/v2/images/I/file", "/RegionOne/image/v2/images/I/tags/t",
+             "/RegionOne/network/v2.0/networks", "/RegionOne/network/v2.0/ports/P",
+             "/RegionOne/network/v2.0/floatingips", "/RegionOne/network/v2.0/floatingips/F",
+             "/RegionOne/volume/v3/%s/volumes" % pid, "/RegionOne/volume/v3/%s/volumes/V" % pid,
+             "/RegionOne/compute", "/RegionOne/nothing", "/Nowhere/compute/v2.1/servers"]
+    bodies = [b"{", b"[]", b"1", b'{"server": {"name": 1, "networks": [1]}}',
+              b'{"server": {"name": "a", "flavorRef": "1", "imageRef": "%s", '
+              b'"networks": [{"uuid": 5}], "block_device_mapping_v2": [1]}}' % img.encode(),
+              b'{"floatingip": {"port_id": 1}}', b'{"volume": {"size": "x"}}',
+              b'[{"op": "add"}]', b'{"os-getConsoleOutput": 5}', b'{"metadata": []}']
+    bad = []
+    for p in paths:
+        p = p.replace("/S", "/" + sid).replace("/I", "/" + img).replace("/P", "/" + port)
+        for m in ("GET", "HEAD", "DELETE", "POST", "PUT", "PATCH"):
+            for body in [None] if m in ("GET", "HEAD", "DELETE") else bodies:
+                st, _, b = call(m, p, body, tok)
+                if st >= 500:
+                    bad.append((m, p, body, st, b[:200]))
+    assert bad == []
+    assert sim.calls()["total"] > 700  # every route above, each method and body
+    c.close()
+
+
 def test_clouds_from_nodepool_config():
     import yaml
     with open(os.path.join(TOP, "tests/data/configs/opendev/nl01.opendev.org.yaml")) as f:

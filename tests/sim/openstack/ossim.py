@@ -791,13 +791,35 @@ def dispatch(sim, req, control_only=False, skip_faults=False):
         ctx = Ctx(sim, cloud, reg, interface, req)
         if len(rest) >= 2:
             token_check(cloud, req, service, rest)
-        if service == "compute":
-            return nova(ctx, rest)
-        if service == "image":
-            return glance(ctx, rest)
-        if service == "network":
-            return neutron(ctx, rest)
-        return cinder(ctx, rest)
+        try:
+            if service == "compute":
+                return nova(ctx, rest)
+            if service == "image":
+                return glance(ctx, rest)
+            if service == "network":
+                return neutron(ctx, rest)
+            return cinder(ctx, rest)
+        except IndexError:
+            # a path the routes do not know (e.g. PUT on a collection)
+            if os.environ.get("OSSIM_DEBUG"):
+                import traceback
+                traceback.print_exc()
+            raise service_error(service, 404, "The resource could not be found.")
+        except (AttributeError, TypeError, KeyError, ValueError) as e:
+            # a body of the wrong shape: the services' schema validation
+            # answers 400
+            if os.environ.get("OSSIM_DEBUG"):
+                import traceback
+                traceback.print_exc()
+            raise service_error(service, 400, "Invalid input for the request body: %s" % e)
+
+
+def service_error(service, status, msg):
+    if service == "network":
+        return neutron_error(status, "HTTPBadRequest" if status == 400 else "HTTPNotFound", msg)
+    if service == "image":
+        return glance_error(status, msg)
+    return nova_error(status, msg)
 
 
 def fault_error(f, service):
