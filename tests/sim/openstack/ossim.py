@@ -636,7 +636,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(resp.status)
         for k, v in headers.items():
             self.send_header(k, str(v))
-        self.send_header("Content-Length", str(len(data)))
+        if resp.status not in (204, 304):  # RFC 9110: no Content-Length on 204
+            self.send_header("Content-Length", str(len(data)))
         self.send_header("X-Openstack-Request-Id", "req-" + new_id())
         self.end_headers()
         if send and resp.status not in (204, 304):
