@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +20,7 @@ import keystoneauth1.exceptions  # noqa: E402
 from openstack.cloud import meta  # noqa: E402
 
 from conftest import wait_for  # noqa: E402
-from ossim_fixture import OSSim, clouds_yaml  # noqa: E402
+from ossim_fixture import SIM_DIR, OSSim, clouds_yaml  # noqa: E402
 
 REGIONS = {"RegionOne": {"boot_delay": 0.3}, "RegionTwo": {"boot_delay": 0.3}}
 
@@ -670,6 +671,40 @@ def test_malformed_requests_get_4xx(sim):
     assert bad == []
     assert sim.calls()["total"] > 700  # every route above, each method and body
     c.close()
+
+
+def test_shell_fixture_from_nodepool_yaml(tmp_path):
+    """The path `make demo` and bench/ take: clouds_yaml.py derives the
+    simulator's config from a nodepool.yaml, ossim.sh starts it and writes
+    clouds.yaml and env, the `openstack` command reaches a provider's
+    region through it, ossim.sh stops exactly that pid."""
+    d = tmp_path / "sh"
+    np = os.path.join(TOP, "tests/data/configs/opendev/nl04.opendev.org.yaml")
+    subprocess.run([sys.executable, os.path.join(SIM_DIR, "clouds_yaml.py"), "--from-nodepool",
+                    np, "--sim-config", str(tmp_path / "sim.json")], check=True)
+    fixture = os.path.join(SIM_DIR, "ossim.sh")
+    subprocess.run(["sh", fixture, "start", str(d), "--config", str(tmp_path / "sim.json")],
+                   check=True, timeout=60)
+    try:
+        env = {}
+        for line in (d / "env").read_text().splitlines():
+            k, v = line.replace("export ", "").split("=", 1)
+            env[k] = v
+        pid = int(env["OSSIM_PID"])
+        os.kill(pid, 0)
+        e = dict(os.environ, HOME=str(tmp_path), **env)
+        out = subprocess.run(["openstack", "--os-cloud", "ovh-GRA1", "flavor", "list", "-f",
+                              "json"], env=e, capture_output=True, timeout=60)
+        assert out.returncode == 0, out.stderr.decode()
+        assert "ssd-osFoundation-3" in [f["Name"] for f in json.loads(out.stdout)]
+        with urllib.request.urlopen(env["OSSIM_CONTROL"] + "/calls") as r:
+            calls = json.loads(r.read())["calls"]
+        assert {(c["cloud"], c["region"]) for c in calls if c["service"] == "compute"} == \
+            {("ovh", "GRA1")}
+    finally:
+        subprocess.run(["sh", fixture, "stop", str(d)], check=True, timeout=30)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_clouds_from_nodepool_config():
