@@ -81,9 +81,16 @@ class OSSim:
     def clouds(self, **kw):
         return clouds_yaml.clouds_yaml(self.info, **kw)
 
-    def write_clouds_yaml(self, path, **kw):
+    def write_clouds_yaml(self, path, secure=None, **kw):
+        """clouds.yaml at path; with secure (a path), the secrets go to
+        that secure.yaml instead."""
+        doc = self.clouds(**kw)
+        if secure:
+            doc, sec = clouds_yaml.split_secure(doc)
+            with open(secure, "w") as f:
+                f.write(clouds_yaml.dump_yaml(sec))
         with open(path, "w") as f:
-            f.write(clouds_yaml.dump_yaml(self.clouds(**kw)))
+            f.write(clouds_yaml.dump_yaml(doc))
         return path
 
     # --- control API

@@ -327,6 +327,18 @@ def test_application_credential_and_reauth(sim, tmp_path, monkeypatch):
     assert sim.call_count(service="compute", route="/v2.1/flavors/detail") == 2
 
 
+def test_secrets_in_secure_yaml(sim, tmp_path, monkeypatch):
+    for auth in ("password", "application-credential"):
+        sec = tmp_path / ("secure-%s.yaml" % auth)
+        path = sim.write_clouds_yaml(str(tmp_path / "clouds.yaml"), secure=str(sec), auth=auth)
+        text = open(path).read()
+        assert "secret" not in text and "appsecret" not in text
+        monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", path)
+        monkeypatch.setenv("OS_CLIENT_SECURE_FILE", str(sec))
+        conn = openstack.connect(cloud="sim", region_name="RegionTwo")
+        assert conn.list_flavors()
+
+
 def test_wrong_password_is_401(sim, tmp_path, monkeypatch):
     doc = sim.clouds()
     doc["clouds"]["sim"]["auth"]["password"] = "wrong"
