@@ -164,3 +164,18 @@ class OSSim:
                       and p["device_id"] not in live],
             "floating_ips": [f for f in self.floating_ips(**sel) if not f["port_id"]],
         }
+
+    def call_log(self, **sel):
+        """The calls in order: [{time, cloud, region, interface, service,
+        method, route}], filtered by any of those keys given."""
+        out = []
+        for c in self.ctl("GET", "/calls/log")["log"]:
+            if all(c.get(k) == v for k, v in sel.items()):
+                out.append(c)
+        return out
+
+    def call_gaps(self, **sel):
+        """Seconds between consecutive calls matching sel (for `rate`,
+        upstream's seconds between API calls)."""
+        times = [c["time"] for c in self.call_log(**sel)]
+        return [b - a for a, b in zip(times, times[1:])]

@@ -114,6 +114,11 @@ def test_server_lifecycle_as_nodepool(sim, tmp_path, monkeypatch):
     conn._servers_time = 0
     assert [s for s in conn.list_servers() if s.id == sid] == []
     assert sim.ports() == [] or all(p["device_id"] != sid for p in sim.ports())
+    # the call log, in order, with times (what a `rate` test reads)
+    log = [(c["method"], c["route"]) for c in sim.call_log(service="compute")]
+    assert log.index(("POST", "/v2.1/servers")) < log.index(("DELETE", "/v2.1/servers/{id}"))
+    assert len(sim.call_gaps(service="compute")) == len(log) - 1
+    assert all(g >= 0 for g in sim.call_gaps(service="compute"))
 
 
 def test_boot_from_volume(sim, tmp_path, monkeypatch):
