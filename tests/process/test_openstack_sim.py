@@ -333,6 +333,12 @@ def test_application_credential_and_reauth(sim, tmp_path, monkeypatch):
 
 
 def test_secrets_in_secure_yaml(sim, tmp_path, monkeypatch):
+    # this SDK prepends OS_CLIENT_SECURE_FILE to its module-level list of
+    # secure files (for good): work on a copy, so later tests do not
+    # inherit this test's secrets
+    loader = openstack.config.loader
+    monkeypatch.setattr(loader, "SECURE_FILES", list(loader.SECURE_FILES))
+    monkeypatch.setattr(loader, "CONFIG_FILES", list(loader.CONFIG_FILES))
     for auth in ("password", "application-credential"):
         sec = tmp_path / ("secure-%s.yaml" % auth)
         path = sim.write_clouds_yaml(str(tmp_path / "clouds.yaml"), secure=str(sec), auth=auth)
