@@ -9,7 +9,7 @@ import threading
 import time
 
 from conftest import Zuul, kazoo_client, wait_for
-from fakecloud import fake_config
+from fakecloud import Cloud, fake_config
 
 RUN_SECONDS = 20
 MAX_SERVERS = 2
@@ -205,7 +205,11 @@ def test_zuul_faithful_jobs_on_static_and_fake(deployment, zk_server, chroot, zu
     now = zuul.nodes()
     assert not (set(now) & static_first & set(run.used))
     assert all(n["state"] == "ready" for n in now.values()), now
+    # the leak cleanup (every second here) never took a node Zuul was
+    # using for a leak
+    assert Cloud(deployment).framework().get("leaked.instances", 0) == 0
     for p in deployment.procs:
         out = p.output()
+        assert "leaked" not in out, [l for l in out.splitlines() if "leaked" in l]
         assert "malformed" not in out, [l for l in out.splitlines() if "malformed" in l]
         assert "kept verbatim" not in out, [l for l in out.splitlines() if "verbatim" in l]
