@@ -70,6 +70,9 @@ void np_strv_copy(struct np_strv *dst, const struct np_strv *src); /* dst cleare
  * is the stand-in string for one; NULL for any other value. Borrowed from v.
  */
 const char *np_json_raw_number(const json_t *v);
+/* A deep copy of v for showing (web, CLI): stand-ins become the nearest
+ * double (null if not finite). NULL gives NULL. */
+json_t *np_json_export(const json_t *v);
 
 /* ---- Node (/nodepool/nodes/<id>) ---------------------------------------- */
 enum np_node_state {

@@ -823,7 +823,7 @@ jstrv(const struct np_strv *sv)
 static json_t *
 jcopy(const json_t *v)
 {
-	return v != NULL ? json_deep_copy(v) : json_null();
+	return v != NULL ? np_json_export(v) : json_null();
 }
 
 static void
@@ -845,7 +845,7 @@ as_stored(const struct np_node *n, const char *key, json_t *typed)
 	if (v == NULL)
 		return typed;
 	json_decref(typed);
-	return json_deep_copy(v);
+	return np_json_export(v);
 }
 
 void

@@ -892,6 +892,13 @@ Test(odd, big_numbers_round_trip_as_text)
 	cr_assert_eq(np_request_decode("100-1", enc, strlen(enc), &r2, err, sizeof(err)), 0);
 	enc2 = np_request_encode(r2, NULL);
 	cr_assert_str_eq(enc, enc2);
+	/* shown (web, CLI) as the nearest number */
+	{
+		json_t *x = np_json_export(json_object_get(r->requestor_data, "span_info"));
+		cr_assert(json_is_real(json_object_get(x, "trace_id")));
+		cr_assert_float_eq(json_real_value(json_object_get(x, "trace_id")), 2.279e38, 1e36);
+		json_decref(x);
+	}
 	/* a set field replaces the odd value */
 	r2->relative_priority = 3;
 	free(enc2);
@@ -901,6 +908,23 @@ Test(odd, big_numbers_round_trip_as_text)
 	free(enc2);
 	np_request_free(r);
 	np_request_free(r2);
+}
+
+/* Strings that look like our stand-ins or placeholders stay strings. */
+Test(odd, lookalike_strings_stay_strings)
+{
+	const char *b = "{\"state\": \"requested\", \"requestor_data\": [\"\\u00ff12\", "
+			"\"npraw0123456789abcdef:0\", 1e999], \"npraw0123456789abcdef:0\": 5}";
+	char err[256], *enc;
+	struct np_request *r = NULL;
+
+	cr_assert_eq(np_request_decode("100-1", b, strlen(b), &r, err, sizeof(err)), 0, "%s", err);
+	enc = np_request_encode(r, NULL);
+	cr_assert(strstr(enc, "[\"\\u00FF12\", \"npraw0123456789abcdef:0\", 1e999]") != NULL, "%s",
+		  enc);
+	cr_assert(strstr(enc, "\"npraw0123456789abcdef:0\": 5") != NULL, "%s", enc);
+	free(enc);
+	np_request_free(r);
 }
 
 Test(odd, other_records_keep_values_verbatim)
