@@ -75,3 +75,40 @@ def test_odd_values_kept_unreadable_znodes_left_alone(deployment, zk, zuul):
     # the odd values were noted, never as "malformed"
     assert "node %s: key 'comment'" % nid in p.output()
     assert "node %s: malformed" % nid not in p.output()
+
+
+def test_zuul_autohold_expires_and_operators_see_it(deployment, zuul):
+    """Nodes Zuul autoholds (state hold, hold_job, comment, hold_expiration,
+    user_data an object, Zuul's id key) expire by their hold_expiration, and
+    `nodepool list` and `nodepool delete` take them as any other node."""
+    from operator_helpers import nodepool, parse_table
+    cfg = static_config([host("host-a", ["small"]), host("host-b", ["small"])])
+    path = deployment.write_config(cfg)
+    deployment.start_launcher("static-a", path)
+    wait_for(lambda: len(ready_nodes(zuul)) == 2, what="2 ready nodes")
+    held_ids = []
+    for expiration in (2, None):
+        rid = zuul.submit(["small"], job="flaky")
+        assert zuul.wait_request(rid)["state"] == "fulfilled"
+        held = zuul.accept(rid)
+        hid = zuul.autohold_request(job="flaky", reason="debug it", node_expiration=expiration)
+        zuul.autohold(held, hid)
+        held_ids += [nid for nid, _ in held]
+    a, b = held_ids
+    n = zuul.node(a)
+    assert n["state"] == "hold" and n["hold_expiration"] == 2 and n["id"] == a
+    assert n["hold_job"] == "tenant-one review.example.org/org/project flaky .*"
+    r = nodepool(path, "list", "--detail")
+    assert r.returncode == 0, r.stderr
+    rows = {x["ID"]: x for x in parse_table(r.stdout)[1]}
+    assert rows[a]["State"] == "hold" and rows[a]["Comment"] == "debug it"
+    assert rows[a]["Hold Job"] == n["hold_job"]
+    assert zuul.system_id in rows[a]["User Data"]
+    # the one with hold_expiration 2 s is deleted by the launcher
+    wait_for(lambda: zuul.node(a) is None, timeout=20, what="expired hold deleted")
+    assert zuul.node(b)["state"] == "hold"
+    # the other is the operator's to delete
+    r = nodepool(path, "delete", b)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: zuul.node(b) is None, what="held node deleted")
+    wait_for(lambda: len(ready_nodes(zuul)) == 2, what="both hosts ready again")
