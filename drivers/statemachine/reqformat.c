@@ -8,20 +8,72 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Python's repr of a float: the shortest text that reads back the same,
- * with ".0" when it has no dot or exponent. */
+/* Python's repr of a float: the fewest significant digits that read back
+ * the same, written out in full with a ".0" when the exponent is in
+ * [-4, 16), else as d.ddde+XX. */
 static void
 py_float(double v, char *buf, size_t len)
 {
-	int prec;
+	char e[64], digits[32], *dot, *x;
+	int prec, exp10, nd, i;
+	size_t o = 0;
 
+	if (v != v || v - v != 0) { /* nan, inf */
+		snprintf(buf, len, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf");
+		return;
+	}
 	for (prec = 1; prec <= 17; prec++) {
-		snprintf(buf, len, "%.*g", prec, v);
-		if (strtod(buf, NULL) == v)
+		snprintf(e, sizeof(e), "%.*e", prec - 1, v);
+		if (strtod(e, NULL) == v)
 			break;
 	}
-	if (strpbrk(buf, ".eEn") == NULL) /* n: nan, inf */
-		strncat(buf, ".0", len - strlen(buf) - 1);
+	/* e is [-]d[.ddd]e[+-]XX */
+	x = strchr(e, 'e');
+	exp10 = atoi(x + 1);
+	*x = '\0';
+	nd = 0;
+	for (dot = e; *dot; dot++)
+		if (*dot >= '0' && *dot <= '9')
+			digits[nd++] = *dot;
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	digits[nd] = '\0';
+#define PUT(c)                                                                                     \
+	do {                                                                                       \
+		if (o + 1 < len)                                                                   \
+			buf[o++] = (c);                                                            \
+	} while (0)
+	if (e[0] == '-')
+		PUT('-');
+	if (exp10 >= -4 && exp10 < 16) {
+		if (exp10 < 0) {
+			PUT('0');
+			PUT('.');
+			for (i = 0; i < -exp10 - 1; i++)
+				PUT('0');
+			for (i = 0; i < nd; i++)
+				PUT(digits[i]);
+		} else {
+			for (i = 0; i <= exp10; i++)
+				PUT(i < nd ? digits[i] : '0');
+			PUT('.');
+			if (nd <= exp10 + 1)
+				PUT('0');
+			for (i = exp10 + 1; i < nd; i++)
+				PUT(digits[i]);
+		}
+		buf[o] = '\0';
+	} else {
+		PUT(digits[0]);
+		if (nd > 1) {
+			PUT('.');
+			for (i = 1; i < nd; i++)
+				PUT(digits[i]);
+		}
+		buf[o] = '\0';
+		snprintf(buf + o, len - o, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
+	}
+#undef PUT
 }
 
 static void
