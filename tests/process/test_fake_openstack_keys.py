@@ -2,6 +2,8 @@
 OpenStack driver against an in-process cloud) takes them: what each does in
 the simulated cloud, as the cloud's state-file and the node in ZooKeeper
 show it (nodepool.yaml(5), fake driver)."""
+import pytest
+
 from conftest import wait_for
 from fakecloud import Cloud, fake_config
 
@@ -81,13 +83,19 @@ def test_openstack_keys_shape_the_server(deployment, zuul):
                               "volumes": 1, "volume-gb": 80}
 
 
-def test_volume_quota_of_the_cloud(deployment, zuul):
-    """The simulated cloud's volume limit counts boot volumes: a second
-    boot-from-volume node waits (the pool pauses) until the first is gone."""
+@pytest.mark.parametrize("limit", [
+    {"provider": {"quota": {"volumes": 1, "volume-gb": 100}}},  # the cloud's
+    {"provider": {"quota": {"volume-gb": 30}}},
+    {"pool": {"max-volumes": 1}},  # the pool's, as upstream's hasRemainingQuota
+    {"pool": {"max-volume-gb": 39}},
+], ids=["cloud-volumes", "cloud-volume-gb", "pool-max-volumes", "pool-max-volume-gb"])
+def test_volume_quota(deployment, zuul, limit):
+    """Boot volumes count against the simulated cloud's volume limits and the
+    pool's max-volumes/max-volume-gb: a second 20 GB boot-from-volume node
+    waits (the pool pauses) until the first is gone."""
     cfg = fake_config(
         deployment,
-        labels={"bfv": {"boot-from-volume": True, "volume-size": 20}},
-        provider={"quota": {"volumes": 1, "volume-gb": 100}})
+        labels={"bfv": {"boot-from-volume": True, "volume-size": 20}}, **limit)
     deployment.start_launcher("sim", deployment.write_config(cfg))
     cloud = Cloud(deployment)
     r1, _ = served(zuul, ["bfv"])
