@@ -15,7 +15,28 @@
  * A server is ACTIVE `boot-delay` seconds after its create (unless a fault
  * says otherwise) and is gone `delete-delay` seconds after its delete.
  *
- * Provider keys (validated by lib/config; see lib/config/config.h):
+ * OpenStack's keys (upstream's fake driver is its OpenStack driver against
+ * an in-process cloud, so its configs carry them; the schema is
+ * lib/config's, nodepool.yaml(5) has the user's view):
+ *   cloud                 the nodes' cloud ("fake")
+ *   rate                  seconds between calls (sm_defaults.rate_is_interval)
+ *   flavor-name, min-ram  the server's size from `flavors` (label_size)
+ *   networks              label's, else pool's: recorded on the server; with
+ *                         cloud-networks, an unknown one fails the create
+ *   security-groups, key-name, userdata, config-drive (of the image)
+ *                         recorded on the server
+ *   auto-floating-ip      false: no public addresses
+ *   boot-from-volume, volume-size (50)
+ *                         the server's volume is a boot volume of that many
+ *                         GB, in the label's and the instance's quota
+ *                         (volumes, volume-gb) and the cloud's `quota`
+ *   instance-properties, dynamic-instance-properties
+ *                         merged into the server's metadata, as upstream's
+ *                         OpenStack adapter (server_metadata)
+ *   nodepool-id, clean-floating-ips, port-cleanup-interval
+ *                         nothing to act on in this cloud
+ *
+ * Simulation keys (validated by lib/config; see lib/config/config.h):
  *   boot-delay, delete-delay, api-delay   seconds (0)
  *   failure-rate          0..1 share of servers ending in ERROR while booting
  *   boot-failures         the first N servers end in ERROR (deterministic)
@@ -51,7 +72,11 @@
  *                         zone lands in the first (none: "fake-az-1")
  *   persistent            the cloud outlives the worker: the state-file is
  *                         read back at start (false; see load_state)
- * Label keys: cores (1), ram (MB, 1024), boot-delay, failure-rate (the
+ *   flavors               [{name, cores, ram}]: the cloud's flavors
+ *                         (upstream's fake cloud's two by default)
+ *   cloud-networks        the cloud's networks (none: any name is one)
+ * Label keys: cores (1), ram (MB, 1024): the size outright, instead of a
+ * flavor; boot-delay, failure-rate (the
  * provider's unless set), console-log, and config-error: a message; the
  * label is one this cloud can never serve as configured (as an AWS
  * instance type the region lacks): label_quota reports the message as a
