@@ -375,14 +375,13 @@ struct np_provider {
 	/* seconds: openstack/gce/fake 60, aws 180, azure/ibmvpc/metastatic 120 */
 	long long boot_timeout;
 	long long launch_timeout; /* 3600 */
-	double rate;		  /* as written: openstack, fake: seconds between calls (1, fake 0);
-				     aws/gce 2, azure/metastatic 1: calls per second */
-	int host_key_checking;	  /* provider-level default for pools (1; fake 0) */
-	char *cloud;		  /* openstack cloud, k8s/openshift context, NULL */
-	char *region;		  /* region-name / region / azure location, NULL */
-	char *image_format;	  /* aws image-format (raw), azure vhd, ibmvpc image-format (qcow2);
-				     NULL: openstack (from clouds.yaml) or no image management */
-	int manage_images;	  /* openstack, aws, azure, ibmvpc, fake */
+	double rate;	       /* as written: openstack, fake: s between calls; others: calls/s */
+	int host_key_checking; /* provider-level default for pools (1; fake 0) */
+	char *cloud;	       /* openstack cloud, k8s/openshift context, NULL */
+	char *region;	       /* region-name / region / azure location, NULL */
+	char *image_format;    /* aws image-format (raw), azure vhd, ibmvpc image-format (qcow2);
+				  NULL: openstack (from clouds.yaml) or no image management */
+	int manage_images;     /* openstack, aws, azure, ibmvpc, fake */
 	long long image_upload_timeout; /* openstack 3600; aws image-import-timeout or -1 */
 	char *image_name_format; /* "{image_name}-{timestamp}" (ibmvpc "npimage{upload_id}") */
 	char *post_upload_hook;	 /* NULL */
