@@ -19,7 +19,7 @@
  * an in-process cloud, so its configs carry them; the schema is
  * lib/config's, nodepool.yaml(5) has the user's view):
  *   cloud                 the nodes' cloud ("fake")
- *   rate                  seconds between calls (sm_defaults.rate_is_interval)
+ *   rate                  seconds between calls (0: no limit)
  *   flavor-name, min-ram  the server's size from `flavors` (label_size)
  *   networks              label's, else pool's: recorded on the server; with
  *                         cloud-networks, an unknown one fails the create
@@ -1472,7 +1472,9 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&f->volumes);
 	TAILQ_INIT(&f->images);
 	TAILQ_INIT(&f->calls);
-	f->rl = ratelimit_new(env->base, env->cfg->rate, 1);
+	/* `rate`: seconds between calls, as OpenStack's (its adapter gives
+	 * openstacksdk 1/rate calls per second) */
+	f->rl = ratelimit_new(env->base, env->cfg->rate > 0 ? 1.0 / env->cfg->rate : 0, 1);
 	f->boot_delay = np_json_num(p, "boot-delay", 0);
 	f->delete_delay = np_json_num(p, "delete-delay", 0);
 	f->api_delay = np_json_num(p, "api-delay", 0);
@@ -1672,7 +1674,6 @@ static const struct sm_adapter_ops fake_adapter = {
 static const struct sm_defaults fake_defaults = {
     .boot_timeout = 60,
     .rate = 0,
-    .rate_is_interval = 1,
     .host_key_checking = 0,
 };
 

@@ -26,11 +26,11 @@ dupz(const char *s)
 }
 
 /*
- * `rate` as calls per second. It is written as upstream's driver reads it:
- * calls per second (aws, azure...), or, with def->rate_is_interval, seconds
- * between calls (OpenStack, and the fake, which upstream runs on its OpenStack
- * driver: adapter.py gives openstacksdk 1/rate). v.Coerce(float): a numeric
- * string counts. 0 or less: unlimited.
+ * `rate` as written, in the unit of the driver's upstream: calls per second
+ * (aws, azure...) or seconds between calls (OpenStack, and the fake, which
+ * upstream runs on its OpenStack driver); the adapter makes its rate limit
+ * of it. v.Coerce(float): a numeric string or a bool counts. Not a positive
+ * number: 0, no limit.
  */
 static double
 provider_rate(const json_t *prov, const struct sm_defaults *def)
@@ -44,9 +44,7 @@ provider_rate(const json_t *prov, const struct sm_defaults *def)
 		r = json_is_true(v) ? 1 : 0;
 	else if (json_is_string(v))
 		r = strtod(json_string_value(v), NULL);
-	if (!(r > 0)) /* NaN too */
-		return 0;
-	return def->rate_is_interval ? 1.0 / r : r;
+	return r > 0 ? r : 0; /* NaN too */
 }
 
 static void

@@ -98,7 +98,7 @@ struct sm_config {
 	int launch_retries;    /* launch-retries: 3 (attempts in all) */
 	double boot_timeout;   /* boot-timeout, seconds (nodescan deadline) */
 	double launch_timeout; /* launch-timeout: 3600 s per attempt */
-	double rate;	       /* calls per second (converted, see rate_is_interval); 0 unlimited */
+	double rate;	       /* as written, in the driver's unit (see sm_config_new); 0 none */
 	int host_key_checking;
 	struct sm_image *cloud_images;
 	size_t ncloud_images;
@@ -112,8 +112,7 @@ struct sm_config {
 /* Driver defaults for keys the provider config leaves out. */
 struct sm_defaults {
 	double boot_timeout;   /* openstack/gce/fake 60, aws 180, azure 120 */
-	double rate;	       /* as written: openstack 1 (s), aws 2 (/s), fake 0 */
-	int rate_is_interval;  /* `rate` is seconds between calls (openstack, fake) */
+	double rate;	       /* openstack 1, aws 2, fake 0 */
 	int host_key_checking; /* 1 (fake: 0) */
 };
 
