@@ -739,7 +739,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	stats_refresh(dp);
 	lag_arm(dp);
 	log_info("provider %s: %s adapter ready (launch-retries %d, boot-timeout %.0fs, "
-		 "launch-timeout %.0fs, rate %g/s)",
+		 "launch-timeout %.0fs, rate %g)",
 		 dp->cfg->provider, ops->name, dp->cfg->launch_retries, dp->cfg->boot_timeout,
 		 dp->cfg->launch_timeout, dp->cfg->rate);
 	return dp;
