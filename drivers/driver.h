@@ -237,10 +237,23 @@ int drv_store_node(struct launcher *lc, const struct drv_launch *l);
 /*
  * Register a new node record (static driver): the node is written as given
  * (state, provider, pool, launcher, type...) as a new sequential znode.
- * Takes ownership of n. done (may be NULL) gets the new id or NULL on error.
+ * Takes ownership of n. done (may be NULL) gets the new id, or NULL on
+ * error; unknown is 1 when the create's outcome is unknown (the connection
+ * or the session was lost before the reply: it may have landed; the node
+ * cache shows it once drv_sync_epoch() has moved on).
  */
 void drv_register_node(struct launcher *lc, struct np_node *n,
-		       void (*done)(const char *node_id, void *arg), void *arg);
+		       void (*done)(const char *node_id, int unknown, void *arg), void *arg);
+/*
+ * 1 while connected with every cache (nodes, requests, pool registrations)
+ * synced: what drv_provider_nodes() and drv_provider_peers() say is then
+ * current. After a lost connection or an expiry it is 0 until the caches
+ * have re-synced, and then provider_start is called again: a driver takes
+ * no decision on what it reads meanwhile (a static slot registered twice).
+ */
+int drv_in_sync(struct launcher *lc);
+/* Bumped each time the caches have (re-)synced. */
+unsigned drv_sync_epoch(struct launcher *lc);
 /* Update a READY, unallocated, unlocked node in place under its lock (static
  * config change); takes ownership of n (whose id names the node). */
 void drv_update_node(struct launcher *lc, struct np_node *n);

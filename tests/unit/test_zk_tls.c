@@ -142,7 +142,7 @@ Test(zk_tls, certificate_from_another_ca_is_refused)
 	/* our client aborted the handshake with "unknown CA" */
 	cr_assert(testzk_file_contains(r.sout, "alert unknown ca"), "see %s", r.sout);
 	cr_assert_not(testzk_file_contains(r.sout, "CIPHER is"));
-	cr_assert(testzk_file_contains(r.log, "TLS connection to 127.0.0.1:"), "see %s", r.log);
+	cr_assert(testzk_file_contains(r.log, "TLS handshake with 127.0.0.1:"), "see %s", r.log);
 	cr_assert(testzk_file_contains(r.log, "error in ssl connect"), "see %s", r.log);
 	/* the C client's lines come through lib/core/log.h, not raw */
 	cr_assert_not(testzk_file_contains(r.log, "ZOO_ERROR@"), "see %s", r.log);
