@@ -595,7 +595,9 @@ static const struct sc_schema fake_provider = {
 	OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT))),
 	OPT("report-quota", BOOL), OPT("unmanaged-instances", NONNEG_INT),
 	OPT("fake-ssh-port", PORT), OPT("state-file", NONEMPTY_STR), OPT("seed", INT),
-	OPT("cloud-availability-zones", SEQ(NONEMPTY_STR)), OPT("persistent", BOOL)),
+	OPT("cloud-availability-zones", SEQ(NONEMPTY_STR)), OPT("persistent", BOOL),
+	OPT("image-dir", NONEMPTY_STR), OPT("upload-delay", NONNEG), OPT("image-format", STR),
+	OPT("post-upload-hook", STR)),
 };
 
 /* ---- registry ---------------------------------------------------------------------- */
