@@ -57,6 +57,7 @@
 
 #include "chan.h"
 #include "config.h"
+#include "driver.h"
 #include "imagetree.h"
 #include "ipc.h"
 #include "log.h"
@@ -206,6 +207,16 @@ static const char *
 provider_format(const struct np_provider *p)
 {
 	return p->image_format != NULL && p->image_format[0] ? p->image_format : "qcow2";
+}
+
+/* 1 when the provider's driver is built in and can upload images (a
+ * state-machine driver whose adapter has upload_image). */
+static int
+provider_uploads(const struct np_provider *p)
+{
+	const struct driver *drv = driver_lookup(p->driver != NULL ? p->driver : "openstack");
+
+	return p->manage_images && drv != NULL && drv->image_upload != NULL;
 }
 
 static const struct np_provider_image *
@@ -1075,6 +1086,11 @@ check_upload(struct builder *b, const struct imgtree *tree, const struct np_prov
 	snprintf(key, sizeof(key), "%s/%s", pi->name, p->name);
 	if (pi->pause || nr == NULL || strset_has(b->uploading, key))
 		return;
+	if (!provider_uploads(p)) {
+		log_debug("provider %s: its driver (%s) cannot upload images here", p->name,
+			  p->driver);
+		return;
+	}
 	if (has_ready_upload(nr, p->name) || !np_strv_contains(&nr->b->formats, fmt))
 		return;
 	local_path(b, pi->name, nr->id, fmt, file, sizeof(file));
@@ -1222,7 +1238,7 @@ run_upload_delete(struct task *t)
 		t->step = 5;
 		/* fall through */
 	case 5: /* deleting: the cloud first */
-		if (t->external_id != NULL && p != NULL && p->manage_images) {
+		if (t->external_id != NULL && p != NULL && provider_uploads(p)) {
 			json_t *spec =
 			    json_pack("{s:s, s:o, s:s}", "provider", p->name, "config",
 				      provider_config_json(p), "external_id", t->external_id);
@@ -1232,11 +1248,12 @@ run_upload_delete(struct task *t)
 			json_decref(spec);
 			return;
 		}
-		if (p == NULL)
-			log_warn("upload %s of %s-%s: provider %s is no longer configured; the "
-				 "record is removed, a cloud image %s is left to its owner",
+		if (t->external_id != NULL)
+			log_warn("upload %s of %s-%s: provider %s is %s; the record is removed, "
+				 "the cloud image %s is left to its owner",
 				 t->upload, t->image, t->build, t->provider,
-				 t->external_id ? t->external_id : "(none)");
+				 p == NULL ? "no longer configured" : "out of this builder's reach",
+				 t->external_id);
 		t->job_ok = 1;
 		t->step = 6;
 		/* fall through */

@@ -54,14 +54,15 @@
  *   image-dir             the cloud's image store, shared by every process
  *                         that has this provider (the launcher and the
  *                         builder's upload workers): an upload streams the
- *                         file into <image-dir>/<id>.<format> in 1 MiB
- *                         steps, one per loop turn (constant memory),
+ *                         file into <image-dir>/<id>.<format> (after
+ *                         upload-delay) in 1 MiB steps, one per loop
+ *                         turn (constant memory),
  *                         checks the sha256 it was given, and writes
  *                         <id>.json (name, format, size, sha256,
  *                         metadata); a delete removes both; a create from
  *                         a diskimage upload whose image is not there is
  *                         refused. Unset: images live in the process.
- *   upload-delay          seconds an upload takes after its data is in (0)
+ *   upload-delay          seconds an upload waits before its data streams (0)
  *   image-format          the format this cloud takes (qcow2): what the
  *                         builder builds and uploads for it
  * Label keys: cores (1), ram (MB, 1024), boot-delay, failure-rate (the
@@ -139,11 +140,11 @@ struct fupload {
 	struct event *ev;
 	int in, out;
 	char id[40];
-	char *name, *format, *sha256, *part;
+	char *filename, *name, *format, *sha256, *part;
 	json_t *meta;
 	EVP_MD_CTX *md;
 	long long size;
-	int done; /* data in: waiting upload-delay */
+	int done; /* upload-delay over: streaming */
 	sm_upload_cb cb;
 	void *arg;
 };
@@ -1203,6 +1204,7 @@ fupload_free(struct fupload *u)
 		unlink(u->part);
 	EVP_MD_CTX_free(u->md);
 	free(u->part);
+	free(u->filename);
 	free(u->name);
 	free(u->format);
 	free(u->sha256);
@@ -1233,12 +1235,20 @@ fupload_step(evutil_socket_t fd, short what, void *arg)
 	json_t *rec;
 	ssize_t n;
 
-	if (u->done) {
-		if (u->id[0] == '\0')
-			fupload_end(u, NULL, "cannot open the image file or the image store");
-		else
-			fupload_end(u, u->id, NULL);
-		return;
+	if (!u->done) { /* upload-delay is over: the transfer starts */
+		u->done = 1;
+		u->in = open(u->filename, O_RDONLY | O_CLOEXEC);
+		if (u->in < 0) {
+			snprintf(err, sizeof(err), "%s: %s", u->filename, strerror(errno));
+			fupload_end(u, NULL, err);
+			return;
+		}
+		u->out = open(u->part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (u->out < 0) {
+			snprintf(err, sizeof(err), "image store: %s", strerror(errno));
+			fupload_end(u, NULL, err);
+			return;
+		}
 	}
 	n = read(u->in, buf, sizeof(buf));
 	if (n < 0) {
@@ -1282,13 +1292,7 @@ fupload_step(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	json_decref(rec);
-	u->done = 1;
-	{
-		struct timeval tv = {
-		    (time_t)f->upload_delay,
-		    (suseconds_t)((f->upload_delay - (double)(time_t)f->upload_delay) * 1e6)};
-		event_add(u->ev, &tv);
-	}
+	fupload_end(u, u->id, NULL);
 }
 
 static void
@@ -1298,6 +1302,7 @@ fake_upload_image(struct sm_adapter *f, const struct sm_upload_args *u, sm_uploa
 	struct fupload *fu;
 	unsigned char rnd[6];
 	char path[4096];
+	int r;
 
 	if (f->image_dir == NULL) {
 		c = call_start(f, NULL, upload_call, arg);
@@ -1312,38 +1317,33 @@ fake_upload_image(struct sm_adapter *f, const struct sm_upload_args *u, sm_uploa
 	fu->f = f;
 	fu->cb = cb;
 	fu->arg = arg;
-	fu->out = -1;
-	fu->in = open(u->filename, O_RDONLY | O_CLOEXEC);
+	fu->in = fu->out = -1;
+	fu->filename = strdup(u->filename);
 	fu->name = strdup(u->image_name);
 	fu->format = strdup(u->format != NULL ? u->format : "raw");
 	fu->sha256 = u->sha256 != NULL ? strdup(u->sha256) : NULL;
 	fu->meta = u->metadata != NULL ? json_deep_copy(u->metadata) : json_object();
 	fu->md = EVP_MD_CTX_new();
+	if (fu->md == NULL || EVP_DigestInit_ex(fu->md, EVP_sha256(), NULL) != 1)
+		abort();
 	/* ids unique across the processes sharing the store */
-	{
-		int r = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-		if (r < 0 || read(r, rnd, sizeof(rnd)) != (ssize_t)sizeof(rnd))
-			memset(rnd, 0, sizeof(rnd));
-		if (r >= 0)
-			close(r);
-	}
+	r = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (r < 0 || read(r, rnd, sizeof(rnd)) != (ssize_t)sizeof(rnd))
+		memset(rnd, 0, sizeof(rnd));
+	if (r >= 0)
+		close(r);
 	snprintf(fu->id, sizeof(fu->id), "img-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
 		 rnd[3], rnd[4], rnd[5]);
 	snprintf(path, sizeof(path), "%s/%s.part", f->image_dir, fu->id);
 	fu->part = strdup(path);
 	fu->ev = event_new(f->base, -1, 0, fupload_step, fu);
 	TAILQ_INSERT_TAIL(&f->uploads, fu, entry);
-	if (fu->md == NULL || EVP_DigestInit_ex(fu->md, EVP_sha256(), NULL) != 1)
-		abort();
-	if (fu->in >= 0)
-		fu->out = open(fu->part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	/* every outcome is reported from the loop, never from inside this slot */
-	event_active(fu->ev, EV_TIMEOUT, 0);
-	if (fu->in < 0 || fu->out < 0) {
-		fu->done = 1;
-		free(fu->part);
-		fu->part = NULL;
-		snprintf(fu->id, sizeof(fu->id), "%s", "");
+	/* the transfer takes upload-delay, then the data streams in; every
+	 * outcome is reported from the loop, never from inside this slot */
+	{
+		double d = f->upload_delay;
+		struct timeval tv = {(time_t)d, (suseconds_t)((d - (double)(time_t)d) * 1e6)};
+		event_add(fu->ev, &tv);
 	}
 }
 

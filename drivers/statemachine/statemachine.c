@@ -684,6 +684,11 @@ sm_drv_cleanup(struct drv_provider *dp)
 	}
 	if (dp->quota_stale || mono() - dp->quota_time > SM_MAX_QUOTA_AGE)
 		quota_refresh(dp);
+	/* the uploads a diskimage label boots from: a new upload, or one
+	 * `nodepool image-delete` marked deleting, is seen within a cleanup
+	 * interval (upstream watches the image tree) */
+	if (dp->images != NULL)
+		sm_images_refresh(dp->images);
 }
 
 /* ---- life cycle

@@ -1,0 +1,288 @@
+"""nodepool-builder as upstream's builder (reference section 4), with the
+stand-in dib-cmd (tests/dib/fake-dib-cmd) and fake clouds sharing an
+image store: builds and uploads become ready; the launcher boots from the
+newest upload and falls back after image-delete; two builders never build
+one image at once; pause and manual builds; a killed upload worker leaves
+a clean retry; cleanup of superseded, failed and orphaned records; the
+`nodepool` image commands against what the builder does."""
+import json
+import os
+import signal
+import time
+
+from conftest import wait_for
+from builder_helpers import (Images, Store, builder_config, start_builder, workers)
+from fakecloud import fake_config
+from operator_helpers import nodepool
+
+
+def rows(r):
+    """The table `nodepool ... ` printed, as lists of cells."""
+    out = []
+    for line in r.stdout.splitlines():
+        if line.startswith("|"):
+            out.append([c.strip() for c in line.strip("|").split("|")])
+    return out[1:]  # without the header
+
+
+def test_build_and_upload_become_ready(deployment, zk):
+    cfg = builder_config(deployment)
+    path = deployment.write_config(cfg)
+    t0 = time.time()
+    b = start_builder(deployment, path)
+    images, store = Images(zk), Store(deployment)
+    (bid, rec), = wait_for(lambda: images.ready_builds("img").items(), what="a ready build")
+    (_, prov, uid, up), = wait_for(lambda: images.ready_uploads("img"), what="a ready upload")
+    took = time.time() - t0
+    print("build-to-ready (builder start to upload ready, stand-in dib-cmd): %.3fs" % took)
+
+    # the build record, as upstream writes it
+    with open(os.path.join(deployment.dir, "images", "builder_id.txt")) as f:
+        builder_id = f.read().strip()
+    assert len(builder_id) == 36 and builder_id.count("-") == 4
+    assert rec["builder_id"] == builder_id and rec["builder"]
+    assert rec["formats"] == "qcow2" and rec["username"] == "zuul"
+    assert len(bid) == 32
+    # the builder component
+    comps = zk.get_children("/nodepool/components/builder")
+    assert len(comps) == 1
+    comp = json.loads(zk.get("/nodepool/components/builder/" + comps[0])[0])
+    assert comp["kind"] == "builder" and comp["state"] == "running"
+
+    # dib-cmd got upstream's arguments and environment (parents merged)
+    base = os.path.join(deployment.dir, "images", "img-" + bid)
+    with open(base + ".qcow2") as f:
+        seen = json.load(f)
+    assert seen["elements"] == ["debian-minimal", "vm", "simple-init"]
+    assert seen["env"]["DIB_BASE_VAR"] == "from-base" and seen["env"]["DIB_CHILD_VAR"] == "img"
+    assert seen["env"]["DIB_RELEASE"] == "12" and seen["env"]["DIB_IMAGE_NAME"] == "img"
+    assert seen["env"]["DIB_IMAGE_FILENAME"] == base
+    assert os.path.isdir(base + ".d") and os.path.exists(base + ".qcow2.sha256")
+    log = os.path.join(deployment.dir, "build-logs", "img-%s.log" % bid)
+    with open(log) as f:
+        text = f.read()
+    assert "fake-dib-cmd: done" in text and text.endswith("Exit code: 0\n")
+
+    # the upload: in the cloud, with its tags, recorded
+    assert prov == "sim" and uid == "0000000001"
+    assert up["format"] == "qcow2" and up["username"] == "zuul"
+    img = store.images()[up["external_id"]]
+    assert img["name"] == up["external_name"] and up["external_name"].startswith("img-")
+    assert img["metadata"] == {"owner": "test", "nodepool_build_id": bid,
+                               "nodepool_upload_id": uid, "nodepool_provider_name": "sim"}
+    with open(base + ".qcow2.sha256") as f:
+        assert img["sha256"] == f.read().split()[0]
+
+    # the CLI sees what the builder did
+    r = nodepool(path, "dib-image-list")
+    assert r.returncode == 0
+    (row,) = rows(r)
+    assert row[0] == "img-" + bid and row[3] == "qcow2" and row[4] == "ready", row
+    r = nodepool(path, "image-list")
+    (row,) = rows(r)
+    assert row[:6] == [bid, uid, "sim", "img", up["external_name"], up["external_id"]], row
+    assert row[6] == "ready"
+    assert b.alive()
+
+
+def test_launcher_boots_newest_upload_and_falls_back_after_image_delete(deployment, zk, zuul):
+    cfg = builder_config(deployment)
+    # the launcher's view of the same provider: label img-label from the diskimage
+    fc = fake_config(deployment, labels={"img-label": {"diskimage": "img"}},
+                     provider=cfg["providers"][0])
+    cfg["providers"][0] = fc["providers"][0]
+    path = deployment.write_config(cfg)
+    b = start_builder(deployment, path)
+    deployment.start_launcher("sim", path)
+    images = Images(zk)
+    (b1,) = wait_for(lambda: [u[0] for u in images.ready_uploads("img")], what="upload 1")
+    # a manual build: the request goes once the build is ready
+    assert nodepool(path, "image-build", "img").returncode == 0
+    wait_for(lambda: len(images.ready_uploads("img")) == 2, what="upload 2")
+    assert not zk.exists("/nodepool/images/img/request-build")
+    b2 = [u for u in images.ready_uploads("img") if u[0] != b1][0]
+    assert images.ready_builds("img")[b2[0]]["state_time"] > \
+        images.ready_builds("img")[b1]["state_time"]
+
+    def boot():
+        rid = zuul.submit(["img-label"])
+        req = zuul.wait_request(rid)
+        assert req["state"] == "fulfilled", req
+        return zuul.node(req["nodes"][0])
+
+    newest = "/nodepool/images/img/builds/%s/providers/sim/images/%s" % (b2[0], b2[2])
+    n = wait_for(lambda: (lambda n: n if n["image_id"] == newest else None)(boot()),
+                 what="a node from the newest upload")
+    assert n["image_id"] == newest
+
+    # the builder off (it would upload build 2 again), image-delete the newest
+    b.stop()
+    r = nodepool(path, "image-delete", "--provider", "sim", "--image", "img",
+                 "--build-id", b2[0], "--upload-id", b2[2])
+    assert r.returncode == 0, r.stderr
+    older = [u for u in images.ready_uploads("img") if u[0] == b1][0]
+    previous = "/nodepool/images/img/builds/%s/providers/sim/images/%s" % (b1, older[2])
+    n = wait_for(lambda: (lambda n: n if n["image_id"] == previous else None)(boot()),
+                 what="a node from the previous upload")
+    assert n["image_id"] == previous
+
+
+def test_two_builders_never_build_one_image_at_once(deployment, zk):
+    trace = os.path.join(deployment.dir, "dib-trace")
+    cfg = builder_config(deployment, images=("img", "other"),
+                         env={"FAKE_DIB_SLEEP": "0.15", "FAKE_DIB_TRACE": trace},
+                         diskimage={"img": {"rebuild-age": 1}, "other": {"rebuild-age": 1}})
+    for i in (1, 2):
+        c = dict(cfg, **{"images-dir": os.path.join(deployment.dir, "images%d" % i)})
+        start_builder(deployment, deployment.write_config(c, "builder%d.yaml" % i),
+                      extra=["--build-workers", "2"], name="builder%d" % i)
+
+    def spans():
+        out, open_ = {}, {}
+        if not os.path.exists(trace):
+            return out
+        with open(trace) as f:
+            for line in f:
+                what, image, pid, t = line.split()
+                if what == "start":
+                    open_[pid] = (image, float(t))
+                elif pid in open_:
+                    image, t0 = open_.pop(pid)
+                    out.setdefault(image, []).append((t0, float(t)))
+        return out
+
+    wait_for(lambda: all(len(spans().get(i, [])) >= 4 for i in ("img", "other")),
+             timeout=30, what="several builds of each image")
+    builders = {r["builder_id"] for i in ("img", "other") for r in Images(zk).builds(i).values()}
+    assert len(builders) == 2, "both builders built"
+    for image, s in spans().items():
+        s.sort()
+        for (a0, a1), (b0, b1) in zip(s, s[1:]):
+            assert b0 >= a1, "%s built twice at once: %s" % (image, s)
+
+
+def test_pause_and_manual_builds(deployment, zk):
+    cfg = builder_config(deployment, images=("img", "held"),
+                         diskimage={"held": {"pause": True}})
+    path = deployment.write_config(cfg)
+    images = Images(zk)
+    # paused with the ZooKeeper flag before the builder ever ran
+    assert nodepool(path, "image-pause", "img").returncode == 0
+    start_builder(deployment, path)
+    time.sleep(1.0)  # a few passes
+    assert images.builds("img") == {} and images.builds("held") == {}
+    # a manual build of a paused image waits for the unpause (as upstream)
+    assert nodepool(path, "image-build", "img").returncode == 0
+    r = nodepool(path, "image-build", "held")  # paused in the config: refused
+    assert r.returncode != 0 and "paused" in (r.stdout + r.stderr)
+    time.sleep(0.6)
+    assert images.builds("img") == {}
+    assert nodepool(path, "image-unpause", "img").returncode == 0
+    wait_for(lambda: images.ready_builds("img"), what="the build after unpause")
+    wait_for(lambda: not zk.exists("/nodepool/images/img/request-build"),
+             what="the request removed")
+    assert images.builds("held") == {}
+    # a manual build of a fresh image builds again (not aged out)
+    (first,) = images.ready_builds("img")
+    assert nodepool(path, "image-build", "img").returncode == 0
+    r = nodepool(path, "image-status")
+    assert r.returncode == 0
+    wait_for(lambda: len(images.ready_builds("img")) == 2, what="the manual rebuild")
+    wait_for(lambda: not zk.exists("/nodepool/images/img/request-build"),
+             what="the request removed")
+
+
+def test_killed_upload_worker_leaves_a_clean_retry(deployment, zk):
+    cfg = builder_config(deployment, provider={"sim": {"upload-delay": 1.5}})
+    path = deployment.write_config(cfg)
+    b = start_builder(deployment, path, extra=["--upload-workers", "1"])
+    images, store = Images(zk), Store(deployment)
+    wait_for(lambda: [u for u in images.uploads("img") if u[3]["state"] == "uploading"],
+             what="an upload in progress")
+    (victim,) = workers(b.pid, "upload")
+    os.kill(victim, signal.SIGKILL)
+    # the upload is recorded failed at once, then done again by a new worker
+    wait_for(lambda: [u for u in images.uploads("img") if u[3]["state"] == "failed"],
+             what="the killed upload recorded failed")
+    (good,) = wait_for(lambda: images.ready_uploads("img"), what="the retried upload")
+    assert good[2] != "0000000001"
+    new_worker = wait_for(lambda: workers(b.pid, "upload"), what="a new upload worker")
+    assert new_worker != [victim]
+    # cleanup removes the failed record; the cloud holds the one image
+    wait_for(lambda: len(images.uploads("img")) == 1, what="only the good record left")
+    assert list(store.images()) == [good[3]["external_id"]]
+    assert b.alive()
+
+
+def test_removed_provider_and_image_are_cleaned(deployment, zk):
+    cfg = builder_config(deployment, images=("img", "gone"), providers=("sim", "sim2", "sim3"))
+    path = deployment.write_config(cfg)
+    start_builder(deployment, path)
+    images, store = Images(zk), Store(deployment)
+    wait_for(lambda: len(images.ready_uploads("img")) == 3 and
+             len(images.ready_uploads("gone")) == 3, what="six uploads")
+    assert len(store.images()) == 6
+    ext = {(u[1], i): u[3]["external_id"] for i in ("img", "gone")
+           for u in images.ready_uploads(i)}
+    # sim2 stops using img; sim3 leaves the configuration; image gone leaves it too
+    cfg["providers"][1]["diskimages"] = [{"name": "gone"}]
+    cfg["providers"] = cfg["providers"][:2]
+    cfg["diskimages"] = [d for d in cfg["diskimages"] if d["name"] != "gone"]
+    for p in cfg["providers"]:
+        p["diskimages"] = [d for d in p["diskimages"] if d["name"] != "gone"]
+        p["pools"][0]["labels"] = [l for l in p["pools"][0]["labels"]
+                                   if l["diskimage"] != "gone"]
+    cfg["labels"] = [l for l in cfg["labels"] if l["name"] != "gone-label"]
+    time.sleep(0.05)  # a new mtime
+    deployment.write_config(cfg)
+    wait_for(lambda: [u[1] for u in images.uploads("img")] == ["sim"],
+             what="img's uploads in sim2 and sim3 removed")
+    wait_for(lambda: images.builds("gone") == {}, what="image gone removed")
+    left = set(store.images())
+    assert ext[("sim", "img")] in left and ext[("sim2", "img")] not in left
+    assert ext[("sim", "gone")] not in left and ext[("sim2", "gone")] not in left
+    # sim3's cloud is out of reach: its images stay, only the records went
+    assert ext[("sim3", "img")] in left and ext[("sim3", "gone")] in left
+    gone_files = [f for f in os.listdir(os.path.join(deployment.dir, "images"))
+                  if f.startswith("gone-")]
+    wait_for(lambda: not [f for f in os.listdir(os.path.join(deployment.dir, "images"))
+                          if f.startswith("gone-")], what="gone's local files removed")
+    assert gone_files
+
+
+def test_rebuilds_keep_two_and_clean_the_rest(deployment, zk):
+    cfg = builder_config(deployment, diskimage={"img": {"rebuild-age": 1}})
+    path = deployment.write_config(cfg)
+    start_builder(deployment, path)
+    images, store = Images(zk), Store(deployment)
+    seen = set()
+
+    def many():
+        seen.update(images.builds("img"))
+        return len(seen) >= 5
+    wait_for(many, timeout=30, what="five builds")
+    # never more than two ready builds kept once cleaned, their uploads only
+    def settled():
+        ready = images.ready_builds("img")
+        ups = images.uploads("img")
+        return (len(ready) <= 2 and all(u[0] in ready for u in ups) and
+                len(store.images()) <= 3 and (ready, ups))
+    ready, ups = wait_for(settled, what="superseded builds and uploads removed")
+    local = {f.split(".")[0] for f in os.listdir(os.path.join(deployment.dir, "images"))
+             if f.startswith("img-")}
+    assert len(local) <= 3  # the kept ones (and one being built)
+
+
+def test_failed_build_recorded_and_removed(deployment, zk):
+    cfg = builder_config(deployment, env={"FAKE_DIB_FAIL": "3"})
+    path = deployment.write_config(cfg)
+    b = start_builder(deployment, path)
+    images = Images(zk)
+    failed = wait_for(lambda: [k for k, r in images.builds("img").items()
+                               if r["state"] == "failed"], what="a failed build")
+    log = os.path.join(deployment.dir, "build-logs", "img-%s.log" % failed[0])
+    with open(log) as f:
+        assert f.read().endswith("Exit code: 3\n")
+    # cleanup removes failed builds (not the newest ready ones: there are none)
+    wait_for(lambda: failed[0] not in images.builds("img"), what="the failed build removed")
+    assert images.ready_builds("img") == {} and b.alive()
