@@ -853,7 +853,8 @@ check_build(struct builder *b, const struct imgtree *tree, const struct np_diski
 	need = manual || nr == NULL || now_wall() - nr->b->state_time >= (double)d->rebuild_age;
 	for (i = 0; !need && i < formats.n; i++)
 		need = !np_strv_contains(&nr->b->formats, formats.v[i]);
-	if (!need || bpool_free_slots(b->builds) <= 0) {
+	/* every build task holds a worker from its lock to its record */
+	if (!need || (int)strset_count(b->building) >= b->opt.build_workers) {
 		np_strv_clear(&formats);
 		return;
 	}
@@ -1096,7 +1097,7 @@ check_upload(struct builder *b, const struct imgtree *tree, const struct np_prov
 	local_path(b, pi->name, nr->id, fmt, file, sizeof(file));
 	if (access(file, R_OK) != 0) /* only the builder with the files uploads */
 		return;
-	if (bpool_free_slots(b->uploads) <= 0)
+	if ((int)strset_count(b->uploading) >= b->opt.upload_workers)
 		return;
 	t = task_new(b, T_UPLOAD, pi->name);
 	t->build = xstrdup(nr->id);
