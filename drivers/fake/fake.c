@@ -1218,9 +1218,12 @@ fupload_end(struct fupload *u, const char *id, const char *error)
 {
 	sm_upload_cb cb = u->cb;
 	void *arg = u->arg;
+	char idbuf[sizeof(u->id)];
 
+	/* id may be u's own */
+	snprintf(idbuf, sizeof(idbuf), "%s", id != NULL ? id : "");
 	fupload_free(u);
-	cb(id, error, arg);
+	cb(id != NULL ? idbuf : NULL, error, arg);
 }
 
 static void
