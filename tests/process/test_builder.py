@@ -264,16 +264,25 @@ def test_rebuilds_keep_two_and_clean_the_rest(deployment, zk):
         seen.update(images.builds("img"))
         return len(seen) >= 5
     wait_for(many, timeout=30, what="five builds")
-    # never more than two ready builds kept once cleaned, their uploads only
+    # no more builds: what is left settles to the two newest, their uploads
+    # (the cloud's images and the records), their local files
+    assert nodepool(path, "image-pause", "img").returncode == 0
+
     def settled():
         ready = images.ready_builds("img")
         ups = images.uploads("img")
-        return (len(ready) <= 2 and all(u[0] in ready for u in ups) and
-                len(store.images()) <= 3 and (ready, ups))
-    ready, ups = wait_for(settled, what="superseded builds and uploads removed")
-    local = {f.split(".")[0] for f in os.listdir(os.path.join(deployment.dir, "images"))
-             if f.startswith("img-")}
-    assert len(local) <= 3  # the kept ones (and one being built)
+        local = {f.split(".")[0][len("img-"):]
+                 for f in os.listdir(os.path.join(deployment.dir, "images"))
+                 if f.startswith("img-")}
+        ok = (len(ready) == 2 and set(images.builds("img")) == set(ready) and
+              len(ups) == 2 and {u[0] for u in ups} == set(ready) and
+              all(u[3]["state"] == "ready" for u in ups) and
+              set(store.images()) == {u[3]["external_id"] for u in ups} and
+              local == set(ready))
+        return ok and ready
+    ready = wait_for(settled, timeout=30, what="superseded builds and uploads removed")
+    newest = sorted(seen)
+    assert set(ready) <= set(newest)
 
 
 def test_failed_build_recorded_and_removed(deployment, zk):
