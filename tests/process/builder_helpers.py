@@ -50,10 +50,10 @@ def builder_config(deployment, images=("img",), providers=("sim",), env=None,
     return cfg
 
 
-def start_builder(deployment, config_path, extra=(), name="builder"):
+def start_builder(deployment, config_path, extra=(), name="builder", env=None):
     log = os.path.join(deployment.dir, "%s-%d.log" % (name, len(deployment.procs)))
     p = Proc([bin_path("nodepool-builder"), "-c", config_path] + FAST_BUILDER + list(extra),
-             log)
+             log, env=env)
     deployment.procs.append(p)
     return p
 

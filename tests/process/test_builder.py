@@ -372,3 +372,76 @@ def test_opendev_nb07_builds_with_the_stand_in(deployment, zk):
         if d["name"] not in used:
             assert images.builds(d["name"]) == {}
     assert images.uploads(sorted(used)[0]) == []
+
+
+def test_build_timeout(deployment, zk):
+    cfg = builder_config(deployment, env={"FAKE_DIB_SLEEP": "30"},
+                         diskimage={"img": {"build-timeout": 1}})
+    path = deployment.write_config(cfg)
+    t0 = time.time()
+    start_builder(deployment, path)
+    images = Images(zk)
+    failed = wait_for(lambda: [k for k, r in images.builds("img").items()
+                               if r["state"] == "failed"], what="the timed-out build")
+    assert time.time() - t0 < 20  # killed, not waited for
+    log = os.path.join(deployment.dir, "build-logs", "img-%s.log" % failed[0])
+    with open(log) as f:
+        text = f.read()
+    assert "fake-dib-cmd: building" in text and "Exit code" not in text  # as upstream
+
+
+def test_formats_delete_after_upload_hook_and_stats(deployment, zk):
+    from test_statsd import Receiver
+    hook_out = os.path.join(deployment.dir, "hook-args")
+    hook = os.path.join(deployment.dir, "hook.sh")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\necho \"$@\" >> %s\n" % hook_out)
+    os.chmod(hook, 0o755)
+    cfg = builder_config(
+        deployment, providers=("sim", "raw-cloud"),
+        diskimage={"img": {"formats": ["vhd"], "keep-formats": ["vhd"],
+                           "delete-after-upload": True}},
+        provider={"sim": {"post-upload-hook": hook},
+                  "raw-cloud": {"image-format": "raw"}})
+    path = deployment.write_config(cfg)
+    rx = Receiver()
+    start_builder(deployment, path, env=rx.env())
+    images = Images(zk)
+    (bid, rec), = wait_for(lambda: images.ready_builds("img").items(), what="a build")
+    assert rec["formats"] == "qcow2,raw,vhd"  # the providers' and its own, sorted
+    ups = wait_for(lambda: len(images.ready_uploads("img")) == 2 and
+                   images.ready_uploads("img"), what="two uploads")
+    assert {u[1]: u[3]["format"] for u in ups} == {"sim": "qcow2", "raw-cloud": "raw"}
+    # delete-after-upload: every provider has its format; vhd is kept
+    base = os.path.join(deployment.dir, "images", "img-" + bid)
+    wait_for(lambda: not os.path.exists(base + ".qcow2") and
+             not os.path.exists(base + ".raw"), what="uploaded formats removed")
+    assert os.path.exists(base + ".vhd")
+    # the hook ran for sim only, with (provider, external id, file)
+    sim = [u for u in ups if u[1] == "sim"][0]
+    with open(hook_out) as f:
+        assert f.read().split() == ["sim", sim[3]["external_id"], base + ".qcow2"]
+    # upstream's builder metrics
+    names = set()
+    wait_for(lambda: names.update(rx.collect(0.5)) or all(
+        k in names for k in ("nodepool.dib_image_build.img.qcow2.size",
+                             "nodepool.dib_image_build.img.status.rc",
+                             "nodepool.dib_image_build.img.status.last_build",
+                             "nodepool.image_build_requests")), what="builder gauges")
+
+
+def test_dib_image_delete_removes_the_build_everywhere(deployment, zk):
+    cfg = builder_config(deployment)
+    path = deployment.write_config(cfg)
+    start_builder(deployment, path)
+    images, store = Images(zk), Store(deployment)
+    (old,) = wait_for(lambda: [u for u in images.ready_uploads("img")], what="upload 1")
+    assert nodepool(path, "image-build", "img").returncode == 0
+    wait_for(lambda: len(images.ready_uploads("img")) == 2, what="upload 2")
+    r = nodepool(path, "dib-image-delete", "img-" + old[0])
+    assert r.returncode == 0 and r.stdout == "", r.stdout + r.stderr
+    wait_for(lambda: old[0] not in images.builds("img"), what="the build removed")
+    assert old[3]["external_id"] not in store.images()
+    assert len(store.images()) == 1 and len(images.ready_builds("img")) == 1
+    wait_for(lambda: not [f for f in os.listdir(os.path.join(deployment.dir, "images"))
+                          if old[0] in f], what="its local files removed")
