@@ -63,6 +63,8 @@
  *                         a diskimage upload whose image is not there is
  *                         refused. Unset: images live in the process.
  *   upload-delay          seconds an upload waits before its data streams (0)
+ *   upload-failures       the first N uploads (of this process's adapter)
+ *                         fail after upload-delay (deterministic)
  *   image-format          the format this cloud takes (qcow2): what the
  *                         builder builds and uploads for it
  * Label keys: cores (1), ram (MB, 1024), boot-delay, failure-rate (the
@@ -194,6 +196,7 @@ struct sm_adapter {
 	char *state_file;
 	char *image_dir;	       /* image-dir, or NULL */
 	double upload_delay;	       /* upload-delay */
+	long long upload_failures;     /* upload-failures left */
 	TAILQ_HEAD(, fupload) uploads; /* streaming into image-dir */
 	/* counters */
 	unsigned long long creates, create_errors, quota_refusals, boot_errors, deletes,
@@ -1240,6 +1243,11 @@ fupload_step(evutil_socket_t fd, short what, void *arg)
 
 	if (!u->done) { /* upload-delay is over: the transfer starts */
 		u->done = 1;
+		if (f->upload_failures > 0) {
+			f->upload_failures--;
+			fupload_end(u, NULL, "upload refused (simulated error)");
+			return;
+		}
 		u->in = open(u->filename, O_RDONLY | O_CLOEXEC);
 		if (u->in < 0) {
 			snprintf(err, sizeof(err), "%s: %s", u->filename, strerror(errno));
@@ -1430,6 +1438,7 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		f->image_dir = idir != NULL ? strdup(idir) : NULL;
 	}
 	f->upload_delay = np_json_num(p, "upload-delay", 0);
+	f->upload_failures = (long long)np_json_num(p, "upload-failures", 0);
 	f->rl = ratelimit_new(env->base, env->cfg->rate, 1);
 	f->boot_delay = np_json_num(p, "boot-delay", 0);
 	f->delete_delay = np_json_num(p, "delete-delay", 0);

@@ -596,8 +596,8 @@ static const struct sc_schema fake_provider = {
 	OPT("report-quota", BOOL), OPT("unmanaged-instances", NONNEG_INT),
 	OPT("fake-ssh-port", PORT), OPT("state-file", NONEMPTY_STR), OPT("seed", INT),
 	OPT("cloud-availability-zones", SEQ(NONEMPTY_STR)), OPT("persistent", BOOL),
-	OPT("image-dir", NONEMPTY_STR), OPT("upload-delay", NONNEG), OPT("image-format", STR),
-	OPT("post-upload-hook", STR)),
+	OPT("image-dir", NONEMPTY_STR), OPT("upload-delay", NONNEG),
+	OPT("upload-failures", NONNEG_INT), OPT("image-format", STR), OPT("post-upload-hook", STR)),
 };
 
 /* ---- registry ---------------------------------------------------------------------- */

@@ -445,3 +445,15 @@ def test_dib_image_delete_removes_the_build_everywhere(deployment, zk):
     assert len(store.images()) == 1 and len(images.ready_builds("img")) == 1
     wait_for(lambda: not [f for f in os.listdir(os.path.join(deployment.dir, "images"))
                           if old[0] in f], what="its local files removed")
+
+
+def test_failed_upload_attempt_is_retried_in_place(deployment, zk):
+    cfg = builder_config(deployment, provider={"sim": {"upload-failures": 2}})
+    path = deployment.write_config(cfg)
+    b = start_builder(deployment, path, extra=["--upload-workers", "1"])
+    images = Images(zk)
+    (up,) = wait_for(lambda: images.ready_uploads("img"), what="the upload")
+    # the third attempt of the first upload record succeeded: no failed record
+    assert up[2] == "0000000001" and len(images.uploads("img")) == 1
+    out = b.output()
+    assert "attempt 1/3" in out and "attempt 3/3" in out and "simulated error" in out
