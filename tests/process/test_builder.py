@@ -457,3 +457,27 @@ def test_failed_upload_attempt_is_retried_in_place(deployment, zk):
     assert up[2] == "0000000001" and len(images.uploads("img")) == 1
     out = b.output()
     assert "attempt 1/3" in out and "attempt 3/3" in out and "simulated error" in out
+
+
+def test_stopped_builder_leaves_an_aborted_build_that_is_cleaned(deployment, zk):
+    trace = os.path.join(deployment.dir, "dib-trace")
+    cfg = builder_config(deployment, env={"FAKE_DIB_SLEEP": "30", "FAKE_DIB_TRACE": trace})
+    path = deployment.write_config(cfg)
+    b1 = start_builder(deployment, path)
+    images = Images(zk)
+    (orphan,) = wait_for(lambda: [k for k, r in images.builds("img").items()
+                                  if r["state"] == "building"] and os.path.exists(trace),
+                         what="a build in progress") and list(images.builds("img"))
+    b1.stop()
+    # the stop killed dib-cmd with its worker; the record stays building
+    with open(trace) as f:
+        (start,) = f.read().split("\n")[:1]
+    dib_pid = int(start.split()[2])
+    wait_for(lambda: not os.path.exists("/proc/%d" % dib_pid), what="dib-cmd gone")
+    assert images.builds("img")[orphan]["state"] == "building"
+    # the next builder removes the abandoned build and builds anew
+    cfg["diskimages"][1]["env-vars"]["FAKE_DIB_SLEEP"] = "0"
+    deployment.write_config(cfg)
+    start_builder(deployment, path)
+    wait_for(lambda: orphan not in images.builds("img") and images.ready_builds("img"),
+             what="the aborted build removed, a new one ready")
