@@ -99,6 +99,7 @@ struct builder {
 	struct statsd *statsd;
 	struct event *tick_ev, *soon_ev;
 	struct imgtree_load *load;
+	int again; /* a pass was asked for while one was reading */
 	double last_cleanup;
 	double snapshot_time;	  /* wall clock when the snapshot in hand was asked for */
 	struct strset *building;  /* images with a build of ours in flight */
@@ -1771,6 +1772,10 @@ pass_loaded(int rc, struct imgtree *tree, void *arg)
 		emit_gauges(b, tree);
 	}
 	imgtree_free(tree);
+	if (b->again) {
+		b->again = 0;
+		schedule_soon(b);
+	}
 }
 
 static void
@@ -1778,7 +1783,11 @@ pass(struct builder *b)
 {
 	char err[512];
 
-	if (b->stopping || b->zk == NULL || !zk_is_connected(b->zk) || b->load != NULL)
+	if (b->load != NULL) {
+		b->again = 1; /* something changed since this snapshot was asked for */
+		return;
+	}
+	if (b->stopping || b->zk == NULL || !zk_is_connected(b->zk))
 		return;
 	if (b->opt.config != NULL && load_file_config(b, 0, err, sizeof(err)) < 0)
 		set_error(b, "%s", err);
