@@ -40,6 +40,8 @@ static const char *const type_names[IPC_TYPE_COUNT] = {
     [IPC_CTL_STOP] = "CTL_STOP",
     [IPC_CTL_STATUS_REPLY] = "CTL_STATUS_REPLY",
     [IPC_CTL_RESULT] = "CTL_RESULT",
+    [IPC_JOB] = "JOB",
+    [IPC_JOB_DONE] = "JOB_DONE",
 };
 
 static const char *const ws_names[IPC_WS_COUNT] = {
@@ -86,6 +88,10 @@ ipc_type_dir(int type)
 		return IPC_DIR_CTL_REQUEST;
 	if (type >= IPC_CTL_STATUS_REPLY && type <= IPC_CTL_RESULT)
 		return IPC_DIR_CTL_REPLY;
+	if (type == IPC_JOB)
+		return IPC_DIR_BUILDER_TO_POOL;
+	if (type == IPC_JOB_DONE)
+		return IPC_DIR_POOL_TO_BUILDER;
 	return IPC_DIR_NONE;
 }
 
@@ -283,6 +289,19 @@ static const struct field ctl_result_fields[] = {
     FLD("errors", F_STRV, M(ctl_result.errors)),
 };
 
+static const struct field job_fields[] = {
+    FLD("id", F_UINT, M(job.id)),
+    FLD("kind", F_STR, M(job.kind)),
+    FLD("spec", F_STR, M(job.spec)),
+};
+
+static const struct field job_done_fields[] = {
+    FLD("id", F_UINT, M(job_done.id)),
+    FLD("ok", F_BOOL, M(job_done.ok)),
+    FLD("result", F_STR_NIL, M(job_done.result)),
+    FLD("error", F_STR_NIL, M(job_done.error)),
+};
+
 struct msg_desc {
 	const struct field *fields;
 	size_t nfields;
@@ -303,6 +322,8 @@ static const struct msg_desc msg_descs[IPC_TYPE_COUNT] = {
     [IPC_CTL_STOP] = {NULL, 0},
     [IPC_CTL_STATUS_REPLY] = {ctl_status_reply_fields, NF(ctl_status_reply_fields)},
     [IPC_CTL_RESULT] = {ctl_result_fields, NF(ctl_result_fields)},
+    [IPC_JOB] = {job_fields, NF(job_fields)},
+    [IPC_JOB_DONE] = {job_done_fields, NF(job_done_fields)},
 };
 
 _Static_assert(NF(status_fields) <= MAX_FIELDS && NF(worker_fields) <= MAX_FIELDS,

@@ -61,16 +61,22 @@ enum ipc_type {
 	/* supervisor -> nodepoolctl */
 	IPC_CTL_STATUS_REPLY, /* struct ipc_ctl_status_reply */
 	IPC_CTL_RESULT,	      /* struct ipc_ctl_result */
+	/* nodepool-builder -> one of its build or upload workers */
+	IPC_JOB, /* struct ipc_job: run one build, upload or image delete */
+	/* build or upload worker -> nodepool-builder */
+	IPC_JOB_DONE, /* struct ipc_job_done: the job's outcome */
 	IPC_TYPE_COUNT
 };
 
 /* Who sends a message; a channel accepts only what its peer may send. */
 enum ipc_dir {
 	IPC_DIR_NONE = 0,
-	IPC_DIR_CHILD_TO_SUP, /* worker/builder -> supervisor */
-	IPC_DIR_SUP_TO_CHILD, /* supervisor -> worker/builder */
-	IPC_DIR_CTL_REQUEST,  /* nodepoolctl -> supervisor */
-	IPC_DIR_CTL_REPLY     /* supervisor -> nodepoolctl */
+	IPC_DIR_CHILD_TO_SUP,	 /* worker/builder -> supervisor */
+	IPC_DIR_SUP_TO_CHILD,	 /* supervisor -> worker/builder */
+	IPC_DIR_CTL_REQUEST,	 /* nodepoolctl -> supervisor */
+	IPC_DIR_CTL_REPLY,	 /* supervisor -> nodepoolctl */
+	IPC_DIR_BUILDER_TO_POOL, /* nodepool-builder -> its build/upload workers */
+	IPC_DIR_POOL_TO_BUILDER	 /* build/upload worker -> nodepool-builder */
 };
 
 /* A worker's own view of itself (STATUS "state"). */
@@ -243,6 +249,32 @@ struct ipc_ctl_result {
 };
 
 /*
+ * JOB {id, kind, spec}: the builder hands one piece of work to a child of
+ * its build or upload worker pool (builder/README.md). id is the builder's
+ * own job number, echoed in JOB_DONE. kind is "build" (run dib-cmd),
+ * "upload" (upload an image file through the provider's adapter) or
+ * "delete-image" (delete an uploaded image in the cloud). spec is a JSON
+ * object whose keys depend on kind (builder/builder.h documents them).
+ */
+struct ipc_job {
+	int64_t id; /* "id": >= 0 */
+	char *kind; /* "kind" */
+	char *spec; /* "spec": JSON text */
+};
+
+/*
+ * JOB_DONE {id, ok, result, error}: the outcome of JOB id. result is a
+ * JSON object (kind-specific: rc and duration of a build, external_id of
+ * an upload) or nil; error a one-line reason when !ok, else nil.
+ */
+struct ipc_job_done {
+	int64_t id;   /* "id" */
+	bool ok;      /* "ok" */
+	char *result; /* "result": JSON text, or nil */
+	char *error;  /* "error": or nil */
+};
+
+/*
  * One message: type plus the struct for it (DUMP_REQ, CTL_RELOAD and
  * CTL_STOP have no fields and no union member).
  */
@@ -260,6 +292,8 @@ struct ipc_msg {
 		struct ipc_ctl_restart ctl_restart;
 		struct ipc_ctl_status_reply ctl_status_reply;
 		struct ipc_ctl_result ctl_result;
+		struct ipc_job job;
+		struct ipc_job_done job_done;
 	} u;
 };
 

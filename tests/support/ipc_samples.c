@@ -129,6 +129,20 @@ ipc_sample(enum ipc_type type, int variant, struct ipc_msg *m)
 		if (!variant)
 			must(ipc_strv_push(&m->u.ctl_result.errors, "nodepool.yaml:3:1: bad"));
 		break;
+	case IPC_JOB:
+		m->u.job.id = variant ? 0 : 42;
+		must(ipc_set_str(&m->u.job.kind, variant ? "upload" : "build"));
+		must(ipc_set_str(&m->u.job.spec,
+				 variant ? "{}" : "{\"argv\":[\"disk-image-create\",\"-x\"]}"));
+		break;
+	case IPC_JOB_DONE:
+		m->u.job_done.id = variant ? 0 : 42;
+		m->u.job_done.ok = !variant;
+		if (variant)
+			must(ipc_set_str(&m->u.job_done.error, "upload failed: 503"));
+		else
+			must(ipc_set_str(&m->u.job_done.result, "{\"external_id\":\"img-1\"}"));
+		break;
 	default:
 		break;
 	}

@@ -264,6 +264,8 @@ Test(ipc, names_and_directions)
 	cr_assert_eq(ipc_type_dir(IPC_CTL_STOP), IPC_DIR_CTL_REQUEST);
 	cr_assert_eq(ipc_type_dir(IPC_CTL_STATUS_REPLY), IPC_DIR_CTL_REPLY);
 	cr_assert_eq(ipc_type_dir(IPC_CTL_RESULT), IPC_DIR_CTL_REPLY);
+	cr_assert_eq(ipc_type_dir(IPC_JOB), IPC_DIR_BUILDER_TO_POOL);
+	cr_assert_eq(ipc_type_dir(IPC_JOB_DONE), IPC_DIR_POOL_TO_BUILDER);
 
 	cr_assert_str_eq(ipc_worker_state_name(IPC_WS_DRAINING), "draining");
 	cr_assert_eq(ipc_worker_state_parse("paused"), IPC_WS_PAUSED);
@@ -759,16 +761,22 @@ Test(ipc, wrong_types_are_errors)
 					  "%s.%s: %s", ipc_type_name(t), keys[k], e);
 			free(b);
 
-			/* nil: allowed only for "error" */
+			/* nil: allowed only for "error" (and JOB_DONE's "result") */
 			mu.val = pk_nil;
 			b = mutate(&m, &mu, &len);
-			if (strcmp(keys[k], "error") == 0) {
+			if (strcmp(keys[k], "error") == 0 ||
+			    (t == IPC_JOB_DONE && strcmp(keys[k], "result") == 0)) {
 				struct ipc_msg d;
 				char err[ERRLEN];
 
 				cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s",
 					     err);
-				cr_assert_null(d.u.status.last_error);
+				if (t == IPC_JOB_DONE)
+					cr_assert_null(strcmp(keys[k], "error") == 0
+							   ? d.u.job_done.error
+							   : d.u.job_done.result);
+				else
+					cr_assert_null(d.u.status.last_error);
 				ipc_msg_clear(&d);
 			} else {
 				decode_err(b, len);
