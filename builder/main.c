@@ -110,11 +110,23 @@ drv_store_node(struct launcher *lc, const struct drv_launch *l)
 
 void
 drv_register_node(struct launcher *lc, struct np_node *n,
-		  void (*done)(const char *node_id, void *arg), void *arg)
+		  void (*done)(const char *node_id, int unknown, void *arg), void *arg)
 {
 	np_node_free(n);
 	if (done != NULL)
-		done(NULL, arg);
+		done(NULL, 0, arg);
+}
+
+int
+drv_in_sync(struct launcher *lc)
+{
+	return 1; /* no caches to wait for: an upload worker reads no node */
+}
+
+unsigned
+drv_sync_epoch(struct launcher *lc)
+{
+	return 0;
 }
 
 void
