@@ -4,6 +4,8 @@
  * "Writing A New Provider Driver"), made event-driven for a single-threaded
  * worker: nothing here may block; long work completes later through the
  * launcher's completion functions (drv_launch_done, drv_delete_done).
+ * Drivers run hosted by nodepool-launcher or nodepool-builder; what they
+ * call back is the "Host services" section below (drivers/host.h).
  *
  * Division of labour, as upstream: the launcher (worker/) owns everything
  * that touches ZooKeeper — request locks, node records and locks, accept,
