@@ -34,6 +34,7 @@ static const char *const type_names[IPC_TYPE_COUNT] = {
     [IPC_STATUS_REQ] = "STATUS_REQ",
     [IPC_STOP] = "STOP",
     [IPC_DUMP_REQ] = "DUMP_REQ",
+    [IPC_METRICS] = "METRICS",
     [IPC_CTL_STATUS] = "CTL_STATUS",
     [IPC_CTL_RESTART] = "CTL_RESTART",
     [IPC_CTL_RELOAD] = "CTL_RELOAD",
@@ -48,7 +49,7 @@ static const char *const ws_names[IPC_WS_COUNT] = {
 static const char *const zk_names[IPC_ZK_COUNT] = {
     "unknown", "connecting", "connected", "suspended", "expired",
 };
-static const char *const kind_names[IPC_KIND_COUNT] = {"provider", "builder"};
+static const char *const kind_names[IPC_KIND_COUNT] = {"provider", "builder", "web"};
 
 static int
 name_parse(const char *const *names, int n, const char *s)
@@ -80,7 +81,7 @@ ipc_type_dir(int type)
 {
 	if (type >= IPC_READY && type <= IPC_DUMP_REPLY)
 		return IPC_DIR_CHILD_TO_SUP;
-	if (type >= IPC_CONFIG && type <= IPC_DUMP_REQ)
+	if (type >= IPC_CONFIG && type <= IPC_METRICS)
 		return IPC_DIR_SUP_TO_CHILD;
 	if (type >= IPC_CTL_STATUS && type <= IPC_CTL_STOP)
 		return IPC_DIR_CTL_REQUEST;
@@ -148,6 +149,7 @@ struct field {
 	const char *const *names; /* F_ENUM */
 	int nnames;
 	const struct item_desc *item; /* F_LIST */
+	bool optional;		      /* the decoder takes its absence (a key added later) */
 };
 
 /* The layout of a list of items in a struct ipc_msg. */
@@ -178,15 +180,20 @@ _Static_assert(sizeof(struct ipc_workers) == sizeof(struct any_list) &&
 #define M(member)  offsetof(struct ipc_msg, u.member)
 #define FLD(k, kind, off)                                                                          \
 	{                                                                                          \
-		k, kind, off, NULL, 0, NULL                                                        \
+		k, kind, off, NULL, 0, NULL, false                                                 \
+	}
+/* A key added after version 1: absent from an older peer's messages. */
+#define FOPT(k, kind, off)                                                                         \
+	{                                                                                          \
+		k, kind, off, NULL, 0, NULL, true                                                  \
 	}
 #define FENUM(k, off, names)                                                                       \
 	{                                                                                          \
-		k, F_ENUM, off, names, (int)(sizeof(names) / sizeof(names[0])), NULL               \
+		k, F_ENUM, off, names, (int)(sizeof(names) / sizeof(names[0])), NULL, false        \
 	}
 #define FLIST(k, off, desc)                                                                        \
 	{                                                                                          \
-		k, F_LIST, off, NULL, 0, &desc                                                     \
+		k, F_LIST, off, NULL, 0, &desc, false                                              \
 	}
 #define NF(a) (sizeof(a) / sizeof(a[0]))
 
@@ -220,6 +227,7 @@ static const struct field status_fields[] = {
     FLD("rss_kb", F_UINT, M(status.rss_kb)),
     FLD("cpu_ms", F_UINT, M(status.cpu_ms)),
     FLD("uptime_s", F_UINT, M(status.uptime_s)),
+    FOPT("metrics", F_STR_NIL, M(status.metrics)),
 };
 
 static const struct field config_ack_fields[] = {
@@ -244,6 +252,11 @@ static const struct field status_req_fields[] = {
 
 static const struct field stop_fields[] = {
     FLD("graceful", F_BOOL, M(stop.graceful)),
+};
+
+static const struct field metrics_fields[] = {
+    FLD("provider", F_STR, M(metrics.provider)),
+    FLD("record", F_STR, M(metrics.record)),
 };
 
 static const struct field ctl_status_fields[] = {
@@ -297,6 +310,7 @@ static const struct msg_desc msg_descs[IPC_TYPE_COUNT] = {
     [IPC_STATUS_REQ] = {status_req_fields, NF(status_req_fields)},
     [IPC_STOP] = {stop_fields, NF(stop_fields)},
     [IPC_DUMP_REQ] = {NULL, 0},
+    [IPC_METRICS] = {metrics_fields, NF(metrics_fields)},
     [IPC_CTL_STATUS] = {ctl_status_fields, NF(ctl_status_fields)},
     [IPC_CTL_RESTART] = {ctl_restart_fields, NF(ctl_restart_fields)},
     [IPC_CTL_RELOAD] = {NULL, 0},
@@ -1279,7 +1293,7 @@ dec_map(struct dec *d, const struct field *f, size_t nf, const msgpack_object *o
 			return -1;
 	}
 	for (size_t k = 0; k < nf; k++)
-		if (!seen[k])
+		if (!seen[k] && !f[k].optional)
 			return fmt_err(d->err, d->errlen, "%s: missing key \"%s\"", d->ctx,
 				       f[k].key);
 	return 0;

@@ -37,6 +37,8 @@ sup_worker_slice(const struct np_config *cfg, const char *provider)
 
 	if (slice == NULL)
 		return NULL;
+	/* the web API is nodepool-web's (sup_web_slice), not a worker's */
+	json_object_del(slice, "webapp");
 	np = json_object_get(slice, "nodepoold");
 	if (json_is_object(np))
 		for (i = 0; i < sizeof(sup_only_settings) / sizeof(sup_only_settings[0]); i++)
@@ -63,6 +65,12 @@ sup_builder_slice(const struct np_config *cfg)
 				? np_cfg_to_json(np_cfg_doc_root(cfg->secure_doc))
 				: json_null());
 	return o;
+}
+
+json_t *
+sup_web_slice(const struct np_config *cfg)
+{
+	return np_config_web_slice(cfg);
 }
 
 void
@@ -171,6 +179,7 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 {
 	const struct sup_role *prov = sup_role(IPC_KIND_PROVIDER);
 	const struct sup_role *bld = sup_role(IPC_KIND_BUILDER);
+	const struct sup_role *web = sup_role(IPC_KIND_WEB);
 	struct sup_child *c, *next;
 	bool want_builder = builder_wanted(sup, cfg);
 	size_t i;
@@ -196,6 +205,8 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 	}
 	if (want_builder)
 		apply_child(sup, bld, "builder", sup_builder_slice(cfg), NULL, res);
+	/* the web API always runs (upstream's launcher always serves it) */
+	apply_child(sup, web, "web", sup_web_slice(cfg), NULL, res);
 	if (sup->cfg != NULL) {
 		if (strcmp(sup->cfg->nodepoold.control_socket, cfg->nodepoold.control_socket) !=
 			0 ||

@@ -143,6 +143,17 @@ send_status(struct worker *w, int64_t seq)
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}
 	st->uptime_s = (int64_t)(lc_monotonic() - w->start);
+	/* the figures nodepool-web serves on /metrics (through nodepoold) */
+	if (lc != NULL)
+		metrics_set_requests(w->provider, lc->counters.accepted, lc->counters.fulfilled,
+				     lc->counters.declined, lc->counters.failed);
+	{
+		json_t *rec = metrics_pub_live(w->metrics_pub);
+		if (rec != NULL)
+			st->metrics = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS |
+							  JSON_REAL_PRECISION(17));
+		json_decref(rec);
+	}
 	send_or_die(w, &m);
 	ipc_msg_clear(&m);
 }

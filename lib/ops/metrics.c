@@ -349,6 +349,14 @@ metrics_pub_record(const struct metrics_pub *p)
 	return p ? p->record : NULL;
 }
 
+json_t *
+metrics_pub_live(const struct metrics_pub *p)
+{
+	if (p == NULL || !g_base_loaded || p->record == NULL)
+		return NULL;
+	return metrics_record(p->provider, g_base);
+}
+
 static void
 pub_written(int rc, const struct zk_stat *st, void *arg)
 {
@@ -743,13 +751,29 @@ render_record(struct out *o, const json_t *r, int what)
 	}
 }
 
+/* The record of provider in an array of records, or NULL. */
+static const json_t *
+record_of(const json_t *records, const char *provider)
+{
+	const json_t *r;
+	size_t i;
+
+	json_array_foreach(records, i, r)
+	{
+		const char *p = json_string_value(json_object_get(r, "provider"));
+		if (p != NULL && strcmp(p, provider) == 0)
+			return r;
+	}
+	return NULL;
+}
+
 char *
 metrics_render(const struct status_view *v, const json_t *records, const json_t *live)
 {
 	struct out o = {NULL, 0, 0};
 	const struct zk_cache_entry *const *ents;
 	json_t *byprov = json_object(), *bylabel = json_object(), *recs = json_array(), *r;
-	const char *live_prov = json_string_value(json_object_get(live, "provider"));
+	json_t *lives = json_array();
 	long long reqs[NP_REQ_STATE_COUNT] = {0};
 	size_t j;
 	int i, n, st, what;
@@ -813,15 +837,23 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	     "nodepool_launcher_ready %d\n",
 	     v->ready ? 1 : 0);
 
-	/* per-worker records; the live one replaces its stored copy */
+	/* per-worker records; a live one replaces the stored copy */
+	if (json_is_object(live))
+		json_array_append(lives, (json_t *)live);
+	else if (json_is_array(live))
+		json_array_extend(lives, (json_t *)live);
 	json_array_foreach(records, j, r)
 	{
 		const char *p = json_string_value(json_object_get(r, "provider"));
-		if (p != NULL && (live_prov == NULL || strcmp(p, live_prov) != 0))
+		if (p != NULL && record_of(lives, p) == NULL)
 			json_array_append(recs, r);
 	}
-	if (live_prov != NULL)
-		json_array_append(recs, (json_t *)live);
+	json_array_foreach(lives, j, r)
+	{
+		if (json_string_value(json_object_get(r, "provider")) != NULL)
+			json_array_append(recs, r);
+	}
+	json_decref(lives);
 	for (what = 0; what < 5; what++) {
 		outf(&o, "# HELP %s %s\n# TYPE %s %s\n", help[what][0], help[what][2],
 		     help[what][0], help[what][1]);
