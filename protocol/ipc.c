@@ -176,7 +176,7 @@ _Static_assert(sizeof(struct ipc_workers) == sizeof(struct any_list) &&
 		   offsetof(struct ipc_workers, n) == offsetof(struct any_list, n),
 	       "ipc_workers layout");
 
-#define MAX_FIELDS 16
+#define MAX_FIELDS 24
 #define M(member)  offsetof(struct ipc_msg, u.member)
 #define FLD(k, kind, off)                                                                          \
 	{                                                                                          \
@@ -228,6 +228,7 @@ static const struct field status_fields[] = {
     FLD("cpu_ms", F_UINT, M(status.cpu_ms)),
     FLD("uptime_s", F_UINT, M(status.uptime_s)),
     FOPT("metrics", F_STR_NIL, M(status.metrics)),
+    FOPT("zk_queue", F_UINT, M(status.zk_queue)),
 };
 
 static const struct field config_ack_fields[] = {

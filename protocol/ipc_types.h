@@ -167,6 +167,9 @@ struct ipc_status {
 	char *metrics;		 /* "metrics": the worker's metrics record (lib/ops/metrics.h,
 				    metrics_record) as JSON text, or nil; optional (absent
 				    from an older worker) */
+	int64_t zk_queue;	 /* "zk_queue": ZooKeeper operations submitted and not
+				    answered yet (upstream's zk.client.connection_queue);
+				    optional, 0 when absent */
 };
 
 /* CONFIG_ACK {gen, ok, errors}: a CONFIG was applied (ok) or refused. */

@@ -223,6 +223,11 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 		struct timeval tv = {(time_t)p, (suseconds_t)((p - (double)(time_t)p) * 1e6)};
 		event_add(sup->tick, &tv);
 	}
+	if (sup->stats_ev != NULL && sup->statsd != NULL) {
+		double p = cfg->nodepoold.stats_interval > 0 ? cfg->nodepoold.stats_interval : 5;
+		struct timeval tv = {(time_t)p, (suseconds_t)((p - (double)(time_t)p) * 1e6)};
+		event_add(sup->stats_ev, &tv);
+	}
 	res->ok = 1;
 }
 

@@ -60,6 +60,7 @@ struct evbuffer;
 struct chan;
 struct np_config;
 struct np_config_errors;
+struct statsd;
 
 /* Exit code contract of every child (style: processes, rule 3). */
 #define SUP_EXIT_OK	   0
@@ -335,6 +336,8 @@ struct sup {
 	int nctls;
 
 	struct event *tick;	   /* STATUS poll */
+	struct statsd *statsd;	   /* STATSD_HOST/STATSD_PORT, or NULL */
+	struct event *stats_ev;	   /* the launcher gauges, every stats-interval */
 	struct event *shutdown_ev; /* hard deadline of a shutdown */
 	bool stopping;
 	double started_at;
@@ -346,7 +349,10 @@ void sup_shutdown(struct sup *sup, const char *why);
 /* Called when a child's process is gone: ends the loop when stopping and
  * nothing is left. */
 void sup_check_done(struct sup *sup);
-/* The STATUS poll tick and the shutdown deadline timer (sup->base set). */
+/* The STATUS poll tick, the shutdown deadline timer and, with statsd in
+ * the environment, the host's launcher gauges (lib/ops/statsd.h:
+ * nodepool.launcher.<hostname>.*, the workers' ZooKeeper operations in
+ * flight summed from their STATUS) every stats-interval (sup->base set). */
 void sup_timers_new(struct sup *sup);
 void sup_timers_free(struct sup *sup);
 /* Act on a signal nodepoold watches: SIGCHLD reaps, SIGHUP reloads,

@@ -66,6 +66,15 @@ metrics_set_statsd(struct statsd *s)
 	g_statsd = s;
 }
 
+void
+metrics_statsd_incr(const char *name, long long n)
+{
+	if (g_statsd == NULL || name == NULL)
+		return;
+	statsd_incr(g_statsd, name, n);
+	statsd_flush(g_statsd);
+}
+
 static struct prov_metrics *
 prov_get(const char *provider)
 {

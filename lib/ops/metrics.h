@@ -7,9 +7,12 @@
  *   metrics_launch_done(provider, az, requestor, drv_result, seconds)
  *   metrics_launch_result(provider, az, requestor, "error.keyscan", seconds)
  * The launcher reports the quota wait and every launch's end (with the
- * whole launch as the "total" phase); drivers that know more (the state
- * machine framework: create, boot, keyscan) report those phases, and may
- * end a launch with a precise upstream result name through
+ * whole launch as the "total" phase); drivers that know more report those
+ * phases: the state machine framework (drivers/statemachine/runner.c)
+ * records, per attempt, create (the create call until the cloud names the
+ * server), boot (named until the create machine is done: active,
+ * addressable) and keyscan (host keys scanned, when host-key-checking). A
+ * driver may also end a launch with a precise upstream result name through
  * metrics_launch_result instead (then the launcher's call is not made for
  * that launch: exactly one end per launch).
  *
@@ -71,6 +74,10 @@ extern const double metrics_buckets[METRICS_NBUCKETS];
 
 /* Where launch ends also go (NULL: nowhere). Not owned. */
 void metrics_set_statsd(struct statsd *s);
+/* A statsd counter (name: the whole key, e.g.
+ * "nodepool.provider.<p>.leaked.instances"), sent at once; nothing
+ * without statsd. */
+void metrics_statsd_incr(const char *name, long long n);
 
 void metrics_launch_phase(const char *provider, enum metrics_phase phase, double seconds);
 /* drv_result: enum drv_launch_result (driver.h): ready, failed

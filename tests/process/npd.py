@@ -73,9 +73,9 @@ class Supervisor:
     def exe(self, prog):
         return os.path.join(self.bindir, prog)
 
-    def start_fg(self, extra=()):
+    def start_fg(self, extra=(), env=None):
         self.proc = self.d.start([self.exe("nodepoold"), "-f", "-c", self.config] + list(extra),
-                                 self.name)
+                                 self.name, env=env)
         self.log_path = self.proc.log_path
         wait_for(lambda: os.path.exists(self.pidfile), what="nodepoold pid file")
         return self.proc

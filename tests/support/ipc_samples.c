@@ -43,6 +43,7 @@ sample_status(struct ipc_status *s, int variant)
 	s->cpu_ms = 123456789012LL;
 	s->uptime_s = 86400;
 	must(ipc_set_str(&s->metrics, "{\"provider\":\"rax-dfw\",\"starts\":1}"));
+	s->zk_queue = 3;
 }
 
 static void

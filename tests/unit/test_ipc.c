@@ -342,9 +342,9 @@ Test(ipc, equal_sees_every_difference)
 Test(ipc, wire_shape_is_a_map_with_short_keys)
 {
 	static const char *status_keys[] = {
-	    "t",	 "v",	     "seq",	 "gen",	      "state", "zk",	"accepted",
-	    "fulfilled", "declined", "failed",	 "launching", "nodes", "pools", "error",
-	    "rss_kb",	 "cpu_ms",   "uptime_s", "metrics",   NULL};
+	    "t",	 "v",	     "seq",	 "gen",	      "state",	  "zk",	   "accepted",
+	    "fulfilled", "declined", "failed",	 "launching", "nodes",	  "pools", "error",
+	    "rss_kb",	 "cpu_ms",   "uptime_s", "metrics",   "zk_queue", NULL};
 	struct ipc_msg m;
 	const char **keys;
 	unsigned char *body;
@@ -721,7 +721,8 @@ Test(ipc, missing_keys_are_errors)
 			size_t len;
 			char *b;
 
-			if (t == IPC_STATUS && strcmp(keys[k], "metrics") == 0)
+			if (t == IPC_STATUS &&
+			    (strcmp(keys[k], "metrics") == 0 || strcmp(keys[k], "zk_queue") == 0))
 				continue; /* optional: status_without_metrics_decodes */
 			b = mutate(&m, &mu, &len);
 			if (strcmp(keys[k], "t") == 0)
@@ -810,6 +811,7 @@ Test(ipc, status_without_metrics_decodes)
 {
 	struct ipc_msg m, d;
 	struct mutation mu = {{"metrics"}, 1, MUT_DROP, NULL};
+	struct mutation mq = {{"zk_queue"}, 1, MUT_DROP, NULL};
 	char err[ERRLEN];
 	size_t len;
 	char *b;
@@ -819,6 +821,13 @@ Test(ipc, status_without_metrics_decodes)
 	cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(d.type, IPC_STATUS);
 	cr_assert_null(d.u.status.metrics);
+	cr_assert_eq(d.u.status.zk_queue, m.u.status.zk_queue);
+	free(b);
+	ipc_msg_clear(&d);
+	b = mutate(&m, &mq, &len);
+	cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(d.u.status.zk_queue, 0);
+	cr_assert_str_eq(d.u.status.metrics, m.u.status.metrics);
 	cr_assert_eq(d.u.status.accepted, m.u.status.accepted);
 	free(b);
 	ipc_msg_clear(&m);
