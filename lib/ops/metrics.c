@@ -299,10 +299,15 @@ pub_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct metrics_pub *p = arg;
 	struct timeval tv;
+	double next;
 
 	pub_tick(p);
-	tv.tv_sec = (time_t)p->interval;
-	tv.tv_usec = (suseconds_t)((p->interval - (double)tv.tv_sec) * 1e6);
+	/* until the record is read and written (the session may not be up
+	 * yet, a write may have failed), look again soon rather than a whole
+	 * stats-interval later */
+	next = p->record == NULL || p->last == NULL ? fmin(0.2, p->interval) : p->interval;
+	tv.tv_sec = (time_t)next;
+	tv.tv_usec = (suseconds_t)((next - (double)tv.tv_sec) * 1e6);
 	evtimer_add(p->timer, &tv);
 }
 

@@ -55,6 +55,13 @@ def metric(port, name):
     return metrics(port).get(name)
 
 
+def stored_starts(zuul, provider):
+    try:
+        return json.loads(zuul.zk.get("/nodepoold/metrics/" + provider)[0])["starts"]
+    except Exception:
+        return None
+
+
 class Poller(threading.Thread):
     """Asks /ready and /node-list again and again; every failure (no answer,
     an error status, a body that is not the listing) is kept."""
@@ -102,6 +109,11 @@ def test_web_answers_while_first_worker_is_killed_in_a_loop(sup, zuul):
     poller.start()
     try:
         for i in range(4):
+            # the next worker continues from the stored record: kill this
+            # one once it has stored its start (a worker killed sooner
+            # cannot be counted by anyone)
+            wait_for(lambda: stored_starts(zuul, "static-a") == i + 1,
+                     what="start %d of static-a stored" % (i + 1))
             victim = sup.status()["static-a"]["pid"]
             os.kill(victim, signal.SIGKILL)
             wait_for(lambda: (lambda w: w["pid"] not in (0, victim) and
