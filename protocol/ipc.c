@@ -149,7 +149,8 @@ struct field {
 	const char *const *names; /* F_ENUM */
 	int nnames;
 	const struct item_desc *item; /* F_LIST */
-	bool optional;		      /* the decoder takes its absence (a key added later) */
+	bool optional;		      /* a key added later: the decoder takes its absence,
+					 the encoder leaves it out at its default (nil, 0) */
 };
 
 /* The layout of a list of items in a struct ipc_msg. */
@@ -715,12 +716,41 @@ enc_field(struct enc *e, const struct field *f, const void *base)
 	return 0;
 }
 
+/* An optional key at its default (nil, 0) is left out: the encoding stays
+ * what an older peer sent, and never longer than what a peer sent us. */
+static bool
+omitted(const struct field *f, const void *base)
+{
+	if (!f->optional)
+		return false;
+	switch (f->kind) {
+	case F_STR:
+	case F_STR_NIL:
+		return *CAT(base, f->off, char *) == NULL;
+	case F_INT:
+	case F_UINT:
+		return *CAT(base, f->off, int64_t) == 0;
+	default:
+		return false;
+	}
+}
+
+static size_t
+present(const struct field *f, size_t nf, const void *base)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nf; i++)
+		n += !omitted(&f[i], base);
+	return n;
+}
+
 static int
 enc_fields(struct enc *e, const struct field *f, size_t nf, const void *base)
 {
-	e->rc |= msgpack_pack_map(&e->pk, nf);
+	e->rc |= msgpack_pack_map(&e->pk, present(f, nf, base));
 	for (size_t i = 0; i < nf; i++)
-		if (enc_field(e, &f[i], base) < 0)
+		if (!omitted(&f[i], base) && enc_field(e, &f[i], base) < 0)
 			return -1;
 	return 0;
 }
@@ -740,13 +770,13 @@ enc_msg(msgpack_sbuffer *sb, const struct ipc_msg *m, char *err, size_t errlen)
 	e.err = err;
 	e.errlen = errlen;
 	e.ctx = type_names[m->type];
-	e.rc |= msgpack_pack_map(&e.pk, d->nfields + 2);
+	e.rc |= msgpack_pack_map(&e.pk, present(d->fields, d->nfields, m) + 2);
 	enc_str(&e, "t");
 	enc_str(&e, type_names[m->type]);
 	enc_str(&e, "v");
 	e.rc |= msgpack_pack_int64(&e.pk, IPC_PROTO_VERSION);
 	for (size_t i = 0; i < d->nfields; i++)
-		if (enc_field(&e, &d->fields[i], m) < 0)
+		if (!omitted(&d->fields[i], m) && enc_field(&e, &d->fields[i], m) < 0)
 			return -1;
 	if (e.rc != 0)
 		return fmt_err(err, errlen, "%s: out of memory", type_names[m->type]);

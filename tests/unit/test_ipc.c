@@ -828,6 +828,19 @@ Test(ipc, status_without_metrics_decodes)
 	cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(d.u.status.zk_queue, 0);
 	cr_assert_str_eq(d.u.status.metrics, m.u.status.metrics);
+	/* at their defaults the optional keys are left out, as an older
+	 * worker sends it */
+	{
+		struct ipc_msg z;
+		const char **keys;
+		ipc_sample(IPC_STATUS, 1, &z);
+		keys = wire_keys(&z);
+		for (int k = 0; keys[k] != NULL; k++) {
+			cr_assert_str_neq(keys[k], "metrics");
+			cr_assert_str_neq(keys[k], "zk_queue");
+		}
+		ipc_msg_clear(&z);
+	}
 	cr_assert_eq(d.u.status.accepted, m.u.status.accepted);
 	free(b);
 	ipc_msg_clear(&m);
