@@ -56,27 +56,6 @@ mono(void)
 /* ---- caches -> objects (malformed records are logged and skipped) ------------- */
 
 static void *
-decode_node(const char *name, const char *data, int len)
-{
-	struct np_node *n = NULL;
-	char err[256];
-
-	if (data == NULL || len == 0)
-		return NULL;
-	if (np_node_decode(name, data, (size_t)len, &n, err, sizeof(err)) != 0) {
-		log_warn("node %s: malformed record skipped: %s", name, err);
-		return NULL;
-	}
-	return n;
-}
-
-static void
-free_node(void *o)
-{
-	np_node_free(o);
-}
-
-static void *
 decode_request(const char *name, const char *data, int len)
 {
 	struct np_request *r = NULL;
@@ -347,9 +326,10 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		log_info("ZooKeeper session established (0x%llx)",
 			 (unsigned long long)zk_session_id(zk));
 		if (wp->nodes == NULL) {
+			/* nodes: the records' text only, decoded when a listing
+			 * asks (status_node_of): the bulk of a big fleet */
 			wp->nodes = zk_cache_new(zk, "/nodepool/nodes",
 						 ZK_CACHE_DATA | ZK_CACHE_LOCKS, NULL, wp);
-			zk_cache_set_codec(wp->nodes, decode_node, free_node);
 			wp->requests =
 			    zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA, NULL, wp);
 			zk_cache_set_codec(wp->requests, decode_request, free_request);

@@ -7,10 +7,11 @@
  * (supervisor/proctab.c), restarted with back-off like any of them, so no
  * provider's fate (a driver that is not available and exits 100, a crash
  * loop) takes the API with it. It has its own ZooKeeper session, on which
- * it only reads: caches of /nodepool/nodes (with locks), /nodepool/requests
- * and /nodepool/components/pool (created empty when absent, as every
- * launcher's caches do), the image tree and the metric records under
- * /nodepool/metrics.
+ * it only reads: caches of /nodepool/nodes (with locks; the records' text
+ * only, decoded when a listing asks, so a big fleet costs it a third of
+ * the memory), /nodepool/requests and /nodepool/components/pool (created
+ * empty when absent, as every launcher's caches do), the image tree and
+ * the metric records under /nodepoold/metrics.
  *
  * Metrics of the workers: each worker's STATUS reply to the supervisor's
  * poll carries its metrics record, and nodepoold passes it on here as a

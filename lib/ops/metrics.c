@@ -815,13 +815,15 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	}
 	n = v->nodes ? zk_cache_entries(v->nodes, &ents) : 0;
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
+		struct np_node *tmp;
+		const struct np_node *nd = status_node_of(ents[i], &tmp);
 		const char *sn;
-		if (nd == NULL || (sn = np_node_state_name(nd->state)) == NULL)
-			continue;
-		count_inc(byprov, nd->provider ? nd->provider : "", sn, 0);
-		for (j = 0; j < nd->type.n; j++)
-			count_inc(bylabel, nd->type.v[j], sn, 0);
+		if (nd != NULL && (sn = np_node_state_name(nd->state)) != NULL) {
+			count_inc(byprov, nd->provider ? nd->provider : "", sn, 0);
+			for (j = 0; j < nd->type.n; j++)
+				count_inc(bylabel, nd->type.v[j], sn, 0);
+		}
+		np_node_free(tmp);
 	}
 	outf(&o, "# HELP nodepool_nodes Nodes by provider and state.\n"
 		 "# TYPE nodepool_nodes gauge\n");
