@@ -272,6 +272,10 @@ if [ -z "${NP_TEST_ZK_TLS:-}" ]; then
 	. "$zkdir/env"
 fi
 mkdir -p "$run" "$tmp/log"
+# the deployment's chroot exists, as an operator's does (nothing below it)
+/usr/bin/python3 -c "from kazoo.client import KazooClient
+z = KazooClient('$NP_TEST_ZK'); z.start(); z.ensure_path('/packaging-test-$$'); z.stop()" ||
+	bad "could not create the ZooKeeper chroot"
 webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$tmp/nodepool.yaml" <<EOF
 webapp:
