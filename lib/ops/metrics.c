@@ -781,6 +781,19 @@ record_of(const json_t *records, const char *provider)
 	return NULL;
 }
 
+/* Entries of a decoding cache with a body that did not decode. */
+static int
+unreadable(const struct zk_cache *c)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, k = 0, n = c != NULL ? zk_cache_entries(c, &ents) : 0;
+
+	for (i = 0; i < n; i++)
+		if (ents[i]->obj == NULL && ents[i]->len > 0 && strcmp(ents[i]->name, "lock") != 0)
+			k++;
+	return k;
+}
+
 char *
 metrics_render(const struct status_view *v, const json_t *records, const json_t *live)
 {
@@ -790,7 +803,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	json_t *lives = json_array();
 	long long reqs[NP_REQ_STATE_COUNT] = {0};
 	size_t j;
-	int i, n, st, what;
+	int i, n, st, what, unread_nodes = 0;
 	static const char *const help[5][3] = {
 	    {"nodepool_launches_total", "counter", "Node launches by provider and result."},
 	    {"nodepool_launch_duration_seconds", "histogram",
@@ -818,6 +831,8 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 		struct np_node *tmp;
 		const struct np_node *nd = status_node_of(ents[i], &tmp);
 		const char *sn;
+		if (nd == NULL && ents[i]->len > 0 && strcmp(ents[i]->name, "lock") != 0)
+			unread_nodes++; /* decoded here when the cache keeps text only */
 		if (nd != NULL && (sn = np_node_state_name(nd->state)) != NULL) {
 			count_inc(byprov, nd->provider ? nd->provider : "", sn, 0);
 			for (j = 0; j < nd->type.n; j++)
@@ -846,6 +861,13 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	for (st = 0; st < NP_REQ_STATE_COUNT; st++)
 		outf(&o, "nodepool_requests{state=\"%s\"} %lld\n", np_request_state_name(st),
 		     reqs[st]);
+
+	/* znodes that are not JSON objects: skipped, never touched */
+	outf(&o, "# HELP nodepool_unreadable_records Records in ZooKeeper that are not JSON "
+		 "objects (skipped by the launcher, left in place).\n"
+		 "# TYPE nodepool_unreadable_records gauge\n");
+	outf(&o, "nodepool_unreadable_records{kind=\"node\"} %d\n", unread_nodes);
+	outf(&o, "nodepool_unreadable_records{kind=\"request\"} %d\n", unreadable(v->requests));
 
 	outf(&o,
 	     "# HELP nodepool_launcher_ready 1 once the launcher serving this API finished "
