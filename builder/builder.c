@@ -92,6 +92,7 @@ struct builder {
 	struct zk *zk;
 	char *component_path;
 	int component_pending;
+	int suspended; /* connection lost (or session expired) since last connected */
 	char *hostname;
 	char builder_id[40];
 	/* work */
@@ -2206,6 +2207,11 @@ session_cb(struct zk *zk, enum zk_event ev, void *arg)
 {
 	struct builder *b = arg;
 
+	/* a failed TLS handshake while suspended is still a suspension */
+	if (ev == ZK_EV_SUSPENDED || ev == ZK_EV_EXPIRED)
+		b->suspended = 1;
+	else if (ev == ZK_EV_CONNECTED || ev == ZK_EV_RECONNECTED)
+		b->suspended = 0;
 	switch (ev) {
 	case ZK_EV_CONNECTED:
 		log_info("ZooKeeper session 0x%llx", (unsigned long long)zk_session_id(zk));
@@ -2234,7 +2240,14 @@ session_cb(struct zk *zk, enum zk_event ev, void *arg)
 		b->component_path = NULL;
 		break;
 	case ZK_EV_AUTH_FAILED:
-		set_error(b, "ZooKeeper refused us (TLS or authentication)");
+		/* also a server away behind a proxy or load balancer (the TCP
+		 * connection is taken, the handshake fails): as the launcher */
+		if (b->suspended)
+			log_warn("ZooKeeper TLS handshake failed while the connection is lost "
+				 "(server unreachable?); retrying");
+		else
+			set_error(b, "ZooKeeper TLS handshake failed (server unreachable, or it "
+				     "refused our certificate); retrying");
 		break;
 	}
 }
