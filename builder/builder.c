@@ -376,6 +376,8 @@ struct task {
 	int lost;		/* someone else took the lock: the result is not ours */
 	int good;		/* the outcome is READY (else FAILED) */
 	int tries;		/* re-reads of the record after an unknown outcome */
+	int session_lost;	/* an operation reported the session expired: the lock
+				   went with it, whatever the lock says yet */
 	struct event *retry_ev; /* re-taking the lock again after an error */
 };
 
@@ -587,6 +589,14 @@ task_lock_path(const struct task *t, char *path, size_t size)
 
 static void relock(struct task *t);
 
+/* Do we hold the task's lock? Not after an operation reported the session
+ * expired, even before the lock itself has heard. */
+static int
+lock_held(const struct task *t)
+{
+	return t->lock != NULL && !t->session_lost && zk_lock_is_held(t->lock);
+}
+
 static void
 relock_retry_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -601,6 +611,7 @@ relock_cb(struct zk_lock *lock, int rc, void *arg)
 	t->relocking = 0;
 	if (rc == ZOK) {
 		t->reclaimed = 1;
+		t->session_lost = 0;
 		log_info("%s %s-%s%s%s: took the lock %s again", kind_name(t), t->image, t->build,
 			 t->provider ? " in " : "", t->provider ? t->provider : "",
 			 zk_lock_path(lock));
@@ -634,7 +645,7 @@ relock(struct task *t)
 
 	if (t->relocking || t->lost || t->b->zk == NULL || !zk_is_connected(t->b->zk))
 		return;
-	if (t->lock != NULL && zk_lock_is_held(t->lock))
+	if (lock_held(t))
 		return;
 	task_lock_path(t, path, sizeof(path));
 	t->relocking = 1;
@@ -679,6 +690,8 @@ finish_set_cb(int rc, const struct zk_stat *st, void *arg)
 	}
 	/* unknown outcome: re-read (on the next session, if this one ended) */
 	log_warn("recording %s: %s; finding out what happened", path, zk_strerror(rc));
+	if (rc == ZSESSIONEXPIRED)
+		t->session_lost = 1;
 	t->reclaimed = 1;
 	finish(t);
 }
@@ -695,6 +708,8 @@ finish_tree_cb(int rc, struct imgtree *tree, void *arg)
 	int other_ready = 0;
 
 	t->load = NULL;
+	if (rc == ZSESSIONEXPIRED)
+		t->session_lost = 1;
 	if (rc != ZOK) {
 		if (++t->tries > FINISH_TRIES) {
 			set_error(t->b, "re-reading %s-%s: %s", t->image, t->build,
@@ -737,6 +752,10 @@ finish_tree_cb(int rc, struct imgtree *tree, void *arg)
 		return;
 	}
 	imgtree_free(tree);
+	if (t->lost || !lock_held(t)) { /* lost again while reading */
+		finish(t);
+		return;
+	}
 	t->reclaimed = 0;
 	zk_set(t->b->zk, path, t->final, (int)strlen(t->final), 0, finish_set_cb, t);
 }
@@ -762,7 +781,7 @@ finish(struct task *t)
 		finish_done(t, 0);
 		return;
 	}
-	if (t->lock == NULL || !zk_lock_is_held(t->lock)) {
+	if (!lock_held(t)) {
 		log_info("%s: our lock was lost; recording waits until it is taken again", path);
 		t->waiting = 1;
 		relock(t);
@@ -773,6 +792,91 @@ finish(struct task *t)
 		return;
 	}
 	zk_set(t->b->zk, path, t->final, (int)strlen(t->final), 0, finish_set_cb, t);
+}
+
+/* ---- a record created with no reply ----------------------------------------------
+ *
+ * A create whose reply was lost with the connection may have happened
+ * (zk_set_retry never sends creates again: a sequence create could happen
+ * twice). Still holding the lock, find out from a re-read: a record of ours
+ * (the very JSON we sent, its state_time makes it unique) is adopted, none
+ * is created again; without the lock (the session expired) the task ends and
+ * cleanup removes what may have landed. */
+
+#define CREATE_TRIES 3
+
+static void
+create_path(const struct task *t, char *path, size_t size)
+{
+	if (t->kind == T_BUILD)
+		np_path_build(path, size, t->image, t->build);
+	else {
+		np_path_uploads(path, size, t->image, t->build, t->provider);
+		strncat(path, "/", size - strlen(path) - 1);
+	}
+}
+
+static void
+create_check_cb(int rc, struct imgtree *tree, void *arg)
+{
+	struct task *t = arg;
+	const struct imgtree_image *im;
+	const struct imgtree_build *ib;
+	const char *found = NULL;
+	char path[NP_PATH_MAX];
+	size_t i;
+
+	t->load = NULL;
+	create_path(t, path, sizeof(path));
+	if (rc != ZOK || !lock_held(t)) {
+		log_warn("creating %s: the outcome is unknown and %s; left to cleanup", path,
+			 rc != ZOK ? zk_strerror(rc) : "the lock is lost");
+		imgtree_free(tree);
+		t->rc = rc != ZOK ? rc : ZSESSIONEXPIRED;
+		t->step = t->kind == T_BUILD ? 4 : 3;
+		task_run(t);
+		return;
+	}
+	im = imgtree_image(tree, t->image);
+	ib = im != NULL ? imgtree_build(im, t->build) : NULL;
+	if (t->kind == T_BUILD) {
+		if (ib != NULL && strcmp(ib->data, t->created) == 0)
+			found = t->build;
+	} else if (ib != NULL) {
+		const struct imgtree_provider *ip = build_provider(ib, t->provider);
+		for (i = 0; ip != NULL && i < ip->nuploads; i++)
+			if (strcmp(ip->uploads[i].data, t->created) == 0)
+				found = ip->uploads[i].id;
+	}
+	if (found != NULL) {
+		log_info("creating %s: it had happened (%s); carrying on", path, found);
+		if (t->kind == T_UPLOAD) {
+			free(t->upload);
+			t->upload = xstrdup(found);
+		}
+		imgtree_free(tree);
+		t->rc = ZOK;
+		t->step = t->kind == T_BUILD ? 4 : 3;
+		task_run(t);
+		return;
+	}
+	imgtree_free(tree);
+	log_info("creating %s: it had not happened; again", path);
+	t->step = t->kind == T_BUILD ? 3 : 2;
+	zk_create(t->b->zk, path, t->created, (int)strlen(t->created),
+		  t->kind == T_BUILD ? 0 : ZOO_SEQUENCE, 1, t_string_cb, t);
+}
+
+/* After a create failed with rc: 1 if its outcome is being found out (the
+ * task goes on from create_check_cb), 0 if rc is a plain failure. */
+static int
+create_lost(struct task *t)
+{
+	if ((t->rc != ZCONNECTIONLOSS && t->rc != ZOPERATIONTIMEOUT) || t->created == NULL ||
+	    ++t->tries > CREATE_TRIES)
+		return 0;
+	t->load = imgtree_load_start(t->b->zk, create_check_cb, t);
+	return 1;
 }
 
 /* ---- builds ------------------------------------------------------------------- */
@@ -1021,6 +1125,9 @@ run_build(struct task *t)
 		return;
 	}
 	case 4:
+		if (t->rc != ZOK && create_lost(t))
+			return;
+		t->tries = 0;
 		if (t->rc != ZOK) {
 			set_error(b, "storing build %s-%s: %s", t->image, t->build,
 				  zk_strerror(t->rc));
@@ -1294,6 +1401,9 @@ run_upload(struct task *t)
 	}
 	case 3: {
 		json_t *spec;
+		if (t->rc != ZOK && create_lost(t))
+			return;
+		t->tries = 0;
 		if (t->rc != ZOK) {
 			set_error(b, "storing the upload of %s-%s to %s: %s", t->image, t->build,
 				  t->provider, zk_strerror(t->rc));

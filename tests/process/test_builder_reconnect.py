@@ -102,13 +102,14 @@ def quiet(fn):
 
 
 def in_flight(zk):
-    """A build of other running and an upload of img under way."""
+    """(build path, upload path) of a build of other running and an
+    upload of img under way, or None."""
     recs = records(zk)
-    building = [r for r in recs if r[0] == "build" and "/other/" in r[1]
+    building = [r[1] for r in recs if r[0] == "build" and "/other/" in r[1]
                 and r[2].get("state") == "building"]
-    uploading = [r for r in recs if r[0] == "upload" and "/img/" in r[1]
+    uploading = [r[1] for r in recs if r[0] == "upload" and "/img/" in r[1]
                  and r[2].get("state") == "uploading"]
-    return building and uploading
+    return (building[0], uploading[0]) if building and uploading else None
 
 
 def settled(zk, store):
@@ -150,14 +151,18 @@ def components(zk):
     return out
 
 
-def run_scenario(name, deployment, zk, servers, timeout, outage, session_kept):
+def run_scenario(name, deployment, zk, servers, timeout, outage, session_kept,
+                 upload_kept=True):
     """Start a builder on `servers`; once a build and an upload are in
     flight run outage() (it returns the time ZooKeeper is back); check
-    what an operator would and report how soon the builder worked again."""
+    what an operator would and report how soon the builder worked again.
+    The build and (upload_kept) the upload in flight must be the ones that
+    end ready: kept, not lost and done again."""
     store = Store(deployment)
     path = deployment.write_config(scenario_config(deployment, servers, timeout))
     b = start_builder(deployment, path, extra=["--upload-workers", "2"], name="builder-" + name)
-    wait_for(quiet(lambda: in_flight(zk)), 30, what="a build and an upload in flight")
+    build, upload = wait_for(quiet(lambda: in_flight(zk)), 30,
+                             what="a build and an upload in flight")
     before = wait_for(quiet(lambda: components(zk)), 10, what="the builder component")
     upload_workers = sorted(workers(b.p.pid, "upload"))
 
@@ -188,6 +193,14 @@ def run_scenario(name, deployment, zk, servers, timeout, outage, session_kept):
     # every build ready: none failed, none abandoned
     states = sorted(r[2]["state"] for r in recs if r[0] == "build")
     assert states == ["ready"] * len(IMAGES), describe(zk, store)
+    # the work in flight was kept: the build running when ZooKeeper went
+    # away is the one ready now, each image was built once
+    by_path = {p: r for _, p, r, _ in recs}
+    assert by_path.get(build, {}).get("state") == "ready", (build, describe(zk, store))
+    assert log.count("INFO builder: building image ") == len(IMAGES), log
+    if upload_kept:
+        assert by_path.get(upload, {}).get("state") == "ready", (upload, describe(zk, store))
+        assert log.count("INFO builder: uploading image ") == len(IMAGES), log
     # one builder component; a new one (new session) after an expiry
     after = components(zk)
     assert len(after) == 1, after
@@ -307,7 +320,8 @@ def test_lock_taken_over_during_expiry_is_not_recorded_as_ours(deployment, zk, z
             assert zk.get(upload)[0] and json.loads(zk.get(upload)[0])["state"] == "uploading"
             lock.release()
             return t_back
-        log, _ = run_scenario("lock-taken-over", deployment, zk, servers, 2, outage, False)
+        log, _ = run_scenario("lock-taken-over", deployment, zk, servers, 2, outage, False,
+                              upload_kept=False)
         assert "deleting image" in log and "again" in log
         # the abandoned record went; a new upload took its place
         assert not zk.exists(taken["upload"])
