@@ -92,6 +92,7 @@ struct builder {
 	struct zk *zk;
 	char *component_path;
 	int component_pending;
+	struct comp_check *comp_checks; /* finding out whether a lost create landed */
 	int suspended; /* connection lost (or session expired) since last connected */
 	char *hostname;
 	char builder_id[40];
@@ -2274,11 +2275,82 @@ soon_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- ZooKeeper and the component -------------------------------------------------- */
 
+/*
+ * A registration whose reply was lost may have landed: an ephemeral child
+ * named after our hostname and owned by our session is ours (another
+ * builder on this host has its own session); none, and it is created again.
+ */
+struct comp_check {
+	struct comp_check *next;
+	struct builder *b;
+	char path[512];
+};
+
+static void
+comp_check_done(struct builder *b)
+{
+	if (b->comp_checks != NULL)
+		return;
+	b->component_pending = 0;
+	if (b->component_path == NULL && b->zk != NULL && zk_is_connected(b->zk))
+		register_component(b);
+}
+
+static void
+comp_exists_cb(int rc, const struct zk_stat *st, void *arg)
+{
+	struct comp_check *c = arg, **pp;
+	struct builder *b = c->b;
+
+	if (rc == ZOK && st->ephemeral_owner == zk_session_id(b->zk) && b->component_path == NULL) {
+		b->component_path = xstrdup(c->path);
+		log_info("registered as %s (builder id %s; found after a lost reply)", c->path,
+			 b->builder_id);
+	}
+	for (pp = &b->comp_checks; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	free(c);
+	comp_check_done(b);
+}
+
+static void
+comp_list_cb(int rc, int count, char *const *names, void *arg)
+{
+	struct builder *b = arg;
+	size_t hl = strlen(b->hostname);
+	int i;
+
+	for (i = 0; rc == ZOK && i < count; i++) {
+		struct comp_check *c;
+		if (strncmp(names[i], b->hostname, hl) != 0 ||
+		    strspn(names[i] + hl, "0123456789") != strlen(names[i] + hl))
+			continue;
+		c = calloc(1, sizeof(*c));
+		if (c == NULL)
+			abort();
+		c->b = b;
+		snprintf(c->path, sizeof(c->path), "/nodepool/components/builder/%s", names[i]);
+		c->next = b->comp_checks;
+		b->comp_checks = c;
+		zk_exists(b->zk, c->path, NULL, NULL, comp_exists_cb, c);
+	}
+	comp_check_done(b);
+}
+
 static void
 component_created(int rc, const char *path, void *arg)
 {
 	struct builder *b = arg;
 
+	if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+		log_warn("registering the builder component: %s; finding out what happened",
+			 zk_strerror(rc));
+		zk_children(b->zk, "/nodepool/components/builder", NULL, NULL, comp_list_cb, b);
+		return; /* still pending */
+	}
 	b->component_pending = 0;
 	if (rc != ZOK) {
 		set_error(b, "registering the builder component: %s", zk_strerror(rc));
@@ -2767,6 +2839,11 @@ builder_free(struct builder *b)
 		task_free(t);
 	imgtree_load_cancel(b->load);
 	zk_free(b->zk);
+	while (b->comp_checks != NULL) {
+		struct comp_check *c = b->comp_checks;
+		b->comp_checks = c->next;
+		free(c);
+	}
 	chan_free(b->sup);
 	statsd_free(b->statsd);
 	event_free(b->tick_ev);

@@ -247,14 +247,22 @@ def test_long_partition_session_expires(deployment, zk, zk_server, chroot):
 
         def outage():
             before = components(zk)
+            t_cut = time.time()
             proxy.cut()
             # the server expires the session (2 s): the component goes
             wait_for(lambda: not (set(components(zk)) & set(before)), 20,
                      what="the builder's session expired")
+            # the upload (2.5 s) and the build (2 s) end while the builder
+            # is still cut off, its session gone: the known gap (an upload
+            # ending after its session expired was recorded READY whatever
+            # became of its lock)
+            time.sleep(max(0.0, t_cut + 3.0 - time.time()))
             proxy.restore()
             return time.time()
         log, _ = run_scenario("long-partition", deployment, zk, servers, 2, outage, False)
-        assert "took the lock" in log
+        # both results waited for their locks, taken again on the new session
+        assert log.count("took the lock") == 2, log
+        assert "our lock was lost; recording waits" in log
     finally:
         proxy.close()
 
