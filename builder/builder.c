@@ -562,6 +562,9 @@ lock_new(struct task *t, struct zk_lock **slot, const char *path)
 #define FINISH_TRIES 5
 
 static void finish(struct task *t);
+/* recorded: 1 yes, 0 not ours (someone else's lock or record), -1 unknown
+ * (ZooKeeper kept failing; the files and the cloud image are left as they
+ * are, for cleanup: better a leak than a READY record without its image) */
 static void finish_done(struct task *t, int recorded);
 
 static const char *
@@ -686,7 +689,7 @@ finish_set_cb(int rc, const struct zk_stat *st, void *arg)
 	}
 	if (!t->good || ++t->tries > FINISH_TRIES) {
 		set_error(t->b, "recording %s: %s", path, zk_strerror(rc));
-		finish_done(t, 0);
+		finish_done(t, t->good ? -1 : 0);
 		return;
 	}
 	/* unknown outcome: re-read (on the next session, if this one ended) */
@@ -715,7 +718,7 @@ finish_tree_cb(int rc, struct imgtree *tree, void *arg)
 		if (++t->tries > FINISH_TRIES) {
 			set_error(t->b, "re-reading %s-%s: %s", t->image, t->build,
 				  zk_strerror(rc));
-			finish_done(t, 0);
+			finish_done(t, -1);
 		} else
 			finish(t);
 		return;
@@ -1203,18 +1206,19 @@ build_finished(struct task *t, int recorded)
 {
 	struct builder *b = t->b;
 
-	if (t->good && recorded) {
+	if (t->good && recorded > 0) {
 		b->builds_ready++;
 		log_info("image %s build %s is ready (%.1fs)", t->image, t->build,
 			 now_mono() - t->started);
-	} else if (t->good) {
+	} else if (t->good && recorded == 0) {
 		/* as upstream: a build not recorded as ours leaves no files */
 		b->builds_failed++;
 		set_error(b, "image %s build %s: not recorded (ZooKeeper session or lock lost)",
 			  t->image, t->build);
 		delete_local_build(b, t->image, t->build);
-	}
-	t->job_ok = t->good && recorded;
+	} else if (t->good)
+		b->builds_failed++;
+	t->job_ok = t->good && recorded > 0;
 	t->step = 6;
 	run_build(t);
 }
@@ -1479,7 +1483,7 @@ upload_finished(struct task *t, int recorded)
 	struct builder *b = t->b;
 	char key[512];
 
-	if (t->good && recorded) {
+	if (t->good && recorded > 0) {
 		b->uploads_ready++;
 		log_info("image %s build %s in %s is ready: %s (upload %s)", t->image, t->build,
 			 t->provider, t->external_id, t->upload);
@@ -1490,7 +1494,7 @@ upload_finished(struct task *t, int recorded)
 			statsd_incr(b->statsd, key, 1);
 			statsd_flush(b->statsd);
 		}
-	} else if (t->good) {
+	} else if (t->good && recorded == 0) {
 		b->uploads_failed++;
 		set_error(b,
 			  "upload %s of %s-%s to %s: not recorded (ZooKeeper session or lock "
@@ -1499,7 +1503,8 @@ upload_finished(struct task *t, int recorded)
 		t->step = 5;
 		run_upload(t);
 		return;
-	}
+	} else if (t->good)
+		b->uploads_failed++;
 	upload_release(t);
 	schedule_soon(b);
 }
