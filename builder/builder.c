@@ -2369,11 +2369,12 @@ component_created(int rc, const char *path, void *arg)
 static void
 register_component(struct builder *b)
 {
-	struct np_component *c = np_component_new("builder");
+	struct np_component *c;
 	char path[512], *json;
 
 	if (b->component_path != NULL || b->component_pending)
 		return;
+	c = np_component_new("builder");
 	c->hostname = xstrdup(b->hostname);
 	free(c->state);
 	c->state = xstrdup("running");
