@@ -358,7 +358,10 @@ class Sim:
                 if not any(s.get("kind") == "ServiceAccount" and s.get("name") == who["sa"]
                            for s in rb.get("subjects") or []):
                     continue
-                role = self.objs.get(("roles", ns, rb.get("roleRef", {}).get("name")))
+                ref = rb.get("roleRef", {})
+                if ref.get("kind") == "ClusterRole" and ref.get("name") in ("admin", "edit"):
+                    return  # the default cluster roles cover the namespace's resources
+                role = self.objs.get(("roles", ns, ref.get("name")))
                 for rule in (role or {}).get("rules") or []:
                     if plural in rule.get("resources", []) and (
                             verb in rule.get("verbs", []) or "*" in rule.get("verbs", [])):
@@ -444,7 +447,10 @@ class Sim:
                     ann["openshift.io/display-name"] = body["displayName"]
                 if body.get("description"):
                     ann["openshift.io/description"] = body["description"]
-            obj = self._create_namespace(name, meta.get("labels"), ann)
+            # OpenShift makes the project from the request's name,
+            # displayName and description; labels on a request are dropped.
+            obj = self._create_namespace(
+                name, None if plural == "projectrequests" else meta.get("labels"), ann)
             self.cond.notify_all()
             if plural == "projectrequests":
                 return 201, clean(self.project_view(obj))
