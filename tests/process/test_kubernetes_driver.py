@@ -162,8 +162,7 @@ def test_openshift_wild_config_project_and_pod(deployment, zuul, sim):
     assert "zuul-ci-" + nid1 in ns and "zuul-ci-" + nid2 in ns
     ann = ns["zuul-ci-" + nid1]["metadata"]["annotations"]
     assert ann["openshift.io/requester"] == "kubernetes-admin"
-    release_and_check_gone(zuul, sim, rid1)
-    held = zuul.accept(rid2)
+    held = zuul.accept(rid1) + zuul.accept(rid2)
     zuul.finish(held)
     wait_for(lambda: zuul.nodes() == {}, what="nodes deleted")
     wait_for(lambda: not [n for n in sim.namespaces()
