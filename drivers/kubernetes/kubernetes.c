@@ -74,7 +74,7 @@
 #define K8S_POLL_TOKEN	 0.2  /* s between reads of the token secret */
 #define K8S_POLL_POD	 0.5  /* s between reads of a Pending pod */
 #define K8S_POLL_DELETE	 0.5  /* s between reads of a deleted namespace */
-#define K8S_BOOT_TIMEOUT 600  /* upstream's boot-timeout default */
+#define K8S_BOOT_TIMEOUT 300  /* upstream waits a fixed 300 reads, 1 s apart */
 #define K8S_MAX_INFLIGHT 32
 #define K8S_DESC_PREFIX	 "nodepool:"
 
