@@ -1241,15 +1241,15 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 	a->flavor = flavor;
 	TAILQ_INIT(&a->ops);
 	if (k8s_conn_load(ctx, &a->conn, e2, sizeof(e2)) != 0) {
-		snprintf(err, errlen, "provider %s: %s", env->provider_name, e2);
+		snprintf(err, errlen, "%s", e2);
 		free(a);
 		return NULL;
 	}
 	if (flavor == K8S_OPENSHIFTPODS && a->conn.token == NULL) {
 		snprintf(err, errlen,
-			 "provider %s: context %s has no token: openshiftpods hands the "
-			 "provider's own token to Zuul",
-			 env->provider_name, a->conn.context);
+			 "context %s has no token: openshiftpods hands the provider's own "
+			 "token to Zuul",
+			 a->conn.context);
 		k8s_conn_clear(&a->conn);
 		free(a);
 		return NULL;
@@ -1275,7 +1275,7 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 	ho.user_agent = "nodepoold";
 	a->http = http_client_new(env->base, &ho, e2, sizeof(e2));
 	if (a->http == NULL) {
-		snprintf(err, errlen, "provider %s: %s", env->provider_name, e2);
+		snprintf(err, errlen, "%s", e2);
 		k8s_conn_clear(&a->conn);
 		free(a);
 		return NULL;

@@ -277,3 +277,73 @@ def test_launcher_killed_mid_launch_leaves_nothing(deployment, zuul, sim):
     wait_for(lambda: sim.leaks(live) == [], timeout=30, what="leaked namespace deleted")
     if req["state"] == "fulfilled":
         release_and_check_gone(zuul, sim, rid)
+
+
+def b64file(path):
+    import base64
+    with open(path, "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+def test_kubeconfig_client_certificate_data(deployment, zuul, sim, tmp_path, monkeypatch):
+    """A context whose user has client-certificate-data/client-key-data
+    and whose cluster has certificate-authority-data (all embedded), found
+    in the second file of a KUBECONFIG list."""
+    i = sim.info
+    other = tmp_path / "other.yaml"
+    other.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "contexts": [],
+                                 "clusters": [], "users": []}))
+    kc = tmp_path / "certs.yaml"
+    kc.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {
+            "server": i["server"], "certificate-authority-data": b64file(i["ca"])}}],
+        "users": [{"name": "u", "user": {"client-certificate-data": b64file(i["client_cert"]),
+                                         "client-key-data": b64file(i["client_key"])}}],
+        "contexts": [{"name": "by-cert", "context": {"cluster": "c", "user": "u"}}]}))
+    monkeypatch.setenv("KUBECONFIG", "%s:%s" % (other, kc))
+    cfg = k8s_config([{"name": "ns", "type": "namespace"}], provider={"context": "by-cert"})
+    deployment.start_launcher("k8s", deployment.write_config(cfg))
+    rid, nid, node = serve(deployment, zuul, sim, "ns")
+    users = {c["user"] for c in sim.ctl("GET", "/calls/log")
+             if c["path"].startswith("/api/v1/namespaces")}
+    assert "kubernetes-admin" in users  # the certificate's CN
+    release_and_check_gone(zuul, sim, rid)
+
+
+def test_in_cluster_service_account(deployment, zuul, sim, tmp_path, monkeypatch):
+    """No context and no kubeconfig: the in-cluster service account."""
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text(sim.info["token"] + "\n")
+    shutil.copy(sim.info["ca"], str(sa / "ca.crt"))
+    (sa / "namespace").write_text("default")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(sim.info["port"]))
+    monkeypatch.setenv("NODEPOOLD_K8S_SA_DIR", str(sa))
+    cfg = k8s_config([{"name": "ns", "type": "namespace"}])
+    del cfg["providers"][0]["context"]
+    p = deployment.start_launcher("k8s", deployment.write_config(cfg))
+    rid, nid, node = serve(deployment, zuul, sim, "ns")
+    assert node["connection_port"]["host"] == "https://127.0.0.1:%d" % sim.info["port"]
+    assert "context in-cluster" in p.output()
+    release_and_check_gone(zuul, sim, rid)
+
+
+def test_exec_plugin_is_refused_clearly(deployment, sim, tmp_path, monkeypatch):
+    kc = tmp_path / "exec.yaml"
+    kc.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": sim.info["server"]}}],
+        "users": [{"name": "u", "user": {"exec": {"command": "aws"}}}],
+        "contexts": [{"name": "eks", "context": {"cluster": "c", "user": "u"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kc))
+    cfg = k8s_config([{"name": "ns", "type": "namespace"}], provider={"context": "eks"})
+    p = deployment.start_launcher("k8s", deployment.write_config(cfg))
+    wait_for(lambda: "provider k8s: user u uses an exec plugin: nodepoold supports tokens, "
+             "token files and client certificates only" in p.output(), what="the reason logged")
+    assert p.alive()
