@@ -98,7 +98,7 @@ struct sm_config {
 	int launch_retries;    /* launch-retries: 3 (attempts in all) */
 	double boot_timeout;   /* boot-timeout, seconds (nodescan deadline) */
 	double launch_timeout; /* launch-timeout: 3600 s per attempt */
-	double rate;	       /* calls per second; <= 0 unlimited */
+	double rate;	       /* as written, in the driver's unit (see sm_config_new); 0 none */
 	int host_key_checking;
 	struct sm_image *cloud_images;
 	size_t ncloud_images;
