@@ -263,6 +263,7 @@ def test_launcher_killed_mid_launch_leaves_nothing(deployment, zuul, sim):
     namespaces (by their labels) and serves the request again."""
     sim.behavior(pod_delay=60)
     cfg = k8s_config([{"name": "pod", "type": "pod", "image": "fedora"}])
+    cfg["zookeeper-timeout"] = 4  # the dead launcher's locks go sooner
     path = deployment.write_config(cfg)
     p = deployment.start_launcher("k8s", path)
     rid = zuul.submit(["pod"])
