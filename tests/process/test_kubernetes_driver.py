@@ -348,3 +348,55 @@ def test_exec_plugin_is_refused_clearly(deployment, sim, tmp_path, monkeypatch):
     wait_for(lambda: "provider k8s: user u uses an exec plugin: nodepoold supports tokens, "
              "token files and client certificates only" in p.output(), what="the reason logged")
     assert p.alive()
+
+
+def test_pool_quota_max_cores(deployment, zuul, sim):
+    """max-cores 3 with 2-core pods: one node at a time; the second request
+    is served once the first node is gone. The node's resources carry the
+    label's cpu and memory."""
+    cfg = k8s_config([{"name": "pod", "type": "pod", "image": "fedora", "cpu": 2,
+                       "memory": 1024}], pool={"max-cores": 3})
+    deployment.start_launcher("k8s", deployment.write_config(cfg))
+    rid1, nid1, n1 = serve(deployment, zuul, sim, "pod")
+    assert n1["resources"] == {"cores": 2, "instances": 1, "ram": 1024}
+    rid2 = zuul.submit(["pod"])
+    wait_for(lambda: zuul.request(rid2)["state"] == "pending", what="second request pending")
+    assert len([p for p in sim.pods()]) == 1
+    held = zuul.accept(rid1)
+    zuul.finish(held)
+    req2 = zuul.wait_request(rid2, timeout=30)
+    assert req2["state"] == "fulfilled"
+    release_and_check_gone(zuul, sim, rid2)
+
+
+def test_pod_label_keys_reach_the_pod(deployment, zuul, sim):
+    label = {"name": "full", "type": "pod", "image": "docker.io/fedora:40",
+             "image-pull": "Always", "python-path": "/usr/bin/python3", "shell-type": "csh",
+             "cpu": 2, "memory": 512, "cpu-limit": 4, "storage": 100, "gpu": 1,
+             "gpu-resource": "example.com/gpu", "env": [{"name": "A", "value": "1"}],
+             "node-selector": {"disk": "ssd"}, "privileged": True,
+             "scheduler-name": "custom", "volumes": [{"name": "v", "emptyDir": {}}],
+             "volume-mounts": [{"name": "v", "mountPath": "/v"}],
+             "labels": {"team": "ci"}, "dynamic-labels": {"req": "{request.id}"},
+             "annotations": {"note": "x"}}
+    cfg = k8s_config([label], pool={"default-label-memory-limit": 2048})
+    deployment.start_launcher("k8s", deployment.write_config(cfg))
+    rid, nid, node = serve(deployment, zuul, sim, "full")
+    assert node["python_path"] == "/usr/bin/python3" and node["shell_type"] == "csh"
+    (pod,) = [p for p in sim.pods() if p["metadata"]["namespace"] == "main-" + nid]
+    md, spec = pod["metadata"], pod["spec"]
+    assert md["labels"]["team"] == "ci" and md["labels"]["req"] == rid
+    assert md["labels"]["nodepool_node_label"] == "full"
+    assert md["annotations"] == {"note": "x"}
+    c = spec["containers"][0]
+    assert c["image"] == "docker.io/fedora:40" and c["imagePullPolicy"] == "Always"
+    assert c["env"] == [{"name": "A", "value": "1"}]
+    assert c["resources"]["requests"] == {"cpu": 2, "memory": "512Mi",
+                                          "ephemeral-storage": "100M"}
+    assert c["resources"]["limits"] == {"cpu": 4, "memory": "2048Mi",
+                                        "ephemeral-storage": "100M", "example.com/gpu": "1"}
+    assert c["securityContext"] == {"privileged": True}
+    assert c["volumeMounts"] == [{"name": "v", "mountPath": "/v"}]
+    assert spec["nodeSelector"] == {"disk": "ssd"} and spec["schedulerName"] == "custom"
+    assert spec["volumes"] == [{"name": "v", "emptyDir": {}}]
+    release_and_check_gone(zuul, sim, rid)
