@@ -400,3 +400,18 @@ def test_pod_label_keys_reach_the_pod(deployment, zuul, sim):
     assert spec["nodeSelector"] == {"disk": "ssd"} and spec["schedulerName"] == "custom"
     assert spec["volumes"] == [{"name": "v", "emptyDir": {}}]
     release_and_check_gone(zuul, sim, rid)
+
+
+def test_throttled_429_is_waited_out(deployment, zuul, sim):
+    """A 429 with Retry-After: the call is repeated after the delay (the
+    HTTP client's), not failed."""
+    fid = sim.fault(method="POST", path="/api/v1/namespaces$", status=429, retry_after=1,
+                    count=1)
+    cfg = k8s_config([{"name": "ns", "type": "namespace"}])
+    deployment.start_launcher("k8s", deployment.write_config(cfg))
+    rid, nid, node = serve(deployment, zuul, sim, "ns")
+    assert sim.ctl("GET", "/faults/%d" % fid)["hits"] == 1
+    posts = [c for c in sim.ctl("GET", "/calls/log")
+             if c["method"] == "POST" and c["path"] == "/api/v1/namespaces"]
+    assert len(posts) == 2 and posts[1]["t"] - posts[0]["t"] >= 0.9
+    release_and_check_gone(zuul, sim, rid)

@@ -725,12 +725,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 raise status_error(404, "the server could not find the requested resource",
                                    "NotFound")
             body = self.read_body()
+            entry = {"t": time.time(), "method": method, "path": path, "user": None}
+            with self.sim.lock:  # every call that reached the server, faulted or not
+                self.sim.calls[(method, route_of(path))] += 1
+                self.sim.call_log.append(entry)
             self.apply_faults(method, path)
             who = self.authenticate()
-            with self.sim.lock:
-                self.sim.calls[(method, route_of(path))] += 1
-                self.sim.call_log.append({"t": time.time(), "method": method, "path": path,
-                                          "user": who.get("user")})
+            entry["user"] = who.get("user")
             if method == "GET" and query.get("watch") in ("true", "1"):
                 return self.watch(path, query, who)
             code, out = self.api(method, path, query, body, who)
