@@ -415,3 +415,21 @@ def test_throttled_429_is_waited_out(deployment, zuul, sim):
              if c["method"] == "POST" and c["path"] == "/api/v1/namespaces"]
     assert len(posts) == 2 and posts[1]["t"] - posts[0]["t"] >= 0.9
     release_and_check_gone(zuul, sim, rid)
+
+
+def test_outage_during_delete_then_recovery(deployment, zuul, sim):
+    """Every API call hangs while a used node is being deleted: nothing is
+    lost; once the server answers again the namespace and the node go."""
+    cfg = k8s_config([{"name": "ns", "type": "namespace"}])
+    p = deployment.start_launcher("k8s", deployment.write_config(cfg))
+    rid, nid, node = serve(deployment, zuul, sim, "ns")
+    fid = sim.fault(path=".", hang=True)
+    held = zuul.accept(rid)
+    zuul.finish(held)
+    wait_for(lambda: sim.ctl("GET", "/faults/%d" % fid)["hits"] > 0, what="delete tried")
+    assert "main-" + nid in [n["metadata"]["name"] for n in sim.namespaces()]
+    assert zuul.node(nid) is not None
+    sim.clear_fault(fid)
+    wait_for(lambda: zuul.nodes() == {}, timeout=30, what="node deleted")
+    wait_for(lambda: sim.leaks([]) == [], what="namespace deleted")
+    assert p.alive()
