@@ -1096,10 +1096,13 @@ list_next(struct kop *o)
 	struct sm_adapter *a = o->a;
 	char path[1024] = "";
 
-	if (a->flavor == K8S_OPENSHIFTPODS) {
+	if (a->flavor == K8S_OPENSHIFTPODS && pods_project(a, o->pool_i) != NULL) {
 		snprintf(path, sizeof(path),
 			 "/api/v1/namespaces/%s/pods?labelSelector=", pods_project(a, o->pool_i));
 		o->pool_i++;
+	} else if (a->flavor == K8S_OPENSHIFTPODS) {
+		/* no pools: whatever pods of the provider the account can see */
+		snprintf(path, sizeof(path), "/api/v1/pods?labelSelector=");
 	} else if (a->flavor == K8S_OPENSHIFT)
 		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects");
 	else
@@ -1128,11 +1131,6 @@ k8s_list_resources(struct sm_adapter *a, sm_resources_cb cb, void *arg)
 		 : a->flavor == K8S_OPENSHIFT	? "project"
 						: "namespace");
 	TAILQ_INSERT_TAIL(&a->ops, o, entry);
-	if (a->flavor == K8S_OPENSHIFTPODS && a->env->cfg->npools == 0) {
-		/* nothing to list: answer on a later turn through an empty
-		 * listing of the namespaces we could see */
-		snprintf(o->type, sizeof(o->type), "pod");
-	}
 	list_next(o);
 }
 
