@@ -433,3 +433,52 @@ def test_outage_during_delete_then_recovery(deployment, zuul, sim):
     wait_for(lambda: zuul.nodes() == {}, timeout=30, what="node deleted")
     wait_for(lambda: sim.leaks([]) == [], what="namespace deleted")
     assert p.alive()
+
+
+def test_leaked_objects_are_deleted_by_their_labels(deployment, zuul, sim):
+    """Objects a dead launcher left: a namespace (kubernetes), a project
+    (openshift: its metadata in the description) and a pod
+    (openshiftpods), each naming a node that does not exist, are deleted;
+    another provider's and unlabelled ones are left alone."""
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+    kc = k8s.Configuration()
+    k8s_config.load_kube_config(config_file=os.environ["KUBECONFIG"], context="kubesim",
+                                client_configuration=kc)
+    core = k8s.CoreV1Api(k8s.ApiClient(kc))
+
+    def labels(provider, pool="main"):
+        return {"nodepool_node_id": "0000099999", "nodepool_provider_name": provider,
+                "nodepool_pool_name": pool}
+    core.create_namespace({"metadata": {"name": "main-0000099999", "labels": labels("k8s")}})
+    core.create_namespace({"metadata": {"name": "other-0000099999",
+                                        "labels": labels("someone-else")}})
+    core.create_namespace({"metadata": {"name": "plain"}})
+    meta = json.dumps(labels("os"), sort_keys=True, separators=(",", ":"))
+    kc_api = k8s.ApiClient(kc)
+    kc_api.call_api("/apis/project.openshift.io/v1/projectrequests", "POST",
+                    body={"apiVersion": "project.openshift.io/v1", "kind": "ProjectRequest",
+                          "metadata": {"name": "main-0000099998"},
+                          "description": "nodepool:" + meta}, auth_settings=["BearerToken"],
+                    response_type="object")
+    pod = {"metadata": {"name": "leak-0000099999", "labels": labels("pods", "thoth-zuul")},
+           "spec": {"containers": [{"name": "c", "image": "fedora"}]}}
+    core.create_namespaced_pod("thoth-zuul", pod)
+    path = deployment.write_config({
+        "labels": [{"name": "ns"}],
+        "providers": [
+            {"name": "k8s", "driver": "kubernetes", "context": "kubesim",
+             "pools": [{"name": "main", "labels": [{"name": "ns", "type": "namespace"}]}]},
+            {"name": "os", "driver": "openshift", "context": "kubesim",
+             "pools": [{"name": "main", "labels": [{"name": "ns", "type": "project"}]}]},
+            {"name": "pods", "driver": "openshiftpods", "context": "kubesim",
+             "pools": [{"name": "thoth-zuul", "labels": [{"name": "ns", "image": "f"}]}]}],
+        **FAST})
+    for name in ("k8s", "os", "pods"):
+        deployment.start_launcher(name, path)
+    names = lambda: {n["metadata"]["name"] for n in sim.namespaces()}
+    wait_for(lambda: not {"main-0000099999", "main-0000099998"} & names(), timeout=30,
+             what="leaked namespace and project deleted")
+    wait_for(lambda: not [p for p in sim.pods() if p["metadata"]["name"] == "leak-0000099999"],
+             timeout=30, what="leaked pod deleted")
+    assert {"other-0000099999", "plain", "thoth-zuul"} <= names()
