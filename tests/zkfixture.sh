@@ -9,6 +9,7 @@
 #   NP_TEST_ZK       127.0.0.1:<plain port>
 #   NP_TEST_ZK_TLS   127.0.0.1:<TLS port>
 #   NP_TEST_CERTS    DIR/certs: ca.pem client.pem client.key server.pem server.key
+# NP_TEST_ZK_HEAP (environment, default 256m): the JVM heap of the server
 #                    rogue-ca.pem rogue-server.pem rogue-server.key (signed by a
 #                    CA we do not trust) wrongip-server.pem wrongip-server.key
 #                    (our CA, but only IP SAN 10.9.9.9)
@@ -76,7 +77,7 @@ log4j.appender.F.layout=org.apache.log4j.PatternLayout
 log4j.appender.F.layout.ConversionPattern=%d %p %c{1}: %m%n
 CFG
 	cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar
-	java -Xmx256m -cp "$cp" -Dzookeeper.log.dir="$dir" \
+	java -Xmx${NP_TEST_ZK_HEAP:-256m} -cp "$cp" -Dzookeeper.log.dir="$dir" \
 		-Dlog4j.configuration="file:$dir/log4j.properties" \
 		-Dlogback.configurationFile=/nonexistent \
 		org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" \

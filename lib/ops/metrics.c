@@ -15,6 +15,7 @@
 #include "driver.h"
 #include "log.h"
 #include "model.h"
+#include "nodesum.h"
 #include "statsd.h"
 #include "zk.h"
 
@@ -790,13 +791,23 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	}
 	n = v->nodes ? zk_cache_entries(v->nodes, &ents) : 0;
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
-		const char *sn;
-		if (nd == NULL || (sn = np_node_state_name(nd->state)) == NULL)
+		const char *sn, *prov;
+		const struct np_strv *type;
+		int state;
+		if (ents[i]->obj == NULL)
 			continue;
-		count_inc(byprov, nd->provider ? nd->provider : "", sn, 0);
-		for (j = 0; j < nd->type.n; j++)
-			count_inc(bylabel, nd->type.v[j], sn, 0);
+		if (v->node_sums) {
+			const struct np_node_sum *s = ents[i]->obj;
+			state = s->state, prov = s->provider, type = s->type;
+		} else {
+			const struct np_node *nd = ents[i]->obj;
+			state = nd->state, prov = nd->provider, type = &nd->type;
+		}
+		if ((sn = np_node_state_name(state)) == NULL)
+			continue;
+		count_inc(byprov, prov ? prov : "", sn, 0);
+		for (j = 0; j < type->n; j++)
+			count_inc(bylabel, type->v[j], sn, 0);
 	}
 	outf(&o, "# HELP nodepool_nodes Nodes by provider and state.\n"
 		 "# TYPE nodepool_nodes gauge\n");

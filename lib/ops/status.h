@@ -148,6 +148,10 @@ void status_add_label(struct status_table *t, const char *label);
 struct status_view {
 	struct zk *zk;		   /* NULL until started; connected or not */
 	struct zk_cache *nodes;	   /* /nodepool/nodes, data and locks, np_node objects */
+	/* nodes' objects are struct np_node_sum (nodesum.h), not np_node: a
+	 * launcher's cache, whose full records are those of its own provider
+	 * (or every node's, when it keeps them all for the web API) */
+	int node_sums;
 	struct zk_cache *requests; /* /nodepool/requests, np_request objects */
 	struct zk_cache *pools;	   /* /nodepool/components/pool, np_component objects */
 	int ready;		   /* the launcher finished its first pass */
@@ -164,6 +168,10 @@ typedef void (*status_view_fn)(void *arg, struct status_view *out);
  * lists that node only (none if unknown). */
 void status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes,
 			     const char *node_id, double now);
+/* The same from a cache of np_node_sum objects: the nodes whose full
+ * record it keeps. */
+void status_nodes_from_sums(struct status_table *t, const struct zk_cache *nodes,
+			    const char *node_id, double now);
 /* Requests of a /nodepool/requests cache (np_request objects). */
 void status_requests_from_cache(struct status_table *t, const struct zk_cache *requests);
 /* The union of supported labels of a /nodepool/components/pool cache
