@@ -9,10 +9,10 @@
 #   NP_TEST_ZK       127.0.0.1:<plain port>
 #   NP_TEST_ZK_TLS   127.0.0.1:<TLS port>
 #   NP_TEST_CERTS    DIR/certs: ca.pem client.pem client.key server.pem server.key
-# NP_TEST_ZK_HEAP (environment, default 256m): the JVM heap of the server
 #                    rogue-ca.pem rogue-server.pem rogue-server.key (signed by a
 #                    CA we do not trust) wrongip-server.pem wrongip-server.key
 #                    (our CA, but only IP SAN 10.9.9.9)
+# NP_TEST_ZK_HEAP (environment, default 256m): the JVM heap of the server
 set -eu
 
 cmd=$1
