@@ -84,7 +84,8 @@ iput(struct itab *t, char *key, void *val)
 		free(o.keys);
 		free(o.vals);
 	}
-	for (i = fnv(key, strlen(key)) & (t->cap - 1); t->keys[i] != NULL; i = (i + 1) & (t->cap - 1))
+	for (i = fnv(key, strlen(key)) & (t->cap - 1); t->keys[i] != NULL;
+	     i = (i + 1) & (t->cap - 1))
 		;
 	t->keys[i] = key;
 	t->vals[i] = val;

@@ -208,7 +208,7 @@ struct launcher {
 	struct lc_settings settings;
 
 	struct zk *zk;
-	int zk_state;			  /* last enum zk_event */
+	int zk_state; /* last enum zk_event */
 	/* /nodepool/nodes, data + locks; obj: struct np_node_sum (nodesum.h),
 	 * with the full record (->full) for our provider's nodes only, or for
 	 * every node when full_records is set */

@@ -442,8 +442,8 @@ report_nodes(struct statsd_reporter *r, const struct status_view *v)
 			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", type->v[j], sn);
 			count_add(m, name, 0);
 		}
-		snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s",
-			 prov ? prov : "None", sn);
+		snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s", prov ? prov : "None",
+			 sn);
 		count_add(m, name, 0);
 	}
 	/* addressable requests: per registered pool, the requests whose every

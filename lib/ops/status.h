@@ -146,8 +146,8 @@ void status_add_label(struct status_table *t, const char *label);
  * (web_reset, ...) before it goes.
  */
 struct status_view {
-	struct zk *zk;		   /* NULL until started; connected or not */
-	struct zk_cache *nodes;	   /* /nodepool/nodes, data and locks, np_node objects */
+	struct zk *zk;		/* NULL until started; connected or not */
+	struct zk_cache *nodes; /* /nodepool/nodes, data and locks, np_node objects */
 	/* nodes' objects are struct np_node_sum (nodesum.h), not np_node: a
 	 * launcher's cache, whose full records are those of its own provider
 	 * (or every node's, when it keeps them all for the web API) */

@@ -127,9 +127,9 @@ Test(nodesum, past_the_intern_limit_values_are_owned)
 	for (i = 0; i < NP_NODE_SUM_INTERN_MAX + 3; i++) {
 		struct np_node *n = NULL;
 		struct np_node_sum *s;
-		int k = snprintf(body, sizeof(body),
-				 "{\"provider\": \"p-%d\", \"pool\": \"q-%d\", \"type\": [\"l-%d\"]}",
-				 i, i, i);
+		int k = snprintf(
+		    body, sizeof(body),
+		    "{\"provider\": \"p-%d\", \"pool\": \"q-%d\", \"type\": [\"l-%d\"]}", i, i, i);
 		cr_assert_eq(np_node_decode("1", body, (size_t)k, &n, err, sizeof(err)), 0);
 		s = np_node_sum_new(n, 0);
 		if (i >= NP_NODE_SUM_INTERN_MAX)
