@@ -236,9 +236,10 @@ def test_diskimage_label_without_an_upload_is_not_ready(deployment, zk, zuul):
 
 
 def test_rate_spaces_cloud_calls(deployment, zuul):
-    """`rate` (calls per second) holds the simulated cloud's calls apart:
-    creates of launches started together are at least 1/rate apart."""
-    cfg = fake_config(deployment, provider={"rate": 10})
+    """`rate` (seconds between calls, as OpenStack's, which upstream's fake
+    driver is) holds the simulated cloud's calls apart: creates of launches
+    started together are at least `rate` seconds apart."""
+    cfg = fake_config(deployment, provider={"rate": 0.1})
     deployment.start_launcher("sim", deployment.write_config(cfg))
     cloud = Cloud(deployment)
     rids = [zuul.submit(["small"]) for _ in range(5)]
