@@ -56,9 +56,10 @@ STAMP_ZKC := $(ZKC)/lib/libzookeeper.a
 # --- sources ---------------------------------------------------------------
 NP_SRCS := $(wildcard lib/*/*.c protocol/*.c)
 DRV_SRCS := $(wildcard drivers/*.c drivers/*/*.c)
-BIN_DIRS := supervisor worker builder cli/nodepool cli/nodepoolctl
+BIN_DIRS := supervisor worker web builder cli/nodepool cli/nodepoolctl
 BIN_NAME_supervisor := nodepoold
 BIN_NAME_worker := nodepool-launcher
+BIN_NAME_web := nodepool-web
 BIN_NAME_builder := nodepool-builder
 BIN_NAME_cli/nodepool := nodepool
 BIN_NAME_cli/nodepoolctl := nodepoolctl

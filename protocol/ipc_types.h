@@ -1,8 +1,8 @@
 /*
  * IPC message catalogue, types only (functions are in ipc.h).
  *
- * nodepoold (the supervisor) fork+execs one nodepool-launcher per provider
- * and one nodepool-builder; each child holds its end of a Unix socketpair on
+ * nodepoold (the supervisor) fork+execs one nodepool-launcher per provider,
+ * one nodepool-builder and one nodepool-web; each child holds its end of a Unix socketpair on
  * fd 3. nodepoolctl talks to the supervisor over the control socket. All of
  * them speak this one catalogue, framed as in ipc.h: a 4-byte big-endian
  * length, then one msgpack map.
@@ -43,16 +43,17 @@
  */
 enum ipc_type {
 	IPC_NONE = 0,
-	/* worker or builder -> supervisor */
+	/* worker, builder or web -> supervisor */
 	IPC_READY,	/* struct ipc_ready: started, ZooKeeper session live */
 	IPC_STATUS,	/* struct ipc_status: answer to STATUS_REQ (or unsolicited) */
 	IPC_CONFIG_ACK, /* struct ipc_config_ack: answer to CONFIG */
 	IPC_DUMP_REPLY, /* struct ipc_dump_reply: answer to DUMP_REQ */
-	/* supervisor -> worker or builder */
+	/* supervisor -> worker, builder or web */
 	IPC_CONFIG,	/* struct ipc_config: the provider's config slice */
 	IPC_STATUS_REQ, /* struct ipc_status_req */
 	IPC_STOP,	/* struct ipc_stop */
 	IPC_DUMP_REQ,	/* no fields: dump internal state as text */
+	IPC_METRICS,	/* struct ipc_metrics: a provider's metrics record (to the web) */
 	/* nodepoolctl -> supervisor */
 	IPC_CTL_STATUS,	 /* struct ipc_ctl_status */
 	IPC_CTL_RESTART, /* struct ipc_ctl_restart */
@@ -103,6 +104,7 @@ enum ipc_zk_state {
 enum ipc_child_kind {
 	IPC_KIND_PROVIDER = 0, /* "provider": a nodepool-launcher */
 	IPC_KIND_BUILDER,      /* "builder": the nodepool-builder */
+	IPC_KIND_WEB,	       /* "web": the nodepool-web (the web API) */
 	IPC_KIND_COUNT
 };
 
@@ -168,6 +170,12 @@ struct ipc_status {
 	int64_t rss_kb;		 /* "rss_kb": resident set size, KiB */
 	int64_t cpu_ms;		 /* "cpu_ms": user+system CPU time, ms */
 	int64_t uptime_s;	 /* "uptime_s": seconds since the process started */
+	char *metrics;		 /* "metrics": the worker's metrics record (lib/ops/metrics.h,
+				    metrics_record) as JSON text, or nil; optional (absent
+				    from an older worker) */
+	int64_t zk_queue;	 /* "zk_queue": ZooKeeper operations submitted and not
+				    answered yet (upstream's zk.client.connection_queue);
+				    optional, 0 when absent */
 };
 
 /* CONFIG_ACK {gen, ok, errors}: a CONFIG was applied (ok) or refused. */
@@ -201,6 +209,18 @@ struct ipc_status_req {
 /* STOP {graceful}: graceful = finish launches in flight first (draining). */
 struct ipc_stop {
 	bool graceful; /* "graceful" */
+};
+
+/*
+ * METRICS {provider, record}: the supervisor passes a provider's metrics
+ * record, as its worker's last STATUS carried it, on to the web API's
+ * process (nodepool-web), which serves every provider's figures on
+ * /metrics. Sent when a record changed and, for every provider, when the
+ * web process becomes READY.
+ */
+struct ipc_metrics {
+	char *provider; /* "provider" */
+	char *record;	/* "record": JSON text (an object) */
 };
 
 /* CTL_STATUS {json}: list the children; json = the client prints JSON. */
@@ -288,6 +308,7 @@ struct ipc_msg {
 		struct ipc_config config;
 		struct ipc_status_req status_req;
 		struct ipc_stop stop;
+		struct ipc_metrics metrics;
 		struct ipc_ctl_status ctl_status;
 		struct ipc_ctl_restart ctl_restart;
 		struct ipc_ctl_status_reply ctl_status_reply;

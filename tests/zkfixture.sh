@@ -11,7 +11,11 @@
 #   NP_TEST_CERTS    DIR/certs: ca.pem client.pem client.key server.pem server.key
 #                    rogue-ca.pem rogue-server.pem rogue-server.key (signed by a
 #                    CA we do not trust) wrongip-server.pem wrongip-server.key
-#                    (our CA, but only IP SAN 10.9.9.9)
+#                    (our CA, but only IP SAN 10.9.9.9) dnsonly-server.pem
+#                    dnsonly-server.key (our CA, only DNS SAN localhost)
+#                    wrongname-server.pem wrongname-server.key (our CA, only
+#                    DNS SAN zk.elsewhere.example)
+# NP_TEST_ZK_HEAP (environment, default 256m): the JVM heap of the server
 set -eu
 
 cmd=$1
@@ -45,6 +49,8 @@ start)
 	mkcert client nodepool "DNS:nodepool"
 	mkcert rogue-server zookeeper "IP:127.0.0.1,DNS:localhost" rogue-ca
 	mkcert wrongip-server zookeeper "IP:10.9.9.9" ca
+	mkcert dnsonly-server zookeeper "DNS:localhost" ca
+	mkcert wrongname-server zookeeper "DNS:zk.elsewhere.example" ca
 	cat "$c/server.key" "$c/server.pem" >"$c/server-bundle.pem"
 	chmod 600 "$c"/*.key
 
@@ -76,7 +82,7 @@ log4j.appender.F.layout=org.apache.log4j.PatternLayout
 log4j.appender.F.layout.ConversionPattern=%d %p %c{1}: %m%n
 CFG
 	cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar
-	java -Xmx256m -cp "$cp" -Dzookeeper.log.dir="$dir" \
+	java -Xmx${NP_TEST_ZK_HEAP:-256m} -cp "$cp" -Dzookeeper.log.dir="$dir" \
 		-Dlog4j.configuration="file:$dir/log4j.properties" \
 		-Dlogback.configurationFile=/nonexistent \
 		org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" \

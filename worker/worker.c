@@ -153,6 +153,19 @@ send_status(struct worker *w, int64_t seq)
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}
 	st->uptime_s = (int64_t)(lc_monotonic() - w->start);
+	if (lc != NULL && lc->zk != NULL)
+		st->zk_queue = zk_pending(lc->zk);
+	/* the figures nodepool-web serves on /metrics (through nodepoold) */
+	if (lc != NULL)
+		metrics_set_requests(w->provider, lc->counters.accepted, lc->counters.fulfilled,
+				     lc->counters.declined, lc->counters.failed);
+	{
+		json_t *rec = metrics_pub_live(w->metrics_pub);
+		if (rec != NULL)
+			st->metrics = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS |
+							  JSON_REAL_PRECISION(17));
+		json_decref(rec);
+	}
 	send_or_die(w, &m);
 	ipc_msg_clear(&m);
 }
@@ -262,6 +275,7 @@ worker_view(void *arg, struct status_view *v)
 		return;
 	v->zk = lc->zk;
 	v->nodes = lc->nodes;
+	v->node_sums = 1;
 	v->requests = lc->requests;
 	v->pools = lc->pool_components;
 	v->ready = lc->ready;
@@ -317,8 +331,11 @@ interfaces_attach(struct worker *w, const json_t *slice)
 		else
 			w->webapp = json_deep_copy(webapp);
 	}
-	if (w->statsd != NULL)
+	if (w->statsd != NULL) {
 		w->reporter = statsd_reporter_new(w->base, w->statsd, slice, worker_view, w);
+		/* under nodepoold, nodepoold sends the host's launcher gauges */
+		statsd_reporter_set_local(w->reporter, w->channel_fd < 0);
+	}
 	w->metrics_pub = metrics_pub_new(w->base, w->provider, interval, worker_view, w);
 }
 
@@ -372,6 +389,10 @@ worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t err
 	lc->hook_arg = w;
 	json_decref(w->slice);
 	w->slice = json_deep_copy(slice);
+	/* a worker serving the web API itself (a lone nodepool-launcher; under
+	 * nodepoold it is nodepool-web's) lists every node in full
+	 * (/node-list); the others keep full records of their own nodes only */
+	lc->full_records = json_is_object(json_object_get(slice, "webapp"));
 	if (launcher_start(lc, slice, err, errlen) != 0)
 		return -1;
 	interfaces_attach(w, slice);

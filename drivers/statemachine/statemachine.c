@@ -35,6 +35,7 @@
 #include <event2/event.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "nodescan.h"
 #include "strset.h"
 
@@ -528,6 +529,7 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	p.launch_timeout = dp->cfg->launch_timeout;
 	p.boot_timeout = dp->cfg->boot_timeout;
 	p.use_internal_ip = lab->pool->use_internal_ip;
+	p.provider = dp->cfg->provider;
 	p.named = launch_named;
 	g->sl = sm_launch_start(dp->runner, n, &p, launch_done, g);
 	json_decref(meta);
@@ -593,7 +595,7 @@ leak_deleted(int ok, const char *error, void *arg)
 {
 	struct leak_ctx *x = arg;
 	struct drv_provider *dp = x->dp;
-	char key[128];
+	char key[512];
 
 	if (ok) {
 		snprintf(key, sizeof(key), "leaked.%ss", x->type);
@@ -602,6 +604,10 @@ leak_deleted(int ok, const char *error, void *arg)
 		    json_integer(json_integer_value(json_object_get(dp->leaked, key)) + 1));
 		log_info("provider %s: deleted leaked %s %s (%s%s)", dp->cfg->provider, x->type,
 			 x->id, strncmp(x->node_id, "upload:", 7) == 0 ? "" : "node ", x->node_id);
+		/* as upstream's cleanupLeakedResources, once per resource deleted */
+		snprintf(key, sizeof(key), "nodepool.provider.%s.leaked.%ss", dp->cfg->provider,
+			 x->type);
+		metrics_statsd_incr(key, 1);
 		stats_refresh(dp);
 	} else {
 		log_warn("provider %s: unable to delete leaked %s %s (%s): %s", dp->cfg->provider,

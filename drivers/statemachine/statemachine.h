@@ -190,6 +190,9 @@ struct sm_launch_params {
 	double launch_timeout;		  /* per attempt, from its create machine's start */
 	double boot_timeout;		  /* the nodescan deadline */
 	int use_internal_ip;		  /* interface_ip = private address when there is one */
+	/* The provider's name, for the launch phase histograms (metrics.h:
+	 * create, boot, keyscan); copied; NULL records none. */
+	const char *provider;
 	/*
 	 * Called (may be NULL) with the launch's arg each time node->external_id
 	 * starts naming a new instance: the first attempt's, once the cloud

@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "model.h"
+#include "nodesum.h"
 #include "paths.h"
 #include "zk.h"
 
@@ -207,6 +208,7 @@ struct statsd_reporter {
 	struct zk *zk; /* the session the election lock belongs to */
 	struct zk_lock *election;
 	int acquiring;
+	int local; /* also the launcher gauges (standalone worker) */
 	char identifier[300];
 };
 
@@ -421,19 +423,28 @@ report_nodes(struct statsd_reporter *r, const struct status_view *v)
 	}
 	n = v->nodes ? zk_cache_entries(v->nodes, &ents) : 0;
 	for (i = 0; i < n; i++) {
-		const struct np_node *node = ents[i]->obj;
-		const char *sn;
-		if (node == NULL || (sn = np_node_state_name(node->state)) == NULL)
+		const char *sn, *prov;
+		const struct np_strv *type;
+		int state;
+		if (ents[i]->obj == NULL)
+			continue;
+		if (v->node_sums) {
+			const struct np_node_sum *s = ents[i]->obj;
+			state = s->state, prov = s->provider, type = s->type;
+		} else {
+			const struct np_node *node = ents[i]->obj;
+			state = node->state, prov = node->provider, type = &node->type;
+		}
+		if ((sn = np_node_state_name(state)) == NULL)
 			continue;
 		snprintf(name, sizeof(name), "nodepool.nodes.%s", sn);
 		count_add(m, name, 0);
-		for (j = 0; j < node->type.n; j++) {
-			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", node->type.v[j],
-				 sn);
+		for (j = 0; j < type->n; j++) {
+			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", type->v[j], sn);
 			count_add(m, name, 0);
 		}
-		snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s",
-			 node->provider ? node->provider : "None", sn);
+		snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s", prov ? prov : "None",
+			 sn);
 		count_add(m, name, 0);
 	}
 	/* addressable requests: per registered pool, the requests whose every
@@ -479,6 +490,39 @@ statsd_reporter_tick(struct statsd_reporter *r)
 	if (statsd_reporter_leader(r) && v.nodes != NULL && zk_cache_synced(v.nodes))
 		report_nodes(r, &v);
 	statsd_flush(r->s);
+	if (r->local && v.zk != NULL)
+		statsd_launcher_stats(r->s, zk_pending(v.zk));
+}
+
+void
+statsd_reporter_set_local(struct statsd_reporter *r, int local)
+{
+	if (r != NULL)
+		r->local = local;
+}
+
+void
+statsd_launcher_stats(struct statsd *s, long long zk_queue)
+{
+	static const char *const caches[] = {"node_cache", "request_cache", "image_cache"};
+	static const char *const queues[] = {"event_queue", "playback_queue"};
+	char host[256], name[512];
+	size_t i, j;
+
+	if (s == NULL)
+		return;
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(name, sizeof(name), "nodepool.launcher.%s.zk.client.connection_queue", host);
+	statsd_gauge(s, name, (double)zk_queue);
+	for (i = 0; i < 3; i++)
+		for (j = 0; j < 2; j++) {
+			snprintf(name, sizeof(name), "nodepool.launcher.%s.zk.%s.%s", host,
+				 caches[i], queues[j]);
+			statsd_gauge(s, name, 0);
+		}
+	statsd_flush(s);
 }
 
 static void

@@ -36,7 +36,7 @@ enum zk_event {
 	ZK_EV_EXPIRED,	   /* session lost: our ephemerals and locks are gone; a new
 			      session is started at once and CONNECTED follows */
 	ZK_EV_AUTH_FAILED, /* TLS or auth refused (e.g. untrusted server certificate,
-			      or one for another IP address); retried with back-off
+			      or one for another name or address); retried with back-off
 			      like a lost connection, reported once until a session
 			      is established */
 };
@@ -76,8 +76,9 @@ typedef void (*zk_watch_cb)(int type, const char *path, void *arg);
  * hosts that do not resolve, only some TLS files given, a TLS file that is
  * unreadable or not PEM of its kind, a key that does not match the
  * certificate, a path with a comma (the C client takes "ca,cert,key").
- * The server must present a certificate from tls_ca whose IP SANs (if it
- * has any) include the address connected to (mk/zkclient-tls.patch).
+ * The server must present a certificate from tls_ca that names the server
+ * as the hosts string does: a host name among its DNS names, an IP address
+ * among its IP addresses (mk/zkclient-tls.patch).
  */
 struct zk *zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb session_cb,
 		  void *arg, char *err, size_t errlen);
@@ -300,7 +301,9 @@ enum zk_cache_event {
 
 struct zk_cache_entry {
 	const char *name; /* child name, e.g. "0000000042" */
-	const char *data; /* NUL-terminated, NULL until read or if empty */
+	/* NUL-terminated, NULL until read or if empty; with a codec, kept only
+	 * while obj is NULL (undecodable): a decoded body is not held twice */
+	const char *data;
 	int len;
 	struct zk_stat stat;
 	int locked; /* ZK_CACHE_LOCKS: number of contenders under <child>/lock */

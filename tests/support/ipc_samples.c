@@ -42,6 +42,8 @@ sample_status(struct ipc_status *s, int variant)
 	s->rss_kb = 20480;
 	s->cpu_ms = 123456789012LL;
 	s->uptime_s = 86400;
+	must(ipc_set_str(&s->metrics, "{\"provider\":\"rax-dfw\",\"starts\":1}"));
+	s->zk_queue = 3;
 }
 
 static void
@@ -112,6 +114,11 @@ ipc_sample(enum ipc_type type, int variant, struct ipc_msg *m)
 		break;
 	case IPC_STOP:
 		m->u.stop.graceful = !variant;
+		break;
+	case IPC_METRICS:
+		must(ipc_set_str(&m->u.metrics.provider, variant ? "p" : "rax-dfw"));
+		must(ipc_set_str(&m->u.metrics.record,
+				 variant ? "{}" : "{\"provider\":\"rax-dfw\",\"starts\":3}"));
 		break;
 	case IPC_CTL_STATUS:
 		m->u.ctl_status.json = !variant;
