@@ -17,8 +17,10 @@ lock held; exactly one cloud image per ready upload and no other image in
 the cloud (none leaked, none doubled); one builder component, registered
 again after an expiry. The time from ZooKeeper back to the builder's
 next record is measured and printed (no timing thresholds)."""
+import datetime
 import json
 import os
+import re
 import time
 
 from kazoo.exceptions import KazooException, NoNodeError
@@ -151,6 +153,17 @@ def components(zk):
     return out
 
 
+def reconnect_lag(log, t_back):
+    """Seconds from ZooKeeper back to the builder's (re)connection, as its
+    log (local time, milliseconds) shows, or None."""
+    for m in re.finditer(r"^(\S+ \S+) INFO builder: zookeeper: (?:re)?connected, session",
+                         log, re.M):
+        t = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+        if t >= t_back - 0.5:
+            return t - t_back
+    return None
+
+
 def run_scenario(name, deployment, zk, servers, timeout, outage, session_kept,
                  upload_kept=True):
     """Start a builder on `servers`; once a build and an upload are in
@@ -215,9 +228,11 @@ def run_scenario(name, deployment, zk, servers, timeout, outage, session_kept,
     # ZooKeeper was back (ZooKeeper's own clock, same host)
     writes = sorted(m for _, _, _, m in recs if m >= t_back - 0.05)
     first = writes[0] - t_back if writes else None
-    print("\n%s: builder's first record %s after ZooKeeper was back; %d builds, "
-          "%d uploads ready; cloud images %d" % (
-              name, "%.0f ms" % (first * 1000) if first is not None else "(none)",
+    lag = reconnect_lag(log, t_back)
+    print("\n%s: after ZooKeeper was back the builder reconnected in %s and wrote its "
+          "first record in %s; %d builds, %d uploads ready; cloud images %d" % (
+              name, "%.0f ms" % (lag * 1000) if lag is not None else "(?)",
+              "%.0f ms" % (first * 1000) if first is not None else "(none)",
               len(states), len(ready), len(images)))
     return log, first
 
