@@ -9,10 +9,12 @@
 
 extern const struct driver drv_static;
 extern const struct driver drv_fake;
+extern const struct driver drv_kubernetes;
+extern const struct driver drv_openshift;
+extern const struct driver drv_openshiftpods;
 
 static const struct driver *const drivers[] = {
-    &drv_static,
-    &drv_fake,
+    &drv_static, &drv_fake, &drv_kubernetes, &drv_openshift, &drv_openshiftpods,
 };
 
 const struct driver *
