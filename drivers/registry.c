@@ -9,10 +9,12 @@
 
 extern const struct driver drv_static;
 extern const struct driver drv_fake;
+extern const struct driver drv_aws;
 
 static const struct driver *const drivers[] = {
     &drv_static,
     &drv_fake,
+    &drv_aws,
 };
 
 const struct driver *

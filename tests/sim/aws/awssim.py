@@ -1114,6 +1114,19 @@ class Ec2:
                 tagset(h["tags"])) for h in chunk)
         return self.ok("DescribeHosts", "<hostSet>%s</hostSet>%s" % (items, tok))
 
+    def DescribeInstanceTypes(self):
+        types = flat_list(self.p, "InstanceType") or sorted(VCPUS)
+        for t in types:
+            if t not in VCPUS:
+                raise ApiError(400, "InvalidInstanceType",
+                               "The following supplied instance types do not exist: [%s]" % t)
+        chunk, tok = self.page(types)
+        return self.ok("DescribeInstanceTypes", "<instanceTypeSet>%s</instanceTypeSet>%s" % (
+            "".join("<item><instanceType>%s</instanceType><currentGeneration>true"
+                    "</currentGeneration><vCpuInfo><defaultVCpus>%d</defaultVCpus></vCpuInfo>"
+                    "<memoryInfo><sizeInMiB>%d</sizeInMiB></memoryInfo></item>" % (
+                        t, VCPUS[t], MEMORY[t]) for t in chunk), tok))
+
     def DescribeAvailabilityZones(self):
         return self.ok("DescribeAvailabilityZones", "<availabilityZoneInfo>%s"
                        "</availabilityZoneInfo>" % "".join(
