@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from awssim_fixture import AwsSim
-from conftest import TOP, wait_for
-from operator_helpers import build_record, start_launcher, upload_record, write_build, \
-    write_upload
+from conftest import TOP, Proc, bin_path, wait_for
+from operator_helpers import build_record, upload_record, write_build, write_upload
 
 WILD = os.path.join(TOP, "tests/data/configs/wild/"
                     "TinxHQ__wazo-production-sf-config__nodepool__nodepool.yaml")
@@ -30,7 +29,7 @@ def sim(tmp_path):
     s.stop()
 
 
-def wild_config(extra_pool=True, provider=None):
+def wild_config(extra_pool=True, provider=None, top=None):
     """The wild config as upstream accepts it, with our test changes:
     no host-key scan (simulated instances have no sshd), min-ready 0 (the
     test asks), and an extra pool with a fleet label and a spot label."""
@@ -39,6 +38,7 @@ def wild_config(extra_pool=True, provider=None):
     cfg = copy.deepcopy(cfg)
     for lb in cfg["labels"]:
         lb["min-ready"] = 0
+    cfg.update(top or {})
     p = cfg["providers"][0]
     p["rate"] = 100
     p.update(provider or {})
@@ -77,7 +77,12 @@ def upload_image(sim, zuul):
 def launcher(deployment, sim, cfg):
     env = sim.env()
     env["HOME"] = deployment.dir  # no ~/.aws of the machine's
-    return start_launcher(deployment, PROVIDER, deployment.write_config(cfg), env=env)
+    log = os.path.join(deployment.dir, "launcher-%d.log" % len(deployment.procs))
+    p = Proc([bin_path("nodepool-launcher"), "-d", "-p", PROVIDER, "-c",
+              deployment.write_config(cfg)], log, env=env)
+    deployment.procs.append(p)
+    return p
+
 
 
 def tags(i):
@@ -181,13 +186,15 @@ def test_quota_error_at_launch(deployment, zuul, sim):
 def test_launcher_killed_mid_launch_leaks_nothing(deployment, zuul, sim):
     upload_image(sim, zuul)
     sim.ctl("POST", "/behavior", {"boot_delay": 30})
-    p = launcher(deployment, sim, wild_config(extra_pool=False))
+    cfg = wild_config(extra_pool=False, top={
+        "zookeeper-timeout": 2, "nodepoold": {"cleanup-interval": 2, "delete-interval": 0.5}})
+    p = launcher(deployment, sim, cfg)
     rid = zuul.submit(["vm-debian-12-m1s"])
     wait_for(lambda: len(sim.instances()) == 1, timeout=20, what="instance created")
     p.signal(signal.SIGKILL)
     p.stop()
     sim.ctl("POST", "/behavior", {"boot_delay": 0.3})
-    launcher(deployment, sim, wild_config(extra_pool=False))
+    launcher(deployment, sim, cfg)
     assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled"
     # the abandoned instance is deleted (its node record, or leak cleanup)
     wait_for(lambda: len(sim.instances()) == 1 and
@@ -200,7 +207,9 @@ def test_leaked_instance_and_volume_are_cleaned_up(deployment, zuul, sim):
             "nodepool_pool_name": "m1s-bookworm"}
     sim.ctl("POST", "/instances", {"region": "eu-west-1", "tags": ours, "volume_tags": ours})
     sim.ctl("POST", "/instances", {"region": "eu-west-1", "tags": {"owner": "someone-else"}})
-    launcher(deployment, sim, wild_config(extra_pool=False,
-                                          provider={"launch-timeout": 600}))
+    launcher(deployment, sim, wild_config(extra_pool=False, top={
+        "nodepoold": {"cleanup-interval": 1}}))
     wait_for(lambda: [i["tags"].get("owner") for i in sim.instances()] == ["someone-else"],
-             timeout=90, what="leaked instance deleted")
+             timeout=30, what="leaked instance deleted")
+    wait_for(lambda: [v["tags"].get("nodepool_node_id") for v in sim.volumes()] ==
+             [None], timeout=30, what="leaked volume deleted")
