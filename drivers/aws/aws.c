@@ -1532,8 +1532,10 @@ aws_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_q
 	const json_t *fleet = fleet_of(label), *t;
 	size_t i;
 
-	(void)err;
-	(void)errlen;
+	if (json_is_true(lraw(label, "dedicated-host"))) {
+		snprintf(err, errlen, "dedicated-host is not supported by this aws driver yet");
+		return -1;
+	}
 	if (fleet == NULL) {
 		type_quota(a, lstr(label, "instance-type"), label_spot(label), out);
 		return 0;
