@@ -60,6 +60,7 @@
 #define AWS_IDS_PER_CALL  200	/* instance-id filter values per describe */
 #define AWS_IMAGE_TTL	  300.0 /* s: image-filters answers cached (upstream: 5 min) */
 #define AWS_MISSING_GRACE 60.0	/* s a new instance may be absent from describes */
+#define AWS_SPOT_WATCH	  5.0	/* s between spot interruption notice checks */
 
 struct amachine;
 TAILQ_HEAD(amachine_list, amachine);
@@ -101,6 +102,10 @@ struct sm_adapter {
 	json_t *templates; /* name -> true once it exists */
 	json_t *itypes;	   /* instance type -> {vcpus, ram} */
 	struct aws_call *itypes_call;
+	/* spot interruption notices (beyond upstream) */
+	struct event *spot_ev;
+	struct aws_call *spot_call;
+	json_t *noticed; /* instance id -> true, once reported */
 	unsigned long long launched, polls, terminate_calls;
 };
 
@@ -1606,6 +1611,83 @@ itypes_fetch(struct sm_adapter *a)
 	free(form);
 }
 
+/* ---- spot interruption notices (beyond upstream) ---- */
+
+/*
+ * AWS gives a spot instance two minutes' notice before it reclaims it: the
+ * spot request's status becomes marked-for-termination (or -stop,
+ * -hibernation). Upstream Nodepool does not look; Zuul then gets a node
+ * that dies under its job. Every AWS_SPOT_WATCH seconds (while the
+ * provider has spot labels) one DescribeSpotInstanceRequests lists the
+ * marked requests; each instance is reported once to the framework
+ * (sm_env.instance_notice), which deletes a ready node before Zuul can
+ * take it and notes the notice in the record of one in use.
+ */
+static void
+spot_arm(struct sm_adapter *a)
+{
+	struct timeval tv = {(time_t)AWS_SPOT_WATCH, 0};
+
+	if (!a->stopped)
+		evtimer_add(a->spot_ev, &tv);
+}
+
+static void
+spot_done(const struct aws_result *r, void *arg)
+{
+	struct sm_adapter *a = arg;
+	const xmlNode *it;
+	char id[64], code[64], t[64], what[256];
+
+	a->spot_call = NULL;
+	if (r->code != NULL) {
+		log_warn("aws %s: DescribeSpotInstanceRequests: %s: %s", a->provider, r->code,
+			 r->message);
+	} else {
+		for (it = aws_xpath(r->root, "spotInstanceRequestSet/item"); it != NULL;
+		     it = aws_xnext(it)) {
+			aws_xtext(it, "instanceId", id, sizeof(id));
+			if (id[0] == '\0' || json_object_get(a->noticed, id) != NULL)
+				continue;
+			json_object_set_new(a->noticed, id, json_true());
+			snprintf(what, sizeof(what), "AWS spot interruption notice (%s at %s)",
+				 aws_xtext(it, "status/code", code, sizeof(code)),
+				 aws_xtext(it, "status/updateTime", t, sizeof(t)));
+			if (a->env->instance_notice != NULL)
+				a->env->instance_notice(a->env, id, what);
+		}
+	}
+	spot_arm(a);
+}
+
+static void
+spot_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sm_adapter *a = arg;
+	char *form = NULL;
+
+	(void)fd;
+	(void)what;
+	aws_form_add(&form, "Filter.1.Name", "status-code");
+	aws_form_add(&form, "Filter.1.Value.1", "marked-for-termination");
+	aws_form_add(&form, "Filter.1.Value.2", "marked-for-stop");
+	aws_form_add(&form, "Filter.1.Value.3", "marked-for-hibernation");
+	a->spot_call = aws_ec2(a->api, "DescribeSpotInstanceRequests", form, 0, spot_done, a);
+	free(form);
+}
+
+static int
+has_spot_labels(const struct sm_config *cfg)
+{
+	size_t p, l;
+
+	for (p = 0; p < cfg->npools; p++)
+		for (l = 0; l < cfg->pools[p].nlabels; l++)
+			if (label_spot(&cfg->pools[p].labels[l]))
+				return 1;
+	return 0;
+}
+
 /* ---- the adapter ---- */
 
 static const char *(*aws_getenv)(const char *) = NULL;
@@ -1643,7 +1725,11 @@ aws_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	a->images = json_object();
 	a->templates = json_object();
 	a->itypes = json_object();
+	a->noticed = json_object();
+	a->spot_ev = evtimer_new(env->base, spot_cb, a);
 	itypes_fetch(a);
+	if (has_spot_labels(env->cfg))
+		spot_arm(a);
 	return a;
 }
 
@@ -1651,6 +1737,7 @@ static void
 aws_adapter_stop(struct sm_adapter *a)
 {
 	a->stopped = 1;
+	evtimer_del(a->spot_ev);
 }
 
 static void
@@ -1672,6 +1759,8 @@ aws_adapter_free(struct sm_adapter *a)
 	}
 	event_free(a->poll_ev);
 	event_free(a->term_ev);
+	event_free(a->spot_ev);
+	json_decref(a->noticed);
 	json_decref(a->images);
 	json_decref(a->templates);
 	json_decref(a->itypes);

@@ -213,3 +213,42 @@ def test_leaked_instance_and_volume_are_cleaned_up(deployment, zuul, sim):
              timeout=30, what="leaked instance deleted")
     wait_for(lambda: [v["tags"].get("nodepool_node_id") for v in sim.volumes()] ==
              [None], timeout=30, what="leaked volume deleted")
+
+
+def test_spot_interruption_notice(deployment, zuul, sim):
+    """Beyond upstream: a spot interruption notice (the spot request marked
+    for termination, two minutes before AWS takes the instance) deletes a
+    ready node before Zuul can take it, and is written in the comment of a
+    node in use, which keeps its state (Zuul owns it)."""
+    upload_image(sim, zuul)
+    cfg = wild_config()
+    for lb in cfg["labels"]:
+        if lb["name"] == "spot-debian":
+            lb["min-ready"] = 1  # a ready node nobody has taken
+    p = launcher(deployment, sim, cfg)
+    r_used = zuul.submit(["spot-debian"])
+    assert zuul.wait_request(r_used, timeout=30)["state"] == "fulfilled"
+    held = zuul.accept(r_used)
+    (used_id, _), = held
+
+    def min_ready():
+        ids = [k for k, n in zuul.nodes().items() if n["state"] == "ready" and
+               n["type"] == ["spot-debian"] and not n.get("allocated_to")]
+        return ids and ids[0]
+    ready_id = wait_for(min_ready, timeout=30, what="a min-ready spot node")
+    ready_inst = zuul.node(ready_id)["external_id"]
+    used_inst = zuul.node(used_id)["external_id"]
+    for iid in (ready_inst, used_inst):
+        sim.ctl("POST", "/interrupt", {"instance_id": iid, "notice": 120})
+    wait_for(lambda: zuul.node(ready_id) is None, timeout=20, what="the ready node deleted")
+    wait_for(lambda: ready_inst not in [i["id"] for i in sim.instances()], timeout=10,
+             what="its instance terminated")
+    used = wait_for(lambda: "spot interruption" in (zuul.node(used_id).get("comment") or "")
+                    and zuul.node(used_id), timeout=20, what="the in-use node noted")
+    assert used["state"] == "in-use"
+    assert "marked-for-termination" in used["comment"]
+    out = p.output()
+    assert "node %s (spot-debian): AWS spot interruption notice" % ready_id in out
+    zuul.finish(held)
+    wait_for(lambda: used_inst not in [i["id"] for i in sim.instances()], timeout=20,
+             what="the used node's instance deleted")
