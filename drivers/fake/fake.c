@@ -15,7 +15,28 @@
  * A server is ACTIVE `boot-delay` seconds after its create (unless a fault
  * says otherwise) and is gone `delete-delay` seconds after its delete.
  *
- * Provider keys (validated by lib/config; see lib/config/config.h):
+ * OpenStack's keys (upstream's fake driver is its OpenStack driver against
+ * an in-process cloud, so its configs carry them; the schema is
+ * lib/config's, nodepool.yaml(5) has the user's view):
+ *   cloud                 the nodes' cloud ("fake")
+ *   rate                  seconds between calls (0: no limit)
+ *   flavor-name, min-ram  the server's size from `flavors` (label_size)
+ *   networks              label's, else pool's: recorded on the server; with
+ *                         cloud-networks, an unknown one fails the create
+ *   security-groups, key-name, userdata, config-drive (of the image)
+ *                         recorded on the server
+ *   auto-floating-ip      false: no public addresses
+ *   boot-from-volume, volume-size (50)
+ *                         the server's volume is a boot volume of that many
+ *                         GB, in the label's and the instance's quota
+ *                         (volumes, volume-gb) and the cloud's `quota`
+ *   instance-properties, dynamic-instance-properties
+ *                         merged into the server's metadata, as upstream's
+ *                         OpenStack adapter (server_metadata)
+ *   nodepool-id, clean-floating-ips, port-cleanup-interval
+ *                         nothing to act on in this cloud
+ *
+ * Simulation keys (validated by lib/config; see lib/config/config.h):
  *   boot-delay, delete-delay, api-delay   seconds (0)
  *   failure-rate          0..1 share of servers ending in ERROR while booting
  *   boot-failures         the first N servers end in ERROR (deterministic)
@@ -51,7 +72,27 @@
  *                         zone lands in the first (none: "fake-az-1")
  *   persistent            the cloud outlives the worker: the state-file is
  *                         read back at start (false; see load_state)
- * Label keys: cores (1), ram (MB, 1024), boot-delay, failure-rate (the
+ *   image-dir             the cloud's image store, shared by every process
+ *                         that has this provider (the launcher and the
+ *                         builder's upload workers): an upload streams the
+ *                         file into <image-dir>/<id>.<format> (after
+ *                         upload-delay) in 1 MiB steps, one per loop
+ *                         turn (constant memory),
+ *                         checks the sha256 it was given, and writes
+ *                         <id>.json (name, format, size, sha256,
+ *                         metadata); a delete removes both; a create from
+ *                         a diskimage upload whose image is not there is
+ *                         refused. Unset: images live in the process.
+ *   upload-delay          seconds an upload waits before its data streams (0)
+ *   upload-failures       the first N uploads (of this process's adapter)
+ *                         fail after upload-delay (deterministic)
+ *   image-format          the format this cloud takes (qcow2): what the
+ *                         builder builds and uploads for it
+ *   flavors               [{name, cores, ram}]: the cloud's flavors
+ *                         (upstream's fake cloud's two by default)
+ *   cloud-networks        the cloud's networks (none: any name is one)
+ * Label keys: cores (1), ram (MB, 1024): the size outright, instead of a
+ * flavor; boot-delay, failure-rate (the
  * provider's unless set), console-log, and config-error: a message; the
  * label is one this cloud can never serve as configured (as an AWS
  * instance type the region lacks): label_quota reports the message as a
@@ -68,12 +109,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <errno.h>
+#include <fcntl.h>
+
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <openssl/evp.h>
 
 #include "jsonget.h"
 #include "log.h"
 #include "ratelimit.h"
+#include "statemachine/reqformat.h"
 
 #define FAKE_FLUSH_DIRTY 0.25 /* s: state-file rewrite after a change */
 #define FAKE_FLUSH_EVERY 1.0  /* s: and at least this often */
@@ -96,6 +142,9 @@ struct fserver {
 	char *label, *image, *az;
 	int cores, ram;
 	char volume[32]; /* "" when none */
+	json_t *os;	 /* what the create asked for, as OpenStack keeps it:
+			    flavor, networks, security_groups, key_name,
+			    config_drive, user_data, boot_from_volume */
 };
 
 struct fvolume {
@@ -103,6 +152,14 @@ struct fvolume {
 	char id[32];
 	json_t *metadata;
 	char server[32]; /* "" when detached */
+	long long size;	 /* GB: a boot-from-volume server's boot volume; 0: the
+			    simulation's scratch volume, outside volume quota */
+};
+
+/* A flavor of the simulated cloud (`flavors`). */
+struct fflavor {
+	char *name;
+	long long cores, ram;
 };
 
 struct fimage {
@@ -113,6 +170,23 @@ struct fimage {
 };
 
 struct fmachine;
+struct sm_adapter;
+
+/* An upload streaming into image-dir, one chunk per loop turn. */
+struct fupload {
+	TAILQ_ENTRY(fupload) entry;
+	struct sm_adapter *f;
+	struct event *ev;
+	int in, out;
+	char id[40];
+	char *filename, *name, *format, *sha256, *part;
+	json_t *meta;
+	EVP_MD_CTX *md;
+	long long size;
+	int done; /* upload-delay over: streaming */
+	sm_upload_cb cb;
+	void *arg;
+};
 
 /* A call to the simulated API in flight. */
 struct fcall {
@@ -153,10 +227,19 @@ struct sm_adapter {
 	double delete_failure_rate, leak_rate, volume_leak_rate;
 	long long boot_failures, quota_errors;
 	double q_instances, q_cores, q_ram; /* INFINITY = unlimited */
+	double q_volumes, q_volume_gb;	    /* boot volumes and their GB */
+	struct fflavor *flavors;	    /* by ram, then name (as upstream lists them) */
+	size_t nflavors;
+	struct np_strv networks; /* cloud-networks: none = any name is one */
+	const char *cloud;	 /* `cloud`, "fake" */
 	int report_quota;
 	int ssh_port;
 	struct np_strv zones; /* cloud-availability-zones */
 	char *state_file;
+	char *image_dir;	       /* image-dir, or NULL */
+	double upload_delay;	       /* upload-delay */
+	long long upload_failures;     /* upload-failures left */
+	TAILQ_HEAD(, fupload) uploads; /* streaming into image-dir */
 	/* counters */
 	unsigned long long creates, create_errors, quota_refusals, boot_errors, deletes,
 	    delete_errors, leaked_on_delete, volumes_leaked, listings;
@@ -249,6 +332,7 @@ server_remove(struct sm_adapter *f, struct fserver *s)
 	}
 	TAILQ_REMOVE(&f->servers, s, entry);
 	json_decref(s->metadata);
+	json_decref(s->os);
 	free(s->name);
 	free(s->label);
 	free(s->image);
@@ -277,6 +361,130 @@ settle(struct sm_adapter *f)
 	}
 }
 
+/* ---- what a label asks of the cloud: its OpenStack keys ------------------------------- */
+
+static int
+flavor_cmp(const void *pa, const void *pb)
+{
+	const struct fflavor *a = pa, *b = pb;
+
+	if (a->ram != b->ram)
+		return a->ram < b->ram ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+/*
+ * The size of a server of this label (raw: the pool label's config), as
+ * upstream's OpenStack adapter picks a flavor (_findFlavor): with min-ram,
+ * the first flavor (by ram, then name) with at least that much ram whose
+ * name contains flavor-name when that is set too; with flavor-name alone,
+ * the flavor of that name. The fake's own cores/ram keys, when set, give
+ * the size outright (no flavor is looked up; flavor-name is kept as the
+ * flavor's name). A label with none of these: 1 core, 1024 MB, no flavor.
+ * Returns -1 with upstream's message in err when no flavor fits, or with
+ * the label's config-error; *flavor then is NULL.
+ */
+static int
+label_size(const struct sm_adapter *f, const json_t *raw, long long *cores, long long *ram,
+	   const char **flavor, char *err, size_t errlen)
+{
+	const char *bad = json_string_value(json_object_get(raw, "config-error"));
+	const char *fname = json_string_value(json_object_get(raw, "flavor-name"));
+	long long min_ram = (long long)np_json_num(raw, "min-ram", 0);
+	size_t i;
+
+	*cores = 1;
+	*ram = 1024;
+	*flavor = NULL;
+	if (bad != NULL) {
+		snprintf(err, errlen, "%s", bad);
+		return -1;
+	}
+	if (json_object_get(raw, "cores") != NULL || json_object_get(raw, "ram") != NULL) {
+		*cores = (long long)np_json_num(raw, "cores", 1);
+		*ram = (long long)np_json_num(raw, "ram", 1024);
+		*flavor = fname;
+		return 0;
+	}
+	if (min_ram <= 0 && fname == NULL)
+		return 0;
+	for (i = 0; i < f->nflavors; i++) {
+		const struct fflavor *fl = &f->flavors[i];
+
+		if (min_ram > 0 ? fl->ram >= min_ram && (fname == NULL || strstr(fl->name, fname))
+				: strcmp(fl->name, fname) == 0) {
+			*cores = fl->cores;
+			*ram = fl->ram;
+			*flavor = fl->name;
+			return 0;
+		}
+	}
+	if (min_ram > 0)
+		snprintf(err, errlen, "Unable to find flavor with min ram: %lld", min_ram);
+	else
+		snprintf(err, errlen, "Unable to find flavor: %s", fname);
+	return -1;
+}
+
+/* The label's boot volume in GB (boot-from-volume; volume-size, 50), or 0. */
+static long long
+label_boot_volume(const json_t *raw)
+{
+	if (!np_json_bool(raw, "boot-from-volume", 0))
+		return 0;
+	return (long long)np_json_num(raw, "volume-size", 50);
+}
+
+/* The networks a server of the label is attached to: the label's, else its
+ * pool's (as upstream's ProviderLabel.networks); borrowed, may be NULL. */
+static const json_t *
+label_networks(const struct sm_label *l)
+{
+	const json_t *n = json_object_get(l->raw, "networks");
+
+	return n != NULL ? n : json_object_get(l->pool->raw, "networks");
+}
+
+/* NULL, or why the cloud refuses the label's networks (upstream's
+ * _findNetwork error) when the cloud names its own (cloud-networks). */
+static const char *
+networks_missing(const struct sm_adapter *f, const struct sm_label *l, char *msg, size_t len)
+{
+	const json_t *v;
+	size_t i;
+
+	if (f->networks.n == 0)
+		return NULL;
+	json_array_foreach(label_networks(l), i, v)
+	{
+		if (json_is_string(v) && !np_strv_contains(&f->networks, json_string_value(v))) {
+			snprintf(msg, len, "Unable to find network %s in provider %s",
+				 json_string_value(v), f->env->provider_name);
+			return msg;
+		}
+	}
+	return NULL;
+}
+
+/* The OpenStack attributes a create records on the server. */
+static json_t *
+server_os(const struct sm_adapter *f, const struct sm_label *l, const char *flavor)
+{
+	const json_t *nets = label_networks(l),
+		     *sg = json_object_get(l->pool->raw, "security-groups");
+	const json_t *cd = l->image != NULL ? json_object_get(l->image->raw, "config-drive") : NULL;
+	const char *ud = json_string_value(json_object_get(l->raw, "userdata"));
+	const char *key = json_string_value(json_object_get(l->raw, "key-name"));
+
+	(void)f;
+	return json_pack("{s:s?, s:o, s:o, s:s?, s:o, s:s?, s:b}", "flavor", flavor, "networks",
+			 json_is_array(nets) ? json_deep_copy(nets) : json_array(),
+			 "security_groups", json_is_array(sg) ? json_deep_copy(sg) : json_array(),
+			 "key_name", key, "config_drive",
+			 json_is_boolean(cd) ? json_deep_copy(cd) : json_null(), "user_data", ud,
+			 "boot_from_volume", label_boot_volume(l->raw) > 0);
+}
+
 static struct fserver *
 server_new(struct sm_adapter *f, const char *name, const struct sm_label *label, const char *image,
 	   const json_t *meta, const char *az)
@@ -298,9 +506,22 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 	s->cores = 1;
 	s->ram = 1024;
 	if (label != NULL) {
+		long long cores, ram;
+		const char *flavor;
+		char err[8];
+
+		(void)label_size(f, label->raw, &cores, &ram, &flavor, err, sizeof(err));
 		s->label = strdup(label->name);
-		s->cores = (int)np_json_num(label->raw, "cores", 1);
-		s->ram = (int)np_json_num(label->raw, "ram", 1024);
+		s->cores = (int)cores;
+		s->ram = (int)ram;
+		s->os = server_os(f, label, flavor);
+		v->size = label_boot_volume(label->raw);
+		if (!np_json_bool(label->pool->raw, "auto-floating-ip", 1)) {
+			/* no floating IP: only the private address (upstream's
+			 * fake cloud on its no-auto-ip network) */
+			s->ipv4[0] = '\0';
+			s->ipv6[0] = '\0';
+		}
 		boot = np_json_num(label->raw, "boot-delay", boot);
 		frate = np_json_num(label->raw, "failure-rate", frate);
 	}
@@ -333,6 +554,7 @@ static struct sm_instance *
 server_instance(struct sm_adapter *f, const struct fserver *s)
 {
 	struct sm_instance *i = sm_instance_new();
+	const struct fvolume *v;
 
 	sm_set_str(&i->external_id, s->id);
 	i->ready = s->status == F_ACTIVE;
@@ -344,31 +566,40 @@ server_instance(struct sm_adapter *f, const struct fserver *s)
 		sm_set_str(&i->interface_ip, "127.0.0.1");
 		i->connection_port = f->ssh_port;
 	} else
-		sm_set_str(&i->interface_ip, s->ipv4);
-	sm_set_str(&i->cloud, "fake");
+		sm_set_str(&i->interface_ip, s->ipv4[0] ? s->ipv4 : s->priv4);
+	sm_set_str(&i->cloud, f->cloud);
 	sm_set_str(&i->region, json_string_value(json_object_get(f->env->provider, "region-name")));
 	sm_set_str(&i->az, s->az);
 	sm_set_str(&i->host_id, "fake-host-1");
 	json_decref(i->metadata);
 	i->metadata = json_deep_copy(s->metadata);
 	drv_quota_init(&i->quota, s->cores, 1, s->ram);
+	if ((v = s->volume[0] ? volume_get(f, s->volume) : NULL) != NULL && v->size > 0)
+		i->quota.extra =
+		    json_pack("{s:i, s:I}", "volumes", 1, "volume-gb", (json_int_t)v->size);
 	return i;
 }
 
 /* Is there room for one more server of this size? (limits count every
  * server, deleting ones included, as a real cloud's usage does) */
 static const char *
-over_quota(struct sm_adapter *f, int cores, int ram)
+over_quota(struct sm_adapter *f, int cores, int ram, long long volume_gb)
 {
 	static char msg[160];
 	const struct fserver *s;
-	double n = 0, c = 0, r = 0;
+	const struct fvolume *v;
+	double n = 0, c = 0, r = 0, nv = 0, gb = 0;
 
 	TAILQ_FOREACH(s, &f->servers, entry)
 	{
 		n += 1;
 		c += s->cores;
 		r += s->ram;
+	}
+	TAILQ_FOREACH(v, &f->volumes, entry)
+	{
+		nv += v->size > 0;
+		gb += (double)v->size;
 	}
 	if (n + 1 > f->q_instances)
 		snprintf(msg, sizeof(msg),
@@ -385,6 +616,16 @@ over_quota(struct sm_adapter *f, int cores, int ram)
 			 "Quota exceeded for ram: Requested %d, but already used "
 			 "%.0f of %.0f ram",
 			 ram, r, f->q_ram);
+	else if (volume_gb > 0 && nv + 1 > f->q_volumes)
+		snprintf(msg, sizeof(msg),
+			 "Quota exceeded for volumes: Requested 1, but already used "
+			 "%.0f of %.0f volumes",
+			 nv, f->q_volumes);
+	else if (volume_gb > 0 && gb + (double)volume_gb > f->q_volume_gb)
+		snprintf(msg, sizeof(msg),
+			 "Quota exceeded for gigabytes: Requested %lld, but already used "
+			 "%.0f of %.0f gigabytes",
+			 volume_gb, gb, f->q_volume_gb);
 	else
 		return NULL;
 	return msg;
@@ -402,20 +643,21 @@ cloud_json(struct sm_adapter *f)
 
 	TAILQ_FOREACH(s, &f->servers, entry)
 	{
-		json_array_append_new(
-		    a,
-		    json_pack(
-			"{s:s, s:s, s:s, s:O, s:s?, s:s?, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:f}",
-			"id", s->id, "name", s->name, "status", fstatus_names[s->status],
-			"metadata", s->metadata, "label", s->label, "image", s->image, "az", s->az,
-			"public_ipv4", s->ipv4, "private_ipv4", s->priv4, "public_ipv6", s->ipv6,
-			"cores", s->cores, "ram", s->ram, "unmanaged", s->unmanaged, "created",
-			s->created));
+		json_t *e = json_pack(
+		    "{s:s, s:s, s:s, s:O, s:s?, s:s?, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:f}",
+		    "id", s->id, "name", s->name, "status", fstatus_names[s->status], "metadata",
+		    s->metadata, "label", s->label, "image", s->image, "az", s->az, "public_ipv4",
+		    s->ipv4, "private_ipv4", s->priv4, "public_ipv6", s->ipv6, "cores", s->cores,
+		    "ram", s->ram, "unmanaged", s->unmanaged, "created", s->created);
+
+		if (s->os != NULL)
+			json_object_update(e, s->os);
+		json_array_append_new(a, e);
 	}
 	TAILQ_FOREACH(v, &f->volumes, entry)
-	json_array_append_new(vols,
-			      json_pack("{s:s, s:O, s:s?}", "id", v->id, "metadata", v->metadata,
-					"server", v->server[0] ? v->server : NULL));
+	json_array_append_new(
+	    vols, json_pack("{s:s, s:O, s:s?, s:I}", "id", v->id, "metadata", v->metadata, "server",
+			    v->server[0] ? v->server : NULL, "size", (json_int_t)v->size));
 	TAILQ_FOREACH(im, &f->images, entry)
 	json_array_append_new(imgs, json_pack("{s:s, s:s, s:O}", "id", im->id, "name", im->name,
 					      "metadata", im->metadata));
@@ -565,6 +807,17 @@ load_state(struct sm_adapter *f)
 		s->cores = (int)np_json_num(e, "cores", 1);
 		s->ram = (int)np_json_num(e, "ram", 1024);
 		s->unmanaged = json_is_true(json_object_get(e, "unmanaged"));
+		if (json_object_get(e, "networks") != NULL) {
+			static const char *const os_keys[] = {
+			    "flavor",	    "networks",	 "security_groups",  "key_name",
+			    "config_drive", "user_data", "boot_from_volume", NULL};
+
+			s->os = json_object();
+			for (k = 0; os_keys[k] != NULL; k++)
+				if (json_object_get(e, os_keys[k]) != NULL)
+					json_object_set(s->os, os_keys[k],
+							json_object_get(e, os_keys[k]));
+		}
 		s->created = np_json_num(e, "created", now);
 		boot = f->boot_delay;
 		if (s->label != NULL && (lab = sm_config_any_label(f->env->cfg, s->label)) != NULL)
@@ -587,6 +840,7 @@ load_state(struct sm_adapter *f)
 		if ((v = calloc(1, sizeof(*v))) == NULL)
 			abort();
 		copy_id(v->id, sizeof(v->id), json_object_get(e, "id"));
+		v->size = (long long)np_json_num(e, "size", 0);
 		v->metadata = json_is_object(json_object_get(e, "metadata"))
 				  ? json_deep_copy(json_object_get(e, "metadata"))
 				  : json_object();
@@ -710,6 +964,7 @@ struct fmachine {
 	struct fcall *call; /* in flight */
 	/* create */
 	char *name, *image, *az;
+	int image_upload; /* image is a diskimage upload's id */
 	const struct sm_label *label;
 	json_t *meta;
 	/* the last call's answer */
@@ -724,14 +979,27 @@ fm_set(struct fmachine *fm, enum fm_state st)
 	fm->m.state = fm_names[st];
 }
 
+/* 1 when image-dir holds the image id. */
+static int
+image_stored(struct sm_adapter *f, const char *id)
+{
+	char path[4096];
+
+	if (id == NULL || strchr(id, '/') != NULL)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s.json", f->image_dir, id);
+	return access(path, F_OK) == 0;
+}
+
 static void
 create_call(struct fcall *c)
 {
 	struct sm_adapter *f = c->f;
 	struct fmachine *fm = c->owner;
-	int cores = (int)np_json_num(fm->label->raw, "cores", 1),
-	    ram = (int)np_json_num(fm->label->raw, "ram", 1024);
-	const char *q;
+	long long cores, ram, volume_gb = label_boot_volume(fm->label->raw);
+	const char *q, *flavor;
+	char bad[200];
+	int unfit = label_size(f, fm->label->raw, &cores, &ram, &flavor, bad, sizeof(bad));
 	struct fserver *s;
 
 	fm->call = NULL;
@@ -743,12 +1011,15 @@ create_call(struct fcall *c)
 		fm->err = SM_E_QUOTA;
 		snprintf(fm->errmsg, sizeof(fm->errmsg),
 			 "Quota exceeded for instances (simulated)");
-	} else if ((q = over_quota(f, cores, ram)) != NULL) {
+	} else if (unfit != 0) { /* config-error, or no flavor fits */
+		f->create_errors++;
+		fm->err = SM_E_FAILED;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "%s", bad);
+	} else if ((q = over_quota(f, (int)cores, (int)ram, volume_gb)) != NULL) {
 		f->quota_refusals++;
 		fm->err = SM_E_QUOTA;
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "%s", q);
-	} else if ((q = json_string_value(json_object_get(fm->label->raw, "config-error"))) !=
-		   NULL) {
+	} else if ((q = networks_missing(f, fm->label, bad, sizeof(bad))) != NULL) {
 		f->create_errors++;
 		fm->err = SM_E_FAILED;
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "%s", q);
@@ -756,6 +1027,10 @@ create_call(struct fcall *c)
 		f->create_errors++;
 		fm->err = SM_E_FAILED;
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "create refused (simulated error)");
+	} else if (f->image_dir != NULL && fm->image_upload && !image_stored(f, fm->image)) {
+		f->create_errors++;
+		fm->err = SM_E_FAILED;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "image %s not found", fm->image);
 	} else if (fm->az != NULL && f->zones.n > 0 && !np_strv_contains(&f->zones, fm->az)) {
 		f->create_errors++;
 		fm->err = SM_E_FAILED;
@@ -906,6 +1181,42 @@ fm_free(struct sm_machine *m)
 static const struct sm_machine_ops create_ops = {create_advance, fm_free};
 static const struct sm_machine_ops delete_ops = {delete_advance, fm_free};
 
+/*
+ * The server's metadata, as upstream's OpenStack adapter builds it: groups,
+ * then the label's instance-properties and dynamic-instance-properties
+ * (formatted with the request's attributes; one that does not format is
+ * logged and left out, as upstream), then nodepool's own keys, which win.
+ */
+static json_t *
+server_metadata(const struct sm_create_args *args)
+{
+	const json_t *raw = args->label->raw, *v;
+	json_t *m = json_object();
+	const char *k;
+
+	if ((v = json_object_get(args->metadata, "groups")) != NULL)
+		json_object_set(m, "groups", (json_t *)v);
+	json_object_foreach((json_t *)json_object_get(raw, "instance-properties"), k, v)
+	    json_object_set(m, k, (json_t *)v);
+	json_object_foreach((json_t *)json_object_get(raw, "dynamic-instance-properties"), k, v)
+	{
+		char err[200], *val = json_is_string(v)
+					  ? sm_request_format(json_string_value(v), args->request,
+							      err, sizeof(err))
+					  : NULL;
+
+		if (val == NULL) {
+			log_warn("fake: label %s: dynamic instance property %s left out: %s",
+				 args->label->name, k, json_is_string(v) ? err : "not a string");
+			continue;
+		}
+		json_object_set_new(m, k, json_string(val));
+		free(val);
+	}
+	json_object_update(m, (json_t *)args->metadata);
+	return m;
+}
+
 static struct sm_machine *
 fake_create_machine(struct sm_adapter *f, const struct sm_create_args *args)
 {
@@ -919,13 +1230,14 @@ fake_create_machine(struct sm_adapter *f, const struct sm_create_args *args)
 	fm_set(fm, FM_START);
 	fm->name = strdup(args->hostname);
 	fm->label = args->label;
+	fm->image_upload = args->image_external_id != NULL;
 	fm->image = args->image_external_id != NULL ? strdup(args->image_external_id)
 		    : args->label->image != NULL && args->label->image->image_id != NULL
 			? strdup(args->label->image->image_id)
 		    : args->label->cloud_image != NULL ? strdup(args->label->cloud_image)
 						       : NULL;
 	fm->az = args->az != NULL ? strdup(args->az) : NULL;
-	fm->meta = json_deep_copy(args->metadata);
+	fm->meta = server_metadata(args);
 	return &fm->m;
 }
 
@@ -1057,11 +1369,18 @@ quota_call(struct fcall *c)
 	struct sm_adapter *f = c->f;
 	struct drv_quota q;
 
-	if (f->report_quota)
+	if (f->report_quota) {
 		drv_quota_init(&q, f->q_cores, f->q_instances, f->q_ram);
-	else
+		if (isfinite(f->q_volumes) || isfinite(f->q_volume_gb))
+			q.extra = json_object();
+		if (isfinite(f->q_volumes))
+			json_object_set_new(q.extra, "volumes", json_real(f->q_volumes));
+		if (isfinite(f->q_volume_gb))
+			json_object_set_new(q.extra, "volume-gb", json_real(f->q_volume_gb));
+	} else
 		drv_quota_unlimited(&q);
 	c->cb.quota(&q, NULL, c->arg);
+	drv_quota_clear(&q);
 }
 
 static void
@@ -1076,16 +1395,18 @@ static int
 fake_label_quota(struct sm_adapter *f, const struct sm_label *label, struct drv_quota *out,
 		 char *err, size_t errlen)
 {
-	const char *bad = json_string_value(json_object_get(label->raw, "config-error"));
+	long long cores, ram, gb = label_boot_volume(label->raw);
+	const char *flavor;
 
-	(void)f;
-	if (bad != NULL) {
-		snprintf(err, errlen, "%s", bad);
+	if (label_size(f, label->raw, &cores, &ram, &flavor, err, errlen) != 0)
 		return -1;
-	}
-	out->cores = np_json_num(label->raw, "cores", 1);
-	out->ram = np_json_num(label->raw, "ram", 1024);
+	out->cores = (double)cores;
+	out->ram = (double)ram;
 	out->instances = 1;
+	if (gb > 0) { /* as upstream's OpenStack adapter: a boot volume counts */
+		json_decref(out->extra);
+		out->extra = json_pack("{s:i, s:I}", "volumes", 1, "volume-gb", (json_int_t)gb);
+	}
 	return 0;
 }
 
@@ -1132,14 +1453,171 @@ upload_call(struct fcall *c)
 	c->cb.upload(im->id, NULL, c->arg);
 }
 
+#define FAKE_UPLOAD_CHUNK (1024 * 1024)
+
+static void
+fupload_free(struct fupload *u)
+{
+	TAILQ_REMOVE(&u->f->uploads, u, entry);
+	if (u->ev != NULL)
+		event_free(u->ev);
+	if (u->in >= 0)
+		close(u->in);
+	if (u->out >= 0)
+		close(u->out);
+	if (u->part != NULL)
+		unlink(u->part);
+	EVP_MD_CTX_free(u->md);
+	free(u->part);
+	free(u->filename);
+	free(u->name);
+	free(u->format);
+	free(u->sha256);
+	json_decref(u->meta);
+	free(u);
+}
+
+/* Ends an upload: the callback, then free (no callback after adapter_free). */
+static void
+fupload_end(struct fupload *u, const char *id, const char *error)
+{
+	sm_upload_cb cb = u->cb;
+	void *arg = u->arg;
+	char idbuf[sizeof(u->id)];
+
+	/* id may be u's own */
+	snprintf(idbuf, sizeof(idbuf), "%s", id != NULL ? id : "");
+	fupload_free(u);
+	cb(id != NULL ? idbuf : NULL, error, arg);
+}
+
+static void
+fupload_step(evutil_socket_t fd, short what, void *arg)
+{
+	struct fupload *u = arg;
+	struct sm_adapter *f = u->f;
+	static unsigned char buf[FAKE_UPLOAD_CHUNK];
+	unsigned char dig[EVP_MAX_MD_SIZE];
+	unsigned int dlen = 0;
+	char hex[2 * EVP_MAX_MD_SIZE + 1], path[4096], err[300];
+	json_t *rec;
+	ssize_t n;
+
+	if (!u->done) { /* upload-delay is over: the transfer starts */
+		u->done = 1;
+		if (f->upload_failures > 0) {
+			f->upload_failures--;
+			fupload_end(u, NULL, "upload refused (simulated error)");
+			return;
+		}
+		u->in = open(u->filename, O_RDONLY | O_CLOEXEC);
+		if (u->in < 0) {
+			snprintf(err, sizeof(err), "%s: %s", u->filename, strerror(errno));
+			fupload_end(u, NULL, err);
+			return;
+		}
+		u->out = open(u->part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (u->out < 0) {
+			snprintf(err, sizeof(err), "image store: %s", strerror(errno));
+			fupload_end(u, NULL, err);
+			return;
+		}
+	}
+	n = read(u->in, buf, sizeof(buf));
+	if (n < 0) {
+		snprintf(err, sizeof(err), "reading the image: %s", strerror(errno));
+		fupload_end(u, NULL, err);
+		return;
+	}
+	if (n > 0) {
+		if (write(u->out, buf, (size_t)n) != n) {
+			snprintf(err, sizeof(err), "image store full: %s", strerror(errno));
+			fupload_end(u, NULL, err);
+			return;
+		}
+		EVP_DigestUpdate(u->md, buf, (size_t)n);
+		u->size += n;
+		event_active(u->ev, EV_TIMEOUT, 0);
+		return;
+	}
+	EVP_DigestFinal_ex(u->md, dig, &dlen);
+	for (unsigned int i = 0; i < dlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+	if (u->sha256 != NULL && strcmp(u->sha256, hex) != 0) {
+		snprintf(err, sizeof(err), "checksum mismatch: got %s, told %s", hex, u->sha256);
+		fupload_end(u, NULL, err);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/%s.%s", f->image_dir, u->id, u->format);
+	if (rename(u->part, path) != 0) {
+		snprintf(err, sizeof(err), "image store: %s", strerror(errno));
+		fupload_end(u, NULL, err);
+		return;
+	}
+	free(u->part);
+	u->part = NULL;
+	rec = json_pack("{s:s, s:s, s:s, s:I, s:s, s:O}", "id", u->id, "name", u->name, "format",
+			u->format, "size", (json_int_t)u->size, "sha256", hex, "metadata", u->meta);
+	snprintf(path, sizeof(path), "%s/%s.json", f->image_dir, u->id);
+	if (rec == NULL || json_dump_file(rec, path, JSON_SORT_KEYS) != 0) {
+		json_decref(rec);
+		fupload_end(u, NULL, "image store: cannot write the image record");
+		return;
+	}
+	json_decref(rec);
+	fupload_end(u, u->id, NULL);
+}
+
 static void
 fake_upload_image(struct sm_adapter *f, const struct sm_upload_args *u, sm_upload_cb cb, void *arg)
 {
-	struct fcall *c = call_start(f, NULL, upload_call, arg);
+	struct fcall *c;
+	struct fupload *fu;
+	unsigned char rnd[6];
+	char path[4096];
+	int r;
 
-	c->cb.upload = cb;
-	c->s1 = strdup(u->image_name);
-	c->meta = u->metadata != NULL ? json_deep_copy(u->metadata) : NULL;
+	if (f->image_dir == NULL) {
+		c = call_start(f, NULL, upload_call, arg);
+		c->cb.upload = cb;
+		c->s1 = strdup(u->image_name);
+		c->meta = u->metadata != NULL ? json_deep_copy(u->metadata) : NULL;
+		return;
+	}
+	fu = calloc(1, sizeof(*fu));
+	if (fu == NULL)
+		abort();
+	fu->f = f;
+	fu->cb = cb;
+	fu->arg = arg;
+	fu->in = fu->out = -1;
+	fu->filename = strdup(u->filename);
+	fu->name = strdup(u->image_name);
+	fu->format = strdup(u->format != NULL ? u->format : "raw");
+	fu->sha256 = u->sha256 != NULL ? strdup(u->sha256) : NULL;
+	fu->meta = u->metadata != NULL ? json_deep_copy(u->metadata) : json_object();
+	fu->md = EVP_MD_CTX_new();
+	if (fu->md == NULL || EVP_DigestInit_ex(fu->md, EVP_sha256(), NULL) != 1)
+		abort();
+	/* ids unique across the processes sharing the store */
+	r = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (r < 0 || read(r, rnd, sizeof(rnd)) != (ssize_t)sizeof(rnd))
+		memset(rnd, 0, sizeof(rnd));
+	if (r >= 0)
+		close(r);
+	snprintf(fu->id, sizeof(fu->id), "img-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+		 rnd[3], rnd[4], rnd[5]);
+	snprintf(path, sizeof(path), "%s/%s.part", f->image_dir, fu->id);
+	fu->part = strdup(path);
+	fu->ev = event_new(f->base, -1, 0, fupload_step, fu);
+	TAILQ_INSERT_TAIL(&f->uploads, fu, entry);
+	/* the transfer takes upload-delay, then the data streams in; every
+	 * outcome is reported from the loop, never from inside this slot */
+	{
+		double d = f->upload_delay;
+		struct timeval tv = {(time_t)d, (suseconds_t)((d - (double)(time_t)d) * 1e6)};
+		event_add(fu->ev, &tv);
+	}
 }
 
 static void
@@ -1157,6 +1635,22 @@ delete_image_call(struct fcall *c)
 		json_decref(im->metadata);
 		free(im);
 		mark_dirty(f);
+	}
+	if (f->image_dir != NULL && strchr(c->s1, '/') == NULL && c->s1[0] != '.') {
+		char path[4096];
+		json_t *rec;
+		const char *fmt;
+
+		snprintf(path, sizeof(path), "%s/%s.json", f->image_dir, c->s1);
+		rec = json_load_file(path, 0, NULL);
+		fmt = json_string_value(json_object_get(rec, "format"));
+		if (fmt != NULL && strchr(fmt, '/') == NULL) {
+			char data[4096];
+			snprintf(data, sizeof(data), "%s/%s.%s", f->image_dir, c->s1, fmt);
+			unlink(data);
+		}
+		unlink(path); /* gone already counts as deleted */
+		json_decref(rec);
 	}
 	c->cb.done(1, NULL, c->arg);
 }
@@ -1181,6 +1675,16 @@ limit(const json_t *q, const char *k)
 	return json_is_number(v) && json_number_value(v) >= 0 ? json_number_value(v) : INFINITY;
 }
 
+static void
+flavors_free(struct sm_adapter *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->nflavors; i++)
+		free(f->flavors[i].name);
+	free(f->flavors);
+}
+
 static struct sm_adapter *
 fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 {
@@ -1200,7 +1704,16 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&f->volumes);
 	TAILQ_INIT(&f->images);
 	TAILQ_INIT(&f->calls);
-	f->rl = ratelimit_new(env->base, env->cfg->rate, 1);
+	TAILQ_INIT(&f->uploads);
+	{
+		const char *idir = json_string_value(json_object_get(p, "image-dir"));
+		f->image_dir = idir != NULL ? strdup(idir) : NULL;
+	}
+	f->upload_delay = np_json_num(p, "upload-delay", 0);
+	f->upload_failures = (long long)np_json_num(p, "upload-failures", 0);
+	/* `rate`: seconds between calls, as OpenStack's (its adapter gives
+	 * openstacksdk 1/rate calls per second) */
+	f->rl = ratelimit_new(env->base, env->cfg->rate > 0 ? 1.0 / env->cfg->rate : 0, 1);
 	f->boot_delay = np_json_num(p, "boot-delay", 0);
 	f->delete_delay = np_json_num(p, "delete-delay", 0);
 	f->api_delay = np_json_num(p, "api-delay", 0);
@@ -1216,6 +1729,29 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	f->q_instances = limit(q, "instances");
 	f->q_cores = limit(q, "cores");
 	f->q_ram = limit(q, "ram");
+	f->q_volumes = limit(q, "volumes");
+	f->q_volume_gb = limit(q, "volume-gb");
+	f->cloud = np_json_str(p, "cloud", "fake");
+	{
+		const json_t *fl = json_object_get(p, "flavors"), *e;
+		size_t k;
+
+		if (fl == NULL) { /* upstream's fake cloud's two flavors */
+			f->nflavors = 2;
+			f->flavors = calloc(2, sizeof(*f->flavors));
+			f->flavors[0] = (struct fflavor){strdup("Fake Flavor"), 4, 8192};
+			f->flavors[1] = (struct fflavor){strdup("Unreal Flavor"), 4, 8192};
+		} else {
+			f->flavors = calloc(json_array_size(fl) + 1, sizeof(*f->flavors));
+			json_array_foreach(fl, k, e) f->flavors[f->nflavors++] =
+			    (struct fflavor){strdup(np_json_str(e, "name", "")),
+					     (long long)np_json_num(e, "cores", 1),
+					     (long long)np_json_num(e, "ram", 1024)};
+		}
+		qsort(f->flavors, f->nflavors, sizeof(*f->flavors), flavor_cmp);
+		json_array_foreach(json_object_get(p, "cloud-networks"), k, e)
+		    np_strv_push(&f->networks, json_string_value(e));
+	}
 	f->report_quota = np_json_bool(p, "report-quota", 1);
 	f->ssh_port = (int)np_json_num(p, "fake-ssh-port", 0);
 	{
@@ -1246,7 +1782,10 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	if (f->rl == NULL) {
 		snprintf(err, errlen, "out of memory");
 		np_strv_clear(&f->zones);
+		np_strv_clear(&f->networks);
+		flavors_free(f);
 		free(f->state_file);
+		free(f->image_dir);
 		free(f);
 		return NULL;
 	}
@@ -1274,6 +1813,8 @@ fake_adapter_free(struct sm_adapter *f)
 			c->owner->call = NULL;
 		call_free(c);
 	}
+	while (!TAILQ_EMPTY(&f->uploads))
+		fupload_free(TAILQ_FIRST(&f->uploads));
 	if (f->state_file != NULL)
 		flush_state(f); /* the last picture: what the cloud holds at exit */
 	while ((s = TAILQ_FIRST(&f->servers)) != NULL) {
@@ -1294,7 +1835,10 @@ fake_adapter_free(struct sm_adapter *f)
 		event_free(f->dirty_ev);
 	ratelimit_free(f->rl);
 	np_strv_clear(&f->zones);
+	np_strv_clear(&f->networks);
+	flavors_free(f);
 	free(f->state_file);
+	free(f->image_dir);
 	free(f);
 }
 

@@ -423,7 +423,8 @@ def test_reload_adds_removes_changes_providers(sup, zuul):
     sup.write(cfg, settings=EXPLICIT)
     rc, out, err = sup.ctl("reload")
     assert rc == 0, err
-    assert "1 unchanged, 1 changed, 1 added, 1 removed" in out
+    # unchanged: static-a and nodepool-web (same ZooKeeper, same webapp)
+    assert "2 unchanged, 1 changed, 1 added, 1 removed" in out
     after = sup.wait_running(["static-a", "static-b", "static-d"])
     assert after["static-a"]["pid"] == before["static-a"]["pid"]
     # changed: same process, launcher restarted in-process on the new slice
@@ -454,14 +455,23 @@ def test_reload_adds_removes_changes_providers(sup, zuul):
 DISKIMAGES = [{"name": "ubuntu", "elements": ["ubuntu-minimal"]}]
 
 
-def test_builder_skipped_when_not_installed(sup):
-    cfg = two_providers()
-    cfg["diskimages"] = DISKIMAGES
-    sup.write(cfg)
-    sup.start_fg()
-    sup.wait_running(["static-a", "static-b"])  # and no builder row
-    assert re.search(r"diskimages are configured but \S+/nodepool-builder is not installed: "
-                     r"no builder is run", sup.log())
+def test_builder_skipped_when_not_installed(deployment, tmp_path):
+    # nodepoold's own directory without nodepool-builder
+    d = tmp_path / "bin"
+    d.mkdir()
+    shutil.copy(bin_path("nodepoold"), d / "nodepoold")
+    os.symlink(bin_path("nodepool-launcher"), d / "nodepool-launcher")
+    s = Supervisor(deployment, bindir=str(d))
+    try:
+        cfg = two_providers()
+        cfg["diskimages"] = DISKIMAGES
+        s.write(cfg)
+        s.start_fg()
+        s.wait_running(["static-a", "static-b"])  # and no builder row
+        assert re.search(r"diskimages are configured but \S+/nodepool-builder is not "
+                         r"installed: no builder is run", s.log())
+    finally:
+        s.stop()
 
 
 def test_builder_runs_while_diskimages_are_configured(deployment, tmp_path):
@@ -495,3 +505,21 @@ def test_builder_runs_while_diskimages_are_configured(deployment, tmp_path):
         assert s.status()["static-a"]["pid"] == st["static-a"]["pid"]
     finally:
         s.stop()
+
+
+def test_ctl_status_counts_unreadable_node_records(sup, zuul, zk):
+    """A node znode that is not a JSON object is shown to the operator as
+    'unreadable' in each worker's node counts, and left in place."""
+    sup.write(two_providers())
+    sup.start_fg()
+    sup.wait_running(["static-a", "static-b"])
+    wait_for(lambda: len(ready_nodes(zuul)) == 2, what="two ready nodes")
+    zk.create("/nodepool/nodes/0000009999", b"not json at all")
+    st = wait_for(lambda: (lambda st: st["static-a"]["nodes"].get("unreadable") == 1 and st)(
+        sup.status()), what="unreadable counted")
+    assert st["static-a"]["nodes"] == {"ready": 1, "unreadable": 1}
+    rc, out, err = sup.ctl("status")
+    assert rc == 0 and "ready:1,unreadable:1" in out, out
+    zk.delete("/nodepool/nodes/0000009999")
+    wait_for(lambda: "unreadable" not in sup.status()["static-a"]["nodes"],
+             what="no longer counted")
