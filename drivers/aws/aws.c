@@ -37,6 +37,7 @@
  *     and 5xx are retried with jittered backoff.
  */
 #include "statemachine/statemachine.h"
+#include "statemachine/reqformat.h"
 
 #include <sys/queue.h>
 #include <ctype.h>
@@ -970,77 +971,6 @@ am_free(struct sm_machine *m)
 static const struct sm_machine_ops create_ops = {create_advance, am_free};
 static const struct sm_machine_ops delete_ops = {delete_advance, am_free};
 
-/* upstream formats dynamic-tags with request.getSafeAttributes() */
-static char *
-dynamic_tag(const char *fmt, const struct np_request *req)
-{
-	struct evbuffer *b = evbuffer_new();
-	const char *p = fmt;
-	char *out;
-	size_t n;
-
-	while (*p != '\0') {
-		const char *e;
-		if (*p == '{' && p[1] == '{') {
-			evbuffer_add(b, "{", 1);
-			p += 2;
-			continue;
-		}
-		if (*p == '}' && p[1] == '}') {
-			evbuffer_add(b, "}", 1);
-			p += 2;
-			continue;
-		}
-		if (*p != '{' || (e = strchr(p, '}')) == NULL) {
-			evbuffer_add(b, p++, 1);
-			continue;
-		}
-		{
-			char key[64];
-			const char *v = NULL;
-			char num[32];
-			snprintf(key, sizeof(key), "%.*s", (int)(e - p - 1), p + 1);
-			if (req == NULL)
-				goto bad;
-			if (strcmp(key, "request.id") == 0)
-				v = req->id;
-			else if (strcmp(key, "request.requestor") == 0)
-				v = req->requestor;
-			else if (strcmp(key, "request.event_id") == 0)
-				v = req->event_id;
-			else if (strcmp(key, "request.tenant_name") == 0)
-				v = req->tenant_name;
-			else if (strcmp(key, "request.relative_priority") == 0) {
-				snprintf(num, sizeof(num), "%lld", req->relative_priority);
-				v = num;
-			} else if (strncmp(key, "request.requestor_data[", 23) == 0) {
-				char k2[64];
-				snprintf(k2, sizeof(k2), "%s", key + 23);
-				if (strchr(k2, ']'))
-					*strchr(k2, ']') = '\0';
-				if (k2[0] == '\'' || k2[0] == '"') {
-					memmove(k2, k2 + 1, strlen(k2));
-					if (k2[0] != '\0')
-						k2[strlen(k2) - 1] = '\0';
-				}
-				v = json_string_value(json_object_get(req->requestor_data, k2));
-			} else
-				goto bad;
-			evbuffer_add_printf(b, "%s", v != NULL ? v : "None");
-			p = e + 1;
-		}
-	}
-	n = evbuffer_get_length(b);
-	out = malloc(n + 1);
-	evbuffer_remove(b, out, n);
-	out[n] = '\0';
-	evbuffer_free(b);
-	return out;
-bad:
-	evbuffer_free(b);
-	return NULL;
-}
-
 static struct sm_machine *
 aws_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 {
@@ -1082,11 +1012,13 @@ aws_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	}
 	json_object_foreach((json_t *)lraw(l, "dynamic-tags"), k, v)
 	{
-		char *s =
-		    json_is_string(v) ? dynamic_tag(json_string_value(v), args->request) : NULL;
+		char ferr[256] = "not a string";
+		char *s = json_is_string(v) ? sm_request_format(json_string_value(v), args->request,
+								ferr, sizeof(ferr))
+					    : NULL;
 		if (s == NULL)
-			log_warn("aws %s: dynamic tag %s: cannot format it; left out", a->provider,
-				 k);
+			log_warn("aws %s: dynamic tag %s: %s; left out (as upstream)", a->provider,
+				 k, ferr);
 		else
 			json_object_set_new(am->tags, k, json_string(s));
 		free(s);
