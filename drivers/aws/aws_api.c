@@ -15,6 +15,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 #include <libxml/parser.h>
+#include <openssl/evp.h>
 
 #include "http.h"
 #include "log.h"
@@ -401,6 +402,7 @@ http_done(const struct http_response *res, void *arg)
 	r.body = res->body;
 	r.body_len = res->body_len;
 	r.attempts = c->attempts;
+	r.etag = http_response_header(res, "ETag");
 	if (res->error != NULL) {
 		snprintf(code, sizeof(code), "ConnectionError");
 		snprintf(msg, sizeof(msg), "%s", res->error);
@@ -565,10 +567,24 @@ aws_s3(struct aws_api *a, const char *method, const char *path, const void *body
 {
 	char kind[128], url[4096];
 
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+	char hash[200] = "x-amz-content-sha256: ";
+	const char *hdrs[16];
+	size_t n = 0;
+
 	snprintf(kind, sizeof(kind), "s3:%s", method);
 	snprintf(url, sizeof(url), "%s%s", a->ep_s3, path);
+	EVP_Digest(body != NULL ? body : "", body != NULL ? len : 0, md, &mdlen, EVP_sha256(),
+		   NULL);
+	for (i = 0; i < mdlen; i++)
+		snprintf(hash + strlen(hash), sizeof(hash) - strlen(hash), "%02x", md[i]);
+	hdrs[n++] = hash;
+	for (i = 0; headers != NULL && headers[i] != NULL && n < 15; i++)
+		hdrs[n++] = headers[i];
+	hdrs[n] = NULL;
 	return call_new(a, strcmp(method, "GET") == 0 ? a->ro : a->mut, kind, method, url,
-			a->sig_s3, body, len, 1, cb, arg, headers);
+			a->sig_s3, body, len, 1, cb, arg, hdrs);
 }
 
 /* ---- XML and form helpers ------------------------------------------------------- */

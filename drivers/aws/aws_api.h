@@ -62,6 +62,7 @@ struct aws_result {
 	const char *body; /* raw body (Service Quotas JSON) */
 	size_t body_len;
 	unsigned attempts; /* calls made (throttled ones retried) */
+	const char *etag;  /* S3: the ETag header, or NULL */
 };
 typedef void (*aws_cb)(const struct aws_result *r, void *arg);
 
@@ -91,7 +92,9 @@ struct aws_call *aws_ec2(struct aws_api *a, const char *action, const char *para
 /* A Service Quotas JSON 1.1 call (target "GetServiceQuota"...), body JSON. */
 struct aws_call *aws_quotas(struct aws_api *a, const char *target, const char *json, aws_cb cb,
 			    void *arg);
-/* An S3 call: method, "/bucket/key?query" (encoded), body (may be NULL). */
+/* An S3 call: method, "/bucket/key?query" (encoded), body (may be NULL).
+ * The payload's SHA-256 goes in x-amz-content-sha256 (S3 requires it;
+ * libcurl 7.88 does not add it). */
 struct aws_call *aws_s3(struct aws_api *a, const char *method, const char *path, const void *body,
 			size_t len, const char *const *headers, aws_cb cb, void *arg);
 void aws_call_cancel(struct aws_call *c); /* NULL no-op; no callback */

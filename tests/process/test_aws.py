@@ -6,6 +6,7 @@ AWS_ACCESS_KEY_ID...), serving its labels to the Zuul-faithful requester,
 plus a fleet label and a spot label; and the faults: throttling, capacity,
 quota, spot interruption, a launcher killed mid-launch."""
 import copy
+import json
 import os
 import signal
 
@@ -252,3 +253,69 @@ def test_spot_interruption_notice(deployment, zuul, sim):
     zuul.finish(held)
     wait_for(lambda: used_inst not in [i["id"] for i in sim.instances()], timeout=20,
              what="the used node's instance deleted")
+
+
+@pytest.mark.parametrize("size", [0, 9 * 1024 * 1024 + 5], ids=["put", "multipart"])
+def test_builder_uploads_through_s3_and_import_snapshot(deployment, zk, zuul, sim, size):
+    """The builder's upload to an aws provider, as upstream's uploadImage
+    (import-method snapshot): the image to S3 (tagged), ImportSnapshot,
+    RegisterImage, the snapshot and AMI tagged, the S3 object deleted;
+    the launcher then boots the AMI. A file over 8 MiB goes up in parts,
+    one in memory at a time."""
+    from builder_helpers import builder_config, start_builder
+    cfg = builder_config(deployment, providers=(),
+                         env={"FAKE_DIB_SIZE": str(size)} if size else None)
+    cfg["providers"] = [{
+        "name": "ec2", "driver": "aws", "region-name": "eu-west-1", "rate": 100,
+        "image-format": "raw", "object-storage": {"bucket-name": "nodepool-images"},
+        "diskimages": [{"name": "img", "username": "zuul", "volume-size": 20,
+                        "volume-type": "gp3", "imds-support": "v2.0"}],
+        "pools": [{"name": "main", "host-key-checking": False, "labels": [
+            {"name": "img-label", "diskimage": "img", "instance-type": "t3.small",
+             "key-name": "zuul"}]}]}]
+    path = deployment.write_config(cfg)
+    env = sim.env()
+    env["HOME"] = deployment.dir
+    start_builder(deployment, path, env=env)
+
+    def upload():
+        try:
+            for b in zk.get_children("/nodepool/images/img/builds"):
+                base = "/nodepool/images/img/builds/%s/providers/ec2/images" % b
+                for u in zk.get_children(base) if zk.exists(base) else []:
+                    rec = json.loads(zk.get(base + "/" + u)[0] or b"{}")
+                    if rec.get("state") == "ready":
+                        return b, u, rec
+        except Exception:
+            return None
+    bid, uid, rec = wait_for(upload, timeout=60, what="a ready upload")
+    ami = rec["external_id"]
+    st = sim.state()
+    (img,) = [i for i in st["eu-west-1"]["images"] if i["id"] == ami]
+    meta = {"nodepool_build_id": bid, "nodepool_upload_id": uid,
+            "nodepool_provider_name": "ec2"}
+    assert img["name"] == rec["external_name"] and img["tags"] == meta
+    assert img["imds"] == "v2.0" and img["ena"] == "true"
+    (snap,) = st["eu-west-1"]["snapshots"]
+    assert img["snapshots"] == [snap["id"]] and snap["tags"] == meta
+    # the S3 object went once imported
+    assert st["_objects"]["nodepool-images"] == {}
+    calls = sim.calls()
+    assert calls["ec2:ImportSnapshot"] == 1 and calls["ec2:RegisterImage"] == 1
+    if size:
+        assert calls["s3:UploadPart"] == 2 and calls["s3:CompleteMultipartUpload"] == 1
+        assert "s3:PutObject" not in calls and st["_uploads"] == 0
+    else:
+        assert calls["s3:PutObject"] == 1
+    assert calls["s3:DeleteObject"] == 1
+    # the launcher boots it
+    env2 = sim.env()
+    env2["HOME"] = deployment.dir
+    lp = os.path.join(deployment.dir, "launcher-ec2.log")
+    deployment.procs.append(Proc([bin_path("nodepool-launcher"), "-p", "ec2", "-c", path],
+                                 lp, env=env2))
+    rid = zuul.submit(["img-label"])
+    assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled"
+    (nid,) = zuul.request(rid)["nodes"]
+    inst = [i for i in sim.instances() if i["id"] == zuul.node(nid)["external_id"]][0]
+    assert inst["image"] == ami

@@ -1529,6 +1529,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if service == "ec2":
             return self.reply(*handle_ec2(self.sim, region, body))
         if service == "s3":
+            # S3 wants the payload hash in a header (and checks it)
+            ph = headers.get("x-amz-content-sha256")
+            if ph is None:
+                return self.reply(*s3_error(400, "InvalidRequest", "Missing required header "
+                                            "for this request: x-amz-content-sha256"))
+            if not ph.startswith(("UNSIGNED-", "STREAMING-")) and \
+                    ph != hashlib.sha256(body).hexdigest():
+                return self.reply(*s3_error(400, "XAmzContentSHA256Mismatch",
+                                            "The provided 'x-amz-content-sha256' header does "
+                                            "not match what was computed."))
             return self.reply(*handle_s3(self.sim, self.command, path, qs, headers, body))
         if service == "servicequotas":
             return self.reply(*handle_quotas(self.sim, region, headers, body))
