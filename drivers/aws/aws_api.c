@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ ini_get(const char *path, const char *section, const char *key, char **out)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096];
-	int in = 0, found_section = 0;
+	int in = 0;
 
 	if (f == NULL)
 		return -1;
@@ -62,7 +63,6 @@ ini_get(const char *path, const char *section, const char *key, char **out)
 			if (end != NULL)
 				*end = '\0';
 			in = strcmp(trim(l + 1), section) == 0;
-			found_section |= in;
 			continue;
 		}
 		if (!in || (eq = strchr(l, '=')) == NULL)
@@ -383,6 +383,60 @@ retryable(int status, const char *code)
 	       (status >= 502 && status <= 504 && strcmp(code, "HttpError") == 0);
 }
 
+xmlDoc *
+aws_answer_parse(int status, const char *body, size_t len, int xml, char *code, size_t codelen,
+		 char *msg, size_t msglen)
+{
+	xmlDoc *doc = NULL;
+	int ok = status >= 200 && status < 300;
+
+	code[0] = '\0';
+	msg[0] = '\0';
+	if (len > INT32_MAX) {
+		snprintf(code, codelen, "MalformedAnswer");
+		snprintf(msg, msglen, "answer too large");
+		return NULL;
+	}
+	if (xml && len > 0) {
+		doc = xmlReadMemory(body, (int)len, "aws.xml", NULL,
+				    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+		if (doc == NULL) {
+			snprintf(code, codelen, ok ? "MalformedAnswer" : "HttpError");
+			snprintf(msg, msglen, ok ? "unparsable XML answer" : "HTTP %d", status);
+		} else if (!ok) {
+			xmlNode *root = xmlDocGetRootElement(doc);
+			/* EC2: Response/Errors/Error; S3: Error */
+			xmlNode *e = root != NULL && xmlStrcmp(root->name, BAD_CAST "Error") == 0
+					 ? root
+					 : aws_xpath(root, "Errors/Error");
+			aws_xtext(e, "Code", code, codelen);
+			aws_xtext(e, "Message", msg, msglen);
+			if (code[0] == '\0')
+				snprintf(code, codelen, "HttpError");
+			xmlFreeDoc(doc);
+			doc = NULL;
+		}
+	} else if (!ok) {
+		json_t *j = json_loadb(body, len, 0, NULL);
+		const char *t = json_string_value(json_object_get(j, "__type"));
+		const char *m = json_string_value(json_object_get(j, "message"));
+		const char *h;
+
+		if (t == NULL)
+			t = "HttpError";
+		h = strchr(t, '#'); /* "com.amazonaws...#Code" */
+		snprintf(code, codelen, "%s", h != NULL ? h + 1 : t);
+		if (code[0] == '\0') /* "" or "ns#": still an error (found by fuzzing) */
+			snprintf(code, codelen, "HttpError");
+		if (m != NULL)
+			snprintf(msg, msglen, "%s", m);
+		else
+			snprintf(msg, msglen, "HTTP %d", status);
+		json_decref(j);
+	}
+	return doc;
+}
+
 static void
 http_done(const struct http_response *res, void *arg)
 {
@@ -406,41 +460,11 @@ http_done(const struct http_response *res, void *arg)
 	if (res->error != NULL) {
 		snprintf(code, sizeof(code), "ConnectionError");
 		snprintf(msg, sizeof(msg), "%s", res->error);
-	} else if (c->xml && res->body_len > 0) {
-		doc = xmlReadMemory(res->body, (int)res->body_len, "aws.xml", NULL,
-				    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-		if (doc == NULL) {
-			if (res->status >= 300 || res->status < 200) {
-				snprintf(code, sizeof(code), "HttpError");
-				snprintf(msg, sizeof(msg), "HTTP %d", res->status);
-			} else {
-				snprintf(code, sizeof(code), "MalformedAnswer");
-				snprintf(msg, sizeof(msg), "unparsable XML answer");
-			}
-		} else if (res->status < 200 || res->status >= 300) {
-			xmlNode *root = xmlDocGetRootElement(doc);
-			/* EC2: Response/Errors/Error; S3: Error */
-			xmlNode *e = root != NULL && xmlStrcmp(root->name, BAD_CAST "Error") == 0
-					 ? root
-					 : aws_xpath(root, "Errors/Error");
-			aws_xtext(e, "Code", code, sizeof(code));
-			aws_xtext(e, "Message", msg, sizeof(msg));
-			if (code[0] == '\0')
-				snprintf(code, sizeof(code), "HttpError");
-		} else {
+	} else {
+		doc = aws_answer_parse(res->status, res->body, res->body_len, c->xml, code,
+				       sizeof(code), msg, sizeof(msg));
+		if (doc != NULL)
 			r.root = xmlDocGetRootElement(doc);
-		}
-	} else if (res->status < 200 || res->status >= 300) {
-		json_t *j = json_loadb(res->body, res->body_len, 0, NULL);
-		const char *t = json_string_value(json_object_get(j, "__type"));
-		const char *m = json_string_value(json_object_get(j, "message"));
-		snprintf(code, sizeof(code), "%s", t != NULL ? t : "HttpError");
-		if (strchr(code, '#') != NULL)
-			memmove(code, strchr(code, '#') + 1, strlen(strchr(code, '#')));
-		snprintf(msg, sizeof(msg), "%s", m != NULL ? m : "");
-		if (m == NULL)
-			snprintf(msg, sizeof(msg), "HTTP %d", res->status);
-		json_decref(j);
 	}
 	if (code[0] != '\0' && retryable(res->error != NULL ? 0 : res->status, code) &&
 	    c->attempts <= (unsigned)a->max_retries) {

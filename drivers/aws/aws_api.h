@@ -104,6 +104,17 @@ void aws_call_cancel(struct aws_call *c); /* NULL no-op; no callback */
 const struct json_t *aws_api_counts(const struct aws_api *a);
 unsigned long long aws_api_total(const struct aws_api *a);
 
+/*
+ * The decoder of what AWS answers (exposed for fuzzing): status and body
+ * of one answer; xml: EC2/S3 (XML), else Service Quotas (JSON). On a 2xx
+ * XML answer returns the document (free with xmlFreeDoc) and code "";
+ * otherwise NULL, with the AWS error code and message in code/msg ("" and
+ * "" for a 2xx non-XML answer; "HttpError" / "MalformedAnswer" when the
+ * body says nothing usable). Never fails on any input.
+ */
+xmlDoc *aws_answer_parse(int status, const char *body, size_t len, int xml, char *code,
+			 size_t codelen, char *msg, size_t msglen);
+
 /* ---- XML and form helpers ---------------------------------------------------- */
 
 /* The first child element of n named name (local name), or NULL. */
