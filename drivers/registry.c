@@ -12,9 +12,10 @@ extern const struct driver drv_fake;
 extern const struct driver drv_kubernetes;
 extern const struct driver drv_openshift;
 extern const struct driver drv_openshiftpods;
+extern const struct driver drv_aws;
 
 static const struct driver *const drivers[] = {
-    &drv_static, &drv_fake, &drv_kubernetes, &drv_openshift, &drv_openshiftpods,
+    &drv_static, &drv_fake, &drv_kubernetes, &drv_openshift, &drv_openshiftpods, &drv_aws,
 };
 
 const struct driver *

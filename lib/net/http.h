@@ -67,6 +67,13 @@ struct http_request_params {
 	const void *body;	    /* request body, or NULL */
 	size_t body_len;
 	double timeout; /* seconds per attempt; <= 0: the client's */
+	/* AWS Signature Version 4, done by libcurl (CURLOPT_AWS_SIGV4): the
+	 * provider string "aws:amz:<region>:<service>", with the access key
+	 * id as username and the secret as password; NULL: unsigned. A
+	 * session token goes in headers as "X-Amz-Security-Token: ..." (it
+	 * is signed with the other headers). */
+	const char *aws_sigv4;
+	const char *username, *password;
 };
 
 struct http_header {
