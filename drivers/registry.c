@@ -9,10 +9,12 @@
 
 extern const struct driver drv_static;
 extern const struct driver drv_fake;
+extern const struct driver drv_openstack;
 
 static const struct driver *const drivers[] = {
     &drv_static,
     &drv_fake,
+    &drv_openstack,
 };
 
 const struct driver *

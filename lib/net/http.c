@@ -13,6 +13,7 @@
 #include "http.h"
 
 #include <sys/queue.h>
+#include <sys/stat.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -37,6 +38,8 @@ struct http_req {
 	struct curl_slist *hdrs;
 	char *body;
 	size_t body_len;
+	char *body_file; /* streamed from this file instead of body */
+	FILE *bf;	 /* open while in flight */
 	double timeout;
 	/* the answer being received */
 	char *rbuf;
@@ -69,6 +72,7 @@ struct http_client {
 	double timeout, backoff_max;
 	size_t max_body;
 	char *ca_file, *user_agent;
+	int insecure;
 	struct http_stats st;
 };
 
@@ -259,8 +263,22 @@ req_free(struct http_req *r)
 	free(r->method);
 	free(r->url);
 	free(r->body);
+	free(r->body_file);
+	if (r->bf != NULL)
+		fclose(r->bf);
 	free(r->rbuf);
 	free(r);
+}
+
+static size_t
+read_cb(char *buf, size_t size, size_t n, void *arg)
+{
+	struct http_req *r = arg;
+	size_t got = fread(buf, 1, size * n, r->bf);
+
+	if (got == 0 && ferror(r->bf))
+		return CURL_READFUNC_ABORT;
+	return got;
 }
 
 static int
@@ -290,9 +308,29 @@ start(struct http_req *r)
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	if (c->ca_file != NULL)
 		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+	if (c->insecure) {
+		curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
 	if (r->hdrs != NULL)
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
-	if (r->body != NULL) {
+	if (r->body_file != NULL) {
+		struct stat sb;
+
+		if (r->bf != NULL)
+			fclose(r->bf); /* a 429 retry starts the file again */
+		r->bf = fopen(r->body_file, "rb");
+		if (r->bf == NULL || fstat(fileno(r->bf), &sb) != 0) {
+			curl_easy_cleanup(e);
+			r->easy = NULL;
+			return 1; /* reported by the caller */
+		}
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(e, CURLOPT_READDATA, r);
+		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)sb.st_size);
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+	} else if (r->body != NULL) {
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
 	}
@@ -359,7 +397,7 @@ http_retry_after(const char *value, long long now)
 	return (double)t > (double)now ? (double)t - (double)now : 0;
 }
 
-/* Seconds to wait after a 429: Retry-After, else 1, 2, 4... by the
+/* Seconds to wait after a 429 or 503: Retry-After, else 1, 2, 4... by the
  * retries made; capped at backoff_max. */
 static double
 retry_delay(struct http_req *r)
@@ -402,7 +440,7 @@ check_done(struct http_client *c)
 		r->easy = NULL;
 		TAILQ_REMOVE(&c->inflight, r, entry);
 		c->st.inflight--;
-		if (rc == CURLE_OK && status == 429) {
+		if (rc == CURLE_OK && (status == 429 || status == 503)) {
 			c->st.throttled++;
 			if ((int)r->retries < c->max_retries) {
 				double d = retry_delay(r);
@@ -444,8 +482,15 @@ start_head(struct http_client *c)
 	TAILQ_REMOVE(&c->queue, r, entry);
 	r->queued = 0;
 	c->st.queued--;
-	if (start(r) != 0)
+	switch (start(r)) {
+	case 0:
+		break;
+	case 1:
+		deliver(r, 0, "cannot open the file to upload");
+		break;
+	default:
 		abort(); /* libcurl out of memory */
+	}
 }
 
 static void
@@ -508,6 +553,7 @@ http_client_new(struct event_base *base, const struct http_client_options *opt, 
 	c->max_body = o.max_body > 0 ? o.max_body : HTTP_DEFAULT_MAX_BODY;
 	c->ca_file = o.ca_file != NULL ? strdup(o.ca_file) : NULL;
 	c->user_agent = strdup(o.user_agent != NULL ? o.user_agent : "nodepoold");
+	c->insecure = o.insecure;
 	c->multi = curl_multi_init();
 	c->timer = event_new(base, -1, 0, timer_event_cb, c);
 	c->rl = ratelimit_new(base, o.rate, 1);
@@ -575,7 +621,10 @@ http_request(struct http_client *c, const struct http_request_params *p, http_cb
 	r->url = strdup(p->url);
 	for (i = 0; p->headers != NULL && p->headers[i] != NULL; i++)
 		r->hdrs = curl_slist_append(r->hdrs, p->headers[i]);
-	if (p->body != NULL) {
+	if (p->body_file != NULL) {
+		r->hdrs = curl_slist_append(r->hdrs, "Expect:");
+		r->body_file = strdup(p->body_file);
+	} else if (p->body != NULL) {
 		/* no "Expect: 100-continue" round trip before a body */
 		r->hdrs = curl_slist_append(r->hdrs, "Expect:");
 		r->body = malloc(p->body_len + 1);
