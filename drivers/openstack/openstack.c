@@ -2168,7 +2168,11 @@ os_label_ready(struct sm_adapter *a, const struct sm_label *label)
 	if (np_json_str(im->raw, "image-id", NULL) != NULL)
 		return 1; /* upstream assumes an image id is there */
 	nm = np_json_str(im->raw, "image-name", im->name);
-	return lookup(a, a->images, SVC_IMAGE, nm, &id) > 0;
+	/* upstream looks the image up synchronously here; ours is looked up
+	 * at start and answered from the cache: until the answer is in the
+	 * label counts as ready (a create waits for the lookup and fails if
+	 * the image is missing), after it only when the image exists */
+	return lookup(a, a->images, SVC_IMAGE, nm, &id) >= 0;
 }
 
 static void
@@ -2409,7 +2413,17 @@ os_delete_image(struct sm_adapter *a, const char *external_id, sm_done_cb cb, vo
 static void
 startup_fetch(struct sm_adapter *a)
 {
+	const struct sm_config *cfg = a->env->cfg;
+	const char *id;
+	size_t i;
+
 	flavors_fetch(a);
+	for (i = 0; cfg != NULL && i < cfg->ncloud_images; i++) {
+		const struct sm_image *im = &cfg->cloud_images[i];
+		if (np_json_str(im->raw, "image-id", NULL) == NULL)
+			(void)lookup(a, a->images, SVC_IMAGE,
+				     np_json_str(im->raw, "image-name", im->name), &id);
+	}
 	ext_fetch(a);
 	if (a->azs_call == NULL && !a->azs_read)
 		a->azs_call =

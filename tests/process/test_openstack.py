@@ -350,7 +350,7 @@ def test_worker_killed_mid_launch(deployment, zuul, sims, tmp_path, monkeypatch)
     rids = [zuul.submit(["small"]) for _ in range(3)]
     wait_for(lambda: len(sim.servers()) == 3, 30, what="three servers building")
     p.signal(signal.SIGKILL)
-    p.proc.wait()
+    p.p.wait()
     # a successor takes over: the dead launcher's nodes are cleaned up, the
     # requests served, and no server is left without a node
     start(deployment, cfg)
