@@ -78,7 +78,7 @@ def test_opendev_launcher_serves_its_labels(name, deployment, zk, zuul, sims, tm
             assert s["metadata"]["nodepool_provider_name"] == n["provider"]
             assert s["metadata"]["nodepool_pool_name"] == n["pool"]
             # a diskimage label boots the upload's image
-            image = n["image_id"].split("/")[2]
+            image = n["image_id"].split("/")[3]  # /nodepool/images/<image>/builds/...
             assert s["image"]["id"] == ids[(n["provider"], image)]
             assert s["metadata"]["groups"] == "%s,%s,%s" % (n["provider"], image, lab)
             assert n["interface_ip"] and n["resources"]["instances"] == 1
