@@ -8,7 +8,7 @@ PKGS="gcc make cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libevent-dev libyaml-dev libmsgpack-dev libcurl4-openssl-dev
 libjansson-dev libcriterion-dev libssh-dev
 zookeeper libzookeeper-java default-jre-headless dpkg-dev
-python3 python3-kazoo python3-pytest python3-yaml
+python3 python3-kazoo python3-pytest python3-yaml python3-openstacksdk python3-openstackclient
 openssh-server openssh-client openssl mandoc debhelper"
 
 missing=""

@@ -1,0 +1,139 @@
+"""The OpenStack simulator (tests/sim/openstack) as a process-test fixture:
+started on a free loopback port (port 0, the bound port read back from its
+ready-file), driven through its control API, stopped by pid.
+
+    sim = OSSim(tmp_path, config).start()
+    sim.write_clouds_yaml(path)            # clouds.yaml pointing at it
+    sim.ctl("POST", "/faults", {...})      # the control API (README.md)
+    sim.servers()                          # state, flat, with cloud/region
+    sim.stop()
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SIM_DIR = os.path.join(TOP, "tests", "sim", "openstack")
+sys.path.insert(0, SIM_DIR)
+import clouds_yaml  # noqa: E402
+
+
+class OSSim:
+    def __init__(self, workdir, config=None, tls=False, name="ossim"):
+        self.dir = os.path.join(str(workdir), name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.config = config or {}
+        self.tls = tls
+        self.proc = None
+        self.info = None
+
+    def start(self, timeout=20):
+        cfgp = os.path.join(self.dir, "config.json")
+        with open(cfgp, "w") as f:
+            json.dump(self.config, f)
+        ready = os.path.join(self.dir, "ready.json")
+        args = [sys.executable, SIM_DIR, "--config", cfgp, "--ready-file", ready,
+                "--data-dir", os.path.join(self.dir, "images")]
+        if self.tls:
+            args += ["--tls-dir", os.path.join(self.dir, "tls")]
+        self.log = open(os.path.join(self.dir, "ossim.log"), "wb")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while not os.path.exists(ready):
+            if self.proc.poll() is not None:
+                raise RuntimeError("ossim exited: %s" % self.output())
+            if time.time() > deadline:
+                self.stop()
+                raise RuntimeError("ossim did not start: %s" % self.output())
+            time.sleep(0.02)
+        with open(ready) as f:
+            self.info = json.load(f)
+        self.ready_file = ready
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def output(self):
+        self.log.flush()
+        with open(self.log.name, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()  # by pid: the process we started
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc:
+            self.log.close()
+
+    # --- clouds.yaml
+    def clouds(self, **kw):
+        return clouds_yaml.clouds_yaml(self.info, **kw)
+
+    def write_clouds_yaml(self, path, **kw):
+        with open(path, "w") as f:
+            f.write(clouds_yaml.dump_yaml(self.clouds(**kw)))
+        return path
+
+    # --- control API
+    def ctl(self, method, path, body=None, **query):
+        url = self.info["control"] + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                raw = r.read()
+        except urllib.error.HTTPError as e:
+            raise AssertionError("control %s %s: %d %s" % (method, path, e.code, e.read()))
+        return json.loads(raw) if raw else None
+
+    def state(self, **sel):
+        return self.ctl("GET", "/state", **sel)["clouds"]
+
+    def servers(self, **sel):
+        return self.ctl("GET", "/servers", **sel)["servers"]
+
+    def ports(self, **sel):
+        return self.ctl("GET", "/ports", **sel)["ports"]
+
+    def floating_ips(self, **sel):
+        return self.ctl("GET", "/floating_ips", **sel)["floating_ips"]
+
+    def volumes(self, **sel):
+        return self.ctl("GET", "/volumes", **sel)["volumes"]
+
+    def images(self, **sel):
+        return self.ctl("GET", "/images", **sel)["images"]
+
+    def fault(self, **spec):
+        return self.ctl("POST", "/faults", spec)["id"]
+
+    def clear_fault(self, fid=None):
+        self.ctl("DELETE", "/faults" if fid is None else "/faults/%d" % fid)
+
+    def calls(self, **sel):
+        return self.ctl("GET", "/calls", **sel)
+
+    def call_count(self, service=None, method=None, route=None, interface=None, region=None):
+        n = 0
+        for c in self.calls()["calls"]:
+            if ((service is None or c["service"] == service) and
+                    (method is None or c["method"] == method) and
+                    (route is None or c["route"] == route) and
+                    (interface is None or c["interface"] == interface) and
+                    (region is None or c["region"] == region)):
+                n += c["count"]
+        return n
