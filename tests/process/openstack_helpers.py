@@ -4,7 +4,6 @@ labels, and the "nothing left behind" check (every simulated server, port
 and floating IP belongs to a node)."""
 import copy
 import os
-import uuid
 
 import yaml
 
@@ -51,12 +50,10 @@ def sim_for(cfg, tmp, boot_delay=0.2, tweak=None):
         if p.get("driver", "openstack") != "openstack":
             continue
         cloud, region = where[p["name"]]
-        r = scfg["clouds"][cloud]["regions"][region]
         for di in p.get("diskimages") or []:
-            iid = str(uuid.uuid4())
-            ids[(p["name"], di["name"])] = iid
-            r.setdefault("images", []).append({"name": "%s-1700000000" % di["name"],
-                                               "id": iid})
+            # the simulator holds an active image per provider diskimage
+            ids[(p["name"], di["name"])] = clouds_yaml.diskimage_image_id(cloud, region,
+                                                                           di["name"])
     if tweak:
         tweak(scfg)
     sim = OSSim(tmp, scfg).start()
