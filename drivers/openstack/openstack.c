@@ -67,6 +67,7 @@
 #include "http.h"
 #include "jsonget.h"
 #include "log.h"
+#include "openstack.h"
 #include "os_cloud.h"
 #include "ratelimit.h"
 
@@ -2620,8 +2621,6 @@ const struct driver drv_openstack = {
     SM_DRIVER_SLOTS,
 };
 
-/* For the builder and tests: the adapter on its own. */
-const struct sm_adapter_ops *os_adapter_ops(void);
 const struct sm_adapter_ops *
 os_adapter_ops(void)
 {
