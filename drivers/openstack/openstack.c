@@ -1131,7 +1131,8 @@ list_done(struct os_call *c, int status, const char *error, json_t *body,
 		json_decref(a->page);
 		a->page = NULL;
 		list_deliver_waiters(a, msg);
-		/* machines poll again at their own pace */
+		/* the machines waiting ask again (list_start spaces the tries) */
+		wake_all(a);
 		return;
 	}
 	if (a->page == NULL)
@@ -1610,7 +1611,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 		/* fall through */
 	case OS_BUILDING:
 		if (!listed_server(a, m->seq, mm->external_id, &s)) {
-			mm->retry_in = 30;
+			mm->retry_in = 5; /* woken by the listing; this is a safety net */
 			return SM_AGAIN;
 		}
 		m->seq = a->list_done_seq;
@@ -1800,7 +1801,7 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 			m->seq = a->list_seq;
 		}
 		if (!listed_server(a, m->seq, mm->external_id, &s)) {
-			mm->retry_in = 30;
+			mm->retry_in = 5; /* woken by the listing; this is a safety net */
 			return SM_AGAIN;
 		}
 		m->seq = a->list_done_seq;
