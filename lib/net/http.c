@@ -32,6 +32,7 @@ struct http_req {
 	TAILQ_ENTRY(http_req) entry;
 	struct http_client *c;
 	int queued; /* on c->queue */
+	int failed; /* on c->failed: its error is delivered on the next loop turn */
 	CURL *easy; /* while in flight */
 	char *method;
 	char *url;
@@ -68,6 +69,8 @@ struct http_client {
 	struct ratelimit_wait *token_wait;
 	TAILQ_HEAD(, http_req) queue;	 /* waiting */
 	TAILQ_HEAD(, http_req) inflight; /* handed to libcurl */
+	TAILQ_HEAD(, http_req) failed;	 /* could not start (a body file) */
+	struct event *fail_ev;
 	int max_concurrency, max_retries;
 	double timeout, backoff_max;
 	size_t max_body;
@@ -486,11 +489,30 @@ start_head(struct http_client *c)
 	case 0:
 		break;
 	case 1:
-		deliver(r, 0, "cannot open the file to upload");
+		/* never a callback from inside http_request(): on the loop */
+		r->failed = 1;
+		TAILQ_INSERT_TAIL(&c->failed, r, entry);
+		event_active(c->fail_ev, EV_TIMEOUT, 0);
 		break;
 	default:
 		abort(); /* libcurl out of memory */
 	}
+}
+
+static void
+fail_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_client *c = arg;
+	struct http_req *r;
+
+	(void)fd;
+	(void)what;
+	while ((r = TAILQ_FIRST(&c->failed)) != NULL) {
+		TAILQ_REMOVE(&c->failed, r, entry);
+		r->failed = 0;
+		deliver(r, 0, "cannot open the file to upload");
+	}
+	pump(c);
 }
 
 static void
@@ -543,6 +565,8 @@ http_client_new(struct event_base *base, const struct http_client_options *opt, 
 	c->base = base;
 	TAILQ_INIT(&c->queue);
 	TAILQ_INIT(&c->inflight);
+	TAILQ_INIT(&c->failed);
+	c->fail_ev = event_new(base, -1, 0, fail_cb, c);
 	c->max_concurrency =
 	    o.max_concurrency > 0 ? o.max_concurrency : HTTP_DEFAULT_MAX_CONCURRENCY;
 	c->max_retries = o.max_retries < 0    ? 0
@@ -580,6 +604,12 @@ http_client_free(struct http_client *c)
 		TAILQ_REMOVE(&c->queue, r, entry);
 		req_free(r);
 	}
+	while ((r = TAILQ_FIRST(&c->failed)) != NULL) {
+		TAILQ_REMOVE(&c->failed, r, entry);
+		req_free(r);
+	}
+	if (c->fail_ev != NULL)
+		event_free(c->fail_ev);
 	/* in flight: removing a handle closes its sockets through the
 	 * socket callback */
 	while ((r = TAILQ_FIRST(&c->inflight)) != NULL) {
@@ -656,6 +686,8 @@ http_cancel(struct http_req *r)
 	if (r->queued) {
 		TAILQ_REMOVE(&c->queue, r, entry);
 		c->st.queued--;
+	} else if (r->failed) {
+		TAILQ_REMOVE(&c->failed, r, entry);
 	} else if (r->easy != NULL) {
 		curl_multi_remove_handle(c->multi, r->easy);
 		TAILQ_REMOVE(&c->inflight, r, entry);
