@@ -375,3 +375,26 @@ def test_leaked_server_port_and_floating_ip_cleaned(deployment, zuul, sims, tmp_
     sim.ctl("POST", "/floating_ips", {})
     wait_clean(sim, zuul)
     assert len(sim.servers()) == 1
+
+
+def test_console_log_on_boot_failure(deployment, zuul, sims, tmp_path, monkeypatch):
+    # host keys are scanned (nobody answers at the simulator's addresses):
+    # the scan fails at boot-timeout, and with console-log the server's
+    # console output is fetched and logged before the server is deleted
+    sim = small_sim(tmp_path, console_output="simulated console: kernel panic")
+    sims.append(sim)
+    write_clouds(sim, tmp_path, monkeypatch)
+    cfg = small_config(deployment, pool={"host-key-checking": True},
+                       label={"console-log": True},
+                       provider={"boot-timeout": 1, "launch-retries": 1})
+    p = start(deployment, cfg)
+    rid = zuul.submit(["small"])
+    req = zuul.wait_request(rid, timeout=60)
+    assert req["state"] == "failed"
+    wait_for(lambda: "simulated console: kernel panic" in p.output(), 30,
+             what="console log in the launcher's log")
+    assert sim.call_count(service="compute", method="POST",
+                          route="/v2.1/servers/{id}/action") == 1
+    zuul.zk.delete("/nodepool/requests/" + rid)
+    wait_for(lambda: sim.servers() == [], 30, what="the failed server deleted")
+    wait_clean(sim, zuul)
