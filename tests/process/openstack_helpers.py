@@ -24,8 +24,9 @@ def for_test(cfg, deployment):
     """A copy of a production nodepool.yaml made runnable here: our
     ZooKeeper (added by the deployment), builder directories in the test's
     tmp, the builder's diskimages paused (uploads come from records the
-    test writes), and host-key-checking off in pools (the simulator's
-    addresses have no sshd behind them)."""
+    test writes), host-key-checking off in pools (the simulator's
+    addresses have no sshd behind them), and 0.05 s between API calls where
+    the provider sets no rate."""
     cfg = copy.deepcopy(cfg)
     cfg.pop("zookeeper-servers", None)
     cfg.pop("zookeeper-tls", None)
@@ -37,6 +38,10 @@ def for_test(cfg, deployment):
     for p in cfg.get("providers") or []:
         for pool in p.get("pools") or []:
             pool["host-key-checking"] = False
+        # a provider without `rate` makes one call a second per API
+        # (upstream's default): ~20 launches take a minute; keep the test
+        # brisk (the rates the file sets are kept)
+        p.setdefault("rate", 0.05)
     return cfg
 
 

@@ -113,7 +113,8 @@ def small_config(deployment, pool=None, label=None, provider=None, labels=None):
          "boot-timeout": 10, "launch-retries": 3,
          "cloud-images": [{"name": "debian"}], "pools": [pl]}
     p.update(provider or {})
-    cfg = {"labels": labels or [{"name": "small"}], "providers": [p]}
+    cfg = {"labels": labels or [{"name": "small"}], "providers": [p],
+           "zookeeper-timeout": 4}  # a killed worker's session ends soon
     cfg.update(FAST)
     return cfg
 
