@@ -61,7 +61,8 @@ class OSSim:
         return self.proc.pid
 
     def output(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log.name, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
@@ -80,9 +81,16 @@ class OSSim:
     def clouds(self, **kw):
         return clouds_yaml.clouds_yaml(self.info, **kw)
 
-    def write_clouds_yaml(self, path, **kw):
+    def write_clouds_yaml(self, path, secure=None, **kw):
+        """clouds.yaml at path; with secure (a path), the secrets go to
+        that secure.yaml instead."""
+        doc = self.clouds(**kw)
+        if secure:
+            doc, sec = clouds_yaml.split_secure(doc)
+            with open(secure, "w") as f:
+                f.write(clouds_yaml.dump_yaml(sec))
         with open(path, "w") as f:
-            f.write(clouds_yaml.dump_yaml(self.clouds(**kw)))
+            f.write(clouds_yaml.dump_yaml(doc))
         return path
 
     # --- control API
@@ -137,3 +145,37 @@ class OSSim:
                     (region is None or c["region"] == region)):
                 n += c["count"]
         return n
+
+    def leaks(self, node_ids, **sel):
+        """What the cloud holds that no node accounts for (the issue's
+        "once cleanup has run the simulator holds no server, port or
+        floating IP without a node"): servers whose nodepool_node_id
+        metadata is not in node_ids, compute ports bound to no live server,
+        floating IPs attached to no port. Returns {"servers": [...],
+        "ports": [...], "floating_ips": [...]} (empty lists when clean)."""
+        node_ids = set(node_ids)
+        servers = self.servers(**sel)
+        live = {s["id"] for s in servers if not s.get("deleting")}
+        return {
+            "servers": [s for s in servers
+                        if s["metadata"].get("nodepool_node_id") not in node_ids],
+            "ports": [p for p in self.ports(**sel)
+                      if (not p["device_owner"] or p["device_owner"].startswith("compute:"))
+                      and p["device_id"] not in live],
+            "floating_ips": [f for f in self.floating_ips(**sel) if not f["port_id"]],
+        }
+
+    def call_log(self, **sel):
+        """The calls in order: [{time, cloud, region, interface, service,
+        method, route}], filtered by any of those keys given."""
+        out = []
+        for c in self.ctl("GET", "/calls/log")["log"]:
+            if all(c.get(k) == v for k, v in sel.items()):
+                out.append(c)
+        return out
+
+    def call_gaps(self, **sel):
+        """Seconds between consecutive calls matching sel (for `rate`,
+        upstream's seconds between API calls)."""
+        times = [c["time"] for c in self.call_log(**sel)]
+        return [b - a for a, b in zip(times, times[1:])]

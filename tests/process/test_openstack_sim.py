@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +20,7 @@ import keystoneauth1.exceptions  # noqa: E402
 from openstack.cloud import meta  # noqa: E402
 
 from conftest import wait_for  # noqa: E402
-from ossim_fixture import OSSim, clouds_yaml  # noqa: E402
+from ossim_fixture import SIM_DIR, OSSim, clouds_yaml  # noqa: E402
 
 REGIONS = {"RegionOne": {"boot_delay": 0.3}, "RegionTwo": {"boot_delay": 0.3}}
 
@@ -89,7 +90,7 @@ def test_server_lifecycle_as_nodepool(sim, tmp_path, monkeypatch):
     # _refreshServer: list_servers until ACTIVE
     active = wait_status(conn, sid, "ACTIVE")
     assert active.metadata == meta_in
-    assert active.public_v4 and active.public_v4.startswith("203.0.113.")
+    assert active.public_v4 and active.public_v4.startswith("100.64.")
     assert active.interface_ip == active.public_v4
     assert active.location.zone == "nova"
     assert hasattr(active.flavor, "vcpus") and active.flavor.ram == flavor["ram"]
@@ -97,6 +98,8 @@ def test_server_lifecycle_as_nodepool(sim, tmp_path, monkeypatch):
     # what the simulator holds: a port owned by the server, userdata b64
     st = sim.servers()
     assert [s["id"] for s in st] == [sid]
+    assert sim.leaks(["0000000042"]) == {"servers": [], "ports": [], "floating_ips": []}
+    assert [s["id"] for s in sim.leaks([])["servers"]] == [sid]
     assert base64.b64decode(st[0]["user_data"]) == b"#cloud-config\n"
     assert st[0]["config_drive"] == "True"
     ports = conn.list_ports(filters={"device_id": sid})
@@ -111,6 +114,11 @@ def test_server_lifecycle_as_nodepool(sim, tmp_path, monkeypatch):
     conn._servers_time = 0
     assert [s for s in conn.list_servers() if s.id == sid] == []
     assert sim.ports() == [] or all(p["device_id"] != sid for p in sim.ports())
+    # the call log, in order, with times (what a `rate` test reads)
+    log = [(c["method"], c["route"]) for c in sim.call_log(service="compute")]
+    assert log.index(("POST", "/v2.1/servers")) < log.index(("DELETE", "/v2.1/servers/{id}"))
+    assert len(sim.call_gaps(service="compute")) == len(log) - 1
+    assert all(g >= 0 for g in sim.call_gaps(service="compute"))
 
 
 def test_boot_from_volume(sim, tmp_path, monkeypatch):
@@ -157,11 +165,22 @@ def test_floating_ip_cloud(tmp_path, monkeypatch):
         assert not conn._needs_floating_ip(server=server, nat_destination=None)
         # a leaked, unattached floating IP: delete_unattached_floating_ips
         leaked = sim.ctl("POST", "/floating_ips", {})["floating_ips"][0]
+        assert [f["id"] for f in sim.leaks(["0"])["floating_ips"]] == [leaked["id"]]
         conn._floating_ips_time = 0
         assert len(conn.list_floating_ips()) == 2
         assert conn.delete_unattached_floating_ips() == 1
         assert [f["id"] for f in sim.floating_ips()] == [fip["id"]]
         assert leaked["id"] not in [f["id"] for f in sim.floating_ips()]
+        # detach and attach again (PUT port_id null / port_id)
+        assert conn.detach_ip_from_server(server_id=server.id, floating_ip_id=fip["id"])
+        conn._floating_ips_time = 0
+        detached = conn.get_floating_ip(fip["id"])
+        assert detached["port_id"] is None and detached["status"] == "DOWN"
+        assert not detached["attached"]
+        assert raw_server(conn, server.id)["addresses"]["private"][-1]["OS-EXT-IPS:type"] == "fixed"
+        port = conn.list_ports(filters={"device_id": server.id})[0]
+        conn.network.update_ip(fip["id"], port_id=port.id)
+        assert conn.get_floating_ip(fip["id"])["status"] == "ACTIVE"
         # the delete state machine: find the server's floating IPs, delete them
         fips = meta.find_nova_interfaces(server["addresses"], ext_tag="floating")
         found = [conn.get_floating_ip(id=None, filters={"floating_ip_address": f["addr"]})
@@ -189,9 +208,11 @@ def test_down_port_cleanup(sim, tmp_path, monkeypatch):
     assert len(down) == 2
     compute = [p for p in down if not p.device_owner or p.device_owner.startswith("compute:")]
     assert len(compute) == 1 and compute[0].device_id == ""
+    assert [p["id"] for p in sim.leaks([])["ports"]] == [compute[0].id]
     conn.delete_port(compute[0].id)
     left = sim.ports(region="RegionOne")
     assert [p["device_owner"] for p in left] == ["network:router_interface"]
+    assert sim.leaks([]) == {"servers": [], "ports": [], "floating_ips": []}
 
 
 def test_image_upload_and_delete(sim, tmp_path, monkeypatch):
@@ -279,6 +300,24 @@ def test_boot_failure_and_console(sim, tmp_path, monkeypatch):
     assert "quota" in raw_server(conn, e.value.resource_id)["fault"]["message"].lower()
 
 
+def test_network_exhausted_is_a_build_failure(tmp_path, monkeypatch):
+    sim = OSSim(tmp_path, {"regions": {"RegionOne": {"boot_delay": 0, "networks": [
+        {"name": "tiny", "cidr": "192.168.5.0/29", "provider": True}]}}}).start()
+    try:
+        conn = connect(sim, tmp_path, monkeypatch)
+        image = conn.get_image("cirros", filters={"status": "active"})
+        flavor = conn.list_flavors()[0]
+        # a /29 has 6 hosts: the gateway, and 5 for ports
+        ok = [nodepool_create(conn, "n%d" % i, image, flavor) for i in range(5)]
+        assert len({s.id for s in ok}) == 5
+        with pytest.raises(openstack.cloud.exc.OpenStackCloudCreateException) as e:
+            nodepool_create(conn, "n5", image, flavor)
+        fault = raw_server(conn, e.value.resource_id)["fault"]["message"]
+        assert "Failed to allocate the network" in fault
+    finally:
+        sim.stop()
+
+
 def test_application_credential_and_reauth(sim, tmp_path, monkeypatch):
     conn = connect(sim, tmp_path, monkeypatch, auth="application-credential")
     assert conn.list_servers() == []
@@ -291,6 +330,24 @@ def test_application_credential_and_reauth(sim, tmp_path, monkeypatch):
     assert conn.list_flavors(get_extra=False)
     assert sim.call_count(service="identity", method="POST", route="/v3/auth/tokens") == 2
     assert sim.call_count(service="compute", route="/v2.1/flavors/detail") == 2
+
+
+def test_secrets_in_secure_yaml(sim, tmp_path, monkeypatch):
+    # this SDK prepends OS_CLIENT_SECURE_FILE to its module-level list of
+    # secure files (for good): work on a copy, so later tests do not
+    # inherit this test's secrets
+    loader = openstack.config.loader
+    monkeypatch.setattr(loader, "SECURE_FILES", list(loader.SECURE_FILES))
+    monkeypatch.setattr(loader, "CONFIG_FILES", list(loader.CONFIG_FILES))
+    for auth in ("password", "application-credential"):
+        sec = tmp_path / ("secure-%s.yaml" % auth)
+        path = sim.write_clouds_yaml(str(tmp_path / "clouds.yaml"), secure=str(sec), auth=auth)
+        text = open(path).read()
+        assert "secret" not in text and "appsecret" not in text
+        monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", path)
+        monkeypatch.setenv("OS_CLIENT_SECURE_FILE", str(sec))
+        conn = openstack.connect(cloud="sim", region_name="RegionTwo")
+        assert conn.list_flavors()
 
 
 def test_wrong_password_is_401(sim, tmp_path, monkeypatch):
@@ -369,7 +426,6 @@ def test_microversions_raw(sim, tmp_path, monkeypatch):
     assert h["OpenStack-API-Version"] == "compute 2.95"
     st, h, b = get("2.999")
     assert st == 406
-    st, h, b = get(None) if False else (None, None, None)
     req = urllib.request.Request(url)
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(req)
@@ -390,13 +446,18 @@ def test_https_with_cacert(tmp_path, monkeypatch):
         sim.stop()
 
 
-def openstack_cli(tmp_path, clouds, *args):
+def openstack_cli_many(tmp_path, clouds, commands):
     env = dict(os.environ, OS_CLIENT_CONFIG_FILE=clouds, HOME=str(tmp_path))
-    out = subprocess.run(["openstack", "--os-cloud", "sim", "--os-region-name", "RegionOne"]
-                         + list(args) + ["-f", "json"], env=env, capture_output=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr.decode()
-    return json.loads(out.stdout)
+    procs = [subprocess.Popen(["openstack", "--os-cloud", "sim", "--os-region-name",
+                               "RegionOne"] + c + ["-f", "json"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for c in commands]
+    out = []
+    for p in procs:
+        o, e = p.communicate(timeout=60)
+        assert p.returncode == 0, e.decode()
+        out.append(json.loads(o))
+    return out
 
 
 def test_openstack_cli(sim, tmp_path, monkeypatch):
@@ -406,12 +467,11 @@ def test_openstack_cli(sim, tmp_path, monkeypatch):
     s = nodepool_create(conn, "cli-node", image, conn.list_flavors()[1],
                         meta={"nodepool_node_id": "0000000007"})
     wait_status(conn, s.id, "ACTIVE")
-    servers = openstack_cli(tmp_path, clouds, "server", "list")
+    servers, shown, images = openstack_cli_many(tmp_path, clouds, [
+        ["server", "list"], ["server", "show", s.id], ["image", "list"]])
     assert [(x["ID"], x["Name"], x["Status"]) for x in servers] == [(s.id, "cli-node", "ACTIVE")]
     assert servers[0]["Flavor"] == "m1.small" and servers[0]["Image"] == "cirros"
-    shown = openstack_cli(tmp_path, clouds, "server", "show", s.id)
     assert "nodepool_node_id" in json.dumps(shown["properties"])
-    images = openstack_cli(tmp_path, clouds, "image", "list")
     assert [(x["Name"], x["Status"]) for x in images] == [("cirros", "active")]
 
 
@@ -428,7 +488,6 @@ def test_nova_pages_and_dropped_connection(tmp_path, monkeypatch):
         # a connection closed without an answer (urllib3 retries a GET
         # once on a reused connection, so drop every one for a while)
         fid = sim.fault(service="compute", path="/servers/detail", drop=True)
-        t0 = time.time()
         with pytest.raises(keystoneauth1.exceptions.connection.ConnectFailure):
             conn._list_servers()
         sim.clear_fault(fid)
@@ -523,20 +582,20 @@ def test_openstack_cli_more(tmp_path, monkeypatch):
                             volume_size=5, terminate_volume=True)
         s = wait_status(conn, s.id, "ACTIVE")
         fip = conn.create_floating_ip(server=s, wait=True)
-        fips = openstack_cli(tmp_path, clouds, "floating", "ip", "list")
-        assert [(f["Floating IP Address"], f["Port"]) for f in fips] == \
-            [(fip["floating_ip_address"], fip["port_id"])]
-        vols = openstack_cli(tmp_path, clouds, "volume", "list")
-        assert [(v["Size"], v["Status"]) for v in vols] == [(5, "in-use")]
         data = tmp_path / "tiny.raw"
         data.write_bytes(b"\0" * 4096)
-        made = openstack_cli(tmp_path, clouds, "image", "create", "--disk-format", "raw",
-                             "--file", str(data), "--property", "nodepool_build_id=7",
-                             "uploaded")
+        # three commands at once (each takes seconds to start)
+        fips, vols, made = openstack_cli_many(tmp_path, clouds, [
+            ["floating", "ip", "list"], ["volume", "list"],
+            ["image", "create", "--disk-format", "raw", "--file", str(data),
+             "--property", "nodepool_build_id=7", "uploaded"]])
+        assert [(f["Floating IP Address"], f["Port"]) for f in fips] == \
+            [(fip["floating_ip_address"], fip["port_id"])]
+        assert [(v["Size"], v["Status"]) for v in vols] == [(5, "in-use")]
         # this client prints the image as created, before its upload
-        shown = openstack_cli(tmp_path, clouds, "image", "show", made["id"])
-        assert shown["status"] == "active" and shown["size"] == 4096
-        assert shown["checksum"] == hashlib.md5(data.read_bytes()).hexdigest()
+        shown = conn.get_image(made["id"])
+        assert shown.status == "active" and shown.size == 4096
+        assert shown.checksum == hashlib.md5(data.read_bytes()).hexdigest()
         got = [i for i in sim.images() if i["name"] == "uploaded"][0]
         assert got["nodepool_build_id"] == "7"
         with open(got["path"], "rb") as f:
@@ -579,6 +638,96 @@ def test_sdk_details(sim, tmp_path, monkeypatch):
     lingering = sim.servers(region="RegionOne")
     assert [x["OS-EXT-STS:task_state"] for x in lingering] == ["deleting"]
     assert conn.get_server_by_id(s.id).task_state == "deleting"
+
+
+def test_malformed_requests_get_4xx(sim):
+    """Whatever a client sends (unknown routes, methods, bodies of the
+    wrong shape), the simulator answers as the service would, 4xx, and
+    never with a 5xx that a test would take for an injected fault."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", sim.info["port"], timeout=10)
+
+    def call(method, path, body=None, tok=None):
+        h = {"Content-Type": "application/json"}
+        if tok:
+            h["X-Auth-Token"] = tok
+        c.request(method, "/sim" + path, body=body, headers=h)
+        r = c.getresponse()
+        return r.status, r.getheader("X-Subject-Token"), r.read()
+
+    auth = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": "nodepool", "domain": {"name": "Default"}, "password": "secret"}}},
+        "scope": {"project": {"name": "nodepool", "domain": {"name": "Default"}}}}}
+    st, tok, _ = call("POST", "/identity/v3/auth/tokens", json.dumps(auth))
+    assert st == 201
+    img = json.loads(call("GET", "/RegionOne/image/v2/images", tok=tok)[2])["images"][0]["id"]
+    st, _, b = call("POST", "/RegionOne/compute/v2.1/servers", json.dumps({"server": {
+        "name": "x", "imageRef": img, "flavorRef": "1", "networks": "auto"}}), tok)
+    sid = json.loads(b)["server"]["id"]
+    port = json.loads(call("GET", "/RegionOne/network/v2.0/ports", tok=tok)[2])["ports"][0]["id"]
+    pid = sim.info["clouds"]["sim"]["project_id"]
+    paths = ["/identity/v3/auth/tokens", "/identity/v3/projects", "/identity/v2.0",
+             "/RegionOne/compute/v2.1/servers", "/RegionOne/compute/v2.1/servers/detail",
+             "/RegionOne/compute/v2.1/servers/S", "/RegionOne/compute/v2.1/servers/S/metadata",
+             "/RegionOne/compute/v2.1/servers/S/metadata/k",
+             "/RegionOne/compute/v2.1/servers/S/action", "/RegionOne/compute/v2.1/flavors/1",
+             "/RegionOne/compute/v2.1/os-keypairs", "/RegionOne/compute/v2.1/limits",
+             "/RegionOne/image/v2/images", "/RegionOne/image/v2/images/I",
+             "/RegionOne/image/v2/images/I/file", "/RegionOne/image/v2/images/I/tags/t",
+             "/RegionOne/network/v2.0/networks", "/RegionOne/network/v2.0/ports/P",
+             "/RegionOne/network/v2.0/floatingips", "/RegionOne/network/v2.0/floatingips/F",
+             "/RegionOne/volume/v3/%s/volumes" % pid, "/RegionOne/volume/v3/%s/volumes/V" % pid,
+             "/RegionOne/compute", "/RegionOne/nothing", "/Nowhere/compute/v2.1/servers"]
+    bodies = [b"{", b"[]", b"1", b'{"server": {"name": 1, "networks": [1]}}',
+              b'{"server": {"name": "a", "flavorRef": "1", "imageRef": "%s", '
+              b'"networks": [{"uuid": 5}], "block_device_mapping_v2": [1]}}' % img.encode(),
+              b'{"floatingip": {"port_id": 1}}', b'{"volume": {"size": "x"}}',
+              b'[{"op": "add"}]', b'{"os-getConsoleOutput": 5}', b'{"metadata": []}']
+    bad = []
+    for p in paths:
+        p = p.replace("/S", "/" + sid).replace("/I", "/" + img).replace("/P", "/" + port)
+        for m in ("GET", "HEAD", "DELETE", "POST", "PUT", "PATCH"):
+            for body in [None] if m in ("GET", "HEAD", "DELETE") else bodies:
+                st, _, b = call(m, p, body, tok)
+                if st >= 500:
+                    bad.append((m, p, body, st, b[:200]))
+    assert bad == []
+    assert sim.calls()["total"] > 700  # every route above, each method and body
+    c.close()
+
+
+def test_shell_fixture_from_nodepool_yaml(tmp_path):
+    """The path `make demo` and bench/ take: clouds_yaml.py derives the
+    simulator's config from a nodepool.yaml, ossim.sh starts it and writes
+    clouds.yaml and env, the `openstack` command reaches a provider's
+    region through it, ossim.sh stops exactly that pid."""
+    d = tmp_path / "sh"
+    np = os.path.join(TOP, "tests/data/configs/opendev/nl04.opendev.org.yaml")
+    subprocess.run([sys.executable, os.path.join(SIM_DIR, "clouds_yaml.py"), "--from-nodepool",
+                    np, "--sim-config", str(tmp_path / "sim.json")], check=True)
+    fixture = os.path.join(SIM_DIR, "ossim.sh")
+    subprocess.run(["sh", fixture, "start", str(d), "--config", str(tmp_path / "sim.json")],
+                   check=True, timeout=60)
+    try:
+        env = {}
+        for line in (d / "env").read_text().splitlines():
+            k, v = line.replace("export ", "").split("=", 1)
+            env[k] = v
+        pid = int(env["OSSIM_PID"])
+        os.kill(pid, 0)
+        e = dict(os.environ, HOME=str(tmp_path), **env)
+        out = subprocess.run(["openstack", "--os-cloud", "ovh-GRA1", "flavor", "list", "-f",
+                              "json"], env=e, capture_output=True, timeout=60)
+        assert out.returncode == 0, out.stderr.decode()
+        assert "ssd-osFoundation-3" in [f["Name"] for f in json.loads(out.stdout)]
+        with urllib.request.urlopen(env["OSSIM_CONTROL"] + "/calls") as r:
+            calls = json.loads(r.read())["calls"]
+        assert {(c["cloud"], c["region"]) for c in calls if c["service"] == "compute"} == \
+            {("ovh", "GRA1")}
+    finally:
+        subprocess.run(["sh", fixture, "stop", str(d)], check=True, timeout=30)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_clouds_from_nodepool_config():

@@ -9,7 +9,7 @@ As a library (tests):
 As a command:
     python3 tests/sim/openstack/clouds_yaml.py --ready-file R [-o clouds.yaml]
         [--per-region] [--auth password|application-credential]
-        [--interface public|internal] [--api-timeout S]
+        [--interface public|internal] [--api-timeout S] [--secure secure.yaml]
     python3 tests/sim/openstack/clouds_yaml.py --from-nodepool nodepool.yaml
         --sim-config sim.json      (then start ossim with --config sim.json)
 
@@ -65,6 +65,26 @@ def clouds_yaml(info, per_region=False, auth="password", interface=None, api_tim
             for r in c["regions"]:
                 clouds["%s-%s" % (name, r)] = dict(entry, region_name=r)
     return {"clouds": clouds}
+
+
+SECRET_KEYS = ("password", "application_credential_secret")
+
+
+def split_secure(doc):
+    """(clouds, secure): the clouds.yaml document without its secrets, and
+    a secure.yaml document holding them (openstacksdk merges the two; its
+    places: OS_CLIENT_SECURE_FILE, or secure.yaml beside clouds.yaml)."""
+    clouds = {"clouds": {}}
+    secure = {"clouds": {}}
+    for name, entry in doc["clouds"].items():
+        e = dict(entry)
+        auth = dict(e.get("auth") or {})
+        secrets = {k: auth.pop(k) for k in SECRET_KEYS if k in auth}
+        e["auth"] = auth
+        clouds["clouds"][name] = e
+        if secrets:
+            secure["clouds"][name] = {"auth": secrets}
+    return clouds, secure
 
 
 def dump_yaml(doc):
@@ -146,7 +166,7 @@ def sim_config_from_nodepool(npcfg, boot_delay=0.5, ram=8192):
             if not r["networks"]:
                 del r["networks"]  # the default provider network shape
             elif not any(n["name"] == "public" for n in r["networks"]):
-                r["networks"].append({"name": "public", "cidr": "203.0.113.0/24",
+                r["networks"].append({"name": "public", "cidr": "100.64.0.0/16",
                                       "external": True})
             if not r["images"]:
                 r["images"] = [{"name": "cirros"}]
@@ -164,6 +184,7 @@ def main(argv=None):
                     choices=("password", "application-credential"))
     ap.add_argument("--interface", choices=("public", "internal"))
     ap.add_argument("--api-timeout", type=float)
+    ap.add_argument("--secure", help="write the secrets to this secure.yaml instead")
     ap.add_argument("--from-nodepool", help="nodepool.yaml to derive a simulator config from")
     ap.add_argument("--sim-config", help="where to write that simulator config (JSON)")
     a = ap.parse_args(argv)
@@ -183,8 +204,13 @@ def main(argv=None):
         ap.error("--ready-file is needed for clouds.yaml")
     with open(a.ready_file) as f:
         info = json.load(f)
-    text = dump_yaml(clouds_yaml(info, per_region=a.per_region, auth=a.auth,
-                                 interface=a.interface, api_timeout=a.api_timeout))
+    doc = clouds_yaml(info, per_region=a.per_region, auth=a.auth,
+                      interface=a.interface, api_timeout=a.api_timeout)
+    if a.secure:
+        doc, sec = split_secure(doc)
+        with open(a.secure, "w") as f:
+            f.write(dump_yaml(sec))
+    text = dump_yaml(doc)
     if a.output:
         tmp = a.output + ".tmp"
         with open(tmp, "w") as f:

@@ -22,7 +22,6 @@ them; python3-openstacksdk and the `openstack` CLI are the judges
 import argparse
 import base64
 import collections
-import copy
 import datetime
 import hashlib
 import http.server
@@ -31,7 +30,6 @@ import json
 import os
 import re
 import signal
-import socket
 import socketserver
 import ssl
 import subprocess
@@ -249,9 +247,9 @@ class Region:
             # external network that floating IPs come from.
             if cfg.get("floating_ips"):
                 nets = [{"name": "private", "cidr": "10.0.0.0/16"},
-                        {"name": "public", "cidr": "203.0.113.0/24", "external": True}]
+                        {"name": "public", "cidr": "100.64.0.0/16", "external": True}]
             else:
-                nets = [{"name": "public", "cidr": "203.0.113.0/24", "provider": True},
+                nets = [{"name": "public", "cidr": "100.64.0.0/16", "provider": True},
                         {"name": "private", "cidr": "10.0.0.0/16"}]
         self.default_nets = []
         for n in nets:
@@ -638,7 +636,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(resp.status)
         for k, v in headers.items():
             self.send_header(k, str(v))
-        self.send_header("Content-Length", str(len(data)))
+        if resp.status not in (204, 304):  # RFC 9110: no Content-Length on 204
+            self.send_header("Content-Length", str(len(data)))
         self.send_header("X-Openstack-Request-Id", "req-" + new_id())
         self.end_headers()
         if send and resp.status not in (204, 304):
@@ -793,13 +792,35 @@ def dispatch(sim, req, control_only=False, skip_faults=False):
         ctx = Ctx(sim, cloud, reg, interface, req)
         if len(rest) >= 2:
             token_check(cloud, req, service, rest)
-        if service == "compute":
-            return nova(ctx, rest)
-        if service == "image":
-            return glance(ctx, rest)
-        if service == "network":
-            return neutron(ctx, rest)
-        return cinder(ctx, rest)
+        try:
+            if service == "compute":
+                return nova(ctx, rest)
+            if service == "image":
+                return glance(ctx, rest)
+            if service == "network":
+                return neutron(ctx, rest)
+            return cinder(ctx, rest)
+        except IndexError:
+            # a path the routes do not know (e.g. PUT on a collection)
+            if os.environ.get("OSSIM_DEBUG"):
+                import traceback
+                traceback.print_exc()
+            raise service_error(service, 404, "The resource could not be found.")
+        except (AttributeError, TypeError, KeyError, ValueError) as e:
+            # a body of the wrong shape: the services' schema validation
+            # answers 400
+            if os.environ.get("OSSIM_DEBUG"):
+                import traceback
+                traceback.print_exc()
+            raise service_error(service, 400, "Invalid input for the request body: %s" % e)
+
+
+def service_error(service, status, msg):
+    if service == "network":
+        return neutron_error(status, "HTTPBadRequest" if status == 400 else "HTTPNotFound", msg)
+    if service == "image":
+        return glance_error(status, msg)
+    return nova_error(status, msg)
 
 
 def fault_error(f, service):
@@ -1431,7 +1452,15 @@ def create_server(ctx, mv):
                                                "message": "ossim: bad outcome %r" % status}})
     owner = "compute:%s" % s["az"]
     for nid in net_ids:
-        p = reg.make_port(nid, device_id=sid, device_owner=owner, status="DOWN")
+        try:
+            p = reg.make_port(nid, device_id=sid, device_owner=owner, status="DOWN")
+        except HTTPError:
+            # Nova allocates networks on the compute host: an exhausted
+            # network is a build failure, not an API error
+            s["_outcome"] = "error"
+            s["_fault"] = ("Build of instance %s aborted: Failed to allocate the network(s), "
+                           "not rescheduling." % sid)
+            continue
         s["_ports"].append(p["id"])
     for pid in port_ids:
         reg.ports[pid].update(device_id=sid, device_owner=owner)
@@ -2213,8 +2242,12 @@ def control(sim, req):
                         continue
                     if k not in reg.behavior:
                         raise HTTPError(400, {"error": "unknown behavior key %r" % k})
-                    reg.behavior[k] = type(reg.behavior[k])(v) if reg.behavior[k] is not None \
-                        and v is not None else v
+                    cur = reg.behavior[k]
+                    if isinstance(cur, bool):
+                        v = truthy(v) if isinstance(v, str) else bool(v)
+                    elif cur is not None and v is not None and k != "console_output":
+                        v = type(cur)(v)
+                    reg.behavior[k] = v
             return Response(200, {"behavior": [dict(r.behavior, cloud=r.cloud.name, region=r.name)
                                                for r in regs]})
         if segs == ["outcomes"] and m == "POST":
