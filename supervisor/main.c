@@ -12,6 +12,10 @@
  * when running, 3 when not (LSB); reload sends SIGHUP. No verb and no -f
  * means start; -f runs in the foreground, logging to stderr.
  *
+ * A change of the configuration files is applied without a signal, as by
+ * SIGHUP (reload.c, lib/config/cfgwatch.h; the nodepoold section's
+ * reload-on-change: false turns that off).
+ *
  * Signals: SIGHUP reloads, SIGTERM/SIGINT stop (every child is sent STOP,
  * and SIGKILL after a bound), SIGUSR2 logs the process table and forwards
  * SIGUSR2 to every child (each logs its own state).
@@ -31,6 +35,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "cfgwatch.h"
 #include "config.h"
 #include "daemon_paths.h"
 #include "log.h"
@@ -211,6 +216,7 @@ run(struct sup *sup, struct np_config *cfg, bool daemonize)
 	sup_apply_config(sup, cfg, &res);
 	log_info("configuration generation %lld: %zu children", (long long)sup->gen, res.added);
 	sup_reload_result_clear(&res);
+	sup_watch_update(sup);
 	/* A SIGTERM that came while starting is delivered now. */
 	event_base_dispatch(sup->base);
 
@@ -224,6 +230,8 @@ run(struct sup *sup, struct np_config *cfg, bool daemonize)
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		event_free(sev[i]);
 	sup_timers_free(sup);
+	cfgwatch_free(sup->watch);
+	sup->watch = NULL;
 	np_config_free(sup->cfg);
 	event_base_free(sup->base);
 	return 0;
@@ -237,6 +245,8 @@ main(int argc, char **argv)
 	struct np_config *cfg = NULL;
 	struct np_config_errors *errs = NULL;
 	struct sup sup;
+	struct cfgwatch_snapshot snap = {0};
+	const char *paths[2];
 	char *pid_path = NULL, err[512];
 	pid_t pid;
 	int c, rc;
@@ -313,15 +323,22 @@ main(int argc, char **argv)
 	}
 
 	/* start: check everything before detaching, so that errors reach the
-	 * terminal (or the init script's log) and the exit status. */
-	if (np_config_load(config, secure, &cfg, &errs) != 0) {
+	 * terminal (or the init script's log) and the exit status. The bytes
+	 * loaded are the ones the watcher compares with. */
+	paths[0] = config;
+	paths[1] = secure;
+	cfgwatch_snapshot_read(paths, secure != NULL ? 2 : 1, &snap);
+	rc = cfgwatch_load_config(&snap, &cfg, &errs);
+	memset(&sup, 0, sizeof(sup));
+	memcpy(sup.seen_digest, snap.digest, sizeof(sup.seen_digest));
+	cfgwatch_snapshot_clear(&snap);
+	if (rc != 0) {
 		fprintf(stderr, "nodepoold: %s: %zu configuration error(s); not started\n", config,
 			np_config_errors_count(errs));
 		np_config_errors_print(errs, stderr);
 		np_config_errors_free(errs);
 		return 1;
 	}
-	memset(&sup, 0, sizeof(sup));
 	TAILQ_INIT(&sup.children);
 	TAILQ_INIT(&sup.ctls);
 	sup.ctl_fd = -1;
@@ -344,5 +361,6 @@ main(int argc, char **argv)
 	free(sup.secure_path);
 	free(sup.pid_file);
 	free(sup.ctl_path);
+	free(sup.webapp_listen_address);
 	return rc;
 }

@@ -5,6 +5,12 @@
  * everything as it is (style rule 11). Only then are children compared,
  * by the JSON of the slice each would get: equal slices (the provider's
  * fingerprint is a hash of the same data) mean the child is left alone.
+ *
+ * Every reload loads the bytes of one read of the files (a cfgwatch
+ * snapshot); the watcher (cfgwatch, while reload-on-change is true)
+ * reports new bytes, so a change on disk goes through the same
+ * transaction as SIGHUP, and bytes already loaded or rejected, whoever
+ * read them, are not reported again.
  */
 #include "sup.h"
 
@@ -15,6 +21,7 @@
 
 #include <event2/event.h>
 
+#include "cfgwatch.h"
 #include "config.h"
 #include "log.h"
 #include "slice.h"
@@ -111,8 +118,12 @@ apply_child(struct sup *sup, const struct sup_role *role, const char *name, json
 		res->unchanged++;
 		return;
 	}
-	log_info("%s %s: configuration changed (fingerprint %.12s -> %.12s)", role->role_name, name,
-		 c->fingerprint[0] ? c->fingerprint : "-", fingerprint ? fingerprint : "-");
+	if (fingerprint == NULL)
+		log_info("%s %s: configuration changed", role->role_name, name);
+	else
+		log_info("%s %s: configuration changed (fingerprint %.12s -> %.12s)",
+			 role->role_name, name, c->fingerprint[0] ? c->fingerprint : "-",
+			 fingerprint);
 	set_slice(c, slice, fingerprint);
 	res->changed++;
 	switch (c->state) {
@@ -166,6 +177,15 @@ builder_wanted(struct sup *sup, const struct np_config *cfg)
 	return ok;
 }
 
+/* Does cfg's webapp section say port and address? */
+static bool
+webapp_is(const struct np_config *cfg, int port, const char *address)
+{
+	return cfg->webapp_port == port &&
+	       strcmp(cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0",
+		      address ? address : "0.0.0.0") == 0;
+}
+
 void
 sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_result *res)
 {
@@ -189,10 +209,31 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 	/* The settings first: a new child starts under the new ones. */
 	sup->status_timeout = cfg->nodepoold.worker_status_timeout;
 	sup->backoff_max = cfg->nodepoold.restart_backoff_max;
+	if (sup->cfg == NULL) {
+		/* the web API's address is read once, at start, as upstream */
+		sup->webapp_port = cfg->webapp_port;
+		free(sup->webapp_listen_address);
+		sup->webapp_listen_address =
+		    strdup(cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0");
+		if (sup->webapp_listen_address == NULL)
+			abort();
+	} else if (!webapp_is(cfg, sup->webapp_port, sup->webapp_listen_address) &&
+		   !webapp_is(cfg, sup->cfg->webapp_port, sup->cfg->webapp_listen_address)) {
+		/* once per new value, not at every reload */
+		log_warn("webapp changes take effect when nodepoold restarts (serving on %s "
+			 "port %d)",
+			 sup->webapp_listen_address, sup->webapp_port);
+	}
 	for (i = 0; i < cfg->nproviders; i++) {
 		const struct np_provider *p = &cfg->providers[i];
-		apply_child(sup, prov, p->name, sup_worker_slice(cfg, p->name), p->fingerprint,
-			    res);
+		json_t *slice = sup_worker_slice(cfg, p->name);
+
+		if (json_object_get(slice, "webapp") != NULL)
+			json_object_set_new(slice, "webapp",
+					    json_pack("{s:i, s:s}", "port", sup->webapp_port,
+						      "listen_address",
+						      sup->webapp_listen_address));
+		apply_child(sup, prov, p->name, slice, p->fingerprint, res);
 	}
 	if (want_builder)
 		apply_child(sup, bld, "builder", sup_builder_slice(cfg), NULL, res);
@@ -215,33 +256,54 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 	res->ok = 1;
 }
 
+/* What the config is read from: nodepool.yaml, and secure.conf if any. */
+static size_t
+config_paths(const struct sup *sup, const char *paths[2])
+{
+	paths[0] = sup->config_path;
+	paths[1] = sup->secure_path;
+	return sup->secure_path != NULL ? 2 : 1;
+}
+
 int
-sup_reload(struct sup *sup, struct sup_reload_result *res)
+sup_reload_snapshot(struct sup *sup, const struct cfgwatch_snapshot *snap,
+		    struct sup_reload_result *res)
 {
 	struct np_config *cfg = NULL;
 	struct np_config_errors *errs = NULL;
 
 	memset(res, 0, sizeof(*res));
-	if (np_config_load(sup->config_path, sup->secure_path, &cfg, &errs) != 0) {
+	memcpy(sup->seen_digest, snap->digest, sizeof(sup->seen_digest));
+	cfgwatch_seen(sup->watch, snap);
+	if (cfgwatch_load_config(snap, &cfg, &errs) != 0) {
 		res->errs = errs;
 		return -1;
 	}
 	sup_apply_config(sup, cfg, res);
+	sup_watch_update(sup);
 	return 0;
 }
 
-void
-sup_reload_and_log(struct sup *sup, struct sup_reload_result *res)
+int
+sup_reload(struct sup *sup, struct sup_reload_result *res)
+{
+	struct cfgwatch_snapshot snap = {0};
+	const char *paths[2];
+	int rc;
+
+	cfgwatch_snapshot_read(paths, config_paths(sup, paths), &snap);
+	rc = sup_reload_snapshot(sup, &snap, res);
+	cfgwatch_snapshot_clear(&snap);
+	return rc;
+}
+
+/* Log a reload's outcome: the counts, or every error with its position. */
+static void
+log_result(struct sup *sup, const struct sup_reload_result *res)
 {
 	size_t i;
 
-	if (sup->stopping) {
-		memset(res, 0, sizeof(*res));
-		log_warn("reload ignored: nodepoold is stopping");
-		return;
-	}
-	log_info("reloading %s", sup->config_path);
-	if (sup_reload(sup, res) == 0) {
+	if (res->ok) {
 		log_info("configuration generation %lld in force: %zu unchanged, %zu changed, "
 			 "%zu added, %zu removed",
 			 (long long)sup->gen, res->unchanged, res->changed, res->added,
@@ -258,4 +320,59 @@ sup_reload_and_log(struct sup *sup, struct sup_reload_result *res)
 	}
 	if (res->errs->dropped > 0)
 		log_error("... and %zu more errors", res->errs->dropped);
+}
+
+void
+sup_reload_and_log(struct sup *sup, struct sup_reload_result *res)
+{
+	if (sup->stopping) {
+		memset(res, 0, sizeof(*res));
+		log_warn("reload ignored: nodepoold is stopping");
+		return;
+	}
+	log_info("reloading %s", sup->config_path);
+	sup_reload(sup, res);
+	log_result(sup, res);
+}
+
+/* The watcher saw new contents: the same transaction as SIGHUP. */
+static void
+on_config_change(const struct cfgwatch_snapshot *snap, void *arg)
+{
+	struct sup *sup = arg;
+	struct sup_reload_result res;
+
+	if (sup->stopping)
+		return;
+	log_info("configuration changed on disk: reloading %s%s%s", sup->config_path,
+		 sup->secure_path != NULL ? " and " : "",
+		 sup->secure_path != NULL ? sup->secure_path : "");
+	sup_reload_snapshot(sup, snap, &res);
+	log_result(sup, &res);
+	sup_reload_result_clear(&res);
+}
+
+void
+sup_watch_update(struct sup *sup)
+{
+	const char *paths[2];
+	char err[256];
+	size_t n = config_paths(sup, paths);
+	bool want = sup->cfg != NULL && sup->cfg->nodepoold.reload_on_change && !sup->stopping;
+
+	if (!want && sup->watch != NULL) {
+		cfgwatch_free(sup->watch);
+		sup->watch = NULL;
+		log_info("reload-on-change off: the configuration is reloaded on SIGHUP only");
+	} else if (want && sup->watch == NULL) {
+		sup->watch = cfgwatch_new(sup->base, paths, n, sup->seen_digest, on_config_change,
+					  sup, err, sizeof(err));
+		if (sup->watch == NULL)
+			log_warn("cannot watch %s (%s): the configuration is reloaded on SIGHUP "
+				 "only",
+				 sup->config_path, err);
+		else
+			log_info("watching %s%s%s for changes", sup->config_path,
+				 n > 1 ? " and " : "", n > 1 ? sup->secure_path : "");
+	}
 }

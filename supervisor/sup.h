@@ -14,7 +14,8 @@
  *   child.c    a child's lifecycle: the state x event table, restart
  *              back-off, the channel (READY, STATUS, CONFIG_ACK), STATUS
  *              polling and the hung-worker check, reaping on SIGCHLD
- *   reload.c   config load, per-child slices, the reload transaction
+ *   reload.c   config load, per-child slices, the reload transaction, and
+ *              reload on change (lib/config/cfgwatch.h)
  *   control.c  the control socket: nodepoolctl's requests, a command table
  *   daemon.c   pid file, daemonizing, what the init-script verbs need
  *   sup.c      signals and shutdown of the supervisor as a whole
@@ -60,6 +61,8 @@ struct evbuffer;
 struct chan;
 struct np_config;
 struct np_config_errors;
+struct cfgwatch;
+struct cfgwatch_snapshot;
 
 /* Exit code contract of every child (style: processes, rule 3). */
 #define SUP_EXIT_OK	   0
@@ -240,13 +243,25 @@ struct sup_reload_result {
  * Load sup->config_path (+ secure), and on success make it the config in
  * force: unchanged children are left alone, changed ones get a new CONFIG
  * (or start, when they are not running), removed ones are stopped and
- * freed, new ones started. On failure nothing changes. The first load (at
- * start) goes through here too. Frees nothing of *res on entry; the caller
- * calls sup_reload_result_clear.
+ * freed, new ones started. On failure nothing changes. Frees nothing of
+ * *res on entry; the caller calls sup_reload_result_clear. SIGHUP,
+ * `nodepoolctl reload` and a change seen by the watcher all come here.
  */
 int sup_reload(struct sup *sup, struct sup_reload_result *res);
+/* The same for contents already read (lib/config/cfgwatch.h): files[0]
+ * nodepool.yaml, files[1] secure.conf. They become the contents the
+ * watcher compares with, whether they load or not. */
+int sup_reload_snapshot(struct sup *sup, const struct cfgwatch_snapshot *snap,
+			struct sup_reload_result *res);
+/* Start or stop watching the files (cfgwatch) as the nodepoold section's
+ * reload-on-change says; a change found is applied as by SIGHUP and
+ * logged. Called after every successful load. */
+void sup_watch_update(struct sup *sup);
 /* The second half of sup_reload, for a config already loaded (the first
- * one, checked before daemonizing): takes cfg over. */
+ * one, checked before daemonizing): takes cfg over. The first one also
+ * fixes the web API's address (webapp: port, listen_address) for the life
+ * of nodepoold, as upstream reads it once at start; a later change is
+ * logged and not applied. */
 void sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_result *res);
 void sup_reload_result_clear(struct sup_reload_result *res);
 /* The JSON a provider's worker gets (np_config_worker_slice without the
@@ -319,6 +334,14 @@ struct sup {
 
 	TAILQ_HEAD(, sup_child) children; /* config order */
 	bool builder_absent_logged;
+
+	/* reload on change: the watcher (NULL when off or unavailable) and
+	 * the digest of the contents last loaded (or rejected) */
+	struct cfgwatch *watch;
+	unsigned char seen_digest[32];
+	/* the web API's address, fixed by the first configuration */
+	int webapp_port;
+	char *webapp_listen_address;
 
 	int ctl_fd;
 	struct event *ctl_ev;

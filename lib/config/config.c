@@ -1472,6 +1472,7 @@ nodepoold_build(struct np_nodepoold_settings *s, const struct np_cfg_node *m)
 	s->pid_file = dup_str(m, "pid-file", "/run/nodepoold/nodepoold.pid");
 	s->restart_backoff_max = np_cfg_num(m, "restart-backoff-max", 60);
 	s->request_lock_cleanup_age = np_cfg_num(m, "request-lock-cleanup-age", 8 * 3600);
+	s->reload_on_change = np_cfg_bool(m, "reload-on-change", 1) != 0;
 }
 
 static void

@@ -66,6 +66,9 @@
  *   request-lock-cleanup-age 28800  request-lock dirs whose request is gone
  *                          are removed once unmodified this long (upstream's
  *                          fixed LOCK_CLEANUP, 8 h)
+ *   reload-on-change       true nodepoold applies nodepool.yaml and secure.conf
+ *                          whenever their contents change (false: on
+ *                          SIGHUP or `nodepoolctl reload` only)
  *
  * The `fake` driver (our simulated cloud, drivers/fake) takes the common
  * provider keys, boot-timeout, launch-timeout, launch-retries, rate (0 =
@@ -119,6 +122,7 @@
 #ifndef NP_CONFIG_H
 #define NP_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <jansson.h>
@@ -419,6 +423,7 @@ struct np_nodepoold_settings {
 	char *pid_file;
 	double restart_backoff_max;
 	double request_lock_cleanup_age;
+	bool reload_on_change;
 };
 
 struct np_config {

@@ -679,7 +679,8 @@ const struct sc_schema sc_top = {
 	    MAP(OPT("cleanup-interval", POSITIVE), OPT("delete-interval", POSITIVE),
 		OPT("stats-interval", POSITIVE), OPT("worker-status-timeout", POSITIVE),
 		OPT("control-socket", NONEMPTY_STR), OPT("pid-file", NONEMPTY_STR),
-		OPT("restart-backoff-max", POSITIVE), OPT("request-lock-cleanup-age", POSITIVE)))),
+		OPT("restart-backoff-max", POSITIVE), OPT("request-lock-cleanup-age", POSITIVE),
+		OPT("reload-on-change", BOOL)))),
 };
 
 const struct sc_schema sc_secure = {

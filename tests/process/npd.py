@@ -132,6 +132,22 @@ class Supervisor:
         shutil.rmtree(self.rundir, ignore_errors=True)
 
 
+def builder_bindir(tmp_path):
+    """nodepoold's copy with the real launcher and tests/process/fake_builder.py
+    as nodepool-builder (it records what it gets in tmp_path/builder)."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    out = tmp_path / "builder"
+    out.mkdir()
+    shutil.copy(bin_path("nodepoold"), d / "nodepoold")
+    os.symlink(bin_path("nodepool-launcher"), d / "nodepool-launcher")
+    fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_builder.py")
+    b = d / "nodepool-builder"
+    b.write_text("#!/bin/sh\nexec /usr/bin/python3 %s %s \"$@\"\n" % (fake, out))
+    b.chmod(0o755)
+    return str(d), out
+
+
 def alive(pid):
     """pid exists and is not a zombie."""
     try:

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import bin_path, wait_for
-from npd import (Supervisor, alive, cmdline, host, pool_sessions, static_provider,
-                 wait_gone)
+from npd import (Supervisor, alive, builder_bindir, cmdline, host, pool_sessions,
+                 static_provider, wait_gone)
 
 
 def two_providers(extra_hosts_b=()):
@@ -363,8 +363,14 @@ def test_sigusr2_dumps_every_process(sup):
 # ---- reload ------------------------------------------------------------------------
 
 
+# These test the explicit reload (SIGHUP, nodepoolctl reload): reload-on-change
+# is off so that the change is applied by it, not by the watcher
+# (test_config_reload.py tests reload on change).
+EXPLICIT = {"reload-on-change": False}
+
+
 def test_reload_bad_config_keeps_everything(sup, zuul):
-    sup.write(two_providers())
+    sup.write(two_providers(), settings=EXPLICIT)
     p = sup.start_fg()
     before = sup.wait_running(["static-a", "static-b"])
     good = open(sup.config).read()
@@ -402,7 +408,7 @@ def test_reload_adds_removes_changes_providers(sup, zuul):
             static_provider("static-c", [host("c1", ["small"])]),
         ],
     }
-    sup.write(cfg)
+    sup.write(cfg, settings=EXPLICIT)
     sup.start_fg()
     before = sup.wait_running(["static-a", "static-b", "static-c"])
     sessions = wait_for(lambda: len(pool_sessions(zuul)) == 3 and pool_sessions(zuul),
@@ -414,7 +420,7 @@ def test_reload_adds_removes_changes_providers(sup, zuul):
         static_provider("static-b", [host("b1", ["small"]), host("b2", ["small"])]),
         static_provider("static-d", [host("d1", ["small"])]),
     ]
-    sup.write(cfg)
+    sup.write(cfg, settings=EXPLICIT)
     rc, out, err = sup.ctl("reload")
     assert rc == 0, err
     assert "1 unchanged, 1 changed, 1 added, 1 removed" in out
@@ -458,29 +464,13 @@ def test_builder_skipped_when_not_installed(sup):
                      r"no builder is run", sup.log())
 
 
-def builder_bindir(tmp_path):
-    """nodepoold's copy with the real launcher and tests/process/fake_builder.py
-    as nodepool-builder (it records what it gets in tmp_path/builder)."""
-    d = tmp_path / "bin"
-    d.mkdir()
-    out = tmp_path / "builder"
-    out.mkdir()
-    shutil.copy(bin_path("nodepoold"), d / "nodepoold")
-    os.symlink(bin_path("nodepool-launcher"), d / "nodepool-launcher")
-    fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_builder.py")
-    b = d / "nodepool-builder"
-    b.write_text("#!/bin/sh\nexec /usr/bin/python3 %s %s \"$@\"\n" % (fake, out))
-    b.chmod(0o755)
-    return str(d), out
-
-
 def test_builder_runs_while_diskimages_are_configured(deployment, tmp_path):
     bindir, out = builder_bindir(tmp_path)
     s = Supervisor(deployment, bindir=bindir)
     try:
         cfg = two_providers()
         cfg["diskimages"] = DISKIMAGES
-        s.write(cfg)
+        s.write(cfg, settings=EXPLICIT)
         s.start_fg()
         st = s.wait_running(["static-a", "static-b", "builder"])
         assert st["builder"]["kind"] == "builder"
@@ -497,7 +487,7 @@ def test_builder_runs_while_diskimages_are_configured(deployment, tmp_path):
                           b["state"] == "running")(s.status()["builder"]), what="builder back")
         # diskimages gone: the builder is stopped (STOP, exit 0) and leaves the table
         del cfg["diskimages"]
-        s.write(cfg)
+        s.write(cfg, settings=EXPLICIT)
         rc, o, err = s.ctl("reload")
         assert rc == 0 and "0 changed, 0 added, 1 removed" in o, o + err
         s.wait_running(["static-a", "static-b"])

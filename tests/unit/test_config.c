@@ -1228,6 +1228,7 @@ Test(config, nodepoold_section_defaults)
 	cr_assert_str_eq(cfg->nodepoold.pid_file, "/run/nodepoold/nodepoold.pid");
 	cr_assert_float_eq(cfg->nodepoold.restart_backoff_max, 60, 1e-9);
 	cr_assert_float_eq(cfg->nodepoold.request_lock_cleanup_age, 28800, 1e-9);
+	cr_assert(cfg->nodepoold.reload_on_change, "a changed file applies by itself, as upstream");
 	/* top-level defaults, as upstream */
 	cr_assert_null(cfg->zk_hosts);
 	cr_assert_float_eq(cfg->zk_timeout, 10.0, 1e-9);
@@ -1245,6 +1246,7 @@ Test(config, nodepoold_section_defaults)
 		      "  control-socket: /tmp/np.sock\n"
 		      "  restart-backoff-max: 10\n"
 		      "  request-lock-cleanup-age: 2.5\n"
+		      "  reload-on-change: false\n"
 		      "max-hold-age: -5\n"
 		      "zookeeper-timeout: 30\n"
 		      "tenant-resource-limits:\n"
@@ -1254,6 +1256,7 @@ Test(config, nodepoold_section_defaults)
 	cr_assert_str_eq(cfg->nodepoold.control_socket, "/tmp/np.sock");
 	cr_assert_float_eq(cfg->nodepoold.restart_backoff_max, 10, 1e-9);
 	cr_assert_float_eq(cfg->nodepoold.request_lock_cleanup_age, 2.5, 1e-9);
+	cr_assert(!cfg->nodepoold.reload_on_change);
 	cr_assert_eq(cfg->max_hold_age, 0);
 	cr_assert_float_eq(cfg->zk_timeout, 30, 1e-9);
 	cr_assert_eq(cfg->ntenant_limits, 1);
@@ -1275,7 +1278,8 @@ Test(config, nodepoold_section_errors)
 			    "  stats-interval: -1\n"
 			    "  pid-file: ''\n"
 			    "  workers: 3\n"
-			    "  request-lock-cleanup-age: 0\n",
+			    "  request-lock-cleanup-age: 0\n"
+			    "  reload-on-change: sometimes\n",
 			    NULL);
 
 	cr_assert_str_eq(t, "t.yaml:2:21: nodepoold.cleanup-interval: must be greater than 0\n"
@@ -1283,7 +1287,9 @@ Test(config, nodepoold_section_errors)
 			    "t.yaml:4:13: nodepoold.pid-file: must not be empty\n"
 			    "t.yaml:5:3: nodepoold.workers: extra keys not allowed\n"
 			    "t.yaml:6:29: nodepoold.request-lock-cleanup-age: must be greater "
-			    "than 0\n");
+			    "than 0\n"
+			    "t.yaml:7:21: nodepoold.reload-on-change: expected a boolean, got a "
+			    "string\n");
 	free(t);
 }
 
