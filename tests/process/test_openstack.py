@@ -399,3 +399,17 @@ def test_console_log_on_boot_failure(deployment, zuul, sims, tmp_path, monkeypat
     zuul.zk.delete("/nodepool/requests/" + rid)
     wait_for(lambda: sim.servers() == [], 30, what="the failed server deleted")
     wait_clean(sim, zuul)
+
+
+def test_rate_is_seconds_between_calls_per_api(deployment, zuul, sims, tmp_path, monkeypatch):
+    sim = small_sim(tmp_path)
+    sims.append(sim)
+    write_clouds(sim, tmp_path, monkeypatch)
+    start(deployment, small_config(deployment, provider={"rate": 0.3}))
+    reqs = all_settled(zuul, [zuul.submit(["small"]) for _ in range(3)])
+    assert all(r["state"] == "fulfilled" for r in reqs.values())
+    gaps = sim.call_gaps(cloud="simc", service="compute")
+    assert len(gaps) >= 5
+    # upstream's meaning: at least `rate` seconds from one compute call to
+    # the next (a little less as the simulator sees them arrive)
+    assert min(gaps) >= 0.25, gaps
