@@ -12,6 +12,7 @@ import signal
 import time
 
 import pytest
+import yaml
 
 from conftest import wait_for
 from npd import Supervisor
@@ -413,3 +414,31 @@ def test_rate_is_seconds_between_calls_per_api(deployment, zuul, sims, tmp_path,
     # upstream's meaning: at least `rate` seconds from one compute call to
     # the next (a little less as the simulator sees them arrive)
     assert min(gaps) >= 0.25, gaps
+
+
+@pytest.mark.parametrize("trust", ["cacert", "verify-false", "neither"])
+def test_https_cloud(trust, deployment, zuul, sims, tmp_path, monkeypatch):
+    r = {"boot_delay": 0.2, "flavors": [{"name": "small", "ram": 2048, "vcpus": 2}],
+         "images": [{"name": "debian"}]}
+    sim = OSSim(tmp_path, {"clouds": {"simc": {"regions": {"R1": r}}}}, tls=True).start()
+    sims.append(sim)
+    assert sim.info["base"].startswith("https://")
+    path = write_clouds(sim, tmp_path, monkeypatch,
+                        verify=False if trust == "verify-false" else None)
+    if trust != "cacert":
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+        del doc["clouds"]["simc"]["cacert"]
+        with open(path, "w") as f:
+            yaml.safe_dump(doc, f)
+    p = start(deployment, small_config(deployment))
+    rid = zuul.submit(["small"])
+    if trust == "neither":
+        # the cloud's certificate is not trusted: nothing is launched, and
+        # the launcher says why
+        wait_for(lambda: "certificate" in p.output().lower(), 30,
+                 what="a TLS verification error in the log")
+        assert sim.servers() == []
+        return
+    req = zuul.wait_request(rid, timeout=30)
+    assert req["state"] == "fulfilled", req
