@@ -2597,12 +2597,13 @@ static const struct sm_adapter_ops os_adapter = {
     .dump = os_dump,
 };
 
-/* Upstream's OpenStack defaults: boot-timeout 60, rate 1 (here only for the
- * framework's dump: the adapter reads `rate` as seconds between calls). */
+/* Upstream's OpenStack defaults: boot-timeout 60, rate 1 second between
+ * calls. */
 static const struct sm_defaults os_defaults = {
     .boot_timeout = 60,
     .rate = 1,
     .host_key_checking = 1,
+    .rate_is_interval = 1,
 };
 
 static struct drv_provider *

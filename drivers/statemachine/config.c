@@ -83,6 +83,8 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 	cfg->boot_timeout = np_json_num(prov, "boot-timeout", def->boot_timeout);
 	cfg->launch_timeout = np_json_num(prov, "launch-timeout", 3600);
 	cfg->rate = np_json_num(prov, "rate", def->rate);
+	if (def->rate_is_interval)
+		cfg->rate = cfg->rate > 0 ? 1.0 / cfg->rate : 0;
 	cfg->host_key_checking = np_json_bool(prov, "host-key-checking", def->host_key_checking);
 
 	v = json_object_get(prov, "cloud-images");
