@@ -1,8 +1,12 @@
 /*
  * zuul_load: a load generator that plays Zuul against a launcher through
- * ZooKeeper, as zuul/zk/nodepool.py does: submit a node request, wait for
- * it to be fulfilled, lock its nodes, set them in-use, delete the request,
- * set them used, unlock. N requests, C in flight at once.
+ * ZooKeeper, step by step as Zuul's code does (pythonerdog/zuul:
+ * zuul/nodepool.py, zuul/zk/nodepool.py, zuul/model.py): submit a node
+ * request with exactly NodeRequest.toDict's keys, wait for it to be
+ * fulfilled, read each node and check its allocation, lock it, delete the
+ * request, set the nodes in-use with Zuul's user_data object and write
+ * them back as Node.toDict does (every key read, plus id), set them used,
+ * unlock. N requests, C in flight at once.
  *
  * Prints throughput, latency from request creation to fulfilled
  * (p50/p90/p99/max), and for each --pid given, that process's peak RSS
@@ -30,17 +34,20 @@
 struct req {
 	struct load *ld;
 	int idx;
-	char *path; /* /nodepool/requests/100-NNN */
+	char *path;	/* /nodepool/requests/100-NNN */
+	const char *id; /* its last component */
 	double t_create, t_fulfilled;
 	int n_nodes;
 	struct zk_lock **locks;
+	json_t **nodes; /* Zuul's in-memory Node of each (zuul/model.py Node) */
 	int pending;
+	int bad;      /* a step failed: unlock what is locked, count a failure */
 	int watching; /* a one-shot watch is armed on the request znode */
 	int finished; /* done: free when the armed watch fires */
 	int got;      /* fulfilled or failed seen: stop re-arming */
 };
 
-/* one node of a request: which lock (and so which znode) */
+/* one node of a request */
 struct nctx {
 	struct req *r;
 	int i;
@@ -50,6 +57,8 @@ struct load {
 	struct event_base *base;
 	struct zk *zk;
 	const char *label;
+	const char *tenant;
+	char system_id[33]; /* Zuul's system id (zuul/zk/system.py: uuid4 hex) */
 	int total, conc, started, done, failed;
 	double *lat;
 	double t0, t1;
@@ -64,6 +73,29 @@ now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static double
+wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static unsigned long long
+rnd64(void)
+{
+	return ((unsigned long long)random() << 33) ^ ((unsigned long long)random() << 11) ^
+	       (unsigned long long)random();
+}
+
+/* A uuid4().hex-like id (32 hex digits). */
+static void
+hex32(char out[33])
+{
+	snprintf(out, 33, "%016llx%016llx", rnd64(), rnd64());
+}
+
 static void start_one(struct load *ld);
 static void watch_req(struct req *r);
 
@@ -72,9 +104,12 @@ req_free(struct req *r)
 {
 	int i;
 
-	for (i = 0; i < r->n_nodes; i++)
-		zk_lock_free(r->locks[i]);
+	for (i = 0; i < r->n_nodes; i++) {
+		zk_lock_free(r->locks[i]); /* releases a held lock */
+		json_decref(r->nodes[i]);
+	}
 	free(r->locks);
+	free(r->nodes);
 	free(r->path);
 	free(r);
 }
@@ -84,6 +119,8 @@ req_done(struct req *r)
 {
 	struct load *ld = r->ld;
 
+	if (r->bad)
+		ld->failed++;
 	r->finished = 1;
 	if (!r->watching)
 		req_free(r); /* else freed when the watch fires (the delete) */
@@ -98,62 +135,93 @@ req_done(struct req *r)
 }
 
 static void
+node_path(struct req *r, int i, char *path, size_t size)
+{
+	snprintf(path, size, "%s", zk_lock_path(r->locks[i]));
+	*strrchr(path, '/') = '\0';
+}
+
+/*
+ * Zuul's Node.toDict: id, state, hold_job, comment, user_data, tenant_name,
+ * requestor, then every other key it read, in the order read (jansson
+ * keeps insertion order). node holds what updateFromDict kept plus what
+ * Zuul set.
+ */
+static char *
+zuul_to_dict(const char *id, json_t *node)
+{
+	static const char *const first[] = {"state",	 "hold_job",	"comment",
+					    "user_data", "tenant_name", "requestor"};
+	json_t *d = json_object(), *v;
+	const char *k;
+	size_t i;
+	char *s;
+
+	json_object_set_new(d, "id", json_string(id));
+	for (i = 0; i < sizeof(first) / sizeof(first[0]); i++) {
+		v = json_object_get(node, first[i]);
+		json_object_set(d, first[i], v != NULL ? v : json_null());
+	}
+	json_object_foreach(node, k, v)
+	{
+		if (strcmp(k, "name") != 0 && strcmp(k, "aliases") != 0)
+			json_object_set(d, k, v);
+	}
+	s = json_dumps(d, JSON_REAL_PRECISION(17));
+	json_decref(d);
+	return s;
+}
+
+/* Node.state setter: the state and a fresh state_time. */
+static void
+zuul_set_state(json_t *node, const char *state)
+{
+	json_object_set_new(node, "state", json_string(state));
+	json_object_set_new(node, "state_time", json_real(wall()));
+}
+
+/* ZooKeeperNodepool.storeNode: the whole body, unversioned. */
+static void
+zuul_store_node(struct req *r, int i, zk_stat_cb cb)
+{
+	char path[128], *json;
+
+	node_path(r, i, path, sizeof(path));
+	json = zuul_to_dict(strrchr(path, '/') + 1, r->nodes[i]);
+	zk_set(r->ld->zk, path, json, (int)strlen(json), -1, cb, r);
+	free(json);
+}
+
+static void
 node_used(int rc, const struct zk_stat *st, void *arg)
 {
 	struct req *r = arg;
 
-	if (--r->pending == 0) {
-		/* unlock (release is ordered after the stores on our session) */
+	if (rc != ZOK)
+		r->bad = 1;
+	/* Nodepool.unlockNodeSet: req_free releases every lock (after the
+	 * stores, in order on our session) */
+	if (--r->pending == 0)
 		req_done(r);
-	}
 }
 
+/* Nodepool.returnNodeSet: Zuul's own copy of each in-use node set used and
+ * stored (no fresh read), then every lock released. */
 static void
-node_read_used(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
-{
-	struct nctx *x = arg;
-	struct req *r = x->r;
-	struct np_node *n = NULL;
-	char err[128], path[128];
-	size_t jl;
-	char *json;
-
-	snprintf(path, sizeof(path), "%s", zk_lock_path(r->locks[x->i]));
-	*strrchr(path, '/') = '\0';
-	free(x);
-	if (rc != ZOK || np_node_decode(NULL, data, (size_t)len, &n, err, sizeof(err)) != 0) {
-		node_used(rc, NULL, r);
-		return;
-	}
-	np_node_set_state(n, NP_NODE_USED);
-	json = np_node_encode(n, &jl);
-	zk_set(r->ld->zk, path, json, (int)jl, -1, node_used, r);
-	free(json);
-	np_node_free(n);
-}
-
-/* in-use -> (job) -> used, for every node, then unlock */
-static void
-finish_nodes(struct req *r)
+return_node_set(struct req *r)
 {
 	int i;
-	char path[128];
 
-	r->pending = r->n_nodes;
+	r->pending = 1;
 	for (i = 0; i < r->n_nodes; i++) {
-		struct nctx *x = calloc(1, sizeof(*x));
-		x->r = r;
-		x->i = i;
-		snprintf(path, sizeof(path), "%s", zk_lock_path(r->locks[i]));
-		*strrchr(path, '/') = '\0';
-		zk_get(r->ld->zk, path, NULL, NULL, node_read_used, x);
+		const char *st = json_string_value(json_object_get(r->nodes[i], "state"));
+		if (st == NULL || strcmp(st, "in-use") != 0)
+			continue;
+		zuul_set_state(r->nodes[i], "used");
+		r->pending++;
+		zuul_store_node(r, i, node_used);
 	}
-}
-
-static void
-request_deleted(int rc, void *arg)
-{
-	finish_nodes(arg);
+	node_used(ZOK, NULL, r);
 }
 
 static void
@@ -161,49 +229,99 @@ node_in_use(int rc, const struct zk_stat *st, void *arg)
 {
 	struct req *r = arg;
 
+	if (rc != ZOK)
+		r->bad = 1;
 	if (--r->pending == 0)
-		zk_delete(r->ld->zk, r->path, -1, 0, request_deleted, r);
+		return_node_set(r); /* the job ran */
+}
+
+/* Nodepool.useNodeSet: each node in-use with Zuul's user_data object. */
+static void
+use_node_set(struct req *r)
+{
+	int i;
+
+	r->pending = r->n_nodes;
+	for (i = 0; i < r->n_nodes; i++) {
+		json_t *ud = json_pack("{s:s, s:s}", "zuul_system", r->ld->system_id,
+				       "project_name", "review.example.org/org/project");
+		zuul_set_state(r->nodes[i], "in-use");
+		json_object_set_new(r->nodes[i], "user_data", ud);
+		zuul_store_node(r, i, node_in_use);
+	}
 }
 
 static void
-node_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+request_deleted(int rc, void *arg)
 {
-	struct nctx *x = arg;
-	struct req *r = x->r;
-	struct np_node *n = NULL;
-	char err[128], path[128];
-	char *json;
-	size_t jl;
+	use_node_set(arg);
+}
 
-	snprintf(path, sizeof(path), "%s", zk_lock_path(r->locks[x->i]));
-	*strrchr(path, '/') = '\0';
-	free(x);
-	if (rc != ZOK || np_node_decode(NULL, data, (size_t)len, &n, err, sizeof(err)) != 0) {
-		node_in_use(rc, NULL, r);
-		return;
-	}
-	np_node_set_state(n, NP_NODE_IN_USE);
-	json = np_node_encode(n, &jl);
-	zk_set(r->ld->zk, path, json, (int)jl, -1, node_in_use, r);
-	free(json);
-	np_node_free(n);
+/* Nodepool._unlockNodes after a failed lockNodes; the request is deleted
+ * regardless (acceptNodes). */
+static void
+accept_failed(struct req *r)
+{
+	r->bad = 1;
+	zk_delete(r->ld->zk, r->path, -1, 0, NULL, NULL);
+	req_done(r);
 }
 
 static void
 node_locked(struct zk_lock *lock, int rc, void *arg)
 {
 	struct nctx *x = arg;
-	char path[128];
+	struct req *r = x->r;
+	const char *to = json_string_value(json_object_get(r->nodes[x->i], "allocated_to"));
 
-	if (rc != ZOK) {
-		fprintf(stderr, "lock %s: %s\n", zk_lock_path(lock), zk_strerror(rc));
-		x->r->ld->failed++;
+	free(x);
+	/* lockNodes checks allocated_to again on its copy */
+	if (rc != ZOK || to == NULL || strcmp(to, r->id) != 0) {
+		if (rc != ZOK)
+			fprintf(stderr, "lock %s: %s\n", zk_lock_path(lock), zk_strerror(rc));
+		r->bad = 1;
 	}
-	snprintf(path, sizeof(path), "%s", zk_lock_path(lock));
-	*strrchr(path, '/') = '\0';
-	zk_get(x->r->ld->zk, path, NULL, NULL, node_read, x);
+	if (--r->pending > 0)
+		return;
+	if (r->bad) {
+		accept_failed(r);
+		return;
+	}
+	/* acceptNodes -> deleteNodeRequest */
+	zk_delete(r->ld->zk, r->path, -1, 0, request_deleted, r);
 }
 
+/* ZooKeeperNodepool.updateNode, then lockNode(timeout=30). */
+static void
+node_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct nctx *x = arg;
+	struct req *r = x->r;
+	json_t *node = NULL, *v;
+	const char *to;
+
+	if (rc == ZOK && len > 0)
+		node = json_loadb(data, (size_t)len, 0, NULL);
+	to = json_string_value(json_object_get(node, "allocated_to"));
+	if (!json_is_object(node) || (v = json_object_get(node, "state")) == NULL || to == NULL ||
+	    strcmp(to, r->id) != 0) {
+		/* "Node allocated to ..., not ...": nothing locked yet */
+		fprintf(stderr, "node %s: not allocated to %s\n", zk_lock_path(r->locks[x->i]),
+			r->id);
+		json_decref(node);
+		r->bad = 1;
+		free(x);
+		if (--r->pending == 0)
+			accept_failed(r);
+		return;
+	}
+	json_object_del(node, "name"); /* updateFromDict skips these */
+	json_object_del(node, "aliases");
+	r->nodes[x->i] = node;
+	zk_lock_acquire(r->locks[x->i], 30.0, node_locked, x);
+}
+
+/* The executor's lockNodes -> Nodepool.acceptNodes, node by node. */
 static void
 fulfilled(struct req *r, const struct np_request *q)
 {
@@ -215,6 +333,7 @@ fulfilled(struct req *r, const struct np_request *q)
 	ld->lat[r->idx] = r->t_fulfilled - r->t_create;
 	r->n_nodes = (int)q->nodes.n;
 	r->locks = calloc(q->nodes.n ? q->nodes.n : 1, sizeof(*r->locks));
+	r->nodes = calloc(q->nodes.n ? q->nodes.n : 1, sizeof(*r->nodes));
 	r->pending = r->n_nodes;
 	if (r->n_nodes == 0) {
 		zk_delete(ld->zk, r->path, -1, 0, NULL, NULL);
@@ -222,12 +341,13 @@ fulfilled(struct req *r, const struct np_request *q)
 		return;
 	}
 	for (i = 0; i < q->nodes.n; i++) {
-		snprintf(path, sizeof(path), "/nodepool/nodes/%s/lock", q->nodes.v[i]);
 		struct nctx *x = calloc(1, sizeof(*x));
 		x->r = r;
 		x->i = (int)i;
+		snprintf(path, sizeof(path), "/nodepool/nodes/%s/lock", q->nodes.v[i]);
 		r->locks[i] = zk_lock_new(ld->zk, path, NULL, 0);
-		zk_lock_acquire(r->locks[i], 30.0, node_locked, x);
+		snprintf(path, sizeof(path), "/nodepool/nodes/%s", q->nodes.v[i]);
+		zk_get(ld->zk, path, NULL, NULL, node_read, x);
 	}
 }
 
@@ -248,7 +368,7 @@ req_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 
 	if (rc != ZOK || np_request_decode(NULL, data, (size_t)len, &q, err, sizeof(err)) != 0) {
 		fprintf(stderr, "request %s: %s\n", r->path, rc != ZOK ? zk_strerror(rc) : err);
-		r->ld->failed++;
+		r->bad = 1;
 		req_done(r);
 		np_request_free(q);
 		return;
@@ -259,7 +379,7 @@ req_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 	} else if (q->state == NP_REQ_FAILED) {
 		r->got = 1;
 		fprintf(stderr, "request %s failed\n", r->path);
-		r->ld->failed++;
+		r->bad = 1;
 		r->ld->lat[r->idx] = now() - r->t_create;
 		zk_delete(r->ld->zk, r->path, -1, 0, NULL, NULL);
 		req_done(r);
@@ -295,35 +415,75 @@ req_created(int rc, const char *path, void *arg)
 
 	if (rc != ZOK) {
 		fprintf(stderr, "create: %s\n", zk_strerror(rc));
-		r->ld->failed++;
+		r->bad = 1;
 		req_done(r);
 		return;
 	}
 	r->path = strdup(path);
+	r->id = strrchr(r->path, '/') + 1;
 	watch_req(r);
+}
+
+/*
+ * Nodepool.requestNodes -> ZooKeeperNodepool.submitNodeRequest: the body is
+ * NodeRequest.toDict() of a new request, exactly its keys in its order;
+ * requestor_data carries the saved span (tracing.getSpanInfo), whose
+ * trace_id is a 128-bit integer, written as Python writes it.
+ */
+static char *
+zuul_request_body(struct load *ld)
+{
+	char bs[33], ju[33], ev[33], trace[64], *s, *at, *out;
+	double created = wall();
+	unsigned __int128 t = ((unsigned __int128)rnd64() << 64) | rnd64();
+	int k = 0;
+	json_t *d;
+	char digits[64];
+
+	hex32(bs);
+	hex32(ju);
+	hex32(ev);
+	do
+		digits[k++] = (char)('0' + (int)(t % 10));
+	while ((t /= 10) != 0);
+	for (int i = 0; i < k; i++)
+		trace[i] = digits[k - 1 - i];
+	trace[k] = '\0';
+	d = json_pack("{s:{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:s, s:I, s:i, s:I, s:n}}, "
+		      "s:[s], s:s, s:f, s:n, s:s, s:f, s:i, s:s, s:s}",
+		      "requestor_data", "build_set_uuid", bs, "tenant_name", ld->tenant,
+		      "pipeline_name", "check", "job_uuid", ju, "job_name", "load-job", "span_info",
+		      "name", "RequestNodes", "trace_id", "@TRACE@", "span_id",
+		      (json_int_t)(rnd64() >> 1), "trace_flags", 1, "start_time",
+		      (json_int_t)(created * 1e9), "parent", "node_types", ld->label, "requestor",
+		      ld->system_id, "created_time", created, "provider", "state", "requested",
+		      "state_time", wall(), "relative_priority", 0, "event_id", ev, "tenant_name",
+		      ld->tenant);
+	s = json_dumps(d, JSON_REAL_PRECISION(17));
+	json_decref(d);
+	at = strstr(s, "\"@TRACE@\"");
+	out = malloc(strlen(s) + sizeof(trace));
+	memcpy(out, s, (size_t)(at - s));
+	strcpy(out + (at - s), trace);
+	strcat(out, at + strlen("\"@TRACE@\""));
+	free(s);
+	return out;
 }
 
 static void
 start_one(struct load *ld)
 {
 	struct req *r = calloc(1, sizeof(*r));
-	struct np_request *q = np_request_new();
 	char *json;
-	size_t len;
 
 	r->ld = ld;
 	r->idx = ld->started++;
-	np_request_set_state(q, NP_REQ_REQUESTED);
-	np_strv_push(&q->node_types, ld->label);
-	q->requestor = strdup("zuul-load");
-	q->created_time = (double)time(NULL);
-	q->has_created_time = 1;
-	json = np_request_encode(q, &len);
+	json = zuul_request_body(ld);
 	r->t_create = now();
-	zk_create(ld->zk, "/nodepool/requests/100-", json, (int)len, ZOO_SEQUENCE, 1, req_created,
-		  r);
+	/* '{}/{:0>3}-' sequential, persistent (Zuul's priority 100) */
+	zk_create(ld->zk, "/nodepool/requests/100-", json, (int)strlen(json), ZOO_SEQUENCE, 1,
+		  req_created, r);
 	free(json);
-	np_request_free(q);
 }
 
 static int
@@ -389,6 +549,9 @@ main(int argc, char **argv)
 	ld.total = 500;
 	ld.conc = 20;
 	ld.label = "small";
+	ld.tenant = "tenant-one";
+	srandom((unsigned)(time(NULL) ^ getpid()));
+	hex32(ld.system_id);
 	log_init("zuul_load", LOG_LVL_WARN);
 	while ((c = getopt_long(argc, argv, "z:l:n:c:", lo, NULL)) != -1) {
 		switch (c) {

@@ -197,6 +197,10 @@ const json_t *drv_provider_config(struct launcher *lc);
 /* The cached node records of this provider (any pool, any state); array
  * valid until the loop runs again. */
 size_t drv_provider_nodes(struct launcher *lc, const struct np_node ***out);
+/* 1 when /nodepool/nodes/<id> exists but is not a JSON object (so no
+ * provider can be told from it): a leak cleanup must not take the
+ * instance of such a node for a leak. 0 otherwise. */
+int drv_node_unreadable(struct launcher *lc, const char *id);
 /*
  * Pool registrations (/nodepool/components/pool) of this provider held by
  * ZooKeeper sessions other than ours: a previous incarnation of this worker

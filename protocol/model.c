@@ -4,6 +4,7 @@
  */
 #include "model.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 /* ---- small helpers ------------------------------------------------------- */
 
@@ -195,26 +197,488 @@ np_upload_state_parse(const char *name)
 	return state_parse(upload_states, NP_UPLOAD_STATE_COUNT, name);
 }
 
+/* ---- numbers jansson cannot hold ---------------------------------------------
+ *
+ * Python writes any int (Zuul's span_info trace_id is 128 bits) and, for
+ * floats, NaN and Infinity; jansson refuses those. When a body fails to
+ * parse, such number tokens (only ever values) are replaced in the text by
+ * placeholder strings "<nonce>:<i>", the text is parsed again, and each
+ * placeholder in the tree becomes a stand-in: a string whose first byte is
+ * 0xFF followed by the literal. jansson refuses invalid UTF-8 in what it
+ * parses, so no input string can be a stand-in. Encoders turn stand-ins
+ * back into placeholders (a fresh nonce per call, checked to occur exactly
+ * once in the dumped text) and those into the literal.
+ */
+
+static int raw_used; /* a stand-in was made in this process */
+
+/* 16 hex digits of randomness, fresh per call. */
+static void
+raw_nonce(char out[24])
+{
+	static unsigned long long seq;
+	unsigned long long r = 0;
+	struct timeval tv;
+	FILE *f;
+
+	if ((f = fopen("/dev/urandom", "rb")) != NULL) {
+		if (fread(&r, sizeof(r), 1, f) != 1)
+			r = 0;
+		fclose(f);
+	}
+	gettimeofday(&tv, NULL);
+	r ^= ((unsigned long long)tv.tv_sec << 20) ^ (unsigned long long)tv.tv_usec ^
+	     ((unsigned long long)getpid() << 40) ^ (++seq * 0x9e3779b97f4a7c15ULL);
+	snprintf(out, 24, "npraw%016llx", r);
+}
+
+const char *
+np_json_raw_number(const json_t *v)
+{
+	const char *s;
+
+	if (!raw_used || !json_is_string(v) || json_string_length(v) < 2)
+		return NULL;
+	s = json_string_value(v);
+	return (unsigned char)s[0] == 0xff ? s + 1 : NULL;
+}
+
+struct sbuf {
+	char *s;
+	size_t n, cap;
+};
+
+static void
+sb_put(struct sbuf *b, const char *p, size_t n)
+{
+	if (b->n + n + 1 > b->cap) {
+		b->cap = (b->n + n + 1) * 2;
+		if ((b->s = realloc(b->s, b->cap)) == NULL)
+			abort();
+	}
+	memcpy(b->s + b->n, p, n);
+	b->n += n;
+	b->s[b->n] = '\0';
+}
+
+/* Length of the JSON number token at p (n bytes), 0 if none; *is_int. */
+static size_t
+num_token(const char *p, size_t n, int *is_int)
+{
+	size_t i = 0, d;
+
+	*is_int = 1;
+	if (i < n && p[i] == '-')
+		i++;
+	d = i;
+	while (i < n && p[i] >= '0' && p[i] <= '9')
+		i++;
+	if (i == d)
+		return 0;
+	if (i < n && p[i] == '.') {
+		*is_int = 0;
+		i++;
+		while (i < n && p[i] >= '0' && p[i] <= '9')
+			i++;
+	}
+	if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+		*is_int = 0;
+		i++;
+		if (i < n && (p[i] == '+' || p[i] == '-'))
+			i++;
+		while (i < n && p[i] >= '0' && p[i] <= '9')
+			i++;
+	}
+	return i;
+}
+
+/* Does jansson refuse this number literal? */
+static int
+num_overflows(const char *p, size_t len, int is_int)
+{
+	char buf[512];
+	char *end;
+	double d;
+
+	if (len >= sizeof(buf))
+		return 1;
+	memcpy(buf, p, len);
+	buf[len] = '\0';
+	errno = 0;
+	if (is_int) {
+		(void)strtoll(buf, &end, 10);
+		return errno == ERANGE;
+	}
+	d = strtod(buf, &end);
+	return errno == ERANGE && isinf(d);
+}
+
+/* The literals replaced by placeholders in one parse. */
+struct rawlits {
+	char **v;
+	size_t n;
+};
+
+static void
+rawlits_clear(struct rawlits *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+/*
+ * The body with every number jansson refuses (and NaN, Infinity,
+ * -Infinity) outside strings replaced by "<nonce>:<i>" (literal i in
+ * lits); NULL when there is none (the failure is something else).
+ */
+static char *
+raw_rewrite(const char *data, size_t len, const char *nonce, struct rawlits *lits, size_t *outlen)
+{
+	static const char *const words[] = {"-Infinity", "Infinity", "NaN"};
+	struct sbuf b = {NULL, 0, 0};
+	size_t i = 0, copied = 0, k, t;
+	int in_str = 0, is_int;
+	char ph[64];
+
+	while (i < len) {
+		char ch = data[i];
+		if (in_str) {
+			if (ch == '\\')
+				i++;
+			else if (ch == '"')
+				in_str = 0;
+			i++;
+			continue;
+		}
+		if (ch == '"') {
+			in_str = 1;
+			i++;
+			continue;
+		}
+		t = 0;
+		for (k = 0; k < sizeof(words) / sizeof(words[0]); k++)
+			if (len - i >= strlen(words[k]) &&
+			    memcmp(data + i, words[k], strlen(words[k])) == 0) {
+				t = strlen(words[k]);
+				break;
+			}
+		if (t == 0 && (ch == '-' || (ch >= '0' && ch <= '9'))) {
+			t = num_token(data + i, len - i, &is_int);
+			if (t > 0 && !num_overflows(data + i, t, is_int)) {
+				i += t;
+				continue;
+			}
+		}
+		if (t == 0) {
+			i++;
+			continue;
+		}
+		sb_put(&b, data + copied, i - copied);
+		snprintf(ph, sizeof(ph), "\"%s:%zu\"", nonce, lits->n);
+		sb_put(&b, ph, strlen(ph));
+		if ((lits->v = realloc(lits->v, (lits->n + 1) * sizeof(*lits->v))) == NULL ||
+		    (lits->v[lits->n] = strndup(data + i, t)) == NULL)
+			abort();
+		lits->n++;
+		i += t;
+		copied = i;
+	}
+	if (lits->n == 0) {
+		free(b.s);
+		return NULL;
+	}
+	sb_put(&b, data + copied, len - copied);
+	*outlen = b.n;
+	return b.s;
+}
+
+/* The stand-in of a literal: 0xFF, then the literal. */
+static json_t *
+raw_standin(const char *lit)
+{
+	size_t n = strlen(lit);
+	char *s = malloc(n + 2);
+	json_t *j;
+
+	if (s == NULL)
+		abort();
+	s[0] = (char)0xff;
+	memcpy(s + 1, lit, n + 1);
+	j = json_stringn_nocheck(s, n + 1);
+	free(s);
+	if (j == NULL)
+		abort();
+	return j;
+}
+
+/* Index of placeholder v ("<nonce>:<i>"), or -1. */
+static long
+raw_index(const json_t *v, const char *nonce)
+{
+	size_t nl = strlen(nonce);
+	const char *s;
+	char *end;
+	long i;
+
+	if (!json_is_string(v))
+		return -1;
+	s = json_string_value(v);
+	if (strncmp(s, nonce, nl) != 0 || s[nl] != ':' || s[nl + 1] < '0' || s[nl + 1] > '9')
+		return -1;
+	i = strtol(s + nl + 1, &end, 10);
+	return *end == '\0' ? i : -1;
+}
+
+/* Replace the placeholders in the values of j by stand-ins; seen counts
+ * each. */
+static void
+raw_place(json_t *j, const char *nonce, const struct rawlits *lits, unsigned *seen)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+	long x;
+
+	if (json_is_object(j)) {
+		json_object_foreach(j, k, v)
+		{
+			if ((x = raw_index(v, nonce)) >= 0 && (size_t)x < lits->n) {
+				seen[x]++;
+				json_object_set_new(j, k, raw_standin(lits->v[x]));
+			} else
+				raw_place(v, nonce, lits, seen);
+		}
+	} else if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+		{
+			if ((x = raw_index(v, nonce)) >= 0 && (size_t)x < lits->n) {
+				seen[x]++;
+				json_array_set_new(j, i, raw_standin(lits->v[x]));
+			} else
+				raw_place(v, nonce, lits, seen);
+		}
+	}
+}
+
+/*
+ * Parse a body jansson refused as it is: with its big numbers as stand-ins.
+ * NULL when that does not parse either.
+ */
+static json_t *
+raw_load(const char *data, size_t len)
+{
+	int attempt;
+
+	for (attempt = 0; attempt < 4; attempt++) {
+		struct rawlits lits = {NULL, 0};
+		char nonce[24], *d2;
+		size_t l2 = 0, i;
+		unsigned *seen;
+		json_t *root;
+		int ok = 1;
+
+		raw_nonce(nonce);
+		if ((d2 = raw_rewrite(data, len, nonce, &lits, &l2)) == NULL)
+			return NULL;
+		root = json_loadb(d2, l2, JSON_ALLOW_NUL, NULL);
+		free(d2);
+		if (root == NULL) {
+			rawlits_clear(&lits);
+			return NULL;
+		}
+		if ((seen = calloc(lits.n, sizeof(*seen))) == NULL)
+			abort();
+		raw_used = 1;
+		raw_place(root, nonce, &lits, seen);
+		for (i = 0; i < lits.n; i++)
+			ok &= seen[i] == 1; /* else an input string was a placeholder */
+		free(seen);
+		rawlits_clear(&lits);
+		if (ok)
+			return root;
+		json_decref(root);
+	}
+	return NULL;
+}
+
+/* Does j hold a stand-in? */
+static int
+raw_any(const json_t *j)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (np_json_raw_number(j) != NULL)
+		return 1;
+	if (json_is_object(j)) {
+		json_object_foreach((json_t *)j, k, v) if (raw_any(v)) return 1;
+	} else if (json_is_array(j)) {
+		json_array_foreach(j, i, v) if (raw_any(v)) return 1;
+	}
+	return 0;
+}
+
+/* Replace the stand-ins of j (a private copy) by placeholders. */
+static void
+raw_unplace(json_t *j, const char *nonce, struct rawlits *lits)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+	char ph[64];
+
+	if (json_is_object(j)) {
+		json_object_foreach(j, k, v)
+		{
+			const char *lit = np_json_raw_number(v);
+			if (lit == NULL) {
+				raw_unplace(v, nonce, lits);
+				continue;
+			}
+			snprintf(ph, sizeof(ph), "%s:%zu", nonce, lits->n);
+			if ((lits->v = realloc(lits->v, (lits->n + 1) * sizeof(*lits->v))) ==
+				NULL ||
+			    (lits->v[lits->n] = strdup(lit)) == NULL)
+				abort();
+			lits->n++;
+			json_object_set_new(j, k, json_string(ph));
+		}
+	} else if (json_is_array(j)) {
+		json_array_foreach(j, i, v)
+		{
+			const char *lit = np_json_raw_number(v);
+			if (lit == NULL) {
+				raw_unplace(v, nonce, lits);
+				continue;
+			}
+			snprintf(ph, sizeof(ph), "%s:%zu", nonce, lits->n);
+			if ((lits->v = realloc(lits->v, (lits->n + 1) * sizeof(*lits->v))) ==
+				NULL ||
+			    (lits->v[lits->n] = strdup(lit)) == NULL)
+				abort();
+			lits->n++;
+			json_array_set_new(j, i, json_string(ph));
+		}
+	}
+}
+
+/* json_dumps, writing stand-ins as their literal. NULL on failure. */
+static char *
+raw_dumps(const json_t *o, size_t flags)
+{
+	int attempt;
+
+	if (!raw_used || !raw_any(o))
+		return json_dumps(o, flags);
+	for (attempt = 0; attempt < 4; attempt++) {
+		struct rawlits lits = {NULL, 0};
+		json_t *c = json_deep_copy(o);
+		char nonce[24], tok[80], *s, *p, *q;
+		struct sbuf b = {NULL, 0, 0};
+		size_t i;
+		int ok = 1;
+
+		if (c == NULL)
+			return NULL;
+		raw_nonce(nonce);
+		raw_unplace(c, nonce, &lits);
+		s = json_dumps(c, flags);
+		json_decref(c);
+		if (s == NULL) {
+			rawlits_clear(&lits);
+			return NULL;
+		}
+		/* each placeholder token exactly once, else an input string
+		 * happened to be one: try another nonce */
+		for (i = 0; ok && i < lits.n; i++) {
+			snprintf(tok, sizeof(tok), "\"%s:%zu\"", nonce, i);
+			p = strstr(s, tok);
+			ok = p != NULL && strstr(p + 1, tok) == NULL;
+		}
+		if (ok) {
+			p = s;
+			while ((q = strstr(p, nonce)) != NULL) {
+				char *end;
+				unsigned long x;
+				if (q == s || q[-1] != '"' ||
+				    (x = strtoul(q + strlen(nonce) + 1, &end, 10), *end != '"') ||
+				    q[strlen(nonce)] != ':' || x >= lits.n) {
+					sb_put(&b, p, (size_t)(q - p) + 1); /* not ours */
+					p = q + 1;
+					continue;
+				}
+				sb_put(&b, p, (size_t)(q - 1 - p));
+				sb_put(&b, lits.v[x], strlen(lits.v[x]));
+				p = end + 1;
+			}
+			sb_put(&b, p, strlen(p));
+		}
+		free(s);
+		rawlits_clear(&lits);
+		if (ok)
+			return b.s;
+		free(b.s);
+	}
+	return NULL;
+}
+
+json_t *
+np_json_export(const json_t *v)
+{
+	const char *lit, *k;
+	json_t *c, *e;
+	size_t i;
+
+	if (v == NULL)
+		return NULL;
+	if ((lit = np_json_raw_number(v)) != NULL) {
+		double d = strtod(lit, NULL);
+		return isfinite(d) ? json_real(d) : json_null();
+	}
+	if (json_is_object(v)) {
+		c = json_object();
+		json_object_foreach((json_t *)v, k, e) json_object_set_new(c, k, np_json_export(e));
+		return c;
+	}
+	if (json_is_array(v)) {
+		c = json_array();
+		json_array_foreach(v, i, e) json_array_append_new(c, np_json_export(e));
+		return c;
+	}
+	return json_deep_copy((json_t *)v);
+}
+
 /* ---- decoding ---------------------------------------------------------------
  *
  * A decode loads the body, then takes each known key out of a shallow copy
  * of the object ("rest"); what remains is the record's `extra`. Every getter
  * follows upstream's d.get(key, default): a missing key gives the default,
- * JSON null gives NULL/unset (not the default), and a value of a type the
- * field cannot hold is an error naming the key.
+ * JSON null gives NULL/unset (not the default). A value of a type the field
+ * cannot hold is "odd": the field keeps its default, the value goes to `odd`
+ * and a note to err; the record is still decoded.
  */
 
 struct dctx {
 	const char *what; /* "node 0000000001", for messages */
 	json_t *rest;	  /* keys not consumed yet */
+	json_t *odd;	  /* key -> value kept verbatim */
 	char *err;
 	size_t errlen;
 	int failed;
+	int nodd;
 };
 
 static const char *
 jtype_name(const json_t *j)
 {
+	if (np_json_raw_number(j) != NULL)
+		return "a number beyond 64 bits";
 	switch (json_typeof(j)) {
 	case JSON_OBJECT:
 		return "an object";
@@ -256,15 +720,51 @@ dfail(struct dctx *c, const char *fmt, ...)
 	va_end(ap);
 }
 
+static void dodd(struct dctx *c, const char *key, const json_t *v, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* key's value v is odd: kept verbatim; the first note goes to err, later
+ * ones are counted in it. */
+static void
+dodd(struct dctx *c, const char *key, const json_t *v, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+	size_t used;
+
+	if (c->odd == NULL && (c->odd = json_object()) == NULL)
+		abort();
+	if (json_object_get(c->odd, key) != NULL)
+		return; /* one note per key */
+	json_object_set(c->odd, key, (json_t *)v);
+	c->nodd++;
+	if (c->err == NULL || c->errlen == 0)
+		return;
+	if (c->nodd == 1) {
+		n = snprintf(c->err, c->errlen, "%s: key '%s': ", c->what, key);
+		if (n < 0 || (size_t)n >= c->errlen)
+			return;
+		va_start(ap, fmt);
+		vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+		va_end(ap);
+		used = strlen(c->err);
+		snprintf(c->err + used, c->errlen - used, " (kept verbatim)");
+	} else {
+		char *more = strstr(c->err, " (kept verbatim");
+		if (more != NULL)
+			snprintf(more, c->errlen - (size_t)(more - c->err),
+				 " (kept verbatim; %d keys in all)", c->nodd);
+	}
+}
+
 static void
 dtype(struct dctx *c, const char *key, const char *want, const json_t *got)
 {
-	dfail(c, "key '%s': expected %s, got %s", key, want, jtype_name(got));
+	dodd(c, key, got, "expected %s, got %s", want, jtype_name(got));
 }
 
 /*
  * Load data as a JSON object. Returns the object or NULL (message set).
- * Strings with NUL are refused (a C string could not hold them).
  */
 static json_t *
 dload(struct dctx *c, const char *data, size_t len)
@@ -272,11 +772,15 @@ dload(struct dctx *c, const char *data, size_t len)
 	json_error_t jerr;
 	json_t *root;
 
+	if (c->err != NULL && c->errlen > 0)
+		c->err[0] = '\0';
 	if (data == NULL || len == 0) {
 		dfail(c, "empty body");
 		return NULL;
 	}
-	root = json_loadb(data, len, 0, &jerr);
+	root = json_loadb(data, len, JSON_ALLOW_NUL, &jerr);
+	if (root == NULL)
+		root = raw_load(data, len);
 	if (root == NULL) {
 		dfail(c, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column,
 		      jerr.text);
@@ -295,12 +799,26 @@ dload(struct dctx *c, const char *data, size_t len)
 
 /* Take key out of rest; NULL when missing. Borrowed from root. */
 static json_t *
-dtake(struct dctx *c, json_t *root, const char *key)
+dtake_any(struct dctx *c, json_t *root, const char *key)
 {
 	json_t *v = json_object_get(root, key);
 
 	if (v != NULL)
 		json_object_del(c->rest, key);
+	return v;
+}
+
+/* As dtake_any, for a typed field: a number jansson cannot hold is odd and
+ * reads as missing. */
+static json_t *
+dtake(struct dctx *c, json_t *root, const char *key)
+{
+	json_t *v = dtake_any(c, root, key);
+
+	if (v != NULL && np_json_raw_number(v) != NULL) {
+		dodd(c, key, v, "a number beyond what this field holds");
+		return NULL;
+	}
 	return v;
 }
 
@@ -318,6 +836,14 @@ dextra(struct dctx *c)
 	return e;
 }
 
+/* A string without NUL (a C string can hold it). */
+static int
+cstring(const json_t *v)
+{
+	return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v) &&
+	       np_json_raw_number(v) == NULL;
+}
+
 /* A string or null; dflt (may be NULL) when missing. */
 static void
 get_str(struct dctx *c, json_t *root, const char *key, const char *dflt, char **out)
@@ -328,14 +854,16 @@ get_str(struct dctx *c, json_t *root, const char *key, const char *dflt, char **
 	*out = NULL;
 	if (v == NULL)
 		*out = xstrdup(dflt);
-	else if (json_is_string(v))
+	else if (cstring(v))
 		*out = xstrdup(json_string_value(v));
+	else if (json_is_string(v))
+		dodd(c, key, v, "a string containing NUL");
 	else if (!json_is_null(v))
 		dtype(c, key, "a string or null", v);
 }
 
 /* A number (int or float, as time.time() or a hand-written int); 0 when
- * missing or null. Returns 1 when a number was present. */
+ * missing, null or odd. Returns 1 when a number was present. */
 static int
 get_time(struct dctx *c, json_t *root, const char *key, double *out)
 {
@@ -352,24 +880,34 @@ get_time(struct dctx *c, json_t *root, const char *key, double *out)
 	return 1;
 }
 
+/* Elements of a list: strings as they are; any other element is put in
+ * the list as its compact JSON text (which matches no label or id) and
+ * the key is odd. */
 static void
 strv_from_array(struct dctx *c, const char *key, json_t *a, struct np_strv *out)
 {
 	size_t i;
 	json_t *e;
+	int odd = 0;
 
 	json_array_foreach(a, i, e)
 	{
-		if (!json_is_string(e)) {
-			dfail(c, "key '%s': element %zu is %s, not a string", key, i,
-			      jtype_name(e));
-			return;
+		if (cstring(e)) {
+			np_strv_push(out, json_string_value(e));
+			continue;
 		}
-		np_strv_push(out, json_string_value(e));
+		if (!odd)
+			dodd(c, key, a, "element %zu is %s, not a string", i, jtype_name(e));
+		odd = 1;
+		{
+			char *t = json_dumps(e, JSON_ENCODE_ANY | JSON_COMPACT);
+			np_strv_push(out, t != NULL ? t : "?");
+			free(t);
+		}
 	}
 }
 
-/* A list of strings; empty when missing or null. */
+/* A list of strings; empty when missing, null or odd. */
 static void
 get_strv(struct dctx *c, json_t *root, const char *key, struct np_strv *out)
 {
@@ -385,7 +923,7 @@ get_strv(struct dctx *c, json_t *root, const char *key, struct np_strv *out)
 	strv_from_array(c, key, v, out);
 }
 
-/* An object or null (NULL). */
+/* An object or null (NULL); anything else is odd. */
 static void
 get_obj(struct dctx *c, json_t *root, const char *key, json_t **out)
 {
@@ -405,12 +943,13 @@ get_obj(struct dctx *c, json_t *root, const char *key, json_t **out)
 static void
 get_any(struct dctx *c, json_t *root, const char *key, json_t **out)
 {
-	json_t *v = dtake(c, root, key);
+	json_t *v = dtake_any(c, root, key);
 
 	*out = (v == NULL || json_is_null(v)) ? NULL : json_incref(v);
 }
 
-/* An integer; dflt when missing or null. */
+/* An integer; dflt when missing, null or odd; a float is truncated (and
+ * odd, so it is written back as it came). */
 static void
 get_int(struct dctx *c, json_t *root, const char *key, long long dflt, long long *out)
 {
@@ -419,6 +958,11 @@ get_int(struct dctx *c, json_t *root, const char *key, long long dflt, long long
 	*out = dflt;
 	if (v == NULL || json_is_null(v))
 		return;
+	if (json_is_real(v) && isfinite(json_real_value(v)) && fabs(json_real_value(v)) < 0x1p62) {
+		*out = (long long)json_real_value(v);
+		dtype(c, key, "an integer", v);
+		return;
+	}
 	if (!json_is_integer(v)) {
 		dtype(c, key, "an integer", v);
 		return;
@@ -426,11 +970,34 @@ get_int(struct dctx *c, json_t *root, const char *key, long long dflt, long long
 	*out = json_integer_value(v);
 }
 
-/* A boolean; dflt when missing, false when null (Python: None is falsy). */
+/* Python's truthiness of a JSON value. */
+static int
+truthy(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return json_object_size(v) > 0;
+	case JSON_ARRAY:
+		return json_array_size(v) > 0;
+	case JSON_STRING:
+		return json_string_length(v) > 0;
+	case JSON_INTEGER:
+		return json_integer_value(v) != 0;
+	case JSON_REAL:
+		return json_real_value(v) != 0;
+	case JSON_TRUE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* A boolean; dflt when missing, false when null (Python: None is falsy);
+ * any other value by Python's truthiness, as upstream's `if x` (odd). */
 static void
 get_bool(struct dctx *c, json_t *root, const char *key, int dflt, int *out)
 {
-	json_t *v = dtake(c, root, key);
+	json_t *v = dtake_any(c, root, key);
 
 	*out = dflt;
 	if (v == NULL)
@@ -439,29 +1006,61 @@ get_bool(struct dctx *c, json_t *root, const char *key, int dflt, int *out)
 		*out = 0;
 	else if (json_is_boolean(v))
 		*out = json_is_true(v);
-	else
+	else {
+		*out = np_json_raw_number(v) != NULL ? 1 : truthy(v);
 		dtype(c, key, "a boolean", v);
+	}
 }
 
-/* The state key: a known name; dflt when missing or null. */
+/* The state key: a known name; dflt when missing or null; -1 (odd) for an
+ * unknown name or a value that is not a string. */
 static void
 get_state(struct dctx *c, json_t *root, int (*parse)(const char *), int dflt, int *out)
 {
 	json_t *v = dtake(c, root, "state");
 
 	*out = dflt;
-	if (v == NULL || json_is_null(v))
+	if (v == NULL) {
+		if (json_object_get(root, "state") != NULL)
+			*out = -1; /* a number beyond 64 bits */
 		return;
-	if (!json_is_string(v)) {
+	}
+	if (json_is_null(v))
+		return;
+	if (!cstring(v)) {
 		dtype(c, "state", "a string", v);
+		*out = -1;
 		return;
 	}
 	*out = parse(json_string_value(v));
-	if (*out < 0) {
-		dfail(c, "key 'state': unknown state '%.64s'", json_string_value(v));
-		*out = dflt;
-	}
+	if (*out < 0)
+		dodd(c, "state", v, "unknown state '%.64s'", json_string_value(v));
 }
+
+/* After a decode: what each odd key's field encodes to now (absent keys
+ * stay absent), so that encode can tell a field our code has not set. */
+static json_t *
+odd_as_of(const json_t *odd, const json_t *typed)
+{
+	json_t *as = json_object(), *v;
+	const char *k;
+
+	if (as == NULL)
+		abort();
+	json_object_foreach((json_t *)odd, k, v)
+	{
+		json_t *t = json_object_get(typed, k);
+		if (t != NULL)
+			json_object_set(as, k, t);
+	}
+	return as;
+}
+
+static json_t *node_obj(const struct np_node *n, int *badp);
+static json_t *request_obj(const struct np_request *r, int *badp);
+static json_t *image_build_obj(const struct np_image_build *b, int *badp);
+static json_t *image_upload_obj(const struct np_image_upload *u, int *badp);
+static json_t *component_obj(const struct np_component *c, int *badp);
 
 /* Saturating conversion of a double to long long, truncating toward 0. */
 static long long
@@ -552,17 +1151,34 @@ strv_json(const struct np_strv *sv)
 	return a;
 }
 
-/* Add the unknown keys back, never over a known key; dump; free o. */
+/*
+ * Put the odd values back where our field still holds what the decoder
+ * gave it, add the unknown keys back (never over a known key), dump, free
+ * o; stand-ins for big numbers become their literal again.
+ */
 static char *
-finish(json_t *o, const json_t *extra, int bad, size_t flags, size_t *len)
+finish(json_t *o, const json_t *extra, const json_t *odd, const json_t *odd_as, int bad,
+       size_t flags, size_t *len)
 {
 	char *s = NULL;
+	const char *k;
+	json_t *v;
 
+	if (!bad && odd != NULL && json_is_object(odd)) {
+		json_object_foreach((json_t *)odd, k, v)
+		{
+			json_t *now = json_object_get(o, k);
+			json_t *then = odd_as != NULL ? json_object_get(odd_as, k) : NULL;
+			if ((now == NULL && then == NULL) ||
+			    (now != NULL && then != NULL && json_equal(now, then)))
+				json_object_set(o, k, v);
+		}
+	}
 	if (!bad && extra != NULL && json_is_object(extra) &&
 	    json_object_update_missing(o, (json_t *)extra) != 0)
 		bad = 1;
 	if (!bad)
-		s = json_dumps(o, flags | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17));
+		s = raw_dumps(o, flags | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17));
 	json_decref(o);
 	if (len != NULL)
 		*len = s != NULL ? strlen(s) : 0;
@@ -612,7 +1228,7 @@ np_node_free(struct np_node *n)
 	free(n->hostname);
 	free(n->comment);
 	free(n->hold_job);
-	free(n->user_data);
+	json_decref(n->user_data);
 	np_strv_clear(&n->host_keys);
 	free(n->username);
 	free(n->python_path);
@@ -623,6 +1239,8 @@ np_node_free(struct np_node *n)
 	free(n->requestor);
 	json_decref(n->driver_data);
 	json_decref(n->extra);
+	json_decref(n->odd);
+	json_decref(n->odd_as);
 	free(n);
 }
 
@@ -664,7 +1282,7 @@ np_node_dup(const struct np_node *n)
 	d->hold_job = xstrdup(n->hold_job);
 	d->hold_expiration = n->hold_expiration;
 	d->has_hold_expiration = n->has_hold_expiration;
-	d->user_data = xstrdup(n->user_data);
+	d->user_data = copy_or_null(n->user_data);
 	np_strv_copy(&d->host_keys, &n->host_keys);
 	d->username = xstrdup(n->username);
 	d->python_path = xstrdup(n->python_path);
@@ -676,6 +1294,8 @@ np_node_dup(const struct np_node *n)
 	d->requestor = xstrdup(n->requestor);
 	d->driver_data = copy_or_null(n->driver_data);
 	d->extra = copy_or_null(n->extra);
+	d->odd = copy_or_null(n->odd);
+	d->odd_as = copy_or_null(n->odd_as);
 	return d;
 }
 
@@ -703,7 +1323,7 @@ node_port(struct dctx *c, const char *key, json_t *v, struct np_node *n)
 	}
 	p = json_integer_value(v);
 	if (p < 0 || p > 65535) {
-		dfail(c, "key '%s': port %lld out of range", key, p);
+		dodd(c, key, v, "port %lld out of range", p);
 		return -1;
 	}
 	n->connection_port = (int)p;
@@ -733,7 +1353,8 @@ node_hold_expiration(struct dctx *c, json_t *v, struct np_node *n)
 		break;
 	case JSON_STRING:
 		/* int("abc") raises ValueError, which upstream maps to 0. */
-		n->hold_expiration = py_int_str(json_string_value(v), &x) == 0 ? x : 0;
+		n->hold_expiration =
+		    cstring(v) && py_int_str(json_string_value(v), &x) == 0 ? x : 0;
 		break;
 	default:
 		/* int([]) / int({}) raise TypeError, which upstream does not catch. */
@@ -748,7 +1369,7 @@ np_node_decode(const char *id, const char *data, size_t len, struct np_node **ou
 	       size_t errlen)
 {
 	char what[96];
-	struct dctx c = {what, NULL, err, errlen, 0};
+	struct dctx c = {.what = what, .err = err, .errlen = errlen};
 	struct np_node *n;
 	json_t *root, *v;
 	long long slot;
@@ -773,7 +1394,7 @@ np_node_decode(const char *id, const char *data, size_t len, struct np_node **ou
 	    (json_is_real(v) && json_real_value(v) == 0) ||
 	    (json_is_object(v) && json_object_size(v) == 0))
 		; /* [] */
-	else if (json_is_string(v))
+	else if (cstring(v))
 		np_strv_push(&n->type, json_string_value(v));
 	else if (json_is_array(v))
 		strv_from_array(&c, "type", v, &n->type);
@@ -794,12 +1415,20 @@ np_node_decode(const char *id, const char *data, size_t len, struct np_node **ou
 	{
 		json_t *ssh = dtake(&c, root, "ssh_port");
 
+		const char *src = NULL;
+
 		if (v == NULL || json_is_null(v)) {
 			v = ssh;
 			if (v != NULL && !json_is_null(v))
-				node_port(&c, "ssh_port", v, n);
+				node_port(&c, src = "ssh_port", v, n);
 		} else {
-			node_port(&c, "connection_port", v, n);
+			node_port(&c, src = "connection_port", v, n);
+		}
+		/* An odd port is written back to both keys, as upstream's
+		 * toDict writes ssh_port = connection_port. */
+		if (src != NULL && c.odd != NULL && (v = json_object_get(c.odd, src)) != NULL) {
+			json_object_set(c.odd, "connection_port", v);
+			json_object_set(c.odd, "ssh_port", v);
 		}
 	}
 
@@ -810,16 +1439,16 @@ np_node_decode(const char *id, const char *data, size_t len, struct np_node **ou
 	v = dtake(&c, root, "external_id");
 	if (v == NULL || json_is_null(v))
 		;
-	else if (json_is_string(v))
+	else if (cstring(v))
 		n->external_id = xstrdup(json_string_value(v));
-	else if (json_is_object(v))
-		n->external_id_obj = json_incref(v);
-	else
+	else if (np_json_raw_number(v) != NULL)
 		dtype(&c, "external_id", "a string, an object or null", v);
+	else
+		n->external_id_obj = json_incref(v); /* AWS: {instance, host} */
 
 	get_str(&c, root, "hostname", NULL, &n->hostname);
 	get_str(&c, root, "comment", NULL, &n->comment);
-	get_str(&c, root, "user_data", NULL, &n->user_data);
+	get_any(&c, root, "user_data", &n->user_data);
 	get_str(&c, root, "hold_job", NULL, &n->hold_job);
 	get_strv(&c, root, "host_keys", &n->host_keys);
 	get_str(&c, root, "username", "zuul", &n->username);
@@ -835,16 +1464,24 @@ np_node_decode(const char *id, const char *data, size_t len, struct np_node **ou
 	else if (!json_is_integer(v))
 		dtype(&c, "slot", "an integer or null", v);
 	else if ((slot = json_integer_value(v)) < 0 || slot > INT_MAX)
-		dfail(&c, "key 'slot': %lld out of range", slot);
+		dodd(&c, "slot", v, "%lld out of range", slot);
 	else
 		n->slot = (int)slot;
 
-	get_obj(&c, root, "attributes", &n->attributes);
+	get_any(&c, root, "attributes", &n->attributes);
 	get_str(&c, root, "python_path", NULL, &n->python_path);
 	get_str(&c, root, "tenant_name", NULL, &n->tenant_name);
 	get_any(&c, root, "driver_data", &n->driver_data);
 	get_str(&c, root, "requestor", NULL, &n->requestor);
 	n->extra = dextra(&c);
+	if (c.odd != NULL) {
+		int bad = 0;
+		json_t *t = node_obj(n, &bad);
+
+		n->odd = c.odd;
+		n->odd_as = odd_as_of(c.odd, t);
+		json_decref(t);
+	}
 	json_decref(root);
 	if (c.failed) {
 		np_node_free(n);
@@ -854,8 +1491,10 @@ np_node_decode(const char *id, const char *data, size_t len, struct np_node **ou
 	return 0;
 }
 
-char *
-np_node_encode(const struct np_node *n, size_t *len)
+/* The record's typed fields as a JSON object (NULL if out of memory);
+ * *badp set when a value cannot be written. */
+static json_t *
+node_obj(const struct np_node *n, int *badp)
 {
 	json_t *o = json_object(), *port;
 	int bad = 0;
@@ -891,7 +1530,7 @@ np_node_encode(const struct np_node *n, size_t *len)
 		put_str(o, "external_id", n->external_id, &bad);
 	put_str(o, "hostname", n->hostname, &bad);
 	put_str(o, "comment", n->comment, &bad);
-	put_str(o, "user_data", n->user_data, &bad);
+	put(o, "user_data", ref_or_null(n->user_data), &bad);
 	put_str(o, "hold_job", n->hold_job, &bad);
 	put(o, "host_keys", strv_json(&n->host_keys), &bad);
 	put_str(o, "username", n->username, &bad);
@@ -906,7 +1545,19 @@ np_node_encode(const struct np_node *n, size_t *len)
 	put_str(o, "tenant_name", n->tenant_name, &bad);
 	put(o, "driver_data", ref_or_null(n->driver_data), &bad);
 	put_str(o, "requestor", n->requestor, &bad);
-	return finish(o, n->extra, bad, 0, len);
+	*badp |= bad;
+	return o;
+}
+
+char *
+np_node_encode(const struct np_node *n, size_t *len)
+{
+	int bad = 0;
+	json_t *o = node_obj(n, &bad);
+
+	if (o == NULL)
+		return NULL;
+	return finish(o, n->extra, n->odd, n->odd_as, bad, 0, len);
 }
 
 /* ---- NodeRequest -------------------------------------------------------------- */
@@ -938,6 +1589,8 @@ np_request_free(struct np_request *r)
 	free(r->event_id);
 	free(r->tenant_name);
 	json_decref(r->extra);
+	json_decref(r->odd);
+	json_decref(r->odd_as);
 	free(r);
 }
 
@@ -965,6 +1618,8 @@ np_request_dup(const struct np_request *r)
 	d->has_created_time = r->has_created_time;
 	d->tenant_name = xstrdup(r->tenant_name);
 	d->extra = copy_or_null(r->extra);
+	d->odd = copy_or_null(r->odd);
+	d->odd_as = copy_or_null(r->odd_as);
 	return d;
 }
 
@@ -980,7 +1635,7 @@ np_request_decode(const char *id, const char *data, size_t len, struct np_reques
 		  size_t errlen)
 {
 	char what[96];
-	struct dctx c = {what, NULL, err, errlen, 0};
+	struct dctx c = {.what = what, .err = err, .errlen = errlen};
 	struct np_request *r;
 	json_t *root;
 
@@ -1004,6 +1659,14 @@ np_request_decode(const char *id, const char *data, size_t len, struct np_reques
 	r->has_created_time = get_time(&c, root, "created_time", &r->created_time);
 	get_str(&c, root, "tenant_name", NULL, &r->tenant_name);
 	r->extra = dextra(&c);
+	if (c.odd != NULL) {
+		int bad = 0;
+		json_t *t = request_obj(r, &bad);
+
+		r->odd = c.odd;
+		r->odd_as = odd_as_of(c.odd, t);
+		json_decref(t);
+	}
 	json_decref(root);
 	if (c.failed) {
 		np_request_free(r);
@@ -1013,8 +1676,10 @@ np_request_decode(const char *id, const char *data, size_t len, struct np_reques
 	return 0;
 }
 
-char *
-np_request_encode(const struct np_request *r, size_t *len)
+/* The record's typed fields as a JSON object (NULL if out of memory);
+ * *badp set when a value cannot be written. */
+static json_t *
+request_obj(const struct np_request *r, int *badp)
 {
 	json_t *o = json_object();
 	int bad = 0;
@@ -1036,7 +1701,19 @@ np_request_encode(const struct np_request *r, size_t *len)
 	put(o, "created_time", r->has_created_time ? json_real(r->created_time) : json_null(),
 	    &bad);
 	put_str(o, "tenant_name", r->tenant_name, &bad);
-	return finish(o, r->extra, bad, 0, len);
+	*badp |= bad;
+	return o;
+}
+
+char *
+np_request_encode(const struct np_request *r, size_t *len)
+{
+	int bad = 0;
+	json_t *o = request_obj(r, &bad);
+
+	if (o == NULL)
+		return NULL;
+	return finish(o, r->extra, r->odd, r->odd_as, bad, 0, len);
 }
 
 /* Split an id at its first '-' into prefix and sequence (sequence "" when
@@ -1108,6 +1785,8 @@ np_image_build_free(struct np_image_build *b)
 	free(b->python_path);
 	free(b->shell_type);
 	json_decref(b->extra);
+	json_decref(b->odd);
+	json_decref(b->odd_as);
 	free(b);
 }
 
@@ -1123,7 +1802,7 @@ np_image_build_decode(const char *id, const char *data, size_t len, struct np_im
 		      char *err, size_t errlen)
 {
 	char what[96];
-	struct dctx c = {what, NULL, err, errlen, 0};
+	struct dctx c = {.what = what, .err = err, .errlen = errlen};
 	struct np_image_build *b;
 	json_t *root, *v;
 
@@ -1164,6 +1843,14 @@ np_image_build_decode(const char *id, const char *data, size_t len, struct np_im
 		}
 	}
 	b->extra = dextra(&c);
+	if (c.odd != NULL) {
+		int bad = 0;
+		json_t *t = image_build_obj(b, &bad);
+
+		b->odd = c.odd;
+		b->odd_as = odd_as_of(c.odd, t);
+		json_decref(t);
+	}
 	json_decref(root);
 	if (c.failed) {
 		np_image_build_free(b);
@@ -1173,8 +1860,10 @@ np_image_build_decode(const char *id, const char *data, size_t len, struct np_im
 	return 0;
 }
 
-char *
-np_image_build_encode(const struct np_image_build *b, size_t *len)
+/* The record's typed fields as a JSON object (NULL if out of memory);
+ * *badp set when a value cannot be written. */
+static json_t *
+image_build_obj(const struct np_image_build *b, int *badp)
 {
 	json_t *o = json_object();
 	int bad = 0;
@@ -1215,7 +1904,19 @@ np_image_build_encode(const struct np_image_build *b, size_t *len)
 	put_str(o, "username", b->username, &bad);
 	put_str(o, "python_path", b->python_path, &bad);
 	put_str(o, "shell_type", b->shell_type, &bad);
-	return finish(o, b->extra, bad, 0, len);
+	*badp |= bad;
+	return o;
+}
+
+char *
+np_image_build_encode(const struct np_image_build *b, size_t *len)
+{
+	int bad = 0;
+	json_t *o = image_build_obj(b, &bad);
+
+	if (o == NULL)
+		return NULL;
+	return finish(o, b->extra, b->odd, b->odd_as, bad, 0, len);
 }
 
 /* ---- ImageUpload ---------------------------------------------------------------- */
@@ -1244,6 +1945,8 @@ np_image_upload_free(struct np_image_upload *u)
 	free(u->python_path);
 	free(u->shell_type);
 	json_decref(u->extra);
+	json_decref(u->odd);
+	json_decref(u->odd_as);
 	free(u);
 }
 
@@ -1259,7 +1962,7 @@ np_image_upload_decode(const char *id, const char *data, size_t len, struct np_i
 		       char *err, size_t errlen)
 {
 	char what[96];
-	struct dctx c = {what, NULL, err, errlen, 0};
+	struct dctx c = {.what = what, .err = err, .errlen = errlen};
 	struct np_image_upload *u;
 	json_t *root;
 
@@ -1278,6 +1981,14 @@ np_image_upload_decode(const char *id, const char *data, size_t len, struct np_i
 	get_str(&c, root, "python_path", "/usr/bin/python2", &u->python_path);
 	get_str(&c, root, "shell_type", NULL, &u->shell_type);
 	u->extra = dextra(&c);
+	if (c.odd != NULL) {
+		int bad = 0;
+		json_t *t = image_upload_obj(u, &bad);
+
+		u->odd = c.odd;
+		u->odd_as = odd_as_of(c.odd, t);
+		json_decref(t);
+	}
 	json_decref(root);
 	if (c.failed) {
 		np_image_upload_free(u);
@@ -1287,8 +1998,10 @@ np_image_upload_decode(const char *id, const char *data, size_t len, struct np_i
 	return 0;
 }
 
-char *
-np_image_upload_encode(const struct np_image_upload *u, size_t *len)
+/* The record's typed fields as a JSON object (NULL if out of memory);
+ * *badp set when a value cannot be written. */
+static json_t *
+image_upload_obj(const struct np_image_upload *u, int *badp)
 {
 	json_t *o = json_object();
 	int bad = 0;
@@ -1304,7 +2017,19 @@ np_image_upload_encode(const struct np_image_upload *u, size_t *len)
 	put_str(o, "username", u->username, &bad);
 	put_str(o, "python_path", u->python_path, &bad);
 	put_str(o, "shell_type", u->shell_type, &bad);
-	return finish(o, u->extra, bad, 0, len);
+	*badp |= bad;
+	return o;
+}
+
+char *
+np_image_upload_encode(const struct np_image_upload *u, size_t *len)
+{
+	int bad = 0;
+	json_t *o = image_upload_obj(u, &bad);
+
+	if (o == NULL)
+		return NULL;
+	return finish(o, u->extra, u->odd, u->odd_as, bad, 0, len);
 }
 
 /* ---- Components ----------------------------------------------------------------- */
@@ -1343,6 +2068,8 @@ np_component_free(struct np_component *c)
 	free(c->provider_name);
 	np_strv_clear(&c->supported_labels);
 	json_decref(c->extra);
+	json_decref(c->odd);
+	json_decref(c->odd_as);
 	free(c);
 }
 
@@ -1351,7 +2078,7 @@ np_component_decode(const char *name, const char *data, size_t len, struct np_co
 		    char *err, size_t errlen)
 {
 	char what[96];
-	struct dctx c = {what, NULL, err, errlen, 0};
+	struct dctx c = {.what = what, .err = err, .errlen = errlen};
 	struct np_component *k;
 	json_t *root;
 
@@ -1378,6 +2105,14 @@ np_component_decode(const char *name, const char *data, size_t len, struct np_co
 		get_bool(&c, root, "paused", 0, &k->paused);
 	}
 	k->extra = dextra(&c);
+	if (c.odd != NULL) {
+		int bad = 0;
+		json_t *t = component_obj(k, &bad);
+
+		k->odd = c.odd;
+		k->odd_as = odd_as_of(c.odd, t);
+		json_decref(t);
+	}
 	json_decref(root);
 	if (c.failed) {
 		np_component_free(k);
@@ -1387,8 +2122,10 @@ np_component_decode(const char *name, const char *data, size_t len, struct np_co
 	return 0;
 }
 
-char *
-np_component_encode(const struct np_component *c, size_t *len)
+/* The record's typed fields as a JSON object (NULL if out of memory);
+ * *badp set when a value cannot be written. */
+static json_t *
+component_obj(const struct np_component *c, int *badp)
 {
 	json_t *o = json_object();
 	int bad = 0;
@@ -1408,5 +2145,17 @@ np_component_encode(const struct np_component *c, size_t *len)
 		put(o, "priority", json_integer(c->priority), &bad);
 		put(o, "paused", json_boolean(c->paused), &bad);
 	}
-	return finish(o, c->extra, bad, JSON_SORT_KEYS, len);
+	*badp |= bad;
+	return o;
+}
+
+char *
+np_component_encode(const struct np_component *c, size_t *len)
+{
+	int bad = 0;
+	json_t *o = component_obj(c, &bad);
+
+	if (o == NULL)
+		return NULL;
+	return finish(o, c->extra, c->odd, c->odd_as, bad, JSON_SORT_KEYS, len);
 }

@@ -9,9 +9,27 @@
  *   finds them all;
  * - decode tolerates missing keys (defaults below) and unknown keys, which
  *   are kept in `extra` and written back on encode, so a record written by a
- *   newer Nodepool or Zuul survives a round trip through us;
- * - a malformed body (not JSON, not an object, a key of the wrong type) is an
- *   error returned to the caller with a message, never a crash.
+ *   newer Nodepool or Zuul survives a round trip through us.
+ *
+ * Degrade, never drop (be liberal in what we read): upstream type-checks
+ * almost nothing it reads (Node.updateFromDict takes d.get() as it comes),
+ * and Zuul writes back every key it read (Node.toDict), so a value of a type
+ * a field of ours cannot hold is not an error. The field takes its default
+ * (documented per field; an unknown state reads as -1, which no state test
+ * matches), the value is kept in `odd` exactly as it arrived, and encode
+ * writes that value back verbatim for as long as our field still holds what
+ * the decoder gave it (odd_as); once our code sets the field, ours is
+ * written. Decode then returns 0 and leaves a note in err ("... kept
+ * verbatim"); err is "" for a clean record. Only a body that is not a JSON
+ * object at all (empty, not JSON, a list...) is an error.
+ *
+ * Numbers beyond what jansson holds (integers beyond 64 bits, such as the
+ * 128-bit trace_id in the span_info Zuul puts in requestor_data, and floats
+ * beyond double) and Python's NaN/Infinity tokens are kept as their literal
+ * text and written back unchanged; inside json_t values they appear as a
+ * string with a private per-process prefix (np_json_raw_number tells them).
+ * Strings may contain NUL (\u0000): a typed string field holding one is an
+ * odd value (kept verbatim, field NULL); free-form json_t values keep it.
  *
  * Strings are malloc'd and owned by the struct; NULL means JSON null.
  * json_t members are jansson references owned by the struct (NULL = null).
@@ -20,16 +38,15 @@
  *
  * Decoding follows Python's d.get(key, default): a missing key gives the
  * documented default, an explicit null gives NULL/unset (so username null
- * stays null, as upstream). Limits of the C model (documented, all errors,
- * never silent): strings containing NUL (\u0000) and integers beyond 64 bits
- * are refused by the JSON parser.
+ * stays null, as upstream).
  *
  * Encoders return a malloc'd NUL-terminated JSON text (free() it), ASCII
  * only (json.dumps' ensure_ascii), keys in upstream's toDict() order,
  * unknown keys (`extra`) last; *len (may be NULL) excludes the NUL. They
  * return NULL when a string is not valid UTF-8 or a number is not finite.
- * Decoders return 0 and *out, or -1 with a message naming the record and
- * the key in err (errlen bytes, may be 0); *out is NULL on error.
+ * Decoders return 0 and *out (with err "" or a note naming the odd keys),
+ * or -1 with a message naming the record in err (errlen bytes, may be 0)
+ * when the body is not a JSON object; *out is NULL on error.
  * Memory exhaustion aborts (there is no sane partial record).
  */
 #ifndef NP_MODEL_H
@@ -47,6 +64,15 @@ void np_strv_push(struct np_strv *sv, const char *s); /* copies s (NULL as "") *
 void np_strv_clear(struct np_strv *sv);
 int np_strv_contains(const struct np_strv *sv, const char *s);
 void np_strv_copy(struct np_strv *dst, const struct np_strv *src); /* dst cleared first */
+
+/*
+ * The literal text of a number jansson could not hold (see above), when v
+ * is the stand-in string for one; NULL for any other value. Borrowed from v.
+ */
+const char *np_json_raw_number(const json_t *v);
+/* A deep copy of v for showing (web, CLI): stand-ins become the nearest
+ * double (null if not finite). NULL gives NULL. */
+json_t *np_json_export(const json_t *v);
 
 /* ---- Node (/nodepool/nodes/<id>) ---------------------------------------- */
 enum np_node_state {
@@ -70,7 +96,7 @@ int np_node_state_parse(const char *name);
 
 struct np_node {
 	char *id;  /* znode name (10 digits); not in the body */
-	int state; /* enum np_node_state; missing/null reads as init */
+	int state; /* enum np_node_state; missing/null reads as init; -1 unknown */
 	double state_time;
 	double created_time; /* 0 = unset, written as null (upstream's None) */
 	char *cloud, *region, *az;
@@ -84,13 +110,14 @@ struct np_node {
 	 * credentials), in which case connection_port_obj holds it and
 	 * connection_port is 0. ssh_port is written with the same value; it is
 	 * read only when connection_port is missing or null (then 22 if neither
-	 * is set). Any other type is an error. */
+	 * is set). Any other value is odd (port 22). */
 	int connection_port;
 	json_t *connection_port_obj;
 	char *image_id;
 	char *launcher;
-	/* external_id: a string, or an object (AWS {instance, host}); exactly one
-	 * of the two is set, or neither (null). */
+	/* external_id: a string, or any other JSON value (AWS writes an object
+	 * {instance, host}) in external_id_obj; exactly one of the two is set,
+	 * or neither (null). */
 	char *external_id;
 	json_t *external_id_obj;
 	char *hostname;
@@ -99,26 +126,30 @@ struct np_node {
 	 * as is, a float truncated toward 0, a bool as 0/1, a numeric string
 	 * ("12", " -3 ", "1_000") as its value, any other string as 0
 	 * (upstream's ValueError fallback); huge values saturate; a list or
-	 * object is an error (upstream's uncaught TypeError). */
+	 * object is odd (null here; upstream's uncaught TypeError). */
 	long long hold_expiration;
 	int has_hold_expiration; /* 0: null (missing or null on read) */
-	char *user_data;
+	/* user_data: any JSON, verbatim (NULL = null). Zuul's useNodeSet
+	 * writes an object {"zuul_system": ..., "project_name": ...};
+	 * metastatic a JSON string. */
+	json_t *user_data;
 	struct np_strv host_keys;
 	char *username; /* default "zuul" on read */
 	char *python_path, *shell_type;
 	json_t *resources;  /* object or NULL */
-	int slot;	    /* -1 = null; a negative slot on read is an error */
-	json_t *attributes; /* object or NULL */
+	int slot;	    /* -1 = null; a negative or non-int slot on read is odd */
+	json_t *attributes; /* any JSON or NULL; pools write an object */
 	char *tenant_name, *requestor;
-	json_t *driver_data; /* any JSON or NULL */
-	json_t *extra;	     /* unknown keys (object) or NULL */
+	json_t *driver_data;  /* any JSON or NULL */
+	json_t *extra;	      /* unknown keys (object) or NULL */
+	json_t *odd, *odd_as; /* odd values and what the fields read them as */
 };
 
 struct np_node *np_node_new(void); /* defaults: state init, port 22, slot -1, username zuul */
 void np_node_free(struct np_node *n);
 struct np_node *np_node_dup(const struct np_node *n); /* deep copy; NULL gives NULL */
 /* 0 and *out set, or -1 with a message in err. id is copied (may be NULL).
- * An unknown state name is an error (upstream's setter raises). */
+ * An unknown state name is odd (state -1; upstream's setter raises). */
 int np_node_decode(const char *id, const char *data, size_t len, struct np_node **out, char *err,
 		   size_t errlen);
 /* Upstream's Node.toDict() keys (36, with ssh_port) plus extra. */
@@ -144,16 +175,17 @@ struct np_request {
 	struct np_strv node_types;  /* order significant, duplicates allowed */
 	struct np_strv nodes;	    /* node ids, in node_types order once fulfilled */
 	struct np_strv declined_by; /* pool (launcher) ids */
-	int reuse;		    /* default 1 (missing); null reads as 0 */
+	int reuse;		    /* default 1 (missing); otherwise Python truthiness (null 0) */
 	char *requestor;
 	json_t *requestor_data; /* any JSON, untouched */
 	char *provider;
-	long long relative_priority; /* default 0 (missing or null); must be an int */
+	long long relative_priority; /* default 0 (missing, null or odd); a float truncates */
 	char *event_id;
 	double created_time;  /* meaningful when has_created_time */
 	int has_created_time; /* 0: written as null */
 	char *tenant_name;
 	json_t *extra;
+	json_t *odd, *odd_as;
 };
 
 struct np_request *np_request_new(void); /* state requested, reuse 1 */
@@ -194,6 +226,7 @@ struct np_image_build {
 	char *python_path; /* default "/usr/bin/python2" when missing on read */
 	char *shell_type;
 	json_t *extra;
+	json_t *odd, *odd_as;
 };
 struct np_image_build *np_image_build_new(void); /* state building, username zuul */
 void np_image_build_free(struct np_image_build *b);
@@ -224,6 +257,7 @@ struct np_image_upload {
 	 * "/usr/bin/python2" when missing. */
 	char *username, *python_path, *shell_type;
 	json_t *extra;
+	json_t *odd, *odd_as;
 };
 struct np_image_upload *np_image_upload_new(void); /* state uploading, strings NULL */
 void np_image_upload_free(struct np_image_upload *u);
@@ -248,6 +282,7 @@ struct np_component {
 	long long priority; /* default 100 */
 	int paused;
 	json_t *extra;
+	json_t *odd, *odd_as;
 };
 /* kind copied (may be NULL); state "stopped", priority 100, the rest unset. */
 struct np_component *np_component_new(const char *kind);

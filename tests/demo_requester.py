@@ -1,14 +1,19 @@
 """The demo's requester: plays Zuul's part against nodepoold over
 ZooKeeper (TLS) with kazoo, printing each step of a node request's life:
-request -> fulfilled -> lock -> in-use -> used -> node back to ready."""
-import json
+request -> fulfilled -> lock -> in-use -> used -> node back to ready.
+
+The Zuul side is the process tests' `Zuul` class (tests/process/conftest.py),
+which follows Zuul's own code step by step: the request is exactly what
+Zuul's NodeRequest.toDict writes, the nodes are locked and set in-use with
+Zuul's user_data object and written back as Zuul's Node.toDict does."""
 import os
 import sys
 import time
-import uuid
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "process"))
+from conftest import Zuul  # noqa: E402
 
 hosts, certs, label = sys.argv[1], sys.argv[2], sys.argv[3]
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 2
@@ -17,6 +22,7 @@ zk = KazooClient(hosts=hosts, use_ssl=True, verify_certs=True,
                  certfile=os.path.join(certs, "client.pem"),
                  keyfile=os.path.join(certs, "client.key"))
 zk.start(timeout=15)
+zuul = Zuul(zk, tenant="demo", project="review.example.org/demo/project")
 t0 = time.time()
 
 
@@ -24,20 +30,10 @@ def say(msg):
     print("[%7.3fs] %s" % (time.time() - t0, msg), flush=True)
 
 
-def get(path):
-    try:
-        return json.loads(zk.get(path)[0])
-    except (NoNodeError, ValueError):
-        return None
-
-
 def ready_nodes():
-    out = {}
-    for c in zk.get_children("/nodepool/nodes") if zk.exists("/nodepool/nodes") else []:
-        n = get("/nodepool/nodes/" + c)
-        if n and n["state"] == "ready" and label in n["type"] and not n["allocated_to"]:
-            out[c] = n
-    return out
+    return {nid: n for nid, n in zuul.nodes().items()
+            if n.get("state") == "ready" and label in (n.get("type") or [])
+            and not n.get("allocated_to")}
 
 
 def wait(pred, what, timeout=60):
@@ -51,10 +47,8 @@ def wait(pred, what, timeout=60):
     sys.exit(1)
 
 
-pools = wait(lambda: zk.exists("/nodepool/components/pool") and
-             zk.get_children("/nodepool/components/pool"), "a pool component")
-for p in pools:
-    c = get("/nodepool/components/pool/" + p)
+wait(zuul.pools, "a pool component")
+for c in zuul.pools():
     say("pool component: provider %s pool %s labels %s" % (
         c["provider_name"], c["name"], c["supported_labels"]))
 nodes = wait(ready_nodes, "ready nodes")
@@ -63,46 +57,32 @@ for nid, n in sorted(nodes.items()):
     say("ready node %s: %s:%s, %d host keys scanned" % (
         nid, n["hostname"] or n["interface_ip"], n["connection_port"], len(n["host_keys"])))
 
+say("Zuul system id %s" % zuul.system_id)
 for rnd in range(rounds):
-    req = {"state": "requested", "state_time": time.time(), "node_types": [label],
-           "requestor": "demo-zuul", "requestor_data": None, "provider": None,
-           "relative_priority": 0, "event_id": uuid.uuid4().hex,
-           "created_time": time.time(), "tenant_name": "demo", "reuse": True,
-           "declined_by": [], "nodes": []}
     t_req = time.time()
-    path = zk.create("/nodepool/requests/100-", json.dumps(req).encode(),
-                     sequence=True, makepath=True)
-    rid = path.rsplit("/", 1)[1]
-    say("round %d: request %s for [%s] submitted" % (rnd + 1, rid, label))
-    r = wait(lambda: (get(path) or {}).get("state") in ("fulfilled", "failed") and get(path),
-             "fulfilment")
+    rid = zuul.submit([label], job="demo-job")
+    say("round %d: request %s for [%s] submitted (keys: %s)" % (
+        rnd + 1, rid, label, ", ".join(zuul.request(rid))))
+    r = wait(lambda: (zuul.request(rid) or {}).get("state") in ("fulfilled", "failed")
+             and zuul.request(rid), "fulfilment")
     if r["state"] != "fulfilled":
-        say("request %s FAILED (declined by %s)" % (rid, r["declined_by"]))
+        say("request %s FAILED (declined by %s)" % (rid, r.get("declined_by")))
         sys.exit(1)
     say("request %s fulfilled in %.1f ms: nodes %s" % (
         rid, (time.time() - t_req) * 1000, r["nodes"]))
-    held = []
-    for nid in r["nodes"]:
-        lock = zk.Lock("/nodepool/nodes/%s/lock" % nid)
-        lock.acquire(timeout=10)
-        n = get("/nodepool/nodes/" + nid)
-        n["state"] = "in-use"
-        zk.set("/nodepool/nodes/" + nid, json.dumps(n).encode())
-        held.append((nid, lock))
-        say("node %s locked and in-use (%s:%s)" % (nid, n["hostname"] or n["interface_ip"],
-                                                   n["connection_port"]))
-    zk.delete(path)
+    held = zuul.accept(rid)  # lock, delete the request, in-use
+    for nid, _ in held:
+        n = zuul.node(nid)
+        say("node %s locked and in-use (%s:%s), user_data %s" % (
+            nid, n["hostname"] or n["interface_ip"], n["connection_port"], n["user_data"]))
     say("request %s deleted (nodes accepted)" % rid)
     time.sleep(0.2)  # "the job runs"
-    for nid, lock in held:
-        n = get("/nodepool/nodes/" + nid)
-        n["state"] = "used"
-        zk.set("/nodepool/nodes/" + nid, json.dumps(n).encode())
-        lock.release()
+    zuul.finish(held)
+    for nid, _ in held:
         say("node %s used and unlocked" % nid)
     t_used = time.time()
     for nid, _ in held:
-        wait(lambda: get("/nodepool/nodes/" + nid) is None, "node %s deleted" % nid)
+        wait(lambda: zuul.node(nid) is None, "node %s deleted" % nid)
     back = wait(lambda: len(ready_nodes()) >= want and ready_nodes(), "nodes back to ready")
     say("node recycled: %d ready again after %.1f ms (new ids %s)" % (
         len(back), (time.time() - t_used) * 1000, sorted(set(back) - set(nodes))))

@@ -113,9 +113,11 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 
 	if (rc != ZOK || len == 0 ||
 	    np_node_decode(x->id, data, (size_t)len, &x->node, err, sizeof(err)) != 0) {
-		if (rc == ZOK) {
-			/* empty or malformed record: remove it */
-			log_warn("node %s: removing unreadable record", x->id);
+		if (rc == ZOK && len == 0) {
+			/* an empty record (upstream's _cleanupEmptyNodes); one
+			 * that is not a JSON object is someone else's and is
+			 * left alone */
+			log_warn("node %s: removing empty record", x->id);
 			x->node = np_node_new();
 			x->node->id = strdup(x->id);
 			lc_delete_node_record(lc, x->node, x->lock);

@@ -1028,12 +1028,49 @@ node_usage(struct launcher *lc, const struct lc_pool *pool, const struct np_node
 }
 
 /*
+ * The pool's limits beyond max-servers, max-cores and max-ram, as upstream's
+ * hasRemainingQuota adds them: max-volumes as "volumes" and max-volume-gb as
+ * "volume-gb" (OpenStack, fake; 0 or less: unlimited, as upstream skips a
+ * falsy one), then max-resources (the provider's, updated by the pool's: AWS,
+ * Kubernetes...). A new object, or NULL when there are none.
+ */
+static json_t *
+pool_extra_limits(const struct launcher *lc, const struct lc_pool *pool)
+{
+	json_t *o = json_object();
+	const json_t *v;
+	const char *k;
+
+	v = json_object_get(pool->raw, "max-volumes");
+	if (json_is_number(v) && json_number_value(v) > 0)
+		json_object_set_new(o, "volumes", json_real(json_number_value(v)));
+	v = json_object_get(pool->raw, "max-volume-gb");
+	if (json_is_number(v) && json_number_value(v) > 0)
+		json_object_set_new(o, "volume-gb", json_real(json_number_value(v)));
+	json_object_foreach((json_t *)json_object_get(lc->prov.raw, "max-resources"), k, v)
+	{
+		if (json_is_number(v))
+			json_object_set_new(o, k, json_real(json_number_value(v)));
+	}
+	json_object_foreach((json_t *)json_object_get(pool->raw, "max-resources"), k, v)
+	{
+		if (json_is_number(v))
+			json_object_set_new(o, k, json_real(json_number_value(v)));
+	}
+	if (json_object_size(o) == 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/*
  * As upstream's hasRemainingQuota (reference 2.6): per node, pool limits
- * (max-servers, max-cores, max-ram) minus this pool's nodes in any state
- * minus what is being created minus what this node needs; and the
- * provider's limits (cloud limits minus unmanaged usage, from the driver)
- * minus all of this provider's nodes, unless the pool ignores provider
- * quota.
+ * (max-servers, max-cores, max-ram, and those of pool_extra_limits) minus
+ * this pool's nodes in any state minus what is being created minus what
+ * this node needs; and the provider's limits (cloud limits minus unmanaged
+ * usage, from the driver) minus all of this provider's nodes, unless the
+ * pool ignores provider quota.
  */
 static int
 has_remaining_quota(struct handler *h, const char *label)
@@ -1049,6 +1086,7 @@ has_remaining_quota(struct handler *h, const char *label)
 	drv_quota_init(&pool_left, pool->max_cores < 0 ? INFINITY : pool->max_cores,
 		       pool->max_servers < 0 ? INFINITY : (double)pool->max_servers,
 		       pool->max_ram < 0 ? INFINITY : pool->max_ram);
+	pool_left.extra = pool_extra_limits(lc, pool);
 	drv_quota_unlimited(&prov_left);
 	if (!pool->ignore_provider_quota && lc->prov.drv->provider_limits != NULL &&
 	    lc->prov.dp != NULL)

@@ -86,9 +86,13 @@ decode_node(const char *name, const char *data, int len)
 	if (data == NULL || len == 0)
 		return NULL; /* empty znode: cleanup removes it */
 	if (np_node_decode(name, data, (size_t)len, &n, err, sizeof(err)) != 0) {
+		/* not a JSON object: nothing of it can be used, and nothing
+		 * of ours touches it (the cache decodes once per version) */
 		log_warn("node %s: malformed record skipped: %s", name, err);
 		return NULL;
 	}
+	if (err[0] != '\0')
+		log_info("%s", err); /* a value of an odd type, kept as it is */
 	return n;
 }
 
@@ -110,6 +114,8 @@ decode_request(const char *name, const char *data, int len)
 		log_warn("request %s: malformed record skipped: %s", name, err);
 		return NULL;
 	}
+	if (err[0] != '\0')
+		log_info("%s", err); /* a value of an odd type, kept as it is */
 	return r;
 }
 
@@ -131,6 +137,8 @@ decode_component(const char *name, const char *data, int len)
 		log_warn("component %s: malformed record skipped: %s", name, err);
 		return NULL;
 	}
+	if (err[0] != '\0')
+		log_info("%s", err); /* a value of an odd type, kept as it is */
 	return c;
 }
 
@@ -1054,6 +1062,15 @@ drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
 	}
 	*out = drv_nodes_buf;
 	return k;
+}
+
+int
+drv_node_unreadable(struct launcher *lc, const char *id)
+{
+	const struct zk_cache_entry *e =
+	    lc->nodes != NULL && id != NULL ? zk_cache_get(lc->nodes, id) : NULL;
+
+	return e != NULL && e->obj == NULL && e->len > 0;
 }
 
 size_t

@@ -122,6 +122,16 @@ send_status(struct worker *w, int64_t seq)
 		for (k = 0; k < NP_NODE_STATE_COUNT; k++)
 			if (counts[k] > 0)
 				ipc_counts_add(&st->nodes, np_node_state_name(k), counts[k]);
+		{
+			/* node znodes that are not JSON objects (any provider's:
+			 * none can be told): skipped, left in place */
+			const struct zk_cache_entry *const *ents;
+			int e, ne = lc->nodes ? zk_cache_entries(lc->nodes, &ents) : 0, bad = 0;
+			for (e = 0; e < ne; e++)
+				bad += ents[e]->obj == NULL && ents[e]->len > 0;
+			if (bad > 0)
+				ipc_counts_add(&st->nodes, "unreadable", bad);
+		}
 		for (i = 0; i < lc->prov.n_pools; i++) {
 			struct lc_pool *pool = &lc->prov.pools[i];
 			struct ipc_pool *ip = ipc_pools_add(&st->pools, pool->name);

@@ -528,7 +528,7 @@ cmd_info(struct cli *c, int argc, char **argv)
 		row = json_object();
 		json_object_set_new(row, "id", json_string(n->id));
 		json_object_set_new(row, "server_id",
-				    n->external_id_obj ? json_deep_copy(n->external_id_obj)
+				    n->external_id_obj ? np_json_export(n->external_id_obj)
 				    : n->external_id   ? json_string(n->external_id)
 						       : json_null());
 		status_table_add(tn, row);

@@ -15,7 +15,28 @@
  * A server is ACTIVE `boot-delay` seconds after its create (unless a fault
  * says otherwise) and is gone `delete-delay` seconds after its delete.
  *
- * Provider keys (validated by lib/config; see lib/config/config.h):
+ * OpenStack's keys (upstream's fake driver is its OpenStack driver against
+ * an in-process cloud, so its configs carry them; the schema is
+ * lib/config's, nodepool.yaml(5) has the user's view):
+ *   cloud                 the nodes' cloud ("fake")
+ *   rate                  seconds between calls (0: no limit)
+ *   flavor-name, min-ram  the server's size from `flavors` (label_size)
+ *   networks              label's, else pool's: recorded on the server; with
+ *                         cloud-networks, an unknown one fails the create
+ *   security-groups, key-name, userdata, config-drive (of the image)
+ *                         recorded on the server
+ *   auto-floating-ip      false: no public addresses
+ *   boot-from-volume, volume-size (50)
+ *                         the server's volume is a boot volume of that many
+ *                         GB, in the label's and the instance's quota
+ *                         (volumes, volume-gb) and the cloud's `quota`
+ *   instance-properties, dynamic-instance-properties
+ *                         merged into the server's metadata, as upstream's
+ *                         OpenStack adapter (server_metadata)
+ *   nodepool-id, clean-floating-ips, port-cleanup-interval
+ *                         nothing to act on in this cloud
+ *
+ * Simulation keys (validated by lib/config; see lib/config/config.h):
  *   boot-delay, delete-delay, api-delay   seconds (0)
  *   failure-rate          0..1 share of servers ending in ERROR while booting
  *   boot-failures         the first N servers end in ERROR (deterministic)
@@ -51,7 +72,11 @@
  *                         zone lands in the first (none: "fake-az-1")
  *   persistent            the cloud outlives the worker: the state-file is
  *                         read back at start (false; see load_state)
- * Label keys: cores (1), ram (MB, 1024), boot-delay, failure-rate (the
+ *   flavors               [{name, cores, ram}]: the cloud's flavors
+ *                         (upstream's fake cloud's two by default)
+ *   cloud-networks        the cloud's networks (none: any name is one)
+ * Label keys: cores (1), ram (MB, 1024): the size outright, instead of a
+ * flavor; boot-delay, failure-rate (the
  * provider's unless set), console-log, and config-error: a message; the
  * label is one this cloud can never serve as configured (as an AWS
  * instance type the region lacks): label_quota reports the message as a
@@ -74,6 +99,7 @@
 #include "jsonget.h"
 #include "log.h"
 #include "ratelimit.h"
+#include "statemachine/reqformat.h"
 
 #define FAKE_FLUSH_DIRTY 0.25 /* s: state-file rewrite after a change */
 #define FAKE_FLUSH_EVERY 1.0  /* s: and at least this often */
@@ -96,6 +122,9 @@ struct fserver {
 	char *label, *image, *az;
 	int cores, ram;
 	char volume[32]; /* "" when none */
+	json_t *os;	 /* what the create asked for, as OpenStack keeps it:
+			    flavor, networks, security_groups, key_name,
+			    config_drive, user_data, boot_from_volume */
 };
 
 struct fvolume {
@@ -103,6 +132,14 @@ struct fvolume {
 	char id[32];
 	json_t *metadata;
 	char server[32]; /* "" when detached */
+	long long size;	 /* GB: a boot-from-volume server's boot volume; 0: the
+			    simulation's scratch volume, outside volume quota */
+};
+
+/* A flavor of the simulated cloud (`flavors`). */
+struct fflavor {
+	char *name;
+	long long cores, ram;
 };
 
 struct fimage {
@@ -153,6 +190,11 @@ struct sm_adapter {
 	double delete_failure_rate, leak_rate, volume_leak_rate;
 	long long boot_failures, quota_errors;
 	double q_instances, q_cores, q_ram; /* INFINITY = unlimited */
+	double q_volumes, q_volume_gb;	    /* boot volumes and their GB */
+	struct fflavor *flavors;	    /* by ram, then name (as upstream lists them) */
+	size_t nflavors;
+	struct np_strv networks; /* cloud-networks: none = any name is one */
+	const char *cloud;	 /* `cloud`, "fake" */
 	int report_quota;
 	int ssh_port;
 	struct np_strv zones; /* cloud-availability-zones */
@@ -249,6 +291,7 @@ server_remove(struct sm_adapter *f, struct fserver *s)
 	}
 	TAILQ_REMOVE(&f->servers, s, entry);
 	json_decref(s->metadata);
+	json_decref(s->os);
 	free(s->name);
 	free(s->label);
 	free(s->image);
@@ -277,6 +320,130 @@ settle(struct sm_adapter *f)
 	}
 }
 
+/* ---- what a label asks of the cloud: its OpenStack keys ------------------------------- */
+
+static int
+flavor_cmp(const void *pa, const void *pb)
+{
+	const struct fflavor *a = pa, *b = pb;
+
+	if (a->ram != b->ram)
+		return a->ram < b->ram ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+/*
+ * The size of a server of this label (raw: the pool label's config), as
+ * upstream's OpenStack adapter picks a flavor (_findFlavor): with min-ram,
+ * the first flavor (by ram, then name) with at least that much ram whose
+ * name contains flavor-name when that is set too; with flavor-name alone,
+ * the flavor of that name. The fake's own cores/ram keys, when set, give
+ * the size outright (no flavor is looked up; flavor-name is kept as the
+ * flavor's name). A label with none of these: 1 core, 1024 MB, no flavor.
+ * Returns -1 with upstream's message in err when no flavor fits, or with
+ * the label's config-error; *flavor then is NULL.
+ */
+static int
+label_size(const struct sm_adapter *f, const json_t *raw, long long *cores, long long *ram,
+	   const char **flavor, char *err, size_t errlen)
+{
+	const char *bad = json_string_value(json_object_get(raw, "config-error"));
+	const char *fname = json_string_value(json_object_get(raw, "flavor-name"));
+	long long min_ram = (long long)np_json_num(raw, "min-ram", 0);
+	size_t i;
+
+	*cores = 1;
+	*ram = 1024;
+	*flavor = NULL;
+	if (bad != NULL) {
+		snprintf(err, errlen, "%s", bad);
+		return -1;
+	}
+	if (json_object_get(raw, "cores") != NULL || json_object_get(raw, "ram") != NULL) {
+		*cores = (long long)np_json_num(raw, "cores", 1);
+		*ram = (long long)np_json_num(raw, "ram", 1024);
+		*flavor = fname;
+		return 0;
+	}
+	if (min_ram <= 0 && fname == NULL)
+		return 0;
+	for (i = 0; i < f->nflavors; i++) {
+		const struct fflavor *fl = &f->flavors[i];
+
+		if (min_ram > 0 ? fl->ram >= min_ram && (fname == NULL || strstr(fl->name, fname))
+				: strcmp(fl->name, fname) == 0) {
+			*cores = fl->cores;
+			*ram = fl->ram;
+			*flavor = fl->name;
+			return 0;
+		}
+	}
+	if (min_ram > 0)
+		snprintf(err, errlen, "Unable to find flavor with min ram: %lld", min_ram);
+	else
+		snprintf(err, errlen, "Unable to find flavor: %s", fname);
+	return -1;
+}
+
+/* The label's boot volume in GB (boot-from-volume; volume-size, 50), or 0. */
+static long long
+label_boot_volume(const json_t *raw)
+{
+	if (!np_json_bool(raw, "boot-from-volume", 0))
+		return 0;
+	return (long long)np_json_num(raw, "volume-size", 50);
+}
+
+/* The networks a server of the label is attached to: the label's, else its
+ * pool's (as upstream's ProviderLabel.networks); borrowed, may be NULL. */
+static const json_t *
+label_networks(const struct sm_label *l)
+{
+	const json_t *n = json_object_get(l->raw, "networks");
+
+	return n != NULL ? n : json_object_get(l->pool->raw, "networks");
+}
+
+/* NULL, or why the cloud refuses the label's networks (upstream's
+ * _findNetwork error) when the cloud names its own (cloud-networks). */
+static const char *
+networks_missing(const struct sm_adapter *f, const struct sm_label *l, char *msg, size_t len)
+{
+	const json_t *v;
+	size_t i;
+
+	if (f->networks.n == 0)
+		return NULL;
+	json_array_foreach(label_networks(l), i, v)
+	{
+		if (json_is_string(v) && !np_strv_contains(&f->networks, json_string_value(v))) {
+			snprintf(msg, len, "Unable to find network %s in provider %s",
+				 json_string_value(v), f->env->provider_name);
+			return msg;
+		}
+	}
+	return NULL;
+}
+
+/* The OpenStack attributes a create records on the server. */
+static json_t *
+server_os(const struct sm_adapter *f, const struct sm_label *l, const char *flavor)
+{
+	const json_t *nets = label_networks(l),
+		     *sg = json_object_get(l->pool->raw, "security-groups");
+	const json_t *cd = l->image != NULL ? json_object_get(l->image->raw, "config-drive") : NULL;
+	const char *ud = json_string_value(json_object_get(l->raw, "userdata"));
+	const char *key = json_string_value(json_object_get(l->raw, "key-name"));
+
+	(void)f;
+	return json_pack("{s:s?, s:o, s:o, s:s?, s:o, s:s?, s:b}", "flavor", flavor, "networks",
+			 json_is_array(nets) ? json_deep_copy(nets) : json_array(),
+			 "security_groups", json_is_array(sg) ? json_deep_copy(sg) : json_array(),
+			 "key_name", key, "config_drive",
+			 json_is_boolean(cd) ? json_deep_copy(cd) : json_null(), "user_data", ud,
+			 "boot_from_volume", label_boot_volume(l->raw) > 0);
+}
+
 static struct fserver *
 server_new(struct sm_adapter *f, const char *name, const struct sm_label *label, const char *image,
 	   const json_t *meta, const char *az)
@@ -298,9 +465,22 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 	s->cores = 1;
 	s->ram = 1024;
 	if (label != NULL) {
+		long long cores, ram;
+		const char *flavor;
+		char err[8];
+
+		(void)label_size(f, label->raw, &cores, &ram, &flavor, err, sizeof(err));
 		s->label = strdup(label->name);
-		s->cores = (int)np_json_num(label->raw, "cores", 1);
-		s->ram = (int)np_json_num(label->raw, "ram", 1024);
+		s->cores = (int)cores;
+		s->ram = (int)ram;
+		s->os = server_os(f, label, flavor);
+		v->size = label_boot_volume(label->raw);
+		if (!np_json_bool(label->pool->raw, "auto-floating-ip", 1)) {
+			/* no floating IP: only the private address (upstream's
+			 * fake cloud on its no-auto-ip network) */
+			s->ipv4[0] = '\0';
+			s->ipv6[0] = '\0';
+		}
 		boot = np_json_num(label->raw, "boot-delay", boot);
 		frate = np_json_num(label->raw, "failure-rate", frate);
 	}
@@ -333,6 +513,7 @@ static struct sm_instance *
 server_instance(struct sm_adapter *f, const struct fserver *s)
 {
 	struct sm_instance *i = sm_instance_new();
+	const struct fvolume *v;
 
 	sm_set_str(&i->external_id, s->id);
 	i->ready = s->status == F_ACTIVE;
@@ -344,31 +525,40 @@ server_instance(struct sm_adapter *f, const struct fserver *s)
 		sm_set_str(&i->interface_ip, "127.0.0.1");
 		i->connection_port = f->ssh_port;
 	} else
-		sm_set_str(&i->interface_ip, s->ipv4);
-	sm_set_str(&i->cloud, "fake");
+		sm_set_str(&i->interface_ip, s->ipv4[0] ? s->ipv4 : s->priv4);
+	sm_set_str(&i->cloud, f->cloud);
 	sm_set_str(&i->region, json_string_value(json_object_get(f->env->provider, "region-name")));
 	sm_set_str(&i->az, s->az);
 	sm_set_str(&i->host_id, "fake-host-1");
 	json_decref(i->metadata);
 	i->metadata = json_deep_copy(s->metadata);
 	drv_quota_init(&i->quota, s->cores, 1, s->ram);
+	if ((v = s->volume[0] ? volume_get(f, s->volume) : NULL) != NULL && v->size > 0)
+		i->quota.extra =
+		    json_pack("{s:i, s:I}", "volumes", 1, "volume-gb", (json_int_t)v->size);
 	return i;
 }
 
 /* Is there room for one more server of this size? (limits count every
  * server, deleting ones included, as a real cloud's usage does) */
 static const char *
-over_quota(struct sm_adapter *f, int cores, int ram)
+over_quota(struct sm_adapter *f, int cores, int ram, long long volume_gb)
 {
 	static char msg[160];
 	const struct fserver *s;
-	double n = 0, c = 0, r = 0;
+	const struct fvolume *v;
+	double n = 0, c = 0, r = 0, nv = 0, gb = 0;
 
 	TAILQ_FOREACH(s, &f->servers, entry)
 	{
 		n += 1;
 		c += s->cores;
 		r += s->ram;
+	}
+	TAILQ_FOREACH(v, &f->volumes, entry)
+	{
+		nv += v->size > 0;
+		gb += (double)v->size;
 	}
 	if (n + 1 > f->q_instances)
 		snprintf(msg, sizeof(msg),
@@ -385,6 +575,16 @@ over_quota(struct sm_adapter *f, int cores, int ram)
 			 "Quota exceeded for ram: Requested %d, but already used "
 			 "%.0f of %.0f ram",
 			 ram, r, f->q_ram);
+	else if (volume_gb > 0 && nv + 1 > f->q_volumes)
+		snprintf(msg, sizeof(msg),
+			 "Quota exceeded for volumes: Requested 1, but already used "
+			 "%.0f of %.0f volumes",
+			 nv, f->q_volumes);
+	else if (volume_gb > 0 && gb + (double)volume_gb > f->q_volume_gb)
+		snprintf(msg, sizeof(msg),
+			 "Quota exceeded for gigabytes: Requested %lld, but already used "
+			 "%.0f of %.0f gigabytes",
+			 volume_gb, gb, f->q_volume_gb);
 	else
 		return NULL;
 	return msg;
@@ -402,20 +602,21 @@ cloud_json(struct sm_adapter *f)
 
 	TAILQ_FOREACH(s, &f->servers, entry)
 	{
-		json_array_append_new(
-		    a,
-		    json_pack(
-			"{s:s, s:s, s:s, s:O, s:s?, s:s?, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:f}",
-			"id", s->id, "name", s->name, "status", fstatus_names[s->status],
-			"metadata", s->metadata, "label", s->label, "image", s->image, "az", s->az,
-			"public_ipv4", s->ipv4, "private_ipv4", s->priv4, "public_ipv6", s->ipv6,
-			"cores", s->cores, "ram", s->ram, "unmanaged", s->unmanaged, "created",
-			s->created));
+		json_t *e = json_pack(
+		    "{s:s, s:s, s:s, s:O, s:s?, s:s?, s:s, s:s, s:s, s:s, s:i, s:i, s:b, s:f}",
+		    "id", s->id, "name", s->name, "status", fstatus_names[s->status], "metadata",
+		    s->metadata, "label", s->label, "image", s->image, "az", s->az, "public_ipv4",
+		    s->ipv4, "private_ipv4", s->priv4, "public_ipv6", s->ipv6, "cores", s->cores,
+		    "ram", s->ram, "unmanaged", s->unmanaged, "created", s->created);
+
+		if (s->os != NULL)
+			json_object_update(e, s->os);
+		json_array_append_new(a, e);
 	}
 	TAILQ_FOREACH(v, &f->volumes, entry)
-	json_array_append_new(vols,
-			      json_pack("{s:s, s:O, s:s?}", "id", v->id, "metadata", v->metadata,
-					"server", v->server[0] ? v->server : NULL));
+	json_array_append_new(
+	    vols, json_pack("{s:s, s:O, s:s?, s:I}", "id", v->id, "metadata", v->metadata, "server",
+			    v->server[0] ? v->server : NULL, "size", (json_int_t)v->size));
 	TAILQ_FOREACH(im, &f->images, entry)
 	json_array_append_new(imgs, json_pack("{s:s, s:s, s:O}", "id", im->id, "name", im->name,
 					      "metadata", im->metadata));
@@ -565,6 +766,17 @@ load_state(struct sm_adapter *f)
 		s->cores = (int)np_json_num(e, "cores", 1);
 		s->ram = (int)np_json_num(e, "ram", 1024);
 		s->unmanaged = json_is_true(json_object_get(e, "unmanaged"));
+		if (json_object_get(e, "networks") != NULL) {
+			static const char *const os_keys[] = {
+			    "flavor",	    "networks",	 "security_groups",  "key_name",
+			    "config_drive", "user_data", "boot_from_volume", NULL};
+
+			s->os = json_object();
+			for (k = 0; os_keys[k] != NULL; k++)
+				if (json_object_get(e, os_keys[k]) != NULL)
+					json_object_set(s->os, os_keys[k],
+							json_object_get(e, os_keys[k]));
+		}
 		s->created = np_json_num(e, "created", now);
 		boot = f->boot_delay;
 		if (s->label != NULL && (lab = sm_config_any_label(f->env->cfg, s->label)) != NULL)
@@ -587,6 +799,7 @@ load_state(struct sm_adapter *f)
 		if ((v = calloc(1, sizeof(*v))) == NULL)
 			abort();
 		copy_id(v->id, sizeof(v->id), json_object_get(e, "id"));
+		v->size = (long long)np_json_num(e, "size", 0);
 		v->metadata = json_is_object(json_object_get(e, "metadata"))
 				  ? json_deep_copy(json_object_get(e, "metadata"))
 				  : json_object();
@@ -729,9 +942,10 @@ create_call(struct fcall *c)
 {
 	struct sm_adapter *f = c->f;
 	struct fmachine *fm = c->owner;
-	int cores = (int)np_json_num(fm->label->raw, "cores", 1),
-	    ram = (int)np_json_num(fm->label->raw, "ram", 1024);
-	const char *q;
+	long long cores, ram, volume_gb = label_boot_volume(fm->label->raw);
+	const char *q, *flavor;
+	char bad[200];
+	int unfit = label_size(f, fm->label->raw, &cores, &ram, &flavor, bad, sizeof(bad));
 	struct fserver *s;
 
 	fm->call = NULL;
@@ -743,12 +957,15 @@ create_call(struct fcall *c)
 		fm->err = SM_E_QUOTA;
 		snprintf(fm->errmsg, sizeof(fm->errmsg),
 			 "Quota exceeded for instances (simulated)");
-	} else if ((q = over_quota(f, cores, ram)) != NULL) {
+	} else if (unfit != 0) { /* config-error, or no flavor fits */
+		f->create_errors++;
+		fm->err = SM_E_FAILED;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "%s", bad);
+	} else if ((q = over_quota(f, (int)cores, (int)ram, volume_gb)) != NULL) {
 		f->quota_refusals++;
 		fm->err = SM_E_QUOTA;
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "%s", q);
-	} else if ((q = json_string_value(json_object_get(fm->label->raw, "config-error"))) !=
-		   NULL) {
+	} else if ((q = networks_missing(f, fm->label, bad, sizeof(bad))) != NULL) {
 		f->create_errors++;
 		fm->err = SM_E_FAILED;
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "%s", q);
@@ -906,6 +1123,42 @@ fm_free(struct sm_machine *m)
 static const struct sm_machine_ops create_ops = {create_advance, fm_free};
 static const struct sm_machine_ops delete_ops = {delete_advance, fm_free};
 
+/*
+ * The server's metadata, as upstream's OpenStack adapter builds it: groups,
+ * then the label's instance-properties and dynamic-instance-properties
+ * (formatted with the request's attributes; one that does not format is
+ * logged and left out, as upstream), then nodepool's own keys, which win.
+ */
+static json_t *
+server_metadata(const struct sm_create_args *args)
+{
+	const json_t *raw = args->label->raw, *v;
+	json_t *m = json_object();
+	const char *k;
+
+	if ((v = json_object_get(args->metadata, "groups")) != NULL)
+		json_object_set(m, "groups", (json_t *)v);
+	json_object_foreach((json_t *)json_object_get(raw, "instance-properties"), k, v)
+	    json_object_set(m, k, (json_t *)v);
+	json_object_foreach((json_t *)json_object_get(raw, "dynamic-instance-properties"), k, v)
+	{
+		char err[200], *val = json_is_string(v)
+					  ? sm_request_format(json_string_value(v), args->request,
+							      err, sizeof(err))
+					  : NULL;
+
+		if (val == NULL) {
+			log_warn("fake: label %s: dynamic instance property %s left out: %s",
+				 args->label->name, k, json_is_string(v) ? err : "not a string");
+			continue;
+		}
+		json_object_set_new(m, k, json_string(val));
+		free(val);
+	}
+	json_object_update(m, (json_t *)args->metadata);
+	return m;
+}
+
 static struct sm_machine *
 fake_create_machine(struct sm_adapter *f, const struct sm_create_args *args)
 {
@@ -925,7 +1178,7 @@ fake_create_machine(struct sm_adapter *f, const struct sm_create_args *args)
 		    : args->label->cloud_image != NULL ? strdup(args->label->cloud_image)
 						       : NULL;
 	fm->az = args->az != NULL ? strdup(args->az) : NULL;
-	fm->meta = json_deep_copy(args->metadata);
+	fm->meta = server_metadata(args);
 	return &fm->m;
 }
 
@@ -1057,11 +1310,18 @@ quota_call(struct fcall *c)
 	struct sm_adapter *f = c->f;
 	struct drv_quota q;
 
-	if (f->report_quota)
+	if (f->report_quota) {
 		drv_quota_init(&q, f->q_cores, f->q_instances, f->q_ram);
-	else
+		if (isfinite(f->q_volumes) || isfinite(f->q_volume_gb))
+			q.extra = json_object();
+		if (isfinite(f->q_volumes))
+			json_object_set_new(q.extra, "volumes", json_real(f->q_volumes));
+		if (isfinite(f->q_volume_gb))
+			json_object_set_new(q.extra, "volume-gb", json_real(f->q_volume_gb));
+	} else
 		drv_quota_unlimited(&q);
 	c->cb.quota(&q, NULL, c->arg);
+	drv_quota_clear(&q);
 }
 
 static void
@@ -1076,16 +1336,18 @@ static int
 fake_label_quota(struct sm_adapter *f, const struct sm_label *label, struct drv_quota *out,
 		 char *err, size_t errlen)
 {
-	const char *bad = json_string_value(json_object_get(label->raw, "config-error"));
+	long long cores, ram, gb = label_boot_volume(label->raw);
+	const char *flavor;
 
-	(void)f;
-	if (bad != NULL) {
-		snprintf(err, errlen, "%s", bad);
+	if (label_size(f, label->raw, &cores, &ram, &flavor, err, errlen) != 0)
 		return -1;
-	}
-	out->cores = np_json_num(label->raw, "cores", 1);
-	out->ram = np_json_num(label->raw, "ram", 1024);
+	out->cores = (double)cores;
+	out->ram = (double)ram;
 	out->instances = 1;
+	if (gb > 0) { /* as upstream's OpenStack adapter: a boot volume counts */
+		json_decref(out->extra);
+		out->extra = json_pack("{s:i, s:I}", "volumes", 1, "volume-gb", (json_int_t)gb);
+	}
 	return 0;
 }
 
@@ -1181,6 +1443,16 @@ limit(const json_t *q, const char *k)
 	return json_is_number(v) && json_number_value(v) >= 0 ? json_number_value(v) : INFINITY;
 }
 
+static void
+flavors_free(struct sm_adapter *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->nflavors; i++)
+		free(f->flavors[i].name);
+	free(f->flavors);
+}
+
 static struct sm_adapter *
 fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 {
@@ -1200,7 +1472,9 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&f->volumes);
 	TAILQ_INIT(&f->images);
 	TAILQ_INIT(&f->calls);
-	f->rl = ratelimit_new(env->base, env->cfg->rate, 1);
+	/* `rate`: seconds between calls, as OpenStack's (its adapter gives
+	 * openstacksdk 1/rate calls per second) */
+	f->rl = ratelimit_new(env->base, env->cfg->rate > 0 ? 1.0 / env->cfg->rate : 0, 1);
 	f->boot_delay = np_json_num(p, "boot-delay", 0);
 	f->delete_delay = np_json_num(p, "delete-delay", 0);
 	f->api_delay = np_json_num(p, "api-delay", 0);
@@ -1216,6 +1490,29 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	f->q_instances = limit(q, "instances");
 	f->q_cores = limit(q, "cores");
 	f->q_ram = limit(q, "ram");
+	f->q_volumes = limit(q, "volumes");
+	f->q_volume_gb = limit(q, "volume-gb");
+	f->cloud = np_json_str(p, "cloud", "fake");
+	{
+		const json_t *fl = json_object_get(p, "flavors"), *e;
+		size_t k;
+
+		if (fl == NULL) { /* upstream's fake cloud's two flavors */
+			f->nflavors = 2;
+			f->flavors = calloc(2, sizeof(*f->flavors));
+			f->flavors[0] = (struct fflavor){strdup("Fake Flavor"), 4, 8192};
+			f->flavors[1] = (struct fflavor){strdup("Unreal Flavor"), 4, 8192};
+		} else {
+			f->flavors = calloc(json_array_size(fl) + 1, sizeof(*f->flavors));
+			json_array_foreach(fl, k, e) f->flavors[f->nflavors++] =
+			    (struct fflavor){strdup(np_json_str(e, "name", "")),
+					     (long long)np_json_num(e, "cores", 1),
+					     (long long)np_json_num(e, "ram", 1024)};
+		}
+		qsort(f->flavors, f->nflavors, sizeof(*f->flavors), flavor_cmp);
+		json_array_foreach(json_object_get(p, "cloud-networks"), k, e)
+		    np_strv_push(&f->networks, json_string_value(e));
+	}
 	f->report_quota = np_json_bool(p, "report-quota", 1);
 	f->ssh_port = (int)np_json_num(p, "fake-ssh-port", 0);
 	{
@@ -1246,6 +1543,8 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	if (f->rl == NULL) {
 		snprintf(err, errlen, "out of memory");
 		np_strv_clear(&f->zones);
+		np_strv_clear(&f->networks);
+		flavors_free(f);
 		free(f->state_file);
 		free(f);
 		return NULL;
@@ -1294,6 +1593,8 @@ fake_adapter_free(struct sm_adapter *f)
 		event_free(f->dirty_ev);
 	ratelimit_free(f->rl);
 	np_strv_clear(&f->zones);
+	np_strv_clear(&f->networks);
+	flavors_free(f);
 	free(f->state_file);
 	free(f);
 }

@@ -2462,8 +2462,9 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		free(a);
 		return NULL;
 	}
-	/* rate: seconds between calls (upstream), per API */
-	a->rate_s = np_json_num(p, "rate", 1.0);
+	/* rate: seconds between calls (upstream), per API; the framework
+	 * coerced it as upstream's v.Coerce(float) */
+	a->rate_s = env->cfg != NULL ? env->cfg->rate : np_json_num(p, "rate", 1.0);
 	a->clean_fips = np_json_bool(p, "clean-floating-ips", 0);
 	a->port_cleanup_interval = np_json_num(p, "port-cleanup-interval", 600);
 	json_array_foreach(json_object_get(p, "pools"), i, pool)
@@ -2603,7 +2604,6 @@ static const struct sm_defaults os_defaults = {
     .boot_timeout = 60,
     .rate = 1,
     .host_key_checking = 1,
-    .rate_is_interval = 1,
 };
 
 static struct drv_provider *

@@ -25,6 +25,28 @@ dupz(const char *s)
 	return d;
 }
 
+/*
+ * `rate` as written, in the unit of the driver's upstream: calls per second
+ * (aws, azure...) or seconds between calls (OpenStack, and the fake, which
+ * upstream runs on its OpenStack driver); the adapter makes its rate limit
+ * of it. v.Coerce(float): a numeric string or a bool counts. Not a positive
+ * number: 0, no limit.
+ */
+static double
+provider_rate(const json_t *prov, const struct sm_defaults *def)
+{
+	const json_t *v = json_object_get(prov, "rate");
+	double r = def->rate;
+
+	if (json_is_number(v))
+		r = json_number_value(v);
+	else if (json_is_boolean(v))
+		r = json_is_true(v) ? 1 : 0;
+	else if (json_is_string(v))
+		r = strtod(json_string_value(v), NULL);
+	return r > 0 ? r : 0; /* NaN too */
+}
+
 static void
 image_build(struct sm_image *im, const json_t *raw, int diskimage)
 {
@@ -82,9 +104,7 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 		cfg->launch_retries = 1; /* upstream makes at least one attempt */
 	cfg->boot_timeout = np_json_num(prov, "boot-timeout", def->boot_timeout);
 	cfg->launch_timeout = np_json_num(prov, "launch-timeout", 3600);
-	cfg->rate = np_json_num(prov, "rate", def->rate);
-	if (def->rate_is_interval)
-		cfg->rate = cfg->rate > 0 ? 1.0 / cfg->rate : 0;
+	cfg->rate = provider_rate(prov, def);
 	cfg->host_key_checking = np_json_bool(prov, "host-key-checking", def->host_key_checking);
 
 	v = json_object_get(prov, "cloud-images");

@@ -536,7 +536,7 @@ update_node(struct sm_launch *l, const struct sm_instance *in)
 	if (in->node_attributes != NULL) {
 		/* the instance's are defaults, the pool's win */
 		json_t *attrs = json_deep_copy(in->node_attributes);
-		if (n->attributes != NULL)
+		if (json_is_object(n->attributes))
 			json_object_update(attrs, n->attributes);
 		json_decref(n->attributes);
 		n->attributes = attrs;

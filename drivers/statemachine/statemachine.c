@@ -191,7 +191,7 @@ managed(struct drv_provider *dp, const json_t *meta, const struct strset *known)
 	const char *nid = json_string_value(json_object_get(meta, "nodepool_node_id"));
 
 	return pn != NULL && strcmp(pn, dp->cfg->provider) == 0 && nid != NULL &&
-	       strset_has(known, nid);
+	       (strset_has(known, nid) || drv_node_unreadable(dp->lc, nid));
 }
 
 static void
@@ -651,6 +651,8 @@ leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg
 
 		if (pn == NULL || strcmp(pn, dp->cfg->provider) != 0)
 			continue;
+		if (nid != NULL && drv_node_unreadable(dp->lc, nid))
+			continue; /* its record exists, unreadable: not a leak */
 		if (nid != NULL && !strset_has(known, nid))
 			snprintf(key, sizeof(key), "%s", nid);
 		else if (uid != NULL && bid != NULL && dp->images != NULL &&
@@ -737,7 +739,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	stats_refresh(dp);
 	lag_arm(dp);
 	log_info("provider %s: %s adapter ready (launch-retries %d, boot-timeout %.0fs, "
-		 "launch-timeout %.0fs, rate %g/s)",
+		 "launch-timeout %.0fs, rate %g)",
 		 dp->cfg->provider, ops->name, dp->cfg->launch_retries, dp->cfg->boot_timeout,
 		 dp->cfg->launch_timeout, dp->cfg->rate);
 	return dp;

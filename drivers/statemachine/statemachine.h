@@ -98,9 +98,7 @@ struct sm_config {
 	int launch_retries;    /* launch-retries: 3 (attempts in all) */
 	double boot_timeout;   /* boot-timeout, seconds (nodescan deadline) */
 	double launch_timeout; /* launch-timeout: 3600 s per attempt */
-	double rate;	       /* calls per second; <= 0 unlimited (a driver whose
-				  `rate` is seconds between calls has it inverted
-				  here, see sm_defaults.rate_is_interval) */
+	double rate;	       /* as written, in the driver's unit (see sm_config_new); 0 none */
 	int host_key_checking;
 	struct sm_image *cloud_images;
 	size_t ncloud_images;
@@ -114,11 +112,8 @@ struct sm_config {
 /* Driver defaults for keys the provider config leaves out. */
 struct sm_defaults {
 	double boot_timeout;   /* openstack/gce/fake 60, aws 180, azure 120 */
-	double rate;	       /* openstack 1, aws 2, fake 0 (as written in the config) */
+	double rate;	       /* openstack 1, aws 2, fake 0 */
 	int host_key_checking; /* 1 (fake: 0) */
-	int rate_is_interval;  /* 1: the config's `rate` is seconds between calls
-				  (openstack, ibmvpc, as upstream), turned into
-				  calls per second in sm_config.rate */
 };
 
 /* Parse a validated provider config (borrowed: it must outlive the

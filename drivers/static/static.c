@@ -509,6 +509,16 @@ static_sync(struct drv_provider *dp)
 				claimed[i] = 1;
 				break;
 			}
+			/* A node of this host whose slot is unknown (null, or a
+			 * value of an odd type: model.h) takes this slot, so the
+			 * slot is not given a second node. */
+			for (i = 0; found == NULL && i < n; i++) {
+				if (claimed[i] || !node_live(nodes[i]) ||
+				    !host_matches(h, nodes[i]) || nodes[i]->slot >= 0)
+					continue;
+				found = nodes[i];
+				claimed[i] = 1;
+			}
 			snprintf(key, sizeof(key), "%zu/%d", hi, slot);
 			if (found != NULL) {
 				struct np_node *want;

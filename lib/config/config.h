@@ -70,12 +70,16 @@
  *                          whenever their contents change (false: on
  *                          SIGHUP or `nodepoolctl reload` only)
  *
- * The `fake` driver (our simulated cloud, drivers/fake) takes the common
- * provider keys, boot-timeout, launch-timeout, launch-retries, rate (0 =
- * unlimited, the default), region-name, host-key-checking (default false:
- * simulated nodes have no sshd), image-name-format, cloud-images,
- * diskimages, pools, and these simulation and fault-injection keys
- * (drivers/fake/fake.c has the details):
+ * The `fake` driver (our simulated cloud, drivers/fake) takes the OpenStack
+ * schema, key for key, as upstream's fake driver (its OpenStack driver
+ * against an in-process cloud) does; drivers/fake/fake.c and
+ * nodepool.yaml(5) say what each key does in the simulated cloud. Laxer than
+ * openstack: `cloud` is optional, a label needs neither min-ram/flavor-name
+ * nor an image (at most one of cloud-image and diskimage; a diskimage must
+ * be in the provider's diskimages), and `rate` (seconds between calls, as
+ * OpenStack's; >= 0) defaults to 0, unlimited. host-key-checking defaults
+ * to false (simulated nodes have no sshd). Plus these simulation and
+ * fault-injection keys:
  *   boot-delay           seconds a server takes to become ready (0)
  *   delete-delay         seconds a delete takes (0)
  *   api-delay            seconds each cloud call takes to answer (0)
@@ -90,8 +94,9 @@
  *   leak-rate            0..1, share of deletes answered "done" while the
  *                        server stays (0)
  *   volume-leak-rate     0..1, share of deleted servers whose volume stays (0)
- *   quota                {instances, cores, ram}: the simulated cloud's
- *                        limits, enforced at create (unlimited)
+ *   quota                {instances, cores, ram, volumes, volume-gb}: the
+ *                        simulated cloud's limits, enforced at create
+ *                        (unlimited)
  *   report-quota         bool: the limits are reported to nodepool (true)
  *   unmanaged-instances  int >= 0: servers not created by nodepool (0)
  *   fake-ssh-port        port: servers' interface_ip is 127.0.0.1 and their
@@ -105,15 +110,17 @@
  *                        availability-zones; creates in other zones fail
  *   persistent           bool: the simulated cloud outlives the worker; the
  *                        state-file is read back at start (false)
- * A fake pool takes name, labels (required), max-servers, max-cores, max-ram,
- * priority, node-attributes, host-key-checking, ignore-provider-quota and
- * availability-zones. A fake label takes name, cloud-image or diskimage
- * (optional; a diskimage must be in the provider's diskimages), flavor-name,
- * instance-type, min-ram, key-name, userdata, instance-properties,
- * host-key-checking, console-log, cores (1), ram (MB, 1024), per-label
- * boot-delay and failure-rate overriding the provider's, and config-error
- * (a non-empty message: the label is permanently misconfigured in the
- * simulated cloud, which makes it an error label; creates of it fail).
+ *   flavors              [{name, cores, ram}] (all required): the cloud's
+ *                        flavors for flavor-name/min-ram (upstream's fake
+ *                        cloud's "Fake Flavor" and "Unreal Flavor", 4 cores
+ *                        and 8192 MB each)
+ *   cloud-networks       list of non-empty strings: the cloud's networks; a
+ *                        label on another one fails (none: any name is one)
+ * A fake label also takes instance-type, cores (1), ram (MB, 1024): its size
+ * outright, instead of a flavor; per-label boot-delay and failure-rate
+ * overriding the provider's; and config-error (a non-empty message: the
+ * label is permanently misconfigured in the simulated cloud, which makes it
+ * an error label; creates of it fail).
  *
  * Ownership: every string and array below is owned by its struct np_config;
  * json_t members are references owned by it too; raw nodes point into the
@@ -372,7 +379,7 @@ struct np_provider {
 	/* seconds: openstack/gce/fake 60, aws 180, azure/ibmvpc/metastatic 120 */
 	long long boot_timeout;
 	long long launch_timeout; /* 3600 */
-	double rate;	       /* calls/s: openstack/azure/ibmvpc/metastatic 1, aws/gce 2, fake 0 */
+	double rate;	       /* as written: openstack, fake: s between calls; others: calls/s */
 	int host_key_checking; /* provider-level default for pools (1; fake 0) */
 	char *cloud;	       /* openstack cloud, k8s/openshift context, NULL */
 	char *region;	       /* region-name / region / azure location, NULL */

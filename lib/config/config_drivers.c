@@ -6,6 +6,7 @@
  * Plus our own `nodepoold:` section and `fake` driver.
  */
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -116,18 +117,32 @@ chk_nonempty(const struct np_cfg_node *n)
 	return n->text[0] ? NULL : "must not be empty";
 }
 
+/* v.Coerce(float) (a number, a bool or a numeric string) that is >= 0 */
+static const char *
+chk_coerce_nonneg(const struct np_cfg_node *n)
+{
+	double v = n->kind == NP_CFG_STR    ? strtod(n->text, NULL)
+		   : n->kind == NP_CFG_BOOL ? (double)n->i
+					    : n->f;
+
+	return v >= 0 ? NULL : "must not be negative";
+}
+
 static const struct sc_schema s_positive = {.type = SC_FLOAT, .check = chk_positive};
 static const struct sc_schema s_nonneg = {.type = SC_FLOAT, .check = chk_nonneg};
 static const struct sc_schema s_rate01 = {.type = SC_FLOAT, .check = chk_rate01};
 static const struct sc_schema s_nonempty_str = {.type = SC_STR, .check = chk_nonempty};
 static const struct sc_schema s_nonneg_int = {.type = SC_INT, .check = chk_nonneg};
 static const struct sc_schema s_port_no = {.type = SC_INT, .check = chk_port};
-#define NONNEG_INT   (&s_nonneg_int)
-#define PORT	     (&s_port_no)
-#define POSITIVE     (&s_positive)
-#define NONNEG	     (&s_nonneg)
-#define RATE01	     (&s_rate01)
-#define NONEMPTY_STR (&s_nonempty_str)
+static const struct sc_schema s_coerce_nonneg = {.type = SC_COERCE_FLOAT,
+						 .check = chk_coerce_nonneg};
+#define COERCE_NONNEG (&s_coerce_nonneg)
+#define NONNEG_INT    (&s_nonneg_int)
+#define PORT	      (&s_port_no)
+#define POSITIVE      (&s_positive)
+#define NONNEG	      (&s_nonneg)
+#define RATE01	      (&s_rate01)
+#define NONEMPTY_STR  (&s_nonempty_str)
 
 /* ---- common provider and pool keys (driver/__init__.py) --------------------- */
 
@@ -165,13 +180,19 @@ static const struct sc_schema static_provider = {
 
 /* ---- openstack (and the keys fake shares) ----------------------------------- */
 
-static const struct sc_schema openstack_label = {
+/* An OpenStack pool label's keys; the label groups are openstack_label's. */
+static const struct sc_schema openstack_label_keys = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), OPT("diskimage", STR), OPT("cloud-image", STR),
 		 OPT("min-ram", INT), OPT("flavor-name", STR), OPT("key-name", STR),
 		 OPT("console-log", BOOL), OPT("boot-from-volume", BOOL), OPT("volume-size", INT),
 		 OPT("instance-properties", DICT), OPT("dynamic-instance-properties", DICT),
 		 OPT("userdata", STR), OPT("networks", SEQ(STR)), OPT("host-key-checking", BOOL)),
+};
+
+static const struct sc_schema openstack_label = {
+    .type = SC_MAP,
+    .base = &openstack_label_keys,
     .groups = GROUPS(EXCL("diskimage", "cloud-image"), ONE("min-ram", "flavor-name"),
 		     ONE("diskimage", "cloud-image")),
 };
@@ -551,51 +572,57 @@ static const struct sc_schema ibmvpc_provider = {
 		 MAP(REQ("instance-name", STR), REQ("endpoint", STR), REQ("bucket-name", STR)))),
 };
 
-/* ---- fake: our simulated cloud (see lib/config/config.h) ------------------------------- */
+/* ---- fake: our simulated cloud (see lib/config/config.h) -------------------------------
+ *
+ * Upstream's fake driver is its OpenStack driver against an in-process cloud
+ * (nodepool/driver/fake/config.py: FakeProviderConfig is an
+ * OpenStackProviderConfig), so its configs carry OpenStack's keys. Ours takes
+ * the OpenStack schema above, key for key (drivers/fake/fake.c gives each its
+ * meaning in the simulated cloud), plus the simulation keys. Deliberately
+ * laxer than OpenStack: `cloud` is optional, and a label needs neither
+ * min-ram/flavor-name nor an image (a simulated server needs no flavor).
+ */
 
 static const struct sc_schema fake_label = {
     .type = SC_MAP,
-    .keys = KEYS(REQ("name", STR), OPT("cloud-image", STR), OPT("diskimage", STR),
-		 OPT("flavor-name", STR), OPT("instance-type", STR), OPT("min-ram", INT),
-		 OPT("key-name", STR), OPT("userdata", STR), OPT("instance-properties", DICT),
-		 OPT("host-key-checking", BOOL), OPT("cores", INT), OPT("ram", INT),
-		 OPT("boot-delay", NONNEG), OPT("failure-rate", RATE01), OPT("console-log", BOOL),
+    .base = &openstack_label_keys,
+    .keys = KEYS(OPT("instance-type", STR), OPT("cores", INT), OPT("ram", INT),
+		 OPT("boot-delay", NONNEG), OPT("failure-rate", RATE01),
 		 OPT("config-error", NONEMPTY_STR)),
-    .groups = GROUPS(EXCL("cloud-image", "diskimage")),
+    .groups = GROUPS(EXCL("diskimage", "cloud-image")),
+};
+
+static const struct sc_schema fake_pool = {
+    .type = SC_MAP,
+    .base = &openstack_pool,
+    .keys = KEYS(OPT("labels", SEQ(&fake_label))),
+};
+
+static const struct sc_schema fake_provider_diskimage = {
+    .type = SC_MAP,
+    .base = &openstack_provider_diskimage,
+    .keys = KEYS(OPT("username", STR)),
 };
 
 static const struct sc_schema fake_provider = {
     .type = SC_MAP,
-    .base = &common_provider,
-    .keys = KEYS(
-	REQ("pools",
-	    SEQ((&(const struct sc_schema){
-		.type = SC_MAP,
-		.base = &common_pool,
-		.keys =
-		    KEYS(REQ("name", STR), REQ("labels", SEQ(&fake_label)), OPT("max-cores", INT),
-			 OPT("max-ram", INT), OPT("host-key-checking", BOOL),
-			 OPT("ignore-provider-quota", BOOL), OPT("availability-zones", SEQ(STR))),
-	    }))),
-	OPT("region-name", STR), OPT("boot-timeout", INT), OPT("launch-timeout", INT),
-	OPT("launch-retries", INT), OPT("rate", NONNEG), OPT("host-key-checking", BOOL),
-	OPT("image-name-format", STR),
-	OPT("cloud-images", SEQ(MAP(REQ("name", STR), OPT("image-id", STR), OPT("username", STR),
-				    OPT("python-path", STR), OPT("shell-type", STR),
-				    OPT("connection-type", STR), OPT("connection-port", INT)))),
-	OPT("diskimages",
-	    SEQ(MAP(REQ("name", STR), OPT("pause", BOOL), OPT("meta", DICT), OPT("username", STR),
-		    OPT("connection-type", STR), OPT("connection-port", INT)))),
-	OPT("boot-delay", NONNEG), OPT("delete-delay", NONNEG), OPT("api-delay", NONNEG),
-	OPT("failure-rate", RATE01), OPT("boot-failures", NONNEG_INT),
-	OPT("never-ready-rate", RATE01), OPT("create-error-rate", RATE01),
-	OPT("quota-error-rate", RATE01), OPT("quota-errors", NONNEG_INT),
-	OPT("delete-failure-rate", RATE01), OPT("leak-rate", RATE01),
-	OPT("volume-leak-rate", RATE01),
-	OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT))),
-	OPT("report-quota", BOOL), OPT("unmanaged-instances", NONNEG_INT),
-	OPT("fake-ssh-port", PORT), OPT("state-file", NONEMPTY_STR), OPT("seed", INT),
-	OPT("cloud-availability-zones", SEQ(NONEMPTY_STR)), OPT("persistent", BOOL)),
+    .base = &openstack_provider,
+    .keys = KEYS(OPT("cloud", STR), OPT("rate", COERCE_NONNEG), OPT("pools", SEQ(&fake_pool)),
+		 OPT("diskimages", SEQ(&fake_provider_diskimage)), OPT("host-key-checking", BOOL),
+		 OPT("boot-delay", NONNEG), OPT("delete-delay", NONNEG), OPT("api-delay", NONNEG),
+		 OPT("failure-rate", RATE01), OPT("boot-failures", NONNEG_INT),
+		 OPT("never-ready-rate", RATE01), OPT("create-error-rate", RATE01),
+		 OPT("quota-error-rate", RATE01), OPT("quota-errors", NONNEG_INT),
+		 OPT("delete-failure-rate", RATE01), OPT("leak-rate", RATE01),
+		 OPT("volume-leak-rate", RATE01),
+		 OPT("quota", MAP(OPT("instances", INT), OPT("cores", INT), OPT("ram", INT),
+				  OPT("volumes", INT), OPT("volume-gb", INT))),
+		 OPT("report-quota", BOOL), OPT("unmanaged-instances", NONNEG_INT),
+		 OPT("fake-ssh-port", PORT), OPT("state-file", NONEMPTY_STR), OPT("seed", INT),
+		 OPT("cloud-availability-zones", SEQ(NONEMPTY_STR)), OPT("persistent", BOOL),
+		 OPT("flavors", SEQ(MAP(REQ("name", NONEMPTY_STR), REQ("cores", NONNEG_INT),
+					REQ("ram", NONNEG_INT)))),
+		 OPT("cloud-networks", SEQ(NONEMPTY_STR))),
 };
 
 /* ---- registry ---------------------------------------------------------------------- */

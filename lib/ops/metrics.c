@@ -743,6 +743,19 @@ render_record(struct out *o, const json_t *r, int what)
 	}
 }
 
+/* Entries of a decoding cache with a body that did not decode. */
+static int
+unreadable(const struct zk_cache *c)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, k = 0, n = c != NULL ? zk_cache_entries(c, &ents) : 0;
+
+	for (i = 0; i < n; i++)
+		if (ents[i]->obj == NULL && ents[i]->len > 0 && strcmp(ents[i]->name, "lock") != 0)
+			k++;
+	return k;
+}
+
 char *
 metrics_render(const struct status_view *v, const json_t *records, const json_t *live)
 {
@@ -806,6 +819,13 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	for (st = 0; st < NP_REQ_STATE_COUNT; st++)
 		outf(&o, "nodepool_requests{state=\"%s\"} %lld\n", np_request_state_name(st),
 		     reqs[st]);
+
+	/* znodes that are not JSON objects: skipped, never touched */
+	outf(&o, "# HELP nodepool_unreadable_records Records in ZooKeeper that are not JSON "
+		 "objects (skipped by the launcher, left in place).\n"
+		 "# TYPE nodepool_unreadable_records gauge\n");
+	outf(&o, "nodepool_unreadable_records{kind=\"node\"} %d\n", unreadable(v->nodes));
+	outf(&o, "nodepool_unreadable_records{kind=\"request\"} %d\n", unreadable(v->requests));
 
 	outf(&o,
 	     "# HELP nodepool_launcher_ready 1 once the launcher serving this API finished "

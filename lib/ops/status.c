@@ -823,7 +823,7 @@ jstrv(const struct np_strv *sv)
 static json_t *
 jcopy(const json_t *v)
 {
-	return v != NULL ? json_deep_copy(v) : json_null();
+	return v != NULL ? np_json_export(v) : json_null();
 }
 
 static void
@@ -835,6 +835,19 @@ set(json_t *row, const char *key, json_t *v)
 		oom();
 }
 
+/* The node's value for key as it is in ZooKeeper: an odd value (one the
+ * record's field cannot hold, model.h) as it came, else typed. */
+static json_t *
+as_stored(const struct np_node *n, const char *key, json_t *typed)
+{
+	json_t *v = n->odd != NULL ? json_object_get(n->odd, key) : NULL;
+
+	if (v == NULL)
+		return typed;
+	json_decref(typed);
+	return np_json_export(v);
+}
+
 void
 status_add_node(struct status_table *t, const struct np_node *n, int locked, double now)
 {
@@ -842,17 +855,17 @@ status_add_node(struct status_table *t, const struct np_node *n, int locked, dou
 	char age[64];
 
 	set(row, "id", jstr(n->id));
-	set(row, "provider", jstr(n->provider));
+	set(row, "provider", as_stored(n, "provider", jstr(n->provider)));
 	set(row, "label", jstrv(&n->type));
 	set(row, "server_id",
 	    n->external_id_obj ? jcopy(n->external_id_obj) : jstr(n->external_id));
 	set(row, "public_ipv4", jstr(n->public_ipv4));
 	set(row, "ipv6", jstr(n->public_ipv6));
-	set(row, "state", jstr(np_node_state_name(n->state)));
+	set(row, "state", as_stored(n, "state", jstr(np_node_state_name(n->state))));
 	set(row, "age", json_string(status_age(now - n->state_time, age, sizeof(age))));
 	set(row, "locked", json_string(locked > 0 ? "locked" : "unlocked"));
-	set(row, "pool", jstr(n->pool));
-	set(row, "hostname", jstr(n->hostname));
+	set(row, "pool", as_stored(n, "pool", jstr(n->pool)));
+	set(row, "hostname", as_stored(n, "hostname", jstr(n->hostname)));
 	set(row, "private_ipv4", jstr(n->private_ipv4));
 	set(row, "AZ", jstr(n->az));
 	set(row, "username", jstr(n->username));
@@ -861,9 +874,9 @@ status_add_node(struct status_table *t, const struct np_node *n, int locked, dou
 	    n->connection_port_obj ? json_string("redacted") : json_integer(n->connection_port));
 	set(row, "launcher", jstr(n->launcher));
 	set(row, "allocated_to", jstr(n->allocated_to));
-	set(row, "hold_job", jstr(n->hold_job));
-	set(row, "comment", jstr(n->comment));
-	set(row, "user_data", jstr(n->user_data));
+	set(row, "hold_job", as_stored(n, "hold_job", jstr(n->hold_job)));
+	set(row, "comment", as_stored(n, "comment", jstr(n->comment)));
+	set(row, "user_data", jcopy(n->user_data));
 	set(row, "driver_data", jcopy(n->driver_data));
 	status_table_add(t, row);
 }

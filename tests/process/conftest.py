@@ -205,33 +205,147 @@ def deployment(zk_server, chroot, tmp_path):
         assert "runtime error:" not in out, out[-4000:]
 
 
+class ZuulNode:
+    """The wire side of Zuul's zuul/model.py `Node`: what it keeps of a node
+    record it read and what it writes back."""
+
+    def __init__(self, nid):
+        # Node.__init__: the attributes toDict always writes
+        self.id = nid
+        self.lock = None
+        self.attrs = {"hold_job": None, "comment": None, "user_data": None,
+                      "tenant_name": None, "requestor": None}
+        self._state = "unknown"
+        self._keys = []
+
+    def updateFromDict(self, data):
+        # Node.updateFromDict: state taken as is (no setter), every other
+        # key except name/aliases kept, in the record's order
+        self._state = data["state"]
+        keys = []
+        for k, v in data.items():
+            if k in ("state", "name", "aliases"):
+                continue
+            keys.append(k)
+            if k == "id":
+                self.id = v
+            else:
+                self.attrs[k] = v
+        self._keys = keys
+
+    @property
+    def state(self):
+        return self._state
+
+    @state.setter
+    def state(self, value):
+        # Node.state setter: a known state, and state_time refreshed
+        assert value in ZUUL_NODE_STATES, value
+        self._state = value
+        self.attrs["state_time"] = time.time()
+
+    def __getitem__(self, k):
+        return self.id if k == "id" else (self._state if k == "state" else self.attrs.get(k))
+
+    def __setitem__(self, k, v):
+        if k == "state":
+            self.state = v
+        else:
+            self.attrs[k] = v
+
+    def toDict(self):
+        # Node.toDict: id, state, hold_job, comment, user_data,
+        # tenant_name, requestor, then every key read, in that order
+        d = {}
+        d["id"] = self.id
+        d["state"] = self._state
+        for k in ("hold_job", "comment", "user_data", "tenant_name", "requestor"):
+            d[k] = self.attrs.get(k)
+        for k in self._keys:
+            d[k] = self.id if k == "id" else self.attrs.get(k)
+        return d
+
+
+# zuul/model.py NODE_STATES (STATE_* constants)
+ZUUL_NODE_STATES = {"building", "testing", "ready", "in-use", "used", "hold", "deleting"}
+
+
+class Held(tuple):
+    """(node id, kazoo lock) as tests unpack it, carrying Zuul's in-memory
+    node (Zuul writes its own copy back, never a fresh read)."""
+
+    def __new__(cls, nid, lock, node):
+        t = tuple.__new__(cls, (nid, lock))
+        t.node = node
+        return t
+
+
 class Zuul:
-    """Plays Zuul's side of the node request protocol with kazoo, as
-    zuul/zk/nodepool.py does."""
+    """Plays Zuul's side of the node request protocol with kazoo, step by
+    step as Zuul's own code does it (pythonerdog/zuul: zuul/nodepool.py
+    Nodepool, zuul/zk/nodepool.py ZooKeeperNodepool, zuul/model.py Node and
+    NodeRequest, zuul/executor/server.py for the order of the steps). Each
+    step names the Zuul function it mirrors. What differs from a real Zuul is
+    only what never reaches ZooKeeper (pipelines, Ansible, statsd).
+    """
 
-    def __init__(self, zk):
+    def __init__(self, zk, system_id=None, tenant="tenant-one",
+                 project="review.example.org/org/project"):
         self.zk = zk
+        # zuul/zk/system.py ZuulSystem: the system id is a uuid4 hex
+        self.system_id = system_id or uuid.uuid4().hex
+        self.tenant = tenant
+        self.project = project
 
-    def submit(self, labels, priority=100, requestor="zuul-test", provider=None,
-               relative_priority=0, tenant=None, reuse=True):
-        data = {
-            "state": "requested",
-            "state_time": time.time(),
-            "node_types": list(labels),
-            "requestor": requestor,
-            "requestor_data": {"job": "test"},
-            "provider": provider,
-            "relative_priority": relative_priority,
-            "event_id": uuid.uuid4().hex,
-            "created_time": time.time(),
-            "tenant_name": tenant,
-            "reuse": reuse,
-            "declined_by": [],
-            "nodes": [],
+    # ---- requests ---------------------------------------------------------
+
+    def submit(self, labels, priority=100, requestor=None, provider=None,
+               relative_priority=0, tenant=None, reuse=True, job="test-job",
+               pipeline="check"):
+        """Nodepool.requestNodes + ZooKeeperNodepool.submitNodeRequest:
+        the body is NodeRequest.toDict() of a new request, nothing more.
+        `requestor` stands for another Zuul system's id (default ours).
+        reuse=False adds a "reuse": false that Zuul never writes (only
+        nodepool's own min-ready requests carry it): for tests that play
+        such a requestor."""
+        # submitNodeRequest: created_time, then the saved span
+        # (tracing.startSavedSpan -> getSpanInfo: ids are 128/64-bit ints,
+        # start_time in ns)
+        created_time = time.time()
+        span_info = {
+            "name": "RequestNodes",
+            "trace_id": uuid.uuid4().int,
+            "span_id": uuid.uuid4().int >> 64,
+            "trace_flags": 1,
+            "start_time": int(created_time * 10**9),
+            "parent": None,
         }
-        self.zk.ensure_path("/nodepool/requests")
+        state_time = time.time()  # NodeRequest.__init__
+        # NodeRequest.toDict on a request never read back (_zk_data {})
+        d = {}
+        d["requestor_data"] = {
+            "build_set_uuid": uuid.uuid4().hex,
+            "tenant_name": tenant or self.tenant,
+            "pipeline_name": pipeline,
+            "job_uuid": uuid.uuid4().hex,
+            "job_name": job,
+            "span_info": span_info,
+        }
+        d.setdefault("node_types", list(labels))
+        d.setdefault("requestor", requestor or self.system_id)
+        d.setdefault("created_time", created_time)
+        d.setdefault("provider", provider)
+        d["state"] = "requested"
+        d["state_time"] = state_time
+        d["relative_priority"] = relative_priority
+        d["event_id"] = uuid.uuid4().hex  # a zuul_event_id
+        d["tenant_name"] = tenant or self.tenant
+        if not reuse:
+            d["reuse"] = False  # not Zuul: see above
+        # submitNodeRequest: '{}/{:0>3}-' sequential, persistent, makepath
         path = self.zk.create("/nodepool/requests/%03d-" % priority,
-                              json.dumps(data).encode(), sequence=True)
+                              json.dumps(d).encode("utf8"), makepath=True,
+                              sequence=True)
         return path.rsplit("/", 1)[1]
 
     def request(self, rid):
@@ -244,6 +358,16 @@ class Zuul:
     def wait_request(self, rid, states=("fulfilled", "failed"), timeout=20):
         return wait_for(lambda: (self.request(rid) or {}).get("state") in states
                         and self.request(rid), timeout, what="request %s in %s" % (rid, states))
+
+    def cancel(self, rid):
+        """Nodepool.cancelRequest -> ZooKeeperNodepool.deleteNodeRequest."""
+        try:
+            self.zk.delete("/nodepool/requests/" + rid)
+            return True
+        except NoNodeError:
+            return False
+
+    # ---- nodes ------------------------------------------------------------
 
     def node(self, nid):
         try:
@@ -268,31 +392,190 @@ class Zuul:
         return out
 
     def store_node(self, nid, node):
-        self.zk.set("/nodepool/nodes/" + nid, json.dumps(node).encode())
+        """ZooKeeperNodepool.storeNode: a whole body, unversioned. A
+        ZuulNode is written as Node.toDict(); a dict as it is."""
+        if isinstance(node, ZuulNode):
+            node = node.toDict()
+        self.zk.set("/nodepool/nodes/" + nid, json.dumps(node).encode("utf8"))
 
-    def accept(self, rid):
-        """Lock the fulfilled request's nodes, set them in-use, delete the
-        request. Returns [(node id, lock)]."""
+    def _update_node(self, nid):
+        # ZooKeeperNodepool.updateNode(node, node_id): read, json.loads,
+        # Node.updateFromDict; node.id = node_id first
+        node = ZuulNode(nid)
+        data, _ = self.zk.get("/nodepool/nodes/" + nid)
+        node.updateFromDict(json.loads(data.decode("utf8")))
+        return node
+
+    def accept(self, rid, project=None):
+        """The fulfilled request, as Zuul takes it to a job: the scheduler's
+        Nodepool.getNodesetInfo, then the executor's lockNodes ->
+        Nodepool.acceptNodes, then Nodepool.useNodeSet. Returns
+        [Held(node id, lock, node)]."""
         req = self.request(rid)
-        held = []
+        # Nodepool.getNodesetInfo: updateNode for each node of the request
         for nid in req["nodes"]:
-            lock = self.zk.Lock("/nodepool/nodes/%s/lock" % nid)
-            assert lock.acquire(timeout=10), "could not lock node %s" % nid
-            n = self.node(nid)
-            n["state"] = "in-use"
-            n["state_time"] = time.time()
-            self.store_node(nid, n)
-            held.append((nid, lock))
-        self.zk.delete("/nodepool/requests/" + rid)
+            self._update_node(nid)
+        # Nodepool.acceptNodes -> lockNodes
+        locked = []
+        try:
+            for nid in req["nodes"]:
+                node = self._update_node(nid)
+                if node["allocated_to"] != rid:
+                    raise AssertionError("Node %s allocated to %s, not %s"
+                                         % (nid, node["allocated_to"], rid))
+                # ZooKeeperNodepool.lockNode(node, timeout=30): a kazoo Lock
+                # on <node>/lock, no identifier
+                lock = self.zk.Lock("/nodepool/nodes/%s/lock" % nid)
+                assert lock.acquire(timeout=30), "could not lock node %s" % nid
+                node.lock = lock
+                # lockNodes checks allocated_to again on its copy
+                if node["allocated_to"] != rid:
+                    raise AssertionError("Node %s was reallocated" % nid)
+                locked.append(node)
+        except Exception:
+            for node in locked:  # Nodepool._unlockNodes
+                node.lock.release()
+            self.cancel(rid)  # acceptNodes deletes the request regardless
+            raise
+        # acceptNodes -> Nodepool.deleteNodeRequest
+        self.cancel(rid)
+        held = [Held(n.id, n.lock, n) for n in locked]
+        self.use(held, project=project)
         return held
 
+    def use(self, held, project=None):
+        """Nodepool.useNodeSet: each locked node in-use with Zuul's
+        user_data object, written back with every key read plus id."""
+        user_data = {"zuul_system": self.system_id,
+                     "project_name": project or self.project}
+        for h in held:
+            node = self._node_of(h)
+            assert node.lock is not None, "Node %s is not locked" % node.id
+            node.state = "in-use"
+            node["user_data"] = user_data
+            self.store_node(node.id, node)
+
+    def _node_of(self, h):
+        if isinstance(h, Held):
+            return h.node
+        # a bare (node id, lock) pair: Zuul's copy as it would have read it
+        nid, lock = h
+        node = self._update_node(nid)
+        node.lock = lock
+        return node
+
     def finish(self, held):
-        for nid, lock in held:
-            n = self.node(nid)
-            n["state"] = "used"
-            n["state_time"] = time.time()
-            self.store_node(nid, n)
+        """Nodepool.returnNodeSet: a node still in-use is set used and
+        written back (Zuul's in-memory copy); then every lock is released
+        (unlockNodeSet)."""
+        nodes = [self._node_of(h) for h in held]
+        for node in nodes:
+            if node.lock is None:
+                continue  # "Node %s is not locked": logged, skipped
+            if node.state == "in-use":
+                node.state = "used"
+                self.store_node(node.id, node)
+        for node in nodes:  # Nodepool.unlockNodeSet -> _unlockNodes
+            if node.lock is not None:
+                node.lock.release()
+                node.lock = None
+
+    # ---- autohold ---------------------------------------------------------
+
+    def autohold_request(self, tenant=None, project=None, job="test-job",
+                         ref_filter=".*", reason="held by test", count=1,
+                         node_expiration=None):
+        """`zuul autohold` -> ZooKeeperNodepool.storeHoldRequest: a
+        HoldRequest (zuul/model.py HoldRequest.toDict) under
+        /zuul/hold-requests, which nodepool never reads. Returns its id."""
+        d = {"id": None, "expired": None, "tenant": tenant or self.tenant,
+             "project": project or self.project, "job": job, "ref_filter": ref_filter,
+             "max_count": count, "current_count": 0, "reason": reason,
+             "node_expiration": node_expiration, "nodes": []}
+        path = self.zk.create("/zuul/hold-requests/", json.dumps(d).encode("utf8"),
+                              sequence=True, makepath=True)
+        return path.rsplit("/", 1)[1]
+
+    def _hold_request(self, hid):
+        data, _ = self.zk.get("/zuul/hold-requests/" + hid)
+        d = json.loads(data.decode("utf8"))
+        d["id"] = hid
+        return d
+
+    def autohold(self, held, hold_id, build=None):
+        """A failed build matching an autohold: the executor's
+        _processAutohold -> Nodepool.holdNodeSet (state hold, hold_job
+        "<tenant> <project> <job> <ref_filter>", comment = the reason,
+        hold_expiration = node_expiration if set; each node stored), the
+        hold request's nodes and count updated under its lock; then
+        unlockNodes -> returnNodeSet, which stores nothing (no node is
+        in-use any more) and releases the locks."""
+        req = self._hold_request(hold_id)
+        nodes = [self._node_of(h) for h in held]
+        for node in nodes:
+            assert node.lock is not None, "Node %s is not locked" % node.id
+            node.state = "hold"
+            node["hold_job"] = " ".join([req["tenant"], req["project"], req["job"],
+                                         req["ref_filter"]])
+            node["comment"] = req["reason"]
+            if req["node_expiration"]:
+                node["hold_expiration"] = req["node_expiration"]
+            self.store_node(node.id, node)
+        req["nodes"].append({"build": build or uuid.uuid4().hex,
+                             "nodes": [n.id for n in nodes]})
+        req["current_count"] += 1
+        if req["current_count"] >= req["max_count"] and not req["expired"]:
+            req["expired"] = time.time()
+        # lockHoldRequest(timeout=5), storeHoldRequest, unlockHoldRequest
+        lock = self.zk.Lock("/zuul/hold-requests/%s/lock" % hold_id)
+        assert lock.acquire(timeout=5)
+        try:
+            self.zk.set("/zuul/hold-requests/" + hold_id, json.dumps(req).encode("utf8"))
+        finally:
             lock.release()
+        self.finish(held)
+
+    def release_hold(self, hold_id):
+        """`zuul autohold-delete` -> ZooKeeperNodepool.deleteHoldRequest ->
+        _markHeldNodesAsUsed: each held node read raw (_getNodeData adds
+        "id"), its state key set to used in the dict (no state_time
+        refresh), taken into a Node, locked without blocking, stored,
+        unlocked; the hold request is deleted only if every node was
+        marked. Returns True when it was deleted."""
+        req = self._hold_request(hold_id)
+        failure = False
+        for group in req["nodes"]:
+            for nid in group["nodes"]:
+                try:
+                    data, _ = self.zk.get("/nodepool/nodes/" + nid)
+                except NoNodeError:
+                    continue
+                if not data:
+                    continue
+                d = json.loads(data.decode("utf8"))
+                d["id"] = nid
+                if d["state"] == "used":
+                    continue
+                d["state"] = "used"
+                node = ZuulNode(None)
+                node.updateFromDict(d)
+                lock = self.zk.Lock("/nodepool/nodes/%s/lock" % nid)
+                try:
+                    if not lock.acquire(blocking=False):
+                        failure = True
+                        continue
+                    node.lock = lock
+                    self.store_node(nid, node)
+                finally:
+                    if node.lock is not None:
+                        lock.release()
+        if failure:
+            return False
+        try:
+            self.zk.delete("/zuul/hold-requests/" + hold_id, recursive=True)
+        except NoNodeError:
+            pass
+        return True
 
     def pools(self):
         try:

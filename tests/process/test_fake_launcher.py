@@ -119,7 +119,7 @@ def test_quota_pause_and_resume(deployment, zk, zuul):
     r3 = zuul.submit(["small"])
     wait_for(lambda: zuul.pools() and zuul.pools()[0]["paused"], what="pool paused")
     assert zuul.request(r3)["state"] == "pending"
-    assert zuul.request(r3)["declined_by"] == []
+    assert zuul.request(r3).get("declined_by", []) == []
     wait_for(lambda: len(cloud.instances()) == 2, what="2 instances")
     held = zuul.accept(r1)
     zuul.finish(held)
@@ -162,7 +162,7 @@ def test_tenant_limits_defer_requests(deployment, zuul):
     r2 = zuul.submit(["small"], tenant="t1")
     r3, _ = served(zuul, ["small"], tenant="t2")  # another tenant is not held up
     req2 = zuul.request(r2)
-    assert req2["state"] == "requested" and req2["declined_by"] == []
+    assert req2["state"] == "requested" and req2.get("declined_by", []) == []
     held = zuul.accept(r1)
     zuul.finish(held)
     assert zuul.wait_request(r2)["state"] == "fulfilled"
@@ -236,9 +236,10 @@ def test_diskimage_label_without_an_upload_is_not_ready(deployment, zk, zuul):
 
 
 def test_rate_spaces_cloud_calls(deployment, zuul):
-    """`rate` (calls per second) holds the simulated cloud's calls apart:
-    creates of launches started together are at least 1/rate apart."""
-    cfg = fake_config(deployment, provider={"rate": 10})
+    """`rate` (seconds between calls, as OpenStack's, which upstream's fake
+    driver is) holds the simulated cloud's calls apart: creates of launches
+    started together are at least `rate` seconds apart."""
+    cfg = fake_config(deployment, provider={"rate": 0.1})
     deployment.start_launcher("sim", deployment.write_config(cfg))
     cloud = Cloud(deployment)
     rids = [zuul.submit(["small"]) for _ in range(5)]

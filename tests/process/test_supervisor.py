@@ -495,3 +495,21 @@ def test_builder_runs_while_diskimages_are_configured(deployment, tmp_path):
         assert s.status()["static-a"]["pid"] == st["static-a"]["pid"]
     finally:
         s.stop()
+
+
+def test_ctl_status_counts_unreadable_node_records(sup, zuul, zk):
+    """A node znode that is not a JSON object is shown to the operator as
+    'unreadable' in each worker's node counts, and left in place."""
+    sup.write(two_providers())
+    sup.start_fg()
+    sup.wait_running(["static-a", "static-b"])
+    wait_for(lambda: len(ready_nodes(zuul)) == 2, what="two ready nodes")
+    zk.create("/nodepool/nodes/0000009999", b"not json at all")
+    st = wait_for(lambda: (lambda st: st["static-a"]["nodes"].get("unreadable") == 1 and st)(
+        sup.status()), what="unreadable counted")
+    assert st["static-a"]["nodes"] == {"ready": 1, "unreadable": 1}
+    rc, out, err = sup.ctl("status")
+    assert rc == 0 and "ready:1,unreadable:1" in out, out
+    zk.delete("/nodepool/nodes/0000009999")
+    wait_for(lambda: "unreadable" not in sup.status()["static-a"]["nodes"],
+             what="no longer counted")

@@ -116,3 +116,78 @@ Test(fake_config, bad_values_reported_with_positions)
 	assert_has(t, "providers[0].pools[0].labels[2].config-error: expected a string");
 	free(t);
 }
+
+/* Upstream's fake driver is its OpenStack driver: every OpenStack provider,
+ * pool, label, diskimage and cloud-image key is a fake key too. */
+Test(fake_config, openstack_keys_accepted)
+{
+	int ok;
+	char *t = errors_of(
+	    "labels: [{name: small}, {name: bfv}, {name: bare}]\n"
+	    "diskimages: [{name: img}]\n"
+	    "providers:\n"
+	    "  - name: sim\n"
+	    "    driver: fake\n"
+	    "    cloud: mycloud\n"
+	    "    region-name: r1\n"
+	    "    rate: '0.0001'\n"
+	    "    nodepool-id: legacy\n"
+	    "    image-upload-timeout: 600\n"
+	    "    clean-floating-ips: true\n"
+	    "    port-cleanup-interval: 60\n"
+	    "    post-upload-hook: /bin/true\n"
+	    "    flavors: [{name: m1.small, cores: 1, ram: 2048}]\n"
+	    "    cloud-networks: [public-net]\n"
+	    "    quota: {volumes: 10, volume-gb: 500}\n"
+	    "    diskimages: [{name: img, config-drive: true, meta: {a: b}, pause: false,\n"
+	    "                  connection-type: ssh, connection-port: 22, username: zuul}]\n"
+	    "    cloud-images: [{name: deb, image-name: Debian, config-drive: false}]\n"
+	    "    pools:\n"
+	    "      - name: main\n"
+	    "        networks: [public-net]\n"
+	    "        auto-floating-ip: false\n"
+	    "        security-groups: [default]\n"
+	    "        max-volumes: 4\n"
+	    "        max-volume-gb: 200\n"
+	    "        labels:\n"
+	    "          - {name: small, diskimage: img, flavor-name: m1.small, key-name: k,\n"
+	    "             networks: [public-net], userdata: x, instance-properties: {a: b},\n"
+	    "             dynamic-instance-properties: {t: '{request.tenant_name}'}}\n"
+	    "          - {name: bfv, cloud-image: deb, min-ram: 2048, boot-from-volume: true,\n"
+	    "             volume-size: 80}\n"
+	    "          - {name: bare}\n"
+	    "      - name: empty\n"
+	    "  - name: sim2\n"
+	    "    driver: fake\n",
+	    &ok);
+	cr_assert(ok, "%s", t);
+	free(t);
+}
+
+Test(fake_config, openstack_keys_checked)
+{
+	int ok;
+	char *t = errors_of("labels: [{name: small}]\n"
+			    "providers:\n"
+			    "  - name: sim\n"
+			    "    driver: fake\n"
+			    "    rate: -1\n"
+			    "    cloud: [x]\n"
+			    "    flavors: [{name: m1, cores: 1}]\n"
+			    "    cloud-images: [{name: a, image-id: x, image-name: y}]\n"
+			    "    pools:\n"
+			    "      - name: main\n"
+			    "        networks: public\n"
+			    "        labels: [{name: small, boot-from-volume: 1, min-ram: lots}]\n",
+			    &ok);
+	cr_assert_not(ok);
+	assert_has(t, "providers[0].rate: must not be negative");
+	assert_has(t, "providers[0].cloud: expected a string");
+	assert_has(t, "providers[0].flavors[0].ram: required key not provided");
+	assert_has(t, "providers[0].cloud-images[0].image-name: 'image-id' and 'image-name' are "
+		      "mutually exclusive");
+	assert_has(t, "providers[0].pools[0].networks: expected a list");
+	assert_has(t, "providers[0].pools[0].labels[0].boot-from-volume: expected a boolean");
+	assert_has(t, "providers[0].pools[0].labels[0].min-ram: expected an integer");
+	free(t);
+}

@@ -93,7 +93,7 @@ setup(void)
 	base = event_base_new();
 	{
 		static const struct sm_defaults def = {
-		    .boot_timeout = 60, .rate = 1, .host_key_checking = 1, .rate_is_interval = 1};
+		    .boot_timeout = 60, .rate = 1, .host_key_checking = 1};
 		cfg = sm_config_new(provider, &def, err, sizeof(err));
 		cr_assert(cfg != NULL, "%s", err);
 	}

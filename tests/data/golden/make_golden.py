@@ -146,6 +146,84 @@ def component(kind, **kw):
     return d
 
 
+def zuul_node(read, state, state_time, **set_attrs):
+    """A node as Zuul writes it back (pythonerdog/zuul zuul/model.py
+    Node.toDict after Node.updateFromDict of the body it read): id, state,
+    hold_job, comment, user_data, tenant_name, requestor first, then every
+    other key read, in the order read; the Node.state setter refreshes
+    state_time."""
+    attrs = {'hold_job': None, 'comment': None, 'user_data': None,
+             'tenant_name': None, 'requestor': None}
+    keys = [k for k in read if k not in ('state', 'name', 'aliases')]
+    attrs.update({k: read[k] for k in keys})
+    attrs['state_time'] = state_time
+    attrs.update(set_attrs)
+    d = {'id': attrs.get('id', '0000000042'), 'state': state}
+    for k in ('hold_job', 'comment', 'user_data', 'tenant_name', 'requestor'):
+        d[k] = attrs[k]
+    for k in keys:
+        d[k] = attrs[k]
+    return d
+
+
+ZUUL_SYSTEM = '3a9f2c61d8b04e7f95c2a1b0e4d7f6c8'
+ZUUL_USER_DATA = {'zuul_system': ZUUL_SYSTEM,
+                  'project_name': 'review.example.org/org/repo'}
+# Zuul's useNodeSet on a node nodepool fulfilled (allocated to the request)
+ZUUL_IN_USE = zuul_node(node(allocated_to='200-0000000042'), 'in-use',
+                        1726560300.125, user_data=ZUUL_USER_DATA)
+# returnNodeSet on Zuul's own copy (the body it wrote, with id, read back)
+ZUUL_USED = zuul_node(ZUUL_IN_USE, 'used', 1726560900.5)
+# holdNodeSet: hold_job is " ".join([tenant, project, job, ref_filter])
+ZUUL_HOLD = zuul_node(ZUUL_IN_USE, 'hold', 1726560900.5,
+                      hold_job='example review.example.org/org/repo tox-py311 .*',
+                      comment='debugging a flaky test', hold_expiration=86400)
+# _markHeldNodesAsUsed: the state key set in the dict read (state_time as
+# it was), then Node.updateFromDict and Node.toDict
+_released = dict(ZUUL_HOLD, state='used')
+ZUUL_RELEASED = zuul_node(_released, 'used', ZUUL_HOLD['state_time'])
+# a static node as Zuul writes it in-use (hostname, slot, no cloud ids)
+ZUUL_STATIC_IN_USE = zuul_node(
+    node(cloud=None, provider='static-rack', pool='main', type=['small'],
+         az=None, region=None, public_ipv4='192.0.2.7', private_ipv4=None,
+         public_ipv6=None, host_id=None, interface_ip='192.0.2.7',
+         image_id=None, launcher='static driver', external_id='host-a',
+         hostname='host-a', resources=None, slot=0, attributes=None,
+         allocated_to='100-0000000007'),
+    'in-use', 1726560300.25, user_data=ZUUL_USER_DATA)
+
+
+def zuul_request():
+    """NodeRequest.toDict of a request Zuul submits
+    (zuul/zk/nodepool.py submitNodeRequest): requestor_data carries the
+    saved span (tracing.getSpanInfo: 128-bit trace_id, 64-bit span_id,
+    start_time in ns); no declined_by, nodes or reuse."""
+    d = {}
+    d['requestor_data'] = {
+        'build_set_uuid': '7d3f2a1b0c9e4d8fa1b2c3d4e5f60718',
+        'tenant_name': 'example',
+        'pipeline_name': 'check',
+        'job_uuid': '0a1b2c3d4e5f40718293a4b5c6d7e8f9',
+        'job_name': 'tox-py311',
+        'span_info': {'name': 'RequestNodes',
+                      'trace_id': 227905469349181577839468446349154138577,
+                      'span_id': 16143534102395214143,
+                      'trace_flags': 1,
+                      'start_time': 1726560199750123008,
+                      'parent': None},
+    }
+    d['node_types'] = ['ubuntu-jammy', 'ubuntu-jammy']
+    d['requestor'] = ZUUL_SYSTEM
+    d['created_time'] = 1726560199.750123
+    d['provider'] = None
+    d['state'] = 'requested'
+    d['state_time'] = 1726560199.7498
+    d['relative_priority'] = 0
+    d['event_id'] = 'c2b8a7e6d5f44e3a9b1c0d2e3f4a5b6c'
+    d['tenant_name'] = 'example'
+    return d
+
+
 RECORDS = {
     # --- nodes ---
     'node-ready': node(),
@@ -197,8 +275,14 @@ RECORDS = {
                      'backing_node': '0000000007', 'slot': 1,
                      'node': '0000000012'},
         requestor='NodePool:metastatic:meta'),
+    'node-zuul-in-use': ZUUL_IN_USE,
+    'node-zuul-used': ZUUL_USED,
+    'node-zuul-hold': ZUUL_HOLD,
+    'node-zuul-released': ZUUL_RELEASED,
+    'node-zuul-static-in-use': ZUUL_STATIC_IN_USE,
     # --- requests ---
     'request-zuul': request(),
+    'request-zuul-submit': zuul_request(),
     'request-min-ready': request(
         node_types=['ubuntu-jammy'], reuse=False,
         requestor='NodePool:min-ready', requestor_data=None,
