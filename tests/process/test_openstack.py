@@ -442,3 +442,20 @@ def test_https_cloud(trust, deployment, zuul, sims, tmp_path, monkeypatch):
         return
     req = zuul.wait_request(rid, timeout=30)
     assert req["state"] == "fulfilled", req
+
+
+def test_missing_credentials_reported(deployment, tmp_path, monkeypatch):
+    # the worker says why its provider cannot start (it stays up: the
+    # launcher keeps the reason as its last error)
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(tmp_path / "nowhere.yaml"))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.config/openstack either
+    monkeypatch.chdir(tmp_path)
+    p = start(deployment, small_config(deployment))
+    wait_for(lambda: "no clouds.yaml" in p.output(), 30, what="the reason in the log")
+    p.stop()
+    (tmp_path / "clouds.yaml").write_text(
+        "clouds:\n  simc:\n    auth: {auth_url: 'http://127.0.0.1:9/v3', password: x}\n"
+        "    regions: [R2]\n")
+    p = start(deployment, small_config(deployment))
+    wait_for(lambda: "cloud simc has no region R1" in p.output(), 30,
+             what="the reason in the log")
