@@ -717,7 +717,11 @@ ext_done(struct os_call *c, int status, const char *error, json_t *body,
 	char msg[300];
 
 	a->ext_call = NULL;
-	if (error != NULL || status != 200 || !json_is_array(v)) {
+	if (a->token != NULL && a->ep[SVC_NETWORK] == NULL) {
+		/* no Neutron in the catalog: no floating IPs to manage */
+		json_decref(a->ext_nets);
+		a->ext_nets = json_array();
+	} else if (error != NULL || status != 200 || !json_is_array(v)) {
 		error_text(status, error, body, res ? res->body : NULL, msg, sizeof(msg));
 		log_warn("openstack %s: listing external networks failed: %s",
 			 a->env->provider_name, msg);
