@@ -8,6 +8,8 @@
 #   make demo CLOUD=openstack the same against the OpenStack simulator (tests/sim/openstack)
 #   make fuzz                 build the libFuzzer targets
 #   make bench                build the benchmarks
+#   make dib-smoke            a real image from diskimage-builder, uploaded to the
+#                             fake cloud (root; not part of make check)
 #   make install              binaries, man pages, examples (PREFIX, DESTDIR)
 #   make man-lint             mandoc lint of man/ (part of make check)
 #
@@ -55,9 +57,10 @@ STAMP_ZKC := $(ZKC)/lib/libzookeeper.a
 # --- sources ---------------------------------------------------------------
 NP_SRCS := $(wildcard lib/*/*.c protocol/*.c)
 DRV_SRCS := $(wildcard drivers/*.c drivers/*/*.c)
-BIN_DIRS := supervisor worker builder cli/nodepool cli/nodepoolctl
+BIN_DIRS := supervisor worker web builder cli/nodepool cli/nodepoolctl
 BIN_NAME_supervisor := nodepoold
 BIN_NAME_worker := nodepool-launcher
+BIN_NAME_web := nodepool-web
 BIN_NAME_builder := nodepool-builder
 BIN_NAME_cli/nodepool := nodepool
 BIN_NAME_cli/nodepoolctl := nodepoolctl
@@ -95,7 +98,7 @@ TEST_SUPPORT := $(wildcard tests/support/*.c)
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all check demo fuzz fuzz-smoke bench clean deps zkclient install man-lint
+.PHONY: all check demo fuzz fuzz-smoke bench clean deps zkclient install man-lint dib-smoke
 all: $(BINS)
 
 # --- dependencies: Debian packages and the TLS ZooKeeper client -------------
@@ -164,6 +167,9 @@ man-lint:
 
 demo: $(BINS)
 	BUILD=$(BUILD) CLOUD=$(CLOUD) sh tests/demo.sh
+
+dib-smoke: $(BINS)
+	BUILD=$(BUILD) sh tests/dib/smoke.sh
 
 clean:
 	rm -rf build build-* 

@@ -80,6 +80,27 @@ struct drv_delete {
 	void *drv;
 };
 
+/*
+ * One diskimage upload, as upstream's ProviderManager.uploadImage
+ * arguments (the builder's upload workers call image_upload; the
+ * launcher never does). Everything is borrowed for the call.
+ */
+struct drv_image_upload {
+	const char *image;	  /* the provider's diskimages[] entry name */
+	const char *image_name;	  /* the name to give it in the cloud
+				     (image-name-format applied) */
+	const char *filename;	  /* the local file, streamed, never read whole */
+	const char *format;	  /* "qcow2", "raw", "vhd"... */
+	const json_t *metadata;	  /* tags: the diskimage's metadata, the provider
+				     image's meta, nodepool_build_id,
+				     nodepool_upload_id, nodepool_provider_name */
+	const char *md5, *sha256; /* hex digests of the file, or NULL */
+};
+/* external_id of the new image, or NULL with error. */
+typedef void (*drv_image_upload_cb)(const char *external_id, const char *error, void *arg);
+/* ok 1 (gone, or never there), or 0 with error. */
+typedef void (*drv_image_delete_cb)(int ok, const char *error, void *arg);
+
 struct driver {
 	const char *name; /* the `driver:` value in nodepool.yaml */
 	/* PAUSE_AT_QUOTA: 1 = a handler at capacity pauses (cloud drivers);
@@ -177,7 +198,32 @@ struct driver {
 
 	/* Append a human-readable state dump (SIGUSR2). May be NULL. */
 	void (*dump)(struct drv_provider *dp, struct evbuffer *out);
+
+	/*
+	 * Image management, for nodepool-builder's upload workers (as
+	 * upstream's ProviderManager.uploadImage / deleteImage). The provider
+	 * is made with provider_new as in a launcher (the builder is the host:
+	 * see "Host services" below) and never started. The callback is
+	 * called exactly once, later, on the loop, unless the provider is
+	 * freed first. NULL: the driver manages no images.
+	 */
+	void (*image_upload)(struct drv_provider *dp, const struct drv_image_upload *u,
+			     drv_image_upload_cb cb, void *arg);
+	void (*image_delete)(struct drv_provider *dp, const char *external_id,
+			     drv_image_delete_cb cb, void *arg);
 };
+
+/*
+ * Host services. Everything below up to the registry is implemented by
+ * each program that hosts drivers, and only there: nodepool-launcher
+ * (worker/: the launcher and its ZooKeeper caches) and nodepool-builder
+ * (builder/main.c: an upload worker hosts one provider at a time to call
+ * image_upload and image_delete; it offers the loop, the provider's name
+ * and config, and answers the launcher-only services as "nothing": no
+ * ZooKeeper handle, no nodes, no peers, node writes refused). The struct
+ * launcher pointer a driver gets in provider_new is the host's handle,
+ * opaque to drivers. A new service is added to both hosts.
+ */
 
 /* Completion functions implemented by the launcher. */
 void drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error);
@@ -237,10 +283,23 @@ int drv_store_node(struct launcher *lc, const struct drv_launch *l);
 /*
  * Register a new node record (static driver): the node is written as given
  * (state, provider, pool, launcher, type...) as a new sequential znode.
- * Takes ownership of n. done (may be NULL) gets the new id or NULL on error.
+ * Takes ownership of n. done (may be NULL) gets the new id, or NULL on
+ * error; unknown is 1 when the create's outcome is unknown (the connection
+ * or the session was lost before the reply: it may have landed; the node
+ * cache shows it once drv_sync_epoch() has moved on).
  */
 void drv_register_node(struct launcher *lc, struct np_node *n,
-		       void (*done)(const char *node_id, void *arg), void *arg);
+		       void (*done)(const char *node_id, int unknown, void *arg), void *arg);
+/*
+ * 1 while connected with every cache (nodes, requests, pool registrations)
+ * synced: what drv_provider_nodes() and drv_provider_peers() say is then
+ * current. After a lost connection or an expiry it is 0 until the caches
+ * have re-synced, and then provider_start is called again: a driver takes
+ * no decision on what it reads meanwhile (a static slot registered twice).
+ */
+int drv_in_sync(struct launcher *lc);
+/* Bumped each time the caches have (re-)synced. */
+unsigned drv_sync_epoch(struct launcher *lc);
 /* Update a READY, unallocated, unlocked node in place under its lock (static
  * config change); takes ownership of n (whose id names the node). */
 void drv_update_node(struct launcher *lc, struct np_node *n);

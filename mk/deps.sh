@@ -1,7 +1,9 @@
 #!/bin/sh
 # Install the Debian 12 packages nodepoold needs to build, test and run its
 # demo. Quick when everything is present (one dpkg-query); otherwise runs
-# apt-get as root. Usage: mk/deps.sh
+# apt-get as root. Usage: mk/deps.sh [dib]
+#   dib: also what `make dib-smoke` needs (diskimage-builder, qemu-img,
+#   busybox for its offline root, sudo which diskimage-builder calls).
 set -eu
 
 PKGS="gcc make cmake pkg-config clang libclang-rt-14-dev
@@ -10,6 +12,9 @@ libjansson-dev libcriterion-dev libssh-dev
 zookeeper libzookeeper-java default-jre-headless dpkg-dev
 python3 python3-kazoo python3-pytest python3-yaml python3-openstacksdk python3-openstackclient
 openssh-server openssh-client openssl mandoc debhelper"
+if [ "${1:-}" = dib ]; then
+	PKGS="$PKGS python3-diskimage-builder qemu-utils busybox-static sudo"
+fi
 
 missing=""
 for p in $PKGS; do

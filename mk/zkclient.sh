@@ -2,8 +2,10 @@
 # Build a TLS-capable static ZooKeeper C client from Debian's own source
 # package (Debian 12's libzookeeper-mt has no OpenSSL), with
 # mk/zkclient-tls.patch applied: the OpenSSL 3 build fix (FIPS_mode), trust in
-# the configured CA only, and a check of the server's IP against the
-# certificate's IP SANs. See ../README.md, "ZooKeeper and TLS".
+# the configured CA only, and a check of the server's name against the
+# certificate, as any TLS client makes: a host name in the connection string
+# against its DNS names, an IP address against its IP addresses. See
+# ../README.md, "ZooKeeper and TLS".
 #
 # Usage: mk/zkclient.sh OUTDIR
 # OUTDIR receives lib/libzookeeper.a, lib/libhashtable.a and include/.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # `make install`: copy what the build made into $DESTDIR$PREFIX.
-#   sbin/        nodepoold nodepool-launcher nodepool-builder nodepoolctl
+#   sbin/        nodepoold nodepool-launcher nodepool-web nodepool-builder nodepoolctl
 #   bin/         nodepool
 #   share/man/   man/*.[158]
 #   share/doc/nodepoold/examples/   packaging/examples/*
@@ -21,7 +21,7 @@ put() { # mode src dst
 	install -m "$1" "$2" "$3"
 }
 
-for b in nodepoold nodepool-launcher nodepool-builder nodepoolctl nodepool; do
+for b in nodepoold nodepool-launcher nodepool-web nodepool-builder nodepoolctl nodepool; do
 	case $b in
 	nodepool) dir=bin ;;
 	*) dir=sbin ;;

@@ -34,12 +34,15 @@ static const char *const type_names[IPC_TYPE_COUNT] = {
     [IPC_STATUS_REQ] = "STATUS_REQ",
     [IPC_STOP] = "STOP",
     [IPC_DUMP_REQ] = "DUMP_REQ",
+    [IPC_METRICS] = "METRICS",
     [IPC_CTL_STATUS] = "CTL_STATUS",
     [IPC_CTL_RESTART] = "CTL_RESTART",
     [IPC_CTL_RELOAD] = "CTL_RELOAD",
     [IPC_CTL_STOP] = "CTL_STOP",
     [IPC_CTL_STATUS_REPLY] = "CTL_STATUS_REPLY",
     [IPC_CTL_RESULT] = "CTL_RESULT",
+    [IPC_JOB] = "JOB",
+    [IPC_JOB_DONE] = "JOB_DONE",
 };
 
 static const char *const ws_names[IPC_WS_COUNT] = {
@@ -48,7 +51,7 @@ static const char *const ws_names[IPC_WS_COUNT] = {
 static const char *const zk_names[IPC_ZK_COUNT] = {
     "unknown", "connecting", "connected", "suspended", "expired",
 };
-static const char *const kind_names[IPC_KIND_COUNT] = {"provider", "builder"};
+static const char *const kind_names[IPC_KIND_COUNT] = {"provider", "builder", "web"};
 
 static int
 name_parse(const char *const *names, int n, const char *s)
@@ -80,12 +83,16 @@ ipc_type_dir(int type)
 {
 	if (type >= IPC_READY && type <= IPC_DUMP_REPLY)
 		return IPC_DIR_CHILD_TO_SUP;
-	if (type >= IPC_CONFIG && type <= IPC_DUMP_REQ)
+	if (type >= IPC_CONFIG && type <= IPC_METRICS)
 		return IPC_DIR_SUP_TO_CHILD;
 	if (type >= IPC_CTL_STATUS && type <= IPC_CTL_STOP)
 		return IPC_DIR_CTL_REQUEST;
 	if (type >= IPC_CTL_STATUS_REPLY && type <= IPC_CTL_RESULT)
 		return IPC_DIR_CTL_REPLY;
+	if (type == IPC_JOB)
+		return IPC_DIR_BUILDER_TO_POOL;
+	if (type == IPC_JOB_DONE)
+		return IPC_DIR_POOL_TO_BUILDER;
 	return IPC_DIR_NONE;
 }
 
@@ -148,6 +155,8 @@ struct field {
 	const char *const *names; /* F_ENUM */
 	int nnames;
 	const struct item_desc *item; /* F_LIST */
+	bool optional;		      /* a key added later: the decoder takes its absence,
+					 the encoder leaves it out at its default (nil, 0) */
 };
 
 /* The layout of a list of items in a struct ipc_msg. */
@@ -174,19 +183,24 @@ _Static_assert(sizeof(struct ipc_workers) == sizeof(struct any_list) &&
 		   offsetof(struct ipc_workers, n) == offsetof(struct any_list, n),
 	       "ipc_workers layout");
 
-#define MAX_FIELDS 16
+#define MAX_FIELDS 24
 #define M(member)  offsetof(struct ipc_msg, u.member)
 #define FLD(k, kind, off)                                                                          \
 	{                                                                                          \
-		k, kind, off, NULL, 0, NULL                                                        \
+		k, kind, off, NULL, 0, NULL, false                                                 \
+	}
+/* A key added after version 1: absent from an older peer's messages. */
+#define FOPT(k, kind, off)                                                                         \
+	{                                                                                          \
+		k, kind, off, NULL, 0, NULL, true                                                  \
 	}
 #define FENUM(k, off, names)                                                                       \
 	{                                                                                          \
-		k, F_ENUM, off, names, (int)(sizeof(names) / sizeof(names[0])), NULL               \
+		k, F_ENUM, off, names, (int)(sizeof(names) / sizeof(names[0])), NULL, false        \
 	}
 #define FLIST(k, off, desc)                                                                        \
 	{                                                                                          \
-		k, F_LIST, off, NULL, 0, &desc                                                     \
+		k, F_LIST, off, NULL, 0, &desc, false                                              \
 	}
 #define NF(a) (sizeof(a) / sizeof(a[0]))
 
@@ -220,6 +234,8 @@ static const struct field status_fields[] = {
     FLD("rss_kb", F_UINT, M(status.rss_kb)),
     FLD("cpu_ms", F_UINT, M(status.cpu_ms)),
     FLD("uptime_s", F_UINT, M(status.uptime_s)),
+    FOPT("metrics", F_STR_NIL, M(status.metrics)),
+    FOPT("zk_queue", F_UINT, M(status.zk_queue)),
 };
 
 static const struct field config_ack_fields[] = {
@@ -244,6 +260,11 @@ static const struct field status_req_fields[] = {
 
 static const struct field stop_fields[] = {
     FLD("graceful", F_BOOL, M(stop.graceful)),
+};
+
+static const struct field metrics_fields[] = {
+    FLD("provider", F_STR, M(metrics.provider)),
+    FLD("record", F_STR, M(metrics.record)),
 };
 
 static const struct field ctl_status_fields[] = {
@@ -283,6 +304,19 @@ static const struct field ctl_result_fields[] = {
     FLD("errors", F_STRV, M(ctl_result.errors)),
 };
 
+static const struct field job_fields[] = {
+    FLD("id", F_UINT, M(job.id)),
+    FLD("kind", F_STR, M(job.kind)),
+    FLD("spec", F_STR, M(job.spec)),
+};
+
+static const struct field job_done_fields[] = {
+    FLD("id", F_UINT, M(job_done.id)),
+    FLD("ok", F_BOOL, M(job_done.ok)),
+    FLD("result", F_STR_NIL, M(job_done.result)),
+    FLD("error", F_STR_NIL, M(job_done.error)),
+};
+
 struct msg_desc {
 	const struct field *fields;
 	size_t nfields;
@@ -297,12 +331,15 @@ static const struct msg_desc msg_descs[IPC_TYPE_COUNT] = {
     [IPC_STATUS_REQ] = {status_req_fields, NF(status_req_fields)},
     [IPC_STOP] = {stop_fields, NF(stop_fields)},
     [IPC_DUMP_REQ] = {NULL, 0},
+    [IPC_METRICS] = {metrics_fields, NF(metrics_fields)},
     [IPC_CTL_STATUS] = {ctl_status_fields, NF(ctl_status_fields)},
     [IPC_CTL_RESTART] = {ctl_restart_fields, NF(ctl_restart_fields)},
     [IPC_CTL_RELOAD] = {NULL, 0},
     [IPC_CTL_STOP] = {NULL, 0},
     [IPC_CTL_STATUS_REPLY] = {ctl_status_reply_fields, NF(ctl_status_reply_fields)},
     [IPC_CTL_RESULT] = {ctl_result_fields, NF(ctl_result_fields)},
+    [IPC_JOB] = {job_fields, NF(job_fields)},
+    [IPC_JOB_DONE] = {job_done_fields, NF(job_done_fields)},
 };
 
 _Static_assert(NF(status_fields) <= MAX_FIELDS && NF(worker_fields) <= MAX_FIELDS,
@@ -700,12 +737,41 @@ enc_field(struct enc *e, const struct field *f, const void *base)
 	return 0;
 }
 
+/* An optional key at its default (nil, 0) is left out: the encoding stays
+ * what an older peer sent, and never longer than what a peer sent us. */
+static bool
+omitted(const struct field *f, const void *base)
+{
+	if (!f->optional)
+		return false;
+	switch (f->kind) {
+	case F_STR:
+	case F_STR_NIL:
+		return *CAT(base, f->off, char *) == NULL;
+	case F_INT:
+	case F_UINT:
+		return *CAT(base, f->off, int64_t) == 0;
+	default:
+		return false;
+	}
+}
+
+static size_t
+present(const struct field *f, size_t nf, const void *base)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < nf; i++)
+		n += !omitted(&f[i], base);
+	return n;
+}
+
 static int
 enc_fields(struct enc *e, const struct field *f, size_t nf, const void *base)
 {
-	e->rc |= msgpack_pack_map(&e->pk, nf);
+	e->rc |= msgpack_pack_map(&e->pk, present(f, nf, base));
 	for (size_t i = 0; i < nf; i++)
-		if (enc_field(e, &f[i], base) < 0)
+		if (!omitted(&f[i], base) && enc_field(e, &f[i], base) < 0)
 			return -1;
 	return 0;
 }
@@ -725,13 +791,13 @@ enc_msg(msgpack_sbuffer *sb, const struct ipc_msg *m, char *err, size_t errlen)
 	e.err = err;
 	e.errlen = errlen;
 	e.ctx = type_names[m->type];
-	e.rc |= msgpack_pack_map(&e.pk, d->nfields + 2);
+	e.rc |= msgpack_pack_map(&e.pk, present(d->fields, d->nfields, m) + 2);
 	enc_str(&e, "t");
 	enc_str(&e, type_names[m->type]);
 	enc_str(&e, "v");
 	e.rc |= msgpack_pack_int64(&e.pk, IPC_PROTO_VERSION);
 	for (size_t i = 0; i < d->nfields; i++)
-		if (enc_field(&e, &d->fields[i], m) < 0)
+		if (!omitted(&d->fields[i], m) && enc_field(&e, &d->fields[i], m) < 0)
 			return -1;
 	if (e.rc != 0)
 		return fmt_err(err, errlen, "%s: out of memory", type_names[m->type]);
@@ -1279,7 +1345,7 @@ dec_map(struct dec *d, const struct field *f, size_t nf, const msgpack_object *o
 			return -1;
 	}
 	for (size_t k = 0; k < nf; k++)
-		if (!seen[k])
+		if (!seen[k] && !f[k].optional)
 			return fmt_err(d->err, d->errlen, "%s: missing key \"%s\"", d->ctx,
 				       f[k].key);
 	return 0;

@@ -1,8 +1,8 @@
 /*
  * IPC message catalogue, types only (functions are in ipc.h).
  *
- * nodepoold (the supervisor) fork+execs one nodepool-launcher per provider
- * and one nodepool-builder; each child holds its end of a Unix socketpair on
+ * nodepoold (the supervisor) fork+execs one nodepool-launcher per provider,
+ * one nodepool-builder and one nodepool-web; each child holds its end of a Unix socketpair on
  * fd 3. nodepoolctl talks to the supervisor over the control socket. All of
  * them speak this one catalogue, framed as in ipc.h: a 4-byte big-endian
  * length, then one msgpack map.
@@ -43,16 +43,17 @@
  */
 enum ipc_type {
 	IPC_NONE = 0,
-	/* worker or builder -> supervisor */
+	/* worker, builder or web -> supervisor */
 	IPC_READY,	/* struct ipc_ready: started, ZooKeeper session live */
 	IPC_STATUS,	/* struct ipc_status: answer to STATUS_REQ (or unsolicited) */
 	IPC_CONFIG_ACK, /* struct ipc_config_ack: answer to CONFIG */
 	IPC_DUMP_REPLY, /* struct ipc_dump_reply: answer to DUMP_REQ */
-	/* supervisor -> worker or builder */
+	/* supervisor -> worker, builder or web */
 	IPC_CONFIG,	/* struct ipc_config: the provider's config slice */
 	IPC_STATUS_REQ, /* struct ipc_status_req */
 	IPC_STOP,	/* struct ipc_stop */
 	IPC_DUMP_REQ,	/* no fields: dump internal state as text */
+	IPC_METRICS,	/* struct ipc_metrics: a provider's metrics record (to the web) */
 	/* nodepoolctl -> supervisor */
 	IPC_CTL_STATUS,	 /* struct ipc_ctl_status */
 	IPC_CTL_RESTART, /* struct ipc_ctl_restart */
@@ -61,16 +62,22 @@ enum ipc_type {
 	/* supervisor -> nodepoolctl */
 	IPC_CTL_STATUS_REPLY, /* struct ipc_ctl_status_reply */
 	IPC_CTL_RESULT,	      /* struct ipc_ctl_result */
+	/* nodepool-builder -> one of its build or upload workers */
+	IPC_JOB, /* struct ipc_job: run one build, upload or image delete */
+	/* build or upload worker -> nodepool-builder */
+	IPC_JOB_DONE, /* struct ipc_job_done: the job's outcome */
 	IPC_TYPE_COUNT
 };
 
 /* Who sends a message; a channel accepts only what its peer may send. */
 enum ipc_dir {
 	IPC_DIR_NONE = 0,
-	IPC_DIR_CHILD_TO_SUP, /* worker/builder -> supervisor */
-	IPC_DIR_SUP_TO_CHILD, /* supervisor -> worker/builder */
-	IPC_DIR_CTL_REQUEST,  /* nodepoolctl -> supervisor */
-	IPC_DIR_CTL_REPLY     /* supervisor -> nodepoolctl */
+	IPC_DIR_CHILD_TO_SUP,	 /* worker/builder -> supervisor */
+	IPC_DIR_SUP_TO_CHILD,	 /* supervisor -> worker/builder */
+	IPC_DIR_CTL_REQUEST,	 /* nodepoolctl -> supervisor */
+	IPC_DIR_CTL_REPLY,	 /* supervisor -> nodepoolctl */
+	IPC_DIR_BUILDER_TO_POOL, /* nodepool-builder -> its build/upload workers */
+	IPC_DIR_POOL_TO_BUILDER	 /* build/upload worker -> nodepool-builder */
 };
 
 /* A worker's own view of itself (STATUS "state"). */
@@ -97,6 +104,7 @@ enum ipc_zk_state {
 enum ipc_child_kind {
 	IPC_KIND_PROVIDER = 0, /* "provider": a nodepool-launcher */
 	IPC_KIND_BUILDER,      /* "builder": the nodepool-builder */
+	IPC_KIND_WEB,	       /* "web": the nodepool-web (the web API) */
 	IPC_KIND_COUNT
 };
 
@@ -162,6 +170,12 @@ struct ipc_status {
 	int64_t rss_kb;		 /* "rss_kb": resident set size, KiB */
 	int64_t cpu_ms;		 /* "cpu_ms": user+system CPU time, ms */
 	int64_t uptime_s;	 /* "uptime_s": seconds since the process started */
+	char *metrics;		 /* "metrics": the worker's metrics record (lib/ops/metrics.h,
+				    metrics_record) as JSON text, or nil; optional (absent
+				    from an older worker) */
+	int64_t zk_queue;	 /* "zk_queue": ZooKeeper operations submitted and not
+				    answered yet (upstream's zk.client.connection_queue);
+				    optional, 0 when absent */
 };
 
 /* CONFIG_ACK {gen, ok, errors}: a CONFIG was applied (ok) or refused. */
@@ -195,6 +209,18 @@ struct ipc_status_req {
 /* STOP {graceful}: graceful = finish launches in flight first (draining). */
 struct ipc_stop {
 	bool graceful; /* "graceful" */
+};
+
+/*
+ * METRICS {provider, record}: the supervisor passes a provider's metrics
+ * record, as its worker's last STATUS carried it, on to the web API's
+ * process (nodepool-web), which serves every provider's figures on
+ * /metrics. Sent when a record changed and, for every provider, when the
+ * web process becomes READY.
+ */
+struct ipc_metrics {
+	char *provider; /* "provider" */
+	char *record;	/* "record": JSON text (an object) */
 };
 
 /* CTL_STATUS {json}: list the children; json = the client prints JSON. */
@@ -243,6 +269,32 @@ struct ipc_ctl_result {
 };
 
 /*
+ * JOB {id, kind, spec}: the builder hands one piece of work to a child of
+ * its build or upload worker pool (builder/README.md). id is the builder's
+ * own job number, echoed in JOB_DONE. kind is "build" (run dib-cmd),
+ * "upload" (upload an image file through the provider's adapter) or
+ * "delete-image" (delete an uploaded image in the cloud). spec is a JSON
+ * object whose keys depend on kind (builder/builder.h documents them).
+ */
+struct ipc_job {
+	int64_t id; /* "id": >= 0 */
+	char *kind; /* "kind" */
+	char *spec; /* "spec": JSON text */
+};
+
+/*
+ * JOB_DONE {id, ok, result, error}: the outcome of JOB id. result is a
+ * JSON object (kind-specific: rc and duration of a build, external_id of
+ * an upload) or nil; error a one-line reason when !ok, else nil.
+ */
+struct ipc_job_done {
+	int64_t id;   /* "id" */
+	bool ok;      /* "ok" */
+	char *result; /* "result": JSON text, or nil */
+	char *error;  /* "error": or nil */
+};
+
+/*
  * One message: type plus the struct for it (DUMP_REQ, CTL_RELOAD and
  * CTL_STOP have no fields and no union member).
  */
@@ -256,10 +308,13 @@ struct ipc_msg {
 		struct ipc_config config;
 		struct ipc_status_req status_req;
 		struct ipc_stop stop;
+		struct ipc_metrics metrics;
 		struct ipc_ctl_status ctl_status;
 		struct ipc_ctl_restart ctl_restart;
 		struct ipc_ctl_status_reply ctl_status_reply;
 		struct ipc_ctl_result ctl_result;
+		struct ipc_job job;
+		struct ipc_job_done job_done;
 	} u;
 };
 

@@ -209,8 +209,78 @@ on_status(struct sup_child *c, struct ipc_msg *msg)
 	c->last_status = msg->u.status;
 	c->have_status = true;
 	ipc_msg_init(msg, IPC_NONE);
+	if (c->role->kind == IPC_KIND_PROVIDER && c->last_status.metrics != NULL)
+		sup_web_metrics(c->sup, c);
 	if (!pending)
 		sup_ctl_status_arrived(c->sup);
+}
+
+/* ---- the metrics of the workers, passed on to nodepool-web -------------------- */
+
+/* Send one provider's record to the web child (running, channel up). */
+static void
+send_metrics(struct sup_child *web, struct sup_child *from)
+{
+	struct ipc_msg m;
+
+	if (from->metrics_sent != NULL &&
+	    strcmp(from->metrics_sent, from->last_status.metrics) == 0)
+		return;
+	ipc_msg_init(&m, IPC_METRICS);
+	ipc_set_str(&m.u.metrics.provider, from->name);
+	ipc_set_str(&m.u.metrics.record, from->last_status.metrics);
+	if (chan_send(web->chan, &m) == 0) {
+		free(from->metrics_sent);
+		from->metrics_sent = strdup(from->last_status.metrics);
+	} else {
+		log_warn("web: METRICS: %s", chan_last_error(web->chan));
+	}
+	ipc_msg_clear(&m);
+}
+
+static struct sup_child *
+web_child(struct sup *sup)
+{
+	struct sup_child *c;
+
+	TAILQ_FOREACH(c, &sup->children, entry)
+	if (c->role->kind == IPC_KIND_WEB)
+		return c->state == SUP_RUNNING && c->chan != NULL ? c : NULL;
+	return NULL;
+}
+
+void
+sup_web_metrics(struct sup *sup, struct sup_child *from)
+{
+	struct sup_child *web = web_child(sup);
+
+	if (web != NULL && from->have_status && from->last_status.metrics != NULL)
+		send_metrics(web, from);
+}
+
+/* A new web process knows nothing yet: every provider's record goes to it
+ * once it is READY. */
+static void
+web_forget_sent(struct sup *sup)
+{
+	struct sup_child *c;
+
+	TAILQ_FOREACH(c, &sup->children, entry)
+	{
+		free(c->metrics_sent);
+		c->metrics_sent = NULL;
+	}
+}
+
+static void
+web_ready(struct sup_child *web)
+{
+	struct sup_child *c;
+
+	web_forget_sent(web->sup);
+	TAILQ_FOREACH(c, &web->sup->children, entry)
+	if (c->role->kind == IPC_KIND_PROVIDER && c->have_status && c->last_status.metrics != NULL)
+		send_metrics(web, c);
 }
 
 static void
@@ -346,6 +416,10 @@ act_ready(struct sup_child *c)
 	log_info("%s %s: ready: pid %ld, ZooKeeper session 0x%llx, %.3f s after start",
 		 c->role->role_name, c->name, (long)c->pid, (unsigned long long)c->zk_session,
 		 c->ready_at - c->spawned_at);
+	if (c->role->kind == IPC_KIND_WEB) {
+		c->state = SUP_RUNNING; /* web_child() looks for a running one */
+		web_ready(c);
+	}
 	return SUP_RUNNING;
 }
 
@@ -624,6 +698,7 @@ sup_child_free(struct sup_child *c)
 	event_free(c->timer);
 	json_decref(c->slice);
 	free(c->last_error);
+	free(c->metrics_sent);
 	free(c->name);
 	free(c);
 }

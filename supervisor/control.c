@@ -91,6 +91,8 @@ ctl_restart(struct sup *sup, const struct ipc_msg *req, struct ipc_msg *reply)
 
 	if (c == NULL && strcmp(name, "builder") == 0)
 		c = sup_child_find(sup, IPC_KIND_BUILDER, name);
+	if (c == NULL && strcmp(name, "web") == 0)
+		c = sup_child_find(sup, IPC_KIND_WEB, name);
 	if (c == NULL || c->want == SUP_WANT_GONE) {
 		result(reply, false, "no such provider: %s", name);
 		return;

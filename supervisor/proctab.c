@@ -19,7 +19,10 @@
  * (a worker only exits by itself when something is wrong: its channel
  * broke, a fatal error, a crash), except 100, which says a restart cannot
  * help. The builder gets longer to stop: an upload in flight is worth
- * finishing.
+ * finishing. The web API (nodepool-web) is a child like them: restarted on
+ * any exit but 100, with its own ZooKeeper session, so that no provider's
+ * worker (an unavailable driver, a crash loop) takes /node-list, /ready or
+ * /metrics with it.
  */
 static const struct sup_role sup_roles[IPC_KIND_COUNT] = {
     [IPC_KIND_PROVIDER] =
@@ -39,6 +42,15 @@ static const struct sup_role sup_roles[IPC_KIND_COUNT] = {
 	    .optional = true,
 	    .restart = SUP_RESTART_ALWAYS,
 	    .stop_grace = 30.0,
+	},
+    [IPC_KIND_WEB] =
+	{
+	    .kind = IPC_KIND_WEB,
+	    .role_name = "web",
+	    .program = "nodepool-web",
+	    .optional = false,
+	    .restart = SUP_RESTART_ALWAYS,
+	    .stop_grace = 5.0,
 	},
 };
 

@@ -44,6 +44,8 @@ sup_worker_slice(const struct np_config *cfg, const char *provider)
 
 	if (slice == NULL)
 		return NULL;
+	/* the web API is nodepool-web's (sup_web_slice), not a worker's */
+	json_object_del(slice, "webapp");
 	np = json_object_get(slice, "nodepoold");
 	if (json_is_object(np))
 		for (i = 0; i < sizeof(sup_only_settings) / sizeof(sup_only_settings[0]); i++)
@@ -70,6 +72,12 @@ sup_builder_slice(const struct np_config *cfg)
 				? np_cfg_to_json(np_cfg_doc_root(cfg->secure_doc))
 				: json_null());
 	return o;
+}
+
+json_t *
+sup_web_slice(const struct np_config *cfg)
+{
+	return np_config_web_slice(cfg);
 }
 
 void
@@ -191,6 +199,7 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 {
 	const struct sup_role *prov = sup_role(IPC_KIND_PROVIDER);
 	const struct sup_role *bld = sup_role(IPC_KIND_BUILDER);
+	const struct sup_role *web = sup_role(IPC_KIND_WEB);
 	struct sup_child *c, *next;
 	bool want_builder = builder_wanted(sup, cfg);
 	size_t i;
@@ -226,17 +235,20 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 	}
 	for (i = 0; i < cfg->nproviders; i++) {
 		const struct np_provider *p = &cfg->providers[i];
-		json_t *slice = sup_worker_slice(cfg, p->name);
-
-		if (json_object_get(slice, "webapp") != NULL)
-			json_object_set_new(slice, "webapp",
-					    json_pack("{s:i, s:s}", "port", sup->webapp_port,
-						      "listen_address",
-						      sup->webapp_listen_address));
-		apply_child(sup, prov, p->name, slice, p->fingerprint, res);
+		apply_child(sup, prov, p->name, sup_worker_slice(cfg, p->name), p->fingerprint,
+			    res);
 	}
 	if (want_builder)
 		apply_child(sup, bld, "builder", sup_builder_slice(cfg), NULL, res);
+	/* the web API always runs (upstream's launcher always serves it), on
+	 * the address read at start */
+	{
+		json_t *slice = sup_web_slice(cfg);
+		json_object_set_new(slice, "webapp",
+				    json_pack("{s:i, s:s}", "port", sup->webapp_port,
+					      "listen_address", sup->webapp_listen_address));
+		apply_child(sup, web, "web", slice, NULL, res);
+	}
 	if (sup->cfg != NULL) {
 		if (strcmp(sup->cfg->nodepoold.control_socket, cfg->nodepoold.control_socket) !=
 			0 ||
@@ -252,6 +264,11 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 		double p = sup_poll_interval(sup->status_timeout);
 		struct timeval tv = {(time_t)p, (suseconds_t)((p - (double)(time_t)p) * 1e6)};
 		event_add(sup->tick, &tv);
+	}
+	if (sup->stats_ev != NULL && sup->statsd != NULL) {
+		double p = cfg->nodepoold.stats_interval > 0 ? cfg->nodepoold.stats_interval : 5;
+		struct timeval tv = {(time_t)p, (suseconds_t)((p - (double)(time_t)p) * 1e6)};
+		event_add(sup->stats_ev, &tv);
 	}
 	res->ok = 1;
 }

@@ -11,6 +11,7 @@
 #include <event2/event.h>
 
 #include "log.h"
+#include "statsd.h"
 
 void
 sup_check_done(struct sup *sup)
@@ -106,13 +107,34 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	sup_poll_status(arg);
 }
 
+/* Upstream's launcher reports its ZooKeeper client's queue per host; here
+ * the host's launcher is every worker together. */
+static void
+on_stats(evutil_socket_t fd, short what, void *arg)
+{
+	struct sup *sup = arg;
+	struct sup_child *c;
+	long long queue = 0;
+
+	TAILQ_FOREACH(c, &sup->children, entry)
+	if (c->role->kind == IPC_KIND_PROVIDER && c->pid > 0 && c->have_status)
+		queue += c->last_status.zk_queue;
+	statsd_launcher_stats(sup->statsd, queue);
+}
+
 void
 sup_timers_new(struct sup *sup)
 {
-	/* the tick is scheduled by sup_apply_config, which knows its period */
+	char err[256];
+
+	/* the ticks are scheduled by sup_apply_config, which knows their periods */
 	if ((sup->tick = event_new(sup->base, -1, EV_PERSIST, on_tick, sup)) == NULL ||
-	    (sup->shutdown_ev = evtimer_new(sup->base, on_shutdown_deadline, sup)) == NULL)
+	    (sup->shutdown_ev = evtimer_new(sup->base, on_shutdown_deadline, sup)) == NULL ||
+	    (sup->stats_ev = event_new(sup->base, -1, EV_PERSIST, on_stats, sup)) == NULL)
 		abort();
+	sup->statsd = statsd_new_from_env(err, sizeof(err));
+	if (sup->statsd == NULL && err[0] != '\0')
+		log_warn("statsd disabled: %s", err);
 }
 
 void
@@ -122,5 +144,9 @@ sup_timers_free(struct sup *sup)
 		event_free(sup->tick);
 	if (sup->shutdown_ev != NULL)
 		event_free(sup->shutdown_ev);
-	sup->tick = sup->shutdown_ev = NULL;
+	if (sup->stats_ev != NULL)
+		event_free(sup->stats_ev);
+	statsd_free(sup->statsd);
+	sup->statsd = NULL;
+	sup->tick = sup->shutdown_ev = sup->stats_ev = NULL;
 }

@@ -2,8 +2,8 @@
  * nodepoold, the supervisor (supervisor/): its one private header.
  *
  * nodepoold parses nodepool.yaml, then runs one child per provider
- * (nodepool-launcher) and, when diskimages are configured, one
- * nodepool-builder. It never calls a cloud and never talks to ZooKeeper:
+ * (nodepool-launcher), one nodepool-web (the web API) and, when diskimages
+ * are configured, one nodepool-builder. It never calls a cloud and never talks to ZooKeeper:
  * each child has its own session. Everything it knows about a child comes
  * over the child's channel (fd 3 in the child, lib/core/chan.h) or from
  * waitpid().
@@ -61,6 +61,7 @@ struct evbuffer;
 struct chan;
 struct np_config;
 struct np_config_errors;
+struct statsd;
 struct cfgwatch;
 struct cfgwatch_snapshot;
 
@@ -95,7 +96,7 @@ enum sup_restart {
  */
 struct sup_role {
 	enum ipc_child_kind kind;
-	const char *role_name; /* "provider", "builder" (logs) */
+	const char *role_name; /* "provider", "builder", "web" (logs) */
 	const char *program;   /* file name, looked up in nodepoold's own bindir */
 	bool optional;	       /* an absent binary means: not started, logged */
 	enum sup_restart restart;
@@ -160,7 +161,7 @@ struct sup_child {
 	TAILQ_ENTRY(sup_child) entry;
 	struct sup *sup;
 	const struct sup_role *role;
-	char *name; /* provider name, or "builder" */
+	char *name; /* provider name, or "builder", or "web" */
 	enum sup_state state;
 	enum sup_want want;
 	pid_t pid;	     /* 0 when not running (reaped) */
@@ -186,6 +187,9 @@ struct sup_child {
 	double status_sent_at;
 	bool have_status;
 	struct ipc_status last_status; /* owned; valid when have_status */
+
+	char *metrics_sent; /* provider: the metrics record last passed to the
+			       running nodepool-web, or NULL (sup_web_metrics) */
 
 	char reason[256]; /* why the last KILL/LOST/refusal (for logs) */
 	char *last_error; /* the supervisor's last note on it, or NULL */
@@ -269,6 +273,12 @@ void sup_reload_result_clear(struct sup_reload_result *res);
 json_t *sup_worker_slice(const struct np_config *cfg, const char *provider);
 /* The JSON the builder gets (see reload.c). New reference. */
 json_t *sup_builder_slice(const struct np_config *cfg);
+/* The JSON nodepool-web gets: np_config_web_slice (lib/config/slice.h).
+ * New reference. */
+json_t *sup_web_slice(const struct np_config *cfg);
+/* A provider's worker reported a metrics record (its STATUS "metrics",
+ * JSON text): pass it on to nodepool-web when it changed (child.c). */
+void sup_web_metrics(struct sup *sup, struct sup_child *from);
 
 /* ---- control.c ------------------------------------------------------------- */
 
@@ -349,6 +359,8 @@ struct sup {
 	int nctls;
 
 	struct event *tick;	   /* STATUS poll */
+	struct statsd *statsd;	   /* STATSD_HOST/STATSD_PORT, or NULL */
+	struct event *stats_ev;	   /* the launcher gauges, every stats-interval */
 	struct event *shutdown_ev; /* hard deadline of a shutdown */
 	bool stopping;
 	double started_at;
@@ -360,7 +372,10 @@ void sup_shutdown(struct sup *sup, const char *why);
 /* Called when a child's process is gone: ends the loop when stopping and
  * nothing is left. */
 void sup_check_done(struct sup *sup);
-/* The STATUS poll tick and the shutdown deadline timer (sup->base set). */
+/* The STATUS poll tick, the shutdown deadline timer and, with statsd in
+ * the environment, the host's launcher gauges (lib/ops/statsd.h:
+ * nodepool.launcher.<hostname>.*, the workers' ZooKeeper operations in
+ * flight summed from their STATUS) every stats-interval (sup->base set). */
 void sup_timers_new(struct sup *sup);
 void sup_timers_free(struct sup *sup);
 /* Act on a signal nodepoold watches: SIGCHLD reaps, SIGHUP reloads,

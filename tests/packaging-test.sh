@@ -165,7 +165,7 @@ fi
 
 command -v mandoc >/dev/null 2>&1 || bad "mandoc not found"
 for page in man1/nodepool.1 man5/nodepool.yaml.5 man8/nodepoold.8 man8/nodepoolctl.8 \
-	man8/nodepool-launcher.8 man8/nodepool-builder.8; do
+	man8/nodepool-launcher.8 man8/nodepool-web.8 man8/nodepool-builder.8; do
 	f="$root/usr/share/man/$page.gz"
 	if [ ! -f "$f" ]; then
 		bad "missing /usr/share/man/$page.gz"
@@ -179,7 +179,7 @@ done
 # --- programs ---------------------------------------------------------------
 version=$(field Version)
 built=""
-for spec in supervisor:nodepoold:sbin worker:nodepool-launcher:sbin \
+for spec in supervisor:nodepoold:sbin worker:nodepool-launcher:sbin web:nodepool-web:sbin \
 	builder:nodepool-builder:sbin cli/nodepoolctl:nodepoolctl:sbin cli/nodepool:nodepool:bin; do
 	dir=${spec%%:*}
 	rest=${spec#*:}
@@ -272,6 +272,10 @@ if [ -z "${NP_TEST_ZK_TLS:-}" ]; then
 	. "$zkdir/env"
 fi
 mkdir -p "$run" "$tmp/log"
+# the deployment's chroot exists, as an operator's does (nothing below it)
+/usr/bin/python3 -c "from kazoo.client import KazooClient
+z = KazooClient('$NP_TEST_ZK'); z.start(); z.ensure_path('/packaging-test-$$'); z.stop()" ||
+	bad "could not create the ZooKeeper chroot"
 webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$tmp/nodepool.yaml" <<EOF
 webapp:
@@ -339,7 +343,16 @@ if [ -x "$ctl" ]; then
 	expect 0 "nodepoolctl status" "$ctl" -s "$run/nodepoold.sock" status
 	grep -q lab "$tmp/step.out" && echo "ok: nodepoolctl status lists provider lab" ||
 		echo "FAIL: nodepoolctl status does not list lab: \$(cat "$tmp/step.out")"
+	grep -q '^web ' "$tmp/step.out" && echo "ok: nodepoolctl status lists web" ||
+		echo "FAIL: nodepoolctl status does not list web: \$(cat "$tmp/step.out")"
 fi
+# the packaged nodepool-web serves /ready over its own TLS session, bounded
+i=0
+while ! python3 -c 'import sys, urllib.request; sys.exit(urllib.request.urlopen(
+	"http://127.0.0.1:$webport/ready", timeout=2).status != 200)' 2>/dev/null &&
+	[ \$i -lt 100 ]; do sleep 0.1; i=\$((i + 1)); done
+[ \$i -lt 100 ] && echo "ok: nodepool-web answers /ready on port $webport" ||
+	echo "FAIL: nodepool-web does not answer /ready on port $webport"
 expect 0 "reload" "\$init" reload
 alive && [ "\$(cat "\$pidfile")" = "\$pid1" ] && echo "ok: same pid after reload" ||
 	echo "FAIL: pid changed or died on reload"

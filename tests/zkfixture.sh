@@ -11,7 +11,10 @@
 #   NP_TEST_CERTS    DIR/certs: ca.pem client.pem client.key server.pem server.key
 #                    rogue-ca.pem rogue-server.pem rogue-server.key (signed by a
 #                    CA we do not trust) wrongip-server.pem wrongip-server.key
-#                    (our CA, but only IP SAN 10.9.9.9)
+#                    (our CA, but only IP SAN 10.9.9.9) dnsonly-server.pem
+#                    dnsonly-server.key (our CA, only DNS SAN localhost)
+#                    wrongname-server.pem wrongname-server.key (our CA, only
+#                    DNS SAN zk.elsewhere.example)
 set -eu
 
 cmd=$1
@@ -45,6 +48,8 @@ start)
 	mkcert client nodepool "DNS:nodepool"
 	mkcert rogue-server zookeeper "IP:127.0.0.1,DNS:localhost" rogue-ca
 	mkcert wrongip-server zookeeper "IP:10.9.9.9" ca
+	mkcert dnsonly-server zookeeper "DNS:localhost" ca
+	mkcert wrongname-server zookeeper "DNS:zk.elsewhere.example" ca
 	cat "$c/server.key" "$c/server.pem" >"$c/server-bundle.pem"
 	chmod 600 "$c"/*.key
 

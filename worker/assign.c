@@ -389,6 +389,7 @@ assign_pass(struct launcher *lc)
 
 	if (lc->prov.max_concurrency == 0 || lc->prov.dp == NULL)
 		return;
+	handler_resynced(lc); /* declines waiting for a pool to come back */
 	for (i = 0; i < lc->prov.n_pools; i++)
 		rerun_paused(&lc->prov.pools[i]);
 	for (i = 0; i < lc->prov.n_pools; i++)

@@ -292,9 +292,10 @@ declined_stored(int rc, const struct zk_stat *st, void *arg)
 	release_request_lock(h);
 }
 
-/* 1 when every registered pool id is in declined_by, as upstream. */
+/* 1 when every registered pool id is in declined_by (or is also, the pool
+ * about to decline: NULL for none), as upstream. */
 static int
-all_pools_declined(struct launcher *lc, const struct np_request *r)
+all_pools_declined(struct launcher *lc, const struct np_request *r, const char *also)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n = zk_cache_entries(lc->pool_components, &ents);
@@ -303,7 +304,8 @@ all_pools_declined(struct launcher *lc, const struct np_request *r)
 		const struct np_component *c = ents[i]->obj;
 		if (c == NULL || c->id == NULL)
 			continue;
-		if (!np_strv_contains(&r->declined_by, c->id))
+		if (!np_strv_contains(&r->declined_by, c->id) &&
+		    (also == NULL || strcmp(also, c->id) != 0))
 			return 0;
 	}
 	return 1;
@@ -323,6 +325,31 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 	char *json;
 	size_t i, len;
 
+	double wait = 0;
+
+	/* A pool registration went away lately (its session ended: a
+	 * partition or a restart) and may be back in a moment: failing the
+	 * request as declined by every pool waits for it. */
+	if (lc->pools_removed_at > 0 && all_pools_declined(lc, h->req, h->pool->launcher_id))
+		wait = lc->pools_removed_at + lc->zk_timeout - lc_monotonic();
+	if (!lc_in_sync(lc) || wait > 0) {
+		/* Whether every pool declined is read from the component
+		 * cache: not before it is current again (handler_resynced). */
+		if (wait > 0)
+			launcher_schedule_assign_in(lc, wait + 0.05);
+		if (h->decline_reason != reason) {
+			free(h->decline_reason);
+			if ((h->decline_reason = strdup(reason)) == NULL)
+				abort();
+		}
+		h->decline_clear = clear_allocation;
+		if (h->state != H_DECLINE_WAIT)
+			log_info("request %s: declining (%s) once %s", h->req_id, reason,
+				 wait > 0 ? "the pools that went away had time to register again"
+					  : "the ZooKeeper view is re-synced");
+		h->state = H_DECLINE_WAIT;
+		return;
+	}
 	h->state = H_DECLINING;
 	for (i = 0; i < h->n_nodes; i++) {
 		struct hnode *hn = &h->nodes[i];
@@ -331,7 +358,7 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 	}
 	if (!np_strv_contains(&h->req->declined_by, h->pool->launcher_id))
 		np_strv_push(&h->req->declined_by, h->pool->launcher_id);
-	if (all_pools_declined(lc, h->req)) {
+	if (all_pools_declined(lc, h->req, NULL)) {
 		np_request_set_state(h->req, NP_REQ_FAILED);
 		lc->counters.failed++;
 		log_info("request %s failed: declined by every pool (last: %s: %s)", h->req_id,
@@ -345,6 +372,28 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 	json = np_request_encode(h->req, &len);
 	zk_set(lc->zk, path, json, (int)len, -1, declined_stored, hop_new(h, (size_t)-1));
 	free(json);
+}
+
+/* The caches re-synced, or an assignment pass runs (a pool registered, or
+ * the wait for one is over): declines held back are tried again. */
+void
+handler_resynced(struct launcher *lc)
+{
+	struct handler *h, *next;
+	size_t i;
+	char *reason;
+
+	for (i = 0; i < lc->prov.n_pools; i++) {
+		for (h = TAILQ_FIRST(&lc->prov.pools[i].handlers); h != NULL; h = next) {
+			next = TAILQ_NEXT(h, entry);
+			if (h->state != H_DECLINE_WAIT)
+				continue;
+			reason = h->decline_reason;
+			h->decline_reason = NULL;
+			decline(h, reason != NULL ? reason : "declined", h->decline_clear);
+			free(reason);
+		}
+	}
 }
 
 /* Static at capacity (PAUSE_AT_QUOTA false): upstream leaves the request

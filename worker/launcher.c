@@ -266,12 +266,20 @@ notify_change(struct launcher *lc)
 		lc->on_change(lc);
 }
 
+int
+lc_in_sync(const struct launcher *lc)
+{
+	return lc->zk != NULL && zk_is_connected(lc->zk) && lc->nodes != NULL &&
+	       zk_cache_synced(lc->nodes) && zk_cache_synced(lc->requests) &&
+	       zk_cache_synced(lc->pool_components);
+}
+
 static void
 assign_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
-	if (!lc->started || lc->stopping || !zk_is_connected(lc->zk))
+	if (!lc->started || lc->stopping || !lc_in_sync(lc))
 		return;
 	assign_pass(lc);
 	lc->ready = 1;
@@ -282,7 +290,7 @@ deferred_delete_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
-	if (lc->started && !lc->stopping && zk_is_connected(lc->zk))
+	if (lc->started && !lc->stopping && lc_in_sync(lc))
 		delete_pass(lc);
 }
 
@@ -291,7 +299,7 @@ minready_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
-	if (lc->started && !lc->stopping && zk_is_connected(lc->zk))
+	if (lc->started && !lc->stopping && lc_in_sync(lc))
 		minready_pass(lc);
 }
 
@@ -310,7 +318,7 @@ cleanup_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
-	if (lc->started && !lc->stopping && zk_is_connected(lc->zk)) {
+	if (lc->started && !lc->stopping && lc_in_sync(lc)) {
 		cleanup_pass(lc);
 		if (lc->prov.drv->cleanup != NULL && lc->prov.dp != NULL)
 			lc->prov.drv->cleanup(lc->prov.dp);
@@ -323,7 +331,7 @@ delete_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
-	if (lc->started && !lc->stopping && zk_is_connected(lc->zk)) {
+	if (lc->started && !lc->stopping && lc_in_sync(lc)) {
 		delete_pass(lc);
 		/* Safety net for events we could not act on (e.g. a lock we
 		 * lost a race for): re-run assignment and min-ready too. */
@@ -387,6 +395,13 @@ component_created(int rc, const char *path, void *arg)
 
 	if (cc->pool != NULL)
 		cc->pool->component_pending = 0;
+	if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+		/* it may have been created: the re-sync looks (adopt_components) */
+		log_warn("registering component: %s; looking again once re-synced",
+			 zk_strerror(rc));
+		lc_ctx_free(lc, cc);
+		return;
+	}
 	if (rc != ZOK) {
 		lc_set_error(lc, "registering component: %s", zk_strerror(rc));
 		lc_ctx_free(lc, cc);
@@ -405,6 +420,37 @@ component_created(int rc, const char *path, void *arg)
 	}
 	lc_ctx_free(lc, cc);
 	launcher_schedule_assign(lc);
+}
+
+/*
+ * A pool registration whose create we never heard back from (a lost
+ * connection) may exist: the re-synced component cache shows one of our
+ * session with our pool id. Adopt it rather than register twice.
+ */
+static void
+adopt_components(struct launcher *lc)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->pool_components, &ents);
+	size_t k;
+	char path[512];
+
+	for (k = 0; k < lc->prov.n_pools; k++) {
+		struct lc_pool *pool = &lc->prov.pools[k];
+		if (pool->component_path != NULL || pool->component_pending)
+			continue;
+		for (i = 0; i < n; i++) {
+			const struct np_component *c = ents[i]->obj;
+			if (c == NULL || c->id == NULL || strcmp(c->id, pool->launcher_id) != 0 ||
+			    ents[i]->stat.ephemeral_owner != zk_session_id(lc->zk))
+				continue;
+			snprintf(path, sizeof(path), "/nodepool/components/pool/%s", ents[i]->name);
+			pool->component_path = strdup(path);
+			log_info("pool %s registered as %s (%s), found after a lost connection",
+				 pool->name, path, pool->launcher_id);
+			break;
+		}
+	}
 }
 
 static void
@@ -461,15 +507,42 @@ node_is_ours(struct launcher *lc, const struct np_node *n)
 	return n != NULL && n->provider != NULL && strcmp(n->provider, lc->prov.name) == 0;
 }
 
+/*
+ * Every cache re-synced after a lost connection or an expiry: the view is
+ * current again, so the decisions held back meanwhile (static slots,
+ * declines, deletions, min-ready) are taken now, at once.
+ */
+static void
+resynced(struct launcher *lc)
+{
+	lc->sync_epoch++;
+	log_info("ZooKeeper view re-synced %.0f ms after the connection came back; resuming",
+		 (lc_monotonic() - lc->connected_at) * 1000);
+	adopt_components(lc);
+	register_components(lc);
+	if (lc->prov.dp != NULL && lc->prov.drv->provider_start != NULL)
+		lc->prov.drv->provider_start(lc->prov.dp);
+	handler_resynced(lc);
+	launcher_schedule_assign(lc);
+	launcher_schedule_delete(lc);
+	schedule(lc->minready_ev);
+	notify_change(lc);
+}
+
 static void
 maybe_started(struct launcher *lc)
 {
 	char err[256];
 
-	if (lc->started || !zk_cache_synced(lc->nodes) || !zk_cache_synced(lc->requests) ||
-	    !zk_cache_synced(lc->pool_components))
+	if (!lc_in_sync(lc))
 		return;
+	if (lc->started) {
+		if (!lc->stopping)
+			resynced(lc);
+		return;
+	}
 	lc->started = 1;
+	lc->sync_epoch++;
 	if (lc->prov.dp == NULL) {
 		lc->prov.dp = lc->prov.drv->provider_new(lc, &lc->prov, err, sizeof(err));
 		if (lc->prov.dp == NULL) {
@@ -611,6 +684,8 @@ components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cac
 		maybe_started(lc);
 		return;
 	}
+	if (ev == ZK_CACHE_REMOVED)
+		lc->pools_removed_at = lc_monotonic();
 	if (ev == ZK_CACHE_REMOVED && lc->started && lc->prov.dp != NULL &&
 	    lc->prov.drv->peers_changed != NULL && e->obj != NULL &&
 	    e->stat.ephemeral_owner != zk_session_id(lc->zk)) {
@@ -646,7 +721,11 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 	struct launcher *lc = arg;
 	size_t i;
 
-	lc->zk_state = ev;
+	/* a failed TLS handshake while suspended is still a suspension */
+	if (ev != ZK_EV_AUTH_FAILED || lc->zk_state != ZK_EV_SUSPENDED)
+		lc->zk_state = ev;
+	if (ev == ZK_EV_CONNECTED || ev == ZK_EV_RECONNECTED)
+		lc->connected_at = lc_monotonic();
 	switch (ev) {
 	case ZK_EV_CONNECTED:
 		log_info("ZooKeeper session established (0x%llx)",
@@ -662,15 +741,13 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 							   ZK_CACHE_DATA, components_event, lc);
 			zk_cache_set_codec(lc->pool_components, decode_component, free_component);
 		}
+		/* The pool registration says we are here; the driver (static
+		 * slots) and every decision wait until the caches have re-synced
+		 * (resynced()). */
 		register_components(lc);
-		if (lc->started && lc->prov.drv->provider_start != NULL && lc->prov.dp != NULL)
-			lc->prov.drv->provider_start(lc->prov.dp);
-		launcher_schedule_assign(lc);
 		break;
 	case ZK_EV_RECONNECTED:
-		log_info("ZooKeeper connection restored");
-		launcher_schedule_assign(lc);
-		launcher_schedule_delete(lc);
+		log_info("ZooKeeper connection restored; re-syncing");
 		break;
 	case ZK_EV_SUSPENDED:
 		log_warn("ZooKeeper connection suspended; pausing work");
@@ -694,7 +771,10 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		lc->gone = strset_new();
 		break;
 	case ZK_EV_AUTH_FAILED:
-		lc_set_error(lc, "ZooKeeper refused our credentials (TLS)");
+		/* also a server that is away behind a proxy or load balancer
+		 * (the TCP connection is taken, the handshake fails) */
+		lc_set_error(lc, "ZooKeeper TLS handshake failed (server unreachable, or it "
+				 "refused our certificate); retrying");
 		break;
 	}
 	notify_change(lc);
@@ -806,6 +886,7 @@ launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errl
 	}
 	if (json_is_number(t))
 		timeout = json_number_value(t);
+	lc->zk_timeout = timeout;
 	memset(&opt, 0, sizeof(opt));
 	opt.hosts = hosts;
 	opt.timeout = timeout;
@@ -816,6 +897,9 @@ launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errl
 	free(hosts);
 	if (lc->zk == NULL)
 		return -1;
+	/* writes and reads interrupted by a lost connection are sent again
+	 * once it is back, instead of failing (zk.h) */
+	zk_set_retry(lc->zk, 1);
 	timer_add(lc->cleanup_ev, lc->settings.cleanup_interval);
 	timer_add(lc->delete_ev, lc->settings.delete_interval);
 	return 0;
@@ -1065,6 +1149,18 @@ drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
 }
 
 int
+drv_in_sync(struct launcher *lc)
+{
+	return lc_in_sync(lc);
+}
+
+unsigned
+drv_sync_epoch(struct launcher *lc)
+{
+	return lc->sync_epoch;
+}
+
+int
 drv_node_unreadable(struct launcher *lc, const char *id)
 {
 	const struct zk_cache_entry *e =
@@ -1103,7 +1199,7 @@ drv_node_locked(struct launcher *lc, const char *node_id)
 
 struct reg_ctx {
 	struct launcher *lc;
-	void (*done)(const char *node_id, void *arg);
+	void (*done)(const char *node_id, int unknown, void *arg);
 	void *arg;
 };
 
@@ -1112,6 +1208,7 @@ registered(int rc, const char *path, void *arg)
 {
 	struct reg_ctx *r = arg;
 	const char *id = NULL;
+	int unknown = rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED;
 
 	if (rc == ZOK && path != NULL) {
 		id = strrchr(path, '/');
@@ -1120,13 +1217,13 @@ registered(int rc, const char *path, void *arg)
 	} else
 		lc_set_error(r->lc, "registering node: %s", zk_strerror(rc));
 	if (r->done != NULL)
-		r->done(id, r->arg);
+		r->done(id, unknown, r->arg);
 	lc_ctx_free(r->lc, r);
 }
 
 void
 drv_register_node(struct launcher *lc, struct np_node *n,
-		  void (*done)(const char *node_id, void *arg), void *arg)
+		  void (*done)(const char *node_id, int unknown, void *arg), void *arg)
 {
 	struct reg_ctx *r = lc_ctx_new(lc, sizeof(*r), NULL);
 

@@ -125,14 +125,15 @@ struct hnode {
 };
 
 enum handler_state {
-	H_LOCKING,    /* request lock being taken */
-	H_READING,    /* request re-read under the lock */
-	H_ACCEPTING,  /* writing state pending */
-	H_RUNNING,    /* collecting the nodeset */
-	H_PAUSED,     /* at capacity, waiting */
-	H_FAST,	      /* one-round-trip fulfilment in flight (reuse-only drivers) */
-	H_FULFILLING, /* writing fulfilled */
-	H_DECLINING,  /* writing declined/failed */
+	H_LOCKING,	/* request lock being taken */
+	H_READING,	/* request re-read under the lock */
+	H_ACCEPTING,	/* writing state pending */
+	H_RUNNING,	/* collecting the nodeset */
+	H_PAUSED,	/* at capacity, waiting */
+	H_FAST,		/* one-round-trip fulfilment in flight (reuse-only drivers) */
+	H_FULFILLING,	/* writing fulfilled */
+	H_DECLINING,	/* writing declined/failed */
+	H_DECLINE_WAIT, /* a decline waits for the caches to re-sync */
 	H_DONE,
 };
 
@@ -153,6 +154,7 @@ struct handler {
 	int detached;	/* on lc->zombies, not in the pool's list */
 	double started; /* monotonic seconds */
 	char *decline_reason;
+	int decline_clear;   /* H_DECLINE_WAIT: decline()'s clear_allocation */
 	int req_version;     /* fast path: the request's cached version */
 	int fast_failed;     /* fast path: fall back to the full sequence */
 	int releasing;	     /* cancelled: the request lock is being released */
@@ -212,7 +214,14 @@ struct launcher {
 	struct zk_cache *requests;	  /* /nodepool/requests, data, obj np_request */
 	struct zk_cache *pool_components; /* /nodepool/components/pool, obj np_component */
 	char *launcher_component_path;
-	int started; /* caches synced, driver started */
+	int started;	     /* caches synced, driver started */
+	unsigned sync_epoch; /* bumped each time every cache is (re-)synced */
+	double zk_timeout;   /* zookeeper-timeout, seconds */
+	/* monotonic s when a pool registration last went away (a session
+	 * ended): failing a request as declined by every pool waits
+	 * zk_timeout after it, for that pool to register again */
+	double pools_removed_at;
+	double connected_at; /* monotonic s of the last (re)connection */
 	int stopping;
 
 	struct event *assign_ev;	  /* deferred assignment pass */
@@ -264,6 +273,9 @@ void launcher_schedule_assign(struct launcher *lc);
 void launcher_schedule_delete(struct launcher *lc);
 /* An assignment pass in secs seconds (paused handlers waiting out a delay). */
 void launcher_schedule_assign_in(struct launcher *lc, double secs);
+/* 1 while connected and every cache is synced with ZooKeeper: decisions
+ * (assign, decline, fail, delete, static slots) are taken only then. */
+int lc_in_sync(const struct launcher *lc);
 double lc_now(void);	   /* wall clock, epoch seconds */
 double lc_monotonic(void); /* monotonic seconds */
 void lc_set_error(struct launcher *lc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -299,6 +311,8 @@ struct handler *handler_new(struct lc_pool *pool, const char *req_id);
 void handler_start(struct handler *h);
 void handler_request_removed(struct handler *h);
 void handler_rerun(struct handler *h); /* a paused handler tries again */
+/* The caches re-synced: declines held back meanwhile are decided now. */
+void handler_resynced(struct launcher *lc);
 void handler_free(struct handler *h);
 int handler_active_launches(const struct handler *h);
 struct handler *lc_find_handler(struct launcher *lc, const char *req_id);

@@ -153,6 +153,19 @@ send_status(struct worker *w, int64_t seq)
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}
 	st->uptime_s = (int64_t)(lc_monotonic() - w->start);
+	if (lc != NULL && lc->zk != NULL)
+		st->zk_queue = zk_pending(lc->zk);
+	/* the figures nodepool-web serves on /metrics (through nodepoold) */
+	if (lc != NULL)
+		metrics_set_requests(w->provider, lc->counters.accepted, lc->counters.fulfilled,
+				     lc->counters.declined, lc->counters.failed);
+	{
+		json_t *rec = metrics_pub_live(w->metrics_pub);
+		if (rec != NULL)
+			st->metrics = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS |
+							  JSON_REAL_PRECISION(17));
+		json_decref(rec);
+	}
 	send_or_die(w, &m);
 	ipc_msg_clear(&m);
 }
@@ -317,8 +330,11 @@ interfaces_attach(struct worker *w, const json_t *slice)
 		else
 			w->webapp = json_deep_copy(webapp);
 	}
-	if (w->statsd != NULL)
+	if (w->statsd != NULL) {
 		w->reporter = statsd_reporter_new(w->base, w->statsd, slice, worker_view, w);
+		/* under nodepoold, nodepoold sends the host's launcher gauges */
+		statsd_reporter_set_local(w->reporter, w->channel_fd < 0);
+	}
 	w->metrics_pub = metrics_pub_new(w->base, w->provider, interval, worker_view, w);
 }
 

@@ -72,6 +72,22 @@
  *                         zone lands in the first (none: "fake-az-1")
  *   persistent            the cloud outlives the worker: the state-file is
  *                         read back at start (false; see load_state)
+ *   image-dir             the cloud's image store, shared by every process
+ *                         that has this provider (the launcher and the
+ *                         builder's upload workers): an upload streams the
+ *                         file into <image-dir>/<id>.<format> (after
+ *                         upload-delay) in 1 MiB steps, one per loop
+ *                         turn (constant memory),
+ *                         checks the sha256 it was given, and writes
+ *                         <id>.json (name, format, size, sha256,
+ *                         metadata); a delete removes both; a create from
+ *                         a diskimage upload whose image is not there is
+ *                         refused. Unset: images live in the process.
+ *   upload-delay          seconds an upload waits before its data streams (0)
+ *   upload-failures       the first N uploads (of this process's adapter)
+ *                         fail after upload-delay (deterministic)
+ *   image-format          the format this cloud takes (qcow2): what the
+ *                         builder builds and uploads for it
  *   flavors               [{name, cores, ram}]: the cloud's flavors
  *                         (upstream's fake cloud's two by default)
  *   cloud-networks        the cloud's networks (none: any name is one)
@@ -93,8 +109,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <errno.h>
+#include <fcntl.h>
+
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include <openssl/evp.h>
 
 #include "jsonget.h"
 #include "log.h"
@@ -150,6 +170,23 @@ struct fimage {
 };
 
 struct fmachine;
+struct sm_adapter;
+
+/* An upload streaming into image-dir, one chunk per loop turn. */
+struct fupload {
+	TAILQ_ENTRY(fupload) entry;
+	struct sm_adapter *f;
+	struct event *ev;
+	int in, out;
+	char id[40];
+	char *filename, *name, *format, *sha256, *part;
+	json_t *meta;
+	EVP_MD_CTX *md;
+	long long size;
+	int done; /* upload-delay over: streaming */
+	sm_upload_cb cb;
+	void *arg;
+};
 
 /* A call to the simulated API in flight. */
 struct fcall {
@@ -199,6 +236,10 @@ struct sm_adapter {
 	int ssh_port;
 	struct np_strv zones; /* cloud-availability-zones */
 	char *state_file;
+	char *image_dir;	       /* image-dir, or NULL */
+	double upload_delay;	       /* upload-delay */
+	long long upload_failures;     /* upload-failures left */
+	TAILQ_HEAD(, fupload) uploads; /* streaming into image-dir */
 	/* counters */
 	unsigned long long creates, create_errors, quota_refusals, boot_errors, deletes,
 	    delete_errors, leaked_on_delete, volumes_leaked, listings;
@@ -923,6 +964,7 @@ struct fmachine {
 	struct fcall *call; /* in flight */
 	/* create */
 	char *name, *image, *az;
+	int image_upload; /* image is a diskimage upload's id */
 	const struct sm_label *label;
 	json_t *meta;
 	/* the last call's answer */
@@ -935,6 +977,18 @@ fm_set(struct fmachine *fm, enum fm_state st)
 {
 	fm->st = st;
 	fm->m.state = fm_names[st];
+}
+
+/* 1 when image-dir holds the image id. */
+static int
+image_stored(struct sm_adapter *f, const char *id)
+{
+	char path[4096];
+
+	if (id == NULL || strchr(id, '/') != NULL)
+		return 0;
+	snprintf(path, sizeof(path), "%s/%s.json", f->image_dir, id);
+	return access(path, F_OK) == 0;
 }
 
 static void
@@ -973,6 +1027,10 @@ create_call(struct fcall *c)
 		f->create_errors++;
 		fm->err = SM_E_FAILED;
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "create refused (simulated error)");
+	} else if (f->image_dir != NULL && fm->image_upload && !image_stored(f, fm->image)) {
+		f->create_errors++;
+		fm->err = SM_E_FAILED;
+		snprintf(fm->errmsg, sizeof(fm->errmsg), "image %s not found", fm->image);
 	} else if (fm->az != NULL && f->zones.n > 0 && !np_strv_contains(&f->zones, fm->az)) {
 		f->create_errors++;
 		fm->err = SM_E_FAILED;
@@ -1172,6 +1230,7 @@ fake_create_machine(struct sm_adapter *f, const struct sm_create_args *args)
 	fm_set(fm, FM_START);
 	fm->name = strdup(args->hostname);
 	fm->label = args->label;
+	fm->image_upload = args->image_external_id != NULL;
 	fm->image = args->image_external_id != NULL ? strdup(args->image_external_id)
 		    : args->label->image != NULL && args->label->image->image_id != NULL
 			? strdup(args->label->image->image_id)
@@ -1394,14 +1453,171 @@ upload_call(struct fcall *c)
 	c->cb.upload(im->id, NULL, c->arg);
 }
 
+#define FAKE_UPLOAD_CHUNK (1024 * 1024)
+
+static void
+fupload_free(struct fupload *u)
+{
+	TAILQ_REMOVE(&u->f->uploads, u, entry);
+	if (u->ev != NULL)
+		event_free(u->ev);
+	if (u->in >= 0)
+		close(u->in);
+	if (u->out >= 0)
+		close(u->out);
+	if (u->part != NULL)
+		unlink(u->part);
+	EVP_MD_CTX_free(u->md);
+	free(u->part);
+	free(u->filename);
+	free(u->name);
+	free(u->format);
+	free(u->sha256);
+	json_decref(u->meta);
+	free(u);
+}
+
+/* Ends an upload: the callback, then free (no callback after adapter_free). */
+static void
+fupload_end(struct fupload *u, const char *id, const char *error)
+{
+	sm_upload_cb cb = u->cb;
+	void *arg = u->arg;
+	char idbuf[sizeof(u->id)];
+
+	/* id may be u's own */
+	snprintf(idbuf, sizeof(idbuf), "%s", id != NULL ? id : "");
+	fupload_free(u);
+	cb(id != NULL ? idbuf : NULL, error, arg);
+}
+
+static void
+fupload_step(evutil_socket_t fd, short what, void *arg)
+{
+	struct fupload *u = arg;
+	struct sm_adapter *f = u->f;
+	static unsigned char buf[FAKE_UPLOAD_CHUNK];
+	unsigned char dig[EVP_MAX_MD_SIZE];
+	unsigned int dlen = 0;
+	char hex[2 * EVP_MAX_MD_SIZE + 1], path[4096], err[300];
+	json_t *rec;
+	ssize_t n;
+
+	if (!u->done) { /* upload-delay is over: the transfer starts */
+		u->done = 1;
+		if (f->upload_failures > 0) {
+			f->upload_failures--;
+			fupload_end(u, NULL, "upload refused (simulated error)");
+			return;
+		}
+		u->in = open(u->filename, O_RDONLY | O_CLOEXEC);
+		if (u->in < 0) {
+			snprintf(err, sizeof(err), "%s: %s", u->filename, strerror(errno));
+			fupload_end(u, NULL, err);
+			return;
+		}
+		u->out = open(u->part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (u->out < 0) {
+			snprintf(err, sizeof(err), "image store: %s", strerror(errno));
+			fupload_end(u, NULL, err);
+			return;
+		}
+	}
+	n = read(u->in, buf, sizeof(buf));
+	if (n < 0) {
+		snprintf(err, sizeof(err), "reading the image: %s", strerror(errno));
+		fupload_end(u, NULL, err);
+		return;
+	}
+	if (n > 0) {
+		if (write(u->out, buf, (size_t)n) != n) {
+			snprintf(err, sizeof(err), "image store full: %s", strerror(errno));
+			fupload_end(u, NULL, err);
+			return;
+		}
+		EVP_DigestUpdate(u->md, buf, (size_t)n);
+		u->size += n;
+		event_active(u->ev, EV_TIMEOUT, 0);
+		return;
+	}
+	EVP_DigestFinal_ex(u->md, dig, &dlen);
+	for (unsigned int i = 0; i < dlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+	if (u->sha256 != NULL && strcmp(u->sha256, hex) != 0) {
+		snprintf(err, sizeof(err), "checksum mismatch: got %s, told %s", hex, u->sha256);
+		fupload_end(u, NULL, err);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/%s.%s", f->image_dir, u->id, u->format);
+	if (rename(u->part, path) != 0) {
+		snprintf(err, sizeof(err), "image store: %s", strerror(errno));
+		fupload_end(u, NULL, err);
+		return;
+	}
+	free(u->part);
+	u->part = NULL;
+	rec = json_pack("{s:s, s:s, s:s, s:I, s:s, s:O}", "id", u->id, "name", u->name, "format",
+			u->format, "size", (json_int_t)u->size, "sha256", hex, "metadata", u->meta);
+	snprintf(path, sizeof(path), "%s/%s.json", f->image_dir, u->id);
+	if (rec == NULL || json_dump_file(rec, path, JSON_SORT_KEYS) != 0) {
+		json_decref(rec);
+		fupload_end(u, NULL, "image store: cannot write the image record");
+		return;
+	}
+	json_decref(rec);
+	fupload_end(u, u->id, NULL);
+}
+
 static void
 fake_upload_image(struct sm_adapter *f, const struct sm_upload_args *u, sm_upload_cb cb, void *arg)
 {
-	struct fcall *c = call_start(f, NULL, upload_call, arg);
+	struct fcall *c;
+	struct fupload *fu;
+	unsigned char rnd[6];
+	char path[4096];
+	int r;
 
-	c->cb.upload = cb;
-	c->s1 = strdup(u->image_name);
-	c->meta = u->metadata != NULL ? json_deep_copy(u->metadata) : NULL;
+	if (f->image_dir == NULL) {
+		c = call_start(f, NULL, upload_call, arg);
+		c->cb.upload = cb;
+		c->s1 = strdup(u->image_name);
+		c->meta = u->metadata != NULL ? json_deep_copy(u->metadata) : NULL;
+		return;
+	}
+	fu = calloc(1, sizeof(*fu));
+	if (fu == NULL)
+		abort();
+	fu->f = f;
+	fu->cb = cb;
+	fu->arg = arg;
+	fu->in = fu->out = -1;
+	fu->filename = strdup(u->filename);
+	fu->name = strdup(u->image_name);
+	fu->format = strdup(u->format != NULL ? u->format : "raw");
+	fu->sha256 = u->sha256 != NULL ? strdup(u->sha256) : NULL;
+	fu->meta = u->metadata != NULL ? json_deep_copy(u->metadata) : json_object();
+	fu->md = EVP_MD_CTX_new();
+	if (fu->md == NULL || EVP_DigestInit_ex(fu->md, EVP_sha256(), NULL) != 1)
+		abort();
+	/* ids unique across the processes sharing the store */
+	r = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (r < 0 || read(r, rnd, sizeof(rnd)) != (ssize_t)sizeof(rnd))
+		memset(rnd, 0, sizeof(rnd));
+	if (r >= 0)
+		close(r);
+	snprintf(fu->id, sizeof(fu->id), "img-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+		 rnd[3], rnd[4], rnd[5]);
+	snprintf(path, sizeof(path), "%s/%s.part", f->image_dir, fu->id);
+	fu->part = strdup(path);
+	fu->ev = event_new(f->base, -1, 0, fupload_step, fu);
+	TAILQ_INSERT_TAIL(&f->uploads, fu, entry);
+	/* the transfer takes upload-delay, then the data streams in; every
+	 * outcome is reported from the loop, never from inside this slot */
+	{
+		double d = f->upload_delay;
+		struct timeval tv = {(time_t)d, (suseconds_t)((d - (double)(time_t)d) * 1e6)};
+		event_add(fu->ev, &tv);
+	}
 }
 
 static void
@@ -1419,6 +1635,22 @@ delete_image_call(struct fcall *c)
 		json_decref(im->metadata);
 		free(im);
 		mark_dirty(f);
+	}
+	if (f->image_dir != NULL && strchr(c->s1, '/') == NULL && c->s1[0] != '.') {
+		char path[4096];
+		json_t *rec;
+		const char *fmt;
+
+		snprintf(path, sizeof(path), "%s/%s.json", f->image_dir, c->s1);
+		rec = json_load_file(path, 0, NULL);
+		fmt = json_string_value(json_object_get(rec, "format"));
+		if (fmt != NULL && strchr(fmt, '/') == NULL) {
+			char data[4096];
+			snprintf(data, sizeof(data), "%s/%s.%s", f->image_dir, c->s1, fmt);
+			unlink(data);
+		}
+		unlink(path); /* gone already counts as deleted */
+		json_decref(rec);
 	}
 	c->cb.done(1, NULL, c->arg);
 }
@@ -1472,6 +1704,13 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&f->volumes);
 	TAILQ_INIT(&f->images);
 	TAILQ_INIT(&f->calls);
+	TAILQ_INIT(&f->uploads);
+	{
+		const char *idir = json_string_value(json_object_get(p, "image-dir"));
+		f->image_dir = idir != NULL ? strdup(idir) : NULL;
+	}
+	f->upload_delay = np_json_num(p, "upload-delay", 0);
+	f->upload_failures = (long long)np_json_num(p, "upload-failures", 0);
 	/* `rate`: seconds between calls, as OpenStack's (its adapter gives
 	 * openstacksdk 1/rate calls per second) */
 	f->rl = ratelimit_new(env->base, env->cfg->rate > 0 ? 1.0 / env->cfg->rate : 0, 1);
@@ -1546,6 +1785,7 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		np_strv_clear(&f->networks);
 		flavors_free(f);
 		free(f->state_file);
+		free(f->image_dir);
 		free(f);
 		return NULL;
 	}
@@ -1573,6 +1813,8 @@ fake_adapter_free(struct sm_adapter *f)
 			c->owner->call = NULL;
 		call_free(c);
 	}
+	while (!TAILQ_EMPTY(&f->uploads))
+		fupload_free(TAILQ_FIRST(&f->uploads));
 	if (f->state_file != NULL)
 		flush_state(f); /* the last picture: what the cloud holds at exit */
 	while ((s = TAILQ_FIRST(&f->servers)) != NULL) {
@@ -1596,6 +1838,7 @@ fake_adapter_free(struct sm_adapter *f)
 	np_strv_clear(&f->networks);
 	flavors_free(f);
 	free(f->state_file);
+	free(f->image_dir);
 	free(f);
 }
 

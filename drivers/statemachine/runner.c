@@ -23,6 +23,7 @@
 #include <event2/event.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "nodescan.h"
 
 static double
@@ -158,6 +159,10 @@ struct sm_launch {
 			   fetching the console) */
 	int cancelled;
 	double t_start;
+	/* launch phases (metrics.h), monotonic seconds of this attempt: its
+	 * create call, the cloud naming the server (0: not yet), the scan */
+	char *provider;
+	double t_attempt, t_named, t_scan;
 	sm_launch_done done;
 	void (*named)(void *arg);
 	void *arg;
@@ -465,7 +470,16 @@ launch_free(struct sm_launch *l)
 	free(l->hostname);
 	free(l->instance_id);
 	free(l->fail_msg);
+	free(l->provider);
 	free(l);
+}
+
+/* One phase of a live launch, for /metrics (not after a cancel). */
+static void
+phase_done(struct sm_launch *l, enum metrics_phase ph, double since)
+{
+	if (l->provider != NULL && !l->cancelled && since > 0)
+		metrics_launch_phase(l->provider, ph, mono() - since);
 }
 
 static void
@@ -495,6 +509,11 @@ set_instance_id(struct sm_launch *l, const char *id)
 	sm_set_str(&l->instance_id, id);
 	if (l->node == NULL) /* cancelled */
 		return;
+	if (l->phase == LP_CREATE && l->t_named == 0) {
+		/* create: from the create call until the cloud has the server */
+		phase_done(l, METRICS_PHASE_CREATE, l->t_attempt);
+		l->t_named = mono();
+	}
 	sm_set_str(&l->node->external_id, id);
 	if (l->named != NULL)
 		l->named(l->arg);
@@ -559,6 +578,7 @@ scan_done(const struct nodescan_result *res, void *arg)
 		}
 		log_debug("node %s: nodescan done in %.1fs (%zu keys)", l->node_id, res->elapsed,
 			  res->nkeys);
+		phase_done(l, METRICS_PHASE_KEYSCAN, l->t_scan);
 		complete(l, DRV_LAUNCH_READY, NULL);
 		return;
 	}
@@ -589,6 +609,7 @@ start_scan(struct sm_launch *l)
 	p.connection_type = l->node->connection_type;
 	p.deadline = l->boot_timeout;
 	l->phase = LP_SCAN;
+	l->t_scan = mono();
 	l->scan = nodescan_start(l->r->ns, &p, scan_done, l);
 	if (l->scan == NULL) {
 		snprintf(msg, sizeof(msg), "nodescan: %s", strerror(errno));
@@ -771,6 +792,8 @@ create_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 		return;
 	}
 	if (st == SM_DONE) {
+		/* boot: from the server's creation until it is active */
+		phase_done(l, METRICS_PHASE_BOOT, l->t_named);
 		update_node(l, inst);
 		sm_instance_free(inst);
 		log_debug("node %s: instance %s complete (attempt %d)", l->node_id, l->instance_id,
@@ -806,6 +829,8 @@ begin_attempt(struct sm_launch *l)
 	args.az = l->az;
 	m = r->ops->create_machine(r->a, &args);
 	l->phase = LP_CREATE;
+	l->t_attempt = mono();
+	l->t_named = 0;
 	l->run = sm_run_start(r, m, l->launch_timeout, create_done, create_progress, l);
 }
 
@@ -833,6 +858,7 @@ sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launc
 	l->launch_timeout = p->launch_timeout;
 	l->boot_timeout = p->boot_timeout;
 	l->use_internal_ip = p->use_internal_ip;
+	l->provider = p->provider != NULL ? dupz(p->provider) : NULL;
 	l->t_start = mono();
 	l->done = done;
 	l->named = p->named;

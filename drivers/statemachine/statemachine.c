@@ -35,6 +35,7 @@
 #include <event2/event.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "nodescan.h"
 #include "strset.h"
 
@@ -528,6 +529,7 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	p.launch_timeout = dp->cfg->launch_timeout;
 	p.boot_timeout = dp->cfg->boot_timeout;
 	p.use_internal_ip = lab->pool->use_internal_ip;
+	p.provider = dp->cfg->provider;
 	p.named = launch_named;
 	g->sl = sm_launch_start(dp->runner, n, &p, launch_done, g);
 	json_decref(meta);
@@ -593,7 +595,7 @@ leak_deleted(int ok, const char *error, void *arg)
 {
 	struct leak_ctx *x = arg;
 	struct drv_provider *dp = x->dp;
-	char key[128];
+	char key[512];
 
 	if (ok) {
 		snprintf(key, sizeof(key), "leaked.%ss", x->type);
@@ -602,6 +604,10 @@ leak_deleted(int ok, const char *error, void *arg)
 		    json_integer(json_integer_value(json_object_get(dp->leaked, key)) + 1));
 		log_info("provider %s: deleted leaked %s %s (%s%s)", dp->cfg->provider, x->type,
 			 x->id, strncmp(x->node_id, "upload:", 7) == 0 ? "" : "node ", x->node_id);
+		/* as upstream's cleanupLeakedResources, once per resource deleted */
+		snprintf(key, sizeof(key), "nodepool.provider.%s.leaked.%ss", dp->cfg->provider,
+			 x->type);
+		metrics_statsd_incr(key, 1);
 		stats_refresh(dp);
 	} else {
 		log_warn("provider %s: unable to delete leaked %s %s (%s): %s", dp->cfg->provider,
@@ -686,6 +692,11 @@ sm_drv_cleanup(struct drv_provider *dp)
 	}
 	if (dp->quota_stale || mono() - dp->quota_time > SM_MAX_QUOTA_AGE)
 		quota_refresh(dp);
+	/* the uploads a diskimage label boots from: a new upload, or one
+	 * `nodepool image-delete` marked deleting, is seen within a cleanup
+	 * interval (upstream watches the image tree) */
+	if (dp->images != NULL)
+		sm_images_refresh(dp->images);
 }
 
 /* ---- life cycle
@@ -836,4 +847,111 @@ sm_drv_dump(struct drv_provider *dp, struct evbuffer *out)
 	sm_runner_dump(dp->runner, out);
 	if (dp->ops->dump != NULL)
 		dp->ops->dump(dp->ad, out);
+}
+
+/* ---- image management (the builder's upload workers) ----------------------------------- */
+
+struct img_call {
+	drv_image_upload_cb up;
+	drv_image_delete_cb del;
+	void *arg;
+	char *error; /* an answer decided before any adapter call */
+};
+
+static void
+img_upload_answer(const char *external_id, const char *error, void *arg)
+{
+	struct img_call *ic = arg;
+
+	ic->up(external_id, error, ic->arg);
+	free(ic->error);
+	free(ic);
+}
+
+static void
+img_delete_answer(int ok, const char *error, void *arg)
+{
+	struct img_call *ic = arg;
+
+	ic->del(ok, error, ic->arg);
+	free(ic->error);
+	free(ic);
+}
+
+/* An error known at once, reported from the loop as the contract says. */
+static void
+img_refuse_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct img_call *ic = arg;
+	char *e = ic->error;
+
+	ic->error = NULL;
+	if (ic->up != NULL)
+		img_upload_answer(NULL, e, ic);
+	else
+		img_delete_answer(0, e, ic);
+	free(e);
+}
+
+static void
+img_refuse(struct drv_provider *dp, struct img_call *ic, const char *fmt, const char *a)
+{
+	char buf[512];
+
+	snprintf(buf, sizeof(buf), fmt, a);
+	ic->error = strdup(buf);
+	if (event_base_once(dp->env.base, -1, EV_TIMEOUT, img_refuse_cb, ic, NULL) != 0)
+		abort();
+}
+
+void
+sm_drv_image_upload(struct drv_provider *dp, const struct drv_image_upload *u,
+		    drv_image_upload_cb cb, void *arg)
+{
+	struct img_call *ic = calloc(1, sizeof(*ic));
+	const struct sm_image *im = NULL;
+	struct sm_upload_args a;
+	size_t i;
+
+	if (ic == NULL)
+		abort();
+	ic->up = cb;
+	ic->arg = arg;
+	for (i = 0; i < dp->cfg->ndiskimages; i++)
+		if (strcmp(dp->cfg->diskimages[i].name, u->image) == 0)
+			im = &dp->cfg->diskimages[i];
+	if (dp->ops->upload_image == NULL) {
+		img_refuse(dp, ic, "the %s adapter cannot upload images", dp->ops->name);
+		return;
+	}
+	if (im == NULL) {
+		img_refuse(dp, ic, "no diskimage %s in this provider", u->image);
+		return;
+	}
+	memset(&a, 0, sizeof(a));
+	a.image = im;
+	a.image_name = u->image_name;
+	a.filename = u->filename;
+	a.format = u->format;
+	a.metadata = u->metadata;
+	a.md5 = u->md5;
+	a.sha256 = u->sha256;
+	dp->ops->upload_image(dp->ad, &a, img_upload_answer, ic);
+}
+
+void
+sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_image_delete_cb cb,
+		    void *arg)
+{
+	struct img_call *ic = calloc(1, sizeof(*ic));
+
+	if (ic == NULL)
+		abort();
+	ic->del = cb;
+	ic->arg = arg;
+	if (dp->ops->delete_image == NULL) {
+		img_refuse(dp, ic, "the %s adapter cannot delete images", dp->ops->name);
+		return;
+	}
+	dp->ops->delete_image(dp->ad, external_id, img_delete_answer, ic);
 }

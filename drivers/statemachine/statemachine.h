@@ -190,6 +190,9 @@ struct sm_launch_params {
 	double launch_timeout;		  /* per attempt, from its create machine's start */
 	double boot_timeout;		  /* the nodescan deadline */
 	int use_internal_ip;		  /* interface_ip = private address when there is one */
+	/* The provider's name, for the launch phase histograms (metrics.h:
+	 * create, boot, keyscan); copied; NULL records none. */
+	const char *provider;
 	/*
 	 * Called (may be NULL) with the launch's arg each time node->external_id
 	 * starts naming a new instance: the first attempt's, once the cloud
@@ -268,6 +271,12 @@ void sm_drv_launch(struct drv_provider *dp, struct drv_launch *l);
 void sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l);
 void sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d);
 void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
+/* Through the adapter's upload_image / delete_image (an adapter without
+ * them answers with an error, on the loop). */
+void sm_drv_image_upload(struct drv_provider *dp, const struct drv_image_upload *u,
+			 drv_image_upload_cb cb, void *arg);
+void sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_image_delete_cb cb,
+			 void *arg);
 
 #define SM_DRIVER_SLOTS                                                                            \
 	.provider_start = sm_drv_provider_start, .provider_stop = sm_drv_provider_stop,            \
@@ -276,7 +285,8 @@ void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
 	.label_error = sm_drv_label_error, .provider_limits = sm_drv_provider_limits,              \
 	.pool_azs = sm_drv_pool_azs, .launch = sm_drv_launch,                                      \
 	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,                  \
-	.dump = sm_drv_dump
+	.dump = sm_drv_dump, .image_upload = sm_drv_image_upload,                                  \
+	.image_delete = sm_drv_image_delete
 
 /* ---- diskimage uploads (images.c) ---------------------------------------------------- */
 

@@ -88,6 +88,10 @@ struct pending {
 	char key[64]; /* "<host index>/<slot>" */
 	char *id;     /* the new node's id, NULL while the create is in flight */
 	double since; /* monotonic seconds at the create's reply */
+	/* the create's outcome is unknown (connection lost): held until the
+	 * caches have re-synced (drv_sync_epoch past epoch) */
+	int unknown;
+	unsigned epoch;
 };
 
 #define PENDING_MAX 30.0
@@ -334,13 +338,17 @@ pending_find(struct drv_provider *dp, const char *key, const char *id)
 }
 
 static void
-reg_done(const char *node_id, void *arg)
+reg_done(const char *node_id, int unknown, void *arg)
 {
 	struct reg *r = arg;
 	struct pending **pp = pending_find(r->dp, r->key, NULL);
 
 	if (pp != NULL) {
-		if (node_id == NULL)
+		if (node_id == NULL && unknown) {
+			/* it may have landed: the re-synced node cache tells */
+			(*pp)->unknown = 1;
+			(*pp)->epoch = drv_sync_epoch(r->dp->lc);
+		} else if (node_id == NULL)
 			pending_drop(pp); /* failed: the next sync tries again */
 		else {
 			(*pp)->id = strdup(node_id);
@@ -360,7 +368,8 @@ pending_settle(struct drv_provider *dp, const struct np_node **nodes, size_t n)
 
 	while (*pp != NULL) {
 		struct pending *p = *pp;
-		int seen = p->id != NULL && now - p->since > PENDING_MAX;
+		int seen = (p->id != NULL && now - p->since > PENDING_MAX) ||
+			   (p->unknown && drv_sync_epoch(dp->lc) != p->epoch);
 		for (i = 0; i < n && !seen && p->id != NULL; i++)
 			seen = nodes[i]->id != NULL && strcmp(nodes[i]->id, p->id) == 0;
 		if (seen)
@@ -492,7 +501,9 @@ static_sync(struct drv_provider *dp)
 	int peers = -1; /* not looked up yet */
 	char who[256];
 
-	if (dp->stopped)
+	/* not on a view that is not current (provider_start comes again
+	 * once the caches have re-synced) */
+	if (dp->stopped || !drv_in_sync(dp->lc))
 		return;
 	n = drv_provider_nodes(dp->lc, &nodes);
 	pending_settle(dp, nodes, n);

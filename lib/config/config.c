@@ -1347,7 +1347,7 @@ provider_build(const struct typed_index *dix, struct np_provider *p, const struc
 		p->image_format = dup_str(raw, "image-format", "raw");
 	else if (drv_is(drv, "azure"))
 		p->image_format = cfg_strdup("vhd");
-	else if (drv_is(drv, "ibmvpc"))
+	else if (drv_is(drv, "ibmvpc") || drv_is(drv, "fake"))
 		p->image_format = dup_str(raw, "image-format", "qcow2");
 	if (drv_is(drv, "openstack"))
 		p->image_upload_timeout = np_cfg_int(raw, "image-upload-timeout", 3600);

@@ -41,3 +41,17 @@ np_config_worker_slice(const struct np_config *cfg, const char *provider)
 	}
 	return slice;
 }
+
+json_t *
+np_config_web_slice(const struct np_config *cfg)
+{
+	json_t *tls = json_null();
+
+	if (cfg->zk_tls_ca != NULL || cfg->zk_tls_cert != NULL || cfg->zk_tls_key != NULL)
+		tls = json_pack("{s:s?, s:s?, s:s?}", "ca", cfg->zk_tls_ca, "cert",
+				cfg->zk_tls_cert, "key", cfg->zk_tls_key);
+	return json_pack("{s:{s:s?, s:f, s:o}, s:{s:i, s:s}}", "zookeeper", "hosts", cfg->zk_hosts,
+			 "timeout", cfg->zk_timeout, "tls", tls, "webapp", "port", cfg->webapp_port,
+			 "listen_address",
+			 cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0");
+}

@@ -7,10 +7,12 @@
  * pools offer it, and every other worker's slice has that label's
  * min-ready set to 0.
  *
- * Likewise the web API (webapp: port, listen_address) is served by one
- * worker: the slice of the first provider in nodepool.yaml has a `webapp`
- * section (the configured values or the defaults 8005 and 0.0.0.0), the
- * others have none.
+ * A standalone nodepool-launcher (no nodepoold) serves the web API as
+ * upstream's launcher does: the slice of the first provider in
+ * nodepool.yaml has a `webapp` section (the configured values or the
+ * defaults 8005 and 0.0.0.0), the others have none. Under nodepoold the
+ * web API is a process of its own (nodepool-web, web/), which gets
+ * np_config_web_slice(), and no worker's slice has `webapp`.
  */
 #ifndef NP_SLICE_H
 #define NP_SLICE_H
@@ -21,6 +23,13 @@ struct np_config;
 
 /* New reference, or NULL if there is no such provider. */
 json_t *np_config_worker_slice(const struct np_config *cfg, const char *provider);
+/*
+ * What nodepool-web needs (new reference):
+ *   {"zookeeper": {"hosts": "h:p,...[/chroot]" or null, "timeout": seconds,
+ *                  "tls": {"ca", "cert", "key"} or null},
+ *    "webapp": {"port": 8005, "listen_address": "0.0.0.0"}}
+ */
+json_t *np_config_web_slice(const struct np_config *cfg);
 /* The provider that owns min-ready for label, or NULL if none offers it. */
 const char *np_config_min_ready_owner(const struct np_config *cfg, const char *label);
 

@@ -57,6 +57,10 @@ role_peer(enum chan_role role)
 		return "a control client";
 	case CHAN_CTL_CLIENT:
 		return "nodepoold";
+	case CHAN_POOL_PARENT:
+		return "a builder worker";
+	case CHAN_POOL_CHILD:
+		return "the builder";
 	}
 	return "the peer";
 }
@@ -297,6 +301,14 @@ chan_new(struct event_base *base, int fd, enum chan_role role, size_t max_frame,
 	case CHAN_CTL_CLIENT:
 		ch->recv_dir = IPC_DIR_CTL_REPLY;
 		ch->send_dir = IPC_DIR_CTL_REQUEST;
+		break;
+	case CHAN_POOL_PARENT:
+		ch->recv_dir = IPC_DIR_POOL_TO_BUILDER;
+		ch->send_dir = IPC_DIR_BUILDER_TO_POOL;
+		break;
+	case CHAN_POOL_CHILD:
+		ch->recv_dir = IPC_DIR_BUILDER_TO_POOL;
+		ch->send_dir = IPC_DIR_POOL_TO_BUILDER;
 		break;
 	}
 	ch->max_frame = max_frame == 0 ? IPC_FRAME_MAX_DEFAULT : max_frame;

@@ -44,10 +44,13 @@
 struct chan;
 
 enum chan_role {
-	CHAN_SUPERVISOR, /* supervisor's end of a child link: receives worker->supervisor */
-	CHAN_CHILD,	 /* a worker's or builder's end (fd 3): receives supervisor->child */
-	CHAN_CTL_SERVER, /* supervisor's end of a control connection (untrusted peer) */
-	CHAN_CTL_CLIENT	 /* nodepoolctl's end */
+	CHAN_SUPERVISOR,  /* supervisor's end of a child link: receives worker->supervisor */
+	CHAN_CHILD,	  /* a worker's or builder's end (fd 3): receives supervisor->child */
+	CHAN_CTL_SERVER,  /* supervisor's end of a control connection (untrusted peer) */
+	CHAN_CTL_CLIENT,  /* nodepoolctl's end */
+	CHAN_POOL_PARENT, /* nodepool-builder's end of a link to one of its
+			     build/upload workers: receives JOB_DONE */
+	CHAN_POOL_CHILD	  /* a build/upload worker's end (fd 3): receives JOB */
 };
 
 enum chan_event {

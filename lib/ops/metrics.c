@@ -66,6 +66,15 @@ metrics_set_statsd(struct statsd *s)
 	g_statsd = s;
 }
 
+void
+metrics_statsd_incr(const char *name, long long n)
+{
+	if (g_statsd == NULL || name == NULL)
+		return;
+	statsd_incr(g_statsd, name, n);
+	statsd_flush(g_statsd);
+}
+
 static struct prov_metrics *
 prov_get(const char *provider)
 {
@@ -290,10 +299,15 @@ pub_timer(evutil_socket_t fd, short what, void *arg)
 {
 	struct metrics_pub *p = arg;
 	struct timeval tv;
+	double next;
 
 	pub_tick(p);
-	tv.tv_sec = (time_t)p->interval;
-	tv.tv_usec = (suseconds_t)((p->interval - (double)tv.tv_sec) * 1e6);
+	/* until the record is read and written (the session may not be up
+	 * yet, a write may have failed), look again soon rather than a whole
+	 * stats-interval later */
+	next = p->record == NULL || p->last == NULL ? fmin(0.2, p->interval) : p->interval;
+	tv.tv_sec = (time_t)next;
+	tv.tv_usec = (suseconds_t)((next - (double)tv.tv_sec) * 1e6);
 	evtimer_add(p->timer, &tv);
 }
 
@@ -347,6 +361,14 @@ const json_t *
 metrics_pub_record(const struct metrics_pub *p)
 {
 	return p ? p->record : NULL;
+}
+
+json_t *
+metrics_pub_live(const struct metrics_pub *p)
+{
+	if (p == NULL || !g_base_loaded || p->record == NULL)
+		return NULL;
+	return metrics_record(p->provider, g_base);
 }
 
 static void
@@ -743,6 +765,22 @@ render_record(struct out *o, const json_t *r, int what)
 	}
 }
 
+/* The record of provider in an array of records, or NULL. */
+static const json_t *
+record_of(const json_t *records, const char *provider)
+{
+	const json_t *r;
+	size_t i;
+
+	json_array_foreach(records, i, r)
+	{
+		const char *p = json_string_value(json_object_get(r, "provider"));
+		if (p != NULL && strcmp(p, provider) == 0)
+			return r;
+	}
+	return NULL;
+}
+
 /* Entries of a decoding cache with a body that did not decode. */
 static int
 unreadable(const struct zk_cache *c)
@@ -762,10 +800,10 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	struct out o = {NULL, 0, 0};
 	const struct zk_cache_entry *const *ents;
 	json_t *byprov = json_object(), *bylabel = json_object(), *recs = json_array(), *r;
-	const char *live_prov = json_string_value(json_object_get(live, "provider"));
+	json_t *lives = json_array();
 	long long reqs[NP_REQ_STATE_COUNT] = {0};
 	size_t j;
-	int i, n, st, what;
+	int i, n, st, what, unread_nodes = 0;
 	static const char *const help[5][3] = {
 	    {"nodepool_launches_total", "counter", "Node launches by provider and result."},
 	    {"nodepool_launch_duration_seconds", "histogram",
@@ -790,13 +828,17 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	}
 	n = v->nodes ? zk_cache_entries(v->nodes, &ents) : 0;
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
+		struct np_node *tmp;
+		const struct np_node *nd = status_node_of(ents[i], &tmp);
 		const char *sn;
-		if (nd == NULL || (sn = np_node_state_name(nd->state)) == NULL)
-			continue;
-		count_inc(byprov, nd->provider ? nd->provider : "", sn, 0);
-		for (j = 0; j < nd->type.n; j++)
-			count_inc(bylabel, nd->type.v[j], sn, 0);
+		if (nd == NULL && ents[i]->len > 0 && strcmp(ents[i]->name, "lock") != 0)
+			unread_nodes++; /* decoded here when the cache keeps text only */
+		if (nd != NULL && (sn = np_node_state_name(nd->state)) != NULL) {
+			count_inc(byprov, nd->provider ? nd->provider : "", sn, 0);
+			for (j = 0; j < nd->type.n; j++)
+				count_inc(bylabel, nd->type.v[j], sn, 0);
+		}
+		np_node_free(tmp);
 	}
 	outf(&o, "# HELP nodepool_nodes Nodes by provider and state.\n"
 		 "# TYPE nodepool_nodes gauge\n");
@@ -824,7 +866,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	outf(&o, "# HELP nodepool_unreadable_records Records in ZooKeeper that are not JSON "
 		 "objects (skipped by the launcher, left in place).\n"
 		 "# TYPE nodepool_unreadable_records gauge\n");
-	outf(&o, "nodepool_unreadable_records{kind=\"node\"} %d\n", unreadable(v->nodes));
+	outf(&o, "nodepool_unreadable_records{kind=\"node\"} %d\n", unread_nodes);
 	outf(&o, "nodepool_unreadable_records{kind=\"request\"} %d\n", unreadable(v->requests));
 
 	outf(&o,
@@ -833,15 +875,23 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	     "nodepool_launcher_ready %d\n",
 	     v->ready ? 1 : 0);
 
-	/* per-worker records; the live one replaces its stored copy */
+	/* per-worker records; a live one replaces the stored copy */
+	if (json_is_object(live))
+		json_array_append(lives, (json_t *)live);
+	else if (json_is_array(live))
+		json_array_extend(lives, (json_t *)live);
 	json_array_foreach(records, j, r)
 	{
 		const char *p = json_string_value(json_object_get(r, "provider"));
-		if (p != NULL && (live_prov == NULL || strcmp(p, live_prov) != 0))
+		if (p != NULL && record_of(lives, p) == NULL)
 			json_array_append(recs, r);
 	}
-	if (live_prov != NULL)
-		json_array_append(recs, (json_t *)live);
+	json_array_foreach(lives, j, r)
+	{
+		if (json_string_value(json_object_get(r, "provider")) != NULL)
+			json_array_append(recs, r);
+	}
+	json_decref(lives);
 	for (what = 0; what < 5; what++) {
 		outf(&o, "# HELP %s %s\n# TYPE %s %s\n", help[what][0], help[what][2],
 		     help[what][0], help[what][1]);

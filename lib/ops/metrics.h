@@ -7,9 +7,12 @@
  *   metrics_launch_done(provider, az, requestor, drv_result, seconds)
  *   metrics_launch_result(provider, az, requestor, "error.keyscan", seconds)
  * The launcher reports the quota wait and every launch's end (with the
- * whole launch as the "total" phase); drivers that know more (the state
- * machine framework: create, boot, keyscan) report those phases, and may
- * end a launch with a precise upstream result name through
+ * whole launch as the "total" phase); drivers that know more report those
+ * phases: the state machine framework (drivers/statemachine/runner.c)
+ * records, per attempt, create (the create call until the cloud names the
+ * server), boot (named until the create machine is done: active,
+ * addressable) and keyscan (host keys scanned, when host-key-checking). A
+ * driver may also end a launch with a precise upstream result name through
  * metrics_launch_result instead (then the launcher's call is not made for
  * that launch: exactly one end per launch).
  *
@@ -28,8 +31,17 @@
  * upstream Nodepool and Zuul), written every stats-interval when changed.
  * A starting worker reads its record first and continues from it, so the
  * counters survive restarts and `starts` counts the worker's starts; the
- * web-serving worker reads every record when /metrics is asked for.
+ * web API reads every record when /metrics is asked for.
  * Figures since the last write are lost when a worker dies.
+ *
+ * Under nodepoold the web API is a process of its own (nodepool-web) and
+ * the figures reach it fresher than that: each worker's STATUS reply to
+ * the supervisor's poll carries its record (metrics_pub_live), and the
+ * supervisor passes it on to nodepool-web as a METRICS message
+ * (protocol/ipc_types.h); those live records replace the stored ones of
+ * the same provider. The znodes remain what makes counters continue
+ * across restarts, and what a web process that (re)started reads for the
+ * providers whose workers have not reported to it yet.
  */
 #ifndef NP_METRICS_H
 #define NP_METRICS_H
@@ -62,6 +74,10 @@ extern const double metrics_buckets[METRICS_NBUCKETS];
 
 /* Where launch ends also go (NULL: nowhere). Not owned. */
 void metrics_set_statsd(struct statsd *s);
+/* A statsd counter (name: the whole key, e.g.
+ * "nodepool.provider.<p>.leaked.instances"), sent at once; nothing
+ * without statsd. */
+void metrics_statsd_incr(const char *name, long long n);
 
 void metrics_launch_phase(const char *provider, enum metrics_phase phase, double seconds);
 /* drv_result: enum drv_launch_result (driver.h): ready, failed
@@ -98,6 +114,10 @@ void metrics_pub_reset(struct metrics_pub *p);
 void metrics_pub_free(struct metrics_pub *p);
 /* The record as last written (or NULL before the base was read). */
 const json_t *metrics_pub_record(const struct metrics_pub *p);
+/* The record as it stands now: base + this process's figures (new
+ * reference), or NULL before the base was read (a record then would look
+ * like counters starting from zero). */
+json_t *metrics_pub_live(const struct metrics_pub *p);
 
 /* ---- /metrics (the web-serving worker) ------------------------------------------ */
 
@@ -112,9 +132,9 @@ void metrics_load_cancel(struct metrics_load *l);
  * The Prometheus text exposition (format 0.0.4): nodes by provider and
  * state, by label and state, requests by state (from the view's caches),
  * the launcher's readiness, and from the records (an array; live, when
- * given, replaces the record of the same provider): launches by provider
- * and result, launch phase histograms, request outcomes, worker starts
- * and restarts. malloc'd.
+ * given, is one record or an array of them, each replacing the stored
+ * record of the same provider): launches by provider and result, launch
+ * phase histograms, request outcomes, worker starts and restarts. malloc'd.
  */
 char *metrics_render(const struct status_view *v, const json_t *records, const json_t *live);
 

@@ -207,6 +207,7 @@ struct statsd_reporter {
 	struct zk *zk; /* the session the election lock belongs to */
 	struct zk_lock *election;
 	int acquiring;
+	int local; /* also the launcher gauges (standalone worker) */
 	char identifier[300];
 };
 
@@ -479,6 +480,39 @@ statsd_reporter_tick(struct statsd_reporter *r)
 	if (statsd_reporter_leader(r) && v.nodes != NULL && zk_cache_synced(v.nodes))
 		report_nodes(r, &v);
 	statsd_flush(r->s);
+	if (r->local && v.zk != NULL)
+		statsd_launcher_stats(r->s, zk_pending(v.zk));
+}
+
+void
+statsd_reporter_set_local(struct statsd_reporter *r, int local)
+{
+	if (r != NULL)
+		r->local = local;
+}
+
+void
+statsd_launcher_stats(struct statsd *s, long long zk_queue)
+{
+	static const char *const caches[] = {"node_cache", "request_cache", "image_cache"};
+	static const char *const queues[] = {"event_queue", "playback_queue"};
+	char host[256], name[512];
+	size_t i, j;
+
+	if (s == NULL)
+		return;
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(name, sizeof(name), "nodepool.launcher.%s.zk.client.connection_queue", host);
+	statsd_gauge(s, name, (double)zk_queue);
+	for (i = 0; i < 3; i++)
+		for (j = 0; j < 2; j++) {
+			snprintf(name, sizeof(name), "nodepool.launcher.%s.zk.%s.%s", host,
+				 caches[i], queues[j]);
+			statsd_gauge(s, name, 0);
+		}
+	statsd_flush(s);
 }
 
 static void

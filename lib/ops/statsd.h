@@ -30,7 +30,19 @@
  *   nodepool.label.<label>.nodes.<state>            (registered labels zero-filled)
  *   nodepool.provider.<provider>.pool.<pool>.addressable_requests
  * Launch timers and counters (nodepool.launch.*) are sent by lib/ops/metrics.c
- * when a launch ends, from the worker that ran it.
+ * when a launch ends, from the worker that ran it; leak cleanup counters
+ * (nodepool.provider.<provider>.leaked.<type>s) by the state machine
+ * framework when it deletes a leaked resource.
+ *
+ * The launcher's own gauges, as upstream's _localStats / reportStats (every
+ * 10 s there; every stats-interval here), statsd_launcher_stats():
+ *   nodepool.launcher.<hostname>.zk.client.connection_queue
+ *   nodepool.launcher.<hostname>.zk.{node,request,image}_cache.{event,playback}_queue
+ * One emitter per host: nodepoold, for its workers together (the sum of
+ * their ZooKeeper operations in flight, from their STATUS); a standalone
+ * worker (statsd_reporter_set_local) for itself. Our caches apply watch
+ * events on the loop as they arrive, so the cache queues, kazoo's backlog
+ * of events not yet applied, are always 0.
  */
 #ifndef NP_STATSD_H
 #define NP_STATSD_H
@@ -63,6 +75,11 @@ void statsd_flush(struct statsd *s);
 unsigned long long statsd_sent(const struct statsd *s);
 unsigned long long statsd_dropped(const struct statsd *s);
 
+/* The launcher gauges above for this host (gethostname(), as upstream's
+ * socket.gethostname()), with zk_queue ZooKeeper operations in flight;
+ * sent at once. NULL s is a no-op. */
+void statsd_launcher_stats(struct statsd *s, long long zk_queue);
+
 /* As upstream's normalize_statsd_name: '.' and ':' become '_'. Into buf. */
 char *statsd_normalize(const char *name, char *buf, size_t size);
 
@@ -81,6 +98,9 @@ struct statsd_reporter *statsd_reporter_new(struct event_base *base, struct stat
  * lock belongs to that session). The next tick starts over. */
 void statsd_reporter_reset(struct statsd_reporter *r);
 void statsd_reporter_free(struct statsd_reporter *r);
+/* A launcher with no nodepoold above it: each tick also sends the
+ * launcher gauges (statsd_launcher_stats) of its own session. */
+void statsd_reporter_set_local(struct statsd_reporter *r, int local);
 /* 1 while this process holds the stats election. */
 int statsd_reporter_leader(const struct statsd_reporter *r);
 /* Send the gauges now (also called by the timer). */

@@ -961,6 +961,33 @@ status_add_label(struct status_table *t, const char *label)
 
 /* ---- from the caches ---------------------------------------------------------------------- */
 
+const struct np_node *
+status_node_of(const struct zk_cache_entry *e, struct np_node **tmp)
+{
+	char err[256];
+
+	*tmp = NULL;
+	if (e == NULL)
+		return NULL;
+	if (e->obj != NULL)
+		return e->obj;
+	if (e->data == NULL || e->len <= 0 ||
+	    np_node_decode(e->name, e->data, (size_t)e->len, tmp, err, sizeof(err)) != 0)
+		return NULL; /* malformed: skipped (its decoder logged it) */
+	return *tmp;
+}
+
+static void
+add_node_entry(struct status_table *t, const struct zk_cache_entry *e, double now)
+{
+	struct np_node *tmp;
+	const struct np_node *nd = status_node_of(e, &tmp);
+
+	if (nd != NULL)
+		status_add_node(t, nd, e->locked, now);
+	np_node_free(tmp);
+}
+
 void
 status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes, const char *node_id,
 			double now)
@@ -971,15 +998,12 @@ status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes, co
 	if (nodes == NULL)
 		return;
 	if (node_id != NULL && *node_id != '\0') {
-		const struct zk_cache_entry *e = zk_cache_get(nodes, node_id);
-		if (e != NULL && e->obj != NULL)
-			status_add_node(t, e->obj, e->locked, now);
+		add_node_entry(t, zk_cache_get(nodes, node_id), now);
 		return;
 	}
 	n = zk_cache_entries(nodes, &ents);
 	for (i = 0; i < n; i++)
-		if (ents[i]->obj != NULL)
-			status_add_node(t, ents[i]->obj, ents[i]->locked, now);
+		add_node_entry(t, ents[i], now);
 }
 
 void

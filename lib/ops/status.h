@@ -38,6 +38,7 @@
 
 struct zk;
 struct zk_cache;
+struct zk_cache_entry;
 
 /* One column: the key in the row objects and the text header. */
 struct status_column {
@@ -160,10 +161,19 @@ typedef void (*status_view_fn)(void *arg, struct status_view *out);
 /* ---- whole listings from the launcher's caches (the web API) -------------- */
 
 /* Nodes of a /nodepool/nodes cache (ZK_CACHE_DATA | ZK_CACHE_LOCKS, decoded
- * np_node objects), in child-name order; node_id non-NULL and non-empty
- * lists that node only (none if unknown). */
+ * np_node objects, or raw records decoded here for the listing), in
+ * child-name order; node_id non-NULL and non-empty lists that node only
+ * (none if unknown). */
 void status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes,
 			     const char *node_id, double now);
+/*
+ * The node of a /nodepool/nodes cache entry: its decoded object, or, in a
+ * cache kept without a codec (nodepool-web keeps only the records' text,
+ * a third of the memory), the record decoded now into *tmp, which the
+ * caller frees with np_node_free (NULL when nothing was decoded). NULL for
+ * an empty or malformed record.
+ */
+const struct np_node *status_node_of(const struct zk_cache_entry *e, struct np_node **tmp);
 /* Requests of a /nodepool/requests cache (np_request objects). */
 void status_requests_from_cache(struct status_table *t, const struct zk_cache *requests);
 /* The union of supported labels of a /nodepool/components/pool cache

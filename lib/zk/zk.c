@@ -124,6 +124,14 @@ struct zk_call {
 	char *created;
 	int final_rc;
 	int outstanding; /* rqs in flight */
+	/* re-sent after a lost connection (zk_set_retry): what to send again */
+	int retry;
+	int version;		  /* set, delete */
+	int recursive;		  /* delete */
+	int resent;		  /* sent again at least once: its first try may have landed */
+	struct zk_multi_op *mops; /* multi: deep copy (paths, data owned) */
+	int mcount;
+	struct zk_call *pnext; /* zk->parked, in submission order */
 };
 
 enum zk_item_kind {
@@ -184,6 +192,9 @@ struct zk {
 	struct zk_watch *watches;
 	struct zk_listener *listeners;
 	struct zk_listener *liter; /* next listener of a running emit */
+
+	int retry_mode;		       /* zk_set_retry() */
+	struct zk_call *phead, *ptail; /* calls parked until the connection is back */
 
 	int dispatching;
 	int free_requested;
@@ -607,6 +618,14 @@ call_free(struct zk *zk, struct zk_call *c)
 	if (c->next != NULL)
 		c->next->prev = c->prev;
 	zk->ncalls--;
+	if (c->mops != NULL) {
+		int i;
+		for (i = 0; i < c->mcount; i++) {
+			free((char *)c->mops[i].path);
+			free((void *)c->mops[i].data);
+		}
+		free(c->mops);
+	}
 	free(c->path);
 	free(c->data);
 	free(c->created);
@@ -785,10 +804,24 @@ pub_dispatch(const struct zk_result *r, void *arg)
 	}
 }
 
-/* Report r for c (unless cancelled, or torn down by zk_free) and free c. */
+static void park(struct zk *zk, struct zk_call *c);
+
+/* Report r for c (unless cancelled, or torn down by zk_free) and free c.
+ * A call made with retry that failed for a lost connection in its session
+ * is parked instead, to be sent again once connected (zk_set_retry). */
 static void
 call_finish(struct zk *zk, struct zk_call *c, struct zk_result *r)
 {
+	if (c->retry && (r->rc == ZCONNECTIONLOSS || r->rc == ZOPERATIONTIMEOUT) && !zk->closing &&
+	    c->gen == zk->gen &&
+	    (c->cb != NULL || c->kind == ZK_OP_SET || c->kind == ZK_OP_DELETE ||
+	     c->kind == ZK_OP_MULTI)) {
+		park(zk, c);
+		return;
+	}
+	if (c->retry && (r->rc == ZCONNECTIONLOSS || r->rc == ZOPERATIONTIMEOUT) && !zk->closing &&
+	    c->gen != zk->gen)
+		r->rc = ZSESSIONEXPIRED; /* lost with the session it was sent in */
 	r->path = c->path;
 	r->gen = c->gen;
 	if (c->cb != NULL && (!zk->closing || c->always))
@@ -919,6 +952,11 @@ rq_result(struct zk *zk, struct zk_item *it)
 	struct zk_result r;
 	int registered;
 
+	/* A TLS handshake that fails while the server is away (a proxy that
+	 * accepts and closes, say) fails the requests queued meanwhile with
+	 * ZSSLCONNECTIONERROR: for the caller that is a lost connection. */
+	if (it->rc == ZSSLCONNECTIONERROR)
+		it->rc = ZCONNECTIONLOSS;
 	c->outstanding--;
 	if (rq->watch != NULL) {
 		/* ZooKeeper sets the watch on success only, and exists() also on
@@ -991,8 +1029,108 @@ rq_result(struct zk *zk, struct zk_item *it)
 		free(mr);
 		return;
 	}
+	if (rq->kind == ZK_OP_SET && it->rc == ZBADVERSION && c->resent && c->version >= 0) {
+		/* Sent again after a lost connection: the first try may have
+		 * landed and moved the version. Ours if the data is ours. */
+		rq_free(rq);
+		rq_send(zk, c, NULL, ZK_OP_GET, 2, c->path, NULL, 0, 0, 0, NULL, NULL, NULL);
+		return;
+	}
+	if (rq->kind == ZK_OP_GET && rq->step == 2) {
+		if (it->rc == ZOK && it->len == c->len &&
+		    (c->len == 0 || memcmp(it->value, c->data, (size_t)c->len) == 0)) {
+			log_debug("zookeeper: set %s landed before the connection was lost",
+				  c->path);
+		} else if (it->rc == ZOK) {
+			r.rc = ZBADVERSION;
+			r.stat = NULL;
+		}
+		r.value = NULL;
+		r.len = 0;
+	}
 	rq_free(rq);
 	call_finish(zk, c, &r);
+}
+
+/* ---- calls waiting for the connection (zk_set_retry) ---------------------- */
+
+static void
+park(struct zk *zk, struct zk_call *c)
+{
+	c->outstanding = 0;
+	c->final_rc = 1;
+	c->attempts = 0;
+	c->pnext = NULL;
+	if (zk->ptail != NULL)
+		zk->ptail->pnext = c;
+	else
+		zk->phead = c;
+	zk->ptail = c;
+}
+
+static void multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int count);
+
+/* Send a parked call again, as it was first sent. */
+static void
+resend(struct zk *zk, struct zk_call *c)
+{
+	c->gen = zk->gen;
+	switch (c->kind) {
+	case ZK_OP_SET:
+		c->resent = 1;
+		rq_send(zk, c, NULL, ZK_OP_SET, 0, c->path, c->data, c->len, 0, c->version, NULL,
+			NULL, NULL);
+		break;
+	case ZK_OP_DELETE:
+		c->resent = 1;
+		if (c->recursive)
+			rdel_start(zk, rdel_new(c, NULL, c->path, c->version));
+		else
+			rq_send(zk, c, NULL, ZK_OP_DELETE, 0, c->path, NULL, 0, 0, c->version, NULL,
+				NULL, NULL);
+		break;
+	case ZK_OP_MULTI:
+		c->resent = 1;
+		multi_send(zk, c, c->mops, c->mcount);
+		break;
+	default: /* reads without a watch */
+		rq_send(zk, c, NULL, c->kind, 0, c->path, NULL, 0, 0, 0, NULL, NULL, NULL);
+		break;
+	}
+}
+
+/* The connection is back: send the parked calls again, in their order. */
+static void
+flush_parked(struct zk *zk)
+{
+	struct zk_call *c = zk->phead, *next;
+	int n = 0;
+
+	zk->phead = zk->ptail = NULL;
+	for (; c != NULL; c = next) {
+		next = c->pnext;
+		c->pnext = NULL;
+		resend(zk, c);
+		n++;
+	}
+	if (n > 0)
+		log_info("zookeeper: %d operation%s interrupted by the lost connection sent again",
+			 n, n == 1 ? "" : "s");
+}
+
+/* The session is gone (or zk_free): parked calls end with rc. */
+static void
+fail_parked(struct zk *zk, int rc)
+{
+	struct zk_call *c = zk->phead, *next;
+
+	zk->phead = zk->ptail = NULL;
+	for (; c != NULL; c = next) {
+		next = c->pnext;
+		c->pnext = NULL;
+		c->retry = 0;
+		call_finish_rc(zk, c, rc);
+	}
 }
 
 static void zk_emit(struct zk *zk, enum zk_event ev);
@@ -1127,6 +1265,7 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		zk->restart_delay = ZK_RESTART_MIN;
 		cid = zoo_client_id(zk->zh);
 		zk->session_id = cid != NULL ? cid->client_id : 0;
+		flush_parked(zk);
 		if (zk->handle_connected) {
 			log_info("zookeeper: reconnected, session 0x%llx",
 				 (unsigned long long)zk->session_id);
@@ -1149,6 +1288,7 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 			 (unsigned long long)zk->session_id);
 		zk_close_handle(zk, ZSESSIONEXPIRED);
 		zk_start_handle(zk);
+		fail_parked(zk, ZSESSIONEXPIRED);
 		zk_emit(zk, ZK_EV_EXPIRED);
 	} else if (it->state == ZOO_AUTH_FAILED_STATE) {
 		struct timeval tv = tv_of(zk->restart_delay);
@@ -1192,8 +1332,9 @@ zk_process(struct zk *zk, struct zk_item *it)
 			const char *why = strstr(it->str, "): ");
 
 			zk->tls_reported = 1;
-			log_warn("zookeeper: TLS connection to %s refused: %s", zk->hosts,
-				 why != NULL ? why + 3 : it->str);
+			log_warn("zookeeper: TLS handshake with %s failed: %s (the server is "
+				 "unreachable, or it or we refused the other's certificate)",
+				 zk->hosts, why != NULL ? why + 3 : it->str);
 			zk_emit(zk, ZK_EV_AUTH_FAILED);
 		}
 		break;
@@ -1436,6 +1577,7 @@ static void
 zk_destroy(struct zk *zk)
 {
 	zk->closing = 1;
+	fail_parked(zk, ZCLOSING);
 	/* Disconnected, requests end with the next failed connection attempt
 	 * (milliseconds for a refused one): wait a little for that too, since
 	 * the C client loses those still queued when it closes (mt_adaptor.c's
@@ -1688,6 +1830,9 @@ submit(struct zk *zk, const struct zk_req *req)
 	c->owner = req->owner;
 	c->always = req->always;
 	c->final_rc = 1; /* not known yet */
+	c->version = req->version;
+	c->recursive = req->recursive;
+	c->retry = req->retry;
 	if (!path_ok(req->path, req->kind == ZK_OP_CREATE && (req->flags & ZOO_SEQUENCE))) {
 		struct zk_item *it;
 		struct zk_rq *rq = rq_new(zk);
@@ -1700,6 +1845,38 @@ submit(struct zk *zk, const struct zk_req *req)
 		it->rq = rq;
 		enqueue(zk, it);
 		return c;
+	}
+	if (c->retry) {
+		int i;
+
+		if (req->kind == ZK_OP_SET) {
+			c->len = req->data != NULL && req->len > 0 ? req->len : 0;
+			c->data = xmalloc((size_t)c->len + 1);
+			if (c->len > 0)
+				memcpy(c->data, req->data, (size_t)c->len);
+		} else if (req->kind == ZK_OP_MULTI) {
+			c->mcount = req->mcount;
+			c->mops =
+			    xcalloc((size_t)(req->mcount ? req->mcount : 1), sizeof(*c->mops));
+			for (i = 0; i < req->mcount; i++) {
+				const struct zk_multi_op *o = &req->mops[i];
+				int len = o->data != NULL && o->len > 0 ? o->len : 0;
+				char *d = xmalloc((size_t)len + 1);
+
+				if (len > 0)
+					memcpy(d, o->data, (size_t)len);
+				c->mops[i] = *o;
+				c->mops[i].path = xstrdup(o->path != NULL ? o->path : "");
+				c->mops[i].data = d;
+				c->mops[i].len = len;
+			}
+		}
+		/* behind calls already waiting, or while disconnected: wait too
+		 * (a call sent now could overtake one sent before it) */
+		if (zk->phead != NULL || !zk->connected) {
+			park(zk, c);
+			return c;
+		}
 	}
 	switch (req->kind) {
 	case ZK_OP_CREATE:
@@ -1720,7 +1897,7 @@ submit(struct zk *zk, const struct zk_req *req)
 				NULL, NULL, NULL);
 		break;
 	case ZK_OP_MULTI:
-		multi_send(zk, c, req->mops, req->mcount);
+		multi_send(zk, c, c->mops != NULL ? c->mops : req->mops, req->mcount);
 		break;
 	case ZK_OP_SET:
 		rq_send(zk, c, NULL, ZK_OP_SET, 0, req->path, req->data,
@@ -1741,6 +1918,38 @@ zk_submit(struct zk *zk, const struct zk_req *req)
 	submit(zk, req);
 }
 
+/* What zk_set_retry() sends again: writes whose repetition is harmless
+ * (set, delete, a multi without creates: its version checks or deletes
+ * fail if it landed) and reads without a watch. */
+static int
+retryable(const struct zk_req *req)
+{
+	int i;
+
+	switch (req->kind) {
+	case ZK_OP_SET:
+	case ZK_OP_DELETE:
+		return 1;
+	case ZK_OP_GET:
+	case ZK_OP_EXISTS:
+	case ZK_OP_CHILDREN:
+		return req->watch == NULL;
+	case ZK_OP_MULTI:
+		for (i = 0; i < req->mcount; i++)
+			if (req->mops[i].type == ZK_MULTI_CREATE)
+				return 0;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+void
+zk_set_retry(struct zk *zk, int on)
+{
+	zk->retry_mode = on;
+}
+
 /* Public forms: the call's callback is pub_dispatch with the call itself as
  * argument, and the owner is the caller's arg, as zk_cancel() promises. */
 static struct zk_call *
@@ -1750,6 +1959,7 @@ pub_call(struct zk *zk, struct zk_req *req, enum zk_pub pub, void *arg)
 
 	req->cb = pub_dispatch;
 	req->owner = arg;
+	req->retry = zk->retry_mode && retryable(req);
 	c = submit(zk, req);
 	c->arg = c;
 	c->pub = pub;

@@ -36,7 +36,7 @@ enum zk_event {
 	ZK_EV_EXPIRED,	   /* session lost: our ephemerals and locks are gone; a new
 			      session is started at once and CONNECTED follows */
 	ZK_EV_AUTH_FAILED, /* TLS or auth refused (e.g. untrusted server certificate,
-			      or one for another IP address); retried with back-off
+			      or one for another name or address); retried with back-off
 			      like a lost connection, reported once until a session
 			      is established */
 };
@@ -76,8 +76,9 @@ typedef void (*zk_watch_cb)(int type, const char *path, void *arg);
  * hosts that do not resolve, only some TLS files given, a TLS file that is
  * unreadable or not PEM of its kind, a key that does not match the
  * certificate, a path with a comma (the C client takes "ca,cert,key").
- * The server must present a certificate from tls_ca whose IP SANs (if it
- * has any) include the address connected to (mk/zkclient-tls.patch).
+ * The server must present a certificate from tls_ca that names the server
+ * as the hosts string does: a host name among its DNS names, an IP address
+ * among its IP addresses (mk/zkclient-tls.patch).
  */
 struct zk *zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb session_cb,
 		  void *arg, char *err, size_t errlen);
@@ -109,6 +110,24 @@ const clientid_t *zk_client_id(const struct zk *zk);
  * the server). O(operations and watches outstanding).
  */
 void zk_cancel(struct zk *zk, const void *arg);
+
+/*
+ * Ride out lost connections (off by default): from now on, a zk_set,
+ * zk_delete (also recursive), zk_multi without creates, and zk_get,
+ * zk_exists or zk_children without a watch that fails with
+ * ZCONNECTIONLOSS (or ZOPERATIONTIMEOUT) is sent again once the
+ * connection is back in the same session, in submission order; while
+ * any is waiting, or while disconnected, new ones wait behind it so that
+ * none overtakes an earlier one. Its callback comes once, with the
+ * outcome of the last try; after an expiry they end with
+ * ZSESSIONEXPIRED. A first try may have landed unheard: a delete sent
+ * again may then report ZNONODE, a multi its version check failing; a
+ * zk_set with a version that finds the version moved reads the znode
+ * and reports ZOK when it holds our data (the stat is then the one
+ * read). Creates are never sent again (a sequence create could happen
+ * twice). As kazoo's KazooRetry around upstream Nodepool's writes.
+ */
+void zk_set_retry(struct zk *zk, int on);
 
 /*
  * Asynchronous operations. The callback (may be NULL) is called exactly once
@@ -229,7 +248,9 @@ void zk_lock_acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *
  * zk_lock_release returns.
  */
 void zk_lock_release(struct zk_lock *lock, zk_void_cb cb, void *arg);
-/* 1 while held (and the session has not expired since). */
+/* 1 while held (and the session has not expired since). After a lost
+ * connection (same session) our contender is looked up again: found
+ * deleted (someone removed it meanwhile), the lock is idle. */
 int zk_lock_is_held(const struct zk_lock *lock);
 const char *zk_lock_path(const struct zk_lock *lock);
 /* Our contender's name in the lock dir while held, else NULL. */
@@ -238,7 +259,10 @@ const char *zk_lock_contender(const struct zk_lock *lock);
  * the locked znode): forget it without deleting; the lock is then idle. */
 void zk_lock_disown(struct zk_lock *lock);
 /* Releases (fire and forget) if held or pending, then frees; no callback is
- * called. Free locks before their zk. NULL is a no-op. */
+ * called. The deletion of our contender is sent again after a lost
+ * connection, and a contender whose create had no reply is looked for by
+ * its prefix and deleted: nothing stays locked by our live session. Free
+ * locks before their zk. NULL is a no-op. */
 void zk_lock_free(struct zk_lock *lock);
 /* Synchronous acquire/release for tools and tests. */
 int zk_lock_sync_acquire(struct zk_lock *lock, double timeout);
@@ -268,8 +292,9 @@ enum zk_cache_event {
 	ZK_CACHE_ADDED,	  /* child appeared (with data if ZK_CACHE_DATA) */
 	ZK_CACHE_UPDATED, /* data changed, or lock contenders appeared/vanished */
 	ZK_CACHE_REMOVED, /* child deleted; entry is still valid during the call */
-	ZK_CACHE_SYNCED,  /* the initial listing (or a post-expiry relisting) is
-			     complete; name is NULL, entry is NULL */
+	ZK_CACHE_SYNCED,  /* the initial listing, or a re-listing after a lost
+			     connection or an expiry, is complete (with every
+			     read it needed); name is NULL, entry is NULL */
 };
 #define ZK_CACHE_DATA  0x1 /* fetch and watch each child's data */
 #define ZK_CACHE_LOCKS 0x2 /* watch each child's "lock" subdir: entry->locked */
@@ -297,7 +322,9 @@ typedef void (*zk_cache_free_fn)(void *obj);
  * Watches per child: its data (ZK_CACHE_DATA), its children and those of
  * its "lock" dir (ZK_CACHE_LOCKS). ZK_CACHE_UPDATED for a lock comes when
  * the number of contenders changes. After a lost connection (same session)
- * what changed meanwhile is reported as it is read again.
+ * the path is listed again and every watch that fired meanwhile (the C
+ * client re-registers them) is read again; what changed is reported as it
+ * is read, then ZK_CACHE_SYNCED.
  */
 struct zk_cache *zk_cache_new(struct zk *zk, const char *path, unsigned flags, zk_cache_cb cb,
 			      void *arg);
@@ -307,7 +334,9 @@ void zk_cache_set_codec(struct zk_cache *cache, zk_cache_decode_fn decode,
 /* No callback after this; may be called from the cache's own callback.
  * Free before the zk. NULL is a no-op. */
 void zk_cache_free(struct zk_cache *cache);
-/* 1 once the initial listing (and data, with ZK_CACHE_DATA) is complete. */
+/* 1 once the initial listing (and data, with ZK_CACHE_DATA) is complete;
+ * 0 again from a lost connection (or expiry) until the cache is re-synced
+ * (ZK_CACHE_SYNCED): what changed meanwhile is not known before. */
 int zk_cache_synced(const struct zk_cache *cache);
 const struct zk_cache_entry *zk_cache_get(const struct zk_cache *cache, const char *name);
 /* Entries in child-name order; the array is owned by the cache and valid until

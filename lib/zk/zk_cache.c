@@ -41,7 +41,8 @@ struct ent {
 	int data_armed, data_busy;
 	int kids_armed, kids_busy;
 	int lock_armed, lock_busy;
-	int loading; /* initial reads in flight (need) */
+	int has_lock; /* the last listing of its children showed "lock" */
+	int loading;  /* initial reads in flight (need) */
 	int need;
 	int in_sync;	   /* counted in the cache's sync_pending */
 	int64_t old_mzxid; /* before a reload, to compare */
@@ -68,6 +69,7 @@ struct zk_cache {
 
 	int created; /* the path exists (we made sure) */
 	int root_armed, root_busy, root_again;
+	int root_watching; /* the listing in flight sets the child watch */
 	int synced;
 	int syncing;	  /* a load phase: initial, or after an expiry */
 	int sync_listed;  /* its first listing has been processed */
@@ -340,19 +342,26 @@ read_lock(struct zk_cache *c, struct ent *e)
 }
 
 /* Start whatever reads the entry lacks (its watches are not all set).
- * While loading, they count towards its announcement. */
+ * While loading, they count towards its announcement. In a load phase
+ * (initial, or a re-sync after a lost connection) reads already in flight
+ * (a watch that fired) count too: the phase ends after they are back. */
 static void
 ent_refresh(struct zk_cache *c, struct ent *e)
 {
 	int load = !e->visible || c->syncing;
 	int want_data = (c->flags & ZK_CACHE_DATA) && !e->data_armed && !e->data_busy;
 	int want_kids = (c->flags & ZK_CACHE_LOCKS) && !e->kids_armed && !e->kids_busy;
+	/* a lock listing that failed (lost connection) while the child
+	 * listing stayed armed: only we redo it */
+	int want_lock = (c->flags & ZK_CACHE_LOCKS) && !want_kids && !e->kids_busy && e->has_lock &&
+			!e->lock_armed && !e->lock_busy;
+	int busy = e->data_busy + e->kids_busy + e->lock_busy;
 
-	if (!want_data && !want_kids)
+	if (!want_data && !want_kids && !want_lock && !(load && busy > 0 && !e->loading))
 		return;
 	if (load && !e->loading) {
 		e->loading = 1;
-		e->need = 0;
+		e->need = busy;
 		e->gone = 0;
 		e->old_mzxid = e->pub.stat.mzxid;
 		e->old_locked = e->pub.locked;
@@ -366,6 +375,11 @@ ent_refresh(struct zk_cache *c, struct ent *e)
 		if (e->loading)
 			e->need++;
 		read_kids(c, e);
+	}
+	if (want_lock) {
+		if (e->loading)
+			e->need++;
+		read_lock(c, e);
 	}
 }
 
@@ -398,7 +412,8 @@ static int
 transient(int rc)
 {
 	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED ||
-	       rc == ZINVALIDSTATE || rc == ZSESSIONMOVED || rc == ZCLOSING;
+	       rc == ZINVALIDSTATE || rc == ZSESSIONMOVED || rc == ZCLOSING ||
+	       rc == ZSSLCONNECTIONERROR;
 }
 
 /*
@@ -489,6 +504,7 @@ kids_read(const struct zk_result *r, void *arg)
 		e->kids_armed = 1;
 		for (i = 0; i < r->count; i++)
 			has_lock |= strcmp(r->names[i], "lock") == 0;
+		e->has_lock = has_lock;
 		if (has_lock && !e->lock_armed && !e->lock_busy) {
 			if (e->loading)
 				e->need++;
@@ -524,6 +540,7 @@ lock_read(const struct zk_result *r, void *arg)
 		if (!c->freed)
 			loaded(c, e);
 	} else if (r->rc == ZNONODE) {
+		e->has_lock = 0;
 		set_locked(c, e, 0); /* the node's child watch sees it come back */
 		if (!c->freed)
 			loaded(c, e);
@@ -547,12 +564,16 @@ ent_watch(int type, const char *path, void *arg)
 	if (*sub == '\0') {
 		if (type == ZOO_CHANGED_EVENT) {
 			e->data_armed = 0;
-			if (!e->data_busy)
+			if (!e->data_busy) {
+				e->need += e->loading;
 				read_data(c, e);
+			}
 		} else if (type == ZOO_CHILD_EVENT) {
 			e->kids_armed = 0;
-			if (!e->kids_busy)
+			if (!e->kids_busy) {
+				e->need += e->loading;
 				read_kids(c, e);
+			}
 		} else if (type == ZOO_DELETED_EVENT) {
 			/* both watches fire; the listing removes the entry */
 			e->data_armed = 0;
@@ -561,9 +582,12 @@ ent_watch(int type, const char *path, void *arg)
 	} else if (strcmp(sub, "/lock") == 0) {
 		e->lock_armed = 0;
 		if (type == ZOO_CHILD_EVENT) {
-			if (!e->lock_busy)
+			if (!e->lock_busy) {
+				e->need += e->loading;
 				read_lock(c, e);
+			}
 		} else if (type == ZOO_DELETED_EVENT) {
+			e->has_lock = 0;
 			set_locked(c, e, 0);
 		}
 	}
@@ -591,12 +615,14 @@ root_listed(const struct zk_result *r, void *arg)
 	struct zk_cache *c = arg;
 	struct ent *e, *next;
 	size_t b;
-	int i;
+	int i, watching;
 
 	if (r->gen != c->gen)
 		return;
 	enter(c);
 	c->root_busy = 0;
+	watching = c->root_watching;
+	c->root_watching = 0;
 	if (r->rc == ZNONODE) {
 		/* the path itself was deleted: everything under it is gone */
 		c->root_armed = 0;
@@ -615,7 +641,11 @@ root_listed(const struct zk_result *r, void *arg)
 		leave(c);
 		return;
 	}
-	c->root_armed = 1;
+	/* Armed only by a listing that asked for the watch: one sent
+	 * without (the watch was still set, e.g. re-registered by the C
+	 * client on reconnecting) leaves it as the watch's firing left it. */
+	if (watching)
+		c->root_armed = 1;
 	c->mark++;
 	for (i = 0; i < r->count; i++) {
 		if ((e = lookup(c, r->names[i])) == NULL)
@@ -691,6 +721,7 @@ list_root(struct zk_cache *c)
 		req.warg = c;
 		req.wowner = c;
 	}
+	c->root_watching = !c->root_armed;
 	c->root_busy = 1;
 	zk_submit(c->zk, &req);
 }
@@ -756,14 +787,22 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 		c->syncing = 0;
 		c->sync_pending = 0;
 		c->reload = 1;
+	} else if (ev == ZK_EV_SUSPENDED) {
+		/* what changed meanwhile is unknown until re-read */
+		c->synced = 0;
 	} else if (ev == ZK_EV_CONNECTED || ev == ZK_EV_RECONNECTED) {
 		if (c->reload || c->gen != zk_session_gen(zk)) {
 			c->gen = zk_session_gen(zk);
 			c->reload = 0;
-			c->syncing = 1;
-			c->sync_listed = 0;
 			log_debug("zk cache %s: reloading after a session expiry", c->path);
+		} else {
+			log_debug("zk cache %s: re-syncing after a lost connection", c->path);
 		}
+		/* a load phase: SYNCED once the listing below and every read it
+		 * starts, or that is in flight, are back */
+		c->synced = 0;
+		c->syncing = 1;
+		c->sync_listed = 0;
 		/* one listing redoes every read that failed meanwhile */
 		list_root(c);
 	}

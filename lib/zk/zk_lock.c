@@ -43,6 +43,8 @@ enum lock_state {
 struct lock_create {
 	struct zk *zk;
 	struct zk_lock *lock;
+	char *path;   /* the lock dir */
+	char *prefix; /* our contenders' name prefix */
 };
 
 struct zk_lock {
@@ -102,7 +104,74 @@ static int
 transient(int rc)
 {
 	return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED ||
-	       rc == ZINVALIDSTATE || rc == ZSESSIONMOVED;
+	       rc == ZINVALIDSTATE || rc == ZSESSIONMOVED || rc == ZSSLCONNECTIONERROR;
+}
+
+/* ---- contenders whose create we never heard back from ---------------------
+ *
+ * A create that failed for a lost connection may have happened: once the
+ * connection is back, list the lock dir and delete whatever carries our
+ * prefix (kazoo finds it the same way). Both requests are sent again
+ * across lost connections; an expiry removed the contender anyway. */
+struct sweep {
+	struct zk *zk;
+	char *path;
+	char *prefix;
+};
+
+static void
+sweep_deleted(const struct zk_result *r, void *arg)
+{
+	if (r->rc != ZOK && r->rc != ZNONODE && r->rc != ZSESSIONEXPIRED && r->rc != ZCLOSING)
+		log_warn("zk lock: cannot delete stray contender %s: %s", r->path,
+			 zk_strerror(r->rc));
+}
+
+static void
+sweep_listed(const struct zk_result *r, void *arg)
+{
+	struct sweep *sw = arg;
+	size_t n = strlen(sw->prefix);
+	char *p;
+	int i;
+
+	for (i = 0; r->rc == ZOK && !zk_closing(sw->zk) && i < r->count; i++) {
+		if (strncmp(r->names[i], sw->prefix, n) != 0)
+			continue;
+		p = malloc(strlen(sw->path) + strlen(r->names[i]) + 2);
+		if (p == NULL)
+			abort();
+		sprintf(p, "%s/%s", sw->path, r->names[i]);
+		log_info("zk lock %s: removing contender %s created before the connection was lost",
+			 sw->path, r->names[i]);
+		{
+			struct zk_req req = {.kind = ZK_OP_DELETE,
+					     .path = p,
+					     .version = -1,
+					     .cb = sweep_deleted,
+					     .retry = 1};
+			zk_submit(sw->zk, &req);
+		}
+		free(p);
+	}
+	free(sw->path);
+	free(sw->prefix);
+	free(sw);
+}
+
+static void
+sweep_orphan(struct zk *zk, const char *path, const char *prefix)
+{
+	struct sweep *sw = calloc(1, sizeof(*sw));
+	struct zk_req req = {.kind = ZK_OP_CHILDREN, .cb = sweep_listed, .always = 1, .retry = 1};
+
+	if (sw == NULL || (sw->path = strdup(path)) == NULL ||
+	    (sw->prefix = strdup(prefix)) == NULL)
+		abort();
+	sw->zk = zk;
+	req.path = sw->path;
+	req.arg = sw;
+	zk_submit(zk, &req);
 }
 
 static void
@@ -142,7 +211,12 @@ stop_attempt(struct zk_lock *lock)
 	if (lock->creating != NULL) {
 		lock->creating->lock = NULL;
 		lock->creating = NULL;
+	} else if (lock->create_tried && lock->node == NULL && lock->state == L_ACQUIRING &&
+		   !zk_closing(lock->zk)) {
+		/* the last create failed for a lost connection: it may be there */
+		sweep_orphan(lock->zk, lock->path, lock->prefix);
 	}
+	lock->create_tried = 0;
 }
 
 /* The acquisition ends with rc (ZOK: held). */
@@ -361,12 +435,21 @@ create_done(const struct zk_result *r, void *arg)
 	const char *slash;
 
 	if (lock == NULL) { /* given up meanwhile: do not leave it behind */
-		if (r->rc == ZOK && r->value != NULL && !zk_closing(lc->zk))
-			zk_delete(lc->zk, r->value, -1, 0, NULL, NULL);
+		if (r->rc == ZOK && r->value != NULL && !zk_closing(lc->zk)) {
+			struct zk_req req = {
+			    .kind = ZK_OP_DELETE, .path = r->value, .version = -1, .retry = 1};
+			zk_submit(lc->zk, &req);
+		} else if (transient(r->rc) && r->rc != ZSESSIONEXPIRED && !zk_closing(lc->zk)) {
+			sweep_orphan(lc->zk, lc->path, lc->prefix);
+		}
+		free(lc->path);
+		free(lc->prefix);
 		free(lc);
 		return;
 	}
 	lock->creating = NULL;
+	free(lc->path);
+	free(lc->prefix);
 	free(lc);
 	if (zk_closing(lock->zk)) { /* zk_free(): nobody to tell */
 		lock->state = L_IDLE;
@@ -462,6 +545,8 @@ step_create(struct zk_lock *lock)
 		abort();
 	lc->zk = lock->zk;
 	lc->lock = lock;
+	if ((lc->path = strdup(lock->path)) == NULL || (lc->prefix = strdup(lock->prefix)) == NULL)
+		abort();
 	lock->creating = lc;
 	lock->create_tried = 1;
 	{
@@ -491,6 +576,39 @@ step_create(struct zk_lock *lock)
 /* ---- session events ---------------------------------------------------- */
 
 static void
+recheck_done(const struct zk_result *r, void *arg)
+{
+	struct zk_lock *lock = arg;
+	const char *slash = strrchr(r->path, '/');
+
+	if (r->rc != ZNONODE || lock->state != L_HELD || lock->node == NULL || slash == NULL ||
+	    strcmp(slash + 1, lock->node) != 0)
+		return;
+	log_warn("zk lock %s: lost (our contender %s was deleted while we were away)", lock->path,
+		 lock->node);
+	free(lock->node);
+	lock->node = NULL;
+	lock->state = L_IDLE;
+}
+
+/* Back on the same session: our contender should still be there (only
+ * someone deleting it removes it); check, as the lock's holder relies on
+ * it. */
+static void
+recheck_held(struct zk_lock *lock)
+{
+	char *p = malloc(strlen(lock->path) + strlen(lock->node) + 2);
+	struct zk_req req = {.kind = ZK_OP_EXISTS, .cb = recheck_done, .arg = lock, .owner = lock};
+
+	if (p == NULL)
+		abort();
+	sprintf(p, "%s/%s", lock->path, lock->node);
+	req.path = p;
+	zk_submit(lock->zk, &req);
+	free(p);
+}
+
+static void
 lock_session(struct zk *zk, enum zk_event ev, void *arg)
 {
 	struct zk_lock *lock = arg;
@@ -506,6 +624,7 @@ lock_session(struct zk *zk, enum zk_event ev, void *arg)
 			free(lock->node);
 			lock->node = NULL;
 		} else if (lock->state == L_ACQUIRING) {
+			lock->create_tried = 0; /* gone with the session: no sweep */
 			stop_attempt(lock);
 			free(lock->node);
 			lock->node = NULL;
@@ -529,6 +648,8 @@ lock_session(struct zk *zk, enum zk_event ev, void *arg)
 		break;
 	case ZK_EV_CONNECTED:
 	case ZK_EV_RECONNECTED:
+		if (ev == ZK_EV_RECONNECTED && lock->state == L_HELD)
+			recheck_held(lock);
 		if (lock->waiting_conn && lock->resume != NULL) {
 			resume = lock->resume;
 			lock->waiting_conn = 0;
@@ -698,7 +819,13 @@ zk_lock_free(struct zk_lock *lock)
 		if (p == NULL)
 			abort();
 		sprintf(p, "%s/%s", lock->path, lock->node);
-		zk_delete(lock->zk, p, -1, 0, NULL, NULL);
+		{
+			/* sent again after a lost connection: never left behind
+			 * while our session lives */
+			struct zk_req req = {
+			    .kind = ZK_OP_DELETE, .path = p, .version = -1, .retry = 1};
+			zk_submit(lock->zk, &req);
+		}
 		free(p);
 	}
 	zk_listener_remove(lock->zk, &lock->listener);

@@ -68,6 +68,9 @@ struct zk_req {
 	int always;
 	const struct zk_multi_op *mops; /* multi: the ops (copied) */
 	int mcount;
+	/* after a lost connection in its session, send it again once
+	 * connected (see zk_set_retry) instead of reporting ZCONNECTIONLOSS */
+	int retry;
 };
 void zk_submit(struct zk *zk, const struct zk_req *req);
 

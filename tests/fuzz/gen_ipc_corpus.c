@@ -5,7 +5,7 @@
  * stream of every frame. Not built by the Makefile; run it by hand after a
  * catalogue change, from the top of the tree:
  *
- *   cc -std=c11 -D_GNU_SOURCE -Iprotocol -Itests/support \
+ *   cc -std=c11 -D_GNU_SOURCE -I. -Ilib/core -Iprotocol -Itests/support \
  *     tests/fuzz/gen_ipc_corpus.c tests/support/ipc_samples.c protocol/ipc.c \
  *     $(pkg-config --cflags --libs msgpack jansson) -o /tmp/gen_ipc_corpus
  *   /tmp/gen_ipc_corpus tests/fuzz/corpus/ipc

@@ -182,9 +182,9 @@ class Deployment:
         self.procs.append(p)
         return p
 
-    def start(self, args, name):
+    def start(self, args, name, env=None):
         log = os.path.join(self.dir, "%s-%d.log" % (name, len(self.procs)))
-        p = Proc(args, log)
+        p = Proc(args, log, env=env)
         self.procs.append(p)
         return p
 

@@ -12,7 +12,7 @@ import time
 
 from kazoo.exceptions import NoNodeError
 
-from conftest import Proc, bin_path, wait_for
+from conftest import Proc, bin_path, free_port, wait_for
 
 FAST = {"cleanup-interval": 1, "delete-interval": 0.5}
 
@@ -44,6 +44,7 @@ class Supervisor:
         self.proc = None
         self.daemon_pid = None
         self.log_path = os.path.join(self.d.dir, "%s.log" % name)
+        self.web_port = free_port()  # nodepool-web's, kept across rewrites
 
     def settings(self, **kw):
         s = {"control-socket": self.sock, "pid-file": self.pidfile,
@@ -62,6 +63,8 @@ class Supervisor:
         else:
             full = dict(cfg)
             full.setdefault("zookeeper-timeout", 4)
+            # nodepool-web: a free loopback port, not everyone's 8005
+            full.setdefault("webapp", {"port": self.web_port, "listen_address": "127.0.0.1"})
             full["nodepoold"] = self.settings(**(settings or {}))
             path = self.d.write_config(full, name="%s.yaml" % self.name)
         self.config = path
@@ -70,9 +73,9 @@ class Supervisor:
     def exe(self, prog):
         return os.path.join(self.bindir, prog)
 
-    def start_fg(self, extra=()):
+    def start_fg(self, extra=(), env=None):
         self.proc = self.d.start([self.exe("nodepoold"), "-f", "-c", self.config] + list(extra),
-                                 self.name)
+                                 self.name, env=env)
         self.log_path = self.proc.log_path
         wait_for(lambda: os.path.exists(self.pidfile), what="nodepoold pid file")
         return self.proc
@@ -107,6 +110,8 @@ class Supervisor:
                 st = self.status()
             except AssertionError:
                 return None
+            if "web" not in names:
+                st.pop("web", None)  # nodepool-web runs beside any set of providers
             if sorted(st) != sorted(names):
                 return None
             if all(w["state"] == "running" and w["pid"] > 0 and w["zk"] == "connected"

@@ -246,6 +246,50 @@ def test_nodescan_against_a_real_sshd(deployment, zuul, sshd):
     assert cloud.framework()["nodescan.failed"] == 0
 
 
+def test_launch_phases_on_metrics(deployment, zuul, sshd):
+    """/metrics has the launch phase histograms the state machine framework
+    records: create (until the cloud names the server), boot (until it is
+    active) and keyscan (host keys scanned against a real sshd), one
+    observation each for one launch, beside the whole launch ("total")."""
+    from operator_helpers import webapp
+    from test_web import get, parse_metrics
+    port, keys = sshd
+    w = webapp()
+    cfg = fake_config(deployment, labels={"small": {"host-key-checking": True}},
+                      provider={"fake-ssh-port": port, "boot-timeout": 30,
+                                "boot-delay": 0.3},
+                      top=dict(w, nodepoold=dict(fake_config(deployment)["nodepoold"],
+                                                 **{"stats-interval": 0.3})))
+    deployment.start_launcher("sim", deployment.write_config(cfg))
+    rid = zuul.submit(["small"])
+    assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled"
+    web = w["webapp"]["port"]
+
+    def scrape():
+        status, _, body = get(web, "/metrics")
+        return status == 200 and parse_metrics(body)
+
+    def count(m, phase):
+        return m.get('nodepool_launch_duration_seconds_count{provider="sim",phase="%s"}'
+                     % phase)
+    m = wait_for(lambda: (lambda m: m and count(m, "total") == 1 and m)(scrape()),
+                 what="the launch on /metrics")
+    for phase in ("create", "boot", "keyscan", "total"):
+        assert count(m, phase) == 1, (phase, sorted(k for k in m if "duration" in k))
+        inf = m['nodepool_launch_duration_seconds_bucket{provider="sim",phase="%s",'
+                'le="+Inf"}' % phase]
+        assert inf == 1
+        assert m['nodepool_launch_duration_seconds_sum{provider="sim",phase="%s"}'
+                 % phase] >= 0
+    # the server is ACTIVE boot-delay after its create: boot took time
+    assert m['nodepool_launch_duration_seconds_sum{provider="sim",phase="boot"}'] > 0
+    # every phase lies within the whole launch
+    total = m['nodepool_launch_duration_seconds_sum{provider="sim",phase="total"}']
+    parts = sum(m['nodepool_launch_duration_seconds_sum{provider="sim",phase="%s"}' % p]
+                for p in ("create", "boot", "keyscan"))
+    assert parts <= total + 0.001, (parts, total)
+
+
 def test_launcher_killed_mid_launch_its_instance_deleted_by_external_id(deployment, zuul):
     """A launching node carries its instance's external_id in ZooKeeper as
     soon as the cloud names it, and each retry's new one (as upstream's

@@ -6,6 +6,8 @@ import socket
 import time
 
 from conftest import wait_for
+from fakecloud import Cloud, fake_config
+from npd import Supervisor, static_provider as npd_static_provider
 from operator_helpers import host, ready_nodes, start_launcher
 
 STATES = ["init", "building", "testing", "ready", "in-use", "used", "hold", "deleting",
@@ -146,3 +148,100 @@ def test_statsd_off_without_environment(deployment, zuul, zk):
     # no election without statsd, as upstream's StatsWorker
     assert zk.exists("/nodepool/elections/stats") is None or \
         zk.get_children("/nodepool/elections/stats") == []
+
+
+def launcher_keys():
+    """upstream's _localStats keys (launcher.py, zk reportStats) for this host"""
+    root = "nodepool.launcher.%s.zk." % socket.gethostname()
+    return [root + "client.connection_queue"] + [
+        root + "%s_cache.%s_queue" % (c, q)
+        for c in ("node", "request", "image") for q in ("event", "playback")]
+
+
+class Seen:
+    """Everything received so far (name -> [(value, kind), ...])."""
+
+    def __init__(self, rx):
+        self.rx = rx
+        self.lines = {}
+        self.senders = {}  # name -> source ports (one UDP socket per process)
+
+    def poll(self, seconds=0.3):
+        end = time.time() + seconds
+        while time.time() < end:
+            try:
+                d, src = self.rx.s.recvfrom(65536)
+            except socket.timeout:
+                continue
+            for line in d.decode().split("\n"):
+                name, rest = line.split(":", 1)
+                value, kind = rest.split("|")
+                self.lines.setdefault(name, []).append((value, kind))
+                self.senders.setdefault(name, set()).add(src[1])
+        return self
+
+
+def test_leaked_and_launcher_keys(deployment, zuul):
+    """A standalone launcher: leak cleanup counts each leaked resource it
+    deletes (nodepool.provider.<p>.leaked.<type>s, as upstream's
+    cleanupLeakedResources), and the launcher reports its ZooKeeper client's
+    queues under nodepool.launcher.<hostname>."""
+    rx = Receiver()
+    try:
+        cfg = fake_config(deployment, provider={"leak-rate": 1, "volume-leak-rate": 1})
+        cfg["nodepoold"] = dict(cfg["nodepoold"], **{"stats-interval": 0.3})
+        p = start_launcher(deployment, "sim", deployment.write_config(cfg), env=rx.env())
+        cloud = Cloud(deployment)
+        seen = Seen(rx)
+        rid = zuul.submit(["small"])
+        req = zuul.wait_request(rid)
+        (nid,) = req["nodes"]
+        zuul.finish(zuul.accept(rid))
+        wait_for(lambda: zuul.node(nid) is None, what="node deleted (its instance leaks)")
+        wait_for(lambda: nid not in cloud.by_node() and
+                 "nodepool.provider.sim.leaked.instances" in seen.poll().lines,
+                 timeout=20, what="leaked instance deleted and counted")
+        wait_for(lambda: "nodepool.provider.sim.leaked.volumes" in seen.poll().lines,
+                 what="leaked volume counted")
+        assert seen.lines["nodepool.provider.sim.leaked.instances"] == [("1", "c")]
+        assert seen.lines["nodepool.provider.sim.leaked.volumes"] == [("1", "c")]
+        assert cloud.framework().get("leaked.instances") == 1
+        for k in launcher_keys():
+            assert k in seen.lines, (k, sorted(seen.lines))
+            assert all(kind == "g" and int(v) >= 0 for v, kind in seen.lines[k])
+        for k in launcher_keys()[1:]:
+            assert set(seen.lines[k]) == {("0", "g")}, k  # no event backlog here
+        assert p.alive()
+    finally:
+        rx.close()
+
+
+def test_launcher_keys_once_per_host_under_nodepoold(deployment, zuul):
+    """Under nodepoold the host's launcher is every worker together:
+    nodepoold sends nodepool.launcher.<hostname>.*, the workers do not."""
+    rx = Receiver()
+    s = Supervisor(deployment)
+    try:
+        s.write({"labels": [{"name": "small"}],
+                 "providers": [npd_static_provider("static-a", [host("a1", ["small"])]),
+                               npd_static_provider("static-b", [host("b1", ["small"])])]},
+                settings={"stats-interval": 0.3})
+        s.start_fg(env=rx.env())
+        s.wait_running(["static-a", "static-b"])
+        seen = Seen(rx)
+        key = launcher_keys()[0]
+        wait_for(lambda: len(seen.poll().lines.get(key, ())) >= 3, what="launcher gauges")
+        assert all(k in seen.lines for k in launcher_keys())
+        # the workers' own gauges come too (the stats election's winner) ...
+        wait_for(lambda: "nodepool.nodes.ready" in seen.poll().lines, what="node gauges")
+        wait_for(lambda: all("nodepool.provider.%s.max_servers" % p in seen.poll().lines
+                             for p in ("static-a", "static-b")), what="both workers")
+        workers = (seen.senders["nodepool.provider.static-a.max_servers"] |
+                   seen.senders["nodepool.provider.static-b.max_servers"])
+        assert len(workers) == 2
+        # ... but the launcher gauges come from one process, not a worker
+        for k in launcher_keys():
+            assert len(seen.senders[k]) == 1 and not seen.senders[k] & workers, k
+    finally:
+        s.stop()
+        rx.close()

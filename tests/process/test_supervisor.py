@@ -423,7 +423,8 @@ def test_reload_adds_removes_changes_providers(sup, zuul):
     sup.write(cfg, settings=EXPLICIT)
     rc, out, err = sup.ctl("reload")
     assert rc == 0, err
-    assert "1 unchanged, 1 changed, 1 added, 1 removed" in out
+    # unchanged: static-a and nodepool-web (same ZooKeeper, same webapp)
+    assert "2 unchanged, 1 changed, 1 added, 1 removed" in out
     after = sup.wait_running(["static-a", "static-b", "static-d"])
     assert after["static-a"]["pid"] == before["static-a"]["pid"]
     # changed: same process, launcher restarted in-process on the new slice
@@ -454,14 +455,23 @@ def test_reload_adds_removes_changes_providers(sup, zuul):
 DISKIMAGES = [{"name": "ubuntu", "elements": ["ubuntu-minimal"]}]
 
 
-def test_builder_skipped_when_not_installed(sup):
-    cfg = two_providers()
-    cfg["diskimages"] = DISKIMAGES
-    sup.write(cfg)
-    sup.start_fg()
-    sup.wait_running(["static-a", "static-b"])  # and no builder row
-    assert re.search(r"diskimages are configured but \S+/nodepool-builder is not installed: "
-                     r"no builder is run", sup.log())
+def test_builder_skipped_when_not_installed(deployment, tmp_path):
+    # nodepoold's own directory without nodepool-builder
+    d = tmp_path / "bin"
+    d.mkdir()
+    shutil.copy(bin_path("nodepoold"), d / "nodepoold")
+    os.symlink(bin_path("nodepool-launcher"), d / "nodepool-launcher")
+    s = Supervisor(deployment, bindir=str(d))
+    try:
+        cfg = two_providers()
+        cfg["diskimages"] = DISKIMAGES
+        s.write(cfg)
+        s.start_fg()
+        s.wait_running(["static-a", "static-b"])  # and no builder row
+        assert re.search(r"diskimages are configured but \S+/nodepool-builder is not "
+                         r"installed: no builder is run", s.log())
+    finally:
+        s.stop()
 
 
 def test_builder_runs_while_diskimages_are_configured(deployment, tmp_path):

@@ -42,6 +42,8 @@ sample_status(struct ipc_status *s, int variant)
 	s->rss_kb = 20480;
 	s->cpu_ms = 123456789012LL;
 	s->uptime_s = 86400;
+	must(ipc_set_str(&s->metrics, "{\"provider\":\"rax-dfw\",\"starts\":1}"));
+	s->zk_queue = 3;
 }
 
 static void
@@ -113,6 +115,11 @@ ipc_sample(enum ipc_type type, int variant, struct ipc_msg *m)
 	case IPC_STOP:
 		m->u.stop.graceful = !variant;
 		break;
+	case IPC_METRICS:
+		must(ipc_set_str(&m->u.metrics.provider, variant ? "p" : "rax-dfw"));
+		must(ipc_set_str(&m->u.metrics.record,
+				 variant ? "{}" : "{\"provider\":\"rax-dfw\",\"starts\":3}"));
+		break;
 	case IPC_CTL_STATUS:
 		m->u.ctl_status.json = !variant;
 		break;
@@ -128,6 +135,20 @@ ipc_sample(enum ipc_type type, int variant, struct ipc_msg *m)
 		    ipc_set_str(&m->u.ctl_result.message, variant ? "reloaded" : "config refused"));
 		if (!variant)
 			must(ipc_strv_push(&m->u.ctl_result.errors, "nodepool.yaml:3:1: bad"));
+		break;
+	case IPC_JOB:
+		m->u.job.id = variant ? 0 : 42;
+		must(ipc_set_str(&m->u.job.kind, variant ? "upload" : "build"));
+		must(ipc_set_str(&m->u.job.spec,
+				 variant ? "{}" : "{\"argv\":[\"disk-image-create\",\"-x\"]}"));
+		break;
+	case IPC_JOB_DONE:
+		m->u.job_done.id = variant ? 0 : 42;
+		m->u.job_done.ok = !variant;
+		if (variant)
+			must(ipc_set_str(&m->u.job_done.error, "upload failed: 503"));
+		else
+			must(ipc_set_str(&m->u.job_done.result, "{\"external_id\":\"img-1\"}"));
 		break;
 	default:
 		break;

@@ -258,12 +258,16 @@ Test(ipc, names_and_directions)
 	cr_assert_eq(ipc_type_dir(IPC_STATUS_REQ), IPC_DIR_SUP_TO_CHILD);
 	cr_assert_eq(ipc_type_dir(IPC_STOP), IPC_DIR_SUP_TO_CHILD);
 	cr_assert_eq(ipc_type_dir(IPC_DUMP_REQ), IPC_DIR_SUP_TO_CHILD);
+	cr_assert_eq(ipc_type_dir(IPC_METRICS), IPC_DIR_SUP_TO_CHILD);
+	cr_assert_str_eq(ipc_type_name(IPC_METRICS), "METRICS");
 	cr_assert_eq(ipc_type_dir(IPC_CTL_STATUS), IPC_DIR_CTL_REQUEST);
 	cr_assert_eq(ipc_type_dir(IPC_CTL_RESTART), IPC_DIR_CTL_REQUEST);
 	cr_assert_eq(ipc_type_dir(IPC_CTL_RELOAD), IPC_DIR_CTL_REQUEST);
 	cr_assert_eq(ipc_type_dir(IPC_CTL_STOP), IPC_DIR_CTL_REQUEST);
 	cr_assert_eq(ipc_type_dir(IPC_CTL_STATUS_REPLY), IPC_DIR_CTL_REPLY);
 	cr_assert_eq(ipc_type_dir(IPC_CTL_RESULT), IPC_DIR_CTL_REPLY);
+	cr_assert_eq(ipc_type_dir(IPC_JOB), IPC_DIR_BUILDER_TO_POOL);
+	cr_assert_eq(ipc_type_dir(IPC_JOB_DONE), IPC_DIR_POOL_TO_BUILDER);
 
 	cr_assert_str_eq(ipc_worker_state_name(IPC_WS_DRAINING), "draining");
 	cr_assert_eq(ipc_worker_state_parse("paused"), IPC_WS_PAUSED);
@@ -272,6 +276,8 @@ Test(ipc, names_and_directions)
 	cr_assert_eq(ipc_zk_state_parse("expired"), IPC_ZK_EXPIRED);
 	cr_assert_str_eq(ipc_child_kind_name(IPC_KIND_BUILDER), "builder");
 	cr_assert_eq(ipc_child_kind_parse("provider"), IPC_KIND_PROVIDER);
+	cr_assert_str_eq(ipc_child_kind_name(IPC_KIND_WEB), "web");
+	cr_assert_eq(ipc_child_kind_parse("web"), IPC_KIND_WEB);
 	cr_assert_null(ipc_zk_state_name(IPC_ZK_COUNT));
 }
 
@@ -338,9 +344,9 @@ Test(ipc, equal_sees_every_difference)
 Test(ipc, wire_shape_is_a_map_with_short_keys)
 {
 	static const char *status_keys[] = {
-	    "t",	"v",	     "seq",	 "gen",	   "state",	"zk",
-	    "accepted", "fulfilled", "declined", "failed", "launching", "nodes",
-	    "pools",	"error",     "rss_kb",	 "cpu_ms", "uptime_s",	NULL};
+	    "t",	 "v",	     "seq",	 "gen",	      "state",	  "zk",	   "accepted",
+	    "fulfilled", "declined", "failed",	 "launching", "nodes",	  "pools", "error",
+	    "rss_kb",	 "cpu_ms",   "uptime_s", "metrics",   "zk_queue", NULL};
 	struct ipc_msg m;
 	const char **keys;
 	unsigned char *body;
@@ -715,8 +721,12 @@ Test(ipc, missing_keys_are_errors)
 		for (int k = 0; keys[k] != NULL; k++) {
 			struct mutation mu = {{keys[k]}, 1, MUT_DROP, NULL};
 			size_t len;
-			char *b = mutate(&m, &mu, &len);
+			char *b;
 
+			if (t == IPC_STATUS &&
+			    (strcmp(keys[k], "metrics") == 0 || strcmp(keys[k], "zk_queue") == 0))
+				continue; /* optional: status_without_metrics_decodes */
+			b = mutate(&m, &mu, &len);
 			if (strcmp(keys[k], "t") == 0)
 				snprintf(want, sizeof(want), "message has no type (key \"t\")");
 			else if (strcmp(keys[k], "v") == 0)
@@ -759,16 +769,24 @@ Test(ipc, wrong_types_are_errors)
 					  "%s.%s: %s", ipc_type_name(t), keys[k], e);
 			free(b);
 
-			/* nil: allowed only for "error" */
+			/* nil: allowed only for "error", STATUS's "metrics" and
+			 * JOB_DONE's "result" */
 			mu.val = pk_nil;
 			b = mutate(&m, &mu, &len);
-			if (strcmp(keys[k], "error") == 0) {
+			if (strcmp(keys[k], "error") == 0 || strcmp(keys[k], "metrics") == 0 ||
+			    (t == IPC_JOB_DONE && strcmp(keys[k], "result") == 0)) {
 				struct ipc_msg d;
 				char err[ERRLEN];
 
 				cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s",
 					     err);
-				cr_assert_null(d.u.status.last_error);
+				if (t == IPC_JOB_DONE)
+					cr_assert_null(strcmp(keys[k], "error") == 0
+							   ? d.u.job_done.error
+							   : d.u.job_done.result);
+				else
+					cr_assert_null(keys[k][0] == 'e' ? d.u.status.last_error
+									 : d.u.status.metrics);
 				ipc_msg_clear(&d);
 			} else {
 				decode_err(b, len);
@@ -796,6 +814,48 @@ status_err(struct mutation mu)
 	return e;
 }
 
+/* "metrics" came after version 1: a STATUS without it (an older worker's)
+ * decodes, with no record. */
+Test(ipc, status_without_metrics_decodes)
+{
+	struct ipc_msg m, d;
+	struct mutation mu = {{"metrics"}, 1, MUT_DROP, NULL};
+	struct mutation mq = {{"zk_queue"}, 1, MUT_DROP, NULL};
+	char err[ERRLEN];
+	size_t len;
+	char *b;
+
+	ipc_sample(IPC_STATUS, 0, &m);
+	b = mutate(&m, &mu, &len);
+	cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(d.type, IPC_STATUS);
+	cr_assert_null(d.u.status.metrics);
+	cr_assert_eq(d.u.status.zk_queue, m.u.status.zk_queue);
+	free(b);
+	ipc_msg_clear(&d);
+	b = mutate(&m, &mq, &len);
+	cr_assert_eq(ipc_msg_decode(b, len, &d, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(d.u.status.zk_queue, 0);
+	cr_assert_str_eq(d.u.status.metrics, m.u.status.metrics);
+	/* at their defaults the optional keys are left out, as an older
+	 * worker sends it */
+	{
+		struct ipc_msg z;
+		const char **keys;
+		ipc_sample(IPC_STATUS, 1, &z);
+		keys = wire_keys(&z);
+		for (int k = 0; keys[k] != NULL; k++) {
+			cr_assert_str_neq(keys[k], "metrics");
+			cr_assert_str_neq(keys[k], "zk_queue");
+		}
+		ipc_msg_clear(&z);
+	}
+	cr_assert_eq(d.u.status.accepted, m.u.status.accepted);
+	free(b);
+	ipc_msg_clear(&m);
+	ipc_msg_clear(&d);
+}
+
 Test(ipc, values_out_of_range_are_errors)
 {
 	cr_assert_str_eq(status_err((struct mutation){{"accepted"}, 1, MUT_REPLACE, pk_neg}),
@@ -820,6 +880,8 @@ Test(ipc, values_out_of_range_are_errors)
 	cr_assert_str_eq(
 	    status_err((struct mutation){{"pools", "1", "paused"}, 3, MUT_REPLACE, pk_str_true}),
 	    "STATUS: pools[1]: key \"paused\": expected boolean, got string");
+	cr_assert_str_eq(status_err((struct mutation){{"metrics"}, 1, MUT_REPLACE, pk_neg}),
+			 "STATUS: key \"metrics\": expected string, got integer");
 	cr_assert_str_eq(status_err((struct mutation){{"pools", "0", "name"}, 3, MUT_DROP, NULL}),
 			 "STATUS: pools[0]: missing key \"name\"");
 	cr_assert_str_eq(status_err((struct mutation){{"nodes", "ready"}, 2, MUT_REPLACE, pk_neg}),

@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <event2/event.h>
 
+#include "metrics.h"
 #include "nodescan.h"
 #include "ratelimit.h"
 #include "sshd.h"
@@ -640,6 +641,49 @@ Test(sm_runner, failed_attempts_are_deleted_before_the_retry)
 	cr_assert_eq(st.ready, 1);
 	cr_assert_eq(st.launches, 0);
 	np_node_free(n);
+}
+
+static long long
+phase_count(const char *provider, const char *phase)
+{
+	json_t *r = metrics_record(provider, NULL);
+	long long n = json_integer_value(
+	    json_object_get(json_object_get(json_object_get(r, "phases"), phase), "count"));
+
+	json_decref(r);
+	return n;
+}
+
+/* The launch phases /metrics shows: create once per attempt the cloud
+ * named, boot once the create machine is done, no keyscan without
+ * host-key-checking; nothing for a launch that names no provider. */
+Test(sm_runner, launch_phases_are_recorded_per_attempt)
+{
+	struct np_node *n = node42(), *n2 = node42();
+	struct sm_launch_params p = params("plain");
+	struct outcome o = {0}, o2 = {0};
+
+	metrics_clear();
+	ad.script[0] = T_FAIL;
+	ad.script[1] = T_FAIL;
+	ad.script[2] = T_OK;
+	ad.nscript = 3;
+	p.provider = "unit-p";
+	sm_launch_start(runner, n, &p, on_launch, &o);
+	run_loop(5);
+	cr_assert_eq(o.res, DRV_LAUNCH_READY);
+	cr_assert_eq(phase_count("unit-p", "create"), 3);
+	cr_assert_eq(phase_count("unit-p", "boot"), 1);
+	cr_assert_eq(phase_count("unit-p", "keyscan"), 0);
+	cr_assert_eq(phase_count("unit-p", "total"), 0, "the launcher records the whole launch");
+	p.provider = NULL;
+	sm_launch_start(runner, n2, &p, on_launch, &o2);
+	run_loop(5);
+	cr_assert_eq(o2.res, DRV_LAUNCH_READY);
+	cr_assert_eq(phase_count("unit-p", "create"), 3);
+	metrics_clear();
+	np_node_free(n);
+	np_node_free(n2);
 }
 
 Test(sm_runner, retries_spent_leave_the_last_instance_to_delete)

@@ -160,6 +160,10 @@ Test(proctab, roles)
 	cr_assert_eq(p->restart, SUP_RESTART_ALWAYS);
 	cr_assert_str_eq(b->program, "nodepool-builder");
 	cr_assert(b->optional);
+	cr_assert_str_eq(sup_role(IPC_KIND_WEB)->program, "nodepool-web");
+	cr_assert_str_eq(sup_role(IPC_KIND_WEB)->role_name, "web");
+	cr_assert(!sup_role(IPC_KIND_WEB)->optional);
+	cr_assert_eq(sup_role(IPC_KIND_WEB)->restart, SUP_RESTART_ALWAYS);
 	cr_assert_null(sup_role(IPC_KIND_COUNT));
 	cr_assert_null(sup_role((enum ipc_child_kind) - 1));
 	cr_assert_str_eq(sup_state_name(SUP_BACKOFF), "backoff");
@@ -228,6 +232,9 @@ Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 	cr_assert_null(json_object_get(np, "restart-backoff-max"));
 	cr_assert_null(json_object_get(np, "control-socket"));
 	cr_assert_null(json_object_get(np, "pid-file"));
+	/* no worker serves the web API under nodepoold: nodepool-web does */
+	cr_assert_null(json_object_get(a, "webapp"));
+	cr_assert_null(json_object_get(b, "webapp"));
 	/* min-ready belongs to the first provider offering the label */
 	cr_assert_eq(json_integer_value(json_object_get(
 			 json_array_get(json_object_get(a, "labels"), 0), "min-ready")),
@@ -294,4 +301,28 @@ Test(daemon_paths, from_the_nodepoold_section_or_defaults)
 	cr_assert_str_eq(sock, NP_DEFAULT_CONTROL_SOCKET);
 	free(sock);
 	free(pid);
+}
+
+Test(slices, web_gets_zookeeper_and_webapp)
+{
+	struct np_config *cfg = NULL;
+	struct np_config_errors *errs = NULL;
+	json_t *w;
+
+	cr_assert_eq(np_config_load_buffer("nodepool.yaml", slice_yaml, strlen(slice_yaml), NULL,
+					   NULL, 0, &cfg, &errs),
+		     0);
+	w = sup_web_slice(cfg);
+	cr_assert_str_eq(
+	    json_string_value(json_object_get(json_object_get(w, "zookeeper"), "hosts")),
+	    cfg->zk_hosts);
+	cr_assert(json_is_null(json_object_get(json_object_get(w, "zookeeper"), "tls")));
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(w, "webapp"), "port")),
+		     8005);
+	cr_assert_str_eq(
+	    json_string_value(json_object_get(json_object_get(w, "webapp"), "listen_address")),
+	    "0.0.0.0");
+	cr_assert_null(json_object_get(w, "providers"), "the web process needs no provider");
+	json_decref(w);
+	np_config_free(cfg);
 }

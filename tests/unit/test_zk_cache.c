@@ -556,8 +556,14 @@ Test(zk_cache, free_from_its_own_callback)
 	zk_free(zk);
 }
 
+static int
+synced_twice(void *arg)
+{
+	return ((const struct rec *)arg)->synced >= 2;
+}
+
 /* Changes made while the connection is down (the session lives on) show up
- * once it is back. */
+ * once it is back, then SYNCED again. */
 Test(zk_cache, catches_up_after_a_lost_connection)
 {
 	const char *path;
@@ -593,12 +599,24 @@ Test(zk_cache, catches_up_after_a_lost_connection)
 	testzk_run_for(base, 0.5);
 	cr_assert_eq(r.added, 1);
 	cr_assert_eq(r.updated, 0);
+	cr_assert_eq(zk_cache_synced(c), 0, "not in sync while the connection is down");
 
 	testzk_proxy_refuse(px, 0);
 	expect(&r, ZK_CACHE_ADDED, "new", "n", -1);
 	expect(&r, ZK_CACHE_UPDATED, "old", "2", -1);
 	expect(&r, ZK_CACHE_UPDATED, "old", NULL, 1);
-	cr_assert_eq(r.synced, 1, "no reload: the session lived on");
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert(testzk_run_until(base, synced_twice, &r, 10), "re-synced after reconnecting");
+	cr_assert_eq(zk_cache_synced(c), 1);
+	cr_assert_eq(r.added, 2, "no reload: the session lived on");
+	cr_assert_eq(r.removed, 0);
+	/* the child watch on /cc is armed again: a later child is seen (the
+	 * watch re-registered by the C client fired during the re-listing,
+	 * which used to leave none) */
+	cr_assert_eq(zk_sync_create(other, "/cc/later", "l", 1, 0, 0, NULL), ZOK);
+	expect(&r, ZK_CACHE_ADDED, "later", "l", -1);
+	cr_assert_eq(zk_sync_create(other, "/cc/later2", "m", 1, 0, 0, NULL), ZOK);
+	expect(&r, ZK_CACHE_ADDED, "later2", "m", -1);
 	zk_lock_free(l);
 	zk_cache_free(c);
 	rec_reset(&r);

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <event2/event.h>
 #include <regex.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -506,6 +507,109 @@ Test(zk_lock, contender_created_unheard_is_found_again)
 	cr_assert_eq(zk_lock_sync_release(l), ZOK);
 	cr_assert_eq(nchildren(d, "/unheard"), 0);
 	zk_lock_free(l);
+	zk_free(b);
+	zk_free(d);
+	testzk_proxy_stop(px);
+}
+
+/* A TLS session on hosts (the proxy, for the tests below). */
+static struct zk *
+second_tls(const char *hosts)
+{
+	struct zk_options opt;
+	struct zk *zk;
+	char err[256];
+
+	testzk_options(&opt, hosts, 1);
+	/* a TLS write to a connection the proxy closed raises SIGPIPE (the
+	 * daemon ignores it) */
+	signal(SIGPIPE, SIG_IGN);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	return zk;
+}
+
+static int
+children_are(void *arg)
+{
+	void **a = arg;
+	char **names;
+	int n, rc = zk_sync_children(a[0], a[1], &n, &names);
+
+	zk_strings_free(n, names);
+	return rc == ZOK && n == *(int *)a[2];
+}
+
+/* While the server is away behind a proxy that takes the TCP connection and
+ * closes it, every TLS handshake fails and the C client fails the queued
+ * requests with ZSSLCONNECTIONERROR: an acquisition started then is not
+ * given up (it used to end with that error, its contender forgotten), and
+ * completes once the server is back. */
+Test(zk_lock, acquisition_rides_out_failing_tls_handshakes)
+{
+	const char *path;
+	const char *direct = testzk_chroot(1, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(1));
+	struct zk *d = second_tls(direct), *b;
+	struct zk_lock *l;
+	struct lrec r = {0};
+	char hosts[256];
+	int one = 1;
+	void *args[3] = {NULL, "/tlscut", &one};
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	b = second_tls(hosts);
+	l = zk_lock_new(b, "/tlscut", "me", 0);
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	cr_assert_not(zk_is_connected(b));
+	zk_lock_acquire(l, 30, lrec_cb, &r);
+	testzk_run_for(base, 1.5); /* handshakes fail meanwhile */
+	cr_assert_eq(r.calls, 0, "given up: %s", zk_strerror(r.rc));
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_flag(base, &r.calls, 20));
+	cr_assert_eq(r.rc, ZOK, "%s", zk_strerror(r.rc));
+	args[0] = d;
+	cr_assert(testzk_run_until(base, children_are, args, 5), "one contender, ours");
+	cr_assert_eq(zk_lock_sync_release(l), ZOK);
+	zk_lock_free(l);
+	zk_free(b);
+	zk_free(d);
+	testzk_proxy_stop(px);
+}
+
+/* A held lock freed while the connection is down (worker/handler.c's
+ * hn_release): its contender is deleted once the connection is back, not
+ * left locked by our live session forever. */
+Test(zk_lock, free_while_disconnected_deletes_the_contender_later)
+{
+	const char *path;
+	const char *direct = testzk_chroot(1, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(1));
+	struct zk *d = second_tls(direct), *b;
+	struct zk_lock *l, *other;
+	char hosts[256];
+	int zero = 0;
+	void *args[3] = {NULL, "/freecut", &zero};
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	b = second_tls(hosts);
+	l = zk_lock_new(b, "/freecut", "me", 0);
+	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	zk_lock_free(l);
+	testzk_run_for(base, 1.0);
+	cr_assert_eq(nchildren(d, "/freecut"), 1, "still ours while we are away");
+	testzk_proxy_refuse(px, 0);
+	args[0] = d;
+	cr_assert(testzk_run_until(base, children_are, args, 10), "contender deleted");
+	other = zk_lock_new(d, "/freecut", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(other, 0), ZOK);
+	zk_lock_free(other);
 	zk_free(b);
 	zk_free(d);
 	testzk_proxy_stop(px);

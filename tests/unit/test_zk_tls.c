@@ -1,7 +1,9 @@
 /*
  * TLS sessions: a session to the fixture's TLS port works, and a server
  * whose certificate is not from our CA, or is from our CA but names another
- * IP address, is refused. The refusing servers are `openssl s_server`
+ * IP address or another host name than the one we connected to, is
+ * refused; a certificate carrying only a DNS name is accepted for that
+ * name. The refusing servers are `openssl s_server`
  * children on free loopback ports, stopped by pid.
  */
 #include <criterion/criterion.h>
@@ -88,7 +90,7 @@ struct tls_run {
  * at it for 3 seconds and record what happened.
  */
 static void
-run_against(const char *cert, const char *key, struct tls_run *r)
+run_against_host(const char *cert, const char *key, const char *host, struct tls_run *r)
 {
 	struct testzk_proc *srv;
 	struct zk_options opt;
@@ -119,7 +121,7 @@ run_against(const char *cert, const char *key, struct tls_run *r)
 	dup2(fd, 2);
 	close(fd);
 
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%s", port);
+	snprintf(hosts, sizeof(hosts), "%s:%s", host, port);
 	testzk_options(&opt, hosts, 1);
 	zk = zk_new(base, &opt, sess_cb, &r->s, err, sizeof(err));
 	cr_assert_not_null(zk, "%s", err);
@@ -129,6 +131,12 @@ run_against(const char *cert, const char *key, struct tls_run *r)
 	dup2(saved, 2);
 	close(saved);
 	testzk_proc_stop(srv);
+}
+
+static void
+run_against(const char *cert, const char *key, struct tls_run *r)
+{
+	run_against_host(cert, key, "127.0.0.1", r);
 }
 
 Test(zk_tls, certificate_from_another_ca_is_refused)
@@ -142,7 +150,7 @@ Test(zk_tls, certificate_from_another_ca_is_refused)
 	/* our client aborted the handshake with "unknown CA" */
 	cr_assert(testzk_file_contains(r.sout, "alert unknown ca"), "see %s", r.sout);
 	cr_assert_not(testzk_file_contains(r.sout, "CIPHER is"));
-	cr_assert(testzk_file_contains(r.log, "TLS connection to 127.0.0.1:"), "see %s", r.log);
+	cr_assert(testzk_file_contains(r.log, "TLS handshake with 127.0.0.1:"), "see %s", r.log);
 	cr_assert(testzk_file_contains(r.log, "error in ssl connect"), "see %s", r.log);
 	/* the C client's lines come through lib/core/log.h, not raw */
 	cr_assert_not(testzk_file_contains(r.log, "ZOO_ERROR@"), "see %s", r.log);
@@ -178,4 +186,48 @@ Test(zk_tls, right_certificate_completes_the_handshake)
 	cr_assert_eq(r.s.connected, 0);
 	cr_assert_not(testzk_file_contains(r.log, "does not match"));
 	cr_assert_not(testzk_file_contains(r.log, "error in ssl connect"));
+}
+
+/* A certificate that carries only a DNS name (localhost, no IP address) is
+ * good for a connection to "localhost:port": the name we asked for is
+ * checked, not only the address it resolved to. */
+Test(zk_tls, dns_name_certificate_matches_the_host_name)
+{
+	struct tls_run r;
+
+	memset(&r, 0, sizeof(r));
+	run_against_host("dnsonly-server.pem", "dnsonly-server.key", "localhost", &r);
+	cr_assert(testzk_file_contains(r.sout, "CIPHER is"), "see %s", r.sout);
+	cr_assert_eq(r.s.auth_failed, 0, "see %s", r.log);
+	cr_assert_not(testzk_file_contains(r.log, "does not match"), "see %s", r.log);
+	cr_assert_not(testzk_file_contains(r.log, "error in ssl connect"), "see %s", r.log);
+}
+
+/* Our CA, but a certificate for another name: refused for "localhost". */
+Test(zk_tls, certificate_for_another_name_is_refused)
+{
+	struct tls_run r;
+
+	memset(&r, 0, sizeof(r));
+	run_against_host("wrongname-server.pem", "wrongname-server.key", "localhost", &r);
+	cr_assert_eq(r.s.connected, 0);
+	cr_assert_eq(r.s.auth_failed, 1, "see %s", r.log);
+	cr_assert(testzk_file_contains(
+		      r.log, "server certificate does not match the server address (localhost)"),
+		  "see %s", r.log);
+}
+
+/* The DNS-only certificate does not vouch for an IP address: connecting to
+ * "127.0.0.1:port" with it is refused (the address is not in it). */
+Test(zk_tls, dns_name_certificate_does_not_match_an_ip_address)
+{
+	struct tls_run r;
+
+	memset(&r, 0, sizeof(r));
+	run_against_host("dnsonly-server.pem", "dnsonly-server.key", "127.0.0.1", &r);
+	cr_assert_eq(r.s.connected, 0);
+	cr_assert_eq(r.s.auth_failed, 1, "see %s", r.log);
+	cr_assert(testzk_file_contains(
+		      r.log, "server certificate does not match the server address (127.0.0.1)"),
+		  "see %s", r.log);
 }

@@ -1,0 +1,2301 @@
+/*
+ * The builder process: configuration, ZooKeeper session, builder
+ * component, and the three duties of upstream's builder.py (reference
+ * section 4), each run from a snapshot of /nodepool/images
+ * (lib/zk/imagetree.h) taken every `interval` seconds:
+ *
+ *   builds   (BuildWorker): per diskimage, unless paused in the config or
+ *            by the ZooKeeper pause flag: a manual request (request-build),
+ *            no READY build, the newest READY one older than rebuild-age,
+ *            or missing a format a provider needs -> take the image's build
+ *            lock (non-blocking), re-read, create the build record
+ *            (building), hand dib-cmd to a build worker, record READY or
+ *            FAILED, remove the request after a READY manual build;
+ *   uploads  (UploadWorker): per provider that manages images and each of
+ *            its diskimages not paused: the newest READY build whose file
+ *            of the provider's format is here and that has no READY upload
+ *            there -> take the upload lock (non-blocking), re-read, create
+ *            the upload record (uploading), hand it to an upload worker,
+ *            record READY (external_id, external_name, format) or FAILED;
+ *   cleanup  (CleanupWorker), every `cleanup_interval` seconds: keep the
+ *            two newest READY builds of each configured image and the two
+ *            newest READY uploads per image and provider; delete in the
+ *            cloud, then in ZooKeeper, what is superseded, failed, marked
+ *            deleting (`nodepool image-delete`, `dib-image-delete`), left
+ *            uploading by a dead upload, of a removed image or no longer in
+ *            a provider; remove upload records of providers that left the
+ *            configuration (their cloud cannot be reached any more:
+ *            upstream leaves them, and the build, forever); mark builds
+ *            deleting and remove them once no upload is left; delete local
+ *            files of builds that are gone or deleting, and with
+ *            delete-after-upload the formats every provider has.
+ *
+ * The work itself runs in worker processes (pool.c); this process keeps
+ * every lock and writes every record, so a crashing worker fails one job
+ * and leaves records that say so.
+ */
+#include "builder.h"
+
+#include <sys/queue.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "chan.h"
+#include "config.h"
+#include "driver.h"
+#include "imagetree.h"
+#include "ipc.h"
+#include "log.h"
+#include "model.h"
+#include "paths.h"
+#include "statsd.h"
+#include "strset.h"
+#include "version.h"
+#include "zk.h"
+
+#define EXIT_PERMANENT	100
+#define KEEP_BUILDS	2
+#define KEEP_UPLOADS	2
+#define UPLOAD_ATTEMPTS 3
+/* Local files younger than this (seconds) are left to the next cleanup:
+ * a build may have finished after the snapshot was read. */
+#define LOCAL_FILE_GRACE 1.0
+
+struct task;
+
+struct builder {
+	struct event_base *base;
+	struct builder_options opt;
+	/* configuration */
+	struct np_config *cfg;
+	int64_t generation;
+	struct timespec cfg_mtime, sec_mtime;
+	/* nodepoold */
+	struct chan *sup;
+	int ready_sent;
+	/* ZooKeeper */
+	struct zk *zk;
+	char *component_path;
+	int component_pending;
+	char *hostname;
+	char builder_id[40];
+	/* work */
+	struct bpool *builds, *uploads;
+	struct statsd *statsd;
+	struct event *tick_ev, *soon_ev;
+	struct imgtree_load *load;
+	int again; /* a pass was asked for while one was reading */
+	double last_cleanup;
+	double snapshot_time;	  /* wall clock when the snapshot in hand was asked for */
+	struct strset *building;  /* images with a build of ours in flight */
+	struct strset *uploading; /* "image/provider" with an upload of ours in flight */
+	TAILQ_HEAD(, task) tasks; /* every build, upload and cleanup step in flight */
+	TAILQ_HEAD(, task) acts;  /* cleanup steps waiting their turn */
+	int cleanup_running;
+	/* counters */
+	unsigned long long builds_started, builds_ready, builds_failed;
+	unsigned long long uploads_started, uploads_ready, uploads_failed;
+	unsigned long long deleted_uploads, deleted_builds, cleanup_passes, passes;
+	char last_error[256];
+	double start;
+	int stopping;
+	int exit_code;
+};
+
+/* ---- small helpers ------------------------------------------------------------- */
+
+static double
+now_wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double
+now_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static char *
+xstrdup(const char *s)
+{
+	char *d = strdup(s != NULL ? s : "");
+
+	if (d == NULL)
+		abort();
+	return d;
+}
+
+static void set_error(struct builder *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void
+set_error(struct builder *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(b->last_error, sizeof(b->last_error), fmt, ap);
+	va_end(ap);
+	log_warn("%s", b->last_error);
+}
+
+/* The host's FQDN, as upstream's socket.getfqdn(). */
+static char *
+fqdn(void)
+{
+	char host[256];
+	struct addrinfo hints, *res = NULL;
+	char *out;
+
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = AI_CANONNAME;
+	if (getaddrinfo(host, NULL, &hints, &res) == 0 && res != NULL && res->ai_canonname != NULL)
+		out = xstrdup(res->ai_canonname);
+	else
+		out = xstrdup(host);
+	if (res != NULL)
+		freeaddrinfo(res);
+	return out;
+}
+
+/* mkdir -p */
+static int
+mkdirs(const char *path)
+{
+	char buf[4096], *p;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/* The format a provider takes: its image-format, else qcow2 (upstream's
+ * OpenStack default from clouds.yaml's image_format). */
+static const char *
+provider_format(const struct np_provider *p)
+{
+	return p->image_format != NULL && p->image_format[0] ? p->image_format : "qcow2";
+}
+
+/* 1 when the provider's driver is built in and can upload images (a
+ * state-machine driver whose adapter has upload_image). */
+static int
+provider_uploads(const struct np_provider *p)
+{
+	const struct driver *drv = driver_lookup(p->driver != NULL ? p->driver : "openstack");
+
+	return p->manage_images && drv != NULL && drv->image_upload != NULL;
+}
+
+static const struct np_provider_image *
+provider_diskimage(const struct np_provider *p, const char *image)
+{
+	size_t i;
+
+	for (i = 0; i < p->ndiskimages; i++)
+		if (strcmp(p->diskimages[i].name, image) == 0)
+			return &p->diskimages[i];
+	return NULL;
+}
+
+static int
+strv_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The formats to build for d: every managing provider's that uses it, plus
+ * d's own formats; sorted. */
+static void
+needed_formats(const struct np_config *cfg, const struct np_diskimage *d, struct np_strv *out)
+{
+	size_t i;
+
+	np_strv_clear(out);
+	for (i = 0; i < cfg->nproviders; i++) {
+		const struct np_provider *p = &cfg->providers[i];
+		if (p->manage_images && provider_diskimage(p, d->name) != NULL &&
+		    !np_strv_contains(out, provider_format(p)))
+			np_strv_push(out, provider_format(p));
+	}
+	for (i = 0; i < d->formats.n; i++)
+		if (!np_strv_contains(out, d->formats.v[i]))
+			np_strv_push(out, d->formats.v[i]);
+	if (out->n > 1)
+		qsort(out->v, out->n, sizeof(*out->v), strv_cmp);
+}
+
+/* The newest READY build (upstream's getMostRecentBuilds(1, READY)). */
+static const struct imgtree_build *
+newest_ready(const struct imgtree_image *im)
+{
+	const struct imgtree_build *best = NULL;
+	size_t i;
+
+	for (i = 0; im != NULL && i < im->nbuilds; i++) {
+		const struct imgtree_build *ib = &im->builds[i];
+		if (ib->b == NULL || ib->b->state != NP_BUILD_READY)
+			continue;
+		if (best == NULL || ib->b->state_time > best->b->state_time)
+			best = ib;
+	}
+	return best;
+}
+
+static const struct imgtree_provider *
+build_provider(const struct imgtree_build *ib, const char *provider)
+{
+	size_t i;
+
+	for (i = 0; ib != NULL && i < ib->nproviders; i++)
+		if (strcmp(ib->providers[i].name, provider) == 0)
+			return &ib->providers[i];
+	return NULL;
+}
+
+static int
+has_ready_upload(const struct imgtree_build *ib, const char *provider)
+{
+	const struct imgtree_provider *ip = build_provider(ib, provider);
+	size_t i;
+
+	for (i = 0; ip != NULL && i < ip->nuploads; i++)
+		if (ip->uploads[i].u != NULL && ip->uploads[i].u->state == NP_UPLOAD_READY)
+			return 1;
+	return 0;
+}
+
+static void
+local_path(const struct builder *b, const char *image, const char *build, const char *ext,
+	   char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/%s-%s.%s", b->cfg->images_dir, image, build, ext);
+}
+
+/* The first word of a checksum file (md5sum/sha256sum output), or NULL. */
+static char *
+read_checksum(const char *path, size_t len)
+{
+	char buf[256];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (f == NULL)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if (n < len)
+		return NULL;
+	buf[len] = '\0';
+	return xstrdup(buf);
+}
+
+static void
+schedule_soon(struct builder *b)
+{
+	if (!event_pending(b->soon_ev, EV_TIMEOUT, NULL))
+		event_active(b->soon_ev, EV_TIMEOUT, 0);
+}
+
+/* ---- tasks: one build, upload or cleanup step in flight ------------------------ */
+
+enum task_kind {
+	T_BUILD,
+	T_UPLOAD,
+	T_UPLOAD_DELETE,  /* cleanup: mark deleting, delete in the cloud, remove */
+	T_UPLOAD_CRUFT,	  /* cleanup: remove an uploading record nobody works on */
+	T_BUILD_DELETING, /* cleanup: mark a build deleting */
+	T_BUILD_REMOVE,	  /* cleanup: remove a build without uploads */
+};
+
+struct task {
+	TAILQ_ENTRY(task) entry;
+	struct builder *b;
+	enum task_kind kind;
+	int step;
+	int rc;
+	int queued; /* in b->acts, not b->tasks */
+	char *image, *build, *provider, *upload;
+	char *data; /* the record's JSON as read */
+	struct zk_lock *lock, *lock2;
+	struct imgtree_load *load;
+	/* build */
+	struct np_strv formats;
+	char *seen_ready;
+	int manual;
+	double started;
+	/* upload */
+	char *format, *external_id, *username, *python_path, *shell_type;
+	double upload_start;
+	/* job outcome */
+	int job_ok;
+	json_t *job_result;
+	char *job_error;
+};
+
+static void task_run(struct task *t);
+
+static struct task *
+task_new(struct builder *b, enum task_kind kind, const char *image)
+{
+	struct task *t = calloc(1, sizeof(*t));
+
+	if (t == NULL)
+		abort();
+	t->b = b;
+	t->kind = kind;
+	t->image = xstrdup(image);
+	return t;
+}
+
+static void
+task_free(struct task *t)
+{
+	struct builder *b = t->b;
+
+	if (t->queued)
+		TAILQ_REMOVE(&b->acts, t, entry);
+	else
+		TAILQ_REMOVE(&b->tasks, t, entry);
+	zk_lock_free(t->lock);
+	zk_lock_free(t->lock2);
+	imgtree_load_cancel(t->load);
+	if (b->zk != NULL)
+		zk_cancel(b->zk, t);
+	np_strv_clear(&t->formats);
+	free(t->image);
+	free(t->build);
+	free(t->provider);
+	free(t->upload);
+	free(t->data);
+	free(t->seen_ready);
+	free(t->format);
+	free(t->external_id);
+	free(t->username);
+	free(t->python_path);
+	free(t->shell_type);
+	json_decref(t->job_result);
+	free(t->job_error);
+	free(t);
+}
+
+static void
+task_start(struct task *t)
+{
+	TAILQ_INSERT_TAIL(&t->b->tasks, t, entry);
+	task_run(t);
+}
+
+/* Callbacks that store the outcome and move the task on. */
+static void
+t_lock_cb(struct zk_lock *lock, int rc, void *arg)
+{
+	struct task *t = arg;
+
+	t->rc = rc;
+	t->step++;
+	task_run(t);
+}
+
+static void
+t_void_cb(int rc, void *arg)
+{
+	struct task *t = arg;
+
+	t->rc = rc;
+	t->step++;
+	task_run(t);
+}
+
+static void
+t_stat_cb(int rc, const struct zk_stat *st, void *arg)
+{
+	t_void_cb(rc, arg);
+}
+
+static void
+t_string_cb(int rc, const char *path, void *arg)
+{
+	struct task *t = arg;
+
+	if (rc == ZOK && path != NULL && t->kind == T_UPLOAD) {
+		const char *slash = strrchr(path, '/');
+		free(t->upload);
+		t->upload = xstrdup(slash ? slash + 1 : path);
+	}
+	t_void_cb(rc, arg);
+}
+
+static void
+t_data_cb(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct task *t = arg;
+
+	free(t->data);
+	t->data = rc == ZOK ? xstrdup(data) : NULL;
+	t_void_cb(rc, arg);
+}
+
+static void t_tree_cb(int rc, struct imgtree *tree, void *arg);
+
+static void
+t_job_cb(bool ok, const json_t *result, const char *error, void *arg)
+{
+	struct task *t = arg;
+
+	t->job_ok = ok;
+	json_decref(t->job_result);
+	t->job_result = result != NULL ? json_deep_copy(result) : NULL;
+	free(t->job_error);
+	t->job_error = error != NULL ? xstrdup(error) : NULL;
+	t->step++;
+	task_run(t);
+}
+
+/* The snapshot a task re-checks against after taking its lock. */
+static struct imgtree *task_tree_tmp;
+
+static void
+t_tree_cb(int rc, struct imgtree *tree, void *arg)
+{
+	struct task *t = arg;
+
+	t->load = NULL;
+	t->rc = rc;
+	t->step++;
+	task_tree_tmp = tree;
+	task_run(t);
+	imgtree_free(task_tree_tmp);
+	task_tree_tmp = NULL;
+}
+
+static void
+lock_new(struct task *t, struct zk_lock **slot, const char *path)
+{
+	zk_lock_free(*slot);
+	*slot = zk_lock_new(t->b->zk, path, t->b->hostname, 0);
+}
+
+/* ---- builds ------------------------------------------------------------------- */
+
+static void
+prune_build_logs(struct builder *b, const char *image)
+{
+	long long keep = b->cfg->build_log_retention;
+	struct dirent *de;
+	struct {
+		char name[512];
+		time_t mtime;
+	} *logs = NULL;
+	size_t n = 0, cap = 0, i, j, plen = strlen(image);
+	DIR *d;
+
+	if (keep < 0)
+		return;
+	if (keep < 1)
+		keep = 1;
+	d = opendir(b->cfg->build_log_dir);
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char path[4096];
+		struct stat st;
+		size_t len = strlen(de->d_name);
+		if (len <= plen + 5 || strncmp(de->d_name, image, plen) != 0 ||
+		    de->d_name[plen] != '-' || strcmp(de->d_name + len - 4, ".log") != 0 ||
+		    len >= sizeof(logs->name))
+			continue;
+		/* <image>-<build id>.log: the id has no '-' */
+		if (memchr(de->d_name + plen + 1, '-', len - plen - 5) != NULL)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", b->cfg->build_log_dir, de->d_name);
+		if (stat(path, &st) != 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			logs = realloc(logs, cap * sizeof(*logs));
+			if (logs == NULL)
+				abort();
+		}
+		snprintf(logs[n].name, sizeof(logs[n].name), "%s", de->d_name);
+		logs[n].mtime = st.st_mtime;
+		n++;
+	}
+	closedir(d);
+	/* newest first */
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && logs[j].mtime > logs[j - 1].mtime; j--) {
+			__typeof__(*logs) tmp = logs[j];
+			logs[j] = logs[j - 1];
+			logs[j - 1] = tmp;
+		}
+	for (i = (size_t)keep; i < n; i++) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/%s", b->cfg->build_log_dir, logs[i].name);
+		if (unlink(path) == 0)
+			log_info("removed old build log %s", path);
+	}
+	free(logs);
+}
+
+/* Split s at whitespace into argv (dib-cmd and elements, as shlex would
+ * for unquoted words). */
+static void
+push_words(json_t *argv, const char *s, const char *pkgdir)
+{
+	char *copy = xstrdup(s), *save = NULL, *w;
+
+	for (w = strtok_r(copy, " \t\n", &save); w != NULL; w = strtok_r(NULL, " \t\n", &save)) {
+		char *pct = strstr(w, "%p");
+		if (pct != NULL) {
+			char buf[4096];
+			snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(pct - w), w, pkgdir, pct + 2);
+			json_array_append_new(argv, json_string(buf));
+		} else
+			json_array_append_new(argv, json_string(w));
+	}
+	free(copy);
+}
+
+/* The build job: dib-cmd's argv and environment, as upstream's _buildImage. */
+static json_t *
+build_spec(struct builder *b, const struct np_diskimage *d, const char *build_id,
+	   const struct np_strv *formats)
+{
+	json_t *argv = json_array(), *env = json_object();
+	char base[4096], logp[4096], types[1024] = "", pkgdir[4096];
+	const char *k, *slash;
+	json_t *v;
+	size_t i;
+	int qcow2 = 0;
+
+	snprintf(base, sizeof(base), "%s/%s-%s", b->cfg->images_dir, d->name, build_id);
+	snprintf(logp, sizeof(logp), "%s/%s-%s.log", b->cfg->build_log_dir, d->name, build_id);
+	for (i = 0; i < formats->n; i++) {
+		snprintf(types + strlen(types), sizeof(types) - strlen(types), "%s%s", i ? "," : "",
+			 formats->v[i]);
+		qcow2 |= strcmp(formats->v[i], "qcow2") == 0;
+	}
+	slash = strrchr(b->opt.exe, '/');
+	snprintf(pkgdir, sizeof(pkgdir), "%.*s", slash ? (int)(slash - b->opt.exe) : 1,
+		 slash ? b->opt.exe : ".");
+	push_words(argv, d->dib_cmd, pkgdir);
+	json_array_append_new(argv, json_string("-x"));
+	json_array_append_new(argv, json_string("-t"));
+	json_array_append_new(argv, json_string(types));
+	json_array_append_new(argv, json_string("--checksum"));
+	json_array_append_new(argv, json_string("--no-tmpfs"));
+	if (qcow2) {
+		json_array_append_new(argv, json_string("--qemu-img-options"));
+		json_array_append_new(argv, json_string("compat=0.10"));
+	}
+	json_array_append_new(argv, json_string("-o"));
+	json_array_append_new(argv, json_string(base));
+	for (i = 0; i < d->elements.n; i++)
+		push_words(argv, d->elements.v[i], pkgdir);
+	json_object_set_new(env, "DIB_RELEASE", json_string(d->release ? d->release : ""));
+	json_object_set_new(env, "DIB_IMAGE_NAME", json_string(d->name));
+	json_object_set_new(env, "DIB_IMAGE_FILENAME", json_string(base));
+	if (b->cfg->elements_dir != NULL)
+		json_object_set_new(env, "ELEMENTS_PATH", json_string(b->cfg->elements_dir));
+	json_object_foreach(d->env_vars, k, v)
+	{
+		if (json_is_string(v))
+			json_object_set(env, k, v);
+	}
+	return json_pack("{s:o, s:o, s:s, s:I}", "argv", argv, "env", env, "log", logp, "timeout",
+			 (json_int_t)d->build_timeout);
+}
+
+static void
+build_release(struct task *t)
+{
+	strset_del(t->b->building, t->image);
+	task_free(t);
+}
+
+/* Size on disk (allocated bytes, as upstream's st_blocks * 512). */
+static long long
+allocated(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (long long)st.st_blocks * 512 : -1;
+}
+
+static void
+build_stats(struct task *t, int rc, double duration, int ready)
+{
+	struct builder *b = t->b;
+	char key[512], path[4096];
+	size_t i;
+
+	if (b->statsd == NULL)
+		return;
+	if (ready)
+		for (i = 0; i < t->formats.n; i++) {
+			long long sz;
+			local_path(b, t->image, t->build, t->formats.v[i], path, sizeof(path));
+			if ((sz = allocated(path)) < 0)
+				continue;
+			snprintf(key, sizeof(key), "nodepool.dib_image_build.%s.%s.size", t->image,
+				 t->formats.v[i]);
+			statsd_gauge(b->statsd, key, (double)sz);
+		}
+	snprintf(key, sizeof(key), "nodepool.dib_image_build.%s.status.duration", t->image);
+	statsd_timing(b->statsd, key, duration * 1000.0);
+	snprintf(key, sizeof(key), "nodepool.dib_image_build.%s.status.rc", t->image);
+	statsd_gauge(b->statsd, key, rc);
+	snprintf(key, sizeof(key), "nodepool.dib_image_build.%s.status.last_build", t->image);
+	statsd_gauge(b->statsd, key, (double)(long long)now_wall());
+	statsd_flush(b->statsd);
+}
+
+static void delete_local_build(struct builder *b, const char *image, const char *build);
+
+/* A build, step by step (upstream's _checkImageFor*ImageUpdates,
+ * _buildWrapper, _buildImage). */
+static void
+run_build(struct task *t)
+{
+	struct builder *b = t->b;
+	const struct np_diskimage *d = np_config_diskimage(b->cfg, t->image);
+	char path[NP_PATH_MAX];
+	struct np_image_build *rec;
+	char *json;
+	size_t len;
+
+	switch (t->step) {
+	case 0: /* take the image's build lock, non-blocking */
+		np_path_image_build_lock(path, sizeof(path), t->image);
+		lock_new(t, &t->lock, path);
+		zk_lock_acquire(t->lock, 0, t_lock_cb, t);
+		return;
+	case 1:
+		if (t->rc != ZOK) {
+			if (t->rc != ZK_LOCK_BUSY)
+				set_error(b, "build lock of %s: %s", t->image, zk_strerror(t->rc));
+			build_release(t);
+			return;
+		}
+		/* re-read: another builder may have built it meanwhile */
+		t->load = imgtree_load_start(b->zk, t_tree_cb, t);
+		return;
+	case 2: {
+		const struct imgtree_image *im;
+		const struct imgtree_build *nr;
+		if (t->rc != ZOK || d == NULL) {
+			build_release(t);
+			return;
+		}
+		im = imgtree_image(task_tree_tmp, t->image);
+		nr = newest_ready(im);
+		if ((im != NULL && im->paused) || d->pause) {
+			build_release(t);
+			return;
+		}
+		if (t->manual ? im == NULL || !im->has_request
+			      : (nr != NULL &&
+				 (t->seen_ready == NULL || strcmp(nr->id, t->seen_ready) != 0))) {
+			log_debug("image %s: built elsewhere meanwhile", t->image);
+			build_release(t);
+			return;
+		}
+		t->manual = im != NULL && im->has_request;
+		/* the record, building */
+		t->build = malloc(33);
+		if (t->build == NULL || np_uuid4_hex(t->build) != 0)
+			abort();
+		rec = np_image_build_new();
+		rec->builder = xstrdup(b->hostname);
+		rec->builder_id = xstrdup(b->builder_id);
+		np_strv_copy(&rec->formats, &t->formats);
+		np_image_build_set_state(rec, NP_BUILD_BUILDING);
+		json = np_image_build_encode(rec, &len);
+		np_image_build_free(rec);
+		np_path_build(path, sizeof(path), t->image, t->build);
+		t->step = 3;
+		zk_create(b->zk, path, json, (int)len, 0, 1, t_string_cb, t);
+		free(json);
+		return;
+	}
+	case 4:
+		if (t->rc != ZOK) {
+			set_error(b, "storing build %s-%s: %s", t->image, t->build,
+				  zk_strerror(t->rc));
+			build_release(t);
+			return;
+		}
+		b->builds_started++;
+		prune_build_logs(b, t->image);
+		{
+			json_t *spec = build_spec(b, d, t->build, &t->formats);
+			log_info(
+			    "building image %s, build %s (%s)%s", t->image, t->build,
+			    json_string_value(json_array_get(json_object_get(spec, "argv"), 0)),
+			    t->manual ? ", requested" : "");
+			t->started = now_mono();
+			bpool_submit(b->builds, "build", spec, t_job_cb, t);
+			json_decref(spec);
+		}
+		return;
+	case 5: { /* the build is over: READY or FAILED */
+		int rc = -1, ok;
+		double duration = now_mono() - t->started;
+		if (t->job_ok)
+			rc = (int)json_integer_value(json_object_get(t->job_result, "rc"));
+		ok = t->job_ok && rc == 0 && t->lock != NULL && zk_lock_is_held(t->lock);
+		rec = np_image_build_new();
+		rec->builder = xstrdup(b->hostname);
+		rec->builder_id = xstrdup(b->builder_id);
+		if (ok) {
+			np_strv_copy(&rec->formats, &t->formats);
+			free(rec->username);
+			rec->username = d != NULL ? xstrdup(d->username) : xstrdup("zuul");
+			rec->python_path = d != NULL ? xstrdup(d->python_path) : NULL;
+			rec->shell_type =
+			    d != NULL && d->shell_type ? xstrdup(d->shell_type) : NULL;
+		}
+		np_image_build_set_state(rec, ok ? NP_BUILD_READY : NP_BUILD_FAILED);
+		if (ok) {
+			b->builds_ready++;
+			log_info("image %s build %s is ready (%.1fs)", t->image, t->build,
+				 duration);
+		} else {
+			b->builds_failed++;
+			set_error(b, "image %s build %s failed: %s", t->image, t->build,
+				  !t->job_ok ? t->job_error
+				  : json_is_true(json_object_get(t->job_result, "timed_out"))
+				      ? "build-timeout"
+				  : rc != 0 ? "dib-cmd failed (see the build log)"
+					    : "ZooKeeper session lost during the build");
+		}
+		build_stats(t, rc, duration, ok);
+		t->job_ok = ok;
+		json = np_image_build_encode(rec, &len);
+		np_image_build_free(rec);
+		np_path_build(path, sizeof(path), t->image, t->build);
+		zk_set(b->zk, path, json, (int)len, -1, t_stat_cb, t);
+		free(json);
+		return;
+	}
+	case 6:
+		if (t->rc != ZOK) {
+			/* as upstream: a build whose record is gone leaves no files */
+			set_error(b, "updating build %s-%s: %s", t->image, t->build,
+				  zk_strerror(t->rc));
+			delete_local_build(b, t->image, t->build);
+			t->job_ok = 0;
+		}
+		if (t->job_ok && t->manual) {
+			np_path_image_request_build(path, sizeof(path), t->image);
+			zk_delete(b->zk, path, -1, 0, t_void_cb, t);
+			return;
+		}
+		t->step++;
+		/* fall through */
+	case 7:
+		build_release(t);
+		schedule_soon(b); /* uploads can start now */
+		return;
+	}
+}
+
+static void
+check_build(struct builder *b, const struct imgtree *tree, const struct np_diskimage *d)
+{
+	const struct imgtree_image *im = imgtree_image(tree, d->name);
+	const struct imgtree_build *nr = newest_ready(im);
+	struct np_strv formats = {NULL, 0};
+	int manual, need;
+	size_t i;
+	struct task *t;
+
+	if (strset_has(b->building, d->name) || d->pause || (im != NULL && im->paused))
+		return;
+	needed_formats(b->cfg, d, &formats);
+	if (formats.n == 0) /* as upstream: nothing asks for it */
+		return;
+	manual = im != NULL && im->has_request;
+	need = manual || nr == NULL || now_wall() - nr->b->state_time >= (double)d->rebuild_age;
+	for (i = 0; !need && i < formats.n; i++)
+		need = !np_strv_contains(&nr->b->formats, formats.v[i]);
+	/* every build task holds a worker from its lock to its record */
+	if (!need || (int)strset_count(b->building) >= b->opt.build_workers) {
+		np_strv_clear(&formats);
+		return;
+	}
+	t = task_new(b, T_BUILD, d->name);
+	t->formats = formats;
+	t->manual = manual;
+	t->seen_ready = nr != NULL ? xstrdup(nr->id) : NULL;
+	strset_add(b->building, d->name);
+	task_start(t);
+}
+
+/* ---- uploads ------------------------------------------------------------------ */
+
+static void
+upload_release(struct task *t)
+{
+	char key[1024];
+
+	snprintf(key, sizeof(key), "%s/%s", t->image, t->provider);
+	strset_del(t->b->uploading, key);
+	task_free(t);
+}
+
+/* image-name-format with {image_name}, {upload_id}, {timestamp}. */
+static void
+external_name(const char *fmt, const char *image, const char *upload_id, char *out, size_t size)
+{
+	char ts[32];
+	size_t o = 0;
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)now_wall());
+	while (*fmt && o + 1 < size) {
+		const char *rep = NULL;
+		size_t skip = 0;
+		if (strncmp(fmt, "{image_name}", 12) == 0)
+			rep = image, skip = 12;
+		else if (strncmp(fmt, "{upload_id}", 11) == 0)
+			rep = upload_id, skip = 11;
+		else if (strncmp(fmt, "{timestamp}", 11) == 0)
+			rep = ts, skip = 11;
+		if (rep != NULL) {
+			o += (size_t)snprintf(out + o, size - o, "%s", rep);
+			if (o >= size)
+				o = size - 1;
+			fmt += skip;
+		} else
+			out[o++] = *fmt++;
+	}
+	out[o] = '\0';
+}
+
+static json_t *
+provider_config_json(const struct np_provider *p)
+{
+	json_t *cfg = np_cfg_to_json(p->raw);
+
+	/* the fake cloud's state-file is the launcher's picture of it */
+	json_object_del(cfg, "state-file");
+	json_object_del(cfg, "persistent");
+	return cfg;
+}
+
+static json_t *
+upload_spec(struct builder *b, struct task *t, const struct np_provider *p)
+{
+	const struct np_diskimage *d = np_config_diskimage(b->cfg, t->image);
+	const struct np_provider_image *pi = provider_diskimage(p, t->image);
+	json_t *meta = json_object();
+	char file[4096], sum[4200], name[1024];
+	char *md5, *sha256;
+	json_t *spec;
+
+	if (d != NULL && d->metadata != NULL)
+		json_object_update(meta, d->metadata);
+	if (pi != NULL && pi->meta != NULL)
+		json_object_update(meta, pi->meta);
+	json_object_set_new(meta, "nodepool_build_id", json_string(t->build));
+	json_object_set_new(meta, "nodepool_upload_id", json_string(t->upload));
+	json_object_set_new(meta, "nodepool_provider_name", json_string(p->name));
+	local_path(b, t->image, t->build, t->format, file, sizeof(file));
+	snprintf(sum, sizeof(sum), "%s.md5", file);
+	md5 = read_checksum(sum, 32);
+	snprintf(sum, sizeof(sum), "%s.sha256", file);
+	sha256 = read_checksum(sum, 64);
+	external_name(p->image_name_format ? p->image_name_format : "{image_name}-{timestamp}",
+		      t->image, t->upload, name, sizeof(name));
+	free(t->external_id);
+	t->external_id = xstrdup(name); /* the external name, until the cloud names it */
+	spec = json_pack(
+	    "{s:s, s:o, s:s, s:s, s:s, s:s, s:o, s:s?, s:s?, s:I, s:i, s:f, s:s?}", "provider",
+	    p->name, "config", provider_config_json(p), "image", t->image, "image_name", name,
+	    "filename", file, "format", t->format, "metadata", meta, "md5", md5, "sha256", sha256,
+	    "timeout", (json_int_t)p->image_upload_timeout, "retries", UPLOAD_ATTEMPTS,
+	    "retry_delay", b->opt.upload_retry_delay, "post_upload_hook", p->post_upload_hook);
+	free(md5);
+	free(sha256);
+	return spec;
+}
+
+/* An upload, step by step (upstream's _checkProviderImageUpload,
+ * _uploadImage). */
+static void
+run_upload(struct task *t)
+{
+	struct builder *b = t->b;
+	const struct np_provider *p = np_config_provider(b->cfg, t->provider);
+	char path[NP_PATH_MAX], key[512];
+	struct np_image_upload *rec;
+	char *json;
+	size_t len;
+
+	switch (t->step) {
+	case 0:
+		np_path_upload_lock(path, sizeof(path), t->image, t->build, t->provider);
+		lock_new(t, &t->lock, path);
+		zk_lock_acquire(t->lock, 0, t_lock_cb, t);
+		return;
+	case 1:
+		if (t->rc != ZOK) {
+			if (t->rc != ZK_LOCK_BUSY)
+				set_error(b, "upload lock of %s-%s in %s: %s", t->image, t->build,
+					  t->provider, zk_strerror(t->rc));
+			upload_release(t);
+			return;
+		}
+		t->load = imgtree_load_start(b->zk, t_tree_cb, t);
+		return;
+	case 2: {
+		const struct imgtree_image *im;
+		const struct imgtree_build *ib;
+		if (t->rc != ZOK || p == NULL) {
+			upload_release(t);
+			return;
+		}
+		im = imgtree_image(task_tree_tmp, t->image);
+		ib = im != NULL ? imgtree_build(im, t->build) : NULL;
+		/* uploaded meanwhile, or being deleted: nothing to do */
+		if (ib == NULL || ib->b == NULL || ib->b->state != NP_BUILD_READY ||
+		    has_ready_upload(ib, t->provider)) {
+			upload_release(t);
+			return;
+		}
+		rec = np_image_upload_new();
+		np_image_upload_set_state(rec, NP_UPLOAD_UPLOADING);
+		rec->username = ib->b->username ? xstrdup(ib->b->username) : NULL;
+		rec->python_path = ib->b->python_path ? xstrdup(ib->b->python_path) : NULL;
+		rec->shell_type = ib->b->shell_type ? xstrdup(ib->b->shell_type) : NULL;
+		t->username = rec->username ? xstrdup(rec->username) : NULL;
+		t->python_path = rec->python_path ? xstrdup(rec->python_path) : NULL;
+		t->shell_type = rec->shell_type ? xstrdup(rec->shell_type) : NULL;
+		json = np_image_upload_encode(rec, &len);
+		np_image_upload_free(rec);
+		np_path_uploads(path, sizeof(path), t->image, t->build, t->provider);
+		strcat(path, "/");
+		zk_create(b->zk, path, json, (int)len, ZOO_SEQUENCE, 1, t_string_cb, t);
+		free(json);
+		return;
+	}
+	case 3: {
+		json_t *spec;
+		if (t->rc != ZOK) {
+			set_error(b, "storing the upload of %s-%s to %s: %s", t->image, t->build,
+				  t->provider, zk_strerror(t->rc));
+			upload_release(t);
+			return;
+		}
+		b->uploads_started++;
+		spec = upload_spec(b, t, p);
+		log_info("uploading image %s build %s to %s (upload %s, %s)", t->image, t->build,
+			 t->provider, t->upload, t->format);
+		t->upload_start = now_mono();
+		bpool_submit(b->uploads, "upload", spec, t_job_cb, t);
+		json_decref(spec);
+		return;
+	}
+	case 4: {
+		const char *ext = json_string_value(json_object_get(t->job_result, "external_id"));
+		int ok = t->job_ok && ext != NULL;
+		rec = np_image_upload_new();
+		if (ok) {
+			rec->external_id = xstrdup(ext);
+			rec->external_name = xstrdup(t->external_id);
+			rec->format = xstrdup(t->format);
+			rec->username = t->username ? xstrdup(t->username) : NULL;
+			rec->python_path = t->python_path ? xstrdup(t->python_path) : NULL;
+			rec->shell_type = t->shell_type ? xstrdup(t->shell_type) : NULL;
+			b->uploads_ready++;
+			log_info("image %s build %s in %s is ready: %s (%s)", t->image, t->build,
+				 t->provider, ext, t->external_id);
+			if (b->statsd != NULL) {
+				snprintf(key, sizeof(key), "nodepool.image_update.%s.%s", t->image,
+					 t->provider);
+				statsd_timing(b->statsd, key,
+					      (now_mono() - t->upload_start) * 1000.0);
+				statsd_incr(b->statsd, key, 1);
+				statsd_flush(b->statsd);
+			}
+		} else {
+			b->uploads_failed++;
+			set_error(b, "upload of %s-%s to %s failed: %s", t->image, t->build,
+				  t->provider, t->job_error ? t->job_error : "no external id");
+		}
+		np_image_upload_set_state(rec, ok ? NP_UPLOAD_READY : NP_UPLOAD_FAILED);
+		json = np_image_upload_encode(rec, &len);
+		np_image_upload_free(rec);
+		np_path_upload(path, sizeof(path), t->image, t->build, t->provider, t->upload);
+		zk_set(b->zk, path, json, (int)len, -1, t_stat_cb, t);
+		free(json);
+		return;
+	}
+	case 5:
+		if (t->rc != ZOK)
+			set_error(b, "updating upload %s of %s-%s in %s: %s", t->upload, t->image,
+				  t->build, t->provider, zk_strerror(t->rc));
+		upload_release(t);
+		return;
+	}
+}
+
+static void
+check_upload(struct builder *b, const struct imgtree *tree, const struct np_provider *p,
+	     const struct np_provider_image *pi)
+{
+	const struct imgtree_image *im = imgtree_image(tree, pi->name);
+	const struct imgtree_build *nr = newest_ready(im);
+	const char *fmt = provider_format(p);
+	char key[1024], file[4096];
+	struct task *t;
+
+	snprintf(key, sizeof(key), "%s/%s", pi->name, p->name);
+	if (pi->pause || nr == NULL || strset_has(b->uploading, key))
+		return;
+	if (!provider_uploads(p)) {
+		log_debug("provider %s: its driver (%s) cannot upload images here", p->name,
+			  p->driver);
+		return;
+	}
+	if (has_ready_upload(nr, p->name) || !np_strv_contains(&nr->b->formats, fmt))
+		return;
+	local_path(b, pi->name, nr->id, fmt, file, sizeof(file));
+	if (access(file, R_OK) != 0) /* only the builder with the files uploads */
+		return;
+	if ((int)strset_count(b->uploading) >= b->opt.upload_workers)
+		return;
+	t = task_new(b, T_UPLOAD, pi->name);
+	t->build = xstrdup(nr->id);
+	t->provider = xstrdup(p->name);
+	t->format = xstrdup(fmt);
+	strset_add(b->uploading, key);
+	task_start(t);
+}
+
+/* ---- cleanup ------------------------------------------------------------------ */
+
+static void act_next(struct builder *b);
+
+static void
+act_done(struct task *t)
+{
+	struct builder *b = t->b;
+
+	task_free(t);
+	act_next(b);
+}
+
+static void
+act_queue(struct builder *b, enum task_kind kind, const char *image, const char *build,
+	  const char *provider, const char *upload, const char *data)
+{
+	struct task *t = task_new(b, kind, image);
+
+	t->build = build ? xstrdup(build) : NULL;
+	t->provider = provider ? xstrdup(provider) : NULL;
+	t->upload = upload ? xstrdup(upload) : NULL;
+	t->data = data ? xstrdup(data) : NULL;
+	t->queued = 1;
+	TAILQ_INSERT_TAIL(&b->acts, t, entry);
+}
+
+static void
+act_next(struct builder *b)
+{
+	struct task *t = TAILQ_FIRST(&b->acts);
+
+	if (t == NULL || b->stopping || b->zk == NULL) {
+		b->cleanup_running = 0;
+		return;
+	}
+	TAILQ_REMOVE(&b->acts, t, entry);
+	t->queued = 0;
+	task_start(t);
+}
+
+/* Re-encode an upload record with a new state. NULL when unreadable. */
+static char *
+upload_with_state(const struct task *t, int state, size_t *len)
+{
+	struct np_image_upload *u = NULL;
+	char err[256], *json;
+
+	if (t->data == NULL ||
+	    np_image_upload_decode(t->upload, t->data, strlen(t->data), &u, err, sizeof(err)) != 0)
+		return NULL;
+	np_image_upload_set_state(u, state);
+	json = np_image_upload_encode(u, len);
+	np_image_upload_free(u);
+	return json;
+}
+
+/*
+ * Delete one upload (upstream's _deleteUpload): unless it is already
+ * deleting, and unless it is in progress (uploading under a held upload
+ * lock), mark it deleting under its upload-number lock; then delete the
+ * image in the cloud (through an upload worker) and remove the record.
+ */
+static void
+run_upload_delete(struct task *t)
+{
+	struct builder *b = t->b;
+	const struct np_provider *p = np_config_provider(b->cfg, t->provider);
+	struct np_image_upload *u = NULL;
+	char path[NP_PATH_MAX], err[256], *json;
+	size_t len;
+
+	switch (t->step) {
+	case 0:
+		if (t->data == NULL || np_image_upload_decode(t->upload, t->data, strlen(t->data),
+							      &u, err, sizeof(err)) != 0) {
+			/* a malformed record: nothing to delete in the cloud */
+			t->step = 7;
+			run_upload_delete(t);
+			return;
+		}
+		t->rc = u->state;
+		free(t->external_id);
+		t->external_id = u->external_id ? xstrdup(u->external_id) : NULL;
+		np_image_upload_free(u);
+		if (t->rc == NP_UPLOAD_DELETING) {
+			t->step = 5;
+			run_upload_delete(t);
+			return;
+		}
+		if (t->rc == NP_UPLOAD_UPLOADING) {
+			/* in progress when someone holds the upload lock */
+			np_path_upload_lock(path, sizeof(path), t->image, t->build, t->provider);
+			lock_new(t, &t->lock2, path);
+			zk_lock_acquire(t->lock2, 0, t_lock_cb, t);
+			return;
+		}
+		t->rc = ZOK;
+		t->step = 1;
+		/* fall through */
+	case 1:
+		if (t->rc != ZOK) {
+			act_done(t);
+			return;
+		}
+		np_path_upload_id_lock(path, sizeof(path), t->image, t->build, t->provider,
+				       t->upload);
+		lock_new(t, &t->lock, path);
+		zk_lock_acquire(t->lock, 0, t_lock_cb, t);
+		return;
+	case 2:
+		if (t->rc != ZOK) {
+			act_done(t);
+			return;
+		}
+		json = upload_with_state(t, NP_UPLOAD_DELETING, &len);
+		np_path_upload(path, sizeof(path), t->image, t->build, t->provider, t->upload);
+		zk_set(b->zk, path, json, (int)len, -1, t_stat_cb, t);
+		free(json);
+		return;
+	case 3:
+		t->job_ok = t->rc == ZOK;
+		zk_lock_release(t->lock, t_void_cb, t);
+		return;
+	case 4:
+		if (!t->job_ok) {
+			act_done(t);
+			return;
+		}
+		t->step = 5;
+		/* fall through */
+	case 5: /* deleting: the cloud first */
+		if (t->external_id != NULL && p != NULL && provider_uploads(p)) {
+			json_t *spec =
+			    json_pack("{s:s, s:o, s:s}", "provider", p->name, "config",
+				      provider_config_json(p), "external_id", t->external_id);
+			log_info("deleting image build %s-%s from %s (%s)", t->image, t->build,
+				 t->provider, t->external_id);
+			bpool_submit(b->uploads, "delete-image", spec, t_job_cb, t);
+			json_decref(spec);
+			return;
+		}
+		if (t->external_id != NULL)
+			log_warn("upload %s of %s-%s: provider %s is %s; the record is removed, "
+				 "the cloud image %s is left to its owner",
+				 t->upload, t->image, t->build, t->provider,
+				 p == NULL ? "no longer configured" : "out of this builder's reach",
+				 t->external_id);
+		t->job_ok = 1;
+		t->step = 6;
+		/* fall through */
+	case 6:
+		if (!t->job_ok) {
+			set_error(b, "deleting image %s from %s: %s", t->external_id, t->provider,
+				  t->job_error ? t->job_error : "?");
+			act_done(t); /* retried on the next pass */
+			return;
+		}
+		/* fall through */
+	case 7: /* the record, under the upload-number lock */
+		np_path_upload_id_lock(path, sizeof(path), t->image, t->build, t->provider,
+				       t->upload);
+		lock_new(t, &t->lock, path);
+		t->step = 7;
+		zk_lock_acquire(t->lock, 0, t_lock_cb, t);
+		return;
+	case 8:
+		if (t->rc != ZOK) {
+			act_done(t);
+			return;
+		}
+		np_path_upload(path, sizeof(path), t->image, t->build, t->provider, t->upload);
+		zk_delete(b->zk, path, -1, 1, t_void_cb, t);
+		return;
+	case 9:
+		zk_lock_disown(t->lock); /* its contender went with the record */
+		if (t->rc == ZOK || t->rc == ZNONODE) {
+			b->deleted_uploads++;
+			log_info("removed upload %s of %s-%s in %s", t->upload, t->image, t->build,
+				 t->provider);
+		} else
+			set_error(b, "removing upload %s: %s", t->upload, zk_strerror(t->rc));
+		act_done(t);
+		return;
+	default:
+		act_done(t);
+		return;
+	}
+}
+
+/* An uploading record on a kept build nobody works on: remove it
+ * (upstream's _cleanupCurrentProviderUploads). */
+static void
+run_upload_cruft(struct task *t)
+{
+	struct builder *b = t->b;
+	char path[NP_PATH_MAX], err[256];
+	struct np_image_upload *u = NULL;
+
+	switch (t->step) {
+	case 0:
+		np_path_upload_lock(path, sizeof(path), t->image, t->build, t->provider);
+		lock_new(t, &t->lock, path);
+		zk_lock_acquire(t->lock, 0, t_lock_cb, t);
+		return;
+	case 1:
+		if (t->rc != ZOK) { /* in progress */
+			act_done(t);
+			return;
+		}
+		np_path_upload(path, sizeof(path), t->image, t->build, t->provider, t->upload);
+		zk_get(b->zk, path, NULL, NULL, t_data_cb, t);
+		return;
+	case 2:
+		if (t->rc != ZOK || t->data == NULL ||
+		    np_image_upload_decode(t->upload, t->data, strlen(t->data), &u, err,
+					   sizeof(err)) != 0 ||
+		    u->state != NP_UPLOAD_UPLOADING) {
+			np_image_upload_free(u);
+			act_done(t);
+			return;
+		}
+		np_image_upload_free(u);
+		log_info("removing the record of an abandoned upload %s of %s-%s in %s", t->upload,
+			 t->image, t->build, t->provider);
+		np_path_upload(path, sizeof(path), t->image, t->build, t->provider, t->upload);
+		zk_delete(b->zk, path, -1, 1, t_void_cb, t);
+		return;
+	default:
+		if (t->rc == ZOK)
+			b->deleted_uploads++;
+		act_done(t);
+		return;
+	}
+}
+
+static void
+run_build_deleting(struct task *t)
+{
+	struct builder *b = t->b;
+	char path[NP_PATH_MAX], err[256], *json;
+	struct np_image_build *bd = NULL;
+	size_t len;
+
+	switch (t->step) {
+	case 0:
+		np_path_build_lock(path, sizeof(path), t->image, t->build);
+		lock_new(t, &t->lock, path);
+		zk_lock_acquire(t->lock, 0, t_lock_cb, t);
+		return;
+	case 1:
+		if (t->rc != ZOK) {
+			act_done(t);
+			return;
+		}
+		np_path_build(path, sizeof(path), t->image, t->build);
+		zk_get(b->zk, path, NULL, NULL, t_data_cb, t);
+		return;
+	case 2:
+		if (t->rc != ZOK || t->data == NULL ||
+		    np_image_build_decode(t->build, t->data, strlen(t->data), &bd, err,
+					  sizeof(err)) != 0) {
+			act_done(t);
+			return;
+		}
+		np_image_build_set_state(bd, NP_BUILD_DELETING);
+		json = np_image_build_encode(bd, &len);
+		np_image_build_free(bd);
+		np_path_build(path, sizeof(path), t->image, t->build);
+		zk_set(b->zk, path, json, (int)len, -1, t_stat_cb, t);
+		free(json);
+		log_info("build %s-%s is deleting", t->image, t->build);
+		return;
+	default:
+		act_done(t);
+		return;
+	}
+}
+
+/* Remove a build none of whose uploads is left (the snapshot said so;
+ * upstream's deleteBuild). */
+static void
+run_build_remove(struct task *t)
+{
+	struct builder *b = t->b;
+	char path[NP_PATH_MAX];
+
+	switch (t->step) {
+	case 0:
+		np_path_build(path, sizeof(path), t->image, t->build);
+		zk_delete(b->zk, path, -1, 1, t_void_cb, t);
+		return;
+	default:
+		if (t->rc == ZOK) {
+			b->deleted_builds++;
+			log_info("removed build %s-%s", t->image, t->build);
+		}
+		act_done(t);
+		return;
+	}
+}
+
+static void
+task_run(struct task *t)
+{
+	switch (t->kind) {
+	case T_BUILD:
+		run_build(t);
+		break;
+	case T_UPLOAD:
+		run_upload(t);
+		break;
+	case T_UPLOAD_DELETE:
+		run_upload_delete(t);
+		break;
+	case T_UPLOAD_CRUFT:
+		run_upload_cruft(t);
+		break;
+	case T_BUILD_DELETING:
+		run_build_deleting(t);
+		break;
+	case T_BUILD_REMOVE:
+		run_build_remove(t);
+		break;
+	}
+}
+
+static int
+rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+/* Remove a build's local files (upstream's deleteLocalBuild). */
+static void
+delete_local_build(struct builder *b, const char *image, const char *build)
+{
+	char stem[1024], path[4096];
+	struct dirent *de;
+	size_t slen;
+	DIR *d = opendir(b->cfg->images_dir);
+
+	if (d == NULL)
+		return;
+	snprintf(stem, sizeof(stem), "%s-%s.", image, build);
+	slen = strlen(stem);
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, stem, slen) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", b->cfg->images_dir, de->d_name);
+		if (strcmp(de->d_name + slen, "d") == 0) {
+			/* the manifest dir */
+			if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+				log_warn("cannot remove %s: %s", path, strerror(errno));
+			else
+				log_info("removed DIB manifest %s", path);
+		} else if (unlink(path) != 0)
+			log_warn("cannot remove %s: %s", path, strerror(errno));
+		else
+			log_info("removed DIB file %s", path);
+	}
+	closedir(d);
+}
+
+/* Formats of a READY build no provider needs any more
+ * (upstream's _pruneLocalBuildFormats, delete-after-upload). */
+static void
+prune_local_formats(struct builder *b, const struct imgtree_build *ib, const char *image)
+{
+	const struct np_diskimage *d = np_config_diskimage(b->cfg, image);
+	struct np_strv keep = {NULL, 0};
+	size_t i;
+
+	if (d == NULL || !d->delete_after_upload)
+		return;
+	for (i = 0; i < d->keep_formats.n; i++)
+		np_strv_push(&keep, d->keep_formats.v[i]);
+	for (i = 0; i < b->cfg->nproviders; i++) {
+		const struct np_provider *p = &b->cfg->providers[i];
+		if (p->manage_images && provider_diskimage(p, image) != NULL &&
+		    !has_ready_upload(ib, p->name))
+			np_strv_push(&keep, provider_format(p));
+	}
+	for (i = 0; i < ib->b->formats.n; i++) {
+		const char *f = ib->b->formats.v[i];
+		char path[4096], sum[4200];
+		if (np_strv_contains(&keep, f))
+			continue;
+		local_path(b, image, ib->id, f, path, sizeof(path));
+		if (unlink(path) == 0)
+			log_info("removed DIB file %s (delete-after-upload)", path);
+		snprintf(sum, sizeof(sum), "%s.md5", path);
+		unlink(sum);
+		snprintf(sum, sizeof(sum), "%s.sha256", path);
+		unlink(sum);
+	}
+	np_strv_clear(&keep);
+}
+
+static void
+cleanup_local(struct builder *b, const struct imgtree *tree)
+{
+	struct strset *seen = strset_new();
+	struct dirent *de;
+	DIR *d = opendir(b->cfg->images_dir);
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char name[512], path[4096], key[600];
+		const char *dot = strrchr(de->d_name, '.'), *dash, *id;
+		const struct imgtree_image *im;
+		const struct imgtree_build *ib;
+		struct stat st;
+		size_t i;
+
+		if (dot == NULL || dot == de->d_name || strlen(de->d_name) >= sizeof(name))
+			continue;
+		for (i = 1; dot[i]; i++)
+			if (!(dot[i] == '_' || (dot[i] >= 'a' && dot[i] <= 'z') ||
+			      (dot[i] >= 'A' && dot[i] <= 'Z') || (dot[i] >= '0' && dot[i] <= '9')))
+				break;
+		if (dot[i] != '\0' || i == 1)
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)(dot - de->d_name), de->d_name);
+		dash = strrchr(name, '-');
+		if (dash == NULL || dash == name || dash[1] == '\0')
+			continue;
+		id = dash + 1;
+		if (strspn(id, "0123456789abcdef") != strlen(id))
+			continue;
+		if (!strset_add(seen, name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", b->cfg->images_dir, de->d_name);
+		if (stat(path, &st) != 0 ||
+		    (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9 >
+			b->snapshot_time - LOCAL_FILE_GRACE)
+			continue;
+		snprintf(key, sizeof(key), "%.*s", (int)(dash - name), name);
+		if (strset_has(b->building, key))
+			continue;
+		im = imgtree_image(tree, key);
+		ib = im != NULL ? imgtree_build(im, id) : NULL;
+		if (ib == NULL || ib->gone ||
+		    (ib->b != NULL && ib->b->state == NP_BUILD_DELETING)) {
+			log_info("deleting on-disk build %s", name);
+			delete_local_build(b, key, id);
+		} else if (ib->b != NULL && ib->b->state == NP_BUILD_READY)
+			prune_local_formats(b, ib, key);
+	}
+	closedir(d);
+	strset_free(seen);
+}
+
+/* Is a non-kept build still being built? (upstream's _inProgressBuild:
+ * building, and the image's build lock held) */
+static int
+build_in_progress(struct builder *b, const struct imgtree_image *im, const struct imgtree_build *ib)
+{
+	if (ib->b == NULL || ib->b->state != NP_BUILD_BUILDING)
+		return 0;
+	return im->lock_contenders > 0 || strset_has(b->building, im->name);
+}
+
+struct recent {
+	const char *build, *upload;
+	double t;
+};
+
+/* Is (build, upload) among the KEEP_UPLOADS newest READY uploads of the
+ * image in provider, across READY builds? (_buildUploadRecencyTable) */
+static int
+recent_upload(const struct imgtree_image *im, const char *provider, const char *build,
+	      const char *upload)
+{
+	struct recent top[KEEP_UPLOADS];
+	int ntop = 0, i, j;
+	size_t k, m;
+
+	for (k = 0; k < im->nbuilds; k++) {
+		const struct imgtree_build *ib = &im->builds[k];
+		const struct imgtree_provider *ip = build_provider(ib, provider);
+		if (ib->b == NULL || ib->b->state != NP_BUILD_READY || ip == NULL)
+			continue;
+		for (m = 0; m < ip->nuploads; m++) {
+			const struct imgtree_upload *u = &ip->uploads[m];
+			if (u->u == NULL || u->u->state != NP_UPLOAD_READY)
+				continue;
+			/* insert into top (newest first) */
+			for (i = 0; i < ntop && top[i].t >= u->u->state_time; i++)
+				;
+			if (i >= KEEP_UPLOADS)
+				continue;
+			for (j = ntop < KEEP_UPLOADS ? ntop : KEEP_UPLOADS - 1; j > i; j--)
+				top[j] = top[j - 1];
+			top[i].build = ib->id;
+			top[i].upload = u->id;
+			top[i].t = u->u->state_time;
+			if (ntop < KEEP_UPLOADS)
+				ntop++;
+		}
+	}
+	for (i = 0; i < ntop; i++)
+		if (strcmp(top[i].build, build) == 0 && strcmp(top[i].upload, upload) == 0)
+			return 1;
+	return 0;
+}
+
+static void
+cleanup_image(struct builder *b, const struct imgtree_image *im)
+{
+	const struct np_diskimage *d = np_config_diskimage(b->cfg, im->name);
+	const struct imgtree_build *keep[KEEP_BUILDS] = {NULL};
+	size_t k, m, n;
+	int i, j, nkeep = 0;
+
+	if (d != NULL)
+		for (k = 0; k < im->nbuilds; k++) {
+			const struct imgtree_build *ib = &im->builds[k];
+			if (ib->b == NULL || ib->b->state != NP_BUILD_READY)
+				continue;
+			for (i = 0; i < nkeep && keep[i]->b->state_time >= ib->b->state_time; i++)
+				;
+			if (i >= KEEP_BUILDS)
+				continue;
+			for (j = nkeep < KEEP_BUILDS ? nkeep : KEEP_BUILDS - 1; j > i; j--)
+				keep[j] = keep[j - 1];
+			keep[i] = ib;
+			if (nkeep < KEEP_BUILDS)
+				nkeep++;
+		}
+	for (k = 0; k < im->nbuilds; k++) {
+		const struct imgtree_build *ib = &im->builds[k];
+		int kept = 0, uploads = 0, deleting = 0, in_progress;
+		if (ib->b == NULL || ib->gone)
+			continue;
+		for (i = 0; i < nkeep; i++)
+			kept |= keep[i] == ib;
+		in_progress =
+		    ib->b->state != NP_BUILD_DELETING && !kept && build_in_progress(b, im, ib);
+		for (m = 0; m < ib->nproviders; m++) {
+			const struct imgtree_provider *ip = &ib->providers[m];
+			const struct np_provider *p = np_config_provider(b->cfg, ip->name);
+			int obsolete = p == NULL || !p->manage_images ||
+				       provider_diskimage(p, im->name) == NULL;
+			for (n = 0; n < ip->nuploads; n++) {
+				const struct imgtree_upload *u = &ip->uploads[n];
+				int st = u->u != NULL ? u->u->state : -1;
+				uploads++;
+				deleting += st == NP_UPLOAD_DELETING;
+				if (in_progress)
+					continue;
+				if (obsolete)
+					act_queue(b, T_UPLOAD_DELETE, im->name, ib->id, ip->name,
+						  u->id, u->data);
+				else if (kept) {
+					if (st == NP_UPLOAD_UPLOADING)
+						act_queue(b, T_UPLOAD_CRUFT, im->name, ib->id,
+							  ip->name, u->id, NULL);
+					else if (st == NP_UPLOAD_DELETING ||
+						 st == NP_UPLOAD_FAILED || st < 0)
+						act_queue(b, T_UPLOAD_DELETE, im->name, ib->id,
+							  ip->name, u->id, u->data);
+				} else if (!recent_upload(im, ip->name, ib->id, u->id))
+					act_queue(b, T_UPLOAD_DELETE, im->name, ib->id, ip->name,
+						  u->id, u->data);
+			}
+		}
+		if (kept || in_progress)
+			continue;
+		if ((uploads == 0 || uploads == deleting) && ib->b->state != NP_BUILD_DELETING)
+			act_queue(b, T_BUILD_DELETING, im->name, ib->id, NULL, NULL, NULL);
+		if (uploads == 0)
+			act_queue(b, T_BUILD_REMOVE, im->name, ib->id, NULL, NULL, NULL);
+	}
+}
+
+static void
+cleanup(struct builder *b, const struct imgtree *tree)
+{
+	size_t i;
+
+	b->cleanup_passes++;
+	b->last_cleanup = now_mono();
+	for (i = 0; i < tree->nimages; i++)
+		cleanup_image(b, &tree->images[i]);
+	cleanup_local(b, tree);
+	if (!TAILQ_EMPTY(&b->acts)) {
+		b->cleanup_running = 1;
+		act_next(b);
+	}
+}
+
+/* ---- the pass ------------------------------------------------------------------- */
+
+static void
+emit_gauges(struct builder *b, const struct imgtree *tree)
+{
+	char key[1024];
+	size_t i, j;
+	int requests = 0;
+
+	if (b->statsd == NULL)
+		return;
+	for (i = 0; i < b->cfg->ndiskimages; i++) {
+		const struct np_diskimage *d = &b->cfg->diskimages[i];
+		const struct imgtree_image *im = imgtree_image(tree, d->name);
+		int req = im != NULL && im->has_request;
+		int paused = d->pause || (im != NULL && im->paused);
+		requests += req;
+		snprintf(key, sizeof(key), "nodepool.image.%s.image_build_requests", d->name);
+		statsd_gauge(b->statsd, key, req);
+		snprintf(key, sizeof(key), "nodepool.builder.%s.image.%s.build.state", b->hostname,
+			 d->name);
+		statsd_gauge(b->statsd, key, paused ? 3 : strset_has(b->building, d->name) ? 1 : 0);
+		for (j = 0; j < b->cfg->nproviders; j++) {
+			const struct np_provider *p = &b->cfg->providers[j];
+			const struct np_provider_image *pi = provider_diskimage(p, d->name);
+			char k2[600];
+			if (!p->manage_images || pi == NULL)
+				continue;
+			snprintf(k2, sizeof(k2), "%s/%s", d->name, p->name);
+			snprintf(key, sizeof(key),
+				 "nodepool.builder.%s.image.%s.provider.%s.upload.state",
+				 b->hostname, d->name, p->name);
+			statsd_gauge(b->statsd, key,
+				     pi->pause			    ? 3
+				     : strset_has(b->uploading, k2) ? 2
+								    : 0);
+		}
+	}
+	statsd_gauge(b->statsd, "nodepool.image_build_requests", requests);
+	statsd_flush(b->statsd);
+}
+
+static int load_file_config(struct builder *b, int initial, char *err, size_t errlen);
+
+static void
+pass_loaded(int rc, struct imgtree *tree, void *arg)
+{
+	struct builder *b = arg;
+	size_t i, j;
+
+	b->load = NULL;
+	if (rc != ZOK) {
+		set_error(b, "reading %s: %s", NP_IMAGE_ROOT, zk_strerror(rc));
+		return;
+	}
+	b->passes++;
+	if (!b->stopping) {
+		for (i = 0; i < b->cfg->ndiskimages; i++)
+			check_build(b, tree, &b->cfg->diskimages[i]);
+		for (i = 0; i < b->cfg->nproviders; i++) {
+			const struct np_provider *p = &b->cfg->providers[i];
+			if (!p->manage_images)
+				continue;
+			for (j = 0; j < p->ndiskimages; j++)
+				check_upload(b, tree, p, &p->diskimages[j]);
+		}
+		if (!b->cleanup_running && now_mono() - b->last_cleanup >= b->opt.cleanup_interval)
+			cleanup(b, tree);
+		emit_gauges(b, tree);
+	}
+	imgtree_free(tree);
+	if (b->again) {
+		b->again = 0;
+		schedule_soon(b);
+	}
+}
+
+static void
+pass(struct builder *b)
+{
+	char err[512];
+
+	if (b->load != NULL) {
+		b->again = 1; /* something changed since this snapshot was asked for */
+		return;
+	}
+	if (b->stopping || b->zk == NULL || !zk_is_connected(b->zk))
+		return;
+	if (b->opt.config != NULL && load_file_config(b, 0, err, sizeof(err)) < 0)
+		set_error(b, "%s", err);
+	b->snapshot_time = now_wall();
+	b->load = imgtree_load_start(b->zk, pass_loaded, b);
+}
+
+static void
+tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct builder *b = arg;
+	struct timeval tv = {
+	    (time_t)b->opt.interval,
+	    (suseconds_t)((b->opt.interval - (double)(time_t)b->opt.interval) * 1e6)};
+
+	pass(b);
+	evtimer_add(b->tick_ev, &tv);
+}
+
+static void
+soon_cb(evutil_socket_t fd, short what, void *arg)
+{
+	pass(arg);
+}
+
+/* ---- ZooKeeper and the component -------------------------------------------------- */
+
+static void
+component_created(int rc, const char *path, void *arg)
+{
+	struct builder *b = arg;
+
+	b->component_pending = 0;
+	if (rc != ZOK) {
+		set_error(b, "registering the builder component: %s", zk_strerror(rc));
+		return;
+	}
+	free(b->component_path);
+	b->component_path = xstrdup(path);
+	log_info("registered as %s (builder id %s)", path, b->builder_id);
+}
+
+static void
+register_component(struct builder *b)
+{
+	struct np_component *c = np_component_new("builder");
+	char path[512], *json;
+
+	if (b->component_path != NULL || b->component_pending)
+		return;
+	c->hostname = xstrdup(b->hostname);
+	free(c->state);
+	c->state = xstrdup("running");
+	c->version = xstrdup(NP_VERSION);
+	json = np_component_encode(c, NULL);
+	np_component_free(c);
+	snprintf(path, sizeof(path), "/nodepool/components/builder/%s", b->hostname);
+	b->component_pending = 1;
+	zk_create(b->zk, path, json, (int)strlen(json), ZOO_EPHEMERAL | ZOO_SEQUENCE, 1,
+		  component_created, b);
+	free(json);
+}
+
+static void send_ready(struct builder *b);
+
+static void
+session_cb(struct zk *zk, enum zk_event ev, void *arg)
+{
+	struct builder *b = arg;
+
+	switch (ev) {
+	case ZK_EV_CONNECTED:
+		log_info("ZooKeeper session 0x%llx", (unsigned long long)zk_session_id(zk));
+		free(b->component_path);
+		b->component_path = NULL;
+		register_component(b);
+		if (!b->ready_sent)
+			send_ready(b);
+		schedule_soon(b);
+		break;
+	case ZK_EV_RECONNECTED:
+		schedule_soon(b);
+		break;
+	case ZK_EV_SUSPENDED:
+		log_warn("ZooKeeper connection lost; waiting");
+		break;
+	case ZK_EV_EXPIRED:
+		/* locks and the component are gone; builds in flight end FAILED */
+		set_error(b, "ZooKeeper session expired");
+		free(b->component_path);
+		b->component_path = NULL;
+		break;
+	case ZK_EV_AUTH_FAILED:
+		set_error(b, "ZooKeeper refused us (TLS or authentication)");
+		break;
+	}
+}
+
+static int
+builder_id_load(struct builder *b, char *err, size_t errlen)
+{
+	char path[4096], hex[33];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/builder_id.txt", b->cfg->images_dir);
+	f = fopen(path, "r");
+	if (f != NULL) {
+		size_t n = fread(b->builder_id, 1, sizeof(b->builder_id) - 1, f);
+		fclose(f);
+		b->builder_id[n] = '\0';
+		b->builder_id[strcspn(b->builder_id, "\r\n")] = '\0';
+		if (b->builder_id[0] != '\0')
+			return 0;
+	}
+	if (np_uuid4_hex(hex) != 0) {
+		snprintf(err, errlen, "no randomness for the builder id");
+		return -1;
+	}
+	/* str(uuid.uuid4()), as upstream */
+	snprintf(b->builder_id, sizeof(b->builder_id), "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8,
+		 hex + 12, hex + 16, hex + 20);
+	f = fopen(path, "w");
+	if (f == NULL || fputs(b->builder_id, f) < 0 || fclose(f) != 0) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Take a new configuration (validated); start ZooKeeper on the first. */
+static int
+apply_config(struct builder *b, struct np_config *cfg, char *err, size_t errlen)
+{
+	struct zk_options zo;
+
+	if (cfg->images_dir == NULL) {
+		snprintf(err, errlen, "%s: images-dir is required to run a builder", cfg->path);
+		return -1;
+	}
+	if (cfg->zk_hosts == NULL) {
+		snprintf(err, errlen, "%s: zookeeper-servers are required", cfg->path);
+		return -1;
+	}
+	if (mkdirs(cfg->images_dir) != 0) {
+		snprintf(err, errlen, "images-dir %s: %s", cfg->images_dir, strerror(errno));
+		return -1;
+	}
+	if (mkdirs(cfg->build_log_dir) != 0)
+		log_warn("build-log-dir %s: %s", cfg->build_log_dir, strerror(errno));
+	if (b->cfg != NULL && strcmp(b->cfg->zk_hosts, cfg->zk_hosts) != 0)
+		log_warn("zookeeper-servers changes take effect when the builder restarts");
+	np_config_free(b->cfg);
+	b->cfg = cfg;
+	if (b->builder_id[0] == '\0' && builder_id_load(b, err, errlen) != 0)
+		return -1;
+	if (b->zk != NULL)
+		return 0;
+	memset(&zo, 0, sizeof(zo));
+	zo.hosts = cfg->zk_hosts;
+	zo.timeout = cfg->zk_timeout;
+	zo.tls_ca = cfg->zk_tls_ca;
+	zo.tls_cert = cfg->zk_tls_cert;
+	zo.tls_key = cfg->zk_tls_key;
+	b->zk = zk_new(b->base, &zo, session_cb, b, err, errlen);
+	if (b->zk == NULL)
+		return -1;
+	b->builds = bpool_new(b->base, "build", b->opt.build_workers, b->opt.exe, b->opt.debug);
+	b->uploads = bpool_new(b->base, "upload", b->opt.upload_workers, b->opt.exe, b->opt.debug);
+	tick_cb(-1, 0, b);
+	return 0;
+}
+
+static int
+mtime_of(const char *path, struct timespec *out)
+{
+	struct stat st;
+
+	memset(out, 0, sizeof(*out));
+	if (path == NULL || stat(path, &st) != 0)
+		return -1;
+	*out = st.st_mtim;
+	return 0;
+}
+
+/* Standalone: (re)load the files when they changed (upstream re-reads its
+ * config on every loop). 1 loaded, 0 unchanged, -1 error (kept the old). */
+static int
+load_file_config(struct builder *b, int initial, char *err, size_t errlen)
+{
+	struct timespec m1, m2;
+	struct np_config *cfg = NULL;
+	struct np_config_errors *errs = NULL;
+
+	mtime_of(b->opt.config, &m1);
+	mtime_of(b->opt.secure, &m2);
+	if (!initial && m1.tv_sec == b->cfg_mtime.tv_sec && m1.tv_nsec == b->cfg_mtime.tv_nsec &&
+	    m2.tv_sec == b->sec_mtime.tv_sec && m2.tv_nsec == b->sec_mtime.tv_nsec)
+		return 0;
+	b->cfg_mtime = m1;
+	b->sec_mtime = m2;
+	if (np_config_load(b->opt.config, b->opt.secure, &cfg, &errs) != 0) {
+		char *e = errs != NULL && errs->n > 0 ? np_config_error_format(&errs->v[0]) : NULL;
+		snprintf(err, errlen, "%s%s", e ? e : "configuration refused",
+			 np_config_errors_count(errs) > 1 ? " (and more)" : "");
+		if (errs != NULL)
+			np_config_errors_print(errs, stderr);
+		free(e);
+		np_config_errors_free(errs);
+		return -1;
+	}
+	if (apply_config(b, cfg, err, errlen) != 0) {
+		if (b->cfg != cfg)
+			np_config_free(cfg);
+		return -1;
+	}
+	if (!initial)
+		log_info("configuration reloaded");
+	return 1;
+}
+
+/* ---- nodepoold's channel ----------------------------------------------------------- */
+
+static void
+send_msg(struct builder *b, const struct ipc_msg *m)
+{
+	if (b->sup != NULL && chan_send(b->sup, m) != 0)
+		log_warn("channel: %s", chan_last_error(b->sup));
+}
+
+static void
+send_ready(struct builder *b)
+{
+	struct ipc_msg m;
+
+	b->ready_sent = 1;
+	log_info("ready: ZooKeeper session live, %d build and %d upload workers",
+		 b->opt.build_workers, b->opt.upload_workers);
+	if (b->sup == NULL)
+		return;
+	ipc_msg_init(&m, IPC_READY);
+	ipc_set_str(&m.u.ready.provider, "builder");
+	m.u.ready.pid = getpid();
+	m.u.ready.zk_session = zk_session_id(b->zk);
+	ipc_set_str(&m.u.ready.version, NP_VERSION);
+	send_msg(b, &m);
+	ipc_msg_clear(&m);
+}
+
+static void
+send_status(struct builder *b, int64_t seq)
+{
+	struct ipc_msg m;
+	struct ipc_status *st = &m.u.status;
+	struct rusage ru;
+
+	ipc_msg_init(&m, IPC_STATUS);
+	st->seq = seq;
+	st->generation = b->generation;
+	st->zk_state = b->zk == NULL		? IPC_ZK_CONNECTING
+		       : zk_is_connected(b->zk) ? IPC_ZK_CONNECTED
+						: IPC_ZK_SUSPENDED;
+	st->state = b->stopping	    ? IPC_WS_STOPPING
+		    : b->ready_sent ? IPC_WS_RUNNING
+				    : IPC_WS_STARTING;
+	/* a builder's jobs in the launcher's terms: accepted = started,
+	 * fulfilled = ready, failed = failed */
+	st->accepted = (int64_t)(b->builds_started + b->uploads_started);
+	st->fulfilled = (int64_t)(b->builds_ready + b->uploads_ready);
+	st->failed = (int64_t)(b->builds_failed + b->uploads_failed);
+	st->launching = b->builds != NULL ? bpool_busy(b->builds) + bpool_busy(b->uploads) : 0;
+	ipc_counts_add(&st->nodes, "building", (int64_t)strset_count(b->building));
+	ipc_counts_add(&st->nodes, "uploading", (int64_t)strset_count(b->uploading));
+	if (b->last_error[0] != '\0')
+		ipc_set_str(&st->last_error, b->last_error);
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		st->rss_kb = ru.ru_maxrss;
+		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
+			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
+	}
+	st->uptime_s = (int64_t)(now_mono() - b->start);
+	send_msg(b, &m);
+	ipc_msg_clear(&m);
+}
+
+static void
+on_config(struct builder *b, const struct ipc_config *c)
+{
+	struct ipc_msg ack;
+	json_t *o = json_loads(c->config, 0, NULL), *sec;
+	struct np_config *cfg = NULL;
+	struct np_config_errors *errs = NULL;
+	char *text = NULL, *stext = NULL, err[1024] = "";
+	size_t i;
+
+	ipc_msg_init(&ack, IPC_CONFIG_ACK);
+	ack.u.config_ack.generation = c->generation;
+	if (!json_is_object(o) || !json_is_object(json_object_get(o, "config"))) {
+		ipc_strv_push(&ack.u.config_ack.errors, "builder config: not {config, secure}");
+		goto out;
+	}
+	text = json_dumps(json_object_get(o, "config"), JSON_COMPACT);
+	sec = json_object_get(o, "secure");
+	if (json_is_object(sec))
+		stext = json_dumps(sec, JSON_COMPACT);
+	if (np_config_load_buffer("nodepool.yaml", text, strlen(text), "secure.conf", stext,
+				  stext ? strlen(stext) : 0, &cfg, &errs) != 0) {
+		for (i = 0; errs != NULL && i < errs->n; i++) {
+			char *e = np_config_error_format(&errs->v[i]);
+			ipc_strv_push(&ack.u.config_ack.errors, e);
+			free(e);
+		}
+		goto out;
+	}
+	if (apply_config(b, cfg, err, sizeof(err)) != 0) {
+		if (b->cfg != cfg)
+			np_config_free(cfg);
+		ipc_strv_push(&ack.u.config_ack.errors, err);
+		goto out;
+	}
+	ack.u.config_ack.ok = true;
+	b->generation = c->generation;
+	schedule_soon(b);
+out:
+	send_msg(b, &ack);
+	if (!ack.u.config_ack.ok && b->cfg == NULL) {
+		log_error("%s",
+			  ack.u.config_ack.errors.n ? ack.u.config_ack.errors.v[0] : "config");
+		b->exit_code = EXIT_PERMANENT;
+		event_base_loopexit(b->base, NULL);
+	}
+	ipc_msg_clear(&ack);
+	np_config_errors_free(errs);
+	free(text);
+	free(stext);
+	json_decref(o);
+}
+
+static void
+on_msg(struct chan *ch, struct ipc_msg *m, void *arg)
+{
+	struct builder *b = arg;
+
+	switch (m->type) {
+	case IPC_CONFIG:
+		on_config(b, &m->u.config);
+		break;
+	case IPC_STATUS_REQ:
+		send_status(b, m->u.status_req.seq);
+		break;
+	case IPC_DUMP_REQ: {
+		struct evbuffer *buf = evbuffer_new();
+		struct ipc_msg r;
+		size_t len;
+		builder_dump(b, buf);
+		len = evbuffer_get_length(buf);
+		ipc_msg_init(&r, IPC_DUMP_REPLY);
+		r.u.dump_reply.text = malloc(len + 1);
+		evbuffer_remove(buf, r.u.dump_reply.text, len);
+		r.u.dump_reply.text[len] = '\0';
+		evbuffer_free(buf);
+		send_msg(b, &r);
+		ipc_msg_clear(&r);
+		break;
+	}
+	case IPC_STOP:
+		builder_stop(b);
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
+{
+	struct builder *b = arg;
+
+	log_warn("nodepoold channel: %s; stopping", why);
+	chan_free(b->sup);
+	b->sup = NULL;
+	builder_stop(b);
+}
+
+/* ---- life cycle ------------------------------------------------------------------ */
+
+struct builder *
+builder_new(struct event_base *base, const struct builder_options *o, char *err, size_t errlen)
+{
+	struct builder *b = calloc(1, sizeof(*b));
+	char serr[256];
+
+	if (b == NULL)
+		abort();
+	b->base = base;
+	b->opt = *o;
+	b->start = now_mono();
+	b->last_cleanup = -1e9;
+	b->hostname = fqdn();
+	b->building = strset_new();
+	b->uploading = strset_new();
+	TAILQ_INIT(&b->tasks);
+	TAILQ_INIT(&b->acts);
+	b->tick_ev = evtimer_new(base, tick_cb, b);
+	b->soon_ev = event_new(base, -1, 0, soon_cb, b);
+	b->statsd = statsd_new_from_env(serr, sizeof(serr));
+	if (o->channel_fd >= 0) {
+		b->sup = chan_new(base, o->channel_fd, CHAN_CHILD, 0, 0, on_msg, on_close, b, err,
+				  errlen);
+		if (b->sup == NULL) {
+			builder_free(b);
+			return NULL;
+		}
+	} else if (load_file_config(b, 1, err, errlen) < 0) {
+		builder_free(b);
+		return NULL;
+	}
+	return b;
+}
+
+static void
+stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct builder *b = arg;
+
+	event_base_loopexit(b->base, NULL);
+}
+
+void
+builder_stop(struct builder *b)
+{
+	if (b->stopping)
+		return;
+	b->stopping = 1;
+	/* builds and uploads in flight are abandoned: their records stay
+	 * building/uploading without a lock, which cleanup handles */
+	event_base_once(b->base, -1, EV_TIMEOUT, stop_cb, b, NULL);
+}
+
+void
+builder_sigchld(struct builder *b)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (b->builds != NULL)
+			bpool_reap(b->builds, pid, status);
+		if (b->uploads != NULL)
+			bpool_reap(b->uploads, pid, status);
+	}
+}
+
+void
+builder_dump(struct builder *b, struct evbuffer *out)
+{
+	struct task *t;
+	static const char *const kinds[] = {"build",	    "upload",	      "upload-delete",
+					    "upload-cruft", "build-deleting", "build-remove"};
+
+	evbuffer_add_printf(out, "builder %s (id %s), ZooKeeper %s\n", b->hostname, b->builder_id,
+			    b->zk != NULL && zk_is_connected(b->zk) ? "connected"
+								    : "not connected");
+	evbuffer_add_printf(out,
+			    "builds: %llu started, %llu ready, %llu failed; uploads: %llu "
+			    "started, %llu ready, %llu failed; removed: %llu uploads, %llu builds; "
+			    "passes %llu, cleanups %llu\n",
+			    b->builds_started, b->builds_ready, b->builds_failed,
+			    b->uploads_started, b->uploads_ready, b->uploads_failed,
+			    b->deleted_uploads, b->deleted_builds, b->passes, b->cleanup_passes);
+	TAILQ_FOREACH(t, &b->tasks, entry)
+	evbuffer_add_printf(out, "  %s %s %s %s %s step %d\n", kinds[t->kind], t->image,
+			    t->build ? t->build : "", t->provider ? t->provider : "",
+			    t->upload ? t->upload : "", t->step);
+	if (b->builds != NULL) {
+		bpool_dump(b->builds, out);
+		bpool_dump(b->uploads, out);
+	}
+}
+
+int
+builder_exit_code(const struct builder *b)
+{
+	return b->exit_code;
+}
+
+void
+builder_free(struct builder *b)
+{
+	struct task *t;
+
+	if (b == NULL)
+		return;
+	bpool_free(b->builds, 5.0);
+	bpool_free(b->uploads, 5.0);
+	while ((t = TAILQ_FIRST(&b->acts)) != NULL)
+		task_free(t);
+	while ((t = TAILQ_FIRST(&b->tasks)) != NULL)
+		task_free(t);
+	imgtree_load_cancel(b->load);
+	zk_free(b->zk);
+	chan_free(b->sup);
+	statsd_free(b->statsd);
+	event_free(b->tick_ev);
+	event_free(b->soon_ev);
+	strset_free(b->building);
+	strset_free(b->uploading);
+	np_config_free(b->cfg);
+	free(b->component_path);
+	free(b->hostname);
+	free(b);
+}

@@ -1,0 +1,344 @@
+/*
+ * nodepool-builder: diskimage builds and uploads (builder.h).
+ *
+ *   nodepool-builder -c nodepool.yaml [-s secure.conf] [-f] [-d]
+ *       [--build-workers N] [--upload-workers N]
+ *       on its own (upstream deployments put builders on their own hosts).
+ *   nodepool-builder --channel 3 [-d]
+ *       under nodepoold: the configuration arrives as a CONFIG message.
+ *   nodepool-builder --worker build|upload --channel 3 [-d]
+ *       one of the builder's own workers (builder/pool.c starts them).
+ *
+ * Exit codes as a provider's worker: 0 clean stop; 1 error (restart); 100
+ * permanent (bad configuration: no images-dir, no ZooKeeper servers).
+ *
+ * This file also holds the builder's side of the driver host services
+ * (drivers/driver.h, "Host services"): an upload worker hosts one provider
+ * at a time, and offers its driver the loop, the provider's name and its
+ * config; the launcher-only services answer "nothing here".
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "builder.h"
+#include "chan.h"
+#include "driver.h"
+#include "log.h"
+#include "version.h"
+
+#define EXIT_PERMANENT 100
+
+/* ---- driver host services (drivers/driver.h) --------------------------------- */
+
+static struct bld_host *
+host(struct launcher *lc)
+{
+	return (struct bld_host *)lc;
+}
+
+struct event_base *
+drv_event_base(struct launcher *lc)
+{
+	return host(lc)->base;
+}
+
+struct zk *
+drv_zk(struct launcher *lc)
+{
+	return NULL; /* the upload worker has no ZooKeeper session */
+}
+
+const char *
+drv_provider_name(struct launcher *lc)
+{
+	return host(lc)->provider;
+}
+
+const char *
+drv_pool_name(const struct lc_pool *pool)
+{
+	return ""; /* no pools are made in an upload worker */
+}
+
+const json_t *
+drv_provider_config(struct launcher *lc)
+{
+	return host(lc)->config;
+}
+
+size_t
+drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
+{
+	*out = NULL;
+	return 0;
+}
+
+size_t
+drv_provider_peers(struct launcher *lc, char *who, size_t wholen)
+{
+	return 0;
+}
+
+int
+drv_node_locked(struct launcher *lc, const char *node_id)
+{
+	return 0;
+}
+
+int
+drv_node_unreadable(struct launcher *lc, const char *id)
+{
+	return 0; /* no node records here (an upload worker runs no leak cleanup) */
+}
+
+int
+drv_store_node(struct launcher *lc, const struct drv_launch *l)
+{
+	errno = EINVAL; /* no launch is ever in flight here */
+	return -1;
+}
+
+void
+drv_register_node(struct launcher *lc, struct np_node *n,
+		  void (*done)(const char *node_id, int unknown, void *arg), void *arg)
+{
+	np_node_free(n);
+	if (done != NULL)
+		done(NULL, 0, arg);
+}
+
+int
+drv_in_sync(struct launcher *lc)
+{
+	return 1; /* no caches to wait for: an upload worker reads no node */
+}
+
+unsigned
+drv_sync_epoch(struct launcher *lc)
+{
+	return 0;
+}
+
+void
+drv_update_node(struct launcher *lc, struct np_node *n)
+{
+	np_node_free(n);
+}
+
+void
+drv_deregister_node(struct launcher *lc, const char *node_id)
+{
+}
+
+void
+drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error)
+{
+}
+
+void
+drv_delete_done(struct drv_delete *d, int ok, const char *error)
+{
+}
+
+/* ---- the program -------------------------------------------------------------- */
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: nodepool-builder (-c CONFIG [-s SECURE] | --channel FD) [-f] [-d]\n"
+			"           [--build-workers N] [--upload-workers N]\n");
+	exit(2);
+}
+
+static void
+sig_stop(evutil_socket_t sig, short what, void *arg)
+{
+	log_info("signal %d: stopping", (int)sig);
+	builder_stop(arg);
+}
+
+static void
+sig_chld(evutil_socket_t sig, short what, void *arg)
+{
+	builder_sigchld(arg);
+}
+
+static void
+sig_dump(evutil_socket_t sig, short what, void *arg)
+{
+	struct evbuffer *b = evbuffer_new();
+	size_t len;
+	char *text;
+
+	builder_dump(arg, b);
+	len = evbuffer_get_length(b);
+	text = malloc(len + 1);
+	evbuffer_remove(b, text, len);
+	text[len] = '\0';
+	log_info("state dump:\n%s", text);
+	free(text);
+	evbuffer_free(b);
+}
+
+static double
+num_arg(const char *opt, const char *v, double min)
+{
+	char *end;
+	double d = strtod(v, &end);
+
+	if (*v == '\0' || *end != '\0' || d < min) {
+		fprintf(stderr, "nodepool-builder: %s: bad value %s\n", opt, v);
+		exit(2);
+	}
+	return d;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct builder_options o;
+	const char *worker = NULL;
+	char exe[PATH_MAX], err[1024];
+	struct event_base *base;
+	struct event *ev_term, *ev_int, *ev_usr2, *ev_chld;
+	struct builder *b;
+	ssize_t n;
+	int c, rc;
+	static const struct option longopts[] = {
+	    {"channel", required_argument, NULL, 'C'},
+	    {"build-workers", required_argument, NULL, 'B'},
+	    {"upload-workers", required_argument, NULL, 'U'},
+	    {"interval", required_argument, NULL, 'I'},
+	    {"cleanup-interval", required_argument, NULL, 'K'},
+	    {"upload-retry-delay", required_argument, NULL, 'R'},
+	    {"worker", required_argument, NULL, 'W'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
+	};
+
+	memset(&o, 0, sizeof(o));
+	o.channel_fd = -1;
+	o.build_workers = 1;
+	o.upload_workers = 4;
+	o.interval = 10;
+	o.cleanup_interval = 60;
+	o.upload_retry_delay = 10;
+	while ((c = getopt_long(argc, argv, "c:s:dfp:l:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			o.config = optarg;
+			break;
+		case 's':
+			o.secure = optarg;
+			break;
+		case 'd':
+			o.debug = true;
+			break;
+		case 'f':
+		case 'p':
+		case 'l':
+			break; /* always in the foreground; logs go to stderr */
+		case 'C':
+			o.channel_fd = atoi(optarg);
+			break;
+		case 'B':
+			o.build_workers = (int)num_arg("--build-workers", optarg, 1);
+			break;
+		case 'U':
+			o.upload_workers = (int)num_arg("--upload-workers", optarg, 1);
+			break;
+		case 'I':
+			o.interval = num_arg("--interval", optarg, 0.05);
+			break;
+		case 'K':
+			o.cleanup_interval = num_arg("--cleanup-interval", optarg, 0.05);
+			break;
+		case 'R':
+			o.upload_retry_delay = num_arg("--upload-retry-delay", optarg, 0);
+			break;
+		case 'W':
+			worker = optarg;
+			break;
+		case 'V':
+			printf("nodepool-builder %s\n", NP_VERSION);
+			return 0;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc || (o.config == NULL && o.channel_fd < 0))
+		usage();
+	if (o.channel_fd >= 0) {
+		char cerr[256];
+		if (o.channel_fd != CHAN_CHILD_FD || chan_child_fd(cerr, sizeof(cerr)) < 0) {
+			fprintf(stderr, "nodepool-builder: --channel: %s\n",
+				o.channel_fd != CHAN_CHILD_FD ? "the channel is fd 3" : cerr);
+			return EXIT_PERMANENT;
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	base = event_base_new();
+	if (base == NULL)
+		fatalx("event_base_new failed");
+	if (worker != NULL) {
+		char tag[64];
+		if (o.channel_fd < 0)
+			usage();
+		snprintf(tag, sizeof(tag), "builder[%s-worker]", worker);
+		log_init(tag, o.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+		/* the builder stops its workers; a terminal's ^C goes to it */
+		signal(SIGINT, SIG_IGN);
+		if (strcmp(worker, "build") == 0)
+			rc = dib_worker_main(base);
+		else if (strcmp(worker, "upload") == 0)
+			rc = upload_worker_main(base);
+		else
+			usage();
+		event_base_free(base);
+		return rc;
+	}
+	log_init("builder", o.debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
+	if (driver_registry_check() != 0)
+		fatalx("two drivers share a name");
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0)
+		fatal("readlink /proc/self/exe");
+	exe[n] = '\0';
+	o.exe = exe;
+
+	b = builder_new(base, &o, err, sizeof(err));
+	if (b == NULL) {
+		log_error("%s", err);
+		event_base_free(base);
+		return EXIT_PERMANENT;
+	}
+	ev_term = evsignal_new(base, SIGTERM, sig_stop, b);
+	ev_int = evsignal_new(base, SIGINT, sig_stop, b);
+	ev_usr2 = evsignal_new(base, SIGUSR2, sig_dump, b);
+	ev_chld = evsignal_new(base, SIGCHLD, sig_chld, b);
+	event_add(ev_term, NULL);
+	event_add(ev_int, NULL);
+	event_add(ev_usr2, NULL);
+	event_add(ev_chld, NULL);
+
+	event_base_dispatch(base);
+
+	rc = builder_exit_code(b);
+	builder_free(b);
+	event_free(ev_term);
+	event_free(ev_int);
+	event_free(ev_usr2);
+	event_free(ev_chld);
+	event_base_free(base);
+	return rc;
+}

@@ -1,0 +1,546 @@
+/*
+ * nodepool-web: the web API's own process (see webproc.h).
+ */
+#include "webproc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "chan.h"
+#include "config.h"
+#include "ipc.h"
+#include "log.h"
+#include "model.h"
+#include "slice.h"
+#include "status.h"
+#include "version.h"
+#include "web.h"
+#include "zk.h"
+
+#define EXIT_PERMANENT 100
+
+struct webproc {
+	struct event_base *base;
+	struct chan *chan; /* to nodepoold, or NULL when standalone */
+	json_t *slice;	   /* in force, or NULL */
+	int64_t generation;
+	struct zk *zk;
+	enum zk_event zk_state;
+	struct zk_cache *nodes, *requests, *pools;
+	struct web *web;
+	json_t *live;		    /* provider -> its worker's metrics record (METRICS) */
+	struct event *listen_retry; /* the address could not be bound: try again */
+	char listen_error[256];	    /* why, or "" */
+	int ready_sent;
+	int exit_code;
+	int stopping;
+	double start;
+};
+
+static double
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- caches -> objects (malformed records are logged and skipped) ------------- */
+
+static void *
+decode_request(const char *name, const char *data, int len)
+{
+	struct np_request *r = NULL;
+	char err[256];
+
+	if (data == NULL || len == 0)
+		return NULL;
+	if (np_request_decode(name, data, (size_t)len, &r, err, sizeof(err)) != 0) {
+		log_warn("request %s: malformed record skipped: %s", name, err);
+		return NULL;
+	}
+	return r;
+}
+
+static void
+free_request(void *o)
+{
+	np_request_free(o);
+}
+
+static void *
+decode_component(const char *name, const char *data, int len)
+{
+	struct np_component *c = NULL;
+	char err[256];
+
+	if (data == NULL || len == 0)
+		return NULL;
+	if (np_component_decode(name, data, (size_t)len, &c, err, sizeof(err)) != 0) {
+		log_warn("component %s: malformed record skipped: %s", name, err);
+		return NULL;
+	}
+	return c;
+}
+
+static void
+free_component(void *o)
+{
+	np_component_free(o);
+}
+
+/* ---- the view the web API reads ------------------------------------------------- */
+
+static int
+is_ready(const struct webproc *wp)
+{
+	return wp->zk != NULL && zk_is_connected(wp->zk) && wp->nodes != NULL &&
+	       zk_cache_synced(wp->nodes) && zk_cache_synced(wp->requests) &&
+	       zk_cache_synced(wp->pools);
+}
+
+static void
+view(void *arg, struct status_view *v)
+{
+	struct webproc *wp = arg;
+
+	memset(v, 0, sizeof(*v));
+	v->zk = wp->zk;
+	v->nodes = wp->nodes;
+	v->requests = wp->requests;
+	v->pools = wp->pools;
+	v->ready = is_ready(wp);
+}
+
+/* Every worker's live record, as an array (new reference). */
+static json_t *
+live_metrics(void *arg)
+{
+	struct webproc *wp = arg;
+	json_t *out = json_array(), *r;
+	const char *k;
+
+	json_object_foreach(wp->live, k, r) json_array_append(out, r);
+	return out;
+}
+
+/* ---- the channel to nodepoold ------------------------------------------------------ */
+
+static void
+send_msg(struct webproc *wp, const struct ipc_msg *m)
+{
+	if (wp->chan != NULL && chan_send(wp->chan, m) != 0)
+		log_warn("channel: %s", chan_last_error(wp->chan));
+}
+
+static void
+maybe_ready(struct webproc *wp)
+{
+	struct ipc_msg m;
+
+	if (wp->chan == NULL || wp->ready_sent || wp->zk == NULL || !zk_is_connected(wp->zk))
+		return;
+	ipc_msg_init(&m, IPC_READY);
+	ipc_set_str(&m.u.ready.provider, "web");
+	m.u.ready.pid = getpid();
+	m.u.ready.zk_session = zk_session_id(wp->zk);
+	ipc_set_str(&m.u.ready.version, NP_VERSION);
+	send_msg(wp, &m);
+	ipc_msg_clear(&m);
+	wp->ready_sent = 1;
+	if (wp->web != NULL)
+		log_info("ready: ZooKeeper session live, serving on port %d", web_port(wp->web));
+	else
+		log_info("ready: ZooKeeper session live, not listening yet (%s)", wp->listen_error);
+}
+
+static int
+zk_state_of(const struct webproc *wp)
+{
+	if (wp->zk == NULL)
+		return IPC_ZK_CONNECTING;
+	if (zk_is_connected(wp->zk))
+		return IPC_ZK_CONNECTED;
+	switch (wp->zk_state) {
+	case ZK_EV_SUSPENDED:
+		return IPC_ZK_SUSPENDED;
+	case ZK_EV_EXPIRED:
+		return IPC_ZK_EXPIRED;
+	default:
+		return IPC_ZK_CONNECTING;
+	}
+}
+
+static void
+send_status(struct webproc *wp, int64_t seq)
+{
+	struct ipc_msg m;
+	struct ipc_status *st = &m.u.status;
+	struct rusage ru;
+
+	ipc_msg_init(&m, IPC_STATUS);
+	st->seq = seq;
+	st->generation = wp->generation;
+	st->zk_state = zk_state_of(wp);
+	st->state = wp->stopping   ? IPC_WS_STOPPING
+		    : is_ready(wp) ? IPC_WS_RUNNING
+				   : IPC_WS_STARTING;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		st->rss_kb = ru.ru_maxrss;
+		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
+			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
+	}
+	st->uptime_s = (int64_t)(mono() - wp->start);
+	if (wp->listen_error[0] != '\0')
+		ipc_set_str(&st->last_error, wp->listen_error);
+	send_msg(wp, &m);
+	ipc_msg_clear(&m);
+}
+
+static void
+on_config(struct webproc *wp, const struct ipc_config *c)
+{
+	struct ipc_msg ack;
+	json_error_t jerr;
+	json_t *slice = json_loads(c->config, 0, &jerr);
+	char err[512];
+	int had = wp->slice != NULL;
+	bool ok;
+
+	ipc_msg_init(&ack, IPC_CONFIG_ACK);
+	ack.u.config_ack.generation = c->generation;
+	if (slice == NULL) {
+		snprintf(err, sizeof(err), "web slice: %s (line %d)", jerr.text, jerr.line);
+		ipc_strv_push(&ack.u.config_ack.errors, err);
+	} else if (webproc_apply(wp, slice, err, sizeof(err)) != 0) {
+		ipc_strv_push(&ack.u.config_ack.errors, err);
+	} else {
+		ack.u.config_ack.ok = true;
+		wp->generation = c->generation;
+	}
+	json_decref(slice);
+	ok = ack.u.config_ack.ok;
+	send_msg(wp, &ack);
+	ipc_msg_clear(&ack);
+	if (!ok && !had) {
+		/* nothing serves: exit, and let nodepoold restart us with back-off
+		 * (an address in use may come free; a slice without ZooKeeper
+		 * servers cannot: 100, set by webproc_apply) */
+		log_error("%s", err);
+		if (wp->exit_code == 0)
+			wp->exit_code = 1;
+		event_base_loopexit(wp->base, NULL);
+	}
+}
+
+static void
+on_metrics(struct webproc *wp, const struct ipc_metrics *m)
+{
+	json_error_t jerr;
+	json_t *rec = json_loads(m->record, 0, &jerr);
+
+	if (!json_is_object(rec)) {
+		log_warn("METRICS for %s: not a JSON object: %s", m->provider,
+			 rec == NULL ? jerr.text : "wrong type");
+		json_decref(rec);
+		return;
+	}
+	/* the record names its provider; the supervisor's name is the key */
+	json_object_set_new(rec, "provider", json_string(m->provider));
+	json_object_set_new(wp->live, m->provider, rec);
+}
+
+static void
+on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
+{
+	struct webproc *wp = arg;
+
+	switch (msg->type) {
+	case IPC_CONFIG:
+		on_config(wp, &msg->u.config);
+		break;
+	case IPC_STATUS_REQ:
+		send_status(wp, msg->u.status_req.seq);
+		break;
+	case IPC_STOP:
+		log_info("stop requested by nodepoold");
+		webproc_stop(wp);
+		break;
+	case IPC_METRICS:
+		on_metrics(wp, &msg->u.metrics);
+		break;
+	case IPC_DUMP_REQ: {
+		struct ipc_msg r;
+		struct evbuffer *b = evbuffer_new();
+		size_t len;
+		webproc_dump(wp, b);
+		ipc_msg_init(&r, IPC_DUMP_REPLY);
+		len = evbuffer_get_length(b);
+		r.u.dump_reply.text = malloc(len + 1);
+		if (r.u.dump_reply.text == NULL)
+			abort();
+		evbuffer_remove(b, r.u.dump_reply.text, len);
+		r.u.dump_reply.text[len] = '\0';
+		evbuffer_free(b);
+		send_msg(wp, &r);
+		ipc_msg_clear(&r);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void
+on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
+{
+	struct webproc *wp = arg;
+
+	/* a child exits when its supervisor goes */
+	log_warn("channel to nodepoold closed (%s): stopping", why);
+	chan_free(wp->chan);
+	wp->chan = NULL;
+	if (ev == CHAN_PROTO_ERROR)
+		wp->exit_code = 1;
+	webproc_stop(wp);
+}
+
+/* ---- the session ------------------------------------------------------------------ */
+
+static void
+session_event(struct zk *zk, enum zk_event ev, void *arg)
+{
+	struct webproc *wp = arg;
+
+	wp->zk_state = ev;
+	switch (ev) {
+	case ZK_EV_CONNECTED:
+		log_info("ZooKeeper session established (0x%llx)",
+			 (unsigned long long)zk_session_id(zk));
+		if (wp->nodes == NULL) {
+			/* nodes: the records' text only, decoded when a listing
+			 * asks (status_node_of): the bulk of a big fleet */
+			wp->nodes = zk_cache_new(zk, "/nodepool/nodes",
+						 ZK_CACHE_DATA | ZK_CACHE_LOCKS, NULL, wp);
+			wp->requests =
+			    zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA, NULL, wp);
+			zk_cache_set_codec(wp->requests, decode_request, free_request);
+			wp->pools =
+			    zk_cache_new(zk, "/nodepool/components/pool", ZK_CACHE_DATA, NULL, wp);
+			zk_cache_set_codec(wp->pools, decode_component, free_component);
+		}
+		maybe_ready(wp);
+		break;
+	case ZK_EV_RECONNECTED:
+		log_info("ZooKeeper connection restored");
+		maybe_ready(wp);
+		break;
+	case ZK_EV_SUSPENDED:
+		log_warn("ZooKeeper connection suspended: /ready answers 503 until it is back");
+		break;
+	case ZK_EV_EXPIRED:
+		log_warn("ZooKeeper session expired: reading everything again");
+		break;
+	case ZK_EV_AUTH_FAILED:
+		log_error("ZooKeeper TLS handshake or authentication failed; retrying");
+		break;
+	}
+}
+
+/* ---- configuration ---------------------------------------------------------------- */
+
+#define LISTEN_RETRY 2.0 /* seconds between tries to bind the address */
+
+/* Bind the webapp address of the slice in force; on failure, try again in
+ * LISTEN_RETRY seconds (an address in use, e.g. by a web process that is
+ * still stopping, comes free; exiting would only make nodepoold restart us
+ * into the same failure). */
+static void
+try_listen(struct webproc *wp)
+{
+	const json_t *webapp = json_object_get(wp->slice, "webapp");
+	struct web_options wo = {0};
+	struct timeval tv = {(time_t)LISTEN_RETRY, 0};
+	char err[256];
+
+	if (wp->web != NULL || wp->slice == NULL)
+		return;
+	wo.listen_address = json_string_value(json_object_get(webapp, "listen_address"));
+	wo.port = (int)json_integer_value(json_object_get(webapp, "port"));
+	wp->web = web_new(wp->base, &wo, view, live_metrics, wp, err, sizeof(err));
+	if (wp->web != NULL) {
+		if (wp->listen_error[0] != '\0')
+			log_info("web: listening after all");
+		wp->listen_error[0] = '\0';
+		return;
+	}
+	if (strcmp(err, wp->listen_error) != 0)
+		log_error("%s; trying again every %g s", err, LISTEN_RETRY);
+	snprintf(wp->listen_error, sizeof(wp->listen_error), "%s", err);
+	evtimer_add(wp->listen_retry, &tv);
+}
+
+static void
+listen_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	try_listen(arg);
+}
+
+/* Let go of the session, the caches and the listener. */
+static void
+teardown(struct webproc *wp)
+{
+	evtimer_del(wp->listen_retry);
+	wp->listen_error[0] = '\0';
+	web_free(wp->web);
+	wp->web = NULL;
+	zk_cache_free(wp->nodes);
+	zk_cache_free(wp->requests);
+	zk_cache_free(wp->pools);
+	wp->nodes = wp->requests = wp->pools = NULL;
+	zk_free(wp->zk);
+	wp->zk = NULL;
+}
+
+int
+webproc_apply(struct webproc *wp, const json_t *slice, char *err, size_t errlen)
+{
+	const json_t *zkc = json_object_get(slice, "zookeeper");
+	const json_t *tls = json_object_get(zkc, "tls");
+	const json_t *webapp = json_object_get(slice, "webapp");
+	const json_t *t = json_object_get(zkc, "timeout");
+	struct zk_options zo;
+
+	if (wp->slice != NULL && json_equal(wp->slice, slice))
+		return 0;
+	memset(&zo, 0, sizeof(zo));
+	zo.hosts = json_string_value(json_object_get(zkc, "hosts"));
+	zo.timeout = json_is_number(t) ? json_number_value(t) : 10.0;
+	zo.tls_ca = json_string_value(json_object_get(tls, "ca"));
+	zo.tls_cert = json_string_value(json_object_get(tls, "cert"));
+	zo.tls_key = json_string_value(json_object_get(tls, "key"));
+	if (zo.hosts == NULL || !json_is_object(webapp)) {
+		snprintf(err, errlen, "web slice: %s",
+			 zo.hosts == NULL ? "no zookeeper-servers configured"
+					  : "no webapp section");
+		wp->exit_code = EXIT_PERMANENT;
+		return -1;
+	}
+	teardown(wp);
+	json_decref(wp->slice);
+	wp->slice = NULL;
+	wp->ready_sent = 0;
+	wp->zk = zk_new(wp->base, &zo, session_event, wp, err, errlen);
+	if (wp->zk == NULL)
+		return -1;
+	wp->slice = json_deep_copy(slice);
+	try_listen(wp);
+	return 0;
+}
+
+int
+webproc_load_file(struct webproc *wp, const char *path, const char *secure, char *err,
+		  size_t errlen)
+{
+	struct np_config *cfg = NULL;
+	struct np_config_errors *errs = NULL;
+	json_t *slice;
+	int rc;
+
+	if (np_config_load(path, secure, &cfg, &errs) != 0) {
+		np_config_errors_print(errs, stderr);
+		snprintf(err, errlen, "%s: %zu configuration error(s)", path,
+			 np_config_errors_count(errs));
+		np_config_errors_free(errs);
+		return -1;
+	}
+	slice = np_config_web_slice(cfg);
+	np_config_free(cfg);
+	rc = webproc_apply(wp, slice, err, errlen);
+	json_decref(slice);
+	return rc;
+}
+
+/* ---- life cycle -------------------------------------------------------------------- */
+
+struct webproc *
+webproc_new(struct event_base *base, int channel_fd)
+{
+	struct webproc *wp = calloc(1, sizeof(*wp));
+	char err[256];
+
+	if (wp == NULL || (wp->live = json_object()) == NULL)
+		abort();
+	wp->base = base;
+	wp->start = mono();
+	if ((wp->listen_retry = evtimer_new(base, listen_retry_cb, wp)) == NULL)
+		abort();
+	if (channel_fd >= 0) {
+		wp->chan = chan_new(base, channel_fd, CHAN_CHILD, 0, 0, on_msg, on_close, wp, err,
+				    sizeof(err));
+		if (wp->chan == NULL)
+			fatalx("channel: %s", err);
+	}
+	return wp;
+}
+
+void
+webproc_stop(struct webproc *wp)
+{
+	if (wp->stopping)
+		return;
+	wp->stopping = 1;
+	event_base_loopexit(wp->base, NULL);
+}
+
+void
+webproc_dump(struct webproc *wp, struct evbuffer *out)
+{
+	const char *k;
+	json_t *r;
+
+	evbuffer_add_printf(out, "web API on port %d, ZooKeeper %s, session 0x%llx, %s\n",
+			    web_port(wp->web), ipc_zk_state_name(zk_state_of(wp)),
+			    wp->zk ? (unsigned long long)zk_session_id(wp->zk) : 0ULL,
+			    is_ready(wp) ? "ready" : "not ready");
+	evbuffer_add_printf(out, "caches: %d nodes, %d requests, %d pool components\n",
+			    wp->nodes ? zk_cache_count(wp->nodes) : 0,
+			    wp->requests ? zk_cache_count(wp->requests) : 0,
+			    wp->pools ? zk_cache_count(wp->pools) : 0);
+	json_object_foreach(wp->live, k, r)
+	    evbuffer_add_printf(out, "metrics of %s: starts %lld\n", k,
+				(long long)json_integer_value(json_object_get(r, "starts")));
+}
+
+int
+webproc_exit_code(const struct webproc *wp)
+{
+	return wp->exit_code;
+}
+
+int
+webproc_port(const struct webproc *wp)
+{
+	return web_port(wp->web);
+}
+
+void
+webproc_free(struct webproc *wp)
+{
+	if (wp == NULL)
+		return;
+	teardown(wp);
+	event_free(wp->listen_retry);
+	chan_free(wp->chan);
+	json_decref(wp->slice);
+	json_decref(wp->live);
+	free(wp);
+}
