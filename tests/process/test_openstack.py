@@ -459,3 +459,42 @@ def test_missing_credentials_reported(deployment, tmp_path, monkeypatch):
     p = start(deployment, small_config(deployment))
     wait_for(lambda: "cloud simc has no region R1" in p.output(), 30,
              what="the reason in the log")
+
+
+def test_builder_uploads_to_glance_and_the_launcher_boots_it(deployment, zk, zuul, sims,
+                                                            tmp_path, monkeypatch):
+    """nodepool-builder builds (stand-in dib-cmd) and uploads to the
+    simulated Glance through the openstack adapter (image streamed, named by
+    image-name-format, the diskimage's meta and the upload's tags as
+    properties); the launcher boots the upload."""
+    from builder_helpers import Images, builder_config, start_builder
+    sim = small_sim(tmp_path)
+    sims.append(sim)
+    write_clouds(sim, tmp_path, monkeypatch)
+    cfg = builder_config(deployment)
+    cfg["providers"] = [{
+        "name": "os1", "cloud": "simc", "region-name": "R1", "rate": 0.001,
+        "diskimages": [{"name": "img", "meta": {"os_distro": "debian"}}],
+        "pools": [{"name": "main", "host-key-checking": False, "labels": [
+            {"name": "img-label", "diskimage": "img", "flavor-name": "small"}]}]}]
+    path = deployment.write_config(cfg)
+    start_builder(deployment, path)
+    images = Images(zk)
+    (bid, prov, uid, up), = wait_for(lambda: images.ready_uploads("img"), 60,
+                                     what="a ready upload")
+    assert prov == "os1"
+    (gi,) = [i for i in sim.images() if i["id"] == up["external_id"]]
+    assert gi["status"] == "active" and gi["visibility"] == "private"
+    assert gi["name"] == up["external_name"] and gi["name"].startswith("img-")
+    assert gi["disk_format"] == "qcow2" and gi["container_format"] == "bare"
+    assert gi["os_distro"] == "debian"
+    assert gi["nodepool_build_id"] == bid and gi["nodepool_upload_id"] == uid
+    assert gi["nodepool_provider_name"] == "os1"
+    local = os.path.join(deployment.dir, "images", "img-%s.qcow2" % bid)
+    assert gi["size"] == os.path.getsize(local)
+    start(deployment, cfg)
+    rid, req = served(zuul, ["img-label"])
+    n = zuul.node(req["nodes"][0])
+    (s,) = sim.servers()
+    assert s["image"]["id"] == up["external_id"]
+    assert n["image_id"] == "/nodepool/images/img/builds/%s/providers/os1/images/%s" % (bid, uid)
