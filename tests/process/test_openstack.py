@@ -461,16 +461,24 @@ def test_missing_credentials_reported(deployment, tmp_path, monkeypatch):
              what="the reason in the log")
 
 
-def test_builder_uploads_to_glance_and_the_launcher_boots_it(deployment, zk, zuul, sims,
+@pytest.mark.parametrize("fmt", [None, "raw"])
+def test_builder_uploads_to_glance_and_the_launcher_boots_it(fmt, deployment, zk, zuul, sims,
                                                             tmp_path, monkeypatch):
-    """nodepool-builder builds (stand-in dib-cmd) and uploads to the
+    """nodepool-builder builds (stand-in dib-cmd) in the format the cloud's
+    clouds.yaml image_format names (qcow2 unless set) and uploads to the
     simulated Glance through the openstack adapter (image streamed, named by
     image-name-format, the diskimage's meta and the upload's tags as
     properties); the launcher boots the upload."""
     from builder_helpers import Images, builder_config, start_builder
     sim = small_sim(tmp_path)
     sims.append(sim)
-    write_clouds(sim, tmp_path, monkeypatch)
+    path = write_clouds(sim, tmp_path, monkeypatch)
+    if fmt:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+        doc["clouds"]["simc"]["image_format"] = fmt
+        with open(path, "w") as f:
+            yaml.safe_dump(doc, f)
     cfg = builder_config(deployment)
     cfg["providers"] = [{
         "name": "os1", "cloud": "simc", "region-name": "R1", "rate": 0.001,
@@ -486,11 +494,12 @@ def test_builder_uploads_to_glance_and_the_launcher_boots_it(deployment, zk, zuu
     (gi,) = [i for i in sim.images() if i["id"] == up["external_id"]]
     assert gi["status"] == "active" and gi["visibility"] == "private"
     assert gi["name"] == up["external_name"] and gi["name"].startswith("img-")
-    assert gi["disk_format"] == "qcow2" and gi["container_format"] == "bare"
+    assert gi["disk_format"] == (fmt or "qcow2") and gi["container_format"] == "bare"
+    assert up["format"] == (fmt or "qcow2")
     assert gi["os_distro"] == "debian"
     assert gi["nodepool_build_id"] == bid and gi["nodepool_upload_id"] == uid
     assert gi["nodepool_provider_name"] == "os1"
-    local = os.path.join(deployment.dir, "images", "img-%s.qcow2" % bid)
+    local = os.path.join(deployment.dir, "images", "img-%s.%s" % (bid, fmt or "qcow2"))
     assert gi["size"] == os.path.getsize(local)
     start(deployment, cfg)
     rid, req = served(zuul, ["img-label"])
