@@ -59,7 +59,9 @@ def test_opendev_launcher_serves_its_labels(name, deployment, zk, zuul, sims, tm
     sup.start_fg()
     try:
         providers = [p["name"] for p in cfg["providers"]]
-        sup.wait_running(providers, timeout=60)
+        # the configs have diskimages: nodepoold runs the builder too (its
+        # images are paused here: the uploads are the records written above)
+        sup.wait_running(providers + ["builder"], timeout=60)
         labels = sorted(servable_labels(cfg))
         rids = {lab: zuul.submit([lab]) for lab in labels}
         for lab, rid in rids.items():
