@@ -9,12 +9,13 @@
 
 extern const struct driver drv_static;
 extern const struct driver drv_fake;
+extern const struct driver drv_kubernetes;
+extern const struct driver drv_openshift;
+extern const struct driver drv_openshiftpods;
 extern const struct driver drv_openstack;
 
 static const struct driver *const drivers[] = {
-    &drv_static,
-    &drv_fake,
-    &drv_openstack,
+    &drv_static, &drv_fake, &drv_kubernetes, &drv_openshift, &drv_openshiftpods, &drv_openstack,
 };
 
 const struct driver *

@@ -11,6 +11,7 @@ libssl-dev libevent-dev libyaml-dev libmsgpack-dev libcurl4-openssl-dev
 libjansson-dev libcriterion-dev libssh-dev
 zookeeper libzookeeper-java default-jre-headless dpkg-dev
 python3 python3-kazoo python3-pytest python3-yaml python3-openstacksdk python3-openstackclient
+python3-kubernetes
 openssh-server openssh-client openssl mandoc debhelper"
 if [ "${1:-}" = dib ]; then
 	PKGS="$PKGS python3-diskimage-builder qemu-utils busybox-static sudo"
@@ -21,6 +22,9 @@ for p in $PKGS; do
 	st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
 	[ "$st" = "installed" ] || missing="$missing $p"
 done
+# kubectl for the Kubernetes simulator's tests: Debian's kubernetes-client,
+# only when no kubectl is present (it conflicts with other kubectl packages).
+command -v kubectl >/dev/null 2>&1 || missing="$missing kubernetes-client"
 [ -z "$missing" ] && exit 0
 
 echo "deps: installing:$missing" >&2

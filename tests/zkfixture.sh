@@ -15,6 +15,7 @@
 #                    dnsonly-server.key (our CA, only DNS SAN localhost)
 #                    wrongname-server.pem wrongname-server.key (our CA, only
 #                    DNS SAN zk.elsewhere.example)
+# NP_TEST_ZK_HEAP (environment, default 256m): the JVM heap of the server
 set -eu
 
 cmd=$1
@@ -81,7 +82,7 @@ log4j.appender.F.layout=org.apache.log4j.PatternLayout
 log4j.appender.F.layout.ConversionPattern=%d %p %c{1}: %m%n
 CFG
 	cp=/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/netty-codec.jar
-	java -Xmx256m -cp "$cp" -Dzookeeper.log.dir="$dir" \
+	java -Xmx${NP_TEST_ZK_HEAP:-256m} -cp "$cp" -Dzookeeper.log.dir="$dir" \
 		-Dlog4j.configuration="file:$dir/log4j.properties" \
 		-Dlogback.configurationFile=/nonexistent \
 		org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" \

@@ -149,7 +149,7 @@ tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request
 	drv_quota_init(&used, 0, 0, 0);
 	n = zk_cache_entries(lc->nodes, &ents);
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
+		const struct np_node_sum *nd = LC_SUM(ents[i]);
 		struct drv_quota q;
 		if (nd == NULL || nd->tenant_name == NULL || nd->resources == NULL ||
 		    strcmp(nd->tenant_name, r->tenant_name) != 0)
@@ -294,14 +294,14 @@ assign_pool(struct launcher *lc, struct lc_pool *pool)
 			av[k].label = pool->labels.v[k];
 		nav = pool->labels.n;
 		for (j = 0; j < nn; j++) {
-			const struct np_node *nd = ne[j]->obj;
+			const struct np_node_sum *nd = LC_SUM(ne[j]);
 			if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
 			    ne[j]->locked > 0 || lc_busy(lc, nd->id) || nd->provider == NULL ||
 			    nd->pool == NULL || strcmp(nd->provider, lc->prov.name) != 0 ||
 			    strcmp(nd->pool, pool->name) != 0)
 				continue;
 			for (k = 0; k < nav; k++)
-				if (np_strv_contains(&nd->type, av[k].label))
+				if (np_strv_contains(nd->type, av[k].label))
 					av[k].n++;
 		}
 	}

@@ -200,7 +200,7 @@ ndel_fast(struct ndel *x)
 {
 	struct launcher *lc = x->lc;
 	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, x->id);
-	const struct np_node *n = e != NULL ? e->obj : NULL;
+	const struct np_node *n = e != NULL && e->obj != NULL ? LC_SUM(e)->full : NULL;
 	const char *me = zk_lock_contender(x->lock);
 	char node[128], dir[160], mine[320];
 	struct zk_multi_op ops[4];
@@ -359,7 +359,7 @@ delete_pass(struct launcher *lc)
 	int i, n = zk_cache_entries(lc->nodes, &ents);
 
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
+		const struct np_node *nd = LC_SUM(ents[i]) ? LC_SUM(ents[i])->full : NULL;
 		if (!ours(lc, nd) || ents[i]->locked > 0 || lc_busy(lc, nd->id))
 			continue;
 		if (nd->state == NP_NODE_READY && nd->allocated_to != NULL &&
@@ -510,7 +510,7 @@ lost_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 	x->waiting = 1;
 	n = zk_cache_entries(lc->nodes, &ents);
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
+		const struct np_node_sum *nd = LC_SUM(ents[i]);
 		struct lost_node *y;
 		if (nd == NULL || nd->allocated_to == NULL ||
 		    strcmp(nd->allocated_to, x->id) != 0 || lc_busy(lc, nd->id))
@@ -664,7 +664,7 @@ cleanup_ages(struct launcher *lc)
 	double now = lc_now();
 
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
+		const struct np_node *nd = LC_SUM(ents[i]) ? LC_SUM(ents[i])->full : NULL;
 		size_t k;
 		if (!ours(lc, nd) || ents[i]->locked > 0 || lc_busy(lc, nd->id))
 			continue;

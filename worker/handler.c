@@ -795,16 +795,16 @@ find_reusable(struct handler *h, const char *label)
 	int i, n = zk_cache_entries(lc->nodes, &ents);
 
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
+		const struct np_node_sum *nd = LC_SUM(ents[i]);
 		if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
 		    ents[i]->locked > 0 || nd->provider == NULL || nd->pool == NULL)
 			continue;
 		if (strcmp(nd->provider, lc->prov.name) != 0 ||
 		    strcmp(nd->pool, h->pool->name) != 0)
 			continue;
-		if (!np_strv_contains(&nd->type, label) || lc_busy(lc, nd->id))
+		if (!np_strv_contains(nd->type, label) || lc_busy(lc, nd->id))
 			continue;
-		if (!az_admits(h, nd))
+		if (nd->full == NULL || !az_admits(h, nd->full))
 			continue;
 		return nd->id;
 	}
@@ -815,8 +815,7 @@ static void
 start_reuse(struct handler *h, size_t i, const char *node_id)
 {
 	struct hnode *hn = &h->nodes[i];
-	const struct zk_cache_entry *e = zk_cache_get(h->lc->nodes, node_id);
-	const struct np_node *nd = e != NULL ? e->obj : NULL;
+	const struct np_node *nd = lc_node(h->lc, node_id);
 	char path[128];
 
 	az_claim(h, i, nd != NULL ? nd->az : NULL);
@@ -1141,7 +1140,7 @@ has_remaining_quota(struct handler *h, const char *label)
 	    lc->prov.dp != NULL)
 		lc->prov.drv->provider_limits(lc->prov.dp, &prov_left);
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
+		const struct np_node *nd = LC_SUM(ents[i]) ? LC_SUM(ents[i])->full : NULL;
 		if (nd == NULL || nd->provider == NULL || strcmp(nd->provider, lc->prov.name) != 0)
 			continue;
 		node_usage(lc, pool, nd, &q);
@@ -1184,7 +1183,7 @@ delete_oldest_unused(struct handler *h)
 	const struct np_node *oldest = NULL;
 
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
+		const struct np_node *nd = LC_SUM(ents[i]) ? LC_SUM(ents[i])->full : NULL;
 		if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
 		    ents[i]->locked > 0 || lc_busy(lc, nd->id) || nd->provider == NULL ||
 		    nd->pool == NULL || strcmp(nd->provider, lc->prov.name) != 0 ||
@@ -1612,7 +1611,7 @@ fast_start(struct handler *h)
 		lc_busy_add(lc, picked[i]); /* so the next label picks another */
 		ne = zk_cache_get(lc->nodes, picked[i]);
 		if (az_grouping(h) && h->chosen_az == NULL && ne != NULL && ne->obj != NULL) {
-			const char *az = ((const struct np_node *)ne->obj)->az;
+			const char *az = LC_SUM(ne)->az;
 			if (az != NULL && *az != '\0')
 				h->chosen_az = strdup(az);
 		}
@@ -1639,7 +1638,7 @@ fast_start(struct handler *h)
 		ne = zk_cache_get(lc->nodes, picked[i]);
 		hn->label = strdup(r->node_types.v[i]);
 		hn->node_id = strdup(picked[i]);
-		hn->node = np_node_dup(ne->obj);
+		hn->node = np_node_dup(LC_SUM(ne)->full);
 		hn->version = ne->stat.version;
 		hn->state = HN_LOCKING;
 	}

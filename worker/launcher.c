@@ -5,6 +5,7 @@
 #include "launcher.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,10 +78,16 @@ lc_fqdn(void)
 
 /* ---- caches -> objects ---------------------------------------------------- */
 
+/* The launcher whose node cache decodes (one per worker process): which
+ * records are kept whole depends on it. */
+static const struct launcher *decoding_lc;
+
 static void *
 decode_node(const char *name, const char *data, int len)
 {
+	const struct launcher *lc = decoding_lc;
 	struct np_node *n = NULL;
+	int whole;
 	char err[256];
 
 	if (data == NULL || len == 0)
@@ -93,13 +100,17 @@ decode_node(const char *name, const char *data, int len)
 	}
 	if (err[0] != '\0')
 		log_info("%s", err); /* a value of an odd type, kept as it is */
-	return n;
+	/* the record is decoded once: summarised, and kept whole only where
+	 * we need it (our own nodes; every node for the web API) */
+	whole = lc == NULL || lc->full_records ||
+		(n->provider != NULL && strcmp(n->provider, lc->prov.name) == 0);
+	return np_node_sum_new(n, whole);
 }
 
 static void
 free_node(void *o)
 {
-	np_node_free(o);
+	np_node_sum_free(o);
 }
 
 static void *
@@ -148,12 +159,20 @@ free_component(void *o)
 	np_component_free(o);
 }
 
-const struct np_node *
-lc_node(struct launcher *lc, const char *id)
+const struct np_node_sum *
+lc_node_sum(struct launcher *lc, const char *id)
 {
 	const struct zk_cache_entry *e = lc->nodes ? zk_cache_get(lc->nodes, id) : NULL;
 
-	return e != NULL ? e->obj : NULL;
+	return e != NULL ? LC_SUM(e) : NULL;
+}
+
+const struct np_node *
+lc_node(struct launcher *lc, const char *id)
+{
+	const struct np_node_sum *s = lc_node_sum(lc, id);
+
+	return s != NULL ? s->full : NULL;
 }
 
 const struct np_request *
@@ -507,6 +526,12 @@ node_is_ours(struct launcher *lc, const struct np_node *n)
 	return n != NULL && n->provider != NULL && strcmp(n->provider, lc->prov.name) == 0;
 }
 
+static int
+sum_is_ours(struct launcher *lc, const struct np_node_sum *s)
+{
+	return np_node_sum_of_provider(s, lc->prov.name);
+}
+
 /*
  * Every cache re-synced after a lost connection or an expiry: the view is
  * current again, so the decisions held back meanwhile (static slots,
@@ -564,17 +589,20 @@ static void
 nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e, void *arg)
 {
 	struct launcher *lc = arg;
-	const struct np_node *n;
+	const struct np_node_sum *n;
 
 	if (ev == ZK_CACHE_SYNCED) {
+		/* the start-up's transient buffers (raw reads, records
+		 * decoded only to be summarised) back to the system */
+		malloc_trim(0);
 		maybe_started(lc);
 		return;
 	}
-	n = e->obj;
+	n = LC_SUM(e);
 	if (ev == ZK_CACHE_REMOVED)
 		strset_del(lc->gone, e->name);
 	if (ev == ZK_CACHE_REMOVED) {
-		if (node_is_ours(lc, n)) {
+		if (sum_is_ours(lc, n)) {
 			/* room freed: paused handlers may go on */
 			launcher_schedule_assign(lc);
 			if (n->state == NP_NODE_READY)
@@ -594,7 +622,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 		 * deferred for lack of nodes may be served now */
 		if (n->allocated_to == NULL && e->locked == 0)
 			launcher_schedule_assign(lc);
-		if (node_is_ours(lc, n))
+		if (sum_is_ours(lc, n))
 			schedule(lc->minready_ev);
 		break;
 	case NP_NODE_USED:
@@ -604,7 +632,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	case NP_NODE_DELETING:
 	case NP_NODE_DELETED:
 	case NP_NODE_BUILDING:
-		if (node_is_ours(lc, n) && e->locked == 0)
+		if (sum_is_ours(lc, n) && e->locked == 0)
 			launcher_schedule_delete(lc);
 		break;
 	default:
@@ -733,6 +761,7 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		if (lc->nodes == NULL) {
 			lc->nodes = zk_cache_new(zk, "/nodepool/nodes",
 						 ZK_CACHE_DATA | ZK_CACHE_LOCKS, nodes_event, lc);
+			decoding_lc = lc;
 			zk_cache_set_codec(lc->nodes, decode_node, free_node);
 			lc->requests = zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA,
 						    requests_event, lc);
@@ -1140,9 +1169,9 @@ drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
 			abort();
 	}
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = ents[i]->obj;
-		if (node_is_ours(lc, nd) && !strset_has(lc->gone, nd->id))
-			drv_nodes_buf[k++] = nd;
+		const struct np_node_sum *s = LC_SUM(ents[i]);
+		if (sum_is_ours(lc, s) && s->full != NULL && !strset_has(lc->gone, s->id))
+			drv_nodes_buf[k++] = s->full;
 	}
 	*out = drv_nodes_buf;
 	return k;

@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "model.h"
+#include "nodesum.h"
 #include "zk.h"
 #include "driver.h"
 
@@ -209,11 +210,17 @@ struct launcher {
 	struct lc_settings settings;
 
 	struct zk *zk;
-	int zk_state;			  /* last enum zk_event */
-	struct zk_cache *nodes;		  /* /nodepool/nodes, data + locks, obj np_node */
+	int zk_state; /* last enum zk_event */
+	/* /nodepool/nodes, data + locks; obj: struct np_node_sum (nodesum.h),
+	 * with the full record (->full) for our provider's nodes only, or for
+	 * every node when full_records is set */
+	struct zk_cache *nodes;
 	struct zk_cache *requests;	  /* /nodepool/requests, data, obj np_request */
 	struct zk_cache *pool_components; /* /nodepool/components/pool, obj np_component */
 	char *launcher_component_path;
+	/* keep every node's full record (set before the session is
+	 * established, for a worker that lists every node) */
+	int full_records;
 	int started;	     /* caches synced, driver started */
 	unsigned sync_epoch; /* bumped each time every cache is (re-)synced */
 	double zk_timeout;   /* zookeeper-timeout, seconds */
@@ -279,8 +286,14 @@ int lc_in_sync(const struct launcher *lc);
 double lc_now(void);	   /* wall clock, epoch seconds */
 double lc_monotonic(void); /* monotonic seconds */
 void lc_set_error(struct launcher *lc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The decoded node / request from the caches, or NULL. */
+/* The full record of one of our provider's nodes (or any node, with
+ * full_records) from the cache, or NULL (unknown, unreadable, or another
+ * provider's: see lc_node_sum). */
 const struct np_node *lc_node(struct launcher *lc, const char *id);
+/* The summary of any node from the cache, or NULL (unknown, unreadable). */
+const struct np_node_sum *lc_node_sum(struct launcher *lc, const char *id);
+/* The summary of a cache entry of lc->nodes (NULL: empty or unreadable). */
+#define LC_SUM(entry) ((const struct np_node_sum *)(entry)->obj)
 const struct np_request *lc_request(struct launcher *lc, const char *id);
 /* Busy set. */
 int lc_busy(struct launcher *lc, const char *node_id);

@@ -210,9 +210,9 @@ minready_pass(struct launcher *lc)
 			continue;
 		nn = zk_cache_entries(lc->nodes, &ne);
 		for (i = 0; i < nn; i++) {
-			const struct np_node *nd = ne[i]->obj;
+			const struct np_node_sum *nd = LC_SUM(ne[i]);
 			if (nd != NULL && nd->state == NP_NODE_READY && nd->allocated_to == NULL &&
-			    np_strv_contains(&nd->type, l->name))
+			    np_strv_contains(nd->type, l->name))
 				ready++;
 		}
 		for (i = 0; i < n; i++) {

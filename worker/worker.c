@@ -275,6 +275,7 @@ worker_view(void *arg, struct status_view *v)
 		return;
 	v->zk = lc->zk;
 	v->nodes = lc->nodes;
+	v->node_sums = 1;
 	v->requests = lc->requests;
 	v->pools = lc->pool_components;
 	v->ready = lc->ready;
@@ -388,6 +389,10 @@ worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t err
 	lc->hook_arg = w;
 	json_decref(w->slice);
 	w->slice = json_deep_copy(slice);
+	/* a worker serving the web API itself (a lone nodepool-launcher; under
+	 * nodepoold it is nodepool-web's) lists every node in full
+	 * (/node-list); the others keep full records of their own nodes only */
+	lc->full_records = json_is_object(json_object_get(slice, "webapp"));
 	if (launcher_start(lc, slice, err, errlen) != 0)
 		return -1;
 	interfaces_attach(w, slice);

@@ -62,6 +62,9 @@ struct sm_instance {
 	 * (NULL / 0 = not overridden). */
 	char *username, *python_path, *shell_type, *connection_type;
 	int connection_port;
+	/* An object to store as the node's connection_port instead of a
+	 * number (the kubernetes drivers' credentials), or NULL; owned. */
+	json_t *connection_port_obj;
 	int has_host_keys; /* host_keys below replace the node's */
 	struct np_strv host_keys;
 	json_t *node_attributes; /* defaults under the pool's node-attributes, or NULL */

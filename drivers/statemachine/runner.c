@@ -100,6 +100,7 @@ sm_instance_free(struct sm_instance *i)
 	free(i->connection_type);
 	np_strv_clear(&i->host_keys);
 	json_decref(i->node_attributes);
+	json_decref(i->connection_port_obj);
 	drv_quota_clear(&i->quota);
 	free(i);
 }
@@ -550,6 +551,11 @@ update_node(struct sm_launch *l, const struct sm_instance *in)
 		sm_set_str(&n->connection_type, in->connection_type);
 	if (in->connection_port > 0)
 		n->connection_port = in->connection_port;
+	if (in->connection_port_obj != NULL) {
+		json_decref(n->connection_port_obj);
+		n->connection_port_obj = json_deep_copy(in->connection_port_obj);
+		n->connection_port = 0;
+	}
 	if (in->has_host_keys)
 		np_strv_copy(&n->host_keys, &in->host_keys);
 	if (in->node_attributes != NULL) {

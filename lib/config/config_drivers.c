@@ -439,6 +439,11 @@ static const struct sc_schema pods_label_user = {
 		 OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
 };
 
+/* nodepoold's own (DIFFERENCES FROM NODEPOOL in nodepool.yaml(5)): how long
+ * a pod may stay Pending (upstream waits a fixed 300 s) and a launch
+ * attempt may take. */
+#define K8S_NODEPOOLD_KEYS OPT("boot-timeout", INT), OPT("launch-timeout", INT)
+
 #define K8S_POOL_KEYS                                                                              \
 	REQ("name", STR), OPT("max-cores", INT), OPT("max-ram", INT),                              \
 	    OPT("max-resources", STRMAP(INT)), OPT("default-label-cpu", INT),                      \
@@ -461,8 +466,9 @@ static const struct sc_schema kubernetes_provider = {
 					       .alts = ALTS(&k8s_label_nodepool, &k8s_label_user),
 					   })))),
 	    }))),
-	OPT("context", STR), OPT("launch-retries", INT), OPT("max-servers", INT),
-	OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
+	OPT("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS,
+	OPT("max-servers", INT), OPT("max-cores", INT), OPT("max-ram", INT),
+	OPT("max-resources", STRMAP(INT))),
 };
 
 static const struct sc_schema openshift_provider = {
@@ -479,8 +485,9 @@ static const struct sc_schema openshift_provider = {
 									  &k8s_label_user),
 							 })))),
 			  }))),
-	     REQ("context", STR), OPT("launch-retries", INT), OPT("max-projects", INT),
-	     OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
+	     REQ("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS,
+	     OPT("max-projects", INT), OPT("max-cores", INT), OPT("max-ram", INT),
+	     OPT("max-resources", STRMAP(INT))),
 };
 
 static const struct sc_schema openshiftpods_provider = {
@@ -497,7 +504,7 @@ static const struct sc_schema openshiftpods_provider = {
 					       .alts = ALTS(&pods_label_nodepool, &pods_label_user),
 					   })))),
 	    }))),
-	REQ("context", STR), OPT("launch-retries", INT), OPT("max-pods", INT),
+	REQ("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS, OPT("max-pods", INT),
 	OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
 };
 

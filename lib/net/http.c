@@ -75,11 +75,24 @@ struct http_client {
 	double timeout, backoff_max;
 	size_t max_body;
 	char *ca_file, *user_agent;
+	char *ca_pem, *cert_file, *key_file, *cert_pem, *key_pem;
 	int insecure;
 	struct http_stats st;
 };
 
 static void pump(struct http_client *c);
+
+/* A PEM string as an in-memory blob option (libcurl copies it). */
+static void
+set_blob(CURL *e, CURLoption opt, const char *pem)
+{
+	struct curl_blob b;
+
+	b.data = (void *)pem;
+	b.len = strlen(pem);
+	b.flags = CURL_BLOB_COPY;
+	curl_easy_setopt(e, opt, &b);
+}
 static void check_done(struct http_client *c);
 
 /* ---- libcurl callbacks ----------------------------------------------------- */
@@ -311,6 +324,16 @@ start(struct http_req *r)
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	if (c->ca_file != NULL)
 		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+	if (c->ca_pem != NULL)
+		set_blob(e, CURLOPT_CAINFO_BLOB, c->ca_pem);
+	if (c->cert_file != NULL)
+		curl_easy_setopt(e, CURLOPT_SSLCERT, c->cert_file);
+	if (c->key_file != NULL)
+		curl_easy_setopt(e, CURLOPT_SSLKEY, c->key_file);
+	if (c->cert_pem != NULL)
+		set_blob(e, CURLOPT_SSLCERT_BLOB, c->cert_pem);
+	if (c->key_pem != NULL)
+		set_blob(e, CURLOPT_SSLKEY_BLOB, c->key_pem);
 	if (c->insecure) {
 		curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
 		curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -577,6 +600,11 @@ http_client_new(struct event_base *base, const struct http_client_options *opt, 
 	c->max_body = o.max_body > 0 ? o.max_body : HTTP_DEFAULT_MAX_BODY;
 	c->ca_file = o.ca_file != NULL ? strdup(o.ca_file) : NULL;
 	c->user_agent = strdup(o.user_agent != NULL ? o.user_agent : "nodepoold");
+	c->ca_pem = o.ca_pem != NULL ? strdup(o.ca_pem) : NULL;
+	c->cert_file = o.cert_file != NULL ? strdup(o.cert_file) : NULL;
+	c->key_file = o.key_file != NULL ? strdup(o.key_file) : NULL;
+	c->cert_pem = o.cert_pem != NULL ? strdup(o.cert_pem) : NULL;
+	c->key_pem = o.key_pem != NULL ? strdup(o.key_pem) : NULL;
 	c->insecure = o.insecure;
 	c->multi = curl_multi_init();
 	c->timer = event_new(base, -1, 0, timer_event_cb, c);
@@ -624,6 +652,11 @@ http_client_free(struct http_client *c)
 		event_free(c->timer);
 	free(c->ca_file);
 	free(c->user_agent);
+	free(c->ca_pem);
+	free(c->cert_file);
+	free(c->key_file);
+	free(c->cert_pem);
+	free(c->key_pem);
 	free(c);
 }
 

@@ -51,8 +51,15 @@ struct http_client_options {
 	size_t max_body;	/* response body cap, bytes; 0: HTTP_DEFAULT_MAX_BODY */
 	const char *ca_file;	/* PEM bundle to trust; NULL: the system store (copied) */
 	const char *user_agent; /* NULL: "nodepoold" (copied) */
-	int insecure;		/* 1: do not verify the server's TLS certificate
-				   (clouds.yaml verify: false) */
+	/* TLS as a kubeconfig gives it (all copied; NULL: none). ca_pem: PEM
+	 * CAs to trust instead of ca_file / the system store; cert_* and
+	 * key_*: a client certificate and its key, as files or PEM text;
+	 * insecure: no server certificate verification at all
+	 * (insecure-skip-tls-verify). */
+	const char *ca_pem;
+	const char *cert_file, *key_file;
+	const char *cert_pem, *key_pem;
+	int insecure;
 };
 
 /* One call. Strings and the body are copied by http_request(). */

@@ -15,6 +15,7 @@
 #include "driver.h"
 #include "log.h"
 #include "model.h"
+#include "nodesum.h"
 #include "statsd.h"
 #include "zk.h"
 
@@ -828,15 +829,24 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	}
 	n = v->nodes ? zk_cache_entries(v->nodes, &ents) : 0;
 	for (i = 0; i < n; i++) {
-		struct np_node *tmp;
-		const struct np_node *nd = status_node_of(ents[i], &tmp);
-		const char *sn;
-		if (nd == NULL && ents[i]->len > 0 && strcmp(ents[i]->name, "lock") != 0)
+		struct np_node *tmp = NULL;
+		const struct np_node *nd = NULL;
+		const char *sn, *prov = NULL;
+		const struct np_strv *type = NULL;
+		int state = -1;
+		if (v->node_sums) {
+			const struct np_node_sum *s = ents[i]->obj;
+			if (s != NULL)
+				state = s->state, prov = s->provider, type = s->type;
+		} else if ((nd = status_node_of(ents[i], &tmp)) != NULL) {
+			state = nd->state, prov = nd->provider, type = &nd->type;
+		}
+		if (type == NULL && ents[i]->len > 0 && strcmp(ents[i]->name, "lock") != 0)
 			unread_nodes++; /* decoded here when the cache keeps text only */
-		if (nd != NULL && (sn = np_node_state_name(nd->state)) != NULL) {
-			count_inc(byprov, nd->provider ? nd->provider : "", sn, 0);
-			for (j = 0; j < nd->type.n; j++)
-				count_inc(bylabel, nd->type.v[j], sn, 0);
+		if (type != NULL && (sn = np_node_state_name(state)) != NULL) {
+			count_inc(byprov, prov ? prov : "", sn, 0);
+			for (j = 0; j < type->n; j++)
+				count_inc(bylabel, type->v[j], sn, 0);
 		}
 		np_node_free(tmp);
 	}

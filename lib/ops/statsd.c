@@ -17,6 +17,7 @@
 
 #include "log.h"
 #include "model.h"
+#include "nodesum.h"
 #include "paths.h"
 #include "zk.h"
 
@@ -422,19 +423,28 @@ report_nodes(struct statsd_reporter *r, const struct status_view *v)
 	}
 	n = v->nodes ? zk_cache_entries(v->nodes, &ents) : 0;
 	for (i = 0; i < n; i++) {
-		const struct np_node *node = ents[i]->obj;
-		const char *sn;
-		if (node == NULL || (sn = np_node_state_name(node->state)) == NULL)
+		const char *sn, *prov;
+		const struct np_strv *type;
+		int state;
+		if (ents[i]->obj == NULL)
+			continue;
+		if (v->node_sums) {
+			const struct np_node_sum *s = ents[i]->obj;
+			state = s->state, prov = s->provider, type = s->type;
+		} else {
+			const struct np_node *node = ents[i]->obj;
+			state = node->state, prov = node->provider, type = &node->type;
+		}
+		if ((sn = np_node_state_name(state)) == NULL)
 			continue;
 		snprintf(name, sizeof(name), "nodepool.nodes.%s", sn);
 		count_add(m, name, 0);
-		for (j = 0; j < node->type.n; j++) {
-			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", node->type.v[j],
-				 sn);
+		for (j = 0; j < type->n; j++) {
+			snprintf(name, sizeof(name), "nodepool.label.%s.nodes.%s", type->v[j], sn);
 			count_add(m, name, 0);
 		}
-		snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s",
-			 node->provider ? node->provider : "None", sn);
+		snprintf(name, sizeof(name), "nodepool.provider.%s.nodes.%s", prov ? prov : "None",
+			 sn);
 		count_add(m, name, 0);
 	}
 	/* addressable requests: per registered pool, the requests whose every

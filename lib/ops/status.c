@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "nodesum.h"
 #include "zk.h"
 
 /* ---- columns (as status.py's headers tables) --------------------------------- */
@@ -1004,6 +1005,28 @@ status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes, co
 	n = zk_cache_entries(nodes, &ents);
 	for (i = 0; i < n; i++)
 		add_node_entry(t, ents[i], now);
+}
+
+void
+status_nodes_from_sums(struct status_table *t, const struct zk_cache *nodes, const char *node_id,
+		       double now)
+{
+	const struct zk_cache_entry *const *ents;
+	const struct np_node_sum *s;
+	int i, n;
+
+	if (nodes == NULL)
+		return;
+	if (node_id != NULL && *node_id != '\0') {
+		const struct zk_cache_entry *e = zk_cache_get(nodes, node_id);
+		if (e != NULL && (s = e->obj) != NULL && s->full != NULL)
+			status_add_node(t, s->full, e->locked, now);
+		return;
+	}
+	n = zk_cache_entries(nodes, &ents);
+	for (i = 0; i < n; i++)
+		if ((s = ents[i]->obj) != NULL && s->full != NULL)
+			status_add_node(t, s->full, ents[i]->locked, now);
 }
 
 void

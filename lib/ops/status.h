@@ -147,8 +147,12 @@ void status_add_label(struct status_table *t, const char *label);
  * (web_reset, ...) before it goes.
  */
 struct status_view {
-	struct zk *zk;		   /* NULL until started; connected or not */
-	struct zk_cache *nodes;	   /* /nodepool/nodes, data and locks, np_node objects */
+	struct zk *zk;		/* NULL until started; connected or not */
+	struct zk_cache *nodes; /* /nodepool/nodes, data and locks, np_node objects */
+	/* nodes' objects are struct np_node_sum (nodesum.h), not np_node: a
+	 * launcher's cache, whose full records are those of its own provider
+	 * (or every node's, when it keeps them all for the web API) */
+	int node_sums;
 	struct zk_cache *requests; /* /nodepool/requests, np_request objects */
 	struct zk_cache *pools;	   /* /nodepool/components/pool, np_component objects */
 	int ready;		   /* the launcher finished its first pass */
@@ -166,6 +170,10 @@ typedef void (*status_view_fn)(void *arg, struct status_view *out);
  * (none if unknown). */
 void status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes,
 			     const char *node_id, double now);
+/* The same from a cache of np_node_sum objects: the nodes whose full
+ * record it keeps. */
+void status_nodes_from_sums(struct status_table *t, const struct zk_cache *nodes,
+			    const char *node_id, double now);
 /*
  * The node of a /nodepool/nodes cache entry: its decoded object, or, in a
  * cache kept without a codec (nodepool-web keeps only the records' text,

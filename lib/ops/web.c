@@ -382,7 +382,10 @@ render(struct web *w, enum list_kind kind, const char *query, int json, double n
 	}
 	case L_NODES:
 		t = status_table_new(STATUS_NODE_LIST);
-		status_nodes_from_cache(t, v.nodes, node_id, now);
+		if (v.node_sums)
+			status_nodes_from_sums(t, v.nodes, node_id, now);
+		else
+			status_nodes_from_cache(t, v.nodes, node_id, now);
 		break;
 	case L_REQUESTS:
 		t = status_table_new(STATUS_REQUEST_LIST);

@@ -301,7 +301,9 @@ enum zk_cache_event {
 
 struct zk_cache_entry {
 	const char *name; /* child name, e.g. "0000000042" */
-	const char *data; /* NUL-terminated, NULL until read or if empty */
+	/* NUL-terminated, NULL until read or if empty; with a codec, kept only
+	 * while obj is NULL (undecodable): a decoded body is not held twice */
+	const char *data;
 	int len;
 	struct zk_stat stat;
 	int locked; /* ZK_CACHE_LOCKS: number of contenders under <child>/lock */

@@ -401,9 +401,15 @@ set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 		if (e->pub.obj != NULL && c->free_obj != NULL)
 			c->free_obj(e->pub.obj);
 		e->pub.obj = c->decode(e->name, r->value, r->len);
-		if (e->pub.obj == NULL)
+		if (e->pub.obj == NULL) {
 			log_warn("zk cache %s: cannot decode %s (%d bytes); kept undecoded",
 				 c->path, e->name, r->len);
+		} else {
+			/* the object stands for the text: not kept twice */
+			free(e->data);
+			e->data = NULL;
+			e->pub.data = NULL;
+		}
 	}
 }
 

@@ -1,0 +1,1413 @@
+/*
+ * The kubernetes, openshift and openshiftpods drivers: one state-machine
+ * adapter (drivers/statemachine/adapter.h) in three flavours, following
+ * upstream Nodepool's nodepool/driver/kubernetes, openshift and
+ * openshiftpods for what is created and what the node carries. Upstream
+ * runs each launch as a thread of blocking calls; here each launch is a
+ * state machine of non-blocking calls (lib/net/http.h) on the worker's
+ * loop, and the framework supplies launch retries, launch-timeout, quota,
+ * leak cleanup and node records.
+ *
+ * What a node of each label type is:
+ *   kubernetes `namespace`: a namespace "<pool>-<node id>" labelled
+ *     nodepool_node_id / nodepool_provider_name / nodepool_pool_name,
+ *     a service account zuul-worker, its token secret
+ *     (kubernetes.io/service-account-token, filled by the cluster's token
+ *     controller), a Role "zuul" over the namespace's workload resources
+ *     and a RoleBinding of it to the account. external_id: the namespace;
+ *     connection_type "namespace"; connection_port the credential object
+ *     Zuul reads: {name, namespace, host, skiptls, token, user, ca_crt}
+ *     (ca_crt left out when skiptls, as upstream).
+ *   kubernetes `pod`: the same namespace with a restricted Role (pods
+ *     get/list, exec, logs, port-forward), plus a pod named after the
+ *     label; the node is ready when the pod is Running. connection_type
+ *     "kubectl", interface_ip the pod name, connection_port the credential
+ *     with "pod" added; host_id the Kubernetes node the pod runs on.
+ *   openshift `project` / `pod`: as above with a ProjectRequest instead of
+ *     a namespace (connection_type "project" for projects), and a
+ *     RoleBinding of the ClusterRole admin instead of a Role. A
+ *     ProjectRequest cannot carry labels, so the nodepool_* metadata goes
+ *     into its description (the project's openshift.io/description
+ *     annotation) as JSON; leak cleanup reads it back (upstream guesses
+ *     ownership from the project name).
+ *   openshiftpods: a pod "<label>-<node id>" in the existing project named
+ *     by the pool, with the nodepool_* labels; the credential is the
+ *     provider's own (its kubeconfig token and CA), plus "pod".
+ *
+ * A pod that fails (phase Failed, an image that cannot be pulled:
+ * ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull) fails
+ * its launch attempt at once; a pod still Pending (unschedulable...) after
+ * the provider's boot-timeout fails it with the scheduler's reason. The
+ * framework then deletes what the attempt created and retries up to
+ * launch-retries.
+ *
+ * Label keys (nodepool-made pods): image, image-pull (IfNotPresent),
+ * python-path (auto), shell-type, cpu, memory (MiB), storage (MB), cpu-limit,
+ * memory-limit, storage-limit (else the pool's default-label-*-limit, else
+ * the request), gpu with gpu-resource, extra-resources, env, node-selector,
+ * privileged, scheduler-name, volumes, volume-mounts, labels, dynamic-labels
+ * ({request.id}, {request.requestor}, {request.event_id},
+ * {request.tenant_name}, {node.id} formatted), annotations,
+ * image-pull-secrets. Labels with `spec` use it as the pod spec verbatim.
+ * Quota per node: 1 instance, cores = cpu, ram = memory, plus
+ * extra-resources (pool default-label-* when the label has none).
+ */
+#include "statemachine/statemachine.h"
+
+#include <sys/queue.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <openssl/evp.h>
+
+#include "http.h"
+#include "jsonget.h"
+#include "kubeconfig.h"
+#include "log.h"
+
+#define K8S_USER	 "zuul-worker"
+#define K8S_CALL_TIMEOUT 30.0 /* s per API call */
+#define K8S_POLL_TOKEN	 0.2  /* s between reads of the token secret */
+#define K8S_POLL_POD	 0.5  /* s between reads of a Pending pod */
+#define K8S_POLL_DELETE	 0.5  /* s between reads of a deleted namespace */
+#define K8S_BOOT_TIMEOUT 300  /* upstream waits a fixed 300 reads, 1 s apart */
+#define K8S_MAX_INFLIGHT 32
+#define K8S_DESC_PREFIX	 "nodepool:"
+
+enum k8s_flavor { K8S_KUBERNETES, K8S_OPENSHIFT, K8S_OPENSHIFTPODS };
+
+struct kop; /* a listing or resource delete in flight */
+
+static int k8s_label_quota_fill(const struct sm_label *l, struct drv_quota *out);
+
+struct sm_adapter {
+	const struct sm_env *env;
+	enum k8s_flavor flavor;
+	struct k8s_conn conn;
+	struct http_client *http;
+	char auth[8192]; /* "Authorization: ..." or "" */
+	int stopped;
+	unsigned long long calls, creates, deletes;
+	TAILQ_HEAD(, kop) ops;
+};
+
+static double
+mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static const char *
+flavor_name(enum k8s_flavor f)
+{
+	return f == K8S_KUBERNETES  ? "kubernetes"
+	       : f == K8S_OPENSHIFT ? "openshift"
+				    : "openshiftpods";
+}
+
+/* ---- calls ----------------------------------------------------------------------------------- */
+
+/* Start a call: method on server + path, body (JSON, borrowed) or NULL. */
+static struct http_req *
+kcall(struct sm_adapter *a, const char *method, const char *path, const json_t *body, http_cb cb,
+      void *arg)
+{
+	struct http_request_params p;
+	const char *hdrs[4];
+	char url[2048];
+	char *data = NULL;
+	struct http_req *r;
+	int n = 0;
+
+	snprintf(url, sizeof(url), "%s%s", a->conn.server, path);
+	hdrs[n++] = "Accept: application/json";
+	if (body != NULL)
+		hdrs[n++] = "Content-Type: application/json";
+	if (a->auth[0] != '\0')
+		hdrs[n++] = a->auth;
+	hdrs[n] = NULL;
+	memset(&p, 0, sizeof(p));
+	p.method = method;
+	p.url = url;
+	p.headers = hdrs;
+	if (body != NULL) {
+		data = json_dumps(body, JSON_COMPACT);
+		p.body = data;
+		p.body_len = data != NULL ? strlen(data) : 0;
+	}
+	a->calls++;
+	r = http_request(a->http, &p, cb, arg);
+	free(data);
+	return r;
+}
+
+/* "POST /api/v1/namespaces: 409 AlreadyExists: namespaces "x" already
+ * exists" from an answer. */
+static void
+describe_error(const char *what, int status, const char *error, const json_t *body, char *out,
+	       size_t outlen)
+{
+	const char *msg = json_string_value(json_object_get(body, "message"));
+	const char *reason = json_string_value(json_object_get(body, "reason"));
+
+	if (error != NULL)
+		snprintf(out, outlen, "%s: %s", what, error);
+	else
+		snprintf(out, outlen, "%s: %d %s%s%s", what, status, reason ? reason : "",
+			 reason ? ": " : "", msg ? msg : "");
+}
+
+/* A 403 for a ResourceQuota ("exceeded quota: ...") is a quota error. */
+static int
+is_quota_error(int status, const json_t *body)
+{
+	const char *msg = json_string_value(json_object_get(body, "message"));
+
+	return status == 403 && msg != NULL && strstr(msg, "exceeded quota") != NULL;
+}
+
+/* Append a URL-encoded (query value) s to buf. */
+static void
+urlenc(char *buf, size_t len, const char *s)
+{
+	size_t n = strlen(buf);
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0' && n + 4 < len; s++) {
+		unsigned char c = (unsigned char)*s;
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '_' || c == '.' || c == '~')
+			buf[n++] = (char)c;
+		else {
+			buf[n++] = '%';
+			buf[n++] = hex[c >> 4];
+			buf[n++] = hex[c & 15];
+		}
+	}
+	buf[n] = '\0';
+}
+
+/* ---- label settings -----------------------------------------------------------------------------
+ */
+
+/* The label's key, else the pool's default-label-<key>, else -1. */
+static double
+label_num(const struct sm_label *l, const char *key)
+{
+	char dkey[64];
+	const json_t *v = json_object_get(l->raw, key);
+
+	if (json_is_number(v))
+		return json_number_value(v);
+	snprintf(dkey, sizeof(dkey), "default-label-%s", key);
+	v = json_object_get(l->pool->raw, dkey);
+	if (json_is_number(v))
+		return json_number_value(v);
+	return -1;
+}
+
+static const char *
+label_type(const struct sm_adapter *a, const struct sm_label *l)
+{
+	const char *t = np_json_str(l->raw, "type", NULL);
+
+	if (a->flavor == K8S_OPENSHIFTPODS)
+		return "pod";
+	return t != NULL ? t : "pod";
+}
+
+static int
+is_pod_label(const struct sm_adapter *a, const struct sm_label *l)
+{
+	return strcmp(label_type(a, l), "pod") == 0;
+}
+
+/* "{request.id}"-style fields of a dynamic label value. */
+static void
+format_dynamic(const char *fmt, const char *node_id, const struct np_request *req, char *out,
+	       size_t outlen)
+{
+	size_t n = 0;
+	const char *p = fmt;
+
+	out[0] = '\0';
+	while (*p != '\0' && n + 1 < outlen) {
+		const char *end;
+		if (*p == '{' && (end = strchr(p, '}')) != NULL) {
+			char key[64];
+			const char *v = NULL;
+			size_t kl = (size_t)(end - p - 1);
+			if (kl < sizeof(key)) {
+				memcpy(key, p + 1, kl);
+				key[kl] = '\0';
+				if (strcmp(key, "node.id") == 0)
+					v = node_id;
+				else if (req != NULL && strcmp(key, "request.id") == 0)
+					v = req->id;
+				else if (req != NULL && strcmp(key, "request.requestor") == 0)
+					v = req->requestor;
+				else if (req != NULL && strcmp(key, "request.event_id") == 0)
+					v = req->event_id;
+				else if (req != NULL && strcmp(key, "request.tenant_name") == 0)
+					v = req->tenant_name;
+				if (v != NULL || strncmp(key, "request.", 8) == 0 ||
+				    strcmp(key, "node.id") == 0) {
+					n += (size_t)snprintf(out + n, outlen - n, "%s",
+							      v != NULL ? v : "");
+					if (n >= outlen)
+						n = outlen - 1;
+					p = end + 1;
+					continue;
+				}
+			}
+		}
+		out[n++] = *p++;
+		out[n] = '\0';
+	}
+}
+
+/* The pod body for label l (nodepool-made or the label's spec). */
+static json_t *
+pod_body(const struct sm_adapter *a, const struct sm_label *l, const char *name, const json_t *meta,
+	 const struct np_request *req)
+{
+	const json_t *raw = l->raw, *spec = json_object_get(raw, "spec"), *v;
+	const char *node_id = json_string_value(json_object_get(meta, "nodepool_node_id"));
+	json_t *labels = json_object(), *pod, *md, *podspec;
+	const char *k;
+	char buf[1024];
+
+	if (json_is_object(json_object_get(raw, "labels")))
+		json_object_update(labels, json_object_get(raw, "labels"));
+	json_object_foreach((json_t *)json_object_get(raw, "dynamic-labels"), k, v)
+	{
+		if (!json_is_string(v))
+			continue;
+		format_dynamic(json_string_value(v), node_id ? node_id : "", req, buf, sizeof(buf));
+		json_object_set_new(labels, k, json_string(buf));
+	}
+	json_object_set_new(labels, "nodepool_node_id", json_string(node_id ? node_id : ""));
+	json_object_set_new(labels, "nodepool_provider_name", json_string(a->env->provider_name));
+	json_object_set_new(labels, "nodepool_pool_name", json_string(l->pool->name));
+	json_object_set_new(labels, "nodepool_node_label", json_string(l->name));
+	md = json_pack("{s:s, s:o}", "name", name, "labels", labels);
+	if (json_is_object(json_object_get(raw, "annotations")))
+		json_object_set(md, "annotations", json_object_get(raw, "annotations"));
+
+	if (json_is_object(spec)) {
+		podspec = json_deep_copy(spec);
+	} else {
+		json_t *c = json_object(), *res = json_object(), *rq = json_object(),
+		       *lim = json_object();
+		double cpu = label_num(l, "cpu"), mem = label_num(l, "memory"),
+		       sto = label_num(l, "storage"), cpul = label_num(l, "cpu-limit"),
+		       meml = label_num(l, "memory-limit"), stol = label_num(l, "storage-limit"),
+		       gpu = label_num(l, "gpu");
+		const json_t *extra = json_object_get(raw, "extra-resources");
+		char q[64];
+
+		podspec = json_object();
+		json_object_set_new(c, "name", json_string(l->name));
+		json_object_set_new(c, "image", json_string(np_json_str(raw, "image", "")));
+		json_object_set_new(c, "imagePullPolicy",
+				    json_string(np_json_str(raw, "image-pull", "IfNotPresent")));
+		json_object_set_new(c, "command", json_pack("[s, s]", "/bin/sh", "-c"));
+		json_object_set_new(c, "args", json_pack("[s]", "while true; do sleep 30; done;"));
+		if (json_is_array(json_object_get(raw, "env")))
+			json_object_set(c, "env", json_object_get(raw, "env"));
+		if (cpu >= 0)
+			json_object_set_new(rq, "cpu", json_integer((json_int_t)cpu));
+		if (mem >= 0) {
+			snprintf(q, sizeof(q), "%dMi", (int)mem);
+			json_object_set_new(rq, "memory", json_string(q));
+		}
+		if (sto >= 0) {
+			snprintf(q, sizeof(q), "%dM", (int)sto);
+			json_object_set_new(rq, "ephemeral-storage", json_string(q));
+		}
+		if (cpul < 0)
+			cpul = cpu;
+		if (meml < 0)
+			meml = mem;
+		if (stol < 0)
+			stol = sto;
+		if (cpul >= 0)
+			json_object_set_new(lim, "cpu", json_integer((json_int_t)cpul));
+		if (meml >= 0) {
+			snprintf(q, sizeof(q), "%dMi", (int)meml);
+			json_object_set_new(lim, "memory", json_string(q));
+		}
+		if (stol >= 0) {
+			snprintf(q, sizeof(q), "%dM", (int)stol);
+			json_object_set_new(lim, "ephemeral-storage", json_string(q));
+		}
+		if (gpu > 0) {
+			snprintf(q, sizeof(q), "%g", gpu);
+			json_object_set_new(lim, np_json_str(raw, "gpu-resource", "nvidia.com/gpu"),
+					    json_string(q));
+		}
+		json_object_foreach((json_t *)extra, k, v)
+		{
+			json_object_set(rq, k, (json_t *)v);
+			json_object_set(lim, k, (json_t *)v);
+		}
+		if (json_object_size(rq) > 0)
+			json_object_set(res, "requests", rq);
+		if (json_object_size(lim) > 0)
+			json_object_set(res, "limits", lim);
+		json_decref(rq);
+		json_decref(lim);
+		if (json_object_size(res) > 0)
+			json_object_set(c, "resources", res);
+		json_decref(res);
+		if (json_is_boolean(json_object_get(raw, "privileged")))
+			json_object_set_new(
+			    c, "securityContext",
+			    json_pack("{s:O}", "privileged", json_object_get(raw, "privileged")));
+		if (json_is_array(json_object_get(raw, "volume-mounts")))
+			json_object_set(c, "volumeMounts", json_object_get(raw, "volume-mounts"));
+		json_object_set_new(podspec, "containers", json_pack("[o]", c));
+		if (json_is_object(json_object_get(raw, "node-selector")))
+			json_object_set(podspec, "nodeSelector",
+					json_object_get(raw, "node-selector"));
+		if (json_is_string(json_object_get(raw, "scheduler-name")))
+			json_object_set(podspec, "schedulerName",
+					json_object_get(raw, "scheduler-name"));
+		if (json_is_array(json_object_get(raw, "volumes")))
+			json_object_set(podspec, "volumes", json_object_get(raw, "volumes"));
+		if (json_is_array(json_object_get(raw, "image-pull-secrets")))
+			json_object_set(podspec, "imagePullSecrets",
+					json_object_get(raw, "image-pull-secrets"));
+		json_object_set_new(podspec, "restartPolicy", json_string("Never"));
+	}
+	pod = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "Pod", "metadata", md,
+			"spec", podspec);
+	return pod;
+}
+
+/* ---- create and delete machines -------------------------------------------------------------- */
+
+enum kstep {
+	K_NS,	   /* namespace or project request */
+	K_SA,	   /* service account */
+	K_SECRET,  /* its token secret */
+	K_TOKEN,   /* read the secret until the token controller filled it */
+	K_ROLE,	   /* role */
+	K_BINDING, /* role binding */
+	K_POD,	   /* pod */
+	K_WAIT,	   /* read the pod until Running */
+	K_DONE,
+	/* deletes */
+	D_DELETE,
+	D_WAIT,
+};
+
+static const char *const kstep_names[] = {
+    "namespace", "service-account", "secret", "token",	  "role",	 "role-binding",
+    "pod",	 "pod-wait",	    "done",   "deleting", "delete-wait",
+};
+
+struct kmachine {
+	struct sm_machine m; /* first */
+	struct sm_adapter *a;
+	enum kstep step;
+	const struct sm_label *label;
+	json_t *meta;
+	struct np_request *req;
+	char node_id[64];
+	char *ns, *pod; /* namespace (project); pod name or NULL */
+	char *token, *ca_crt, *host_id;
+	double pod_created; /* monotonic */
+	size_t pool_i;	    /* openshiftpods deletes: the pool project tried */
+	/* the call in flight or answered */
+	struct http_req *req_h;
+	int got, status;
+	char *err;
+	json_t *resp;
+	char what[512];
+};
+
+static void
+m_answer(const struct http_response *res, void *arg)
+{
+	struct kmachine *k = arg;
+
+	k->req_h = NULL;
+	k->got = 1;
+	k->status = res->status;
+	free(k->err);
+	k->err = res->error != NULL ? strdup(res->error) : NULL;
+	json_decref(k->resp);
+	k->resp = res->body_len > 0 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+	sm_machine_wake(&k->m);
+}
+
+/* Start the step's call; SM_AGAIN until it answers. */
+static enum sm_status
+m_call(struct kmachine *k, const char *method, const char *path, json_t *body)
+{
+	snprintf(k->what, sizeof(k->what), "%s %s", method, path);
+	k->got = 0;
+	k->req_h = kcall(k->a, method, path, body, m_answer, k);
+	json_decref(body);
+	if (k->req_h == NULL) {
+		k->m.error = SM_E_FAILED;
+		snprintf(k->m.error_msg, sizeof(k->m.error_msg), "%.200s: cannot start the call",
+			 k->what);
+		return SM_ERROR;
+	}
+	k->m.retry_in = 3600; /* woken by the answer */
+	return SM_AGAIN;
+}
+
+/* The answered call failed: SM_ERROR with its description. */
+static enum sm_status
+m_fail(struct kmachine *k)
+{
+	k->m.error = is_quota_error(k->status, k->resp) ? SM_E_QUOTA : SM_E_FAILED;
+	describe_error(k->what, k->status, k->err, k->resp, k->m.error_msg, sizeof(k->m.error_msg));
+	return SM_ERROR;
+}
+
+static int
+ok_status(const struct kmachine *k)
+{
+	return k->err == NULL && k->status >= 200 && k->status < 300;
+}
+
+/* A create may find the object made by this same attempt (a 409 on
+ * a retried call) */
+static int
+ok_or_exists(const struct kmachine *k)
+{
+	return ok_status(k) || (k->err == NULL && k->status == 409);
+}
+
+static void
+m_poll(struct kmachine *k, double s)
+{
+	k->got = 0;
+	k->m.retry_in = s;
+}
+
+static json_t *
+namespace_body(struct kmachine *k)
+{
+	struct sm_adapter *a = k->a;
+
+	if (a->flavor == K8S_OPENSHIFT) {
+		char *desc = json_dumps(k->meta, JSON_COMPACT | JSON_SORT_KEYS);
+		char buf[1024];
+		json_t *b;
+		snprintf(buf, sizeof(buf), K8S_DESC_PREFIX "%s", desc ? desc : "{}");
+		free(desc);
+		b = json_pack("{s:s, s:s, s:{s:s}, s:s, s:s}", "apiVersion",
+			      "project.openshift.io/v1", "kind", "ProjectRequest", "metadata",
+			      "name", k->ns, "displayName", k->ns, "description", buf);
+		return b;
+	}
+	return json_pack("{s:s, s:s, s:{s:s, s:{s:O?, s:O?, s:O?}}}", "apiVersion", "v1", "kind",
+			 "Namespace", "metadata", "name", k->ns, "labels", "nodepool_node_id",
+			 json_object_get(k->meta, "nodepool_node_id"), "nodepool_provider_name",
+			 json_object_get(k->meta, "nodepool_provider_name"), "nodepool_pool_name",
+			 json_object_get(k->meta, "nodepool_pool_name"));
+}
+
+static json_t *
+role_body(struct kmachine *k)
+{
+	json_t *verbs = json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch",
+				  "update", "watch");
+	json_t *rules;
+
+	if (is_pod_label(k->a, k->label))
+		/* as upstream's restricted role for pod labels */
+		rules = json_pack("[{s:[s], s:[s], s:[s,s]}, {s:[s], s:[s,s,s,s], s:O}]",
+				  "apiGroups", "", "resources", "pods", "verbs", "get", "list",
+				  "apiGroups", "", "resources", "pods/exec", "pods/log",
+				  "pods/logs", "pods/portforward", "verbs", verbs);
+	else
+		rules = json_pack("[{s:[s], s:[s,s,s,s,s,s,s,s,s,s,s,s], s:O}]", "apiGroups", "",
+				  "resources", "pods", "pods/exec", "pods/log", "pods/portforward",
+				  "services", "endpoints", "crontabs", "jobs", "deployments",
+				  "replicasets", "configmaps", "secrets", "verbs", verbs);
+	json_decref(verbs);
+	return json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion", "rbac.authorization.k8s.io/v1",
+			 "kind", "Role", "metadata", "name",
+			 is_pod_label(k->a, k->label) ? "zuul-restricted" : "zuul", "rules", rules);
+}
+
+static json_t *
+binding_body(struct kmachine *k)
+{
+	int os = k->a->flavor == K8S_OPENSHIFT;
+
+	return json_pack(
+	    "{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}]}", "apiVersion",
+	    "rbac.authorization.k8s.io/v1", "kind", "RoleBinding", "metadata", "name", "zuul-role",
+	    "roleRef", "apiGroup", "rbac.authorization.k8s.io", "kind", os ? "ClusterRole" : "Role",
+	    "name", os ? "admin" : (is_pod_label(k->a, k->label) ? "zuul-restricted" : "zuul"),
+	    "subjects", "kind", "ServiceAccount", "name", K8S_USER, "namespace", k->ns);
+}
+
+/* Why a pod is not running, or NULL while it may still start; *fatal 1
+ * when it never will. */
+static const char *
+pod_problem(const json_t *pod, int *fatal, char *buf, size_t len)
+{
+	const json_t *st = json_object_get(pod, "status"), *c, *cond;
+	const char *phase = np_json_str(st, "phase", "");
+	size_t i;
+
+	*fatal = 0;
+	if (strcmp(phase, "Failed") == 0 || strcmp(phase, "Succeeded") == 0) {
+		*fatal = 1;
+		snprintf(buf, len, "pod %s: %s", phase, np_json_str(st, "message", ""));
+		return buf;
+	}
+	json_array_foreach(json_object_get(st, "containerStatuses"), i, c)
+	{
+		const json_t *w = json_object_get(json_object_get(c, "state"), "waiting");
+		const char *reason = np_json_str(w, "reason", NULL);
+		if (reason == NULL)
+			continue;
+		if (strcmp(reason, "ErrImagePull") == 0 ||
+		    strcmp(reason, "ImagePullBackOff") == 0 ||
+		    strcmp(reason, "InvalidImageName") == 0 ||
+		    strcmp(reason, "ErrImageNeverPull") == 0) {
+			*fatal = 1;
+			snprintf(buf, len, "image pull failed: %s: %s", reason,
+				 np_json_str(w, "message", ""));
+			return buf;
+		}
+		snprintf(buf, len, "container waiting: %s: %s", reason,
+			 np_json_str(w, "message", ""));
+		return buf;
+	}
+	json_array_foreach(json_object_get(st, "conditions"), i, cond)
+	{
+		if (strcmp(np_json_str(cond, "type", ""), "PodScheduled") == 0 &&
+		    strcmp(np_json_str(cond, "status", ""), "False") == 0) {
+			snprintf(buf, len, "not scheduled: %s: %s", np_json_str(cond, "reason", ""),
+				 np_json_str(cond, "message", ""));
+			return buf;
+		}
+	}
+	snprintf(buf, len, "pod %s", phase[0] ? phase : "Pending");
+	return buf;
+}
+
+static struct sm_instance *
+make_instance(struct kmachine *k)
+{
+	struct sm_adapter *a = k->a;
+	struct sm_instance *in = sm_instance_new();
+	json_t *cred = json_object();
+	const char *pp = np_json_str(k->label->raw, "python-path", "auto");
+
+	sm_set_str(&in->external_id, a->flavor == K8S_OPENSHIFTPODS ? k->pod : k->ns);
+	in->ready = 1;
+	json_decref(in->metadata);
+	in->metadata = json_deep_copy(k->meta);
+	if (a->flavor != K8S_OPENSHIFTPODS)
+		json_object_set_new(cred, "name", json_string(k->ns));
+	json_object_set_new(cred, "namespace", json_string(k->ns));
+	json_object_set_new(cred, "host", json_string(a->conn.server));
+	json_object_set_new(cred, "skiptls", json_boolean(a->conn.insecure));
+	json_object_set_new(cred, "token", json_string(k->token ? k->token : ""));
+	json_object_set_new(cred, "user", json_string(K8S_USER));
+	if (!a->conn.insecure)
+		json_object_set_new(cred, "ca_crt", json_string(k->ca_crt ? k->ca_crt : ""));
+	if (k->pod != NULL)
+		json_object_set_new(cred, "pod", json_string(k->pod));
+	in->connection_port_obj = cred;
+	if (k->pod != NULL) {
+		sm_set_str(&in->interface_ip, k->pod);
+		sm_set_str(&in->connection_type, "kubectl");
+		sm_set_str(&in->host_id, k->host_id);
+	} else {
+		sm_set_str(&in->connection_type,
+			   a->flavor == K8S_OPENSHIFT ? "project" : "namespace");
+	}
+	sm_set_str(&in->python_path, pp);
+	sm_set_str(&in->shell_type, np_json_str(k->label->raw, "shell-type", NULL));
+	sm_set_str(&in->cloud, a->conn.context);
+	/* what the node uses, as label_quota */
+	drv_quota_clear(&in->quota);
+	drv_quota_init(&in->quota, 0, 1, 0);
+	k8s_label_quota_fill(k->label, &in->quota);
+	return in;
+}
+
+static enum sm_status
+create_advance(struct sm_machine *m, struct sm_instance **out)
+{
+	struct kmachine *k = (struct kmachine *)m;
+	struct sm_adapter *a = k->a;
+	char path[1024], buf[512];
+
+	if (k->req_h != NULL) {
+		m->retry_in = 3600;
+		return SM_AGAIN;
+	}
+	for (;;) {
+		m->state = kstep_names[k->step];
+		switch (k->step) {
+		case K_NS:
+			if (!k->got) {
+				/* named at once: an abandoned attempt is cleaned up */
+				sm_set_str(&m->external_id,
+					   a->flavor == K8S_OPENSHIFTPODS ? k->pod : k->ns);
+				if (a->flavor == K8S_OPENSHIFTPODS) {
+					k->step = K_POD;
+					continue;
+				}
+				return m_call(k, "POST",
+					      a->flavor == K8S_OPENSHIFT
+						  ? "/apis/project.openshift.io/v1/projectrequests"
+						  : "/api/v1/namespaces",
+					      namespace_body(k));
+			}
+			if (!ok_status(k))
+				return m_fail(k);
+			k->got = 0;
+			k->step = K_SA;
+			continue;
+		case K_SA:
+			if (!k->got) {
+				snprintf(path, sizeof(path),
+					 "/api/v1/namespaces/%s/serviceaccounts", k->ns);
+				return m_call(k, "POST", path,
+					      json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1",
+							"kind", "ServiceAccount", "metadata",
+							"name", K8S_USER));
+			}
+			if (!ok_or_exists(k))
+				return m_fail(k);
+			k->got = 0;
+			k->step = K_SECRET;
+			continue;
+		case K_SECRET:
+			if (!k->got) {
+				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets",
+					 k->ns);
+				return m_call(
+				    k, "POST", path,
+				    json_pack("{s:s, s:s, s:s, s:{s:s, s:{s:s}}}", "apiVersion",
+					      "v1", "kind", "Secret", "type",
+					      "kubernetes.io/service-account-token", "metadata",
+					      "name", K8S_USER, "annotations",
+					      "kubernetes.io/service-account.name", K8S_USER));
+			}
+			if (!ok_or_exists(k))
+				return m_fail(k);
+			k->got = 0;
+			k->step = K_TOKEN;
+			continue;
+		case K_TOKEN: {
+			const json_t *data;
+			const char *tok, *ca;
+			if (!k->got) {
+				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s",
+					 k->ns, K8S_USER);
+				return m_call(k, "GET", path, NULL);
+			}
+			if (!ok_status(k))
+				return m_fail(k);
+			data = json_object_get(k->resp, "data");
+			tok = json_string_value(json_object_get(data, "token"));
+			ca = json_string_value(json_object_get(data, "ca.crt"));
+			if (tok == NULL || (ca == NULL && !a->conn.insecure)) {
+				/* the token controller has not filled it yet; the
+				 * framework's launch-timeout bounds the wait */
+				m_poll(k, K8S_POLL_TOKEN);
+				return SM_AGAIN;
+			}
+			free(k->token);
+			free(k->ca_crt);
+			k->token = k8s_b64decode(tok, NULL);
+			k->ca_crt = ca != NULL ? k8s_b64decode(ca, NULL) : NULL;
+			if (k->token == NULL) {
+				m->error = SM_E_FAILED;
+				snprintf(m->error_msg, sizeof(m->error_msg),
+					 "%.200s: the token is not base64", k->what);
+				return SM_ERROR;
+			}
+			k->got = 0;
+			k->step = a->flavor == K8S_OPENSHIFT ? K_BINDING : K_ROLE;
+			continue;
+		}
+		case K_ROLE:
+			if (!k->got) {
+				snprintf(path, sizeof(path),
+					 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles",
+					 k->ns);
+				return m_call(k, "POST", path, role_body(k));
+			}
+			if (!ok_or_exists(k))
+				return m_fail(k);
+			k->got = 0;
+			k->step = K_BINDING;
+			continue;
+		case K_BINDING:
+			if (!k->got) {
+				snprintf(path, sizeof(path),
+					 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/"
+					 "rolebindings",
+					 k->ns);
+				return m_call(k, "POST", path, binding_body(k));
+			}
+			if (!ok_or_exists(k))
+				return m_fail(k);
+			k->got = 0;
+			k->step = k->pod != NULL ? K_POD : K_DONE;
+			continue;
+		case K_POD:
+			if (!k->got) {
+				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", k->ns);
+				return m_call(k, "POST", path,
+					      pod_body(a, k->label, k->pod, k->meta, k->req));
+			}
+			if (!ok_status(k))
+				return m_fail(k);
+			k->pod_created = mono();
+			k->got = 0;
+			k->step = K_WAIT;
+			continue;
+		case K_WAIT: {
+			int fatal;
+			const char *why;
+			double boot = a->env->cfg->boot_timeout;
+			if (!k->got) {
+				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", k->ns,
+					 k->pod);
+				return m_call(k, "GET", path, NULL);
+			}
+			if (!ok_status(k))
+				return m_fail(k);
+			if (strcmp(np_json_str(json_object_get(k->resp, "status"), "phase", ""),
+				   "Running") == 0) {
+				free(k->host_id);
+				k->host_id = NULL;
+				{
+					const char *nn = np_json_str(
+					    json_object_get(k->resp, "spec"), "nodeName", NULL);
+					k->host_id = nn ? strdup(nn) : NULL;
+				}
+				k->got = 0;
+				k->step = K_DONE;
+				continue;
+			}
+			why = pod_problem(k->resp, &fatal, buf, sizeof(buf));
+			if (fatal || (boot > 0 && mono() - k->pod_created > boot)) {
+				m->error = SM_E_FAILED;
+				if (fatal)
+					snprintf(m->error_msg, sizeof(m->error_msg),
+						 "%.60s/%.60s: %.120s", k->ns, k->pod, why);
+				else
+					snprintf(m->error_msg, sizeof(m->error_msg),
+						 "%.50s/%.50s: not running after %.0f s "
+						 "(boot-timeout): %.90s",
+						 k->ns, k->pod, boot, why);
+				return SM_ERROR;
+			}
+			m_poll(k, K8S_POLL_POD);
+			return SM_AGAIN;
+		}
+		case K_DONE:
+			*out = make_instance(k);
+			return SM_DONE;
+		default:
+			m->error = SM_E_FAILED;
+			snprintf(m->error_msg, sizeof(m->error_msg), "bad state");
+			return SM_ERROR;
+		}
+	}
+}
+
+static const char *
+pods_project(const struct sm_adapter *a, size_t i)
+{
+	if (i >= a->env->cfg->npools)
+		return NULL;
+	return a->env->cfg->pools[i].name;
+}
+
+static enum sm_status
+delete_advance(struct sm_machine *m, struct sm_instance **out)
+{
+	struct kmachine *k = (struct kmachine *)m;
+	struct sm_adapter *a = k->a;
+	char path[1024];
+
+	(void)out;
+	if (k->req_h != NULL) {
+		m->retry_in = 3600;
+		return SM_AGAIN;
+	}
+	if (a->flavor == K8S_OPENSHIFTPODS) {
+		const char *proj = pods_project(a, k->pool_i);
+		if (proj == NULL) {
+			m->error = SM_E_NOTFOUND;
+			snprintf(m->error_msg, sizeof(m->error_msg), "pod %s not found",
+				 m->external_id);
+			return SM_ERROR;
+		}
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", proj, m->external_id);
+	} else if (a->flavor == K8S_OPENSHIFT)
+		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects/%s",
+			 m->external_id);
+	else
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", m->external_id);
+	m->state = kstep_names[k->step];
+	if (k->step == D_DELETE) {
+		if (!k->got)
+			return m_call(k, "DELETE", path,
+				      json_pack("{s:s, s:s, s:s}", "apiVersion", "v1", "kind",
+						"DeleteOptions", "propagationPolicy",
+						"Background"));
+		if (k->err == NULL && k->status == 404) {
+			if (a->flavor == K8S_OPENSHIFTPODS) {
+				k->pool_i++;
+				k->got = 0;
+				m->retry_in = 0;
+				return SM_AGAIN;
+			}
+			m->error = SM_E_NOTFOUND;
+			snprintf(m->error_msg, sizeof(m->error_msg), "%s not found",
+				 m->external_id);
+			return SM_ERROR;
+		}
+		if (!ok_status(k))
+			return m_fail(k);
+		k->got = 0;
+		k->step = D_WAIT;
+		m->retry_in = K8S_POLL_DELETE;
+		return SM_AGAIN;
+	}
+	/* D_WAIT: read until gone (upstream's waitForNodeCleanup) */
+	if (!k->got)
+		return m_call(k, "GET", path, NULL);
+	if (k->err == NULL && k->status == 404)
+		return SM_DONE;
+	if (!ok_status(k))
+		return m_fail(k);
+	m_poll(k, K8S_POLL_DELETE);
+	return SM_AGAIN;
+}
+
+static void
+machine_free(struct sm_machine *m)
+{
+	struct kmachine *k = (struct kmachine *)m;
+
+	http_cancel(k->req_h);
+	json_decref(k->meta);
+	json_decref(k->resp);
+	np_request_free(k->req);
+	free(k->ns);
+	free(k->pod);
+	free(k->token);
+	free(k->ca_crt);
+	free(k->host_id);
+	free(k->err);
+	free(m->external_id);
+	free(k);
+}
+
+static const struct sm_machine_ops create_ops = {.advance = create_advance, .free = machine_free};
+static const struct sm_machine_ops delete_ops = {.advance = delete_advance, .free = machine_free};
+
+static struct sm_machine *
+k8s_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
+{
+	struct kmachine *k = calloc(1, sizeof(*k));
+	const char *nid = json_string_value(json_object_get(args->metadata, "nodepool_node_id"));
+	char name[512];
+
+	if (k == NULL)
+		abort();
+	k->m.ops = &create_ops;
+	k->m.state = "start";
+	k->m.retry_in = 0;
+	k->a = a;
+	k->label = args->label;
+	k->meta = json_deep_copy(args->metadata);
+	json_object_del(k->meta, "groups"); /* not a valid label value */
+	k->req = args->request != NULL ? np_request_dup(args->request) : NULL;
+	snprintf(k->node_id, sizeof(k->node_id), "%s", nid ? nid : "0");
+	if (a->flavor == K8S_OPENSHIFTPODS) {
+		/* upstream: pods named <label>-<node id> in the pool's project */
+		k->ns = strdup(args->label->pool->name);
+		snprintf(name, sizeof(name), "%s-%s", args->label->name, k->node_id);
+		k->pod = strdup(name);
+		k->token = a->conn.token ? strdup(a->conn.token) : NULL;
+		k->ca_crt = a->conn.ca_pem ? strdup(a->conn.ca_pem) : NULL;
+	} else {
+		snprintf(name, sizeof(name), "%s-%s", args->label->pool->name, k->node_id);
+		k->ns = strdup(name);
+		if (is_pod_label(a, args->label))
+			k->pod = strdup(args->label->name);
+	}
+	k->step = K_NS;
+	a->creates++;
+	return &k->m;
+}
+
+static struct sm_machine *
+k8s_delete_machine(struct sm_adapter *a, const char *external_id)
+{
+	struct kmachine *k = calloc(1, sizeof(*k));
+
+	if (k == NULL)
+		abort();
+	k->m.ops = &delete_ops;
+	k->m.state = "start";
+	k->m.external_id = strdup(external_id);
+	k->a = a;
+	k->step = D_DELETE;
+	a->deletes++;
+	return &k->m;
+}
+
+/* ---- listings (leak cleanup) --------------------------------------------------------------------
+ */
+
+struct kop {
+	TAILQ_ENTRY(kop) entry;
+	struct sm_adapter *a;
+	struct http_req *req;
+	sm_resources_cb rcb;
+	sm_done_cb dcb;
+	void *arg;
+	size_t pool_i; /* openshiftpods listings: the pool project next */
+	json_t *items; /* collected (openshiftpods) */
+	char *id;      /* deletes */
+	char type[16];
+};
+
+static void
+kop_free(struct kop *o)
+{
+	TAILQ_REMOVE(&o->a->ops, o, entry);
+	json_decref(o->items);
+	free(o->id);
+	free(o);
+}
+
+/* The nodepool_* metadata of one listed object, or NULL when not ours. */
+static json_t *
+item_meta(const struct sm_adapter *a, const json_t *it)
+{
+	const json_t *md = json_object_get(it, "metadata");
+	const json_t *labels = json_object_get(md, "labels");
+	json_t *meta;
+
+	if (a->flavor == K8S_OPENSHIFT) {
+		const char *d = json_string_value(json_object_get(
+		    json_object_get(md, "annotations"), "openshift.io/description"));
+		if (d == NULL || strncmp(d, K8S_DESC_PREFIX, strlen(K8S_DESC_PREFIX)) != 0)
+			return NULL;
+		meta = json_loads(d + strlen(K8S_DESC_PREFIX), 0, NULL);
+		if (!json_is_object(meta)) {
+			json_decref(meta);
+			return NULL;
+		}
+		return meta;
+	}
+	if (!json_is_string(json_object_get(labels, "nodepool_node_id")))
+		return NULL;
+	meta = json_object();
+	json_object_set(meta, "nodepool_node_id", json_object_get(labels, "nodepool_node_id"));
+	if (json_object_get(labels, "nodepool_provider_name"))
+		json_object_set(meta, "nodepool_provider_name",
+				json_object_get(labels, "nodepool_provider_name"));
+	if (json_object_get(labels, "nodepool_pool_name"))
+		json_object_set(meta, "nodepool_pool_name",
+				json_object_get(labels, "nodepool_pool_name"));
+	return meta;
+}
+
+static void list_next(struct kop *o);
+
+static void
+list_answer(const struct http_response *res, void *arg)
+{
+	struct kop *o = arg;
+	struct sm_adapter *a = o->a;
+	json_t *body, *it;
+	size_t i, n = 0;
+	struct sm_resource *v;
+	json_t *metas;
+	char msg[512];
+
+	o->req = NULL;
+	body = res->body_len > 0 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+	if (res->error != NULL || res->status != 200 ||
+	    !json_is_array(json_object_get(body, "items"))) {
+		describe_error("list", res->status, res->error, body, msg, sizeof(msg));
+		json_decref(body);
+		o->rcb(NULL, 0, msg, o->arg);
+		kop_free(o);
+		return;
+	}
+	json_array_extend(o->items, json_object_get(body, "items"));
+	json_decref(body);
+	if (a->flavor == K8S_OPENSHIFTPODS && pods_project(a, o->pool_i) != NULL) {
+		list_next(o);
+		return;
+	}
+	v = calloc(json_array_size(o->items) + 1, sizeof(*v));
+	metas = json_array();
+	json_array_foreach(o->items, i, it)
+	{
+		json_t *meta = item_meta(a, it);
+		const json_t *md = json_object_get(it, "metadata");
+		const char *pn;
+		if (meta == NULL)
+			continue;
+		pn = json_string_value(json_object_get(meta, "nodepool_provider_name"));
+		if (pn == NULL || strcmp(pn, a->env->provider_name) != 0) {
+			json_decref(meta);
+			continue;
+		}
+		json_array_append_new(metas, meta);
+		v[n].type = o->type;
+		v[n].id = json_string_value(json_object_get(md, "name"));
+		v[n].metadata = meta;
+		n++;
+	}
+	o->rcb(v, n, NULL, o->arg);
+	free(v);
+	json_decref(metas);
+	kop_free(o);
+}
+
+static void
+list_next(struct kop *o)
+{
+	struct sm_adapter *a = o->a;
+	char path[1024] = "";
+
+	if (a->flavor == K8S_OPENSHIFTPODS && pods_project(a, o->pool_i) != NULL) {
+		snprintf(path, sizeof(path),
+			 "/api/v1/namespaces/%s/pods?labelSelector=", pods_project(a, o->pool_i));
+		o->pool_i++;
+	} else if (a->flavor == K8S_OPENSHIFTPODS) {
+		/* no pools: whatever pods of the provider the account can see */
+		snprintf(path, sizeof(path), "/api/v1/pods?labelSelector=");
+	} else if (a->flavor == K8S_OPENSHIFT)
+		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects");
+	else
+		snprintf(path, sizeof(path), "/api/v1/namespaces?labelSelector=");
+	if (a->flavor != K8S_OPENSHIFT) {
+		char sel[512];
+		snprintf(sel, sizeof(sel), "nodepool_provider_name=%s", a->env->provider_name);
+		urlenc(path, sizeof(path), sel);
+	}
+	o->req = kcall(a, "GET", path, NULL, list_answer, o);
+}
+
+static void
+k8s_list_resources(struct sm_adapter *a, sm_resources_cb cb, void *arg)
+{
+	struct kop *o = calloc(1, sizeof(*o));
+
+	if (o == NULL)
+		abort();
+	o->a = a;
+	o->rcb = cb;
+	o->arg = arg;
+	o->items = json_array();
+	snprintf(o->type, sizeof(o->type), "%s",
+		 a->flavor == K8S_OPENSHIFTPODS ? "pod"
+		 : a->flavor == K8S_OPENSHIFT	? "project"
+						: "namespace");
+	TAILQ_INSERT_TAIL(&a->ops, o, entry);
+	list_next(o);
+}
+
+static void
+delete_answer(const struct http_response *res, void *arg)
+{
+	struct kop *o = arg;
+	json_t *body = res->body_len > 0 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+	char msg[512];
+
+	o->req = NULL;
+	if (res->error == NULL && (res->status == 404 || (res->status >= 200 && res->status < 300)))
+		o->dcb(1, NULL, o->arg);
+	else {
+		describe_error("delete", res->status, res->error, body, msg, sizeof(msg));
+		o->dcb(0, msg, o->arg);
+	}
+	json_decref(body);
+	kop_free(o);
+}
+
+static void
+k8s_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_cb cb, void *arg)
+{
+	struct kop *o = calloc(1, sizeof(*o));
+	char path[1024];
+	json_t *body;
+
+	if (o == NULL)
+		abort();
+	o->a = a;
+	o->dcb = cb;
+	o->arg = arg;
+	TAILQ_INSERT_TAIL(&a->ops, o, entry);
+	if (a->flavor == K8S_OPENSHIFTPODS)
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
+			 np_json_str(r->metadata, "nodepool_pool_name", ""), r->id);
+	else if (a->flavor == K8S_OPENSHIFT)
+		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects/%s", r->id);
+	else
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", r->id);
+	body = json_pack("{s:s, s:s, s:s}", "apiVersion", "v1", "kind", "DeleteOptions",
+			 "propagationPolicy", "Background");
+	o->req = kcall(a, "DELETE", path, body, delete_answer, o);
+	json_decref(body);
+}
+
+/* ---- quota
+ * --------------------------------------------------------------------------------------- */
+
+/* What one node of label l uses (upstream's quotaNeededByLabel): cores =
+ * cpu, ram = memory (or the pool's default-label-*), extra-resources. */
+static int
+k8s_label_quota_fill(const struct sm_label *l, struct drv_quota *out)
+{
+	double cpu = label_num(l, "cpu"), mem = label_num(l, "memory");
+	const json_t *extra = json_object_get(l->raw, "extra-resources"), *v;
+	const char *k;
+
+	if (json_object_get(l->raw, "spec") != NULL) {
+		cpu = -1;
+		mem = -1;
+	}
+	if (extra == NULL)
+		extra = json_object_get(l->pool->raw, "default-label-extra-resources");
+	out->instances = 1;
+	if (cpu > 0)
+		out->cores = cpu;
+	if (mem > 0)
+		out->ram = mem;
+	json_object_foreach((json_t *)extra, k, v)
+	{
+		if (!json_is_number(v))
+			continue;
+		if (out->extra == NULL)
+			out->extra = json_object();
+		json_object_set_new(out->extra, k, json_real(json_number_value(v)));
+	}
+	return 0;
+}
+
+static int
+k8s_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_quota *out,
+		char *err, size_t errlen)
+{
+	(void)a;
+	(void)err;
+	(void)errlen;
+	return k8s_label_quota_fill(label, out);
+}
+
+/* ---- the adapter -------------------------------------------------------------------------------
+ */
+
+static struct sm_adapter *
+adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t errlen)
+{
+	struct sm_adapter *a = calloc(1, sizeof(*a));
+	struct http_client_options ho;
+	const char *ctx = np_json_str(env->provider, "context", NULL);
+	char e2[512];
+
+	if (a == NULL)
+		abort();
+	a->env = env;
+	a->flavor = flavor;
+	TAILQ_INIT(&a->ops);
+	if (k8s_conn_load(ctx, &a->conn, e2, sizeof(e2)) != 0) {
+		snprintf(err, errlen, "%s", e2);
+		free(a);
+		return NULL;
+	}
+	if (flavor == K8S_OPENSHIFTPODS && a->conn.token == NULL) {
+		snprintf(err, errlen,
+			 "context %s has no token: openshiftpods hands the provider's own "
+			 "token to Zuul",
+			 a->conn.context);
+		k8s_conn_clear(&a->conn);
+		free(a);
+		return NULL;
+	}
+	if (a->conn.token != NULL)
+		snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s", a->conn.token);
+	else if (a->conn.basic != NULL) {
+		unsigned char enc[4096];
+		size_t n = strlen(a->conn.basic);
+		if (n < 3000) {
+			EVP_EncodeBlock(enc, (const unsigned char *)a->conn.basic, (int)n);
+			snprintf(a->auth, sizeof(a->auth), "Authorization: Basic %s", enc);
+		}
+	}
+	memset(&ho, 0, sizeof(ho));
+	ho.rate = env->cfg->rate;
+	ho.max_concurrency = K8S_MAX_INFLIGHT;
+	ho.timeout = K8S_CALL_TIMEOUT;
+	ho.ca_pem = a->conn.ca_pem;
+	ho.cert_pem = a->conn.cert_pem;
+	ho.key_pem = a->conn.key_pem;
+	ho.insecure = a->conn.insecure;
+	ho.user_agent = "nodepoold";
+	a->http = http_client_new(env->base, &ho, e2, sizeof(e2));
+	if (a->http == NULL) {
+		snprintf(err, errlen, "%s", e2);
+		k8s_conn_clear(&a->conn);
+		free(a);
+		return NULL;
+	}
+	log_info("provider %s: %s API at %s (context %s, %s)", env->provider_name,
+		 flavor_name(flavor), a->conn.server, a->conn.context,
+		 a->conn.token	    ? "token"
+		 : a->conn.cert_pem ? "client certificate"
+				    : "no credentials");
+	return a;
+}
+
+static struct sm_adapter *
+kubernetes_adapter_new(const struct sm_env *env, char *err, size_t errlen)
+{
+	return adapter_new(env, K8S_KUBERNETES, err, errlen);
+}
+
+static struct sm_adapter *
+openshift_adapter_new(const struct sm_env *env, char *err, size_t errlen)
+{
+	return adapter_new(env, K8S_OPENSHIFT, err, errlen);
+}
+
+static struct sm_adapter *
+openshiftpods_adapter_new(const struct sm_env *env, char *err, size_t errlen)
+{
+	return adapter_new(env, K8S_OPENSHIFTPODS, err, errlen);
+}
+
+static void
+k8s_adapter_stop(struct sm_adapter *a)
+{
+	a->stopped = 1;
+}
+
+static void
+k8s_adapter_free(struct sm_adapter *a)
+{
+	struct kop *o;
+
+	if (a == NULL)
+		return;
+	while ((o = TAILQ_FIRST(&a->ops)) != NULL) {
+		http_cancel(o->req);
+		kop_free(o);
+	}
+	http_client_free(a->http);
+	k8s_conn_clear(&a->conn);
+	free(a);
+}
+
+static void
+k8s_dump(struct sm_adapter *a, struct evbuffer *out)
+{
+	struct http_stats st;
+
+	http_get_stats(a->http, &st);
+	evbuffer_add_printf(out,
+			    "  %s API %s (context %s): calls %llu (in flight %u, queued %u, "
+			    "errors %llu, throttled %llu), creates %llu, deletes %llu\n",
+			    flavor_name(a->flavor), a->conn.server, a->conn.context, a->calls,
+			    st.inflight, st.queued, (unsigned long long)st.errors,
+			    (unsigned long long)st.throttled, a->creates, a->deletes);
+}
+
+#define K8S_ADAPTER_SLOTS                                                                          \
+	.adapter_stop = k8s_adapter_stop, .adapter_free = k8s_adapter_free,                        \
+	.create_machine = k8s_create_machine, .delete_machine = k8s_delete_machine,                \
+	.list_resources = k8s_list_resources, .delete_resource = k8s_delete_resource,              \
+	.label_quota = k8s_label_quota, .dump = k8s_dump
+
+static const struct sm_adapter_ops kubernetes_adapter = {
+    .name = "kubernetes",
+    .adapter_new = kubernetes_adapter_new,
+    K8S_ADAPTER_SLOTS,
+};
+static const struct sm_adapter_ops openshift_adapter = {
+    .name = "openshift",
+    .adapter_new = openshift_adapter_new,
+    K8S_ADAPTER_SLOTS,
+};
+static const struct sm_adapter_ops openshiftpods_adapter = {
+    .name = "openshiftpods",
+    .adapter_new = openshiftpods_adapter_new,
+    K8S_ADAPTER_SLOTS,
+};
+
+/* No nodescan (containers have no sshd to scan), no rate limit, upstream's
+ * boot-timeout default. */
+static const struct sm_defaults k8s_defaults = {
+    .boot_timeout = K8S_BOOT_TIMEOUT,
+    .rate = 0,
+    .host_key_checking = 0,
+};
+
+static struct drv_provider *
+kubernetes_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+{
+	(void)prov;
+	return sm_provider_new(&kubernetes_adapter, &k8s_defaults, lc, err, errlen);
+}
+
+static struct drv_provider *
+openshift_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+{
+	(void)prov;
+	return sm_provider_new(&openshift_adapter, &k8s_defaults, lc, err, errlen);
+}
+
+static struct drv_provider *
+openshiftpods_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+{
+	(void)prov;
+	return sm_provider_new(&openshiftpods_adapter, &k8s_defaults, lc, err, errlen);
+}
+
+const struct driver drv_kubernetes = {
+    .name = "kubernetes",
+    .pause_at_quota = 1,
+    .provider_new = kubernetes_provider_new,
+    SM_DRIVER_SLOTS,
+};
+
+const struct driver drv_openshift = {
+    .name = "openshift",
+    .pause_at_quota = 1,
+    .provider_new = openshift_provider_new,
+    SM_DRIVER_SLOTS,
+};
+
+const struct driver drv_openshiftpods = {
+    .name = "openshiftpods",
+    .pause_at_quota = 1,
+    .provider_new = openshiftpods_provider_new,
+    SM_DRIVER_SLOTS,
+};
