@@ -81,15 +81,25 @@ int dib_worker_main(struct event_base *base);
 int upload_worker_main(struct event_base *base);
 
 /*
- * What an upload worker offers the driver it hosts (the host services of
- * drivers/driver.h, implemented in builder/main.c): the loop, the
- * provider's name and config.
+ * What an upload worker offers the driver it hosts: the handle passed to
+ * provider_new as its struct launcher *, read by bld_host_ops. Owned by
+ * the upload worker; provider and config are its own copies.
  */
 struct bld_host {
 	struct event_base *base;
 	char *provider;
 	json_t *config; /* the provider's nodepool.yaml entry */
 };
+
+/*
+ * The builder's driver host services (drivers/host.h; upload.c): only
+ * event_base, provider_name and provider_config, read from the struct
+ * bld_host; every other slot is NULL, so a driver sees no ZooKeeper
+ * session, no nodes, no peers, caches in sync, and node writes refused.
+ * main.c registers them at start, in every mode.
+ */
+struct drv_host_ops;
+extern const struct drv_host_ops bld_host_ops;
 
 /* ---- the builder (builder.c) ---------------------------------------------- */
 

@@ -12,12 +12,9 @@
  * Exit codes as a provider's worker: 0 clean stop; 1 error (restart); 100
  * permanent (bad configuration: no images-dir, no ZooKeeper servers).
  *
- * This file also holds the builder's side of the driver host services
- * (drivers/driver.h, "Host services"): an upload worker hosts one provider
- * at a time, and offers its driver the loop, the provider's name and its
- * config; the launcher-only services answer "nothing here".
+ * The driver host services are registered here, at start, in every mode
+ * (bld_host_ops, builder/upload.c; drivers/host.h).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -33,122 +30,11 @@
 #include "builder.h"
 #include "chan.h"
 #include "driver.h"
+#include "host.h"
 #include "log.h"
 #include "version.h"
 
 #define EXIT_PERMANENT 100
-
-/* ---- driver host services (drivers/driver.h) --------------------------------- */
-
-static struct bld_host *
-host(struct launcher *lc)
-{
-	return (struct bld_host *)lc;
-}
-
-struct event_base *
-drv_event_base(struct launcher *lc)
-{
-	return host(lc)->base;
-}
-
-struct zk *
-drv_zk(struct launcher *lc)
-{
-	return NULL; /* the upload worker has no ZooKeeper session */
-}
-
-const char *
-drv_provider_name(struct launcher *lc)
-{
-	return host(lc)->provider;
-}
-
-const char *
-drv_pool_name(const struct lc_pool *pool)
-{
-	return ""; /* no pools are made in an upload worker */
-}
-
-const json_t *
-drv_provider_config(struct launcher *lc)
-{
-	return host(lc)->config;
-}
-
-size_t
-drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
-{
-	*out = NULL;
-	return 0;
-}
-
-size_t
-drv_provider_peers(struct launcher *lc, char *who, size_t wholen)
-{
-	return 0;
-}
-
-int
-drv_node_locked(struct launcher *lc, const char *node_id)
-{
-	return 0;
-}
-
-int
-drv_node_unreadable(struct launcher *lc, const char *id)
-{
-	return 0; /* no node records here (an upload worker runs no leak cleanup) */
-}
-
-int
-drv_store_node(struct launcher *lc, const struct drv_launch *l)
-{
-	errno = EINVAL; /* no launch is ever in flight here */
-	return -1;
-}
-
-void
-drv_register_node(struct launcher *lc, struct np_node *n,
-		  void (*done)(const char *node_id, int unknown, void *arg), void *arg)
-{
-	np_node_free(n);
-	if (done != NULL)
-		done(NULL, 0, arg);
-}
-
-int
-drv_in_sync(struct launcher *lc)
-{
-	return 1; /* no caches to wait for: an upload worker reads no node */
-}
-
-unsigned
-drv_sync_epoch(struct launcher *lc)
-{
-	return 0;
-}
-
-void
-drv_update_node(struct launcher *lc, struct np_node *n)
-{
-	np_node_free(n);
-}
-
-void
-drv_deregister_node(struct launcher *lc, const char *node_id)
-{
-}
-
-void
-drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error)
-{
-}
-
-void
-drv_delete_done(struct drv_delete *d, int ok, const char *error)
-{
-}
 
 /* ---- the program -------------------------------------------------------------- */
 
@@ -287,6 +173,7 @@ main(int argc, char **argv)
 		}
 	}
 	signal(SIGPIPE, SIG_IGN);
+	drv_host_register(&bld_host_ops);
 	base = event_base_new();
 	if (base == NULL)
 		fatalx("event_base_new failed");

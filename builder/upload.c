@@ -26,6 +26,7 @@
 
 #include "chan.h"
 #include "driver.h"
+#include "host.h"
 #include "ipc.h"
 #include "log.h"
 
@@ -45,6 +46,34 @@ struct up {
 	double retry_delay;
 	struct event *retry_ev, *timeout_ev;
 };
+
+/* ---- the driver host services (host.h) --------------------------------------- */
+
+static struct event_base *
+host_event_base(struct launcher *lc)
+{
+	return ((struct bld_host *)lc)->base;
+}
+
+static const char *
+host_provider_name(struct launcher *lc)
+{
+	return ((struct bld_host *)lc)->provider;
+}
+
+static const json_t *
+host_provider_config(struct launcher *lc)
+{
+	return ((struct bld_host *)lc)->config;
+}
+
+const struct drv_host_ops bld_host_ops = {
+    .event_base = host_event_base,
+    .provider_name = host_provider_name,
+    .provider_config = host_provider_config,
+};
+
+/* ---- the upload worker -------------------------------------------------------- */
 
 static void
 reply(struct up *u, bool ok, json_t *result, const char *error)

@@ -4,6 +4,8 @@
  * "Writing A New Provider Driver"), made event-driven for a single-threaded
  * worker: nothing here may block; long work completes later through the
  * launcher's completion functions (drv_launch_done, drv_delete_done).
+ * Drivers run hosted by nodepool-launcher or nodepool-builder; what they
+ * call back is the "Host services" section below (drivers/host.h).
  *
  * Division of labour, as upstream: the launcher (worker/) owns everything
  * that touches ZooKeeper — request locks, node records and locks, accept,
@@ -203,9 +205,9 @@ struct driver {
 	 * Image management, for nodepool-builder's upload workers (as
 	 * upstream's ProviderManager.uploadImage / deleteImage). The provider
 	 * is made with provider_new as in a launcher (the builder is the host:
-	 * see "Host services" below) and never started. The callback is
-	 * called exactly once, later, on the loop, unless the provider is
-	 * freed first. NULL: the driver manages no images.
+	 * see "Host services" below, and drivers/host.h) and never started.
+	 * The callback is called exactly once, later, on the loop, unless the
+	 * provider is freed first. NULL: the driver manages no images.
 	 */
 	void (*image_upload)(struct drv_provider *dp, const struct drv_image_upload *u,
 			     drv_image_upload_cb cb, void *arg);
@@ -214,38 +216,48 @@ struct driver {
 };
 
 /*
- * Host services. Everything below up to the registry is implemented by
- * each program that hosts drivers, and only there: nodepool-launcher
- * (worker/: the launcher and its ZooKeeper caches) and nodepool-builder
- * (builder/main.c: an upload worker hosts one provider at a time to call
- * image_upload and image_delete; it offers the loop, the provider's name
- * and config, and answers the launcher-only services as "nothing": no
- * ZooKeeper handle, no nodes, no peers, node writes refused). The struct
- * launcher pointer a driver gets in provider_new is the host's handle,
- * opaque to drivers. A new service is added to both hosts.
+ * Host services: what a driver may call back in the program hosting it,
+ * nodepool-launcher (worker/) or nodepool-builder (builder/upload.c: an
+ * upload worker hosts one provider at a time to call image_upload and
+ * image_delete). The functions below are implemented in drivers/host.c as
+ * thin dispatchers to the struct drv_host_ops the host registered at start
+ * (drivers/host.h, which documents every slot); a service the host leaves
+ * NULL answers as a host with no ZooKeeper session, no node records, no
+ * pools and no launches: the answer is given with each function below
+ * ("no host:"). The builder fills only the loop, the provider's name and
+ * its config. A new service is a new slot in host.h, a dispatcher in
+ * host.c and the launcher's implementation; the builder needs no edit.
+ *
+ * The struct launcher pointer a driver gets in provider_new, and passes to
+ * these functions, is the host's handle, opaque to drivers.
  */
 
-/* Completion functions implemented by the launcher. */
+/*
+ * Completion functions: the launcher stores the node READY, FAILED or
+ * ABORTED and goes on with the request; removes the deleted node's record
+ * (or retries the deletion later). No host: nothing happens.
+ */
 void drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error);
 void drv_delete_done(struct drv_delete *d, int ok, const char *error);
 
-/*
- * Launcher services a driver may call (implemented in worker/). The
- * launcher pointer is the one given to provider_new.
- */
+/* The host's event loop. No host: NULL (every host fills it). */
 struct event_base *drv_event_base(struct launcher *lc);
-/* The launcher's ZooKeeper session (for drivers that read upload records). */
+/* The launcher's ZooKeeper session (for drivers that read upload records).
+ * No host (and the builder's upload workers): NULL. */
 struct zk *drv_zk(struct launcher *lc);
+/* The provider's name. No host: "". */
 const char *drv_provider_name(struct launcher *lc);
+/* A pool's name. No host: "". */
 const char *drv_pool_name(const struct lc_pool *pool);
-/* The provider's config as JSON (the nodepool.yaml mapping, validated). */
+/* The provider's config as JSON (the nodepool.yaml mapping, validated).
+ * No host: NULL. */
 const json_t *drv_provider_config(struct launcher *lc);
 /* The cached node records of this provider (any pool, any state); array
- * valid until the loop runs again. */
+ * valid until the loop runs again. No host: *out = NULL, 0. */
 size_t drv_provider_nodes(struct launcher *lc, const struct np_node ***out);
 /* 1 when /nodepool/nodes/<id> exists but is not a JSON object (so no
  * provider can be told from it): a leak cleanup must not take the
- * instance of such a node for a leak. 0 otherwise. */
+ * instance of such a node for a leak. 0 otherwise. No host: 0. */
 int drv_node_unreadable(struct launcher *lc, const char *id);
 /*
  * Pool registrations (/nodepool/components/pool) of this provider held by
@@ -254,10 +266,10 @@ int drv_node_unreadable(struct launcher *lc, const char *id);
  * serving the same provider. Until such a session ends, writes it sent may
  * still land. who (may be NULL) gets the first one's hostname. No upstream
  * counterpart: upstream's static driver registers blindly and dedupes on
- * its next cleanup pass.
+ * its next cleanup pass. No host: 0, who untouched.
  */
 size_t drv_provider_peers(struct launcher *lc, char *who, size_t wholen);
-/* 1 if the node has lock contenders (cached "probably locked"). */
+/* 1 if the node has lock contenders (cached "probably locked"). No host: 0. */
 int drv_node_locked(struct launcher *lc, const char *node_id);
 /*
  * Write a launch's node record to ZooKeeper now, as l->node stands, while
@@ -274,10 +286,10 @@ int drv_node_locked(struct launcher *lc, const char *node_id);
  * launch's final store comes after it); a write that fails is logged and
  * counted as the launcher's last error, and the launch goes on (the final
  * store writes everything again). Returns 0 when the write was sent; -1
- * with errno EINVAL when l is not a launch in flight, ESTALE when the node
- * lock is no longer held (session expired: the launch is about to be
- * cancelled), ENOTCONN when the ZooKeeper connection is down (nothing is
- * queued; the final store covers it).
+ * with errno EINVAL when l is not a launch in flight (always, with no
+ * host), ESTALE when the node lock is no longer held (session expired: the
+ * launch is about to be cancelled), ENOTCONN when the ZooKeeper connection
+ * is down (nothing is queued; the final store covers it).
  */
 int drv_store_node(struct launcher *lc, const struct drv_launch *l);
 /*
@@ -286,7 +298,8 @@ int drv_store_node(struct launcher *lc, const struct drv_launch *l);
  * Takes ownership of n. done (may be NULL) gets the new id, or NULL on
  * error; unknown is 1 when the create's outcome is unknown (the connection
  * or the session was lost before the reply: it may have landed; the node
- * cache shows it once drv_sync_epoch() has moved on).
+ * cache shows it once drv_sync_epoch() has moved on). No host: n is freed
+ * and done gets (NULL, 0) before the call returns.
  */
 void drv_register_node(struct launcher *lc, struct np_node *n,
 		       void (*done)(const char *node_id, int unknown, void *arg), void *arg);
@@ -296,15 +309,18 @@ void drv_register_node(struct launcher *lc, struct np_node *n,
  * current. After a lost connection or an expiry it is 0 until the caches
  * have re-synced, and then provider_start is called again: a driver takes
  * no decision on what it reads meanwhile (a static slot registered twice).
+ * No host: 1 (no caches to wait for).
  */
 int drv_in_sync(struct launcher *lc);
-/* Bumped each time the caches have (re-)synced. */
+/* Bumped each time the caches have (re-)synced. No host: 0. */
 unsigned drv_sync_epoch(struct launcher *lc);
 /* Update a READY, unallocated, unlocked node in place under its lock (static
- * config change); takes ownership of n (whose id names the node). */
+ * config change); takes ownership of n (whose id names the node). No host:
+ * n is freed. */
 void drv_update_node(struct launcher *lc, struct np_node *n);
 /* Deregister: lock non-blocking and delete the node if it is still READY,
- * unallocated; otherwise leave it (retried on the next sync). */
+ * unallocated; otherwise leave it (retried on the next sync). No host:
+ * nothing happens. */
 void drv_deregister_node(struct launcher *lc, const char *node_id);
 
 /* Registry: the driver for a name, or NULL. */

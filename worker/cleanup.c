@@ -69,8 +69,9 @@ ndel_abort(struct ndel *x)
 	lc_ctx_free(x->lc, x);
 }
 
+/* The host's delete_done service (drivers/host.h): drv_delete_done. */
 void
-drv_delete_done(struct drv_delete *d, int ok, const char *error)
+lc_host_delete_done(struct drv_delete *d, int ok, const char *error)
 {
 	struct ndel *x = (struct ndel *)((char *)d - offsetof(struct ndel, d));
 	struct launcher *lc = x->lc;
@@ -97,7 +98,7 @@ ndel_stored(int rc, const struct zk_stat *st, void *arg)
 		return;
 	}
 	if (lc->prov.drv->node_delete == NULL || lc->prov.dp == NULL) {
-		drv_delete_done(&x->d, 1, NULL);
+		lc_host_delete_done(&x->d, 1, NULL);
 		return;
 	}
 	x->d.node = x->node;

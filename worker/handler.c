@@ -845,8 +845,9 @@ launch_stored(int rc, const struct zk_stat *st, void *arg)
 		poll_handler(h);
 }
 
+/* The host's launch_done service (drivers/host.h): drv_launch_done. */
 void
-drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error)
+lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error)
 {
 	struct hop *o = l->owner;
 	struct handler *h = o->h;
@@ -912,8 +913,9 @@ launch_node_stored(int rc, const struct zk_stat *st, void *arg)
 			     zk_strerror(rc));
 }
 
+/* The host's store_node service (drivers/host.h): drv_store_node. */
 int
-drv_store_node(struct launcher *lc, const struct drv_launch *l)
+lc_host_store_node(struct launcher *lc, const struct drv_launch *l)
 {
 	const struct hop *o = l->owner;
 	struct handler *h = o != NULL ? o->h : NULL;

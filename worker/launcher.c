@@ -1121,33 +1121,38 @@ lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lo
 }
 
 /* ---- driver services ------------------------------------------------------ */
+/*
+ * The launcher's side of the driver host services (drivers/host.h): every
+ * slot filled, registered by main.c at start. launch_done and store_node
+ * are in handler.c, delete_done in cleanup.c.
+ */
 
-struct event_base *
-drv_event_base(struct launcher *lc)
+static struct event_base *
+host_event_base(struct launcher *lc)
 {
 	return lc->base;
 }
 
-struct zk *
-drv_zk(struct launcher *lc)
+static struct zk *
+host_zk(struct launcher *lc)
 {
 	return lc->zk;
 }
 
-const char *
-drv_provider_name(struct launcher *lc)
+static const char *
+host_provider_name(struct launcher *lc)
 {
 	return lc->prov.name;
 }
 
-const char *
-drv_pool_name(const struct lc_pool *pool)
+static const char *
+host_pool_name(const struct lc_pool *pool)
 {
 	return pool->name;
 }
 
-const json_t *
-drv_provider_config(struct launcher *lc)
+static const json_t *
+host_provider_config(struct launcher *lc)
 {
 	return lc->prov.raw;
 }
@@ -1155,8 +1160,8 @@ drv_provider_config(struct launcher *lc)
 static const struct np_node **drv_nodes_buf;
 static size_t drv_nodes_cap;
 
-size_t
-drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
+static size_t
+host_provider_nodes(struct launcher *lc, const struct np_node ***out)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n = zk_cache_entries(lc->nodes, &ents);
@@ -1177,20 +1182,20 @@ drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
 	return k;
 }
 
-int
-drv_in_sync(struct launcher *lc)
+static int
+host_in_sync(struct launcher *lc)
 {
 	return lc_in_sync(lc);
 }
 
-unsigned
-drv_sync_epoch(struct launcher *lc)
+static unsigned
+host_sync_epoch(struct launcher *lc)
 {
 	return lc->sync_epoch;
 }
 
-int
-drv_node_unreadable(struct launcher *lc, const char *id)
+static int
+host_node_unreadable(struct launcher *lc, const char *id)
 {
 	const struct zk_cache_entry *e =
 	    lc->nodes != NULL && id != NULL ? zk_cache_get(lc->nodes, id) : NULL;
@@ -1198,8 +1203,8 @@ drv_node_unreadable(struct launcher *lc, const char *id)
 	return e != NULL && e->obj == NULL && e->len > 0;
 }
 
-size_t
-drv_provider_peers(struct launcher *lc, char *who, size_t wholen)
+static size_t
+host_provider_peers(struct launcher *lc, char *who, size_t wholen)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n = lc->pool_components ? zk_cache_entries(lc->pool_components, &ents) : 0;
@@ -1218,8 +1223,8 @@ drv_provider_peers(struct launcher *lc, char *who, size_t wholen)
 	return k;
 }
 
-int
-drv_node_locked(struct launcher *lc, const char *node_id)
+static int
+host_node_locked(struct launcher *lc, const char *node_id)
 {
 	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, node_id);
 
@@ -1250,9 +1255,9 @@ registered(int rc, const char *path, void *arg)
 	lc_ctx_free(r->lc, r);
 }
 
-void
-drv_register_node(struct launcher *lc, struct np_node *n,
-		  void (*done)(const char *node_id, int unknown, void *arg), void *arg)
+static void
+host_register_node(struct launcher *lc, struct np_node *n,
+		   void (*done)(const char *node_id, int unknown, void *arg), void *arg)
 {
 	struct reg_ctx *r = lc_ctx_new(lc, sizeof(*r), NULL);
 
@@ -1343,12 +1348,12 @@ upd_locked(struct zk_lock *lock, int rc, void *arg)
 }
 
 static void
-drv_update_or_deregister(struct launcher *lc, struct np_node *n, int deregister)
+host_update_or_deregister(struct launcher *lc, struct np_node *n, int deregister)
 {
 	struct upd_ctx *u;
 	char path[128];
 
-	if (lc_busy(lc, n->id) || drv_node_locked(lc, n->id)) {
+	if (lc_busy(lc, n->id) || host_node_locked(lc, n->id)) {
 		np_node_free(n);
 		return;
 	}
@@ -1362,18 +1367,38 @@ drv_update_or_deregister(struct launcher *lc, struct np_node *n, int deregister)
 	zk_lock_acquire(u->lock, 0, upd_locked, u);
 }
 
-void
-drv_update_node(struct launcher *lc, struct np_node *n)
+static void
+host_update_node(struct launcher *lc, struct np_node *n)
 {
-	drv_update_or_deregister(lc, n, 0);
+	host_update_or_deregister(lc, n, 0);
 }
 
-void
-drv_deregister_node(struct launcher *lc, const char *node_id)
+static void
+host_deregister_node(struct launcher *lc, const char *node_id)
 {
 	const struct np_node *cur = lc_node(lc, node_id);
 
 	if (cur == NULL)
 		return;
-	drv_update_or_deregister(lc, np_node_dup(cur), 1);
+	host_update_or_deregister(lc, np_node_dup(cur), 1);
 }
+
+const struct drv_host_ops lc_host_ops = {
+    .event_base = host_event_base,
+    .zk = host_zk,
+    .provider_name = host_provider_name,
+    .pool_name = host_pool_name,
+    .provider_config = host_provider_config,
+    .provider_nodes = host_provider_nodes,
+    .node_unreadable = host_node_unreadable,
+    .provider_peers = host_provider_peers,
+    .node_locked = host_node_locked,
+    .store_node = lc_host_store_node,
+    .register_node = host_register_node,
+    .in_sync = host_in_sync,
+    .sync_epoch = host_sync_epoch,
+    .update_node = host_update_node,
+    .deregister_node = host_deregister_node,
+    .launch_done = lc_host_launch_done,
+    .delete_done = lc_host_delete_done,
+};

@@ -25,6 +25,7 @@
 #include "nodesum.h"
 #include "zk.h"
 #include "driver.h"
+#include "host.h"
 
 struct event;
 struct event_base;
@@ -333,8 +334,17 @@ struct handler *lc_find_handler(struct launcher *lc, const char *req_id);
  * complete. */
 void handler_reap_zombies(struct launcher *lc);
 
+/* The launcher's driver host services (drivers/host.h), every slot filled
+ * (launcher.c); main.c registers them before the provider is made. */
+extern const struct drv_host_ops lc_host_ops;
+/* Its launch_done and store_node slots (handler.c). */
+void lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error);
+int lc_host_store_node(struct launcher *lc, const struct drv_launch *l);
+
 /* cleanup.c */
 void cleanup_pass(struct launcher *lc);
+/* The delete_done slot of lc_host_ops. */
+void lc_host_delete_done(struct drv_delete *d, int ok, const char *error);
 void delete_pass(struct launcher *lc);
 /* Start deleting one node (locks it, drives the driver); safe to call twice. */
 void cleanup_delete_node(struct launcher *lc, const char *node_id);

@@ -128,6 +128,7 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (driver_registry_check() != 0)
 		fatalx("two drivers share a name");
+	drv_host_register(&lc_host_ops);
 
 	base = event_base_new();
 	if (base == NULL)

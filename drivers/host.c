@@ -1,0 +1,138 @@
+/*
+ * The drv_* host services of driver.h, dispatched to the ops the host
+ * program registered (host.h); a NULL slot gives the answer host.h
+ * documents for it.
+ */
+#include <errno.h>
+
+#include "host.h"
+
+static const struct drv_host_ops no_host; /* every slot NULL */
+static const struct drv_host_ops *host = &no_host;
+
+void
+drv_host_register(const struct drv_host_ops *ops)
+{
+	host = ops != NULL ? ops : &no_host;
+}
+
+struct event_base *
+drv_event_base(struct launcher *lc)
+{
+	return host->event_base != NULL ? host->event_base(lc) : NULL;
+}
+
+struct zk *
+drv_zk(struct launcher *lc)
+{
+	return host->zk != NULL ? host->zk(lc) : NULL;
+}
+
+const char *
+drv_provider_name(struct launcher *lc)
+{
+	return host->provider_name != NULL ? host->provider_name(lc) : "";
+}
+
+const char *
+drv_pool_name(const struct lc_pool *pool)
+{
+	return host->pool_name != NULL ? host->pool_name(pool) : "";
+}
+
+const json_t *
+drv_provider_config(struct launcher *lc)
+{
+	return host->provider_config != NULL ? host->provider_config(lc) : NULL;
+}
+
+size_t
+drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
+{
+	if (host->provider_nodes != NULL)
+		return host->provider_nodes(lc, out);
+	*out = NULL;
+	return 0;
+}
+
+int
+drv_node_unreadable(struct launcher *lc, const char *id)
+{
+	return host->node_unreadable != NULL ? host->node_unreadable(lc, id) : 0;
+}
+
+size_t
+drv_provider_peers(struct launcher *lc, char *who, size_t wholen)
+{
+	return host->provider_peers != NULL ? host->provider_peers(lc, who, wholen) : 0;
+}
+
+int
+drv_node_locked(struct launcher *lc, const char *node_id)
+{
+	return host->node_locked != NULL ? host->node_locked(lc, node_id) : 0;
+}
+
+int
+drv_store_node(struct launcher *lc, const struct drv_launch *l)
+{
+	if (host->store_node != NULL)
+		return host->store_node(lc, l);
+	errno = EINVAL;
+	return -1;
+}
+
+void
+drv_register_node(struct launcher *lc, struct np_node *n,
+		  void (*done)(const char *node_id, int unknown, void *arg), void *arg)
+{
+	if (host->register_node != NULL) {
+		host->register_node(lc, n, done, arg);
+		return;
+	}
+	np_node_free(n);
+	if (done != NULL)
+		done(NULL, 0, arg);
+}
+
+int
+drv_in_sync(struct launcher *lc)
+{
+	return host->in_sync != NULL ? host->in_sync(lc) : 1;
+}
+
+unsigned
+drv_sync_epoch(struct launcher *lc)
+{
+	return host->sync_epoch != NULL ? host->sync_epoch(lc) : 0;
+}
+
+void
+drv_update_node(struct launcher *lc, struct np_node *n)
+{
+	if (host->update_node != NULL)
+		host->update_node(lc, n);
+	else
+		np_node_free(n);
+}
+
+void
+drv_deregister_node(struct launcher *lc, const char *node_id)
+{
+	if (host->deregister_node != NULL)
+		host->deregister_node(lc, node_id);
+}
+
+void
+drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error)
+{
+	if (host->launch_done != NULL)
+		host->launch_done(l, result, error);
+}
+
+void
+drv_delete_done(struct drv_delete *d, int ok, const char *error)
+{
+	if (host->delete_done != NULL)
+		host->delete_done(d, ok, error);
+}

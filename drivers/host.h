@@ -1,0 +1,149 @@
+/*
+ * Host services: what a driver calls back in the program that hosts it.
+ *
+ * Two programs host drivers: nodepool-launcher (worker/: the launcher,
+ * its ZooKeeper session and caches, its launches and deletions) and
+ * nodepool-builder (builder/upload.c: an upload worker makes one
+ * provider's driver state with provider_new, never starts it, and calls
+ * image_upload / image_delete). Each provides its services as one const
+ * struct drv_host_ops and registers it once at start, with
+ * drv_host_register(), before any provider_new (and so before any
+ * state-machine adapter_new).
+ *
+ * Drivers do not see this struct: they call the drv_* functions declared
+ * in driver.h, which drivers/host.c implements as thin dispatchers (one
+ * pointer load, one test, one indirect call). A slot the host leaves NULL
+ * gives the answer documented on the slot below: the answer of a host
+ * that has no ZooKeeper session, no node records, no pools and no
+ * launches, which is what the builder's upload workers are. So a new
+ * service is a new slot here, a dispatcher in host.c with its NULL
+ * answer, and the launcher's implementation; the builder needs no edit.
+ * Before any registration every slot counts as NULL.
+ *
+ * The struct launcher pointer a driver gets in provider_new, and passes
+ * back to the services, is the host's own handle (worker/: the struct
+ * launcher; builder/: its struct bld_host), opaque to drivers and to
+ * host.c: the slots receive it unchanged.
+ *
+ * Single-threaded: slots are called on the host's event loop.
+ */
+#ifndef NP_DRV_HOST_H
+#define NP_DRV_HOST_H
+
+#include "driver.h"
+
+struct drv_host_ops {
+	/*
+	 * The event loop the driver's I/O and timers run on (drv_event_base).
+	 * Launcher: the worker's loop. Upload worker: its loop. NULL slot:
+	 * NULL (a host that makes providers must fill this slot).
+	 */
+	struct event_base *(*event_base)(struct launcher *lc);
+	/*
+	 * The host's ZooKeeper session (drv_zk), for drivers that read
+	 * records. Launcher: its session. NULL slot: NULL (no session; the
+	 * builder's upload workers have none, the builder parent holds it).
+	 */
+	struct zk *(*zk)(struct launcher *lc);
+	/*
+	 * The provider's name (drv_provider_name), borrowed, valid while the
+	 * provider lives. Launcher and upload worker: the nodepool.yaml
+	 * provider name. NULL slot: "".
+	 */
+	const char *(*provider_name)(struct launcher *lc);
+	/*
+	 * A pool's name (drv_pool_name), borrowed. Launcher: the pool's
+	 * nodepool.yaml name. NULL slot: "" (no pools are made in a host
+	 * without launches).
+	 */
+	const char *(*pool_name)(const struct lc_pool *pool);
+	/*
+	 * The provider's nodepool.yaml mapping as JSON, validated, borrowed
+	 * (drv_provider_config). Launcher and upload worker: the provider's
+	 * entry. NULL slot: NULL.
+	 */
+	const json_t *(*provider_config)(struct launcher *lc);
+	/*
+	 * The provider's cached node records (drv_provider_nodes): *out gets
+	 * an array valid until the loop runs again, the count is returned.
+	 * Launcher: its node cache, this provider's nodes, any pool, any
+	 * state. NULL slot: *out = NULL, 0 (no nodes).
+	 */
+	size_t (*provider_nodes)(struct launcher *lc, const struct np_node ***out);
+	/*
+	 * 1 when /nodepool/nodes/<id> exists but is not a JSON object
+	 * (drv_node_unreadable). Launcher: from its node cache. NULL slot: 0
+	 * (no node records; a host without them runs no leak cleanup).
+	 */
+	int (*node_unreadable)(struct launcher *lc, const char *id);
+	/*
+	 * Pool registrations of this provider held by other ZooKeeper
+	 * sessions (drv_provider_peers; who gets the first one's hostname).
+	 * Launcher: from its components cache. NULL slot: 0, who untouched
+	 * (no peers).
+	 */
+	size_t (*provider_peers)(struct launcher *lc, char *who, size_t wholen);
+	/*
+	 * 1 if the node has lock contenders (drv_node_locked). Launcher: the
+	 * cached lock state or its own work on the node. NULL slot: 0.
+	 */
+	int (*node_locked)(struct launcher *lc, const char *node_id);
+	/*
+	 * Write a launch's node record now (drv_store_node; contract in
+	 * driver.h). Launcher: an ordered asynchronous write under the
+	 * launch's node lock. NULL slot: -1 with errno EINVAL (no launch is
+	 * ever in flight in a host without launches).
+	 */
+	int (*store_node)(struct launcher *lc, const struct drv_launch *l);
+	/*
+	 * Register a new node record (drv_register_node; takes ownership of
+	 * n). Launcher: a sequential create; done gets the id, or NULL and
+	 * whether the outcome is unknown. NULL slot: n is freed and done (if
+	 * any) is called at once with (NULL, 0, arg): refused, certainly not
+	 * written.
+	 */
+	void (*register_node)(struct launcher *lc, struct np_node *n,
+			      void (*done)(const char *node_id, int unknown, void *arg), void *arg);
+	/*
+	 * 1 while connected with every cache synced (drv_in_sync). Launcher:
+	 * its sync state. NULL slot: 1 (no caches to wait for).
+	 */
+	int (*in_sync)(struct launcher *lc);
+	/*
+	 * Bumped each time the caches have (re-)synced (drv_sync_epoch).
+	 * Launcher: its counter. NULL slot: 0 (never changes).
+	 */
+	unsigned (*sync_epoch)(struct launcher *lc);
+	/*
+	 * Update a READY node in place under its lock (drv_update_node; takes
+	 * ownership of n). NULL slot: n is freed, nothing is written.
+	 */
+	void (*update_node)(struct launcher *lc, struct np_node *n);
+	/*
+	 * Delete a READY unallocated node (drv_deregister_node). NULL slot:
+	 * nothing happens.
+	 */
+	void (*deregister_node)(struct launcher *lc, const char *node_id);
+	/*
+	 * A launch completed (drv_launch_done). Launcher: stores the node
+	 * READY / FAILED / ABORTED and goes on with the request. NULL slot:
+	 * nothing happens (a host without launches hands out no drv_launch).
+	 */
+	void (*launch_done)(struct drv_launch *l, enum drv_launch_result result, const char *error);
+	/*
+	 * A deletion completed (drv_delete_done). Launcher: removes the node
+	 * record, or retries later. NULL slot: nothing happens (a host without
+	 * node records hands out no drv_delete).
+	 */
+	void (*delete_done)(struct drv_delete *d, int ok, const char *error);
+};
+
+/*
+ * Make ops the host's services, for every drv_* call from now on. Called
+ * once at start, before any provider_new; ops is borrowed and must outlive
+ * every driver (a static const struct). NULL makes every slot NULL again
+ * (tests). Not to be called while providers exist.
+ */
+void drv_host_register(const struct drv_host_ops *ops);
+
+#endif
