@@ -153,7 +153,7 @@ build-fuzz/obj/%.o: %.c | $(STAMP_ZKC)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<
 build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS) | $(STAMP_ZKC)
 	@mkdir -p $(@D)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< $(FUZZ_OBJS) $(LDLIBS)
 fuzz: $(FUZZ_BINS)
 # Keep the objects: they are only reached through the pattern rule above.
 .SECONDARY: $(FUZZ_OBJS)
@@ -175,3 +175,5 @@ clean:
 	rm -rf build build-* 
 
 -include $(shell find $(BUILD)/obj build-fuzz/obj -name '*.d' 2>/dev/null)
+# a fuzz target #includes the driver sources it fuzzes: rebuilt when they change
+-include $(wildcard build-fuzz/*.d)

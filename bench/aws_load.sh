@@ -67,9 +67,13 @@ k.start(timeout=15)
 k.ensure_path("/bench")
 k.stop()
 PY
+# the launcher's web API (upstream's default is 0.0.0.0:8005): a free
+# loopback port
+webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$tmp/nodepool.yaml" <<CFG
 zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
 $tlscfg
+webapp: {port: $webport, listen_address: 127.0.0.1}
 labels: [{name: small}]
 providers:
   - name: aws-bench

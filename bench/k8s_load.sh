@@ -56,9 +56,13 @@ if [ "$TYPE" = pod ]; then
 else
 	label="{name: pod, type: namespace}"
 fi
+# the launcher's web API (upstream's default is 0.0.0.0:8005): a free
+# loopback port
+webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$tmp/nodepool.yaml" <<CFG
 zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
 zookeeper-tls: {ca: $NP_TEST_CERTS/ca.pem, cert: $NP_TEST_CERTS/client.pem, key: $NP_TEST_CERTS/client.key}
+webapp: {port: $webport, listen_address: 127.0.0.1}
 labels: [{name: pod}]
 providers:
   - name: k8s-bench

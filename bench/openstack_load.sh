@@ -75,9 +75,13 @@ cat >"$tmp/sim/sim.json" <<SIM
 SIM
 sh tests/sim/openstack/ossim.sh start "$tmp/sim" --config "$tmp/sim/sim.json"
 . "$tmp/sim/env"
+# the launcher's web API (upstream's default is 0.0.0.0:8005): a free
+# loopback port
+webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$tmp/nodepool.yaml" <<CFG
 zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
 zookeeper-tls: {ca: $NP_TEST_CERTS/ca.pem, cert: $NP_TEST_CERTS/client.pem, key: $NP_TEST_CERTS/client.key}
+webapp: {port: $webport, listen_address: 127.0.0.1}
 labels: [{name: small}]
 providers:
   - name: os-bench

@@ -44,10 +44,14 @@ k.start(timeout=15)
 k.ensure_path(sys.argv[3])
 k.stop()
 PY
+# the launcher's web API (upstream's default is 0.0.0.0:8005): a free
+# loopback port
+webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 {
 	cat <<CFG
 zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: $chroot}]
 zookeeper-tls: {ca: $NP_TEST_CERTS/ca.pem, cert: $NP_TEST_CERTS/client.pem, key: $NP_TEST_CERTS/client.key}
+webapp: {port: $webport, listen_address: 127.0.0.1}
 labels: [{name: small}]
 providers:
   - name: static-bench

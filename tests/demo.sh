@@ -46,6 +46,9 @@ k.ensure_path("/nodepool-demo")
 k.stop()
 PY
 provider=static-demo
+# the web API, nodepool-web's or a lone launcher's (upstream: 0.0.0.0:8005): a free
+# loopback port
+webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 if [ "$CLOUD" = openstack ]; then
 	echo "== starting the OpenStack simulator (cloud demo, region RegionOne, 1 s boot)"
 	sh tests/sim/openstack/ossim.sh start "$tmp/sim" --cloud demo --regions RegionOne \
@@ -64,6 +67,7 @@ zookeeper-tls:
   ca: $NP_TEST_CERTS/ca.pem
   cert: $NP_TEST_CERTS/client.pem
   key: $NP_TEST_CERTS/client.key
+webapp: {port: $webport, listen_address: 127.0.0.1}
 labels:
   - name: ubuntu-jammy
     min-ready: 2
@@ -104,6 +108,7 @@ zookeeper-tls:
   ca: $NP_TEST_CERTS/ca.pem
   cert: $NP_TEST_CERTS/client.pem
   key: $NP_TEST_CERTS/client.key
+webapp: {port: $webport, listen_address: 127.0.0.1}
 labels:
   - name: ubuntu-jammy
 providers:

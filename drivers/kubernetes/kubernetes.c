@@ -66,6 +66,7 @@
 
 #include "http.h"
 #include "jsonget.h"
+#include "k8s_answer.h"
 #include "kubeconfig.h"
 #include "log.h"
 
@@ -76,7 +77,6 @@
 #define K8S_POLL_DELETE	 0.5  /* s between reads of a deleted namespace */
 #define K8S_BOOT_TIMEOUT 300  /* upstream waits a fixed 300 reads, 1 s apart */
 #define K8S_MAX_INFLIGHT 32
-#define K8S_DESC_PREFIX	 "nodepool:"
 
 enum k8s_flavor { K8S_KUBERNETES, K8S_OPENSHIFT, K8S_OPENSHIFTPODS };
 
@@ -146,31 +146,6 @@ kcall(struct sm_adapter *a, const char *method, const char *path, const json_t *
 	r = http_request(a->http, &p, cb, arg);
 	free(data);
 	return r;
-}
-
-/* "POST /api/v1/namespaces: 409 AlreadyExists: namespaces "x" already
- * exists" from an answer. */
-static void
-describe_error(const char *what, int status, const char *error, const json_t *body, char *out,
-	       size_t outlen)
-{
-	const char *msg = json_string_value(json_object_get(body, "message"));
-	const char *reason = json_string_value(json_object_get(body, "reason"));
-
-	if (error != NULL)
-		snprintf(out, outlen, "%s: %s", what, error);
-	else
-		snprintf(out, outlen, "%s: %d %s%s%s", what, status, reason ? reason : "",
-			 reason ? ": " : "", msg ? msg : "");
-}
-
-/* A 403 for a ResourceQuota ("exceeded quota: ...") is a quota error. */
-static int
-is_quota_error(int status, const json_t *body)
-{
-	const char *msg = json_string_value(json_object_get(body, "message"));
-
-	return status == 403 && msg != NULL && strstr(msg, "exceeded quota") != NULL;
 }
 
 /* Append a URL-encoded (query value) s to buf. */
@@ -445,7 +420,7 @@ m_answer(const struct http_response *res, void *arg)
 	free(k->err);
 	k->err = res->error != NULL ? strdup(res->error) : NULL;
 	json_decref(k->resp);
-	k->resp = res->body_len > 0 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+	k->resp = k8s_answer_json(res->body, res->body_len);
 	sm_machine_wake(&k->m);
 }
 
@@ -471,8 +446,9 @@ m_call(struct kmachine *k, const char *method, const char *path, json_t *body)
 static enum sm_status
 m_fail(struct kmachine *k)
 {
-	k->m.error = is_quota_error(k->status, k->resp) ? SM_E_QUOTA : SM_E_FAILED;
-	describe_error(k->what, k->status, k->err, k->resp, k->m.error_msg, sizeof(k->m.error_msg));
+	k->m.error = k8s_status_is_quota(k->status, k->resp) ? SM_E_QUOTA : SM_E_FAILED;
+	k8s_status_describe(k->what, k->status, k->err, k->resp, k->m.error_msg,
+			    sizeof(k->m.error_msg));
 	return SM_ERROR;
 }
 
@@ -555,53 +531,6 @@ binding_body(struct kmachine *k)
 	    "roleRef", "apiGroup", "rbac.authorization.k8s.io", "kind", os ? "ClusterRole" : "Role",
 	    "name", os ? "admin" : (is_pod_label(k->a, k->label) ? "zuul-restricted" : "zuul"),
 	    "subjects", "kind", "ServiceAccount", "name", K8S_USER, "namespace", k->ns);
-}
-
-/* Why a pod is not running, or NULL while it may still start; *fatal 1
- * when it never will. */
-static const char *
-pod_problem(const json_t *pod, int *fatal, char *buf, size_t len)
-{
-	const json_t *st = json_object_get(pod, "status"), *c, *cond;
-	const char *phase = np_json_str(st, "phase", "");
-	size_t i;
-
-	*fatal = 0;
-	if (strcmp(phase, "Failed") == 0 || strcmp(phase, "Succeeded") == 0) {
-		*fatal = 1;
-		snprintf(buf, len, "pod %s: %s", phase, np_json_str(st, "message", ""));
-		return buf;
-	}
-	json_array_foreach(json_object_get(st, "containerStatuses"), i, c)
-	{
-		const json_t *w = json_object_get(json_object_get(c, "state"), "waiting");
-		const char *reason = np_json_str(w, "reason", NULL);
-		if (reason == NULL)
-			continue;
-		if (strcmp(reason, "ErrImagePull") == 0 ||
-		    strcmp(reason, "ImagePullBackOff") == 0 ||
-		    strcmp(reason, "InvalidImageName") == 0 ||
-		    strcmp(reason, "ErrImageNeverPull") == 0) {
-			*fatal = 1;
-			snprintf(buf, len, "image pull failed: %s: %s", reason,
-				 np_json_str(w, "message", ""));
-			return buf;
-		}
-		snprintf(buf, len, "container waiting: %s: %s", reason,
-			 np_json_str(w, "message", ""));
-		return buf;
-	}
-	json_array_foreach(json_object_get(st, "conditions"), i, cond)
-	{
-		if (strcmp(np_json_str(cond, "type", ""), "PodScheduled") == 0 &&
-		    strcmp(np_json_str(cond, "status", ""), "False") == 0) {
-			snprintf(buf, len, "not scheduled: %s: %s", np_json_str(cond, "reason", ""),
-				 np_json_str(cond, "message", ""));
-			return buf;
-		}
-	}
-	snprintf(buf, len, "pod %s", phase[0] ? phase : "Pending");
-	return buf;
 }
 
 static struct sm_instance *
@@ -712,8 +641,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			k->step = K_TOKEN;
 			continue;
 		case K_TOKEN: {
-			const json_t *data;
-			const char *tok, *ca;
+			int r;
 			if (!k->got) {
 				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s",
 					 k->ns, K8S_USER);
@@ -721,20 +649,16 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			}
 			if (!ok_status(k))
 				return m_fail(k);
-			data = json_object_get(k->resp, "data");
-			tok = json_string_value(json_object_get(data, "token"));
-			ca = json_string_value(json_object_get(data, "ca.crt"));
-			if (tok == NULL || (ca == NULL && !a->conn.insecure)) {
+			free(k->token);
+			free(k->ca_crt);
+			r = k8s_secret_token(k->resp, !a->conn.insecure, &k->token, &k->ca_crt);
+			if (r > 0) {
 				/* the token controller has not filled it yet; the
 				 * framework's launch-timeout bounds the wait */
 				m_poll(k, K8S_POLL_TOKEN);
 				return SM_AGAIN;
 			}
-			free(k->token);
-			free(k->ca_crt);
-			k->token = k8s_b64decode(tok, NULL);
-			k->ca_crt = ca != NULL ? k8s_b64decode(ca, NULL) : NULL;
-			if (k->token == NULL) {
+			if (r < 0) {
 				m->error = SM_E_FAILED;
 				snprintf(m->error_msg, sizeof(m->error_msg),
 					 "%.200s: the token is not base64", k->what);
@@ -782,8 +706,8 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			k->step = K_WAIT;
 			continue;
 		case K_WAIT: {
-			int fatal;
-			const char *why;
+			enum k8s_pod_state ps;
+			const char *nn;
 			double boot = a->env->cfg->boot_timeout;
 			if (!k->got) {
 				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", k->ns,
@@ -792,30 +716,24 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			}
 			if (!ok_status(k))
 				return m_fail(k);
-			if (strcmp(np_json_str(json_object_get(k->resp, "status"), "phase", ""),
-				   "Running") == 0) {
+			ps = k8s_pod_read(k->resp, buf, sizeof(buf), &nn);
+			if (ps == K8S_POD_RUNNING) {
 				free(k->host_id);
-				k->host_id = NULL;
-				{
-					const char *nn = np_json_str(
-					    json_object_get(k->resp, "spec"), "nodeName", NULL);
-					k->host_id = nn ? strdup(nn) : NULL;
-				}
+				k->host_id = nn ? strdup(nn) : NULL;
 				k->got = 0;
 				k->step = K_DONE;
 				continue;
 			}
-			why = pod_problem(k->resp, &fatal, buf, sizeof(buf));
-			if (fatal || (boot > 0 && mono() - k->pod_created > boot)) {
+			if (ps == K8S_POD_FAILED || (boot > 0 && mono() - k->pod_created > boot)) {
 				m->error = SM_E_FAILED;
-				if (fatal)
+				if (ps == K8S_POD_FAILED)
 					snprintf(m->error_msg, sizeof(m->error_msg),
-						 "%.60s/%.60s: %.120s", k->ns, k->pod, why);
+						 "%.60s/%.60s: %.120s", k->ns, k->pod, buf);
 				else
 					snprintf(m->error_msg, sizeof(m->error_msg),
 						 "%.50s/%.50s: not running after %.0f s "
 						 "(boot-timeout): %.90s",
-						 k->ns, k->pod, boot, why);
+						 k->ns, k->pod, boot, buf);
 				return SM_ERROR;
 			}
 			m_poll(k, K8S_POLL_POD);
@@ -1002,39 +920,6 @@ kop_free(struct kop *o)
 	free(o);
 }
 
-/* The nodepool_* metadata of one listed object, or NULL when not ours. */
-static json_t *
-item_meta(const struct sm_adapter *a, const json_t *it)
-{
-	const json_t *md = json_object_get(it, "metadata");
-	const json_t *labels = json_object_get(md, "labels");
-	json_t *meta;
-
-	if (a->flavor == K8S_OPENSHIFT) {
-		const char *d = json_string_value(json_object_get(
-		    json_object_get(md, "annotations"), "openshift.io/description"));
-		if (d == NULL || strncmp(d, K8S_DESC_PREFIX, strlen(K8S_DESC_PREFIX)) != 0)
-			return NULL;
-		meta = json_loads(d + strlen(K8S_DESC_PREFIX), 0, NULL);
-		if (!json_is_object(meta)) {
-			json_decref(meta);
-			return NULL;
-		}
-		return meta;
-	}
-	if (!json_is_string(json_object_get(labels, "nodepool_node_id")))
-		return NULL;
-	meta = json_object();
-	json_object_set(meta, "nodepool_node_id", json_object_get(labels, "nodepool_node_id"));
-	if (json_object_get(labels, "nodepool_provider_name"))
-		json_object_set(meta, "nodepool_provider_name",
-				json_object_get(labels, "nodepool_provider_name"));
-	if (json_object_get(labels, "nodepool_pool_name"))
-		json_object_set(meta, "nodepool_pool_name",
-				json_object_get(labels, "nodepool_pool_name"));
-	return meta;
-}
-
 static void list_next(struct kop *o);
 
 static void
@@ -1045,14 +930,14 @@ list_answer(const struct http_response *res, void *arg)
 	json_t *body, *it;
 	size_t i, n = 0;
 	struct sm_resource *v;
-	json_t *metas;
+	json_t *owned;
 	char msg[512];
 
 	o->req = NULL;
-	body = res->body_len > 0 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+	body = k8s_answer_json(res->body, res->body_len);
 	if (res->error != NULL || res->status != 200 ||
 	    !json_is_array(json_object_get(body, "items"))) {
-		describe_error("list", res->status, res->error, body, msg, sizeof(msg));
+		k8s_status_describe("list", res->status, res->error, body, msg, sizeof(msg));
 		json_decref(body);
 		o->rcb(NULL, 0, msg, o->arg);
 		kop_free(o);
@@ -1064,29 +949,20 @@ list_answer(const struct http_response *res, void *arg)
 		list_next(o);
 		return;
 	}
-	v = calloc(json_array_size(o->items) + 1, sizeof(*v));
-	metas = json_array();
-	json_array_foreach(o->items, i, it)
+	owned = k8s_list_owned(o->items, a->flavor == K8S_OPENSHIFT, a->env->provider_name);
+	v = calloc(json_array_size(owned) + 1, sizeof(*v));
+	if (v == NULL)
+		abort();
+	json_array_foreach(owned, i, it)
 	{
-		json_t *meta = item_meta(a, it);
-		const json_t *md = json_object_get(it, "metadata");
-		const char *pn;
-		if (meta == NULL)
-			continue;
-		pn = json_string_value(json_object_get(meta, "nodepool_provider_name"));
-		if (pn == NULL || strcmp(pn, a->env->provider_name) != 0) {
-			json_decref(meta);
-			continue;
-		}
-		json_array_append_new(metas, meta);
 		v[n].type = o->type;
-		v[n].id = json_string_value(json_object_get(md, "name"));
-		v[n].metadata = meta;
+		v[n].id = json_string_value(json_object_get(it, "name"));
+		v[n].metadata = json_object_get(it, "metadata");
 		n++;
 	}
 	o->rcb(v, n, NULL, o->arg);
 	free(v);
-	json_decref(metas);
+	json_decref(owned);
 	kop_free(o);
 }
 
@@ -1138,14 +1014,14 @@ static void
 delete_answer(const struct http_response *res, void *arg)
 {
 	struct kop *o = arg;
-	json_t *body = res->body_len > 0 ? json_loadb(res->body, res->body_len, 0, NULL) : NULL;
+	json_t *body = k8s_answer_json(res->body, res->body_len);
 	char msg[512];
 
 	o->req = NULL;
 	if (res->error == NULL && (res->status == 404 || (res->status >= 200 && res->status < 300)))
 		o->dcb(1, NULL, o->arg);
 	else {
-		describe_error("delete", res->status, res->error, body, msg, sizeof(msg));
+		k8s_status_describe("delete", res->status, res->error, body, msg, sizeof(msg));
 		o->dcb(0, msg, o->arg);
 	}
 	json_decref(body);

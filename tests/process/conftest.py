@@ -154,6 +154,13 @@ class Deployment:
         self.chroot = chroot
         self.dir = str(tmpdir)
         self.procs = []
+        # A standalone nodepool-launcher serves the web API as upstream's
+        # does, by default on 0.0.0.0:8005: a port every test (and anything
+        # else on the machine) would share, open on every interface. Every
+        # config this deployment writes gets a free loopback port of its own
+        # unless the test sets `webapp`; the same port for every rewrite, so
+        # a reload does not move it.
+        self.web_port = free_port()
 
     def zk_config(self):
         host, port, certs = self.zk_server
@@ -168,6 +175,7 @@ class Deployment:
 
     def write_config(self, cfg, name="nodepool.yaml"):
         full = self.zk_config()
+        full["webapp"] = {"port": self.web_port, "listen_address": "127.0.0.1"}
         full.update(cfg)
         path = os.path.join(self.dir, name)
         with open(path + ".tmp", "w") as f:
@@ -203,6 +211,8 @@ def deployment(zk_server, chroot, tmp_path):
         # A launcher must never crash or trip a sanitizer in any test.
         assert "AddressSanitizer" not in out, out[-4000:]
         assert "runtime error:" not in out, out[-4000:]
+        # nor serve on every interface (write_config gives a loopback port)
+        assert "serving on 0.0.0.0:" not in out, out[-4000:]
 
 
 class ZuulNode:
