@@ -309,6 +309,34 @@ def test_leaked_dedicated_host_is_released(deployment, zuul, sim):
              what="leaked host released")
 
 
+def test_session_token_is_sent(deployment, zuul, tmp_path):
+    """Temporary credentials (AWS_SESSION_TOKEN, as STS and SSO give them):
+    the simulator refuses their key without its token (AuthFailure), so a
+    node served at all proves every call carried it, signed."""
+    token = "IQoJb3JpZ2luX2VjEtemporary/token+with=chars"
+    s = AwsSim(tmp_path, {"regions": {"eu-west-1": {}}, "boot_delay": 0.3,
+                          "terminate_delay": 0.1,
+                          "credentials": {"ASIATEMPORARY": "tempsecret"},
+                          "session_tokens": {"ASIATEMPORARY": token}}).start()
+    try:
+        env = dict(s.env(), HOME=deployment.dir, AWS_SESSION_TOKEN=token)
+        p = Proc([bin_path("nodepool-launcher"), "-d", "-p", PROVIDER, "-c",
+                  deployment.write_config(host_config())],
+                 os.path.join(deployment.dir, "launcher-token.log"), env=env)
+        deployment.procs.append(p)
+        assert env["AWS_ACCESS_KEY_ID"] == "ASIATEMPORARY"
+        rid = zuul.submit(["host-debian"])
+        assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled", p.output()[-2000:]
+        zuul.finish(zuul.accept(rid))
+        wait_for(lambda: zuul.nodes() == {} and s.instances() == [], timeout=30,
+                 what="node deleted")
+        calls = s.calls()
+        assert calls["ec2:RunInstances"] == 1 and calls.get("servicequotas:GetServiceQuota")
+        assert not [k for k in calls if k.startswith("auth:")], calls
+    finally:
+        s.stop()
+
+
 def test_spot_interruption_notice(deployment, zuul, sim):
     """Beyond upstream: a spot interruption notice (the spot request marked
     for termination, two minutes before AWS takes the instance) deletes a
