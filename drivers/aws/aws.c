@@ -35,7 +35,8 @@
  *     it (Placement Tenancy host, HostId); delete terminates the instance,
  *     then ReleaseHosts. The node's external_id is upstream's object
  *     {"instance", "host"}; quota counts one host of the family's L- code.
- *   - leaks: hosts, instances and volumes (and AMIs, snapshots) carrying
+ *   - leaks: hosts, instances and volumes (and AMIs, snapshots, and the
+ *     objects of the object-storage bucket by their S3 tags) carrying
  *     nodepool_provider_name for this provider.
  *   - rate: mutating calls per second; describes and lists at ten times
  *     that (upstream's two rate limiters). Throttling (RequestLimitExceeded)
@@ -1375,6 +1376,8 @@ struct lister {
 	json_t *meta; /* array keeping resources' metadata and ids alive */
 	size_t nres, rcap;
 	int stage;
+	json_t *keys; /* S3 object keys listed, whose tags are read next */
+	size_t kidx;
 	void *cb;
 	void *arg;
 	struct listers *owner;
@@ -1485,6 +1488,7 @@ lister_free(struct lister *ls)
 	free(ls->inst);
 	free(ls->res);
 	json_decref(ls->meta);
+	json_decref(ls->keys);
 	free(ls->params);
 	free(ls);
 }
@@ -1531,12 +1535,28 @@ static const struct {
      "&Owner.1=self&MaxResults=1000"},
 };
 
+/* One resource listed: type (static), id, meta (taken). */
+static void
+lr_add(struct lister *ls, const char *type, const char *id, json_t *meta)
+{
+	json_t *holder = json_pack("{s:s, s:o}", "id", id, "meta", meta);
+
+	json_array_append_new(ls->meta, holder);
+	if (ls->nres == ls->rcap) {
+		ls->rcap = ls->rcap ? ls->rcap * 2 : 64;
+		ls->res = realloc(ls->res, ls->rcap * sizeof(*ls->res));
+	}
+	ls->res[ls->nres++] =
+	    (struct sm_resource){type, json_string_value(json_object_get(holder, "id")),
+				 json_object_get(holder, "meta")};
+}
+
 static void
 lr_item(struct lister *ls, const xmlNode *it)
 {
 	char id[128], st[64], k[256], v[512];
 	const xmlNode *t;
-	json_t *meta, *holder;
+	json_t *meta;
 
 	if (strcmp(aws_xtext(it, stages[ls->stage].state, st, sizeof(st)),
 		   stages[ls->stage].skip) == 0)
@@ -1546,22 +1566,120 @@ lr_item(struct lister *ls, const xmlNode *it)
 	for (t = aws_xpath(it, "tagSet/item"); t != NULL; t = aws_xnext(t))
 		json_object_set_new(meta, aws_xtext(t, "key", k, sizeof(k)),
 				    json_string(aws_xtext(t, "value", v, sizeof(v))));
-	holder = json_pack("{s:s, s:o}", "id", id, "meta", meta);
-	json_array_append_new(ls->meta, holder);
-	if (ls->nres == ls->rcap) {
-		ls->rcap = ls->rcap ? ls->rcap * 2 : 64;
-		ls->res = realloc(ls->res, ls->rcap * sizeof(*ls->res));
+	lr_add(ls, stages[ls->stage].type, id, meta);
+}
+
+/*
+ * Then the objects of the provider's object-storage bucket, as upstream's
+ * listResources: ListObjectsV2 (all pages), then GetObjectTagging of each
+ * (one at a time); an object whose tags carry an upload's metadata that
+ * this provider has no record of (a builder stopped between the S3 upload
+ * and its cleanup) is deleted by the framework's leak rule. An object
+ * whose tags cannot be read is skipped, as upstream; a failed listing
+ * leaves the objects out of this pass.
+ */
+static char *s3_path(const char *bucket, const char *key);
+static void lr_finish(struct lister *ls, const char *error);
+
+static const char *
+object_bucket(const struct sm_adapter *a)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(a->env->provider, "object-storage"), "bucket-name"));
+}
+
+static void lr_tag_next(struct lister *ls);
+
+static void
+lr_tag_done(const struct aws_result *r, void *arg)
+{
+	struct lister *ls = arg;
+	const char *key = json_string_value(json_array_get(ls->keys, ls->kidx));
+	const xmlNode *t;
+	char k[256], v[512];
+
+	ls->call = NULL;
+	if (r->code == NULL) {
+		json_t *meta = json_object();
+		for (t = aws_xpath(r->root, "TagSet/Tag"); t != NULL; t = aws_xnext(t))
+			json_object_set_new(meta, aws_xtext(t, "Key", k, sizeof(k)),
+					    json_string(aws_xtext(t, "Value", v, sizeof(v))));
+		lr_add(ls, "object", key, meta);
+	} else {
+		log_debug("aws %s: tags of object %s: %s: %s (skipped)", ls->a->provider, key,
+			  r->code, r->message);
 	}
-	ls->res[ls->nres++] = (struct sm_resource){stages[ls->stage].type,
-						   json_string_value(json_object_get(holder, "id")),
-						   json_object_get(holder, "meta")};
+	ls->kidx++;
+	lr_tag_next(ls);
+}
+
+static void
+lr_tag_next(struct lister *ls)
+{
+	char *path, *q;
+
+	if (ls->kidx >= json_array_size(ls->keys)) {
+		lr_finish(ls, NULL);
+		return;
+	}
+	path = s3_path(object_bucket(ls->a), json_string_value(json_array_get(ls->keys, ls->kidx)));
+	q = malloc(strlen(path) + 10);
+	sprintf(q, "%s?tagging=", path); /* "tagging=": the canonical query libcurl signs */
+	ls->call = aws_s3(ls->a->api, "GET", q, NULL, 0, NULL, lr_tag_done, ls);
+	free(q);
+	free(path);
+}
+
+static void lr_objects_page(struct lister *ls, const char *token);
+
+static void
+lr_objects_done(const struct aws_result *r, void *arg)
+{
+	struct lister *ls = arg;
+	const xmlNode *c;
+	char key[1100], tok[2048];
+
+	ls->call = NULL;
+	if (r->code != NULL) {
+		log_warn("aws %s: listing bucket %s: %s: %s (objects left out)", ls->a->provider,
+			 object_bucket(ls->a), r->code, r->message);
+		json_array_clear(ls->keys);
+		lr_finish(ls, NULL);
+		return;
+	}
+	for (c = aws_xpath(r->root, "Contents"); c != NULL; c = aws_xnext(c))
+		if (aws_xtext(c, "Key", key, sizeof(key))[0] != '\0')
+			json_array_append_new(ls->keys, json_string(key));
+	aws_xtext(r->root, "NextContinuationToken", tok, sizeof(tok));
+	if (strcmp(aws_xtext(r->root, "IsTruncated", key, sizeof(key)), "true") == 0 &&
+	    tok[0] != '\0')
+		lr_objects_page(ls, tok);
+	else
+		lr_tag_next(ls);
+}
+
+static void
+lr_objects_page(struct lister *ls, const char *token)
+{
+	char *b = curl_easy_escape(NULL, object_bucket(ls->a), 0);
+	char *t = token != NULL ? curl_easy_escape(NULL, token, 0) : NULL;
+	size_t n = strlen(b) + (t != NULL ? strlen(t) : 0) + 64;
+	char *q = malloc(n);
+
+	/* query keys in order: what SigV4 signs */
+	if (t != NULL)
+		snprintf(q, n, "/%s?continuation-token=%s&list-type=2", b, t);
+	else
+		snprintf(q, n, "/%s?list-type=2", b);
+	ls->call = aws_s3(ls->a->api, "GET", q, NULL, 0, NULL, lr_objects_done, ls);
+	free(q);
+	curl_free(b);
+	curl_free(t);
 }
 
 static void
 lr_end(struct lister *ls, const char *error)
 {
-	sm_resources_cb cb = (sm_resources_cb)ls->cb;
-
 	if (error == NULL && ls->stage + 1 < (int)(sizeof(stages) / sizeof(stages[0]))) {
 		ls->stage++;
 		ls->action = stages[ls->stage].action;
@@ -1571,6 +1689,19 @@ lr_end(struct lister *ls, const char *error)
 		lister_page(ls, NULL);
 		return;
 	}
+	if (error == NULL && ls->keys == NULL && object_bucket(ls->a) != NULL) {
+		ls->keys = json_array();
+		lr_objects_page(ls, NULL);
+		return;
+	}
+	lr_finish(ls, error);
+}
+
+static void
+lr_finish(struct lister *ls, const char *error)
+{
+	sm_resources_cb cb = (sm_resources_cb)ls->cb;
+
 	if (error != NULL)
 		cb(NULL, 0, error, ls->arg);
 	else
@@ -1626,6 +1757,12 @@ aws_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_c
 	d->arg = arg;
 	LIST_INSERT_HEAD(&a->pend, &d->p, entry);
 	log_info("aws %s: deleting leaked %s %s", a->provider, r->type, r->id);
+	if (strcmp(r->type, "object") == 0) {
+		char *path = s3_path(object_bucket(a), r->id);
+		d->call = aws_s3(a->api, "DELETE", path, NULL, 0, NULL, del_done, d);
+		free(path);
+		return;
+	}
 	if (strcmp(r->type, "host") == 0) {
 		/* a host with an instance still on it is refused (unsuccessful):
 		 * the next cleanup asks again, once its leaked instance is gone */

@@ -221,6 +221,43 @@ def test_leaked_instance_and_volume_are_cleaned_up(deployment, zuul, sim):
              [None], timeout=30, what="leaked volume deleted")
 
 
+def test_leaked_s3_objects_are_deleted(deployment, zuul, sim):
+    """As upstream's listResources: the objects of the object-storage
+    bucket, by their S3 tags. One left by an upload ZooKeeper has no record
+    of (a builder stopped before its cleanup) is deleted; the object of a
+    known upload, another provider's and an untagged one are kept."""
+    import urllib.parse
+    import boto3
+    import botocore.config
+    s3 = boto3.client("s3", endpoint_url=sim.endpoint, region_name="eu-west-1",
+                      aws_access_key_id=sim.info["access_key_id"],
+                      aws_secret_access_key=sim.info["secret_access_key"],
+                      config=botocore.config.Config(s3={"addressing_style": "path"}))
+    bid = write_build(zuul.zk, "img-debian-12", build_record(formats="raw"))
+    uid = write_upload(zuul.zk, "img-debian-12", bid, PROVIDER,
+                       upload_record(external_id="ami-0123", external_name="img-debian-12-1"))
+
+    def put(key, tags_):
+        s3.put_object(Bucket="nodepool-images", Key=key, Body=b"qcow",
+                      Tagging=urllib.parse.urlencode(tags_))
+    put("leaked/img-debian-12-0000000099.raw", {
+        "nodepool_provider_name": PROVIDER, "nodepool_build_id": "0123456789abcdef",
+        "nodepool_upload_id": "0000000007"})
+    put("img-debian-12-known.raw", {"nodepool_provider_name": PROVIDER,
+                                    "nodepool_build_id": bid, "nodepool_upload_id": uid})
+    put("other-provider.raw", {"nodepool_provider_name": "elsewhere",
+                               "nodepool_build_id": "0123456789abcdef",
+                               "nodepool_upload_id": "0000000007"})
+    put("untagged.raw", {})
+    launcher(deployment, sim, wild_config(
+        extra_pool=False, provider={"object-storage": {"bucket-name": "nodepool-images"}},
+        top={"nodepoold": {"cleanup-interval": 1}}))
+    wait_for(lambda: sorted(sim.state()["_objects"]["nodepool-images"]) ==
+             ["img-debian-12-known.raw", "other-provider.raw", "untagged.raw"],
+             timeout=30, what="the leaked object deleted")
+    assert sim.calls()["s3:GetObjectTagging"] >= 4
+
+
 def host_config(top=None):
     """The wild config plus a pool whose label runs on a dedicated host."""
     cfg = wild_config(extra_pool=False, top=top)
