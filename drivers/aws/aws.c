@@ -112,7 +112,8 @@ struct sm_adapter {
 	/* spot interruption notices (beyond upstream) */
 	struct event *spot_ev;
 	struct aws_call *spot_call;
-	json_t *noticed; /* instance id -> true, once reported */
+	json_t *noticed;  /* instance id -> true, once reported */
+	json_t *not_ours; /* untagged AMI/snapshot ids no import task of ours made */
 	unsigned long long launched, polls, terminate_calls;
 };
 
@@ -1376,7 +1377,9 @@ struct lister {
 	json_t *meta; /* array keeping resources' metadata and ids alive */
 	size_t nres, rcap;
 	int stage;
-	json_t *keys; /* S3 object keys listed, whose tags are read next */
+	json_t *keys;	   /* S3 object keys listed, whose tags are read next */
+	json_t *untagged;  /* [{type, id, snap}]: untagged AMIs and snapshots */
+	json_t *task_tags; /* snapshot id -> tags of the import task that made it */
 	size_t kidx;
 	void *cb;
 	void *arg;
@@ -1489,6 +1492,8 @@ lister_free(struct lister *ls)
 	free(ls->res);
 	json_decref(ls->meta);
 	json_decref(ls->keys);
+	json_decref(ls->untagged);
+	json_decref(ls->task_tags);
 	free(ls->params);
 	free(ls);
 }
@@ -1566,7 +1571,103 @@ lr_item(struct lister *ls, const xmlNode *it)
 	for (t = aws_xpath(it, "tagSet/item"); t != NULL; t = aws_xnext(t))
 		json_object_set_new(meta, aws_xtext(t, "key", k, sizeof(k)),
 				    json_string(aws_xtext(t, "value", v, sizeof(v))));
+	if (json_object_size(meta) == 0 && (strcmp(stages[ls->stage].type, "ami") == 0 ||
+					    strcmp(stages[ls->stage].type, "snapshot") == 0)) {
+		/* maybe ours, its tags not yet copied from its import task */
+		const char *snap =
+		    strcmp(stages[ls->stage].type, "snapshot") == 0
+			? id
+			: aws_xtext(it, "blockDeviceMapping/item/ebs/snapshotId", v, sizeof(v));
+		json_decref(meta);
+		if (json_object_get(ls->a->not_ours, id) != NULL)
+			return;
+		if (snap[0] == '\0') {
+			json_object_set_new(ls->a->not_ours, id, json_true());
+			return;
+		}
+		if (ls->untagged == NULL)
+			ls->untagged = json_array();
+		json_array_append_new(ls->untagged,
+				      json_pack("{s:s, s:s, s:s}", "type", stages[ls->stage].type,
+						"id", id, "snap", snap));
+		return;
+	}
 	lr_add(ls, stages[ls->stage].type, id, meta);
+}
+
+/*
+ * As upstream's _tagAmis/_tagSnapshots: an AMI or snapshot without tags
+ * made by an import task tagged for this provider (a builder stopped
+ * between the import and its tagging) gets the task's tags (CreateTags),
+ * so the leak rule can judge it in this very listing. Costs one
+ * DescribeImportSnapshotTasks listing, and only in a pass that found
+ * untagged ones; those no task of ours made are remembered and not looked
+ * at again.
+ */
+static void lr_after_ec2(struct lister *ls);
+static void noop_cb(const struct aws_result *r, void *arg);
+
+static void
+lt_item(struct lister *ls, const xmlNode *it)
+{
+	char snap[128], k[256], v[512];
+	const xmlNode *t;
+	json_t *tags;
+
+	if (aws_xtext(it, "snapshotTaskDetail/snapshotId", snap, sizeof(snap))[0] == '\0')
+		return;
+	tags = json_object();
+	for (t = aws_xpath(it, "tagSet/item"); t != NULL; t = aws_xnext(t))
+		json_object_set_new(tags, aws_xtext(t, "key", k, sizeof(k)),
+				    json_string(aws_xtext(t, "value", v, sizeof(v))));
+	json_object_set_new(ls->task_tags, snap, tags);
+}
+
+static void
+lt_end(struct lister *ls, const char *error)
+{
+	size_t i;
+	const json_t *u;
+
+	if (error != NULL) {
+		log_warn("aws %s: %s (untagged images left for the next pass)", ls->a->provider,
+			 error);
+		lr_after_ec2(ls);
+		return;
+	}
+	json_array_foreach(ls->untagged, i, u)
+	{
+		const char *id = json_string_value(json_object_get(u, "id"));
+		const json_t *tags =
+		    json_object_get(ls->task_tags, json_string_value(json_object_get(u, "snap")));
+		const char *pn = json_string_value(json_object_get(tags, "nodepool_provider_name"));
+		const char *k;
+		const json_t *v;
+		char *form = NULL;
+		int n = 1;
+
+		if (pn == NULL || strcmp(pn, ls->a->provider) != 0) {
+			json_object_set_new(ls->a->not_ours, id, json_true());
+			continue;
+		}
+		log_info("aws %s: copying the tags of its import task to %s %s", ls->a->provider,
+			 json_string_value(json_object_get(u, "type")), id);
+		aws_form_add(&form, "ResourceId.1", id);
+		json_object_foreach((json_t *)tags, k, v)
+		{
+			aws_form_addf(&form, k, "Tag.%d.Key", n);
+			aws_form_addf(&form, json_string_value(v), "Tag.%d.Value", n);
+			n++;
+		}
+		aws_ec2(ls->a->api, "CreateTags", form, 1, noop_cb, NULL);
+		free(form);
+		lr_add(ls,
+		       strcmp(json_string_value(json_object_get(u, "type")), "ami") == 0
+			   ? "ami"
+			   : "snapshot",
+		       id, json_deep_copy(tags));
+	}
+	lr_after_ec2(ls);
 }
 
 /*
@@ -1689,12 +1790,34 @@ lr_end(struct lister *ls, const char *error)
 		lister_page(ls, NULL);
 		return;
 	}
-	if (error == NULL && ls->keys == NULL && object_bucket(ls->a) != NULL) {
+	if (error != NULL) {
+		lr_finish(ls, error);
+		return;
+	}
+	if (json_array_size(ls->untagged) > 0) {
+		ls->action = "DescribeImportSnapshotTasks";
+		ls->set = "importSnapshotTaskSet/item";
+		ls->item = lt_item;
+		ls->end = lt_end;
+		free(ls->params);
+		ls->params = NULL;
+		ls->task_tags = json_object();
+		lister_page(ls, NULL);
+		return;
+	}
+	lr_after_ec2(ls);
+}
+
+/* After the EC2 listings: the bucket's objects, if any, then the answer. */
+static void
+lr_after_ec2(struct lister *ls)
+{
+	if (object_bucket(ls->a) != NULL) {
 		ls->keys = json_array();
 		lr_objects_page(ls, NULL);
 		return;
 	}
-	lr_finish(ls, error);
+	lr_finish(ls, NULL);
 }
 
 static void
@@ -2611,6 +2734,7 @@ aws_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	a->templates = json_object();
 	a->itypes = json_object();
 	a->noticed = json_object();
+	a->not_ours = json_object();
 	a->spot_ev = evtimer_new(env->base, spot_cb, a);
 	itypes_fetch(a);
 	if (has_spot_labels(env->cfg))
@@ -2646,6 +2770,7 @@ aws_adapter_free(struct sm_adapter *a)
 	event_free(a->term_ev);
 	event_free(a->spot_ev);
 	json_decref(a->noticed);
+	json_decref(a->not_ours);
 	json_decref(a->images);
 	json_decref(a->templates);
 	json_decref(a->itypes);

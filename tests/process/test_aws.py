@@ -258,6 +258,57 @@ def test_leaked_s3_objects_are_deleted(deployment, zuul, sim):
     assert sim.calls()["s3:GetObjectTagging"] >= 4
 
 
+def test_untagged_imported_image_is_tagged_then_cleaned_up(deployment, zuul, sim):
+    """As upstream's _tagSnapshots/_tagAmis: a snapshot and its AMI left
+    untagged (a builder stopped between the import and the tagging) get
+    their import task's tags; that upload being unknown to ZooKeeper, they
+    are then deleted as leaked. An untagged AMI from another provider's
+    import is left alone."""
+    import urllib.parse
+    import boto3
+    import botocore.config
+    kw = dict(endpoint_url=sim.endpoint, region_name="eu-west-1",
+              aws_access_key_id=sim.info["access_key_id"],
+              aws_secret_access_key=sim.info["secret_access_key"],
+              config=botocore.config.Config(s3={"addressing_style": "path"}))
+    s3, ec2 = boto3.client("s3", **kw), boto3.client("ec2", **kw)
+
+    def imported(provider):
+        key = "img-%s.raw" % provider
+        s3.put_object(Bucket="nodepool-images", Key=key, Body=b"raw")
+        meta = {"nodepool_provider_name": provider, "nodepool_build_id": "00ff00ff",
+                "nodepool_upload_id": "0000000042"}
+        tid = ec2.import_snapshot(
+            DiskContainer={"Format": "raw", "UserBucket": {"S3Bucket": "nodepool-images",
+                                                           "S3Key": key}},
+            TagSpecifications=[{"ResourceType": "import-snapshot-task", "Tags": [
+                {"Key": k, "Value": v} for k, v in meta.items()]}])["ImportTaskId"]
+
+        def snap():
+            t = ec2.describe_import_snapshot_tasks(ImportTaskIds=[tid])["ImportSnapshotTasks"][0]
+            return t["SnapshotTaskDetail"].get("SnapshotId")
+        sid = wait_for(snap, timeout=10, what="import done")
+        ami = ec2.register_image(Name="img-" + provider, Architecture="x86_64",
+                                 RootDeviceName="/dev/sda1", VirtualizationType="hvm",
+                                 BlockDeviceMappings=[{"DeviceName": "/dev/sda1",
+                                                       "Ebs": {"SnapshotId": sid}}])["ImageId"]
+        return ami, sid
+    ours = imported(PROVIDER)
+    theirs = imported("elsewhere")
+    launcher(deployment, sim, wild_config(extra_pool=False, top={
+        "nodepoold": {"cleanup-interval": 1}}))
+
+    def left():
+        st = sim.state()["eu-west-1"]
+        return sorted(i["id"] for i in st["images"] if i["owner"] != "136693071363"), \
+            sorted(s["id"] for s in st["snapshots"])
+    wait_for(lambda: left() == ([theirs[0]], [theirs[1]]), timeout=30,
+             what="our untagged AMI and snapshot tagged and deleted")
+    st = sim.state()["eu-west-1"]
+    assert [i["tags"] for i in st["images"] if i["id"] == theirs[0]] == [{}]
+    assert sim.calls()["ec2:CreateTags"] >= 2 and ours
+
+
 def host_config(top=None):
     """The wild config plus a pool whose label runs on a dedicated host."""
     cfg = wild_config(extra_pool=False, top=top)
