@@ -298,10 +298,12 @@ host_quota(const char *itype, struct drv_quota *q)
 	}
 }
 
+/* A label on dedicated hosts. Not a fleet label: Nodepool allocates the
+ * host, then launches the fleet elsewhere; we allocate none. */
 static int
 label_dedicated(const struct sm_label *l)
 {
-	return json_is_true(lraw(l, "dedicated-host"));
+	return json_is_true(lraw(l, "dedicated-host")) && lraw(l, "fleet") == NULL;
 }
 
 static int
