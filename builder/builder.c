@@ -62,6 +62,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "model.h"
+#include "openstack/os_cloud.h"
 #include "paths.h"
 #include "statsd.h"
 #include "strset.h"
@@ -204,12 +205,35 @@ mkdirs(const char *path)
 	return 0;
 }
 
-/* The format a provider takes: its image-format, else qcow2 (upstream's
- * OpenStack default from clouds.yaml's image_format). */
+/* The format a provider takes: its image-format; for an openstack
+ * provider the image_format of its cloud in clouds.yaml (as upstream,
+ * found as openstacksdk finds it; read once per cloud and region); else
+ * qcow2. */
 static const char *
 provider_format(const struct np_provider *p)
 {
-	return p->image_format != NULL && p->image_format[0] ? p->image_format : "qcow2";
+	static json_t *formats; /* "cloud/region" -> format, kept for the process */
+	struct os_cloud c;
+	char key[512], err[300];
+	const char *f;
+
+	if (p->image_format != NULL && p->image_format[0])
+		return p->image_format;
+	if ((p->driver != NULL && strcmp(p->driver, "openstack") != 0) || p->cloud == NULL)
+		return "qcow2";
+	snprintf(key, sizeof(key), "%s/%s", p->cloud, p->region ? p->region : "");
+	if (formats == NULL)
+		formats = json_object();
+	if ((f = json_string_value(json_object_get(formats, key))) != NULL)
+		return f;
+	if (os_cloud_load(p->cloud, p->region, &c, err, sizeof(err)) == 0) {
+		json_object_set_new(formats, key, json_string(c.image_format));
+		os_cloud_clear(&c);
+	} else {
+		log_warn("provider %s: %s; uploading qcow2", p->name, err);
+		json_object_set_new(formats, key, json_string("qcow2"));
+	}
+	return json_string_value(json_object_get(formats, key));
 }
 
 /* 1 when the provider's driver is built in and can upload images (a
