@@ -354,6 +354,22 @@ def test_dedicated_host_node(deployment, zuul, sim):
     assert calls["ec2:AllocateHosts"] == 1 and calls["ec2:ReleaseHosts"] >= 1
 
 
+def test_dedicated_host_released_when_launch_fails(deployment, zuul, sim):
+    """RunInstances refused on the new host (capacity): the attempt's host
+    is released before the retry allocates another; nothing is left."""
+    sim.fault(action="RunInstances", code="InsufficientInstanceCapacity", count=1)
+    launcher(deployment, sim, host_config())
+    rid = zuul.submit(["host-debian"])
+    assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled"
+    (n,) = zuul.nodes().values()
+    assert [h["id"] for h in hosts(sim)] == [n["external_id"]["host"]]
+    calls = sim.calls()
+    assert calls["ec2:AllocateHosts"] == 2 and calls["ec2:ReleaseHosts"] == 1
+    zuul.finish(zuul.accept(rid))
+    wait_for(lambda: hosts(sim) == [] and sim.instances() == [], timeout=30,
+             what="host released")
+
+
 def test_dedicated_host_quota(deployment, zuul, sim):
     """Hosts count against their family's dedicated host quota (m5:
     L-8B7BF662), not the vCPU quota: at one m5 host, the second node waits
