@@ -502,6 +502,30 @@ complete(struct sm_launch *l, enum drv_launch_result res, const char *error)
 	free(err);
 }
 
+/*
+ * Set node n's external_id from an adapter's id: an id that is the JSON
+ * text of an object (the aws driver's {"instance", "host"} for a node on a
+ * dedicated host, as upstream's AwsInstance.external_id) goes to
+ * external_id_obj, written to ZooKeeper as that object; any other id (or
+ * NULL) to the external_id string. Exactly one of the two is left set.
+ */
+static void
+node_set_external_id(struct np_node *n, const char *id)
+{
+	json_t *o = id != NULL && id[0] == '{' ? json_loads(id, 0, NULL) : NULL;
+
+	json_decref(n->external_id_obj);
+	n->external_id_obj = NULL;
+	if (json_is_object(o)) {
+		free(n->external_id);
+		n->external_id = NULL;
+		n->external_id_obj = o;
+		return;
+	}
+	json_decref(o);
+	sm_set_str(&n->external_id, id);
+}
+
 static void
 set_instance_id(struct sm_launch *l, const char *id)
 {
@@ -515,7 +539,7 @@ set_instance_id(struct sm_launch *l, const char *id)
 		phase_done(l, METRICS_PHASE_CREATE, l->t_attempt);
 		l->t_named = mono();
 	}
-	sm_set_str(&l->node->external_id, id);
+	node_set_external_id(l->node, id);
 	if (l->named != NULL)
 		l->named(l->arg);
 }
@@ -529,7 +553,7 @@ update_node(struct sm_launch *l, const struct sm_instance *in)
 
 	if (l->use_internal_ip && (in->private_ipv4 != NULL || in->private_ipv6 != NULL))
 		ip = in->private_ipv4 != NULL ? in->private_ipv4 : in->private_ipv6;
-	sm_set_str(&n->external_id, in->external_id);
+	node_set_external_id(n, in->external_id);
 	sm_set_str(&n->interface_ip, ip);
 	sm_set_str(&n->public_ipv4, in->public_ipv4);
 	sm_set_str(&n->private_ipv4, in->private_ipv4);
@@ -653,8 +677,7 @@ unwind_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 			orphan_done(l);
 			return;
 		}
-		free(l->node->external_id);
-		l->node->external_id = NULL;
+		node_set_external_id(l->node, NULL);
 		l->attempt++;
 		begin_attempt(l);
 		return;

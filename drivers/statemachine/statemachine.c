@@ -570,18 +570,23 @@ void
 sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d)
 {
 	struct gdelete *g = calloc(1, sizeof(*g));
+	char *eid;
 
 	if (g == NULL)
 		abort();
 	g->dp = dp;
 	g->d = d;
 	TAILQ_INSERT_TAIL(&dp->deletes, g, entry);
-	if (d->node->external_id != NULL)
-		log_info("node %s: deleting instance %s", d->node->id ? d->node->id : "?",
-			 d->node->external_id);
-	/* an object external id (AWS {instance, host}) is not ours to read */
-	g->sd =
-	    sm_delete_start(dp->runner, d->node->external_id, SM_DELETE_TIMEOUT, delete_done, g);
+	/* an object external id (AWS {instance, host}) goes to the adapter as
+	 * its compact JSON text, as the adapter gave it */
+	eid = d->node->external_id_obj != NULL
+		  ? json_dumps(d->node->external_id_obj, JSON_COMPACT | JSON_ENCODE_ANY)
+	      : d->node->external_id != NULL ? strdup(d->node->external_id)
+					     : NULL;
+	if (eid != NULL)
+		log_info("node %s: deleting instance %s", d->node->id ? d->node->id : "?", eid);
+	g->sd = sm_delete_start(dp->runner, eid, SM_DELETE_TIMEOUT, delete_done, g);
+	free(eid);
 }
 
 /* ---- leak cleanup -------------------------------------------------------------------------------

@@ -53,6 +53,27 @@ walk(const xmlNode *root)
 	aws_xtext(root, "errorSet/item/errorCode", buf, sizeof(buf));
 	aws_xtext(root, "importSnapshotTaskSet/item/snapshotTaskDetail/status", buf, sizeof(buf));
 	aws_xtext(root, "nextToken", buf, sizeof(buf));
+	/* dedicated hosts */
+	aws_xtext(root, "hostIdSet/item", buf, sizeof(buf));
+	aws_xtext(root, "hostSet/item/state", buf, sizeof(buf));
+	aws_xtext(root, "unsuccessful/item/error/code", buf, sizeof(buf));
+	aws_xtext(root, "unsuccessful/item/error/message", buf, sizeof(buf));
+	/* leak listings: images' snapshots, import tasks' tags, S3 objects */
+	for (it = aws_xpath(root, "imagesSet/item"); it != NULL; it = aws_xnext(it))
+		aws_xtext(it, "blockDeviceMapping/item/ebs/snapshotId", buf, sizeof(buf));
+	for (it = aws_xpath(root, "importSnapshotTaskSet/item"); it != NULL; it = aws_xnext(it)) {
+		aws_xtext(it, "snapshotTaskDetail/snapshotId", buf, sizeof(buf));
+		for (t = aws_xpath(it, "tagSet/item"); t != NULL; t = aws_xnext(t))
+			aws_xtext(t, "key", buf, sizeof(buf));
+	}
+	for (it = aws_xpath(root, "Contents"); it != NULL; it = aws_xnext(it))
+		aws_xtext(it, "Key", buf, sizeof(buf));
+	aws_xtext(root, "IsTruncated", buf, sizeof(buf));
+	aws_xtext(root, "NextContinuationToken", buf, sizeof(buf));
+	for (t = aws_xpath(root, "TagSet/Tag"); t != NULL; t = aws_xnext(t)) {
+		aws_xtext(t, "Key", buf, sizeof(buf));
+		aws_xtext(t, "Value", buf, sizeof(buf));
+	}
 }
 
 int

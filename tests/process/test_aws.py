@@ -221,6 +221,226 @@ def test_leaked_instance_and_volume_are_cleaned_up(deployment, zuul, sim):
              [None], timeout=30, what="leaked volume deleted")
 
 
+def test_leaked_s3_objects_are_deleted(deployment, zuul, sim):
+    """As upstream's listResources: the objects of the object-storage
+    bucket, by their S3 tags. One left by an upload ZooKeeper has no record
+    of (a builder stopped before its cleanup) is deleted; the object of a
+    known upload, another provider's and an untagged one are kept."""
+    import urllib.parse
+    import boto3
+    import botocore.config
+    s3 = boto3.client("s3", endpoint_url=sim.endpoint, region_name="eu-west-1",
+                      aws_access_key_id=sim.info["access_key_id"],
+                      aws_secret_access_key=sim.info["secret_access_key"],
+                      config=botocore.config.Config(s3={"addressing_style": "path"}))
+    bid = write_build(zuul.zk, "img-debian-12", build_record(formats="raw"))
+    uid = write_upload(zuul.zk, "img-debian-12", bid, PROVIDER,
+                       upload_record(external_id="ami-0123", external_name="img-debian-12-1"))
+
+    def put(key, tags_):
+        s3.put_object(Bucket="nodepool-images", Key=key, Body=b"qcow",
+                      Tagging=urllib.parse.urlencode(tags_))
+    put("leaked/img-debian-12-0000000099.raw", {
+        "nodepool_provider_name": PROVIDER, "nodepool_build_id": "0123456789abcdef",
+        "nodepool_upload_id": "0000000007"})
+    put("img-debian-12-known.raw", {"nodepool_provider_name": PROVIDER,
+                                    "nodepool_build_id": bid, "nodepool_upload_id": uid})
+    put("other-provider.raw", {"nodepool_provider_name": "elsewhere",
+                               "nodepool_build_id": "0123456789abcdef",
+                               "nodepool_upload_id": "0000000007"})
+    put("untagged.raw", {})
+    launcher(deployment, sim, wild_config(
+        extra_pool=False, provider={"object-storage": {"bucket-name": "nodepool-images"}},
+        top={"nodepoold": {"cleanup-interval": 1}}))
+    wait_for(lambda: sorted(sim.state()["_objects"]["nodepool-images"]) ==
+             ["img-debian-12-known.raw", "other-provider.raw", "untagged.raw"],
+             timeout=30, what="the leaked object deleted")
+    assert sim.calls()["s3:GetObjectTagging"] >= 4
+
+
+def test_untagged_imported_image_is_tagged_then_cleaned_up(deployment, zuul, sim):
+    """As upstream's _tagSnapshots/_tagAmis: a snapshot and its AMI left
+    untagged (a builder stopped between the import and the tagging) get
+    their import task's tags; that upload being unknown to ZooKeeper, they
+    are then deleted as leaked. An untagged AMI from another provider's
+    import is left alone."""
+    import urllib.parse
+    import boto3
+    import botocore.config
+    kw = dict(endpoint_url=sim.endpoint, region_name="eu-west-1",
+              aws_access_key_id=sim.info["access_key_id"],
+              aws_secret_access_key=sim.info["secret_access_key"],
+              config=botocore.config.Config(s3={"addressing_style": "path"}))
+    s3, ec2 = boto3.client("s3", **kw), boto3.client("ec2", **kw)
+
+    def imported(provider):
+        key = "img-%s.raw" % provider
+        s3.put_object(Bucket="nodepool-images", Key=key, Body=b"raw")
+        meta = {"nodepool_provider_name": provider, "nodepool_build_id": "00ff00ff",
+                "nodepool_upload_id": "0000000042"}
+        tid = ec2.import_snapshot(
+            DiskContainer={"Format": "raw", "UserBucket": {"S3Bucket": "nodepool-images",
+                                                           "S3Key": key}},
+            TagSpecifications=[{"ResourceType": "import-snapshot-task", "Tags": [
+                {"Key": k, "Value": v} for k, v in meta.items()]}])["ImportTaskId"]
+
+        def snap():
+            t = ec2.describe_import_snapshot_tasks(ImportTaskIds=[tid])["ImportSnapshotTasks"][0]
+            return t["SnapshotTaskDetail"].get("SnapshotId")
+        sid = wait_for(snap, timeout=10, what="import done")
+        ami = ec2.register_image(Name="img-" + provider, Architecture="x86_64",
+                                 RootDeviceName="/dev/sda1", VirtualizationType="hvm",
+                                 BlockDeviceMappings=[{"DeviceName": "/dev/sda1",
+                                                       "Ebs": {"SnapshotId": sid}}])["ImageId"]
+        return ami, sid
+    ours = imported(PROVIDER)
+    theirs = imported("elsewhere")
+    launcher(deployment, sim, wild_config(extra_pool=False, top={
+        "nodepoold": {"cleanup-interval": 1}}))
+
+    def left():
+        st = sim.state()["eu-west-1"]
+        return sorted(i["id"] for i in st["images"] if i["owner"] != "136693071363"), \
+            sorted(s["id"] for s in st["snapshots"])
+    wait_for(lambda: left() == ([theirs[0]], [theirs[1]]), timeout=30,
+             what="our untagged AMI and snapshot tagged and deleted")
+    st = sim.state()["eu-west-1"]
+    assert [i["tags"] for i in st["images"] if i["id"] == theirs[0]] == [{}]
+    assert sim.calls()["ec2:CreateTags"] >= 2 and ours
+
+
+def host_config(top=None):
+    """The wild config plus a pool whose label runs on a dedicated host."""
+    cfg = wild_config(extra_pool=False, top=top)
+    cfg["labels"].append({"name": "host-debian", "min-ready": 0})
+    p = cfg["providers"][0]
+    p["cloud-images"] = [{"name": "debian-cloud", "username": "admin",
+                          "image-filters": [{"name": "name", "values": ["debian-12-*"]}]}]
+    p["pools"].append({
+        "name": "hosts", "max-servers": 10, "host-key-checking": False,
+        "availability-zone": "eu-west-1b", "subnet-id": "subnet-0cda0d5056f892394",
+        "labels": [{"name": "host-debian", "cloud-image": "debian-cloud",
+                    "key-name": "nodepool", "instance-type": "m5.large",
+                    "dedicated-host": True, "tags": {"team": "ci"}}]})
+    return cfg
+
+
+def hosts(sim):
+    return sim.state()["eu-west-1"]["hosts"]
+
+
+def test_dedicated_host_node(deployment, zuul, sim):
+    """As upstream: a host allocated for the node (its type and AZ, the
+    node's tags), the instance launched on it, the node's external_id the
+    object {instance, host}; given back: the instance terminated, then the
+    host released."""
+    launcher(deployment, sim, host_config())
+    rid = zuul.submit(["host-debian"])
+    assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled"
+    (nid, n), = zuul.nodes().items()
+    (h,) = hosts(sim)
+    (i,) = sim.instances()
+    assert n["external_id"] == {"instance": i["id"], "host": h["id"]}
+    assert n["host_id"] == h["id"] and n["az"] == "eu-west-1b"
+    assert (h["type"], h["az"]) == ("m5.large", "eu-west-1b")
+    assert h["tags"]["nodepool_node_id"] == nid and h["tags"]["team"] == "ci"
+    assert h["tags"]["nodepool_provider_name"] == PROVIDER
+    assert (i["host"], i["tenancy"], i["type"]) == (h["id"], "host", "m5.large")
+    assert h["instances"] == [i["id"]]
+    zuul.finish(zuul.accept(rid))
+    wait_for(lambda: zuul.nodes() == {} and sim.instances() == [] and hosts(sim) == [],
+             timeout=30, what="instance terminated and host released")
+    calls = sim.calls()
+    assert calls["ec2:AllocateHosts"] == 1 and calls["ec2:ReleaseHosts"] >= 1
+
+
+def test_dedicated_host_released_when_launch_fails(deployment, zuul, sim):
+    """RunInstances refused on the new host (capacity): the attempt's host
+    is released before the retry allocates another; nothing is left."""
+    sim.fault(action="RunInstances", code="InsufficientInstanceCapacity", count=1)
+    launcher(deployment, sim, host_config())
+    rid = zuul.submit(["host-debian"])
+    assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled"
+    (n,) = zuul.nodes().values()
+    assert [h["id"] for h in hosts(sim)] == [n["external_id"]["host"]]
+    calls = sim.calls()
+    assert calls["ec2:AllocateHosts"] == 2 and calls["ec2:ReleaseHosts"] == 1
+    zuul.finish(zuul.accept(rid))
+    wait_for(lambda: hosts(sim) == [] and sim.instances() == [], timeout=30,
+             what="host released")
+
+
+def test_dedicated_host_quota(deployment, zuul, sim):
+    """Hosts count against their family's dedicated host quota (m5:
+    L-8B7BF662), not the vCPU quota: at one m5 host, the second node waits
+    for the first one's host to be released."""
+    sim.ctl("POST", "/quotas", {"L-8B7BF662": 1, "L-1216C47A": 1})
+    launcher(deployment, sim, host_config())
+    rids = [zuul.submit(["host-debian"]) for _ in range(2)]
+
+    def states():
+        return [(zuul.request(r) or {}).get("state") for r in rids]
+    wait_for(lambda: "fulfilled" in states(), timeout=30, what="one fulfilled")
+    # (a launch racing the first quota read is refused by the cloud with
+    # HostLimitExceeded and aborted: its request waits all the same)
+    done = rids[states().index("fulfilled")]
+    waiting = [r for r in rids if r != done]
+    assert states().count("failed") == 0 and len(hosts(sim)) == 1
+    zuul.finish(zuul.accept(done))
+    assert zuul.wait_request(waiting[0], timeout=30)["state"] == "fulfilled"
+    assert len(hosts(sim)) == 1
+
+
+def test_leaked_dedicated_host_is_released(deployment, zuul, sim):
+    """A host carrying our tags and no node (a launcher died between
+    AllocateHosts and its first save) is released by leak cleanup; one
+    with another owner's tags is left alone."""
+    import boto3
+    ec2 = boto3.client("ec2", endpoint_url=sim.endpoint, region_name="eu-west-1",
+                       aws_access_key_id=sim.info["access_key_id"],
+                       aws_secret_access_key=sim.info["secret_access_key"])
+
+    def allocate(tags_):
+        return ec2.allocate_hosts(
+            InstanceType="m5.large", AvailabilityZone="eu-west-1a", Quantity=1,
+            TagSpecifications=[{"ResourceType": "dedicated-host", "Tags": [
+                {"Key": k, "Value": v} for k, v in tags_.items()]}])["HostIds"][0]
+    allocate({"nodepool_provider_name": PROVIDER, "nodepool_node_id": "0000099998",
+              "nodepool_pool_name": "hosts"})
+    theirs = allocate({"owner": "someone-else"})
+    launcher(deployment, sim, host_config(top={"nodepoold": {"cleanup-interval": 1}}))
+    wait_for(lambda: [h["id"] for h in hosts(sim)] == [theirs], timeout=30,
+             what="leaked host released")
+
+
+def test_session_token_is_sent(deployment, zuul, tmp_path):
+    """Temporary credentials (AWS_SESSION_TOKEN, as STS and SSO give them):
+    the simulator refuses their key without its token (AuthFailure), so a
+    node served at all proves every call carried it, signed."""
+    token = "IQoJb3JpZ2luX2VjEtemporary/token+with=chars"
+    s = AwsSim(tmp_path, {"regions": {"eu-west-1": {}}, "boot_delay": 0.3,
+                          "terminate_delay": 0.1,
+                          "credentials": {"ASIATEMPORARY": "tempsecret"},
+                          "session_tokens": {"ASIATEMPORARY": token}}).start()
+    try:
+        env = dict(s.env(), HOME=deployment.dir, AWS_SESSION_TOKEN=token)
+        p = Proc([bin_path("nodepool-launcher"), "-d", "-p", PROVIDER, "-c",
+                  deployment.write_config(host_config())],
+                 os.path.join(deployment.dir, "launcher-token.log"), env=env)
+        deployment.procs.append(p)
+        assert env["AWS_ACCESS_KEY_ID"] == "ASIATEMPORARY"
+        rid = zuul.submit(["host-debian"])
+        assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled", p.output()[-2000:]
+        zuul.finish(zuul.accept(rid))
+        wait_for(lambda: zuul.nodes() == {} and s.instances() == [], timeout=30,
+                 what="node deleted")
+        calls = s.calls()
+        assert calls["ec2:RunInstances"] == 1 and calls.get("servicequotas:GetServiceQuota")
+        assert not [k for k in calls if k.startswith("auth:")], calls
+    finally:
+        s.stop()
+
+
 def test_spot_interruption_notice(deployment, zuul, sim):
     """Beyond upstream: a spot interruption notice (the spot request marked
     for termination, two minutes before AWS takes the instance) deletes a

@@ -22,8 +22,11 @@ IMAGE = "ami-0sim0debian12"
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    s = AwsSim(tmp_path_factory.mktemp("awssim"), {"boot_delay": 0.2, "page_size": 3,
-                                                   "terminate_delay": 0.1}).start()
+    s = AwsSim(tmp_path_factory.mktemp("awssim"), {
+        "boot_delay": 0.2, "page_size": 3, "terminate_delay": 0.1,
+        # a permanent key pair, and temporary credentials (as STS gives)
+        "credentials": {"AKIDSIMULATOR": "simsecret", "ASIATEMPORARY": "tempsecret"},
+        "session_tokens": {"ASIATEMPORARY": "FQoGZXIvYXdzEtemporarytoken"}}).start()
     yield s
     s.stop()
 
@@ -266,6 +269,56 @@ def test_service_quotas(sim):
     with pytest.raises(botocore.exceptions.ClientError) as e:
         sq.get_service_quota(ServiceCode="ec2", QuotaCode="L-NOPE")
     assert e.value.response["Error"]["Code"] == "NoSuchResourceException"
+
+
+def test_session_token_required_for_temporary_credentials(sim):
+    """Temporary credentials work only with their session token, which the
+    SDKs send (signed) as X-Amz-Security-Token."""
+    def temp(service, token):
+        return boto3.Session(aws_access_key_id="ASIATEMPORARY",
+                             aws_secret_access_key="tempsecret", aws_session_token=token,
+                             region_name="us-east-1").client(
+            service, endpoint_url=sim.endpoint, config=botocore.config.Config(
+                s3={"addressing_style": "path"},
+                retries={"total_max_attempts": 1, "mode": "standard"}))
+    ok = "FQoGZXIvYXdzEtemporarytoken"
+    assert temp("ec2", ok).describe_images(ImageIds=[IMAGE])["Images"]
+    assert "Contents" in temp("s3", ok).list_objects_v2(Bucket="nodepool-images") or True
+    assert temp("service-quotas", ok).get_service_quota(
+        ServiceCode="ec2", QuotaCode="L-1216C47A")["Quota"]["Value"] > 0
+    for token in (None, "not-the-token"):
+        with pytest.raises(botocore.exceptions.ClientError) as e:
+            temp("ec2", token).describe_images(ImageIds=[IMAGE])
+        assert e.value.response["Error"]["Code"] == "AuthFailure"
+    with pytest.raises(botocore.exceptions.ClientError):
+        temp("s3", None).list_objects_v2(Bucket="nodepool-images")
+
+
+def test_dedicated_host_limit_and_tags(sim):
+    """describe_hosts (paginator, tag filters) and the host limit of a
+    family's quota (HostLimitExceeded, as upstream's adapter expects)."""
+    ec2 = client(sim, "ec2")
+    sim.ctl("POST", "/quotas", {"L-81657574": 2})  # running dedicated c5 hosts
+    spec = [{"ResourceType": "dedicated-host",
+             "Tags": [{"Key": "nodepool_provider_name", "Value": "aws-hosts"}]}]
+    hids = [ec2.allocate_hosts(InstanceType="c5.large", AvailabilityZone="us-east-1b",
+                               Quantity=1, AutoPlacement="off", HostRecovery="off",
+                               TagSpecifications=spec)["HostIds"][0] for _ in range(2)]
+    with pytest.raises(botocore.exceptions.ClientError) as e:
+        ec2.allocate_hosts(InstanceType="c5.xlarge", AvailabilityZone="us-east-1b", Quantity=1)
+    assert e.value.response["Error"]["Code"] == "HostLimitExceeded"
+    f = [{"Name": "tag:nodepool_provider_name", "Values": ["aws-hosts"]}]
+    hosts = [h for p in ec2.get_paginator("describe_hosts").paginate(
+        Filters=f, PaginationConfig={"PageSize": 5}) for h in p["Hosts"]]
+    assert sorted(h["HostId"] for h in hosts) == sorted(hids)
+    h = hosts[0]
+    assert h["State"] == "available" and h["AvailabilityZone"] == "us-east-1b"
+    assert h["HostProperties"]["InstanceType"] == "c5.large"
+    assert {t["Key"]: t["Value"] for t in h["Tags"]} == {"nodepool_provider_name": "aws-hosts"}
+    assert sorted(ec2.release_hosts(HostIds=hids)["Successful"]) == sorted(hids)
+    assert ec2.describe_hosts(Filters=f)["Hosts"] == []
+    r = ec2.release_hosts(HostIds=[hids[0]])
+    assert r["Unsuccessful"][0]["Error"]["Code"] == "Client.InvalidHostID.NotFound"
 
 
 def test_dedicated_hosts(sim):

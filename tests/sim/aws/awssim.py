@@ -50,6 +50,12 @@ VCPUS = {
 }
 MEMORY = {k: v * 4096 for k, v in VCPUS.items()}
 
+# Dedicated hosts: instance family -> the Service Quotas code of
+# "Running Dedicated <family> Hosts" (AWS's codes; a few families). A host
+# limit is enforced (HostLimitExceeded) only when the quota is configured.
+HOST_QUOTAS = {"m5": "L-8B7BF662", "c5": "L-81657574", "t3": "L-1586174D",
+               "r5": "L-EA4FD6CF", "mac1": "L-A8448DC5"}
+
 # Service Quotas: code -> (name, default value). The EC2 vCPU quotas by
 # instance family, as upstream Nodepool's adapter maps them (on-demand and
 # spot), plus the EBS storage ones.
@@ -130,10 +136,12 @@ def hmac256(key, msg):
     return hmac.new(key, msg.encode(), hashlib.sha256).digest()
 
 
-def check_sigv4(method, raw_path, headers, body, secrets):
+def check_sigv4(method, raw_path, headers, body, secrets, tokens=None):
     """Verify an Authorization: AWS4-HMAC-SHA256 header. Returns
     (access_key, region, service); raises ApiError. headers: lower-case
-    name -> value."""
+    name -> value. tokens: access key -> session token, for temporary
+    credentials: their requests must carry it, signed, in
+    X-Amz-Security-Token (as AWS STS credentials)."""
     auth = headers.get("authorization", "")
     m = re.match(r"AWS4-HMAC-SHA256\s+Credential=([^,\s]+),\s*SignedHeaders=([^,\s]+),"
                  r"\s*Signature=([0-9a-f]+)", auth)
@@ -149,6 +157,12 @@ def check_sigv4(method, raw_path, headers, body, secrets):
     if secret is None:
         raise ApiError(401, "AuthFailure", "AWS was not able to validate the provided access "
                        "credentials (unknown access key %s)" % akid)
+    token = (tokens or {}).get(akid)
+    if token is not None and (headers.get("x-amz-security-token") != token or
+                              "x-amz-security-token" not in signed.split(";")):
+        raise ApiError(401, "AuthFailure", "AWS was not able to validate the provided access "
+                       "credentials (the security token of temporary key %s is %s)" % (
+                           akid, "wrong" if "x-amz-security-token" in headers else "missing"))
     amzdate = headers.get("x-amz-date") or ""
     if not amzdate.startswith(date):
         raise ApiError(400, "IncompleteSignature", "Date in Credential scope does not match "
@@ -262,6 +276,7 @@ class Sim:
         self.lock = threading.RLock()
         self.cfg = cfg
         self.secrets = dict(cfg.get("credentials") or {"AKIDSIMULATOR": "simsecret"})
+        self.tokens = dict(cfg.get("session_tokens") or {})
         self.behavior = {
             "boot_delay": float(cfg.get("boot_delay", 0.5)),
             "terminate_delay": float(cfg.get("terminate_delay", 0.2)),
@@ -352,7 +367,8 @@ class Sim:
         n = 0
         for reg in self.regions.values():
             for i in reg.instances.values():
-                if i["state"] in ("pending", "running") and \
+                # instances on a dedicated host use the host's quota
+                if i["state"] in ("pending", "running") and not i.get("host") and \
                         quota_code(i["type"], i["market"] == "spot") == code:
                     n += VCPUS.get(i["type"], 2)
         return n
@@ -547,7 +563,7 @@ class Ec2:
             raise ApiError(400, "InvalidAMIID.NotFound" if image else "MissingParameter",
                            "The image id '[%s]' does not exist" % image)
         spot = market == "spot"
-        code = quota_code(itype, spot)
+        code = None if p.get("Placement.HostId") else quota_code(itype, spot)
         if code and sim.used_vcpus(code) + VCPUS.get(itype, 2) > sim.quotas.get(code, 0):
             if spot:
                 raise ApiError(400, "MaxSpotInstanceCountExceeded",
@@ -1071,6 +1087,22 @@ class Ec2:
         p = self.p
         n = int(p.get("Quantity", 1))
         ids = []
+        itype = p.get("InstanceType")
+        if not itype:
+            raise ApiError(400, "MissingParameter", "The request must contain the parameter "
+                           "InstanceType or InstanceFamily")
+        if p.get("AvailabilityZone") and p["AvailabilityZone"] not in self.reg.azs:
+            raise ApiError(400, "InvalidParameterValue", "Invalid availability zone: [%s]" %
+                           p["AvailabilityZone"])
+        family = itype.split(".")[0]
+        code = HOST_QUOTAS.get(family)
+        if code and code in self.sim.quotas:
+            used = sum(1 for r in self.sim.regions.values() for h in r.hosts.values()
+                       if (h["type"] or "").split(".")[0] == family)
+            if used + n > self.sim.quotas[code]:
+                raise ApiError(400, "HostLimitExceeded", "You have requested more dedicated "
+                               "hosts of family %s than your current limit of %d allows" % (
+                                   family, self.sim.quotas[code]))
         for _ in range(n):
             hid = new_id("h")
             self.reg.hosts[hid] = {"id": hid, "type": p.get("InstanceType"),
@@ -1514,7 +1546,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         service = "ec2"
         try:
             _, region, service = check_sigv4(self.command, self.path, headers, body,
-                                             self.sim.secrets)
+                                             self.sim.secrets, self.sim.tokens)
         except ApiError as e:
             with self.sim.lock:
                 self.sim.count("auth", e.code, "")
