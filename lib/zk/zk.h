@@ -333,6 +333,17 @@ struct zk_cache *zk_cache_new(struct zk *zk, const char *path, unsigned flags, z
 /* Set before the first event: objects are decoded once per data change. */
 void zk_cache_set_codec(struct zk_cache *cache, zk_cache_decode_fn decode,
 			zk_cache_free_fn free_obj);
+/*
+ * ZK_CACHE_LOCKS for some entries only: want(entry, arg) says whether the
+ * lock contenders of this entry are watched (1) or not (0). It is asked
+ * once the entry's data is read (entry->obj decoded, with a codec) and
+ * again on each later read: an entry it declines costs no child or lock
+ * watch and reads locked 0. Without it every entry's lock is watched. Set
+ * before the first event. A worker watches the locks of its own provider's
+ * nodes only: the other providers' are never read (issue 13).
+ */
+typedef int (*zk_cache_want_locks_fn)(const struct zk_cache_entry *entry, void *arg);
+void zk_cache_set_lock_filter(struct zk_cache *cache, zk_cache_want_locks_fn want, void *arg);
 /* No callback after this; may be called from the cache's own callback.
  * Free before the zk. NULL is a no-op. */
 void zk_cache_free(struct zk_cache *cache);
