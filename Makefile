@@ -34,7 +34,7 @@ endif
 
 CC ?= cc
 ZKC := $(BUILD)/zkclient
-PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh openssl
+PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh openssl zlib
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

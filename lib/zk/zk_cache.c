@@ -35,20 +35,24 @@
 #include "zk_private.h"
 #include "log.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #define CACHE_MAX_INFLIGHT 256 /* reads started by listings, in flight at once */
 
 struct ent {
 	struct zk_cache_entry pub;
-	char *data;
+	char *data; /* the text, or (packed) its deflated form of zlen bytes */
 	struct ent *hnext;
 	struct ent *qprev, *qnext; /* the read queue, while queued */
 	int64_t old_mzxid;	   /* before a reload, to compare */
 	int old_locked;
 	int need;	      /* initial reads in flight (while loading) */
+	int zlen;	      /* packed: bytes at data */
 	unsigned mark;	      /* the listing that last saw it */
 	unsigned visible : 1; /* ADDED was delivered */
 	unsigned have_data : 1;
@@ -60,6 +64,7 @@ struct ent {
 	unsigned loading : 1;  /* initial reads in flight (need) */
 	unsigned in_sync : 1;  /* counted in the cache's sync_pending */
 	unsigned queued : 1;   /* waits in the read queue */
+	unsigned packed : 1;   /* data holds deflated text */
 	char name[];	       /* the child name, inline */
 };
 
@@ -73,6 +78,9 @@ struct zk_cache {
 	void *arg;
 	zk_cache_decode_fn decode;
 	zk_cache_free_fn free_obj;
+	unsigned char *dict; /* ZK_CACHE_PACK: the preset dictionary */
+	int dictlen;
+	z_stream *zdef, *zinf;		   /* made on first use, reset per entry */
 	zk_cache_want_locks_fn want_locks; /* NULL: every entry's lock */
 	void *want_arg;
 
@@ -499,17 +507,62 @@ pump(struct zk_cache *c)
 	}
 }
 
+/* Deflate text of len bytes into a new buffer of *zlen bytes; NULL when
+ * it fails or does not shrink (the text is kept as it is). */
+static char *
+pack(struct zk_cache *c, const char *text, int len, int *zlen)
+{
+	uLong cap;
+	unsigned char *out;
+	char *res;
+
+	if (c->zdef == NULL) {
+		c->zdef = xcalloc(1, sizeof(*c->zdef));
+		if (deflateInit2(c->zdef, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8,
+				 Z_DEFAULT_STRATEGY) != Z_OK) {
+			free(c->zdef);
+			c->zdef = NULL;
+			return NULL;
+		}
+	} else if (deflateReset(c->zdef) != Z_OK) {
+		return NULL;
+	}
+	if (c->dictlen > 0 && deflateSetDictionary(c->zdef, c->dict, (uInt)c->dictlen) != Z_OK)
+		return NULL;
+	cap = deflateBound(c->zdef, (uLong)len);
+	if ((out = malloc(cap)) == NULL)
+		abort();
+	c->zdef->next_in = (Bytef *)(uintptr_t)text;
+	c->zdef->avail_in = (uInt)len;
+	c->zdef->next_out = out;
+	c->zdef->avail_out = (uInt)cap;
+	if (deflate(c->zdef, Z_FINISH) != Z_STREAM_END || c->zdef->total_out >= (uLong)len) {
+		free(out);
+		return NULL;
+	}
+	*zlen = (int)c->zdef->total_out;
+	if ((res = malloc((size_t)*zlen)) == NULL)
+		abort();
+	memcpy(res, out, (size_t)*zlen);
+	free(out);
+	return res;
+}
+
 static void
 set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 {
 	free(e->data);
 	e->data = NULL;
-	if (r->len > 0) {
+	e->packed = 0;
+	if (r->len > 0 && (c->flags & ZK_CACHE_PACK) && c->decode == NULL &&
+	    (e->data = pack(c, r->value, r->len, &e->zlen)) != NULL) {
+		e->packed = 1;
+	} else if (r->len > 0) {
 		if ((e->data = malloc((size_t)r->len + 1)) == NULL)
 			abort();
 		memcpy(e->data, r->value, (size_t)r->len + 1);
 	}
-	e->pub.data = e->data;
+	e->pub.data = e->packed ? NULL : e->data;
 	e->pub.len = r->len;
 	e->pub.stat = *r->stat;
 	e->have_data = 1;
@@ -1022,6 +1075,74 @@ zk_cache_set_lock_filter(struct zk_cache *cache, zk_cache_want_locks_fn want, vo
 	cache->want_arg = arg;
 }
 
+void
+zk_cache_set_pack_dict(struct zk_cache *cache, const void *dict, int len)
+{
+	free(cache->dict);
+	cache->dict = NULL;
+	cache->dictlen = 0;
+	if (dict == NULL || len <= 0)
+		return;
+	if (len > 32768) { /* the window: only its end is used */
+		dict = (const char *)dict + (len - 32768);
+		len = 32768;
+	}
+	if ((cache->dict = malloc((size_t)len)) == NULL)
+		abort();
+	memcpy(cache->dict, dict, (size_t)len);
+	cache->dictlen = len;
+}
+
+char *
+zk_cache_text(const struct zk_cache *cache, const struct zk_cache_entry *entry, int *len)
+{
+	struct zk_cache *c = (struct zk_cache *)cache; /* its inflate stream */
+	const struct ent *e;
+	char *text;
+	int rc;
+
+	*len = 0;
+	if (entry == NULL || entry->len <= 0)
+		return NULL;
+	e = (const struct ent *)(const void *)((const char *)entry - offsetof(struct ent, pub));
+	if (!e->packed && entry->data == NULL)
+		return NULL;
+	if ((text = malloc((size_t)entry->len + 1)) == NULL)
+		abort();
+	if (!e->packed) {
+		memcpy(text, entry->data, (size_t)entry->len + 1);
+		*len = entry->len;
+		return text;
+	}
+	if (c->zinf == NULL) {
+		c->zinf = xcalloc(1, sizeof(*c->zinf));
+		if (inflateInit2(c->zinf, -15) != Z_OK) {
+			free(c->zinf);
+			c->zinf = NULL;
+			free(text);
+			return NULL;
+		}
+	} else {
+		inflateReset(c->zinf);
+	}
+	if (c->dictlen > 0)
+		inflateSetDictionary(c->zinf, c->dict, (uInt)c->dictlen);
+	c->zinf->next_in = (Bytef *)e->data;
+	c->zinf->avail_in = (uInt)e->zlen;
+	c->zinf->next_out = (Bytef *)text;
+	c->zinf->avail_out = (uInt)entry->len;
+	rc = inflate(c->zinf, Z_FINISH);
+	if (rc != Z_STREAM_END || c->zinf->total_out != (uLong)entry->len) {
+		log_warn("zk cache %s: cannot inflate %s: %s", c->path, entry->name,
+			 c->zinf->msg != NULL ? c->zinf->msg : "short");
+		free(text);
+		return NULL;
+	}
+	text[entry->len] = '\0';
+	*len = entry->len;
+	return text;
+}
+
 static void
 cache_destroy(struct zk_cache *c)
 {
@@ -1036,6 +1157,15 @@ cache_destroy(struct zk_cache *c)
 	}
 	free(c->buckets);
 	free(c->arr);
+	if (c->zdef != NULL) {
+		deflateEnd(c->zdef);
+		free(c->zdef);
+	}
+	if (c->zinf != NULL) {
+		inflateEnd(c->zinf);
+		free(c->zinf);
+	}
+	free(c->dict);
 	free(c->path);
 	free(c->prefix);
 	free(c);
