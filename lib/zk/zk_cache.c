@@ -369,6 +369,7 @@ read_data(struct zk_cache *c, struct ent *e)
 		req.watch = ent_watch;
 		req.warg = c;
 		req.wowner = c;
+		req.share_watch = 1;
 	}
 	e->data_busy = 1;
 	c->inflight++;
@@ -387,6 +388,7 @@ read_kids(struct zk_cache *c, struct ent *e)
 		req.watch = ent_watch;
 		req.warg = c;
 		req.wowner = c;
+		req.share_watch = 1;
 	}
 	e->kids_busy = 1;
 	c->inflight++;
@@ -405,6 +407,7 @@ read_lock(struct zk_cache *c, struct ent *e)
 		req.watch = ent_watch;
 		req.warg = c;
 		req.wowner = c;
+		req.share_watch = 1;
 	}
 	e->lock_busy = 1;
 	c->inflight++;
@@ -941,6 +944,7 @@ list_root(struct zk_cache *c)
 		req.watch = root_watch;
 		req.warg = c;
 		req.wowner = c;
+		req.share_watch = 1;
 	}
 	c->root_watching = !c->root_armed;
 	c->root_busy = 1;
