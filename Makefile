@@ -5,6 +5,7 @@
 #   make check SANITIZE=address,undefined
 #                             the same under ASan+UBSan (own build dir)
 #   make demo                 the main job: ZooKeeper (TLS), nodepoold, a request served
+#   make demo CLOUD=openstack the same against the OpenStack simulator (tests/sim/openstack)
 #   make fuzz                 build the libFuzzer targets
 #   make bench                build the benchmarks
 #   make dib-smoke            a real image from diskimage-builder, uploaded to the
@@ -34,7 +35,7 @@ endif
 
 CC ?= cc
 ZKC := $(BUILD)/zkclient
-PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh openssl zlib
+PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh openssl libxml-2.0 zlib
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -165,7 +166,7 @@ man-lint:
 	sh tests/man-lint.sh
 
 demo: $(BINS)
-	BUILD=$(BUILD) sh tests/demo.sh
+	BUILD=$(BUILD) CLOUD=$(CLOUD) sh tests/demo.sh
 
 dib-smoke: $(BINS)
 	BUILD=$(BUILD) sh tests/dib/smoke.sh

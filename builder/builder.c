@@ -62,6 +62,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "model.h"
+#include "openstack/os_cloud.h"
 #include "paths.h"
 #include "statsd.h"
 #include "strset.h"
@@ -92,6 +93,8 @@ struct builder {
 	struct zk *zk;
 	char *component_path;
 	int component_pending;
+	struct comp_check *comp_checks; /* finding out whether a lost create landed */
+	int suspended; /* connection lost (or session expired) since last connected */
 	char *hostname;
 	char builder_id[40];
 	/* work */
@@ -202,12 +205,35 @@ mkdirs(const char *path)
 	return 0;
 }
 
-/* The format a provider takes: its image-format, else qcow2 (upstream's
- * OpenStack default from clouds.yaml's image_format). */
+/* The format a provider takes: its image-format; for an openstack
+ * provider the image_format of its cloud in clouds.yaml (as upstream,
+ * found as openstacksdk finds it; read once per cloud and region); else
+ * qcow2. */
 static const char *
 provider_format(const struct np_provider *p)
 {
-	return p->image_format != NULL && p->image_format[0] ? p->image_format : "qcow2";
+	static json_t *formats; /* "cloud/region" -> format, kept for the process */
+	struct os_cloud c;
+	char key[512], err[300];
+	const char *f;
+
+	if (p->image_format != NULL && p->image_format[0])
+		return p->image_format;
+	if ((p->driver != NULL && strcmp(p->driver, "openstack") != 0) || p->cloud == NULL)
+		return "qcow2";
+	snprintf(key, sizeof(key), "%s/%s", p->cloud, p->region ? p->region : "");
+	if (formats == NULL)
+		formats = json_object();
+	if ((f = json_string_value(json_object_get(formats, key))) != NULL)
+		return f;
+	if (os_cloud_load(p->cloud, p->region, &c, err, sizeof(err)) == 0) {
+		json_object_set_new(formats, key, json_string(c.image_format));
+		os_cloud_clear(&c);
+	} else {
+		log_warn("provider %s: %s; uploading qcow2", p->name, err);
+		json_object_set_new(formats, key, json_string("qcow2"));
+	}
+	return json_string_value(json_object_get(formats, key));
 }
 
 /* 1 when the provider's driver is built in and can upload images (a
@@ -365,6 +391,19 @@ struct task {
 	int job_ok;
 	json_t *job_result;
 	char *job_error;
+	/* recording the outcome of a build or upload (finish()) */
+	int phase;		/* 0 before the job, 1 job running, 2 recording */
+	char *created;		/* the record's JSON as we created it */
+	char *final;		/* the record's JSON we mean to leave */
+	int relocking;		/* re-taking the lock after it was lost */
+	int waiting;		/* recording waits for the lock to be re-taken */
+	int reclaimed;		/* the lock was lost and taken again: re-read first */
+	int lost;		/* someone else took the lock: the result is not ours */
+	int good;		/* the outcome is READY (else FAILED) */
+	int tries;		/* re-reads of the record after an unknown outcome */
+	int session_lost;	/* an operation reported the session expired: the lock
+				   went with it, whatever the lock says yet */
+	struct event *retry_ev; /* re-taking the lock again after an error */
 };
 
 static void task_run(struct task *t);
@@ -408,8 +447,12 @@ task_free(struct task *t)
 	free(t->username);
 	free(t->python_path);
 	free(t->shell_type);
+	free(t->created);
+	free(t->final);
 	json_decref(t->job_result);
 	free(t->job_error);
+	if (t->retry_ev != NULL)
+		event_free(t->retry_ev);
 	free(t);
 }
 
@@ -508,6 +551,360 @@ lock_new(struct task *t, struct zk_lock **slot, const char *path)
 {
 	zk_lock_free(*slot);
 	*slot = zk_lock_new(t->b->zk, path, t->b->hostname, 0);
+}
+
+/* ---- recording an outcome across lost connections and sessions -------------------
+ *
+ * A build or upload job can outlast the ZooKeeper session that took its
+ * lock: a partition longer than the session timeout, or a server restart
+ * that drops it. Upstream's builder records a build whose session was lost
+ * meanwhile as FAILED (its _lost_zk_connection flag) and records an upload
+ * READY whatever happened to its lock. We do better on both counts:
+ *
+ *   - the record is written with version 0, the version we created it
+ *     with, so a record someone else changed meanwhile (cleanup, another
+ *     builder, `nodepool image-delete`) is never overwritten;
+ *   - with the lock still held (the same session, our contender found
+ *     again after a lost connection), the outcome is written at once;
+ *   - with the lock lost (expired session), it is taken again, non-blocking,
+ *     as soon as a new session exists (relock_tasks() on CONNECTED) or when
+ *     the job ends; then the tree is re-read and the outcome recorded only
+ *     if our record is still as we created it (and, for an upload, the build
+ *     is still READY with no other READY upload to that provider);
+ *   - when someone else holds the lock, or the record moved on, the result
+ *     is not ours: a build's files are removed, an upload's cloud image is
+ *     deleted again (no leaked image, no second READY upload), and the
+ *     record is left to its new owner or to cleanup;
+ *   - a write whose outcome is unknown (the session ended while it was
+ *     being sent again, zk_set_retry) is settled the same way: re-read on
+ *     the next session, done if it holds our final record.
+ *
+ * FAILED outcomes are written with version 0 whatever the lock (it is our
+ * record); if that fails, cleanup removes the record later.
+ */
+
+#define FINISH_TRIES 5
+
+static void finish(struct task *t);
+/* recorded: 1 yes, 0 not ours (someone else's lock or record), -1 unknown
+ * (ZooKeeper kept failing; the files and the cloud image are left as they
+ * are, for cleanup: better a leak than a READY record without its image) */
+static void finish_done(struct task *t, int recorded);
+
+static const char *
+kind_name(const struct task *t)
+{
+	return t->kind == T_BUILD ? "build" : "upload";
+}
+
+static void
+record_path(const struct task *t, char *path, size_t size)
+{
+	if (t->kind == T_BUILD)
+		np_path_build(path, size, t->image, t->build);
+	else
+		np_path_upload(path, size, t->image, t->build, t->provider, t->upload);
+}
+
+static void
+task_lock_path(const struct task *t, char *path, size_t size)
+{
+	if (t->kind == T_BUILD)
+		np_path_image_build_lock(path, size, t->image);
+	else
+		np_path_upload_lock(path, size, t->image, t->build, t->provider);
+}
+
+static void relock(struct task *t);
+
+/* Do we hold the task's lock? Not after an operation reported the session
+ * expired, even before the lock itself has heard. */
+static int
+lock_held(const struct task *t)
+{
+	return t->lock != NULL && !t->session_lost && zk_lock_is_held(t->lock);
+}
+
+static void
+relock_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	relock(arg);
+}
+
+static void
+relock_cb(struct zk_lock *lock, int rc, void *arg)
+{
+	struct task *t = arg;
+
+	t->relocking = 0;
+	if (rc == ZOK) {
+		t->reclaimed = 1;
+		t->session_lost = 0;
+		log_info("%s %s-%s%s%s: took the lock %s again", kind_name(t), t->image, t->build,
+			 t->provider ? " in " : "", t->provider ? t->provider : "",
+			 zk_lock_path(lock));
+	} else if (rc == ZK_LOCK_BUSY) {
+		t->lost = 1;
+		log_warn("%s %s-%s%s%s: the lock %s is someone else's now; the result will not be "
+			 "recorded as ours",
+			 kind_name(t), t->image, t->build, t->provider ? " in " : "",
+			 t->provider ? t->provider : "", zk_lock_path(lock));
+	} else {
+		struct timeval tv = {1, 0};
+		log_warn("%s %s-%s: re-taking the lock %s: %s; trying again", kind_name(t),
+			 t->image, t->build, zk_lock_path(lock), zk_strerror(rc));
+		if (t->retry_ev == NULL)
+			t->retry_ev = evtimer_new(t->b->base, relock_retry_cb, t);
+		evtimer_add(t->retry_ev, &tv);
+		return;
+	}
+	if (t->waiting) {
+		t->waiting = 0;
+		finish(t);
+	}
+}
+
+/* Take the task's lock again (non-blocking); a no-op while disconnected
+ * (relock_tasks() calls it again on the next session). */
+static void
+relock(struct task *t)
+{
+	char path[NP_PATH_MAX];
+
+	if (t->relocking || t->lost || t->b->zk == NULL || !zk_is_connected(t->b->zk))
+		return;
+	if (lock_held(t))
+		return;
+	task_lock_path(t, path, sizeof(path));
+	t->relocking = 1;
+	lock_new(t, &t->lock, path);
+	zk_lock_acquire(t->lock, 0, relock_cb, t);
+}
+
+/* On a new session or a reconnection: every build and upload whose job
+ * runs, or whose outcome waits to be recorded, re-checks its lock and takes
+ * it again if it was lost (before cleanup or another builder can). */
+static void
+relock_tasks(struct builder *b)
+{
+	struct task *t;
+
+	TAILQ_FOREACH(t, &b->tasks, entry)
+	if ((t->kind == T_BUILD || t->kind == T_UPLOAD) && t->phase >= 1)
+		relock(t);
+}
+
+static void
+finish_set_cb(int rc, const struct zk_stat *st, void *arg)
+{
+	struct task *t = arg;
+	char path[NP_PATH_MAX];
+
+	record_path(t, path, sizeof(path));
+	if (rc == ZOK) {
+		finish_done(t, 1);
+		return;
+	}
+	if (rc == ZBADVERSION || rc == ZNONODE) {
+		log_warn("%s: changed or removed by someone else meanwhile; not recorded as ours",
+			 path);
+		finish_done(t, 0);
+		return;
+	}
+	if (!t->good || ++t->tries > FINISH_TRIES) {
+		set_error(t->b, "recording %s: %s", path, zk_strerror(rc));
+		finish_done(t, t->good ? -1 : 0);
+		return;
+	}
+	/* unknown outcome: re-read (on the next session, if this one ended) */
+	log_warn("recording %s: %s; finding out what happened", path, zk_strerror(rc));
+	if (rc == ZSESSIONEXPIRED)
+		t->session_lost = 1;
+	t->reclaimed = 1;
+	finish(t);
+}
+
+static void
+finish_tree_cb(int rc, struct imgtree *tree, void *arg)
+{
+	struct task *t = arg;
+	const struct imgtree_image *im;
+	const struct imgtree_build *ib;
+	const char *cur = NULL;
+	char path[NP_PATH_MAX];
+	size_t i;
+	int other_ready = 0;
+
+	t->load = NULL;
+	if (rc == ZSESSIONEXPIRED)
+		t->session_lost = 1;
+	if (rc != ZOK) {
+		if (++t->tries > FINISH_TRIES) {
+			set_error(t->b, "re-reading %s-%s: %s", t->image, t->build,
+				  zk_strerror(rc));
+			finish_done(t, -1);
+		} else
+			finish(t);
+		return;
+	}
+	im = imgtree_image(tree, t->image);
+	ib = im != NULL ? imgtree_build(im, t->build) : NULL;
+	if (t->kind == T_BUILD)
+		cur = ib != NULL ? ib->data : NULL;
+	else if (ib != NULL) {
+		const struct imgtree_provider *ip = build_provider(ib, t->provider);
+		for (i = 0; ip != NULL && i < ip->nuploads; i++) {
+			const struct imgtree_upload *u = &ip->uploads[i];
+			if (strcmp(u->id, t->upload) == 0)
+				cur = u->data;
+			else if (u->u != NULL && u->u->state == NP_UPLOAD_READY)
+				other_ready = 1;
+		}
+	}
+	record_path(t, path, sizeof(path));
+	if (cur != NULL && strcmp(cur, t->final) == 0) {
+		imgtree_free(tree);
+		finish_done(t, 1); /* our write had landed */
+		return;
+	}
+	if (cur == NULL || strcmp(cur, t->created) != 0 ||
+	    (t->kind == T_UPLOAD &&
+	     (other_ready || ib->b == NULL || ib->b->state != NP_BUILD_READY))) {
+		log_warn("%s: %s while our lock was lost; not recorded as ours", path,
+			 cur == NULL			? "removed"
+			 : strcmp(cur, t->created) != 0 ? "changed"
+			 : other_ready			? "another upload became ready"
+							: "its build is no longer ready");
+		imgtree_free(tree);
+		finish_done(t, 0);
+		return;
+	}
+	imgtree_free(tree);
+	if (t->lost || !lock_held(t)) { /* lost again while reading */
+		finish(t);
+		return;
+	}
+	t->reclaimed = 0;
+	zk_set(t->b->zk, path, t->final, (int)strlen(t->final), 0, finish_set_cb, t);
+}
+
+/* Record t->final (t->good: READY, else FAILED) as described above; ends
+ * in finish_done(). */
+static void
+finish(struct task *t)
+{
+	char path[NP_PATH_MAX];
+
+	t->phase = 2;
+	if (t->relocking) {
+		t->waiting = 1;
+		return;
+	}
+	record_path(t, path, sizeof(path));
+	if (!t->good) {
+		zk_set(t->b->zk, path, t->final, (int)strlen(t->final), 0, finish_set_cb, t);
+		return;
+	}
+	if (t->lost) {
+		finish_done(t, 0);
+		return;
+	}
+	if (!lock_held(t)) {
+		log_info("%s: our lock was lost; recording waits until it is taken again", path);
+		t->waiting = 1;
+		relock(t);
+		return;
+	}
+	if (t->reclaimed) {
+		t->load = imgtree_load_start(t->b->zk, finish_tree_cb, t);
+		return;
+	}
+	zk_set(t->b->zk, path, t->final, (int)strlen(t->final), 0, finish_set_cb, t);
+}
+
+/* ---- a record created with no reply ----------------------------------------------
+ *
+ * A create whose reply was lost with the connection may have happened
+ * (zk_set_retry never sends creates again: a sequence create could happen
+ * twice). Still holding the lock, find out from a re-read: a record of ours
+ * (the very JSON we sent, its state_time makes it unique) is adopted, none
+ * is created again; without the lock (the session expired) the task ends and
+ * cleanup removes what may have landed. */
+
+#define CREATE_TRIES 3
+
+static void
+create_path(const struct task *t, char *path, size_t size)
+{
+	if (t->kind == T_BUILD)
+		np_path_build(path, size, t->image, t->build);
+	else {
+		np_path_uploads(path, size, t->image, t->build, t->provider);
+		strncat(path, "/", size - strlen(path) - 1);
+	}
+}
+
+static void
+create_check_cb(int rc, struct imgtree *tree, void *arg)
+{
+	struct task *t = arg;
+	const struct imgtree_image *im;
+	const struct imgtree_build *ib;
+	const char *found = NULL;
+	char path[NP_PATH_MAX];
+	size_t i;
+
+	t->load = NULL;
+	create_path(t, path, sizeof(path));
+	if (rc != ZOK || !lock_held(t)) {
+		log_warn("creating %s: the outcome is unknown and %s; left to cleanup", path,
+			 rc != ZOK ? zk_strerror(rc) : "the lock is lost");
+		imgtree_free(tree);
+		t->rc = rc != ZOK ? rc : ZSESSIONEXPIRED;
+		t->step = t->kind == T_BUILD ? 4 : 3;
+		task_run(t);
+		return;
+	}
+	im = imgtree_image(tree, t->image);
+	ib = im != NULL ? imgtree_build(im, t->build) : NULL;
+	if (t->kind == T_BUILD) {
+		if (ib != NULL && strcmp(ib->data, t->created) == 0)
+			found = t->build;
+	} else if (ib != NULL) {
+		const struct imgtree_provider *ip = build_provider(ib, t->provider);
+		for (i = 0; ip != NULL && i < ip->nuploads; i++)
+			if (strcmp(ip->uploads[i].data, t->created) == 0)
+				found = ip->uploads[i].id;
+	}
+	if (found != NULL) {
+		log_info("creating %s: it had happened (%s); carrying on", path, found);
+		if (t->kind == T_UPLOAD) {
+			free(t->upload);
+			t->upload = xstrdup(found);
+		}
+		imgtree_free(tree);
+		t->rc = ZOK;
+		t->step = t->kind == T_BUILD ? 4 : 3;
+		task_run(t);
+		return;
+	}
+	imgtree_free(tree);
+	log_info("creating %s: it had not happened; again", path);
+	t->step = t->kind == T_BUILD ? 3 : 2;
+	zk_create(t->b->zk, path, t->created, (int)strlen(t->created),
+		  t->kind == T_BUILD ? 0 : ZOO_SEQUENCE, 1, t_string_cb, t);
+}
+
+/* After a create failed with rc: 1 if its outcome is being found out (the
+ * task goes on from create_check_cb), 0 if rc is a plain failure. */
+static int
+create_lost(struct task *t)
+{
+	if ((t->rc != ZCONNECTIONLOSS && t->rc != ZOPERATIONTIMEOUT) || t->created == NULL ||
+	    ++t->tries > CREATE_TRIES)
+		return 0;
+	t->load = imgtree_load_start(t->b->zk, create_check_cb, t);
+	return 1;
 }
 
 /* ---- builds ------------------------------------------------------------------- */
@@ -749,11 +1146,16 @@ run_build(struct task *t)
 		np_image_build_free(rec);
 		np_path_build(path, sizeof(path), t->image, t->build);
 		t->step = 3;
+		free(t->created);
+		t->created = xstrdup(json);
 		zk_create(b->zk, path, json, (int)len, 0, 1, t_string_cb, t);
 		free(json);
 		return;
 	}
 	case 4:
+		if (t->rc != ZOK && create_lost(t))
+			return;
+		t->tries = 0;
 		if (t->rc != ZOK) {
 			set_error(b, "storing build %s-%s: %s", t->image, t->build,
 				  zk_strerror(t->rc));
@@ -769,6 +1171,7 @@ run_build(struct task *t)
 			    json_string_value(json_array_get(json_object_get(spec, "argv"), 0)),
 			    t->manual ? ", requested" : "");
 			t->started = now_mono();
+			t->phase = 1;
 			bpool_submit(b->builds, "build", spec, t_job_cb, t);
 			json_decref(spec);
 		}
@@ -778,7 +1181,7 @@ run_build(struct task *t)
 		double duration = now_mono() - t->started;
 		if (t->job_ok)
 			rc = (int)json_integer_value(json_object_get(t->job_result, "rc"));
-		ok = t->job_ok && rc == 0 && t->lock != NULL && zk_lock_is_held(t->lock);
+		ok = t->job_ok && rc == 0;
 		rec = np_image_build_new();
 		rec->builder = xstrdup(b->hostname);
 		rec->builder_id = xstrdup(b->builder_id);
@@ -789,38 +1192,24 @@ run_build(struct task *t)
 			rec->python_path = d != NULL ? xstrdup(d->python_path) : NULL;
 			rec->shell_type =
 			    d != NULL && d->shell_type ? xstrdup(d->shell_type) : NULL;
-		}
-		np_image_build_set_state(rec, ok ? NP_BUILD_READY : NP_BUILD_FAILED);
-		if (ok) {
-			b->builds_ready++;
-			log_info("image %s build %s is ready (%.1fs)", t->image, t->build,
-				 duration);
 		} else {
 			b->builds_failed++;
 			set_error(b, "image %s build %s failed: %s", t->image, t->build,
 				  !t->job_ok ? t->job_error
 				  : json_is_true(json_object_get(t->job_result, "timed_out"))
 				      ? "build-timeout"
-				  : rc != 0 ? "dib-cmd failed (see the build log)"
-					    : "ZooKeeper session lost during the build");
+				      : "dib-cmd failed (see the build log)");
 		}
+		np_image_build_set_state(rec, ok ? NP_BUILD_READY : NP_BUILD_FAILED);
 		build_stats(t, rc, duration, ok);
-		t->job_ok = ok;
-		json = np_image_build_encode(rec, &len);
+		t->good = ok;
+		free(t->final);
+		t->final = np_image_build_encode(rec, &len);
 		np_image_build_free(rec);
-		np_path_build(path, sizeof(path), t->image, t->build);
-		zk_set(b->zk, path, json, (int)len, -1, t_stat_cb, t);
-		free(json);
+		finish(t); /* then finish_done(), step 6 */
 		return;
 	}
 	case 6:
-		if (t->rc != ZOK) {
-			/* as upstream: a build whose record is gone leaves no files */
-			set_error(b, "updating build %s-%s: %s", t->image, t->build,
-				  zk_strerror(t->rc));
-			delete_local_build(b, t->image, t->build);
-			t->job_ok = 0;
-		}
 		if (t->job_ok && t->manual) {
 			np_path_image_request_build(path, sizeof(path), t->image);
 			zk_delete(b->zk, path, -1, 0, t_void_cb, t);
@@ -833,6 +1222,29 @@ run_build(struct task *t)
 		schedule_soon(b); /* uploads can start now */
 		return;
 	}
+}
+
+/* A build's outcome is recorded (or, recorded 0, is not ours). */
+static void
+build_finished(struct task *t, int recorded)
+{
+	struct builder *b = t->b;
+
+	if (t->good && recorded > 0) {
+		b->builds_ready++;
+		log_info("image %s build %s is ready (%.1fs)", t->image, t->build,
+			 now_mono() - t->started);
+	} else if (t->good && recorded == 0) {
+		/* as upstream: a build not recorded as ours leaves no files */
+		b->builds_failed++;
+		set_error(b, "image %s build %s: not recorded (ZooKeeper session or lock lost)",
+			  t->image, t->build);
+		delete_local_build(b, t->image, t->build);
+	} else if (t->good)
+		b->builds_failed++;
+	t->job_ok = t->good && recorded > 0;
+	t->step = 6;
+	run_build(t);
 }
 
 static void
@@ -962,7 +1374,7 @@ run_upload(struct task *t)
 {
 	struct builder *b = t->b;
 	const struct np_provider *p = np_config_provider(b->cfg, t->provider);
-	char path[NP_PATH_MAX], key[512];
+	char path[NP_PATH_MAX];
 	struct np_image_upload *rec;
 	char *json;
 	size_t len;
@@ -1008,6 +1420,8 @@ run_upload(struct task *t)
 		t->shell_type = rec->shell_type ? xstrdup(rec->shell_type) : NULL;
 		json = np_image_upload_encode(rec, &len);
 		np_image_upload_free(rec);
+		free(t->created);
+		t->created = xstrdup(json);
 		np_path_uploads(path, sizeof(path), t->image, t->build, t->provider);
 		strcat(path, "/");
 		zk_create(b->zk, path, json, (int)len, ZOO_SEQUENCE, 1, t_string_cb, t);
@@ -1016,6 +1430,9 @@ run_upload(struct task *t)
 	}
 	case 3: {
 		json_t *spec;
+		if (t->rc != ZOK && create_lost(t))
+			return;
+		t->tries = 0;
 		if (t->rc != ZOK) {
 			set_error(b, "storing the upload of %s-%s to %s: %s", t->image, t->build,
 				  t->provider, zk_strerror(t->rc));
@@ -1027,6 +1444,7 @@ run_upload(struct task *t)
 		log_info("uploading image %s build %s to %s (upload %s, %s)", t->image, t->build,
 			 t->provider, t->upload, t->format);
 		t->upload_start = now_mono();
+		t->phase = 1;
 		bpool_submit(b->uploads, "upload", spec, t_job_cb, t);
 		json_decref(spec);
 		return;
@@ -1042,37 +1460,87 @@ run_upload(struct task *t)
 			rec->username = t->username ? xstrdup(t->username) : NULL;
 			rec->python_path = t->python_path ? xstrdup(t->python_path) : NULL;
 			rec->shell_type = t->shell_type ? xstrdup(t->shell_type) : NULL;
-			b->uploads_ready++;
-			log_info("image %s build %s in %s is ready: %s (%s)", t->image, t->build,
-				 t->provider, ext, t->external_id);
-			if (b->statsd != NULL) {
-				snprintf(key, sizeof(key), "nodepool.image_update.%s.%s", t->image,
-					 t->provider);
-				statsd_timing(b->statsd, key,
-					      (now_mono() - t->upload_start) * 1000.0);
-				statsd_incr(b->statsd, key, 1);
-				statsd_flush(b->statsd);
-			}
+			free(t->external_id);
+			t->external_id = xstrdup(ext);
 		} else {
 			b->uploads_failed++;
 			set_error(b, "upload of %s-%s to %s failed: %s", t->image, t->build,
 				  t->provider, t->job_error ? t->job_error : "no external id");
 		}
 		np_image_upload_set_state(rec, ok ? NP_UPLOAD_READY : NP_UPLOAD_FAILED);
-		json = np_image_upload_encode(rec, &len);
+		t->good = ok;
+		free(t->final);
+		t->final = np_image_upload_encode(rec, &len);
 		np_image_upload_free(rec);
-		np_path_upload(path, sizeof(path), t->image, t->build, t->provider, t->upload);
-		zk_set(b->zk, path, json, (int)len, -1, t_stat_cb, t);
-		free(json);
+		finish(t); /* then upload_finished() */
 		return;
 	}
-	case 5:
-		if (t->rc != ZOK)
-			set_error(b, "updating upload %s of %s-%s in %s: %s", t->upload, t->image,
-				  t->build, t->provider, zk_strerror(t->rc));
+	case 5: /* not ours: the cloud image goes again */
+		if (p != NULL && provider_uploads(p)) {
+			json_t *spec =
+			    json_pack("{s:s, s:o, s:s}", "provider", p->name, "config",
+				      provider_config_json(p), "external_id", t->external_id);
+			log_info(
+			    "deleting image %s from %s again (upload %s of %s-%s not recorded)",
+			    t->external_id, t->provider, t->upload, t->image, t->build);
+			bpool_submit(b->uploads, "delete-image", spec, t_job_cb, t);
+			json_decref(spec);
+			return;
+		}
+		set_error(b, "image %s in %s is left: the provider is gone from the configuration",
+			  t->external_id, t->provider);
+		upload_release(t);
+		return;
+	case 6:
+		if (!t->job_ok)
+			set_error(b, "deleting image %s from %s: %s", t->external_id, t->provider,
+				  t->job_error ? t->job_error : "?");
 		upload_release(t);
 		return;
 	}
+}
+
+/* An upload's outcome is recorded (or, recorded 0, is not ours). */
+static void
+upload_finished(struct task *t, int recorded)
+{
+	struct builder *b = t->b;
+	char key[512];
+
+	if (t->good && recorded > 0) {
+		b->uploads_ready++;
+		log_info("image %s build %s in %s is ready: %s (upload %s)", t->image, t->build,
+			 t->provider, t->external_id, t->upload);
+		if (b->statsd != NULL) {
+			snprintf(key, sizeof(key), "nodepool.image_update.%s.%s", t->image,
+				 t->provider);
+			statsd_timing(b->statsd, key, (now_mono() - t->upload_start) * 1000.0);
+			statsd_incr(b->statsd, key, 1);
+			statsd_flush(b->statsd);
+		}
+	} else if (t->good && recorded == 0) {
+		b->uploads_failed++;
+		set_error(b,
+			  "upload %s of %s-%s to %s: not recorded (ZooKeeper session or lock "
+			  "lost); its image %s is deleted again",
+			  t->upload, t->image, t->build, t->provider, t->external_id);
+		t->step = 5;
+		run_upload(t);
+		return;
+	} else if (t->good)
+		b->uploads_failed++;
+	upload_release(t);
+	schedule_soon(b);
+}
+
+static void
+finish_done(struct task *t, int recorded)
+{
+	t->waiting = 0;
+	if (t->kind == T_BUILD)
+		build_finished(t, recorded);
+	else
+		upload_finished(t, recorded);
 }
 
 static void
@@ -1572,6 +2040,22 @@ build_in_progress(struct builder *b, const struct imgtree_image *im, const struc
 	return im->lock_contenders > 0 || strset_has(b->building, im->name);
 }
 
+/* Is this upload one of ours in flight (job running or its outcome being
+ * recorded)? */
+static int
+upload_in_flight(struct builder *b, const char *image, const char *build, const char *provider,
+		 const char *upload)
+{
+	struct task *t;
+
+	TAILQ_FOREACH(t, &b->tasks, entry)
+	if (t->kind == T_UPLOAD && t->upload != NULL && strcmp(t->image, image) == 0 &&
+	    strcmp(t->build, build) == 0 && strcmp(t->provider, provider) == 0 &&
+	    strcmp(t->upload, upload) == 0)
+		return 1;
+	return 0;
+}
+
 struct recent {
 	const char *build, *upload;
 	double t;
@@ -1658,7 +2142,10 @@ cleanup_image(struct builder *b, const struct imgtree_image *im)
 				int st = u->u != NULL ? u->u->state : -1;
 				uploads++;
 				deleting += st == NP_UPLOAD_DELETING;
-				if (in_progress)
+				/* ours, in flight: its lock may be lost for a while
+				 * (an expired session), it is still no cruft */
+				if (in_progress ||
+				    upload_in_flight(b, im->name, ib->id, ip->name, u->id))
 					continue;
 				if (obsolete)
 					act_queue(b, T_UPLOAD_DELETE, im->name, ib->id, ip->name,
@@ -1744,6 +2231,7 @@ emit_gauges(struct builder *b, const struct imgtree *tree)
 }
 
 static int load_file_config(struct builder *b, int initial, char *err, size_t errlen);
+static void register_component(struct builder *b);
 
 static void
 pass_loaded(int rc, struct imgtree *tree, void *arg)
@@ -1789,6 +2277,7 @@ pass(struct builder *b)
 	}
 	if (b->stopping || b->zk == NULL || !zk_is_connected(b->zk))
 		return;
+	register_component(b); /* if a registration was lost with the connection */
 	if (b->opt.config != NULL && load_file_config(b, 0, err, sizeof(err)) < 0)
 		set_error(b, "%s", err);
 	b->snapshot_time = now_wall();
@@ -1815,11 +2304,82 @@ soon_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- ZooKeeper and the component -------------------------------------------------- */
 
+/*
+ * A registration whose reply was lost may have landed: an ephemeral child
+ * named after our hostname and owned by our session is ours (another
+ * builder on this host has its own session); none, and it is created again.
+ */
+struct comp_check {
+	struct comp_check *next;
+	struct builder *b;
+	char path[512];
+};
+
+static void
+comp_check_done(struct builder *b)
+{
+	if (b->comp_checks != NULL)
+		return;
+	b->component_pending = 0;
+	if (b->component_path == NULL && b->zk != NULL && zk_is_connected(b->zk))
+		register_component(b);
+}
+
+static void
+comp_exists_cb(int rc, const struct zk_stat *st, void *arg)
+{
+	struct comp_check *c = arg, **pp;
+	struct builder *b = c->b;
+
+	if (rc == ZOK && st->ephemeral_owner == zk_session_id(b->zk) && b->component_path == NULL) {
+		b->component_path = xstrdup(c->path);
+		log_info("registered as %s (builder id %s; found after a lost reply)", c->path,
+			 b->builder_id);
+	}
+	for (pp = &b->comp_checks; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	free(c);
+	comp_check_done(b);
+}
+
+static void
+comp_list_cb(int rc, int count, char *const *names, void *arg)
+{
+	struct builder *b = arg;
+	size_t hl = strlen(b->hostname);
+	int i;
+
+	for (i = 0; rc == ZOK && i < count; i++) {
+		struct comp_check *c;
+		if (strncmp(names[i], b->hostname, hl) != 0 ||
+		    strspn(names[i] + hl, "0123456789") != strlen(names[i] + hl))
+			continue;
+		c = calloc(1, sizeof(*c));
+		if (c == NULL)
+			abort();
+		c->b = b;
+		snprintf(c->path, sizeof(c->path), "/nodepool/components/builder/%s", names[i]);
+		c->next = b->comp_checks;
+		b->comp_checks = c;
+		zk_exists(b->zk, c->path, NULL, NULL, comp_exists_cb, c);
+	}
+	comp_check_done(b);
+}
+
 static void
 component_created(int rc, const char *path, void *arg)
 {
 	struct builder *b = arg;
 
+	if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+		log_warn("registering the builder component: %s; finding out what happened",
+			 zk_strerror(rc));
+		zk_children(b->zk, "/nodepool/components/builder", NULL, NULL, comp_list_cb, b);
+		return; /* still pending */
+	}
 	b->component_pending = 0;
 	if (rc != ZOK) {
 		set_error(b, "registering the builder component: %s", zk_strerror(rc));
@@ -1833,11 +2393,12 @@ component_created(int rc, const char *path, void *arg)
 static void
 register_component(struct builder *b)
 {
-	struct np_component *c = np_component_new("builder");
+	struct np_component *c;
 	char path[512], *json;
 
 	if (b->component_path != NULL || b->component_pending)
 		return;
+	c = np_component_new("builder");
 	c->hostname = xstrdup(b->hostname);
 	free(c->state);
 	c->state = xstrdup("running");
@@ -1858,6 +2419,11 @@ session_cb(struct zk *zk, enum zk_event ev, void *arg)
 {
 	struct builder *b = arg;
 
+	/* a failed TLS handshake while suspended is still a suspension */
+	if (ev == ZK_EV_SUSPENDED || ev == ZK_EV_EXPIRED)
+		b->suspended = 1;
+	else if (ev == ZK_EV_CONNECTED || ev == ZK_EV_RECONNECTED)
+		b->suspended = 0;
 	switch (ev) {
 	case ZK_EV_CONNECTED:
 		log_info("ZooKeeper session 0x%llx", (unsigned long long)zk_session_id(zk));
@@ -1866,22 +2432,34 @@ session_cb(struct zk *zk, enum zk_event ev, void *arg)
 		register_component(b);
 		if (!b->ready_sent)
 			send_ready(b);
+		relock_tasks(b); /* after an expiry: our locks went with the session */
 		schedule_soon(b);
 		break;
 	case ZK_EV_RECONNECTED:
+		log_info("ZooKeeper connection back (session 0x%llx kept)",
+			 (unsigned long long)zk_session_id(zk));
+		relock_tasks(b);
 		schedule_soon(b);
 		break;
 	case ZK_EV_SUSPENDED:
 		log_warn("ZooKeeper connection lost; waiting");
 		break;
 	case ZK_EV_EXPIRED:
-		/* locks and the component are gone; builds in flight end FAILED */
+		/* locks and the component are gone; builds and uploads in flight
+		 * take their locks again on the new session (finish()) */
 		set_error(b, "ZooKeeper session expired");
 		free(b->component_path);
 		b->component_path = NULL;
 		break;
 	case ZK_EV_AUTH_FAILED:
-		set_error(b, "ZooKeeper refused us (TLS or authentication)");
+		/* also a server away behind a proxy or load balancer (the TCP
+		 * connection is taken, the handshake fails): as the launcher */
+		if (b->suspended)
+			log_warn("ZooKeeper TLS handshake failed while the connection is lost "
+				 "(server unreachable?); retrying");
+		else
+			set_error(b, "ZooKeeper TLS handshake failed (server unreachable, or it "
+				     "refused our certificate); retrying");
 		break;
 	}
 }
@@ -1954,6 +2532,9 @@ apply_config(struct builder *b, struct np_config *cfg, char *err, size_t errlen)
 	b->zk = zk_new(b->base, &zo, session_cb, b, err, errlen);
 	if (b->zk == NULL)
 		return -1;
+	/* writes and reads interrupted by a lost connection are sent again
+	 * (upstream's KazooRetry); creates are not (see the tasks) */
+	zk_set_retry(b->zk, 1);
 	b->builds = bpool_new(b->base, "build", b->opt.build_workers, b->opt.exe, b->opt.debug);
 	b->uploads = bpool_new(b->base, "upload", b->opt.upload_workers, b->opt.exe, b->opt.debug);
 	tick_cb(-1, 0, b);
@@ -2288,6 +2869,11 @@ builder_free(struct builder *b)
 		task_free(t);
 	imgtree_load_cancel(b->load);
 	zk_free(b->zk);
+	while (b->comp_checks != NULL) {
+		struct comp_check *c = b->comp_checks;
+		b->comp_checks = c->next;
+		free(c);
+	}
 	chan_free(b->sup);
 	statsd_free(b->statsd);
 	event_free(b->tick_ev);

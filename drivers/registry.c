@@ -12,9 +12,12 @@ extern const struct driver drv_fake;
 extern const struct driver drv_kubernetes;
 extern const struct driver drv_openshift;
 extern const struct driver drv_openshiftpods;
+extern const struct driver drv_aws;
+extern const struct driver drv_openstack;
 
 static const struct driver *const drivers[] = {
-    &drv_static, &drv_fake, &drv_kubernetes, &drv_openshift, &drv_openshiftpods,
+    &drv_static,	&drv_fake, &drv_kubernetes, &drv_openshift,
+    &drv_openshiftpods, &drv_aws,  &drv_openstack,
 };
 
 const struct driver *

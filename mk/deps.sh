@@ -11,7 +11,7 @@ libssl-dev libevent-dev libyaml-dev libmsgpack-dev libcurl4-openssl-dev
 libjansson-dev libcriterion-dev libssh-dev zlib1g-dev
 zookeeper libzookeeper-java default-jre-headless dpkg-dev
 python3 python3-kazoo python3-pytest python3-yaml python3-openstacksdk python3-openstackclient
-python3-kubernetes
+python3-kubernetes python3-boto3 libxml2-dev
 openssh-server openssh-client openssl mandoc debhelper"
 if [ "${1:-}" = dib ]; then
 	PKGS="$PKGS python3-diskimage-builder qemu-utils busybox-static sudo"

@@ -185,6 +185,20 @@ struct sm_env {
 	 * "launches.ready", "loop.lag_max_ms"...), for an adapter's own
 	 * status output; read-only. */
 	const json_t *stats;
+	/*
+	 * The cloud announced that instance external_id is about to go (an
+	 * AWS spot interruption notice...); what: a one-line reason. Beyond
+	 * upstream (which learns it when the instance is gone). The framework
+	 * finds the node naming that instance: a READY node nobody has taken
+	 * is set DELETING at once (its comment says why), so Zuul is never
+	 * handed it; any other node (in use, allocated, locked) keeps its
+	 * state and gets the reason in its record's comment (a version-checked
+	 * write that never overwrites a concurrent one), for the operator and
+	 * for Zuul's logs. Safe to call again for the same instance (the
+	 * adapter should call once). Synchronous; the writes happen later.
+	 */
+	void (*instance_notice)(const struct sm_env *env, const char *external_id,
+				const char *what);
 };
 
 /* ---- callbacks of the asynchronous slots -------------------------------------- */

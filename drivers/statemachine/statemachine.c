@@ -25,6 +25,7 @@
 
 #include <sys/queue.h>
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@
 #include "metrics.h"
 #include "nodescan.h"
 #include "strset.h"
+#include "zk.h"
 
 #define LAG_INTERVAL 0.1 /* s between loop-lag probes */
 
@@ -702,6 +704,118 @@ sm_drv_cleanup(struct drv_provider *dp)
 /* ---- life cycle
  * ----------------------------------------------------------------------------------- */
 
+/* ---- instance notices (sm_env.instance_notice) --------------------------------------- */
+
+/* A counter among the extra ones stats_refresh copies into the stats
+ * (dp->leaked: "leaked.<type>s", "notices.*"). */
+static void
+stat_add(struct drv_provider *dp, const char *key, long long n)
+{
+	json_t *v = json_object_get(dp->leaked, key);
+
+	json_object_set_new(dp->leaked, key,
+			    json_integer((v != NULL ? json_integer_value(v) : 0) + n));
+}
+
+struct notice_ctx {
+	struct zk *zk;
+	char *path, *what;
+	int tries;
+};
+
+static void notice_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg);
+
+static void
+notice_free(struct notice_ctx *c)
+{
+	free(c->path);
+	free(c->what);
+	free(c);
+}
+
+static void
+notice_written(int rc, const struct zk_stat *st, void *arg)
+{
+	struct notice_ctx *c = arg;
+
+	(void)st;
+	if (rc == ZBADVERSION && ++c->tries < 3) {
+		zk_get(c->zk, c->path, NULL, NULL, notice_read, c);
+		return;
+	}
+	if (rc != ZOK)
+		log_warn("%s: cannot note \"%s\" in the record: %s", c->path, c->what,
+			 zk_strerror(rc));
+	notice_free(c);
+}
+
+/* Read the record as it is now and write it back with the comment, only
+ * if nobody wrote it in between (version-checked): fields we do not know
+ * are kept verbatim by the codec. */
+static void
+notice_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct notice_ctx *c = arg;
+	struct np_node *n = NULL;
+	char err[128], *out;
+	size_t olen;
+
+	if (rc != ZOK || np_node_decode(NULL, data, (size_t)len, &n, err, sizeof(err)) != 0) {
+		notice_free(c);
+		return;
+	}
+	free(n->comment);
+	n->comment = strdup(c->what);
+	out = np_node_encode(n, &olen);
+	np_node_free(n);
+	zk_set(c->zk, c->path, out, (int)olen, st->version, notice_written, c);
+	free(out);
+}
+
+static void
+instance_notice(const struct sm_env *env, const char *external_id, const char *what)
+{
+	struct drv_provider *dp =
+	    (struct drv_provider *)(void *)((char *)env - offsetof(struct drv_provider, env));
+	const struct np_node **v;
+	size_t n = drv_provider_nodes(dp->lc, &v), i;
+
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd = v[i];
+		const char *label = nd->type.n > 0 ? nd->type.v[0] : "?";
+
+		if (nd->external_id == NULL || strcmp(nd->external_id, external_id) != 0)
+			continue;
+		if (nd->state == NP_NODE_READY && nd->allocated_to == NULL &&
+		    !drv_node_locked(dp->lc, nd->id)) {
+			struct np_node *c = np_node_dup(nd);
+			log_warn("node %s (%s): %s: deleting it before it is used", nd->id, label,
+				 what);
+			np_node_set_state(c, NP_NODE_DELETING);
+			free(c->comment);
+			c->comment = strdup(what);
+			stat_add(dp, "notices.deleted_ready", 1);
+			drv_update_node(dp->lc, c);
+		} else {
+			struct zk *zk = drv_zk(dp->lc);
+			char path[128];
+			log_warn("node %s (%s, %s): %s", nd->id, label,
+				 np_node_state_name(nd->state), what);
+			stat_add(dp, "notices.reported", 1);
+			if (zk != NULL) {
+				struct notice_ctx *c = calloc(1, sizeof(*c));
+				snprintf(path, sizeof(path), "/nodepool/nodes/%s", nd->id);
+				c->zk = zk;
+				c->path = strdup(path);
+				c->what = strdup(what);
+				zk_get(zk, path, NULL, NULL, notice_read, c);
+			}
+		}
+		return;
+	}
+	log_info("instance %s (no node of ours): %s", external_id, what);
+}
+
 struct drv_provider *
 sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 		struct launcher *lc, char *err, size_t errlen)
@@ -730,6 +844,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	dp->env.provider = drv_provider_config(lc);
 	dp->env.cfg = dp->cfg;
 	dp->env.stats = dp->stats;
+	dp->env.instance_notice = instance_notice;
 	dp->ad = ops->adapter_new(&dp->env, err, errlen);
 	if (dp->ad == NULL) {
 		json_decref(dp->stats);

@@ -13,6 +13,7 @@
 #include "http.h"
 
 #include <sys/queue.h>
+#include <sys/stat.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -31,13 +32,17 @@ struct http_req {
 	TAILQ_ENTRY(http_req) entry;
 	struct http_client *c;
 	int queued; /* on c->queue */
+	int failed; /* on c->failed: its error is delivered on the next loop turn */
 	CURL *easy; /* while in flight */
 	char *method;
 	char *url;
 	struct curl_slist *hdrs;
 	char *body;
 	size_t body_len;
+	char *body_file; /* streamed from this file instead of body */
+	FILE *bf;	 /* open while in flight */
 	double timeout;
+	char *aws_sigv4, *username, *password;
 	/* the answer being received */
 	char *rbuf;
 	size_t rlen, rcap;
@@ -65,6 +70,8 @@ struct http_client {
 	struct ratelimit_wait *token_wait;
 	TAILQ_HEAD(, http_req) queue;	 /* waiting */
 	TAILQ_HEAD(, http_req) inflight; /* handed to libcurl */
+	TAILQ_HEAD(, http_req) failed;	 /* could not start (a body file) */
+	struct event *fail_ev;
 	int max_concurrency, max_retries;
 	double timeout, backoff_max;
 	size_t max_body;
@@ -273,8 +280,27 @@ req_free(struct http_req *r)
 	free(r->method);
 	free(r->url);
 	free(r->body);
+	free(r->aws_sigv4);
+	free(r->username);
+	if (r->password != NULL)
+		explicit_bzero(r->password, strlen(r->password));
+	free(r->password);
+	free(r->body_file);
+	if (r->bf != NULL)
+		fclose(r->bf);
 	free(r->rbuf);
 	free(r);
+}
+
+static size_t
+read_cb(char *buf, size_t size, size_t n, void *arg)
+{
+	struct http_req *r = arg;
+	size_t got = fread(buf, 1, size * n, r->bf);
+
+	if (got == 0 && ferror(r->bf))
+		return CURL_READFUNC_ABORT;
+	return got;
 }
 
 static int
@@ -320,9 +346,30 @@ start(struct http_req *r)
 	}
 	if (r->hdrs != NULL)
 		curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
-	if (r->body != NULL) {
+	if (r->body_file != NULL) {
+		struct stat sb;
+
+		if (r->bf != NULL)
+			fclose(r->bf); /* a 429 retry starts the file again */
+		r->bf = fopen(r->body_file, "rb");
+		if (r->bf == NULL || fstat(fileno(r->bf), &sb) != 0) {
+			curl_easy_cleanup(e);
+			r->easy = NULL;
+			return 1; /* reported by the caller */
+		}
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, read_cb);
+		curl_easy_setopt(e, CURLOPT_READDATA, r);
+		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, (curl_off_t)sb.st_size);
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+	} else if (r->body != NULL) {
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+	}
+	if (r->aws_sigv4 != NULL) {
+		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, r->aws_sigv4);
+		curl_easy_setopt(e, CURLOPT_USERNAME, r->username != NULL ? r->username : "");
+		curl_easy_setopt(e, CURLOPT_PASSWORD, r->password != NULL ? r->password : "");
 	}
 	if (strcmp(r->method, "HEAD") == 0)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
@@ -387,7 +434,7 @@ http_retry_after(const char *value, long long now)
 	return (double)t > (double)now ? (double)t - (double)now : 0;
 }
 
-/* Seconds to wait after a 429: Retry-After, else 1, 2, 4... by the
+/* Seconds to wait after a 429 or 503: Retry-After, else 1, 2, 4... by the
  * retries made; capped at backoff_max. */
 static double
 retry_delay(struct http_req *r)
@@ -430,7 +477,7 @@ check_done(struct http_client *c)
 		r->easy = NULL;
 		TAILQ_REMOVE(&c->inflight, r, entry);
 		c->st.inflight--;
-		if (rc == CURLE_OK && status == 429) {
+		if (rc == CURLE_OK && (status == 429 || status == 503)) {
 			c->st.throttled++;
 			if ((int)r->retries < c->max_retries) {
 				double d = retry_delay(r);
@@ -472,8 +519,34 @@ start_head(struct http_client *c)
 	TAILQ_REMOVE(&c->queue, r, entry);
 	r->queued = 0;
 	c->st.queued--;
-	if (start(r) != 0)
+	switch (start(r)) {
+	case 0:
+		break;
+	case 1:
+		/* never a callback from inside http_request(): on the loop */
+		r->failed = 1;
+		TAILQ_INSERT_TAIL(&c->failed, r, entry);
+		event_active(c->fail_ev, EV_TIMEOUT, 0);
+		break;
+	default:
 		abort(); /* libcurl out of memory */
+	}
+}
+
+static void
+fail_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_client *c = arg;
+	struct http_req *r;
+
+	(void)fd;
+	(void)what;
+	while ((r = TAILQ_FIRST(&c->failed)) != NULL) {
+		TAILQ_REMOVE(&c->failed, r, entry);
+		r->failed = 0;
+		deliver(r, 0, "cannot open the file to upload");
+	}
+	pump(c);
 }
 
 static void
@@ -526,6 +599,8 @@ http_client_new(struct event_base *base, const struct http_client_options *opt, 
 	c->base = base;
 	TAILQ_INIT(&c->queue);
 	TAILQ_INIT(&c->inflight);
+	TAILQ_INIT(&c->failed);
+	c->fail_ev = event_new(base, -1, 0, fail_cb, c);
 	c->max_concurrency =
 	    o.max_concurrency > 0 ? o.max_concurrency : HTTP_DEFAULT_MAX_CONCURRENCY;
 	c->max_retries = o.max_retries < 0    ? 0
@@ -568,6 +643,12 @@ http_client_free(struct http_client *c)
 		TAILQ_REMOVE(&c->queue, r, entry);
 		req_free(r);
 	}
+	while ((r = TAILQ_FIRST(&c->failed)) != NULL) {
+		TAILQ_REMOVE(&c->failed, r, entry);
+		req_free(r);
+	}
+	if (c->fail_ev != NULL)
+		event_free(c->fail_ev);
 	/* in flight: removing a handle closes its sockets through the
 	 * socket callback */
 	while ((r = TAILQ_FIRST(&c->inflight)) != NULL) {
@@ -614,9 +695,16 @@ http_request(struct http_client *c, const struct http_request_params *p, http_cb
 	r->url = strdup(p->url);
 	for (i = 0; p->headers != NULL && p->headers[i] != NULL; i++)
 		r->hdrs = curl_slist_append(r->hdrs, p->headers[i]);
-	if (p->body != NULL) {
-		/* no "Expect: 100-continue" round trip before a body */
-		r->hdrs = curl_slist_append(r->hdrs, "Expect:");
+	/* no "Expect: 100-continue" round trip before a body (not for
+	 * SigV4: libcurl 7.88 would sign the removed header; it only
+	 * expects for bodies over 1 MiB anyway) */
+	if (p->body_file != NULL) {
+		if (p->aws_sigv4 == NULL)
+			r->hdrs = curl_slist_append(r->hdrs, "Expect:");
+		r->body_file = strdup(p->body_file);
+	} else if (p->body != NULL) {
+		if (p->aws_sigv4 == NULL)
+			r->hdrs = curl_slist_append(r->hdrs, "Expect:");
 		r->body = malloc(p->body_len + 1);
 		if (r->body == NULL)
 			abort();
@@ -625,6 +713,11 @@ http_request(struct http_client *c, const struct http_request_params *p, http_cb
 		r->body_len = p->body_len;
 	}
 	r->timeout = p->timeout > 0 ? p->timeout : c->timeout;
+	if (p->aws_sigv4 != NULL) {
+		r->aws_sigv4 = strdup(p->aws_sigv4);
+		r->username = p->username != NULL ? strdup(p->username) : NULL;
+		r->password = p->password != NULL ? strdup(p->password) : NULL;
+	}
 	r->t_start = ratelimit_now();
 	r->cb = cb;
 	r->arg = arg;
@@ -646,6 +739,8 @@ http_cancel(struct http_req *r)
 	if (r->queued) {
 		TAILQ_REMOVE(&c->queue, r, entry);
 		c->st.queued--;
+	} else if (r->failed) {
+		TAILQ_REMOVE(&c->failed, r, entry);
 	} else if (r->easy != NULL) {
 		curl_multi_remove_handle(c->multi, r->easy);
 		TAILQ_REMOVE(&c->inflight, r, entry);

@@ -11,11 +11,14 @@
  *     bucket on a timer, lib/net/ratelimit.h; <= 0 unlimited);
  *   - max_concurrency: calls in flight at once; further calls wait in a
  *     FIFO queue (not capped: each caller bounds its own work);
- *   - HTTP 429 (Too Many Requests): the call is retried, up to max_retries
+ *   - HTTP 429 (Too Many Requests) and 503 (Service Unavailable, which
+ *     OpenStack's services and load balancers send when overloaded, often
+ *     with Retry-After): the call is retried, up to max_retries
  *     times, after the delay the server's Retry-After gives (delta-seconds
  *     or an HTTP-date), else 1, 2, 4... seconds, capped at backoff_max; the
  *     whole client pauses meanwhile (the cloud throttles the account, not
- *     one call). When the retries are spent the 429 is handed back.
+ *     one call). When the retries are spent the 429/503 is handed back.
+ *     A provider that wants the pause per API uses one client per API.
  * Other statuses are handed back as they are (the adapter decides what a
  * 404 or 5xx means); redirects are not followed.
  *
@@ -66,7 +69,18 @@ struct http_request_params {
 	const char *const *headers; /* NULL-terminated "Name: value" lines, or NULL */
 	const void *body;	    /* request body, or NULL */
 	size_t body_len;
-	double timeout; /* seconds per attempt; <= 0: the client's */
+	const char *body_file; /* or: a file streamed as the body in constant
+				  memory (an image upload; its size is sent as
+				  Content-Length); a file that cannot be opened
+				  is reported as an error answer */
+	double timeout;	       /* seconds per attempt; <= 0: the client's */
+	/* AWS Signature Version 4, done by libcurl (CURLOPT_AWS_SIGV4): the
+	 * provider string "aws:amz:<region>:<service>", with the access key
+	 * id as username and the secret as password; NULL: unsigned. A
+	 * session token goes in headers as "X-Amz-Security-Token: ..." (it
+	 * is signed with the other headers). */
+	const char *aws_sigv4;
+	const char *username, *password;
 };
 
 struct http_header {

@@ -9,7 +9,8 @@
  *   /slow?ms=N      200 "slow" after N ms
  *   /throttle?n=N&ra=V   the first N calls get 429 (Retry-After: V, or no
  *                   header when ra is absent, or an HTTP-date V seconds
- *                   ahead when ra starts with 'd'), then 200 "through"
+ *                   ahead when ra starts with 'd'), then 200 "through";
+ *                   &code=503 answers 503 instead of 429
  *   /echo           200 "<method> <body> <X-Hello header>"
  *   /big            200 with 100000 bytes
  */
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <event2/buffer.h>
@@ -143,7 +145,8 @@ handle(struct evhttp_request *req, void *arg)
 				evhttp_add_header(out, "Retry-After", date);
 			} else if (ra[0] != '\0')
 				evhttp_add_header(out, "Retry-After", ra);
-			reply(s, req, 429, "slow down");
+			const char *code = query(req, "code");
+			reply(s, req, code ? atoi(code) : 429, "slow down");
 		} else
 			reply(s, req, 200, "through");
 	} else if (strcmp(path, "/echo") == 0) {
@@ -523,6 +526,56 @@ Test(http, post_with_body_and_headers)
 	run();
 	cr_assert_eq(r.status, 200);
 	cr_assert_str_eq(r.body, "PUT payload world");
+	http_client_free(c);
+}
+
+Test(http, unavailable_503_retried_like_429)
+{
+	struct http_client *c = client(0, 0, 0);
+	struct result r = {0};
+
+	get(c, "/throttle?n=1&ra=0&code=503", &r, 1);
+	run();
+	cr_assert_eq(r.status, 200);
+	cr_assert_str_eq(r.body, "through");
+	cr_assert_eq(r.retries, 1);
+	cr_assert_eq(srv.throttle_hits, 2);
+	http_client_free(c);
+}
+
+Test(http, body_streamed_from_a_file)
+{
+	struct http_client *c = client(0, 0, 0);
+	struct result r = {0}, missing = {0};
+	struct http_request_params p;
+	char u[256], path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/tmp/test_http_body.%d", (int)getpid());
+	f = fopen(path, "w");
+	fputs("from a file", f);
+	fclose(f);
+	url(u, sizeof(u), "/echo");
+	memset(&p, 0, sizeof(p));
+	p.method = "PUT";
+	p.url = u;
+	p.body_file = path;
+	r.counter = &done_count;
+	r.stop_at = 2;
+	r.base = base;
+	cr_assert_not_null(http_request(c, &p, on_done, &r));
+	p.body_file = "/nonexistent/file";
+	missing.counter = &done_count;
+	missing.stop_at = 2;
+	missing.base = base;
+	cr_assert_not_null(http_request(c, &p, on_done, &missing));
+	cr_assert_eq(missing.called, 0, "never a callback from inside http_request");
+	run();
+	unlink(path);
+	cr_assert_eq(r.status, 200);
+	cr_assert_str_eq(r.body, "PUT from a file -");
+	cr_assert_eq(missing.status, 0);
+	cr_assert_str_eq(missing.error, "cannot open the file to upload");
 	http_client_free(c);
 }
 

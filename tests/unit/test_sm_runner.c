@@ -323,7 +323,7 @@ setup(void)
 	    " ]}]}",
 	    0, NULL);
 	cr_assert_not_null(prov);
-	cfg = sm_config_new(prov, &(struct sm_defaults){60, 0, 0}, err, sizeof(err));
+	cfg = sm_config_new(prov, &(struct sm_defaults){.boot_timeout = 60}, err, sizeof(err));
 	cr_assert_not_null(cfg, "%s", err);
 	scanner = nodescan_new(base, NULL, 0, 0);
 	runner = sm_runner_new(base, &t_ops, &ad, scanner);
@@ -406,7 +406,9 @@ Test(sm_runner, config_defaults_and_image_links)
 	bad = json_loads("{\"name\": \"t\", \"pools\": [{\"name\": \"p\", \"labels\": "
 			 "[{\"name\": \"x\", \"cloud-image\": \"missing\"}]}]}",
 			 0, NULL);
-	cr_assert_null(sm_config_new(bad, &(struct sm_defaults){60, 0, 1}, err, sizeof(err)));
+	cr_assert_null(
+	    sm_config_new(bad, &(struct sm_defaults){.boot_timeout = 60, .host_key_checking = 1},
+			  err, sizeof(err)));
 	cr_assert_str_eq(err, "pool p label x: cloud-image missing is not in the provider's "
 			      "cloud-images");
 	json_decref(bad);
