@@ -35,7 +35,7 @@ endif
 
 CC ?= cc
 ZKC := $(BUILD)/zkclient
-PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh openssl libxml-2.0
+PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh openssl libxml-2.0 zlib
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

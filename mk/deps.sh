@@ -8,7 +8,7 @@ set -eu
 
 PKGS="gcc make cmake pkg-config clang libclang-rt-14-dev
 libssl-dev libevent-dev libyaml-dev libmsgpack-dev libcurl4-openssl-dev
-libjansson-dev libcriterion-dev libssh-dev
+libjansson-dev libcriterion-dev libssh-dev zlib1g-dev
 zookeeper libzookeeper-java default-jre-headless dpkg-dev
 python3 python3-kazoo python3-pytest python3-yaml python3-openstacksdk python3-openstackclient
 python3-kubernetes python3-boto3 libxml2-dev

@@ -533,6 +533,23 @@ sum_is_ours(struct launcher *lc, const struct np_node_sum *s)
 }
 
 /*
+ * The node cache's lock filter: a worker reads whether a node is locked
+ * only for its own provider's nodes (reuse, cleanup, deletion, its static
+ * slots; see protocol/nodesum.h), so only theirs are watched: the child and
+ * lock watches of every other provider's node (two of the three watches a
+ * node costs, in each worker) are left off. A record that cannot be
+ * decoded is watched, as cleanup may look at it; a worker keeping every
+ * record whole (serving the web API) watches every lock.
+ */
+static int
+node_lock_wanted(const struct zk_cache_entry *e, void *arg)
+{
+	struct launcher *lc = arg;
+
+	return lc->full_records || LC_SUM(e) == NULL || sum_is_ours(lc, LC_SUM(e));
+}
+
+/*
  * Every cache re-synced after a lost connection or an expiry: the view is
  * current again, so the decisions held back meanwhile (static slots,
  * declines, deletions, min-ready) are taken now, at once.
@@ -763,6 +780,7 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 						 ZK_CACHE_DATA | ZK_CACHE_LOCKS, nodes_event, lc);
 			decoding_lc = lc;
 			zk_cache_set_codec(lc->nodes, decode_node, free_node);
+			zk_cache_set_lock_filter(lc->nodes, node_lock_wanted, lc);
 			lc->requests = zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA,
 						    requests_event, lc);
 			zk_cache_set_codec(lc->requests, decode_request, free_request);

@@ -838,7 +838,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 			const struct np_node_sum *s = ents[i]->obj;
 			if (s != NULL)
 				state = s->state, prov = s->provider, type = s->type;
-		} else if ((nd = status_node_of(ents[i], &tmp)) != NULL) {
+		} else if ((nd = status_node_of(v->nodes, ents[i], &tmp)) != NULL) {
 			state = nd->state, prov = nd->provider, type = &nd->type;
 		}
 		if (type == NULL && ents[i]->len > 0 && strcmp(ents[i]->name, "lock") != 0)

@@ -963,26 +963,39 @@ status_add_label(struct status_table *t, const char *label)
 /* ---- from the caches ---------------------------------------------------------------------- */
 
 const struct np_node *
-status_node_of(const struct zk_cache_entry *e, struct np_node **tmp)
+status_node_of(const struct zk_cache *nodes, const struct zk_cache_entry *e, struct np_node **tmp)
 {
-	char err[256];
+	char err[256], *text;
+	int len, rc;
 
 	*tmp = NULL;
 	if (e == NULL)
 		return NULL;
 	if (e->obj != NULL)
 		return e->obj;
-	if (e->data == NULL || e->len <= 0 ||
-	    np_node_decode(e->name, e->data, (size_t)e->len, tmp, err, sizeof(err)) != 0)
+	if (e->len <= 0)
+		return NULL;
+	if (e->data != NULL) {
+		rc = np_node_decode(e->name, e->data, (size_t)e->len, tmp, err, sizeof(err));
+	} else {
+		if ((text = zk_cache_text(nodes, e, &len)) == NULL)
+			return NULL; /* the cache logged why */
+		rc = np_node_decode(e->name, text, (size_t)len, tmp, err, sizeof(err));
+		free(text);
+	}
+	if (rc != 0) {
+		*tmp = NULL;
 		return NULL; /* malformed: skipped (its decoder logged it) */
+	}
 	return *tmp;
 }
 
 static void
-add_node_entry(struct status_table *t, const struct zk_cache_entry *e, double now)
+add_node_entry(struct status_table *t, const struct zk_cache *nodes, const struct zk_cache_entry *e,
+	       double now)
 {
 	struct np_node *tmp;
-	const struct np_node *nd = status_node_of(e, &tmp);
+	const struct np_node *nd = status_node_of(nodes, e, &tmp);
 
 	if (nd != NULL)
 		status_add_node(t, nd, e->locked, now);
@@ -999,12 +1012,12 @@ status_nodes_from_cache(struct status_table *t, const struct zk_cache *nodes, co
 	if (nodes == NULL)
 		return;
 	if (node_id != NULL && *node_id != '\0') {
-		add_node_entry(t, zk_cache_get(nodes, node_id), now);
+		add_node_entry(t, nodes, zk_cache_get(nodes, node_id), now);
 		return;
 	}
 	n = zk_cache_entries(nodes, &ents);
 	for (i = 0; i < n; i++)
-		add_node_entry(t, ents[i], now);
+		add_node_entry(t, nodes, ents[i], now);
 }
 
 void

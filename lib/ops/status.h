@@ -175,13 +175,14 @@ void status_nodes_from_cache(struct status_table *t, const struct zk_cache *node
 void status_nodes_from_sums(struct status_table *t, const struct zk_cache *nodes,
 			    const char *node_id, double now);
 /*
- * The node of a /nodepool/nodes cache entry: its decoded object, or, in a
- * cache kept without a codec (nodepool-web keeps only the records' text,
- * a third of the memory), the record decoded now into *tmp, which the
- * caller frees with np_node_free (NULL when nothing was decoded). NULL for
- * an empty or malformed record.
+ * The node of an entry e of the /nodepool/nodes cache nodes: its decoded
+ * object, or, in a cache kept without a codec (nodepool-web keeps only the
+ * records' text, deflated with ZK_CACHE_PACK), the record decoded now into
+ * *tmp, which the caller frees with np_node_free (NULL when nothing was
+ * decoded). NULL for an empty or malformed record.
  */
-const struct np_node *status_node_of(const struct zk_cache_entry *e, struct np_node **tmp);
+const struct np_node *status_node_of(const struct zk_cache *nodes, const struct zk_cache_entry *e,
+				     struct np_node **tmp);
 /* Requests of a /nodepool/requests cache (np_request objects). */
 void status_requests_from_cache(struct status_table *t, const struct zk_cache *requests);
 /* The union of supported labels of a /nodepool/components/pool cache

@@ -41,6 +41,15 @@
 #define ZK_RESTART_MIN	  1.0 /* seconds before a failed session start is retried */
 #define ZK_RESTART_MAX	  30.0
 
+/*
+ * One watcher context. Normally one per registration; with zk_req.share_watch
+ * one per (callback, argument, owner, session) for all registrations, so a
+ * cache watching 20,000 znodes holds one, not 20,000 (issue 13): refs counts
+ * the registrations that may still fire it. The C client keeps one
+ * registration per (watcher, context) and path, so a shared context
+ * registered twice on a path fires once: refs may stay above zero, and the
+ * object then goes with its session (IT_RELEASE) or the zk.
+ */
 struct zk_watch {
 	struct zk *zk; /* immutable: read by the C client's threads */
 	struct zk_watch *prev, *next;
@@ -48,6 +57,8 @@ struct zk_watch {
 	void *arg;
 	const void *owner;
 	unsigned gen;
+	int refs;
+	int shared;
 };
 
 struct zk_call;
@@ -193,6 +204,8 @@ struct zk {
 	struct zk_listener *listeners;
 	struct zk_listener *liter; /* next listener of a running emit */
 
+	int share_watch;	       /* the rq_send() in progress shares its watch context */
+	struct zk_watch *last_shared;  /* the shared context found or made last */
 	int retry_mode;		       /* zk_set_retry() */
 	struct zk_call *phead, *ptail; /* calls parked until the connection is back */
 
@@ -635,7 +648,29 @@ call_free(struct zk *zk, struct zk_call *c)
 static struct zk_watch *
 watch_new(struct zk *zk, zk_watch_cb cb, void *arg, const void *owner)
 {
-	struct zk_watch *w = xcalloc(1, sizeof(*w));
+	struct zk_watch *w;
+
+	if (zk->share_watch) {
+		w = zk->last_shared;
+		if (w == NULL || w->cb != cb || w->arg != arg || w->owner != owner ||
+		    w->gen != zk->gen) {
+			for (w = zk->watches; w != NULL; w = w->next) {
+				if (w->shared && w->cb == cb && w->arg == arg &&
+				    w->owner == owner && w->gen == zk->gen)
+					break;
+			}
+		}
+		if (w != NULL) {
+			w->refs++;
+			zk->last_shared = w;
+			return w;
+		}
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->refs = 1;
+	w->shared = zk->share_watch;
+	if (w->shared)
+		zk->last_shared = w;
 
 	w->zk = zk;
 	w->cb = cb;
@@ -652,6 +687,8 @@ watch_new(struct zk *zk, zk_watch_cb cb, void *arg, const void *owner)
 static void
 watch_free(struct zk *zk, struct zk_watch *w)
 {
+	if (zk->last_shared == w)
+		zk->last_shared = NULL;
 	if (w->prev != NULL)
 		w->prev->next = w->next;
 	else
@@ -659,6 +696,14 @@ watch_free(struct zk *zk, struct zk_watch *w)
 	if (w->next != NULL)
 		w->next->prev = w->prev;
 	free(w);
+}
+
+/* One registration of w is done with (fired, or never made). */
+static void
+watch_put(struct zk *zk, struct zk_watch *w)
+{
+	if (--w->refs <= 0)
+		watch_free(zk, w);
 }
 
 static struct zk_rq *
@@ -963,7 +1008,7 @@ rq_result(struct zk *zk, struct zk_item *it)
 		 * ZNONODE; any other watch can never fire. */
 		registered = it->rc == ZOK || (rq->kind == ZK_OP_EXISTS && it->rc == ZNONODE);
 		if (!registered)
-			watch_free(zk, rq->watch);
+			watch_put(zk, rq->watch);
 	}
 	if (rq->rdel != NULL) {
 		rdel_result(zk, rq, it);
@@ -1318,10 +1363,10 @@ zk_process(struct zk *zk, struct zk_item *it)
 			zk_watch_cb cb = w->cb;
 			void *arg = w->arg;
 
-			watch_free(zk, w);
+			watch_put(zk, w);
 			cb(it->type, it->str, arg);
 		} else {
-			watch_free(zk, w);
+			watch_put(zk, w);
 		}
 		break;
 	case IT_SESSION:
@@ -1905,8 +1950,10 @@ submit(struct zk *zk, const struct zk_req *req)
 			NULL, NULL);
 		break;
 	default:
+		zk->share_watch = req->watch != NULL && req->share_watch;
 		rq_send(zk, c, NULL, req->kind, 0, req->path, NULL, 0, 0, 0, req->watch, req->warg,
 			req->wowner);
+		zk->share_watch = 0;
 		break;
 	}
 	return c;

@@ -21,32 +21,51 @@
  * redoes everything missing); an expiry reloads everything.
  *
  * Entries are in a hash table by name: a listing of n children costs O(n).
+ *
+ * Memory at fleet scale (issue 13; 10 workers each caching 20,000 nodes):
+ * every watch costs about 250 bytes in the C client and in zk.c, every read
+ * in flight a request, a call and a response buffer. So a lock filter
+ * (zk_cache_set_lock_filter) leaves the child and lock watches off the
+ * entries whose lock the user does not read (another provider's nodes), and
+ * at most CACHE_MAX_INFLIGHT reads started by listings are in flight at once:
+ * the others wait in a FIFO (the load phase waits for them too). Reads
+ * caused by a watch firing are never held back. Entries are one allocation
+ * with their name inline and their flags as bits.
  */
 #include "zk_private.h"
 #include "log.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
+
+#define CACHE_MAX_INFLIGHT 256 /* reads started by listings, in flight at once */
 
 struct ent {
 	struct zk_cache_entry pub;
-	char *name;
-	char *data;
+	char *data; /* the text, or (packed) its deflated form of zlen bytes */
 	struct ent *hnext;
-	unsigned mark; /* the listing that last saw it */
-	int visible;   /* ADDED was delivered */
-	int have_data;
-	int gone; /* a read found it deleted */
-	int data_armed, data_busy;
-	int kids_armed, kids_busy;
-	int lock_armed, lock_busy;
-	int has_lock; /* the last listing of its children showed "lock" */
-	int loading;  /* initial reads in flight (need) */
-	int need;
-	int in_sync;	   /* counted in the cache's sync_pending */
-	int64_t old_mzxid; /* before a reload, to compare */
+	struct ent *qprev, *qnext; /* the read queue, while queued */
+	int64_t old_mzxid;	   /* before a reload, to compare */
 	int old_locked;
+	int need;	      /* initial reads in flight (while loading) */
+	int zlen;	      /* packed: bytes at data */
+	unsigned mark;	      /* the listing that last saw it */
+	unsigned visible : 1; /* ADDED was delivered */
+	unsigned have_data : 1;
+	unsigned gone : 1; /* a read found it deleted */
+	unsigned data_armed : 1, data_busy : 1;
+	unsigned kids_armed : 1, kids_busy : 1;
+	unsigned lock_armed : 1, lock_busy : 1;
+	unsigned has_lock : 1; /* the last listing of its children showed "lock" */
+	unsigned loading : 1;  /* initial reads in flight (need) */
+	unsigned in_sync : 1;  /* counted in the cache's sync_pending */
+	unsigned queued : 1;   /* waits in the read queue */
+	unsigned packed : 1;   /* data holds deflated text */
+	char name[];	       /* the child name, inline */
 };
 
 struct zk_cache {
@@ -59,6 +78,11 @@ struct zk_cache {
 	void *arg;
 	zk_cache_decode_fn decode;
 	zk_cache_free_fn free_obj;
+	unsigned char *dict; /* ZK_CACHE_PACK: the preset dictionary */
+	int dictlen;
+	z_stream *zdef, *zinf;		   /* made on first use, reset per entry */
+	zk_cache_want_locks_fn want_locks; /* NULL: every entry's lock */
+	void *want_arg;
 
 	struct ent **buckets;
 	size_t nbuckets;
@@ -71,10 +95,12 @@ struct zk_cache {
 	int root_armed, root_busy, root_again;
 	int root_watching; /* the listing in flight sets the child watch */
 	int synced;
-	int syncing;	  /* a load phase: initial, or after an expiry */
-	int sync_listed;  /* its first listing has been processed */
-	int sync_pending; /* entries of the phase still loading */
-	int reload;	  /* a new session must reload everything */
+	int syncing;		   /* a load phase: initial, or after an expiry */
+	int sync_listed;	   /* its first listing has been processed */
+	int sync_pending;	   /* entries of the phase still loading */
+	int reload;		   /* a new session must reload everything */
+	int inflight;		   /* entry reads in flight (this session) */
+	struct ent *qhead, *qtail; /* entries waiting to start their reads */
 
 	const struct zk_cache_entry **arr;
 	size_t arrcap;
@@ -87,6 +113,7 @@ struct zk_cache {
 
 static void list_root(struct zk_cache *c);
 static void start(struct zk_cache *c);
+static void pump(struct zk_cache *c);
 
 static void *
 xcalloc(size_t n, size_t m)
@@ -142,11 +169,11 @@ grow(struct zk_cache *c)
 static struct ent *
 ent_add(struct zk_cache *c, const char *name)
 {
-	struct ent *e = xcalloc(1, sizeof(*e));
+	size_t len = strlen(name);
+	struct ent *e = xcalloc(1, sizeof(*e) + len + 1);
 	size_t b;
 
-	if ((e->name = strdup(name)) == NULL)
-		abort();
+	memcpy(e->name, name, len + 1);
 	e->pub.name = e->name;
 	if (c->count + 1 > c->nbuckets)
 		grow(c);
@@ -163,7 +190,6 @@ ent_free(struct zk_cache *c, struct ent *e)
 	if (e->pub.obj != NULL && c->free_obj != NULL)
 		c->free_obj(e->pub.obj);
 	free(e->data);
-	free(e->name);
 	free(e);
 }
 
@@ -180,6 +206,36 @@ ent_unlink(struct zk_cache *c, struct ent *e)
 		c->nvisible--;
 		c->arr_dirty = 1;
 	}
+}
+
+static void
+q_push(struct zk_cache *c, struct ent *e)
+{
+	e->queued = 1;
+	e->qnext = NULL;
+	e->qprev = c->qtail;
+	if (c->qtail != NULL)
+		c->qtail->qnext = e;
+	else
+		c->qhead = e;
+	c->qtail = e;
+}
+
+static void
+q_unlink(struct zk_cache *c, struct ent *e)
+{
+	if (!e->queued)
+		return;
+	if (e->qprev != NULL)
+		e->qprev->qnext = e->qnext;
+	else
+		c->qhead = e->qnext;
+	if (e->qnext != NULL)
+		e->qnext->qprev = e->qprev;
+	else
+		c->qtail = e->qprev;
+	e->qprev = e->qnext = NULL;
+	e->queued = 0;
 }
 
 static void
@@ -286,6 +342,18 @@ loaded(struct zk_cache *c, struct ent *e)
 		sync_check(c);
 }
 
+/* Watch this entry's lock contenders? With a filter, only once its data
+ * is known (the filter reads the decoded object). */
+static int
+locks_wanted(const struct zk_cache *c, const struct ent *e)
+{
+	if (!(c->flags & ZK_CACHE_LOCKS))
+		return 0;
+	if (c->want_locks == NULL)
+		return 1;
+	return e->have_data && c->want_locks(&e->pub, c->want_arg);
+}
+
 static void data_read(const struct zk_result *r, void *arg);
 static void kids_read(const struct zk_result *r, void *arg);
 static void lock_read(const struct zk_result *r, void *arg);
@@ -301,8 +369,10 @@ read_data(struct zk_cache *c, struct ent *e)
 		req.watch = ent_watch;
 		req.warg = c;
 		req.wowner = c;
+		req.share_watch = 1;
 	}
 	e->data_busy = 1;
+	c->inflight++;
 	zk_submit(c->zk, &req);
 	free(p);
 }
@@ -318,8 +388,10 @@ read_kids(struct zk_cache *c, struct ent *e)
 		req.watch = ent_watch;
 		req.warg = c;
 		req.wowner = c;
+		req.share_watch = 1;
 	}
 	e->kids_busy = 1;
+	c->inflight++;
 	zk_submit(c->zk, &req);
 	free(p);
 }
@@ -335,10 +407,24 @@ read_lock(struct zk_cache *c, struct ent *e)
 		req.watch = ent_watch;
 		req.warg = c;
 		req.wowner = c;
+		req.share_watch = 1;
 	}
 	e->lock_busy = 1;
+	c->inflight++;
 	zk_submit(c->zk, &req);
 	free(p);
+}
+
+/* The entry lacks a watch (a read would be started for it). */
+static int
+ent_lacks(const struct zk_cache *c, const struct ent *e)
+{
+	int locks = locks_wanted(c, e);
+
+	return ((c->flags & ZK_CACHE_DATA) && !e->data_armed && !e->data_busy) ||
+	       (locks && !e->kids_armed && !e->kids_busy) ||
+	       (locks && !e->kids_busy && e->kids_armed && e->has_lock && !e->lock_armed &&
+		!e->lock_busy);
 }
 
 /* Start whatever reads the entry lacks (its watches are not all set).
@@ -350,11 +436,12 @@ ent_refresh(struct zk_cache *c, struct ent *e)
 {
 	int load = !e->visible || c->syncing;
 	int want_data = (c->flags & ZK_CACHE_DATA) && !e->data_armed && !e->data_busy;
-	int want_kids = (c->flags & ZK_CACHE_LOCKS) && !e->kids_armed && !e->kids_busy;
+	int locks = locks_wanted(c, e);
+	int want_kids = locks && !e->kids_armed && !e->kids_busy;
 	/* a lock listing that failed (lost connection) while the child
 	 * listing stayed armed: only we redo it */
-	int want_lock = (c->flags & ZK_CACHE_LOCKS) && !want_kids && !e->kids_busy && e->has_lock &&
-			!e->lock_armed && !e->lock_busy;
+	int want_lock =
+	    locks && !want_kids && !e->kids_busy && e->has_lock && !e->lock_armed && !e->lock_busy;
 	int busy = e->data_busy + e->kids_busy + e->lock_busy;
 
 	if (!want_data && !want_kids && !want_lock && !(load && busy > 0 && !e->loading))
@@ -383,17 +470,102 @@ ent_refresh(struct zk_cache *c, struct ent *e)
 	}
 }
 
+/*
+ * Start the reads of a listed entry; one that needs none (its watches are
+ * set) and was never announced is announced now. An entry counted in the
+ * load phase (in_sync) that starts nothing no longer holds it up.
+ */
+static void
+ent_kick(struct zk_cache *c, struct ent *e)
+{
+	ent_refresh(c, e);
+	if (c->freed)
+		return;
+	if (!e->visible && !e->loading) {
+		e->visible = 1;
+		c->nvisible++;
+		c->arr_dirty = 1;
+		emit(c, ZK_CACHE_ADDED, e);
+	}
+	if (!c->freed && e->in_sync && !e->loading) {
+		e->in_sync = 0;
+		c->sync_pending--;
+		sync_check(c);
+	}
+}
+
+/* Start the reads of queued entries while fewer than CACHE_MAX_INFLIGHT
+ * are in flight. Not while disconnected: they would only fail; the listing
+ * after the reconnection pumps again. */
+static void
+pump(struct zk_cache *c)
+{
+	struct ent *e;
+
+	while (!c->freed && c->qhead != NULL && c->inflight < CACHE_MAX_INFLIGHT &&
+	       zk_is_connected(c->zk)) {
+		e = c->qhead;
+		q_unlink(c, e);
+		ent_kick(c, e);
+	}
+}
+
+/* Deflate text of len bytes into a new buffer of *zlen bytes; NULL when
+ * it fails or does not shrink (the text is kept as it is). */
+static char *
+pack(struct zk_cache *c, const char *text, int len, int *zlen)
+{
+	uLong cap;
+	unsigned char *out;
+	char *res;
+
+	if (c->zdef == NULL) {
+		c->zdef = xcalloc(1, sizeof(*c->zdef));
+		if (deflateInit2(c->zdef, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8,
+				 Z_DEFAULT_STRATEGY) != Z_OK) {
+			free(c->zdef);
+			c->zdef = NULL;
+			return NULL;
+		}
+	} else if (deflateReset(c->zdef) != Z_OK) {
+		return NULL;
+	}
+	if (c->dictlen > 0 && deflateSetDictionary(c->zdef, c->dict, (uInt)c->dictlen) != Z_OK)
+		return NULL;
+	cap = deflateBound(c->zdef, (uLong)len);
+	if ((out = malloc(cap)) == NULL)
+		abort();
+	c->zdef->next_in = (Bytef *)(uintptr_t)text;
+	c->zdef->avail_in = (uInt)len;
+	c->zdef->next_out = out;
+	c->zdef->avail_out = (uInt)cap;
+	if (deflate(c->zdef, Z_FINISH) != Z_STREAM_END || c->zdef->total_out >= (uLong)len) {
+		free(out);
+		return NULL;
+	}
+	*zlen = (int)c->zdef->total_out;
+	if ((res = malloc((size_t)*zlen)) == NULL)
+		abort();
+	memcpy(res, out, (size_t)*zlen);
+	free(out);
+	return res;
+}
+
 static void
 set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 {
 	free(e->data);
 	e->data = NULL;
-	if (r->len > 0) {
+	e->packed = 0;
+	if (r->len > 0 && (c->flags & ZK_CACHE_PACK) && c->decode == NULL &&
+	    (e->data = pack(c, r->value, r->len, &e->zlen)) != NULL) {
+		e->packed = 1;
+	} else if (r->len > 0) {
 		if ((e->data = malloc((size_t)r->len + 1)) == NULL)
 			abort();
 		memcpy(e->data, r->value, (size_t)r->len + 1);
 	}
-	e->pub.data = e->data;
+	e->pub.data = e->packed ? NULL : e->data;
 	e->pub.len = r->len;
 	e->pub.stat = *r->stat;
 	e->have_data = 1;
@@ -451,9 +623,15 @@ data_read(const struct zk_result *r, void *arg)
 	struct ent *e;
 	int64_t before;
 
-	if (r->gen != c->gen || (e = ent_of(c, r->path, &sub)) == NULL)
+	if (r->gen != c->gen)
 		return;
+	c->inflight--;
 	enter(c);
+	if ((e = ent_of(c, r->path, &sub)) == NULL) {
+		pump(c);
+		leave(c);
+		return;
+	}
 	e->data_busy = 0;
 	if (r->rc == ZOK) {
 		e->data_armed = 1;
@@ -463,6 +641,13 @@ data_read(const struct zk_result *r, void *arg)
 			if (e->visible && !e->loading)
 				emit(c, ZK_CACHE_UPDATED, e);
 		}
+		/* the filter may now want its lock (read before it counts
+		 * as loaded) */
+		if (!c->freed && locks_wanted(c, e) && !e->kids_armed && !e->kids_busy) {
+			if (e->loading)
+				e->need++;
+			read_kids(c, e);
+		}
 		if (!c->freed)
 			loaded(c, e);
 	} else if (r->rc == ZNONODE) {
@@ -471,6 +656,7 @@ data_read(const struct zk_result *r, void *arg)
 	} else {
 		read_failed(c, e, "reading", r->path, r->rc);
 	}
+	pump(c);
 	leave(c);
 }
 
@@ -502,9 +688,15 @@ kids_read(const struct zk_result *r, void *arg)
 	struct ent *e;
 	int i, has_lock = 0;
 
-	if (r->gen != c->gen || (e = ent_of(c, r->path, &sub)) == NULL)
+	if (r->gen != c->gen)
 		return;
+	c->inflight--;
 	enter(c);
+	if ((e = ent_of(c, r->path, &sub)) == NULL) {
+		pump(c);
+		leave(c);
+		return;
+	}
 	e->kids_busy = 0;
 	if (r->rc == ZOK) {
 		e->kids_armed = 1;
@@ -526,6 +718,7 @@ kids_read(const struct zk_result *r, void *arg)
 	} else {
 		read_failed(c, e, "listing", r->path, r->rc);
 	}
+	pump(c);
 	leave(c);
 }
 
@@ -536,9 +729,15 @@ lock_read(const struct zk_result *r, void *arg)
 	const char *sub;
 	struct ent *e;
 
-	if (r->gen != c->gen || (e = ent_of(c, r->path, &sub)) == NULL)
+	if (r->gen != c->gen)
 		return;
+	c->inflight--;
 	enter(c);
+	if ((e = ent_of(c, r->path, &sub)) == NULL) {
+		pump(c);
+		leave(c);
+		return;
+	}
 	e->lock_busy = 0;
 	if (r->rc == ZOK) {
 		e->lock_armed = 1;
@@ -553,6 +752,7 @@ lock_read(const struct zk_result *r, void *arg)
 	} else {
 		read_failed(c, e, "listing", r->path, r->rc);
 	}
+	pump(c);
 	leave(c);
 }
 
@@ -576,7 +776,11 @@ ent_watch(int type, const char *path, void *arg)
 			}
 		} else if (type == ZOO_CHILD_EVENT) {
 			e->kids_armed = 0;
-			if (!e->kids_busy) {
+			if (!locks_wanted(c, e)) {
+				/* no longer wanted (its data changed): let go */
+				e->has_lock = 0;
+				set_locked(c, e, 0);
+			} else if (!e->kids_busy) {
 				e->need += e->loading;
 				read_kids(c, e);
 			}
@@ -588,7 +792,9 @@ ent_watch(int type, const char *path, void *arg)
 	} else if (strcmp(sub, "/lock") == 0) {
 		e->lock_armed = 0;
 		if (type == ZOO_CHILD_EVENT) {
-			if (!e->lock_busy) {
+			if (!locks_wanted(c, e)) {
+				set_locked(c, e, 0);
+			} else if (!e->lock_busy) {
 				e->need += e->loading;
 				read_lock(c, e);
 			}
@@ -606,6 +812,7 @@ static void
 remove_ent(struct zk_cache *c, struct ent *e)
 {
 	ent_unlink(c, e);
+	q_unlink(c, e);
 	if (e->in_sync) {
 		e->in_sync = 0;
 		c->sync_pending--;
@@ -666,10 +873,20 @@ root_listed(const struct zk_result *r, void *arg)
 				remove_ent(c, e);
 		}
 	}
-	/* present: start what they lack; new ones without reads are ready now */
+	/* present: start what they lack (or queue them, past
+	 * CACHE_MAX_INFLIGHT reads); new ones without reads are ready now */
 	for (b = 0; b < c->nbuckets && !c->freed; b++) {
 		for (e = c->buckets[b]; e != NULL && !c->freed; e = next) {
 			next = e->hnext;
+			if (e->queued || (c->inflight >= CACHE_MAX_INFLIGHT && ent_lacks(c, e))) {
+				if (!e->queued)
+					q_push(c, e);
+				if (c->syncing && !c->sync_listed && !e->in_sync) {
+					e->in_sync = 1;
+					c->sync_pending++;
+				}
+				continue;
+			}
 			ent_refresh(c, e);
 			if (c->syncing && !c->sync_listed && e->loading && !e->in_sync) {
 				e->in_sync = 1;
@@ -683,6 +900,7 @@ root_listed(const struct zk_result *r, void *arg)
 			}
 		}
 	}
+	pump(c);
 	if (!c->freed && c->syncing && !c->sync_listed) {
 		c->sync_listed = 1;
 		sync_check(c);
@@ -726,6 +944,7 @@ list_root(struct zk_cache *c)
 		req.watch = root_watch;
 		req.warg = c;
 		req.wowner = c;
+		req.share_watch = 1;
 	}
 	c->root_watching = !c->root_armed;
 	c->root_busy = 1;
@@ -781,6 +1000,9 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 		/* our watches and reads went with the session */
 		c->gen = zk_session_gen(zk);
 		c->root_armed = c->root_busy = c->root_again = 0;
+		c->inflight = 0;
+		while (c->qhead != NULL)
+			q_unlink(c, c->qhead);
 		for (b = 0; b < c->nbuckets; b++) {
 			for (e = c->buckets[b]; e != NULL; e = e->hnext) {
 				e->data_armed = e->data_busy = 0;
@@ -850,6 +1072,81 @@ zk_cache_set_codec(struct zk_cache *cache, zk_cache_decode_fn decode, zk_cache_f
 	cache->free_obj = free_obj;
 }
 
+void
+zk_cache_set_lock_filter(struct zk_cache *cache, zk_cache_want_locks_fn want, void *arg)
+{
+	cache->want_locks = want;
+	cache->want_arg = arg;
+}
+
+void
+zk_cache_set_pack_dict(struct zk_cache *cache, const void *dict, int len)
+{
+	free(cache->dict);
+	cache->dict = NULL;
+	cache->dictlen = 0;
+	if (dict == NULL || len <= 0)
+		return;
+	if (len > 32768) { /* the window: only its end is used */
+		dict = (const char *)dict + (len - 32768);
+		len = 32768;
+	}
+	if ((cache->dict = malloc((size_t)len)) == NULL)
+		abort();
+	memcpy(cache->dict, dict, (size_t)len);
+	cache->dictlen = len;
+}
+
+char *
+zk_cache_text(const struct zk_cache *cache, const struct zk_cache_entry *entry, int *len)
+{
+	struct zk_cache *c = (struct zk_cache *)cache; /* its inflate stream */
+	const struct ent *e;
+	char *text;
+	int rc;
+
+	*len = 0;
+	if (entry == NULL || entry->len <= 0)
+		return NULL;
+	e = (const struct ent *)(const void *)((const char *)entry - offsetof(struct ent, pub));
+	if (!e->packed && entry->data == NULL)
+		return NULL;
+	if ((text = malloc((size_t)entry->len + 1)) == NULL)
+		abort();
+	if (!e->packed) {
+		memcpy(text, entry->data, (size_t)entry->len + 1);
+		*len = entry->len;
+		return text;
+	}
+	if (c->zinf == NULL) {
+		c->zinf = xcalloc(1, sizeof(*c->zinf));
+		if (inflateInit2(c->zinf, -15) != Z_OK) {
+			free(c->zinf);
+			c->zinf = NULL;
+			free(text);
+			return NULL;
+		}
+	} else {
+		inflateReset(c->zinf);
+	}
+	if (c->dictlen > 0)
+		inflateSetDictionary(c->zinf, c->dict, (uInt)c->dictlen);
+	c->zinf->next_in = (Bytef *)e->data;
+	c->zinf->avail_in = (uInt)e->zlen;
+	c->zinf->next_out = (Bytef *)text;
+	c->zinf->avail_out = (uInt)entry->len;
+	rc = inflate(c->zinf, Z_FINISH);
+	if (rc != Z_STREAM_END || c->zinf->total_out != (uLong)entry->len) {
+		log_warn("zk cache %s: cannot inflate %s: %s", c->path, entry->name,
+			 c->zinf->msg != NULL ? c->zinf->msg : "short");
+		free(text);
+		return NULL;
+	}
+	text[entry->len] = '\0';
+	*len = entry->len;
+	return text;
+}
+
 static void
 cache_destroy(struct zk_cache *c)
 {
@@ -864,6 +1161,15 @@ cache_destroy(struct zk_cache *c)
 	}
 	free(c->buckets);
 	free(c->arr);
+	if (c->zdef != NULL) {
+		deflateEnd(c->zdef);
+		free(c->zdef);
+	}
+	if (c->zinf != NULL) {
+		inflateEnd(c->zinf);
+		free(c->zinf);
+	}
+	free(c->dict);
 	free(c->path);
 	free(c->prefix);
 	free(c);

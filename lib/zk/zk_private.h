@@ -68,6 +68,10 @@ struct zk_req {
 	int always;
 	const struct zk_multi_op *mops; /* multi: the ops (copied) */
 	int mcount;
+	/* one watcher context for every registration with the same watch,
+	 * warg and wowner (and session), not one each: for watches set by
+	 * the thousand (caches); see struct zk_watch in zk.c */
+	int share_watch;
 	/* after a lost connection in its session, send it again once
 	 * connected (see zk_set_retry) instead of reporting ZCONNECTIONLOSS */
 	int retry;
