@@ -1,10 +1,14 @@
-# shellcheck shell=sh disable=SC2154 # here, py: set by the sourcing wrapper
+# shellcheck shell=sh
 # Shell functions the simulators' shell fixtures share (sourced by
 # tests/sim/openstack/ossim.sh, tests/sim/kubernetes/kubesim.sh,
-# tests/sim/aws/awssim.sh; POSIX sh, run under set -eu). The wrapper sets
-#   here  its simulator's directory (run as `python3 $here`)
+# tests/sim/aws/awssim.sh; POSIX sh, run under set -eu) as
+#   . "$(dirname "$0")/../simctl.sh"
+# Sets
+#   here  the wrapper's directory, the simulator's (run as `python3 $here`)
 #   py    the python3 to run it with
-# before sourcing this file.
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
 
 # sim_start NAME SECONDS DIR [simulator options...]
 # Starts the simulator on free loopback ports with DIR/ready.json as its

@@ -18,11 +18,8 @@ set -eu
 cmd=$1
 dir=$2
 shift 2
-here=$(cd "$(dirname "$0")" && pwd)
-py=/usr/bin/python3
-[ -x "$py" ] || py=python3
 # shellcheck source=tests/sim/simctl.sh
-. "$here/../simctl.sh"
+. "$(dirname "$0")/../simctl.sh"
 
 case "$cmd" in
 start)
