@@ -32,11 +32,9 @@ sh tests/sim/aws/awssim.sh start "$tmp/aws" --config "$tmp/aws.json"
 . "$tmp/aws/env"
 export HOME="$tmp" # no ~/.aws of the machine's
 bench_zk_mkdir /bench
-bench_webport
-cat >"$tmp/nodepool.yaml" <<CFG
-zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
-$tlscfg
-webapp: {port: $webport, listen_address: 127.0.0.1}
+{
+	bench_config_head
+	cat <<CFG
 labels: [{name: small}]
 providers:
   - name: aws-bench
@@ -52,6 +50,7 @@ providers:
         labels:
           - {name: small, cloud-image: debian, instance-type: t3.small, key-name: zuul}
 CFG
+} >"$tmp/nodepool.yaml"
 "$BUILD/bin/nodepool-launcher" -p aws-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
 bench_wait_pool

@@ -28,11 +28,9 @@ API=${4:-0}
 bench_init nodepoold-bench
 bench_zk_start
 bench_zk_mkdir /bench
-bench_webport
-cat >"$tmp/nodepool.yaml" <<CFG
-zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
-$tlscfg
-webapp: {port: $webport, listen_address: 127.0.0.1}
+{
+	bench_config_head
+	cat <<CFG
 labels: [{name: small}]
 providers:
   - name: fake-bench
@@ -43,6 +41,7 @@ providers:
       - name: main
         labels: [{name: small, cores: 1, ram: 1024}]
 CFG
+} >"$tmp/nodepool.yaml"
 "$BUILD/bin/nodepool-launcher" -p fake-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
 bench_wait_pool

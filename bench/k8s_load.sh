@@ -34,11 +34,9 @@ if [ "$TYPE" = pod ]; then
 else
 	label="{name: pod, type: namespace}"
 fi
-bench_webport
-cat >"$tmp/nodepool.yaml" <<CFG
-zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
-$tlscfg
-webapp: {port: $webport, listen_address: 127.0.0.1}
+{
+	bench_config_head
+	cat <<CFG
 labels: [{name: pod}]
 providers:
   - name: k8s-bench
@@ -48,6 +46,7 @@ providers:
       - name: main
         labels: [$label]
 CFG
+} >"$tmp/nodepool.yaml"
 "$BUILD/bin/nodepool-launcher" -p k8s-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
 curl -s -X DELETE "$KUBESIM_CONTROL/calls" >/dev/null

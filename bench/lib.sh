@@ -8,7 +8,7 @@
 #   bench_init nodepoold-bench      # cd to the top, build, $tmp, trap
 #   bench_zk_start                  # private ZooKeeper; $port $zkurl $tlscfg $tlsopt
 #   bench_zk_mkdir /bench
-#   ... write $tmp/nodepool.yaml (port $port, $tlscfg, webapp port $webport)
+#   { bench_config_head; cat <<CFG ... CFG; } >"$tmp/nodepool.yaml"
 #   "$BUILD/bin/nodepool-launcher" ... >"$tmp/launcher.log" 2>&1 &
 #   pid=$!
 #   bench_wait_pool; bench_warmup 0 "$C"; bench_zuul_load -n "$N" ...
@@ -119,6 +119,16 @@ PY
 # API (upstream's default is 0.0.0.0:8005).
 bench_webport() {
 	webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+}
+
+# bench_config_head: prints the nodepool.yaml lines every benchmark starts
+# with: zookeeper-servers ($port, chroot $bench_chroot, default /bench),
+# $tlscfg and webapp on a free loopback port (bench_webport; sets webport).
+bench_config_head() {
+	bench_webport
+	echo "zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: ${bench_chroot:-/bench}}]"
+	echo "$tlscfg"
+	echo "webapp: {port: $webport, listen_address: 127.0.0.1}"
 }
 
 # bench_wait_pool: waits (30 s) until the launcher registered its pool

@@ -49,11 +49,9 @@ cat >"$tmp/sim/sim.json" <<SIM
 SIM
 sh tests/sim/openstack/ossim.sh start "$tmp/sim" --config "$tmp/sim/sim.json"
 . "$tmp/sim/env"
-bench_webport
-cat >"$tmp/nodepool.yaml" <<CFG
-zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
-$tlscfg
-webapp: {port: $webport, listen_address: 127.0.0.1}
+{
+	bench_config_head
+	cat <<CFG
 labels: [{name: small}]
 providers:
   - name: os-bench
@@ -66,6 +64,7 @@ providers:
         host-key-checking: false
         labels: [{name: small, cloud-image: debian, flavor-name: small}]
 CFG
+} >"$tmp/nodepool.yaml"
 OS_CLIENT_CONFIG_FILE=$tmp/sim/clouds.yaml \
 	"$BUILD/bin/nodepool-launcher" -p os-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!

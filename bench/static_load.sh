@@ -25,12 +25,9 @@ fi
 chroot=/bench-$$
 bench_chroot=$chroot
 bench_zk_mkdir "$chroot"
-bench_webport
 {
+	bench_config_head
 	cat <<CFG
-zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: $chroot}]
-$tlscfg
-webapp: {port: $webport, listen_address: 127.0.0.1}
 labels: [{name: small}]
 providers:
   - name: static-bench
