@@ -2587,11 +2587,7 @@ send_ready(struct builder *b)
 		 b->opt.build_workers, b->opt.upload_workers);
 	if (b->sup == NULL)
 		return;
-	ipc_msg_init(&m, IPC_READY);
-	ipc_set_str(&m.u.ready.provider, "builder");
-	m.u.ready.pid = getpid();
-	m.u.ready.zk_session = zk_session_id(b->zk);
-	ipc_set_str(&m.u.ready.version, NP_VERSION);
+	childproc_ready(&m, "builder", zk_session_id(b->zk));
 	send_msg(b, &m);
 	ipc_msg_clear(&m);
 }

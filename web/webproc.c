@@ -149,11 +149,7 @@ maybe_ready(struct webproc *wp)
 
 	if (wp->chan == NULL || wp->ready_sent || wp->zk == NULL || !zk_is_connected(wp->zk))
 		return;
-	ipc_msg_init(&m, IPC_READY);
-	ipc_set_str(&m.u.ready.provider, "web");
-	m.u.ready.pid = getpid();
-	m.u.ready.zk_session = zk_session_id(wp->zk);
-	ipc_set_str(&m.u.ready.version, NP_VERSION);
+	childproc_ready(&m, "web", zk_session_id(wp->zk));
 	send_msg(wp, &m);
 	ipc_msg_clear(&m);
 	wp->ready_sent = 1;

@@ -61,11 +61,7 @@ send_ready(struct worker *w)
 {
 	struct ipc_msg m;
 
-	ipc_msg_init(&m, IPC_READY);
-	ipc_set_str(&m.u.ready.provider, w->provider);
-	m.u.ready.pid = getpid();
-	m.u.ready.zk_session = w->lc ? zk_session_id(w->lc->zk) : 0;
-	ipc_set_str(&m.u.ready.version, NP_VERSION);
+	childproc_ready(&m, w->provider, w->lc ? zk_session_id(w->lc->zk) : 0);
 	send_or_die(w, &m);
 	ipc_msg_clear(&m);
 	w->ready_sent = 1;

@@ -10,6 +10,7 @@
 
 #include "chan.h"
 #include "log.h"
+#include "version.h"
 
 int
 childproc_channel_check(const char *prog, int channel_fd)
@@ -46,6 +47,16 @@ childproc_config(const struct ipc_config *c, const char *what, childproc_apply_f
 	}
 	json_decref(slice);
 	return ack->u.config_ack.ok ? 0 : -1;
+}
+
+void
+childproc_ready(struct ipc_msg *m, const char *name, int64_t zk_session)
+{
+	ipc_msg_init(m, IPC_READY);
+	ipc_set_str(&m->u.ready.provider, name);
+	m->u.ready.pid = getpid();
+	m->u.ready.zk_session = zk_session;
+	ipc_set_str(&m->u.ready.version, NP_VERSION);
 }
 
 char *

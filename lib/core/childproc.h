@@ -37,6 +37,13 @@ int childproc_config(const struct ipc_config *c, const char *what, childproc_app
 		     void *arg, struct ipc_msg *ack, char *err, size_t errlen);
 
 /*
+ * A READY message for the process "name" ("web", "builder", or the
+ * worker's provider): our pid and version, the ZooKeeper session id (0
+ * when there is none). The caller sends it and then ipc_msg_clear.
+ */
+void childproc_ready(struct ipc_msg *m, const char *name, int64_t zk_session);
+
+/*
  * The dump as one NUL-terminated string: malloc'd, the caller frees it;
  * NULL when memory runs out.
  */
