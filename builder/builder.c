@@ -56,6 +56,7 @@
 #include <event2/event.h>
 
 #include "chan.h"
+#include "childproc.h"
 #include "config.h"
 #include "driver.h"
 #include "imagetree.h"
@@ -161,28 +162,6 @@ set_error(struct builder *b, const char *fmt, ...)
 	vsnprintf(b->last_error, sizeof(b->last_error), fmt, ap);
 	va_end(ap);
 	log_warn("%s", b->last_error);
-}
-
-/* The host's FQDN, as upstream's socket.getfqdn(). */
-static char *
-fqdn(void)
-{
-	char host[256];
-	struct addrinfo hints, *res = NULL;
-	char *out;
-
-	if (gethostname(host, sizeof(host)) != 0)
-		snprintf(host, sizeof(host), "localhost");
-	host[sizeof(host) - 1] = '\0';
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_flags = AI_CANONNAME;
-	if (getaddrinfo(host, NULL, &hints, &res) == 0 && res != NULL && res->ai_canonname != NULL)
-		out = xstrdup(res->ai_canonname);
-	else
-		out = xstrdup(host);
-	if (res != NULL)
-		freeaddrinfo(res);
-	return out;
 }
 
 /* mkdir -p */
@@ -2608,11 +2587,7 @@ send_ready(struct builder *b)
 		 b->opt.build_workers, b->opt.upload_workers);
 	if (b->sup == NULL)
 		return;
-	ipc_msg_init(&m, IPC_READY);
-	ipc_set_str(&m.u.ready.provider, "builder");
-	m.u.ready.pid = getpid();
-	m.u.ready.zk_session = zk_session_id(b->zk);
-	ipc_set_str(&m.u.ready.version, NP_VERSION);
+	childproc_ready(&m, "builder", zk_session_id(b->zk));
 	send_msg(b, &m);
 	ipc_msg_clear(&m);
 }
@@ -2766,7 +2741,7 @@ builder_new(struct event_base *base, const struct builder_options *o, char *err,
 	b->opt = *o;
 	b->start = now_mono();
 	b->last_cleanup = -1e9;
-	b->hostname = fqdn();
+	b->hostname = childproc_fqdn();
 	b->building = strset_new();
 	b->uploading = strset_new();
 	TAILQ_INIT(&b->tasks);

@@ -28,7 +28,7 @@
 #include <event2/event.h>
 
 #include "builder.h"
-#include "chan.h"
+#include "childproc.h"
 #include "driver.h"
 #include "host.h"
 #include "log.h"
@@ -47,33 +47,21 @@ usage(void)
 }
 
 static void
-sig_stop(evutil_socket_t sig, short what, void *arg)
+stop_builder(void *arg)
 {
-	log_info("signal %d: stopping", (int)sig);
 	builder_stop(arg);
+}
+
+static void
+dump_builder(void *arg, struct evbuffer *out)
+{
+	builder_dump(arg, out);
 }
 
 static void
 sig_chld(evutil_socket_t sig, short what, void *arg)
 {
 	builder_sigchld(arg);
-}
-
-static void
-sig_dump(evutil_socket_t sig, short what, void *arg)
-{
-	struct evbuffer *b = evbuffer_new();
-	size_t len;
-	char *text;
-
-	builder_dump(arg, b);
-	len = evbuffer_get_length(b);
-	text = malloc(len + 1);
-	evbuffer_remove(b, text, len);
-	text[len] = '\0';
-	log_info("state dump:\n%s", text);
-	free(text);
-	evbuffer_free(b);
 }
 
 static double
@@ -96,7 +84,8 @@ main(int argc, char **argv)
 	const char *worker = NULL;
 	char exe[PATH_MAX], err[1024];
 	struct event_base *base;
-	struct event *ev_term, *ev_int, *ev_usr2, *ev_chld;
+	struct childproc_signals sigs;
+	struct event *ev_chld;
 	struct builder *b;
 	ssize_t n;
 	int c, rc;
@@ -164,14 +153,8 @@ main(int argc, char **argv)
 	}
 	if (optind != argc || (o.config == NULL && o.channel_fd < 0))
 		usage();
-	if (o.channel_fd >= 0) {
-		char cerr[256];
-		if (o.channel_fd != CHAN_CHILD_FD || chan_child_fd(cerr, sizeof(cerr)) < 0) {
-			fprintf(stderr, "nodepool-builder: --channel: %s\n",
-				o.channel_fd != CHAN_CHILD_FD ? "the channel is fd 3" : cerr);
-			return EXIT_PERMANENT;
-		}
-	}
+	if (o.channel_fd >= 0 && childproc_channel_check("nodepool-builder", o.channel_fd) != 0)
+		return EXIT_PERMANENT;
 	signal(SIGPIPE, SIG_IGN);
 	drv_host_register(&bld_host_ops);
 	base = event_base_new();
@@ -209,22 +192,16 @@ main(int argc, char **argv)
 		event_base_free(base);
 		return EXIT_PERMANENT;
 	}
-	ev_term = evsignal_new(base, SIGTERM, sig_stop, b);
-	ev_int = evsignal_new(base, SIGINT, sig_stop, b);
-	ev_usr2 = evsignal_new(base, SIGUSR2, sig_dump, b);
+	if (childproc_signals_init(&sigs, base, stop_builder, dump_builder, b) != 0)
+		fatalx("signal events failed");
 	ev_chld = evsignal_new(base, SIGCHLD, sig_chld, b);
-	event_add(ev_term, NULL);
-	event_add(ev_int, NULL);
-	event_add(ev_usr2, NULL);
 	event_add(ev_chld, NULL);
 
 	event_base_dispatch(base);
 
 	rc = builder_exit_code(b);
 	builder_free(b);
-	event_free(ev_term);
-	event_free(ev_int);
-	event_free(ev_usr2);
+	childproc_signals_clear(&sigs);
 	event_free(ev_chld);
 	event_base_free(base);
 	return rc;

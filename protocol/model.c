@@ -524,6 +524,20 @@ raw_any(const json_t *j)
 	return 0;
 }
 
+/* Keep lit as the next literal of lits; its placeholder string "nonce:N". */
+static json_t *
+raw_placeholder(const char *lit, const char *nonce, struct rawlits *lits)
+{
+	char ph[64];
+
+	snprintf(ph, sizeof(ph), "%s:%zu", nonce, lits->n);
+	if ((lits->v = realloc(lits->v, (lits->n + 1) * sizeof(*lits->v))) == NULL ||
+	    (lits->v[lits->n] = strdup(lit)) == NULL)
+		abort();
+	lits->n++;
+	return json_string(ph);
+}
+
 /* Replace the stand-ins of j (a private copy) by placeholders. */
 static void
 raw_unplace(json_t *j, const char *nonce, struct rawlits *lits)
@@ -531,7 +545,6 @@ raw_unplace(json_t *j, const char *nonce, struct rawlits *lits)
 	const char *k;
 	json_t *v;
 	size_t i;
-	char ph[64];
 
 	if (json_is_object(j)) {
 		json_object_foreach(j, k, v)
@@ -541,13 +554,7 @@ raw_unplace(json_t *j, const char *nonce, struct rawlits *lits)
 				raw_unplace(v, nonce, lits);
 				continue;
 			}
-			snprintf(ph, sizeof(ph), "%s:%zu", nonce, lits->n);
-			if ((lits->v = realloc(lits->v, (lits->n + 1) * sizeof(*lits->v))) ==
-				NULL ||
-			    (lits->v[lits->n] = strdup(lit)) == NULL)
-				abort();
-			lits->n++;
-			json_object_set_new(j, k, json_string(ph));
+			json_object_set_new(j, k, raw_placeholder(lit, nonce, lits));
 		}
 	} else if (json_is_array(j)) {
 		json_array_foreach(j, i, v)
@@ -557,13 +564,7 @@ raw_unplace(json_t *j, const char *nonce, struct rawlits *lits)
 				raw_unplace(v, nonce, lits);
 				continue;
 			}
-			snprintf(ph, sizeof(ph), "%s:%zu", nonce, lits->n);
-			if ((lits->v = realloc(lits->v, (lits->n + 1) * sizeof(*lits->v))) ==
-				NULL ||
-			    (lits->v[lits->n] = strdup(lit)) == NULL)
-				abort();
-			lits->n++;
-			json_array_set_new(j, i, json_string(ph));
+			json_array_set_new(j, i, raw_placeholder(lit, nonce, lits));
 		}
 	}
 }

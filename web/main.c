@@ -25,7 +25,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "chan.h"
+#include "childproc.h"
 #include "log.h"
 #include "version.h"
 #include "webproc.h"
@@ -40,30 +40,15 @@ usage(void)
 }
 
 static void
-sig_stop(evutil_socket_t sig, short what, void *arg)
+stop_web(void *arg)
 {
-	log_info("signal %d: stopping", (int)sig);
 	webproc_stop(arg);
 }
 
 static void
-sig_dump(evutil_socket_t sig, short what, void *arg)
+dump_web(void *arg, struct evbuffer *out)
 {
-	struct evbuffer *b = evbuffer_new();
-	size_t len;
-	char *text;
-
-	if (b == NULL)
-		return;
-	webproc_dump(arg, b);
-	len = evbuffer_get_length(b);
-	if ((text = malloc(len + 1)) != NULL) {
-		evbuffer_remove(b, text, len);
-		text[len] = '\0';
-		log_info("state dump:\n%s", text);
-		free(text);
-	}
-	evbuffer_free(b);
+	webproc_dump(arg, out);
 }
 
 int
@@ -72,7 +57,7 @@ main(int argc, char **argv)
 	const char *config = NULL, *secure = NULL;
 	int channel_fd = -1, debug = 0, c, rc;
 	struct event_base *base;
-	struct event *ev_term, *ev_int, *ev_usr2;
+	struct childproc_signals sigs;
 	struct webproc *wp;
 	char err[1024];
 	static const struct option longopts[] = {
@@ -106,14 +91,8 @@ main(int argc, char **argv)
 	}
 	if ((config == NULL) == (channel_fd < 0))
 		usage();
-	if (channel_fd >= 0) {
-		char cerr[256];
-		if (channel_fd != CHAN_CHILD_FD || chan_child_fd(cerr, sizeof(cerr)) < 0) {
-			fprintf(stderr, "nodepool-web: --channel: %s\n",
-				channel_fd != CHAN_CHILD_FD ? "the channel is fd 3" : cerr);
-			return EXIT_PERMANENT;
-		}
-	}
+	if (channel_fd >= 0 && childproc_channel_check("nodepool-web", channel_fd) != 0)
+		return EXIT_PERMANENT;
 	log_init("web", debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -128,20 +107,14 @@ main(int argc, char **argv)
 		event_base_free(base);
 		return rc;
 	}
-	ev_term = evsignal_new(base, SIGTERM, sig_stop, wp);
-	ev_int = evsignal_new(base, SIGINT, sig_stop, wp);
-	ev_usr2 = evsignal_new(base, SIGUSR2, sig_dump, wp);
-	event_add(ev_term, NULL);
-	event_add(ev_int, NULL);
-	event_add(ev_usr2, NULL);
+	if (childproc_signals_init(&sigs, base, stop_web, dump_web, wp) != 0)
+		fatalx("signal events failed");
 
 	event_base_dispatch(base);
 
 	rc = webproc_exit_code(wp);
 	webproc_free(wp);
-	event_free(ev_term);
-	event_free(ev_int);
-	event_free(ev_usr2);
+	childproc_signals_clear(&sigs);
 	event_base_free(base);
 	return rc;
 }

@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include "chan.h"
+#include "childproc.h"
 #include "config.h"
 #include "ipc.h"
 #include "log.h"
@@ -148,11 +149,7 @@ maybe_ready(struct webproc *wp)
 
 	if (wp->chan == NULL || wp->ready_sent || wp->zk == NULL || !zk_is_connected(wp->zk))
 		return;
-	ipc_msg_init(&m, IPC_READY);
-	ipc_set_str(&m.u.ready.provider, "web");
-	m.u.ready.pid = getpid();
-	m.u.ready.zk_session = zk_session_id(wp->zk);
-	ipc_set_str(&m.u.ready.version, NP_VERSION);
+	childproc_ready(&m, "web", zk_session_id(wp->zk));
 	send_msg(wp, &m);
 	ipc_msg_clear(&m);
 	wp->ready_sent = 1;
@@ -205,29 +202,24 @@ send_status(struct webproc *wp, int64_t seq)
 	ipc_msg_clear(&m);
 }
 
+/* webproc_apply as a childproc_apply_fn */
+static int
+webproc_apply_cb(void *arg, const json_t *slice, char *err, size_t errlen)
+{
+	return webproc_apply(arg, slice, err, errlen);
+}
+
 static void
 on_config(struct webproc *wp, const struct ipc_config *c)
 {
 	struct ipc_msg ack;
-	json_error_t jerr;
-	json_t *slice = json_loads(c->config, 0, &jerr);
 	char err[512];
 	int had = wp->slice != NULL;
 	bool ok;
 
-	ipc_msg_init(&ack, IPC_CONFIG_ACK);
-	ack.u.config_ack.generation = c->generation;
-	if (slice == NULL) {
-		snprintf(err, sizeof(err), "web slice: %s (line %d)", jerr.text, jerr.line);
-		ipc_strv_push(&ack.u.config_ack.errors, err);
-	} else if (webproc_apply(wp, slice, err, sizeof(err)) != 0) {
-		ipc_strv_push(&ack.u.config_ack.errors, err);
-	} else {
-		ack.u.config_ack.ok = true;
+	ok = childproc_config(c, "web slice", webproc_apply_cb, wp, &ack, err, sizeof(err)) == 0;
+	if (ok)
 		wp->generation = c->generation;
-	}
-	json_decref(slice);
-	ok = ack.u.config_ack.ok;
 	send_msg(wp, &ack);
 	ipc_msg_clear(&ack);
 	if (!ok && !had) {
@@ -258,6 +250,13 @@ on_metrics(struct webproc *wp, const struct ipc_metrics *m)
 	json_object_set_new(wp->live, m->provider, rec);
 }
 
+/* webproc_dump as a childproc_dump_fn */
+static void
+webproc_dump_cb(void *arg, struct evbuffer *out)
+{
+	webproc_dump(arg, out);
+}
+
 static void
 on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
 {
@@ -279,17 +278,10 @@ on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
 		break;
 	case IPC_DUMP_REQ: {
 		struct ipc_msg r;
-		struct evbuffer *b = evbuffer_new();
-		size_t len;
-		webproc_dump(wp, b);
 		ipc_msg_init(&r, IPC_DUMP_REPLY);
-		len = evbuffer_get_length(b);
-		r.u.dump_reply.text = malloc(len + 1);
+		r.u.dump_reply.text = childproc_dump_text(webproc_dump_cb, wp);
 		if (r.u.dump_reply.text == NULL)
 			abort();
-		evbuffer_remove(b, r.u.dump_reply.text, len);
-		r.u.dump_reply.text[len] = '\0';
-		evbuffer_free(b);
 		send_msg(wp, &r);
 		ipc_msg_clear(&r);
 		break;

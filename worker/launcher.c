@@ -17,6 +17,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "childproc.h"
 #include "log.h"
 #include "paths.h"
 #include "strset.h"
@@ -49,31 +50,6 @@ lc_set_error(struct launcher *lc, const char *fmt, ...)
 	vsnprintf(lc->last_error, sizeof(lc->last_error), fmt, ap);
 	va_end(ap);
 	log_warn("%s", lc->last_error);
-}
-
-/* The host's FQDN, as upstream's socket.getfqdn(): the canonical name of
- * gethostname(), or the plain name when it does not resolve. */
-static char *
-lc_fqdn(void)
-{
-	char host[256];
-	struct addrinfo hints, *res = NULL;
-	char *out;
-
-	if (gethostname(host, sizeof(host)) != 0)
-		snprintf(host, sizeof(host), "localhost");
-	host[sizeof(host) - 1] = '\0';
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_flags = AI_CANONNAME;
-	if (getaddrinfo(host, NULL, &hints, &res) == 0 && res != NULL && res->ai_canonname != NULL)
-		out = strdup(res->ai_canonname);
-	else
-		out = strdup(host);
-	if (res != NULL)
-		freeaddrinfo(res);
-	if (out == NULL)
-		abort();
-	return out;
 }
 
 /* ---- caches -> objects ---------------------------------------------------- */
@@ -839,7 +815,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	if (lc == NULL)
 		abort();
 	lc->base = base;
-	lc->hostname = lc_fqdn();
+	lc->hostname = childproc_fqdn();
 	lc->busy = strset_new();
 	lc->gone = strset_new();
 	TAILQ_INIT(&lc->ctxs);

@@ -28,7 +28,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "chan.h"
+#include "childproc.h"
 #include "config.h"
 #include "launcher.h"
 #include "log.h"
@@ -46,30 +46,15 @@ usage(void)
 }
 
 static void
-sig_stop(evutil_socket_t sig, short what, void *arg)
+stop_worker(void *arg)
 {
-	struct worker *w = arg;
-
-	log_info("signal %d: stopping", (int)sig);
-	worker_stop(w);
+	worker_stop(arg);
 }
 
 static void
-sig_dump(evutil_socket_t sig, short what, void *arg)
+dump_worker(void *arg, struct evbuffer *out)
 {
-	struct worker *w = arg;
-	struct evbuffer *b = evbuffer_new();
-	size_t len;
-	char *text;
-
-	worker_dump(w, b);
-	len = evbuffer_get_length(b);
-	text = malloc(len + 1);
-	evbuffer_remove(b, text, len);
-	text[len] = '\0';
-	log_info("state dump:\n%s", text);
-	free(text);
-	evbuffer_free(b);
+	worker_dump(arg, out);
 }
 
 int
@@ -78,7 +63,7 @@ main(int argc, char **argv)
 	const char *provider = NULL, *config = NULL, *secure = NULL;
 	int channel_fd = -1, debug = 0, c, rc;
 	struct event_base *base;
-	struct event *ev_term, *ev_int, *ev_usr2;
+	struct childproc_signals sigs;
 	struct worker *w;
 	char tag[128], err[1024];
 	static const struct option longopts[] = {
@@ -115,14 +100,8 @@ main(int argc, char **argv)
 	}
 	if (provider == NULL || (config == NULL && channel_fd < 0))
 		usage();
-	if (channel_fd >= 0) {
-		char cerr[256];
-		if (channel_fd != CHAN_CHILD_FD || chan_child_fd(cerr, sizeof(cerr)) < 0) {
-			fprintf(stderr, "nodepool-launcher: --channel: %s\n",
-				channel_fd != CHAN_CHILD_FD ? "the channel is fd 3" : cerr);
-			return EXIT_PERMANENT;
-		}
-	}
+	if (channel_fd >= 0 && childproc_channel_check("nodepool-launcher", channel_fd) != 0)
+		return EXIT_PERMANENT;
 	snprintf(tag, sizeof(tag), "worker[%s]", provider);
 	log_init(tag, debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	signal(SIGPIPE, SIG_IGN);
@@ -140,21 +119,15 @@ main(int argc, char **argv)
 			return EXIT_PERMANENT;
 		}
 	}
-	ev_term = evsignal_new(base, SIGTERM, sig_stop, w);
-	ev_int = evsignal_new(base, SIGINT, sig_stop, w);
-	ev_usr2 = evsignal_new(base, SIGUSR2, sig_dump, w);
-	event_add(ev_term, NULL);
-	event_add(ev_int, NULL);
-	event_add(ev_usr2, NULL);
+	if (childproc_signals_init(&sigs, base, stop_worker, dump_worker, w) != 0)
+		fatalx("signal events failed");
 
 	event_base_dispatch(base);
 	worker_drain(w, 2.0);
 
 	rc = worker_exit_code(w);
 	worker_free(w);
-	event_free(ev_term);
-	event_free(ev_int);
-	event_free(ev_usr2);
+	childproc_signals_clear(&sigs);
 	event_base_free(base);
 	return rc;
 }

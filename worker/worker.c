@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "chan.h"
+#include "childproc.h"
 #include "config.h"
 #include "ipc.h"
 #include "log.h"
@@ -60,11 +61,7 @@ send_ready(struct worker *w)
 {
 	struct ipc_msg m;
 
-	ipc_msg_init(&m, IPC_READY);
-	ipc_set_str(&m.u.ready.provider, w->provider);
-	m.u.ready.pid = getpid();
-	m.u.ready.zk_session = w->lc ? zk_session_id(w->lc->zk) : 0;
-	ipc_set_str(&m.u.ready.version, NP_VERSION);
+	childproc_ready(&m, w->provider, w->lc ? zk_session_id(w->lc->zk) : 0);
 	send_or_die(w, &m);
 	ipc_msg_clear(&m);
 	w->ready_sent = 1;
@@ -170,34 +167,38 @@ send_status(struct worker *w, int64_t seq)
 	ipc_msg_clear(&m);
 }
 
+/* worker_apply_config as a childproc_apply_fn */
+static int
+worker_apply_cb(void *arg, const json_t *slice, char *err, size_t errlen)
+{
+	return worker_apply_config(arg, slice, err, errlen);
+}
+
 static void
 on_config(struct worker *w, const struct ipc_config *c)
 {
 	struct ipc_msg ack;
-	json_error_t jerr;
-	json_t *slice = json_loads(c->config, 0, &jerr);
 	char err[512];
+	bool ok;
 
-	ipc_msg_init(&ack, IPC_CONFIG_ACK);
-	ack.u.config_ack.generation = c->generation;
-	if (slice == NULL) {
-		snprintf(err, sizeof(err), "config slice: %s (line %d)", jerr.text, jerr.line);
-		ipc_strv_push(&ack.u.config_ack.errors, err);
-	} else if (worker_apply_config(w, slice, err, sizeof(err)) != 0) {
-		ipc_strv_push(&ack.u.config_ack.errors, err);
-	} else {
-		ack.u.config_ack.ok = true;
+	ok = childproc_config(c, "config slice", worker_apply_cb, w, &ack, err, sizeof(err)) == 0;
+	if (ok)
 		w->generation = c->generation;
-	}
-	json_decref(slice);
 	send_or_die(w, &ack);
-	ipc_msg_clear(&ack);
-	if (!ack.u.config_ack.ok && w->lc == NULL) {
+	ipc_msg_clear(&ack); /* zeroes ack: decide on ok */
+	if (!ok && w->lc == NULL) {
 		/* nothing running and this config cannot run: permanent */
 		log_error("%s", err);
 		w->exit_code = 100;
 		event_base_loopexit(w->base, NULL);
 	}
+}
+
+/* worker_dump as a childproc_dump_fn */
+static void
+worker_dump_cb(void *arg, struct evbuffer *out)
+{
+	worker_dump(arg, out);
 }
 
 static void
@@ -218,15 +219,10 @@ on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
 		break;
 	case IPC_DUMP_REQ: {
 		struct ipc_msg r;
-		struct evbuffer *b = evbuffer_new();
-		size_t len;
-		worker_dump(w, b);
 		ipc_msg_init(&r, IPC_DUMP_REPLY);
-		len = evbuffer_get_length(b);
-		r.u.dump_reply.text = malloc(len + 1);
-		evbuffer_remove(b, r.u.dump_reply.text, len);
-		r.u.dump_reply.text[len] = '\0';
-		evbuffer_free(b);
+		r.u.dump_reply.text = childproc_dump_text(worker_dump_cb, w);
+		if (r.u.dump_reply.text == NULL)
+			abort();
 		send_or_die(w, &r);
 		ipc_msg_clear(&r);
 		break;

@@ -14,12 +14,21 @@
 #include "config.h"
 #include "config_int.h"
 
-size_t
-cfg_path_key(struct cfg_path *p, const char *key)
+/* Append to the path's end (printf-style), clamped to its buffer; returns
+ * the old length, for cfg_path_pop. */
+static size_t path_append(struct cfg_path *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static size_t
+path_append(struct cfg_path *p, const char *fmt, ...)
 {
 	size_t old = p->len;
-	int r = snprintf(p->buf + p->len, sizeof(p->buf) - p->len, "%s%s", p->len ? "." : "", key);
+	va_list ap;
+	int r;
 
+	va_start(ap, fmt);
+	r = vsnprintf(p->buf + p->len, sizeof(p->buf) - p->len, fmt, ap);
+	va_end(ap);
 	if (r > 0)
 		p->len += (size_t)r;
 	if (p->len >= sizeof(p->buf))
@@ -28,16 +37,15 @@ cfg_path_key(struct cfg_path *p, const char *key)
 }
 
 size_t
+cfg_path_key(struct cfg_path *p, const char *key)
+{
+	return path_append(p, "%s%s", p->len ? "." : "", key);
+}
+
+size_t
 cfg_path_idx(struct cfg_path *p, size_t i)
 {
-	size_t old = p->len;
-	int r = snprintf(p->buf + p->len, sizeof(p->buf) - p->len, "[%zu]", i);
-
-	if (r > 0)
-		p->len += (size_t)r;
-	if (p->len >= sizeof(p->buf))
-		p->len = sizeof(p->buf) - 1;
-	return old;
+	return path_append(p, "[%zu]", i);
 }
 
 void

@@ -359,60 +359,45 @@ static void kids_read(const struct zk_result *r, void *arg);
 static void lock_read(const struct zk_result *r, void *arg);
 static void ent_watch(int type, const char *path, void *arg);
 
+/* Start one read of the entry's znode (suffix "" or "/lock"), setting the
+ * cache's shared watch with it unless one is armed there already. */
 static void
-read_data(struct zk_cache *c, struct ent *e)
+submit_read(struct zk_cache *c, struct ent *e, enum zk_op_kind kind, const char *suffix,
+	    zk_result_cb cb, int armed)
 {
-	char *p = child_path(c, e->name, "");
-	struct zk_req req = {.kind = ZK_OP_GET, .path = p, .cb = data_read, .arg = c, .owner = c};
+	char *p = child_path(c, e->name, suffix);
+	struct zk_req req = {.kind = kind, .path = p, .cb = cb, .arg = c, .owner = c};
 
-	if (!e->data_armed) {
+	if (!armed) {
 		req.watch = ent_watch;
 		req.warg = c;
 		req.wowner = c;
 		req.share_watch = 1;
 	}
-	e->data_busy = 1;
 	c->inflight++;
 	zk_submit(c->zk, &req);
 	free(p);
+}
+
+static void
+read_data(struct zk_cache *c, struct ent *e)
+{
+	e->data_busy = 1;
+	submit_read(c, e, ZK_OP_GET, "", data_read, e->data_armed);
 }
 
 static void
 read_kids(struct zk_cache *c, struct ent *e)
 {
-	char *p = child_path(c, e->name, "");
-	struct zk_req req = {
-	    .kind = ZK_OP_CHILDREN, .path = p, .cb = kids_read, .arg = c, .owner = c};
-
-	if (!e->kids_armed) {
-		req.watch = ent_watch;
-		req.warg = c;
-		req.wowner = c;
-		req.share_watch = 1;
-	}
 	e->kids_busy = 1;
-	c->inflight++;
-	zk_submit(c->zk, &req);
-	free(p);
+	submit_read(c, e, ZK_OP_CHILDREN, "", kids_read, e->kids_armed);
 }
 
 static void
 read_lock(struct zk_cache *c, struct ent *e)
 {
-	char *p = child_path(c, e->name, "/lock");
-	struct zk_req req = {
-	    .kind = ZK_OP_CHILDREN, .path = p, .cb = lock_read, .arg = c, .owner = c};
-
-	if (!e->lock_armed) {
-		req.watch = ent_watch;
-		req.warg = c;
-		req.wowner = c;
-		req.share_watch = 1;
-	}
 	e->lock_busy = 1;
-	c->inflight++;
-	zk_submit(c->zk, &req);
-	free(p);
+	submit_read(c, e, ZK_OP_CHILDREN, "/lock", lock_read, e->lock_armed);
 }
 
 /* The entry lacks a watch (a read would be started for it). */

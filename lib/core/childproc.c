@@ -1,0 +1,158 @@
+#include "childproc.h"
+
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "chan.h"
+#include "log.h"
+#include "version.h"
+
+int
+childproc_channel_check(const char *prog, int channel_fd)
+{
+	char cerr[256];
+
+	if (channel_fd != CHAN_CHILD_FD) {
+		fprintf(stderr, "%s: --channel: the channel is fd 3\n", prog);
+		return -1;
+	}
+	if (chan_child_fd(cerr, sizeof(cerr)) < 0) {
+		fprintf(stderr, "%s: --channel: %s\n", prog, cerr);
+		return -1;
+	}
+	return 0;
+}
+
+int
+childproc_config(const struct ipc_config *c, const char *what, childproc_apply_fn apply, void *arg,
+		 struct ipc_msg *ack, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *slice = json_loads(c->config, 0, &jerr);
+
+	ipc_msg_init(ack, IPC_CONFIG_ACK);
+	ack->u.config_ack.generation = c->generation;
+	if (slice == NULL) {
+		snprintf(err, errlen, "%s: %s (line %d)", what, jerr.text, jerr.line);
+		ipc_strv_push(&ack->u.config_ack.errors, err);
+	} else if (apply(arg, slice, err, errlen) != 0) {
+		ipc_strv_push(&ack->u.config_ack.errors, err);
+	} else {
+		ack->u.config_ack.ok = true;
+	}
+	json_decref(slice);
+	return ack->u.config_ack.ok ? 0 : -1;
+}
+
+void
+childproc_ready(struct ipc_msg *m, const char *name, int64_t zk_session)
+{
+	ipc_msg_init(m, IPC_READY);
+	ipc_set_str(&m->u.ready.provider, name);
+	m->u.ready.pid = getpid();
+	m->u.ready.zk_session = zk_session;
+	ipc_set_str(&m->u.ready.version, NP_VERSION);
+}
+
+char *
+childproc_dump_text(childproc_dump_fn dump, void *arg)
+{
+	struct evbuffer *b = evbuffer_new();
+	size_t len;
+	char *text;
+
+	if (b == NULL)
+		return NULL;
+	dump(arg, b);
+	len = evbuffer_get_length(b);
+	if ((text = malloc(len + 1)) != NULL) {
+		evbuffer_remove(b, text, len);
+		text[len] = '\0';
+	}
+	evbuffer_free(b);
+	return text;
+}
+
+static void
+on_stop(evutil_socket_t sig, short what, void *arg)
+{
+	struct childproc_signals *s = arg;
+
+	(void)what;
+	log_info("signal %d: stopping", (int)sig);
+	s->stop(s->arg);
+}
+
+static void
+on_dump(evutil_socket_t sig, short what, void *arg)
+{
+	struct childproc_signals *s = arg;
+	char *text = childproc_dump_text(s->dump, s->arg);
+
+	(void)sig;
+	(void)what;
+	if (text != NULL)
+		log_info("state dump:\n%s", text);
+	free(text);
+}
+
+int
+childproc_signals_init(struct childproc_signals *s, struct event_base *base,
+		       void (*stop)(void *arg), childproc_dump_fn dump, void *arg)
+{
+	static const int sigs[3] = {SIGTERM, SIGINT, SIGUSR2};
+	int i;
+
+	memset(s, 0, sizeof(*s));
+	s->stop = stop;
+	s->dump = dump;
+	s->arg = arg;
+	for (i = 0; i < 3; i++) {
+		s->ev[i] = evsignal_new(base, sigs[i], sigs[i] == SIGUSR2 ? on_dump : on_stop, s);
+		if (s->ev[i] == NULL || event_add(s->ev[i], NULL) != 0) {
+			childproc_signals_clear(s);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void
+childproc_signals_clear(struct childproc_signals *s)
+{
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		if (s->ev[i] != NULL)
+			event_free(s->ev[i]);
+		s->ev[i] = NULL;
+	}
+}
+
+char *
+childproc_fqdn(void)
+{
+	char host[256];
+	struct addrinfo hints, *res = NULL;
+	char *out;
+
+	if (gethostname(host, sizeof(host)) != 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_flags = AI_CANONNAME;
+	if (getaddrinfo(host, NULL, &hints, &res) == 0 && res != NULL && res->ai_canonname != NULL)
+		out = strdup(res->ai_canonname);
+	else
+		out = strdup(host);
+	if (res != NULL)
+		freeaddrinfo(res);
+	if (out == NULL)
+		abort();
+	return out;
+}
