@@ -20,60 +20,21 @@ N=${1:-500}
 C=${2:-50}
 BOOT=${3:-1}
 RATE=${4:-20}
-BUILD=${BUILD:-build}
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-[ -n "${BENCH_NOMAKE:-}" ] || make -s "$BUILD/bench/zuul_load" "$BUILD/bin/nodepool-launcher" >/dev/null
-tmp=$(mktemp -d /tmp/nodepoold-bench.XXXXXX)
-pid=""
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_init nodepoold-bench
+bench_cleanup_hook() {
 	sh tests/sim/aws/awssim.sh stop "$tmp/aws"
-	sh tests/zkfixture.sh stop "$tmp/zk"
-	[ -n "${BENCH_KEEP:-}" ] || rm -rf "$tmp"
 }
-trap cleanup EXIT
-[ -n "${BENCH_DEBUG:-}" ] && set -x
-sh tests/zkfixture.sh start "$tmp/zk" >/dev/null
+bench_zk_start
 echo '{"boot_delay": '"$BOOT"', "terminate_delay": 0.5, "regions": {"us-east-1": {}}}' >"$tmp/aws.json"
 sh tests/sim/aws/awssim.sh start "$tmp/aws" --config "$tmp/aws.json"
 . "$tmp/aws/env"
 export HOME="$tmp" # no ~/.aws of the machine's
-. "$tmp/zk/env"
-if [ "${BENCH_ZK:-tls}" = plain ]; then
-	port=${NP_TEST_ZK##*:}
-	zkurl=$NP_TEST_ZK
-	tlscfg=""
-	tlsopt=""
-else
-	port=${NP_TEST_ZK_TLS##*:}
-	zkurl=$NP_TEST_ZK_TLS
-	tlscfg="zookeeper-tls: {ca: $NP_TEST_CERTS/ca.pem, cert: $NP_TEST_CERTS/client.pem, key: $NP_TEST_CERTS/client.key}"
-	tlsopt="--ca $NP_TEST_CERTS/ca.pem --cert $NP_TEST_CERTS/client.pem --key $NP_TEST_CERTS/client.key"
-fi
-kz() {
-	/usr/bin/python3 - "$NP_TEST_ZK_TLS" "$NP_TEST_CERTS" "$@"
-}
-kz <<'PY'
-import sys
-from kazoo.client import KazooClient
-c = sys.argv[2]
-k = KazooClient(hosts=sys.argv[1], use_ssl=True, verify_certs=True, ca=c + "/ca.pem",
-                certfile=c + "/client.pem", keyfile=c + "/client.key")
-k.start(timeout=15)
-k.ensure_path("/bench")
-k.stop()
-PY
-# the launcher's web API (upstream's default is 0.0.0.0:8005): a free
-# loopback port
-webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$tmp/nodepool.yaml" <<CFG
-zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
-$tlscfg
-webapp: {port: $webport, listen_address: 127.0.0.1}
+bench_zk_mkdir /bench
+{
+	bench_config_head
+	cat <<CFG
 labels: [{name: small}]
 providers:
   - name: aws-bench
@@ -89,51 +50,17 @@ providers:
         labels:
           - {name: small, cloud-image: debian, instance-type: t3.small, key-name: zuul}
 CFG
+} >"$tmp/nodepool.yaml"
 "$BUILD/bin/nodepool-launcher" -p aws-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
-# wait for the pool to register
-kz <<'PY'
-import sys, time
-from kazoo.client import KazooClient
-c = sys.argv[2]
-k = KazooClient(hosts=sys.argv[1] + "/bench", use_ssl=True, verify_certs=True,
-                ca=c + "/ca.pem", certfile=c + "/client.pem", keyfile=c + "/client.key")
-k.start(timeout=15)
-end = time.time() + 30
-while time.time() < end:
-    if k.exists("/nodepool/components/pool") and k.get_children("/nodepool/components/pool"):
-        break
-    time.sleep(0.1)
-else:
-    sys.exit("the launcher did not register its pool")
-k.stop()
-PY
-# A dump logs the loop lag and resets its window; wait for it in the log.
-dump() {
-	n=$(grep -c "event loop lag" "$tmp/launcher.log" || true)
-	kill -USR2 "$pid"
-	i=0
-	while [ "$(grep -c "event loop lag" "$tmp/launcher.log" || true)" -le "$n" ]; do
-		i=$((i + 1))
-		[ $i -lt 100 ] || { echo "no dump from the launcher" >&2; exit 1; }
-		sleep 0.05
-	done
-}
-warm=${BENCH_WARMUP:-0}
-if [ "$warm" -gt 0 ]; then
-	# shellcheck disable=SC2086
-	"$BUILD/bench/zuul_load" -z "$zkurl/bench" $tlsopt -l small -n "$warm" -c "$C" \
-		>/dev/null || { tail -30 "$tmp/launcher.log"; exit 1; }
-fi
-dump
+bench_wait_pool
+bench_warmup 0 "$C" small
+bench_dump
 curl -s -X DELETE "$AWSSIM_CONTROL/calls" >/dev/null
 echo "load: $N requests, concurrency $C, simulated EC2 boot ${BOOT}s, rate ${RATE} calls/s"
-# shellcheck disable=SC2086 # tlsopt is a list of words
-"$BUILD/bench/zuul_load" -z "$zkurl/bench" $tlsopt \
-	-l small -n "$N" -c "$C" --pid "$pid" --idle 2 || { tail -30 "$tmp/launcher.log"; exit 1; }
-dump
-lag=$(grep "event loop lag" "$tmp/launcher.log" | tail -1 | sed 's/.*since start, //; s/ since the last dump//')
-echo "worker event-loop lag during the load: max $lag"
+bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --idle 2
+bench_dump
+bench_lag
 # let the last deletes finish, then count the calls
 i=0
 while [ $i -lt 100 ]; do

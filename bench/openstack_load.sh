@@ -22,47 +22,21 @@
 # 0.01 s: 20.7 requests/s, p50 1.99 s, p99 3.17 s, 2.05 calls per node.
 #
 # Environment: BENCH_WARMUP=M runs M requests first, unmeasured (default
-# 0); BUILD picks the build; BENCH_KEEP keeps the temporary directory.
+# 0); BUILD picks the build; BENCH_KEEP keeps the temporary directory;
+# BENCH_ZK=plain talks to ZooKeeper without TLS (bench/lib.sh).
 set -eu
 N=${1:-500}
 C=${2:-50}
 BOOT=${3:-1}
 RATE=${4:-0}
-BUILD=${BUILD:-build}
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-[ -n "${BENCH_NOMAKE:-}" ] || make -s "$BUILD/bench/zuul_load" "$BUILD/bin/nodepool-launcher" >/dev/null
-tmp=$(mktemp -d /tmp/nodepoold-osbench.XXXXXX)
-pid=""
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_init nodepoold-osbench
+bench_cleanup_hook() {
 	sh tests/sim/openstack/ossim.sh stop "$tmp/sim" || true
-	sh tests/zkfixture.sh stop "$tmp/zk"
-	[ -n "${BENCH_KEEP:-}" ] || rm -rf "$tmp"
 }
-trap cleanup EXIT
-[ -n "${BENCH_DEBUG:-}" ] && set -x
-sh tests/zkfixture.sh start "$tmp/zk" >/dev/null
-. "$tmp/zk/env"
-port=${NP_TEST_ZK_TLS##*:}
-zkurl=$NP_TEST_ZK_TLS
-tlsopt="--ca $NP_TEST_CERTS/ca.pem --cert $NP_TEST_CERTS/client.pem --key $NP_TEST_CERTS/client.key"
-kz() {
-	/usr/bin/python3 - "$NP_TEST_ZK_TLS" "$NP_TEST_CERTS" "$@"
-}
-kz <<'PY'
-import sys
-from kazoo.client import KazooClient
-c = sys.argv[2]
-k = KazooClient(hosts=sys.argv[1], use_ssl=True, verify_certs=True, ca=c + "/ca.pem",
-                certfile=c + "/client.pem", keyfile=c + "/client.key")
-k.start(timeout=15)
-k.ensure_path("/bench")
-k.stop()
-PY
+bench_zk_start
+bench_zk_mkdir /bench
 mkdir -p "$tmp/sim"
 cat >"$tmp/sim/sim.json" <<SIM
 {"clouds": {"bench": {"regions": {"RegionOne": {
@@ -75,13 +49,9 @@ cat >"$tmp/sim/sim.json" <<SIM
 SIM
 sh tests/sim/openstack/ossim.sh start "$tmp/sim" --config "$tmp/sim/sim.json"
 . "$tmp/sim/env"
-# the launcher's web API (upstream's default is 0.0.0.0:8005): a free
-# loopback port
-webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$tmp/nodepool.yaml" <<CFG
-zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: /bench}]
-zookeeper-tls: {ca: $NP_TEST_CERTS/ca.pem, cert: $NP_TEST_CERTS/client.pem, key: $NP_TEST_CERTS/client.key}
-webapp: {port: $webport, listen_address: 127.0.0.1}
+{
+	bench_config_head
+	cat <<CFG
 labels: [{name: small}]
 providers:
   - name: os-bench
@@ -94,36 +64,15 @@ providers:
         host-key-checking: false
         labels: [{name: small, cloud-image: debian, flavor-name: small}]
 CFG
+} >"$tmp/nodepool.yaml"
 OS_CLIENT_CONFIG_FILE=$tmp/sim/clouds.yaml \
 	"$BUILD/bin/nodepool-launcher" -p os-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
-kz <<'PY'
-import sys, time
-from kazoo.client import KazooClient
-c = sys.argv[2]
-k = KazooClient(hosts=sys.argv[1] + "/bench", use_ssl=True, verify_certs=True,
-                ca=c + "/ca.pem", certfile=c + "/client.pem", keyfile=c + "/client.key")
-k.start(timeout=15)
-end = time.time() + 30
-while time.time() < end:
-    if k.exists("/nodepool/components/pool") and k.get_children("/nodepool/components/pool"):
-        break
-    time.sleep(0.1)
-else:
-    sys.exit("the launcher did not register its pool")
-k.stop()
-PY
-warm=${BENCH_WARMUP:-0}
-if [ "$warm" -gt 0 ]; then
-	# shellcheck disable=SC2086
-	"$BUILD/bench/zuul_load" -z "$zkurl/bench" $tlsopt -l small -n "$warm" -c "$C" \
-		>/dev/null || { tail -30 "$tmp/launcher.log"; exit 1; }
-fi
+bench_wait_pool
+bench_warmup 0 "$C" small
 /usr/bin/python3 -c "import urllib.request as u; u.urlopen(u.Request('$OSSIM_CONTROL/calls', method='DELETE'))"
 echo "load: $N requests, concurrency $C, simulated OpenStack boot ${BOOT}s, rate ${RATE}s between calls"
-# shellcheck disable=SC2086 # tlsopt is a list of words
-"$BUILD/bench/zuul_load" -z "$zkurl/bench" $tlsopt \
-	-l small -n "$N" -c "$C" --pid "$pid" --idle 2 || { tail -30 "$tmp/launcher.log"; exit 1; }
+bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --idle 2
 /usr/bin/python3 - "$OSSIM_CONTROL" "$N" <<'PY'
 import json, sys, urllib.request
 calls = json.load(urllib.request.urlopen(sys.argv[1] + "/calls"))

@@ -9,49 +9,25 @@ set -eu
 N=${1:-500}
 C=${2:-20}
 H=${3:-20}
-BUILD=${BUILD:-build}
-top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
-[ -n "${BENCH_NOMAKE:-}" ] || make -s "$BUILD/bench/zuul_load" "$BUILD/bin/nodepool-launcher" >/dev/null
-tmp=$(mktemp -d /tmp/nodepoold-bench.XXXXXX)
-pid=""
-cleanup() {
-	# never give up half way: ZooKeeper must be stopped whatever failed
-	set +e
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	[ -n "${BENCH_ZK_DIR:-}" ] || sh tests/zkfixture.sh stop "$tmp/zk"
-	[ -n "${BENCH_KEEP_LOG:-}" ] && cp "$tmp/launcher.log" "$BENCH_KEEP_LOG"
-	rm -rf "$tmp"
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_init nodepoold-bench
+bench_cleanup_hook() {
+	[ -z "${BENCH_KEEP_LOG:-}" ] || cp "$tmp/launcher.log" "$BENCH_KEEP_LOG"
 }
-trap cleanup EXIT
-[ -n "${BENCH_DEBUG:-}" ] && set -x
 # BENCH_ZK_DIR: reuse a running fixture (a warm JVM) instead of starting one
 if [ -n "${BENCH_ZK_DIR:-}" ]; then
 	. "$BENCH_ZK_DIR/env"
+	bench_zk_vars
 else
-	sh tests/zkfixture.sh start "$tmp/zk"
-	. "$tmp/zk/env"
+	bench_zk_start
 fi
-port=${NP_TEST_ZK_TLS##*:}
 chroot=/bench-$$
-/usr/bin/python3 - "$NP_TEST_ZK_TLS" "$NP_TEST_CERTS" "$chroot" <<'PY'
-import sys
-from kazoo.client import KazooClient
-c = sys.argv[2]
-k = KazooClient(hosts=sys.argv[1], use_ssl=True, verify_certs=True, ca=c + "/ca.pem",
-                certfile=c + "/client.pem", keyfile=c + "/client.key")
-k.start(timeout=15)
-k.ensure_path(sys.argv[3])
-k.stop()
-PY
-# the launcher's web API (upstream's default is 0.0.0.0:8005): a free
-# loopback port
-webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+bench_chroot=$chroot
+bench_zk_mkdir "$chroot"
 {
+	bench_config_head
 	cat <<CFG
-zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: $chroot}]
-zookeeper-tls: {ca: $NP_TEST_CERTS/ca.pem, cert: $NP_TEST_CERTS/client.pem, key: $NP_TEST_CERTS/client.key}
-webapp: {port: $webport, listen_address: 127.0.0.1}
 labels: [{name: small}]
 providers:
   - name: static-bench
@@ -69,13 +45,9 @@ CFG
 NP_DEBUG=${NP_DEBUG:-} "$BUILD/bin/nodepool-launcher" -p static-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
 # wait for H ready nodes
-/usr/bin/python3 - "$NP_TEST_ZK_TLS$chroot" "$NP_TEST_CERTS" "$H" <<'PY'
-import json, sys, time
-from kazoo.client import KazooClient
-c = sys.argv[2]
-k = KazooClient(hosts=sys.argv[1], use_ssl=True, verify_certs=True, ca=c + "/ca.pem",
-                certfile=c + "/client.pem", keyfile=c + "/client.key")
-k.start(timeout=15)
+bench_kz "$NP_TEST_ZK_TLS$chroot" "$H" <<'PY'
+import json, time
+k = bench_kz_client(sys.argv[1], sys.argv[2])
 end = time.time() + 30
 while time.time() < end:
     n = 0
@@ -90,6 +62,4 @@ while time.time() < end:
 k.stop()
 PY
 echo "load: $N requests, concurrency $C, $H static nodes"
-"$BUILD/bench/zuul_load" -z "$NP_TEST_ZK_TLS$chroot" --ca "$NP_TEST_CERTS/ca.pem" \
-	--cert "$NP_TEST_CERTS/client.pem" --key "$NP_TEST_CERTS/client.key" \
-	-l small -n "$N" -c "$C" --pid "$pid" --idle 5 || { tail -30 "$tmp/launcher.log"; exit 1; }
+bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --idle 5

@@ -8,74 +8,30 @@ ready-file), driven through its control API, stopped by pid.
     sim.servers()                          # state, flat, with cloud/region
     sim.stop()
 """
-import json
 import os
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from simfixture import TOP, SimFixture
+
 SIM_DIR = os.path.join(TOP, "tests", "sim", "openstack")
 sys.path.insert(0, SIM_DIR)
 import clouds_yaml  # noqa: E402
 
 
-class OSSim:
-    def __init__(self, workdir, config=None, tls=False, name="ossim"):
-        self.dir = os.path.join(str(workdir), name)
-        os.makedirs(self.dir, exist_ok=True)
-        self.config = config or {}
-        self.tls = tls
-        self.proc = None
-        self.info = None
+class OSSim(SimFixture):
+    NAME = "ossim"
+    SIM_DIR = SIM_DIR
+    START_TIMEOUT = 20
 
-    def start(self, timeout=20):
-        cfgp = os.path.join(self.dir, "config.json")
-        with open(cfgp, "w") as f:
-            json.dump(self.config, f)
-        ready = os.path.join(self.dir, "ready.json")
-        args = [sys.executable, SIM_DIR, "--config", cfgp, "--ready-file", ready,
-                "--data-dir", os.path.join(self.dir, "images")]
+    def __init__(self, workdir, config=None, tls=False, name="ossim"):
+        super().__init__(workdir, config, name)
+        self.tls = tls
+
+    def extra_args(self):
+        args = ["--data-dir", os.path.join(self.dir, "images")]
         if self.tls:
             args += ["--tls-dir", os.path.join(self.dir, "tls")]
-        self.log = open(os.path.join(self.dir, "ossim.log"), "wb")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout
-        while not os.path.exists(ready):
-            if self.proc.poll() is not None:
-                raise RuntimeError("ossim exited: %s" % self.output())
-            if time.time() > deadline:
-                self.stop()
-                raise RuntimeError("ossim did not start: %s" % self.output())
-            time.sleep(0.02)
-        with open(ready) as f:
-            self.info = json.load(f)
-        self.ready_file = ready
-        return self
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def output(self):
-        if not self.log.closed:
-            self.log.flush()
-        with open(self.log.name, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()  # by pid: the process we started
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc:
-            self.log.close()
+        return args
 
     # --- clouds.yaml
     def clouds(self, **kw):
@@ -93,21 +49,7 @@ class OSSim:
             f.write(clouds_yaml.dump_yaml(doc))
         return path
 
-    # --- control API
-    def ctl(self, method, path, body=None, **query):
-        url = self.info["control"] + path
-        if query:
-            url += "?" + urllib.parse.urlencode(query)
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as r:
-                raw = r.read()
-        except urllib.error.HTTPError as e:
-            raise AssertionError("control %s %s: %d %s" % (method, path, e.code, e.read()))
-        return json.loads(raw) if raw else None
-
+    # --- control API (ctl, fault, clear_fault: SimFixture)
     def state(self, **sel):
         return self.ctl("GET", "/state", **sel)["clouds"]
 
@@ -125,12 +67,6 @@ class OSSim:
 
     def images(self, **sel):
         return self.ctl("GET", "/images", **sel)["images"]
-
-    def fault(self, **spec):
-        return self.ctl("POST", "/faults", spec)["id"]
-
-    def clear_fault(self, fid=None):
-        self.ctl("DELETE", "/faults" if fid is None else "/faults/%d" % fid)
 
     def calls(self, **sel):
         return self.ctl("GET", "/calls", **sel)

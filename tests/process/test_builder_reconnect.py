@@ -19,15 +19,14 @@ again after an expiry. The time from ZooKeeper back to the builder's
 next record is measured and printed (no timing thresholds)."""
 import datetime
 import json
-import os
 import re
 import time
 
 from kazoo.exceptions import KazooException, NoNodeError
 
-from conftest import TcpProxy, wait_for
+from conftest import wait_for
 from builder_helpers import Store, builder_config, start_builder, workers
-from test_reconnect import tls_kazoo
+from load_helpers import chrooted_kazoo, restart_outage, zk_proxy
 from zkservers import Standalone
 
 IMAGES = ("img", "other")
@@ -238,11 +237,7 @@ def run_scenario(name, deployment, zk, servers, timeout, outage, session_kept,
 
 
 def test_short_partition_session_kept(deployment, zk, zk_server, chroot):
-    host_, port, _ = zk_server
-    proxy = TcpProxy(host_, port)
-    try:
-        servers = [{"host": "127.0.0.1", "port": proxy.port, "chroot": chroot}]
-
+    with zk_proxy(zk_server, chroot) as (proxy, servers):
         def outage():
             proxy.cut()
             time.sleep(2.5)
@@ -250,16 +245,10 @@ def test_short_partition_session_kept(deployment, zk, zk_server, chroot):
             return time.time()
         log, _ = run_scenario("short-partition", deployment, zk, servers, 8, outage, True)
         assert "session expired" not in log
-    finally:
-        proxy.close()
 
 
 def test_long_partition_session_expires(deployment, zk, zk_server, chroot):
-    host_, port, _ = zk_server
-    proxy = TcpProxy(host_, port)
-    try:
-        servers = [{"host": "127.0.0.1", "port": proxy.port, "chroot": chroot}]
-
+    with zk_proxy(zk_server, chroot) as (proxy, servers):
         def outage():
             before = components(zk)
             t_cut = time.time()
@@ -278,8 +267,6 @@ def test_long_partition_session_expires(deployment, zk, zk_server, chroot):
         # both results waited for their locks, taken again on the new session
         assert log.count("took the lock") == 2, log
         assert "our lock was lost; recording waits" in log
-    finally:
-        proxy.close()
 
 
 def test_zookeeper_restart_same_data(deployment, zk_server, tmp_path):
@@ -288,18 +275,10 @@ def test_zookeeper_restart_same_data(deployment, zk_server, tmp_path):
     k = None
     try:
         server.start()
-        boot = tls_kazoo(server.server.hostport(), certs)
-        boot.ensure_path("/np")
-        boot.stop()
-        boot.close()
-        k = tls_kazoo(server.server.hostport() + "/np", certs)
+        k = chrooted_kazoo(server.server.hostport(), certs)
         servers = [{"host": "127.0.0.1", "port": server.server.tls, "chroot": "/np"}]
-
-        def outage():
-            t_down, t_up = server.restart(down=0.5)
-            print("\nZooKeeper down %.1f s (stop, JVM start, serving)" % (t_up - t_down))
-            return t_up
-        run_scenario("zookeeper-restart", deployment, k, servers, 15, outage, True)
+        run_scenario("zookeeper-restart", deployment, k, servers, 15, restart_outage(server),
+                     True)
     finally:
         if k is not None:
             k.stop()
@@ -315,11 +294,7 @@ def test_lock_taken_over_during_expiry_is_not_recorded_as_ours(deployment, zk, z
     upload READY, and must delete the image it made again. Once the lock
     is free the abandoned record is cleaned up and the image uploaded
     again: one ready upload, one cloud image."""
-    host_, port, _ = zk_server
-    proxy = TcpProxy(host_, port)
-    other = None
-    try:
-        servers = [{"host": "127.0.0.1", "port": proxy.port, "chroot": chroot}]
+    with zk_proxy(zk_server, chroot) as (proxy, servers):
         taken = {}
 
         def outage():
@@ -348,5 +323,3 @@ def test_lock_taken_over_during_expiry_is_not_recorded_as_ours(deployment, zk, z
         assert "deleting image" in log and "again" in log
         # the abandoned record went; a new upload took its place
         assert not zk.exists(taken["upload"])
-    finally:
-        proxy.close()

@@ -19,12 +19,12 @@ import threading
 import time
 
 import pytest
-from kazoo.client import KazooClient
 from kazoo.exceptions import (ConnectionLoss, NoNodeError, OperationTimeoutError,
                                SessionExpiredError)
 from kazoo.retry import KazooRetry
 
-from conftest import TcpProxy, Zuul, wait_for
+from conftest import Zuul, wait_for
+from load_helpers import Load, chrooted_kazoo, restart_outage, tls_kazoo, zk_proxy
 from npd import Supervisor, host, pool_sessions, static_provider
 from zkservers import Ensemble, Standalone
 
@@ -96,73 +96,6 @@ class RetryingZk:
                 if data == value:
                     return parent + "/" + c
         return None
-
-
-def tls_kazoo(hosts, certs):
-    k = KazooClient(hosts=hosts, use_ssl=True, ca=os.path.join(certs, "ca.pem"),
-                    certfile=os.path.join(certs, "client.pem"),
-                    keyfile=os.path.join(certs, "client.key"), verify_certs=True,
-                    timeout=10)
-    k.start(timeout=30)
-    return k
-
-
-class Load:
-    """Zuul-like jobs, two per label: submit a request, wait for it, take
-    the node (in-use), run briefly, hand it back (used), again."""
-
-    def __init__(self, zuul, per_label=2):
-        self.zuul = zuul
-        self.stop = threading.Event()
-        self.records = []
-        self.errors = []
-        self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.job, args=(l,), daemon=True)
-                        for l in LABELS for _ in range(per_label)]
-
-    def start(self):
-        for t in self.threads:
-            t.start()
-
-    def wait_done(self, rid, timeout=90):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            req = self.zuul.request(rid)
-            if req is not None and req["state"] in ("fulfilled", "failed"):
-                return req
-            time.sleep(0.02)
-        return self.zuul.request(rid) or {"state": "vanished"}
-
-    def job(self, label):
-        try:
-            while not self.stop.is_set():
-                rec = {"label": label, "t": time.time(), "state": "requested"}
-                rec["rid"] = self.zuul.submit([label], requestor="zuul-load")
-                with self.lock:
-                    self.records.append(rec)
-                req = self.wait_done(rec["rid"])
-                rec["state"] = req["state"]
-                rec["fulfilled_at"] = req.get("state_time")
-                if req["state"] != "fulfilled":
-                    continue
-                held = self.zuul.accept(rec["rid"])
-                time.sleep(0.1)
-                self.zuul.finish(held)
-        except Exception as e:  # reported by the test
-            with self.lock:
-                self.errors.append("%s: %r" % (label, e))
-
-    def fulfilled_after(self, label, t):
-        with self.lock:
-            return sorted(r["fulfilled_at"] for r in self.records
-                          if r["label"] == label and r["state"] == "fulfilled"
-                          and r["fulfilled_at"] is not None and r["fulfilled_at"] >= t)
-
-    def finish(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join(120)
-        assert not any(t.is_alive() for t in self.threads), "a job never finished"
 
 
 class SlotWatch:
@@ -288,7 +221,7 @@ def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept)
                               and n["state"] == "ready"]) == len(STATIC), 30,
                  what="static nodes ready")
         watch = SlotWatch(zuul)
-        load = Load(zuul)
+        load = Load(zuul, LABELS)
         load.start()
         t0 = time.time()
         for label in LABELS:
@@ -369,27 +302,17 @@ def retry_zuul(zk_server, chroot):
 
 
 def test_short_partition_session_kept(deployment, retry_zuul, zk_server, chroot):
-    host_, port, _ = zk_server
-    proxy = TcpProxy(host_, port)
-    try:
-        servers = [{"host": "127.0.0.1", "port": proxy.port, "chroot": chroot}]
-
+    with zk_proxy(zk_server, chroot) as (proxy, servers):
         def outage():
             proxy.cut()
             time.sleep(2.0)
             proxy.restore()
             return time.time()
         run_scenario("short-partition", deployment, retry_zuul, servers, 8, outage, True)
-    finally:
-        proxy.close()
 
 
 def test_long_partition_session_expires(deployment, retry_zuul, zk_server, chroot):
-    host_, port, _ = zk_server
-    proxy = TcpProxy(host_, port)
-    try:
-        servers = [{"host": "127.0.0.1", "port": proxy.port, "chroot": chroot}]
-
+    with zk_proxy(zk_server, chroot) as (proxy, servers):
         def outage():
             before = pool_sessions(retry_zuul.zk)
             proxy.cut()
@@ -399,8 +322,6 @@ def test_long_partition_session_expires(deployment, retry_zuul, zk_server, chroo
             proxy.restore()
             return time.time()
         run_scenario("long-partition", deployment, retry_zuul, servers, 2, outage, False)
-    finally:
-        proxy.close()
 
 
 def owners(zuul):
@@ -416,19 +337,11 @@ def test_zookeeper_restart_same_data(deployment, zk_server, tmp_path):
     k = None
     try:
         zk.start()
-        boot = tls_kazoo(zk.server.hostport(), certs)
-        boot.ensure_path("/np")
-        boot.stop()
-        boot.close()
-        k = tls_kazoo(zk.server.hostport() + "/np", certs)
+        k = chrooted_kazoo(zk.server.hostport(), certs)
         zuul = Zuul(RetryingZk(k))
         servers = [{"host": "127.0.0.1", "port": zk.server.tls, "chroot": "/np"}]
-
-        def outage():
-            t_down, t_up = zk.restart(down=0.5)
-            print("\nZooKeeper down %.1f s (stop, JVM start, serving)" % (t_up - t_down))
-            return t_up
-        run_scenario("zookeeper-restart", deployment, zuul, servers, 15, outage, True)
+        run_scenario("zookeeper-restart", deployment, zuul, servers, 15, restart_outage(zk),
+                     True)
     finally:
         if k is not None:
             k.stop()
@@ -443,11 +356,7 @@ def test_ensemble_leader_killed(deployment, zk_server, tmp_path):
     try:
         ens.start()
         hosts = ",".join(m.hostport() for m in ens.members)
-        boot = tls_kazoo(hosts, certs)
-        boot.ensure_path("/np")
-        boot.stop()
-        boot.close()
-        k = tls_kazoo(hosts + "/np", certs)
+        k = chrooted_kazoo(hosts, certs)
         zuul = Zuul(RetryingZk(k))
         servers = [{"host": "127.0.0.1", "port": m.tls, "chroot": "/np"} for m in ens.members]
 

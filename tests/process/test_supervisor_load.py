@@ -10,12 +10,12 @@
   served meanwhile by the same processes and ZooKeeper sessions."""
 import os
 import signal
-import threading
 import time
 
 from kazoo.exceptions import NoNodeError
 
 from conftest import wait_for
+from load_helpers import Load
 from npd import Supervisor, alive, host, pool_sessions, rss_kb, static_provider, wait_gone
 
 
@@ -71,64 +71,6 @@ def test_two_daemons_share_one_zookeeper(deployment, zuul):
         two.stop()
 
 
-class Load:
-    """Zuul-like jobs: each submits a request for its label, waits for it,
-    takes the node (in-use), runs briefly, hands it back (used), again."""
-
-    def __init__(self, zuul, labels, per_label=2):
-        self.zuul = zuul
-        self.stop = threading.Event()
-        self.records = []
-        self.errors = []
-        self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.job, args=(l,), daemon=True)
-                        for l in labels for _ in range(per_label)]
-
-    def start(self):
-        for t in self.threads:
-            t.start()
-
-    def wait_done(self, rid, timeout=120):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            req = self.zuul.request(rid)
-            if req is not None and req["state"] in ("fulfilled", "failed"):
-                return req
-            time.sleep(0.05)
-        return self.zuul.request(rid) or {"state": "vanished"}
-
-    def job(self, label):
-        try:
-            while not self.stop.is_set():
-                rec = {"label": label, "t": time.time(), "state": "requested"}
-                rec["rid"] = self.zuul.submit([label], requestor="zuul-load")
-                with self.lock:
-                    self.records.append(rec)
-                req = self.wait_done(rec["rid"])
-                rec["state"] = req["state"]
-                rec["done"] = time.time()
-                if req["state"] != "fulfilled":
-                    continue
-                rec["provider"] = self.zuul.node(req["nodes"][0])["provider"]
-                held = self.zuul.accept(rec["rid"])
-                time.sleep(0.1)
-                self.zuul.finish(held)
-        except Exception as e:  # reported by the test
-            with self.lock:
-                self.errors.append("%s: %r" % (label, e))
-
-    def fulfilled_since(self, label, t):
-        with self.lock:
-            return [r for r in self.records
-                    if r["label"] == label and r["t"] > t and r["state"] == "fulfilled"]
-
-    def finish(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join(180)
-        assert not any(t.is_alive() for t in self.threads), "a job never finished"
-
-
 PROVIDERS = ("static-a", "static-b", "static-c")
 
 
@@ -153,7 +95,8 @@ def test_kill_each_worker_in_turn_under_load(deployment, zuul):
         s.start_fg()
         s.wait_running(list(PROVIDERS))
         wait_for(lambda: len(ready_nodes(zuul)) == 6, what="six ready nodes")
-        load = Load(zuul, [label_of(p) for p in PROVIDERS])
+        load = Load(zuul, [label_of(p) for p in PROVIDERS], wait_timeout=120, poll=0.05,
+                    join_timeout=180, record_provider=True)
         load.start()
         t0 = time.time()
         for p in PROVIDERS:

@@ -18,57 +18,21 @@ set -eu
 cmd=$1
 dir=$2
 shift 2
-here=$(cd "$(dirname "$0")" && pwd)
-py=/usr/bin/python3
-[ -x "$py" ] || py=python3
+# shellcheck source=tests/sim/simctl.sh
+. "$(dirname "$0")/../simctl.sh"
 
 case "$cmd" in
 start)
-	mkdir -p "$dir"
-	rm -f "$dir/ready.json"
-	"$py" "$here" --ready-file "$dir/ready.json" --data-dir "$dir/images" "$@" \
-		>"$dir/ossim.log" 2>&1 &
-	echo $! >"$dir/pid"
-	i=0
-	while [ ! -s "$dir/ready.json" ]; do
-		if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
-			echo "ossim: failed to start:" >&2
-			cat "$dir/ossim.log" >&2
-			exit 1
-		fi
-		i=$((i + 1))
-		[ $i -lt 400 ] || { echo "ossim: not ready after 20 s" >&2; exit 1; }
-		sleep 0.05
-	done
+	sim_start ossim 20 "$dir" --data-dir "$dir/images" "$@"
 	"$py" "$here/clouds_yaml.py" --ready-file "$dir/ready.json" --per-region \
 		-o "$dir/clouds.yaml"
-	"$py" - "$dir" <<'PY'
-import json, sys
-d = sys.argv[1]
-i = json.load(open(d + "/ready.json"))
-with open(d + "/env", "w") as f:
-    f.write("export OS_CLIENT_CONFIG_FILE=%s/clouds.yaml\n" % d)
-    f.write("export OSSIM_PID=%d\n" % i["pid"])
-    f.write("export OSSIM_URL=%s\n" % i["base"])
-    f.write("export OSSIM_CONTROL=%s\n" % i["control"])
-PY
+	sim_write_env "$dir" "OS_CLIENT_CONFIG_FILE:=$dir/clouds.yaml" OSSIM_PID=pid \
+		OSSIM_URL=base OSSIM_CONTROL=control
 	;;
 stop)
-	[ -f "$dir/pid" ] || exit 0
-	pid=$(cat "$dir/pid")
-	if kill -0 "$pid" 2>/dev/null; then
-		kill "$pid"
-		i=0
-		while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
-			sleep 0.05
-			i=$((i + 1))
-		done
-		kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-	fi
-	rm -f "$dir/pid"
+	sim_stop "$dir"
 	;;
 *)
-	echo "usage: $0 start|stop DIR [ossim options]" >&2
-	exit 2
+	sim_usage ossim
 	;;
 esac

@@ -1,0 +1,193 @@
+# shellcheck shell=sh disable=SC2034,SC1091 # sets variables for the sourcing script
+# What the load benchmarks (bench/*_load.sh) share: the build, a temporary
+# directory, a private ZooKeeper, one launcher, bench/zuul_load, the
+# cleanup trap and the launcher's event-loop lag report. Sourced (POSIX sh,
+# under set -eu) right after the script's `set -eu`:
+#
+#   . "$(dirname "$0")/lib.sh"
+#   bench_init nodepoold-bench      # cd to the top, build, $tmp, trap
+#   bench_zk_start                  # private ZooKeeper; $port $zkurl $tlscfg $tlsopt
+#   bench_zk_mkdir /bench
+#   { bench_config_head; cat <<CFG ... CFG; } >"$tmp/nodepool.yaml"
+#   "$BUILD/bin/nodepool-launcher" ... >"$tmp/launcher.log" 2>&1 &
+#   pid=$!
+#   bench_wait_pool; bench_warmup 0 "$C"; bench_zuul_load -n "$N" ...
+#
+# A script that starts more (a simulator) redefines bench_cleanup_hook to
+# stop it. Everything started is stopped by pid.
+#
+# Environment: BUILD picks the build (default build); BENCH_NOMAKE skips
+# make; BENCH_KEEP keeps $tmp; BENCH_DEBUG traces; BENCH_ZK=plain talks to
+# ZooKeeper without TLS (default tls); BENCH_WARMUP=M warm-up requests.
+
+# bench_init PREFIX: cd to the repository's top, build zuul_load and the
+# launcher, make $tmp (/tmp/PREFIX.XXXXXX), set the cleanup trap. Sets
+# BUILD, top, tmp, pid (the launcher's pid, "" until the script starts it).
+bench_init() {
+	BUILD=${BUILD:-build}
+	top=$(cd "$(dirname "$0")/.." && pwd)
+	cd "$top" || exit 1
+	[ -n "${BENCH_NOMAKE:-}" ] || make -s "$BUILD/bench/zuul_load" "$BUILD/bin/nodepool-launcher" >/dev/null
+	tmp=$(mktemp -d "/tmp/$1.XXXXXX")
+	pid=""
+	bench_zk_started=""
+	trap bench_cleanup EXIT
+	if [ -n "${BENCH_DEBUG:-}" ]; then set -x; fi
+}
+
+# bench_cleanup_hook: stops what the script started besides the launcher
+# and ZooKeeper (redefine it; the default does nothing).
+bench_cleanup_hook() {
+	:
+}
+
+# bench_cleanup (the EXIT trap): the launcher (by $pid), bench_cleanup_hook,
+# the ZooKeeper bench_zk_start started, then $tmp (unless BENCH_KEEP). Never
+# gives up half way: ZooKeeper is stopped whatever failed before.
+bench_cleanup() {
+	set +e
+	if [ -n "$pid" ]; then
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	fi
+	bench_cleanup_hook
+	[ -z "$bench_zk_started" ] || sh tests/zkfixture.sh stop "$tmp/zk"
+	[ -n "${BENCH_KEEP:-}" ] || rm -rf "$tmp"
+}
+
+# bench_zk_vars: from tests/zkfixture.sh's env (already sourced), per
+# BENCH_ZK: port (for nodepool.yaml), zkurl (host:port for zuul_load),
+# tlscfg (the nodepool.yaml zookeeper-tls line, or empty) and tlsopt
+# (zuul_load's TLS options, a list of words, or empty).
+bench_zk_vars() {
+	if [ "${BENCH_ZK:-tls}" = plain ]; then
+		port=${NP_TEST_ZK##*:}
+		zkurl=$NP_TEST_ZK
+		tlscfg=""
+		tlsopt=""
+	else
+		port=${NP_TEST_ZK_TLS##*:}
+		zkurl=$NP_TEST_ZK_TLS
+		tlscfg="zookeeper-tls: {ca: $NP_TEST_CERTS/ca.pem, cert: $NP_TEST_CERTS/client.pem, key: $NP_TEST_CERTS/client.key}"
+		tlsopt="--ca $NP_TEST_CERTS/ca.pem --cert $NP_TEST_CERTS/client.pem --key $NP_TEST_CERTS/client.key"
+	fi
+}
+
+# bench_zk_start: a private ZooKeeper in $tmp/zk (tests/zkfixture.sh, its
+# env sourced: NP_TEST_ZK, NP_TEST_ZK_TLS, NP_TEST_CERTS; pid in
+# $tmp/zk/zk.pid), then bench_zk_vars.
+bench_zk_start() {
+	bench_zk_started=1
+	sh tests/zkfixture.sh start "$tmp/zk" >/dev/null
+	. "$tmp/zk/env"
+	bench_zk_vars
+}
+
+# bench_kz HOSTS [args...] <<'PY': runs a kazoo script on stdin with
+# sys.argv[1] HOSTS, sys.argv[2] the certificates' directory, then args.
+# bench_kz_client(hosts, certs) below connects with TLS.
+bench_kz() {
+	bench_kz_hosts=$1
+	shift
+	{
+		cat <<'PY'
+import sys
+from kazoo.client import KazooClient
+
+
+def bench_kz_client(hosts, c):
+    k = KazooClient(hosts=hosts, use_ssl=True, verify_certs=True, ca=c + "/ca.pem",
+                    certfile=c + "/client.pem", keyfile=c + "/client.key")
+    k.start(timeout=15)
+    return k
+PY
+		cat
+	} >"$tmp/kz.py"
+	/usr/bin/python3 "$tmp/kz.py" "$bench_kz_hosts" "$NP_TEST_CERTS" "$@"
+}
+
+# bench_zk_mkdir PATH: creates PATH (the launcher's chroot) in ZooKeeper.
+bench_zk_mkdir() {
+	bench_kz "$NP_TEST_ZK_TLS" "$1" <<'PY'
+k = bench_kz_client(sys.argv[1], sys.argv[2])
+k.ensure_path(sys.argv[3])
+k.stop()
+PY
+}
+
+# bench_webport: sets webport, a free loopback port for the launcher's web
+# API (upstream's default is 0.0.0.0:8005).
+bench_webport() {
+	webport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+}
+
+# bench_config_head: prints the nodepool.yaml lines every benchmark starts
+# with: zookeeper-servers ($port, chroot $bench_chroot, default /bench),
+# $tlscfg and webapp on a free loopback port (bench_webport; sets webport).
+bench_config_head() {
+	bench_webport
+	echo "zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: ${bench_chroot:-/bench}}]"
+	echo "$tlscfg"
+	echo "webapp: {port: $webport, listen_address: 127.0.0.1}"
+}
+
+# bench_wait_pool: waits (30 s) until the launcher registered its pool
+# under $bench_chroot (default /bench); exits 1 if it did not.
+bench_wait_pool() {
+	bench_kz "$NP_TEST_ZK_TLS${bench_chroot:-/bench}" <<'PY'
+import time
+k = bench_kz_client(sys.argv[1], sys.argv[2])
+end = time.time() + 30
+while time.time() < end:
+    if k.exists("/nodepool/components/pool") and k.get_children("/nodepool/components/pool"):
+        break
+    time.sleep(0.1)
+else:
+    sys.exit("the launcher did not register its pool")
+k.stop()
+PY
+}
+
+# bench_zuul_load [zuul_load options...]: bench/zuul_load against
+# $zkurl$bench_chroot (default /bench) with $tlsopt, its report on stdout;
+# on failure shows the launcher's log's tail and exits 1.
+bench_zuul_load() {
+	# shellcheck disable=SC2086 # tlsopt is a list of words
+	"$BUILD/bench/zuul_load" -z "$zkurl${bench_chroot:-/bench}" $tlsopt "$@" || {
+		tail -30 "$tmp/launcher.log"
+		exit 1
+	}
+}
+
+# bench_warmup DEFAULT C LABEL: BENCH_WARMUP (default DEFAULT) requests of
+# LABEL, C in flight, unmeasured, report discarded (0 skips).
+bench_warmup() {
+	warm=${BENCH_WARMUP:-$1}
+	if [ "$warm" -gt 0 ]; then
+		# shellcheck disable=SC2086 # tlsopt is a list of words
+		"$BUILD/bench/zuul_load" -z "$zkurl${bench_chroot:-/bench}" $tlsopt \
+			-l "$3" -n "$warm" -c "$2" >/dev/null || {
+			tail -30 "$tmp/launcher.log"
+			exit 1
+		}
+	fi
+}
+
+# bench_dump: SIGUSR2 to the launcher and wait for its dump in the log (a
+# dump logs the event-loop lag and resets its window); exits 1 after 5 s.
+bench_dump() {
+	n=$(grep -c "event loop lag" "$tmp/launcher.log" || true)
+	kill -USR2 "$pid"
+	i=0
+	while [ "$(grep -c "event loop lag" "$tmp/launcher.log" || true)" -le "$n" ]; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || { echo "no dump from the launcher" >&2; exit 1; }
+		sleep 0.05
+	done
+}
+
+# bench_lag: prints the event-loop lag of the last dump's window.
+bench_lag() {
+	lag=$(grep "event loop lag" "$tmp/launcher.log" | tail -1 | sed 's/.*since start, //; s/ since the last dump//')
+	echo "worker event-loop lag during the load: max $lag"
+}
