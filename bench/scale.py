@@ -252,6 +252,9 @@ def main():
             "", "TOTAL", sum(r[2] for r in rows) / 1024.0, sum(r[4] for r in rows) / 1024.0,
             sum(r[5] for r in rows) / 1024.0, sum(r[3] for r in rows)))
         print("total PSS (shared pages counted once) %.1f MiB" % (sum(PSS.values()) / 1024.0))
+        if os.environ.get("BENCH_HOLD"):  # time to inspect /proc by hand
+            print("holding %s s; pids above" % os.environ["BENCH_HOLD"], flush=True)
+            time.sleep(float(os.environ["BENCH_HOLD"]))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
