@@ -108,7 +108,7 @@ $(STAMP_DEPS): mk/deps.sh
 	@touch $@
 deps: $(STAMP_DEPS)
 
-$(STAMP_ZKC): mk/zkclient.sh mk/zkclient-tls.patch | $(STAMP_DEPS)
+$(STAMP_ZKC): mk/zkclient.sh $(wildcard mk/zkclient-*.patch) | $(STAMP_DEPS)
 	env -u CFLAGS -u CPPFLAGS -u LDFLAGS -u MAKEFLAGS sh mk/zkclient.sh $(ZKC)
 	@touch $@
 zkclient: $(STAMP_ZKC)
