@@ -77,6 +77,18 @@ struct ent {
 };
 _Static_assert(sizeof(struct ent) <= 72, "struct ent grew: issue 13 counts every byte");
 
+/*
+ * An entry removed while a read of it was in flight: the reply must not be
+ * taken for a child made again under the same name (a component's, say),
+ * whose own read was sent after it. Replies come in the order the reads
+ * were sent, so the first reply for the name is the ghost's.
+ */
+struct ghost {
+	struct ghost *next;
+	unsigned data, lock; /* replies still to come */
+	char name[];
+};
+
 struct zk_cache {
 	struct zk *zk;
 	char *path;
@@ -110,6 +122,7 @@ struct zk_cache {
 	int inflight;	  /* entry reads in flight (this session) */
 	size_t nqueued;	  /* entries waiting for their load (queued) */
 	size_t qcursor;	  /* the slot the queue scan goes on from */
+	struct ghost *ghosts;
 
 	const struct zk_cache_entry **arr;
 	size_t arrcap;
@@ -557,8 +570,31 @@ transient(int rc)
 }
 
 static void
+ghosts_free(struct zk_cache *c)
+{
+	struct ghost *g;
+
+	while ((g = c->ghosts) != NULL) {
+		c->ghosts = g->next;
+		free(g);
+	}
+}
+
+static void
 remove_ent(struct zk_cache *c, struct ent *e)
 {
+	struct ghost *g;
+	size_t n;
+
+	if (e->data_busy || e->lock_busy) {
+		n = strlen(e->name);
+		g = xcalloc(1, sizeof(*g) + n + 1);
+		memcpy(g->name, e->name, n + 1);
+		g->data = e->data_busy;
+		g->lock = e->lock_busy;
+		g->next = c->ghosts;
+		c->ghosts = g;
+	}
 	ent_unlink(c, e);
 	if (e->in_sync) {
 		e->in_sync = 0;
@@ -569,18 +605,36 @@ remove_ent(struct zk_cache *c, struct ent *e)
 	ent_free(c, e);
 }
 
-/* The reply to one of our reads: the entry it is for, with the read's
- * busy bit cleared by the caller; NULL (after bookkeeping) for a reply of
- * an old session or about an entry gone meanwhile. */
+/* The entry a reply to one of our reads (lock: a lock listing) is for;
+ * NULL for a reply about an entry gone meanwhile (or a ghost's). */
 static struct ent *
-reply_ent(struct zk_cache *c, const struct zk_result *r)
+reply_ent(struct zk_cache *c, const struct zk_result *r, int lock)
 {
-	const char *sub;
+	struct ghost **pg, *g;
+	const char *s, *end;
+	size_t n;
 
-	if (r->gen != c->gen)
-		return NULL;
 	c->inflight--;
-	return ent_of(c, r->path, &sub);
+	if (strncmp(r->path, c->prefix, c->plen) != 0 || r->path[c->plen] != '/')
+		return NULL;
+	s = r->path + c->plen + 1;
+	end = strchr(s, '/');
+	n = end != NULL ? (size_t)(end - s) : strlen(s);
+	for (pg = &c->ghosts; (g = *pg) != NULL; pg = &g->next) {
+		if (strncmp(g->name, s, n) != 0 || g->name[n] != '\0' ||
+		    (lock ? g->lock : g->data) == 0)
+			continue;
+		if (lock)
+			g->lock = 0;
+		else
+			g->data = 0;
+		if (g->data == 0 && g->lock == 0) {
+			*pg = g->next;
+			free(g);
+		}
+		return NULL;
+	}
+	return lookup_n(c, s, n);
 }
 
 static void
@@ -592,7 +646,7 @@ data_read(const struct zk_result *r, void *arg)
 	if (r->gen != c->gen)
 		return;
 	enter(c);
-	if ((e = reply_ent(c, r)) == NULL)
+	if ((e = reply_ent(c, r, 0)) == NULL)
 		goto out;
 	e->data_busy = 0;
 	if (r->rc == ZOK) {
@@ -651,7 +705,7 @@ lock_read(const struct zk_result *r, void *arg)
 	if (r->gen != c->gen)
 		return;
 	enter(c);
-	if ((e = reply_ent(c, r)) == NULL)
+	if ((e = reply_ent(c, r, 1)) == NULL)
 		goto out;
 	e->lock_busy = 0;
 	if (!e->lock_on) {
@@ -887,6 +941,7 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 		c->root_busy = c->root_again = 0;
 		c->inflight = 0;
 		c->nqueued = 0;
+		ghosts_free(c);
 		for (b = 0; b < c->nslots; b++) {
 			if ((e = c->slots[b]) == NULL)
 				continue;
@@ -906,6 +961,7 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 			c->gen = zk_session_gen(zk);
 			c->root_busy = c->root_again = 0;
 			c->inflight = 0;
+			ghosts_free(c);
 		}
 		log_debug("zk cache %s: re-syncing (%s)", c->path,
 			  ev == ZK_EV_CONNECTED ? "new session" : "lost connection");
@@ -1045,6 +1101,7 @@ cache_destroy(struct zk_cache *c)
 			ent_free(c, e);
 	}
 	free(c->slots);
+	ghosts_free(c);
 	free(c->arr);
 	if (c->zdef != NULL) {
 		deflateEnd(c->zdef);
