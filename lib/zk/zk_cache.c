@@ -596,12 +596,14 @@ remove_ent(struct zk_cache *c, struct ent *e)
 		c->ghosts = g;
 	}
 	ent_unlink(c, e);
-	if (e->in_sync) {
-		e->in_sync = 0;
-		c->sync_pending--;
-	}
 	if (e->visible)
 		emit(c, ZK_CACHE_REMOVED, e);
+	if (e->in_sync) {
+		/* the load phase no longer waits for it */
+		c->sync_pending--;
+		if (!c->freed)
+			sync_check(c);
+	}
 	ent_free(c, e);
 }
 
@@ -741,7 +743,7 @@ static void
 tree_event(int type, const char *path, void *arg)
 {
 	struct zk_cache *c = arg;
-	const char *sub;
+	const char *sub = "";
 	struct ent *e;
 	size_t b;
 
