@@ -21,7 +21,8 @@
  * back (the first may predate the change). The events while disconnected
  * are lost (the server does not replay them for persistent watches): after
  * a lost connection or a new session the path is listed again and every
- * entry re-read (a load phase); SYNCED follows the first listing of a load
+ * entry re-read (a load phase: for data already held its stat first, the
+ * data only if its mzxid moved); SYNCED follows the first listing of a load
  * phase once all its entries are loaded. zk.c adds the watch again before
  * we hear of the connection, so that nothing between the two is missed.
  * Reads that fail for a lost connection leave their entry waiting for the
