@@ -195,16 +195,27 @@ def resync_times(log):
     return [int(m) for m in re.findall(r"re-synced (\d+) ms after the connection", log)]
 
 
-def reconnect_lags(log, t_back):
-    """Per worker: seconds from ZooKeeper back to its (re)connection, as
-    its log lines (local time, milliseconds) show."""
+def worker_lags(log, t_back, what):
+    """Per worker: seconds from ZooKeeper back to the first of its log
+    lines (local time, milliseconds) matching the regular expression
+    what."""
     out = {}
-    for m in re.finditer(r"^(\S+ \S+) INFO worker\[([^\]]+)\]: zookeeper: "
-                         r"(?:re)?connected, session", log, re.M):
+    for m in re.finditer(r"^(\S+ \S+) INFO worker\[([^\]]+)\]: " + what, log, re.M):
         t = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
         if t >= t_back - 0.5 and m.group(2) not in out:
             out[m.group(2)] = t - t_back
     return out
+
+
+def reconnect_lags(log, t_back):
+    """Per worker: seconds from ZooKeeper back to its (re)connection."""
+    return worker_lags(log, t_back, r"zookeeper: (?:re)?connected, session")
+
+
+def resume_lags(log, t_back):
+    """Per worker: seconds from ZooKeeper back to its view re-synced and
+    its work resumed (the decisions held back meanwhile are taken then)."""
+    return worker_lags(log, t_back, r"ZooKeeper view re-synced")
 
 
 def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept):
@@ -274,12 +285,15 @@ def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept)
         assert "refused our credentials" not in log
         resync = resync_times(log)
         lags = reconnect_lags(log, t_back)
+        resumed = resume_lags(log, t_back)
         print("\n%s: %d requests, all fulfilled; after ZooKeeper was back: workers "
-              "reconnected %s, re-synced their caches in %s ms, first fulfilment %s; "
+              "reconnected %s, re-synced their caches in %s ms, resumed work %s, "
+              "first fulfilment %s; "
               "a fresh probe request (created +X ms by Zuul) fulfilled Y ms later: %s" % (
                   name, len(load.records),
                   ", ".join("%s %.0f ms" % (w, v * 1000) for w, v in sorted(lags.items())),
                   resync,
+                  ", ".join("%s %.0f ms" % (w, v * 1000) for w, v in sorted(resumed.items())),
                   ", ".join("%s %.0f ms" % (l, v * 1000) for l, v in first.items()),
                   ", ".join("%s +%.0f/%.0f ms" % (l, c * 1000, f * 1000)
                             for l, (c, f) in probe_t.items())))
