@@ -656,6 +656,10 @@ class TcpProxy:
             except OSError:
                 c.close()
                 continue
+            # as the client and the server set on theirs: without it, Nagle
+            # and the peer's delayed ACK hold a relayed reply ~40 ms
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self.lock:
                 self.conns += [c, u]
             threading.Thread(target=self._pipe, args=(c, u), daemon=True).start()
