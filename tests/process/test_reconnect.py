@@ -6,7 +6,11 @@ back, four ways:
       and restored; the sessions live on),
   (b) a long partition (the sessions expire),
   (c) a restart of a dedicated ZooKeeper on the same data directory,
-  (d) a three-server ensemble whose leader is killed.
+  (d) a three-server ensemble whose leader is killed;
+  (e) a hung server: the proxy takes connections and never answers, so a
+      TLS handshake started then waits for nothing (the C client must give
+      up on it after two thirds of the session timeout, as it does on a
+      TCP connect, and try again: it used to wait until TCP gave up).
 
 Each time: every request ends fulfilled, no static slot ever has two live
 nodes, no node is left in a transient state or locked, and nodepoold
@@ -337,6 +341,18 @@ def test_short_partition_session_kept(deployment, retry_zuul, zk_server, chroot)
             proxy.restore()
             return time.time()
         run_scenario("short-partition", deployment, retry_zuul, servers, 8, outage, True)
+
+
+def test_hung_server_session_kept(deployment, retry_zuul, zk_server, chroot):
+    with zk_proxy(zk_server, chroot) as (proxy, servers):
+        def outage():
+            proxy.hang()
+            time.sleep(1.5)
+            proxy.restore()
+            return time.time()
+        # a 6 s session: the handshake caught by the hang gives up after
+        # 4 s, and the reconnection lands before the session would expire
+        run_scenario("hung-server", deployment, retry_zuul, servers, 6, outage, True)
 
 
 def test_long_partition_session_expires(deployment, retry_zuul, zk_server, chroot):
