@@ -17,8 +17,7 @@ out=$1
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${NP_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/nodepoold}
 srcver=3.8.0
-# The patches, in the order they are applied (one a line): each is part of
-# the cache key.
+# The patches, applied in this order (each one line):
 patches="
 zkclient-tls.patch
 zkclient-reconnect.patch
