@@ -430,7 +430,8 @@ report_nodes(struct statsd_reporter *r, const struct status_view *v)
 			continue;
 		if (v->node_sums) {
 			const struct np_node_sum *s = ents[i]->obj;
-			state = s->state, prov = s->provider, type = s->type;
+			state = np_node_sum_state(s), prov = np_node_sum_provider(s);
+			type = np_node_sum_type(s);
 		} else {
 			const struct np_node *node = ents[i]->obj;
 			state = node->state, prov = node->provider, type = &node->type;

@@ -1032,14 +1032,14 @@ status_nodes_from_sums(struct status_table *t, const struct zk_cache *nodes, con
 		return;
 	if (node_id != NULL && *node_id != '\0') {
 		const struct zk_cache_entry *e = zk_cache_get(nodes, node_id);
-		if (e != NULL && (s = e->obj) != NULL && s->full != NULL)
-			status_add_node(t, s->full, e->locked, now);
+		if (e != NULL && (s = e->obj) != NULL && np_node_sum_full(s) != NULL)
+			status_add_node(t, np_node_sum_full(s), e->locked, now);
 		return;
 	}
 	n = zk_cache_entries(nodes, &ents);
 	for (i = 0; i < n; i++)
-		if ((s = ents[i]->obj) != NULL && s->full != NULL)
-			status_add_node(t, s->full, ents[i]->locked, now);
+		if ((s = ents[i]->obj) != NULL && np_node_sum_full(s) != NULL)
+			status_add_node(t, np_node_sum_full(s), ents[i]->locked, now);
 }
 
 void
