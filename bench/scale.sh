@@ -15,15 +15,17 @@
 #                 i13-memory2: RSS 314 MiB (workers 26-28, of which 14-15
 #                 anonymous; nodepool-web 33), PSS 186 MiB, CPU 15.9 s,
 #                 all running after 24 s.
-#   1 x 1,000     main: RSS 35.5 MiB, PSS 16.3; i13-memory2: RSS 31.7, PSS 11.2.
-#                 i13-zkwatch (one recursive watch per cache, 72-byte cache
-#                 entries): RSS 229 MiB (workers 20, of which 7.5 anonymous;
-#                 nodepool-web 22, 15 anonymous), PSS 102 MiB, CPU 14.3 s
-#                 (main a02abb6 the same hour: 316, 15.2, 34/27, 189, 17.3).
-#   1 x 1,000     i13-zkwatch: RSS 31.0, anon 6.1 (main a02abb6: 32.0, 7.0).
-# What a worker still holds per foreign node (20,000 nodes): the cache
-# entry (72 B + name: a 96-byte chunk), its slot in the cache's table
-# (11-21 B), the summary (~95 B) and malloc's overhead on it; no watch.
+#                 i13-compact (foreign summaries shared, web keeps views):
+#                 RSS 288 MiB (workers 24-26, anonymous 12-13; nodepool-web
+#                 27, anonymous 20), PSS 161 MiB.
+#   1 x 1,000     main: RSS 35.5 MiB, PSS 16.3; i13-memory2: RSS 31.7, PSS 11.2;
+#                 i13-compact: RSS 31.6, PSS 10.7.
+# What a worker still holds per foreign node (massif, 20,000 nodes): the
+# cache entry (~190 B), the C client's data watch (~125 B) and malloc's
+# overhead on those; its summary is shared with every equal unallocated
+# node (0 B of its own) or 32 B with overhead when allocated (nodesum.h).
+# nodepool-web holds 140-300 B per record for what its listings show
+# (nodeview.h) beside the same cache entry and watches.
 set -eu
 N=${1:-20000}
 M=${2:-10}
