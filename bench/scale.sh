@@ -18,14 +18,20 @@
 #                 i13-compact (foreign summaries shared, web keeps views):
 #                 RSS 288 MiB (workers 24-26, anonymous 12-13; nodepool-web
 #                 27, anonymous 20), PSS 161 MiB.
+#                 i13-zkwatch (one recursive watch per cache, 72-byte cache
+#                 entries), back to back with main fcfaf20 (RSS 290, workers
+#                 anonymous 12-13, web 21; PSS 165; CPU 14.7 s): RSS 205 MiB
+#                 (workers 18, anonymous 5.5-6.1; nodepool-web 16, anonymous
+#                 9.4), PSS 80 MiB, CPU 13.2 s, all running after 12 s.
 #   1 x 1,000     main: RSS 35.5 MiB, PSS 16.3; i13-memory2: RSS 31.7, PSS 11.2;
-#                 i13-compact: RSS 31.6, PSS 10.7.
-# What a worker still holds per foreign node (massif, 20,000 nodes): the
-# cache entry (~190 B), the C client's data watch (~125 B) and malloc's
-# overhead on those; its summary is shared with every equal unallocated
-# node (0 B of its own) or 32 B with overhead when allocated (nodesum.h).
-# nodepool-web holds 140-300 B per record for what its listings show
-# (nodeview.h) beside the same cache entry and watches.
+#                 i13-compact: RSS 31.6, PSS 10.7; i13-zkwatch: RSS 30.5
+#                 (anonymous 5.6; main fcfaf20 31.4 and 6.5), PSS 15.2.
+# What a worker still holds per foreign node (20,000 nodes): the cache entry
+# (72 B + name: a 96-byte malloc chunk) and its slot in the cache's table
+# (11-21 B), no watch (one recursive watch per cache); its summary is
+# shared with every equal unallocated node (0 B of its own) or 32 B with
+# overhead when allocated (nodesum.h). nodepool-web holds 140-300 B per
+# record for what its listings show (nodeview.h) beside the same entry.
 set -eu
 N=${1:-20000}
 M=${2:-10}

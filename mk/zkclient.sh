@@ -5,7 +5,9 @@
 # the configured CA only, and a check of the server's name against the
 # certificate, as any TLS client makes: a host name in the connection string
 # against its DNS names, an IP address against its IP addresses. See
-# ../README.md, "ZooKeeper and TLS".
+# ../README.md, "ZooKeeper and TLS". mk/zkclient-reconnect.patch paces
+# reconnection; mk/zkclient-watch.patch adds persistent (recursive) watches:
+# zoo_aadd_watch(), re-registered with SetWatches2.
 #
 # Usage: mk/zkclient.sh OUTDIR
 # OUTDIR receives lib/libzookeeper.a, lib/libhashtable.a and include/.
@@ -21,6 +23,7 @@ srcver=3.8.0
 patches="
 zkclient-tls.patch
 zkclient-reconnect.patch
+zkclient-watch.patch
 "
 key=$(cd "$here" && cat zkclient.sh $patches | sha256sum | cut -c1-16)
 cdir="$cache/zkclient-$srcver-$key"

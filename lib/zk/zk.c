@@ -59,6 +59,21 @@ struct zk_watch {
 	unsigned gen;
 	int refs;
 	int shared;
+	int persistent; /* zk_watch_tree: fires any number of times; freed with
+			   its session (IT_RELEASE) or the zk */
+};
+
+/*
+ * A persistent recursive watch kept for the life of the zk (zk_watch_tree):
+ * added again in every new session and on every reconnection, with a
+ * watcher context of the current session.
+ */
+struct zk_tree {
+	struct zk_tree *next;
+	char *path;
+	zk_watch_cb cb;
+	void *arg;
+	struct zk_watch *w; /* the context of the session it was last added in */
 };
 
 struct zk_call;
@@ -201,6 +216,7 @@ struct zk {
 	int ncalls;
 	struct zk_rq *rqs;
 	struct zk_watch *watches;
+	struct zk_tree *trees;
 	struct zk_listener *listeners;
 	struct zk_listener *liter; /* next listener of a running emit */
 
@@ -213,6 +229,8 @@ struct zk {
 	int free_requested;
 	int closing;
 };
+
+static int path_ok(const char *path, int sequence);
 
 static void *
 xmalloc(size_t n)
@@ -987,6 +1005,59 @@ create_with_parents(struct zk *zk, struct zk_call *c)
 		NULL);
 }
 
+/* ---- persistent recursive watches (zk_watch_tree) ------------------------- */
+
+/* Add t's watch in the current session (again: the C client and the
+ * server keep one registration per watcher context and path). The reply
+ * comes back as an rq without a call. */
+static void
+tree_send(struct zk *zk, struct zk_tree *t)
+{
+	struct zk_rq *rq;
+	struct zk_item *it;
+	int rc;
+
+	if (zk->zh == NULL || zk->closing)
+		return; /* added once the next session is there */
+	if (t->w == NULL || t->w->gen != zk->gen) {
+		t->w = watch_new(zk, t->cb, t->arg, t->arg);
+		t->w->persistent = 1;
+	}
+	rq = rq_new(zk);
+	rq->kind = ZK_OP_WATCH;
+	rq->path = xstrdup(t->path);
+	rc = zoo_aadd_watch(zk->zh, t->path, ZOO_ADD_WATCH_PERSISTENT_RECURSIVE, c_path_watcher,
+			    t->w, c_void_done, rq);
+	if (rc != ZOK) {
+		it = item_new(IT_RESULT, rc);
+		it->rq = rq;
+		enqueue(zk, it);
+	}
+}
+
+static void
+tree_added(struct zk *zk, struct zk_rq *rq, int rc)
+{
+	/* a lost connection or session: added again on the next (re)connection */
+	if (rc == ZOK || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT ||
+	    rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZINVALIDSTATE)
+		return;
+	log_error("zookeeper: cannot watch %s: %s (ZooKeeper 3.6 or later is needed)", rq->path,
+		  zk_strerror(rc));
+}
+
+/* Every tree watch, in a new session or after a reconnection: before
+ * anyone hears of it, so that what they re-read is watched already (a
+ * session's requests are processed in order). */
+static void
+trees_send(struct zk *zk)
+{
+	struct zk_tree *t;
+
+	for (t = zk->trees; t != NULL; t = t->next)
+		tree_send(zk, t);
+}
+
 /* ---- processing queue items on the loop ------------------------------------ */
 
 static void
@@ -1002,6 +1073,11 @@ rq_result(struct zk *zk, struct zk_item *it)
 	 * ZSSLCONNECTIONERROR: for the caller that is a lost connection. */
 	if (it->rc == ZSSLCONNECTIONERROR)
 		it->rc = ZCONNECTIONLOSS;
+	if (rq->kind == ZK_OP_WATCH) {
+		tree_added(zk, rq, it->rc);
+		rq_free(rq);
+		return;
+	}
 	c->outstanding--;
 	if (rq->watch != NULL) {
 		/* ZooKeeper sets the watch on success only, and exists() also on
@@ -1310,6 +1386,7 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		zk->restart_delay = ZK_RESTART_MIN;
 		cid = zoo_client_id(zk->zh);
 		zk->session_id = cid != NULL ? cid->client_id : 0;
+		trees_send(zk);
 		flush_parked(zk);
 		if (zk->handle_connected) {
 			log_info("zookeeper: reconnected, session 0x%llx",
@@ -1352,6 +1429,7 @@ static void
 zk_process(struct zk *zk, struct zk_item *it)
 {
 	struct zk_watch *w, *next;
+	struct zk_tree *t;
 
 	switch (it->kind) {
 	case IT_RESULT:
@@ -1359,6 +1437,11 @@ zk_process(struct zk *zk, struct zk_item *it)
 		break;
 	case IT_WATCH:
 		w = it->w;
+		if (w->persistent) {
+			if (w->gen == zk->gen && w->cb != NULL && !zk->closing)
+				w->cb(it->type, it->str, w->arg);
+			break;
+		}
 		if (w->gen == zk->gen && w->cb != NULL && !zk->closing) {
 			zk_watch_cb cb = w->cb;
 			void *arg = w->arg;
@@ -1384,6 +1467,10 @@ zk_process(struct zk *zk, struct zk_item *it)
 		}
 		break;
 	case IT_RELEASE:
+		for (t = zk->trees; t != NULL; t = t->next) {
+			if (t->w != NULL && t->w->gen == it->gen)
+				t->w = NULL;
+		}
 		for (w = zk->watches; w != NULL; w = next) {
 			next = w->next;
 			if (w->gen == it->gen)
@@ -1633,6 +1720,13 @@ zk_destroy(struct zk *zk)
 	drain(zk, 0);
 	while (zk->watches != NULL)
 		watch_free(zk, zk->watches);
+	while (zk->trees != NULL) {
+		struct zk_tree *t = zk->trees;
+
+		zk->trees = t->next;
+		free(t->path);
+		free(t);
+	}
 	while (zk->calls != NULL)
 		call_free(zk, zk->calls);
 	slot_release(zk->log_slot);
@@ -1674,6 +1768,16 @@ const clientid_t *
 zk_client_id(const struct zk *zk)
 {
 	return zk != NULL && zk->zh != NULL ? zoo_client_id(zk->zh) : NULL;
+}
+
+int
+zk_watch_counts(const struct zk *zk, int counts[5])
+{
+	if (zk == NULL || zk->zh == NULL) {
+		memset(counts, 0, 5 * sizeof(int));
+		return ZINVALIDSTATE;
+	}
+	return zoo_watch_counts(zk->zh, counts);
 }
 
 int
@@ -1724,6 +1828,7 @@ zk_cancel(struct zk *zk, const void *arg)
 {
 	struct zk_call *c;
 	struct zk_watch *w;
+	struct zk_tree **pt;
 
 	if (zk == NULL || arg == NULL)
 		return;
@@ -1736,6 +1841,33 @@ zk_cancel(struct zk *zk, const void *arg)
 		if (w->owner == arg)
 			w->cb = NULL;
 	}
+	for (pt = &zk->trees; *pt != NULL;) {
+		struct zk_tree *t = *pt;
+
+		if (t->arg == arg) {
+			*pt = t->next;
+			free(t->path);
+			free(t);
+		} else {
+			pt = &t->next;
+		}
+	}
+}
+
+void
+zk_watch_tree(struct zk *zk, const char *path, zk_watch_cb cb, void *arg)
+{
+	struct zk_tree *t;
+
+	if (zk == NULL || cb == NULL || !path_ok(path, 0))
+		return;
+	t = xcalloc(1, sizeof(*t));
+	t->path = xstrdup(path);
+	t->cb = cb;
+	t->arg = arg;
+	t->next = zk->trees;
+	zk->trees = t;
+	tree_send(zk, t);
 }
 
 void

@@ -112,6 +112,31 @@ const clientid_t *zk_client_id(const struct zk *zk);
 void zk_cancel(struct zk *zk, const void *arg);
 
 /*
+ * Keep a persistent recursive watch on path for the life of the zk: cb
+ * gets, on the loop, every ZOO_CREATED_EVENT, ZOO_DELETED_EVENT and
+ * ZOO_CHANGED_EVENT of path and of every znode below it (path: the changed
+ * znode's), without being re-armed. ZooKeeper's addWatch with
+ * PERSISTENT_RECURSIVE (3.6 or later; the C client's is added by
+ * mk/zkclient-watch.patch), as kazoo's add_watch that upstream's tree
+ * caches use. The path need not exist. The watch is added again on every
+ * reconnection and in every new session, before the session listeners and
+ * the zk_new() callback hear of it: a re-read they start then misses no
+ * later change. Changes made while disconnected are not reported (the
+ * server does not replay them): re-read on ZK_EV_RECONNECTED and
+ * ZK_EV_CONNECTED. zk_cancel(zk, arg) stops it for good (the server keeps
+ * sending its events to this session, which drops them). A path that is
+ * not absolute, or a NULL cb, is ignored.
+ */
+void zk_watch_tree(struct zk *zk, const char *path, zk_watch_cb cb, void *arg);
+/*
+ * For tests: the number of paths the C client holds a watcher for, by
+ * kind: counts[0] data, [1] exists, [2] children (one-shot watches),
+ * [3] persistent, [4] persistent recursive. ZINVALIDSTATE (all 0) between
+ * sessions.
+ */
+int zk_watch_counts(const struct zk *zk, int counts[5]);
+
+/*
  * Ride out lost connections (off by default): from now on, a zk_set,
  * zk_delete (also recursive), zk_multi without creates, and zk_get,
  * zk_exists or zk_children without a watch that fails with
@@ -281,10 +306,11 @@ int zk_lock_sync_contenders(struct zk *zk, const char *path, int *count, char **
 /* ---- watch-driven caches --------------------------------------------------
  *
  * A cache of the children of one path (depth 1) and, optionally, their data
- * and their lock contenders. Kept current with one-shot watches that are
- * re-armed on every firing (the 3.8 C client has no persistent watches); no
- * polling. After a session expiry it re-reads everything and reports the
- * differences. Events are delivered on the loop.
+ * and their lock contenders. Kept current by one persistent recursive watch
+ * on the path (zk_watch_tree; ZooKeeper 3.6 or later), not a watch per
+ * child; no polling. After a lost connection or a session expiry it
+ * re-reads everything and reports the differences. Events are delivered on
+ * the loop.
  *
  * Used for /nodepool/nodes, /nodepool/requests, /nodepool/components/<kind>.
  */
@@ -302,15 +328,24 @@ enum zk_cache_event {
  * entry->len the text's length; zk_cache_text() inflates it */
 #define ZK_CACHE_PACK 0x4
 
+/* The parts of a child's stat a cache keeps (readers: the version for
+ * conditional writes, the owner for components and our own nodes; the
+ * mzxid tells a re-read that changed nothing). */
+struct zk_cache_stat {
+	int64_t mzxid;
+	int64_t ephemeral_owner; /* session id, 0 for persistent znodes */
+	int32_t version;	 /* data version */
+};
+
 struct zk_cache_entry {
 	const char *name; /* child name, e.g. "0000000042" */
 	/* NUL-terminated, NULL until read or if empty; with a codec, kept only
 	 * while obj is NULL (undecodable): a decoded body is not held twice */
 	const char *data;
+	void *obj; /* decoded object (zk_cache_set_codec), NULL if undecodable */
 	int len;
-	struct zk_stat stat;
-	int locked; /* ZK_CACHE_LOCKS: number of contenders under <child>/lock */
-	void *obj;  /* decoded object (zk_cache_set_codec), NULL if undecodable */
+	int locked;		   /* ZK_CACHE_LOCKS: number of contenders under <child>/lock */
+	struct zk_cache_stat stat; /* ZK_CACHE_DATA: as of the data read */
 };
 
 struct zk_cache;
@@ -324,12 +359,14 @@ typedef void (*zk_cache_free_fn)(void *obj);
 /*
  * The path is created (persistent, makepath) if missing, and again if it is
  * deleted later. cb may be NULL. NULL for a path that is not absolute.
- * Watches per child: its data (ZK_CACHE_DATA), its children and those of
- * its "lock" dir (ZK_CACHE_LOCKS). ZK_CACHE_UPDATED for a lock comes when
- * the number of contenders changes. After a lost connection (same session)
- * the path is listed again and every watch that fired meanwhile (the C
- * client re-registers them) is read again; what changed is reported as it
- * is read, then ZK_CACHE_SYNCED.
+ * One recursive watch on the path tells of children created, deleted and
+ * changed (ZK_CACHE_DATA: the data is read again) and of contenders in
+ * their "lock" dirs (ZK_CACHE_LOCKS: listed again). ZK_CACHE_UPDATED for a
+ * lock comes when the number of contenders changes. After a lost
+ * connection (same session) or an expiry, whose events are lost, the path
+ * is listed again and every entry re-read; what changed (its mzxid, its
+ * contender count) is reported once its reads are back, then
+ * ZK_CACHE_SYNCED.
  */
 struct zk_cache *zk_cache_new(struct zk *zk, const char *path, unsigned flags, zk_cache_cb cb,
 			      void *arg);
@@ -338,10 +375,11 @@ void zk_cache_set_codec(struct zk_cache *cache, zk_cache_decode_fn decode,
 			zk_cache_free_fn free_obj);
 /*
  * ZK_CACHE_LOCKS for some entries only: want(entry, arg) says whether the
- * lock contenders of this entry are watched (1) or not (0). It is asked
+ * lock contenders of this entry are followed (1) or not (0). It is asked
  * once the entry's data is read (entry->obj decoded, with a codec) and
- * again on each later read: an entry it declines costs no child or lock
- * watch and reads locked 0. Without it every entry's lock is watched. Set
+ * again on each later read: an entry it declines costs no read of its
+ * lock, its lock events are ignored, and it reads locked 0. Without it
+ * every entry's lock is followed. Set
  * before the first event. A worker watches the locks of its own provider's
  * nodes only: the other providers' are never read (issue 13).
  */

@@ -1,36 +1,44 @@
 /*
- * Watch-driven caches of the children of one path (zk.h), the C client's
- * stand-in for the persistent recursive watches of upstream's tree caches
- * (the 3.8 C client has none).
+ * Caches of the children of one path (zk.h), kept current by ONE persistent
+ * recursive watch on the path (zk_watch_tree; ZooKeeper's addWatch, as
+ * upstream's tree caches use through kazoo), not one-shot watches per
+ * child:
+ *   <path>                     deleted: every entry goes, the path is made
+ *                              again and listed;
+ *   <path>/<child>             created, deleted, data changed: the entry is
+ *                              loaded, removed, its data read again;
+ *   <path>/<child>/lock[/<c>]  created, deleted: the contenders are listed
+ *                              again, for entries whose lock is followed
+ *                              (ZK_CACHE_LOCKS, the lock filter); ignored
+ *                              for the others.
+ * Anything deeper is ignored. Nothing is polled, and no watch is left per
+ * child: the server keeps one watch per cache, the C client one entry.
  *
- * Watches kept per cache:
- *   <path>                 child watch: children come and go;
- *   <path>/<child>         data watch (ZK_CACHE_DATA);
- *   <path>/<child>         child watch (ZK_CACHE_LOCKS): a "lock" dir appears;
- *   <path>/<child>/lock    child watch (ZK_CACHE_LOCKS): contenders change.
- * Every one is set by the read that also fetches the current state, and
- * re-armed by the read its firing causes, so nothing is polled and no watch
- * is left on a path that does not exist (those would never fire, and pile
- * up for every deleted node).
+ * An entry being loaded (new, or re-read in a load phase) waits for its
+ * reads (data, lock contenders) and is then announced (ADDED), or reported
+ * if its mzxid or contender count differs from before (UPDATED). A read
+ * asked for while the same read is in flight is made again once it is
+ * back (the first may predate the change). The events while disconnected
+ * are lost (the server does not replay them for persistent watches): after
+ * a lost connection or a new session the path is listed again and every
+ * entry re-read (a load phase: for data already held its stat first, the
+ * data only if its mzxid moved); SYNCED follows the first listing of a load
+ * phase once all its entries are loaded. zk.c adds the watch again before
+ * we hear of the connection, so that nothing between the two is missed.
+ * Reads that fail for a lost connection leave their entry waiting for the
+ * next load phase.
  *
- * An entry being loaded (new, or re-read after an expiry) counts its reads
- * still in flight; when they are done it is announced (ADDED) or compared
- * with what it was (UPDATED). SYNCED follows the first listing of a load
- * phase once all its entries are loaded. Reads that fail for a lost
- * connection are redone when the session is back (one listing of the path
- * redoes everything missing); an expiry reloads everything.
- *
- * Entries are in a hash table by name: a listing of n children costs O(n).
+ * Entries are in an open-addressing table by name: a listing of n children
+ * costs O(n), and an entry carries no links.
  *
  * Memory at fleet scale (issue 13; 10 workers each caching 20,000 nodes):
- * every watch costs about 250 bytes in the C client and in zk.c, every read
- * in flight a request, a call and a response buffer. So a lock filter
- * (zk_cache_set_lock_filter) leaves the child and lock watches off the
- * entries whose lock the user does not read (another provider's nodes), and
- * at most CACHE_MAX_INFLIGHT reads started by listings are in flight at once:
- * the others wait in a FIFO (the load phase waits for them too). Reads
- * caused by a watch firing are never held back. Entries are one allocation
- * with their name inline and their flags as bits.
+ * an entry is 72 bytes plus its name, one allocation (96 bytes from glibc
+ * for a ten-digit name), its flags bits; the table adds 11-21 bytes per
+ * entry. Every read in flight costs a request, a call and a response
+ * buffer, so at most CACHE_MAX_INFLIGHT reads started by listings are in
+ * flight at once: the other entries wait, marked queued, for a scan of the
+ * table to start them (the load phase waits for them too). Reads caused by
+ * an event are never held back.
  */
 #include "zk_private.h"
 #include "log.h"
@@ -44,28 +52,42 @@
 
 #define CACHE_MAX_INFLIGHT 256 /* reads started by listings, in flight at once */
 
+/*
+ * One child. 72 bytes plus the name (glibc hands out 96 for a ten-digit
+ * node name either way); the lock, hash and queue bookkeeping is in bits
+ * and in the cache's slot table, not here.
+ */
 struct ent {
 	struct zk_cache_entry pub;
-	char *data; /* the text, or (packed) its deflated form of zlen bytes */
-	struct ent *hnext;
-	struct ent *qprev, *qnext; /* the read queue, while queued */
-	int64_t old_mzxid;	   /* before a reload, to compare */
-	int old_locked;
-	int need;	      /* initial reads in flight (while loading) */
-	int zlen;	      /* packed: bytes at data */
-	unsigned mark;	      /* the listing that last saw it */
-	unsigned visible : 1; /* ADDED was delivered */
-	unsigned have_data : 1;
-	unsigned gone : 1; /* a read found it deleted */
-	unsigned data_armed : 1, data_busy : 1;
-	unsigned kids_armed : 1, kids_busy : 1;
-	unsigned lock_armed : 1, lock_busy : 1;
-	unsigned has_lock : 1; /* the last listing of its children showed "lock" */
-	unsigned loading : 1;  /* initial reads in flight (need) */
-	unsigned in_sync : 1;  /* counted in the cache's sync_pending */
-	unsigned queued : 1;   /* waits in the read queue */
-	unsigned packed : 1;   /* data holds deflated text */
-	char name[];	       /* the child name, inline */
+	char *data;		/* the text (pub.data), or (packed) its deflated form */
+	int zlen;		/* packed: bytes at data */
+	unsigned visible : 1;	/* ADDED was delivered */
+	unsigned have_data : 1; /* its data was read */
+	unsigned loading : 1;	/* (re)loading: UPDATED waits for every read */
+	unsigned changed : 1;	/* loading: something differs from before */
+	unsigned in_sync : 1;	/* counted in the cache's sync_pending */
+	unsigned queued : 1;	/* waits for its load (counted in nqueued) */
+	unsigned seen : 1;	/* in the listing being processed */
+	unsigned packed : 1;	/* data holds deflated text */
+	unsigned lock_on : 1;	/* its lock is followed (locks_wanted) */
+	unsigned retry : 1;	/* a read failed for a lost connection: loaded
+				   again by the listing after reconnecting */
+	unsigned data_busy : 1, data_again : 1;
+	unsigned lock_busy : 1, lock_again : 1;
+	char name[]; /* the child name, inline */
+};
+_Static_assert(sizeof(struct ent) <= 72, "struct ent grew: issue 13 counts every byte");
+
+/*
+ * An entry removed while a read of it was in flight: the reply must not be
+ * taken for a child made again under the same name (a component's, say),
+ * whose own read was sent after it. Replies come in the order the reads
+ * were sent, so the first reply for the name is the ghost's.
+ */
+struct ghost {
+	struct ghost *next;
+	unsigned data, lock; /* replies still to come */
+	char name[];
 };
 
 struct zk_cache {
@@ -84,23 +106,24 @@ struct zk_cache {
 	zk_cache_want_locks_fn want_locks; /* NULL: every entry's lock */
 	void *want_arg;
 
-	struct ent **buckets;
-	size_t nbuckets;
-	size_t count; /* all entries */
+	/* entries by name: open addressing, linear probing, at most 3/4 full */
+	struct ent **slots;
+	size_t nslots; /* a power of two */
+	size_t count;  /* all entries */
 	size_t nvisible;
-	unsigned mark;
 	unsigned gen; /* the session generation our reads belong to */
 
-	int created; /* the path exists (we made sure) */
-	int root_armed, root_busy, root_again;
-	int root_watching; /* the listing in flight sets the child watch */
+	int created;   /* the path exists (we made sure) */
+	int root_busy; /* its creation or listing is in flight */
+	int root_again;
 	int synced;
-	int syncing;		   /* a load phase: initial, or after an expiry */
-	int sync_listed;	   /* its first listing has been processed */
-	int sync_pending;	   /* entries of the phase still loading */
-	int reload;		   /* a new session must reload everything */
-	int inflight;		   /* entry reads in flight (this session) */
-	struct ent *qhead, *qtail; /* entries waiting to start their reads */
+	int syncing;	  /* a load phase: initial, or after a lost connection */
+	int sync_listed;  /* its first listing has been processed */
+	int sync_pending; /* entries of the phase still loading */
+	int inflight;	  /* entry reads in flight (this session) */
+	size_t nqueued;	  /* entries waiting for their load (queued) */
+	size_t qcursor;	  /* the slot the queue scan goes on from */
+	struct ghost *ghosts;
 
 	const struct zk_cache_entry **arr;
 	size_t arrcap;
@@ -125,45 +148,56 @@ xcalloc(size_t n, size_t m)
 	return p;
 }
 
-/* FNV-1a */
+/* FNV-1a of n bytes */
 static size_t
-hash(const char *s)
+hash(const char *s, size_t n)
 {
 	uint64_t h = 1469598103934665603ULL;
 
-	while (*s)
+	while (n-- > 0)
 		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
 	return (size_t)h;
+}
+
+/* The slot of the entry named name (n bytes), or of the empty slot where
+ * it would go. */
+static size_t
+slot_of(const struct zk_cache *c, const char *name, size_t n)
+{
+	size_t mask = c->nslots - 1, i = hash(name, n) & mask;
+	struct ent *e;
+
+	while ((e = c->slots[i]) != NULL && (strncmp(e->name, name, n) != 0 || e->name[n] != '\0'))
+		i = (i + 1) & mask;
+	return i;
+}
+
+static struct ent *
+lookup_n(const struct zk_cache *c, const char *name, size_t n)
+{
+	return c->slots[slot_of(c, name, n)];
 }
 
 static struct ent *
 lookup(const struct zk_cache *c, const char *name)
 {
-	struct ent *e;
-
-	for (e = c->buckets[hash(name) & (c->nbuckets - 1)]; e != NULL; e = e->hnext) {
-		if (strcmp(e->name, name) == 0)
-			return e;
-	}
-	return NULL;
+	return lookup_n(c, name, strlen(name));
 }
 
 static void
 grow(struct zk_cache *c)
 {
-	size_t n = c->nbuckets * 2, i;
-	struct ent **b = xcalloc(n, sizeof(*b)), *e, *next;
+	struct ent **old = c->slots;
+	size_t n = c->nslots, i;
 
-	for (i = 0; i < c->nbuckets; i++) {
-		for (e = c->buckets[i]; e != NULL; e = next) {
-			next = e->hnext;
-			e->hnext = b[hash(e->name) & (n - 1)];
-			b[hash(e->name) & (n - 1)] = e;
-		}
+	c->nslots *= 2;
+	c->slots = xcalloc(c->nslots, sizeof(*c->slots));
+	for (i = 0; i < n; i++) {
+		if (old[i] != NULL)
+			c->slots[slot_of(c, old[i]->name, strlen(old[i]->name))] = old[i];
 	}
-	free(c->buckets);
-	c->buckets = b;
-	c->nbuckets = n;
+	free(old);
+	c->qcursor = 0;
 }
 
 static struct ent *
@@ -171,15 +205,12 @@ ent_add(struct zk_cache *c, const char *name)
 {
 	size_t len = strlen(name);
 	struct ent *e = xcalloc(1, sizeof(*e) + len + 1);
-	size_t b;
 
 	memcpy(e->name, name, len + 1);
 	e->pub.name = e->name;
-	if (c->count + 1 > c->nbuckets)
+	if ((c->count + 1) * 4 > c->nslots * 3)
 		grow(c);
-	b = hash(name) & (c->nbuckets - 1);
-	e->hnext = c->buckets[b];
-	c->buckets[b] = e;
+	c->slots[slot_of(c, name, len)] = e;
 	c->count++;
 	return e;
 }
@@ -193,49 +224,34 @@ ent_free(struct zk_cache *c, struct ent *e)
 	free(e);
 }
 
+/* Out of the table (backward-shift deletion: no tombstones). */
 static void
 ent_unlink(struct zk_cache *c, struct ent *e)
 {
-	struct ent **pp = &c->buckets[hash(e->name) & (c->nbuckets - 1)];
+	size_t mask = c->nslots - 1, i = slot_of(c, e->name, strlen(e->name)), j = i, k;
 
-	while (*pp != e)
-		pp = &(*pp)->hnext;
-	*pp = e->hnext;
+	c->slots[i] = NULL;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (c->slots[j] == NULL)
+			break;
+		k = hash(c->slots[j]->name, strlen(c->slots[j]->name)) & mask;
+		/* move it back unless its home lies cyclically in (i, j] */
+		if ((i <= j) ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		c->slots[i] = c->slots[j];
+		c->slots[j] = NULL;
+		i = j;
+	}
 	c->count--;
+	if (e->queued) {
+		e->queued = 0;
+		c->nqueued--;
+	}
 	if (e->visible) {
 		c->nvisible--;
 		c->arr_dirty = 1;
 	}
-}
-
-static void
-q_push(struct zk_cache *c, struct ent *e)
-{
-	e->queued = 1;
-	e->qnext = NULL;
-	e->qprev = c->qtail;
-	if (c->qtail != NULL)
-		c->qtail->qnext = e;
-	else
-		c->qhead = e;
-	c->qtail = e;
-}
-
-static void
-q_unlink(struct zk_cache *c, struct ent *e)
-{
-	if (!e->queued)
-		return;
-	if (e->qprev != NULL)
-		e->qprev->qnext = e->qnext;
-	else
-		c->qhead = e->qnext;
-	if (e->qnext != NULL)
-		e->qnext->qprev = e->qprev;
-	else
-		c->qtail = e->qprev;
-	e->qprev = e->qnext = NULL;
-	e->queued = 0;
 }
 
 static void
@@ -273,14 +289,12 @@ child_path(const struct zk_cache *c, const char *name, const char *suffix)
 	return p;
 }
 
-/* The entry a result or watch path is about (NULL: not ours, or gone);
- * *sub is what follows the child's name ("" or "/lock"). */
+/* The entry a result or event path is about (NULL: not ours, or gone);
+ * *sub is what follows the child's name ("", "/lock", "/lock/<contender>"). */
 static struct ent *
 ent_of(const struct zk_cache *c, const char *path, const char **sub)
 {
-	char buf[512], *name = buf;
 	const char *s, *end;
-	struct ent *e;
 	size_t n;
 
 	if (strncmp(path, c->prefix, c->plen) != 0 || path[c->plen] != '/')
@@ -288,15 +302,8 @@ ent_of(const struct zk_cache *c, const char *path, const char **sub)
 	s = path + c->plen + 1;
 	end = strchr(s, '/');
 	n = end != NULL ? (size_t)(end - s) : strlen(s);
-	if (n >= sizeof(buf) && (name = malloc(n + 1)) == NULL)
-		abort();
-	memcpy(name, s, n);
-	name[n] = '\0';
-	e = lookup(c, name);
-	if (name != buf)
-		free(name);
 	*sub = s + n;
-	return e;
+	return n > 0 ? lookup_n(c, s, n) : NULL;
 }
 
 /* ---- loading entries --------------------------------------------------------- */
@@ -312,13 +319,21 @@ sync_check(struct zk_cache *c)
 	}
 }
 
-/* One read of a loading entry is done. */
 static void
-loaded(struct zk_cache *c, struct ent *e)
+announce(struct zk_cache *c, struct ent *e)
 {
-	int changed;
+	e->visible = 1;
+	c->nvisible++;
+	c->arr_dirty = 1;
+	emit(c, ZK_CACHE_ADDED, e);
+}
 
-	if (!e->loading || --e->need > 0)
+/* A loading entry whose reads are all back is announced (ADDED), or
+ * reported if it changed (UPDATED). */
+static void
+check_loaded(struct zk_cache *c, struct ent *e)
+{
+	if (!e->loading || e->data_busy || e->lock_busy || e->queued || e->retry)
 		return;
 	e->loading = 0;
 	if (e->in_sync) {
@@ -326,23 +341,29 @@ loaded(struct zk_cache *c, struct ent *e)
 		c->sync_pending--;
 	}
 	if (!e->visible) {
-		if (!e->gone && (!(c->flags & ZK_CACHE_DATA) || e->have_data)) {
-			e->visible = 1;
-			c->nvisible++;
-			c->arr_dirty = 1;
-			emit(c, ZK_CACHE_ADDED, e);
-		}
-	} else {
-		changed = ((c->flags & ZK_CACHE_DATA) && e->pub.stat.mzxid != e->old_mzxid) ||
-			  ((c->flags & ZK_CACHE_LOCKS) && e->pub.locked != e->old_locked);
-		if (changed)
-			emit(c, ZK_CACHE_UPDATED, e);
+		/* a read that failed for good leaves it unannounced */
+		if (!(c->flags & ZK_CACHE_DATA) || e->have_data)
+			announce(c, e);
+	} else if (e->changed) {
+		emit(c, ZK_CACHE_UPDATED, e);
 	}
+	e->changed = 0;
 	if (!c->freed)
 		sync_check(c);
 }
 
-/* Watch this entry's lock contenders? With a filter, only once its data
+/* Something the user reads changed: reported now, or (loading) once the
+ * entry is loaded. */
+static void
+ent_changed(struct zk_cache *c, struct ent *e)
+{
+	if (e->loading)
+		e->changed = 1;
+	else if (e->visible)
+		emit(c, ZK_CACHE_UPDATED, e);
+}
+
+/* Follow this entry's lock contenders? With a filter, only once its data
  * is known (the filter reads the decoded object). */
 static int
 locks_wanted(const struct zk_cache *c, const struct ent *e)
@@ -355,143 +376,129 @@ locks_wanted(const struct zk_cache *c, const struct ent *e)
 }
 
 static void data_read(const struct zk_result *r, void *arg);
-static void kids_read(const struct zk_result *r, void *arg);
+static void stat_read(const struct zk_result *r, void *arg);
 static void lock_read(const struct zk_result *r, void *arg);
-static void ent_watch(int type, const char *path, void *arg);
 
-/* Start one read of the entry's znode (suffix "" or "/lock"), setting the
- * cache's shared watch with it unless one is armed there already. */
 static void
 submit_read(struct zk_cache *c, struct ent *e, enum zk_op_kind kind, const char *suffix,
-	    zk_result_cb cb, int armed)
+	    zk_result_cb cb)
 {
 	char *p = child_path(c, e->name, suffix);
 	struct zk_req req = {.kind = kind, .path = p, .cb = cb, .arg = c, .owner = c};
 
-	if (!armed) {
-		req.watch = ent_watch;
-		req.warg = c;
-		req.wowner = c;
-		req.share_watch = 1;
-	}
 	c->inflight++;
 	zk_submit(c->zk, &req);
 	free(p);
 }
 
+/* Read the entry's data; one in flight is read again once back (it may
+ * predate the change that asks for this one). */
 static void
 read_data(struct zk_cache *c, struct ent *e)
 {
+	if (e->data_busy) {
+		e->data_again = 1;
+		return;
+	}
 	e->data_busy = 1;
-	submit_read(c, e, ZK_OP_GET, "", data_read, e->data_armed);
+	submit_read(c, e, ZK_OP_GET, "", data_read);
 }
 
+/* Re-check data we have (a load phase): its stat first, the data only if
+ * its mzxid moved. A re-sync of 20,000 unchanged nodes then moves 20,000
+ * stats, not 20,000 records. */
 static void
-read_kids(struct zk_cache *c, struct ent *e)
+check_data(struct zk_cache *c, struct ent *e)
 {
-	e->kids_busy = 1;
-	submit_read(c, e, ZK_OP_CHILDREN, "", kids_read, e->kids_armed);
+	if (!e->have_data || e->data_busy) {
+		read_data(c, e);
+		return;
+	}
+	e->data_busy = 1;
+	submit_read(c, e, ZK_OP_EXISTS, "", stat_read);
 }
 
+/* List the contenders in the entry's lock dir (likewise). */
 static void
 read_lock(struct zk_cache *c, struct ent *e)
 {
-	e->lock_busy = 1;
-	submit_read(c, e, ZK_OP_CHILDREN, "/lock", lock_read, e->lock_armed);
-}
-
-/* The entry lacks a watch (a read would be started for it). */
-static int
-ent_lacks(const struct zk_cache *c, const struct ent *e)
-{
-	int locks = locks_wanted(c, e);
-
-	return ((c->flags & ZK_CACHE_DATA) && !e->data_armed && !e->data_busy) ||
-	       (locks && !e->kids_armed && !e->kids_busy) ||
-	       (locks && !e->kids_busy && e->kids_armed && e->has_lock && !e->lock_armed &&
-		!e->lock_busy);
-}
-
-/* Start whatever reads the entry lacks (its watches are not all set).
- * While loading, they count towards its announcement. In a load phase
- * (initial, or a re-sync after a lost connection) reads already in flight
- * (a watch that fired) count too: the phase ends after they are back. */
-static void
-ent_refresh(struct zk_cache *c, struct ent *e)
-{
-	int load = !e->visible || c->syncing;
-	int want_data = (c->flags & ZK_CACHE_DATA) && !e->data_armed && !e->data_busy;
-	int locks = locks_wanted(c, e);
-	int want_kids = locks && !e->kids_armed && !e->kids_busy;
-	/* a lock listing that failed (lost connection) while the child
-	 * listing stayed armed: only we redo it */
-	int want_lock =
-	    locks && !want_kids && !e->kids_busy && e->has_lock && !e->lock_armed && !e->lock_busy;
-	int busy = e->data_busy + e->kids_busy + e->lock_busy;
-
-	if (!want_data && !want_kids && !want_lock && !(load && busy > 0 && !e->loading))
+	if (e->lock_busy) {
+		e->lock_again = 1;
 		return;
-	if (load && !e->loading) {
-		e->loading = 1;
-		e->need = busy;
-		e->gone = 0;
-		e->old_mzxid = e->pub.stat.mzxid;
-		e->old_locked = e->pub.locked;
 	}
-	if (want_data) {
-		if (e->loading)
-			e->need++;
-		read_data(c, e);
-	}
-	if (want_kids) {
-		if (e->loading)
-			e->need++;
-		read_kids(c, e);
-	}
-	if (want_lock) {
-		if (e->loading)
-			e->need++;
-		read_lock(c, e);
+	e->lock_busy = 1;
+	submit_read(c, e, ZK_OP_CHILDREN, "/lock", lock_read);
+}
+
+static void
+set_locked(struct zk_cache *c, struct ent *e, int locked)
+{
+	if (e->pub.locked == locked)
+		return;
+	e->pub.locked = locked;
+	ent_changed(c, e);
+}
+
+/* Follow the entry's lock from now on, or no longer (then it reads 0). */
+static void
+lock_follow(struct zk_cache *c, struct ent *e)
+{
+	if (locks_wanted(c, e)) {
+		if (!e->lock_on) {
+			e->lock_on = 1;
+			read_lock(c, e);
+		}
+	} else if (e->lock_on) {
+		e->lock_on = 0;
+		set_locked(c, e, 0);
 	}
 }
 
 /*
- * Start the reads of a listed entry; one that needs none (its watches are
- * set) and was never announced is announced now. An entry counted in the
- * load phase (in_sync) that starts nothing no longer holds it up.
+ * (Re)load an entry: read its data (ZK_CACHE_DATA) and its lock
+ * contenders (if followed); ADDED or UPDATED once they are back. Without
+ * any read to make, a new entry is announced at once.
  */
 static void
-ent_kick(struct zk_cache *c, struct ent *e)
+ent_load(struct zk_cache *c, struct ent *e)
 {
-	ent_refresh(c, e);
-	if (c->freed)
-		return;
-	if (!e->visible && !e->loading) {
-		e->visible = 1;
-		c->nvisible++;
-		c->arr_dirty = 1;
-		emit(c, ZK_CACHE_ADDED, e);
+	if (!e->loading) {
+		e->loading = 1;
+		e->changed = 0;
 	}
-	if (!c->freed && e->in_sync && !e->loading) {
-		e->in_sync = 0;
-		c->sync_pending--;
-		sync_check(c);
+	e->retry = 0;
+	if (c->flags & ZK_CACHE_DATA)
+		check_data(c, e);
+	if (locks_wanted(c, e)) {
+		e->lock_on = 1;
+		read_lock(c, e);
 	}
+	check_loaded(c, e);
 }
 
-/* Start the reads of queued entries while fewer than CACHE_MAX_INFLIGHT
- * are in flight. Not while disconnected: they would only fail; the listing
- * after the reconnection pumps again. */
+/* Start the loads of queued entries while fewer than CACHE_MAX_INFLIGHT
+ * reads are in flight: a scan of the slots that goes on where it stopped.
+ * Not while disconnected: they would only fail; the listing after the
+ * reconnection pumps again. */
 static void
 pump(struct zk_cache *c)
 {
+	size_t scanned = 0;
 	struct ent *e;
 
-	while (!c->freed && c->qhead != NULL && c->inflight < CACHE_MAX_INFLIGHT &&
-	       zk_is_connected(c->zk)) {
-		e = c->qhead;
-		q_unlink(c, e);
-		ent_kick(c, e);
+	while (!c->freed && c->nqueued > 0 && c->inflight < CACHE_MAX_INFLIGHT &&
+	       zk_is_connected(c->zk) && scanned <= c->nslots) {
+		if (c->qcursor >= c->nslots)
+			c->qcursor = 0;
+		e = c->slots[c->qcursor];
+		if (e == NULL || !e->queued) {
+			c->qcursor++;
+			scanned++;
+			continue;
+		}
+		e->queued = 0;
+		c->nqueued--;
+		ent_load(c, e);
 	}
 }
 
@@ -552,7 +559,6 @@ set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 	}
 	e->pub.data = e->packed ? NULL : e->data;
 	e->pub.len = r->len;
-	e->pub.stat = *r->stat;
 	e->have_data = 1;
 	if (c->decode != NULL) {
 		if (e->pub.obj != NULL && c->free_obj != NULL)
@@ -570,7 +576,7 @@ set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 	}
 }
 
-/* Our reads fail for a lost connection: the next listing redoes them. */
+/* Our reads fail for a lost connection: the listing after it redoes them. */
 static int
 transient(int rc)
 {
@@ -579,68 +585,157 @@ transient(int rc)
 	       rc == ZSSLCONNECTIONERROR;
 }
 
-/*
- * A read failed. For a lost connection it no longer counts towards the
- * entry's load: the listing after the reconnection starts it again and
- * counts it again. Any other error (no permission, say) will not go away:
- * the entry is not announced, but no longer holds up SYNCED either.
- */
 static void
-read_failed(struct zk_cache *c, struct ent *e, const char *what, const char *path, int rc)
+ghosts_free(struct zk_cache *c)
 {
-	if (transient(rc)) {
-		if (e != NULL && e->loading && e->need > 0)
-			e->need--;
-		return;
+	struct ghost *g;
+
+	while ((g = c->ghosts) != NULL) {
+		c->ghosts = g->next;
+		free(g);
 	}
-	log_warn("zk cache %s: %s %s: %s", c->path, what, path, zk_strerror(rc));
-	if (e != NULL) {
-		e->gone = 1;
-		loaded(c, e);
+}
+
+static void
+remove_ent(struct zk_cache *c, struct ent *e)
+{
+	struct ghost *g;
+	size_t n;
+
+	if (e->data_busy || e->lock_busy) {
+		n = strlen(e->name);
+		g = xcalloc(1, sizeof(*g) + n + 1);
+		memcpy(g->name, e->name, n + 1);
+		g->data = e->data_busy;
+		g->lock = e->lock_busy;
+		g->next = c->ghosts;
+		c->ghosts = g;
 	}
+	ent_unlink(c, e);
+	if (e->visible)
+		emit(c, ZK_CACHE_REMOVED, e);
+	if (e->in_sync) {
+		/* the load phase no longer waits for it */
+		c->sync_pending--;
+		if (!c->freed)
+			sync_check(c);
+	}
+	ent_free(c, e);
+}
+
+/* The entry a reply to one of our reads (lock: a lock listing) is for;
+ * NULL for a reply about an entry gone meanwhile (or a ghost's). */
+static struct ent *
+reply_ent(struct zk_cache *c, const struct zk_result *r, int lock)
+{
+	struct ghost **pg, *g;
+	const char *s, *end;
+	size_t n;
+
+	c->inflight--;
+	if (strncmp(r->path, c->prefix, c->plen) != 0 || r->path[c->plen] != '/')
+		return NULL;
+	s = r->path + c->plen + 1;
+	end = strchr(s, '/');
+	n = end != NULL ? (size_t)(end - s) : strlen(s);
+	for (pg = &c->ghosts; (g = *pg) != NULL; pg = &g->next) {
+		if (strncmp(g->name, s, n) != 0 || g->name[n] != '\0' ||
+		    (lock ? g->lock : g->data) == 0)
+			continue;
+		if (lock)
+			g->lock = 0;
+		else
+			g->data = 0;
+		if (g->data == 0 && g->lock == 0) {
+			*pg = g->next;
+			free(g);
+		}
+		return NULL;
+	}
+	return lookup_n(c, s, n);
 }
 
 static void
 data_read(const struct zk_result *r, void *arg)
 {
 	struct zk_cache *c = arg;
-	const char *sub;
 	struct ent *e;
-	int64_t before;
 
 	if (r->gen != c->gen)
 		return;
-	c->inflight--;
 	enter(c);
-	if ((e = ent_of(c, r->path, &sub)) == NULL) {
-		pump(c);
-		leave(c);
-		return;
-	}
+	if ((e = reply_ent(c, r, 0)) == NULL)
+		goto out;
 	e->data_busy = 0;
 	if (r->rc == ZOK) {
-		e->data_armed = 1;
-		before = e->pub.stat.mzxid;
-		if (!e->have_data || r->stat->mzxid != before) {
+		if (!e->have_data || r->stat->mzxid != e->pub.stat.mzxid) {
 			set_data(c, e, r);
-			if (e->visible && !e->loading)
-				emit(c, ZK_CACHE_UPDATED, e);
+			e->pub.stat.mzxid = r->stat->mzxid;
+			e->pub.stat.version = r->stat->version;
+			e->pub.stat.ephemeral_owner = r->stat->ephemeral_owner;
+			ent_changed(c, e);
 		}
-		/* the filter may now want its lock (read before it counts
-		 * as loaded) */
-		if (!c->freed && locks_wanted(c, e) && !e->kids_armed && !e->kids_busy) {
-			if (e->loading)
-				e->need++;
-			read_kids(c, e);
-		}
+		/* the filter may now want its lock, or no longer */
 		if (!c->freed)
-			loaded(c, e);
+			lock_follow(c, e);
 	} else if (r->rc == ZNONODE) {
-		e->gone = 1; /* the listing that follows removes it */
-		loaded(c, e);
+		/* deleted: its event says so too, unless it went while we
+		 * were disconnected (the listing we re-read for lists it no
+		 * more) */
+		remove_ent(c, e);
+		goto out;
+	} else if (transient(r->rc)) {
+		/* the re-sync after reconnecting reads it again; a load
+		 * waits for that */
+		e->data_again = 0;
+		e->retry = e->loading;
 	} else {
-		read_failed(c, e, "reading", r->path, r->rc);
+		log_warn("zk cache %s: reading %s: %s", c->path, r->path, zk_strerror(r->rc));
+		e->data_again = 0; /* will not go away: announced without data, never */
 	}
+	if (!c->freed && e->data_again) {
+		e->data_again = 0;
+		read_data(c, e);
+	}
+	if (!c->freed)
+		check_loaded(c, e);
+out:
+	pump(c);
+	leave(c);
+}
+
+static void
+stat_read(const struct zk_result *r, void *arg)
+{
+	struct zk_cache *c = arg;
+	struct ent *e;
+
+	if (r->gen != c->gen)
+		return;
+	enter(c);
+	if ((e = reply_ent(c, r, 0)) == NULL)
+		goto out;
+	e->data_busy = 0;
+	if (r->rc == ZOK) {
+		if (r->stat->mzxid != e->pub.stat.mzxid)
+			e->data_again = 1; /* moved: read it */
+	} else if (r->rc == ZNONODE) {
+		remove_ent(c, e);
+		goto out;
+	} else if (transient(r->rc)) {
+		e->data_again = 0;
+		e->retry = e->loading;
+	} else {
+		log_warn("zk cache %s: reading %s: %s", c->path, r->path, zk_strerror(r->rc));
+		e->data_again = 0;
+	}
+	if (!c->freed && e->data_again) {
+		e->data_again = 0;
+		read_data(c, e);
+	}
+	if (!c->freed)
+		check_loaded(c, e);
+out:
 	pump(c);
 	leave(c);
 }
@@ -656,237 +751,166 @@ count_contenders(int n, char *const *names)
 }
 
 static void
-set_locked(struct zk_cache *c, struct ent *e, int locked)
-{
-	if (e->pub.locked == locked)
-		return;
-	e->pub.locked = locked;
-	if (e->visible && !e->loading)
-		emit(c, ZK_CACHE_UPDATED, e);
-}
-
-static void
-kids_read(const struct zk_result *r, void *arg)
-{
-	struct zk_cache *c = arg;
-	const char *sub;
-	struct ent *e;
-	int i, has_lock = 0;
-
-	if (r->gen != c->gen)
-		return;
-	c->inflight--;
-	enter(c);
-	if ((e = ent_of(c, r->path, &sub)) == NULL) {
-		pump(c);
-		leave(c);
-		return;
-	}
-	e->kids_busy = 0;
-	if (r->rc == ZOK) {
-		e->kids_armed = 1;
-		for (i = 0; i < r->count; i++)
-			has_lock |= strcmp(r->names[i], "lock") == 0;
-		e->has_lock = has_lock;
-		if (has_lock && !e->lock_armed && !e->lock_busy) {
-			if (e->loading)
-				e->need++;
-			read_lock(c, e);
-		} else if (!has_lock) {
-			set_locked(c, e, 0);
-		}
-		if (!c->freed)
-			loaded(c, e);
-	} else if (r->rc == ZNONODE) {
-		e->gone = 1;
-		loaded(c, e);
-	} else {
-		read_failed(c, e, "listing", r->path, r->rc);
-	}
-	pump(c);
-	leave(c);
-}
-
-static void
 lock_read(const struct zk_result *r, void *arg)
 {
 	struct zk_cache *c = arg;
-	const char *sub;
 	struct ent *e;
 
 	if (r->gen != c->gen)
 		return;
-	c->inflight--;
 	enter(c);
-	if ((e = ent_of(c, r->path, &sub)) == NULL) {
-		pump(c);
-		leave(c);
-		return;
-	}
+	if ((e = reply_ent(c, r, 1)) == NULL)
+		goto out;
 	e->lock_busy = 0;
-	if (r->rc == ZOK) {
-		e->lock_armed = 1;
+	if (!e->lock_on) {
+		e->lock_again = 0; /* no longer followed: reads 0 */
+	} else if (r->rc == ZOK) {
 		set_locked(c, e, count_contenders(r->count, r->names));
-		if (!c->freed)
-			loaded(c, e);
 	} else if (r->rc == ZNONODE) {
-		e->has_lock = 0;
-		set_locked(c, e, 0); /* the node's child watch sees it come back */
-		if (!c->freed)
-			loaded(c, e);
+		set_locked(c, e, 0); /* no lock dir (yet) */
+	} else if (transient(r->rc)) {
+		e->lock_again = 0;
+		e->retry = e->loading;
 	} else {
-		read_failed(c, e, "listing", r->path, r->rc);
+		log_warn("zk cache %s: listing %s: %s", c->path, r->path, zk_strerror(r->rc));
+		e->lock_again = 0;
 	}
+	if (!c->freed && e->lock_again) {
+		e->lock_again = 0;
+		read_lock(c, e);
+	}
+	if (!c->freed)
+		check_loaded(c, e);
+out:
 	pump(c);
 	leave(c);
 }
 
-/* A watch on <path>/<child> or <path>/<child>/lock fired. */
+/*
+ * The cache's recursive watch fired for path (zk_watch_tree): the path
+ * itself, a child (created, deleted, data changed), the child's lock dir
+ * or a contender in it (created, deleted); anything deeper is not ours.
+ */
 static void
-ent_watch(int type, const char *path, void *arg)
+tree_event(int type, const char *path, void *arg)
 {
 	struct zk_cache *c = arg;
-	const char *sub;
-	struct ent *e = ent_of(c, path, &sub);
+	const char *sub = "";
+	struct ent *e;
+	size_t b;
 
-	if (e == NULL)
-		return;
 	enter(c);
-	if (*sub == '\0') {
-		if (type == ZOO_CHANGED_EVENT) {
-			e->data_armed = 0;
-			if (!e->data_busy) {
-				e->need += e->loading;
-				read_data(c, e);
+	if (strcmp(path, c->path) == 0) {
+		if (type == ZOO_DELETED_EVENT && c->created) {
+			/* the path itself was deleted: everything under it is
+			 * gone (its children's events came first); make it
+			 * again */
+			for (b = 0; b < c->nslots && !c->freed; b++) {
+				while ((e = c->slots[b]) != NULL && !c->freed)
+					remove_ent(c, e);
 			}
-		} else if (type == ZOO_CHILD_EVENT) {
-			e->kids_armed = 0;
-			if (!locks_wanted(c, e)) {
-				/* no longer wanted (its data changed): let go */
-				e->has_lock = 0;
-				set_locked(c, e, 0);
-			} else if (!e->kids_busy) {
-				e->need += e->loading;
-				read_kids(c, e);
-			}
-		} else if (type == ZOO_DELETED_EVENT) {
-			/* both watches fire; the listing removes the entry */
-			e->data_armed = 0;
-			e->kids_armed = 0;
+			c->created = 0;
+			if (!c->freed)
+				start(c);
 		}
-	} else if (strcmp(sub, "/lock") == 0) {
-		e->lock_armed = 0;
-		if (type == ZOO_CHILD_EVENT) {
-			if (!locks_wanted(c, e)) {
-				set_locked(c, e, 0);
-			} else if (!e->lock_busy) {
-				e->need += e->loading;
-				read_lock(c, e);
-			}
-		} else if (type == ZOO_DELETED_EVENT) {
-			e->has_lock = 0;
-			set_locked(c, e, 0);
-		}
+		goto out;
 	}
+	if (strncmp(path, c->prefix, c->plen) != 0 || path[c->plen] != '/')
+		goto out;
+	e = ent_of(c, path, &sub);
+	if (*sub == '\0') {
+		if (type == ZOO_DELETED_EVENT) {
+			if (e != NULL)
+				remove_ent(c, e);
+		} else if (e == NULL) {
+			/* created (or changed before we knew it): load it */
+			e = ent_add(c, path + c->plen + 1);
+			ent_load(c, e);
+		} else if (type == ZOO_CREATED_EVENT) {
+			/* deleted and made again between two of our looks */
+			ent_load(c, e);
+		} else if (type == ZOO_CHANGED_EVENT && (c->flags & ZK_CACHE_DATA)) {
+			read_data(c, e);
+		}
+	} else if (e != NULL && e->lock_on &&
+		   (strcmp(sub, "/lock") == 0 ||
+		    (strncmp(sub, "/lock/", 6) == 0 && strchr(sub + 6, '/') == NULL)) &&
+		   type != ZOO_CHANGED_EVENT) {
+		/* the lock dir or a contender came or went */
+		read_lock(c, e);
+	}
+out:
+	pump(c);
 	leave(c);
 }
 
 /* ---- the listing of the path ------------------------------------------------- */
 
 static void
-remove_ent(struct zk_cache *c, struct ent *e)
-{
-	ent_unlink(c, e);
-	q_unlink(c, e);
-	if (e->in_sync) {
-		e->in_sync = 0;
-		c->sync_pending--;
-	}
-	if (e->visible)
-		emit(c, ZK_CACHE_REMOVED, e);
-	ent_free(c, e);
-}
-
-static void
 root_listed(const struct zk_result *r, void *arg)
 {
 	struct zk_cache *c = arg;
-	struct ent *e, *next;
-	size_t b;
-	int i, watching;
+	struct ent *e, **gone;
+	size_t b, ngone = 0;
+	int i, reload;
 
 	if (r->gen != c->gen)
 		return;
 	enter(c);
 	c->root_busy = 0;
-	watching = c->root_watching;
-	c->root_watching = 0;
 	if (r->rc == ZNONODE) {
-		/* the path itself was deleted: everything under it is gone */
-		c->root_armed = 0;
+		/* deleted before we listed it: its deletion event follows
+		 * and makes it again (or did already) */
 		c->created = 0;
-		for (b = 0; b < c->nbuckets && !c->freed; b++) {
-			while ((e = c->buckets[b]) != NULL && !c->freed)
-				remove_ent(c, e);
-		}
-		if (!c->freed)
-			start(c);
-		leave(c);
-		return;
+		start(c);
+		goto out;
 	}
 	if (r->rc != ZOK) {
-		read_failed(c, NULL, "listing", r->path, r->rc);
-		leave(c);
-		return;
+		if (!transient(r->rc))
+			log_warn("zk cache %s: listing: %s", c->path, zk_strerror(r->rc));
+		goto out;
 	}
-	/* Armed only by a listing that asked for the watch: one sent
-	 * without (the watch was still set, e.g. re-registered by the C
-	 * client on reconnecting) leaves it as the watch's firing left it. */
-	if (watching)
-		c->root_armed = 1;
-	c->mark++;
 	for (i = 0; i < r->count; i++) {
 		if ((e = lookup(c, r->names[i])) == NULL)
 			e = ent_add(c, r->names[i]);
-		e->mark = c->mark;
+		e->seen = 1;
 	}
-	/* gone from the listing: removed */
-	for (b = 0; b < c->nbuckets && !c->freed; b++) {
-		for (e = c->buckets[b]; e != NULL && !c->freed; e = next) {
-			next = e->hnext;
-			if (e->mark != c->mark)
-				remove_ent(c, e);
+	/* gone from the listing: removed (collected first, since removing
+	 * moves entries between slots) */
+	gone = xcalloc(c->count, sizeof(*gone));
+	for (b = 0; b < c->nslots; b++) {
+		if ((e = c->slots[b]) != NULL && !e->seen)
+			gone[ngone++] = e;
+	}
+	for (b = 0; b < ngone && !c->freed; b++)
+		remove_ent(c, gone[b]);
+	free(gone);
+	/* Present: load what is new; in a load phase (initial, or after a
+	 * lost connection: events were missed) re-read everything. Past
+	 * CACHE_MAX_INFLIGHT reads they wait in the queue. */
+	reload = c->syncing && !c->sync_listed;
+	for (b = 0; b < c->nslots && !c->freed; b++) {
+		if ((e = c->slots[b]) == NULL)
+			continue;
+		e->seen = 0;
+		if (!reload && (e->visible || e->loading))
+			continue;
+		if (reload && !e->in_sync) {
+			e->in_sync = 1;
+			c->sync_pending++;
 		}
-	}
-	/* present: start what they lack (or queue them, past
-	 * CACHE_MAX_INFLIGHT reads); new ones without reads are ready now */
-	for (b = 0; b < c->nbuckets && !c->freed; b++) {
-		for (e = c->buckets[b]; e != NULL && !c->freed; e = next) {
-			next = e->hnext;
-			if (e->queued || (c->inflight >= CACHE_MAX_INFLIGHT && ent_lacks(c, e))) {
-				if (!e->queued)
-					q_push(c, e);
-				if (c->syncing && !c->sync_listed && !e->in_sync) {
-					e->in_sync = 1;
-					c->sync_pending++;
-				}
-				continue;
-			}
-			ent_refresh(c, e);
-			if (c->syncing && !c->sync_listed && e->loading && !e->in_sync) {
-				e->in_sync = 1;
-				c->sync_pending++;
-			}
-			if (!e->visible && !e->loading) {
-				e->visible = 1;
-				c->nvisible++;
-				c->arr_dirty = 1;
-				emit(c, ZK_CACHE_ADDED, e);
-			}
+		if (e->queued)
+			continue;
+		if (!e->loading) {
+			e->loading = 1;
+			e->changed = 0;
 		}
+		e->queued = 1;
+		c->nqueued++;
 	}
+	c->qcursor = 0;
 	pump(c);
-	if (!c->freed && c->syncing && !c->sync_listed) {
+	if (!c->freed && reload) {
 		c->sync_listed = 1;
 		sync_check(c);
 	}
@@ -894,20 +918,7 @@ root_listed(const struct zk_result *r, void *arg)
 		c->root_again = 0;
 		list_root(c);
 	}
-	leave(c);
-}
-
-static void
-root_watch(int type, const char *path, void *arg)
-{
-	struct zk_cache *c = arg;
-
-	enter(c);
-	c->root_armed = 0;
-	if (c->root_busy)
-		c->root_again = 1;
-	else
-		list_root(c);
+out:
 	leave(c);
 }
 
@@ -925,13 +936,6 @@ list_root(struct zk_cache *c)
 		c->root_again = 1;
 		return;
 	}
-	if (!c->root_armed) {
-		req.watch = root_watch;
-		req.warg = c;
-		req.wowner = c;
-		req.share_watch = 1;
-	}
-	c->root_watching = !c->root_armed;
 	c->root_busy = 1;
 	zk_submit(c->zk, &req);
 }
@@ -947,9 +951,10 @@ root_created(const struct zk_result *r, void *arg)
 	c->root_busy = 0;
 	if (r->rc == ZOK || r->rc == ZNODEEXISTS) {
 		c->created = 1;
+		c->root_again = 0;
 		list_root(c);
-	} else {
-		read_failed(c, NULL, "creating", r->path, r->rc);
+	} else if (!transient(r->rc)) {
+		log_warn("zk cache %s: creating: %s", c->path, zk_strerror(r->rc));
 	}
 	leave(c);
 }
@@ -965,8 +970,10 @@ start(struct zk_cache *c)
 			     .arg = c,
 			     .owner = c};
 
-	if (c->root_busy)
+	if (c->root_busy) {
+		c->root_again = 1;
 		return;
+	}
 	c->root_busy = 1;
 	zk_submit(c->zk, &req);
 }
@@ -982,41 +989,44 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 
 	enter(c);
 	if (ev == ZK_EV_EXPIRED) {
-		/* our watches and reads went with the session */
+		/* our reads went with the session (their replies are
+		 * dropped); the watch is added again by zk.c */
 		c->gen = zk_session_gen(zk);
-		c->root_armed = c->root_busy = c->root_again = 0;
+		c->root_busy = c->root_again = 0;
 		c->inflight = 0;
-		while (c->qhead != NULL)
-			q_unlink(c, c->qhead);
-		for (b = 0; b < c->nbuckets; b++) {
-			for (e = c->buckets[b]; e != NULL; e = e->hnext) {
-				e->data_armed = e->data_busy = 0;
-				e->kids_armed = e->kids_busy = 0;
-				e->lock_armed = e->lock_busy = 0;
-				e->loading = e->need = e->in_sync = 0;
-			}
+		c->nqueued = 0;
+		ghosts_free(c);
+		for (b = 0; b < c->nslots; b++) {
+			if ((e = c->slots[b]) == NULL)
+				continue;
+			e->data_busy = e->data_again = 0;
+			e->lock_busy = e->lock_again = 0;
+			e->queued = e->in_sync = e->retry = 0;
+			e->loading = !e->visible || e->loading;
 		}
 		c->synced = 0;
 		c->syncing = 0;
 		c->sync_pending = 0;
-		c->reload = 1;
 	} else if (ev == ZK_EV_SUSPENDED) {
 		/* what changed meanwhile is unknown until re-read */
 		c->synced = 0;
 	} else if (ev == ZK_EV_CONNECTED || ev == ZK_EV_RECONNECTED) {
-		if (c->reload || c->gen != zk_session_gen(zk)) {
+		if (c->gen != zk_session_gen(zk)) {
 			c->gen = zk_session_gen(zk);
-			c->reload = 0;
-			log_debug("zk cache %s: reloading after a session expiry", c->path);
-		} else {
-			log_debug("zk cache %s: re-syncing after a lost connection", c->path);
+			c->root_busy = c->root_again = 0;
+			c->inflight = 0;
+			ghosts_free(c);
 		}
-		/* a load phase: SYNCED once the listing below and every read it
-		 * starts, or that is in flight, are back */
+		log_debug("zk cache %s: re-syncing (%s)", c->path,
+			  ev == ZK_EV_CONNECTED ? "new session" : "lost connection");
+		/* A load phase: the events while disconnected are lost, so
+		 * the path is listed again and every entry re-read (the
+		 * recursive watch is back already: zk.c adds it before we
+		 * hear of the connection); what differs is reported, then
+		 * SYNCED once the listing and every read are back. */
 		c->synced = 0;
 		c->syncing = 1;
 		c->sync_listed = 0;
-		/* one listing redoes every read that failed meanwhile */
 		list_root(c);
 	}
 	leave(c);
@@ -1041,11 +1051,13 @@ zk_cache_new(struct zk *zk, const char *path, unsigned flags, zk_cache_cb cb, vo
 	if ((c->prefix = strdup(strcmp(path, "/") == 0 ? "" : path)) == NULL)
 		abort();
 	c->plen = strlen(c->prefix);
-	c->nbuckets = 64;
-	c->buckets = xcalloc(c->nbuckets, sizeof(*c->buckets));
+	c->nslots = 64;
+	c->slots = xcalloc(c->nslots, sizeof(*c->slots));
 	c->gen = zk_session_gen(zk);
 	c->syncing = 1;
 	zk_listener_add(zk, &c->listener, cache_session, c);
+	/* the watch first: the listing that follows misses nothing */
+	zk_watch_tree(zk, c->path, tree_event, c);
 	start(c);
 	return c;
 }
@@ -1138,13 +1150,12 @@ cache_destroy(struct zk_cache *c)
 	struct ent *e;
 	size_t b;
 
-	for (b = 0; b < c->nbuckets; b++) {
-		while ((e = c->buckets[b]) != NULL) {
-			c->buckets[b] = e->hnext;
+	for (b = 0; b < c->nslots; b++) {
+		if ((e = c->slots[b]) != NULL)
 			ent_free(c, e);
-		}
 	}
-	free(c->buckets);
+	free(c->slots);
+	ghosts_free(c);
 	free(c->arr);
 	if (c->zdef != NULL) {
 		deflateEnd(c->zdef);
@@ -1206,11 +1217,9 @@ zk_cache_entries(const struct zk_cache *cache, const struct zk_cache_entry *cons
 			free(c->arr);
 			c->arr = xcalloc(c->arrcap, sizeof(*c->arr));
 		}
-		for (b = 0; b < c->nbuckets; b++) {
-			for (e = c->buckets[b]; e != NULL; e = e->hnext) {
-				if (e->visible)
-					c->arr[n++] = &e->pub;
-			}
+		for (b = 0; b < c->nslots; b++) {
+			if ((e = c->slots[b]) != NULL && e->visible)
+				c->arr[n++] = &e->pub;
 		}
 		qsort(c->arr, n, sizeof(*c->arr), by_name);
 		c->arr_dirty = 0;

@@ -37,6 +37,7 @@ enum zk_op_kind {
 	ZK_OP_EXISTS,
 	ZK_OP_CHILDREN,
 	ZK_OP_MULTI,
+	ZK_OP_WATCH, /* zk.c's own: a zk_watch_tree addWatch */
 };
 
 /*

@@ -743,3 +743,102 @@ Test(zk, multi_is_atomic)
 	cr_assert_eq(zk_sync_exists(zk, "/m/seq-0000000000", NULL), ZOK);
 	zk_free(zk);
 }
+
+/* ---- persistent recursive watches (zk_watch_tree) -------------------------- */
+
+struct tree_rec {
+	int n;
+	int type[64];
+	char path[64][128];
+};
+
+static void
+tree_cb(int type, const char *path, void *arg)
+{
+	struct tree_rec *t = arg;
+
+	if (t->n < 64) {
+		t->type[t->n] = type;
+		snprintf(t->path[t->n], sizeof(t->path[0]), "%s", path);
+	}
+	t->n++;
+}
+
+static int
+tree_has(const struct tree_rec *t, int from, int type, const char *path)
+{
+	int i;
+
+	for (i = from; i < t->n && i < 64; i++)
+		if (t->type[i] == type && strcmp(t->path[i], path) == 0)
+			return 1;
+	return 0;
+}
+
+struct tree_want {
+	const struct tree_rec *t;
+	int from, type;
+	const char *path;
+};
+
+static int
+tree_seen(void *arg)
+{
+	const struct tree_want *w = arg;
+
+	return tree_has(w->t, w->from, w->type, w->path);
+}
+
+static void
+expect_tree(const struct tree_rec *t, int from, int type, const char *path)
+{
+	struct tree_want w = {t, from, type, path};
+
+	cr_assert(testzk_run_until(base, tree_seen, &w, 10), "no event %d for %s", type, path);
+}
+
+/* Fires for the path and everything below it, again and again, and keeps
+ * doing so in the session that follows an expiry; zk_cancel stops it. */
+Test(zk, tree_watch_is_persistent_and_recursive)
+{
+	struct sess s = {0};
+	struct zk *zk = testzk_connect(base, 0, sess_cb, &s, NULL);
+	struct tree_rec t = {0};
+	int counts[5], mark;
+
+	zk_watch_tree(zk, "/tw", tree_cb, &t);
+	cr_assert_eq(zk_sync_create(zk, "/tw", NULL, 0, 0, 0, NULL), ZOK);
+	expect_tree(&t, 0, ZOO_CREATED_EVENT, "/tw");
+	cr_assert_eq(zk_sync_create(zk, "/tw/a", "1", 1, 0, 0, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/tw/a/lock", NULL, 0, 0, 0, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/tw/a/lock/x__lock__0000000001", NULL, 0, 0, 0, NULL),
+		     ZOK);
+	cr_assert_eq(zk_sync_set(zk, "/tw/a", "2", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_set(zk, "/tw/a", "3", 1, -1, NULL), ZOK);
+	expect_tree(&t, 0, ZOO_CREATED_EVENT, "/tw/a/lock/x__lock__0000000001");
+	expect_tree(&t, 0, ZOO_CHANGED_EVENT, "/tw/a");
+	cr_assert_eq(zk_sync_delete(zk, "/tw/a", -1, 1), ZOK);
+	expect_tree(&t, 0, ZOO_DELETED_EVENT, "/tw/a");
+	cr_assert(tree_has(&t, 0, ZOO_CREATED_EVENT, "/tw/a"));
+	cr_assert(tree_has(&t, 0, ZOO_DELETED_EVENT, "/tw/a/lock/x__lock__0000000001"));
+	/* both changes, no re-arming; no children events (recursive) */
+	cr_assert_eq(t.n, 9, "events: %d", t.n);
+	cr_assert_eq(zk_watch_counts(zk, counts), ZOK);
+	cr_assert_eq(counts[4], 1);
+	cr_assert_eq(counts[0] + counts[1] + counts[2], 0);
+
+	cr_assert_eq(testzk_expire(zk), 0);
+	cr_assert(testzk_run_until(base, reconnected_after_expiry, &s, 30));
+	mark = t.n;
+	cr_assert_eq(zk_sync_create(zk, "/tw/b", NULL, 0, 0, 0, NULL), ZOK);
+	expect_tree(&t, mark, ZOO_CREATED_EVENT, "/tw/b");
+	cr_assert_eq(zk_watch_counts(zk, counts), ZOK);
+	cr_assert_eq(counts[4], 1, "added again in the new session");
+
+	zk_cancel(zk, &t);
+	mark = t.n;
+	cr_assert_eq(zk_sync_create(zk, "/tw/c", NULL, 0, 0, 0, NULL), ZOK);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(t.n, mark, "cancelled");
+	zk_free(zk);
+}

@@ -1,9 +1,13 @@
 /* Watch-driven caches (lib/zk/zk_cache.c) against a real ZooKeeper. */
 #include <criterion/criterion.h>
 #include <event2/event.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "testzk.h"
 #include "zk.h"
@@ -815,6 +819,171 @@ Test(zk_cache, loading_survives_a_lost_connection)
 	cr_assert_eq(zk_cache_count(c), 401);
 	cr_assert_eq(r.added, 401);
 	cr_assert_eq(r.ev[r.n - 1].type, ZK_CACHE_SYNCED);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	testzk_proxy_stop(px);
+}
+
+/*
+ * The server's watches of session sid ("wchc", a four-letter command the
+ * fixture allows): the number of distinct paths, and whether path is one.
+ */
+static int
+server_watch_paths(int64_t sid, const char *path, int *has_path)
+{
+	const char *hp = testzk_hosts(0), *colon = strrchr(hp, ':');
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	char *buf = NULL, sidtxt[32], *line, *save = NULL, last[512] = "";
+	size_t len = 0, cap = 0;
+	int fd, mine = 0, n = 0;
+	ssize_t k;
+
+	*has_path = 0;
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(write(fd, "wchc", 4), 4);
+	for (;;) {
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? cap * 2 : 65536;
+			buf = realloc(buf, cap);
+			cr_assert_not_null(buf);
+		}
+		if ((k = read(fd, buf + len, 4096)) <= 0)
+			break;
+		len += (size_t)k;
+	}
+	close(fd);
+	buf[len] = '\0';
+	cr_assert(strstr(buf, "not executed") == NULL, "wchc refused: %s", buf);
+	snprintf(sidtxt, sizeof(sidtxt), "0x%llx", (unsigned long long)sid);
+	/* "0x<session>" lines, each followed by "\t<path>" lines; a
+	 * persistent watch is listed once per watch table (data, child) */
+	for (line = strtok_r(buf, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] != '\t') {
+			mine = strcmp(line, sidtxt) == 0;
+			last[0] = '\0';
+		} else if (mine && strcmp(line + 1, last) != 0) {
+			n++;
+			*has_path |= strcmp(line + 1, path) == 0;
+			snprintf(last, sizeof(last), "%s", line + 1);
+		}
+	}
+	free(buf);
+	return n;
+}
+
+/* The C client's watch tables: no one-shot watch at all, one recursive. */
+static void
+assert_one_recursive_watch(struct zk *zk)
+{
+	int counts[5];
+
+	cr_assert_eq(zk_watch_counts(zk, counts), ZOK);
+	cr_assert_eq(counts[0] + counts[1] + counts[2], 0,
+		     "one-shot watches: data %d, exists %d, children %d", counts[0], counts[1],
+		     counts[2]);
+	cr_assert_eq(counts[3], 0);
+	cr_assert_eq(counts[4], 1, "recursive watches: %d", counts[4]);
+}
+
+static int
+created_all(void *arg)
+{
+	return zk_pending(arg) == 0;
+}
+
+/*
+ * One persistent recursive watch per cache, however many children: it
+ * tells of a child, a grandchild lock contender and data changes, and
+ * survives a lost connection (the C client re-registers it, zk.c adds it
+ * again) with the cache re-synced.
+ */
+Test(zk_cache, one_recursive_watch_survives_a_lost_connection)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct zk_options opt;
+	struct zk *zk, *other;
+	struct rec r = {0};
+	struct zk_cache *c;
+	struct zk_lock *la, *lb;
+	char hosts[256], err[256], p[64], root[128];
+	int i, has, mark;
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	snprintf(root, sizeof(root), "%s/rw", path);
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	testzk_options(&opt, direct, 0);
+	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/rw/a", "a1", 2, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/rw", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	assert_one_recursive_watch(zk);
+
+	/* 200 children more: still one watch, in the client and the server */
+	for (i = 0; i < 200; i++) {
+		snprintf(p, sizeof(p), "/rw/n%04d", i);
+		zk_create(other, p, "x", 1, 0, 0, NULL, NULL);
+	}
+	cr_assert(testzk_run_until(base, created_all, other, 15));
+	expect_count(c, 201);
+	la = zk_lock_new(other, "/rw/a/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "a", NULL, 1);
+	assert_one_recursive_watch(zk);
+	cr_assert_eq(server_watch_paths(zk_session_id(zk), root, &has), 1,
+		     "the server holds one watch for our session");
+	cr_assert(has, "on %s", root);
+
+	/* cut; meanwhile a child, a data change and a contender come and go */
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(zk_sync_create(other, "/rw/gap", "g", 1, 0, 0, NULL), ZOK);
+	cr_assert_eq(zk_sync_set(other, "/rw/a", "a2", 2, -1, NULL), ZOK);
+	cr_assert_eq(zk_lock_sync_release(la), ZOK);
+	mark = r.n;
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_until(base, synced_twice, &r, 15), "re-synced after reconnecting");
+	cr_assert_not_null(zk_cache_get(c, "gap"));
+	cr_assert_str_eq(zk_cache_get(c, "a")->data, "a2");
+	cr_assert_eq(zk_cache_get(c, "a")->locked, 0);
+	/* only what changed is reported: a (data and lock) and gap */
+	cr_assert_eq(r.added, 202, "a, 200 children, gap");
+	for (i = mark; i < r.n; i++)
+		cr_assert(r.ev[i].type == ZK_CACHE_SYNCED || strcmp(r.ev[i].name, "a") == 0 ||
+			      strcmp(r.ev[i].name, "gap") == 0,
+			  "event %d for %s after the re-sync", r.ev[i].type, r.ev[i].name);
+
+	/* the watch is back: a child, its data, a grandchild contender */
+	mark = r.n;
+	cr_assert_eq(zk_sync_create(other, "/rw/b", "b1", 2, 0, 0, NULL), ZOK);
+	expect_from(&r, mark, ZK_CACHE_ADDED, "b", 0);
+	cr_assert_eq(zk_sync_set(other, "/rw/b", "b2", 2, -1, NULL), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "b", "b2", -1);
+	lb = zk_lock_new(other, "/rw/b/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "b", NULL, 1);
+	cr_assert_eq(zk_sync_delete(other, "/rw/n0007", -1, 0), ZOK);
+	expect(&r, ZK_CACHE_REMOVED, "n0007", NULL, -1);
+	assert_one_recursive_watch(zk);
+	cr_assert_eq(server_watch_paths(zk_session_id(zk), root, &has), 1,
+		     "one watch after the reconnection");
+	cr_assert(has);
+
+	zk_lock_free(lb);
+	zk_lock_free(la);
 	zk_cache_free(c);
 	rec_reset(&r);
 	zk_free(other);
