@@ -35,7 +35,11 @@ endif
 
 CC ?= cc
 ZKC := $(BUILD)/zkclient
-PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh openssl libxml-2.0 zlib
+# libcurl and libxml-2.0 give their headers only: lib/net/curl_dl.c and
+# xml_dl.c load them at run time (dlopen), so that a worker whose provider
+# needs no HTTP never maps them and the ~30 libraries they pull in.
+PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libssh openssl zlib
+DL_PKGS := libcurl libxml-2.0
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -46,7 +50,7 @@ LIB_DIRS := $(sort $(dir $(wildcard lib/*/*.h)))
 INCLUDES := -I. $(addprefix -I,$(LIB_DIRS)) -Iprotocol -Idrivers -I$(ZKC)/include
 SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all)
 CFLAGS += $(CFLAGS_BASE) $(SANFLAGS) $(INCLUDES) \
-	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+	$(shell pkg-config --cflags $(PKGS) $(DL_PKGS) 2>/dev/null)
 LDFLAGS += $(SANFLAGS)
 LDLIBS += $(ZKC)/lib/libzookeeper.a $(ZKC)/lib/libhashtable.a \
 	$(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
@@ -146,7 +150,7 @@ bench: $(BENCH_BINS) $(BINS)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(FUZZ_SRCS))
 FUZZ_CFLAGS := $(CFLAGS_BASE) -fsanitize=address,undefined $(INCLUDES) \
-	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+	$(shell pkg-config --cflags $(PKGS) $(DL_PKGS) 2>/dev/null)
 FUZZ_OBJS := $(patsubst %.c,build-fuzz/obj/%.o,$(NP_SRCS))
 build-fuzz/obj/%.o: %.c | $(STAMP_ZKC)
 	@mkdir -p $(@D)

@@ -2480,6 +2480,11 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	ho.ca_file = a->cloud.cacert;
 	ho.insecure = !a->cloud.verify;
 	ho.user_agent = "nodepoold (openstack)";
+	if (http_load("driver openstack", err, errlen) != 0) {
+		os_cloud_clear(&a->cloud);
+		free(a);
+		return NULL;
+	}
 	for (s = 0; s < NSVC; s++) {
 		struct http_client_options o = ho;
 		if (s == SVC_IDENTITY)
