@@ -35,11 +35,12 @@ endif
 
 CC ?= cc
 ZKC := $(BUILD)/zkclient
-# libcurl and libxml-2.0 give their headers only: lib/net/curl_dl.c and
-# xml_dl.c load them at run time (dlopen), so that a worker whose provider
-# needs no HTTP never maps them and the ~30 libraries they pull in.
-PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libssh openssl zlib
-DL_PKGS := libcurl libxml-2.0
+# libcurl, libxml-2.0 and libssh give their headers only: lib/net/curl_dl.c,
+# xml_dl.c and nodescan.c load them at run time (dlopen, lib/core/dynlib.h),
+# so that a worker whose provider needs no HTTP and scans no host keys never
+# maps them nor the ~35 libraries they pull in.
+PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson openssl zlib
+DL_PKGS := libcurl libxml-2.0 libssh
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
