@@ -351,7 +351,6 @@ resync(struct cfgwatch *w)
 			inotify_rm_watch(w->fd, wd); /* EINVAL if it went with its directory */
 	}
 	ents_free(w->ents, w->nents);
-	cfgwatch_snapshot_clear(&w->seen);
 	w->ents = v;
 	w->nents = n;
 }
