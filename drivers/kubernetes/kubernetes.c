@@ -1111,6 +1111,12 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 
 	if (a == NULL)
 		abort();
+	/* first: without libcurl nothing below matters */
+	snprintf(e2, sizeof(e2), "driver %s", flavor_name(flavor));
+	if (http_load(e2, err, errlen) != 0) {
+		free(a);
+		return NULL;
+	}
 	a->env = env;
 	a->flavor = flavor;
 	TAILQ_INIT(&a->ops);
@@ -1147,12 +1153,6 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 	ho.key_pem = a->conn.key_pem;
 	ho.insecure = a->conn.insecure;
 	ho.user_agent = "nodepoold";
-	snprintf(e2, sizeof(e2), "driver %s", flavor_name(flavor));
-	if (http_load(e2, err, errlen) != 0) {
-		k8s_conn_clear(&a->conn);
-		free(a);
-		return NULL;
-	}
 	a->http = http_client_new(env->base, &ho, e2, sizeof(e2));
 	if (a->http == NULL) {
 		snprintf(err, errlen, "%s", e2);

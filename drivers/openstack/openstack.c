@@ -2450,6 +2450,11 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	/* first: without libcurl nothing below matters */
+	if (http_load("driver openstack", err, errlen) != 0) {
+		free(a);
+		return NULL;
+	}
 	a->env = env;
 	a->base = env->base;
 	TAILQ_INIT(&a->calls);
@@ -2480,11 +2485,6 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	ho.ca_file = a->cloud.cacert;
 	ho.insecure = !a->cloud.verify;
 	ho.user_agent = "nodepoold (openstack)";
-	if (http_load("driver openstack", err, errlen) != 0) {
-		os_cloud_clear(&a->cloud);
-		free(a);
-		return NULL;
-	}
 	for (s = 0; s < NSVC; s++) {
 		struct http_client_options o = ho;
 		if (s == SVC_IDENTITY)
