@@ -52,7 +52,10 @@ INCLUDES := -I. $(addprefix -I,$(LIB_DIRS)) -Iprotocol -Idrivers -I$(ZKC)/includ
 SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all)
 CFLAGS += $(CFLAGS_BASE) $(SANFLAGS) $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) $(DL_PKGS) 2>/dev/null)
-LDFLAGS += $(SANFLAGS)
+# --as-needed (Debian's gcc adds it, except with -fsanitize; clang does
+# not): a binary records only the libraries it calls, so nodepoold, which
+# never talks to ZooKeeper, maps no OpenSSL, whichever compiler and build.
+LDFLAGS += $(SANFLAGS) -Wl,--as-needed
 LDLIBS += $(ZKC)/lib/libzookeeper.a $(ZKC)/lib/libhashtable.a \
 	$(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 

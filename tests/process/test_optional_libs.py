@@ -12,10 +12,39 @@ import pytest
 from conftest import wait_for
 from npd import Supervisor, host, static_provider
 
-# What libcurl, libxml2 and libssh pull in (Debian 12), none of which a
-# static provider's worker uses.
-HTTP_ONLY = ("libcurl", "libxml2", "libssh", "libgnutls", "libkrb5", "libgssapi",
-             "libldap", "libnghttp2", "libicu", "libstdc++", "libidn2", "librtmp")
+OPTIONAL = ("libcurl.so.4", "libxml2.so.2", "libssh.so.4")
+
+
+def closure(path):
+    """Real paths of the libraries the dynamic loader maps for path (ldd)."""
+    out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+    libs = set()
+    for line in out.splitlines():
+        if "=>" in line:
+            target = line.split("=>")[1].split("(")[0].strip()
+            if target.startswith("/"):
+                libs.add(os.path.realpath(target))
+    return libs
+
+
+def library_file(soname):
+    """The file the dynamic loader opens for soname (ldconfig's cache)."""
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.strip().startswith(soname + " ") and "x86-64" in line:
+            return os.path.realpath(line.split("=>")[-1].strip())
+    return None
+
+
+def only_optional(binary):
+    """Basenames of libcurl, libxml2, libssh and of what they pull in that
+    the binary itself does not need (gnutls, krb5, ldap, icu, ...)."""
+    libs = set()
+    for so in OPTIONAL:
+        path = library_file(so)
+        if path is not None:
+            libs |= {path} | closure(path)
+    return {os.path.basename(p) for p in libs - closure(binary)}
 
 
 def mapped(pid):
@@ -49,25 +78,18 @@ def test_static_worker_and_supervisor_map_only_what_they_use(sup, zuul):
     assert zuul.wait_request(req)["state"] == "fulfilled"
     worker = mapped(st["st"]["pid"])
     assert "libssl.so.3" in worker  # TLS to ZooKeeper: the floor
-    for lib in HTTP_ONLY:
-        assert with_lib(worker, lib) == [], (lib, sorted(worker))
+    unwanted = only_optional(sup.exe("nodepool-launcher"))
+    assert with_lib(unwanted, "libcurl") and with_lib(unwanted, "libgnutls"), unwanted
+    assert sorted(worker & unwanted) == [], sorted(worker)
     # the supervisor never talks to ZooKeeper or a cloud
     supervisor = mapped(sup.proc.pid)
-    for lib in HTTP_ONLY + ("libssl", "libcrypto", "libz."):
+    assert sorted(supervisor & unwanted) == [], sorted(supervisor)
+    for lib in ("libssl", "libcrypto", "libz."):
         assert with_lib(supervisor, lib) == [], (lib, sorted(supervisor))
 
 
-def libcurl_file():
-    """The file the dynamic loader opens for libcurl.so.4."""
-    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if line.strip().startswith("libcurl.so.4 ") and "x86-64" in line:
-            return os.path.realpath(line.split("=>")[-1].strip())
-    return None
-
-
 def test_without_libcurl_openstack_fails_and_static_serves(sup, zuul):
-    lib = libcurl_file()
+    lib = library_file("libcurl.so.4")
     if os.getuid() != 0 or lib is None or shutil.which("unshare") is None:
         pytest.skip("needs root, unshare and libcurl.so.4 to hide it")
     probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
