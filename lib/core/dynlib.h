@@ -53,12 +53,11 @@ struct dynlib {
 #define DYNLIB_FIELD(f) __typeof__(f) *f;
 /* One dynlib_sym: the symbol f into the field f of the table object t. */
 #define DYNLIB_SYM(t, f) {#f, (void *)&(t).f},
+/* A struct dynlib for soname so, named what, shipped by Debian package pkg,
+ * resolving the array syms. */
 #define DYNLIB_INIT(so, what, pkg, syms)                                                           \
 	{                                                                                          \
-		(so), (what), (pkg), (syms), sizeof(syms) / sizeof((syms)[0]), 0,                  \
-		{                                                                                  \
-			0                                                                          \
-		}                                                                                  \
+		(so), (what), (pkg), (syms), sizeof(syms) / sizeof((syms)[0]), 0, ""               \
 	}
 
 /*
