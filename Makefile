@@ -78,7 +78,7 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 NP_LIB := $(BUILD)/lib/libnp.a
 DRV_LIB := $(BUILD)/lib/libdrivers.a
 
-# Binaries whose folder has a main.c.
+# Binaries whose folder has a main.c; relinked when the C client is rebuilt.
 define bin_rules
 $(1)_MAIN := $(wildcard $(1)/main.c)
 $(1)_SRCS := $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
@@ -91,9 +91,9 @@ ROLE_LIBS += $$($(1)_LIB)
 endif
 ifneq ($$($(1)_MAIN),)
 BINS += $(BUILD)/bin/$(BIN_NAME_$(1))
-$(BUILD)/bin/$(BIN_NAME_$(1)): $$(call obj,$$($(1)_MAIN)) $$($(1)_LIB) $(DRV_LIB) $(NP_LIB)
+$(BUILD)/bin/$(BIN_NAME_$(1)): $$(call obj,$$($(1)_MAIN)) $$($(1)_LIB) $(DRV_LIB) $(NP_LIB) $(STAMP_ZKC)
 	@mkdir -p $$(@D)
-	$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(LDLIBS)
+	$$(CC) $$(LDFLAGS) -o $$@ $$(filter-out $(STAMP_ZKC),$$^) $$(LDLIBS)
 endif
 endef
 $(foreach d,$(BIN_DIRS),$(eval $(call bin_rules,$(d))))
@@ -116,7 +116,7 @@ $(STAMP_DEPS): mk/deps.sh
 	@touch $@
 deps: $(STAMP_DEPS)
 
-$(STAMP_ZKC): mk/zkclient.sh mk/zkclient-tls.patch | $(STAMP_DEPS)
+$(STAMP_ZKC): mk/zkclient.sh $(wildcard mk/zkclient-*.patch) | $(STAMP_DEPS)
 	env -u CFLAGS -u CPPFLAGS -u LDFLAGS -u MAKEFLAGS sh mk/zkclient.sh $(ZKC)
 	@touch $@
 zkclient: $(STAMP_ZKC)
@@ -136,12 +136,12 @@ $(DRV_LIB): $(call obj,$(DRV_SRCS))
 
 # --- tests -------------------------------------------------------------------
 ALL_LIBS = $(ROLE_LIBS) $(DRV_LIB) $(NP_LIB)
-$(BUILD)/tests/%: tests/unit/%.c $(call obj,$(TEST_SUPPORT)) $(ALL_LIBS)
+$(BUILD)/tests/%: tests/unit/%.c $(call obj,$(TEST_SUPPORT)) $(ALL_LIBS) $(STAMP_ZKC)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/support $(LDFLAGS) -o $@ $< $(call obj,$(TEST_SUPPORT)) \
 		-Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LDLIBS) -lcriterion
 
-$(BUILD)/bench/%: bench/%.c $(ALL_LIBS)
+$(BUILD)/bench/%: bench/%.c $(ALL_LIBS) $(STAMP_ZKC)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LDLIBS)
 

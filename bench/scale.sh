@@ -15,16 +15,23 @@
 #                 i13-memory2: RSS 314 MiB (workers 26-28, of which 14-15
 #                 anonymous; nodepool-web 33), PSS 186 MiB, CPU 15.9 s,
 #                 all running after 24 s.
-#   1 x 1,000     main: RSS 35.5 MiB, PSS 16.3; i13-memory2: RSS 31.7, PSS 11.2.
+#                 i13-compact (foreign summaries shared, web keeps views):
+#                 RSS 288 MiB (workers 24-26, anonymous 12-13; nodepool-web
+#                 27, anonymous 20), PSS 161 MiB.
+#   1 x 1,000     main: RSS 35.5 MiB, PSS 16.3; i13-memory2: RSS 31.7, PSS 11.2;
+#                 i13-compact: RSS 31.6, PSS 10.7.
 #   i13-slim (libcurl, libxml2, libssh loaded on first use; nodepoold
-#   without OpenSSL), 2026-11-24:
+#   without OpenSSL), measured before the merge of i13-compact:
 #   10 x 20,000   RSS 246 MiB (main a02abb6: 305-315): nodepoold 3.2 (7.1),
 #                 workers 20-21.3 of which 7.0 file-backed (12.4), nodepool-web
 #                 32.7 (6.9 file-backed, unchanged); PSS 173 MiB.
 #   1 x 1,000     RSS 21.6 MiB (32.0), PSS 8.8 (17.0); worker 9.3 (15.6).
 # What a worker still holds per foreign node (massif, 20,000 nodes): the
-# cache entry (~190 B), the summary (~95 B), the C client's data watch
-# (~125 B) and malloc's overhead on those (~145 B).
+# cache entry (~190 B), the C client's data watch (~125 B) and malloc's
+# overhead on those; its summary is shared with every equal unallocated
+# node (0 B of its own) or 32 B with overhead when allocated (nodesum.h).
+# nodepool-web holds 140-300 B per record for what its listings show
+# (nodeview.h) beside the same cache entry and watches.
 set -eu
 N=${1:-20000}
 M=${2:-10}

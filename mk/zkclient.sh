@@ -17,7 +17,12 @@ out=$1
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${NP_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/nodepoold}
 srcver=3.8.0
-key=$(cat "$here/zkclient.sh" "$here/zkclient-tls.patch" | sha256sum | cut -c1-16)
+# The patches, applied in this order (each one line):
+patches="
+zkclient-tls.patch
+zkclient-reconnect.patch
+"
+key=$(cd "$here" && cat zkclient.sh $patches | sha256sum | cut -c1-16)
 cdir="$cache/zkclient-$srcver-$key"
 
 if [ ! -f "$cdir/lib/libzookeeper.a" ]; then
@@ -38,7 +43,9 @@ SRC
 	(cd "$work" && apt-get $aptopt source --download-only "zookeeper=$srcver*" >/dev/null 2>&1) ||
 		(cd "$work" && apt-get $aptopt source --download-only zookeeper >/dev/null)
 	(cd "$work" && dpkg-source -x ./zookeeper_*.dsc src >/dev/null)
-	(cd "$work/src" && patch -p1 -s <"$here/zkclient-tls.patch")
+	for p in $patches; do
+		(cd "$work/src" && patch -p1 -s <"$here/$p")
+	done
 	c="$work/src/zookeeper-client/zookeeper-client-c"
 	mkdir -p "$c/generated"
 	(cd "$c/generated" && java -cp /usr/share/java/zookeeper-jute.jar \

@@ -5,246 +5,291 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OWN_PROVIDER = 1, OWN_POOL = 2, OWN_AZ = 4, OWN_TENANT = 8, OWN_TYPE = 16 };
+#include "intern.h"
 
-/* An open-addressing set of interned values, keyed by a byte string. */
-struct itab {
-	char **keys;
-	void **vals;
-	size_t cap, n;
+/*
+ * Every shape starts with one pointer, which tells them apart: &tag_whole
+ * for a record kept whole, &tag_value for a shared value, and for an
+ * allocated node the address of its shared value (heap, never a tag).
+ */
+static const char tag_whole, tag_value;
+
+/* A record kept whole; offered as the full record only when `offered`. */
+struct whole {
+	const void *head; /* &tag_whole */
+	struct np_node *n;
+	int offered;
 };
 
-static struct itab strings, labelsets, shapes;
+/* What another provider's node is, less its id and allocated_to: shared by
+ * every node with the same values (a fleet has few of them). */
+struct value {
+	const void *head; /* &tag_value */
+	struct value *next;
+	uint32_t refs;
+	signed char state;
+	/* intern.h indices, 0 = none */
+	uint16_t provider, pool, az, tenant, type, resources;
+};
+
+/* An allocated node: its shared value and its allocated_to. */
+struct allocated {
+	const struct value *v;
+	char allocated_to[];
+};
+
+/* The shared values: a chained hash table. */
+static struct value **buckets;
+static size_t nbuckets, nvalues;
 
 static uint64_t
-fnv(const char *p, size_t n)
+value_hash(const struct value *v)
 {
-	uint64_t h = 1469598103934665603ULL;
-
-	while (n--)
-		h = (h ^ (unsigned char)*p++) * 1099511628211ULL;
-	return h;
-}
-
-static void *
-xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (p == NULL)
-		abort();
-	return p;
-}
-
-static char *
-xstrdup(const char *s)
-{
-	size_t n = strlen(s) + 1;
-
-	return memcpy(xmalloc(n), s, n);
-}
-
-/* Keys are NUL-terminated (label-set keys are made so). */
-static void **
-islot(struct itab *t, const char *key)
-{
+	uint64_t h = 1469598103934665603ULL, w[7] = {(uint64_t)(unsigned char)v->state,
+						     v->provider,
+						     v->pool,
+						     v->az,
+						     v->tenant,
+						     v->type,
+						     v->resources};
 	size_t i;
 
-	if (t->cap == 0)
-		return NULL;
-	for (i = fnv(key, strlen(key)) & (t->cap - 1); t->keys[i] != NULL;
-	     i = (i + 1) & (t->cap - 1))
-		if (strcmp(t->keys[i], key) == 0)
-			return &t->vals[i];
-	return NULL;
+	for (i = 0; i < 7; i++)
+		h = (h ^ w[i]) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+static int
+value_eq(const struct value *a, const struct value *b)
+{
+	return a->state == b->state && a->provider == b->provider && a->pool == b->pool &&
+	       a->az == b->az && a->tenant == b->tenant && a->type == b->type &&
+	       a->resources == b->resources;
 }
 
 static void
-iput(struct itab *t, char *key, void *val)
+values_grow(void)
 {
-	size_t i, j, cap;
+	size_t nb = nbuckets ? nbuckets * 2 : 256, i;
+	struct value **b = calloc(nb, sizeof(*b)), *v, *next;
 
-	if ((t->n + 1) * 2 > t->cap) {
-		struct itab o = *t;
-		cap = t->cap ? t->cap * 2 : 64;
-		t->keys = calloc(cap, sizeof(*t->keys));
-		t->vals = calloc(cap, sizeof(*t->vals));
-		if (t->keys == NULL || t->vals == NULL)
-			abort();
-		t->cap = cap;
-		for (j = 0; j < o.cap; j++) {
-			if (o.keys[j] == NULL)
-				continue;
-			for (i = fnv(o.keys[j], strlen(o.keys[j])) & (cap - 1); t->keys[i] != NULL;
-			     i = (i + 1) & (cap - 1))
-				;
-			t->keys[i] = o.keys[j];
-			t->vals[i] = o.vals[j];
+	if (b == NULL)
+		abort();
+	for (i = 0; i < nbuckets; i++)
+		for (v = buckets[i]; v != NULL; v = next) {
+			next = v->next;
+			v->next = b[value_hash(v) & (nb - 1)];
+			b[value_hash(v) & (nb - 1)] = v;
 		}
-		free(o.keys);
-		free(o.vals);
-	}
-	for (i = fnv(key, strlen(key)) & (t->cap - 1); t->keys[i] != NULL;
-	     i = (i + 1) & (t->cap - 1))
-		;
-	t->keys[i] = key;
-	t->vals[i] = val;
-	t->n++;
+	free(buckets);
+	buckets = b;
+	nbuckets = nb;
 }
 
-/* The interned copy of s, or NULL when the table is full. */
-static const char *
-intern_str(const char *s)
+/* The shared value equal to key, with one more reference. */
+static struct value *
+value_get(const struct value *key)
 {
-	void **v = islot(&strings, s);
-	char *k;
+	struct value *v;
+	size_t i;
 
-	if (v != NULL)
-		return *v;
-	if (strings.n >= NP_NODE_SUM_INTERN_MAX)
-		return NULL;
-	k = xstrdup(s);
-	iput(&strings, k, k);
-	return k;
-}
-
-/* s interned, or an own copy (bit set in *owned). */
-static const char *
-str_field(const char *s, unsigned bit, unsigned *owned)
-{
-	const char *i;
-
-	if (s == NULL)
-		return NULL;
-	if ((i = intern_str(s)) != NULL)
-		return i;
-	*owned |= bit;
-	return xstrdup(s);
-}
-
-static const struct np_strv empty_labels;
-
-static const struct np_strv *
-labels_field(const struct np_strv *type, unsigned *owned)
-{
-	size_t i, len = 1;
-	char *key, *p;
-	void **v;
-	struct np_strv *sv;
-
-	if (type->n == 0)
-		return &empty_labels;
-	/* key: each label as its length in hex, ':', the label (labels may
-	 * hold any character but NUL) */
-	for (i = 0; i < type->n; i++)
-		len += strlen(type->v[i]) + 20;
-	p = key = xmalloc(len);
-	for (i = 0; i < type->n; i++) {
-		size_t n = strlen(type->v[i]);
-		p += sprintf(p, "%zx:", n);
-		memcpy(p, type->v[i], n);
-		p += n;
-	}
-	*p = '\0';
-	if ((v = islot(&labelsets, key)) != NULL) {
-		free(key);
-		return *v;
-	}
-	sv = calloc(1, sizeof(*sv));
-	if (sv == NULL)
+	if (nvalues >= nbuckets)
+		values_grow();
+	i = value_hash(key) & (nbuckets - 1);
+	for (v = buckets[i]; v != NULL; v = v->next)
+		if (value_eq(v, key)) {
+			v->refs++;
+			return v;
+		}
+	if ((v = malloc(sizeof(*v))) == NULL)
 		abort();
-	np_strv_copy(sv, type);
-	if (labelsets.n >= NP_NODE_SUM_INTERN_MAX) {
-		free(key);
-		*owned |= OWN_TYPE;
-		return sv;
-	}
-	iput(&labelsets, key, sv);
-	return sv;
+	*v = *key;
+	v->head = &tag_value;
+	v->refs = 1;
+	v->next = buckets[i];
+	buckets[i] = v;
+	nvalues++;
+	return v;
 }
 
-/* A reference to an object equal to res: the interned one if any. */
-static json_t *
-resources_field(json_t *res)
+static void
+value_put(const struct value *cv)
 {
-	char *key;
-	void **v;
+	struct value **p, *v = (struct value *)cv;
 
-	if (!json_is_object(res))
+	if (--v->refs > 0)
+		return;
+	for (p = &buckets[value_hash(v) & (nbuckets - 1)]; *p != NULL; p = &(*p)->next)
+		if (*p == v) {
+			*p = v->next;
+			break;
+		}
+	nvalues--;
+	free(v);
+}
+
+/* An interned index into *out (0..NP_INTERN_MAX); 0 when it does not fit. */
+static int
+idx(int ix, uint16_t *out)
+{
+	if (ix < 0)
+		return 0;
+	*out = (uint16_t)ix;
+	return 1;
+}
+
+static const void *
+head_of(const struct np_node_sum *s)
+{
+	const void *h;
+
+	memcpy(&h, s, sizeof(h));
+	return h;
+}
+
+/* The shared value of a summary that has one, else NULL (kept whole). */
+static const struct value *
+value_of(const struct np_node_sum *s, const struct np_node **whole)
+{
+	const void *h = head_of(s);
+
+	*whole = NULL;
+	if (h == &tag_whole) {
+		*whole = ((const struct whole *)(const void *)s)->n;
 		return NULL;
-	key = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
-	if (key == NULL)
-		return json_incref(res);
-	if ((v = islot(&shapes, key)) != NULL) {
-		free(key);
-		return json_incref(*v);
 	}
-	if (shapes.n >= NP_NODE_SUM_INTERN_MAX) {
-		free(key);
-		return json_incref(res);
-	}
-	/* the table's own copy (a record's object may be changed by its
-	 * owner): never freed */
-	res = json_deep_copy(res);
-	if (res == NULL)
-		abort();
-	iput(&shapes, key, res);
-	return json_incref(res);
+	if (h == &tag_value)
+		return (const struct value *)(const void *)s;
+	return ((const struct allocated *)(const void *)s)->v;
 }
 
 struct np_node_sum *
 np_node_sum_new(struct np_node *n, int keep_full)
 {
-	size_t lid = n->id != NULL ? strlen(n->id) : 0;
-	size_t lal = n->allocated_to != NULL ? strlen(n->allocated_to) + 1 : 0;
-	struct np_node_sum *s = xmalloc(sizeof(*s) + lid + 1 + lal);
+	struct value key;
+	const struct value *v;
+	struct allocated *a;
+	struct whole *w;
+	size_t lal;
 
-	memset(s, 0, sizeof(*s));
-	memcpy(s->id, n->id != NULL ? n->id : "", lid + 1);
-	if (lal > 0) {
-		char *a = s->id + lid + 1;
-		memcpy(a, n->allocated_to, lal);
-		s->allocated_to = a;
-	}
-	s->state = n->state;
-	s->provider = str_field(n->provider, OWN_PROVIDER, &s->owned);
-	s->pool = str_field(n->pool, OWN_POOL, &s->owned);
-	s->az = str_field(n->az, OWN_AZ, &s->owned);
-	s->tenant_name = str_field(n->tenant_name, OWN_TENANT, &s->owned);
-	s->type = labels_field(&n->type, &s->owned);
-	s->resources = resources_field(n->resources);
-	if (keep_full)
-		s->full = n;
-	else
+	memset(&key, 0, sizeof(key));
+	if (!keep_full && n->state >= -1 && n->state < NP_NODE_STATE_COUNT &&
+	    idx(np_intern_str(n->provider), &key.provider) &&
+	    idx(np_intern_str(n->pool), &key.pool) && idx(np_intern_str(n->az), &key.az) &&
+	    idx(np_intern_str(n->tenant_name), &key.tenant) &&
+	    idx(np_intern_labels(&n->type), &key.type) &&
+	    idx(np_intern_object(n->resources), &key.resources)) {
+		key.state = (signed char)n->state;
+		v = value_get(&key);
+		if (n->allocated_to == NULL) {
+			np_node_free(n);
+			return (struct np_node_sum *)(void *)v;
+		}
+		lal = strlen(n->allocated_to) + 1;
+		if ((a = malloc(sizeof(*a) + lal)) == NULL)
+			abort();
+		a->v = v;
+		memcpy(a->allocated_to, n->allocated_to, lal);
 		np_node_free(n);
-	return s;
+		return (struct np_node_sum *)(void *)a;
+	}
+	/* our own node, or a value the tables cannot take: kept whole */
+	if ((w = malloc(sizeof(*w))) == NULL)
+		abort();
+	w->head = &tag_whole;
+	w->n = n;
+	w->offered = keep_full;
+	return (struct np_node_sum *)(void *)w;
 }
 
 void
 np_node_sum_free(struct np_node_sum *s)
 {
+	const struct np_node *n;
+	const struct value *v;
+	int shared;
+
 	if (s == NULL)
 		return;
-	if (s->owned & OWN_PROVIDER)
-		free((char *)s->provider);
-	if (s->owned & OWN_POOL)
-		free((char *)s->pool);
-	if (s->owned & OWN_AZ)
-		free((char *)s->az);
-	if (s->owned & OWN_TENANT)
-		free((char *)s->tenant_name);
-	if (s->owned & OWN_TYPE) {
-		np_strv_clear((struct np_strv *)s->type);
-		free((struct np_strv *)s->type);
+	shared = head_of(s) == &tag_value;
+	v = value_of(s, &n);
+	if (n != NULL)
+		np_node_free(((struct whole *)(void *)s)->n);
+	else
+		value_put(v); /* may free s itself (shared) */
+	if (!shared)
+		free(s);
+}
+
+int
+np_node_sum_state(const struct np_node_sum *s)
+{
+	const struct np_node *n;
+	const struct value *v = value_of(s, &n);
+
+	return v != NULL ? v->state : n->state;
+}
+
+#define STR_FIELD(fn, vfield, nfield)                                                              \
+	const char *fn(const struct np_node_sum *s)                                                \
+	{                                                                                          \
+		const struct np_node *n;                                                           \
+		const struct value *v = value_of(s, &n);                                           \
+		return v != NULL ? np_intern_str_get(v->vfield) : n->nfield;                       \
 	}
-	json_decref(s->resources);
-	np_node_free(s->full);
-	free(s);
+STR_FIELD(np_node_sum_provider, provider, provider)
+STR_FIELD(np_node_sum_pool, pool, pool)
+STR_FIELD(np_node_sum_az, az, az)
+STR_FIELD(np_node_sum_tenant_name, tenant, tenant_name)
+#undef STR_FIELD
+
+const char *
+np_node_sum_allocated_to(const struct np_node_sum *s)
+{
+	const struct np_node *n;
+	const void *h = head_of(s);
+
+	if (h == &tag_value)
+		return NULL;
+	if (h != &tag_whole)
+		return ((const struct allocated *)(const void *)s)->allocated_to;
+	value_of(s, &n);
+	return n->allocated_to;
+}
+
+const struct np_strv *
+np_node_sum_type(const struct np_node_sum *s)
+{
+	const struct np_node *n;
+	const struct value *v = value_of(s, &n);
+
+	return v != NULL ? np_intern_labels_get(v->type) : &n->type;
+}
+
+const json_t *
+np_node_sum_resources(const struct np_node_sum *s)
+{
+	const struct np_node *n;
+	const struct value *v = value_of(s, &n);
+
+	if (v != NULL)
+		return np_intern_object_get(v->resources);
+	return json_is_object(n->resources) ? n->resources : NULL;
+}
+
+const struct np_node *
+np_node_sum_full(const struct np_node_sum *s)
+{
+	const struct np_node *n;
+
+	value_of(s, &n);
+	return n != NULL && ((const struct whole *)(const void *)s)->offered ? n : NULL;
 }
 
 int
 np_node_sum_of_provider(const struct np_node_sum *s, const char *provider)
 {
-	return s != NULL && s->provider != NULL && provider != NULL &&
-	       strcmp(s->provider, provider) == 0;
+	const char *p = s != NULL ? np_node_sum_provider(s) : NULL;
+
+	return p != NULL && provider != NULL && strcmp(p, provider) == 0;
 }

@@ -19,46 +19,56 @@
  *   resources      tenant resource limits (usage of a tenant over every
  *                  provider, reference 2.6);
  *   az             AZ grouping of a nodeset (own pool's nodes only);
+ *   node id        not here: the cache entry's name (zk_cache_entry.name);
  *   lock presence  not here: the cache entry's `locked` counts contenders.
  * Everything else (addresses, host keys, user data, driver data, times,
  * unknown keys...) is read only for our own nodes, from the full record.
  *
- * Strings and label sets of the summary are interned: a fleet has few
- * providers, pools, labels, tenants, AZs and resource shapes, so each
- * distinct value is held once per process (tables never shrink; past
- * NP_NODE_SUM_INTERN_MAX distinct values a summary holds its own copy).
- * The node id and allocated_to are stored inline, in the summary's one
- * allocation. A summary is about 100 bytes where a decoded record is 3-4 kB.
+ * Two shapes behind one opaque type, read through the functions below:
+ *   - a record kept whole (our own provider's nodes, or every node when
+ *     asked): the record and nothing else (16 bytes + the record);
+ *   - another provider's node: its state and the 16-bit indices of its
+ *     interned provider, pool, AZ, tenant, label list and resource shape
+ *     (intern.h) form a value that equal nodes share (reference-counted,
+ *     freed with its last node), so an unallocated node costs no
+ *     allocation of its own; an allocated one holds the shared value's
+ *     address and its allocated_to inline (32 bytes with malloc's overhead
+ *     for Zuul's request ids, "200-0000000042").
+ * A foreign record with a value the intern tables cannot take (more than
+ * NP_INTERN_MAX distinct ones) is kept whole instead, though not offered as
+ * a full record (np_node_sum_full NULL): larger, never dropped.
  */
 #ifndef NP_NODESUM_H
 #define NP_NODESUM_H
 
 #include "model.h"
 
-#define NP_NODE_SUM_INTERN_MAX 8192 /* distinct values per table */
-
-struct np_node_sum {
-	/* the full record (owned), for nodes we keep whole; NULL otherwise */
-	struct np_node *full;
-	/* interned (or owned, see `owned`); NULL = JSON null */
-	const char *provider, *pool, *az, *tenant_name;
-	const struct np_strv *type; /* labels; interned or owned; never NULL */
-	json_t *resources;	    /* a reference of ours (shared); NULL if not an object */
-	const char *allocated_to;   /* inline; NULL = unallocated */
-	int state;		    /* enum np_node_state, -1 unknown */
-	unsigned owned;		    /* private: fields not interned */
-	char id[];		    /* the node id (znode name), NUL-terminated, inline */
-};
+struct np_node_sum; /* opaque */
 
 /*
- * The summary of n, taking ownership of n: kept as ->full when keep_full,
- * freed otherwise. n must not be NULL. Never fails (memory exhaustion
- * aborts).
+ * The summary of n, taking ownership of n: kept as the full record when
+ * keep_full, freed otherwise. n must not be NULL. Never fails (memory
+ * exhaustion aborts).
  */
 struct np_node_sum *np_node_sum_new(struct np_node *n, int keep_full);
 /* Frees the summary and its full record. NULL is a no-op. */
 void np_node_sum_free(struct np_node_sum *s);
 /* 1 when the node belongs to provider (a NULL provider matches nothing). */
 int np_node_sum_of_provider(const struct np_node_sum *s, const char *provider);
+
+/* The fields (s not NULL). Strings are borrowed for the summary's life;
+ * NULL = JSON null or missing. */
+int np_node_sum_state(const struct np_node_sum *s); /* enum np_node_state, -1 unknown */
+const char *np_node_sum_provider(const struct np_node_sum *s);
+const char *np_node_sum_pool(const struct np_node_sum *s);
+const char *np_node_sum_az(const struct np_node_sum *s);
+const char *np_node_sum_tenant_name(const struct np_node_sum *s);
+const char *np_node_sum_allocated_to(const struct np_node_sum *s); /* NULL = unallocated */
+/* The labels; never NULL (an empty list for none). */
+const struct np_strv *np_node_sum_type(const struct np_node_sum *s);
+/* The resources object; NULL when the record has none or not an object. */
+const json_t *np_node_sum_resources(const struct np_node_sum *s);
+/* The full record when kept whole on request (keep_full), else NULL. */
+const struct np_node *np_node_sum_full(const struct np_node_sum *s);
 
 #endif

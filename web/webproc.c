@@ -19,6 +19,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "model.h"
+#include "nodeview.h"
 #include "slice.h"
 #include "status.h"
 #include "version.h"
@@ -98,6 +99,33 @@ free_component(void *o)
 	np_component_free(o);
 }
 
+/* A node record: only what the endpoints show (nodeview.h). */
+static void *
+decode_node(const char *name, const char *data, int len)
+{
+	struct np_node *n = NULL;
+	struct np_node_view *v;
+	char err[256];
+	int taken;
+
+	if (data == NULL || len == 0)
+		return NULL;
+	if (np_node_decode(name, data, (size_t)len, &n, err, sizeof(err)) != 0) {
+		log_warn("node %s: malformed record skipped: %s", name, err);
+		return NULL;
+	}
+	v = np_node_view_new(n, &taken);
+	if (!taken)
+		np_node_free(n);
+	return v;
+}
+
+static void
+free_node(void *o)
+{
+	np_node_view_free(o);
+}
+
 /* ---- the view the web API reads ------------------------------------------------- */
 
 static int
@@ -116,6 +144,7 @@ view(void *arg, struct status_view *v)
 	memset(v, 0, sizeof(*v));
 	v->zk = wp->zk;
 	v->nodes = wp->nodes;
+	v->node_views = 1;
 	v->requests = wp->requests;
 	v->pools = wp->pools;
 	v->ready = is_ready(wp);
@@ -307,25 +336,6 @@ on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
 
 /* ---- the session ------------------------------------------------------------------ */
 
-/*
- * The preset dictionary node records are deflated with: a record as we
- * write it (upstream's Node.toDict keys, in its order, with our defaults),
- * so what every record repeats, its keys, costs a few bits. 1.3 kB records
- * as Zuul leaves them keep about 45% of their size.
- */
-static void
-set_node_dict(struct zk_cache *nodes)
-{
-	struct np_node *n = np_node_new();
-	size_t len = 0;
-	char *text = n != NULL ? np_node_encode(n, &len) : NULL;
-
-	if (text != NULL)
-		zk_cache_set_pack_dict(nodes, text, (int)len);
-	free(text);
-	np_node_free(n);
-}
-
 static void
 session_event(struct zk *zk, enum zk_event ev, void *arg)
 {
@@ -337,13 +347,11 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		log_info("ZooKeeper session established (0x%llx)",
 			 (unsigned long long)zk_session_id(zk));
 		if (wp->nodes == NULL) {
-			/* nodes: the records' text only, deflated, decoded
-			 * when a listing asks (status_node_of): the bulk of
-			 * a big fleet */
-			wp->nodes =
-			    zk_cache_new(zk, "/nodepool/nodes",
-					 ZK_CACHE_DATA | ZK_CACHE_LOCKS | ZK_CACHE_PACK, NULL, wp);
-			set_node_dict(wp->nodes);
+			/* nodes: of each record only what the endpoints
+			 * show, compact (nodeview.h) */
+			wp->nodes = zk_cache_new(zk, "/nodepool/nodes",
+						 ZK_CACHE_DATA | ZK_CACHE_LOCKS, NULL, wp);
+			zk_cache_set_codec(wp->nodes, decode_node, free_node);
 			wp->requests =
 			    zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA, NULL, wp);
 			zk_cache_set_codec(wp->requests, decode_request, free_request);

@@ -151,11 +151,12 @@ tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request
 	for (i = 0; i < n; i++) {
 		const struct np_node_sum *nd = LC_SUM(ents[i]);
 		struct drv_quota q;
-		if (nd == NULL || nd->tenant_name == NULL || nd->resources == NULL ||
-		    strcmp(nd->tenant_name, r->tenant_name) != 0)
+		const char *tenant = nd != NULL ? np_node_sum_tenant_name(nd) : NULL;
+		const json_t *res = nd != NULL ? np_node_sum_resources(nd) : NULL;
+		if (tenant == NULL || res == NULL || strcmp(tenant, r->tenant_name) != 0)
 			continue;
 		drv_quota_init(&q, 0, 0, 0);
-		drv_quota_from_json(&q, nd->resources);
+		drv_quota_from_json(&q, res);
 		drv_quota_add(&used, &q);
 		drv_quota_clear(&q);
 	}
@@ -295,13 +296,15 @@ assign_pool(struct launcher *lc, struct lc_pool *pool)
 		nav = pool->labels.n;
 		for (j = 0; j < nn; j++) {
 			const struct np_node_sum *nd = LC_SUM(ne[j]);
-			if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
-			    ne[j]->locked > 0 || lc_busy(lc, nd->id) || nd->provider == NULL ||
-			    nd->pool == NULL || strcmp(nd->provider, lc->prov.name) != 0 ||
-			    strcmp(nd->pool, pool->name) != 0)
+			const char *npool = nd != NULL ? np_node_sum_pool(nd) : NULL;
+			if (nd == NULL || np_node_sum_state(nd) != NP_NODE_READY ||
+			    np_node_sum_allocated_to(nd) != NULL || ne[j]->locked > 0 ||
+			    lc_busy(lc, ne[j]->name) ||
+			    !np_node_sum_of_provider(nd, lc->prov.name) || npool == NULL ||
+			    strcmp(npool, pool->name) != 0)
 				continue;
 			for (k = 0; k < nav; k++)
-				if (np_strv_contains(nd->type, av[k].label))
+				if (np_strv_contains(np_node_sum_type(nd), av[k].label))
 					av[k].n++;
 		}
 	}

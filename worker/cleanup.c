@@ -201,7 +201,7 @@ ndel_fast(struct ndel *x)
 {
 	struct launcher *lc = x->lc;
 	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, x->id);
-	const struct np_node *n = e != NULL && e->obj != NULL ? LC_SUM(e)->full : NULL;
+	const struct np_node *n = e != NULL && e->obj != NULL ? np_node_sum_full(LC_SUM(e)) : NULL;
 	const char *me = zk_lock_contender(x->lock);
 	char node[128], dir[160], mine[320];
 	struct zk_multi_op ops[4];
@@ -360,7 +360,8 @@ delete_pass(struct launcher *lc)
 	int i, n = zk_cache_entries(lc->nodes, &ents);
 
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = LC_SUM(ents[i]) ? LC_SUM(ents[i])->full : NULL;
+		const struct np_node *nd =
+		    LC_SUM(ents[i]) ? np_node_sum_full(LC_SUM(ents[i])) : NULL;
 		if (!ours(lc, nd) || ents[i]->locked > 0 || lc_busy(lc, nd->id))
 			continue;
 		if (nd->state == NP_NODE_READY && nd->allocated_to != NULL &&
@@ -513,14 +514,14 @@ lost_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 	for (i = 0; i < n; i++) {
 		const struct np_node_sum *nd = LC_SUM(ents[i]);
 		struct lost_node *y;
-		if (nd == NULL || nd->allocated_to == NULL ||
-		    strcmp(nd->allocated_to, x->id) != 0 || lc_busy(lc, nd->id))
+		const char *alloc = nd != NULL ? np_node_sum_allocated_to(nd) : NULL;
+		if (alloc == NULL || strcmp(alloc, x->id) != 0 || lc_busy(lc, ents[i]->name))
 			continue;
 		y = lc_ctx_new(lc, sizeof(*y), lost_node_cleanup);
 		y->x = x;
-		y->id = strdup(nd->id);
+		y->id = strdup(ents[i]->name);
 		lc_busy_add(lc, y->id);
-		snprintf(path, sizeof(path), "/nodepool/nodes/%s/lock", nd->id);
+		snprintf(path, sizeof(path), "/nodepool/nodes/%s/lock", ents[i]->name);
 		y->lock = zk_lock_new(lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
 		x->waiting++;
 		zk_lock_acquire(y->lock, 5.0, lost_node_locked, y);
@@ -665,7 +666,8 @@ cleanup_ages(struct launcher *lc)
 	double now = lc_now();
 
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = LC_SUM(ents[i]) ? LC_SUM(ents[i])->full : NULL;
+		const struct np_node *nd =
+		    LC_SUM(ents[i]) ? np_node_sum_full(LC_SUM(ents[i])) : NULL;
 		size_t k;
 		if (!ours(lc, nd) || ents[i]->locked > 0 || lc_busy(lc, nd->id))
 			continue;

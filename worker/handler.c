@@ -796,17 +796,18 @@ find_reusable(struct handler *h, const char *label)
 
 	for (i = 0; i < n; i++) {
 		const struct np_node_sum *nd = LC_SUM(ents[i]);
-		if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
-		    ents[i]->locked > 0 || nd->provider == NULL || nd->pool == NULL)
+		const char *npool = nd != NULL ? np_node_sum_pool(nd) : NULL;
+		if (nd == NULL || np_node_sum_state(nd) != NP_NODE_READY ||
+		    np_node_sum_allocated_to(nd) != NULL || ents[i]->locked > 0 || npool == NULL)
 			continue;
-		if (strcmp(nd->provider, lc->prov.name) != 0 ||
-		    strcmp(nd->pool, h->pool->name) != 0)
+		if (!np_node_sum_of_provider(nd, lc->prov.name) ||
+		    strcmp(npool, h->pool->name) != 0)
 			continue;
-		if (!np_strv_contains(nd->type, label) || lc_busy(lc, nd->id))
+		if (!np_strv_contains(np_node_sum_type(nd), label) || lc_busy(lc, ents[i]->name))
 			continue;
-		if (nd->full == NULL || !az_admits(h, nd->full))
+		if (np_node_sum_full(nd) == NULL || !az_admits(h, np_node_sum_full(nd)))
 			continue;
-		return nd->id;
+		return ents[i]->name;
 	}
 	return NULL;
 }
@@ -1142,7 +1143,8 @@ has_remaining_quota(struct handler *h, const char *label)
 	    lc->prov.dp != NULL)
 		lc->prov.drv->provider_limits(lc->prov.dp, &prov_left);
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = LC_SUM(ents[i]) ? LC_SUM(ents[i])->full : NULL;
+		const struct np_node *nd =
+		    LC_SUM(ents[i]) ? np_node_sum_full(LC_SUM(ents[i])) : NULL;
 		if (nd == NULL || nd->provider == NULL || strcmp(nd->provider, lc->prov.name) != 0)
 			continue;
 		node_usage(lc, pool, nd, &q);
@@ -1185,7 +1187,8 @@ delete_oldest_unused(struct handler *h)
 	const struct np_node *oldest = NULL;
 
 	for (i = 0; i < n; i++) {
-		const struct np_node *nd = LC_SUM(ents[i]) ? LC_SUM(ents[i])->full : NULL;
+		const struct np_node *nd =
+		    LC_SUM(ents[i]) ? np_node_sum_full(LC_SUM(ents[i])) : NULL;
 		if (nd == NULL || nd->state != NP_NODE_READY || nd->allocated_to != NULL ||
 		    ents[i]->locked > 0 || lc_busy(lc, nd->id) || nd->provider == NULL ||
 		    nd->pool == NULL || strcmp(nd->provider, lc->prov.name) != 0 ||
@@ -1613,7 +1616,7 @@ fast_start(struct handler *h)
 		lc_busy_add(lc, picked[i]); /* so the next label picks another */
 		ne = zk_cache_get(lc->nodes, picked[i]);
 		if (az_grouping(h) && h->chosen_az == NULL && ne != NULL && ne->obj != NULL) {
-			const char *az = LC_SUM(ne)->az;
+			const char *az = np_node_sum_az(LC_SUM(ne));
 			if (az != NULL && *az != '\0')
 				h->chosen_az = strdup(az);
 		}
@@ -1640,7 +1643,7 @@ fast_start(struct handler *h)
 		ne = zk_cache_get(lc->nodes, picked[i]);
 		hn->label = strdup(r->node_types.v[i]);
 		hn->node_id = strdup(picked[i]);
-		hn->node = np_node_dup(LC_SUM(ne)->full);
+		hn->node = np_node_dup(np_node_sum_full(LC_SUM(ne)));
 		hn->version = ne->stat.version;
 		hn->state = HN_LOCKING;
 	}

@@ -148,7 +148,7 @@ lc_node(struct launcher *lc, const char *id)
 {
 	const struct np_node_sum *s = lc_node_sum(lc, id);
 
-	return s != NULL ? s->full : NULL;
+	return s != NULL ? np_node_sum_full(s) : NULL;
 }
 
 const struct np_request *
@@ -598,7 +598,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 		if (sum_is_ours(lc, n)) {
 			/* room freed: paused handlers may go on */
 			launcher_schedule_assign(lc);
-			if (n->state == NP_NODE_READY)
+			if (np_node_sum_state(n) == NP_NODE_READY)
 				schedule(lc->minready_ev);
 		}
 		return;
@@ -609,11 +609,11 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 		launcher_schedule_delete(lc); /* empty or malformed: cleanup looks */
 		return;
 	}
-	switch (n->state) {
+	switch (np_node_sum_state(n)) {
 	case NP_NODE_READY:
 		/* a node became available (or was deallocated): requests
 		 * deferred for lack of nodes may be served now */
-		if (n->allocated_to == NULL && e->locked == 0)
+		if (np_node_sum_allocated_to(n) == NULL && e->locked == 0)
 			launcher_schedule_assign(lc);
 		if (sum_is_ours(lc, n))
 			schedule(lc->minready_ev);
@@ -1169,8 +1169,9 @@ host_provider_nodes(struct launcher *lc, const struct np_node ***out)
 	}
 	for (i = 0; i < n; i++) {
 		const struct np_node_sum *s = LC_SUM(ents[i]);
-		if (sum_is_ours(lc, s) && s->full != NULL && !strset_has(lc->gone, s->id))
-			drv_nodes_buf[k++] = s->full;
+		if (sum_is_ours(lc, s) && np_node_sum_full(s) != NULL &&
+		    !strset_has(lc->gone, ents[i]->name))
+			drv_nodes_buf[k++] = np_node_sum_full(s);
 	}
 	*out = drv_nodes_buf;
 	return k;

@@ -213,8 +213,9 @@ struct launcher {
 	struct zk *zk;
 	int zk_state; /* last enum zk_event */
 	/* /nodepool/nodes, data + locks; obj: struct np_node_sum (nodesum.h),
-	 * with the full record (->full) for our provider's nodes only, or for
-	 * every node when full_records is set */
+	 * with the full record (np_node_sum_full) for our provider's nodes
+	 * only, or for every node when full_records is set; the node id is the
+	 * entry's name */
 	struct zk_cache *nodes;
 	struct zk_cache *requests;	  /* /nodepool/requests, data, obj np_request */
 	struct zk_cache *pool_components; /* /nodepool/components/pool, obj np_component */

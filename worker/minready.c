@@ -211,8 +211,9 @@ minready_pass(struct launcher *lc)
 		nn = zk_cache_entries(lc->nodes, &ne);
 		for (i = 0; i < nn; i++) {
 			const struct np_node_sum *nd = LC_SUM(ne[i]);
-			if (nd != NULL && nd->state == NP_NODE_READY && nd->allocated_to == NULL &&
-			    np_strv_contains(nd->type, l->name))
+			if (nd != NULL && np_node_sum_state(nd) == NP_NODE_READY &&
+			    np_node_sum_allocated_to(nd) == NULL &&
+			    np_strv_contains(np_node_sum_type(nd), l->name))
 				ready++;
 		}
 		for (i = 0; i < n; i++) {

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "model.h"
 #include "nodesum.h"
+#include "nodeview.h"
 #include "statsd.h"
 #include "zk.h"
 
@@ -837,7 +838,13 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 		if (v->node_sums) {
 			const struct np_node_sum *s = ents[i]->obj;
 			if (s != NULL)
-				state = s->state, prov = s->provider, type = s->type;
+				state = np_node_sum_state(s), prov = np_node_sum_provider(s),
+				type = np_node_sum_type(s);
+		} else if (v->node_views) {
+			const struct np_node_view *w = ents[i]->obj;
+			if (w != NULL)
+				state = np_node_view_state(w), prov = np_node_view_provider(w),
+				type = np_node_view_type(w);
 		} else if ((nd = status_node_of(v->nodes, ents[i], &tmp)) != NULL) {
 			state = nd->state, prov = nd->provider, type = &nd->type;
 		}

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "model.h"
 #include "nodesum.h"
+#include "nodeview.h"
 #include "paths.h"
 #include "zk.h"
 
@@ -254,7 +255,12 @@ report_nodes(struct statsd_reporter *r, const struct status_view *v)
 			continue;
 		if (v->node_sums) {
 			const struct np_node_sum *s = ents[i]->obj;
-			state = s->state, prov = s->provider, type = s->type;
+			state = np_node_sum_state(s), prov = np_node_sum_provider(s);
+			type = np_node_sum_type(s);
+		} else if (v->node_views) {
+			const struct np_node_view *w = ents[i]->obj;
+			state = np_node_view_state(w), prov = np_node_view_provider(w);
+			type = np_node_view_type(w);
 		} else {
 			const struct np_node *node = ents[i]->obj;
 			state = node->state, prov = node->provider, type = &node->type;

@@ -839,7 +839,7 @@ set(json_t *row, const char *key, json_t *v)
 /* The node's value for key as it is in ZooKeeper: an odd value (one the
  * record's field cannot hold, model.h) as it came, else typed. */
 static json_t *
-as_stored(const struct np_node *n, const char *key, json_t *typed)
+as_stored(const struct status_node_row *n, const char *key, json_t *typed)
 {
 	json_t *v = n->odd != NULL ? json_object_get(n->odd, key) : NULL;
 
@@ -850,14 +850,14 @@ as_stored(const struct np_node *n, const char *key, json_t *typed)
 }
 
 void
-status_add_node(struct status_table *t, const struct np_node *n, int locked, double now)
+status_add_node_row(struct status_table *t, const struct status_node_row *n, int locked, double now)
 {
 	json_t *row = json_object();
 	char age[64];
 
 	set(row, "id", jstr(n->id));
 	set(row, "provider", as_stored(n, "provider", jstr(n->provider)));
-	set(row, "label", jstrv(&n->type));
+	set(row, "label", jstrv(n->type));
 	set(row, "server_id",
 	    n->external_id_obj ? jcopy(n->external_id_obj) : jstr(n->external_id));
 	set(row, "public_ipv4", jstr(n->public_ipv4));
@@ -872,7 +872,7 @@ status_add_node(struct status_table *t, const struct np_node *n, int locked, dou
 	set(row, "username", jstr(n->username));
 	/* a port that carries credentials (k8s) is not shown, as upstream */
 	set(row, "connection_port",
-	    n->connection_port_obj ? json_string("redacted") : json_integer(n->connection_port));
+	    n->port_redacted ? json_string("redacted") : json_integer(n->connection_port));
 	set(row, "launcher", jstr(n->launcher));
 	set(row, "allocated_to", jstr(n->allocated_to));
 	set(row, "hold_job", as_stored(n, "hold_job", jstr(n->hold_job)));
@@ -880,6 +880,44 @@ status_add_node(struct status_table *t, const struct np_node *n, int locked, dou
 	set(row, "user_data", jcopy(n->user_data));
 	set(row, "driver_data", jcopy(n->driver_data));
 	status_table_add(t, row);
+}
+
+void
+status_node_row_of(struct status_node_row *r, const struct np_node *n)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = n->id;
+	r->provider = n->provider;
+	r->pool = n->pool;
+	r->az = n->az;
+	r->username = n->username;
+	r->launcher = n->launcher;
+	r->hostname = n->hostname;
+	r->public_ipv4 = n->public_ipv4;
+	r->private_ipv4 = n->private_ipv4;
+	r->public_ipv6 = n->public_ipv6;
+	r->external_id = n->external_id;
+	r->allocated_to = n->allocated_to;
+	r->hold_job = n->hold_job;
+	r->comment = n->comment;
+	r->type = &n->type;
+	r->state = n->state;
+	r->state_time = n->state_time;
+	r->connection_port = n->connection_port;
+	r->port_redacted = n->connection_port_obj != NULL;
+	r->external_id_obj = n->external_id_obj;
+	r->user_data = n->user_data;
+	r->driver_data = n->driver_data;
+	r->odd = n->odd;
+}
+
+void
+status_add_node(struct status_table *t, const struct np_node *n, int locked, double now)
+{
+	struct status_node_row r;
+
+	status_node_row_of(&r, n);
+	status_add_node_row(t, &r, locked, now);
 }
 
 void
@@ -1032,14 +1070,14 @@ status_nodes_from_sums(struct status_table *t, const struct zk_cache *nodes, con
 		return;
 	if (node_id != NULL && *node_id != '\0') {
 		const struct zk_cache_entry *e = zk_cache_get(nodes, node_id);
-		if (e != NULL && (s = e->obj) != NULL && s->full != NULL)
-			status_add_node(t, s->full, e->locked, now);
+		if (e != NULL && (s = e->obj) != NULL && np_node_sum_full(s) != NULL)
+			status_add_node(t, np_node_sum_full(s), e->locked, now);
 		return;
 	}
 	n = zk_cache_entries(nodes, &ents);
 	for (i = 0; i < n; i++)
-		if ((s = ents[i]->obj) != NULL && s->full != NULL)
-			status_add_node(t, s->full, ents[i]->locked, now);
+		if ((s = ents[i]->obj) != NULL && np_node_sum_full(s) != NULL)
+			status_add_node(t, np_node_sum_full(s), ents[i]->locked, now);
 }
 
 void

@@ -123,6 +123,32 @@ int status_wants_json(const char *accept);
  * of lock contenders; a connection_port that is not a number shows as
  * "redacted". */
 void status_add_node(struct status_table *t, const struct np_node *n, int locked, double now);
+
+/*
+ * Everything a node-list row shows of a node (as upstream's node_list), so
+ * that a process may keep only that (nodepool-web: nodeview.h) and render
+ * exactly what the full record would. Borrowed pointers; NULL strings and
+ * JSON values show as null. odd: the record's odd values (model.h), key ->
+ * value as stored, shown verbatim for provider, state, pool, hostname,
+ * hold_job and comment; NULL for none.
+ */
+struct status_node_row {
+	const char *id, *provider, *pool, *az, *username, *launcher, *hostname;
+	const char *public_ipv4, *private_ipv4, *public_ipv6, *external_id, *allocated_to;
+	const char *hold_job, *comment;
+	const struct np_strv *type; /* never NULL */
+	int state;		    /* enum np_node_state, -1 unknown */
+	double state_time;	    /* epoch seconds */
+	int connection_port;
+	int port_redacted; /* the port is an object (credentials): "redacted" */
+	const json_t *external_id_obj, *user_data, *driver_data;
+	const json_t *odd;
+};
+/* The row's inputs of a full record (borrowed from n). */
+void status_node_row_of(struct status_node_row *r, const struct np_node *n);
+/* status_add_node from the row's inputs. */
+void status_add_node_row(struct status_table *t, const struct status_node_row *n, int locked,
+			 double now);
 void status_add_request(struct status_table *t, const struct np_request *r);
 /* An upload of build_id of image in provider (age: epoch of state_time). */
 void status_add_upload(struct status_table *t, const char *image, const char *build_id,
@@ -153,6 +179,8 @@ struct status_view {
 	 * launcher's cache, whose full records are those of its own provider
 	 * (or every node's, when it keeps them all for the web API) */
 	int node_sums;
+	/* nodes' objects are struct np_node_view (nodeview.h): nodepool-web's */
+	int node_views;
 	struct zk_cache *requests; /* /nodepool/requests, np_request objects */
 	struct zk_cache *pools;	   /* /nodepool/components/pool, np_component objects */
 	int ready;		   /* the launcher finished its first pass */
@@ -176,8 +204,8 @@ void status_nodes_from_sums(struct status_table *t, const struct zk_cache *nodes
 			    const char *node_id, double now);
 /*
  * The node of an entry e of the /nodepool/nodes cache nodes: its decoded
- * object, or, in a cache kept without a codec (nodepool-web keeps only the
- * records' text, deflated with ZK_CACHE_PACK), the record decoded now into
+ * np_node object, or, in a cache kept without a codec (the records' text,
+ * possibly deflated with ZK_CACHE_PACK), the record decoded now into
  * *tmp, which the caller frees with np_node_free (NULL when nothing was
  * decoded). NULL for an empty or malformed record.
  */

@@ -34,6 +34,7 @@
 #include "imagetree.h"
 #include "log.h"
 #include "metrics.h"
+#include "nodeview.h"
 #include "status.h"
 #include "zk.h"
 
@@ -384,6 +385,8 @@ render(struct web *w, enum list_kind kind, const char *query, int json, double n
 		t = status_table_new(STATUS_NODE_LIST);
 		if (v.node_sums)
 			status_nodes_from_sums(t, v.nodes, node_id, now);
+		else if (v.node_views)
+			status_nodes_from_views(t, v.nodes, node_id, now);
 		else
 			status_nodes_from_cache(t, v.nodes, node_id, now);
 		break;

@@ -609,7 +609,10 @@ def zuul(zk):
 
 class TcpProxy:
     """A loopback TCP proxy the test can cut: cut() drops every connection
-    and refuses new ones until restore(). TLS passes through untouched."""
+    and refuses new ones until restore(). hang() drops every connection
+    and takes new ones without ever answering (a hung server, a proxy
+    whose far side is gone) until restore(); those stay silent until
+    close(). TLS passes through untouched."""
 
     def __init__(self, target_host, target_port):
         import threading
@@ -621,6 +624,8 @@ class TcpProxy:
         self.port = self.lsock.getsockname()[1]
         self.conns = []
         self.cut_now = False
+        self.hang_now = False
+        self.held = []
         self.stopped = False
         self.lock = threading.Lock()
         self.t = threading.Thread(target=self._accept, daemon=True)
@@ -651,11 +656,19 @@ class TcpProxy:
             if self.cut_now:
                 c.close()
                 continue
+            if self.hang_now:
+                with self.lock:
+                    self.held.append(c)
+                continue
             try:
                 u = socket.create_connection(self.target, 5)
             except OSError:
                 c.close()
                 continue
+            # as the client and the server set on theirs: without it, Nagle
+            # and the peer's delayed ACK hold a relayed reply ~40 ms
+            for s in (c, u):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self.lock:
                 self.conns += [c, u]
             threading.Thread(target=self._pipe, args=(c, u), daemon=True).start()
@@ -672,10 +685,20 @@ class TcpProxy:
                     pass
             self.conns = []
 
+    def hang(self):
+        self.hang_now = True
+        self.cut()
+        self.cut_now = False
+
     def restore(self):
         self.cut_now = False
+        self.hang_now = False
 
     def close(self):
         self.stopped = True
         self.cut()
+        with self.lock:
+            for s in self.held:
+                s.close()
+            self.held = []
         self.lsock.close()

@@ -135,10 +135,13 @@ def zk_proxy(zk_server, chroot):
 
 def restart_outage(server, down=0.5):
     """An outage function for a zkservers.Standalone: restarts it on the
-    same data (down seconds stopped), prints how long it was away and
-    returns when it served again."""
+    same data (down seconds stopped), prints how long it was away (and
+    how much earlier its TLS port listened) and returns when it served
+    again."""
     def outage():
         t_down, t_up = server.restart(down=down)
-        print("\nZooKeeper down %.1f s (stop, JVM start, serving)" % (t_up - t_down))
+        print("\nZooKeeper down %.1f s (stop, JVM start, serving); its TLS port "
+              "listened %.0f ms before srvr said it served" % (
+                  t_up - t_down, (t_up - server.t_listen) * 1000))
         return t_up
     return outage

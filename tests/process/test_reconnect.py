@@ -6,7 +6,11 @@ back, four ways:
       and restored; the sessions live on),
   (b) a long partition (the sessions expire),
   (c) a restart of a dedicated ZooKeeper on the same data directory,
-  (d) a three-server ensemble whose leader is killed.
+  (d) a three-server ensemble whose leader is killed;
+  (e) a hung server: the proxy takes connections and never answers, so a
+      TLS handshake started then waits for nothing (the C client must give
+      up on it after two thirds of the session timeout, as it does on a
+      TCP connect, and try again: it used to wait until TCP gave up).
 
 Each time: every request ends fulfilled, no static slot ever has two live
 nodes, no node is left in a transient state or locked, and nodepoold
@@ -195,23 +199,40 @@ def resync_times(log):
     return [int(m) for m in re.findall(r"re-synced (\d+) ms after the connection", log)]
 
 
-def reconnect_lags(log, t_back):
-    """Per worker: seconds from ZooKeeper back to its (re)connection, as
-    its log lines (local time, milliseconds) show."""
+def worker_lags(log, t_back, what):
+    """Per worker: seconds from ZooKeeper back to the first of its log
+    lines (local time, milliseconds) matching the regular expression
+    what."""
     out = {}
-    for m in re.finditer(r"^(\S+ \S+) INFO worker\[([^\]]+)\]: zookeeper: "
-                         r"(?:re)?connected, session", log, re.M):
+    for m in re.finditer(r"^(\S+ \S+) INFO worker\[([^\]]+)\]: " + what, log, re.M):
         t = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
         if t >= t_back - 0.5 and m.group(2) not in out:
             out[m.group(2)] = t - t_back
     return out
 
 
-def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept):
+def reconnect_lags(log, t_back):
+    """Per worker: seconds from ZooKeeper back to its (re)connection."""
+    return worker_lags(log, t_back, r"zookeeper: (?:re)?connected, session")
+
+
+def resume_lags(log, t_back):
+    """Per worker: seconds from ZooKeeper back to its view re-synced and
+    its work resumed (the decisions held back meanwhile are taken then)."""
+    return worker_lags(log, t_back, r"ZooKeeper view re-synced")
+
+
+def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept,
+                 probe_zk=None):
     """Start nodepoold on `servers`, put it under load, run outage() (it
-    returns the time ZooKeeper is back), then check and report."""
+    returns the time ZooKeeper is back), then check and report. The probe
+    requests right after the outage are Zuul's; with probe_zk (a function
+    returning a started kazoo client) those of a second Zuul that connects
+    anew then: Zuul's own client was cut off too and comes back only when
+    kazoo's reconnect back-off (0.1 s doubling) lets it, up to ~1.4 s
+    later, which would time Zuul, not nodepoold."""
     s = Supervisor(deployment, name="npd-" + name)
-    load = watch = None
+    load = watch = pk = None
     try:
         s.write(daemon_config(deployment, servers, timeout))
         s.start_fg(extra=["-d"] if os.environ.get("NP_TEST_DEBUG") else ())
@@ -231,10 +252,14 @@ def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept)
 
         t_back = outage()
         # a fresh request per label right after ZooKeeper is back
-        probes = {label: zuul.submit([label], requestor="zuul-probe") for label in LABELS}
+        pz = zuul
+        if probe_zk is not None:
+            pk = probe_zk()
+            pz = Zuul(RetryingZk(pk))
+        probes = {label: pz.submit([label], requestor="zuul-probe") for label in LABELS}
         # when each reached ZooKeeper (Zuul's own client may still have been
         # reconnecting)
-        created = {label: zuul.zk.exists("/nodepool/requests/" + rid).ctime / 1000.0
+        created = {label: pz.zk.exists("/nodepool/requests/" + rid).ctime / 1000.0
                    for label, rid in probes.items()}
         for label in LABELS:
             wait_for(lambda: len(load.fulfilled_after(label, t_back)) >= 5, 60,
@@ -242,10 +267,10 @@ def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept)
         first = {label: load.fulfilled_after(label, t_back)[0] - t_back for label in LABELS}
         probe_t = {}
         for label, rid in probes.items():
-            req = zuul.wait_request(rid, timeout=60)
+            req = pz.wait_request(rid, timeout=60)
             assert req["state"] == "fulfilled", req
             probe_t[label] = (created[label] - t_back, req["state_time"] - created[label])
-            zuul.finish(zuul.accept(rid))
+            pz.finish(pz.accept(rid))
         load.finish()
         time.sleep(0.5)
         watch.finish()
@@ -274,13 +299,17 @@ def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept)
         assert "refused our credentials" not in log
         resync = resync_times(log)
         lags = reconnect_lags(log, t_back)
+        resumed = resume_lags(log, t_back)
         print("\n%s: %d requests, all fulfilled; after ZooKeeper was back: workers "
-              "reconnected %s, re-synced their caches in %s ms, first fulfilment %s; "
-              "a fresh probe request (created +X ms by Zuul) fulfilled Y ms later: %s" % (
+              "reconnected %s, re-synced their caches in %s ms, resumed work %s, "
+              "first fulfilment %s; "
+              "a fresh probe request (created +X ms by %s) fulfilled Y ms later: %s" % (
                   name, len(load.records),
                   ", ".join("%s %.0f ms" % (w, v * 1000) for w, v in sorted(lags.items())),
                   resync,
+                  ", ".join("%s %.0f ms" % (w, v * 1000) for w, v in sorted(resumed.items())),
                   ", ".join("%s %.0f ms" % (l, v * 1000) for l, v in first.items()),
+                  "a newly connected Zuul" if pk is not None else "Zuul",
                   ", ".join("%s +%.0f/%.0f ms" % (l, c * 1000, f * 1000)
                             for l, (c, f) in probe_t.items())))
         return first, probe_t
@@ -289,6 +318,9 @@ def run_scenario(name, deployment, zuul, servers, timeout, outage, session_kept)
             load.stop.set()
         if watch is not None:
             watch.stop.set()
+        if pk is not None:
+            pk.stop()
+            pk.close()
         s.stop()
 
 
@@ -309,6 +341,18 @@ def test_short_partition_session_kept(deployment, retry_zuul, zk_server, chroot)
             proxy.restore()
             return time.time()
         run_scenario("short-partition", deployment, retry_zuul, servers, 8, outage, True)
+
+
+def test_hung_server_session_kept(deployment, retry_zuul, zk_server, chroot):
+    with zk_proxy(zk_server, chroot) as (proxy, servers):
+        def outage():
+            proxy.hang()
+            time.sleep(1.5)
+            proxy.restore()
+            return time.time()
+        # a 6 s session: the handshake caught by the hang gives up after
+        # 4 s, and the reconnection lands before the session would expire
+        run_scenario("hung-server", deployment, retry_zuul, servers, 6, outage, True)
 
 
 def test_long_partition_session_expires(deployment, retry_zuul, zk_server, chroot):
@@ -341,7 +385,7 @@ def test_zookeeper_restart_same_data(deployment, zk_server, tmp_path):
         zuul = Zuul(RetryingZk(k))
         servers = [{"host": "127.0.0.1", "port": zk.server.tls, "chroot": "/np"}]
         run_scenario("zookeeper-restart", deployment, zuul, servers, 15, restart_outage(zk),
-                     True)
+                     True, probe_zk=lambda: tls_kazoo(zk.server.hostport() + "/np", certs))
     finally:
         if k is not None:
             k.stop()
@@ -370,7 +414,8 @@ def test_ensemble_leader_killed(deployment, zk_server, tmp_path):
             print("\nleader %d killed; new quorum after %.1f s" % (
                 leader.myid, t_back - t_kill))
             return t_back
-        run_scenario("ensemble-leader-killed", deployment, zuul, servers, 15, outage, True)
+        run_scenario("ensemble-leader-killed", deployment, zuul, servers, 15, outage, True,
+                     probe_zk=lambda: tls_kazoo(hosts + "/np", certs))
     finally:
         if k is not None:
             k.stop()
