@@ -26,6 +26,9 @@
 #                 workers 20-21.3 of which 7.0 file-backed (12.4), nodepool-web
 #                 32.7 (6.9 file-backed, unchanged); PSS 173 MiB.
 #   1 x 1,000     RSS 21.6 MiB (32.0), PSS 8.8 (17.0); worker 9.3 (15.6).
+#   i13-slim merged with i13-compact (main fcfaf20): 10 x 20,000 RSS 223 MiB
+#                 (workers 18-19.5, 7.0 file-backed; nodepool-web 26.9,
+#                 nodepoold 3.3), PSS 151 MiB; 1 x 1,000 RSS 21.3, PSS 10.0.
 # What a worker still holds per foreign node (massif, 20,000 nodes): the
 # cache entry (~190 B), the C client's data watch (~125 B) and malloc's
 # overhead on those; its summary is shared with every equal unallocated
