@@ -35,7 +35,12 @@ endif
 
 CC ?= cc
 ZKC := $(BUILD)/zkclient
-PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson libcurl libssh openssl libxml-2.0 zlib
+# libcurl, libxml-2.0 and libssh give their headers only: lib/net/curl_dl.c,
+# xml_dl.c and nodescan.c load them at run time (dlopen, lib/core/dynlib.h),
+# so that a worker whose provider needs no HTTP and scans no host keys never
+# maps them nor the ~35 libraries they pull in.
+PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson openssl zlib
+DL_PKGS := libcurl libxml-2.0 libssh
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -46,8 +51,11 @@ LIB_DIRS := $(sort $(dir $(wildcard lib/*/*.h)))
 INCLUDES := -I. $(addprefix -I,$(LIB_DIRS)) -Iprotocol -Idrivers -I$(ZKC)/include
 SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all)
 CFLAGS += $(CFLAGS_BASE) $(SANFLAGS) $(INCLUDES) \
-	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-LDFLAGS += $(SANFLAGS)
+	$(shell pkg-config --cflags $(PKGS) $(DL_PKGS) 2>/dev/null)
+# --as-needed (Debian's gcc adds it, except with -fsanitize; clang does
+# not): a binary records only the libraries it calls, so nodepoold, which
+# never talks to ZooKeeper, maps no OpenSSL, whichever compiler and build.
+LDFLAGS += $(SANFLAGS) -Wl,--as-needed
 LDLIBS += $(ZKC)/lib/libzookeeper.a $(ZKC)/lib/libhashtable.a \
 	$(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 
@@ -146,7 +154,7 @@ bench: $(BENCH_BINS) $(BINS)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(FUZZ_SRCS))
 FUZZ_CFLAGS := $(CFLAGS_BASE) -fsanitize=address,undefined $(INCLUDES) \
-	$(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+	$(shell pkg-config --cflags $(PKGS) $(DL_PKGS) 2>/dev/null)
 FUZZ_OBJS := $(patsubst %.c,build-fuzz/obj/%.o,$(NP_SRCS))
 build-fuzz/obj/%.o: %.c | $(STAMP_ZKC)
 	@mkdir -p $(@D)

@@ -8,24 +8,7 @@
 # total RSS and user+sys CPU, and stops everything it started, by pid.
 # BENCH_ZK_DIR: reuse a running fixture instead of starting one.
 #
-# Measured (2-core shared VM, 2026-11-24; RSS counts the shared library and
-# binary pages, about 12 MiB, in every process, PSS shares them out):
-#   10 x 20,000   main a9b3c9e: RSS 692 MiB (workers 59-62, nodepool-web 80),
-#                 PSS 565 MiB, CPU 18.3 s, all running after 47 s.
-#                 i13-memory2: RSS 314 MiB (workers 26-28, of which 14-15
-#                 anonymous; nodepool-web 33), PSS 186 MiB, CPU 15.9 s,
-#                 all running after 24 s.
-#                 i13-compact (foreign summaries shared, web keeps views):
-#                 RSS 288 MiB (workers 24-26, anonymous 12-13; nodepool-web
-#                 27, anonymous 20), PSS 161 MiB.
-#                 i13-zkwatch (one recursive watch per cache, 72-byte cache
-#                 entries), back to back with main fcfaf20 (RSS 290, workers
-#                 anonymous 12-13, web 21; PSS 165; CPU 14.7 s): RSS 205 MiB
-#                 (workers 18, anonymous 5.5-6.1; nodepool-web 16, anonymous
-#                 9.4), PSS 80 MiB, CPU 13.2 s, all running after 12 s.
-#   1 x 1,000     main: RSS 35.5 MiB, PSS 16.3; i13-memory2: RSS 31.7, PSS 11.2;
-#                 i13-compact: RSS 31.6, PSS 10.7; i13-zkwatch: RSS 30.5
-#                 (anonymous 5.6; main fcfaf20 31.4 and 6.5), PSS 15.2.
+# Measured (2-core shared VM, 2026-11-24): see MEASURED below.
 # What a worker still holds per foreign node (20,000 nodes): the cache entry
 # (72 B + name: a 96-byte malloc chunk) and its slot in the cache's table
 # (11-21 B), no watch (one recursive watch per cache); its summary is

@@ -330,13 +330,13 @@ main(int argc, char **argv)
 	cfgwatch_snapshot_read(paths, secure != NULL ? 2 : 1, &snap);
 	rc = cfgwatch_load_config(&snap, &cfg, &errs);
 	memset(&sup, 0, sizeof(sup));
-	memcpy(sup.seen_digest, snap.digest, sizeof(sup.seen_digest));
-	cfgwatch_snapshot_clear(&snap);
+	sup.seen = snap; /* taken */
 	if (rc != 0) {
 		fprintf(stderr, "nodepoold: %s: %zu configuration error(s); not started\n", config,
 			np_config_errors_count(errs));
 		np_config_errors_print(errs, stderr);
 		np_config_errors_free(errs);
+		cfgwatch_snapshot_clear(&sup.seen);
 		return 1;
 	}
 	TAILQ_INIT(&sup.children);
@@ -362,5 +362,6 @@ main(int argc, char **argv)
 	free(sup.pid_file);
 	free(sup.ctl_path);
 	free(sup.webapp_listen_address);
+	cfgwatch_snapshot_clear(&sup.seen);
 	return rc;
 }

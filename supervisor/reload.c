@@ -290,7 +290,10 @@ sup_reload_snapshot(struct sup *sup, const struct cfgwatch_snapshot *snap,
 	struct np_config_errors *errs = NULL;
 
 	memset(res, 0, sizeof(*res));
-	memcpy(sup->seen_digest, snap->digest, sizeof(sup->seen_digest));
+	if (snap != &sup->seen) {
+		cfgwatch_snapshot_clear(&sup->seen);
+		cfgwatch_snapshot_copy(&sup->seen, snap);
+	}
 	cfgwatch_seen(sup->watch, snap);
 	if (cfgwatch_load_config(snap, &cfg, &errs) != 0) {
 		res->errs = errs;
@@ -382,8 +385,8 @@ sup_watch_update(struct sup *sup)
 		sup->watch = NULL;
 		log_info("reload-on-change off: the configuration is reloaded on SIGHUP only");
 	} else if (want && sup->watch == NULL) {
-		sup->watch = cfgwatch_new(sup->base, paths, n, sup->seen_digest, on_config_change,
-					  sup, err, sizeof(err));
+		sup->watch = cfgwatch_new(sup->base, paths, n, &sup->seen, on_config_change, sup,
+					  err, sizeof(err));
 		if (sup->watch == NULL)
 			log_warn("cannot watch %s (%s): the configuration is reloaded on SIGHUP "
 				 "only",

@@ -53,6 +53,7 @@
 
 #include <jansson.h>
 
+#include "cfgwatch.h"
 #include "ipc.h"
 
 struct event;
@@ -169,7 +170,7 @@ struct sup_child {
 	struct event *timer; /* back-off, stop grace or lost grace */
 
 	json_t *slice;	      /* the config it runs (or will get): owned */
-	char fingerprint[65]; /* of its provider, for logs ("" for the builder) */
+	char fingerprint[17]; /* of its provider, for logs ("" for the builder) */
 	int64_t gen_sent;     /* generation of the last CONFIG sent */
 	int64_t gen_acked;    /* last CONFIG it accepted; 0 = none yet */
 
@@ -346,9 +347,9 @@ struct sup {
 	bool builder_absent_logged;
 
 	/* reload on change: the watcher (NULL when off or unavailable) and
-	 * the digest of the contents last loaded (or rejected) */
+	 * the contents last loaded (or rejected), owned */
 	struct cfgwatch *watch;
-	unsigned char seen_digest[32];
+	struct cfgwatch_snapshot seen;
 	/* the web API's address, fixed by the first configuration */
 	int webapp_port;
 	char *webapp_listen_address;

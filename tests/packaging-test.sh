@@ -208,6 +208,25 @@ case " $(field Depends)" in
 *libc6*) ok "Depends from \${shlibs:Depends}: $(field Depends)" ;;
 *) [ -n "$built" ] && bad "no shared library Depends: $(field Depends)" ;;
 esac
+# Libraries loaded at run time (dlopen, lib/core/dynlib.h) are in no
+# binary's links, so \${shlibs:Depends} misses them: each DYNLIB_INIT's
+# package must be declared, and must be the one that ships the soname.
+dyn=$(grep -ho 'DYNLIB_INIT("[^"]*", "[^"]*", "[^"]*"' "$src"/lib/*/*.c "$src"/drivers/*/*.c \
+	"$src"/drivers/*.c 2>/dev/null | sed 's/DYNLIB_INIT("\([^"]*\)", "[^"]*", "\([^"]*\)"/\1:\2/')
+[ -n "$dyn" ] || note "no library loaded at run time found in the sources"
+for sp in $dyn; do
+	so=${sp%%:*}
+	pkg=${sp#*:}
+	case ", $(field Depends)," in
+	*", $pkg,"* | *", $pkg "*) ok "Depends has $pkg ($so, loaded at run time)" ;;
+	*) bad "Depends lacks $pkg, which ships $so (loaded at run time): $(field Depends)" ;;
+	esac
+	owner=$(dpkg -S "*/$so" 2>/dev/null | sed -n 's/^\([^:]*\):.*/\1/p' | sort -u | tr '\n' ' ')
+	case " $owner" in
+	*" $pkg "*) ok "$so is shipped by $pkg" ;;
+	*) bad "$so is shipped by '${owner% }', not $pkg" ;;
+	esac
+done
 if [ -x "$root/usr/sbin/nodepool-launcher" ]; then
 	v=$("$root/usr/sbin/nodepool-launcher" --version 2>&1)
 	if [ "$v" = "nodepool-launcher ${version%%-*}" ]; then

@@ -54,11 +54,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "aws_api.h"
+#include "curl_dl.h"
 #include "jsonget.h"
 #include "log.h"
 #include "ratelimit.h"

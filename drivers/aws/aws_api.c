@@ -12,14 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <event2/event.h>
 #include <jansson.h>
-#include <libxml/parser.h>
 #include <openssl/evp.h>
 
+#include "curl_dl.h"
 #include "http.h"
 #include "log.h"
+#include "xml_dl.h"
 
 /* ---- credentials ------------------------------------------------------------ */
 
@@ -253,6 +253,11 @@ aws_api_new(struct event_base *base, const struct aws_api_options *o, const char
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	if (curl_dl_load("driver aws", err, errlen) != 0 ||
+	    xml_dl_load("driver aws", err, errlen) != 0) {
+		free(a);
+		return NULL;
+	}
 	if (aws_creds_find(&a->creds, profile, o->env, err, errlen) != 0) {
 		free(a);
 		return NULL;
@@ -395,6 +400,10 @@ aws_answer_parse(int status, const char *body, size_t len, int xml, char *code, 
 	if (len > INT32_MAX) {
 		snprintf(code, codelen, "MalformedAnswer");
 		snprintf(msg, msglen, "answer too large");
+		return NULL;
+	}
+	if (xml && len > 0 && xml_dl_load(NULL, msg, msglen) != 0) {
+		snprintf(code, codelen, "MissingLibrary");
 		return NULL;
 	}
 	if (xml && len > 0) {

@@ -127,7 +127,7 @@ const char *aws_xtext(const xmlNode *n, const char *path, char *buf, size_t len)
 xmlNode *aws_xnext(const xmlNode *n);
 
 /* Append "&k=v" (both form-encoded) to a growing string (malloc'd, *s may
- * be NULL). */
+ * be NULL). Encodes with libcurl: aws_api_new() (or http_load()) first. */
 void aws_form_add(char **s, const char *k, const char *v);
 void aws_form_addf(char **s, const char *v, const char *kfmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1111,6 +1111,12 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 
 	if (a == NULL)
 		abort();
+	/* first: without libcurl nothing below matters */
+	snprintf(e2, sizeof(e2), "driver %s", flavor_name(flavor));
+	if (http_load(e2, err, errlen) != 0) {
+		free(a);
+		return NULL;
+	}
 	a->env = env;
 	a->flavor = flavor;
 	TAILQ_INIT(&a->ops);

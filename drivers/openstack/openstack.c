@@ -2450,6 +2450,11 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	/* first: without libcurl nothing below matters */
+	if (http_load("driver openstack", err, errlen) != 0) {
+		free(a);
+		return NULL;
+	}
 	a->env = env;
 	a->base = env->base;
 	TAILQ_INIT(&a->calls);

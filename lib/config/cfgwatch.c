@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <event2/event.h>
-#include <openssl/evp.h>
 
 #include "config.h"
 #include "log.h"
@@ -45,7 +44,7 @@ struct cfgwatch {
 	struct event *ev_in, *ev_timer, *ev_poll;
 	struct cw_ent *ents;
 	size_t nents;
-	unsigned char seen[32];
+	struct cfgwatch_snapshot seen; /* the contents last reported or marked seen */
 	bool have_seen;
 	double first_event; /* monotonic; 0 when no burst is pending */
 	cfgwatch_cb cb;
@@ -135,31 +134,56 @@ read_one(const char *path, struct cfgwatch_file *f)
 size_t
 cfgwatch_snapshot_read(const char *const *paths, size_t n, struct cfgwatch_snapshot *snap)
 {
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	unsigned int mdlen = 0;
 	size_t i, bad = 0;
 
-	if (md == NULL || (snap->files = calloc(n ? n : 1, sizeof(*snap->files))) == NULL)
+	if ((snap->files = calloc(n ? n : 1, sizeof(*snap->files))) == NULL)
 		oom();
 	snap->n = n;
-	EVP_DigestInit_ex(md, EVP_sha256(), NULL);
 	for (i = 0; i < n; i++) {
-		struct cfgwatch_file *f = &snap->files[i];
-		int32_t err;
-		uint64_t len;
-
-		read_one(paths[i], f);
-		err = f->err;
-		len = f->len;
-		bad += f->err != 0;
-		EVP_DigestUpdate(md, &err, sizeof(err));
-		EVP_DigestUpdate(md, &len, sizeof(len));
-		if (f->len > 0)
-			EVP_DigestUpdate(md, f->data, f->len);
+		read_one(paths[i], &snap->files[i]);
+		bad += snap->files[i].err != 0;
 	}
-	EVP_DigestFinal_ex(md, snap->digest, &mdlen);
-	EVP_MD_CTX_free(md);
 	return bad;
+}
+
+void
+cfgwatch_snapshot_copy(struct cfgwatch_snapshot *dst, const struct cfgwatch_snapshot *src)
+{
+	size_t i;
+
+	if ((dst->files = calloc(src->n ? src->n : 1, sizeof(*dst->files))) == NULL)
+		oom();
+	dst->n = src->n;
+	for (i = 0; i < src->n; i++) {
+		const struct cfgwatch_file *f = &src->files[i];
+		struct cfgwatch_file *g = &dst->files[i];
+
+		g->path = f->path != NULL ? xstrdup(f->path) : NULL;
+		g->err = f->err;
+		g->len = f->len;
+		if (f->data != NULL) {
+			if ((g->data = malloc(f->len + 1)) == NULL)
+				oom();
+			memcpy(g->data, f->data, f->len + 1);
+		}
+	}
+}
+
+int
+cfgwatch_snapshot_equal(const struct cfgwatch_snapshot *a, const struct cfgwatch_snapshot *b)
+{
+	size_t i;
+
+	if (a->n != b->n)
+		return 0;
+	for (i = 0; i < a->n; i++) {
+		const struct cfgwatch_file *f = &a->files[i], *g = &b->files[i];
+
+		if (f->err != g->err || f->len != g->len ||
+		    (f->len > 0 && memcmp(f->data, g->data, f->len) != 0))
+			return 0;
+	}
+	return 1;
 }
 
 void
@@ -438,9 +462,8 @@ check(struct cfgwatch *w)
 		arm(w);
 		return;
 	}
-	if (!w->have_seen || memcmp(w->seen, snap.digest, sizeof(w->seen)) != 0) {
-		memcpy(w->seen, snap.digest, sizeof(w->seen));
-		w->have_seen = true;
+	if (!w->have_seen || !cfgwatch_snapshot_equal(&w->seen, &snap)) {
+		cfgwatch_seen(w, &snap);
 		w->cb(&snap, w->arg); /* may free w: not touched after */
 	}
 	cfgwatch_snapshot_clear(&snap);
@@ -474,7 +497,8 @@ on_poll(evutil_socket_t fd, short what, void *arg)
 
 struct cfgwatch *
 cfgwatch_new(struct event_base *base, const char *const *paths, size_t n,
-	     const unsigned char *in_force, cfgwatch_cb cb, void *arg, char *err, size_t errlen)
+	     const struct cfgwatch_snapshot *in_force, cfgwatch_cb cb, void *arg, char *err,
+	     size_t errlen)
 {
 	struct cfgwatch *w;
 	struct timeval poll = {(time_t)CFGWATCH_POLL, 0}, now = {0, 0};
@@ -494,10 +518,8 @@ cfgwatch_new(struct event_base *base, const char *const *paths, size_t n,
 		w->paths[i] = xstrdup(paths[i]);
 	w->cb = cb;
 	w->arg = arg;
-	if (in_force != NULL) {
-		memcpy(w->seen, in_force, sizeof(w->seen));
-		w->have_seen = true;
-	}
+	if (in_force != NULL)
+		cfgwatch_seen(w, in_force);
 	w->ev_in = event_new(base, fd, EV_READ | EV_PERSIST, on_inotify, w);
 	w->ev_timer = evtimer_new(base, on_timer, w);
 	w->ev_poll = event_new(base, -1, EV_PERSIST, on_poll, w);
@@ -515,9 +537,10 @@ cfgwatch_new(struct event_base *base, const char *const *paths, size_t n,
 void
 cfgwatch_seen(struct cfgwatch *w, const struct cfgwatch_snapshot *snap)
 {
-	if (w == NULL)
+	if (w == NULL || snap == &w->seen)
 		return;
-	memcpy(w->seen, snap->digest, sizeof(w->seen));
+	cfgwatch_snapshot_clear(&w->seen);
+	cfgwatch_snapshot_copy(&w->seen, snap);
 	w->have_seen = true;
 }
 
@@ -533,6 +556,7 @@ cfgwatch_free(struct cfgwatch *w)
 	event_free(w->ev_poll);
 	close(w->fd); /* drops every watch */
 	ents_free(w->ents, w->nents);
+	cfgwatch_snapshot_clear(&w->seen);
 	for (i = 0; i < w->n; i++)
 		free(w->paths[i]);
 	free(w->paths);

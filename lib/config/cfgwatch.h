@@ -61,12 +61,12 @@ struct cfgwatch_file {
 	int err;    /* 0, or the errno of opening or reading it */
 };
 
-/* Every watched file, read one after the other, and a digest of all of
- * them: SHA-256 over each file's error and bytes (not its path). */
+/* Every watched file, read one after the other. Contents are compared
+ * byte for byte (cfgwatch_snapshot_equal), not by a digest: a config is
+ * small, and the supervisor then needs no hash library (OpenSSL). */
 struct cfgwatch_snapshot {
 	struct cfgwatch_file *files; /* n entries, in the order of the paths (owned) */
 	size_t n;
-	unsigned char digest[32];
 };
 
 /*
@@ -76,6 +76,11 @@ struct cfgwatch_snapshot {
  */
 size_t cfgwatch_snapshot_read(const char *const *paths, size_t n, struct cfgwatch_snapshot *snap);
 void cfgwatch_snapshot_clear(struct cfgwatch_snapshot *snap);
+/* Deep copy of src into dst (dst zeroed or cleared first). */
+void cfgwatch_snapshot_copy(struct cfgwatch_snapshot *dst, const struct cfgwatch_snapshot *src);
+/* 1 when a and b have the same contents: as many files, each with the
+ * same error and the same bytes (paths are not compared); else 0. */
+int cfgwatch_snapshot_equal(const struct cfgwatch_snapshot *a, const struct cfgwatch_snapshot *b);
 
 /*
  * Load a snapshot of nodepool.yaml (files[0]) and, when n > 1, secure.conf
@@ -95,15 +100,15 @@ struct cfgwatch;
 
 /*
  * Watch paths[0..n-1] (absolute paths; copied) on base. in_force, when not
- * NULL, is the digest (32 bytes, cfgwatch_snapshot.digest) of the contents
- * the caller runs; NULL: the first contents read are reported. The files
+ * NULL, is the snapshot whose contents the caller runs (copied); NULL: the
+ * first contents read are reported. The files
  * are checked once right away, so a change between the caller's read and
  * the watch is not lost. Returns NULL with a message in err when inotify
  * is not available (the caller then reloads on signals only).
  */
 struct cfgwatch *cfgwatch_new(struct event_base *base, const char *const *paths, size_t n,
-			      const unsigned char *in_force, cfgwatch_cb cb, void *arg, char *err,
-			      size_t errlen);
+			      const struct cfgwatch_snapshot *in_force, cfgwatch_cb cb, void *arg,
+			      char *err, size_t errlen);
 /* The caller read and applied (or rejected) snap itself (SIGHUP): do not
  * report these contents again. */
 void cfgwatch_seen(struct cfgwatch *w, const struct cfgwatch_snapshot *snap);

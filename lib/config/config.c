@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <openssl/evp.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "config_int.h"
@@ -1713,20 +1713,24 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
 	return j;
 }
 
+/* 64-bit FNV-1a of the canonical JSON of the provider's slice: a short
+ * name for the slice in logs, not a decision (the supervisor compares the
+ * slices themselves), so no cryptographic hash (nor OpenSSL in nodepoold). */
 static void
 fingerprint(const struct np_config *cfg, struct np_provider *p)
 {
 	json_t *slice = np_config_slice(cfg, p->name);
 	char *text = json_dumps(slice, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII);
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0, i;
+	uint64_t h = 0xcbf29ce484222325ULL;
+	const unsigned char *c;
 
 	if (text == NULL)
 		cfg_oom();
-	if (!EVP_Digest(text, strlen(text), md, &mdlen, EVP_sha256(), NULL))
-		cfg_oom();
-	for (i = 0; i < mdlen && i < 32; i++)
-		snprintf(p->fingerprint + 2 * i, 3, "%02x", md[i]);
+	for (c = (const unsigned char *)text; *c != '\0'; c++) {
+		h ^= *c;
+		h *= 0x100000001b3ULL;
+	}
+	snprintf(p->fingerprint, sizeof(p->fingerprint), "%016llx", (unsigned long long)h);
 	free(text);
 	json_decref(slice);
 }

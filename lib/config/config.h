@@ -402,14 +402,16 @@ struct np_provider {
 	long long seed;
 	const struct np_cfg_node *raw;
 	/*
-	 * SHA-256 (hex) of the canonical JSON (sorted keys) of this provider's
-	 * slice: equal fingerprints mean a worker has nothing to reload. It
+	 * 64-bit FNV-1a (16 hex digits) of the canonical JSON (sorted keys)
+	 * of this provider's slice, for logs: equal fingerprints mean a
+	 * worker has nothing to reload (the supervisor decides by comparing
+	 * the slices themselves). It
 	 * changes with the provider's own entry, the top-level labels and
 	 * diskimages it uses, and the shared settings in every slice
 	 * (zookeeper, tenant limits, max-hold-age, nodepoold); not with other
 	 * providers. Upstream compares parsed provider configs by value.
 	 */
-	char fingerprint[65];
+	char fingerprint[17];
 };
 
 /* tenant-resource-limits[]: limits is an object with the keys set: "cores",

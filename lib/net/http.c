@@ -23,9 +23,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include <curl/curl.h>
 #include <event2/event.h>
 
+#include "curl_dl.h"
 #include "ratelimit.h"
 
 struct http_req {
@@ -428,6 +428,8 @@ http_retry_after(const char *value, long long now)
 			return -1;
 		return (double)v;
 	}
+	if (curl_dl_load(NULL, NULL, 0) != 0)
+		return -1; /* no HTTP-date parser without libcurl */
 	t = curl_getdate(value, NULL);
 	if (t == (time_t)-1)
 		return -1;
@@ -573,24 +575,24 @@ pump(struct http_client *c)
 
 /* ---- public ------------------------------------------------------------------- */
 
+int
+http_load(const char *who, char *err, size_t errlen)
+{
+	return curl_dl_load(who, err, errlen);
+}
+
 struct http_client *
 http_client_new(struct event_base *base, const struct http_client_options *opt, char *err,
 		size_t errlen)
 {
-	static int inited;
 	struct http_client *c;
 	struct http_client_options o;
 
 	memset(&o, 0, sizeof(o));
 	if (opt != NULL)
 		o = *opt;
-	if (!inited) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
-			snprintf(err, errlen, "libcurl initialisation failed");
-			return NULL;
-		}
-		inited = 1;
-	}
+	if (curl_dl_load(NULL, err, errlen) != 0)
+		return NULL;
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
 		snprintf(err, errlen, "out of memory");

@@ -118,8 +118,18 @@ struct http_stats {
 	uint64_t throttled; /* 429 answers seen (retried or not) */
 };
 
+/*
+ * Load libcurl, which the binaries do not link (lib/net/curl_dl.h: a
+ * process that never makes an HTTP call never maps it). Done by
+ * http_client_new() too; a driver calls it first so that a missing library
+ * is reported with its name. Returns 0 (at once once loaded), or -1 with
+ * err "<who> needs libcurl (Debian package libcurl4): <reason>" (who:
+ * "driver openstack"; NULL: "nodepoold").
+ */
+int http_load(const char *who, char *err, size_t errlen);
+
 /* New client on base; NULL (with a message in err) if libcurl cannot be
- * set up. */
+ * loaded or set up. */
 struct http_client *http_client_new(struct event_base *base, const struct http_client_options *opt,
 				    char *err, size_t errlen);
 

@@ -37,8 +37,63 @@
 #include <event2/util.h>
 #include <libssh/libssh.h>
 
+#include "dynlib.h"
 #include "log.h"
 #include "nodescan.h"
+
+/*
+ * libssh is loaded on the first host-key scan (lib/core/dynlib.h), not
+ * linked: a worker whose provider never scans keys (host-key-checking off,
+ * TCP-only checks) never maps it nor the Kerberos libraries it pulls in.
+ * Each function used is a field typed by <libssh/libssh.h>; the macros
+ * after ns_ssh_load() map the names to the fields.
+ */
+#define NS_SSH_FUNCS(X)                                                                            \
+	X(ssh_init)                                                                                \
+	X(ssh_finalize)                                                                            \
+	X(ssh_new)                                                                                 \
+	X(ssh_free)                                                                                \
+	X(ssh_options_set)                                                                         \
+	X(ssh_set_blocking)                                                                        \
+	X(ssh_connect)                                                                             \
+	X(ssh_get_error)                                                                           \
+	X(ssh_get_poll_flags)                                                                      \
+	X(ssh_get_server_publickey)                                                                \
+	X(ssh_key_type)                                                                            \
+	X(ssh_key_type_to_char)                                                                    \
+	X(ssh_pki_export_pubkey_base64)                                                            \
+	X(ssh_string_free_char)                                                                    \
+	X(ssh_key_free)
+
+static struct ns_ssh_api {
+	NS_SSH_FUNCS(DYNLIB_FIELD)
+} ns_ssh;
+#define NS_SSH_SYM(f) DYNLIB_SYM(ns_ssh, f)
+static const struct dynlib_sym ns_ssh_syms[] = {NS_SSH_FUNCS(NS_SSH_SYM)};
+static struct dynlib ns_ssh_lib = DYNLIB_INIT("libssh.so.4", "libssh", "libssh-4", ns_ssh_syms);
+
+/* Load libssh (once): 0, or -1 with the reason in err. */
+static int
+ns_ssh_load(char *err, size_t errlen)
+{
+	return dynlib_load(&ns_ssh_lib, "host-key scanning", err, errlen);
+}
+
+#define ssh_init		     (*ns_ssh.ssh_init)
+#define ssh_finalize		     (*ns_ssh.ssh_finalize)
+#define ssh_new			     (*ns_ssh.ssh_new)
+#define ssh_free		     (*ns_ssh.ssh_free)
+#define ssh_options_set		     (*ns_ssh.ssh_options_set)
+#define ssh_set_blocking	     (*ns_ssh.ssh_set_blocking)
+#define ssh_connect		     (*ns_ssh.ssh_connect)
+#define ssh_get_error		     (*ns_ssh.ssh_get_error)
+#define ssh_get_poll_flags	     (*ns_ssh.ssh_get_poll_flags)
+#define ssh_get_server_publickey     (*ns_ssh.ssh_get_server_publickey)
+#define ssh_key_type		     (*ns_ssh.ssh_key_type)
+#define ssh_key_type_to_char	     (*ns_ssh.ssh_key_type_to_char)
+#define ssh_pki_export_pubkey_base64 (*ns_ssh.ssh_pki_export_pubkey_base64)
+#define ssh_string_free_char	     (*ns_ssh.ssh_string_free_char)
+#define ssh_key_free		     (*ns_ssh.ssh_key_free)
 
 /*
  * Host key types scanned one at a time, in upstream's (paramiko's) order.
@@ -129,7 +184,8 @@ struct nodescan {
 	struct ns_req_list pending, active;
 	unsigned max_inflight, max_pending;
 	struct nodescan_stats st;
-	int key_ok[NS_NKEY_TYPES]; /* the linked libssh accepts this type */
+	int ssh_ready;		   /* libssh loaded, ssh_init() done, key_ok known */
+	int key_ok[NS_NKEY_TYPES]; /* the loaded libssh accepts this type */
 	char probe_hostkeys[256];  /* every accepted type, comma-separated */
 };
 
@@ -495,6 +551,40 @@ ns_ssh_step(struct nodescan_req *req)
 	event_add(req->io_ev, NULL);
 }
 
+/* Before the first key exchange: load libssh, ssh_init() (undone by
+ * nodescan_free) and learn which host key types it accepts. 0, or -1 with
+ * the reason in err. */
+static int
+ns_ssh_ready(struct nodescan *ns, char *err, size_t errlen)
+{
+	ssh_session probe;
+	size_t i, off = 0;
+
+	if (ns->ssh_ready)
+		return 0;
+	if (ns_ssh_load(err, errlen) != 0)
+		return -1;
+	if (ssh_init() != SSH_OK) {
+		snprintf(err, errlen, "libssh initialisation failed");
+		return -1;
+	}
+	if ((probe = ssh_new()) == NULL) {
+		ssh_finalize();
+		snprintf(err, errlen, "ssh_new: out of memory");
+		return -1;
+	}
+	for (i = 0; i < NS_NKEY_TYPES; i++) {
+		if (ssh_options_set(probe, SSH_OPTIONS_HOSTKEYS, ns_key_types[i]) < 0)
+			continue;
+		ns->key_ok[i] = 1;
+		off += (size_t)snprintf(ns->probe_hostkeys + off, sizeof(ns->probe_hostkeys) - off,
+					"%s%s", off ? "," : "", ns_key_types[i]);
+	}
+	ssh_free(probe);
+	ns->ssh_ready = 1;
+	return 0;
+}
+
 /* The TCP connection is up. */
 static void
 ns_connected(struct nodescan_req *req)
@@ -502,9 +592,15 @@ ns_connected(struct nodescan_req *req)
 	const char *hostkeys;
 	int off = 0;
 	unsigned port = (unsigned)req->port;
+	char err[384];
 
 	if (!req->gather) {
 		ns_finish(req, NODESCAN_OK, NULL);
+		return;
+	}
+	if (ns_ssh_ready(req->ns, err, sizeof(err)) != 0) {
+		/* no retry will find the library: fail now */
+		ns_finish(req, NODESCAN_E_SYSTEM, err);
 		return;
 	}
 	hostkeys = req->phase == NS_PROBE ? req->ns->probe_hostkeys : ns_key_types[req->key_idx];
@@ -807,8 +903,6 @@ struct nodescan *
 nodescan_new(struct event_base *base, struct evdns_base *dns, int max_inflight, int max_pending)
 {
 	struct nodescan *ns;
-	ssh_session probe;
-	size_t i, off = 0;
 
 	if ((ns = calloc(1, sizeof(*ns))) == NULL)
 		return NULL;
@@ -821,18 +915,6 @@ nodescan_new(struct event_base *base, struct evdns_base *dns, int max_inflight, 
 	TAILQ_INIT(&ns->active);
 	if ((ns->kick_ev = evtimer_new(base, ns_kick_cb, ns)) == NULL)
 		goto fail;
-	ssh_init();
-	/* Which host key types does the linked libssh accept? */
-	if ((probe = ssh_new()) == NULL)
-		goto fail;
-	for (i = 0; i < NS_NKEY_TYPES; i++) {
-		if (ssh_options_set(probe, SSH_OPTIONS_HOSTKEYS, ns_key_types[i]) < 0)
-			continue;
-		ns->key_ok[i] = 1;
-		off += (size_t)snprintf(ns->probe_hostkeys + off, sizeof(ns->probe_hostkeys) - off,
-					"%s%s", off ? "," : "", ns_key_types[i]);
-	}
-	ssh_free(probe);
 	return ns;
 fail:
 	if (ns->kick_ev != NULL)
@@ -858,8 +940,9 @@ nodescan_free(struct nodescan *ns)
 	}
 	event_free(ns->kick_ev);
 	ns_resolver_unref(ns->res);
+	if (ns->ssh_ready)
+		ssh_finalize();
 	free(ns);
-	ssh_finalize();
 }
 
 struct nodescan_req *

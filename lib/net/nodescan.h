@@ -42,7 +42,10 @@
  *
  * Every socket is non-blocking and every wait is a libevent event or timer;
  * libssh runs in non-blocking mode on a socket we connected (SSH_OPTIONS_FD),
- * with the system and user ssh_config files ignored.
+ * with the system and user ssh_config files ignored. libssh is loaded on the
+ * first key exchange (dlopen, lib/core/dynlib.h): a scanner that only checks
+ * TCP never maps it; without it a key scan fails with NODESCAN_E_SYSTEM and
+ * "host-key scanning needs libssh (Debian package libssh-4): ...".
  *
  * Callbacks run on the loop, never from inside nodescan_start() or
  * nodescan_cancel(). Not thread-safe: use a scanner from its loop's thread.

@@ -160,7 +160,7 @@ Test(cfgwatch, a_file_still_open_for_writing_is_not_read_half_written)
 	rmtmp();
 }
 
-Test(cfgwatch, snapshot_digest_follows_the_bytes_not_the_path)
+Test(cfgwatch, snapshot_equal_follows_the_bytes_not_the_path)
 {
 	struct cfgwatch_snapshot a = {0}, b = {0}, c = {0}, d = {0};
 	const char *pa[] = {NULL}, *pm[] = {NULL};
@@ -174,14 +174,20 @@ Test(cfgwatch, snapshot_digest_follows_the_bytes_not_the_path)
 	cr_assert_str_eq(a.files[0].data, "labels: []\n");
 	pa[0] = at("b.yaml");
 	cfgwatch_snapshot_read(pa, 1, &b);
-	cr_assert_eq(memcmp(a.digest, b.digest, sizeof(a.digest)), 0, "same bytes, same digest");
+	cr_assert(cfgwatch_snapshot_equal(&a, &b), "same bytes (other path): equal");
 	write_file(at("b.yaml"), "labels: [] \n");
 	cfgwatch_snapshot_read(pa, 1, &c);
-	cr_assert_neq(memcmp(a.digest, c.digest, sizeof(a.digest)), 0);
+	cr_assert_not(cfgwatch_snapshot_equal(&a, &c), "one byte more: not equal");
 	pm[0] = at("missing.yaml");
 	cr_assert_eq(cfgwatch_snapshot_read(pm, 1, &d), 1);
 	cr_assert_eq(d.files[0].err, ENOENT);
 	cr_assert_null(d.files[0].data);
+	cr_assert_not(cfgwatch_snapshot_equal(&a, &d), "a readable file and a missing one");
+	cr_assert_not(cfgwatch_snapshot_equal(&d, &a));
+	cfgwatch_snapshot_clear(&b);
+	cfgwatch_snapshot_copy(&b, &a);
+	cr_assert(cfgwatch_snapshot_equal(&a, &b), "a copy");
+	cr_assert_str_eq(b.files[0].data, "labels: []\n");
 	cfgwatch_snapshot_clear(&a);
 	cfgwatch_snapshot_clear(&b);
 	cfgwatch_snapshot_clear(&c);
@@ -246,13 +252,20 @@ Test(cfgwatch, every_way_of_changing_the_file_is_seen_and_unchanged_bytes_are_no
 	p[0] = path_of("np.yaml");
 	write_file(p[0], "v: 1\n");
 	cfgwatch_snapshot_read(p, 1, &s0);
-	w = cfgwatch_new(base, p, 1, s0.digest, on_change, &s, err, sizeof(err));
+	w = cfgwatch_new(base, p, 1, &s0, on_change, &s, err, sizeof(err));
 	cr_assert_not_null(w, "%s", err);
+	/* the contents in force are not reported (the first check runs at once) */
+	run_for(base, 0.3);
+	cr_assert_eq(s.reports, 0);
 
 	/* in place */
 	write_file(p[0], "v: 2\n");
 	wait_reports(base, &s, 1);
 	cr_assert_str_eq(s.text[0], "v: 2\n");
+	/* a touch alone, on its own burst: nothing */
+	cr_assert_eq(utime(p[0], NULL), 0);
+	run_for(base, CFGWATCH_QUIET + 0.3);
+	cr_assert_eq(s.reports, 1);
 	/* touch, the same bytes rewritten, another file in the directory:
 	 * nothing, so the next report is the rename */
 	cr_assert_eq(utime(p[0], NULL), 0);
