@@ -15,8 +15,10 @@ every worker is running (READY: caches synced, provider started) and every
 static node is registered, and prints per-process RSS and user+sys CPU
 (from /proc) and the totals. Stops only what it started, by pid.
 """
+import datetime
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,6 +28,9 @@ import time
 import uuid
 
 from kazoo.client import KazooClient
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "process"))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "..", "tests", "data", "golden")
@@ -167,10 +172,55 @@ def sample(pid):
     return name, rss, cpu, anon, filek
 
 
+def restart(server, proc, logpath, m):
+    """BENCH_RESTART: restart ZooKeeper (1 s down, same data and ports) and
+    print, per worker, when it reconnected and when its view was re-synced
+    (its caches re-listed and every record's stat re-read), in ms after the
+    server served again, and the CPU the processes spent on it."""
+    before = {pid: sample(pid)[2] for pid in procs_of(proc.pid)}
+    t_down, t_back = server.restart(down=1.0)
+    deadline = time.time() + 120
+    pat_c = re.compile(r"^(\S+ \S+) INFO worker\[([^\]]+)\]: zookeeper: (?:re)?connected, session",
+                       re.M)
+    pat_r = re.compile(r"^(\S+ \S+) INFO worker\[([^\]]+)\]: ZooKeeper view re-synced", re.M)
+
+    def lags(pat, text):
+        out = {}
+        for mm in pat.finditer(text):
+            t = datetime.datetime.strptime(mm.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+            if t >= t_down and mm.group(2) not in out:
+                out[mm.group(2)] = (t - t_back) * 1000
+        return out
+    while True:
+        with open(logpath, errors="replace") as f:
+            text = f.read()
+        conn, res = lags(pat_c, text), lags(pat_r, text)
+        if len(res) >= m or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    time.sleep(2)
+    cpu = sum(sample(pid)[2] - c for pid, c in before.items() if os.path.exists("/proc/%d" % pid))
+    print("ZooKeeper restarted (down %.1f s): per worker, ms after it served again:" %
+          (t_back - t_down))
+    for w in sorted(res):
+        print("  %-12s reconnected %6.0f  re-synced %6.0f" % (w, conn.get(w, float("nan")), res[w]))
+    if len(res) < m:
+        print("  only %d of %d workers re-synced within 120 s" % (len(res), m))
+    print("CPU spent by nodepoold's processes meanwhile: %.2f s" % cpu)
+
+
 def main():
     build, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     h = int(sys.argv[4]) if len(sys.argv) > 4 else 20
     zk = os.environ["NP_TEST_ZK_TLS"]
+    server = None
+    if os.environ.get("BENCH_RESTART"):
+        # a server of our own that we can restart on the same data and ports
+        from zkservers import Standalone
+        server = Standalone(tempfile.mkdtemp(prefix="npscale-zk.", dir="/tmp"),
+                            os.environ["NP_TEST_CERTS"])
+        server.start()
+        zk = server.server.hostport()
     port = zk.rsplit(":", 1)[1]
     chroot = "/scale-%d-%d" % (os.getpid(), int(time.time()))
     foreign = ["cloud-%c" % c for c in "abcde"]
@@ -252,6 +302,8 @@ def main():
             "", "TOTAL", sum(r[2] for r in rows) / 1024.0, sum(r[4] for r in rows) / 1024.0,
             sum(r[5] for r in rows) / 1024.0, sum(r[3] for r in rows)))
         print("total PSS (shared pages counted once) %.1f MiB" % (sum(PSS.values()) / 1024.0))
+        if server is not None:
+            restart(server, proc, tmp + "/npd.log", m)
         if os.environ.get("BENCH_HOLD"):  # time to inspect /proc by hand
             print("holding %s s; pids above" % os.environ["BENCH_HOLD"], flush=True)
             time.sleep(float(os.environ["BENCH_HOLD"]))
@@ -268,6 +320,9 @@ def main():
         except Exception:
             pass
         k.stop()
+        if server is not None:
+            server.stop()
+            subprocess.run(["rm", "-rf", os.path.dirname(server.server.dir)])
         if os.environ.get("BENCH_KEEP_LOG"):
             print("log: " + tmp + "/npd.log")
         else:
