@@ -8,7 +8,24 @@
 # total RSS and user+sys CPU, and stops everything it started, by pid.
 # BENCH_ZK_DIR: reuse a running fixture instead of starting one.
 #
-# Measured (2-core shared VM, 2026-11-24): see MEASURED below.
+# BENCH_RESTART=1: afterwards restart ZooKeeper (1 s down, same data and
+# ports) and print each worker's reconnect and re-sync time.
+# Measured (release build, 2-core shared VM, 2026-11-24; RSS counts every
+# shared library page in every process that maps it, PSS shares them out):
+#   10 x 20,000   main 0f7c320 (session 3's end): RSS 305-315 MiB, PSS 174-190.
+#                 main 728ebcb: RSS 138 MiB: nodepoold 3.3, workers 11.8-12.2
+#                 (anonymous 4.7-5.1, file 7.0), nodepool-web 16.3 (9.4, 6.9);
+#                 PSS 66 MiB; start-up CPU 12.1 s; all running after 10 s.
+#                 Step by step: compact foreign summaries and web views 288,
+#                 one recursive watch per cache 205, optional libraries
+#                 loaded on first use 138.
+#   10 x 200      (no foreign node: the per-process floor) RSS 97 MiB, PSS 25;
+#                 a worker 8.5 (anonymous 1.5, file 7.0).
+#   1 x 1,000     main 0f7c320: RSS 31.7, PSS 11.2; main 728ebcb: RSS 20.3
+#                 (nodepoold 2.7, worker 8.8, nodepool-web 8.8), PSS 9.2.
+#   Restart, 10 x 20,000 (BENCH_RESTART=1): reconnected 260-290 ms after the
+#                 server served again, re-synced 4.4-6.9 s (a stat read per
+#                 cached child; branch i13-catchup-wip cuts it to 1.3 s).
 # What a worker still holds per foreign node (20,000 nodes): the cache entry
 # (72 B + name: a 96-byte malloc chunk) and its slot in the cache's table
 # (11-21 B), no watch (one recursive watch per cache); its summary is
