@@ -1,6 +1,7 @@
 /*
  * nodepool-web: the web API's own process (see webproc.h).
  */
+#include "cachecodec.h"
 #include "webproc.h"
 
 #include <stdio.h>
@@ -56,48 +57,6 @@ mono(void)
 }
 
 /* ---- caches -> objects (malformed records are logged and skipped) ------------- */
-
-static void *
-decode_request(const char *name, const char *data, int len)
-{
-	struct np_request *r = NULL;
-	char err[256];
-
-	if (data == NULL || len == 0)
-		return NULL;
-	if (np_request_decode(name, data, (size_t)len, &r, err, sizeof(err)) != 0) {
-		log_warn("request %s: malformed record skipped: %s", name, err);
-		return NULL;
-	}
-	return r;
-}
-
-static void
-free_request(void *o)
-{
-	np_request_free(o);
-}
-
-static void *
-decode_component(const char *name, const char *data, int len)
-{
-	struct np_component *c = NULL;
-	char err[256];
-
-	if (data == NULL || len == 0)
-		return NULL;
-	if (np_component_decode(name, data, (size_t)len, &c, err, sizeof(err)) != 0) {
-		log_warn("component %s: malformed record skipped: %s", name, err);
-		return NULL;
-	}
-	return c;
-}
-
-static void
-free_component(void *o)
-{
-	np_component_free(o);
-}
 
 /* A node record: only what the endpoints show (nodeview.h). */
 static void *
@@ -354,10 +313,12 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 			zk_cache_set_codec(wp->nodes, decode_node, free_node);
 			wp->requests =
 			    zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA, NULL, wp);
-			zk_cache_set_codec(wp->requests, decode_request, free_request);
+			zk_cache_set_codec(wp->requests, np_request_cache_decode,
+					   np_request_cache_free);
 			wp->pools =
 			    zk_cache_new(zk, "/nodepool/components/pool", ZK_CACHE_DATA, NULL, wp);
-			zk_cache_set_codec(wp->pools, decode_component, free_component);
+			zk_cache_set_codec(wp->pools, np_component_cache_decode,
+					   np_component_cache_free);
 		}
 		maybe_ready(wp);
 		break;

@@ -2,6 +2,7 @@
  * The launcher: ZooKeeper session, caches, components, event dispatch and
  * timers for one provider. See launcher.h.
  */
+#include "cachecodec.h"
 #include "launcher.h"
 
 #include <errno.h>
@@ -87,52 +88,6 @@ static void
 free_node(void *o)
 {
 	np_node_sum_free(o);
-}
-
-static void *
-decode_request(const char *name, const char *data, int len)
-{
-	struct np_request *r = NULL;
-	char err[256];
-
-	if (data == NULL || len == 0)
-		return NULL;
-	if (np_request_decode(name, data, (size_t)len, &r, err, sizeof(err)) != 0) {
-		log_warn("request %s: malformed record skipped: %s", name, err);
-		return NULL;
-	}
-	if (err[0] != '\0')
-		log_info("%s", err); /* a value of an odd type, kept as it is */
-	return r;
-}
-
-static void
-free_request(void *o)
-{
-	np_request_free(o);
-}
-
-static void *
-decode_component(const char *name, const char *data, int len)
-{
-	struct np_component *c = NULL;
-	char err[256];
-
-	if (data == NULL || len == 0)
-		return NULL;
-	if (np_component_decode(name, data, (size_t)len, &c, err, sizeof(err)) != 0) {
-		log_warn("component %s: malformed record skipped: %s", name, err);
-		return NULL;
-	}
-	if (err[0] != '\0')
-		log_info("%s", err); /* a value of an odd type, kept as it is */
-	return c;
-}
-
-static void
-free_component(void *o)
-{
-	np_component_free(o);
 }
 
 const struct np_node_sum *
@@ -759,10 +714,12 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 			zk_cache_set_lock_filter(lc->nodes, node_lock_wanted, lc);
 			lc->requests = zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA,
 						    requests_event, lc);
-			zk_cache_set_codec(lc->requests, decode_request, free_request);
+			zk_cache_set_codec(lc->requests, np_request_cache_decode,
+					   np_request_cache_free);
 			lc->pool_components = zk_cache_new(zk, "/nodepool/components/pool",
 							   ZK_CACHE_DATA, components_event, lc);
-			zk_cache_set_codec(lc->pool_components, decode_component, free_component);
+			zk_cache_set_codec(lc->pool_components, np_component_cache_decode,
+					   np_component_cache_free);
 		}
 		/* The pool registration says we are here; the driver (static
 		 * slots) and every decision wait until the caches have re-synced

@@ -15,6 +15,7 @@
 
 #include <event2/event.h>
 
+#include "cachecodec.h"
 #include "metrics.h"
 #include "model.h"
 #include "nodeview.h"
@@ -186,42 +187,6 @@ view_free(void *o)
 	np_node_view_free(o);
 }
 
-static void *
-req_decode(const char *name, const char *data, int len)
-{
-	struct np_request *r = NULL;
-	char err[256];
-
-	if (data == NULL || len == 0 ||
-	    np_request_decode(name, data, (size_t)len, &r, err, sizeof(err)) != 0)
-		return NULL;
-	return r;
-}
-
-static void
-req_free(void *o)
-{
-	np_request_free(o);
-}
-
-static void *
-comp_decode(const char *name, const char *data, int len)
-{
-	struct np_component *c = NULL;
-	char err[256];
-
-	if (data == NULL || len == 0 ||
-	    np_component_decode(name, data, (size_t)len, &c, err, sizeof(err)) != 0)
-		return NULL;
-	return c;
-}
-
-static void
-comp_free(void *o)
-{
-	np_component_free(o);
-}
-
 struct caches {
 	struct zk_cache *packed, *views, *requests, *pools;
 };
@@ -310,9 +275,9 @@ Test(nodeview, endpoints_render_the_same_bytes, .timeout = 60)
 	c.views = zk_cache_new(zk, "/nodepool/nodes", ZK_CACHE_DATA | ZK_CACHE_LOCKS, NULL, NULL);
 	zk_cache_set_codec(c.views, view_decode, view_free);
 	c.requests = zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA, NULL, NULL);
-	zk_cache_set_codec(c.requests, req_decode, req_free);
+	zk_cache_set_codec(c.requests, np_request_cache_decode, np_request_cache_free);
 	c.pools = zk_cache_new(zk, "/nodepool/components/pool", ZK_CACHE_DATA, NULL, NULL);
-	zk_cache_set_codec(c.pools, comp_decode, comp_free);
+	zk_cache_set_codec(c.pools, np_component_cache_decode, np_component_cache_free);
 	cr_assert(testzk_run_until(base, all_synced, &c, 20), "caches synced");
 	testzk_run_for(base, 0.5); /* every lock read */
 
