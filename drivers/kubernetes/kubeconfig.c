@@ -1,5 +1,6 @@
 /* kubeconfig reading: see kubeconfig.h. */
 #include "kubeconfig.h"
+#include "xalloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,12 +16,6 @@
 #define SA_DIR	     "/var/run/secrets/kubernetes.io/serviceaccount"
 #define MAX_FILE     (4u << 20) /* a kubeconfig or credential file */
 #define MAX_KC_FILES 16
-
-static char *
-dupz(const char *s)
-{
-	return s != NULL ? strdup(s) : NULL;
-}
 
 /* The whole file, NUL-terminated; NULL with errno. */
 static char *
@@ -390,7 +385,7 @@ k8s_conn_load(const char *context, struct k8s_conn *out, char *err, size_t errle
 				snprintf(out->basic, n, "%s:%s", v, pw ? pw : "");
 		}
 	}
-	out->namespace = dupz(json_string_value(json_object_get(ctxv, "namespace")));
+	out->namespace = np_strdupz(json_string_value(json_object_get(ctxv, "namespace")));
 	out->context = strdup(context);
 	rc = 0;
 out:

@@ -50,6 +50,7 @@
  *   console      POST /servers/<id>/action os-getConsoleOutput.
  */
 #include "statemachine/statemachine.h"
+#include "xalloc.h"
 
 #include <sys/queue.h>
 #include <ctype.h>
@@ -169,18 +170,6 @@ struct sm_adapter {
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
-
-static char *
-dupz(const char *s)
-{
-	char *d;
-
-	if (s == NULL)
-		return NULL;
-	if ((d = strdup(s)) == NULL)
-		abort();
-	return d;
-}
 
 static double
 now_mono(void)
@@ -416,18 +405,18 @@ auth_done(struct os_call *c, int status, const char *error, json_t *body,
 		return;
 	}
 	free(a->token);
-	a->token = dupz(tok);
+	a->token = np_strdupz(tok);
 	a->token_exp = parse_iso(jstr(token, "expires_at"));
 	if (a->token_exp <= 0)
 		a->token_exp = (double)time(NULL) + 3600;
 	free(a->project_id);
-	a->project_id = dupz(jstr(json_object_get(token, "project"), "id"));
+	a->project_id = np_strdupz(jstr(json_object_get(token, "project"), "id"));
 	for (i = 0; i < NSVC; i++) {
 		char *u;
 		const char *ov = jstr(a->cloud.overrides, svc_names[i]);
 		if (i == SVC_VOLUME && ov == NULL)
 			ov = jstr(a->cloud.overrides, "block-storage");
-		u = ov != NULL ? dupz(ov)
+		u = ov != NULL ? np_strdupz(ov)
 			       : os_catalog_url(json_object_get(token, "catalog"), types[i],
 						a->cloud.interface, a->cloud.region);
 		if (u != NULL) {
@@ -480,7 +469,7 @@ auth_start(struct sm_adapter *a)
 		abort();
 	c->a = a;
 	c->svc = SVC_IDENTITY;
-	c->method = dupz("POST");
+	c->method = np_strdupz("POST");
 	c->path = url;
 	c->body = json_dumps(body, JSON_COMPACT);
 	c->body_len = strlen(c->body);
@@ -518,8 +507,8 @@ call_prep(struct sm_adapter *a, enum os_svc svc, const char *method, const char 
 		abort();
 	c->a = a;
 	c->svc = svc;
-	c->method = dupz(method);
-	c->path = dupz(path);
+	c->method = np_strdupz(method);
+	c->path = np_strdupz(path);
 	if (body != NULL) {
 		c->body = json_dumps(body, JSON_COMPACT);
 		c->body_len = strlen(c->body);
@@ -816,7 +805,7 @@ lookup_done(struct os_call *c, int status, const char *error, json_t *body,
 			id = jstr(json_array_get(v, 0), "id");
 		if (id == NULL) {
 			/* openstacksdk's find: a name, else an id */
-			char *nm = dupz(name);
+			char *nm = np_strdupz(name);
 			lookup_start(a, cache, c->svc, nm, 1);
 			free(nm);
 			return;
@@ -1564,7 +1553,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			const struct sm_image *im = m->label->image;
 			const char *iid = im ? np_json_str(im->raw, "image-id", NULL) : NULL;
 			if (iid != NULL) {
-				m->image_id = dupz(iid);
+				m->image_id = np_strdupz(iid);
 			} else {
 				const char *nm = im ? np_json_str(im->raw, "image-name", im->name)
 						    : m->label->cloud_image;
@@ -1577,7 +1566,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 					return osm_fail(m, SM_E_FAILED,
 							"Unable to find image %s in provider %s",
 							nm, a->env->provider_name);
-				m->image_id = dupz(id);
+				m->image_id = np_strdupz(id);
 			}
 		}
 		r = resolve_networks(m);
@@ -1662,7 +1651,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			return osm_fail(m, SM_E_FAILED, "no port for a floating IP: %s",
 					m->errmsg[0] ? m->errmsg : "the server has no port");
 		free(m->port_id);
-		m->port_id = dupz(jstr(json_array_get(ports, 0), "id"));
+		m->port_id = np_strdupz(jstr(json_array_get(ports, 0), "id"));
 		net = json_array_get(a->ext_nets, 0);
 		osm_set(m, OS_FIP_CREATE);
 		osm_call(m, SVC_NETWORK, "POST", "/floatingips",
@@ -1685,7 +1674,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 		if (m->st == OS_FIP_CREATE) {
 			a->fips_created++;
 			free(m->fip_id);
-			m->fip_id = dupz(jstr(f, "id"));
+			m->fip_id = np_strdupz(jstr(f, "id"));
 			osm_set(m, OS_FIP_WAIT);
 		}
 		st = jstr(f, "status");
@@ -1871,15 +1860,15 @@ os_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	const char *image_name;
 
 	m->create = 1;
-	m->name = dupz(args->hostname);
+	m->name = np_strdupz(args->hostname);
 	m->label = l;
-	m->az = dupz(args->az);
+	m->az = np_strdupz(args->az);
 	if (args->image_external_id != NULL)
-		m->image_id = dupz(args->image_external_id); /* a diskimage upload */
+		m->image_id = np_strdupz(args->image_external_id); /* a diskimage upload */
 	image_name = l->image != NULL ? l->image->name
 		     : l->diskimage   ? l->diskimage
 				      : l->cloud_image;
-	m->image_name = dupz(image_name);
+	m->image_name = np_strdupz(image_name);
 	m->meta = server_metadata(a, args, image_name);
 	return &m->m;
 }
@@ -1889,7 +1878,7 @@ os_delete_machine(struct sm_adapter *a, const char *external_id)
 {
 	struct osm *m = osm_new(a, &delete_ops);
 
-	m->m.external_id = dupz(external_id);
+	m->m.external_id = np_strdupz(external_id);
 	return &m->m;
 }
 
@@ -2278,7 +2267,7 @@ upload_status_done(struct os_call *c, int status, const char *error, json_t *bod
 		return;
 	}
 	if (st != NULL && strcmp(st, "active") == 0) {
-		char *id = dupz(u->id);
+		char *id = np_strdupz(u->id);
 		c->a->uploads++;
 		upload_end(u, id, NULL);
 		free(id);
@@ -2336,10 +2325,10 @@ upload_create_done(struct os_call *c, int status, const char *error, json_t *bod
 		upload_end(u, NULL, msg);
 		return;
 	}
-	u->id = dupz(jstr(body, "id"));
+	u->id = np_strdupz(jstr(body, "id"));
 	snprintf(path, sizeof(path), "/images/%s/file", u->id);
 	put = call_prep(u->a, SVC_IMAGE, "PUT", path, NULL, upload_put_done, u);
-	put->body_file = dupz(u->file);
+	put->body_file = np_strdupz(u->file);
 	put->ctype = "application/octet-stream";
 	call_go(put);
 }
@@ -2360,7 +2349,7 @@ os_upload_image(struct sm_adapter *a, const struct sm_upload_args *ua, sm_upload
 	u->a = a;
 	u->cb = cb;
 	u->arg = arg;
-	u->file = dupz(ua->filename);
+	u->file = np_strdupz(ua->filename);
 	u->poll = event_new(a->base, -1, 0, upload_poll_cb, u);
 	TAILQ_INSERT_TAIL(&a->uploads_inflight, u, entry);
 	u->deadline = now_mono() + np_json_num(a->env->provider, "image-upload-timeout", 3600);

@@ -6,24 +6,13 @@
  * upstream's defaults and links labels to image entries.
  */
 #include "jsonget.h"
+#include "xalloc.h"
 #include "statemachine.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char *
-dupz(const char *s)
-{
-	char *d;
-
-	if (s == NULL)
-		return NULL;
-	if ((d = strdup(s)) == NULL)
-		abort();
-	return d;
-}
 
 /*
  * `rate` as written, in the unit of the driver's upstream: calls per second
@@ -54,14 +43,14 @@ image_build(struct sm_image *im, const json_t *raw, int diskimage)
 
 	im->raw = raw;
 	im->diskimage = diskimage;
-	im->name = dupz(np_json_str(raw, "name", ""));
+	im->name = np_strdupz(np_json_str(raw, "name", ""));
 	if (!diskimage)
 		im->image_id =
-		    dupz(np_json_str(raw, "image-id", np_json_str(raw, "image-name", NULL)));
-	im->username = dupz(np_json_str(raw, "username", NULL));
-	im->python_path = dupz(np_json_str(raw, "python-path", "auto"));
-	im->shell_type = dupz(np_json_str(raw, "shell-type", NULL));
-	im->connection_type = dupz(ct);
+		    np_strdupz(np_json_str(raw, "image-id", np_json_str(raw, "image-name", NULL)));
+	im->username = np_strdupz(np_json_str(raw, "username", NULL));
+	im->python_path = np_strdupz(np_json_str(raw, "python-path", "auto"));
+	im->shell_type = np_strdupz(np_json_str(raw, "shell-type", NULL));
+	im->connection_type = np_strdupz(ct);
 	im->connection_port =
 	    (int)np_json_num(raw, "connection-port", strcmp(ct, "winrm") == 0 ? 5986 : 22);
 }
@@ -98,7 +87,7 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 	if (cfg == NULL)
 		abort();
 	cfg->raw = prov;
-	cfg->provider = dupz(np_json_str(prov, "name", ""));
+	cfg->provider = np_strdupz(np_json_str(prov, "name", ""));
 	cfg->launch_retries = (int)np_json_num(prov, "launch-retries", 3);
 	if (cfg->launch_retries < 1)
 		cfg->launch_retries = 1; /* upstream makes at least one attempt */
@@ -124,7 +113,7 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 		size_t k;
 
 		p->raw = pv;
-		p->name = dupz(np_json_str(pv, "name", ""));
+		p->name = np_strdupz(np_json_str(pv, "name", ""));
 		p->host_key_checking =
 		    np_json_bool(pv, "host-key-checking", cfg->host_key_checking);
 		p->use_internal_ip =
@@ -138,10 +127,10 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 			struct sm_label *l = &p->labels[p->nlabels++];
 			l->raw = lv;
 			l->pool = p;
-			l->name = dupz(json_is_string(lv) ? json_string_value(lv)
-							  : np_json_str(lv, "name", ""));
-			l->cloud_image = dupz(np_json_str(lv, "cloud-image", NULL));
-			l->diskimage = dupz(np_json_str(lv, "diskimage", NULL));
+			l->name = np_strdupz(json_is_string(lv) ? json_string_value(lv)
+								: np_json_str(lv, "name", ""));
+			l->cloud_image = np_strdupz(np_json_str(lv, "cloud-image", NULL));
+			l->diskimage = np_strdupz(np_json_str(lv, "diskimage", NULL));
 			l->host_key_checking =
 			    np_json_bool(lv, "host-key-checking", p->host_key_checking);
 			l->console_log = np_json_bool(lv, "console-log", 0);

@@ -10,6 +10,7 @@
  * completes a launch in a few loop turns.
  */
 #include "statemachine.h"
+#include "xalloc.h"
 
 #include <sys/queue.h>
 #include <errno.h>
@@ -33,18 +34,6 @@ mono(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static char *
-dupz(const char *s)
-{
-	char *d;
-
-	if (s == NULL)
-		return NULL;
-	if ((d = strdup(s)) == NULL)
-		abort();
-	return d;
 }
 
 static void
@@ -108,7 +97,7 @@ sm_instance_free(struct sm_instance *i)
 void
 sm_set_str(char **field, const char *v)
 {
-	char *n = dupz(v);
+	char *n = np_strdupz(v);
 
 	free(*field);
 	*field = n;
@@ -489,7 +478,7 @@ complete(struct sm_launch *l, enum drv_launch_result res, const char *error)
 	struct sm_runner *r = l->r;
 	sm_launch_done done = l->done;
 	void *arg = l->arg;
-	char *err = dupz(error);
+	char *err = np_strdupz(error);
 
 	if (res == DRV_LAUNCH_READY)
 		r->st.ready++;
@@ -742,7 +731,7 @@ console_done(const char *text, const char *error, void *arg)
 	}
 	if (text != NULL) {
 		log_info("node %s: console log of instance %s:", l->node_id, l->instance_id);
-		copy = dupz(text);
+		copy = np_strdupz(text);
 		for (line = strtok_r(copy, "\n", &save); line != NULL;
 		     line = strtok_r(NULL, "\n", &save))
 			log_info("node %s: console: %s", l->node_id, line);
@@ -874,12 +863,12 @@ sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launc
 		abort();
 	l->r = r;
 	l->node = node;
-	l->node_id = dupz(node->id ? node->id : "?");
+	l->node_id = np_strdupz(node->id ? node->id : "?");
 	snprintf(host, sizeof(host), "np%s", l->node_id);
-	l->hostname = dupz(host);
+	l->hostname = np_strdupz(host);
 	l->label = p->label;
-	l->image_external_id = dupz(p->image_external_id);
-	l->az = dupz(p->az);
+	l->image_external_id = np_strdupz(p->image_external_id);
+	l->az = np_strdupz(p->az);
 	l->metadata = p->metadata ? json_deep_copy(p->metadata) : json_object();
 	l->request = p->request;
 	l->retries = p->retries > 0 ? p->retries : 1;
@@ -887,7 +876,7 @@ sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launc
 	l->launch_timeout = p->launch_timeout;
 	l->boot_timeout = p->boot_timeout;
 	l->use_internal_ip = p->use_internal_ip;
-	l->provider = p->provider != NULL ? dupz(p->provider) : NULL;
+	l->provider = p->provider != NULL ? np_strdupz(p->provider) : NULL;
 	l->t_start = mono();
 	l->done = done;
 	l->named = p->named;
@@ -990,7 +979,7 @@ sm_delete_start(struct sm_runner *r, const char *external_id, double timeout, sm
 	if (d == NULL)
 		abort();
 	d->r = r;
-	d->id = dupz(external_id);
+	d->id = np_strdupz(external_id);
 	d->done = done;
 	d->arg = arg;
 	TAILQ_INSERT_TAIL(&r->deletes, d, entry);

@@ -26,6 +26,7 @@
  * keep serving meanwhile.
  */
 #include "jsonget.h"
+#include "xalloc.h"
 #include "driver.h"
 
 #include <arpa/inet.h>
@@ -156,12 +157,6 @@ strv_from_json(struct np_strv *sv, const json_t *v)
 	json_array_foreach(v, i, e) if (json_is_string(e)) np_strv_push(sv, json_string_value(e));
 }
 
-static char *
-dupz(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
 static struct drv_provider *
 static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
 {
@@ -192,7 +187,7 @@ static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, si
 			h->connection_type = strdup(np_json_str(node, "connection-type", "ssh"));
 			h->connection_port = (int)np_json_num(node, "connection-port",
 							      np_json_num(node, "ssh-port", 22));
-			h->shell_type = dupz(np_json_str(node, "shell-type", NULL));
+			h->shell_type = np_strdupz(np_json_str(node, "shell-type", NULL));
 			h->python_path = strdup(np_json_str(node, "python-path", "auto"));
 			h->max_parallel_jobs = (int)np_json_num(node, "max-parallel-jobs", 1);
 			h->attributes = json_is_object(attrs) ? json_deep_copy(attrs) : NULL;
@@ -280,7 +275,7 @@ host_node(struct drv_provider *dp, struct static_host *h, int slot)
 	free(n->username);
 	n->username = strdup(h->username);
 	n->python_path = strdup(h->python_path);
-	n->shell_type = dupz(h->shell_type);
+	n->shell_type = np_strdupz(h->shell_type);
 	if (h->host_key_checking)
 		np_strv_copy(&n->host_keys, &h->scanned_keys);
 	else
