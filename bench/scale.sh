@@ -27,7 +27,7 @@
 #                 server served again, re-synced 4.4-6.9 s (a stat read per
 #                 cached child; branch i13-catchup-wip cuts it to 1.3 s).
 # What a worker still holds per foreign node (20,000 nodes): the cache entry
-# (72 B + name: a 96-byte malloc chunk) and its slot in the cache's table
+# (64 B + name: a 96-byte malloc chunk) and its slot in the cache's table
 # (11-21 B), no watch (one recursive watch per cache); its summary is
 # shared with every equal unallocated node (0 B of its own) or 32 B with
 # overhead when allocated (nodesum.h). nodepool-web holds 140-300 B per

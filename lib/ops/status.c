@@ -1003,25 +1003,17 @@ status_add_label(struct status_table *t, const char *label)
 const struct np_node *
 status_node_of(const struct zk_cache *nodes, const struct zk_cache_entry *e, struct np_node **tmp)
 {
-	char err[256], *text;
-	int len, rc;
+	char err[256];
 
+	(void)nodes;
 	*tmp = NULL;
 	if (e == NULL)
 		return NULL;
 	if (e->obj != NULL)
 		return e->obj;
-	if (e->len <= 0)
+	if (e->len <= 0 || e->data == NULL)
 		return NULL;
-	if (e->data != NULL) {
-		rc = np_node_decode(e->name, e->data, (size_t)e->len, tmp, err, sizeof(err));
-	} else {
-		if ((text = zk_cache_text(nodes, e, &len)) == NULL)
-			return NULL; /* the cache logged why */
-		rc = np_node_decode(e->name, text, (size_t)len, tmp, err, sizeof(err));
-		free(text);
-	}
-	if (rc != 0) {
+	if (np_node_decode(e->name, e->data, (size_t)e->len, tmp, err, sizeof(err)) != 0) {
 		*tmp = NULL;
 		return NULL; /* malformed: skipped (its decoder logged it) */
 	}

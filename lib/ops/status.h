@@ -204,8 +204,8 @@ void status_nodes_from_sums(struct status_table *t, const struct zk_cache *nodes
 			    const char *node_id, double now);
 /*
  * The node of an entry e of the /nodepool/nodes cache nodes: its decoded
- * np_node object, or, in a cache kept without a codec (the records' text,
- * possibly deflated with ZK_CACHE_PACK), the record decoded now into
+ * np_node object, or, in a cache kept without a codec (the records' text),
+ * the record decoded now into
  * *tmp, which the caller frees with np_node_free (NULL when nothing was
  * decoded). NULL for an empty or malformed record.
  */

@@ -324,9 +324,6 @@ enum zk_cache_event {
 };
 #define ZK_CACHE_DATA  0x1 /* fetch and watch each child's data */
 #define ZK_CACHE_LOCKS 0x2 /* watch each child's "lock" subdir: entry->locked */
-/* keep each child's data deflated (not with a codec): entry->data is NULL,
- * entry->len the text's length; zk_cache_text() inflates it */
-#define ZK_CACHE_PACK 0x4
 
 /* The parts of a child's stat a cache keeps (readers: the version for
  * conditional writes, the owner for components and our own nodes; the
@@ -385,22 +382,6 @@ void zk_cache_set_codec(struct zk_cache *cache, zk_cache_decode_fn decode,
  */
 typedef int (*zk_cache_want_locks_fn)(const struct zk_cache_entry *entry, void *arg);
 void zk_cache_set_lock_filter(struct zk_cache *cache, zk_cache_want_locks_fn want, void *arg);
-/*
- * ZK_CACHE_PACK: the preset dictionary the data is deflated with (zlib,
- * raw deflate; copied; at most 32 kB used): text that the children's data
- * repeats, e.g. the keys of a record. For caches held long and read
- * rarely: nodepool-web keeps every node record so, at about 45% of its
- * text (issue 13). A record that does not shrink is kept as text. Set
- * before the first event.
- */
-void zk_cache_set_pack_dict(struct zk_cache *cache, const void *dict, int len);
-/*
- * The data of an entry of cache as a new NUL-terminated text (the caller
- * frees it), *len its length: inflated from a packed entry, a copy
- * otherwise. NULL (and *len 0) when the entry has no data, or a packed
- * one cannot be inflated (logged).
- */
-char *zk_cache_text(const struct zk_cache *cache, const struct zk_cache_entry *entry, int *len);
 /* No callback after this; may be called from the cache's own callback.
  * Free before the zk. NULL is a no-op. */
 void zk_cache_free(struct zk_cache *cache);

@@ -32,7 +32,7 @@
  * costs O(n), and an entry carries no links.
  *
  * Memory at fleet scale (issue 13; 10 workers each caching 20,000 nodes):
- * an entry is 72 bytes plus its name, one allocation (96 bytes from glibc
+ * an entry is 64 bytes plus its name, one allocation (96 bytes from glibc
  * for a ten-digit name), its flags bits; the table adds 11-21 bytes per
  * entry. Every read in flight costs a request, a call and a response
  * buffer, so at most CACHE_MAX_INFLIGHT reads started by listings are in
@@ -48,19 +48,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #define CACHE_MAX_INFLIGHT 256 /* reads started by listings, in flight at once */
 
 /*
- * One child. 72 bytes plus the name (glibc hands out 96 for a ten-digit
+ * One child. 64 bytes plus the name (glibc hands out 96 for a ten-digit
  * node name either way); the lock, hash and queue bookkeeping is in bits
  * and in the cache's slot table, not here.
  */
 struct ent {
 	struct zk_cache_entry pub;
-	char *data;		/* the text (pub.data), or (packed) its deflated form */
-	int zlen;		/* packed: bytes at data */
 	unsigned visible : 1;	/* ADDED was delivered */
 	unsigned have_data : 1; /* its data was read */
 	unsigned loading : 1;	/* (re)loading: UPDATED waits for every read */
@@ -68,7 +65,6 @@ struct ent {
 	unsigned in_sync : 1;	/* counted in the cache's sync_pending */
 	unsigned queued : 1;	/* waits for its load (counted in nqueued) */
 	unsigned seen : 1;	/* in the listing being processed */
-	unsigned packed : 1;	/* data holds deflated text */
 	unsigned lock_on : 1;	/* its lock is followed (locks_wanted) */
 	unsigned retry : 1;	/* a read failed for a lost connection: loaded
 				   again by the listing after reconnecting */
@@ -76,7 +72,7 @@ struct ent {
 	unsigned lock_busy : 1, lock_again : 1;
 	char name[]; /* the child name, inline */
 };
-_Static_assert(sizeof(struct ent) <= 72, "struct ent grew: issue 13 counts every byte");
+_Static_assert(sizeof(struct ent) <= 64, "struct ent grew: issue 13 counts every byte");
 
 /*
  * An entry removed while a read of it was in flight: the reply must not be
@@ -100,9 +96,6 @@ struct zk_cache {
 	void *arg;
 	zk_cache_decode_fn decode;
 	zk_cache_free_fn free_obj;
-	unsigned char *dict; /* ZK_CACHE_PACK: the preset dictionary */
-	int dictlen;
-	z_stream *zdef, *zinf;		   /* made on first use, reset per entry */
 	zk_cache_want_locks_fn want_locks; /* NULL: every entry's lock */
 	void *want_arg;
 
@@ -220,7 +213,7 @@ ent_free(struct zk_cache *c, struct ent *e)
 {
 	if (e->pub.obj != NULL && c->free_obj != NULL)
 		c->free_obj(e->pub.obj);
-	free(e->data);
+	free((char *)e->pub.data);
 	free(e);
 }
 
@@ -502,62 +495,18 @@ pump(struct zk_cache *c)
 	}
 }
 
-/* Deflate text of len bytes into a new buffer of *zlen bytes; NULL when
- * it fails or does not shrink (the text is kept as it is). */
-static char *
-pack(struct zk_cache *c, const char *text, int len, int *zlen)
-{
-	uLong cap;
-	unsigned char *out;
-	char *res;
-
-	if (c->zdef == NULL) {
-		c->zdef = xcalloc(1, sizeof(*c->zdef));
-		if (deflateInit2(c->zdef, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8,
-				 Z_DEFAULT_STRATEGY) != Z_OK) {
-			free(c->zdef);
-			c->zdef = NULL;
-			return NULL;
-		}
-	} else if (deflateReset(c->zdef) != Z_OK) {
-		return NULL;
-	}
-	if (c->dictlen > 0 && deflateSetDictionary(c->zdef, c->dict, (uInt)c->dictlen) != Z_OK)
-		return NULL;
-	cap = deflateBound(c->zdef, (uLong)len);
-	if ((out = malloc(cap)) == NULL)
-		abort();
-	c->zdef->next_in = (Bytef *)(uintptr_t)text;
-	c->zdef->avail_in = (uInt)len;
-	c->zdef->next_out = out;
-	c->zdef->avail_out = (uInt)cap;
-	if (deflate(c->zdef, Z_FINISH) != Z_STREAM_END || c->zdef->total_out >= (uLong)len) {
-		free(out);
-		return NULL;
-	}
-	*zlen = (int)c->zdef->total_out;
-	if ((res = malloc((size_t)*zlen)) == NULL)
-		abort();
-	memcpy(res, out, (size_t)*zlen);
-	free(out);
-	return res;
-}
-
 static void
 set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 {
-	free(e->data);
-	e->data = NULL;
-	e->packed = 0;
-	if (r->len > 0 && (c->flags & ZK_CACHE_PACK) && c->decode == NULL &&
-	    (e->data = pack(c, r->value, r->len, &e->zlen)) != NULL) {
-		e->packed = 1;
-	} else if (r->len > 0) {
-		if ((e->data = malloc((size_t)r->len + 1)) == NULL)
+	char *text = NULL;
+
+	free((char *)e->pub.data);
+	if (r->len > 0) {
+		if ((text = malloc((size_t)r->len + 1)) == NULL)
 			abort();
-		memcpy(e->data, r->value, (size_t)r->len + 1);
+		memcpy(text, r->value, (size_t)r->len + 1);
 	}
-	e->pub.data = e->packed ? NULL : e->data;
+	e->pub.data = text;
 	e->pub.len = r->len;
 	e->have_data = 1;
 	if (c->decode != NULL) {
@@ -569,8 +518,7 @@ set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 				 c->path, e->name, r->len);
 		} else {
 			/* the object stands for the text: not kept twice */
-			free(e->data);
-			e->data = NULL;
+			free((char *)e->pub.data);
 			e->pub.data = NULL;
 		}
 	}
@@ -1076,74 +1024,6 @@ zk_cache_set_lock_filter(struct zk_cache *cache, zk_cache_want_locks_fn want, vo
 	cache->want_arg = arg;
 }
 
-void
-zk_cache_set_pack_dict(struct zk_cache *cache, const void *dict, int len)
-{
-	free(cache->dict);
-	cache->dict = NULL;
-	cache->dictlen = 0;
-	if (dict == NULL || len <= 0)
-		return;
-	if (len > 32768) { /* the window: only its end is used */
-		dict = (const char *)dict + (len - 32768);
-		len = 32768;
-	}
-	if ((cache->dict = malloc((size_t)len)) == NULL)
-		abort();
-	memcpy(cache->dict, dict, (size_t)len);
-	cache->dictlen = len;
-}
-
-char *
-zk_cache_text(const struct zk_cache *cache, const struct zk_cache_entry *entry, int *len)
-{
-	struct zk_cache *c = (struct zk_cache *)cache; /* its inflate stream */
-	const struct ent *e;
-	char *text;
-	int rc;
-
-	*len = 0;
-	if (entry == NULL || entry->len <= 0)
-		return NULL;
-	e = (const struct ent *)(const void *)((const char *)entry - offsetof(struct ent, pub));
-	if (!e->packed && entry->data == NULL)
-		return NULL;
-	if ((text = malloc((size_t)entry->len + 1)) == NULL)
-		abort();
-	if (!e->packed) {
-		memcpy(text, entry->data, (size_t)entry->len + 1);
-		*len = entry->len;
-		return text;
-	}
-	if (c->zinf == NULL) {
-		c->zinf = xcalloc(1, sizeof(*c->zinf));
-		if (inflateInit2(c->zinf, -15) != Z_OK) {
-			free(c->zinf);
-			c->zinf = NULL;
-			free(text);
-			return NULL;
-		}
-	} else {
-		inflateReset(c->zinf);
-	}
-	if (c->dictlen > 0)
-		inflateSetDictionary(c->zinf, c->dict, (uInt)c->dictlen);
-	c->zinf->next_in = (Bytef *)e->data;
-	c->zinf->avail_in = (uInt)e->zlen;
-	c->zinf->next_out = (Bytef *)text;
-	c->zinf->avail_out = (uInt)entry->len;
-	rc = inflate(c->zinf, Z_FINISH);
-	if (rc != Z_STREAM_END || c->zinf->total_out != (uLong)entry->len) {
-		log_warn("zk cache %s: cannot inflate %s: %s", c->path, entry->name,
-			 c->zinf->msg != NULL ? c->zinf->msg : "short");
-		free(text);
-		return NULL;
-	}
-	text[entry->len] = '\0';
-	*len = entry->len;
-	return text;
-}
-
 static void
 cache_destroy(struct zk_cache *c)
 {
@@ -1157,15 +1037,6 @@ cache_destroy(struct zk_cache *c)
 	free(c->slots);
 	ghosts_free(c);
 	free(c->arr);
-	if (c->zdef != NULL) {
-		deflateEnd(c->zdef);
-		free(c->zdef);
-	}
-	if (c->zinf != NULL) {
-		inflateEnd(c->zinf);
-		free(c->zinf);
-	}
-	free(c->dict);
 	free(c->path);
 	free(c->prefix);
 	free(c);

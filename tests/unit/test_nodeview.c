@@ -188,7 +188,7 @@ view_free(void *o)
 }
 
 struct caches {
-	struct zk_cache *packed, *views, *requests, *pools;
+	struct zk_cache *text, *views, *requests, *pools;
 };
 
 static int
@@ -196,9 +196,9 @@ all_synced(void *arg)
 {
 	struct caches *c = arg;
 
-	return zk_cache_synced(c->packed) && zk_cache_synced(c->views) &&
+	return zk_cache_synced(c->text) && zk_cache_synced(c->views) &&
 	       zk_cache_synced(c->requests) && zk_cache_synced(c->pools) &&
-	       zk_cache_count(c->packed) == zk_cache_count(c->views);
+	       zk_cache_count(c->text) == zk_cache_count(c->views);
 }
 
 /* What web.c's render() answers for a listing of view v. */
@@ -230,7 +230,6 @@ Test(nodeview, endpoints_render_the_same_bytes, .timeout = 60)
 {
 	struct event_base *base = event_base_new();
 	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
-	struct np_node *dict = np_node_new();
 	struct status_view pv, vv;
 	struct caches c;
 	char **recs, path[128], *text;
@@ -264,14 +263,9 @@ Test(nodeview, endpoints_render_the_same_bytes, .timeout = 60)
 		     ZOK);
 	free(text);
 
-	/* before (nodepool-web until now: deflated text, decoded per listing)
-	 * and after (compact views), on one session */
-	c.packed = zk_cache_new(zk, "/nodepool/nodes",
-				ZK_CACHE_DATA | ZK_CACHE_LOCKS | ZK_CACHE_PACK, NULL, NULL);
-	text = np_node_encode(dict, &dlen);
-	zk_cache_set_pack_dict(c.packed, text, (int)dlen);
-	free(text);
-	np_node_free(dict);
+	/* before (nodepool-web until session 4: the records' text, decoded
+	 * per listing) and after (compact views), on one session */
+	c.text = zk_cache_new(zk, "/nodepool/nodes", ZK_CACHE_DATA | ZK_CACHE_LOCKS, NULL, NULL);
 	c.views = zk_cache_new(zk, "/nodepool/nodes", ZK_CACHE_DATA | ZK_CACHE_LOCKS, NULL, NULL);
 	zk_cache_set_codec(c.views, view_decode, view_free);
 	c.requests = zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA, NULL, NULL);
@@ -283,7 +277,7 @@ Test(nodeview, endpoints_render_the_same_bytes, .timeout = 60)
 
 	memset(&pv, 0, sizeof(pv));
 	pv.zk = zk;
-	pv.nodes = c.packed;
+	pv.nodes = c.text;
 	pv.requests = c.requests;
 	pv.pools = c.pools;
 	pv.ready = 1;
@@ -323,7 +317,7 @@ Test(nodeview, endpoints_render_the_same_bytes, .timeout = 60)
 		free(a);
 		free(b);
 	}
-	zk_cache_free(c.packed);
+	zk_cache_free(c.text);
 	zk_cache_free(c.views);
 	zk_cache_free(c.requests);
 	zk_cache_free(c.pools);

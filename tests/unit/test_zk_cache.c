@@ -389,59 +389,6 @@ Test(zk_cache, lock_filter)
 	zk_free(zk);
 }
 
-/* ZK_CACHE_PACK: the data is kept deflated and given back exactly by
- * zk_cache_text(); what does not shrink is kept as text. */
-Test(zk_cache, packed_data)
-{
-	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
-	struct rec r = {0};
-	struct zk_cache *c;
-	const struct zk_cache_entry *e;
-	const char *dict = "{\"state\": null, \"provider\": null, \"type\": null}";
-	char rec1[512], *text;
-	int len;
-
-	snprintf(rec1, sizeof(rec1),
-		 "{\"state\": \"ready\", \"provider\": \"rax-dfw\", \"type\": [\"ubuntu-jammy\"], "
-		 "\"comment\": \"%0200d\"}",
-		 0);
-	cr_assert_eq(zk_sync_create(zk, "/p/big", rec1, (int)strlen(rec1), 0, 1, NULL), ZOK);
-	cr_assert_eq(zk_sync_create(zk, "/p/tiny", "x", 1, 0, 1, NULL), ZOK);
-	cr_assert_eq(zk_sync_create(zk, "/p/empty", NULL, 0, 0, 1, NULL), ZOK);
-	c = zk_cache_new(zk, "/p", ZK_CACHE_DATA | ZK_CACHE_PACK, rec_cb, &r);
-	zk_cache_set_pack_dict(c, dict, (int)strlen(dict));
-	cr_assert(testzk_run_flag(base, &r.synced, 10));
-
-	e = zk_cache_get(c, "big");
-	cr_assert_null(e->data, "kept deflated");
-	cr_assert_eq(e->len, (int)strlen(rec1));
-	text = zk_cache_text(c, e, &len);
-	cr_assert_not_null(text);
-	cr_assert_eq(len, (int)strlen(rec1));
-	cr_assert_str_eq(text, rec1);
-	free(text);
-
-	e = zk_cache_get(c, "tiny");
-	cr_assert_str_eq(e->data, "x", "does not shrink: kept as text");
-	text = zk_cache_text(c, e, &len);
-	cr_assert_str_eq(text, "x");
-	cr_assert_eq(len, 1);
-	free(text);
-	cr_assert_null(zk_cache_text(c, zk_cache_get(c, "empty"), &len));
-	cr_assert_eq(len, 0);
-
-	/* a change is packed again */
-	rec1[10] = 'X';
-	cr_assert_eq(zk_sync_set(zk, "/p/big", rec1, (int)strlen(rec1), -1, NULL), ZOK);
-	expect(&r, ZK_CACHE_UPDATED, "big", NULL, -1);
-	text = zk_cache_text(c, zk_cache_get(c, "big"), &len);
-	cr_assert_str_eq(text, rec1);
-	free(text);
-	zk_cache_free(c);
-	rec_reset(&r);
-	zk_free(zk);
-}
-
 struct loadwatch {
 	struct zk *zk;
 	int *synced;
