@@ -7,7 +7,9 @@
 # against its DNS names, an IP address against its IP addresses. See
 # ../README.md, "ZooKeeper and TLS". mk/zkclient-reconnect.patch paces
 # reconnection; mk/zkclient-watch.patch adds persistent (recursive) watches:
-# zoo_aadd_watch(), re-registered with SetWatches2.
+# zoo_aadd_watch(), re-registered with SetWatches2; and the catch-up after a
+# lost connection: zoo_aset_data_watches() (SetWatches with a normal xid) and
+# zoo_reconnect_zxid().
 #
 # Usage: mk/zkclient.sh OUTDIR
 # OUTDIR receives lib/libzookeeper.a, lib/libhashtable.a and include/.

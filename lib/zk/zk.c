@@ -1086,6 +1086,18 @@ rq_result(struct zk *zk, struct zk_item *it)
 		if (!registered)
 			watch_put(zk, rq->watch);
 	}
+	if (rq->kind == ZK_OP_CATCHUP) {
+		/* one of the call's SetWatches: reported when all are back */
+		if (it->rc != ZOK && c->final_rc == ZOK)
+			c->final_rc = it->rc;
+		rq_free(rq);
+		if (c->outstanding > 0)
+			return;
+		memset(&r, 0, sizeof(r));
+		r.rc = c->final_rc;
+		call_finish(zk, c, &r);
+		return;
+	}
 	if (rq->rdel != NULL) {
 		rdel_result(zk, rq, it);
 		rq_free(rq);
@@ -1852,6 +1864,62 @@ zk_cancel(struct zk *zk, const void *arg)
 			pt = &t->next;
 		}
 	}
+}
+
+/* One SetWatches request of call c (zk_catch_up). */
+static void
+catchup_send(struct zk *zk, struct zk_call *c, int64_t zxid, const char *const *paths, int n)
+{
+	struct zk_rq *rq = rq_new(zk);
+	int rc;
+
+	rq->call = c;
+	rq->kind = ZK_OP_CATCHUP;
+	rq->path = xstrdup(c->path);
+	c->outstanding++;
+	if (zk->closing)
+		rc = ZCLOSING;
+	else if (zk->zh == NULL)
+		rc = ZCONNECTIONLOSS;
+	else
+		rc = zoo_aset_data_watches(zk->zh, zxid, paths, n, c_void_done, rq);
+	if (rc != ZOK) {
+		struct zk_item *it = item_new(IT_RESULT, rc);
+
+		it->rq = rq;
+		enqueue(zk, it);
+	}
+}
+
+void
+zk_catch_up(struct zk *zk, int64_t zxid, const char *const *paths, int n, zk_result_cb cb,
+	    void *arg, const void *owner)
+{
+	struct zk_call *c = call_new(zk, ZK_OP_CATCHUP, "/");
+	size_t bytes, len;
+	int i = 0, j;
+
+	c->cb = cb;
+	c->arg = arg;
+	c->owner = owner;
+	c->final_rc = ZOK;
+	do {
+		/* a path is sent as a 4-byte length and its bytes */
+		for (j = i, bytes = 0; j < n; j++) {
+			len = strlen(paths[j]) + 4;
+			if (j > i && bytes + len > ZK_CATCHUP_BYTES)
+				break;
+			bytes += len;
+		}
+		catchup_send(zk, c, zxid, paths + i, j - i);
+		i = j;
+	} while (i < n);
+}
+
+int64_t
+zk_reconnect_zxid(const struct zk *zk)
+{
+	return zk != NULL && zk->zh != NULL ? zoo_reconnect_zxid(zk->zh) : 0;
 }
 
 void

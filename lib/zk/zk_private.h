@@ -37,7 +37,8 @@ enum zk_op_kind {
 	ZK_OP_EXISTS,
 	ZK_OP_CHILDREN,
 	ZK_OP_MULTI,
-	ZK_OP_WATCH, /* zk.c's own: a zk_watch_tree addWatch */
+	ZK_OP_WATCH,   /* zk.c's own: a zk_watch_tree addWatch */
+	ZK_OP_CATCHUP, /* zk.c's own: the SetWatches requests of a zk_catch_up */
 };
 
 /*
@@ -78,6 +79,30 @@ struct zk_req {
 	int retry;
 };
 void zk_submit(struct zk *zk, const struct zk_req *req);
+
+/*
+ * Catching up after a lost connection in a session that was kept, for a
+ * persistent watch (zk_watch_tree), which misses what changed while
+ * disconnected: as ZooKeeper's own clients re-set their one-shot watches,
+ * zk_catch_up sends SetWatches (zoo_aset_data_watches) with zxid and data
+ * watches on the n absolute paths, split into requests of at most
+ * ZK_CATCHUP_BYTES of paths each (the server takes up to jute.maxbuffer,
+ * 1 MB by default; the Java client splits at 128 kB likewise). The server
+ * answers with a NodeDeleted event for each path gone and NodeDataChanged
+ * for each changed after zxid; they reach the tree watch covering the path
+ * before cb, which is called once (on the loop, r->rc ZOK or the first
+ * error; r->path "/") when every request is answered. zxid is the last zxid
+ * seen before the connection was lost: zk_reconnect_zxid() after the
+ * reconnection, kept by the caller for a catch-up that a further lost
+ * connection interrupts. paths are copied. owner as in struct zk_req.
+ */
+#define ZK_CATCHUP_BYTES (128 * 1024)
+void zk_catch_up(struct zk *zk, int64_t zxid, const char *const *paths, int n, zk_result_cb cb,
+		 void *arg, const void *owner);
+/* The last zxid the session had seen when its current connection was made
+ * (the C client's, as it sends it in its own SetWatches); 0 between
+ * sessions or before any reply. */
+int64_t zk_reconnect_zxid(const struct zk *zk);
 
 /* Generation of the current session: bumped each time a new session is
  * started after an expiry (results and watches carry the one they ran in). */
