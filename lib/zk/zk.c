@@ -225,6 +225,15 @@ struct zk {
 	int retry_mode;		       /* zk_set_retry() */
 	struct zk_call *phead, *ptail; /* calls parked until the connection is back */
 
+	/* the catch-up after a reconnection (zk_catchup_begin): the C
+	 * client's point and its count of lost connections when we heard of
+	 * the reconnection; the round (one per reconnection or session);
+	 * caches still catching up in it, whether one failed, whether the
+	 * reconnection is still being announced, whether it is done */
+	int64_t cu_zxid, cu_losses;
+	unsigned cu_round;
+	int cu_waiting, cu_failed, cu_announcing, cu_done;
+
 	int dispatching;
 	int free_requested;
 	int closing;
@@ -1269,6 +1278,20 @@ fail_parked(struct zk *zk, int rc)
 static void zk_emit(struct zk *zk, enum zk_event ev);
 static int zk_start_handle(struct zk *zk);
 
+/* Every catch-up of the round succeeded: the C client may drop the point
+ * it held (unless a connection was lost since we read it). */
+static void
+catchup_check(struct zk *zk)
+{
+	if (zk->cu_announcing || zk->cu_done || zk->cu_waiting > 0 || zk->zh == NULL)
+		return;
+	zk->cu_done = 1;
+	if (zk->cu_failed)
+		return; /* held: the next reconnection catches up from it */
+	zoo_resync_done(zk->zh, zk->cu_losses);
+	log_debug("zookeeper: caught up from zxid 0x%llx", (unsigned long long)zk->cu_zxid);
+}
+
 /*
  * On expiry the C client fails every request of the session, and its
  * completion thread hands them to us at once; give it a moment to, since
@@ -1403,9 +1426,22 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		if (zk->handle_connected) {
 			log_info("zookeeper: reconnected, session 0x%llx",
 				 (unsigned long long)zk->session_id);
+			/* a round of catch-ups (zk_catchup_begin) from the
+			 * point the C client held at the first lost
+			 * connection not caught up from yet */
+			zk->cu_round++;
+			zk->cu_zxid = zoo_catchup_zxid(zk->zh, &zk->cu_losses);
+			zk->cu_waiting = zk->cu_failed = zk->cu_done = 0;
+			zk->cu_announcing = 1;
+			log_debug("zookeeper: catching up from zxid 0x%llx (%lld connections lost)",
+				  (unsigned long long)zk->cu_zxid, (long long)zk->cu_losses);
 			zk_emit(zk, ZK_EV_RECONNECTED);
+			zk->cu_announcing = 0;
+			catchup_check(zk);
 		} else {
 			zk->handle_connected = 1;
+			zk->cu_round++; /* a new session loads everything */
+			zk->cu_done = 1;
 			log_info("zookeeper: connected, session 0x%llx",
 				 (unsigned long long)zk->session_id);
 			zk_emit(zk, ZK_EV_CONNECTED);
@@ -1420,6 +1456,8 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 	} else if (it->state == ZOO_EXPIRED_SESSION_STATE) {
 		log_warn("zookeeper: session 0x%llx expired; starting a new one",
 			 (unsigned long long)zk->session_id);
+		zk->cu_round++; /* a new session loads everything */
+		zk->cu_done = 1;
 		zk_close_handle(zk, ZSESSIONEXPIRED);
 		zk_start_handle(zk);
 		fail_parked(zk, ZSESSIONEXPIRED);
@@ -1646,6 +1684,7 @@ zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb sess
 	zk->session_cb = session_cb;
 	zk->session_arg = arg;
 	zk->restart_delay = ZK_RESTART_MIN;
+	zk->cu_done = 1; /* no reconnection being caught up from */
 	if (ntls == 3) {
 		n = strlen(opt->tls_ca) + strlen(opt->tls_cert) + strlen(opt->tls_key) + 3;
 		zk->certstr = xmalloc(n);
@@ -1917,9 +1956,24 @@ zk_catch_up(struct zk *zk, int64_t zxid, const char *const *paths, int n, zk_res
 }
 
 int64_t
-zk_reconnect_zxid(const struct zk *zk)
+zk_catchup_begin(struct zk *zk, unsigned *round)
 {
-	return zk != NULL && zk->zh != NULL ? zoo_reconnect_zxid(zk->zh) : 0;
+	*round = zk->cu_round;
+	if (zk->cu_done)
+		return 0; /* not announcing a reconnection: from nothing */
+	zk->cu_waiting++;
+	return zk->cu_zxid;
+}
+
+void
+zk_catchup_end(struct zk *zk, unsigned round, int ok)
+{
+	if (round != zk->cu_round || zk->cu_done)
+		return; /* a round that is over */
+	if (!ok)
+		zk->cu_failed = 1;
+	zk->cu_waiting--;
+	catchup_check(zk);
 }
 
 void

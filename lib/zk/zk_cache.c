@@ -124,9 +124,10 @@ struct zk_cache {
 	int inflight;	  /* entry reads in flight (this session) */
 	/* catching up after a lost connection (session kept): SetWatches
 	 * from catchup_zxid instead of re-reading every entry */
-	int catchup;	  /* the load phase is a catch-up */
-	int catchup_owed; /* catchup_zxid still to be caught up from */
-	int sw_pending;	  /* its zk_catch_up is in flight */
+	int catchup;	/* the load phase is a catch-up */
+	int cu_counted; /* counted in zk.c's round cu_round (zk_catchup_begin) */
+	int sw_pending; /* its zk_catch_up is in flight */
+	unsigned cu_round;
 	int64_t catchup_zxid;
 	size_t nreads;	/* reads submitted (zk_cache_reads) */
 	size_t nqueued; /* entries waiting for their load (queued) */
@@ -323,6 +324,11 @@ sync_check(struct zk_cache *c)
 		c->syncing = 0;
 		c->synced = 1;
 		log_debug("zk cache %s: synced, %zu entries", c->path, c->nvisible);
+		if (c->cu_counted) {
+			/* caught up: what changed since the zxid is read */
+			c->cu_counted = 0;
+			zk_catchup_end(c->zk, c->cu_round, 1);
+		}
 		emit(c, ZK_CACHE_SYNCED, NULL);
 	}
 }
@@ -1003,17 +1009,15 @@ caught_up(const struct zk_result *r, void *arg)
 	c->sw_pending = 0;
 	if (r->rc == ZOK) {
 		/* the events it caused came first: their reads are counted */
-		c->catchup_owed = 0;
 		sync_check(c);
 	} else if (!transient(r->rc)) {
 		log_warn("zk cache %s: catching up: %s; re-reading every entry", c->path,
 			 zk_strerror(r->rc));
-		c->catchup_owed = 0;
 		c->catchup = 0;
 		c->sync_listed = 0; /* the next listing re-reads everything */
 		list_root(c);
 	} /* else a lost connection again: the next reconnection catches up
-	     from the same zxid */
+	     from the same zxid (zk.c's point stays held) */
 	pump(c);
 	leave(c);
 }
@@ -1033,10 +1037,8 @@ catch_up(struct zk_cache *c)
 	size_t b, n = 0;
 	struct ent *e;
 
-	if (!(c->flags & ZK_CACHE_DATA) || c->count == 0) {
-		c->catchup_owed = 0;
+	if (!(c->flags & ZK_CACHE_DATA) || c->count == 0)
 		return;
-	}
 	own = xcalloc(c->count, sizeof(*own));
 	for (b = 0; b < c->nslots; b++) {
 		if ((e = c->slots[b]) != NULL && e->have_data)
@@ -1044,7 +1046,6 @@ catch_up(struct zk_cache *c)
 	}
 	if (n == 0) {
 		free(own);
-		c->catchup_owed = 0;
 		return;
 	}
 	paths = (const char **)own;
@@ -1086,7 +1087,7 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 		c->synced = 0;
 		c->syncing = 0;
 		c->sync_pending = 0;
-		c->catchup = c->catchup_owed = c->sw_pending = 0;
+		c->catchup = c->cu_counted = c->sw_pending = 0;
 	} else if (ev == ZK_EV_SUSPENDED) {
 		/* what changed meanwhile is unknown until re-read */
 		c->synced = 0;
@@ -1097,7 +1098,7 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 			c->gen = zk_session_gen(zk);
 			c->root_busy = c->root_again = 0;
 			c->inflight = 0;
-			c->catchup_owed = c->sw_pending = 0;
+			c->cu_counted = c->sw_pending = 0;
 			ghosts_free(c);
 		}
 		log_debug("zk cache %s: re-syncing (%s)", c->path,
@@ -1114,14 +1115,17 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 		c->syncing = 1;
 		c->sync_listed = 0;
 		c->catchup = ev == ZK_EV_RECONNECTED && kept;
-		if (c->catchup && c->created && c->sw_pending == 0) {
-			/* from the zxid before the first of the lost
-			 * connections whose catch-up is not done */
-			if (!c->catchup_owed) {
-				c->catchup_zxid = zk_reconnect_zxid(zk);
-				c->catchup_owed = 1;
-			}
-			catch_up(c);
+		c->cu_counted = 0; /* a round before this one is over */
+		if (c->catchup && (c->flags & ZK_CACHE_DATA)) {
+			/* from the last zxid seen before the first lost
+			 * connection not caught up from yet (held by the C
+			 * client: not what it has seen since) */
+			c->catchup_zxid = zk_catchup_begin(zk, &c->cu_round);
+			c->cu_counted = 1;
+			/* one still in flight (sent once the connection was
+			 * back) is from the same point: its answer counts */
+			if (c->created && c->sw_pending == 0)
+				catch_up(c);
 		}
 		list_root(c);
 	}
@@ -1196,6 +1200,8 @@ zk_cache_free(struct zk_cache *cache)
 	if (cache == NULL || cache->freed)
 		return;
 	cache->freed = 1;
+	if (cache->cu_counted) /* nothing left to catch up */
+		zk_catchup_end(cache->zk, cache->cu_round, 1);
 	zk_cancel(cache->zk, cache);
 	zk_listener_remove(cache->zk, &cache->listener);
 	if (cache->depth == 0)

@@ -1038,3 +1038,122 @@ Test(zk_cache, catch_up_reads_only_what_changed)
 	zk_free(zk);
 	testzk_proxy_stop(px);
 }
+
+static int synced_mark;
+
+static int
+synced_again(void *arg)
+{
+	return ((const struct rec *)arg)->synced > synced_mark;
+}
+
+static void
+got_data(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	(void)data;
+	(void)len;
+	(void)st;
+	*(int *)arg = rc == ZOK ? 1 : -1;
+}
+
+/*
+ * A connection that comes up and drops again before the loop hears of it
+ * (a flapping link, a proxy that takes the connection and then fails):
+ * the replies on it move the C client's last zxid past what changed while
+ * the first connection was down, so a catch-up from the zxid current when
+ * the loop hears of the reconnection would skip those changes. The point
+ * is held in the C client from the first lost connection until every
+ * cache has caught up. Here the loop is kept from running (the other
+ * session has a loop of its own) while the link is cut, restored, a read
+ * answered on the short connection, cut again and restored.
+ */
+Test(zk_cache, catch_up_after_a_connection_that_came_and_went)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct event_base *base2 = event_base_new();
+	struct zk_options opt;
+	struct zk *zk, *other;
+	struct rec r = {0};
+	struct zk_cache *c;
+	char hosts[256], err[256], p[64];
+	size_t reads;
+	int i, got = 0;
+
+	cr_assert_not_null(base2);
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	testzk_options(&opt, direct, 0);
+	other = zk_new(base2, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	for (i = 0; i < 20; i++) {
+		snprintf(p, sizeof(p), "/fl/n%02d", i);
+		cr_assert_eq(zk_sync_create(other, p, "x", 1, 0, 1, NULL), ZOK);
+	}
+	c = zk_cache_new(zk, "/fl", ZK_CACHE_DATA, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert_eq(r.added, 20);
+	cr_assert_eq(zk_sync_exists(zk, "/fl", NULL), ZOK);
+
+	/* first cut: n01 changes, n02 goes */
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(zk_sync_set(other, "/fl/n01", "gap1", 4, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_delete(other, "/fl/n02", -1, 0), ZOK);
+	/* from here on our loop does not run: the reconnection is not heard
+	 * of; a read is answered on the new connection (sent once the C
+	 * client has reconnected, 50-100 ms: a read queued before would fail
+	 * with a connection attempt refused) */
+	testzk_proxy_refuse(px, 0);
+	usleep(700 * 1000);
+	zk_get(zk, "/fl", NULL, NULL, got_data, &got);
+	usleep(700 * 1000);
+	/* second cut, before the loop heard of the first reconnection: n03
+	 * changes meanwhile */
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	usleep(300 * 1000);
+	cr_assert_eq(zk_sync_set(other, "/fl/n03", "gap2", 4, -1, NULL), ZOK);
+	testzk_proxy_refuse(px, 0);
+	usleep(1000 * 1000);
+
+	/* now the loop hears of it all */
+	cr_assert(testzk_run_flag(base, &got, 10));
+	cr_assert_eq(got, 1, "the read was answered on the short connection");
+	cr_assert(testzk_run_until(base, synced_twice, &r, 15), "re-synced after reconnecting");
+	testzk_run_for(base, 0.3); /* a further catch-up, if one was owed */
+	cr_assert_not_null(zk_cache_get(c, "n01"));
+	cr_assert_str_eq(zk_cache_get(c, "n01")->data, "gap1",
+			 "the change made during the first cut was caught up");
+	cr_assert_null(zk_cache_get(c, "n02"));
+	cr_assert_str_eq(zk_cache_get(c, "n03")->data, "gap2");
+	cr_assert_eq(zk_cache_count(c), 19);
+
+	/* caught up: the point was let go, so the next cut catches up from
+	 * a point after it: only what changes then is read (n01 and n03 are
+	 * not read again) */
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(zk_sync_set(other, "/fl/n04", "gap3", 4, -1, NULL), ZOK);
+	reads = zk_cache_reads(c);
+	synced_mark = r.synced;
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_until(base, synced_again, &r, 15), "re-synced again");
+	cr_assert_eq(zk_cache_reads(c) - reads, 1, "%zu reads for the catch-up",
+		     zk_cache_reads(c) - reads);
+	cr_assert_str_eq(zk_cache_get(c, "n04")->data, "gap3");
+
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	event_base_free(base2);
+	testzk_proxy_stop(px);
+}
