@@ -1283,7 +1283,7 @@ static int zk_start_handle(struct zk *zk);
 static void
 catchup_check(struct zk *zk)
 {
-	if (zk->cu_announcing || zk->cu_done || zk->cu_waiting > 0 || zk->zh == NULL)
+	if (zk->cu_announcing || zk->cu_done || zk->cu_waiting > 0 || zk->zh == NULL || zk->closing)
 		return;
 	zk->cu_done = 1;
 	if (zk->cu_failed)

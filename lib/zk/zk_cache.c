@@ -26,7 +26,9 @@
  * instead, as ZooKeeper's own clients re-set their watches: the path is
  * listed again (new and vanished children) and a SetWatches (zk_catch_up)
  * from the last zxid seen before the loss names the children deleted or
- * changed meanwhile, which alone are read; lock contenders followed are
+ * changed meanwhile, which alone are read (the zxid is held by the C client
+ * from the first lost connection until every cache is synced again:
+ * zk_catchup_begin/zk_catchup_end); lock contenders followed are
  * listed again (SetWatches covers data only). Issue 13: 20,000 children
  * cost a few SetWatches requests, not 20,000 stat reads. SYNCED follows the
  * first listing of a load phase (and the catch-up's reply) once all its
