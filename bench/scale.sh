@@ -24,8 +24,13 @@
 #   1 x 1,000     main 0f7c320: RSS 31.7, PSS 11.2; main 728ebcb: RSS 20.3
 #                 (nodepoold 2.7, worker 8.8, nodepool-web 8.8), PSS 9.2.
 #   Restart, 10 x 20,000 (BENCH_RESTART=1): reconnected 260-290 ms after the
-#                 server served again, re-synced 4.4-6.9 s (a stat read per
-#                 cached child; branch i13-catchup-wip cuts it to 1.3 s).
+#                 server served again, re-synced 4.4-6.9 s (main 728ebcb: a
+#                 stat read per cached child). With the catch-up (SetWatches
+#                 from the zxid held at the lost connection; 2026-11-24, load
+#                 average 7 on 2 cores): reconnected 310-690 ms, re-synced
+#                 1.23-1.47 s; 0.8-1.0 s CPU for all 12 processes together,
+#                 so a worker mostly waits (on the server just started,
+#                 answering 11 listings and SetWatches of 20,000 children).
 # What a worker still holds per foreign node (20,000 nodes): the cache entry
 # (64 B + name: a 96-byte malloc chunk) and its slot in the cache's table
 # (11-21 B), no watch (one recursive watch per cache); its summary is
