@@ -1108,12 +1108,12 @@ Test(zk_cache, catch_up_after_a_connection_that_came_and_went)
 	cr_assert_eq(zk_sync_delete(other, "/fl/n02", -1, 0), ZOK);
 	/* from here on our loop does not run: the reconnection is not heard
 	 * of; a read is answered on the new connection (sent once the C
-	 * client has reconnected, 50-100 ms: a read queued before would fail
+	 * client has reconnected, 50-100 ms; a read queued before would fail
 	 * with a connection attempt refused) */
 	testzk_proxy_refuse(px, 0);
-	usleep(700 * 1000);
+	usleep(1000 * 1000);
 	zk_get(zk, "/fl", NULL, NULL, got_data, &got);
-	usleep(700 * 1000);
+	usleep(1000 * 1000);
 	/* second cut, before the loop heard of the first reconnection: n03
 	 * changes meanwhile */
 	testzk_proxy_refuse(px, 1);
