@@ -73,6 +73,7 @@ struct ent {
 	char name[]; /* the child name, inline */
 };
 _Static_assert(sizeof(struct ent) <= 64, "struct ent grew: issue 13 counts every byte");
+_Static_assert(offsetof(struct ent, name) <= 58, "a node's entry outgrew an 80-byte chunk");
 
 /*
  * An entry removed while a read of it was in flight: the reply must not be
@@ -197,7 +198,10 @@ static struct ent *
 ent_add(struct zk_cache *c, const char *name)
 {
 	size_t len = strlen(name);
-	struct ent *e = xcalloc(1, sizeof(*e) + len + 1);
+	/* the name starts in the struct's tail padding: a node's entry
+	 * ("0000000042") is an 80-byte malloc chunk, where sizeof would
+	 * make it 96 */
+	struct ent *e = xcalloc(1, offsetof(struct ent, name) + len + 1);
 
 	memcpy(e->name, name, len + 1);
 	e->pub.name = e->name;
