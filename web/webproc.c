@@ -19,6 +19,7 @@
 #include "config.h"
 #include "ipc.h"
 #include "log.h"
+#include "memtrim.h"
 #include "model.h"
 #include "nodeview.h"
 #include "slice.h"
@@ -42,6 +43,7 @@ struct webproc {
 	struct event *listen_retry; /* the address could not be bound: try again */
 	char listen_error[256];	    /* why, or "" */
 	int ready_sent;
+	int trimmed; /* the start-up trim ran (np_mem_trim_startup) */
 	int exit_code;
 	int stopping;
 	double start;
@@ -178,8 +180,13 @@ send_status(struct webproc *wp, int64_t seq)
 	st->state = wp->stopping   ? IPC_WS_STOPPING
 		    : is_ready(wp) ? IPC_WS_RUNNING
 				   : IPC_WS_STARTING;
+	if (st->state == IPC_WS_RUNNING && !wp->trimmed) {
+		/* every cache synced: start-up is done */
+		wp->trimmed = 1;
+		np_mem_trim_startup("web API serving");
+	}
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		st->rss_kb = ru.ru_maxrss;
+		st->rss_kb = np_mem_rss_kb();
 		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}
