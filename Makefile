@@ -56,6 +56,12 @@ CFLAGS += $(CFLAGS_BASE) $(SANFLAGS) $(INCLUDES) \
 # not): a binary records only the libraries it calls, so nodepoold, which
 # never talks to ZooKeeper, maps no OpenSSL, whichever compiler and build.
 LDFLAGS += $(SANFLAGS) -Wl,--as-needed
+# -z now (full RELRO with -z relro): every symbol is bound at start-up,
+# none lazily later. Besides the hardening, a process's start-up trim
+# (lib/core/memtrim.h) then leaves nothing for the dynamic loader to do:
+# a lazy first call after it would fault ld.so and the libraries' symbol
+# tables back in.
+LDFLAGS += -Wl,-z,relro -Wl,-z,now
 LDLIBS += $(ZKC)/lib/libzookeeper.a $(ZKC)/lib/libhashtable.a \
 	$(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm
 

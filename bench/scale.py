@@ -172,6 +172,57 @@ def sample(pid):
     return name, rss, cpu, anon, filek
 
 
+def table(proc, title):
+    """Prints per-process RSS (anonymous, file-backed), CPU, and the totals."""
+    PSS.clear()
+    rows = []
+    for pid, comm in sorted(procs_of(proc.pid).items()):
+        try:
+            rows.append((pid,) + sample(pid))
+        except OSError:
+            pass
+    print(title)
+    print("%8s  %-28s %9s %9s %9s %8s" % ("pid", "process", "RSS MiB", "(anon", "file)",
+                                           "CPU s"))
+    for pid, name, rss, cpu, anon, filek in rows:
+        print("%8d  %-28s %9.1f %9.1f %9.1f %8.2f" % (pid, name, rss / 1024.0, anon / 1024.0,
+                                                    filek / 1024.0, cpu))
+    print("%8s  %-28s %9.1f %9.1f %9.1f %8.2f" % (
+        "", "TOTAL", sum(r[2] for r in rows) / 1024.0, sum(r[4] for r in rows) / 1024.0,
+        sum(r[5] for r in rows) / 1024.0, sum(r[3] for r in rows)))
+    print("total PSS (shared pages counted once) %.1f MiB" % (sum(PSS.values()) / 1024.0),
+          flush=True)
+
+
+def serve(k, m, rounds):
+    """Zuul's side under load, step by step as Zuul's code (the Zuul class of
+    tests/process/conftest.py: zuul/nodepool.py Nodepool.requestNodes,
+    acceptNodes, useNodeSet, returnNodeSet): `rounds` rounds of 2*M node
+    requests of one "small" node each, submitted together, so that every
+    worker competes for them; each fulfilled request is accepted (nodes
+    locked, in-use) and its nodes returned (used, unlocked). Returns the
+    number served, once every returned static node has been deleted (the
+    static driver registers its slot anew)."""
+    from conftest import Zuul, wait_for
+    z = Zuul(k)
+    served = 0
+    for _ in range(rounds):
+        rids = [z.submit(["small"]) for _ in range(2 * m)]
+        held = []
+        for rid in rids:
+            req = z.wait_request(rid, timeout=120)
+            if req["state"] != "fulfilled":
+                sys.exit("request %s %s" % (rid, req["state"]))
+            held.append(z.accept(rid))
+        for h in held:
+            z.finish(h)
+        ids = [x[0] for h in held for x in h]
+        wait_for(lambda: all(not k.exists("/nodepool/nodes/" + i) for i in ids), 120,
+                 what="returned nodes deleted")
+        served += len(rids)
+    return served
+
+
 def restart(server, proc, logpath, m):
     """BENCH_RESTART: restart ZooKeeper (1 s down, same data and ports) and
     print, per worker, when it reconnected and when its view was re-synced
@@ -285,23 +336,15 @@ def main():
             time.sleep(0.2)
         ready = time.time() - t0
         time.sleep(3)  # let the last events settle
-        rows = []
-        for pid, comm in sorted(procs_of(proc.pid).items()):
-            try:
-                rows.append((pid,) + sample(pid))
-            except OSError:
-                pass
-        print("nodes %d (%d foreign, %d static), providers %d: all workers running after %.1fs"
-              % (nfill + m * h, nfill, m * h, m, ready))
-        print("%8s  %-28s %9s %9s %9s %8s" % ("pid", "process", "RSS MiB", "(anon", "file)",
-                                               "CPU s"))
-        for pid, name, rss, cpu, anon, filek in rows:
-            print("%8d  %-28s %9.1f %9.1f %9.1f %8.2f" % (pid, name, rss / 1024.0, anon / 1024.0,
-                                                        filek / 1024.0, cpu))
-        print("%8s  %-28s %9.1f %9.1f %9.1f %8.2f" % (
-            "", "TOTAL", sum(r[2] for r in rows) / 1024.0, sum(r[4] for r in rows) / 1024.0,
-            sum(r[5] for r in rows) / 1024.0, sum(r[3] for r in rows)))
-        print("total PSS (shared pages counted once) %.1f MiB" % (sum(PSS.values()) / 1024.0))
+        table(proc, "nodes %d (%d foreign, %d static), providers %d: all workers running "
+              "after %.1fs" % (nfill + m * h, nfill, m * h, m, ready))
+        rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+        if rounds > 0:
+            t1 = time.time()
+            served = serve(k, m, rounds)
+            time.sleep(5)  # the last events settle
+            table(proc, "after serving %d node requests as Zuul does (%.1fs), 5 s later:"
+                  % (served, time.time() - t1))
         if server is not None:
             restart(server, proc, tmp + "/npd.log", m)
         if os.environ.get("BENCH_HOLD"):  # time to inspect /proc by hand

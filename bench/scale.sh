@@ -5,7 +5,9 @@
 # Starts a dedicated ZooKeeper (tests/zkfixture.sh), fills it with N node
 # records (bench/scale.py says how), starts nodepoold with M static
 # providers, waits until every worker is running, prints per-process and
-# total RSS and user+sys CPU, and stops everything it started, by pid.
+# total RSS and user+sys CPU; then plays Zuul for BENCH_ROUNDS (3) rounds
+# of 2*M node requests (submit, accept, return, as Zuul's code does) and
+# prints them again, 5 s after; and stops everything it started, by pid.
 # BENCH_ZK_DIR: reuse a running fixture instead of starting one.
 #
 # BENCH_RESTART=1: afterwards restart ZooKeeper (1 s down, same data and
@@ -23,6 +25,15 @@
 #                 a worker 8.5 (anonymous 1.5, file 7.0).
 #   1 x 1,000     main 0f7c320: RSS 31.7, PSS 11.2; main 728ebcb: RSS 20.3
 #                 (nodepoold 2.7, worker 8.8, nodepool-web 8.8), PSS 9.2.
+#   10 x 20,000   main of session 5 (start-up trim, 64-byte cache entries):
+#                 after start-up RSS 84.2 MiB (workers 7.1-7.5: anonymous
+#                 4.0-4.4, file 3.0-3.2; nodepool-web 8.9; nodepoold 2.4),
+#                 PSS 52.5; after serving 60 requests (BENCH_ROUNDS, the
+#                 default 3) RSS 98.1 (workers 8.3-8.7, file 4.2-4.3 as the
+#                 serving code comes back; web 11.1), PSS 53.5. With
+#                 NODEPOOLD_NO_MEM_TRIM=1: RSS 130.2 / 130.5, PSS 56.5 / 58.1.
+#   10 x 200      RSS 53.3 after start-up, 66.0 after serving; PSS 20.6 / 22.0.
+#   1 x 1,000     RSS 9.9 after start-up, 13.2 after serving; PSS 5.3 / 5.9.
 #   Restart, 10 x 20,000 (BENCH_RESTART=1): reconnected 260-290 ms after the
 #                 server served again, re-synced 4.4-6.9 s (main 728ebcb: a
 #                 stat read per cached child). With the catch-up (SetWatches
@@ -34,7 +45,7 @@
 #                 just started, answering 11 listings and SetWatches of
 #                 20,000 children). Reconnected 260-690 ms either way.
 # What a worker still holds per foreign node (20,000 nodes): the cache entry
-# (64 B + name: a 96-byte malloc chunk) and its slot in the cache's table
+# (40 B + name: a 64-byte malloc chunk) and its slot in the cache's table
 # (11-21 B), no watch (one recursive watch per cache); its summary is
 # shared with every equal unallocated node (0 B of its own) or 32 B with
 # overhead when allocated (nodesum.h). nodepool-web holds 140-300 B per

@@ -62,6 +62,7 @@
 #include "imagetree.h"
 #include "ipc.h"
 #include "log.h"
+#include "memtrim.h"
 #include "model.h"
 #include "openstack/os_cloud.h"
 #include "paths.h"
@@ -2585,6 +2586,7 @@ send_ready(struct builder *b)
 	b->ready_sent = 1;
 	log_info("ready: ZooKeeper session live, %d build and %d upload workers",
 		 b->opt.build_workers, b->opt.upload_workers);
+	np_mem_trim_startup("builder ready");
 	if (b->sup == NULL)
 		return;
 	childproc_ready(&m, "builder", zk_session_id(b->zk));

@@ -39,6 +39,7 @@
 #include "config.h"
 #include "daemon_paths.h"
 #include "log.h"
+#include "memtrim.h"
 #include "version.h"
 
 /* How long `nodepoold stop` waits for the daemon to go, seconds. */
@@ -217,6 +218,7 @@ run(struct sup *sup, struct np_config *cfg, bool daemonize)
 	log_info("configuration generation %lld: %zu children", (long long)sup->gen, res.added);
 	sup_reload_result_clear(&res);
 	sup_watch_update(sup);
+	np_mem_trim_startup("children started");
 	/* A SIGTERM that came while starting is delivered now. */
 	event_base_dispatch(sup->base);
 

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "ipc.h"
 #include "log.h"
+#include "memtrim.h"
 #include "model.h"
 #include "nodeview.h"
 #include "slice.h"
@@ -42,6 +43,7 @@ struct webproc {
 	struct event *listen_retry; /* the address could not be bound: try again */
 	char listen_error[256];	    /* why, or "" */
 	int ready_sent;
+	int trimmed; /* the start-up trim ran (np_mem_trim_startup) */
 	int exit_code;
 	int stopping;
 	double start;
@@ -179,7 +181,7 @@ send_status(struct webproc *wp, int64_t seq)
 		    : is_ready(wp) ? IPC_WS_RUNNING
 				   : IPC_WS_STARTING;
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		st->rss_kb = ru.ru_maxrss;
+		st->rss_kb = np_mem_rss_kb();
 		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}
@@ -295,6 +297,23 @@ on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
 
 /* ---- the session ------------------------------------------------------------------ */
 
+/*
+ * A cache's event: only SYNCED matters here (the endpoints read the caches
+ * when asked). When the last of the three first syncs, start-up is done.
+ */
+static void
+cache_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e, void *arg)
+{
+	struct webproc *wp = arg;
+
+	(void)c;
+	(void)e;
+	if (ev == ZK_CACHE_SYNCED && !wp->trimmed && is_ready(wp)) {
+		wp->trimmed = 1;
+		np_mem_trim_startup("web API view synced");
+	}
+}
+
 static void
 session_event(struct zk *zk, enum zk_event ev, void *arg)
 {
@@ -309,14 +328,14 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 			/* nodes: of each record only what the endpoints
 			 * show, compact (nodeview.h) */
 			wp->nodes = zk_cache_new(zk, "/nodepool/nodes",
-						 ZK_CACHE_DATA | ZK_CACHE_LOCKS, NULL, wp);
+						 ZK_CACHE_DATA | ZK_CACHE_LOCKS, cache_event, wp);
 			zk_cache_set_codec(wp->nodes, decode_node, free_node);
 			wp->requests =
-			    zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA, NULL, wp);
+			    zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA, cache_event, wp);
 			zk_cache_set_codec(wp->requests, np_request_cache_decode,
 					   np_request_cache_free);
-			wp->pools =
-			    zk_cache_new(zk, "/nodepool/components/pool", ZK_CACHE_DATA, NULL, wp);
+			wp->pools = zk_cache_new(zk, "/nodepool/components/pool", ZK_CACHE_DATA,
+						 cache_event, wp);
 			zk_cache_set_codec(wp->pools, np_component_cache_decode,
 					   np_component_cache_free);
 		}

@@ -392,7 +392,8 @@ adopt_components(struct launcher *lc)
 		for (i = 0; i < n; i++) {
 			const struct np_component *c = ents[i]->obj;
 			if (c == NULL || c->id == NULL || strcmp(c->id, pool->launcher_id) != 0 ||
-			    ents[i]->stat.ephemeral_owner != zk_session_id(lc->zk))
+			    zk_cache_ephemeral_owner(lc->pool_components, ents[i]) !=
+				zk_session_id(lc->zk))
 				continue;
 			snprintf(path, sizeof(path), "/nodepool/components/pool/%s", ents[i]->name);
 			pool->component_path = strdup(path);
@@ -664,7 +665,7 @@ components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cac
 		lc->pools_removed_at = lc_monotonic();
 	if (ev == ZK_CACHE_REMOVED && lc->started && lc->prov.dp != NULL &&
 	    lc->prov.drv->peers_changed != NULL && e->obj != NULL &&
-	    e->stat.ephemeral_owner != zk_session_id(lc->zk)) {
+	    zk_cache_ephemeral_owner(c, e) != zk_session_id(lc->zk)) {
 		const struct np_component *pc = e->obj;
 		if (pc->provider_name != NULL && strcmp(pc->provider_name, lc->prov.name) == 0)
 			peers_barrier(lc);
@@ -1167,7 +1168,8 @@ host_provider_peers(struct launcher *lc, char *who, size_t wholen)
 		const struct np_component *pc = ents[i]->obj;
 		if (pc == NULL || pc->provider_name == NULL ||
 		    strcmp(pc->provider_name, lc->prov.name) != 0 ||
-		    ents[i]->stat.ephemeral_owner == me || ents[i]->stat.ephemeral_owner == 0)
+		    zk_cache_ephemeral_owner(lc->pool_components, ents[i]) == me ||
+		    zk_cache_ephemeral_owner(lc->pool_components, ents[i]) == 0)
 			continue;
 		if (k++ == 0 && who != NULL && wholen > 0)
 			snprintf(who, wholen, "%s", pc->hostname ? pc->hostname : ents[i]->name);

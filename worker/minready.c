@@ -27,7 +27,7 @@ our_min_ready(struct launcher *lc, const struct zk_cache_entry *e)
 	const struct np_request *r = e->obj;
 
 	return r != NULL && r->requestor != NULL && strcmp(r->requestor, MIN_READY) == 0 &&
-	       e->stat.ephemeral_owner == zk_session_id(lc->zk);
+	       zk_cache_ephemeral_owner(lc->requests, e) == zk_session_id(lc->zk);
 }
 
 struct mr_done {

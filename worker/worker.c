@@ -19,6 +19,7 @@
 #include "config.h"
 #include "ipc.h"
 #include "log.h"
+#include "memtrim.h"
 #include "metrics.h"
 #include "slice.h"
 #include "statsd.h"
@@ -66,6 +67,7 @@ send_ready(struct worker *w)
 	ipc_msg_clear(&m);
 	w->ready_sent = 1;
 	log_info("ready: ZooKeeper session live, provider started");
+	np_mem_trim_startup("provider started");
 }
 
 static int
@@ -145,7 +147,7 @@ send_status(struct worker *w, int64_t seq)
 			ipc_set_str(&st->last_error, lc->last_error);
 	}
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		st->rss_kb = ru.ru_maxrss;
+		st->rss_kb = np_mem_rss_kb();
 		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}

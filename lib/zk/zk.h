@@ -326,23 +326,28 @@ enum zk_cache_event {
 #define ZK_CACHE_LOCKS 0x2 /* watch each child's "lock" subdir: entry->locked */
 
 /* The parts of a child's stat a cache keeps (readers: the version for
- * conditional writes, the owner for components and our own nodes; the
- * mzxid tells a re-read that changed nothing). */
+ * conditional writes; the mzxid tells a re-read that changed nothing). The
+ * owner of an ephemeral child: zk_cache_ephemeral_owner(). */
 struct zk_cache_stat {
 	int64_t mzxid;
-	int64_t ephemeral_owner; /* session id, 0 for persistent znodes */
-	int32_t version;	 /* data version */
+	int32_t version; /* data version */
 };
 
+/*
+ * A cached child. 40 bytes and the name: a node's entry ("0000000042") is
+ * a 64-byte malloc chunk, and a worker holds one per node of the fleet
+ * (issue 13), so nothing is here that most children do not need.
+ */
 struct zk_cache_entry {
-	const char *name; /* child name, e.g. "0000000042" */
 	/* NUL-terminated, NULL until read or if empty; with a codec, kept only
 	 * while obj is NULL (undecodable): a decoded body is not held twice */
 	const char *data;
-	void *obj; /* decoded object (zk_cache_set_codec), NULL if undecodable */
-	int len;
-	int locked;		   /* ZK_CACHE_LOCKS: number of contenders under <child>/lock */
+	void *obj;		   /* decoded object (zk_cache_set_codec), NULL if undecodable */
 	struct zk_cache_stat stat; /* ZK_CACHE_DATA: as of the data read */
+	int len;
+	short locked; /* ZK_CACHE_LOCKS: contenders under <child>/lock (at most SHRT_MAX) */
+	unsigned short cache_bits; /* the cache's own bookkeeping: not for users */
+	char name[];		   /* the child's name, e.g. "0000000042" */
 };
 
 struct zk_cache;
@@ -390,6 +395,14 @@ void zk_cache_free(struct zk_cache *cache);
  * (ZK_CACHE_SYNCED): what changed meanwhile is not known before. */
 int zk_cache_synced(const struct zk_cache *cache);
 const struct zk_cache_entry *zk_cache_get(const struct zk_cache *cache, const char *name);
+
+/*
+ * The session that owns entry e of cache (its ephemeralOwner) as of its
+ * data read: 0 for a persistent child or one not read yet. Ephemeral
+ * children (components' registrations) are few; their owners are kept
+ * beside the entries, not in each.
+ */
+int64_t zk_cache_ephemeral_owner(const struct zk_cache *cache, const struct zk_cache_entry *e);
 /* Entries in child-name order; the array is owned by the cache and valid until
  * the loop runs again. */
 int zk_cache_entries(const struct zk_cache *cache, const struct zk_cache_entry *const **out);

@@ -52,6 +52,7 @@
 #include "zk_private.h"
 #include "log.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,23 +67,41 @@
  * and in the cache's slot table, not here.
  */
 struct ent {
-	struct zk_cache_entry pub;
-	unsigned visible : 1;	/* ADDED was delivered */
-	unsigned have_data : 1; /* its data was read */
-	unsigned loading : 1;	/* (re)loading: UPDATED waits for every read */
-	unsigned changed : 1;	/* loading: something differs from before */
-	unsigned in_sync : 1;	/* counted in the cache's sync_pending */
-	unsigned queued : 1;	/* waits for its load (counted in nqueued) */
-	unsigned seen : 1;	/* in the listing being processed */
-	unsigned lock_on : 1;	/* its lock is followed (locks_wanted) */
-	unsigned retry : 1;	/* a read failed for a lost connection: loaded
-				   again by the listing after reconnecting */
-	unsigned data_busy : 1, data_again : 1;
-	unsigned lock_busy : 1, lock_again : 1;
-	unsigned lock_only : 1; /* queued for its lock listing only (catch-up) */
-	char name[];		/* the child name, inline */
+	union {
+		struct zk_cache_entry pub;
+		/* the same bytes: the bits live in pub.cache_bits, the name
+		 * is pub.name */
+		struct {
+			char at_bits_[offsetof(struct zk_cache_entry, cache_bits)];
+			unsigned short visible : 1;   /* ADDED was delivered */
+			unsigned short have_data : 1; /* its data was read */
+			unsigned short loading : 1; /* (re)loading: UPDATED waits for every read */
+			unsigned short changed : 1; /* loading: something differs from before */
+			unsigned short in_sync : 1; /* counted in the cache's sync_pending */
+			unsigned short queued : 1;  /* waits for its load (counted in nqueued) */
+			unsigned short seen : 1;    /* in the listing being processed */
+			unsigned short lock_on : 1; /* its lock is followed (locks_wanted) */
+			unsigned short retry : 1;   /* a read failed for a lost connection: loaded
+						       again by the listing after reconnecting */
+			unsigned short data_busy : 1, data_again : 1;
+			unsigned short lock_busy : 1, lock_again : 1;
+			unsigned short ephemeral : 1; /* its owner is in the cache's eph table */
+			unsigned short
+			    lock_only : 1; /* queued for its lock listing only (catch-up) */
+			char name[];	   /* the child name, inline */
+		};
+	};
 };
-_Static_assert(sizeof(struct ent) <= 64, "struct ent grew: issue 13 counts every byte");
+_Static_assert(offsetof(struct ent, name) == offsetof(struct zk_cache_entry, name),
+	       "the entry's bits and name must overlay zk_cache_entry's");
+_Static_assert(offsetof(struct ent, name) <= 40,
+	       "a node's entry outgrew a 64-byte malloc chunk: issue 13 counts every byte");
+
+/* The owner of an ephemeral child (few: components' registrations). */
+struct eph {
+	const struct ent *e;
+	int64_t owner;
+};
 
 /*
  * An entry removed while a read of it was in flight: the reply must not be
@@ -135,6 +154,8 @@ struct zk_cache {
 	size_t nqueued; /* entries waiting for their load (queued) */
 	size_t qcursor; /* the slot the queue scan goes on from */
 	struct ghost *ghosts;
+	struct eph *eph; /* ephemeral children's owners, unordered */
+	size_t neph, ephcap;
 
 	const struct zk_cache_entry **arr;
 	size_t arrcap;
@@ -215,10 +236,10 @@ static struct ent *
 ent_add(struct zk_cache *c, const char *name)
 {
 	size_t len = strlen(name);
-	struct ent *e = xcalloc(1, sizeof(*e) + len + 1);
+	/* a node's entry ("0000000042") is a 64-byte malloc chunk */
+	struct ent *e = xcalloc(1, offsetof(struct ent, name) + len + 1);
 
 	memcpy(e->name, name, len + 1);
-	e->pub.name = e->name;
 	if ((c->count + 1) * 4 > c->nslots * 3)
 		grow(c);
 	c->slots[slot_of(c, name, len)] = e;
@@ -226,9 +247,46 @@ ent_add(struct zk_cache *c, const char *name)
 	return e;
 }
 
+static size_t
+eph_find(const struct zk_cache *c, const struct ent *e)
+{
+	size_t i;
+
+	for (i = 0; i < c->neph && c->eph[i].e != e; i++)
+		;
+	return i;
+}
+
+/* Records e's owner (0: persistent, forgotten). */
+static void
+eph_set(struct zk_cache *c, struct ent *e, int64_t owner)
+{
+	size_t i = e->ephemeral ? eph_find(c, e) : c->neph;
+
+	if (owner == 0) {
+		if (i < c->neph)
+			c->eph[i] = c->eph[--c->neph];
+		e->ephemeral = 0;
+		return;
+	}
+	if (i == c->neph) {
+		if (c->neph == c->ephcap) {
+			c->ephcap = c->ephcap ? c->ephcap * 2 : 8;
+			c->eph = realloc(c->eph, c->ephcap * sizeof(*c->eph));
+			if (c->eph == NULL)
+				abort();
+		}
+		c->eph[c->neph++].e = e;
+	}
+	c->eph[i].owner = owner;
+	e->ephemeral = 1;
+}
+
 static void
 ent_free(struct zk_cache *c, struct ent *e)
 {
+	if (e->ephemeral)
+		eph_set(c, e, 0);
 	if (e->pub.obj != NULL && c->free_obj != NULL)
 		c->free_obj(e->pub.obj);
 	free((char *)e->pub.data);
@@ -450,6 +508,8 @@ read_lock(struct zk_cache *c, struct ent *e)
 static void
 set_locked(struct zk_cache *c, struct ent *e, int locked)
 {
+	if (locked > SHRT_MAX)
+		locked = SHRT_MAX;
 	if (e->pub.locked == locked)
 		return;
 	e->pub.locked = locked;
@@ -653,7 +713,8 @@ data_read(const struct zk_result *r, void *arg)
 			set_data(c, e, r);
 			e->pub.stat.mzxid = r->stat->mzxid;
 			e->pub.stat.version = r->stat->version;
-			e->pub.stat.ephemeral_owner = r->stat->ephemeral_owner;
+			if (r->stat->ephemeral_owner != 0 || e->ephemeral)
+				eph_set(c, e, r->stat->ephemeral_owner);
 			ent_changed(c, e);
 		}
 		/* the filter may now want its lock, or no longer */
@@ -1191,6 +1252,7 @@ cache_destroy(struct zk_cache *c)
 	free(c->slots);
 	ghosts_free(c);
 	free(c->arr);
+	free(c->eph);
 	free(c->path);
 	free(c->prefix);
 	free(c);
@@ -1222,6 +1284,18 @@ zk_cache_get(const struct zk_cache *cache, const char *name)
 	struct ent *e = lookup(cache, name);
 
 	return e != NULL && e->visible ? &e->pub : NULL;
+}
+
+int64_t
+zk_cache_ephemeral_owner(const struct zk_cache *cache, const struct zk_cache_entry *e)
+{
+	const struct ent *x = (const struct ent *)e;
+	size_t i;
+
+	if (!x->ephemeral)
+		return 0;
+	i = eph_find(cache, x);
+	return i < cache->neph ? cache->eph[i].owner : 0;
 }
 
 static int

@@ -274,6 +274,65 @@ Test(zk_cache, data_added_updated_removed)
 	zk_free(zk);
 }
 
+/* Owners are kept beside the entries (issue 13: a node's entry has no room
+ * for one), and read as the stat said. */
+Test(zk_cache, ephemeral_owners)
+{
+	const char *hosts;
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts), *other;
+	struct zk_options opt;
+	struct rec r = {0};
+	struct zk_cache *c;
+	char name[16], err[256];
+	int i;
+
+	testzk_options(&opt, hosts, 0); /* a second session on the same chroot */
+	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+
+	cr_assert_eq(zk_sync_create(zk, "/e/kept", "k", 1, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/e/mine", "m", 1, ZOO_EPHEMERAL, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/e/theirs", "t", 1, ZOO_EPHEMERAL, 1, NULL), ZOK);
+	for (i = 0; i < 20; i++) { /* more than the table's first size */
+		snprintf(name, sizeof(name), "m%02d", i);
+		char path[32];
+		snprintf(path, sizeof(path), "/e/%s", name);
+		cr_assert_eq(zk_sync_create(zk, path, "x", 1, ZOO_EPHEMERAL, 1, NULL), ZOK);
+	}
+	c = zk_cache_new(zk, "/e", ZK_CACHE_DATA, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert_eq(zk_cache_ephemeral_owner(c, zk_cache_get(c, "kept")), 0);
+	cr_assert_eq(zk_cache_ephemeral_owner(c, zk_cache_get(c, "mine")), zk_session_id(zk));
+	cr_assert_eq(zk_cache_ephemeral_owner(c, zk_cache_get(c, "theirs")), zk_session_id(other));
+	cr_assert_neq(zk_session_id(zk), zk_session_id(other));
+	for (i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "m%02d", i);
+		cr_assert_eq(zk_cache_ephemeral_owner(c, zk_cache_get(c, name)), zk_session_id(zk));
+	}
+	/* a change keeps the owner; the other session's end removes its child */
+	cr_assert_eq(zk_sync_set(zk, "/e/mine", "m2", 2, -1, NULL), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "mine", "m2", -1);
+	cr_assert_eq(zk_cache_ephemeral_owner(c, zk_cache_get(c, "mine")), zk_session_id(zk));
+	zk_free(other);
+	expect(&r, ZK_CACHE_REMOVED, "theirs", "t", -1);
+	cr_assert_null(zk_cache_get(c, "theirs"));
+	for (i = 0; i < 20; i += 2) {
+		char path[32];
+		snprintf(path, sizeof(path), "/e/m%02d", i);
+		cr_assert_eq(zk_sync_delete(zk, path, -1, 0), ZOK);
+	}
+	expect(&r, ZK_CACHE_REMOVED, "m18", "x", -1);
+	for (i = 1; i < 20; i += 2) {
+		snprintf(name, sizeof(name), "m%02d", i);
+		cr_assert_eq(zk_cache_ephemeral_owner(c, zk_cache_get(c, name)), zk_session_id(zk));
+	}
+	cr_assert_eq(zk_cache_ephemeral_owner(c, zk_cache_get(c, "kept")), 0);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(zk);
+}
+
 Test(zk_cache, lock_contenders_counted)
 {
 	const char *hosts;
