@@ -35,8 +35,15 @@
 #   10 x 200      RSS 53.3 after start-up, 66.0 after serving; PSS 20.6 / 22.0.
 #   1 x 1,000     RSS 9.9 after start-up, 13.2 after serving; PSS 5.3 / 5.9.
 #   Restart, 10 x 20,000 (BENCH_RESTART=1): reconnected 260-290 ms after the
-#                 server served again, re-synced 4.4-6.9 s (a stat read per
-#                 cached child; branch i13-catchup-wip cuts it to 1.3 s).
+#                 server served again, re-synced 4.4-6.9 s (main 728ebcb: a
+#                 stat read per cached child). With the catch-up (SetWatches
+#                 from the zxid held at the lost connection), back to back
+#                 with main 1f9d95d on the same machine (load average 7 on 2
+#                 cores): main re-synced 7.3-10.9 s using 5.5-7.2 s CPU; the
+#                 catch-up 1.02-1.47 s using 0.7-1.0 s CPU for all 12
+#                 processes together, so a worker mostly waits (on the server
+#                 just started, answering 11 listings and SetWatches of
+#                 20,000 children). Reconnected 260-690 ms either way.
 # What a worker still holds per foreign node (20,000 nodes): the cache entry
 # (40 B + name: a 64-byte malloc chunk) and its slot in the cache's table
 # (11-21 B), no watch (one recursive watch per cache); its summary is

@@ -7,7 +7,10 @@
 # against its DNS names, an IP address against its IP addresses. See
 # ../README.md, "ZooKeeper and TLS". mk/zkclient-reconnect.patch paces
 # reconnection; mk/zkclient-watch.patch adds persistent (recursive) watches:
-# zoo_aadd_watch(), re-registered with SetWatches2.
+# zoo_aadd_watch(), re-registered with SetWatches2; and the catch-up after a
+# lost connection: zoo_aset_data_watches() (SetWatches with a normal xid),
+# zoo_catchup_zxid() and zoo_resync_done() (the zxid to catch up from, held
+# in the I/O thread from the first lost connection until caught up).
 #
 # Usage: mk/zkclient.sh OUTDIR
 # OUTDIR receives lib/libzookeeper.a, lib/libhashtable.a and include/.

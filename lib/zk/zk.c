@@ -225,6 +225,15 @@ struct zk {
 	int retry_mode;		       /* zk_set_retry() */
 	struct zk_call *phead, *ptail; /* calls parked until the connection is back */
 
+	/* the catch-up after a reconnection (zk_catchup_begin): the C
+	 * client's point and its count of lost connections when we heard of
+	 * the reconnection; the round (one per reconnection or session);
+	 * caches still catching up in it, whether one failed, whether the
+	 * reconnection is still being announced, whether it is done */
+	int64_t cu_zxid, cu_losses;
+	unsigned cu_round;
+	int cu_waiting, cu_failed, cu_announcing, cu_done;
+
 	int dispatching;
 	int free_requested;
 	int closing;
@@ -1086,6 +1095,18 @@ rq_result(struct zk *zk, struct zk_item *it)
 		if (!registered)
 			watch_put(zk, rq->watch);
 	}
+	if (rq->kind == ZK_OP_CATCHUP) {
+		/* one of the call's SetWatches: reported when all are back */
+		if (it->rc != ZOK && c->final_rc == ZOK)
+			c->final_rc = it->rc;
+		rq_free(rq);
+		if (c->outstanding > 0)
+			return;
+		memset(&r, 0, sizeof(r));
+		r.rc = c->final_rc;
+		call_finish(zk, c, &r);
+		return;
+	}
 	if (rq->rdel != NULL) {
 		rdel_result(zk, rq, it);
 		rq_free(rq);
@@ -1257,6 +1278,20 @@ fail_parked(struct zk *zk, int rc)
 static void zk_emit(struct zk *zk, enum zk_event ev);
 static int zk_start_handle(struct zk *zk);
 
+/* Every catch-up of the round succeeded: the C client may drop the point
+ * it held (unless a connection was lost since we read it). */
+static void
+catchup_check(struct zk *zk)
+{
+	if (zk->cu_announcing || zk->cu_done || zk->cu_waiting > 0 || zk->zh == NULL || zk->closing)
+		return;
+	zk->cu_done = 1;
+	if (zk->cu_failed)
+		return; /* held: the next reconnection catches up from it */
+	zoo_resync_done(zk->zh, zk->cu_losses);
+	log_debug("zookeeper: caught up from zxid 0x%llx", (unsigned long long)zk->cu_zxid);
+}
+
 /*
  * On expiry the C client fails every request of the session, and its
  * completion thread hands them to us at once; give it a moment to, since
@@ -1391,9 +1426,22 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		if (zk->handle_connected) {
 			log_info("zookeeper: reconnected, session 0x%llx",
 				 (unsigned long long)zk->session_id);
+			/* a round of catch-ups (zk_catchup_begin) from the
+			 * point the C client held at the first lost
+			 * connection not caught up from yet */
+			zk->cu_round++;
+			zk->cu_zxid = zoo_catchup_zxid(zk->zh, &zk->cu_losses);
+			zk->cu_waiting = zk->cu_failed = zk->cu_done = 0;
+			zk->cu_announcing = 1;
+			log_debug("zookeeper: catching up from zxid 0x%llx (%lld connections lost)",
+				  (unsigned long long)zk->cu_zxid, (long long)zk->cu_losses);
 			zk_emit(zk, ZK_EV_RECONNECTED);
+			zk->cu_announcing = 0;
+			catchup_check(zk);
 		} else {
 			zk->handle_connected = 1;
+			zk->cu_round++; /* a new session loads everything */
+			zk->cu_done = 1;
 			log_info("zookeeper: connected, session 0x%llx",
 				 (unsigned long long)zk->session_id);
 			zk_emit(zk, ZK_EV_CONNECTED);
@@ -1408,6 +1456,8 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 	} else if (it->state == ZOO_EXPIRED_SESSION_STATE) {
 		log_warn("zookeeper: session 0x%llx expired; starting a new one",
 			 (unsigned long long)zk->session_id);
+		zk->cu_round++; /* a new session loads everything */
+		zk->cu_done = 1;
 		zk_close_handle(zk, ZSESSIONEXPIRED);
 		zk_start_handle(zk);
 		fail_parked(zk, ZSESSIONEXPIRED);
@@ -1634,6 +1684,7 @@ zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb sess
 	zk->session_cb = session_cb;
 	zk->session_arg = arg;
 	zk->restart_delay = ZK_RESTART_MIN;
+	zk->cu_done = 1; /* no reconnection being caught up from */
 	if (ntls == 3) {
 		n = strlen(opt->tls_ca) + strlen(opt->tls_cert) + strlen(opt->tls_key) + 3;
 		zk->certstr = xmalloc(n);
@@ -1852,6 +1903,77 @@ zk_cancel(struct zk *zk, const void *arg)
 			pt = &t->next;
 		}
 	}
+}
+
+/* One SetWatches request of call c (zk_catch_up). */
+static void
+catchup_send(struct zk *zk, struct zk_call *c, int64_t zxid, const char *const *paths, int n)
+{
+	struct zk_rq *rq = rq_new(zk);
+	int rc;
+
+	rq->call = c;
+	rq->kind = ZK_OP_CATCHUP;
+	rq->path = xstrdup(c->path);
+	c->outstanding++;
+	if (zk->closing)
+		rc = ZCLOSING;
+	else if (zk->zh == NULL)
+		rc = ZCONNECTIONLOSS;
+	else
+		rc = zoo_aset_data_watches(zk->zh, zxid, paths, n, c_void_done, rq);
+	if (rc != ZOK) {
+		struct zk_item *it = item_new(IT_RESULT, rc);
+
+		it->rq = rq;
+		enqueue(zk, it);
+	}
+}
+
+void
+zk_catch_up(struct zk *zk, int64_t zxid, const char *const *paths, int n, zk_result_cb cb,
+	    void *arg, const void *owner)
+{
+	struct zk_call *c = call_new(zk, ZK_OP_CATCHUP, "/");
+	size_t bytes, len;
+	int i = 0, j;
+
+	c->cb = cb;
+	c->arg = arg;
+	c->owner = owner;
+	c->final_rc = ZOK;
+	do {
+		/* a path is sent as a 4-byte length and its bytes */
+		for (j = i, bytes = 0; j < n; j++) {
+			len = strlen(paths[j]) + 4;
+			if (j > i && bytes + len > ZK_CATCHUP_BYTES)
+				break;
+			bytes += len;
+		}
+		catchup_send(zk, c, zxid, paths + i, j - i);
+		i = j;
+	} while (i < n);
+}
+
+int64_t
+zk_catchup_begin(struct zk *zk, unsigned *round)
+{
+	*round = zk->cu_round;
+	if (zk->cu_done)
+		return 0; /* not announcing a reconnection: from nothing */
+	zk->cu_waiting++;
+	return zk->cu_zxid;
+}
+
+void
+zk_catchup_end(struct zk *zk, unsigned round, int ok)
+{
+	if (round != zk->cu_round || zk->cu_done)
+		return; /* a round that is over */
+	if (!ok)
+		zk->cu_failed = 1;
+	zk->cu_waiting--;
+	catchup_check(zk);
 }
 
 void

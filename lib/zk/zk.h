@@ -407,5 +407,9 @@ int64_t zk_cache_ephemeral_owner(const struct zk_cache *cache, const struct zk_c
  * the loop runs again. */
 int zk_cache_entries(const struct zk_cache *cache, const struct zk_cache_entry *const **out);
 int zk_cache_count(const struct zk_cache *cache);
+/* For tests and benchmarks: the reads (get, exists, lock listings) the
+ * cache has submitted since it was made; its listings of the path and
+ * catch-up requests are not counted. */
+size_t zk_cache_reads(const struct zk_cache *cache);
 
 #endif

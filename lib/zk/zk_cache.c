@@ -19,12 +19,21 @@
  * if its mzxid or contender count differs from before (UPDATED). A read
  * asked for while the same read is in flight is made again once it is
  * back (the first may predate the change). The events while disconnected
- * are lost (the server does not replay them for persistent watches): after
- * a lost connection or a new session the path is listed again and every
- * entry re-read (a load phase: for data already held its stat first, the
- * data only if its mzxid moved); SYNCED follows the first listing of a load
- * phase once all its entries are loaded. zk.c adds the watch again before
- * we hear of the connection, so that nothing between the two is missed.
+ * are lost (the server does not replay them for persistent watches). After
+ * a new session the path is listed again and every entry re-read (a load
+ * phase: for data already held its stat first, the data only if its mzxid
+ * moved). After a lost connection with the session kept, a catch-up
+ * instead, as ZooKeeper's own clients re-set their watches: the path is
+ * listed again (new and vanished children) and a SetWatches (zk_catch_up)
+ * from the last zxid seen before the loss names the children deleted or
+ * changed meanwhile, which alone are read (the zxid is held by the C client
+ * from the first lost connection until every cache is synced again:
+ * zk_catchup_begin/zk_catchup_end); lock contenders followed are
+ * listed again (SetWatches covers data only). Issue 13: 20,000 children
+ * cost a few SetWatches requests, not 20,000 stat reads. SYNCED follows the
+ * first listing of a load phase (and the catch-up's reply) once all its
+ * entries are loaded. zk.c adds the watch again before we hear of the
+ * connection, so that nothing between the two is missed.
  * Reads that fail for a lost connection leave their entry waiting for the
  * next load phase.
  *
@@ -77,7 +86,9 @@ struct ent {
 			unsigned short data_busy : 1, data_again : 1;
 			unsigned short lock_busy : 1, lock_again : 1;
 			unsigned short ephemeral : 1; /* its owner is in the cache's eph table */
-			char name[];		      /* the child name, inline */
+			unsigned short
+			    lock_only : 1; /* queued for its lock listing only (catch-up) */
+			char name[];	   /* the child name, inline */
 		};
 	};
 };
@@ -132,8 +143,16 @@ struct zk_cache {
 	int sync_listed;  /* its first listing has been processed */
 	int sync_pending; /* entries of the phase still loading */
 	int inflight;	  /* entry reads in flight (this session) */
-	size_t nqueued;	  /* entries waiting for their load (queued) */
-	size_t qcursor;	  /* the slot the queue scan goes on from */
+	/* catching up after a lost connection (session kept): SetWatches
+	 * from catchup_zxid instead of re-reading every entry */
+	int catchup;	/* the load phase is a catch-up */
+	int cu_counted; /* counted in zk.c's round cu_round (zk_catchup_begin) */
+	int sw_pending; /* its zk_catch_up is in flight */
+	unsigned cu_round;
+	int64_t catchup_zxid;
+	size_t nreads;	/* reads submitted (zk_cache_reads) */
+	size_t nqueued; /* entries waiting for their load (queued) */
+	size_t qcursor; /* the slot the queue scan goes on from */
 	struct ghost *ghosts;
 	struct eph *eph; /* ephemeral children's owners, unordered */
 	size_t neph, ephcap;
@@ -361,10 +380,15 @@ ent_of(const struct zk_cache *c, const char *path, const char **sub)
 static void
 sync_check(struct zk_cache *c)
 {
-	if (c->syncing && c->sync_listed && c->sync_pending == 0) {
+	if (c->syncing && c->sync_listed && c->sync_pending == 0 && c->sw_pending == 0) {
 		c->syncing = 0;
 		c->synced = 1;
 		log_debug("zk cache %s: synced, %zu entries", c->path, c->nvisible);
+		if (c->cu_counted) {
+			/* caught up: what changed since the zxid is read */
+			c->cu_counted = 0;
+			zk_catchup_end(c->zk, c->cu_round, 1);
+		}
 		emit(c, ZK_CACHE_SYNCED, NULL);
 	}
 }
@@ -437,6 +461,7 @@ submit_read(struct zk_cache *c, struct ent *e, enum zk_op_kind kind, const char 
 	struct zk_req req = {.kind = kind, .path = p, .cb = cb, .arg = c, .owner = c};
 
 	c->inflight++;
+	c->nreads++;
 	zk_submit(c->zk, &req);
 	free(p);
 }
@@ -550,7 +575,15 @@ pump(struct zk_cache *c)
 		}
 		e->queued = 0;
 		c->nqueued--;
-		ent_load(c, e);
+		if (e->lock_only) {
+			/* a catch-up: only its lock contenders are unknown */
+			e->lock_only = 0;
+			if (e->lock_on)
+				read_lock(c, e);
+			check_loaded(c, e);
+		} else {
+			ent_load(c, e);
+		}
 	}
 }
 
@@ -583,7 +616,8 @@ set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 	}
 }
 
-/* Our reads fail for a lost connection: the listing after it redoes them. */
+/* Our reads fail for a lost connection: the listing after it redoes them
+ * (retry: for an entry not loading too, since a catch-up would not). */
 static int
 transient(int rc)
 {
@@ -696,7 +730,7 @@ data_read(const struct zk_result *r, void *arg)
 		/* the re-sync after reconnecting reads it again; a load
 		 * waits for that */
 		e->data_again = 0;
-		e->retry = e->loading;
+		e->retry = 1;
 	} else {
 		log_warn("zk cache %s: reading %s: %s", c->path, r->path, zk_strerror(r->rc));
 		e->data_again = 0; /* will not go away: announced without data, never */
@@ -732,7 +766,7 @@ stat_read(const struct zk_result *r, void *arg)
 		goto out;
 	} else if (transient(r->rc)) {
 		e->data_again = 0;
-		e->retry = e->loading;
+		e->retry = 1;
 	} else {
 		log_warn("zk cache %s: reading %s: %s", c->path, r->path, zk_strerror(r->rc));
 		e->data_again = 0;
@@ -778,7 +812,7 @@ lock_read(const struct zk_result *r, void *arg)
 		set_locked(c, e, 0); /* no lock dir (yet) */
 	} else if (transient(r->rc)) {
 		e->lock_again = 0;
-		e->retry = e->loading;
+		e->retry = 1;
 	} else {
 		log_warn("zk cache %s: listing %s: %s", c->path, r->path, zk_strerror(r->rc));
 		e->lock_again = 0;
@@ -838,6 +872,18 @@ tree_event(int type, const char *path, void *arg)
 			/* deleted and made again between two of our looks */
 			ent_load(c, e);
 		} else if (type == ZOO_CHANGED_EVENT && (c->flags & ZK_CACHE_DATA)) {
+			if (c->syncing && c->catchup) {
+				/* named by the catch-up (or changed during
+				 * it): SYNCED waits for the read */
+				if (!e->loading) {
+					e->loading = 1;
+					e->changed = 0;
+				}
+				if (!e->in_sync) {
+					e->in_sync = 1;
+					c->sync_pending++;
+				}
+			}
 			read_data(c, e);
 		}
 	} else if (e != NULL && e->lock_on &&
@@ -860,7 +906,7 @@ root_listed(const struct zk_result *r, void *arg)
 	struct zk_cache *c = arg;
 	struct ent *e, **gone;
 	size_t b, ngone = 0;
-	int i, reload;
+	int i, reload, catchup, lock_only;
 
 	if (r->gen != c->gen)
 		return;
@@ -894,25 +940,52 @@ root_listed(const struct zk_result *r, void *arg)
 		remove_ent(c, gone[b]);
 	free(gone);
 	/* Present: load what is new; in a load phase (initial, or after a
-	 * lost connection: events were missed) re-read everything. Past
-	 * CACHE_MAX_INFLIGHT reads they wait in the queue. */
+	 * new session: events were missed) re-read everything. In a
+	 * catch-up (a lost connection, session kept), the SetWatches names
+	 * what changed: here load what is new, what a lost connection left
+	 * unread (retry) and the lock contenders followed (SetWatches covers
+	 * data only), and wait for what is loading. Past CACHE_MAX_INFLIGHT
+	 * reads they wait in the queue. */
 	reload = c->syncing && !c->sync_listed;
+	catchup = reload && c->catchup;
 	for (b = 0; b < c->nslots && !c->freed; b++) {
 		if ((e = c->slots[b]) == NULL)
 			continue;
 		e->seen = 0;
-		if (!reload && (e->visible || e->loading))
+		lock_only = 0;
+		if (catchup && !e->retry && (e->visible || e->loading)) {
+			if (e->loading) {
+				/* queued (its load reads the lock too), or its
+				 * reads in flight (the lock may predate the
+				 * cut: read again) */
+				if (!e->in_sync) {
+					e->in_sync = 1;
+					c->sync_pending++;
+				}
+				if (!e->queued && e->lock_on)
+					read_lock(c, e);
+				continue;
+			}
+			if (!e->lock_on)
+				continue;
+			lock_only = 1;
+		} else if (!reload && (e->visible || e->loading)) {
 			continue;
+		}
 		if (reload && !e->in_sync) {
 			e->in_sync = 1;
 			c->sync_pending++;
 		}
-		if (e->queued)
+		if (e->queued) {
+			if (!lock_only)
+				e->lock_only = 0; /* a full load after all */
 			continue;
+		}
 		if (!e->loading) {
 			e->loading = 1;
 			e->changed = 0;
 		}
+		e->lock_only = lock_only;
 		e->queued = 1;
 		c->nqueued++;
 	}
@@ -986,6 +1059,68 @@ start(struct zk_cache *c)
 	zk_submit(c->zk, &req);
 }
 
+/* ---- catching up after a lost connection ----------------------------------- */
+
+static void
+caught_up(const struct zk_result *r, void *arg)
+{
+	struct zk_cache *c = arg;
+
+	if (r->gen != c->gen)
+		return;
+	enter(c);
+	c->sw_pending = 0;
+	if (r->rc == ZOK) {
+		/* the events it caused came first: their reads are counted */
+		sync_check(c);
+	} else if (!transient(r->rc)) {
+		log_warn("zk cache %s: catching up: %s; re-reading every entry", c->path,
+			 zk_strerror(r->rc));
+		c->catchup = 0;
+		c->sync_listed = 0; /* the next listing re-reads everything */
+		list_root(c);
+	} /* else a lost connection again: the next reconnection catches up
+	     from the same zxid (zk.c's point stays held) */
+	pump(c);
+	leave(c);
+}
+
+/*
+ * After a lost connection (session kept): SetWatches for the data we hold,
+ * from the last zxid seen before it was lost; the server names what was
+ * deleted or changed since (tree_event reads it), instead of a stat read
+ * per entry. Without ZK_CACHE_DATA only deletions matter: the listing
+ * finds those.
+ */
+static void
+catch_up(struct zk_cache *c)
+{
+	const char **paths;
+	char **own;
+	size_t b, n = 0;
+	struct ent *e;
+
+	if (!(c->flags & ZK_CACHE_DATA) || c->count == 0)
+		return;
+	own = xcalloc(c->count, sizeof(*own));
+	for (b = 0; b < c->nslots; b++) {
+		if ((e = c->slots[b]) != NULL && e->have_data)
+			own[n++] = child_path(c, e->name, "");
+	}
+	if (n == 0) {
+		free(own);
+		return;
+	}
+	paths = (const char **)own;
+	log_debug("zk cache %s: catching up from zxid 0x%llx, %zu entries", c->path,
+		  (unsigned long long)c->catchup_zxid, n);
+	c->sw_pending = 1;
+	zk_catch_up(c->zk, c->catchup_zxid, paths, (int)n, caught_up, c, c);
+	while (n > 0)
+		free(own[--n]);
+	free(own);
+}
+
 /* ---- session events ---------------------------------------------------------- */
 
 static void
@@ -1009,32 +1144,52 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 				continue;
 			e->data_busy = e->data_again = 0;
 			e->lock_busy = e->lock_again = 0;
-			e->queued = e->in_sync = e->retry = 0;
+			e->queued = e->in_sync = e->retry = e->lock_only = 0;
 			e->loading = !e->visible || e->loading;
 		}
 		c->synced = 0;
 		c->syncing = 0;
 		c->sync_pending = 0;
+		c->catchup = c->cu_counted = c->sw_pending = 0;
 	} else if (ev == ZK_EV_SUSPENDED) {
 		/* what changed meanwhile is unknown until re-read */
 		c->synced = 0;
 	} else if (ev == ZK_EV_CONNECTED || ev == ZK_EV_RECONNECTED) {
-		if (c->gen != zk_session_gen(zk)) {
+		int kept = c->gen == zk_session_gen(zk);
+
+		if (!kept) {
 			c->gen = zk_session_gen(zk);
 			c->root_busy = c->root_again = 0;
 			c->inflight = 0;
+			c->cu_counted = c->sw_pending = 0;
 			ghosts_free(c);
 		}
 		log_debug("zk cache %s: re-syncing (%s)", c->path,
 			  ev == ZK_EV_CONNECTED ? "new session" : "lost connection");
-		/* A load phase: the events while disconnected are lost, so
-		 * the path is listed again and every entry re-read (the
+		/* A load phase: the events while disconnected are lost (the
 		 * recursive watch is back already: zk.c adds it before we
-		 * hear of the connection); what differs is reported, then
-		 * SYNCED once the listing and every read are back. */
+		 * hear of the connection). In a new session the path is
+		 * listed again and every entry re-read; after a lost
+		 * connection (session kept) a catch-up: the path is listed
+		 * again and SetWatches names what changed meanwhile. What
+		 * differs is reported, then SYNCED once the listing, the
+		 * SetWatches and the reads are back. */
 		c->synced = 0;
 		c->syncing = 1;
 		c->sync_listed = 0;
+		c->catchup = ev == ZK_EV_RECONNECTED && kept;
+		c->cu_counted = 0; /* a round before this one is over */
+		if (c->catchup && (c->flags & ZK_CACHE_DATA)) {
+			/* from the last zxid seen before the first lost
+			 * connection not caught up from yet (held by the C
+			 * client: not what it has seen since) */
+			c->catchup_zxid = zk_catchup_begin(zk, &c->cu_round);
+			c->cu_counted = 1;
+			/* one still in flight (sent once the connection was
+			 * back) is from the same point: its answer counts */
+			if (c->created && c->sw_pending == 0)
+				catch_up(c);
+		}
 		list_root(c);
 	}
 	leave(c);
@@ -1109,6 +1264,8 @@ zk_cache_free(struct zk_cache *cache)
 	if (cache == NULL || cache->freed)
 		return;
 	cache->freed = 1;
+	if (cache->cu_counted) /* nothing left to catch up */
+		zk_catchup_end(cache->zk, cache->cu_round, 1);
 	zk_cancel(cache->zk, cache);
 	zk_listener_remove(cache->zk, &cache->listener);
 	if (cache->depth == 0)
@@ -1170,6 +1327,12 @@ zk_cache_entries(const struct zk_cache *cache, const struct zk_cache_entry *cons
 	}
 	*out = c->arr;
 	return (int)c->nvisible;
+}
+
+size_t
+zk_cache_reads(const struct zk_cache *cache)
+{
+	return cache != NULL ? cache->nreads : 0;
 }
 
 int

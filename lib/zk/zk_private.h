@@ -37,7 +37,8 @@ enum zk_op_kind {
 	ZK_OP_EXISTS,
 	ZK_OP_CHILDREN,
 	ZK_OP_MULTI,
-	ZK_OP_WATCH, /* zk.c's own: a zk_watch_tree addWatch */
+	ZK_OP_WATCH,   /* zk.c's own: a zk_watch_tree addWatch */
+	ZK_OP_CATCHUP, /* zk.c's own: the SetWatches requests of a zk_catch_up */
 };
 
 /*
@@ -78,6 +79,45 @@ struct zk_req {
 	int retry;
 };
 void zk_submit(struct zk *zk, const struct zk_req *req);
+
+/*
+ * Catching up after a lost connection in a session that was kept, for a
+ * persistent watch (zk_watch_tree), which misses what changed while
+ * disconnected: as ZooKeeper's own clients re-set their one-shot watches,
+ * zk_catch_up sends SetWatches (zoo_aset_data_watches) with zxid and data
+ * watches on the n absolute paths, split into requests of at most
+ * ZK_CATCHUP_BYTES of paths each (the server takes up to jute.maxbuffer,
+ * 1 MB by default; the Java client splits at 128 kB likewise). The server
+ * answers with a NodeDeleted event for each path gone and NodeDataChanged
+ * for each changed after zxid; they reach the tree watch covering the path
+ * before cb, which is called once (on the loop, r->rc ZOK or the first
+ * error; r->path "/") when every request is answered. paths are copied.
+ * owner as in struct zk_req.
+ */
+#define ZK_CATCHUP_BYTES (128 * 1024)
+void zk_catch_up(struct zk *zk, int64_t zxid, const char *const *paths, int n, zk_result_cb cb,
+		 void *arg, const void *owner);
+
+/*
+ * The zxid to catch up from, for a listener hearing ZK_EV_RECONNECTED
+ * (session kept): the last zxid seen before the first connection lost
+ * since every catch-up last succeeded. The C client holds it from the
+ * moment that connection is lost (zoo_catchup_zxid), in its I/O thread: a
+ * connection that comes up and drops again before the loop hears of it
+ * moves the client's last zxid past changes no one was told of, so the
+ * zxid current when the loop hears of the reconnection would skip them.
+ * zk_catchup_begin counts the caller into this reconnection's round and
+ * sets *round; zk_catchup_end(round, ok) says it has caught up (ok: every
+ * change read; its view is synced) or given up. Once every catch-up begun
+ * in the round has ended ok (and a round with none at once), the C client
+ * drops the point (zoo_resync_done), unless a connection was lost since;
+ * otherwise the next reconnection catches up from the same point. A round
+ * ends with the next reconnection or session: zk_catchup_end for an older
+ * one does nothing. Called outside a reconnection's announcement,
+ * zk_catchup_begin returns 0 (everything counts as changed).
+ */
+int64_t zk_catchup_begin(struct zk *zk, unsigned *round);
+void zk_catchup_end(struct zk *zk, unsigned round, int ok);
 
 /* Generation of the current session: bumped each time a new session is
  * started after an expiry (results and watches carry the one they ran in). */

@@ -63,9 +63,12 @@ class Load:
                 with self.lock:
                     self.records.append(rec)
                 req = self.wait_done(rec["rid"])
-                rec["state"] = req["state"]
-                rec["fulfilled_at"] = req.get("state_time")
-                rec["done"] = time.time()
+                # under the lock: fulfilled_after() must never see the
+                # final state without its time
+                with self.lock:
+                    rec["state"] = req["state"]
+                    rec["fulfilled_at"] = req.get("state_time")
+                    rec["done"] = time.time()
                 if req["state"] != "fulfilled":
                     continue
                 if self.record_provider:

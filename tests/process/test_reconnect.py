@@ -17,6 +17,7 @@ nodes, no node is left in a transient state or locked, and nodepoold
 serves again soon after ZooKeeper is back (the time is measured and
 printed, not asserted: tests carry no timing thresholds)."""
 import datetime
+import json
 import os
 import re
 import threading
@@ -97,9 +98,29 @@ class RetryingZk:
                     data, _ = self.k.get(parent + "/" + c)
                 except NoNodeError:
                     continue
-                if data == value:
+                if self._same(value, data):
                     return parent + "/" + c
         return None
+
+    @staticmethod
+    def _same(value, data):
+        """Is data (read back) what we created with value? By the
+        bytes, or for a node request by its created_time and requestor:
+        nodepoold may have taken and answered the request (its state,
+        nodes, declined_by rewritten) before our client is back, since
+        kazoo reconnects with a back-off; matching the bytes alone then
+        missed it and submitted it again, leaving a fulfilled request no
+        job waits for, its node allocated to it for good."""
+        if data == value:
+            return True
+        try:
+            a, b = json.loads(value), json.loads(data)
+        except ValueError:
+            return False
+        return (isinstance(a, dict) and isinstance(b, dict)
+                and a.get("created_time") is not None
+                and a.get("created_time") == b.get("created_time")
+                and a.get("requestor") == b.get("requestor"))
 
 
 class SlotWatch:

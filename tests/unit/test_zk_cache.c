@@ -984,8 +984,12 @@ Test(zk_cache, one_recursive_watch_survives_a_lost_connection)
 	cr_assert_eq(zk_sync_delete(other, "/rw/n0007", -1, 0), ZOK);
 	expect(&r, ZK_CACHE_REMOVED, "n0007", NULL, -1);
 	assert_one_recursive_watch(zk);
-	cr_assert_eq(server_watch_paths(zk_session_id(zk), root, &has), 1,
-		     "one watch after the reconnection");
+	/* the recursive watch, and the one-shot data watches the catch-up
+	 * left on the children that did not change (n0000-n0199 but the
+	 * deleted n0007; a fired at once, gap and b were not known): each
+	 * fires once at most, merged with the recursive watch */
+	cr_assert_eq(server_watch_paths(zk_session_id(zk), root, &has), 1 + 199,
+		     "one watch after the reconnection, and the catch-up's one-shot ones");
 	cr_assert(has);
 
 	zk_lock_free(lb);
@@ -994,5 +998,221 @@ Test(zk_cache, one_recursive_watch_survives_a_lost_connection)
 	rec_reset(&r);
 	zk_free(other);
 	zk_free(zk);
+	testzk_proxy_stop(px);
+}
+
+/*
+ * A lost connection with the session kept is caught up with SetWatches
+ * (ZooKeeper's own way): the server names what changed or went while the
+ * connection was down, and the cache reads only those, not a stat per
+ * child. Changes after it are reported once each, though the server keeps
+ * a one-shot watch on every unchanged child besides the recursive one.
+ */
+Test(zk_cache, catch_up_reads_only_what_changed)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct zk_options opt;
+	struct zk *zk, *other;
+	struct rec r = {0};
+	struct zk_cache *c;
+	char hosts[256], err[256], p[64];
+	size_t reads;
+	int i, mark;
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	testzk_options(&opt, direct, 0);
+	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	for (i = 0; i < 100; i++) {
+		snprintf(p, sizeof(p), "/cu/n%03d", i);
+		cr_assert_eq(zk_sync_create(other, p, "x", 1, 0, 1, NULL), ZOK);
+	}
+	c = zk_cache_new(zk, "/cu", ZK_CACHE_DATA, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert_eq(r.added, 100);
+	/* a reply newer than the creations: the zxid the catch-up is from */
+	cr_assert_eq(zk_sync_exists(zk, "/cu", NULL), ZOK);
+
+	/* cut; meanwhile three children change, one goes, one comes */
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(zk_sync_set(other, "/cu/n010", "y", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_set(other, "/cu/n050", "y", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_set(other, "/cu/n099", "y", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_delete(other, "/cu/n020", -1, 0), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/cu/new", "z", 1, 0, 0, NULL), ZOK);
+	mark = r.n;
+	reads = zk_cache_reads(c);
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_until(base, synced_twice, &r, 15), "re-synced after reconnecting");
+
+	/* exactly those are reported, with their new data */
+	cr_assert_eq(r.n - mark, 6, "3 updated, 1 removed, 1 added, synced: %d events", r.n - mark);
+	for (i = mark; i < r.n - 1; i++) {
+		const struct ev *v = &r.ev[i];
+
+		if (v->type == ZK_CACHE_UPDATED)
+			cr_assert(strcmp(v->name, "n010") == 0 || strcmp(v->name, "n050") == 0 ||
+				      strcmp(v->name, "n099") == 0,
+				  "updated %s", v->name);
+		else if (v->type == ZK_CACHE_REMOVED)
+			cr_assert_str_eq(v->name, "n020");
+		else
+			cr_assert(v->type == ZK_CACHE_ADDED && strcmp(v->name, "new") == 0,
+				  "event %d for %s", v->type, v->name);
+	}
+	cr_assert_eq(r.ev[r.n - 1].type, ZK_CACHE_SYNCED);
+	cr_assert_str_eq(zk_cache_get(c, "n050")->data, "y");
+	cr_assert_str_eq(zk_cache_get(c, "new")->data, "z");
+	cr_assert_null(zk_cache_get(c, "n020"));
+	cr_assert_eq(zk_cache_count(c), 100);
+	/* a read for each changed child and the new one; none for the 96
+	 * unchanged */
+	cr_assert_eq(zk_cache_reads(c) - reads, 4, "%zu reads for the catch-up",
+		     zk_cache_reads(c) - reads);
+
+	/* an unchanged child changes later: one event, one read (the
+	 * catch-up's one-shot watch and the recursive one are one
+	 * notification); the second change shows the first is done with */
+	mark = r.n;
+	reads = zk_cache_reads(c);
+	cr_assert_eq(zk_sync_set(other, "/cu/n030", "w", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_set(other, "/cu/n031", "w", 1, -1, NULL), ZOK);
+	expect_from(&r, mark, ZK_CACHE_UPDATED, "n031", -1);
+	cr_assert_eq(r.n - mark, 2);
+	cr_assert_str_eq(r.ev[mark].name, "n030");
+	cr_assert_eq(zk_cache_reads(c) - reads, 2);
+
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	testzk_proxy_stop(px);
+}
+
+static int synced_mark;
+
+static int
+synced_again(void *arg)
+{
+	return ((const struct rec *)arg)->synced > synced_mark;
+}
+
+static void
+got_data(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	(void)data;
+	(void)len;
+	(void)st;
+	*(int *)arg = rc == ZOK ? 1 : -1;
+}
+
+/*
+ * A connection that comes up and drops again before the loop hears of it
+ * (a flapping link, a proxy that takes the connection and then fails):
+ * the replies on it move the C client's last zxid past what changed while
+ * the first connection was down, so a catch-up from the zxid current when
+ * the loop hears of the reconnection would skip those changes. The point
+ * is held in the C client from the first lost connection until every
+ * cache has caught up. Here the loop is kept from running (the other
+ * session has a loop of its own) while the link is cut, restored, a read
+ * answered on the short connection, cut again and restored.
+ */
+Test(zk_cache, catch_up_after_a_connection_that_came_and_went)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct event_base *base2 = event_base_new();
+	struct zk_options opt;
+	struct zk *zk, *other;
+	struct rec r = {0};
+	struct zk_cache *c;
+	char hosts[256], err[256], p[64];
+	size_t reads;
+	int i, got = 0;
+
+	cr_assert_not_null(base2);
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
+	testzk_options(&opt, hosts, 0);
+	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(zk, "%s", err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	testzk_options(&opt, direct, 0);
+	other = zk_new(base2, &opt, NULL, NULL, err, sizeof(err));
+	cr_assert_not_null(other, "%s", err);
+	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	for (i = 0; i < 20; i++) {
+		snprintf(p, sizeof(p), "/fl/n%02d", i);
+		cr_assert_eq(zk_sync_create(other, p, "x", 1, 0, 1, NULL), ZOK);
+	}
+	c = zk_cache_new(zk, "/fl", ZK_CACHE_DATA, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert_eq(r.added, 20);
+	cr_assert_eq(zk_sync_exists(zk, "/fl", NULL), ZOK);
+
+	/* first cut: n01 changes, n02 goes */
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(zk_sync_set(other, "/fl/n01", "gap1", 4, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_delete(other, "/fl/n02", -1, 0), ZOK);
+	/* from here on our loop does not run: the reconnection is not heard
+	 * of; a read is answered on the new connection (sent once the C
+	 * client has reconnected, 50-100 ms; a read queued before would fail
+	 * with a connection attempt refused) */
+	testzk_proxy_refuse(px, 0);
+	usleep(1000 * 1000);
+	zk_get(zk, "/fl", NULL, NULL, got_data, &got);
+	usleep(1000 * 1000);
+	/* second cut, before the loop heard of the first reconnection: n03
+	 * changes meanwhile */
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	usleep(300 * 1000);
+	cr_assert_eq(zk_sync_set(other, "/fl/n03", "gap2", 4, -1, NULL), ZOK);
+	testzk_proxy_refuse(px, 0);
+	usleep(1000 * 1000);
+
+	/* now the loop hears of it all */
+	cr_assert(testzk_run_flag(base, &got, 10));
+	cr_assert_eq(got, 1, "the read was answered on the short connection");
+	cr_assert(testzk_run_until(base, synced_twice, &r, 15), "re-synced after reconnecting");
+	testzk_run_for(base, 0.3); /* a further catch-up, if one was owed */
+	cr_assert_not_null(zk_cache_get(c, "n01"));
+	cr_assert_str_eq(zk_cache_get(c, "n01")->data, "gap1",
+			 "the change made during the first cut was caught up");
+	cr_assert_null(zk_cache_get(c, "n02"));
+	cr_assert_str_eq(zk_cache_get(c, "n03")->data, "gap2");
+	cr_assert_eq(zk_cache_count(c), 19);
+
+	/* caught up: the point was let go, so the next cut catches up from
+	 * a point after it: only what changes then is read (n01 and n03 are
+	 * not read again) */
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	cr_assert_eq(zk_sync_set(other, "/fl/n04", "gap3", 4, -1, NULL), ZOK);
+	reads = zk_cache_reads(c);
+	synced_mark = r.synced;
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_until(base, synced_again, &r, 15), "re-synced again");
+	cr_assert_eq(zk_cache_reads(c) - reads, 1, "%zu reads for the catch-up",
+		     zk_cache_reads(c) - reads);
+	cr_assert_str_eq(zk_cache_get(c, "n04")->data, "gap3");
+
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	event_base_free(base2);
 	testzk_proxy_stop(px);
 }
