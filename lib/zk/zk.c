@@ -1809,6 +1809,12 @@ zk_is_connected(const struct zk *zk)
 	return zk != NULL && zk->connected;
 }
 
+int
+zk_client_connected(const struct zk *zk)
+{
+	return zk != NULL && zk->zh != NULL && zoo_state(zk->zh) == ZOO_CONNECTED_STATE;
+}
+
 int64_t
 zk_session_id(const struct zk *zk)
 {

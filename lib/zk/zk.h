@@ -412,4 +412,9 @@ int zk_cache_count(const struct zk_cache *cache);
  * catch-up requests are not counted. */
 size_t zk_cache_reads(const struct zk_cache *cache);
 
+/* For tests: 1 when the C client's own I/O thread holds a live connection
+ * now (zoo_state), whether or not the loop has heard of it yet; safe from
+ * a thread whose loop is not running. */
+int zk_client_connected(const struct zk *zk);
+
 #endif

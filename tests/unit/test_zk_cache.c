@@ -1170,9 +1170,11 @@ Test(zk_cache, catch_up_after_a_connection_that_came_and_went)
 	 * client has reconnected, 50-100 ms; a read queued before would fail
 	 * with a connection attempt refused) */
 	testzk_proxy_refuse(px, 0);
-	usleep(1000 * 1000);
+	for (i = 0; i < 1500 && !zk_client_connected(zk); i++)
+		usleep(10 * 1000);
+	cr_assert(zk_client_connected(zk), "the C client reconnected within 15 s");
 	zk_get(zk, "/fl", NULL, NULL, got_data, &got);
-	usleep(1000 * 1000);
+	usleep(1000 * 1000); /* its reply: a round trip on loopback */
 	/* second cut, before the loop heard of the first reconnection: n03
 	 * changes meanwhile */
 	testzk_proxy_refuse(px, 1);
