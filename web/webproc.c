@@ -43,7 +43,7 @@ struct webproc {
 	struct event *listen_retry; /* the address could not be bound: try again */
 	char listen_error[256];	    /* why, or "" */
 	int ready_sent;
-	int trimmed; /* the start-up trim ran (np_mem_trim_startup) */
+	int trimmed; /* trimmed (np_mem_trim_startup) since the last sync */
 	int exit_code;
 	int stopping;
 	double start;
@@ -299,7 +299,9 @@ on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
 
 /*
  * A cache's event: only SYNCED matters here (the endpoints read the caches
- * when asked). When the last of the three first syncs, start-up is done.
+ * when asked). When the last of the three syncs, start-up (or the re-sync
+ * after a lost connection: a TLS handshake, the catch-up's buffers) is
+ * done, and what only it ran leaves the resident set (memtrim.h).
  */
 static void
 cache_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e, void *arg)
@@ -311,6 +313,7 @@ cache_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	if (ev == ZK_CACHE_SYNCED && !wp->trimmed && is_ready(wp)) {
 		wp->trimmed = 1;
 		np_mem_trim_startup("web API view synced");
+		/* again after a lost connection: see session_event */
 	}
 }
 
@@ -347,9 +350,11 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		break;
 	case ZK_EV_SUSPENDED:
 		log_warn("ZooKeeper connection suspended: /ready answers 503 until it is back");
+		wp->trimmed = 0; /* trimmed again once re-synced */
 		break;
 	case ZK_EV_EXPIRED:
 		log_warn("ZooKeeper session expired: reading everything again");
+		wp->trimmed = 0;
 		break;
 	case ZK_EV_AUTH_FAILED:
 		log_error("ZooKeeper TLS handshake or authentication failed; retrying");

@@ -20,6 +20,7 @@
 
 #include "childproc.h"
 #include "log.h"
+#include "memtrim.h"
 #include "paths.h"
 #include "strset.h"
 #include "version.h"
@@ -501,6 +502,9 @@ resynced(struct launcher *lc)
 	launcher_schedule_delete(lc);
 	schedule(lc->minready_ev);
 	notify_change(lc);
+	/* what only the reconnection ran (a TLS handshake, the catch-up's
+	 * buffers) leaves the resident set, as after start-up */
+	np_mem_trim_startup("ZooKeeper view re-synced");
 }
 
 static void
