@@ -10,8 +10,9 @@
 # prints them again, 5 s after; and stops everything it started, by pid.
 # BENCH_ZK_DIR: reuse a running fixture instead of starting one.
 #
-# BENCH_RESTART=1: afterwards restart ZooKeeper (1 s down, same data and
-# ports) and print each worker's reconnect and re-sync time.
+# BENCH_RESTART=1: after start-up, restart ZooKeeper (1 s down, same data
+# and ports) and print each worker's reconnect and re-sync time; the load
+# phase and its table come after it.
 # Measured (release build, 2-core shared VM, 2026-11-24; RSS counts every
 # shared library page in every process that maps it, PSS shares them out):
 #   10 x 20,000   main 0f7c320 (session 3's end): RSS 305-315 MiB, PSS 174-190.
@@ -34,16 +35,14 @@
 #                 NODEPOOLD_NO_MEM_TRIM=1: RSS 130.2 / 130.5, PSS 56.5 / 58.1.
 #   10 x 200      RSS 53.3 after start-up, 66.0 after serving; PSS 20.6 / 22.0.
 #   1 x 1,000     RSS 9.9 after start-up, 13.2 after serving; PSS 5.3 / 5.9.
-#   Restart, 10 x 20,000 (BENCH_RESTART=1): reconnected 260-290 ms after the
-#                 server served again, re-synced 4.4-6.9 s (main 728ebcb: a
-#                 stat read per cached child). With the catch-up (SetWatches
-#                 from the zxid held at the lost connection), back to back
-#                 with main 1f9d95d on the same machine (load average 7 on 2
-#                 cores): main re-synced 7.3-10.9 s using 5.5-7.2 s CPU; the
-#                 catch-up 1.02-1.47 s using 0.7-1.0 s CPU for all 12
-#                 processes together, so a worker mostly waits (on the server
-#                 just started, answering 11 listings and SetWatches of
-#                 20,000 children). Reconnected 260-690 ms either way.
+#   Restart, 10 x 20,000 (BENCH_RESTART=1): on main before the catch-up,
+#                 reconnected 260-600 ms after the server served again but
+#                 re-synced only after 4.4-10.9 s (a stat read per cached
+#                 child). With the catch-up (SetWatches from the zxid held
+#                 since the first lost connection): reconnected 277-362 ms,
+#                 re-synced 1,187-1,279 ms, 1.0 s of CPU in all; then,
+#                 after serving 60 requests, RSS 99.5 MiB, PSS 56.6 (without
+#                 the trim after a re-sync: 116.7 right after it).
 # What a worker still holds per foreign node (20,000 nodes): the cache entry
 # (40 B + name: a 64-byte malloc chunk) and its slot in the cache's table
 # (11-21 B), no watch (one recursive watch per cache); its summary is
