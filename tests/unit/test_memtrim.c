@@ -82,9 +82,9 @@ Test(memtrim, drops_clean_read_only_file_pages_and_keeps_private_ones)
 	long pg = sysconf(_SC_PAGESIZE);
 	char path[] = "/tmp/np-memtrim.XXXXXX";
 	int fd = pattern_file(path);
-	char *text = map_touched(fd, PROT_READ);		 /* a library's text */
+	char *text = map_touched(fd, PROT_READ);	       /* a library's text */
 	char *relro = map_touched(fd, PROT_READ | PROT_WRITE); /* relocated, then sealed */
-	char *data = map_touched(fd, PROT_READ | PROT_WRITE);	 /* a library's .data */
+	char *data = map_touched(fd, PROT_READ | PROT_WRITE);  /* a library's .data */
 	long rss, anon, relro_rss, data_rss, got;
 
 	relro[3 * pg] = 'Z';
