@@ -133,17 +133,25 @@ struct zk *
 testzk_connect(struct event_base *base, int tls, zk_session_cb session_cb, void *arg,
 	       const char **hosts)
 {
-	struct zk_options opt;
-	struct zk *zk;
 	const char *h = testzk_chroot(tls, NULL);
-	char err[256];
 
-	testzk_options(&opt, h, tls);
-	zk = zk_new(base, &opt, session_cb, arg, err, sizeof(err));
-	cr_assert_not_null(zk, "zk_new(%s): %s", h, err);
-	cr_assert_eq(zk_wait_connected(zk, 15), ZOK, "no session with %s", h);
 	if (hosts != NULL)
 		*hosts = h;
+	return testzk_session(base, h, tls, session_cb, arg);
+}
+
+struct zk *
+testzk_session(struct event_base *base, const char *hosts, int tls, zk_session_cb session_cb,
+	       void *arg)
+{
+	struct zk_options opt;
+	struct zk *zk;
+	char err[256];
+
+	testzk_options(&opt, hosts, tls);
+	zk = zk_new(base, &opt, session_cb, arg, err, sizeof(err));
+	cr_assert_not_null(zk, "zk_new(%s): %s", hosts, err);
+	cr_assert_eq(zk_wait_connected(zk, 15), ZOK, "no session with %s", hosts);
 	return zk;
 }
 
@@ -595,6 +603,15 @@ int
 testzk_proxy_port(const struct testzk_proxy *p)
 {
 	return p->port;
+}
+
+const char *
+testzk_proxy_hosts(const struct testzk_proxy *p, const char *chroot)
+{
+	static char hosts[512];
+
+	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", p->port, chroot);
+	return hosts;
 }
 
 static void

@@ -50,6 +50,14 @@ struct zk *testzk_connect(struct event_base *base, int tls, zk_session_cb sessio
 			  const char **hosts);
 
 /*
+ * A session on base to hosts ("host:port/chroot": another session on an
+ * existing chroot, or one through a proxy), plain or TLS, connected (the
+ * test fails after 15 s otherwise). session_cb may be NULL.
+ */
+struct zk *testzk_session(struct event_base *base, const char *hosts, int tls,
+			  zk_session_cb session_cb, void *arg);
+
+/*
  * Run the loop until cond(arg) is true (checked after every loop pass) or
  * timeout seconds pass. Returns 1 if the condition was met, 0 on timeout.
  */
@@ -105,6 +113,9 @@ int testzk_proc_stop(struct testzk_proc *p);
 struct testzk_proxy;
 struct testzk_proxy *testzk_proxy_start(const char *target);
 int testzk_proxy_port(const struct testzk_proxy *p);
+/* "127.0.0.1:<p's port><chroot>": the hosts that reach chroot (a path from
+ * testzk_chroot) through p; static, valid until the next call. */
+const char *testzk_proxy_hosts(const struct testzk_proxy *p, const char *chroot);
 /* Close every proxied connection now. */
 void testzk_proxy_drop(struct testzk_proxy *p);
 /* While refusing, new connections are closed as soon as accepted. */

@@ -623,23 +623,14 @@ Test(zk, suspended_then_reconnected)
 	const char *direct = testzk_chroot(0, &path);
 	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
 	struct sess s = {0};
-	struct zk_options opt;
 	struct zk *zk, *other;
 	struct wrec w = {0};
 	struct rec r = {0}, during = {0};
-	char hosts[256], err[256];
 	int64_t sid;
 	int i;
 
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
-	testzk_options(&opt, hosts, 0);
-	zk = zk_new(base, &opt, sess_cb, &s, err, sizeof(err));
-	cr_assert_not_null(zk, "%s", err);
-	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
-	testzk_options(&opt, direct, 0);
-	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(other, "%s", err);
-	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	zk = testzk_session(base, testzk_proxy_hosts(px, path), 0, sess_cb, &s);
+	other = testzk_session(base, direct, 0, NULL, NULL);
 	sid = zk_session_id(zk);
 	cr_assert_eq(zk_sync_create(zk, "/eph", NULL, 0, ZOO_EPHEMERAL, 0, NULL), ZOK);
 	cr_assert_eq(zk_sync_create(zk, "/w", "a", 1, 0, 0, NULL), ZOK);

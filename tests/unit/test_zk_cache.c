@@ -280,16 +280,12 @@ Test(zk_cache, ephemeral_owners)
 {
 	const char *hosts;
 	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts), *other;
-	struct zk_options opt;
 	struct rec r = {0};
 	struct zk_cache *c;
-	char name[16], err[256];
+	char name[16];
 	int i;
 
-	testzk_options(&opt, hosts, 0); /* a second session on the same chroot */
-	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(other, "%s", err);
-	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	other = testzk_session(base, hosts, 0, NULL, NULL); /* a second session on the chroot */
 
 	cr_assert_eq(zk_sync_create(zk, "/e/kept", "k", 1, 0, 1, NULL), ZOK);
 	cr_assert_eq(zk_sync_create(zk, "/e/mine", "m", 1, ZOO_EPHEMERAL, 1, NULL), ZOK);
@@ -608,20 +604,15 @@ Test(zk_cache, resync_after_expiry)
 	const char *hosts;
 	struct zk *zk = testzk_connect(base, 0, sess_cb, &s, &hosts), *other;
 	struct event_base *base2 = event_base_new();
-	struct zk_options opt;
 	struct rec r = {0};
 	struct zk_cache *c;
 	struct zk_lock *l;
-	char err[256];
 	int before;
 
 	/* the other session runs on its own loop, so that its sync calls do not
 	 * run ours: our cache must not notice anything until we let it */
 	cr_assert_not_null(base2);
-	testzk_options(&opt, hosts, 0);
-	other = zk_new(base2, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(other, "%s", err);
-	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	other = testzk_session(base2, hosts, 0, NULL, NULL); /* a second session on the chroot */
 	cr_assert_eq(zk_sync_create(zk, "/r/same", "s", 1, 0, 1, NULL), ZOK);
 	cr_assert_eq(zk_sync_create(zk, "/r/changed", "c0", 2, 0, 1, NULL), ZOK);
 	cr_assert_eq(zk_sync_create(zk, "/r/deleted", "d", 1, 0, 1, NULL), ZOK);
@@ -717,22 +708,13 @@ Test(zk_cache, catches_up_after_a_lost_connection)
 	const char *path;
 	const char *direct = testzk_chroot(0, &path);
 	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
-	struct zk_options opt;
 	struct zk *zk, *other;
 	struct rec r = {0};
 	struct zk_cache *c;
 	struct zk_lock *l;
-	char hosts[256], err[256];
 
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
-	testzk_options(&opt, hosts, 0);
-	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(zk, "%s", err);
-	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
-	testzk_options(&opt, direct, 0);
-	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(other, "%s", err);
-	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	zk = testzk_session(base, testzk_proxy_hosts(px, path), 0, NULL, NULL);
+	other = testzk_session(base, direct, 0, NULL, NULL);
 	cr_assert_eq(zk_sync_create(other, "/cc/old", "1", 1, 0, 1, NULL), ZOK);
 	c = zk_cache_new(zk, "/cc", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
 	cr_assert(testzk_run_flag(base, &r.synced, 10));
@@ -789,28 +771,20 @@ Test(zk_cache, loading_survives_a_lost_connection)
 	const char *path;
 	const char *direct = testzk_chroot(0, &path);
 	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
-	struct zk_options opt;
 	struct zk *zk, *other;
 	struct rec r = {0};
 	struct zk_cache *c;
-	char hosts[256], err[256], p[64];
+	char p[64];
 	int i;
 
-	testzk_options(&opt, direct, 0);
-	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(other, "%s", err);
-	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	other = testzk_session(base, direct, 0, NULL, NULL);
 	for (i = 0; i < 400; i++) {
 		snprintf(p, sizeof(p), "/load/n%04d", i);
 		zk_create(other, p, "data", 4, 0, 1, NULL, NULL);
 	}
 	cr_assert_eq(zk_sync_create(other, "/load/n9999", "data", 4, 0, 1, NULL), ZOK);
 
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
-	testzk_options(&opt, hosts, 0);
-	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(zk, "%s", err);
-	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
+	zk = testzk_session(base, testzk_proxy_hosts(px, path), 0, NULL, NULL);
 	c = zk_cache_new(zk, "/load", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
 	/* the listing is in and its reads are sent: hold the answers, cut */
 	cr_assert(testzk_run_until(base, reads_in_flight, zk, 15));
@@ -914,24 +888,16 @@ Test(zk_cache, one_recursive_watch_survives_a_lost_connection)
 	const char *path;
 	const char *direct = testzk_chroot(0, &path);
 	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
-	struct zk_options opt;
 	struct zk *zk, *other;
 	struct rec r = {0};
 	struct zk_cache *c;
 	struct zk_lock *la, *lb;
-	char hosts[256], err[256], p[64], root[128];
+	char p[64], root[128];
 	int i, has, mark;
 
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
 	snprintf(root, sizeof(root), "%s/rw", path);
-	testzk_options(&opt, hosts, 0);
-	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(zk, "%s", err);
-	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
-	testzk_options(&opt, direct, 0);
-	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(other, "%s", err);
-	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	zk = testzk_session(base, testzk_proxy_hosts(px, path), 0, NULL, NULL);
+	other = testzk_session(base, direct, 0, NULL, NULL);
 	cr_assert_eq(zk_sync_create(other, "/rw/a", "a1", 2, 0, 1, NULL), ZOK);
 	c = zk_cache_new(zk, "/rw", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
 	cr_assert(testzk_run_flag(base, &r.synced, 10));
@@ -1013,23 +979,15 @@ Test(zk_cache, catch_up_reads_only_what_changed)
 	const char *path;
 	const char *direct = testzk_chroot(0, &path);
 	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
-	struct zk_options opt;
 	struct zk *zk, *other;
 	struct rec r = {0};
 	struct zk_cache *c;
-	char hosts[256], err[256], p[64];
+	char p[64];
 	size_t reads;
 	int i, mark;
 
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
-	testzk_options(&opt, hosts, 0);
-	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(zk, "%s", err);
-	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
-	testzk_options(&opt, direct, 0);
-	other = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(other, "%s", err);
-	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	zk = testzk_session(base, testzk_proxy_hosts(px, path), 0, NULL, NULL);
+	other = testzk_session(base, direct, 0, NULL, NULL);
 	for (i = 0; i < 100; i++) {
 		snprintf(p, sizeof(p), "/cu/n%03d", i);
 		cr_assert_eq(zk_sync_create(other, p, "x", 1, 0, 1, NULL), ZOK);
@@ -1132,24 +1090,16 @@ Test(zk_cache, catch_up_after_a_connection_that_came_and_went)
 	const char *direct = testzk_chroot(0, &path);
 	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
 	struct event_base *base2 = event_base_new();
-	struct zk_options opt;
 	struct zk *zk, *other;
 	struct rec r = {0};
 	struct zk_cache *c;
-	char hosts[256], err[256], p[64];
+	char p[64];
 	size_t reads;
 	int i, got = 0;
 
 	cr_assert_not_null(base2);
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
-	testzk_options(&opt, hosts, 0);
-	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(zk, "%s", err);
-	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
-	testzk_options(&opt, direct, 0);
-	other = zk_new(base2, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(other, "%s", err);
-	cr_assert_eq(zk_wait_connected(other, 15), ZOK);
+	zk = testzk_session(base, testzk_proxy_hosts(px, path), 0, NULL, NULL);
+	other = testzk_session(base2, direct, 0, NULL, NULL);
 	for (i = 0; i < 20; i++) {
 		snprintf(p, sizeof(p), "/fl/n%02d", i);
 		cr_assert_eq(zk_sync_create(other, p, "x", 1, 0, 1, NULL), ZOK);

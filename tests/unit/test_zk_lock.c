@@ -31,15 +31,7 @@ TestSuite(zk_lock, .init = setup, .fini = teardown, .timeout = 90);
 static struct zk *
 second(const char *hosts)
 {
-	struct zk_options opt;
-	struct zk *zk;
-	char err[256];
-
-	testzk_options(&opt, hosts, 0);
-	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(zk, "%s", err);
-	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
-	return zk;
+	return testzk_session(base, hosts, 0, NULL, NULL);
 }
 
 static int
@@ -447,10 +439,8 @@ Test(zk_lock, waiting_survives_a_lost_connection)
 	struct zk *a = second(direct), *b;
 	struct zk_lock *la = zk_lock_new(a, "/cut", NULL, 0), *lb;
 	struct lrec r = {0};
-	char hosts[256];
 
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
-	b = second(hosts);
+	b = second(testzk_proxy_hosts(px, path));
 	lb = zk_lock_new(b, "/cut", NULL, 0);
 	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZOK);
 	zk_lock_acquire(lb, 60, lrec_cb, &r);
@@ -485,11 +475,9 @@ Test(zk_lock, contender_created_unheard_is_found_again)
 	struct zk *d = second(direct), *b;
 	struct zk_lock *l;
 	struct lrec r = {0};
-	char hosts[256];
 
 	cr_assert_eq(zk_sync_create(d, "/unheard", NULL, 0, 0, 0, NULL), ZOK);
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
-	b = second(hosts);
+	b = second(testzk_proxy_hosts(px, path));
 	l = zk_lock_new(b, "/unheard", "me", 0);
 	testzk_proxy_hold(px, 1);
 	testzk_run_for(base, 0.1);
@@ -516,18 +504,10 @@ Test(zk_lock, contender_created_unheard_is_found_again)
 static struct zk *
 second_tls(const char *hosts)
 {
-	struct zk_options opt;
-	struct zk *zk;
-	char err[256];
-
-	testzk_options(&opt, hosts, 1);
 	/* a TLS write to a connection the proxy closed raises SIGPIPE (the
 	 * daemon ignores it) */
 	signal(SIGPIPE, SIG_IGN);
-	zk = zk_new(base, &opt, NULL, NULL, err, sizeof(err));
-	cr_assert_not_null(zk, "%s", err);
-	cr_assert_eq(zk_wait_connected(zk, 15), ZOK);
-	return zk;
+	return testzk_session(base, hosts, 1, NULL, NULL);
 }
 
 static int
@@ -554,12 +534,10 @@ Test(zk_lock, acquisition_rides_out_failing_tls_handshakes)
 	struct zk *d = second_tls(direct), *b;
 	struct zk_lock *l;
 	struct lrec r = {0};
-	char hosts[256];
 	int one = 1;
 	void *args[3] = {NULL, "/tlscut", &one};
 
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
-	b = second_tls(hosts);
+	b = second_tls(testzk_proxy_hosts(px, path));
 	l = zk_lock_new(b, "/tlscut", "me", 0);
 	testzk_proxy_refuse(px, 1);
 	testzk_proxy_drop(px);
@@ -590,12 +568,10 @@ Test(zk_lock, free_while_disconnected_deletes_the_contender_later)
 	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(1));
 	struct zk *d = second_tls(direct), *b;
 	struct zk_lock *l, *other;
-	char hosts[256];
 	int zero = 0;
 	void *args[3] = {NULL, "/freecut", &zero};
 
-	snprintf(hosts, sizeof(hosts), "127.0.0.1:%d%s", testzk_proxy_port(px), path);
-	b = second_tls(hosts);
+	b = second_tls(testzk_proxy_hosts(px, path));
 	l = zk_lock_new(b, "/freecut", "me", 0);
 	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
 	testzk_proxy_refuse(px, 1);
