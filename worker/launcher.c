@@ -1170,10 +1170,10 @@ host_provider_peers(struct launcher *lc, char *who, size_t wholen)
 
 	for (i = 0; i < n; i++) {
 		const struct np_component *pc = ents[i]->obj;
+		int64_t owner = zk_cache_ephemeral_owner(lc->pool_components, ents[i]);
+
 		if (pc == NULL || pc->provider_name == NULL ||
-		    strcmp(pc->provider_name, lc->prov.name) != 0 ||
-		    zk_cache_ephemeral_owner(lc->pool_components, ents[i]) == me ||
-		    zk_cache_ephemeral_owner(lc->pool_components, ents[i]) == 0)
+		    strcmp(pc->provider_name, lc->prov.name) != 0 || owner == me || owner == 0)
 			continue;
 		if (k++ == 0 && who != NULL && wholen > 0)
 			snprintf(who, wholen, "%s", pc->hostname ? pc->hostname : ents[i]->name);

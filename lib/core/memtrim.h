@@ -40,8 +40,9 @@ long np_mem_trim(void);
 
 /*
  * Trims (np_mem_trim) and logs, at info, what left the resident set: the
- * call each long-running process makes once its start-up is done ("who":
- * what the start-up was, e.g. "provider started").
+ * call each long-running process makes once its start-up is done, and a
+ * worker or nodepool-web again once it has re-synced after a lost
+ * ZooKeeper connection ("who": what was done, e.g. "provider started").
  */
 void np_mem_trim_startup(const char *who);
 

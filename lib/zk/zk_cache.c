@@ -696,6 +696,40 @@ reply_ent(struct zk_cache *c, const struct zk_result *r, int lock)
 	return lookup_n(c, s, n);
 }
 
+/*
+ * The end of a data or stat reply for e (its success handled by the
+ * caller): a failure's outcome, then the read asked for meanwhile, then
+ * whether e's load is complete. e may be freed here (deleted).
+ */
+static void
+data_reply_end(struct zk_cache *c, struct ent *e, const struct zk_result *r)
+{
+	if (r->rc == ZNONODE) {
+		/* deleted: its event says so too, unless it went while we
+		 * were disconnected (the listing we re-read for lists it no
+		 * more) */
+		remove_ent(c, e);
+		return;
+	}
+	if (r->rc != ZOK) {
+		if (transient(r->rc))
+			/* the re-sync after reconnecting reads it again; a
+			 * load waits for that */
+			e->retry = 1;
+		else
+			/* will not go away: announced without data, never */
+			log_warn("zk cache %s: reading %s: %s", c->path, r->path,
+				 zk_strerror(r->rc));
+		e->data_again = 0;
+	}
+	if (!c->freed && e->data_again) {
+		e->data_again = 0;
+		read_data(c, e);
+	}
+	if (!c->freed)
+		check_loaded(c, e);
+}
+
 static void
 data_read(const struct zk_result *r, void *arg)
 {
@@ -720,27 +754,8 @@ data_read(const struct zk_result *r, void *arg)
 		/* the filter may now want its lock, or no longer */
 		if (!c->freed)
 			lock_follow(c, e);
-	} else if (r->rc == ZNONODE) {
-		/* deleted: its event says so too, unless it went while we
-		 * were disconnected (the listing we re-read for lists it no
-		 * more) */
-		remove_ent(c, e);
-		goto out;
-	} else if (transient(r->rc)) {
-		/* the re-sync after reconnecting reads it again; a load
-		 * waits for that */
-		e->data_again = 0;
-		e->retry = 1;
-	} else {
-		log_warn("zk cache %s: reading %s: %s", c->path, r->path, zk_strerror(r->rc));
-		e->data_again = 0; /* will not go away: announced without data, never */
 	}
-	if (!c->freed && e->data_again) {
-		e->data_again = 0;
-		read_data(c, e);
-	}
-	if (!c->freed)
-		check_loaded(c, e);
+	data_reply_end(c, e, r);
 out:
 	pump(c);
 	leave(c);
@@ -758,25 +773,9 @@ stat_read(const struct zk_result *r, void *arg)
 	if ((e = reply_ent(c, r, 0)) == NULL)
 		goto out;
 	e->data_busy = 0;
-	if (r->rc == ZOK) {
-		if (r->stat->mzxid != e->pub.stat.mzxid)
-			e->data_again = 1; /* moved: read it */
-	} else if (r->rc == ZNONODE) {
-		remove_ent(c, e);
-		goto out;
-	} else if (transient(r->rc)) {
-		e->data_again = 0;
-		e->retry = 1;
-	} else {
-		log_warn("zk cache %s: reading %s: %s", c->path, r->path, zk_strerror(r->rc));
-		e->data_again = 0;
-	}
-	if (!c->freed && e->data_again) {
-		e->data_again = 0;
-		read_data(c, e);
-	}
-	if (!c->freed)
-		check_loaded(c, e);
+	if (r->rc == ZOK && r->stat->mzxid != e->pub.stat.mzxid)
+		e->data_again = 1; /* moved: read it */
+	data_reply_end(c, e, r);
 out:
 	pump(c);
 	leave(c);
