@@ -10,34 +10,12 @@
 
 #include "log.h"
 
-struct trim_range {
-	unsigned long start, end;
-};
-
 /* The mapping being read: its header line, then its "Key: N kB" lines. */
 struct trim_map {
 	unsigned long start, end;
 	int candidate; /* private, read-only, of a file */
 	long rss, anon;
 };
-
-static int
-trim_add(struct trim_range **v, size_t *n, size_t *cap, const struct trim_map *m)
-{
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		struct trim_range *nv = realloc(*v, ncap * sizeof(**v));
-
-		if (nv == NULL)
-			return -1;
-		*v = nv;
-		*cap = ncap;
-	}
-	(*v)[*n].start = m->start;
-	(*v)[*n].end = m->end;
-	(*n)++;
-	return 0;
-}
 
 /*
  * A header: "start-end perms offset dev inode [path]". Fills m; 0 when the
@@ -71,10 +49,8 @@ trim_header(const char *line, struct trim_map *m)
 long
 np_mem_trim(void)
 {
-	struct trim_range *v = NULL;
-	size_t n = 0, cap = 0;
 	struct trim_map m = {0};
-	int have = 0, oom = 0;
+	int have = 0;
 	long total = 0;
 	char line[4352]; /* a path may be PATH_MAX long */
 	FILE *f;
@@ -90,13 +66,11 @@ np_mem_trim(void)
 		int header = got != NULL && trim_header(line, &next);
 
 		if (got == NULL || header) {
-			/* the previous mapping is complete */
-			if (have && m.candidate && m.rss > 0 && m.anon == 0) {
-				if (trim_add(&v, &n, &cap, &m) != 0)
-					oom = 1;
-				else
-					total += m.rss;
-			}
+			/* the previous mapping is complete; dropping its pages
+			 * changes no mapping, so the reading goes on */
+			if (have && m.candidate && m.rss > 0 && m.anon == 0 &&
+			    madvise((void *)m.start, m.end - m.start, MADV_DONTNEED) == 0)
+				total += m.rss;
 			if (got == NULL)
 				break;
 			m = next;
@@ -113,14 +87,6 @@ np_mem_trim(void)
 		 * that is neither a header nor a key we use */
 	}
 	fclose(f);
-	if (oom) {
-		free(v);
-		errno = ENOMEM;
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++)
-		(void)madvise((void *)v[i].start, v[i].end - v[i].start, MADV_DONTNEED);
-	free(v);
 	malloc_trim(0);
 	return total;
 }
