@@ -155,6 +155,8 @@ struct zk_call {
 	int version;		  /* set, delete */
 	int recursive;		  /* delete */
 	int resent;		  /* sent again at least once: its first try may have landed */
+	int under;		  /* a write under locks (zk_set_under...): sent only in */
+	unsigned under_gen;	  /* this session, the one its locks were held in */
 	struct zk_multi_op *mops; /* multi: deep copy (paths, data owned) */
 	int mcount;
 	struct zk_call *pnext; /* zk->parked, in submission order */
@@ -893,7 +895,7 @@ call_finish(struct zk *zk, struct zk_call *c, struct zk_result *r)
 	}
 	if (c->retry && (r->rc == ZCONNECTIONLOSS || r->rc == ZOPERATIONTIMEOUT) && !zk->closing &&
 	    c->gen != zk->gen)
-		r->rc = ZSESSIONEXPIRED; /* lost with the session it was sent in */
+		r->rc = c->under ? ZK_LOCK_LOST : ZSESSIONEXPIRED; /* lost with its session */
 	r->path = c->path;
 	r->gen = c->gen;
 	if (c->cb != NULL && (!zk->closing || c->always))
@@ -1252,6 +1254,14 @@ flush_parked(struct zk *zk)
 	for (; c != NULL; c = next) {
 		next = c->pnext;
 		c->pnext = NULL;
+		if (c->under && c->under_gen != zk->gen) {
+			/* its locks went with the session it was made in */
+			c->retry = 0;
+			log_info("zookeeper: %s under a lock of an ended session not sent again",
+				 c->path);
+			call_finish_rc(zk, c, ZK_LOCK_LOST);
+			continue;
+		}
 		resend(zk, c);
 		n++;
 	}
@@ -1271,7 +1281,7 @@ fail_parked(struct zk *zk, int rc)
 		next = c->pnext;
 		c->pnext = NULL;
 		c->retry = 0;
-		call_finish_rc(zk, c, rc);
+		call_finish_rc(zk, c, c->under && rc == ZSESSIONEXPIRED ? ZK_LOCK_LOST : rc);
 	}
 }
 
@@ -1851,6 +1861,8 @@ zk_strerror(int rc)
 		return "lock is held by another contender";
 	case ZK_LOCK_TIMEOUT:
 		return "timed out waiting for the lock";
+	case ZK_LOCK_LOST:
+		return "not sent: the lock it was made under is no longer held";
 	default:
 		return zerror(rc);
 	}
@@ -2129,6 +2141,7 @@ static struct zk_call *
 submit(struct zk *zk, const struct zk_req *req)
 {
 	struct zk_call *c = call_new(zk, req->kind, req->path);
+	int i, bad = ZOK;
 
 	c->cb = req->cb;
 	c->arg = req->arg;
@@ -2138,22 +2151,35 @@ submit(struct zk *zk, const struct zk_req *req)
 	c->version = req->version;
 	c->recursive = req->recursive;
 	c->retry = req->retry;
-	if (!path_ok(req->path, req->kind == ZK_OP_CREATE && (req->flags & ZOO_SEQUENCE))) {
+	for (i = 0; i < req->nlocks; i++) {
+		if (!zk_lock_held_in(req->locks[i], zk->gen)) {
+			bad = ZK_LOCK_LOST;
+			break;
+		}
+	}
+	if (req->nlocks > 0) {
+		c->under = 1;
+		c->under_gen = zk->gen;
+	}
+	if (bad == ZOK &&
+	    !path_ok(req->path, req->kind == ZK_OP_CREATE && (req->flags & ZOO_SEQUENCE)))
+		bad = ZBADARGUMENTS;
+	if (bad != ZOK) {
+		/* reported on the loop, as every outcome */
 		struct zk_item *it;
 		struct zk_rq *rq = rq_new(zk);
 
+		c->retry = 0;
 		rq->call = c;
 		rq->kind = ZK_OP_GET;
 		rq->path = xstrdup("");
 		c->outstanding++;
-		it = item_new(IT_RESULT, ZBADARGUMENTS);
+		it = item_new(IT_RESULT, bad);
 		it->rq = rq;
 		enqueue(zk, it);
 		return c;
 	}
 	if (c->retry) {
-		int i;
-
 		if (req->kind == ZK_OP_SET) {
 			c->len = req->data != NULL && req->len > 0 ? req->len : 0;
 			c->data = xmalloc((size_t)c->len + 1);
@@ -2340,6 +2366,49 @@ zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb
 {
 	/* the call's path is only reported; the ops carry their own */
 	struct zk_req req = {.kind = ZK_OP_MULTI, .path = "/", .mops = ops, .mcount = count};
+
+	pub_call(zk, &req, PUB_MULTI, arg)->pcb.m = cb;
+}
+
+void
+zk_set_under(struct zk *zk, struct zk_lock *const *locks, int nlocks, const char *path,
+	     const void *data, int len, int version, zk_stat_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_SET,
+			     .path = path,
+			     .data = data,
+			     .len = len,
+			     .version = version,
+			     .locks = locks,
+			     .nlocks = nlocks};
+
+	pub_call(zk, &req, PUB_STAT, arg)->pcb.st = cb;
+}
+
+void
+zk_delete_under(struct zk *zk, struct zk_lock *const *locks, int nlocks, const char *path,
+		int version, int recursive, zk_void_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_DELETE,
+			     .path = path,
+			     .version = version,
+			     .recursive = recursive,
+			     .locks = locks,
+			     .nlocks = nlocks};
+
+	pub_call(zk, &req, PUB_VOID, arg)->pcb.v = cb;
+}
+
+void
+zk_multi_under(struct zk *zk, struct zk_lock *const *locks, int nlocks,
+	       const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_MULTI,
+			     .path = "/",
+			     .mops = ops,
+			     .mcount = count,
+			     .locks = locks,
+			     .nlocks = nlocks};
 
 	pub_call(zk, &req, PUB_MULTI, arg)->pcb.m = cb;
 }
