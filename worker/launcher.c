@@ -999,14 +999,15 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 /* ---- node writes ---------------------------------------------------------- */
 
 void
-lc_store_node(struct launcher *lc, const struct np_node *n, zk_stat_cb cb, void *arg)
+lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock *lock, zk_stat_cb cb,
+	      void *arg)
 {
 	char path[128];
 	size_t len;
 	char *json = np_node_encode(n, &len);
 
 	snprintf(path, sizeof(path), "/nodepool/nodes/%s", n->id);
-	zk_set(lc->zk, path, json, (int)len, -1, cb, arg);
+	zk_set_under(lc->zk, &lock, lock != NULL, path, json, (int)len, -1, cb, arg);
 	free(json);
 }
 
@@ -1071,9 +1072,9 @@ lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lo
 	d->node = n;
 	d->lock = lock;
 	np_node_set_state(n, NP_NODE_DELETED);
-	lc_store_node(lc, n, NULL, NULL);
+	lc_store_node(lc, n, lock, NULL, NULL);
 	snprintf(path, sizeof(path), "/nodepool/nodes/%s", n->id);
-	zk_delete(lc->zk, path, -1, 1, node_record_deleted, d);
+	zk_delete_under(lc->zk, &d->lock, lock != NULL, path, -1, 1, node_record_deleted, d);
 }
 
 /* ---- driver services ------------------------------------------------------ */
@@ -1287,7 +1288,7 @@ upd_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 		lc_delete_node_record(lc, n, lock);
 		return;
 	}
-	lc_store_node(u->lc, u->node, upd_stored, u);
+	lc_store_node(u->lc, u->node, u->lock, upd_stored, u);
 }
 
 static void
