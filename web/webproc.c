@@ -357,7 +357,9 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		wp->trimmed = 0;
 		break;
 	case ZK_EV_AUTH_FAILED:
-		log_error("ZooKeeper TLS handshake or authentication failed; retrying");
+		/* a warning, as in every process: also a server away behind a
+		 * proxy (the TCP connection taken, the handshake failing) */
+		log_warn("ZooKeeper TLS handshake or authentication failed; retrying");
 		break;
 	}
 }

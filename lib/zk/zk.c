@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,14 @@ struct zk {
 	int connected;
 	int handle_connected; /* this handle has been connected once */
 	int tls_reported;     /* AUTH_FAILED sent since the last connect */
+	/* an outage: the C client's connection errors after its first are
+	 * counted, not logged (set and read by its I/O thread's log
+	 * callback, cleared by the loop once connected) */
+	atomic_int err_logged;
+	atomic_ullong conn_errors;
+	unsigned long long errors_at_loss; /* conn_errors when the outage began */
+	double away_since;		   /* monotonic s the outage began, 0: none */
+	struct zk_counters counters;	   /* the loop's own (zk_counters) */
 	int64_t session_id;
 	double restart_delay;
 	struct event *restart_ev;
@@ -481,10 +490,12 @@ static double slot_last_t[ZK_LOG_SLOTS + 1];
 
 /*
  * Log one C client line: "<time>:<pid>(<tid>):ZOO_<LEVEL>@<func>@<line>: msg".
- * Its errors are mostly connection failures it retries by itself, so they
- * are warnings (a repeat of the previous one within a minute is debug, to
- * keep a refused TLS handshake retried every few hundred ms from flooding
- * the log); everything else is debug. Called with slot_mu held.
+ * Its errors are mostly connection failures it retries by itself: of a
+ * zk's, the first since it was last connected is a warning and the rest
+ * of the outage debug (counted; zk_session_item sums the outage up when
+ * connected again). Lines of no zk (logged before its callback is set)
+ * are warnings, a repeat of the previous one within a minute debug.
+ * Everything else is debug. Called with slot_mu held.
  */
 static void
 zk_log_line(int slot, struct zk *zk, const char *line)
@@ -514,8 +525,19 @@ zk_log_line(int slot, struct zk *zk, const char *line)
 		return;
 	}
 	t = zk_now();
-	if (strncmp(slot_last[slot], msg, sizeof(slot_last[0]) - 1) == 0 &&
-	    t - slot_last_t[slot] < 60)
+	if (zk != NULL) {
+		/* One line per outage: every address of an ensemble failing
+		 * every 50-100 ms made ~40 lines a second (issue 27). The
+		 * count and the outage's length are logged on reconnection. */
+		atomic_fetch_add(&zk->conn_errors, 1);
+		if (atomic_exchange(&zk->err_logged, 1))
+			log_debug("zookeeper client: %s", msg);
+		else
+			log_warn("zookeeper client: %s (further connection errors are counted, "
+				 "not logged, until connected)",
+				 msg);
+	} else if (strncmp(slot_last[slot], msg, sizeof(slot_last[0]) - 1) == 0 &&
+		   t - slot_last_t[slot] < 60)
 		log_debug("zookeeper client: %s", msg);
 	else
 		log_warn("zookeeper client: %s", msg);
@@ -898,6 +920,8 @@ call_finish(struct zk *zk, struct zk_call *c, struct zk_result *r)
 		r->rc = c->under ? ZK_LOCK_LOST : ZSESSIONEXPIRED; /* lost with its session */
 	r->path = c->path;
 	r->gen = c->gen;
+	if (r->rc == ZK_LOCK_LOST)
+		zk->counters.lock_lost++;
 	if (c->cb != NULL && (!zk->closing || c->always))
 		c->cb(r, c->arg);
 	call_free(zk, c);
@@ -1265,6 +1289,7 @@ flush_parked(struct zk *zk)
 		resend(zk, c);
 		n++;
 	}
+	zk->counters.resent += (unsigned long long)n;
 	if (n > 0)
 		log_info("zookeeper: %d operation%s interrupted by the lost connection sent again",
 			 n, n == 1 ? "" : "s");
@@ -1416,10 +1441,29 @@ zk_start_handle(struct zk *zk)
 	return 0;
 }
 
+/* The outage just ended, for the connection's log line: "" when there was
+ * none (or nothing failed in it). */
+static void
+outage_summary(struct zk *zk, char *buf, size_t len)
+{
+	unsigned long long errs = atomic_load(&zk->conn_errors) - zk->errors_at_loss;
+
+	buf[0] = '\0';
+	if (zk->away_since > 0)
+		snprintf(buf, len, " (away %.1f s, %llu connection error%s)",
+			 zk_now() - zk->away_since, errs, errs == 1 ? "" : "s");
+	else if (errs > 0)
+		snprintf(buf, len, " (after %llu connection error%s)", errs, errs == 1 ? "" : "s");
+	zk->away_since = 0;
+	zk->errors_at_loss = atomic_load(&zk->conn_errors);
+	atomic_store(&zk->err_logged, 0);
+}
+
 static void
 zk_session_item(struct zk *zk, struct zk_item *it)
 {
 	const clientid_t *cid;
+	char away[96];
 
 	if (it->zh != zk->zh || zk->closing)
 		return; /* an event of a handle already closed */
@@ -1431,11 +1475,12 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		zk->restart_delay = ZK_RESTART_MIN;
 		cid = zoo_client_id(zk->zh);
 		zk->session_id = cid != NULL ? cid->client_id : 0;
+		outage_summary(zk, away, sizeof(away));
 		trees_send(zk);
 		flush_parked(zk);
 		if (zk->handle_connected) {
-			log_info("zookeeper: reconnected, session 0x%llx",
-				 (unsigned long long)zk->session_id);
+			log_info("zookeeper: reconnected, session 0x%llx%s",
+				 (unsigned long long)zk->session_id, away);
 			/* a round of catch-ups (zk_catchup_begin) from the
 			 * point the C client held at the first lost
 			 * connection not caught up from yet */
@@ -1452,18 +1497,21 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 			zk->handle_connected = 1;
 			zk->cu_round++; /* a new session loads everything */
 			zk->cu_done = 1;
-			log_info("zookeeper: connected, session 0x%llx",
-				 (unsigned long long)zk->session_id);
+			log_info("zookeeper: connected, session 0x%llx%s",
+				 (unsigned long long)zk->session_id, away);
 			zk_emit(zk, ZK_EV_CONNECTED);
 		}
 	} else if (it->state == ZOO_CONNECTING_STATE || it->state == ZOO_ASSOCIATING_STATE) {
 		if (!zk->connected)
 			return;
 		zk->connected = 0;
+		zk->counters.losses++;
+		zk->away_since = zk_now();
 		log_warn("zookeeper: connection lost, session 0x%llx suspended",
 			 (unsigned long long)zk->session_id);
 		zk_emit(zk, ZK_EV_SUSPENDED);
 	} else if (it->state == ZOO_EXPIRED_SESSION_STATE) {
+		zk->counters.expirations++;
 		log_warn("zookeeper: session 0x%llx expired; starting a new one",
 			 (unsigned long long)zk->session_id);
 		zk->cu_round++; /* a new session loads everything */
@@ -1845,6 +1893,16 @@ zk_watch_counts(const struct zk *zk, int counts[5])
 		return ZINVALIDSTATE;
 	}
 	return zoo_watch_counts(zk->zh, counts);
+}
+
+void
+zk_counters(const struct zk *zk, struct zk_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (zk == NULL)
+		return;
+	*out = zk->counters;
+	out->connect_errors = atomic_load(&((struct zk *)zk)->conn_errors);
 }
 
 int

@@ -13,10 +13,13 @@
  *
  * Paths are absolute inside the chroot given in the host string (as kazoo).
  *
- * The C client's own log lines go through lib/core/log.h: its errors (mostly
- * connection failures it retries) as warnings, the same one repeated within
- * a minute and everything else at debug level (the C client logs beyond
- * errors only when log_get_level() is LOG_LVL_DEBUG at zk_new()).
+ * The C client's own log lines go through lib/core/log.h: the first of its
+ * errors (mostly connection failures it retries) since the session was
+ * last connected as a warning, the others of that outage at debug level
+ * (counted: zk_counters), and the outage summed up in the line that says
+ * the connection is back; everything else at debug level (the C client
+ * logs beyond errors only when log_get_level() is LOG_LVL_DEBUG at
+ * zk_new()).
  */
 #ifndef NP_ZK_H
 #define NP_ZK_H
@@ -97,6 +100,20 @@ int64_t zk_session_id(const struct zk *zk);
 const char *zk_strerror(int rc);
 /* Operations submitted and not yet completed (a gauge for status/metrics). */
 int zk_pending(const struct zk *zk);
+/*
+ * What befell the connection since zk_new (counters for status and
+ * /metrics, issue 27): losses, connections lost (ZK_EV_SUSPENDED);
+ * expirations, sessions expired; connect_errors, the C client's failed
+ * connection attempts and other errors it logged (one line is logged per
+ * outage, the rest only counted; the count and the outage's length are
+ * in the "reconnected" line); resent, operations sent again after a lost
+ * connection (zk_set_retry); lock_lost, writes under a lock not sent
+ * since its session had ended (zk_set_under).
+ */
+struct zk_counters {
+	unsigned long long losses, expirations, connect_errors, resent, lock_lost;
+};
+void zk_counters(const struct zk *zk, struct zk_counters *out);
 /*
  * The C client's session id and password of the current session (what
  * zookeeper_init() takes to resume a session; tests use it to force an
