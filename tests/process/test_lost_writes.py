@@ -104,15 +104,21 @@ def handover(zuul, rid):
     node it got was not fit: gone, not `ready`, not ours, or not lockable.
     None when every node was fine."""
     req = zuul.request(rid)
+    why = None
     if req["state"] != "fulfilled":
-        return "request %s ended %s" % (rid, req["state"])
-    for nid in req["nodes"]:
+        why = "request %s ended %s" % (rid, req["state"])
+    for nid in req["nodes"] if why is None else ():
         n = zuul.node(nid)
         if n is None:
-            return "node %s of request %s is gone" % (nid, rid)
-        if n["state"] != "ready" or n.get("allocated_to") != rid:
-            return "node %s of request %s is %s, allocated to %s" % (
+            why = "node %s of request %s is gone" % (nid, rid)
+        elif n["state"] != "ready" or n.get("allocated_to") != rid:
+            why = "node %s of request %s is %s, allocated to %s" % (
                 nid, rid, n["state"], n.get("allocated_to"))
+        if why is not None:
+            break
+    if why is not None:
+        zuul.cancel(rid)  # as Zuul's acceptNodes on a failure
+        return why
     try:
         zuul.finish(zuul.accept(rid))
     except AssertionError as e:
