@@ -757,9 +757,13 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		break;
 	case ZK_EV_AUTH_FAILED:
 		/* also a server that is away behind a proxy or load balancer
-		 * (the TCP connection is taken, the handshake fails) */
-		lc_set_error(lc, "ZooKeeper TLS handshake failed (server unreachable, or it "
-				 "refused our certificate); retrying");
+		 * (the TCP connection is taken, the handshake fails); while
+		 * suspended, lib/zk's own line says so: one line per outage */
+		snprintf(lc->last_error, sizeof(lc->last_error),
+			 "ZooKeeper TLS handshake failed (server unreachable, or it refused our "
+			 "certificate); retrying");
+		if (lc->zk_state != ZK_EV_SUSPENDED)
+			log_warn("%s", lc->last_error);
 		break;
 	}
 	notify_change(lc);
@@ -958,6 +962,17 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 			    lc->prov.driver_name,
 			    zk_is_connected(lc->zk) ? "connected" : "not connected",
 			    zk_pending(lc->zk));
+	{
+		struct zk_counters zc;
+
+		zk_counters(lc->zk, &zc);
+		evbuffer_add_printf(out,
+				    "  zk: %llu connections lost, %llu sessions expired, %llu "
+				    "connection errors, %llu operations sent again, %llu writes "
+				    "under a lost lock not sent\n",
+				    zc.losses, zc.expirations, zc.connect_errors, zc.resent,
+				    zc.lock_lost);
+	}
 	evbuffer_add_printf(
 	    out,
 	    "  counters: accepted %llu fulfilled %llu declined %llu failed %llu "
