@@ -321,8 +321,11 @@ static void
 session_event(struct zk *zk, enum zk_event ev, void *arg)
 {
 	struct webproc *wp = arg;
+	int suspended = wp->zk_state == ZK_EV_SUSPENDED;
 
-	wp->zk_state = ev;
+	/* a failed TLS handshake while suspended is still a suspension */
+	if (ev != ZK_EV_AUTH_FAILED || !suspended)
+		wp->zk_state = ev;
 	switch (ev) {
 	case ZK_EV_CONNECTED:
 		log_info("ZooKeeper session established (0x%llx)",
@@ -358,8 +361,10 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		break;
 	case ZK_EV_AUTH_FAILED:
 		/* a warning, as in every process: also a server away behind a
-		 * proxy (the TCP connection taken, the handshake failing) */
-		log_warn("ZooKeeper TLS handshake or authentication failed; retrying");
+		 * proxy (the TCP connection taken, the handshake failing);
+		 * while suspended lib/zk's own line says so, once an outage */
+		if (!suspended)
+			log_warn("ZooKeeper TLS handshake or authentication failed; retrying");
 		break;
 	}
 }
