@@ -70,6 +70,7 @@
 #include "strset.h"
 #include "version.h"
 #include "zk.h"
+#include "clock.h"
 
 #define EXIT_PERMANENT	100
 #define KEEP_BUILDS	2
@@ -130,15 +131,6 @@ now_wall(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double
-now_mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -1150,7 +1142,7 @@ run_build(struct task *t)
 			    "building image %s, build %s (%s)%s", t->image, t->build,
 			    json_string_value(json_array_get(json_object_get(spec, "argv"), 0)),
 			    t->manual ? ", requested" : "");
-			t->started = now_mono();
+			t->started = np_mono_s();
 			t->phase = 1;
 			bpool_submit(b->builds, "build", spec, t_job_cb, t);
 			json_decref(spec);
@@ -1158,7 +1150,7 @@ run_build(struct task *t)
 		return;
 	case 5: { /* the build is over: READY or FAILED */
 		int rc = -1, ok;
-		double duration = now_mono() - t->started;
+		double duration = np_mono_s() - t->started;
 		if (t->job_ok)
 			rc = (int)json_integer_value(json_object_get(t->job_result, "rc"));
 		ok = t->job_ok && rc == 0;
@@ -1213,7 +1205,7 @@ build_finished(struct task *t, int recorded)
 	if (t->good && recorded > 0) {
 		b->builds_ready++;
 		log_info("image %s build %s is ready (%.1fs)", t->image, t->build,
-			 now_mono() - t->started);
+			 np_mono_s() - t->started);
 	} else if (t->good && recorded == 0) {
 		/* as upstream: a build not recorded as ours leaves no files */
 		b->builds_failed++;
@@ -1423,7 +1415,7 @@ run_upload(struct task *t)
 		spec = upload_spec(b, t, p);
 		log_info("uploading image %s build %s to %s (upload %s, %s)", t->image, t->build,
 			 t->provider, t->upload, t->format);
-		t->upload_start = now_mono();
+		t->upload_start = np_mono_s();
 		t->phase = 1;
 		bpool_submit(b->uploads, "upload", spec, t_job_cb, t);
 		json_decref(spec);
@@ -1494,7 +1486,7 @@ upload_finished(struct task *t, int recorded)
 		if (b->statsd != NULL) {
 			snprintf(key, sizeof(key), "nodepool.image_update.%s.%s", t->image,
 				 t->provider);
-			statsd_timing(b->statsd, key, (now_mono() - t->upload_start) * 1000.0);
+			statsd_timing(b->statsd, key, (np_mono_s() - t->upload_start) * 1000.0);
 			statsd_incr(b->statsd, key, 1);
 			statsd_flush(b->statsd);
 		}
@@ -2158,7 +2150,7 @@ cleanup(struct builder *b, const struct imgtree *tree)
 	size_t i;
 
 	b->cleanup_passes++;
-	b->last_cleanup = now_mono();
+	b->last_cleanup = np_mono_s();
 	for (i = 0; i < tree->nimages; i++)
 		cleanup_image(b, &tree->images[i]);
 	cleanup_local(b, tree);
@@ -2235,7 +2227,7 @@ pass_loaded(int rc, struct imgtree *tree, void *arg)
 			for (j = 0; j < p->ndiskimages; j++)
 				check_upload(b, tree, p, &p->diskimages[j]);
 		}
-		if (!b->cleanup_running && now_mono() - b->last_cleanup >= b->opt.cleanup_interval)
+		if (!b->cleanup_running && np_mono_s() - b->last_cleanup >= b->opt.cleanup_interval)
 			cleanup(b, tree);
 		emit_gauges(b, tree);
 	}
@@ -2625,7 +2617,7 @@ send_status(struct builder *b, int64_t seq)
 		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}
-	st->uptime_s = (int64_t)(now_mono() - b->start);
+	st->uptime_s = (int64_t)(np_mono_s() - b->start);
 	send_msg(b, &m);
 	ipc_msg_clear(&m);
 }
@@ -2741,7 +2733,7 @@ builder_new(struct event_base *base, const struct builder_options *o, char *err,
 		abort();
 	b->base = base;
 	b->opt = *o;
-	b->start = now_mono();
+	b->start = np_mono_s();
 	b->last_cleanup = -1e9;
 	b->hostname = childproc_fqdn();
 	b->building = strset_new();

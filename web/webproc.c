@@ -27,6 +27,7 @@
 #include "version.h"
 #include "web.h"
 #include "zk.h"
+#include "clock.h"
 
 #define EXIT_PERMANENT 100
 
@@ -48,15 +49,6 @@ struct webproc {
 	int stopping;
 	double start;
 };
-
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- caches -> objects (malformed records are logged and skipped) ------------- */
 
@@ -185,7 +177,7 @@ send_status(struct webproc *wp, int64_t seq)
 		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}
-	st->uptime_s = (int64_t)(mono() - wp->start);
+	st->uptime_s = (int64_t)(np_mono_s() - wp->start);
 	if (wp->listen_error[0] != '\0')
 		ipc_set_str(&st->last_error, wp->listen_error);
 	send_msg(wp, &m);
@@ -487,7 +479,7 @@ webproc_new(struct event_base *base, int channel_fd)
 	if (wp == NULL || (wp->live = json_object()) == NULL)
 		abort();
 	wp->base = base;
-	wp->start = mono();
+	wp->start = np_mono_s();
 	if ((wp->listen_retry = evtimer_new(base, listen_retry_cb, wp)) == NULL)
 		abort();
 	if (channel_fd >= 0) {

@@ -24,6 +24,7 @@
 #include "paths.h"
 #include "strset.h"
 #include "version.h"
+#include "clock.h"
 
 double
 lc_now(void)
@@ -37,10 +38,7 @@ lc_now(void)
 double
 lc_monotonic(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return np_mono_s();
 }
 
 void

@@ -40,17 +40,9 @@
 #include "nodescan.h"
 #include "strset.h"
 #include "zk.h"
+#include "clock.h"
 
 #define LAG_INTERVAL 0.1 /* s between loop-lag probes */
-
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 struct glaunch {
 	struct drv_provider *dp;
@@ -142,7 +134,7 @@ lag_arm(struct drv_provider *dp)
 {
 	struct timeval tv = {0, (suseconds_t)(LAG_INTERVAL * 1e6)};
 
-	dp->lag_due = mono() + LAG_INTERVAL;
+	dp->lag_due = np_mono_s() + LAG_INTERVAL;
 	event_add(dp->lag_ev, &tv);
 }
 
@@ -150,7 +142,7 @@ static void
 lag_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct drv_provider *dp = arg;
-	double late = mono() - dp->lag_due;
+	double late = np_mono_s() - dp->lag_due;
 
 	if (late > dp->lag_max)
 		dp->lag_max = late;
@@ -203,7 +195,7 @@ quota_failed(struct drv_provider *dp, const char *what, const char *error)
 	log_warn("provider %s: reading the cloud's %s: %s (keeping the last known quota)",
 		 dp->cfg->provider, what, error);
 	dp->quota_busy = 0;
-	dp->quota_retry_at = mono() + 10;
+	dp->quota_retry_at = np_mono_s() + 10;
 }
 
 static void
@@ -231,7 +223,7 @@ quota_instances_cb(struct sm_instance *const *v, size_t n, const char *error, vo
 	dp->quota_known = 1;
 	dp->quota_busy = 0;
 	dp->quota_stale = 0;
-	dp->quota_time = mono();
+	dp->quota_time = np_mono_s();
 	dp->quota_reads++;
 	log_debug("provider %s: quota available to nodepool: cores %g instances %g ram %g",
 		  dp->cfg->provider, dp->quota.cores, dp->quota.instances, dp->quota.ram);
@@ -256,7 +248,7 @@ quota_limits_cb(const struct drv_quota *limits, const char *error, void *arg)
 static void
 quota_refresh(struct drv_provider *dp)
 {
-	if (dp->quota_busy || dp->stopped || mono() < dp->quota_retry_at)
+	if (dp->quota_busy || dp->stopped || np_mono_s() < dp->quota_retry_at)
 		return;
 	dp->quota_busy = 1;
 	if (dp->ops->quota_limits != NULL) {
@@ -275,7 +267,7 @@ quota_refresh(struct drv_provider *dp)
 void
 sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out)
 {
-	if (!dp->quota_known || dp->quota_stale || mono() - dp->quota_time > SM_MAX_QUOTA_AGE)
+	if (!dp->quota_known || dp->quota_stale || np_mono_s() - dp->quota_time > SM_MAX_QUOTA_AGE)
 		quota_refresh(dp);
 	if (dp->quota_known)
 		quota_copy(out, &dp->quota);
@@ -697,7 +689,7 @@ sm_drv_cleanup(struct drv_provider *dp)
 		dp->leak_busy = 1;
 		dp->ops->list_resources(dp->ad, leak_list_cb, dp);
 	}
-	if (dp->quota_stale || mono() - dp->quota_time > SM_MAX_QUOTA_AGE)
+	if (dp->quota_stale || np_mono_s() - dp->quota_time > SM_MAX_QUOTA_AGE)
 		quota_refresh(dp);
 	/* the uploads a diskimage label boots from: a new upload, or one
 	 * `nodepool image-delete` marked deleting, is seen within a cleanup
@@ -948,7 +940,7 @@ sm_drv_dump(struct drv_provider *dp, struct evbuffer *out)
 				    "    quota for nodepool: cores %g instances %g ram %g "
 				    "(read %.0fs ago%s)\n",
 				    dp->quota.cores, dp->quota.instances, dp->quota.ram,
-				    mono() - dp->quota_time, dp->quota_stale ? ", stale" : "");
+				    np_mono_s() - dp->quota_time, dp->quota_stale ? ", stale" : "");
 	else
 		evbuffer_add_printf(out, "    quota for nodepool: not read yet (unlimited)\n");
 	json_object_foreach(dp->leaked, k, v)

@@ -18,6 +18,7 @@
 #include "paths.h"
 #include "status.h"
 #include "zk.h"
+#include "xalloc.h"
 
 enum op_kind {
 	OP_IMAGES,    /* children of /nodepool/images */
@@ -49,32 +50,6 @@ struct imgtree_load {
 	struct op *ops; /* in flight */
 	int rc;		/* first error */
 };
-
-static void
-oom(void)
-{
-	abort();
-}
-
-static void *
-xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size);
-
-	if (p == NULL)
-		oom();
-	return p;
-}
-
-static char *
-xstrdup(const char *s)
-{
-	char *d = strdup(s ? s : "");
-
-	if (d == NULL)
-		oom();
-	return d;
-}
 
 void
 imgtree_free(struct imgtree *t)
@@ -296,12 +271,12 @@ on_data(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 		return;
 	}
 	if (o->kind == OP_BUILD) {
-		o->b->data = xstrdup(data);
+		o->b->data = xstrdup(data != NULL ? data : "");
 		o->b->ctime = (double)st->ctime_ms / 1000.0;
 		if (len > 0)
 			np_image_build_decode(o->b->id, data, (size_t)len, &o->b->b, NULL, 0);
 	} else if (o->kind == OP_UPLOAD) {
-		o->u->data = xstrdup(data);
+		o->u->data = xstrdup(data != NULL ? data : "");
 		if (len > 0)
 			np_image_upload_decode(o->u->id, data, (size_t)len, &o->u->u, NULL, 0);
 	}
@@ -422,7 +397,7 @@ imgtree_load_sync(struct event_base *base, struct zk *zk, double timeout, struct
 
 	*out = NULL;
 	if (t == NULL)
-		oom();
+		np_oom();
 	tv.tv_sec = (time_t)timeout;
 	tv.tv_usec = (suseconds_t)((timeout - (double)tv.tv_sec) * 1e6);
 	evtimer_add(t, &tv);
