@@ -37,7 +37,6 @@
 #include "builder.h"
 
 #include <sys/queue.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <dirent.h>
@@ -55,7 +54,6 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "chan.h"
 #include "childproc.h"
 #include "config.h"
 #include "driver.h"
@@ -90,7 +88,7 @@ struct builder {
 	int64_t generation;
 	struct timespec cfg_mtime, sec_mtime;
 	/* nodepoold */
-	struct chan *sup;
+	struct childproc_link *sup; /* or NULL when standalone */
 	int ready_sent;
 	/* ZooKeeper */
 	struct zk *zk;
@@ -2564,13 +2562,6 @@ load_file_config(struct builder *b, int initial, char *err, size_t errlen)
 /* ---- nodepoold's channel ----------------------------------------------------------- */
 
 static void
-send_msg(struct builder *b, const struct ipc_msg *m)
-{
-	if (b->sup != NULL && chan_send(b->sup, m) != 0)
-		log_warn("channel: %s", chan_last_error(b->sup));
-}
-
-static void
 send_ready(struct builder *b)
 {
 	struct ipc_msg m;
@@ -2579,10 +2570,10 @@ send_ready(struct builder *b)
 	log_info("ready: ZooKeeper session live, %d build and %d upload workers",
 		 b->opt.build_workers, b->opt.upload_workers);
 	np_mem_trim_startup("builder ready");
-	if (b->sup == NULL)
+	if (!childproc_link_up(b->sup))
 		return;
 	childproc_ready(&m, "builder", zk_session_id(b->zk));
-	send_msg(b, &m);
+	childproc_link_send(b->sup, &m);
 	ipc_msg_clear(&m);
 }
 
@@ -2591,11 +2582,8 @@ send_status(struct builder *b, int64_t seq)
 {
 	struct ipc_msg m;
 	struct ipc_status *st = &m.u.status;
-	struct rusage ru;
 
-	ipc_msg_init(&m, IPC_STATUS);
-	st->seq = seq;
-	st->generation = b->generation;
+	childproc_status_init(&m, seq, b->generation, b->start);
 	st->zk_state = b->zk == NULL		? IPC_ZK_CONNECTING
 		       : zk_is_connected(b->zk) ? IPC_ZK_CONNECTED
 						: IPC_ZK_SUSPENDED;
@@ -2612,19 +2600,14 @@ send_status(struct builder *b, int64_t seq)
 	ipc_counts_add(&st->nodes, "uploading", (int64_t)strset_count(b->uploading));
 	if (b->last_error[0] != '\0')
 		ipc_set_str(&st->last_error, b->last_error);
-	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		st->rss_kb = ru.ru_maxrss;
-		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
-			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
-	}
-	st->uptime_s = (int64_t)(np_mono_s() - b->start);
-	send_msg(b, &m);
+	childproc_link_send(b->sup, &m);
 	ipc_msg_clear(&m);
 }
 
 static void
-on_config(struct builder *b, const struct ipc_config *c)
+on_config(void *arg, const struct ipc_config *c)
 {
+	struct builder *b = arg;
 	struct ipc_msg ack;
 	json_t *o = json_loads(c->config, 0, NULL), *sec;
 	struct np_config *cfg = NULL;
@@ -2661,7 +2644,7 @@ on_config(struct builder *b, const struct ipc_config *c)
 	b->generation = c->generation;
 	schedule_soon(b);
 out:
-	send_msg(b, &ack);
+	childproc_link_send(b->sup, &ack);
 	if (!ack.u.config_ack.ok && b->cfg == NULL) {
 		log_error("%s",
 			  ack.u.config_ack.errors.n ? ack.u.config_ack.errors.v[0] : "config");
@@ -2675,51 +2658,38 @@ out:
 	json_decref(o);
 }
 
+/* send_status as the link's STATUS_REQ slot */
 static void
-on_msg(struct chan *ch, struct ipc_msg *m, void *arg)
+on_status_req(void *arg, int64_t seq)
 {
-	struct builder *b = arg;
-
-	switch (m->type) {
-	case IPC_CONFIG:
-		on_config(b, &m->u.config);
-		break;
-	case IPC_STATUS_REQ:
-		send_status(b, m->u.status_req.seq);
-		break;
-	case IPC_DUMP_REQ: {
-		struct evbuffer *buf = evbuffer_new();
-		struct ipc_msg r;
-		size_t len;
-		builder_dump(b, buf);
-		len = evbuffer_get_length(buf);
-		ipc_msg_init(&r, IPC_DUMP_REPLY);
-		r.u.dump_reply.text = malloc(len + 1);
-		evbuffer_remove(buf, r.u.dump_reply.text, len);
-		r.u.dump_reply.text[len] = '\0';
-		evbuffer_free(buf);
-		send_msg(b, &r);
-		ipc_msg_clear(&r);
-		break;
-	}
-	case IPC_STOP:
-		builder_stop(b);
-		break;
-	default:
-		break;
-	}
+	send_status(arg, seq);
 }
 
+/* builder_dump as a childproc_dump_fn */
 static void
-on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
+builder_dump_cb(void *arg, struct evbuffer *out)
+{
+	builder_dump(arg, out);
+}
+
+/* STOP, or the channel closed (childproc.h): a child exits when its
+ * supervisor goes */
+static void
+on_stop(void *arg, int exit_code)
 {
 	struct builder *b = arg;
 
-	log_warn("nodepoold channel: %s; stopping", why);
-	chan_free(b->sup);
-	b->sup = NULL;
+	if (b->exit_code == 0)
+		b->exit_code = exit_code;
 	builder_stop(b);
 }
+
+static const struct childproc_ops builder_link_ops = {
+    .config = on_config,
+    .status = on_status_req,
+    .dump = builder_dump_cb,
+    .stop = on_stop,
+};
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
@@ -2744,8 +2714,7 @@ builder_new(struct event_base *base, const struct builder_options *o, char *err,
 	b->soon_ev = event_new(base, -1, 0, soon_cb, b);
 	b->statsd = statsd_new_from_env(serr, sizeof(serr));
 	if (o->channel_fd >= 0) {
-		b->sup = chan_new(base, o->channel_fd, CHAN_CHILD, 0, 0, on_msg, on_close, b, err,
-				  errlen);
+		b->sup = childproc_link_new(base, o->channel_fd, &builder_link_ops, b, err, errlen);
 		if (b->sup == NULL) {
 			builder_free(b);
 			return NULL;
@@ -2843,7 +2812,7 @@ builder_free(struct builder *b)
 		b->comp_checks = c->next;
 		free(c);
 	}
-	chan_free(b->sup);
+	childproc_link_free(b->sup);
 	statsd_free(b->statsd);
 	event_free(b->tick_ev);
 	event_free(b->soon_ev);
