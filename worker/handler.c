@@ -890,8 +890,8 @@ lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const c
 			     error ? error : "unknown error");
 		break;
 	}
-	metrics_launch_done(lc->prov.name, hn->node->az, h->req ? h->req->requestor : NULL,
-			    (int)result, lc_now() - hn->node->created_time);
+	metrics_launch_result(lc->prov.name, hn->node->az, h->req ? h->req->requestor : NULL,
+			      lc_launch_result_key(result), lc_now() - hn->node->created_time);
 	if (h->vanished && hn->node->allocated_to != NULL) {
 		free(hn->node->allocated_to);
 		hn->node->allocated_to = NULL;

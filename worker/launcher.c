@@ -35,6 +35,19 @@ lc_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+const char *
+lc_launch_result_key(enum drv_launch_result r)
+{
+	switch (r) {
+	case DRV_LAUNCH_READY:
+		return "ready";
+	case DRV_LAUNCH_ABORTED:
+		return "error.quota"; /* as upstream: an abort is a quota failure */
+	default:
+		return "error.unknown";
+	}
+}
+
 double
 lc_monotonic(void)
 {

@@ -285,7 +285,10 @@ void launcher_schedule_assign_in(struct launcher *lc, double secs);
 /* 1 while connected and every cache is synced with ZooKeeper: decisions
  * (assign, decline, fail, delete, static slots) are taken only then. */
 int lc_in_sync(const struct launcher *lc);
-double lc_now(void);	   /* wall clock, epoch seconds */
+double lc_now(void); /* wall clock, epoch seconds */
+/* A launch's end as upstream's statsd/metrics result name: ready "ready",
+ * aborted (quota) "error.quota", failed "error.unknown". */
+const char *lc_launch_result_key(enum drv_launch_result r);
 double lc_monotonic(void); /* monotonic seconds */
 void lc_set_error(struct launcher *lc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The full record of one of our provider's nodes (or any node, with

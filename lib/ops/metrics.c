@@ -12,7 +12,6 @@
 
 #include <event2/event.h>
 
-#include "driver.h"
 #include "log.h"
 #include "model.h"
 #include "nodesum.h"
@@ -174,26 +173,6 @@ metrics_launch_result(const char *provider, const char *az, const char *requesto
 	hist_add(&p->phases[METRICS_PHASE_TOTAL], seconds);
 	/* upstream's dt is whole milliseconds */
 	send_launch_stats(provider ? provider : "", az, requestor, result, floor(seconds * 1000.0));
-}
-
-void
-metrics_launch_done(const char *provider, const char *az, const char *requestor, int drv_result,
-		    double seconds)
-{
-	const char *result;
-
-	switch (drv_result) {
-	case DRV_LAUNCH_READY:
-		result = "ready";
-		break;
-	case DRV_LAUNCH_ABORTED:
-		result = "error.quota";
-		break;
-	default:
-		result = "error.unknown";
-		break;
-	}
-	metrics_launch_result(provider, az, requestor, result, seconds);
 }
 
 void

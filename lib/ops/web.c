@@ -396,17 +396,17 @@ render(struct web *w, enum list_kind kind, const char *query, int json, double n
 	case L_IMAGES:
 		t = status_table_new(STATUS_IMAGE_LIST);
 		if (w->tree)
-			imgtree_image_list(w->tree, t);
+			status_image_list(w->tree, t);
 		break;
 	case L_DIB:
 		t = status_table_new(STATUS_DIB_IMAGE_LIST);
 		if (w->tree)
-			imgtree_dib_image_list(w->tree, t);
+			status_dib_image_list(w->tree, t);
 		break;
 	case L_STATUS:
 		t = status_table_new(STATUS_IMAGE_STATUS);
 		if (w->tree)
-			imgtree_image_status(w->tree, t);
+			status_image_status(w->tree, t);
 		break;
 	default:
 		break;

@@ -16,7 +16,6 @@
 #include <event2/event.h>
 
 #include "paths.h"
-#include "status.h"
 #include "zk.h"
 #include "xalloc.h"
 
@@ -454,51 +453,6 @@ imgtree_build_request(const struct imgtree_image *im)
 	if (newest == NULL || newest->ctime < im->lock_ctime)
 		return "pending";
 	return "building";
-}
-
-void
-imgtree_image_list(const struct imgtree *t, struct status_table *out)
-{
-	size_t i, j, k, m;
-
-	for (i = 0; i < t->nimages; i++) {
-		const struct imgtree_image *im = &t->images[i];
-		for (j = 0; j < im->nbuilds; j++) {
-			const struct imgtree_build *b = &im->builds[j];
-			for (k = 0; k < b->nproviders; k++) {
-				const struct imgtree_provider *p = &b->providers[k];
-				for (m = 0; m < p->nuploads; m++)
-					if (p->uploads[m].u != NULL)
-						status_add_upload(out, im->name, b->id, p->name,
-								  p->uploads[m].u);
-			}
-		}
-	}
-}
-
-void
-imgtree_dib_image_list(const struct imgtree *t, struct status_table *out)
-{
-	size_t i, j;
-
-	for (i = 0; i < t->nimages; i++) {
-		const struct imgtree_image *im = &t->images[i];
-		for (j = 0; j < im->nbuilds; j++)
-			if (im->builds[j].b != NULL && !im->builds[j].gone)
-				status_add_build(out, im->name, im->builds[j].b, im->paused);
-	}
-}
-
-void
-imgtree_image_status(const struct imgtree *t, struct status_table *out)
-{
-	size_t i;
-
-	for (i = 0; i < t->nimages; i++) {
-		const struct imgtree_image *im = &t->images[i];
-		status_add_image_status(out, im->name, im->paused, imgtree_build_request(im),
-					im->request_ctime);
-	}
 }
 
 json_t *

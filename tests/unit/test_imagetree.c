@@ -91,7 +91,7 @@ Test(imagetree, reads_the_tree_and_creates_nothing)
 	cr_assert_str_eq(imgtree_build_request(imgtree_image(t, "debian")), "pending");
 
 	st = status_table_new(STATUS_IMAGE_LIST);
-	imgtree_image_list(t, st);
+	status_image_list(t, st);
 	cr_assert_eq(status_table_rows(st), 1); /* the malformed upload is skipped */
 	s = status_json(st);
 	cr_assert_str_eq(s, "[{\"id\": \"" B1 "\", \"upload_id\": \"0000000001\", "
@@ -101,7 +101,7 @@ Test(imagetree, reads_the_tree_and_creates_nothing)
 	free(s);
 	status_table_free(st);
 	st = status_table_new(STATUS_DIB_IMAGE_LIST);
-	imgtree_dib_image_list(t, st);
+	status_dib_image_list(t, st);
 	s = status_json(st);
 	cr_assert_str_eq(s, "[{\"id\": \"ubuntu-" B1 "\", \"image\": \"ubuntu\", \"builder\": "
 			    "\"nb01\", \"formats\": [\"qcow2\", \"raw\"], \"state\": \"paused\", "
