@@ -119,7 +119,7 @@ assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
 		return "it would exceed quota";
 	if (drv->label_capacity != NULL && lc->prov.dp != NULL) {
 		for (i = 0; i < r->node_types.n; i++) {
-			long cap = drv->label_capacity(lc->prov.dp, pool, r->node_types.v[i]);
+			long cap = drv->label_capacity(lc->prov.dp, pool->name, r->node_types.v[i]);
 			if (cap >= 0 && count_label(r, r->node_types.v[i]) > cap)
 				return "it would exceed quota";
 		}
@@ -164,7 +164,8 @@ tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request
 		drv_quota_init(&need, 0, 1, 0);
 		if (lc->prov.drv->label_quota != NULL && lc->prov.dp != NULL) {
 			drv_quota_clear(&need);
-			lc->prov.drv->label_quota(lc->prov.dp, pool, r->node_types.v[k], &need);
+			lc->prov.drv->label_quota(lc->prov.dp, pool->name, r->node_types.v[k],
+						  &need);
 		}
 		drv_quota_add(&used, &need);
 		drv_quota_clear(&need);

@@ -605,7 +605,7 @@ az_for_launch(struct handler *h)
 	if (!az_grouping(h))
 		return NULL;
 	if (h->chosen_az == NULL) {
-		lc->prov.drv->pool_azs(lc->prov.dp, h->pool, &azs);
+		lc->prov.drv->pool_azs(lc->prov.dp, h->pool->name, &azs);
 		if (azs.n > 0) {
 			const char *az = azs.v[arc4random_uniform((uint32_t)azs.n)];
 			if (*az != '\0')
@@ -916,8 +916,9 @@ launch_node_stored(int rc, const struct zk_stat *st, void *arg)
 
 /* The host's store_node service (drivers/host.h): drv_store_node. */
 int
-lc_host_store_node(struct launcher *lc, const struct drv_launch *l)
+lc_host_store_node(struct drv_host *host, const struct drv_launch *l)
 {
+	struct launcher *lc = host->owner;
 	const struct hop *o = l->owner;
 	struct handler *h = o != NULL ? o->h : NULL;
 	struct hnode *hn = h != NULL && o->idx < h->n_nodes ? &h->nodes[o->idx] : NULL;
@@ -1062,7 +1063,7 @@ label_need(struct launcher *lc, const struct lc_pool *pool, const char *label, s
 {
 	drv_quota_init(q, 0, 1, 0);
 	if (lc->prov.drv->label_quota != NULL && lc->prov.dp != NULL)
-		lc->prov.drv->label_quota(lc->prov.dp, pool, label, q);
+		lc->prov.drv->label_quota(lc->prov.dp, pool->name, label, q);
 }
 
 /* What a node uses: its `resources`, else its label's quota. */

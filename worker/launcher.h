@@ -200,6 +200,7 @@ struct lc_counters {
 };
 
 struct launcher {
+	struct drv_host host; /* the handle its driver gets (owner: this launcher) */
 	struct event_base *base;
 	char *hostname; /* FQDN */
 	struct lc_provider prov;
@@ -343,7 +344,7 @@ void handler_reap_zombies(struct launcher *lc);
 extern const struct drv_host_ops lc_host_ops;
 /* Its launch_done and store_node slots (handler.c). */
 void lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error);
-int lc_host_store_node(struct launcher *lc, const struct drv_launch *l);
+int lc_host_store_node(struct drv_host *h, const struct drv_launch *l);
 
 /* cleanup.c */
 void cleanup_pass(struct launcher *lc);

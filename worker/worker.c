@@ -99,7 +99,7 @@ send_status(struct worker *w, int64_t seq)
 		st->state = IPC_WS_RUNNING;
 	if (lc != NULL) {
 		const struct np_node **nodes;
-		size_t n = lc->nodes ? drv_provider_nodes(lc, &nodes) : 0;
+		size_t n = lc->nodes ? drv_provider_nodes(&lc->host, &nodes) : 0;
 		st->accepted = (int64_t)lc->counters.accepted;
 		st->fulfilled = (int64_t)lc->counters.fulfilled;
 		st->declined = (int64_t)lc->counters.declined;

@@ -2827,9 +2827,8 @@ static const struct sm_defaults aws_defaults = {
 };
 
 static struct drv_provider *
-aws_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+aws_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&aws_adapter, &aws_defaults, lc, err, errlen);
 }
 

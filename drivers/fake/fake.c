@@ -1913,9 +1913,8 @@ static const struct sm_defaults fake_defaults = {
 };
 
 static struct drv_provider *
-fake_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+fake_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&fake_adapter, &fake_defaults, lc, err, errlen);
 }
 

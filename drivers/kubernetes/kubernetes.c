@@ -1246,23 +1246,20 @@ static const struct sm_defaults k8s_defaults = {
 };
 
 static struct drv_provider *
-kubernetes_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+kubernetes_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&kubernetes_adapter, &k8s_defaults, lc, err, errlen);
 }
 
 static struct drv_provider *
-openshift_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+openshift_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&openshift_adapter, &k8s_defaults, lc, err, errlen);
 }
 
 static struct drv_provider *
-openshiftpods_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+openshiftpods_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&openshiftpods_adapter, &k8s_defaults, lc, err, errlen);
 }
 

@@ -2600,9 +2600,8 @@ static const struct sm_defaults os_defaults = {
 };
 
 static struct drv_provider *
-os_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+os_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&os_adapter, &os_defaults, lc, err, errlen);
 }
 

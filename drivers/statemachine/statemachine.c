@@ -60,7 +60,7 @@ struct gdelete {
 };
 
 struct drv_provider {
-	struct launcher *lc;
+	struct drv_host *lc;
 	const struct sm_adapter_ops *ops;
 	struct sm_adapter *ad;
 	struct sm_config *cfg;
@@ -342,10 +342,10 @@ label_quota_of(struct drv_provider *dp, const struct sm_label *lab, struct drv_q
 }
 
 void
-sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
+sm_drv_label_quota(struct drv_provider *dp, const char *pool, const char *label,
 		   struct drv_quota *out)
 {
-	const struct sm_label *l = sm_config_label(dp->cfg, drv_pool_name(pool), label);
+	const struct sm_label *l = sm_config_label(dp->cfg, pool, label);
 
 	if (l != NULL)
 		label_quota_of(dp, l, out);
@@ -426,9 +426,9 @@ fail_later(struct glaunch *g, const char *msg)
 }
 
 void
-sm_drv_pool_azs(struct drv_provider *dp, const struct lc_pool *pool, struct np_strv *out)
+sm_drv_pool_azs(struct drv_provider *dp, const char *pool, struct np_strv *out)
 {
-	const struct sm_pool *p = sm_config_pool(dp->cfg, drv_pool_name(pool));
+	const struct sm_pool *p = sm_config_pool(dp->cfg, pool);
 	size_t i;
 
 	if (p != NULL && p->azs.n > 0) {
@@ -815,7 +815,7 @@ instance_notice(const struct sm_env *env, const char *external_id, const char *w
 
 struct drv_provider *
 sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
-		struct launcher *lc, char *err, size_t errlen)
+		struct drv_host *lc, char *err, size_t errlen)
 {
 	struct drv_provider *dp = calloc(1, sizeof(*dp));
 	struct event_base *base = drv_event_base(lc);

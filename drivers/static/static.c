@@ -100,7 +100,7 @@ pending_drop(struct pending **pp)
 }
 
 struct drv_provider {
-	struct launcher *lc;
+	struct drv_host *lc;
 	struct sctx ctxs; /* list head */
 	char *name;
 	struct static_host *hosts;
@@ -150,7 +150,7 @@ strv_from_json(struct np_strv *sv, const json_t *v)
 }
 
 static struct drv_provider *
-static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+static_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
 	struct drv_provider *dp = calloc(1, sizeof(*dp));
 	const json_t *cfg = drv_provider_config(lc), *pool, *node;
@@ -186,7 +186,6 @@ static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, si
 		}
 	}
 	dp->scanner = nodescan_new(drv_event_base(lc), NULL, 0, 0);
-	(void)prov;
 	(void)err;
 	(void)errlen;
 	return dp;
@@ -609,15 +608,14 @@ static_node_deleted(struct drv_provider *dp, const struct np_node *node)
 }
 
 static long
-static_label_capacity(struct drv_provider *dp, const struct lc_pool *pool, const char *label)
+static_label_capacity(struct drv_provider *dp, const char *pool, const char *label)
 {
 	size_t i;
 	long cap = 0;
 
 	for (i = 0; i < dp->n_hosts; i++) {
 		const struct static_host *h = &dp->hosts[i];
-		if (np_strv_contains(&h->labels, label) &&
-		    strcmp(drv_pool_name(pool), h->pool) == 0)
+		if (np_strv_contains(&h->labels, label) && strcmp(pool, h->pool) == 0)
 			cap += h->max_parallel_jobs;
 	}
 	return cap;
