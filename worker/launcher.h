@@ -325,6 +325,37 @@ const struct lc_label *lc_label_get(const struct launcher *lc, const char *name)
 /* assign.c */
 void assign_pass(struct launcher *lc);
 
+/*
+ * The decisions of an assign pass, one request at a time (assign.c), as
+ * upstream's PoolWorker._assignHandlers and NodeRequestHandler:
+ *
+ * assign_defer_reason: why pool leaves r to another launcher's pool this
+ * pass, or NULL when this pool takes it (to serve or to decline). comps:
+ * every launcher's pool components (ours included, skipped by
+ * pool->launcher_id). Left: r names another provider and one of its pools
+ * can serve every label; a pool of lower priority number, not paused, can;
+ * or this pool lacks a label and another pool has them all. The reason is
+ * a static string.
+ *
+ * assign_decline_reason: why pool must decline r (reference 2.2 step 4),
+ * or NULL: upstream's texts "pool is disabled" (max-servers 0),
+ * "node type(s) [a, b] not available" (not in the pool, or one of the
+ * driver's error labels), "images are not available" (label_ready), "it
+ * would exceed quota" (more nodes than max-servers, or than the driver's
+ * label_capacity). Static string, valid until the next call.
+ *
+ * assign_tenant_fits: 1 when tenant limit tl leaves room for r in pool on
+ * top of used (the tenant's current usage: the `resources` of its nodes),
+ * each label needing the driver's label_quota (1 instance without one); 0
+ * when a limit would be exceeded (the request is deferred, not declined).
+ */
+struct np_component;
+const char *assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
+				const struct np_component *const *comps, int ncomp);
+const char *assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
+int assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
+		       const struct drv_quota *used, const struct np_request *r);
+
 /* handler.c */
 struct handler *handler_new(struct lc_pool *pool, const char *req_id);
 void handler_start(struct handler *h);
