@@ -1,7 +1,8 @@
 #!/bin/sh
 # The test of the layering check (mk/layers.py): scratch trees, each with one
 # include, must pass or fail as the rules say, naming the file and line of a
-# forbidden include. Prints "N passed, N failed"; exit status 1 on a failure.
+# forbidden include; and of the include rewriter (mk/qualify-includes.py) on
+# a scratch tree. Prints "N passed, N failed"; exit status 1 on a failure.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d /tmp/nodepoold-layers.XXXXXX)
@@ -68,6 +69,40 @@ expect protocol-logs 1 protocol/cachecodec.c log.h
 expect driver-includes-worker 1 drivers/aws/aws.c worker/launcher.h
 expect worker-includes-driver-internals 1 worker/handler.c drivers/aws/aws_api.h
 expect private-from-elsewhere 1 lib/ops/web.c lib/zk/zk_private.h
+
+# the include rewriter (mk/qualify-includes.py): bare names, same-folder
+# names and a fuzz target's relative path to a driver source become paths
+# from the root, a foreign header stays, and a second run changes nothing
+qualify() {
+	d=$(scratch qualify)
+	mkdir -p "$d/tests/fuzz" "$d/tests/support" "$d/tests/unit"
+	echo '/* testzk */' >"$d/tests/support/testzk.h"
+	echo '/* aws_api.c */' >"$d/drivers/aws/aws_api.c"
+	printf '#include "zk.h"\n#include "zk_private.h"\n#include "log.h"\n#include "zookeeper.h"\n' \
+		>"$d/lib/zk/zk.c"
+	printf '#include "../../drivers/aws/aws_api.c"\n#include "model.h"\n' \
+		>"$d/tests/fuzz/fuzz_aws.c"
+	printf '#include "testzk.h"\n#include "launcher.h"\n' >"$d/tests/unit/test_x.c"
+	printf '#include "driver.h"\n' >"$d/builder/builder.h"
+	python3 "$top/mk/qualify-includes.py" --root "$d" >/dev/null || return 1
+	printf '#include "lib/zk/zk.h"\n#include "lib/zk/zk_private.h"\n#include "lib/core/log.h"\n#include "zookeeper.h"\n' |
+		cmp -s - "$d/lib/zk/zk.c" || { cat "$d/lib/zk/zk.c"; return 1; }
+	printf '#include "drivers/aws/aws_api.c"\n#include "protocol/model.h"\n' |
+		cmp -s - "$d/tests/fuzz/fuzz_aws.c" || { cat "$d/tests/fuzz/fuzz_aws.c"; return 1; }
+	# "launcher.h" is no header of tests/unit's path: left for the compiler to refuse
+	printf '#include "tests/support/testzk.h"\n#include "launcher.h"\n' |
+		cmp -s - "$d/tests/unit/test_x.c" || { cat "$d/tests/unit/test_x.c"; return 1; }
+	printf '#include "drivers/driver.h"\n' | cmp -s - "$d/builder/builder.h" ||
+		{ cat "$d/builder/builder.h"; return 1; }
+	python3 "$top/mk/qualify-includes.py" --root "$d" --check
+}
+if qualify; then
+	echo "ok   qualify-includes"
+	pass=$((pass + 1))
+else
+	echo "FAIL qualify-includes"
+	fail=$((fail + 1))
+fi
 
 # and the tree itself keeps its layers
 if python3 "$top/mk/layers.py" --root "$top"; then
