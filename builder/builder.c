@@ -69,6 +69,7 @@
 #include "version.h"
 #include "zk.h"
 #include "clock.h"
+#include "zk_status.h"
 
 #define EXIT_PERMANENT	100
 #define KEEP_BUILDS	2
@@ -2578,15 +2579,16 @@ send_ready(struct builder *b)
 }
 
 static void
-send_status(struct builder *b, int64_t seq)
+send_status(void *arg, int64_t seq)
 {
+	struct builder *b = arg;
 	struct ipc_msg m;
 	struct ipc_status *st = &m.u.status;
 
 	childproc_status_init(&m, seq, b->generation, b->start);
-	st->zk_state = b->zk == NULL		? IPC_ZK_CONNECTING
-		       : zk_is_connected(b->zk) ? IPC_ZK_CONNECTED
-						: IPC_ZK_SUSPENDED;
+	/* the builder keeps no last session event: a lost connection is
+	 * "suspended" until it is back */
+	st->zk_state = zk_ipc_state(b->zk, ZK_EV_SUSPENDED);
 	st->state = b->stopping	    ? IPC_WS_STOPPING
 		    : b->ready_sent ? IPC_WS_RUNNING
 				    : IPC_WS_STARTING;
@@ -2658,13 +2660,6 @@ out:
 	json_decref(o);
 }
 
-/* send_status as the link's STATUS_REQ slot */
-static void
-on_status_req(void *arg, int64_t seq)
-{
-	send_status(arg, seq);
-}
-
 /* builder_dump as a childproc_dump_fn */
 static void
 builder_dump_cb(void *arg, struct evbuffer *out)
@@ -2675,18 +2670,14 @@ builder_dump_cb(void *arg, struct evbuffer *out)
 /* STOP, or the channel closed (childproc.h): a child exits when its
  * supervisor goes */
 static void
-on_stop(void *arg, int exit_code)
+on_stop(void *arg)
 {
-	struct builder *b = arg;
-
-	if (b->exit_code == 0)
-		b->exit_code = exit_code;
-	builder_stop(b);
+	builder_stop(arg);
 }
 
 static const struct childproc_ops builder_link_ops = {
     .config = on_config,
-    .status = on_status_req,
+    .status = send_status,
     .dump = builder_dump_cb,
     .stop = on_stop,
 };
@@ -2714,7 +2705,8 @@ builder_new(struct event_base *base, const struct builder_options *o, char *err,
 	b->soon_ev = event_new(base, -1, 0, soon_cb, b);
 	b->statsd = statsd_new_from_env(serr, sizeof(serr));
 	if (o->channel_fd >= 0) {
-		b->sup = childproc_link_new(base, o->channel_fd, &builder_link_ops, b, err, errlen);
+		b->sup = childproc_link_new(base, o->channel_fd, &builder_link_ops, b,
+					    &b->exit_code, err, errlen);
 		if (b->sup == NULL) {
 			builder_free(b);
 			return NULL;

@@ -25,6 +25,7 @@
 #include "version.h"
 #include "web.h"
 #include "zk.h"
+#include "zk_status.h"
 
 #define EXIT_PERMANENT 100
 
@@ -132,31 +133,15 @@ maybe_ready(struct webproc *wp)
 		log_info("ready: ZooKeeper session live, not listening yet (%s)", wp->listen_error);
 }
 
-static int
-zk_state_of(const struct webproc *wp)
-{
-	if (wp->zk == NULL)
-		return IPC_ZK_CONNECTING;
-	if (zk_is_connected(wp->zk))
-		return IPC_ZK_CONNECTED;
-	switch (wp->zk_state) {
-	case ZK_EV_SUSPENDED:
-		return IPC_ZK_SUSPENDED;
-	case ZK_EV_EXPIRED:
-		return IPC_ZK_EXPIRED;
-	default:
-		return IPC_ZK_CONNECTING;
-	}
-}
-
 static void
-send_status(struct webproc *wp, int64_t seq)
+send_status(void *arg, int64_t seq)
 {
+	struct webproc *wp = arg;
 	struct ipc_msg m;
 	struct ipc_status *st = &m.u.status;
 
 	childproc_status_init(&m, seq, wp->generation, wp->start);
-	st->zk_state = zk_state_of(wp);
+	st->zk_state = zk_ipc_state(wp->zk, wp->zk_state);
 	st->state = wp->stopping   ? IPC_WS_STOPPING
 		    : is_ready(wp) ? IPC_WS_RUNNING
 				   : IPC_WS_STARTING;
@@ -223,28 +208,17 @@ webproc_dump_cb(void *arg, struct evbuffer *out)
 	webproc_dump(arg, out);
 }
 
-/* send_status as the link's STATUS_REQ slot */
-static void
-on_status_req(void *arg, int64_t seq)
-{
-	send_status(arg, seq);
-}
-
 /* STOP, or the channel closed (childproc.h): a child exits when its
  * supervisor goes */
 static void
-on_stop(void *arg, int exit_code)
+on_stop(void *arg)
 {
-	struct webproc *wp = arg;
-
-	if (wp->exit_code == 0)
-		wp->exit_code = exit_code;
-	webproc_stop(wp);
+	webproc_stop(arg);
 }
 
 static const struct childproc_ops webproc_link_ops = {
     .config = on_config,
-    .status = on_status_req,
+    .status = send_status,
     .metrics = on_metrics,
     .dump = webproc_dump_cb,
     .stop = on_stop,
@@ -446,8 +420,8 @@ webproc_new(struct event_base *base, int channel_fd)
 	if ((wp->listen_retry = evtimer_new(base, listen_retry_cb, wp)) == NULL)
 		abort();
 	if (channel_fd >= 0) {
-		wp->link =
-		    childproc_link_new(base, channel_fd, &webproc_link_ops, wp, err, sizeof(err));
+		wp->link = childproc_link_new(base, channel_fd, &webproc_link_ops, wp,
+					      &wp->exit_code, err, sizeof(err));
 		if (wp->link == NULL)
 			fatalx("channel: %s", err);
 	}
@@ -470,7 +444,8 @@ webproc_dump(struct webproc *wp, struct evbuffer *out)
 	json_t *r;
 
 	evbuffer_add_printf(out, "web API on port %d, ZooKeeper %s, session 0x%llx, %s\n",
-			    web_port(wp->web), ipc_zk_state_name(zk_state_of(wp)),
+			    web_port(wp->web),
+			    ipc_zk_state_name(zk_ipc_state(wp->zk, wp->zk_state)),
 			    wp->zk ? (unsigned long long)zk_session_id(wp->zk) : 0ULL,
 			    is_ready(wp) ? "ready" : "not ready");
 	evbuffer_add_printf(out, "caches: %d nodes, %d requests, %d pool components\n",

@@ -24,6 +24,7 @@
 #include "statsd.h"
 #include "version.h"
 #include "web.h"
+#include "zk_status.h"
 
 struct worker {
 	struct event_base *base;
@@ -62,26 +63,10 @@ send_ready(struct worker *w)
 	np_mem_trim_startup("provider started");
 }
 
-static int
-zk_state_of(const struct launcher *lc)
-{
-	if (lc == NULL || lc->zk == NULL)
-		return IPC_ZK_CONNECTING;
-	if (zk_is_connected(lc->zk))
-		return IPC_ZK_CONNECTED;
-	switch (lc->zk_state) {
-	case ZK_EV_SUSPENDED:
-		return IPC_ZK_SUSPENDED;
-	case ZK_EV_EXPIRED:
-		return IPC_ZK_EXPIRED;
-	default:
-		return IPC_ZK_CONNECTING;
-	}
-}
-
 static void
-send_status(struct worker *w, int64_t seq)
+send_status(void *arg, int64_t seq)
 {
+	struct worker *w = arg;
 	struct ipc_msg m;
 	struct ipc_status *st = &m.u.status;
 	struct launcher *lc = w->lc;
@@ -90,7 +75,7 @@ send_status(struct worker *w, int64_t seq)
 	int k, all_paused = 1;
 
 	childproc_status_init(&m, seq, w->generation, w->start);
-	st->zk_state = zk_state_of(lc);
+	st->zk_state = lc != NULL ? zk_ipc_state(lc->zk, lc->zk_state) : IPC_ZK_CONNECTING;
 	if (w->stopping)
 		st->state = IPC_WS_STOPPING;
 	else if (lc == NULL || !lc->started)
@@ -187,27 +172,16 @@ worker_dump_cb(void *arg, struct evbuffer *out)
 	worker_dump(arg, out);
 }
 
-/* send_status as the link's STATUS_REQ slot */
-static void
-on_status_req(void *arg, int64_t seq)
-{
-	send_status(arg, seq);
-}
-
 /* STOP, or the channel closed (childproc.h) */
 static void
-on_stop(void *arg, int exit_code)
+on_stop(void *arg)
 {
-	struct worker *w = arg;
-
-	if (w->exit_code == 0)
-		w->exit_code = exit_code;
-	worker_stop(w);
+	worker_stop(arg);
 }
 
 static const struct childproc_ops worker_link_ops = {
     .config = on_config,
-    .status = on_status_req,
+    .status = send_status,
     .dump = worker_dump_cb,
     .stop = on_stop,
 };
@@ -321,8 +295,8 @@ worker_new(struct event_base *base, const char *provider, int channel_fd)
 	}
 	if (channel_fd >= 0) {
 		char err[256];
-		w->link =
-		    childproc_link_new(base, channel_fd, &worker_link_ops, w, err, sizeof(err));
+		w->link = childproc_link_new(base, channel_fd, &worker_link_ops, w, &w->exit_code,
+					     err, sizeof(err));
 		if (w->link == NULL)
 			fatalx("channel: %s", err);
 	}

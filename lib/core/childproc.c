@@ -91,6 +91,7 @@ struct childproc_link {
 	struct chan *chan; /* NULL once it closed */
 	const struct childproc_ops *ops;
 	void *arg;
+	int *exit_code;
 };
 
 static void
@@ -128,7 +129,7 @@ link_on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
 		break;
 	case IPC_STOP:
 		log_info("stop requested by nodepoold");
-		l->ops->stop(l->arg, 0);
+		l->ops->stop(l->arg);
 		break;
 	default:
 		break;
@@ -144,17 +145,20 @@ link_on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
 	log_warn("channel to nodepoold closed (%s): stopping", why);
 	chan_free(l->chan);
 	l->chan = NULL;
-	l->ops->stop(l->arg, ev == CHAN_PROTO_ERROR ? 1 : 0);
+	if (ev == CHAN_PROTO_ERROR && *l->exit_code == 0)
+		*l->exit_code = 1;
+	l->ops->stop(l->arg);
 }
 
 struct childproc_link *
 childproc_link_new(struct event_base *base, int fd, const struct childproc_ops *ops, void *arg,
-		   char *err, size_t errlen)
+		   int *exit_code, char *err, size_t errlen)
 {
 	struct childproc_link *l = xcalloc(1, sizeof(*l));
 
 	l->ops = ops;
 	l->arg = arg;
+	l->exit_code = exit_code;
 	l->chan = chan_new(base, fd, CHAN_CHILD, 0, 0, link_on_msg, link_on_close, l, err, errlen);
 	if (l->chan == NULL) {
 		free(l);

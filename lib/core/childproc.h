@@ -68,14 +68,14 @@ void childproc_status_init(struct ipc_msg *m, int64_t seq, int64_t generation, d
  * - DUMP_REQ: answered here, DUMP_REPLY with dump(arg, ...)'s text.
  * - METRICS (only nodepool-web is sent them): metrics(arg, m) when it is
  *   set; ignored otherwise.
- * - STOP: logs "stop requested by nodepoold", then stop(arg, 0).
+ * - STOP: logs "stop requested by nodepoold", then stop(arg).
  * - any other message (one a newer nodepoold sends): ignored.
  * - the channel dies (nodepoold went, an I/O error, or a malformed or
  *   forbidden message: CHAN_PROTO_ERROR): logs "channel to nodepoold
  *   closed (why): stopping", frees the channel (later sends are no-ops),
- *   then stop(arg, 1) after a protocol error, stop(arg, 0) otherwise: the
- *   exit code the process should use when it has none of its own (style
- *   rule 3: a child exits when its supervisor goes).
+ *   sets *exit_code to 1 after a protocol error when it is still 0 (the
+ *   process had no reason of its own), then stop(arg) (style rule 3: a
+ *   child exits when its supervisor goes).
  * The callbacks may call childproc_link_send; none may free the link.
  */
 struct childproc_ops {
@@ -83,7 +83,7 @@ struct childproc_ops {
 	void (*status)(void *arg, int64_t seq);
 	void (*metrics)(void *arg, const struct ipc_metrics *m); /* or NULL */
 	childproc_dump_fn dump;
-	void (*stop)(void *arg, int exit_code);
+	void (*stop)(void *arg);
 };
 
 struct childproc_link;
@@ -91,12 +91,13 @@ struct childproc_link;
 /*
  * The link on fd (CHAN_CHILD_FD, checked by childproc_channel_check), which
  * it takes over: a CHAN_CHILD channel on base. ops is borrowed (a static
- * const table) and must have every slot but metrics. NULL with a message in
+ * const table) and must have every slot but metrics; exit_code is the
+ * process's exit code (borrowed, outlives the link). NULL with a message in
  * err when the channel cannot be made (the fd is then still the caller's).
  */
 struct childproc_link *childproc_link_new(struct event_base *base, int fd,
-					  const struct childproc_ops *ops, void *arg, char *err,
-					  size_t errlen);
+					  const struct childproc_ops *ops, void *arg,
+					  int *exit_code, char *err, size_t errlen);
 
 /*
  * Sends m to nodepoold: a failure (a full queue, a dead channel) is logged

@@ -245,7 +245,7 @@ struct linked {
 	int ngot;
 	int sup_closed;
 	/* what the process saw */
-	int configs, statuses, metrics, stops, last_exit;
+	int configs, statuses, metrics, stops, exit_code;
 	int64_t last_generation, last_seq;
 	char last_provider[64];
 };
@@ -309,12 +309,11 @@ proc_metrics(void *arg, const struct ipc_metrics *m)
 }
 
 static void
-proc_stop(void *arg, int exit_code)
+proc_stop(void *arg)
 {
 	struct linked *t = arg;
 
 	t->stops++;
-	t->last_exit = exit_code;
 }
 
 static const struct childproc_ops proc_ops = {
@@ -346,7 +345,7 @@ linked_open(struct linked *t, const struct childproc_ops *ops)
 	t->sup = chan_new(t->base, fds[0], CHAN_SUPERVISOR, 0, 0, sup_on_msg, sup_on_close, t, err,
 			  sizeof(err));
 	cr_assert_not_null(t->sup, "%s", err);
-	t->link = childproc_link_new(t->base, fds[1], ops, t, err, sizeof(err));
+	t->link = childproc_link_new(t->base, fds[1], ops, t, &t->exit_code, err, sizeof(err));
 	cr_assert_not_null(t->link, "%s", err);
 	cr_assert(childproc_link_up(t->link));
 }
@@ -478,7 +477,7 @@ Test(childproc, link_stop_stops_with_code_0)
 	ipc_msg_init(&m, IPC_STOP);
 	sup_send(&t, &m);
 	run_until(&t, &t.stops, 1);
-	cr_assert_eq(t.last_exit, 0);
+	cr_assert_eq(t.exit_code, 0);
 	cr_assert(childproc_link_up(t.link), "STOP does not close the channel");
 	linked_close(&t);
 }
@@ -492,7 +491,7 @@ Test(childproc, link_nodepoold_gone_stops_with_code_0)
 	chan_free(t.sup);
 	t.sup = NULL;
 	run_until(&t, &t.stops, 1);
-	cr_assert_eq(t.last_exit, 0);
+	cr_assert_eq(t.exit_code, 0);
 	cr_assert_not(childproc_link_up(t.link));
 	/* a send after the close is a no-op, not a crash */
 	childproc_ready(&m, "web", 0);
@@ -510,8 +509,21 @@ Test(childproc, link_malformed_frame_stops_with_code_1)
 	linked_open(&t, &proc_ops);
 	cr_assert_eq(write(t.sup_fd, bad, sizeof(bad)), (ssize_t)sizeof(bad));
 	run_until(&t, &t.stops, 1);
-	cr_assert_eq(t.last_exit, 1, "a malformed message from nodepoold is fatal (style rule 6)");
+	cr_assert_eq(t.exit_code, 1, "a malformed message from nodepoold is fatal (style rule 6)");
 	cr_assert_not(childproc_link_up(t.link));
+	linked_close(&t);
+}
+
+Test(childproc, link_malformed_frame_keeps_an_exit_code_already_set)
+{
+	struct linked t;
+	static const unsigned char bad[] = {0, 0, 0, 1, 0xc1};
+
+	linked_open(&t, &proc_ops);
+	t.exit_code = 100; /* the process had decided: a config that cannot run */
+	cr_assert_eq(write(t.sup_fd, bad, sizeof(bad)), (ssize_t)sizeof(bad));
+	run_until(&t, &t.stops, 1);
+	cr_assert_eq(t.exit_code, 100);
 	linked_close(&t);
 }
 
