@@ -9,22 +9,7 @@
 #include "testzk.h"
 #include "zk_status.h"
 
-static struct event_base *base;
-
-static void
-setup(void)
-{
-	base = event_base_new();
-	cr_assert_not_null(base);
-}
-
-static void
-teardown(void)
-{
-	event_base_free(base);
-}
-
-TestSuite(zk_status, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(zk_status, .timeout = 120);
 
 Test(zk_status, no_session_yet_is_connecting)
 {
@@ -34,11 +19,13 @@ Test(zk_status, no_session_yet_is_connecting)
 
 Test(zk_status, a_live_session_is_connected_whatever_was_heard_before)
 {
+	struct event_base *base = event_base_new();
 	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
 
 	cr_assert_eq(zk_ipc_state(zk, ZK_EV_CONNECTED), IPC_ZK_CONNECTED);
 	cr_assert_eq(zk_ipc_state(zk, ZK_EV_SUSPENDED), IPC_ZK_CONNECTED);
 	zk_free(zk);
+	event_base_free(base);
 }
 
 static int
@@ -49,6 +36,7 @@ disconnected(void *arg)
 
 Test(zk_status, a_lost_connection_reports_the_last_event)
 {
+	struct event_base *base = event_base_new();
 	const char *path;
 	struct testzk_proxy *px;
 	struct zk *zk;
@@ -64,4 +52,5 @@ Test(zk_status, a_lost_connection_reports_the_last_event)
 	cr_assert_eq(zk_ipc_state(zk, ZK_EV_AUTH_FAILED), IPC_ZK_CONNECTING);
 	zk_free(zk);
 	testzk_proxy_stop(px);
+	event_base_free(base);
 }
