@@ -18,7 +18,6 @@
 
 #include <event2/event.h>
 
-#include "driver.h"
 #include "metrics.h"
 #include "statsd.h"
 #include "web.h"
