@@ -374,7 +374,8 @@ act_spawn(struct sup_child *c)
 	c->gen_acked = 0;
 	c->zk_session = 0;
 	clear_status(c);
-	pid = sup_spawn(c->role, sup->bindir, c->name, sup->debug, &fd, err, sizeof(err));
+	pid = sup_spawn(c->role, sup->bindir, c->name, sup->debug, &sup->users[c->role->kind], &fd,
+			err, sizeof(err));
 	if (pid < 0) {
 		/* fork or socketpair failed: like a crash, with back-off */
 		set_error(c, "cannot start: %s", err);
