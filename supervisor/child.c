@@ -838,6 +838,8 @@ sup_child_info(const struct sup_child *c, struct ipc_worker_info *wi, double now
 		wi->failed = st->failed;
 		for (i = 0; i < st->nodes.n; i++)
 			ipc_counts_add(&wi->nodes, st->nodes.v[i].name, st->nodes.v[i].n);
+		wi->rss_kb = st->rss_kb;
+		wi->pss_kb = st->pss_kb;
 	}
 	if (c->have_status && st->last_error != NULL)
 		ipc_set_str(&wi->last_error, st->last_error);

@@ -182,6 +182,7 @@ send_status(struct webproc *wp, int64_t seq)
 				   : IPC_WS_STARTING;
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
 		st->rss_kb = np_mem_rss_kb();
+		st->pss_kb = np_mem_pss_kb();
 		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
 	}
