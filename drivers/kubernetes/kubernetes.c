@@ -69,6 +69,7 @@
 #include "k8s_answer.h"
 #include "kubeconfig.h"
 #include "log.h"
+#include "privsep.h"
 
 #define K8S_USER	 "zuul-worker"
 #define K8S_CALL_TIMEOUT 30.0 /* s per API call */
@@ -649,7 +650,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			}
 			if (!ok_status(k))
 				return m_fail(k);
-			free(k->token);
+			privsep_free_secret_str(k->token);
 			free(k->ca_crt);
 			r = k8s_secret_token(k->resp, !a->conn.insecure, &k->token, &k->ca_crt);
 			if (r > 0) {
@@ -832,7 +833,7 @@ machine_free(struct sm_machine *m)
 	np_request_free(k->req);
 	free(k->ns);
 	free(k->pod);
-	free(k->token);
+	privsep_free_secret_str(k->token);
 	free(k->ca_crt);
 	free(k->host_id);
 	free(k->err);

@@ -70,6 +70,7 @@
 #include "log.h"
 #include "openstack.h"
 #include "os_cloud.h"
+#include "privsep.h"
 #include "ratelimit.h"
 
 #define OS_TOKEN_MARGIN	  300.0 /* s: fetch a new token this long before expiry */
@@ -255,7 +256,8 @@ call_free(struct os_call *c)
 		event_free(c->ev);
 	free(c->method);
 	free(c->path);
-	free(c->body);
+	/* the identity call's body holds the password */
+	privsep_free_secret(c->body, c->body_len);
 	free(c->body_file);
 	json_decref(c->extra);
 	free(c);
@@ -318,7 +320,7 @@ http_done(const struct http_response *res, void *arg)
 		c->reauthed = 1;
 		a->reauths++;
 		if (a->token != NULL) {
-			free(a->token);
+			privsep_free_secret_str(a->token);
 			a->token = NULL;
 		}
 		c->waiting_auth = 1;
@@ -404,7 +406,7 @@ auth_done(struct os_call *c, int status, const char *error, json_t *body,
 		}
 		return;
 	}
-	free(a->token);
+	privsep_free_secret_str(a->token);
 	a->token = np_strdupz(tok);
 	a->token_exp = parse_iso(jstr(token, "expires_at"));
 	if (a->token_exp <= 0)
@@ -527,7 +529,7 @@ call_go(struct os_call *c)
 	struct sm_adapter *a = c->a;
 
 	if (a->token != NULL && a->token_exp - (double)time(NULL) < OS_TOKEN_MARGIN) {
-		free(a->token);
+		privsep_free_secret_str(a->token);
 		a->token = NULL;
 	}
 	if (a->token != NULL) {
@@ -2527,7 +2529,7 @@ os_adapter_free(struct sm_adapter *a)
 	}
 	if (a->list_timer != NULL)
 		event_free(a->list_timer);
-	free(a->token);
+	privsep_free_secret_str(a->token);
 	free(a->project_id);
 	json_decref(a->flavors);
 	json_decref(a->ext_nets);
