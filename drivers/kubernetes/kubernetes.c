@@ -1166,6 +1166,11 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 		 a->conn.token	    ? "token"
 		 : a->conn.cert_pem ? "client certificate"
 				    : "no credentials");
+	if (a->conn.insecure)
+		log_warn("provider %s: context %s has insecure-skip-tls-verify: the API "
+			 "server's certificate and name are not checked, and its credentials go "
+			 "to whoever answers",
+			 env->provider_name, a->conn.context);
 	return a;
 }
 

@@ -72,6 +72,7 @@
 #include "os_cloud.h"
 #include "privsep.h"
 #include "ratelimit.h"
+#include "urlsafe.h"
 
 #define OS_TOKEN_MARGIN	  300.0 /* s: fetch a new token this long before expiry */
 #define OS_LIST_MIN	  1.0	/* s: at least this between two server listings */
@@ -568,6 +569,17 @@ ignore_answer(struct os_call *c, int status, const char *error, json_t *body,
 	(void)error;
 	(void)body;
 	(void)res;
+}
+
+/* An id from the cloud or a node record (external_id) as one URL path
+ * segment (urlsafe.h): "../images/x" names no other resource. "-" (no such
+ * resource) when it is too long to be an id. */
+#define OS_SEG_MAX 768
+#define ID(s)	   os_seg((s), (char[OS_SEG_MAX]){0})
+static const char *
+os_seg(const char *s, char *buf)
+{
+	return url_segment(s != NULL ? s : "", buf, OS_SEG_MAX) != NULL ? buf : "-";
 }
 
 /* URL-encode s into out. */
@@ -1141,6 +1153,19 @@ list_done(struct os_call *c, int status, const char *error, json_t *body,
 	links = json_object_get(body, "servers_links");
 	json_array_foreach(links, i, l) if (jstr(l, "rel") && strcmp(jstr(l, "rel"), "next") == 0)
 	    next = jstr(l, "href");
+	/* the token goes with the request: only to the endpoint's own scheme,
+	 * host and port (issue 23) */
+	if (next != NULL && !url_same_origin(next, a->ep[SVC_COMPUTE])) {
+		/* a partial listing would read as servers gone: a failed one */
+		snprintf(msg, sizeof(msg), "a \"next\" link to another origin than %s",
+			 a->ep[SVC_COMPUTE] ? a->ep[SVC_COMPUTE] : "the compute endpoint");
+		log_warn("openstack %s: listing servers failed: %s", a->env->provider_name, msg);
+		json_decref(a->page);
+		a->page = NULL;
+		list_deliver_waiters(a, msg);
+		wake_all(a);
+		return;
+	}
 	if (next != NULL && json_array_size(v) > 0 &&
 	    json_integer_value(json_object_get(c->extra, "pages")) < OS_MAX_LIST_PAGES) {
 		json_int_t pages = json_integer_value(json_object_get(c->extra, "pages"));
@@ -1691,7 +1716,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			return SM_AGAIN;
 		}
 		m->next_poll = now_mono() + OS_FIP_POLL;
-		snprintf(path, sizeof(path), "/floatingips/%s", m->fip_id ? m->fip_id : "");
+		snprintf(path, sizeof(path), "/floatingips/%s", ID(m->fip_id ? m->fip_id : ""));
 		osm_call(m, SVC_NETWORK, "GET", path, NULL);
 		m->answered = 0;
 		mm->retry_in = 3600;
@@ -1767,7 +1792,7 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 				return SM_AGAIN;
 			}
 			if (jstr(v, "fip") != NULL) {
-				snprintf(path, sizeof(path), "/floatingips/%s", jstr(v, "fip"));
+				snprintf(path, sizeof(path), "/floatingips/%s", ID(jstr(v, "fip")));
 				a->fips_deleted++;
 				osm_call(m, SVC_NETWORK, "DELETE", path, NULL);
 				mm->retry_in = 3600;
@@ -1779,7 +1804,7 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 	case OS_DEL_SERVER:
 	del_server:
 		a->deletes++;
-		snprintf(path, sizeof(path), "/servers/%s", mm->external_id);
+		snprintf(path, sizeof(path), "/servers/%s", ID(mm->external_id));
 		osm_set(m, OS_DELETING);
 		osm_call(m, SVC_COMPUTE, "DELETE", path, NULL);
 		mm->retry_in = 3600;
@@ -1955,7 +1980,7 @@ ports_done(struct os_call *c, int status, const char *error, json_t *body,
 		{
 			char path[300];
 			struct os_call *d;
-			snprintf(path, sizeof(path), "/ports/%s", json_string_value(id));
+			snprintf(path, sizeof(path), "/ports/%s", ID(json_string_value(id)));
 			d = call_new(a, SVC_NETWORK, "DELETE", path, NULL, port_deleted, NULL);
 			d->extra = json_pack("{s:O}", "id", id);
 			break;
@@ -1996,7 +2021,7 @@ fips_done(struct os_call *c, int status, const char *error, json_t *body,
 			continue;
 		log_info("openstack %s: deleting unattached floating IP %s", a->env->provider_name,
 			 jstr(f, "floating_ip_address"));
-		snprintf(path, sizeof(path), "/floatingips/%s", jstr(f, "id"));
+		snprintf(path, sizeof(path), "/floatingips/%s", ID(jstr(f, "id")));
 		call_new(a, SVC_NETWORK, "DELETE", path, NULL, fip_deleted, NULL);
 	}
 }
@@ -2038,7 +2063,7 @@ os_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_cb
 	struct os_call *c;
 
 	log_info("openstack %s: deleting leaked %s %s", a->env->provider_name, r->type, r->id);
-	snprintf(path, sizeof(path), "/servers/%s", r->id);
+	snprintf(path, sizeof(path), "/servers/%s", ID(r->id));
 	c = call_new(a, SVC_COMPUTE, "DELETE", path, NULL, resource_deleted, NULL);
 	c->ucb = (void *)cb;
 	c->uarg = arg;
@@ -2207,7 +2232,7 @@ os_console_log(struct sm_adapter *a, const struct sm_label *label, const char *e
 	struct os_call *c;
 
 	(void)label;
-	snprintf(path, sizeof(path), "/servers/%s/action", external_id);
+	snprintf(path, sizeof(path), "/servers/%s/action", ID(external_id));
 	c = call_new(a, SVC_COMPUTE, "POST", path,
 		     json_pack("{s:{s:n}}", "os-getConsoleOutput", "length"), console_done, NULL);
 	c->ucb = (void *)cb;
@@ -2247,7 +2272,7 @@ upload_end(struct upload *u, const char *id, const char *error)
 	if (error != NULL && u->id != NULL) {
 		/* do not leave a half-made image behind */
 		char path[300];
-		snprintf(path, sizeof(path), "/images/%s", u->id);
+		snprintf(path, sizeof(path), "/images/%s", ID(u->id));
 		call_new(u->a, SVC_IMAGE, "DELETE", path, NULL, ignore_answer, NULL);
 	}
 	u->cb(id, error, u->arg);
@@ -2295,7 +2320,7 @@ upload_poll_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	snprintf(path, sizeof(path), "/images/%s", u->id);
+	snprintf(path, sizeof(path), "/images/%s", ID(u->id));
 	call_new(u->a, SVC_IMAGE, "GET", path, NULL, upload_status_done, u);
 }
 
@@ -2328,7 +2353,7 @@ upload_create_done(struct os_call *c, int status, const char *error, json_t *bod
 		return;
 	}
 	u->id = np_strdupz(jstr(body, "id"));
-	snprintf(path, sizeof(path), "/images/%s/file", u->id);
+	snprintf(path, sizeof(path), "/images/%s/file", ID(u->id));
 	put = call_prep(u->a, SVC_IMAGE, "PUT", path, NULL, upload_put_done, u);
 	put->body_file = np_strdupz(u->file);
 	put->ctype = "application/octet-stream";
@@ -2398,7 +2423,7 @@ os_delete_image(struct sm_adapter *a, const char *external_id, sm_done_cb cb, vo
 	char path[300];
 	struct os_call *c;
 
-	snprintf(path, sizeof(path), "/images/%s", external_id);
+	snprintf(path, sizeof(path), "/images/%s", ID(external_id));
 	c = call_new(a, SVC_IMAGE, "DELETE", path, NULL, resource_deleted, NULL);
 	c->ucb = (void *)cb;
 	c->uarg = arg;
@@ -2495,6 +2520,10 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	log_info("openstack %s: cloud %s from %s, region %s, rate %gs between calls per API",
 		 env->provider_name, a->cloud.name, a->cloud.file,
 		 a->cloud.region ? a->cloud.region : "(any)", a->rate_s);
+	if (!a->cloud.verify)
+		log_warn("openstack %s: cloud %s has verify: false: no service's TLS certificate "
+			 "or host name is checked, Keystone's password exchange included",
+			 env->provider_name, a->cloud.name);
 	startup_fetch(a);
 	return a;
 }
