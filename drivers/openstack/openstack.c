@@ -69,6 +69,7 @@
 #include "jsonget.h"
 #include "log.h"
 #include "openstack.h"
+#include "os_answer.h"
 #include "os_cloud.h"
 #include "privsep.h"
 #include "ratelimit.h"
@@ -187,61 +188,10 @@ jstr(const json_t *o, const char *k)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* "2026-11-24T16:30:00.000000Z" (or +00:00) as epoch seconds; 0 if bad. */
-static double
-parse_iso(const char *s)
-{
-	struct tm tm;
-
-	memset(&tm, 0, sizeof(tm));
-	if (s == NULL || sscanf(s, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-				&tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
-		return 0;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	return (double)timegm(&tm);
-}
-
-/* The message of an OpenStack error body ({"badRequest": {"message":
- * ...}}, {"NeutronError": {"message": ...}}, {"error": {"message": ...}},
- * {"message": ...}), or the body's start. */
-static void
-error_text(int status, const char *error, const json_t *body, const char *raw, char *out, size_t n)
-{
-	const char *k, *m = NULL;
-	json_t *v;
-
-	if (error != NULL) {
-		snprintf(out, n, "%s", error);
-		return;
-	}
-	if (json_is_object(body)) {
-		m = jstr(body, "message");
-		json_object_foreach((json_t *)body, k, v)
-		{
-			if (m == NULL && json_is_object(v))
-				m = jstr(v, "message");
-		}
-	}
-	snprintf(out, n, "HTTP %d: %.200s", status, m ? m : raw ? raw : "");
-}
-
-static int
-contains_ci(const char *hay, const char *needle)
-{
-	size_t n = strlen(needle);
-
-	for (; hay != NULL && *hay; hay++)
-		if (strncasecmp(hay, needle, n) == 0)
-			return 1;
-	return 0;
-}
-
-static int
-is_quota_msg(const char *m)
-{
-	return contains_ci(m, "quota") || contains_ci(m, "number of ports exceeded");
-}
+/* The answer decoding lives in os_answer.c (pure, fuzzed). */
+#define parse_iso    os_parse_iso
+#define error_text   os_error_text
+#define is_quota_msg os_is_quota_msg
 
 /* ---- authentication and calls ---------------------------------------------------------------- */
 
@@ -964,18 +914,6 @@ quota_from_flavor(const json_t *f, const struct sm_label *l, struct drv_quota *q
  */
 
 static int
-is_private_v4(const char *ip)
-{
-	unsigned o1, o2;
-
-	if (ip == NULL || sscanf(ip, "%u.%u", &o1, &o2) != 2)
-		return 0;
-	return o1 == 10 || o1 == 127 || (o1 == 172 && o2 >= 16 && o2 <= 31) ||
-	       (o1 == 192 && o2 == 168) || (o1 == 100 && o2 >= 64 && o2 <= 127) ||
-	       (o1 == 169 && o2 == 254);
-}
-
-static int
 is_ext_net(struct sm_adapter *a, const char *name)
 {
 	const json_t *n;
@@ -990,41 +928,17 @@ is_ext_net(struct sm_adapter *a, const char *name)
 	return 0;
 }
 
-/* The server's addresses as openstacksdk's meta.get_server_*: public
- * IPv4 = floating, or fixed on an external network, or fixed and not
- * private; private IPv4 = fixed private; public IPv6 = a global one. */
+static int
+ext_net_cb(void *arg, const char *net)
+{
+	return is_ext_net(arg, net);
+}
+
 static void
 server_addresses(struct sm_adapter *a, const json_t *server, const char **pub4, const char **priv4,
 		 const char **pub6)
 {
-	const json_t *addrs = json_object_get(server, "addresses"), *list, *e;
-	const char *net;
-	size_t i;
-
-	*pub4 = *priv4 = *pub6 = NULL;
-	json_object_foreach((json_t *)addrs, net, list)
-	{
-		json_array_foreach(list, i, e)
-		{
-			const char *ip = jstr(e, "addr"), *type = jstr(e, "OS-EXT-IPS:type");
-			int ver = (int)np_json_num(e, "version", 4);
-			int floating = type != NULL && strcmp(type, "floating") == 0;
-			if (ip == NULL)
-				continue;
-			if (ver == 6) {
-				if (*pub6 == NULL && strncasecmp(ip, "fe80", 4) != 0 &&
-				    strncasecmp(ip, "fd", 2) != 0 && strncasecmp(ip, "fc", 2) != 0)
-					*pub6 = ip;
-				continue;
-			}
-			if (floating || is_ext_net(a, net) || !is_private_v4(ip)) {
-				if (*pub4 == NULL || floating)
-					*pub4 = ip;
-			} else if (*priv4 == NULL) {
-				*priv4 = ip;
-			}
-		}
-	}
+	os_server_addresses(server, ext_net_cb, a, pub4, priv4, pub6);
 }
 
 static struct sm_instance *
