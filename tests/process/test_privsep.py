@@ -121,3 +121,45 @@ def test_allow_root_runs_as_root(deployment):
         assert core_limit(st["p1"]["pid"]) == ["0", "0"]
     finally:
         sup.stop()
+
+
+def test_builder_runs_as_its_user_and_may_gain_privileges(deployment, readable_certs):
+    """The builder (--builder-user) is not dumpable and writes no core, but
+    has no no_new_privs, nor have its build workers: diskimage-builder
+    runs sudo. Its upload workers have it."""
+    from builder_helpers import builder_config, children
+    builder_user = pwd.getpwnam("daemon")
+    shared = tempfile.mkdtemp(prefix="np-privsep-builder.", dir="/tmp")
+    os.chmod(shared, 0o777)
+    sup = Supervisor(deployment)
+    try:
+        cfg = builder_config(deployment, providers=())
+        cfg["labels"] = []
+        cfg["images-dir"] = os.path.join(shared, "images")
+        cfg["build-log-dir"] = os.path.join(shared, "logs")
+        cfg["zookeeper-tls"] = readable_certs
+        del cfg["nodepoold"]
+        sup.write(cfg)
+        sup.start_fg(["-u", "nobody", "--builder-user", "daemon"], env=NOT_ALLOWED)
+        st = sup.wait_running(["builder"])
+        pid = st["builder"]["pid"]
+        s = proc_status(pid)
+        assert s["Uid"].split() == [str(builder_user.pw_uid)] * 4
+        assert s["NoNewPrivs"] == "0"
+        assert int(s["CapEff"], 16) == 0 and int(s["CapPrm"], 16) == 0
+        assert os.stat("/proc/%d/status" % pid).st_uid == 0, "not dumpable"
+        assert core_limit(pid) == ["0", "0"]
+        kids = wait_for(lambda: (lambda k: k if {"build", "upload"} <= {
+            c[c.index("--worker") + 1] for _, c in k if "--worker" in c} else None)(
+            children(pid)), what="the builder's workers")
+        for kpid, cmd in kids:
+            if "--worker" not in cmd:
+                continue
+            kind = cmd[cmd.index("--worker") + 1]
+            ks = proc_status(kpid)
+            assert ks["Uid"].split()[0] == str(builder_user.pw_uid)
+            assert ks["NoNewPrivs"] == ("1" if kind == "upload" else "0"), (kind, ks)
+            assert os.stat("/proc/%d/status" % kpid).st_uid == 0, kind + " not dumpable"
+    finally:
+        sup.stop()
+        shutil.rmtree(shared, ignore_errors=True)
