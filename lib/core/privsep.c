@@ -89,7 +89,9 @@ privsep_child_drop(const struct privsep_user *u, bool no_new_privs)
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct none[2];
 
-	if (u != NULL && u->set) {
+	/* already that user (nodepoold run as it): nothing to change, and
+	 * setgroups would need CAP_SETGID */
+	if (u != NULL && u->set && (geteuid() == 0 || u->uid != geteuid() || u->gid != getegid())) {
 		if (setgroups((size_t)u->ngroups, u->groups) < 0 ||
 		    setresgid(u->gid, u->gid, u->gid) < 0 || setresuid(u->uid, u->uid, u->uid) < 0)
 			return -1;
