@@ -79,8 +79,13 @@ def test_children_run_as_their_users_without_privileges(deployment, readable_cer
         assert proc_status(sup.proc.pid)["Uid"].split()[0] == "0"
         assert core_limit(sup.proc.pid) == ["0", "0"]
         # the web API, as nodepool-web's user, still answers
-        r = urllib.request.urlopen("http://127.0.0.1:%d/ready" % sup.web_port, timeout=5)
-        assert r.status == 200
+        def ready():
+            try:
+                return urllib.request.urlopen("http://127.0.0.1:%d/ready" % sup.web_port,
+                                              timeout=5).status == 200
+            except OSError:
+                return False
+        wait_for(ready, what="/ready 200 from nodepool-web")
     finally:
         sup.stop()
 

@@ -8,10 +8,13 @@ webapp): an operator's /ready probe keeps being answered, within its
   20 kB comment, each time with a new unknown query key (?x=N).
 
 The probes' outcome is what is asserted (every probe answered 200), not a
-measured duration."""
+measured duration. The abusers and the probe are processes of their own
+(web_abuse.py), the abusers from another loopback address (another
+client)."""
 import json
-import socket
-import threading
+import os
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +22,6 @@ import urllib.request
 from conftest import bin_path, free_port, wait_for
 
 PROBE_TIMEOUT = 1.0  # the issue's "within 1 s"
-ATTACKER = "127.0.0.2"  # another loopback address: another client
 
 
 def web_config(deployment, port, **limits):
@@ -55,85 +57,35 @@ def probe(port, path="/ready", timeout=PROBE_TIMEOUT):
         return e.code
 
 
-class Prober(threading.Thread):
-    """/ready every half second; the outcome of each probe is kept."""
-
-    def __init__(self, port):
-        super().__init__(daemon=True)
-        self.port = port
-        self.results = []
-        self.stopping = threading.Event()
-
-    def run(self):
-        while not self.stopping.is_set():
-            try:
-                self.results.append(probe(self.port))
-            except OSError as e:  # timeouts included
-                self.results.append(repr(e))
-            self.stopping.wait(0.5)
-
-    def finish(self):
-        self.stopping.set()
-        self.join(10)
-        return self.results
+ABUSE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web_abuse.py")
 
 
-class Slowloris(threading.Thread):
-    """One connection from ATTACKER: a request line, then one header line
-    every `every` seconds, never the blank line that ends the head; when
-    the server closes it, the same again on a new connection."""
+def client(*args):
+    """A web_abuse.py client of its own (a process), started now."""
+    return subprocess.Popen([sys.executable, ABUSE] + [str(a) for a in args],
+                            stdout=subprocess.PIPE)
 
-    def __init__(self, port, stop, every=6.0):
-        super().__init__(daemon=True)
-        self.port, self.stop, self.every = port, stop, every
-        self.closed_by_server = 0
-        self.connects = 0
 
-    def run(self):
-        while not self.stop.is_set():
-            s = socket.socket()
-            try:
-                s.bind((ATTACKER, 0))
-                s.settimeout(2)
-                s.connect(("127.0.0.1", self.port))
-                self.connects += 1
-                s.sendall(b"GET /node-list HTTP/1.1\r\nHost: x\r\n")
-                n = 0
-                s.settimeout(self.every)
-                while not self.stop.is_set():
-                    try:
-                        if not s.recv(4096):
-                            raise ConnectionResetError("closed by the server")
-                    except socket.timeout:
-                        s.sendall(b"X-Slow-%d: %d\r\n" % (n, n))
-                        n += 1
-            except OSError:
-                self.closed_by_server += 1
-                self.stop.wait(self.every)
-            finally:
-                s.close()
+def result(p, timeout=120):
+    out, _ = p.communicate(timeout=timeout)
+    assert p.returncode == 0
+    return json.loads(out)
 
 
 def test_slowloris_leaves_ready_answering(deployment):
     port = free_port()
     path = web_config(deployment, port)
     web = start_web(deployment, path, port)
-    stop = threading.Event()
-    attackers = [Slowloris(port, stop) for _ in range(64)]
-    for a in attackers:
-        a.start()
-    prober = Prober(port)
-    prober.start()
-    time.sleep(25)  # four of the attacker's lines, two request timeouts
-    results = prober.finish()
-    stop.set()
-    for a in attackers:
-        a.join(10)
+    attack = client("slowloris", port, 64, 6.0, 28)
+    time.sleep(1)  # the attack is on
+    # four of the attacker's lines, two request timeouts
+    results = result(client("probe", port, 25))
+    closed = result(attack)
     assert len(results) >= 20
-    assert all(r == 200 for r in results), results
+    assert all(r == 200 for r in results), [r for r in results if r != 200]
     # the limits acted: connections over the per-client cap, and the ones
     # past the whole-request deadline, were closed by the server
-    assert sum(a.closed_by_server for a in attackers) > 56
+    assert closed > 56
     out = web.output()
     assert "max_connections_per_client reached" in out
     assert web.alive()
@@ -182,41 +134,18 @@ def test_text_table_amplification_leaves_ready_answering(deployment, zk):
     with urllib.request.urlopen("http://127.0.0.1:%d/node-list" % port, timeout=60) as r:
         r.read()
 
-    stop = threading.Event()
-    sizes, errors = [], []
-
-    def hammer(k):
-        i = 0
-        while not stop.is_set():
-            i += 1
-            try:
-                with urllib.request.urlopen(
-                        "http://127.0.0.1:%d/node-list?x=%d-%d" % (port, k, i),
-                        timeout=60) as r:
-                    body = r.read()
-                    sizes.append(len(body))
-                    if i == 1 and k == 0:
-                        hammer.body = body
-            except (OSError, urllib.error.HTTPError) as e:
-                errors.append(repr(e))
-    hammer.body = None
-    threads = [threading.Thread(target=hammer, args=(k,), daemon=True) for k in range(4)]
-    prober = Prober(port)
-    prober.start()
-    for t in threads:
-        t.start()
-    time.sleep(15)
-    results = prober.finish()
-    stop.set()
-    for t in threads:
-        t.join(60)
+    attack = client("hammer", port, 4, 16)
+    time.sleep(1)
+    results = result(client("probe", port, 15))
+    got = result(attack)
     assert len(results) >= 10
-    assert all(r == 200 for r in results), results
-    assert not errors, errors[:5]
+    assert all(r == 200 for r in results), [r for r in results if r != 200]
+    assert not got["errors"], got["errors"][:5]
+    sizes = got["sizes"]
     assert sizes, "no /node-list answer"
     # The comment is cut in the text table (no 20 kB-wide rows); every
     # answer is the same cached one whatever ?x= says.
-    body = hammer.body.decode()
+    body = got["first"]
     longest = max(len(line) for line in body.split("\n"))
     assert longest < 20000, longest
     assert "c" * 250 + "..." in body
