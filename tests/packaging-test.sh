@@ -221,6 +221,22 @@ for spec in supervisor:nodepoold:sbin worker:nodepool-launcher:sbin web:nodepool
 		ok "$where, all shared libraries found"
 	fi
 done
+# hardening (issue 23): dpkg-buildflags' stack protector and FORTIFY made it
+# into every program (the Makefile honours CPPFLAGS)
+if command -v readelf >/dev/null 2>&1; then
+	for name in $built; do
+		f=$(ls "$root"/usr/sbin/"$name" "$root"/usr/bin/"$name" 2>/dev/null | head -1)
+		syms=$(readelf -W --dyn-syms "$f" 2>/dev/null)
+		fortified=$(echo "$syms" | grep -o -E '__[a-z_]+_chk' | grep -v -c __stack_chk)
+		if echo "$syms" | grep -q __stack_chk_fail && [ "$fortified" -gt 0 ]; then
+			ok "$name: stack protector and fortified calls"
+		else
+			bad "$name: no stack protector or no fortified call (readelf)"
+		fi
+	done
+else
+	note "readelf not found: hardening not checked"
+fi
 case " $(field Depends)" in
 *libc6*) ok "Depends from \${shlibs:Depends}: $(field Depends)" ;;
 *) [ -n "$built" ] && bad "no shared library Depends: $(field Depends)" ;;
