@@ -70,6 +70,18 @@
 #include "kubeconfig.h"
 #include "log.h"
 #include "privsep.h"
+#include "urlsafe.h"
+
+/* A name from a node record (external_id) or the cluster as one URL path
+ * segment (urlsafe.h): "../../secrets/x" names no other object. "-" (no
+ * such object) when too long to be a name. */
+#define K8S_SEG_MAX 768
+#define SEG(s)	    k8s_seg((s), (char[K8S_SEG_MAX]){0})
+static const char *
+k8s_seg(const char *s, char *buf)
+{
+	return url_segment(s != NULL ? s : "", buf, K8S_SEG_MAX) != NULL ? buf : "-";
+}
 
 #define K8S_USER	 "zuul-worker"
 #define K8S_CALL_TIMEOUT 30.0 /* s per API call */
@@ -779,12 +791,13 @@ delete_advance(struct sm_machine *m, struct sm_instance **out)
 				 m->external_id);
 			return SM_ERROR;
 		}
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", proj, m->external_id);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", proj,
+			 SEG(m->external_id));
 	} else if (a->flavor == K8S_OPENSHIFT)
 		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects/%s",
-			 m->external_id);
+			 SEG(m->external_id));
 	else
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", m->external_id);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", SEG(m->external_id));
 	m->state = kstep_names[k->step];
 	if (k->step == D_DELETE) {
 		if (!k->got)
@@ -1044,11 +1057,12 @@ k8s_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_c
 	TAILQ_INSERT_TAIL(&a->ops, o, entry);
 	if (a->flavor == K8S_OPENSHIFTPODS)
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
-			 np_json_str(r->metadata, "nodepool_pool_name", ""), r->id);
+			 SEG(np_json_str(r->metadata, "nodepool_pool_name", "")), SEG(r->id));
 	else if (a->flavor == K8S_OPENSHIFT)
-		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects/%s", r->id);
+		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects/%s",
+			 SEG(r->id));
 	else
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", r->id);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", SEG(r->id));
 	body = json_pack("{s:s, s:s, s:s}", "apiVersion", "v1", "kind", "DeleteOptions",
 			 "propagationPolicy", "Background");
 	o->req = kcall(a, "DELETE", path, body, delete_answer, o);
