@@ -152,6 +152,9 @@ class Sim:
         self.limits = {"cores": 350, "virtualMachines": 25000}
         self.limits.update(cfg.get("limits") or {})
         self.page_size = int(cfg.get("page_size", 0))
+        # Retry-After on long-running operations' answers (ARM sends one;
+        # without it the SDKs poll every 30 s)
+        self.async_retry_after = cfg.get("async_retry_after", 1)
         self.skus = [dict(name=s[0], vcpus=s[1], memory=s[2], family=s[3]) for s in SKUS]
         for s in cfg.get("skus") or []:
             self.skus.append(dict(s))
@@ -613,6 +616,16 @@ def arm(sim, m, segs, query, data):
                 return Response(200, {"value": usage_views(sim)})
             if lrest[4] == "operations" and len(rest) == 6:
                 return Response(200, sim.op_status(rest[5]))
+            if lrest[4] == "operationresults" and len(rest) == 6:
+                # the Location form: 202 while running, 204 when done
+                st = sim.op_status(rest[5])
+                if st["status"] == "InProgress":
+                    return Response(202, None, {"Location": sim.base + "/" + "/".join(segs) +
+                                                "?api-version=" + query["api-version"],
+                                                "Retry-After": str(sim.async_retry_after)})
+                if st["status"] == "Succeeded":
+                    return Response(204)
+                raise HTTPError(500, "OperationFailed", "the operation failed")
         if key in TYPES and len(rest) == 3 and m == "GET":
             return page(sim, sim.of_type(TYPES[key]), query,
                         "/subscriptions/%s/providers/%s" % (sim.subscription, CANON[TYPES[key]]))
@@ -873,7 +886,8 @@ def put_vm(sim, rg, name, data, query):
     vm["_admin_password"] = (props.get("osProfile") or {}).get("adminPassword")
     sim.put(vm, "virtualMachines", rg)
     op = sim.new_op("create", rid, query["api-version"])
-    return Response(201, public(vm), {"Azure-AsyncOperation": op})
+    return Response(201, public(vm), {"Azure-AsyncOperation": op,
+                                      "Retry-After": str(sim.async_retry_after)})
 
 
 def put_other(sim, t, rg, name, data, query):
@@ -910,6 +924,7 @@ def put_other(sim, t, rg, name, data, query):
     hdrs = {}
     if t in ("disks", "images"):
         hdrs["Azure-AsyncOperation"] = sim.new_op("create", rid, query["api-version"])
+        hdrs["Retry-After"] = str(sim.async_retry_after)
     return Response(200 if old else 201, public(r), hdrs)
 
 
@@ -922,7 +937,8 @@ def delete(sim, t, r, query):
             r["_gone_at"] = time.time() + sim.behavior["delete_delay"]
         op = sim.new_op("delete", r["id"], query["api-version"])
         return Response(202, None, {"Azure-AsyncOperation": op,
-                                    "Location": op.replace("/operations/", "/operationresults/")})
+                                    "Location": op.replace("/operations/", "/operationresults/"),
+                                    "Retry-After": str(sim.async_retry_after)})
     if t == "networkInterfaces" and r["properties"].get("virtualMachine"):
         vm = sim.find(r["properties"]["virtualMachine"]["id"])
         if vm is not None:
@@ -941,6 +957,7 @@ def delete(sim, t, r, query):
     hdrs = {}
     if t in ("disks", "images"):
         hdrs["Azure-AsyncOperation"] = sim.new_op("delete", r["id"], query["api-version"])
+        hdrs["Retry-After"] = str(sim.async_retry_after)
         return Response(202, None, hdrs)
     return Response(200)
 
@@ -958,7 +975,8 @@ def disk_access(sim, rid, action, query):
         d["properties"]["diskState"] = "Unattached"
     else:
         raise HTTPError(404, "NotFound", action)
-    return Response(202, None, {"Azure-AsyncOperation": op})
+    return Response(202, None, {"Azure-AsyncOperation": op,
+                                "Retry-After": str(sim.async_retry_after)})
 
 
 # ---------------------------------------------------------------- control API
