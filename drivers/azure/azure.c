@@ -116,6 +116,7 @@ struct sm_adapter {
 	unsigned data_round[K_NKINDS]; /* the round whose listing cur[] holds */
 	json_t *cur[K_NKINDS];	       /* the latest listing of each kind (array) */
 	int npoll;		       /* listings of the round in flight */
+	int phase, need_np;	       /* the round's phase (1: VMs, 2: NICs and IPs) */
 	double last_poll;
 	/* image-filter listings (cached AZ_IMAGE_TTL) and diskimage ids */
 	json_t *images;
@@ -353,12 +354,6 @@ rg_path(const struct sm_adapter *a, const char *sub, const char *name)
 
 static void poll_schedule(struct sm_adapter *a, double in);
 
-static enum kind
-state_kind(enum am_state st)
-{
-	return st == AM_NIC ? K_NIC : st == AM_PIP ? K_PIP : K_VM;
-}
-
 /* Wait for the next listings (from the next round on). */
 static void
 wait_on_poll(struct amachine *am, enum am_state st)
@@ -384,6 +379,9 @@ unlist(struct amachine *am)
 	am->listed = 0;
 }
 
+static void poll_phase2(struct sm_adapter *a);
+static const json_t *find(const struct amachine *am, enum kind k, const char *key, const char *v);
+
 static void
 poll_list_done(struct lister *ls, const char *error)
 {
@@ -400,6 +398,20 @@ poll_list_done(struct lister *ls, const char *error)
 	lister_free(ls);
 	if (--a->npoll > 0)
 		return;
+	if (a->phase == 1) {
+		/* a VM now up needs its NIC and addresses: list them in this
+		 * round, after the VMs */
+		TAILQ_FOREACH(am, &a->waiting, entry)
+		if (am->st == AM_VM && a->data_round[K_VM] == a->round) {
+			const json_t *vm = find(am, K_VM, "name", am->m.external_id);
+			if (vm != NULL && strcmp(prov_state(vm), "Succeeded") == 0)
+				a->need_np = 1;
+		}
+		if (a->need_np) {
+			poll_phase2(a);
+			return;
+		}
+	}
 	TAILQ_FOREACH(am, &a->waiting, entry)
 	machine_wake(am);
 	if (!TAILQ_EMPTY(&a->waiting))
@@ -407,34 +419,60 @@ poll_list_done(struct lister *ls, const char *error)
 }
 
 static void
+poll_list(struct sm_adapter *a, enum kind k)
+{
+	struct lister *ls;
+	char *path = rg_path(a, kind_path[k], NULL);
+
+	a->npoll++;
+	ls = lister_start(a, path, kind_version[k], kind_what[k], poll_list_done, NULL, NULL);
+	ls->kind = k;
+	ls->stage = (int)a->round;
+	free(path);
+}
+
+/* The second phase of a round: NICs and public IPs. */
+static void
+poll_phase2(struct sm_adapter *a)
+{
+	a->phase = 2;
+	poll_list(a, K_NIC);
+	poll_list(a, K_PIP);
+}
+
+/*
+ * One round of shared listings for every machine waiting: the VMs first
+ * (when a machine waits for a VM), then the NICs and public IPs (when a
+ * machine waits for them, or a VM listed in the first phase is up), so a
+ * VM seen up has its addresses read in the same round.
+ */
+static void
 poll_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct sm_adapter *a = arg;
 	struct amachine *am;
-	int need[K_NKINDS] = {0};
-	int k;
+	int vm = 0;
 
 	(void)fd;
 	(void)what;
 	if (a->npoll > 0 || TAILQ_EMPTY(&a->waiting))
 		return;
+	a->need_np = 0;
 	TAILQ_FOREACH(am, &a->waiting, entry)
-	need[state_kind(am->st)] = 1;
+	{
+		if (am->st == AM_VM || am->st == AM_GONE)
+			vm = 1;
+		else
+			a->need_np = 1;
+	}
 	a->round++;
 	a->polls++;
 	a->last_poll = now_s();
-	for (k = 0; k < K_NKINDS; k++) {
-		struct lister *ls;
-		char *path;
-		if (!need[k])
-			continue;
-		path = rg_path(a, kind_path[k], NULL);
-		a->npoll++;
-		ls = lister_start(a, path, kind_version[k], kind_what[k], poll_list_done, NULL,
-				  NULL);
-		ls->kind = k;
-		ls->stage = (int)a->round;
-		free(path);
+	if (vm) {
+		a->phase = 1;
+		poll_list(a, K_VM);
+	} else {
+		poll_phase2(a);
 	}
 }
 
@@ -470,6 +508,15 @@ find(const struct amachine *am, enum kind k, const char *key, const char *v)
 			return it;
 	}
 	return NULL;
+}
+
+/* Go on to st with the listings of the round in hand (they were taken
+ * after the one that moved the machine on). */
+static void
+same_round(struct amachine *am, enum am_state st)
+{
+	am->st = st;
+	am->m.state = am_names[st];
 }
 
 static int
@@ -1029,8 +1076,9 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			wait_on_poll(am, AM_VM);
 			return SM_AGAIN;
 		}
-		wait_on_poll(am, AM_NIC);
-		return SM_AGAIN;
+		/* the same round's NIC listing came after this VM listing: on */
+		same_round(am, AM_NIC);
+		/* fall through */
 	case AM_NIC: {
 		const json_t *nics;
 		const char *nic_id;
@@ -1044,8 +1092,11 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			wait_on_poll(am, AM_NIC);
 			return SM_AGAIN;
 		}
-		json_array_foreach(prop(it, "ipConfigurations"), i,
-				   c) if (prop(c, "privateIPAddress") == NULL) all = 0;
+		json_array_foreach(prop(it, "ipConfigurations"), i, c)
+		{
+			if (prop(c, "privateIPAddress") == NULL)
+				all = 0;
+		}
 		if (!all) {
 			wait_on_poll(am, AM_NIC);
 			return SM_AGAIN;
@@ -1059,12 +1110,11 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			if (pid != NULL)
 				json_array_append_new(am->pip_ids, json_string(pid));
 		}
-		if (json_array_size(am->pip_ids) > 0) {
-			wait_on_poll(am, AM_PIP);
-			return SM_AGAIN;
-		}
-		goto complete;
+		if (json_array_size(am->pip_ids) == 0)
+			goto complete;
+		same_round(am, AM_PIP);
 	}
+		/* fall through */
 	case AM_PIP: {
 		const json_t *pid;
 		int all = 1;
