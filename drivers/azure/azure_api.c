@@ -143,7 +143,8 @@ az_answer_parse(int status, const char *body, size_t len, char *code, size_t cod
 		return j;
 	}
 	e = json_object_get(j, "error");
-	if (json_is_string(json_object_get(e, "code"))) {
+	if (json_is_string(json_object_get(e, "code")) &&
+	    *json_string_value(json_object_get(e, "code")) != '\0') {
 		snprintf(code, codelen, "%s", json_string_value(json_object_get(e, "code")));
 		snprintf(msg, msglen, "%s",
 			 json_is_string(json_object_get(e, "message"))
