@@ -43,6 +43,8 @@
 
 #include <sys/queue.h>
 #include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1573,18 +1575,134 @@ azure_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv
 	return 0;
 }
 
-/* ---- images: delete (upstream's deleteImage + wait_for_async_operation) ---- */
+/* ---- long-running operations (azul.py's wait_for_async_operation) ---- */
+
+/*
+ * A call whose answer may name an operation to wait for: its
+ * Azure-AsyncOperation (else Location) is polled after each answer's
+ * Retry-After (default 2 s, as azul.py) until it is no longer InProgress,
+ * at most AZ_ASYNC_TIMEOUT s. done(out, error) gets the operation's
+ * answer (status, properties.output...) or, without an operation, the
+ * call's own answer (may be NULL); out is borrowed.
+ */
+struct lro;
+typedef void (*lro_done)(struct lro *l, const json_t *out, const char *error);
+
+struct lro {
+	struct sm_adapter *a;
+	struct az_call *call;
+	struct event *ev;
+	char *url;
+	double started;
+	char what[64];
+	lro_done done;
+};
+
+static void lro_poll_done(const struct az_result *r, void *arg);
+
+static void
+lro_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct lro *l = arg;
+
+	(void)fd;
+	(void)what;
+	l->call = az_call(l->a->api, "GET", l->url, NULL, NULL, "GET operation", lro_poll_done, l);
+}
+
+static void
+lro_wait(struct lro *l, double retry_after)
+{
+	double in = retry_after >= 0 ? retry_after : 2;
+	struct timeval tv = {(time_t)in, (suseconds_t)((in - floor(in)) * 1e6)};
+
+	if (now_s() - l->started > AZ_ASYNC_TIMEOUT) {
+		l->done(l, NULL, "timeout waiting for async operation");
+		return;
+	}
+	if (l->ev == NULL)
+		l->ev = evtimer_new(l->a->base, lro_timer, l);
+	evtimer_add(l->ev, &tv);
+}
+
+static void
+lro_poll_done(const struct az_result *r, void *arg)
+{
+	struct lro *l = arg;
+	const char *st = jstr(r->body, "status");
+	char err[640];
+
+	l->call = NULL;
+	if (r->code != NULL) {
+		snprintf(err, sizeof(err), "%s: operation: %s: %s", l->what, r->code, r->message);
+		l->done(l, NULL, err);
+		return;
+	}
+	/* the Location form: 202 while running, then the result (or empty) */
+	if (r->status == 202 || (st != NULL && strcmp(st, "InProgress") == 0)) {
+		lro_wait(l, r->retry_after);
+		return;
+	}
+	if (st != NULL && strcmp(st, "Succeeded") != 0) {
+		snprintf(err, sizeof(err), "%s: operation %s", l->what, st);
+		l->done(l, NULL, err);
+		return;
+	}
+	l->done(l, r->body, NULL);
+}
+
+static void
+lro_answer(const struct az_result *r, void *arg)
+{
+	struct lro *l = arg;
+	char err[640];
+
+	l->call = NULL;
+	if (r->code != NULL && r->status != 404) {
+		snprintf(err, sizeof(err), "%s: %s: %s", l->what, r->code, r->message);
+		l->done(l, NULL, err);
+		return;
+	}
+	if (r->code != NULL || r->async_url == NULL) {
+		l->done(l, r->code != NULL ? NULL : r->body, r->code != NULL ? "not found" : NULL);
+		return;
+	}
+	free(l->url);
+	l->url = xstrdup(r->async_url);
+	lro_wait(l, r->retry_after);
+}
+
+static void
+lro_start(struct lro *l, struct sm_adapter *a, const char *method, const char *path,
+	  const char *version, const json_t *body, const char *what, lro_done done)
+{
+	l->a = a;
+	l->done = done;
+	l->started = now_s();
+	snprintf(l->what, sizeof(l->what), "%s", what);
+	l->call = az_call(a->api, method, path, version, body, what, lro_answer, l);
+}
+
+static void
+lro_clear(struct lro *l)
+{
+	az_call_cancel(l->call);
+	l->call = NULL;
+	if (l->ev != NULL)
+		event_free(l->ev);
+	l->ev = NULL;
+	free(l->url);
+	l->url = NULL;
+}
+
+/* ---- images: delete (upstream's deleteImage) ---- */
 
 struct imgdel {
 	struct pend p;
-	struct sm_adapter *a;
+	struct lro l;
 	char *name;
 	sm_done_cb cb;
 	void *arg;
-	struct az_call *call;
-	struct event *ev;
-	char *async_url;
-	double started;
 };
 
 static void
@@ -1592,103 +1710,25 @@ imgdel_dtor(struct pend *p)
 {
 	struct imgdel *d = (struct imgdel *)p;
 
-	az_call_cancel(d->call);
-	if (d->ev != NULL)
-		event_free(d->ev);
-	free(d->async_url);
+	lro_clear(&d->l);
 	free(d->name);
 	free(d);
 }
 
 static void
-imgdel_finish(struct imgdel *d, const char *error)
+imgdel_done(struct lro *l, const json_t *out, const char *error)
 {
+	struct imgdel *d = (struct imgdel *)((char *)l - offsetof(struct imgdel, l));
+
+	(void)out;
+	if (error != NULL && strcmp(error, "not found") == 0)
+		error = NULL; /* already gone */
 	LIST_REMOVE(&d->p, entry);
-	d->call = NULL;
+	l->call = NULL;
+	if (error == NULL)
+		log_info("azure %s: deleted image %s", l->a->provider, d->name);
 	d->cb(error == NULL, error, d->arg);
 	imgdel_dtor(&d->p);
-}
-
-static void imgdel_poll_done(const struct az_result *r, void *arg);
-
-static void
-imgdel_timer(evutil_socket_t fd, short what, void *arg)
-{
-	struct imgdel *d = arg;
-
-	(void)fd;
-	(void)what;
-	d->call = az_call(d->a->api, "GET", d->async_url, NULL, NULL, "GET operation",
-			  imgdel_poll_done, d);
-}
-
-/* Poll the operation after Retry-After (default 2 s, as azul.py). */
-static void
-imgdel_wait(struct imgdel *d, const struct az_result *r)
-{
-	double in = r->retry_after >= 0 ? r->retry_after : 2;
-	struct timeval tv = {(time_t)in, (suseconds_t)((in - floor(in)) * 1e6)};
-
-	if (now_s() - d->started > AZ_ASYNC_TIMEOUT) {
-		imgdel_finish(d, "timeout waiting for async operation");
-		return;
-	}
-	evtimer_add(d->ev, &tv);
-}
-
-static void
-imgdel_poll_done(const struct az_result *r, void *arg)
-{
-	struct imgdel *d = arg;
-	const char *st = jstr(r->body, "status");
-	char err[640];
-
-	d->call = NULL;
-	if (r->code != NULL) {
-		snprintf(err, sizeof(err), "image %s: operation: %s: %s", d->name, r->code,
-			 r->message);
-		imgdel_finish(d, err);
-		return;
-	}
-	/* a Location answer is the resource itself (or empty) once done */
-	if (st == NULL && r->status != 202) {
-		imgdel_finish(d, NULL);
-		return;
-	}
-	if (st == NULL || strcmp(st, "InProgress") == 0) {
-		imgdel_wait(d, r);
-		return;
-	}
-	if (strcmp(st, "Succeeded") == 0) {
-		imgdel_finish(d, NULL);
-		return;
-	}
-	snprintf(err, sizeof(err), "unable to delete image %s: operation %s", d->name, st);
-	imgdel_finish(d, err);
-}
-
-static void
-imgdel_done(const struct az_result *r, void *arg)
-{
-	struct imgdel *d = arg;
-	char err[640];
-
-	d->call = NULL;
-	if (r->status == 404 || r->status == 204) {
-		imgdel_finish(d, NULL);
-		return;
-	}
-	if (r->code != NULL) {
-		snprintf(err, sizeof(err), "delete image %s: %s: %s", d->name, r->code, r->message);
-		imgdel_finish(d, err);
-		return;
-	}
-	if (r->async_url == NULL) {
-		imgdel_finish(d, NULL);
-		return;
-	}
-	d->async_url = xstrdup(r->async_url);
-	imgdel_wait(d, r);
 }
 
 static void
@@ -1700,16 +1740,265 @@ azure_delete_image(struct sm_adapter *a, const char *external_id, sm_done_cb cb,
 	if (d == NULL)
 		abort();
 	d->p.dtor = imgdel_dtor;
-	d->a = a;
 	d->name = xstrdup(external_id);
 	d->cb = cb;
 	d->arg = arg;
-	d->started = now_s();
-	d->ev = evtimer_new(a->base, imgdel_timer, d);
 	LIST_INSERT_HEAD(&a->pend, &d->p, entry);
 	path = rg_path(a, "providers/Microsoft.Compute/images", external_id);
-	d->call = az_call(a->api, "DELETE", path, V_IMAGE, NULL, "DELETE images", imgdel_done, d);
+	lro_start(&d->l, a, "DELETE", path, V_IMAGE, NULL, "delete image", imgdel_done);
 	free(path);
+}
+
+/* ---- images: upload (upstream's AzureSnapshotUploader) ---- */
+
+#define AZ_PAGE_SIZE	(4u << 20) /* upstream's segment_size: 4 MiB */
+#define AZ_PAGE_RETRIES 10	   /* upstream's _upload_chunk attempts */
+
+enum up_step {
+	UP_DISK,   /* PUT disks/<name> createOption Upload */
+	UP_GRANT,  /* POST beginGetAccess: the SAS URL */
+	UP_PAGES,  /* the page writes */
+	UP_REVOKE, /* POST endGetAccess */
+	UP_IMAGE,  /* PUT images/<name> from the disk */
+	UP_DELETE, /* DELETE the disk */
+};
+
+struct upload {
+	struct pend p;
+	struct lro l;
+	struct sm_adapter *a;
+	enum up_step step;
+	char *name, *disk_id, *sas;
+	json_t *meta;
+	FILE *f;
+	long long size, off;
+	unsigned char *page;
+	size_t page_len;
+	int tries;
+	struct az_call *page_call;
+	struct event *retry_ev;
+	sm_upload_cb cb;
+	void *arg;
+	char err[600];
+};
+
+static void up_next(struct upload *u);
+
+static void
+up_dtor(struct pend *p)
+{
+	struct upload *u = (struct upload *)p;
+
+	lro_clear(&u->l);
+	az_call_cancel(u->page_call);
+	if (u->retry_ev != NULL)
+		event_free(u->retry_ev);
+	if (u->f != NULL)
+		fclose(u->f);
+	json_decref(u->meta);
+	free(u->page);
+	free(u->name);
+	free(u->disk_id);
+	free(u->sas);
+	free(u);
+}
+
+static void
+up_finish(struct upload *u, const char *error)
+{
+	LIST_REMOVE(&u->p, entry);
+	if (error == NULL)
+		log_info("azure %s: uploaded image %s", u->a->provider, u->name);
+	u->cb(error == NULL ? u->name : NULL, error, u->arg);
+	up_dtor(&u->p);
+}
+
+static void
+up_lro_done(struct lro *l, const json_t *out, const char *error)
+{
+	struct upload *u = (struct upload *)((char *)l - offsetof(struct upload, l));
+	const json_t *o = json_object_get(json_object_get(out, "properties"), "output");
+
+	lro_clear(l);
+	if (error != NULL) {
+		up_finish(u, error);
+		return;
+	}
+	switch (u->step) {
+	case UP_DISK:
+		if (jstr(o, "id") == NULL) {
+			up_finish(u, "unable to create disk for image upload");
+			return;
+		}
+		u->disk_id = xstrdup(jstr(o, "id"));
+		break;
+	case UP_GRANT:
+		if (jstr(o, "accessSAS") == NULL) {
+			up_finish(u, "unable to begin write access on disk");
+			return;
+		}
+		u->sas = xstrdup(jstr(o, "accessSAS"));
+		break;
+	default:
+		break;
+	}
+	u->step++;
+	up_next(u);
+}
+
+static void up_page(struct upload *u);
+
+static void
+up_page_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	up_page(arg);
+}
+
+static void
+up_page_done(const struct az_result *r, void *arg)
+{
+	struct upload *u = arg;
+	char err[640];
+
+	u->page_call = NULL;
+	if (r->code != NULL) {
+		if (++u->tries < AZ_PAGE_RETRIES) {
+			/* upstream: sleep 2 * attempt, then again */
+			struct timeval tv = {2 * (u->tries - 1), 0};
+			if (u->retry_ev == NULL)
+				u->retry_ev = evtimer_new(u->a->base, up_page_retry, u);
+			evtimer_add(u->retry_ev, &tv);
+			return;
+		}
+		snprintf(err, sizeof(err), "upload page at %lld: %s (HTTP %d) %s", u->off, r->code,
+			 r->status, r->message != NULL ? r->message : "");
+		up_finish(u, err);
+		return;
+	}
+	u->off += (long long)u->page_len;
+	u->page_len = 0;
+	u->tries = 0;
+	up_next(u);
+}
+
+/* Send the page at u->off (read once, kept for its retries). */
+static void
+up_page(struct upload *u)
+{
+	u->page_call =
+	    az_blob_put_page(u->a->api, u->sas, u->off, u->page, u->page_len, up_page_done, u);
+}
+
+static void
+up_next(struct upload *u)
+{
+	struct sm_adapter *a = u->a;
+	json_t *body;
+	char *path;
+
+	switch (u->step) {
+	case UP_DISK:
+		body = json_pack("{s:s, s:O, s:{s:{s:s, s:I}}}", "location", a->location, "tags",
+				 u->meta, "properties", "creationData", "createOption", "Upload",
+				 "uploadSizeBytes", (json_int_t)u->size);
+		path = rg_path(a, "providers/Microsoft.Compute/disks", u->name);
+		lro_start(&u->l, a, "PUT", path, V_DISK, body, "create upload disk", up_lro_done);
+		break;
+	case UP_GRANT:
+		body =
+		    json_pack("{s:s, s:i}", "access", "Write", "durationInSeconds", 24 * 60 * 60);
+		path = rg_path(a, "providers/Microsoft.Compute/disks", u->name);
+		path = realloc(path, strlen(path) + 32);
+		strcat(path, "/beginGetAccess");
+		lro_start(&u->l, a, "POST", path, V_DISK, body, "begin disk access", up_lro_done);
+		break;
+	case UP_PAGES:
+		if (u->off >= u->size) {
+			u->step = UP_REVOKE;
+			up_next(u);
+			return;
+		}
+		u->page_len = fread(u->page, 1, AZ_PAGE_SIZE, u->f);
+		if (u->page_len == 0) {
+			up_finish(u, "image file shorter than its size");
+			return;
+		}
+		up_page(u);
+		return;
+	case UP_REVOKE:
+		body = json_object();
+		path = rg_path(a, "providers/Microsoft.Compute/disks", u->name);
+		path = realloc(path, strlen(path) + 32);
+		strcat(path, "/endGetAccess");
+		lro_start(&u->l, a, "POST", path, V_DISK, body, "end disk access", up_lro_done);
+		break;
+	case UP_IMAGE:
+		body = json_pack("{s:s, s:O, s:{s:s, s:{s:{s:s, s:{s:s}, s:s}, s:b}}}", "location",
+				 a->location, "tags", u->meta, "properties", "hyperVGeneration",
+				 "V2", "storageProfile", "osDisk", "osType", "Linux", "managedDisk",
+				 "id", u->disk_id, "osState", "Generalized", "zoneResilient", 1);
+		path = rg_path(a, "providers/Microsoft.Compute/images", u->name);
+		lro_start(&u->l, a, "PUT", path, V_IMAGE, body, "create image", up_lro_done);
+		break;
+	case UP_DELETE:
+		body = NULL;
+		path = rg_path(a, "providers/Microsoft.Compute/disks", u->name);
+		lro_start(&u->l, a, "DELETE", path, V_DISK, NULL, "delete upload disk",
+			  up_lro_done);
+		break;
+	default:
+		up_finish(u, NULL);
+		return;
+	}
+	json_decref(body);
+	free(path);
+}
+
+static void
+up_fail_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct upload *u = arg;
+
+	(void)fd;
+	(void)what;
+	up_finish(u, u->err);
+}
+
+static void
+azure_upload_image(struct sm_adapter *a, const struct sm_upload_args *ua, sm_upload_cb cb,
+		   void *arg)
+{
+	struct upload *u = calloc(1, sizeof(*u));
+
+	if (u == NULL)
+		abort();
+	u->p.dtor = up_dtor;
+	u->a = a;
+	u->name = xstrdup(ua->image_name);
+	u->meta = json_deep_copy(ua->metadata != NULL ? ua->metadata : json_object());
+	u->cb = cb;
+	u->arg = arg;
+	u->l.a = a;
+	LIST_INSERT_HEAD(&a->pend, &u->p, entry);
+	u->f = fopen(ua->filename, "rb");
+	if (u->f == NULL || fseeko(u->f, 0, SEEK_END) != 0 || (u->size = ftello(u->f)) < 0 ||
+	    fseeko(u->f, 0, SEEK_SET) != 0) {
+		struct timeval now = {0, 0};
+		snprintf(u->err, sizeof(u->err), "%s: %s", ua->filename, strerror(errno));
+		/* the callback comes later, on the loop, as the contract says */
+		u->retry_ev = evtimer_new(a->base, up_fail_cb, u);
+		evtimer_add(u->retry_ev, &now);
+		return;
+	}
+	u->page = malloc(AZ_PAGE_SIZE);
+	if (u->page == NULL)
+		abort();
+	log_info("azure %s: uploading %s (%lld bytes) as image %s", a->provider, ua->filename,
+		 u->size, u->name);
+	u->step = UP_DISK;
+	up_next(u);
 }
 
 /* ---- the adapter ---- */
@@ -1821,6 +2110,7 @@ static const struct sm_adapter_ops azure_adapter = {
     .delete_resource = azure_delete_resource,
     .quota_limits = azure_quota_limits,
     .label_quota = azure_label_quota,
+    .upload_image = azure_upload_image,
     .delete_image = azure_delete_image,
     .dump = azure_dump,
 };

@@ -27,7 +27,7 @@ TAILQ_HEAD(az_call_list, az_call);
 struct az_api {
 	struct event_base *base;
 	struct az_auth auth;
-	struct http_client *login, *arm;
+	struct http_client *login, *arm, *blob;
 	char *token;
 	double token_expires;
 	struct http_req *token_req;
@@ -49,6 +49,9 @@ struct az_call {
 	struct http_req *req;
 	struct event *retry_ev;
 	int attempts, reauth;
+	int blob; /* a page write: no token, no retries here */
+	char *range;
+	size_t body_len;
 };
 
 static char *
@@ -243,6 +246,7 @@ call_free(struct az_call *c)
 	free(c->url);
 	free(c->what);
 	free(c->body);
+	free(c->range);
 	free(c);
 }
 
@@ -296,6 +300,17 @@ arm_done(const struct http_response *res, void *arg)
 
 	c->req = NULL;
 	count(a, c->what);
+	if (c->blob) {
+		/* the uploader retries a page as upstream's _upload_chunk */
+		r.status = res->status;
+		r.code = res->status == 0     ? "ConnectionError"
+			 : res->status >= 300 ? "HttpError"
+					      : NULL;
+		r.message = res->error != NULL ? res->error : "";
+		r.retry_after = -1;
+		call_finish(c, &r);
+		return;
+	}
 	if (res->status == 0 || (res->status >= 500 && res->status != 501)) {
 		if (c->attempts <= AZ_RETRIES) {
 			double in = (double)(1 << (c->attempts - 1));
@@ -456,6 +471,52 @@ token_fetch(struct az_api *a)
 	free(form);
 }
 
+static void
+blob_send(struct az_call *c)
+{
+	struct http_request_params p = {0};
+	const char *hdrs[] = {"x-ms-blob-type: PageBlob", "x-ms-page-write: Update",
+			      "x-ms-version: 2019-12-12", c->range, NULL};
+
+	c->attempts++;
+	p.method = "PUT";
+	p.url = c->url;
+	p.headers = hdrs;
+	p.body = c->body;
+	p.body_len = c->body_len;
+	c->req = http_request(c->api->blob, &p, arm_done, c);
+	if (c->req == NULL)
+		call_fail(c, 0, "HttpError", "bad request parameters");
+}
+
+struct az_call *
+az_blob_put_page(struct az_api *a, const char *sas_url, long long offset, const void *data,
+		 size_t len, az_cb cb, void *arg)
+{
+	struct az_call *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		abort();
+	c->api = a;
+	c->blob = 1;
+	c->method = xstrdup("PUT");
+	c->what = xstrdup("PUT page");
+	c->cb = cb;
+	c->arg = arg;
+	if (asprintf(&c->url, "%s%s", sas_url, strstr(sas_url, "comp=page") ? "" : "&comp=page") <
+		0 ||
+	    asprintf(&c->range, "Range: bytes=%lld-%lld", offset, offset + (long long)len - 1) < 0)
+		abort();
+	c->body = malloc(len > 0 ? len : 1);
+	if (c->body == NULL)
+		abort();
+	memcpy(c->body, data, len);
+	c->body_len = len;
+	TAILQ_INSERT_TAIL(&a->all, c, all_entry);
+	blob_send(c);
+	return c;
+}
+
 struct az_call *
 az_call(struct az_api *a, const char *method, const char *where, const char *api_version,
 	const json_t *body, const char *what, az_cb cb, void *arg)
@@ -540,7 +601,11 @@ az_api_new(struct event_base *base, const struct az_auth *auth, double rate, cha
 	o.rate = rate;
 	o.max_concurrency = 32;
 	a->arm = a->login != NULL ? http_client_new(base, &o, err, errlen) : NULL;
-	if (a->arm == NULL) {
+	o.rate = 0;
+	o.max_concurrency = 4;
+	o.timeout = 300; /* a 4 MiB page */
+	a->blob = a->arm != NULL ? http_client_new(base, &o, err, errlen) : NULL;
+	if (a->blob == NULL) {
 		az_api_free(a);
 		return NULL;
 	}
@@ -554,6 +619,7 @@ az_api_free(struct az_api *a)
 		return;
 	while (!TAILQ_EMPTY(&a->all))
 		call_free(TAILQ_FIRST(&a->all));
+	http_client_free(a->blob);
 	http_client_free(a->arm);
 	http_client_free(a->login); /* the token request with it */
 	az_auth_clear(&a->auth);

@@ -81,6 +81,18 @@ struct az_call *az_call(struct az_api *a, const char *method, const char *where,
 			void *arg);
 void az_call_cancel(struct az_call *c); /* NULL no-op; no callback */
 
+/*
+ * One page write of a page blob through a SAS URL (the upload disk's
+ * accessSAS, which carries its own authorisation: no bearer token), as
+ * azul.py's upload_sas_chunk: PUT <url>&comp=page with x-ms-blob-type
+ * PageBlob, x-ms-page-write Update and Range bytes=<offset>-<offset+len-1>;
+ * data (len bytes) is copied. Through a third http client (the storage
+ * API). The callback gets the status (201 on success) and, without an
+ * answer, code "ConnectionError".
+ */
+struct az_call *az_blob_put_page(struct az_api *a, const char *sas_url, long long offset,
+				 const void *data, size_t len, az_cb cb, void *arg);
+
 /* Calls answered per `what` (borrowed JSON object) and in all, token
  * requests included ("POST token"). */
 const json_t *az_api_counts(const struct az_api *a);

@@ -296,3 +296,64 @@ def test_leaks_are_cleaned_up_by_tags(deployment, zuul, sim):
                                         "theirs-publicIPAddresses", "test0", "test1",
                                         "test2"]),
              timeout=30, what="leaked resources deleted")
+
+
+@pytest.mark.parametrize("size", [512 * 3, 9 * 1024 * 1024 + 512], ids=["one-page", "three-pages"])
+def test_builder_uploads_through_a_disk_and_the_launcher_boots_it(deployment, zk, zuul, sim,
+                                                                   size):
+    """The builder's upload to an azure provider, as upstream's
+    AzureSnapshotUploader: a disk created for upload (tagged), write
+    access granted (its SAS URL), the file written as 4 MiB page-blob
+    pages (a page failing once is written again), access revoked, an
+    image made from the disk, the disk deleted. The launcher then boots
+    the image."""
+    import hashlib
+    import json
+    from builder_helpers import builder_config, start_builder
+    sim.fault(method="PUT", path="^/_blob/", status=500, count=1)
+    cfg = builder_config(deployment, providers=(), env={"FAKE_DIB_SIZE": str(size)})
+    cfg["providers"] = [{
+        "name": PROVIDER, "driver": "azure", "auth-path": sim.auth_path, "rate": 100,
+        "location": "centralus", "resource-group": "nodepool",
+        "resource-group-location": "centralus", "subnet-id": SUBNET,
+        "diskimages": [{"name": "img", "username": "zuul", "tags": {"team": "ci"}}],
+        "pools": [{"name": "main", "max-servers": 5, "host-key-checking": False, "labels": [
+            {"name": "img-label", "diskimage": "img",
+             "hardware-profile": {"vm-size": "Standard_B1s"}}]}]}]
+    path = deployment.write_config(cfg)
+    start_builder(deployment, path, env=sim.env())
+
+    def upload():
+        try:
+            for b in zk.get_children("/nodepool/images/img/builds"):
+                base = "/nodepool/images/img/builds/%s/providers/%s/images" % (b, PROVIDER)
+                for u in zk.get_children(base) if zk.exists(base) else []:
+                    rec = json.loads(zk.get(base + "/" + u)[0] or b"{}")
+                    if rec.get("state") == "ready":
+                        return b, u, rec
+        except Exception:
+            return None
+    bid, uid, rec = wait_for(upload, timeout=90, what="a ready upload")
+    st = sim.state()
+    (img,) = [i for i in st["images"] if i["name"] == rec["external_id"]]
+    # the provider diskimage's tags, then the upload's (upstream's builder)
+    assert img["tags"] == {"team": "ci", "nodepool_build_id": bid, "nodepool_upload_id": uid,
+                           "nodepool_provider_name": PROVIDER}
+    # the image holds the file's bytes, as written page by page
+    (vhd,) = [os.path.join(dp, f) for dp, _, fs in os.walk(cfg["images-dir"]) for f in fs
+              if f.endswith(".vhd")]
+    with open(vhd, "rb") as f:
+        assert img["sha256"] == hashlib.sha256(f.read()).hexdigest()
+    assert st["disks"] == []  # the upload disk went once the image was made
+    calls = sim.calls()
+    pages = -(-size // (4 << 20))
+    assert calls["PUT page"] == pages + 1  # one written twice
+    assert calls["POST disks/beginGetAccess"] == 1 and calls["POST disks/endGetAccess"] == 1
+    assert calls["PUT images"] == 1 and calls["DELETE disks"] == 1
+    # the launcher boots it
+    launcher(deployment, sim, cfg)
+    rid = zuul.submit(["img-label"])
+    assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled"
+    (nid,) = zuul.request(rid)["nodes"]
+    vm = vms(sim)[zuul.node(nid)["external_id"]]
+    assert vm["image"] == {"id": img["id"]}

@@ -312,7 +312,9 @@ class Sim:
             raise HTTPError(404, "NotFound", "operation %s not found" % oid)
         r = self.find(op["target"])
         body = {"name": oid, "startTime": now_iso(op["start"])}
-        if op["kind"] == "delete":
+        if op.get("sas"):
+            body.update(status="Succeeded", properties={"output": {"accessSAS": op["sas"]}})
+        elif op["kind"] == "delete":
             body["status"] = "InProgress" if r is not None else "Succeeded"
         else:
             st = r["properties"]["provisioningState"] if r is not None else "Failed"
@@ -461,6 +463,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return openid(sim, segs)
         if path.startswith("/metadata/endpoints"):
             return metadata(sim)
+        if path.startswith("/_blob/"):
+            with sim.lock:
+                return blob_put(sim, self.command, segs[1], query, self.headers, body)
         # ARM
         with sim.lock:
             check_token(sim, self.headers.get("Authorization", ""))
@@ -482,6 +487,8 @@ def route_of(method, path):
     "PUT virtualMachines", "GET virtualMachines" (a list or one), "POST
     token", "GET operations"."""
     p = path.lower()
+    if p.startswith("/_blob/"):
+        return method + " page"
     if p.endswith("/token"):
         return "POST token"
     segs = [s for s in path.split("/") if s]
@@ -907,6 +914,14 @@ def put_other(sim, t, rg, name, data, query):
               or {}).get("id")
         if md and sim.find(md) is None:
             raise HTTPError(404, "NotFound", "Disk %s not found" % md)
+        if md:
+            src = sim.find(md)
+            if src["properties"].get("diskState") == "ActiveUpload":
+                raise HTTPError(409, "OperationNotAllowed",
+                                "Disk %s is being uploaded (revoke its access first)."
+                                % src["name"])
+            import hashlib
+            r["_sha256"] = hashlib.sha256(bytes(src.get("_data", b""))).hexdigest()
     if t == "publicIPAddresses":
         props.setdefault("publicIPAddressVersion", "IPv4")
         props["ipAddress"] = sim.public_ip(props["publicIPAddressVersion"])
@@ -979,6 +994,36 @@ def disk_access(sim, rid, action, query):
                                 "Retry-After": str(sim.async_retry_after)})
 
 
+def blob_put(sim, m, name, query, headers, body):
+    """A page write to an upload disk through its SAS URL (Put Page:
+    x-ms-blob-type PageBlob, x-ms-page-write Update, Range of 512-byte
+    pages matching the body)."""
+    def err(status, code, msg):
+        return Response(status, ("<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>%s"
+                                 "</Code><Message>%s</Message></Error>" % (code, msg)).encode(),
+                        {"Content-Type": "application/xml", "x-ms-error-code": code})
+    d = None
+    for r in sim.of_type("disks"):
+        if r["name"] == name and r.get("_sas") and query.get("sig") == "sim":
+            d = r
+    if d is None or d["properties"].get("diskState") != "ActiveUpload":
+        return err(403, "AuthenticationFailed", "no write access to %s" % name)
+    if m != "PUT" or query.get("comp") != "page":
+        return err(400, "InvalidQueryParameterValue", "comp=page required")
+    if headers.get("x-ms-page-write", "").lower() != "update":
+        return err(400, "MissingRequiredHeader", "x-ms-page-write")
+    rng = re.match(r"bytes=(\d+)-(\d+)$", headers.get("Range") or headers.get("x-ms-range") or "")
+    if not rng:
+        return err(400, "MissingRequiredHeader", "Range")
+    start, end = int(rng.group(1)), int(rng.group(2))
+    size = d["properties"].get("diskSizeBytes", 0)
+    if start % 512 or (end + 1) % 512 or end - start + 1 != len(body) or end >= size:
+        return err(416, "InvalidPageRange", "The page range specified is invalid.")
+    data = d.setdefault("_data", bytearray(size))
+    data[start:end + 1] = body
+    return Response(201, None, {"ETag": '"0x%x"' % int(time.time() * 1e6)})
+
+
 # ---------------------------------------------------------------- control API
 
 
@@ -999,6 +1044,10 @@ def state_view(sim):
                          os_disk=r["properties"]["storageProfile"]["osDisk"],
                          nics=[n["id"] for n in r["properties"]["networkProfile"]
                                ["networkInterfaces"]])
+            if t == "images":
+                v.update(sha256=r.get("_sha256"))
+            if t == "disks":
+                v.update(disk_state=r["properties"].get("diskState"))
             if t == "publicIPAddresses":
                 v.update(ip=r["properties"].get("ipAddress"),
                          version=r["properties"].get("publicIPAddressVersion"))
