@@ -171,6 +171,51 @@ def test_diskimage_upload_boots(deployment, zuul, sim):
     assert_nothing_left(zuul, sim)
 
 
+def test_external_and_gallery_images(deployment, zuul, sim):
+    """upstream's azure-external-image.yaml (image-id of an image in the
+    subscription) and azure-gallery-image.yaml (community and shared
+    gallery images, referenced as upstream builds their ids)."""
+    sim.ctl("POST", "/images", {"name": "test-image-1234"})
+    ext = fixture_config(sim, "azure-external-image.yaml")
+    gal = fixture_config(sim, "azure-gallery-image.yaml")
+    gal["providers"][0]["name"] = "azure-gallery"
+    cfg = dict(ext, labels=ext["labels"] + gal["labels"],
+               providers=ext["providers"] + gal["providers"])
+    launcher(deployment, sim, cfg)
+    log = os.path.join(deployment.dir, "launcher-gallery.log")
+    deployment.procs.append(Proc([bin_path("nodepool-launcher"), "-d", "-p", "azure-gallery",
+                                  "-c", deployment.write_config(cfg)], log, env=sim.env()))
+    rids = {lb: zuul.submit([lb]) for lb in ("bionic", "community-bionic", "shared-bionic")}
+    for lb, rid in rids.items():
+        assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled", lb
+    images = {n["type"][0]: vms(sim)[n["external_id"]]["image"]
+              for n in zuul.nodes().values()}
+    assert images == {
+        "bionic": {"id": "/subscriptions/c35cf7df-ed75-4c85-be00-535409a85120/resourceGroups/"
+                         "nodepool/providers/Microsoft.Compute/images/test-image-1234"},
+        "community-bionic": {"communityGalleryImageId": "/CommunityGalleries/community-gallery"
+                                                        "/Images/community-image/Versions/latest"},
+        "shared-bionic": {"sharedGalleryImageId": "/SharedGalleries/shared-gallery/Images/"
+                                                  "shared-image/Versions/latest"}}
+    for rid in rids.values():
+        zuul.finish(zuul.accept(rid))
+    assert_nothing_left(zuul, sim)
+
+
+def test_min_ready(deployment, zuul, sim):
+    """upstream's azure-min-ready.yaml: one node kept ready by the
+    launcher's own min-ready request (which has no tenant: its dynamic tag
+    reads None, as Python formats upstream's)."""
+    launcher(deployment, sim, fixture_config(sim, "azure-min-ready.yaml"))
+
+    def ready():
+        return [n for n in zuul.nodes().values() if n["state"] == "ready"]
+    (n,) = wait_for(ready, timeout=40, what="a min-ready node")
+    vm = vms(sim)[n["external_id"]]
+    assert vm["tags"]["department"] == "R&D"
+    assert vm["tags"]["dynamic-tenant"] == "Tenant is None"
+
+
 def test_server_errors_and_throttling_are_retried(deployment, zuul, sim):
     """500s are retried (ARM's PUT is idempotent: one VM); 429 waits the
     Retry-After the cloud gives, for the token endpoint as for ARM."""
