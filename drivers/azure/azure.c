@@ -107,6 +107,7 @@ struct sm_adapter {
 	char *subnet_id;
 	struct az_call *subnet_call;
 	double subnet_failed_at;
+	int subnet_missing; /* the lookup answered 404 */
 	char subnet_error[256];
 	/* SKUs: "<name lowercase>|<location lowercase>" -> {vcpus, ram} */
 	json_t *skus;
@@ -541,6 +542,9 @@ subnet_done(const struct az_result *r, void *arg)
 		return;
 	}
 	a->subnet_failed_at = now_s();
+	/* a network or subnet that does not exist fails launches at once
+	 * (upstream's adapter fails to start); anything else is tried again */
+	a->subnet_missing = r->status == 404;
 	snprintf(a->subnet_error, sizeof(a->subnet_error), "subnet lookup: %s: %s",
 		 r->code != NULL ? r->code : "no id", r->message != NULL ? r->message : "");
 	log_warn("azure %s: %s", a->provider, a->subnet_error);
@@ -555,6 +559,7 @@ subnet_lookup(struct sm_adapter *a)
 
 	if (a->subnet_call != NULL || a->subnet_id != NULL)
 		return;
+	a->subnet_missing = 0;
 	if (json_is_string(net)) {
 		vnet = json_string_value(net);
 	} else {
@@ -1041,6 +1046,11 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 	switch (am->st) {
 	case AM_START:
 		if (a->subnet_id == NULL) {
+			if (a->subnet_missing && now_s() - a->subnet_failed_at <= AZ_SUBNET_RETRY) {
+				m->error = SM_E_FAILED;
+				snprintf(m->error_msg, sizeof(m->error_msg), "%s", a->subnet_error);
+				return SM_ERROR;
+			}
 			if (a->subnet_call == NULL &&
 			    now_s() - a->subnet_failed_at > AZ_SUBNET_RETRY)
 				subnet_lookup(a);

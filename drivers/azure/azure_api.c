@@ -311,7 +311,8 @@ arm_done(const struct http_response *res, void *arg)
 		call_finish(c, &r);
 		return;
 	}
-	if (res->status == 0 || (res->status >= 500 && res->status != 501)) {
+	/* 503 (and 429) were retried after Retry-After by the http client */
+	if (res->status == 0 || (res->status >= 500 && res->status != 501 && res->status != 503)) {
 		if (c->attempts <= AZ_RETRIES) {
 			double in = (double)(1 << (c->attempts - 1));
 			log_debug("azure: %s %s: %s; again in %.0f s", c->method, c->url,

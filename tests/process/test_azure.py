@@ -216,12 +216,34 @@ def test_min_ready(deployment, zuul, sim):
     assert vm["tags"]["dynamic-tenant"] == "Tenant is None"
 
 
+def test_network_by_name_and_a_missing_one(deployment, zuul, sim):
+    """`network` instead of `subnet-id`: the subnet looked up (subnets.get,
+    subnet "default"); a network that does not exist fails the request
+    with the cloud's answer instead of holding it."""
+    cfg = fixture_config(sim, provider={"network": "NodePool"})
+    del cfg["providers"][0]["subnet-id"]
+    p = launcher(deployment, sim, cfg)
+    rid = zuul.submit(["bionic"])
+    assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled"
+    (n,) = zuul.nodes().values()
+    st = sim.state()
+    assert sim.calls()["GET subnets"] == 1
+    (nic,) = [x for x in st["networkInterfaces"] if x["name"] == n["external_id"] + "-nic"]
+    p.stop()
+    cfg["providers"][0]["network"] = {"network": "nope", "subnet": "default"}
+    p = launcher(deployment, sim, cfg)
+    rid = zuul.submit(["bionic"])
+    assert zuul.wait_request(rid, timeout=40)["state"] == "failed"
+    assert "subnet lookup: ResourceNotFound" in p.output()
+
+
 def test_server_errors_and_throttling_are_retried(deployment, zuul, sim):
-    """500s are retried (ARM's PUT is idempotent: one VM); 429 waits the
-    Retry-After the cloud gives, for the token endpoint as for ARM."""
+    """500s are retried (ARM's PUT is idempotent: one VM); 429 and 503 wait
+    the Retry-After the cloud gives, for the token endpoint as for ARM."""
     sim.fault(method="PUT", path="virtualMachines/", status=500, count=2)
     sim.fault(method="GET", path="virtualMachines$", status=429, retry_after=1, count=2)
     sim.fault(method="POST", path="oauth2/token", status=429, retry_after=1, count=1)
+    sim.fault(method="GET", path="networkInterfaces$", status=503, retry_after=1, count=1)
     p = launcher(deployment, sim, fixture_config(sim))
     rid = zuul.submit(["bionic"])
     assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled", p.output()[-3000:]
@@ -229,7 +251,7 @@ def test_server_errors_and_throttling_are_retried(deployment, zuul, sim):
     calls = sim.calls()
     assert calls["PUT virtualMachines"] == 3
     faults = sim.ctl("GET", "/faults")["faults"]
-    assert [f["hits"] for f in faults] == [2, 2, 1]
+    assert [f["hits"] for f in faults] == [2, 2, 1, 1]
     zuul.finish(zuul.accept(rid))
     assert_nothing_left(zuul, sim)
 
