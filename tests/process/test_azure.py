@@ -256,6 +256,20 @@ def test_server_errors_and_throttling_are_retried(deployment, zuul, sim):
     assert_nothing_left(zuul, sim)
 
 
+def test_token_refused_is_renewed(deployment, zuul, sim):
+    """A token the cloud stops taking (401 on ARM) is dropped and a new one
+    fetched (client credentials again); the call is sent once more."""
+    launcher(deployment, sim, fixture_config(sim))
+    rid = zuul.submit(["bionic"])
+    assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled"
+    tokens = sim.calls()["POST token"]
+    sim.ctl("POST", "/tokens/expire")
+    rid2 = zuul.submit(["bionic"])
+    assert zuul.wait_request(rid2, timeout=40)["state"] == "fulfilled"
+    assert sim.calls()["POST token"] == tokens + 1
+    assert len(sim.vms()) == 2
+
+
 def test_failed_create_is_retried_then_fails_cleanly(deployment, zuul, sim):
     """A VM that goes Failed is deleted and the launch retried; when every
     attempt fails the request fails and nothing is left."""
