@@ -145,6 +145,9 @@ providers:
               vm-size: Standard_B2s
             tags:
               team: demo
+nodepoold:
+  control-socket: $tmp/nodepoold.sock
+  pid-file: $tmp/nodepoold.pid
 CFG
 elif [ "$CLOUD" != static ]; then
 	echo "CLOUD must be static (the default), openstack or azure" >&2

@@ -1229,6 +1229,7 @@ def main(argv=None):
     auth_path = os.path.join(os.path.dirname(os.path.abspath(a.ready_file)), "azure-auth.json")
     with open(auth_path, "w") as f:
         json.dump(auth, f, indent=1)
+        f.write("\n")
     info["auth_path"] = auth_path
     for s in (srv, csrv):
         threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05},
