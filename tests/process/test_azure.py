@@ -17,7 +17,7 @@ import yaml
 
 from azuresim_fixture import AzureSim
 from conftest import TOP, Proc, bin_path, wait_for
-from operator_helpers import build_record, upload_record, write_build, write_upload
+from operator_helpers import build_record, nodepool, upload_record, write_build, write_upload
 
 FIXTURES = os.path.join(TOP, "tests", "data", "upstream-fixtures")
 PROVIDER = "azure"
@@ -387,7 +387,7 @@ def test_builder_uploads_through_a_disk_and_the_launcher_boots_it(deployment, zk
     access granted (its SAS URL), the file written as 4 MiB page-blob
     pages (a page failing once is written again), access revoked, an
     image made from the disk, the disk deleted. The launcher then boots
-    the image."""
+    the image; the upload deleted, the builder deletes the image."""
     import hashlib
     import json
     from builder_helpers import builder_config, start_builder
@@ -438,3 +438,11 @@ def test_builder_uploads_through_a_disk_and_the_launcher_boots_it(deployment, zk
     (nid,) = zuul.request(rid)["nodes"]
     vm = vms(sim)[zuul.node(nid)["external_id"]]
     assert vm["image"] == {"id": img["id"]}
+    # an upload deleted (`nodepool image-delete`): the builder deletes its
+    # image, polling the long-running operation
+    r = nodepool(path, "image-delete", "--provider", PROVIDER, "--image", "img",
+                 "--build-id", bid, "--upload-id", uid)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: rec["external_id"] not in [i["name"] for i in sim.state()["images"]],
+             timeout=60, what="the image deleted")
+    assert sim.calls()["DELETE images"] == 1
