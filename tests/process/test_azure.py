@@ -256,6 +256,20 @@ def test_server_errors_and_throttling_are_retried(deployment, zuul, sim):
     assert_nothing_left(zuul, sim)
 
 
+def test_paged_listings(deployment, zuul, sim):
+    """ARM lists in pages (nextLink): the shared listings, SKUs and leak
+    cleanup follow every page."""
+    sim.ctl("POST", "/behavior", {"page_size": 2})
+    launcher(deployment, sim, fixture_config(sim, top={"nodepoold": {"cleanup-interval": 1}}))
+    rids = [zuul.submit(["bionic"]) for _ in range(5)]
+    for rid in rids:
+        assert zuul.wait_request(rid, timeout=60)["state"] == "fulfilled"
+    assert len(sim.vms()) == 5
+    for rid in rids:
+        zuul.finish(zuul.accept(rid))
+    assert_nothing_left(zuul, sim)
+
+
 def test_token_refused_is_renewed(deployment, zuul, sim):
     """A token the cloud stops taking (401 on ARM) is dropped and a new one
     fetched (client credentials again); the call is sent once more."""

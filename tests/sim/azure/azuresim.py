@@ -1099,6 +1099,8 @@ def control(sim, m, path, query, body):
             for k, v in b.items():
                 if k == "limits":
                     sim.limits.update(v)
+                elif k == "page_size":
+                    sim.page_size = int(v)
                 elif k in sim.behavior:
                     sim.behavior[k] = v
                 else:
