@@ -1304,7 +1304,14 @@ azure_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 			json_object_set_new(am->tags, k, json_string(s));
 		free(s);
 	}
-	json_object_update(am->tags, (json_t *)args->metadata);
+	/* the nodepool_* metadata, as upstream's StateMachineNodeLauncher
+	 * gives it; not the framework's "groups" (upstream's OpenStack
+	 * adapter's alone) */
+	json_object_foreach((json_t *)args->metadata, k, v)
+	{
+		if (strcmp(k, "groups") != 0)
+			json_object_set_new(am->tags, k, json_incref((json_t *)v));
+	}
 	return &am->m;
 }
 

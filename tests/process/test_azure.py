@@ -209,11 +209,13 @@ def test_min_ready(deployment, zuul, sim):
     launcher(deployment, sim, fixture_config(sim, "azure-min-ready.yaml"))
 
     def ready():
-        return [n for n in zuul.nodes().values() if n["state"] == "ready"]
-    (n,) = wait_for(ready, timeout=40, what="a min-ready node")
+        return [(nid, n) for nid, n in zuul.nodes().items() if n["state"] == "ready"]
+    ((nid, n),) = wait_for(ready, timeout=40, what="a min-ready node")
     vm = vms(sim)[n["external_id"]]
-    assert vm["tags"]["department"] == "R&D"
-    assert vm["tags"]["dynamic-tenant"] == "Tenant is None"
+    # the tags upstream writes: the label's, then nodepool_* (no more)
+    assert vm["tags"] == {"department": "R&D", "team": "DevOps", "systemPurpose": "CI",
+                          "dynamic-tenant": "Tenant is None", "nodepool_node_id": nid,
+                          "nodepool_pool_name": "main", "nodepool_provider_name": PROVIDER}
 
 
 def test_network_by_name_and_a_missing_one(deployment, zuul, sim):
