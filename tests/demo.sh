@@ -11,6 +11,9 @@
 # openstack provider pointed at it through clouds.yaml (min-ready 2): the
 # nodes are servers booted through the Nova API, and a used node's server
 # is deleted and replaced.
+# With CLOUD=azure, the Azure simulator (tests/sim/azure: ARM and tokens over
+# HTTPS) and an azure provider whose auth-path names it: the nodes are VMs
+# created through Azure Resource Manager, each with its NIC and public IP.
 # Everything started here is stopped here, by pid.
 set -eu
 # as root: our daemons refuse that unless told (lib/core/privsep.h)
@@ -25,6 +28,7 @@ cleanup() {
 	for p in $pids; do kill "$p" 2>/dev/null || true; done
 	for p in $pids; do wait "$p" 2>/dev/null || true; done
 	sh tests/sim/openstack/ossim.sh stop "$tmp/sim" || true
+	sh tests/sim/azure/azuresim.sh stop "$tmp/azsim" || true
 	sh tests/sshd-fixture.sh stop "$tmp/ssh1" || true
 	sh tests/sshd-fixture.sh stop "$tmp/ssh2" || true
 	sh tests/zkfixture.sh stop "$tmp/zk" || true
@@ -93,8 +97,62 @@ nodepoold:
   control-socket: $tmp/nodepoold.sock
   pid-file: $tmp/nodepoold.pid
 CFG
+elif [ "$CLOUD" = azure ]; then
+	echo "== starting the Azure simulator (ARM + tokens over HTTPS, 1 s boot)"
+	sh tests/sim/azure/azuresim.sh start "$tmp/azsim" --boot-delay 1
+	. "$tmp/azsim/env"
+	export REQUESTS_CA_BUNDLE
+	echo "== the service principal's auth file ($AZURE_AUTH_LOCATION)"
+	sed 's/^/   /' "$AZURE_AUTH_LOCATION"
+	provider=demo-azure
+	cat >"$tmp/nodepool.yaml" <<CFG
+zookeeper-servers:
+  - host: 127.0.0.1
+    port: $tlsport
+    chroot: /nodepool-demo
+zookeeper-tls:
+  ca: $NP_TEST_CERTS/ca.pem
+  cert: $NP_TEST_CERTS/client.pem
+  key: $NP_TEST_CERTS/client.key
+webapp: {port: $webport, listen_address: 127.0.0.1}
+labels:
+  - name: ubuntu-jammy
+    min-ready: 2
+providers:
+  - name: demo-azure
+    driver: azure
+    auth-path: $AZURE_AUTH_LOCATION
+    location: centralus
+    resource-group: nodepool
+    resource-group-location: centralus
+    network: NodePool
+    rate: 20
+    cloud-images:
+      - name: jammy
+        username: zuul
+        image-reference:
+          publisher: Canonical
+          offer: 0001-com-ubuntu-server-jammy
+          sku: 22_04-lts-gen2
+          version: latest
+    pools:
+      - name: main
+        max-servers: 4
+        # the simulator's addresses have no sshd behind them
+        host-key-checking: false
+        labels:
+          - name: ubuntu-jammy
+            cloud-image: jammy
+            hardware-profile:
+              vm-size: Standard_B2s
+            tags:
+              team: demo
+nodepoold:
+  control-socket: $tmp/nodepoold.sock
+  pid-file: $tmp/nodepoold.pid
+CFG
 elif [ "$CLOUD" != static ]; then
-	echo "CLOUD must be static (the default) or openstack" >&2
+	echo "CLOUD must be static (the default), openstack or azure" >&2
 	exit 2
 else
 echo "== starting two sshd hosts"
@@ -162,6 +220,18 @@ for s in json.load(urllib.request.urlopen(sys.argv[1] + "/servers"))["servers"]:
     addrs = [a["addr"] for net in s["addresses"].values() for a in net]
     print("   %s %-14s %-7s %s node %s" % (s["id"], s["name"], s["status"], ",".join(addrs),
                                            s["metadata"].get("nodepool_node_id")))
+PY
+fi
+if [ "$CLOUD" = azure ]; then
+	echo "== the simulated cloud's VMs (ARM, via the simulator's control API)"
+	/usr/bin/python3 - "$AZURESIM_CONTROL" <<'PY'
+import json, sys, urllib.request
+st = json.load(urllib.request.urlopen(sys.argv[1] + "/state"))
+ips = {p["name"]: p["ip"] for p in st["publicIPAddresses"]}
+for v in st["virtualMachines"]:
+    print("   %-12s %-10s %-12s %s node %s" % (v["name"], v["state"], v["size"],
+                                              ips.get(v["name"] + "-v4-ip"),
+                                              v["tags"].get("nodepool_node_id")))
 PY
 fi
 echo "== daemon log (last lines)"

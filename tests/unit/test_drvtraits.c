@@ -3,7 +3,7 @@
  * every driver built into the binaries (drivers/registry.c) has traits, the
  * table's entries are complete, and lib/config reaches each driver's
  * schema, defaults and checks through it, for built drivers and for those
- * only validated (gce, azure, ibmvpc, metastatic).
+ * only validated (gce, ibmvpc, metastatic).
  */
 #include <stdio.h>
 #include <stdlib.h>
