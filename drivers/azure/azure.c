@@ -2141,9 +2141,8 @@ static const struct sm_defaults azure_defaults = {
 };
 
 static struct drv_provider *
-azure_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+azure_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&azure_adapter, &azure_defaults, lc, err, errlen);
 }
 
