@@ -1,0 +1,312 @@
+"""The ibmvpc driver end to end against the IBM Cloud VPC simulator
+(tests/sim/ibmvpc, HTTPS): upstream Nodepool's own ibmvpc fixture
+(tests/data/upstream-fixtures/ibmvpc.yaml, upstream's schema) pointed at the
+simulator through an ibm-credentials.env (its `credentials-file`), serving
+its labels to the Zuul-faithful requester; then the faults: a 500, 429s with
+Retry-After, a cloud that stops answering, a VM that never boots (and one
+that fails), quota, an IAM token that expires, a launcher killed mid-launch,
+and leak cleanup by name and resource group, as upstream encodes metadata.
+After each, every request is fulfilled or failed and the account holds
+nothing no node accounts for."""
+import copy
+import os
+import signal
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import TOP, bin_path, wait_for
+from ibmvpcsim_fixture import IbmVpcSim
+
+FIXTURE = os.path.join(TOP, "tests/data/upstream-fixtures/ibmvpc.yaml")
+PROVIDER = "ibmvpc"
+# what upstream's tests put in the fixture's {placeholders}; the ZooKeeper
+# keys are replaced by the deployment's own
+PLACEHOLDERS = dict(images_dir="/tmp/np-images", build_log_dir="/tmp/np-build-logs",
+                    zookeeper_host="localhost", zookeeper_port=2281, zookeeper_chroot="/x",
+                    zookeeper_ca="ca", zookeeper_cert="cert", zookeeper_key="key")
+
+
+@pytest.fixture
+def sim(tmp_path):
+    s = IbmVpcSim(tmp_path, {"boot_delay": 0.3, "delete_delay": 0.1, "fip_delay": 0.1,
+                             "interface_ip": "127.0.0.1"}).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    d = str(tmp_path / "sshd")
+    port = int(subprocess.check_output(
+        ["sh", os.path.join(TOP, "tests/sshd-fixture.sh"), "start", d]).decode().split()[-1])
+    with open(os.path.join(d, "host_keys")) as f:
+        keys = [line.strip() for line in f if line.strip()]
+    yield port, keys
+    subprocess.call(["sh", os.path.join(TOP, "tests/sshd-fixture.sh"), "stop", d])
+
+
+def upstream_config(deployment, sim, provider=None, top=None, ssh_port=None):
+    """Upstream's ibmvpc fixture as its tests fill it in, plus what this
+    deployment needs: the credentials file pointing at the simulator, and
+    (for the public pool, which scans host keys) the sshd's port."""
+    with open(FIXTURE) as f:
+        cfg = yaml.safe_load(f.read().format(**PLACEHOLDERS))
+    for k in ("zookeeper-servers", "zookeeper-tls", "webapp"):
+        cfg.pop(k, None)
+    cfg = copy.deepcopy(cfg)
+    p = cfg["providers"][0]
+    p["credentials-file"] = sim.write_credentials(
+        os.path.join(deployment.dir, "ibm-credentials.env"))
+    if ssh_port is not None:
+        for im in p["cloud-images"]:
+            im["connection-port"] = ssh_port
+    else:
+        for pool in p["pools"]:
+            pool["host-key-checking"] = False
+    p.update(provider or {})
+    cfg.update(top or {})
+    return cfg
+
+
+def launcher(deployment, sim, cfg):
+    env = sim.env()
+    env["HOME"] = deployment.dir  # no ~/ibm-credentials.env of the machine's
+    return deployment.start([bin_path("nodepool-launcher"), "-d", "-p", PROVIDER, "-c",
+                             deployment.write_config(cfg)], "launcher", env=env)
+
+
+def by_name(objs):
+    return {o["name"]: o for o in objs}
+
+
+def assert_clean(sim, zuul):
+    wait_for(lambda: sim.leaks(zuul.nodes()) == [], timeout=30,
+             what="nothing in the account without a node")
+
+
+def test_upstream_fixture_serves_its_labels(deployment, zuul, sim, sshd):
+    port, host_keys = sshd
+    p = launcher(deployment, sim, upstream_config(deployment, sim, ssh_port=port))
+    rids = {lb: zuul.submit([lb]) for lb in ("debian-private", "debian-public", "debian-filter")}
+    reqs = {lb: zuul.wait_request(rid, timeout=40) for lb, rid in rids.items()}
+    assert {lb: r["state"] for lb, r in reqs.items()} == dict.fromkeys(rids, "fulfilled"), \
+        p.output()[-3000:]
+    st = sim.state()
+    insts, fips = by_name(st["instances"]), by_name(st["floating_ips"])
+    rgs = {rg["id"]: rg["name"] for rg in st["resource_groups"]}
+    images = {i["id"]: i["name"] for i in st["images"]}
+    keys = {k["id"]: k["name"] for k in st["keys"]}
+    for lb, r in reqs.items():
+        (nid,) = r["nodes"]
+        n = zuul.node(nid)
+        i = insts["np" + nid]
+        # upstream's metadata: the name and the pool's resource group
+        assert n["external_id"] == "np" + nid
+        pool = "public" if lb == "debian-public" else "private"
+        assert rgs[i["resource_group"]["id"]] == "np_ibmvpc_" + pool
+        assert n["provider"] == PROVIDER and n["pool"] == pool
+        assert (n["cloud"], n["region"], n["az"]) == ("IBM", "us-south", "us-south-1")
+        assert i["status"] == "running" and i["profile"]["name"] == "cx2-2x4"
+        assert [keys[k] for k in i["_keys"]] == ["testuser"]
+        assert i["_boot_volume"] == {"volume": {"name": "np" + nid,
+                                                "profile": {"name": "general-purpose"}},
+                                     "delete_volume_on_instance_delete": True}
+        assert i["primary_network_interface"]["name"] == "eth0"
+        assert n["private_ipv4"] == i["primary_network_interface"]["primary_ipv4_address"]
+        assert n["username"] == "zuul"
+    # image-name and image-filter (operating-system family + version)
+    assert images[insts["np" + reqs["debian-private"]["nodes"][0]]["image"]["id"]] == \
+        "ibm-debian-9-13-minimal-amd64-4"
+    assert images[insts["np" + reqs["debian-filter"]["nodes"][0]]["image"]["id"]] == \
+        "ibm-debian-9-13-minimal-amd64-4"
+    # the public pool: a floating IP named like the instance, bound to its
+    # primary interface, is the node's address; its host keys were scanned
+    pub = zuul.node(reqs["debian-public"]["nodes"][0])
+    fip = fips["np" + reqs["debian-public"]["nodes"][0]]
+    assert fip["target"]["id"] == insts[fip["name"]]["primary_network_interface"]["id"]
+    assert pub["public_ipv4"] == fip["address"] == pub["interface_ip"]
+    assert pub["connection_port"] == port and sorted(pub["host_keys"]) == sorted(host_keys)
+    assert set(fips) == {fip["name"]}
+    calls = sim.calls()
+    # the resource groups upstream creates, one per pool; IAM once
+    assert calls["POST /v2/resource_groups"] == 2 and calls["POST /identity/token"] == 1
+    assert calls["POST /v1/instances"] == 3 and calls["POST /v1/floating_ips"] == 1
+    assert calls["PUT /v1/instances/{id}/network_interfaces/{id}/floating_ips/{id}"] == 1
+    # Zuul uses them and gives them back: everything goes
+    for rid in rids.values():
+        zuul.finish(zuul.accept(rid))
+    wait_for(lambda: zuul.nodes() == {} and sim.instances() == [] and sim.fips() == [],
+             timeout=30, what="nodes deleted")
+    calls = sim.calls()
+    assert calls["DELETE /v1/instances/{id}"] == 3 and calls["DELETE /v1/floating_ips/{id}"] == 1
+
+
+def test_every_call_carries_version_generation_and_token(deployment, zuul, sim):
+    """Every VPC call names the API version and generation 2 and carries
+    an IAM bearer token: the simulator refuses any that does not, so a node
+    served proves them; an expired token is answered 401 and replaced."""
+    p = launcher(deployment, sim, upstream_config(deployment, sim))
+    rid = zuul.submit(["debian-private"])
+    assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled", p.output()[-2000:]
+    sim.ctl("POST", "/tokens/expire")
+    rid2 = zuul.submit(["debian-filter"])
+    assert zuul.wait_request(rid2, timeout=30)["state"] == "fulfilled", p.output()[-2000:]
+    assert sim.calls()["POST /identity/token"] == 2
+    assert "missing_version" not in sim.output() and "not_authorized" not in p.output()
+
+
+def test_token_renewed_before_it_expires(deployment, zuul, sim):
+    """Tokens living 4 s are fetched again after 80% of that, before any
+    call is refused (the IBM SDK's refresh point)."""
+    sim.ctl("POST", "/behavior", {"token_ttl": 4})
+    launcher(deployment, sim, upstream_config(deployment, sim))
+    for lb in ("debian-private", "debian-filter"):
+        rid = zuul.submit([lb])
+        assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled"
+        wait_for(lambda: sim.calls().get("POST /identity/token", 0) >= 2, timeout=20,
+                 what="a second token")
+    assert "401" not in str(sim.calls())
+
+
+def test_server_error_is_retried(deployment, zuul, sim):
+    sim.fault(api="vpc", method="POST", path="/v1/instances$", status=500, count=1)
+    launcher(deployment, sim, upstream_config(deployment, sim))
+    rid = zuul.submit(["debian-private"])
+    assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled"
+    assert sim.calls()["POST /v1/instances"] == 2
+    assert len(sim.instances()) == 1
+    assert_clean(sim, zuul)
+
+
+def test_throttling_honours_retry_after(deployment, zuul, sim):
+    """429s with Retry-After on the create and the listing are retried by
+    the HTTP client after the delay; the launch never sees them."""
+    f1 = sim.fault(api="vpc", method="POST", path="/v1/instances$", status=429,
+                   retry_after=1, count=2)
+    f2 = sim.fault(api="vpc", method="GET", path="/v1/instances$", status=429,
+                   retry_after=1, count=2)
+    p = launcher(deployment, sim, upstream_config(deployment, sim))
+    rid = zuul.submit(["debian-private"])
+    assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled", p.output()[-2000:]
+    assert sim.ctl("GET", "/faults/%d" % f1)["hits"] == 2
+    assert sim.ctl("GET", "/faults/%d" % f2)["hits"] == 2
+    # one instance: the throttled creates made none, the third did
+    assert sim.calls()["POST /v1/instances"] == 3 and len(sim.instances()) == 1
+    assert "instance create" not in p.output()
+    assert_clean(sim, zuul)
+
+
+def test_cloud_that_stops_answering(deployment, zuul, sim):
+    """The VPC API holds every call without answering: launches wait (no
+    request is lost or doubled); once it answers again they are served and
+    nothing is left over."""
+    launcher(deployment, sim, upstream_config(deployment, sim))
+    rid0 = zuul.submit(["debian-private"])
+    assert zuul.wait_request(rid0, timeout=30)["state"] == "fulfilled"
+    fid = sim.fault(api="vpc", hang=True)
+    rids = [zuul.submit(["debian-private"]), zuul.submit(["debian-filter"])]
+    wait_for(lambda: sim.ctl("GET", "/faults/%d" % fid)["hits"] >= 2, timeout=20,
+             what="calls held")
+    assert all((zuul.request(r) or {}).get("state") != "fulfilled" for r in rids)
+    sim.clear_fault(fid)
+    for r in rids:
+        assert zuul.wait_request(r, timeout=90)["state"] in ("fulfilled", "failed")
+    zuul.finish(zuul.accept(rid0))
+    assert_clean(sim, zuul)
+
+
+def test_vm_that_never_boots_fails_cleanly(deployment, zuul, sim):
+    sim.ctl("POST", "/behavior", {"boot_outcome": "never"})
+    p = launcher(deployment, sim, upstream_config(deployment, sim, provider={
+        "launch-timeout": 3, "launch-retries": 2}))
+    rid = zuul.submit(["debian-private"])
+    assert zuul.wait_request(rid, timeout=60)["state"] == "failed"
+    assert sim.calls()["POST /v1/instances"] == 2
+    wait_for(lambda: sim.instances() == [], timeout=30, what="both attempts deleted")
+    assert "np" in p.output()
+
+
+def test_vm_in_failed_state_fails_cleanly(deployment, zuul, sim):
+    sim.ctl("POST", "/behavior", {"boot_outcome": "failed"})
+    p = launcher(deployment, sim, upstream_config(deployment, sim, provider={
+        "launch-retries": 2}))
+    rid = zuul.submit(["debian-public"])
+    assert zuul.wait_request(rid, timeout=60)["state"] == "failed"
+    assert "Server in failed state" in p.output()
+    wait_for(lambda: sim.instances() == [] and sim.fips() == [], timeout=30,
+             what="instances and floating IPs deleted")
+    assert sim.calls()["DELETE /v1/floating_ips/{id}"] == 2
+
+
+def test_quota_exceeded_at_the_cloud(deployment, zuul, sim):
+    """The cloud refuses a create for quota (a limit the provider config
+    does not know): the launch is aborted, not failed, and the request is
+    served once the first node is gone."""
+    sim.ctl("POST", "/quota", {"instances": 1})
+    p = launcher(deployment, sim, upstream_config(deployment, sim))
+    rids = [zuul.submit(["debian-private"]), zuul.submit(["debian-filter"])]
+
+    def states():
+        return [(zuul.request(r) or {}).get("state") for r in rids]
+    wait_for(lambda: states().count("fulfilled") == 1, timeout=30, what="one fulfilled")
+    wait_for(lambda: "over_quota" in p.output(), timeout=30, what="the quota refusal")
+    assert "failed" not in states()
+    done = rids[states().index("fulfilled")]
+    other = [r for r in rids if r != done][0]
+    zuul.finish(zuul.accept(done))
+    assert zuul.wait_request(other, timeout=60)["state"] == "fulfilled"
+    assert_clean(sim, zuul)
+
+
+def test_provider_quota(deployment, zuul, sim):
+    """upstream's getQuotaLimits: the provider's quota (cores 2: one
+    cx2-2x4 at a time); the second request waits for the first node."""
+    launcher(deployment, sim, upstream_config(deployment, sim, provider={
+        "quota": {"cores": 2}}))
+    rids = [zuul.submit(["debian-private"]), zuul.submit(["debian-filter"])]
+
+    def states():
+        return [(zuul.request(r) or {}).get("state") for r in rids]
+    wait_for(lambda: states().count("fulfilled") == 1, timeout=30, what="one fulfilled")
+    assert len(sim.instances()) == 1 and "failed" not in states()
+    done = rids[states().index("fulfilled")]
+    zuul.finish(zuul.accept(done))
+    other = [r for r in rids if r != done][0]
+    assert zuul.wait_request(other, timeout=60)["state"] == "fulfilled"
+    assert sim.calls()["POST /v1/instances"] == 2
+
+
+def test_launcher_killed_mid_launch_leaks_nothing(deployment, zuul, sim):
+    sim.ctl("POST", "/behavior", {"boot_delay": 30})
+    cfg = upstream_config(deployment, sim, top={
+        "zookeeper-timeout": 2, "nodepoold": {"cleanup-interval": 2, "delete-interval": 0.5}})
+    p = launcher(deployment, sim, cfg)
+    rid = zuul.submit(["debian-public"])
+    wait_for(lambda: len(sim.instances()) == 1, timeout=30, what="instance created")
+    p.signal(signal.SIGKILL)
+    p.stop()
+    sim.ctl("POST", "/behavior", {"boot_delay": 0.3})
+    launcher(deployment, sim, cfg)
+    assert zuul.wait_request(rid, timeout=60)["state"] == "fulfilled"
+    (n,) = zuul.nodes().values()
+    wait_for(lambda: [i["name"] for i in sim.instances()] == [n["external_id"]] and
+             [f["name"] for f in sim.fips()] == [n["external_id"]], timeout=60,
+             what="the abandoned instance and floating IP deleted")
+
+
+def test_leaks_found_by_name_and_resource_group(deployment, zuul, sim):
+    """As upstream's listResources: an instance and a floating IP named
+    np<id> in our pool's resource group with no such node are deleted; the
+    same name in another resource group, and another name in ours, are
+    not ours or not a node's, and stay."""
+    for name, rg in (("np0000099999", "np_ibmvpc_private"), ("np0000099998", "Default"),
+                     ("builder-vm", "np_ibmvpc_private")):
+        sim.ctl("POST", "/instances", {"name": name, "resource_group": rg})
+    sim.ctl("POST", "/floating_ips", {"name": "np0000099999", "resource_group": "np_ibmvpc_public"})
+    launcher(deployment, sim, upstream_config(deployment, sim, top={
+        "nodepoold": {"cleanup-interval": 1}}))
+    wait_for(lambda: sorted(i["name"] for i in sim.instances()) ==
+             ["builder-vm", "np0000099998"] and sim.fips() == [], timeout=40,
+             what="the leaked instance and floating IP deleted")
