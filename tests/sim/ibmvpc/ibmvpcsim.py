@@ -132,6 +132,7 @@ class Sim:
         self.quota = dict(cfg.get("quota") or {})  # instances, vcpu
         self.page_max = int(cfg.get("page_size", 50))
         self.tokens = {}  # token -> expiry
+        self.unauthorized = 0  # calls refused for a missing, unknown or expired token
         self.faults = {}
         self.fault_seq = 0
         self.calls = Counter()
@@ -573,6 +574,7 @@ class Sim:
         tok = h[7:] if h.startswith("Bearer ") else None
         exp = self.tokens.get(tok) if tok else None
         if exp is None or exp < time.time():
+            self.unauthorized += 1
             if api == "vpc":
                 raise vpc_error(401, "not_authorized", "The request is not authorized.")
             raise rm_error(401, "The IAM token is invalid or expired")
@@ -727,7 +729,10 @@ def control(sim, method, path, body):
                          "images": sim.images, "resource_groups": sim.rgs, "vpcs": sim.vpcs,
                          "subnets": [public(s) for s in sim.subnets], "keys": sim.keys,
                          "profiles": sim.profiles, "behavior": sim.behavior,
-                         "quota": sim.quota}
+                         "quota": sim.quota, "unauthorized": sim.unauthorized,
+                         "tokens_issued": len(sim.tokens),
+                         "tokens_live": sum(1 for e in sim.tokens.values()
+                                            if e >= time.time())}
         if segs == ["calls"]:
             if method == "DELETE":
                 sim.calls.clear()
