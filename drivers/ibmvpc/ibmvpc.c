@@ -50,8 +50,18 @@
  *                launch (beyond upstream, which fails it).
  *   console      none: the VPC API serves the console only as an
  *                interactive websocket, and upstream has no getConsoleLog.
- *   images       upload: not done (upstream uploads through Cloud Object
- *                Storage); delete: DELETE /images/<id>.
+ *   images       upload as upstream's uploadImage: the file to the
+ *                object-storage bucket (Cloud Object Storage's S3 API with
+ *                the IAM bearer token and the storage instance's CRN, found
+ *                at start by instance-name), the resource group
+ *                npimages_<provider>, POST /images from
+ *                cos://<location>/<bucket>/<name>.<format>, polled every 2 s
+ *                (upstream: 30) until available, the object deleted (on a
+ *                failure, the object and the half-made image are deleted:
+ *                beyond upstream); delete as upstream's deleteImage: the
+ *                bucket's objects named like the image, then the image.
+ *                Leak cleanup does not list the bucket (upstream does; its
+ *                objects carry no build id, so none would be deleted).
  */
 #include "statemachine/statemachine.h"
 #include "xalloc.h"
@@ -87,9 +97,9 @@
 #define IBM_DEFAULT_IAM	   "https://iam.cloud.ibm.com"
 #define IBM_DEFAULT_RESMGR "https://resource-controller.cloud.ibm.com"
 
-enum ib_api { API_IAM, API_VPC, API_RM, API_RC, NAPI };
-static const char *const api_names[NAPI] = {"iam", "vpc", "resource-manager",
-					    "resource-controller"};
+enum ib_api { API_IAM, API_VPC, API_RM, API_RC, API_COS, NAPI };
+static const char *const api_names[NAPI] = {"iam", "vpc", "resource-manager", "resource-controller",
+					    "cloud-object-storage"};
 
 /* ---- credentials (exposed in ibmvpc.h) ---------------------------------------------------- */
 
@@ -336,6 +346,8 @@ struct ib_call {
 	char *method, *path; /* path: under the API's base (query allowed) */
 	char *body;
 	size_t body_len;
+	char *body_file; /* or: a file streamed as the body (COS uploads) */
+	char *hdr;	 /* one more "Name: value" header line, or NULL */
 	const char *ctype;
 	struct http_req *req;
 	struct event *ev; /* deferred error */
@@ -379,6 +391,8 @@ enum { L_INSTANCES, L_FIPS, L_IMAGES, NLIST };
 
 struct ibm_m;
 struct ib_op;
+struct upload;
+struct imgdel;
 
 struct sm_adapter {
 	const struct sm_env *env;
@@ -397,6 +411,8 @@ struct sm_adapter {
 	TAILQ_HEAD(, ib_call) calls;
 	TAILQ_HEAD(, ibm_m) machines;
 	TAILQ_HEAD(, ib_op) ops;
+	TAILQ_HEAD(, upload) uploads;
+	TAILQ_HEAD(, imgdel) imgdels;
 	/* start-up reads */
 	int boot_step; /* 0 idle/to do, >0 running, BOOT_READY done */
 	int boot_permanent;
@@ -407,6 +423,8 @@ struct sm_adapter {
 	json_t *vpc;			   /* the provider's VPC object */
 	json_t *rgs;			   /* name -> resource group */
 	json_t *profiles, *subnets, *keys; /* name -> object */
+	char *cos_crn;			   /* the object storage instance's CRN */
+	const char *bucket;		   /* object-storage's bucket-name, or NULL */
 	struct ib_list lists[NLIST];
 	/* counters */
 	unsigned long long calls_by_api[NAPI], auths, reauths, creates, create_errors, quota_errors,
@@ -508,6 +526,8 @@ call_free(struct ib_call *c)
 	free(c->method);
 	free(c->path);
 	free(c->body);
+	free(c->body_file);
+	free(c->hdr);
 	json_decref(c->extra);
 	free(c);
 }
@@ -580,7 +600,7 @@ call_send(struct ib_call *c)
 	struct http_request_params p;
 	char *url;
 	size_t n;
-	const char *hdrs[5];
+	const char *hdrs[6];
 	char auth[8192], ct[128];
 	int h = 0;
 
@@ -597,11 +617,13 @@ call_send(struct ib_call *c)
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", a->token ? a->token : "");
 	hdrs[h++] = auth;
 	hdrs[h++] = "Accept: application/json";
-	if (c->body != NULL) {
+	if (c->body != NULL || c->body_file != NULL) {
 		snprintf(ct, sizeof(ct), "Content-Type: %s",
 			 c->ctype ? c->ctype : "application/json");
 		hdrs[h++] = ct;
 	}
+	if (c->hdr != NULL)
+		hdrs[h++] = c->hdr;
 	hdrs[h] = NULL;
 	memset(&p, 0, sizeof(p));
 	p.method = c->method;
@@ -609,6 +631,9 @@ call_send(struct ib_call *c)
 	p.headers = hdrs;
 	p.body = c->body;
 	p.body_len = c->body_len;
+	p.body_file = c->body_file;
+	if (c->body_file != NULL)
+		p.timeout = 3600; /* an image: as long as it takes */
 	a->calls_by_api[c->api]++;
 	c->req = http_request(a->http[c->api], &p, http_done, c);
 	free(url);
@@ -1146,6 +1171,28 @@ boot_listed(struct ib_pager *p, const char *error)
 		by_name_into(a->keys, p->items);
 		pager_free(p);
 		break;
+	case 7: /* resource instances: the one whose CRN's service is COS */
+		free(a->cos_crn);
+		a->cos_crn = NULL;
+		json_array_foreach(p->items, i, it)
+		{
+			const char *crn = jstr(it, "crn"), *c = crn;
+			int colons = 0;
+			while (c != NULL && *c && colons < 4)
+				if (*c++ == ':')
+					colons++;
+			if (c != NULL && strncmp(c, "cloud-object-storage:", 21) == 0)
+				a->cos_crn = np_strdupz(crn);
+		}
+		if (a->cos_crn == NULL)
+			log_warn(
+			    "ibmvpc %s: no Cloud Object Storage instance named %s: image uploads "
+			    "will fail",
+			    a->env->provider_name,
+			    np_json_str(json_object_get(a->env->provider, "object-storage"),
+					"instance-name", ""));
+		pager_free(p);
+		break;
 	default:
 		pager_free(p);
 		break;
@@ -1224,7 +1271,24 @@ boot_next(struct sm_adapter *a)
 	case 6:
 		a->boot_pager = pager_start(a, API_VPC, "/keys", "keys", boot_listed, NULL);
 		return;
-	case 7:
+	case 7: {
+		/* upstream: the Cloud Object Storage instance named by
+		 * object-storage's instance-name, for uploads */
+		const char *inst = np_json_str(json_object_get(a->env->provider, "object-storage"),
+					       "instance-name", NULL);
+		if (inst != NULL) {
+			char path[700], enc[500];
+			urlenc(inst, enc, sizeof(enc));
+			snprintf(path, sizeof(path),
+				 "/v2/resource_instances?name=%s&type=service_instance", enc);
+			a->boot_pager =
+			    pager_start(a, API_RC, path, "resources", boot_listed, NULL);
+			return;
+		}
+		a->boot_step = 8;
+	}
+		/* fall through */
+	case 8:
 		/* upstream's sanity check: the pool's subnet is in its zone */
 		for (i = 0; cfg != NULL && i < cfg->npools; i++) {
 			const struct sm_pool *p = &cfg->pools[i];
@@ -2017,19 +2081,505 @@ ibm_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_q
 	return 0;
 }
 
-/* ---- images -------------------------------------------------------------------------------------
- */
+/* ---- image uploads through Cloud Object Storage (the builder's) ----------------------------- */
+
+#define IBM_UPLOAD_POLL 2.0 /* s between image status reads (upstream: 30) */
+
+/* The text of the first <tag>...</tag> in an S3 XML answer from *from on
+ * (basic entities decoded) into out; *from moves past it. 0 when none. */
+static int
+xml_text(const char **from, const char *tag, char *out, size_t n)
+{
+	char open[80], close[80];
+	const char *b, *e;
+	size_t o = 0;
+
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	if (*from == NULL || (b = strstr(*from, open)) == NULL)
+		return 0;
+	b += strlen(open);
+	if ((e = strstr(b, close)) == NULL)
+		return 0;
+	*from = e + strlen(close);
+	while (b < e && o + 1 < n) {
+		static const struct {
+			const char *ent;
+			char ch;
+		} ents[] = {{"&amp;", '&'},
+			    {"&lt;", '<'},
+			    {"&gt;", '>'},
+			    {"&quot;", '"'},
+			    {"&apos;", '\''}};
+		size_t k;
+		int done = 0;
+		for (k = 0; k < sizeof(ents) / sizeof(ents[0]) && *b == '&'; k++)
+			if (strncmp(b, ents[k].ent, strlen(ents[k].ent)) == 0) {
+				out[o++] = ents[k].ch;
+				b += strlen(ents[k].ent);
+				done = 1;
+				break;
+			}
+		if (!done)
+			out[o++] = *b++;
+	}
+	out[o] = '\0';
+	return 1;
+}
+
+/* "/<bucket>/<key>" with the key URL-encoded, malloc'd. */
+static char *
+cos_path(const char *bucket, const char *key)
+{
+	size_t n = strlen(bucket) + (key ? strlen(key) * 3 : 0) + 4;
+	char *p = malloc(n), *enc;
+
+	if (p == NULL)
+		abort();
+	if (key == NULL) {
+		snprintf(p, n, "/%s", bucket);
+		return p;
+	}
+	enc = malloc(strlen(key) * 3 + 1);
+	urlenc(key, enc, strlen(key) * 3 + 1);
+	snprintf(p, n, "/%s/%s", bucket, enc);
+	free(enc);
+	return p;
+}
+
+/* A call to COS: the bearer token and, as the SDK sends it, the storage
+ * instance's CRN. */
+static struct ib_call *
+cos_call(struct sm_adapter *a, const char *method, const char *path, ib_call_cb cb, void *owner,
+	 const char *file)
+{
+	struct ib_call *c = calloc(1, sizeof(*c));
+	char h[600];
+
+	if (c == NULL)
+		abort();
+	c->a = a;
+	c->api = API_COS;
+	c->method = np_strdupz(method);
+	c->path = np_strdupz(path);
+	c->cb = cb;
+	c->owner = owner;
+	if (file != NULL) {
+		c->body_file = np_strdupz(file);
+		c->ctype = "application/octet-stream";
+	}
+	snprintf(h, sizeof(h), "ibm-service-instance-id: %s", a->cos_crn ? a->cos_crn : "");
+	c->hdr = np_strdupz(h);
+	TAILQ_INSERT_TAIL(&a->calls, c, entry);
+	call_go(c);
+	return c;
+}
+
+enum up_state { UP_BOOT, UP_LOCATION, UP_PUT, UP_RG, UP_CREATE, UP_POLL, UP_DELOBJ };
+
+/* One upload, as upstream's uploadImage: the file to the bucket as
+ * <image name>.<format>, the resource group npimages_<provider> (made
+ * once), POST /images from cos://<location>/<bucket>/<object>, waited
+ * available, then the object deleted. */
+struct upload {
+	TAILQ_ENTRY(upload) entry;
+	struct sm_adapter *a;
+	enum up_state st;
+	sm_upload_cb cb;
+	void *arg;
+	char *file, *object, *name, *os, *location, *image_id;
+	struct ib_call *call;
+	struct event *timer;
+	double deadline;
+};
+
+static void up_step(struct upload *u);
+
+static void
+up_free(struct upload *u)
+{
+	TAILQ_REMOVE(&u->a->uploads, u, entry);
+	call_cancel(u->call);
+	if (u->timer != NULL)
+		event_free(u->timer);
+	free(u->file);
+	free(u->object);
+	free(u->name);
+	free(u->os);
+	free(u->location);
+	free(u->image_id);
+	free(u);
+}
+
+static void
+ignore_answer(struct ib_call *c, int status, const char *error, json_t *body, const char *raw)
+{
+	(void)c;
+	(void)status;
+	(void)error;
+	(void)body;
+	(void)raw;
+}
+
+static void
+up_end(struct upload *u, const char *error)
+{
+	struct sm_adapter *a = u->a;
+
+	if (error != NULL) {
+		char *p;
+		log_warn("ibmvpc %s: uploading image %s failed: %s", a->env->provider_name, u->name,
+			 error);
+		/* leave nothing of a failed upload behind (upstream leaves it) */
+		if (u->st >= UP_RG && u->st < UP_DELOBJ) {
+			p = cos_path(a->bucket, u->object);
+			cos_call(a, "DELETE", p, ignore_answer, NULL, NULL);
+			free(p);
+		}
+		if (u->image_id != NULL) {
+			char path[300];
+			snprintf(path, sizeof(path), "/images/%s", u->image_id);
+			call_new(a, API_VPC, "DELETE", path, NULL, ignore_answer, NULL);
+		}
+		u->cb(NULL, error, u->arg);
+	} else {
+		log_info("ibmvpc %s: uploaded image %s as %s", a->env->provider_name, u->name,
+			 u->image_id);
+		u->cb(u->image_id, NULL, u->arg);
+	}
+	up_free(u);
+}
+
+static void
+up_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	up_step(arg);
+}
+
+static void
+up_later(struct upload *u, double s)
+{
+	struct timeval tv = {(time_t)s, (suseconds_t)((s - floor(s)) * 1e6)};
+
+	event_add(u->timer, &tv);
+}
+
+static void
+up_answer(struct ib_call *c, int status, const char *error, json_t *body, const char *raw)
+{
+	struct upload *u = c->owner;
+	struct sm_adapter *a = u->a;
+	char msg[300];
+	const char *from = raw;
+
+	u->call = NULL;
+	if (error != NULL || status >= 300) {
+		if (u->st == UP_DELOBJ) { /* the image is there: a left object is no failure */
+			up_end(u, NULL);
+			return;
+		}
+		if (c->api == API_COS && raw != NULL) {
+			char code[100] = "", m[200] = "";
+			const char *f2 = raw;
+			xml_text(&f2, "Code", code, sizeof(code));
+			f2 = raw;
+			xml_text(&f2, "Message", m, sizeof(m));
+			snprintf(msg, sizeof(msg), "object storage: HTTP %d %s %s", status, code,
+				 m);
+			if (error != NULL)
+				snprintf(msg, sizeof(msg), "object storage: %s", error);
+		} else {
+			error_text(status, error, body, raw, msg, sizeof(msg));
+		}
+		up_end(u, msg);
+		return;
+	}
+	switch (u->st) {
+	case UP_LOCATION: {
+		char loc[100];
+		char *dash;
+		if (!xml_text(&from, "LocationConstraint", loc, sizeof(loc))) {
+			up_end(u, "object storage: no LocationConstraint for the bucket");
+			return;
+		}
+		/* upstream: "us-south-smart" -> "us-south" */
+		if ((dash = strrchr(loc, '-')) != NULL)
+			*dash = '\0';
+		u->location = np_strdupz(loc);
+		u->st = UP_PUT;
+		break;
+	}
+	case UP_PUT:
+		u->st = UP_RG;
+		break;
+	case UP_RG:
+		json_object_set_new(body, "name", json_string(jstr(c->extra, "name")));
+		json_object_set(a->rgs, jstr(c->extra, "name"), body);
+		u->st = UP_CREATE;
+		break;
+	case UP_CREATE:
+		u->image_id = np_strdupz(jstr(body, "id"));
+		if (u->image_id == NULL) {
+			up_end(u, "image create answered without an id");
+			return;
+		}
+		u->st = UP_POLL;
+		up_later(u, IBM_UPLOAD_POLL);
+		return;
+	case UP_POLL: {
+		const char *st = jstr(body, "status");
+		if (st != NULL && strcmp(st, "available") == 0) {
+			u->st = UP_DELOBJ;
+			break;
+		}
+		if (st == NULL || strcmp(st, "pending") != 0) {
+			snprintf(msg, sizeof(msg), "Image status of %s is %s", u->name,
+				 st ? st : "(none)");
+			up_end(u, msg);
+			return;
+		}
+		if (now_mono() > u->deadline) {
+			up_end(u, "the image stayed pending");
+			return;
+		}
+		up_later(u, IBM_UPLOAD_POLL);
+		return;
+	}
+	case UP_DELOBJ:
+		up_end(u, NULL);
+		return;
+	default:
+		break;
+	}
+	up_step(u);
+}
+
+static void
+up_step(struct upload *u)
+{
+	struct sm_adapter *a = u->a;
+	char rg[300], path[400], href[1200];
+	char *p;
+
+	switch (u->st) {
+	case UP_BOOT:
+		if (a->stopped) {
+			up_end(u, "the provider is stopping");
+			return;
+		}
+		if (a->boot_step != BOOT_READY) {
+			if (a->boot_permanent) {
+				up_end(u, a->boot_error);
+				return;
+			}
+			up_later(u, 1.0);
+			return;
+		}
+		if (a->bucket == NULL || a->base_url[API_COS] == NULL) {
+			up_end(u,
+			       "no object-storage in the provider: uploads go through Cloud Object "
+			       "Storage");
+			return;
+		}
+		if (a->cos_crn == NULL) {
+			up_end(u, "no Cloud Object Storage instance found");
+			return;
+		}
+		u->st = UP_LOCATION;
+		p = cos_path(a->bucket, NULL);
+		snprintf(path, sizeof(path), "%s?location", p);
+		free(p);
+		u->call = cos_call(a, "GET", path, up_answer, u, NULL);
+		return;
+	case UP_PUT:
+		p = cos_path(a->bucket, u->object);
+		u->call = cos_call(a, "PUT", p, up_answer, u, u->file);
+		free(p);
+		return;
+	case UP_RG:
+		snprintf(rg, sizeof(rg), "npimages_%s", a->env->provider_name);
+		if (json_object_get(a->rgs, rg) == NULL) {
+			u->call = call_new(a, API_RM, "POST", "/v2/resource_groups",
+					   json_pack("{s:s}", "name", rg), up_answer, u);
+			u->call->extra = json_pack("{s:s}", "name", rg);
+			return;
+		}
+		u->st = UP_CREATE;
+		/* fall through */
+	case UP_CREATE:
+		snprintf(rg, sizeof(rg), "npimages_%s", a->env->provider_name);
+		snprintf(href, sizeof(href), "cos://%s/%s/%s", u->location, a->bucket, u->object);
+		u->call = call_new(a, API_VPC, "POST", "/images",
+				   json_pack("{s:s, s:{s:s}, s:{s:s}, s:{s:s}}", "name", u->name,
+					     "resource_group", "id",
+					     nz(jstr(json_object_get(a->rgs, rg), "id")), "file",
+					     "href", href, "operating_system", "name", u->os),
+				   up_answer, u);
+		return;
+	case UP_POLL:
+		snprintf(path, sizeof(path), "/images/%s", u->image_id);
+		u->call = call_new(a, API_VPC, "GET", path, NULL, up_answer, u);
+		return;
+	case UP_DELOBJ:
+		p = cos_path(a->bucket, u->object);
+		u->call = cos_call(a, "DELETE", p, up_answer, u, NULL);
+		free(p);
+		return;
+	default:
+		return;
+	}
+}
+
+static void
+ibm_upload_image(struct sm_adapter *a, const struct sm_upload_args *ua, sm_upload_cb cb, void *arg)
+{
+	struct upload *u = calloc(1, sizeof(*u));
+	char obj[600];
+
+	if (u == NULL)
+		abort();
+	u->a = a;
+	u->cb = cb;
+	u->arg = arg;
+	u->file = np_strdupz(ua->filename);
+	u->name = np_strdupz(ua->image_name);
+	snprintf(obj, sizeof(obj), "%s.%s", ua->image_name, ua->format ? ua->format : "qcow2");
+	u->object = np_strdupz(obj);
+	u->os = np_strdupz(ua->image ? np_json_str(ua->image->raw, "operating-system", "") : "");
+	u->timer = event_new(a->base, -1, 0, up_timer_cb, u);
+	u->deadline = now_mono() + 3600;
+	u->st = UP_BOOT;
+	TAILQ_INSERT_TAIL(&a->uploads, u, entry);
+	up_later(u, 0); /* the first step on the loop, never inside the slot */
+}
+
+/* upstream's deleteImage: the image (a missing one is done), the bucket's
+ * objects named like it, then the image. */
+struct imgdel {
+	TAILQ_ENTRY(imgdel) entry;
+	struct sm_adapter *a;
+	char *id, *name;
+	int step; /* 0 get image, 1 list objects, 2 delete objects, 3 delete image */
+	json_t *keys;
+	size_t next;
+	struct ib_call *call;
+	sm_done_cb cb;
+	void *arg;
+};
+
+static void del_step(struct imgdel *d);
+
+static void
+del_free(struct imgdel *d)
+{
+	TAILQ_REMOVE(&d->a->imgdels, d, entry);
+	call_cancel(d->call);
+	free(d->id);
+	free(d->name);
+	json_decref(d->keys);
+	free(d);
+}
+
+static void
+del_answer(struct ib_call *c, int status, const char *error, json_t *body, const char *raw)
+{
+	struct imgdel *d = c->owner;
+	char msg[300], key[1024];
+	const char *from = raw;
+
+	d->call = NULL;
+	switch (d->step) {
+	case 0:
+		if (error == NULL && status == 404) {
+			d->cb(1, NULL, d->arg);
+			del_free(d);
+			return;
+		}
+		if (error != NULL || status != 200) {
+			error_text(status, error, body, raw, msg, sizeof(msg));
+			d->cb(0, msg, d->arg);
+			del_free(d);
+			return;
+		}
+		d->name = np_strdupz(jstr(body, "name"));
+		d->step = d->a->cos_crn && d->a->bucket && d->name ? 1 : 3;
+		break;
+	case 1:
+		d->keys = json_array();
+		if (error == NULL && status == 200)
+			while (xml_text(&from, "Key", key, sizeof(key)))
+				if (strncmp(key, d->name, strlen(d->name)) == 0)
+					json_array_append_new(d->keys, json_string(key));
+		d->step = 2;
+		break;
+	case 2:
+		break;
+	case 3:
+		if (error == NULL && (status < 300 || status == 404)) {
+			log_info("ibmvpc %s: deleted image %s", d->a->env->provider_name, d->id);
+			d->cb(1, NULL, d->arg);
+		} else {
+			error_text(status, error, body, raw, msg, sizeof(msg));
+			d->cb(0, msg, d->arg);
+		}
+		del_free(d);
+		return;
+	default:
+		break;
+	}
+	del_step(d);
+}
+
+static void
+del_step(struct imgdel *d)
+{
+	struct sm_adapter *a = d->a;
+	char path[300];
+	char *p;
+
+	switch (d->step) {
+	case 0:
+	case 3:
+		snprintf(path, sizeof(path), "/images/%s", d->id);
+		d->call = call_new(a, API_VPC, d->step == 0 ? "GET" : "DELETE", path, NULL,
+				   del_answer, d);
+		return;
+	case 1:
+		p = cos_path(a->bucket, NULL);
+		d->call = cos_call(a, "GET", p, del_answer, d, NULL);
+		free(p);
+		return;
+	case 2:
+		if (d->next < json_array_size(d->keys)) {
+			p = cos_path(a->bucket,
+				     json_string_value(json_array_get(d->keys, d->next++)));
+			d->call = cos_call(a, "DELETE", p, del_answer, d, NULL);
+			free(p);
+			return;
+		}
+		d->step = 3;
+		del_step(d);
+		return;
+	default:
+		return;
+	}
+}
 
 static void
 ibm_delete_image(struct sm_adapter *a, const char *external_id, sm_done_cb cb, void *arg)
 {
-	char path[300];
-	struct ib_call *c;
+	struct imgdel *d = calloc(1, sizeof(*d));
 
-	snprintf(path, sizeof(path), "/images/%s", external_id);
-	c = call_new(a, API_VPC, "DELETE", path, NULL, resource_deleted, NULL);
-	c->ucb = (void *)cb;
-	c->uarg = arg;
+	if (d == NULL)
+		abort();
+	d->a = a;
+	d->id = np_strdupz(external_id);
+	d->cb = cb;
+	d->arg = arg;
+	TAILQ_INSERT_TAIL(&a->imgdels, d, entry);
+	del_step(d);
 }
 
 /* ---- the adapter -------------------------------------------------------------------------------
@@ -2069,6 +2619,8 @@ ibm_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&a->calls);
 	TAILQ_INIT(&a->machines);
 	TAILQ_INIT(&a->ops);
+	TAILQ_INIT(&a->uploads);
+	TAILQ_INIT(&a->imgdels);
 	if (ibm_creds_find(&a->creds, np_json_str(p, "credentials-file", NULL), NULL, err,
 			   errlen) != 0) {
 		free(a);
@@ -2089,6 +2641,14 @@ ibm_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	}
 	a->base_url[API_RM] = trimmed_url(a->creds.rm_url ? a->creds.rm_url : IBM_DEFAULT_RESMGR);
 	a->base_url[API_RC] = trimmed_url(a->creds.rc_url ? a->creds.rc_url : IBM_DEFAULT_RESMGR);
+	{
+		const json_t *os = json_object_get(p, "object-storage");
+		a->bucket = np_json_str(os, "bucket-name", NULL);
+		/* object-storage's endpoint; none: no uploads (the client is
+		 * made all the same, pointed nowhere useful) */
+		a->base_url[API_COS] = trimmed_url(np_json_str(
+		    os, "endpoint", "https://s3.us-south.cloud-object-storage.appdomain.cloud"));
+	}
 	if (ca == NULL)
 		ca = getenv("CURL_CA_BUNDLE");
 	for (s = 0; s < NAPI; s++) {
@@ -2150,6 +2710,10 @@ ibm_adapter_free(struct sm_adapter *a)
 		return;
 	while ((o = TAILQ_FIRST(&a->ops)) != NULL)
 		op_free(o);
+	while (!TAILQ_EMPTY(&a->uploads))
+		up_free(TAILQ_FIRST(&a->uploads));
+	while (!TAILQ_EMPTY(&a->imgdels))
+		del_free(TAILQ_FIRST(&a->imgdels));
 	pager_free(a->boot_pager);
 	for (k = 0; k < NLIST; k++) {
 		pager_free(a->lists[k].pager);
@@ -2171,6 +2735,7 @@ ibm_adapter_free(struct sm_adapter *a)
 	json_decref(a->profiles);
 	json_decref(a->subnets);
 	json_decref(a->keys);
+	free(a->cos_crn);
 	ibm_creds_clear(&a->creds);
 	free(a);
 }
@@ -2223,6 +2788,7 @@ static const struct sm_adapter_ops ibm_adapter = {
     .delete_resource = ibm_delete_resource,
     .quota_limits = ibm_quota_limits,
     .label_quota = ibm_label_quota,
+    .upload_image = ibm_upload_image,
     .delete_image = ibm_delete_image,
     .dump = ibm_dump,
 };

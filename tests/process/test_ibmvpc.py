@@ -313,3 +313,98 @@ def test_leaks_found_by_name_and_resource_group(deployment, zuul, sim):
     wait_for(lambda: sorted(i["name"] for i in sim.instances()) ==
              ["builder-vm", "np0000099998"] and sim.fips() == [], timeout=40,
              what="the leaked instance and floating IP deleted")
+
+
+def ibm_builder_config(deployment, sim):
+    from builder_helpers import builder_config
+    cfg = builder_config(deployment, providers=())
+    cfg["providers"] = [{
+        "name": "ibm", "driver": "ibmvpc", "vpc": "nodepool", "region": "us-south",
+        "subnet": "sn-nodepool", "zone": "us-south-1", "rate": 100,
+        "credentials-file": sim.write_credentials(os.path.join(deployment.dir, "creds.env")),
+        "object-storage": {"instance-name": "Cloud Object Storage-r6",
+                           "endpoint": sim.info["base"], "bucket-name": "np-testbucket"},
+        "diskimages": [{"name": "img", "operating-system": "debian-9-amd64"}],
+        "pools": [{"name": "main", "max-servers": 2, "host-key-checking": False,
+                   "labels": [{"name": "img-label", "diskimage": "img",
+                               "profile": "cx2-2x4"}]}]}]
+    return cfg
+
+
+def test_builder_uploads_through_object_storage(deployment, zk, zuul, sim):
+    """The builder's upload, as upstream's uploadImage: the image file to
+    the Cloud Object Storage bucket (the bearer token and the storage
+    instance's CRN on each call), the resource group npimages_<provider>,
+    POST /images from cos://<location>/<bucket>/<object>, waited available,
+    the object deleted; the launcher then boots the image; image-delete has
+    the builder delete the image."""
+    import json
+    from builder_helpers import start_builder
+    path = deployment.write_config(ibm_builder_config(deployment, sim))
+    env = dict(sim.env(), HOME=deployment.dir)
+    b = start_builder(deployment, path, env=env)
+
+    def upload():
+        try:
+            for bid in zk.get_children("/nodepool/images/img/builds"):
+                base = "/nodepool/images/img/builds/%s/providers/ibm/images" % bid
+                for u in zk.get_children(base) if zk.exists(base) else []:
+                    rec = json.loads(zk.get(base + "/" + u)[0] or b"{}")
+                    if rec.get("state") == "ready":
+                        return bid, u, rec
+        except Exception:
+            return None
+    bid, uid, rec = wait_for(upload, timeout=90, what="a ready upload")
+    st = sim.state()
+    (img,) = [i for i in st["images"] if i["id"] == rec["external_id"]]
+    rgs = {g["id"]: g["name"] for g in st["resource_groups"]}
+    # upstream's name format npimage{upload_id}; its metadata is that name
+    # and the provider's image resource group
+    assert img["name"] == rec["external_name"] == "npimage" + uid
+    assert img["status"] == "available" and img["owner_type"] == "user"
+    assert rgs[img["resource_group"]["id"]] == "npimages_ibm"
+    assert img["file"]["href"] == "cos://us-south/np-testbucket/npimage%s.qcow2" % uid
+    assert img["operating_system"]["name"] == "debian-9-amd64"
+    assert st["buckets"]["np-testbucket"]["objects"] == {}, "the object was not deleted"
+    calls = sim.calls()
+    assert calls["GET /np-testbucket"] >= 1  # ?location
+    assert calls["PUT /np-testbucket/npimage%s.qcow2" % uid] == 1
+    assert calls["DELETE /np-testbucket/npimage%s.qcow2" % uid] == 1
+    assert calls["POST /v1/images"] == 1
+    b.stop()
+    # the launcher boots it
+    lp = launcher_for(deployment, sim, path, "ibm")
+    rid = zuul.submit(["img-label"])
+    assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled", lp.output()[-2000:]
+    (nid,) = zuul.request(rid)["nodes"]
+    (inst,) = [i for i in sim.instances() if i["name"] == "np" + nid]
+    assert inst["image"]["id"] == rec["external_id"]
+    # image-delete: the builder deletes the image (upstream's deleteImage)
+    from operator_helpers import nodepool
+    r = nodepool(path, "image-delete", "--provider", "ibm", "--image", "img",
+                 "--build-id", bid, "--upload-id", uid)
+    assert r.returncode == 0, r.stderr
+    start_builder(deployment, path, env=env, name="builder2")
+    wait_for(lambda: rec["external_id"] not in [i["id"] for i in sim.state()["images"]],
+             timeout=60, what="the image deleted")
+    assert sim.calls()["DELETE /v1/images/{id}"] == 1
+
+
+def launcher_for(deployment, sim, path, provider):
+    env = dict(sim.env(), HOME=deployment.dir)
+    return deployment.start([bin_path("nodepool-launcher"), "-d", "-p", provider, "-c", path],
+                            "launcher-" + provider, env=env)
+
+
+def test_failed_image_import_leaves_nothing(deployment, zk, zuul, sim):
+    """The image import fails (the cloud marks it failed): the upload is
+    failed, and neither the half-made image nor the object stays behind."""
+    from builder_helpers import start_builder
+    sim.ctl("POST", "/behavior", {"image_outcome": "failed"})
+    path = deployment.write_config(ibm_builder_config(deployment, sim))
+    b = start_builder(deployment, path, env=dict(sim.env(), HOME=deployment.dir))
+    wait_for(lambda: "Image status of npimage" in b.output(), timeout=90,
+             what="the failed import reported")
+    wait_for(lambda: [i for i in sim.state()["images"] if i["owner_type"] == "user"] == [] and
+             sim.state()["buckets"]["np-testbucket"]["objects"] == {}, timeout=30,
+             what="image and object deleted")

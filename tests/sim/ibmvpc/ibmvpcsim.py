@@ -128,6 +128,8 @@ class Sim:
             "fip_delay": float(cfg.get("fip_delay", 0.1)),
             "token_ttl": float(cfg.get("token_ttl", 3600)),
             "interface_ip": cfg.get("interface_ip"),
+            "image_delay": float(cfg.get("image_delay", 0.5)),
+            "image_outcome": cfg.get("image_outcome", "available"),
         }
         self.quota = dict(cfg.get("quota") or {})  # instances, vcpu
         self.page_max = int(cfg.get("page_size", 50))
@@ -164,6 +166,10 @@ class Sim:
         self.fips = []
         self.storage = [self.make_storage(n, default_rg)
                         for n in cfg.get("object_storage", ["Cloud Object Storage-r6"])]
+        # Cloud Object Storage: bucket -> {"location": constraint, "objects": {key: size}}
+        self.buckets = {b: {"location": loc, "objects": {}}
+                        for b, loc in (cfg.get("buckets") or
+                                       {"np-testbucket": "us-south-smart"}).items()}
 
     # ---------------------------------------------------------- objects
 
@@ -289,6 +295,9 @@ class Sim:
                 for f in self.fips:
                     if f.get("target", {}).get("id") == i["primary_network_interface"]["id"]:
                         del f["target"]
+        for im in self.images:
+            if im["status"] == "pending" and now >= im.get("_ready_at", 0):
+                im["status"] = im.get("_outcome", "available")
         for f in list(self.fips):
             if f["status"] == "pending" and now >= f["_ready_at"]:
                 f["status"] = "available"
@@ -517,14 +526,71 @@ class Sim:
         return 201, public(f)
 
     def create_image(self, b):
+        """An image imported from a COS object, cos://<region>/<bucket>/<key>:
+        pending for image_delay, then available (or image_outcome)."""
         rg = self.ref_rg(b)
         if "name" not in b or "file" not in b or "operating_system" not in b:
             raise vpc_error(400, "missing_field", "name, file and operating_system are required")
+        href = b["file"].get("href") or ""
+        m = re.match(r"^cos://([^/]+)/([^/]+)/(.+)$", href)
+        if not m:
+            raise vpc_error(400, "bad_field", "file.href %r is not a cos:// URL" % href)
+        region, bucket, key = m.groups()
+        bk = self.buckets.get(bucket)
+        if bk is None or key not in bk["objects"]:
+            raise vpc_error(400, "image_file_not_found", "No object %s in bucket %s"
+                            % (key, bucket))
+        if not bk["location"].startswith(region + "-") and bk["location"] != region:
+            raise vpc_error(400, "image_file_not_found", "Bucket %s is not in %s"
+                            % (bucket, region))
+        if b["operating_system"].get("name") not in self.oses:
+            raise vpc_error(400, "bad_field", "operating system %s not found"
+                            % b["operating_system"].get("name"))
+        if any(i["name"] == b["name"] for i in self.images):
+            raise vpc_error(409, "validation_unique_failed",
+                            "Image name %s is already in use" % b["name"])
         img = self.add_image({"name": b["name"], "os": b["operating_system"].get("name"),
                               "owner_type": "user", "resource_group": rg["name"],
-                              "status": "available"})
-        img["file"]["href"] = b["file"].get("href")
+                              "status": "pending"})
+        img["file"]["href"] = href
+        img["_ready_at"] = time.time() + self.behavior["image_delay"]
+        img["_outcome"] = self.behavior["image_outcome"]
         return 201, public(img)
+
+    # ---------------------------------------------------------- COS (S3, path style)
+
+    def cos_call(self, req, segs):
+        if not segs or segs[0] not in self.buckets:
+            raise HTTPError(404, cos_error("NoSuchBucket", "The specified bucket does not "
+                                           "exist."), {"Content-Type": "application/xml"})
+        bk = self.buckets[segs[0]]
+        key = "/".join(segs[1:])
+        if req.headers.get("ibm-service-instance-id") not in [x["crn"] for x in self.storage]:
+            # the SDK sends the storage instance with every call
+            raise HTTPError(403, cos_error("AccessDenied", "ibm-service-instance-id missing "
+                                           "or unknown"), {"Content-Type": "application/xml"})
+        if not key:
+            if req.method == "GET" and "location" in req.query:
+                return 200, XML('<?xml version="1.0" encoding="UTF-8"?>\n'
+                                '<LocationConstraint>%s</LocationConstraint>' % bk["location"])
+            if req.method == "GET":
+                items = "".join("<Contents><Key>%s</Key><Size>%d</Size></Contents>"
+                                % (xml_escape(k), n) for k, n in sorted(bk["objects"].items()))
+                return 200, XML('<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult>'
+                                '<Name>%s</Name><IsTruncated>false</IsTruncated>%s'
+                                '</ListBucketResult>' % (segs[0], items))
+            raise HTTPError(405, cos_error("MethodNotAllowed", "Not allowed"),
+                            {"Content-Type": "application/xml"})
+        if req.method == "PUT":
+            bk["objects"][key] = len(req.body or b"")
+            return 200, None
+        if req.method == "DELETE":
+            bk["objects"].pop(key, None)
+            return 204, None
+        if req.method in ("GET", "HEAD") and key in bk["objects"]:
+            return 200, None
+        raise HTTPError(404, cos_error("NoSuchKey", "The specified key does not exist."),
+                        {"Content-Type": "application/xml"})
 
     def delete(self, kind, it):
         now = time.time()
@@ -601,6 +667,19 @@ class Sim:
         raise rm_error(404, "Not found")
 
 
+class XML(str):
+    """An XML answer body (COS)."""
+
+
+def xml_escape(s):
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def cos_error(code, message):
+    return XML('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>%s</Code>'
+               '<Message>%s</Message></Error>' % (code, message))
+
+
 def public(obj):
     """An object as the API shows it: without the simulator's _fields."""
     return {k: v for k, v in obj.items() if not k.startswith("_")}
@@ -643,7 +722,9 @@ def api_of(path):
         return "rm"
     if path.startswith("/v2/resource_instances"):
         return "rc"
-    return None
+    if path.startswith("/_sim"):
+        return None
+    return "cos"  # path-style S3: /<bucket>/<key>
 
 
 def dispatch(sim, req, skip_faults=False):
@@ -683,6 +764,8 @@ def dispatch(sim, req, skip_faults=False):
                 raise HTTPError(404, {"errorCode": "BXNIM0404E", "errorMessage": "Not found"})
             return sim.iam_token(req)
         sim.check_token(req, api)
+        if api == "cos":
+            return sim.cos_call(req, [x for x in req.path.split("/") if x])
         if api == "vpc":
             try:
                 return sim.vpc_call(req, req.path.strip("/").split("/")[1:])
@@ -730,6 +813,7 @@ def control(sim, method, path, body):
                          "subnets": [public(s) for s in sim.subnets], "keys": sim.keys,
                          "profiles": sim.profiles, "behavior": sim.behavior,
                          "quota": sim.quota, "unauthorized": sim.unauthorized,
+                         "buckets": sim.buckets,
                          "tokens_issued": len(sim.tokens),
                          "tokens_live": sum(1 for e in sim.tokens.values()
                                             if e >= time.time())}
@@ -859,11 +943,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._send(st, out, headers)
 
     def _send(self, status, body, headers):
-        data = b"" if body is None else json.dumps(body).encode()
+        if isinstance(body, XML):
+            data = body.encode()
+            headers = dict(headers, **{"Content-Type": "application/xml"})
+        else:
+            data = b"" if body is None else json.dumps(body).encode()
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, str(v))
-        if body is not None:
+        if body is not None and not isinstance(body, XML):
             self.send_header("Content-Type", "application/json")
         if status != 204:
             self.send_header("Content-Length", str(len(data)))
