@@ -12,9 +12,9 @@
  *   APIs         VPC API v1 (https://<region>.iaas.cloud.ibm.com/v1, every
  *                call with ?version=<date>&generation=2), Resource Manager
  *                v2 (resource groups), Resource Controller v2 (the object
- *                storage instance), IAM: one HTTP client each, the
- *                provider's `rate` (calls per second, upstream's
- *                RateLimiter) on the VPC and resource clients, so a 429/503
+ *                storage instance), Cloud Object Storage (uploads), IAM:
+ *                one HTTP client each, the provider's `rate` (calls per
+ *                second, upstream's RateLimiter) on all but IAM's, so a 429/503
  *                (Retry-After honoured) pauses only that API.
  *   start        as upstream's __init__: the VPC by name, the resource
  *                groups (np_<provider>_<pool> created when missing),
