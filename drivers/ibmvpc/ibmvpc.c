@@ -101,237 +101,6 @@ enum ib_api { API_IAM, API_VPC, API_RM, API_RC, API_COS, NAPI };
 static const char *const api_names[NAPI] = {"iam", "vpc", "resource-manager", "resource-controller",
 					    "cloud-object-storage"};
 
-/* ---- credentials (exposed in ibmvpc.h) ---------------------------------------------------- */
-
-static const char *
-real_env(const char *name)
-{
-	return getenv(name);
-}
-
-/* Parse a credentials file into an object of its KEY=VALUE lines (values
- * unquoted as the SDK does). NULL when it cannot be read. */
-static json_t *
-read_env_file(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	json_t *o;
-
-	if (f == NULL)
-		return NULL;
-	o = json_object();
-	while (fgets(line, sizeof(line), f) != NULL) {
-		char *k = line, *eq, *v, *e;
-		while (isspace((unsigned char)*k))
-			k++;
-		if (*k == '#' || *k == '\0' || (eq = strchr(k, '=')) == NULL)
-			continue;
-		*eq = '\0';
-		v = eq + 1;
-		for (e = eq; e > k && isspace((unsigned char)e[-1]); e--)
-			e[-1] = '\0';
-		while (isspace((unsigned char)*v))
-			v++;
-		e = v + strlen(v);
-		while (e > v && isspace((unsigned char)e[-1]))
-			*--e = '\0';
-		if (e - v >= 2 && (*v == '"' || *v == '\'') && e[-1] == *v) {
-			e[-1] = '\0';
-			v++;
-		}
-		json_object_set_new(o, k, json_string(v));
-	}
-	fclose(f);
-	return o;
-}
-
-static int
-has_prefix_key(const json_t *o, const char *pfx)
-{
-	const char *k;
-	json_t *v;
-
-	json_object_foreach((json_t *)o, k, v)
-	{
-		(void)v;
-		if (strncmp(k, pfx, strlen(pfx)) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-static int
-truthy(const char *s)
-{
-	return s != NULL && strcasecmp(s, "true") == 0;
-}
-
-int
-ibm_creds_find(struct ibm_creds *out, const char *file, const char *(*env)(const char *name),
-	       char *err, size_t errlen)
-{
-	json_t *kv = NULL;
-	const char *path = NULL, *home;
-	char buf[4096];
-	const char *(*get)(const char *) = env ? env : real_env;
-	int from_file = 0;
-
-#define CRED(k) (from_file ? np_json_str(kv, (k), NULL) : get(k))
-#define ANY(k)	(np_json_str(kv, (k), NULL) ? np_json_str(kv, (k), NULL) : get(k))
-	memset(out, 0, sizeof(*out));
-	if (file != NULL) {
-		path = file;
-		kv = read_env_file(file);
-		if (kv == NULL) {
-			snprintf(err, errlen, "cannot read credentials-file %s: %s", file,
-				 strerror(errno));
-			return -1;
-		}
-	} else if (get("IBM_CREDENTIALS_FILE") != NULL) {
-		path = get("IBM_CREDENTIALS_FILE");
-		kv = read_env_file(path);
-	} else {
-		if ((home = get("HOME")) != NULL) {
-			snprintf(buf, sizeof(buf), "%s/ibm-credentials.env", home);
-			if ((kv = read_env_file(buf)) != NULL)
-				path = buf;
-		}
-		if (kv == NULL && (kv = read_env_file("ibm-credentials.env")) != NULL)
-			path = "ibm-credentials.env";
-	}
-	if (kv == NULL)
-		kv = json_object();
-	from_file = has_prefix_key(kv, "VPC_");
-	if (!from_file && get("VPC_APIKEY") == NULL && get("VPC_AUTH_TYPE") == NULL) {
-		snprintf(err, errlen,
-			 "no IBM Cloud credentials: no VPC_* entries in %s and no VPC_APIKEY in "
-			 "the environment",
-			 path ? path
-			      : "a credentials file (credentials-file, IBM_CREDENTIALS_FILE, "
-				"~/ibm-credentials.env)");
-		json_decref(kv);
-		return -1;
-	}
-	out->source = np_strdupz(from_file ? path : "environment");
-	out->apikey = np_strdupz(CRED("VPC_APIKEY"));
-	out->bearer_token = np_strdupz(CRED("VPC_BEARER_TOKEN"));
-	out->auth_type = np_strdupz(CRED("VPC_AUTH_TYPE") ? CRED("VPC_AUTH_TYPE")
-				    : out->apikey	  ? "iam"
-				    : out->bearer_token	  ? "bearertoken"
-							  : "iam");
-	out->auth_url = np_strdupz(CRED("VPC_AUTH_URL"));
-	out->vpc_url = np_strdupz(CRED("VPC_URL"));
-	out->disable_ssl = truthy(CRED("VPC_DISABLE_SSL"));
-	out->auth_disable_ssl = truthy(CRED("VPC_AUTH_DISABLE_SSL"));
-	out->rm_url = np_strdupz(ANY("RESOURCE_MANAGER_URL"));
-	out->rc_url = np_strdupz(ANY("RESOURCE_CONTROLLER_URL"));
-	json_decref(kv);
-#undef CRED
-#undef ANY
-	if (strcasecmp(out->auth_type, "iam") == 0) {
-		if (out->apikey == NULL || out->apikey[0] == '\0') {
-			snprintf(err, errlen,
-				 "IBM Cloud credentials from %s: auth type iam without "
-				 "VPC_APIKEY",
-				 out->source);
-			ibm_creds_clear(out);
-			return -1;
-		}
-	} else if (strcasecmp(out->auth_type, "bearertoken") == 0) {
-		if (out->bearer_token == NULL) {
-			snprintf(err, errlen,
-				 "IBM Cloud credentials from %s: auth type bearertoken "
-				 "without VPC_BEARER_TOKEN",
-				 out->source);
-			ibm_creds_clear(out);
-			return -1;
-		}
-	} else {
-		snprintf(err, errlen,
-			 "IBM Cloud credentials from %s: auth type %s is not supported "
-			 "(iam, bearertoken)",
-			 out->source, out->auth_type);
-		ibm_creds_clear(out);
-		return -1;
-	}
-	return 0;
-}
-
-void
-ibm_creds_clear(struct ibm_creds *c)
-{
-	if (c == NULL)
-		return;
-	free(c->auth_type);
-	free(c->apikey);
-	free(c->bearer_token);
-	free(c->auth_url);
-	free(c->vpc_url);
-	free(c->rm_url);
-	free(c->rc_url);
-	free(c->source);
-	memset(c, 0, sizeof(*c));
-}
-
-/* ---- names as metadata (exposed in ibmvpc.h) ------------------------------------------------ */
-
-/* s is "<pfx><digits>" (all of it when whole): the digits, copied to out. */
-static int
-digits_after(const char *s, const char *pfx, int whole, char *out, size_t n)
-{
-	size_t pl = strlen(pfx), i = 0;
-
-	if (s == NULL || strncmp(s, pfx, pl) != 0)
-		return 0;
-	s += pl;
-	while (isdigit((unsigned char)s[i]))
-		i++;
-	if (i == 0 || i >= n || (whole && s[i] != '\0'))
-		return 0;
-	memcpy(out, s, i);
-	out[i] = '\0';
-	return 1;
-}
-
-/* [A-Za-z0-9-]+ */
-static int
-rg_part(const char *s, size_t n)
-{
-	size_t i;
-
-	if (n == 0)
-		return 0;
-	for (i = 0; i < n; i++)
-		if (!isalnum((unsigned char)s[i]) && s[i] != '-')
-			return 0;
-	return 1;
-}
-
-json_t *
-ibm_name_metadata(const char *obj_name, const char *rg_name)
-{
-	json_t *m = json_object();
-	char id[64];
-
-	if (digits_after(obj_name, "np", 1, id, sizeof(id)))
-		json_object_set_new(m, "nodepool_node_id", json_string(id));
-	else if (digits_after(obj_name, "npimage", 0, id, sizeof(id)))
-		json_object_set_new(m, "nodepool_upload_id", json_string(id));
-	if (rg_name != NULL && strncmp(rg_name, "np_", 3) == 0) {
-		const char *p = rg_name + 3, *us = strchr(p, '_');
-		if (us != NULL && rg_part(p, (size_t)(us - p)) && rg_part(us + 1, strlen(us + 1))) {
-			json_object_set_new(m, "nodepool_provider_name",
-					    json_stringn(p, (size_t)(us - p)));
-			json_object_set_new(m, "nodepool_pool_name", json_string(us + 1));
-		}
-	} else if (rg_name != NULL && strncmp(rg_name, "npimages_", 9) == 0 &&
-		   rg_part(rg_name + 9, strlen(rg_name + 9))) {
-		json_object_set_new(m, "nodepool_provider_name", json_string(rg_name + 9));
-	}
-	return m;
-}
-
 /* ---- the adapter's state --------------------------------------------------------------------- */
 
 struct ib_call;
@@ -464,30 +233,6 @@ jstr(const json_t *o, const char *k)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* The message of an error answer: the VPC API's {"errors": [{"code",
- * "message"}]}, IAM's {"errorCode", "errorMessage"}, the resource APIs'
- * {"message"}; else the body's start. */
-static void
-error_text(int status, const char *error, const json_t *body, const char *raw, char *out, size_t n)
-{
-	const json_t *e = json_array_get(json_object_get(body, "errors"), 0);
-
-	if (error != NULL)
-		snprintf(out, n, "%s", error);
-	else if (e != NULL)
-		snprintf(out, n, "HTTP %d %s: %.200s", status,
-			 jstr(e, "code") ? jstr(e, "code") : "",
-			 jstr(e, "message") ? jstr(e, "message") : "");
-	else if (jstr(body, "errorMessage") != NULL)
-		snprintf(out, n, "HTTP %d %s: %.200s", status,
-			 jstr(body, "errorCode") ? jstr(body, "errorCode") : "",
-			 jstr(body, "errorMessage"));
-	else if (jstr(body, "message") != NULL)
-		snprintf(out, n, "HTTP %d: %.200s", status, jstr(body, "message"));
-	else
-		snprintf(out, n, "HTTP %d: %.200s", status, raw ? raw : "");
-}
-
 static int
 mentions_quota(const char *m)
 {
@@ -495,21 +240,6 @@ mentions_quota(const char *m)
 		if (strncasecmp(m, "quota", 5) == 0)
 			return 1;
 	return 0;
-}
-
-static void
-urlenc(const char *s, char *out, size_t n)
-{
-	size_t o = 0;
-
-	for (; *s && o + 4 < n; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
-			out[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(out + o, n - o, "%%%02X", ch);
-	}
-	out[o] = '\0';
 }
 
 /* ---- calls and the IAM token ---------------------------------------------------------------- */
@@ -654,7 +384,7 @@ auth_done(struct ib_call *c, int status, const char *error, json_t *body, const 
 
 	a->auth_call = NULL;
 	if (error != NULL || status != 200 || tok == NULL) {
-		error_text(status, error, body, raw, a->auth_error, sizeof(a->auth_error));
+		ibm_error_text(status, error, body, raw, a->auth_error, sizeof(a->auth_error));
 		a->auth_failed_at = now_mono();
 		log_error("ibmvpc %s: IAM token from %s failed: %s", a->env->provider_name,
 			  a->base_url[API_IAM], a->auth_error);
@@ -702,7 +432,7 @@ auth_start(struct sm_adapter *a)
 	c->path = np_strdupz("/identity/token");
 	n = strlen(a->creds.apikey) * 3 + 1;
 	enc = malloc(n);
-	urlenc(a->creds.apikey, enc, n);
+	ibm_urlenc(a->creds.apikey, enc, n);
 	n = strlen(enc) + 80;
 	c->body = malloc(n);
 	snprintf(c->body, n,
@@ -800,18 +530,14 @@ pager_answer(struct ib_call *c, int status, const char *error, json_t *body, con
 
 	p->call = NULL;
 	if (error != NULL || status != 200 || !json_is_array(v)) {
-		error_text(status, error, body, raw, msg, sizeof(msg));
+		ibm_error_text(status, error, body, raw, msg, sizeof(msg));
 		p->done(p, msg);
 		return;
 	}
 	json_array_foreach(v, i, it) json_array_append(p->items, it);
 	if (next != NULL && json_array_size(v) > 0 && ++p->pages < IBM_MAX_PAGES) {
-		/* the SDK's get_query_param(next.href, "start") */
-		const char *s = strstr(next, "start=");
-		if (s != NULL && (s == next || s[-1] == '?' || s[-1] == '&')) {
-			char tok[512];
-			size_t n = strcspn(s + 6, "&#");
-			snprintf(tok, sizeof(tok), "%.*s", (int)n, s + 6);
+		char tok[512];
+		if (ibm_next_start(next, tok, sizeof(tok))) {
 			pager_get(p, tok);
 			return;
 		}
@@ -1210,7 +936,7 @@ rg_created(struct ib_call *c, int status, const char *error, json_t *body, const
 
 	a->boot_call = NULL;
 	if (error != NULL || (status != 201 && status != 200) || jstr(body, "id") == NULL) {
-		error_text(status, error, body, raw, msg, sizeof(msg));
+		ibm_error_text(status, error, body, raw, msg, sizeof(msg));
 		boot_fail(a, 0, "creating resource group %s: %s", name, msg);
 		return;
 	}
@@ -1278,7 +1004,7 @@ boot_next(struct sm_adapter *a)
 					       "instance-name", NULL);
 		if (inst != NULL) {
 			char path[700], enc[500];
-			urlenc(inst, enc, sizeof(enc));
+			ibm_urlenc(inst, enc, sizeof(enc));
 			snprintf(path, sizeof(path),
 				 "/v2/resource_instances?name=%s&type=service_instance", enc);
 			a->boot_pager =
@@ -1370,7 +1096,7 @@ m_answer(struct ib_call *c, int status, const char *error, json_t *body, const c
 	m->status = error != NULL ? 0 : status;
 	m->errmsg[0] = '\0';
 	if (error != NULL || status >= 300)
-		error_text(status, error, body, raw, m->errmsg, sizeof(m->errmsg));
+		ibm_error_text(status, error, body, raw, m->errmsg, sizeof(m->errmsg));
 	json_decref(m->answer);
 	m->answer = json_incref(body);
 	sm_machine_wake(&m->m);
@@ -2005,7 +1731,7 @@ resource_deleted(struct ib_call *c, int status, const char *error, json_t *body,
 		cb(1, NULL, c->uarg);
 		return;
 	}
-	error_text(status, error, body, raw, msg, sizeof(msg));
+	ibm_error_text(status, error, body, raw, msg, sizeof(msg));
 	cb(0, msg, c->uarg);
 }
 
@@ -2085,48 +1811,6 @@ ibm_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_q
 
 #define IBM_UPLOAD_POLL 2.0 /* s between image status reads (upstream: 30) */
 
-/* The text of the first <tag>...</tag> in an S3 XML answer from *from on
- * (basic entities decoded) into out; *from moves past it. 0 when none. */
-static int
-xml_text(const char **from, const char *tag, char *out, size_t n)
-{
-	char open[80], close[80];
-	const char *b, *e;
-	size_t o = 0;
-
-	snprintf(open, sizeof(open), "<%s>", tag);
-	snprintf(close, sizeof(close), "</%s>", tag);
-	if (*from == NULL || (b = strstr(*from, open)) == NULL)
-		return 0;
-	b += strlen(open);
-	if ((e = strstr(b, close)) == NULL)
-		return 0;
-	*from = e + strlen(close);
-	while (b < e && o + 1 < n) {
-		static const struct {
-			const char *ent;
-			char ch;
-		} ents[] = {{"&amp;", '&'},
-			    {"&lt;", '<'},
-			    {"&gt;", '>'},
-			    {"&quot;", '"'},
-			    {"&apos;", '\''}};
-		size_t k;
-		int done = 0;
-		for (k = 0; k < sizeof(ents) / sizeof(ents[0]) && *b == '&'; k++)
-			if (strncmp(b, ents[k].ent, strlen(ents[k].ent)) == 0) {
-				out[o++] = ents[k].ch;
-				b += strlen(ents[k].ent);
-				done = 1;
-				break;
-			}
-		if (!done)
-			out[o++] = *b++;
-	}
-	out[o] = '\0';
-	return 1;
-}
-
 /* "/<bucket>/<key>" with the key URL-encoded, malloc'd. */
 static char *
 cos_path(const char *bucket, const char *key)
@@ -2141,7 +1825,7 @@ cos_path(const char *bucket, const char *key)
 		return p;
 	}
 	enc = malloc(strlen(key) * 3 + 1);
-	urlenc(key, enc, strlen(key) * 3 + 1);
+	ibm_urlenc(key, enc, strlen(key) * 3 + 1);
 	snprintf(p, n, "/%s/%s", bucket, enc);
 	free(enc);
 	return p;
@@ -2283,15 +1967,15 @@ up_answer(struct ib_call *c, int status, const char *error, json_t *body, const 
 		if (c->api == API_COS && raw != NULL) {
 			char code[100] = "", m[200] = "";
 			const char *f2 = raw;
-			xml_text(&f2, "Code", code, sizeof(code));
+			ibm_xml_text(&f2, "Code", code, sizeof(code));
 			f2 = raw;
-			xml_text(&f2, "Message", m, sizeof(m));
+			ibm_xml_text(&f2, "Message", m, sizeof(m));
 			snprintf(msg, sizeof(msg), "object storage: HTTP %d %s %s", status, code,
 				 m);
 			if (error != NULL)
 				snprintf(msg, sizeof(msg), "object storage: %s", error);
 		} else {
-			error_text(status, error, body, raw, msg, sizeof(msg));
+			ibm_error_text(status, error, body, raw, msg, sizeof(msg));
 		}
 		up_end(u, msg);
 		return;
@@ -2300,7 +1984,7 @@ up_answer(struct ib_call *c, int status, const char *error, json_t *body, const 
 	case UP_LOCATION: {
 		char loc[100];
 		char *dash;
-		if (!xml_text(&from, "LocationConstraint", loc, sizeof(loc))) {
+		if (!ibm_xml_text(&from, "LocationConstraint", loc, sizeof(loc))) {
 			up_end(u, "object storage: no LocationConstraint for the bucket");
 			return;
 		}
@@ -2498,7 +2182,7 @@ del_answer(struct ib_call *c, int status, const char *error, json_t *body, const
 			return;
 		}
 		if (error != NULL || status != 200) {
-			error_text(status, error, body, raw, msg, sizeof(msg));
+			ibm_error_text(status, error, body, raw, msg, sizeof(msg));
 			d->cb(0, msg, d->arg);
 			del_free(d);
 			return;
@@ -2509,7 +2193,7 @@ del_answer(struct ib_call *c, int status, const char *error, json_t *body, const
 	case 1:
 		d->keys = json_array();
 		if (error == NULL && status == 200)
-			while (xml_text(&from, "Key", key, sizeof(key)))
+			while (ibm_xml_text(&from, "Key", key, sizeof(key)))
 				if (strncmp(key, d->name, strlen(d->name)) == 0)
 					json_array_append_new(d->keys, json_string(key));
 		d->step = 2;
@@ -2521,7 +2205,7 @@ del_answer(struct ib_call *c, int status, const char *error, json_t *body, const
 			log_info("ibmvpc %s: deleted image %s", d->a->env->provider_name, d->id);
 			d->cb(1, NULL, d->arg);
 		} else {
-			error_text(status, error, body, raw, msg, sizeof(msg));
+			ibm_error_text(status, error, body, raw, msg, sizeof(msg));
 			d->cb(0, msg, d->arg);
 		}
 		del_free(d);

@@ -62,4 +62,30 @@ void ibm_creds_clear(struct ibm_creds *c); /* NULL-safe */
  */
 json_t *ibm_name_metadata(const char *obj_name, const char *rg_name);
 
+/* ---- the parsers of answers (ibm_api.c; fuzzed) ---------------------------------------- */
+
+/*
+ * One line for an answer that failed: error (no answer: libcurl's
+ * message) as is; else "HTTP <status> <code>: <message>" from the VPC
+ * API's {"errors": [{"code", "message"}]}, IAM's {"errorCode",
+ * "errorMessage"} or the resource APIs' {"message"}; else the body's start
+ * (raw, may be NULL). body may be NULL. Always NUL-terminates out.
+ */
+void ibm_error_text(int status, const char *error, const json_t *body, const char *raw, char *out,
+		    size_t n);
+
+/* The start token of a collection's next.href ("...?start=T&limit=50"),
+ * still URL-encoded, copied to out: 1, or 0 when there is none (or it does
+ * not fit). */
+int ibm_next_start(const char *href, char *out, size_t n);
+
+/* The text of the first <tag>...</tag> in an S3 XML answer from *from on,
+ * entities &amp; &lt; &gt; &quot; &apos; decoded, into out (truncated to
+ * n - 1 bytes); *from moves past it. 1, or 0 when there is none (*from
+ * unchanged). */
+int ibm_xml_text(const char **from, const char *tag, char *out, size_t n);
+
+/* s URL-encoded (RFC 3986 unreserved kept) into out, truncated to fit. */
+void ibm_urlenc(const char *s, char *out, size_t n);
+
 #endif

@@ -1,8 +1,9 @@
 /*
- * The ibmvpc driver's pure parts (drivers/ibmvpc/ibmvpc.h): IBM Cloud
+ * The ibmvpc driver's wire layer (drivers/ibmvpc/ibm_api.c): IBM Cloud
  * credentials found as the IBM SDK finds them (credentials file, then the
- * VPC_* environment), and the nodepool metadata upstream reads from names
- * and resource groups.
+ * VPC_* environment), the nodepool metadata upstream reads from names
+ * and resource groups, and the parsers of answers (error lines, the next
+ * page's start token, Cloud Object Storage XML).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,4 +179,66 @@ Test(ibm_metadata, as_upstream_reads_names)
 	expect_meta("np42", "np_a_b_c", "{\"nodepool_node_id\":\"42\"}");
 	expect_meta("np", "np__b", "{}");
 	expect_meta(NULL, NULL, "{}");
+}
+
+Test(ibm_answers, error_lines_name_code_and_message)
+{
+	char out[300];
+	json_t *vpc = json_loads("{\"errors\": [{\"code\": \"over_quota\", \"message\": \"Quota "
+				 "exceeded\"}], \"trace\": \"t\"}",
+				 0, NULL);
+	json_t *iam = json_loads("{\"errorCode\": \"BXNIM0415E\", \"errorMessage\": \"Provided API "
+				 "key could not be found.\"}",
+				 0, NULL);
+	json_t *rm = json_loads("{\"message\": \"not found\", \"status_code\": 404}", 0, NULL);
+
+	ibm_error_text(400, NULL, vpc, "", out, sizeof(out));
+	cr_assert_str_eq(out, "HTTP 400 over_quota: Quota exceeded");
+	ibm_error_text(400, NULL, iam, "", out, sizeof(out));
+	cr_assert_str_eq(out, "HTTP 400 BXNIM0415E: Provided API key could not be found.");
+	ibm_error_text(404, NULL, rm, "", out, sizeof(out));
+	cr_assert_str_eq(out, "HTTP 404: not found");
+	ibm_error_text(502, NULL, NULL, "<html>bad gateway</html>", out, sizeof(out));
+	cr_assert_str_eq(out, "HTTP 502: <html>bad gateway</html>");
+	ibm_error_text(0, "timed out after 60 s", NULL, NULL, out, sizeof(out));
+	cr_assert_str_eq(out, "timed out after 60 s");
+	json_decref(vpc);
+	json_decref(iam);
+	json_decref(rm);
+}
+
+Test(ibm_answers, next_page_start_token)
+{
+	char tok[64];
+
+	cr_assert(
+	    ibm_next_start("https://us-south.iaas.cloud.ibm.com/v1/instances?start=0717-a%2Bb&"
+			   "limit=50",
+			   tok, sizeof(tok)));
+	cr_assert_str_eq(tok, "0717-a%2Bb");
+	cr_assert(ibm_next_start("https://x/v1/images?limit=50&start=r006-x", tok, sizeof(tok)));
+	cr_assert_str_eq(tok, "r006-x");
+	cr_assert_not(ibm_next_start("https://x/v1/images?limit=50&restart=1", tok, sizeof(tok)));
+	cr_assert_not(ibm_next_start("https://x/v1/images?start=", tok, sizeof(tok)));
+	cr_assert_not(
+	    ibm_next_start("https://x/v1/images?start=0123456789012345678901234567890123456"
+			   "789012345678901234567890123456789",
+			   tok, sizeof(tok)));
+}
+
+Test(ibm_answers, cos_xml)
+{
+	const char *x =
+	    "<?xml version=\"1.0\"?><ListBucketResult><Contents><Key>npimage1.qcow2</Key>"
+	    "</Contents><Contents><Key>a&amp;b&lt;c</Key></Contents></ListBucketResult>";
+	const char *from = x;
+	char key[8];
+
+	cr_assert(ibm_xml_text(&from, "Key", key, sizeof(key)));
+	cr_assert_str_eq(key, "npimage"); /* truncated to fit */
+	cr_assert(ibm_xml_text(&from, "Key", key, sizeof(key)));
+	cr_assert_str_eq(key, "a&b<c");
+	cr_assert_not(ibm_xml_text(&from, "Key", key, sizeof(key)));
+	from = "<LocationConstraint>us-south-smart";
+	cr_assert_not(ibm_xml_text(&from, "LocationConstraint", key, sizeof(key)));
 }
