@@ -176,6 +176,7 @@ struct sm_adapter {
 	double token_refresh_at; /* epoch: fetch a new one from here */
 	struct ib_call *auth_call;
 	double auth_failed_at;
+	int auth_refused; /* IAM refused the key (4xx): launches fail at once */
 	char auth_error[256];
 	TAILQ_HEAD(, ib_call) calls;
 	TAILQ_HEAD(, ibm_m) machines;
@@ -386,6 +387,7 @@ auth_done(struct ib_call *c, int status, const char *error, json_t *body, const 
 	if (error != NULL || status != 200 || tok == NULL) {
 		ibm_error_text(status, error, body, raw, a->auth_error, sizeof(a->auth_error));
 		a->auth_failed_at = now_mono();
+		a->auth_refused = error == NULL && status >= 400 && status < 500;
 		log_error("ibmvpc %s: IAM token from %s failed: %s", a->env->provider_name,
 			  a->base_url[API_IAM], a->auth_error);
 		for (w = TAILQ_FIRST(&a->calls); w != NULL; w = next) {
@@ -397,6 +399,7 @@ auth_done(struct ib_call *c, int status, const char *error, json_t *body, const 
 	}
 	free(a->token);
 	a->token = np_strdupz(tok);
+	a->auth_refused = 0;
 	if (exp <= 0)
 		exp = now_wall() + ttl;
 	/* the SDK's IAM token manager: refresh once 80% of the lifetime is gone */
@@ -864,7 +867,8 @@ boot_listed(struct ib_pager *p, const char *error)
 
 	a->boot_pager = NULL;
 	if (error != NULL) {
-		boot_fail(a, 0, "reading %s: %s", p->path, error);
+		/* IAM refusing the API key will not change by waiting */
+		boot_fail(a, a->auth_refused, "reading %s: %s", p->path, error);
 		pager_free(p);
 		return;
 	}
@@ -1277,6 +1281,10 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 		}
 		json_decref(m->body);
 		m->body = instance_body(m, subnet, kids);
+		/* upstream: the instance name is the external id; named here, as
+		 * the first object is asked for, so an attempt that failed
+		 * before has nothing to delete */
+		sm_set_str(&mm->external_id, m->name);
 		if (m->public_ipv4) {
 			a->fips_created++;
 			m_set(m, M_FIP_CREATE);
@@ -1554,8 +1562,6 @@ ibm_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 
 	m->create = 1;
 	m->name = np_strdupz(args->hostname);
-	/* upstream: the instance name is the external id, known at once */
-	m->m.external_id = np_strdupz(args->hostname);
 	m->label = args->label;
 	if (args->image_external_id != NULL)
 		m->image = json_pack("{s:s}", "id", args->image_external_id);

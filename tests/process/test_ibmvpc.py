@@ -408,3 +408,38 @@ def test_failed_image_import_leaves_nothing(deployment, zk, zuul, sim):
     wait_for(lambda: [i for i in sim.state()["images"] if i["owner_type"] == "user"] == [] and
              sim.state()["buckets"]["np-testbucket"]["objects"] == {}, timeout=30,
              what="image and object deleted")
+
+
+@pytest.mark.parametrize("what", ["apikey", "vpc"])
+def test_refused_key_or_missing_vpc_fails_requests_cleanly(deployment, zuul, sim, tmp_path, what):
+    """IAM refusing the API key, or a vpc the account does not have
+    (upstream's adapter would not start): every request fails at once with
+    the reason in the log, nothing is created, and the worker keeps
+    running (it tries again, for an operator who fixes the account)."""
+    cfg = upstream_config(deployment, sim)
+    p0 = cfg["providers"][0]
+    if what == "apikey":
+        sim.write_credentials(p0["credentials-file"], apikey="not-the-key")
+        reason = "BXNIM0415E"
+    else:
+        p0["vpc"] = "missing"
+        reason = "Unable to find vpc missing"
+    p = launcher(deployment, sim, cfg)
+    wait_for(lambda: reason in p.output(), timeout=30, what="the reason logged")
+    rid = zuul.submit(["debian-private"])
+    assert zuul.wait_request(rid, timeout=30)["state"] == "failed"
+    assert sim.instances() == [] and "POST /v1/instances" not in sim.calls()
+    assert p.alive()
+
+
+def test_unreadable_credentials_file_is_reported(deployment, zuul, sim):
+    """No credentials at all: the provider does not start (the worker's
+    error state, as for any driver that cannot start), the log names the
+    file, and the cloud is never called."""
+    cfg = upstream_config(deployment, sim)
+    nope = os.path.join(deployment.dir, "nope.env")
+    cfg["providers"][0]["credentials-file"] = nope
+    p = launcher(deployment, sim, cfg)
+    wait_for(lambda: "provider ibmvpc: cannot read credentials-file %s" % nope in p.output(),
+             timeout=30, what="the reason logged")
+    assert sim.calls() == {} and p.alive()
