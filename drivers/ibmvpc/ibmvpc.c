@@ -785,14 +785,28 @@ obj_metadata(struct sm_adapter *a, const json_t *obj)
 }
 
 static void
-quota_of_profile(const json_t *profile, struct drv_quota *q)
+quota_of_profile(struct sm_adapter *a, const char *name, struct drv_quota *q)
 {
+	const json_t *profile = json_object_get(a->profiles, name ? name : "");
+	const char *x;
+	unsigned v, m;
+	char tail;
+
 	q->instances = 1;
-	if (profile == NULL)
+	if (profile != NULL) {
+		q->cores = np_json_num(json_object_get(profile, "vcpu_count"), "value", 0);
+		/* GB, as upstream (quota_info_from_profile) */
+		q->ram = np_json_num(json_object_get(profile, "memory"), "value", 0);
 		return;
-	q->cores = np_json_num(json_object_get(profile, "vcpu_count"), "value", 0);
-	/* GB, as upstream (quota_info_from_profile) */
-	q->ram = np_json_num(json_object_get(profile, "memory"), "value", 0);
+	}
+	/* Not read yet (a request right after start) or unknown: IBM's
+	 * profile names say it, <family>-<vCPUs>x<GB> ("cx2-2x4"); better than
+	 * upstream's nothing, which let the first requests overrun the quota. */
+	if (name != NULL && (x = strrchr(name, '-')) != NULL &&
+	    sscanf(x + 1, "%ux%u%c", &v, &m, &tail) == 2) {
+		q->cores = v;
+		q->ram = m;
+	}
 }
 
 /* upstream's IBMVPCInstance. */
@@ -816,8 +830,7 @@ vm_instance(struct sm_adapter *a, const json_t *vm, const json_t *fip)
 	sm_set_str(&in->az, jstr(json_object_get(vm, "zone"), "name"));
 	json_decref(in->metadata);
 	in->metadata = obj_metadata(a, vm);
-	quota_of_profile(json_object_get(a->profiles, jstr(json_object_get(vm, "profile"), "name")),
-			 &in->quota);
+	quota_of_profile(a, jstr(json_object_get(vm, "profile"), "name"), &in->quota);
 	return in;
 }
 
@@ -1809,7 +1822,7 @@ ibm_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_q
 {
 	(void)err;
 	(void)errlen;
-	quota_of_profile(json_object_get(a->profiles, np_json_str(label->raw, "profile", "")), out);
+	quota_of_profile(a, np_json_str(label->raw, "profile", ""), out);
 	return 0;
 }
 
