@@ -162,6 +162,7 @@ struct ibm_m;
 struct ib_op;
 struct upload;
 struct imgdel;
+struct quota_ctx;
 
 struct sm_adapter {
 	const struct sm_env *env;
@@ -183,6 +184,7 @@ struct sm_adapter {
 	TAILQ_HEAD(, ib_op) ops;
 	TAILQ_HEAD(, upload) uploads;
 	TAILQ_HEAD(, imgdel) imgdels;
+	TAILQ_HEAD(, quota_ctx) quotas; /* answers due on the next loop turn */
 	/* start-up reads */
 	int boot_step; /* 0 idle/to do, >0 running, BOOT_READY done */
 	int boot_permanent;
@@ -1776,6 +1778,7 @@ ibm_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_c
  * ---------------------------------------------------------------------------------------- */
 
 struct quota_ctx {
+	TAILQ_ENTRY(quota_ctx) entry;
 	struct sm_adapter *a;
 	sm_quota_cb cb;
 	void *arg;
@@ -1795,6 +1798,7 @@ quota_cb(evutil_socket_t fd, short what, void *arg)
 	l.instances = np_json_num(quota, "instances", INFINITY);
 	l.cores = np_json_num(quota, "cores", INFINITY);
 	l.ram = np_json_num(quota, "ram", INFINITY);
+	TAILQ_REMOVE(&q->a->quotas, q, entry);
 	event_free(q->ev);
 	q->cb(&l, NULL, q->arg);
 	free(q);
@@ -1813,6 +1817,7 @@ ibm_quota_limits(struct sm_adapter *a, sm_quota_cb cb, void *arg)
 	q->cb = cb;
 	q->arg = arg;
 	q->ev = event_new(a->base, -1, 0, quota_cb, q);
+	TAILQ_INSERT_TAIL(&a->quotas, q, entry);
 	event_active(q->ev, EV_TIMEOUT, 0);
 }
 
@@ -2324,6 +2329,7 @@ ibm_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&a->ops);
 	TAILQ_INIT(&a->uploads);
 	TAILQ_INIT(&a->imgdels);
+	TAILQ_INIT(&a->quotas);
 	if (ibm_creds_find(&a->creds, np_json_str(p, "credentials-file", NULL), NULL, err,
 			   errlen) != 0) {
 		free(a);
@@ -2417,6 +2423,12 @@ ibm_adapter_free(struct sm_adapter *a)
 		up_free(TAILQ_FIRST(&a->uploads));
 	while (!TAILQ_EMPTY(&a->imgdels))
 		del_free(TAILQ_FIRST(&a->imgdels));
+	while (!TAILQ_EMPTY(&a->quotas)) {
+		struct quota_ctx *q = TAILQ_FIRST(&a->quotas);
+		TAILQ_REMOVE(&a->quotas, q, entry);
+		event_free(q->ev);
+		free(q);
+	}
 	pager_free(a->boot_pager);
 	for (k = 0; k < NLIST; k++) {
 		pager_free(a->lists[k].pager);
