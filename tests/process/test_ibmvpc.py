@@ -292,11 +292,13 @@ def test_launcher_killed_mid_launch_leaks_nothing(deployment, zuul, sim):
     p.stop()
     sim.ctl("POST", "/behavior", {"boot_delay": 0.3})
     launcher(deployment, sim, cfg)
-    assert zuul.wait_request(rid, timeout=60)["state"] == "fulfilled"
-    (n,) = zuul.nodes().values()
-    wait_for(lambda: [i["name"] for i in sim.instances()] == [n["external_id"]] and
-             [f["name"] for f in sim.fips()] == [n["external_id"]], timeout=60,
+    req = zuul.wait_request(rid, timeout=60)
+    assert req["state"] == "fulfilled"
+    (nid,) = req["nodes"]  # the abandoned node may still be being deleted
+    wait_for(lambda: [i["name"] for i in sim.instances()] == ["np" + nid] and
+             [f["name"] for f in sim.fips()] == ["np" + nid], timeout=60,
              what="the abandoned instance and floating IP deleted")
+    wait_for(lambda: list(zuul.nodes()) == [nid], timeout=30, what="the abandoned node gone")
 
 
 def test_leaks_found_by_name_and_resource_group(deployment, zuul, sim):
