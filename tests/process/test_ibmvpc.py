@@ -266,8 +266,12 @@ def test_quota_exceeded_at_the_cloud(deployment, zuul, sim):
 def test_provider_quota(deployment, zuul, sim):
     """upstream's getQuotaLimits: the provider's quota (cores 2: one
     cx2-2x4 at a time); the second request waits for the first node."""
-    launcher(deployment, sim, upstream_config(deployment, sim, provider={
+    p = launcher(deployment, sim, upstream_config(deployment, sim, provider={
         "quota": {"cores": 2}}))
+    # (the framework counts no limit before its first quota read; requests
+    # racing it are the cloud's to refuse, which a config quota is not)
+    wait_for(lambda: "quota available to nodepool: cores 2" in p.output(), timeout=30,
+             what="the quota read")
     rids = [zuul.submit(["debian-private"]), zuul.submit(["debian-filter"])]
 
     def states():
