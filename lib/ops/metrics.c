@@ -12,13 +12,13 @@
 
 #include <event2/event.h>
 
-#include "driver.h"
 #include "log.h"
 #include "model.h"
 #include "nodesum.h"
 #include "nodeview.h"
 #include "statsd.h"
 #include "zk.h"
+#include "xalloc.h"
 
 const double metrics_buckets[METRICS_NBUCKETS] = {0.1, 0.5, 1,	 2.5, 5,    10,	 30,
 						  60,  120, 300, 600, 1800, 3600};
@@ -26,17 +26,13 @@ const double metrics_buckets[METRICS_NBUCKETS] = {0.1, 0.5, 1,	 2.5, 5,    10,	 
 static const char *const phase_names[METRICS_PHASE_COUNT] = {"quota_wait", "create", "boot",
 							     "keyscan", "total"};
 static const char *const request_keys[4] = {"accepted", "fulfilled", "declined", "failed"};
+static const char *const zk_keys[METRICS_ZK_COUNT] = {"connection_losses", "expirations",
+						      "connect_errors", "resent", "lock_lost"};
 
 const char *
 metrics_phase_name(int phase)
 {
 	return phase >= 0 && phase < METRICS_PHASE_COUNT ? phase_names[phase] : NULL;
-}
-
-static void
-oom(void)
-{
-	abort();
 }
 
 /* ---- the process's figures -------------------------------------------------- */
@@ -52,6 +48,7 @@ struct prov_metrics {
 	json_t *launches; /* result -> count */
 	struct hist phases[METRICS_PHASE_COUNT];
 	unsigned long long requests[4];
+	unsigned long long zookeeper[METRICS_ZK_COUNT];
 };
 
 static struct prov_metrics *provs;
@@ -88,11 +85,11 @@ prov_get(const char *provider)
 		if (strcmp(provs[i].provider, provider) == 0)
 			return &provs[i];
 	if ((provs = realloc(provs, (nprovs + 1) * sizeof(*provs))) == NULL)
-		oom();
+		np_oom();
 	memset(&provs[nprovs], 0, sizeof(provs[nprovs]));
 	if ((provs[nprovs].provider = strdup(provider)) == NULL ||
 	    (provs[nprovs].launches = json_object()) == NULL)
-		oom();
+		np_oom();
 	return &provs[nprovs++];
 }
 
@@ -182,26 +179,6 @@ metrics_launch_result(const char *provider, const char *az, const char *requesto
 }
 
 void
-metrics_launch_done(const char *provider, const char *az, const char *requestor, int drv_result,
-		    double seconds)
-{
-	const char *result;
-
-	switch (drv_result) {
-	case DRV_LAUNCH_READY:
-		result = "ready";
-		break;
-	case DRV_LAUNCH_ABORTED:
-		result = "error.quota";
-		break;
-	default:
-		result = "error.unknown";
-		break;
-	}
-	metrics_launch_result(provider, az, requestor, result, seconds);
-}
-
-void
 metrics_set_requests(const char *provider, unsigned long long accepted,
 		     unsigned long long fulfilled, unsigned long long declined,
 		     unsigned long long failed)
@@ -212,6 +189,14 @@ metrics_set_requests(const char *provider, unsigned long long accepted,
 	p->requests[1] = fulfilled;
 	p->requests[2] = declined;
 	p->requests[3] = failed;
+}
+
+void
+metrics_set_zookeeper(const char *provider, const unsigned long long counts[METRICS_ZK_COUNT])
+{
+	struct prov_metrics *p = prov_get(provider);
+
+	memcpy(p->zookeeper, counts, sizeof(p->zookeeper));
 }
 
 static long long
@@ -244,7 +229,7 @@ metrics_record(const char *provider, const json_t *base)
 	int ph, i;
 
 	if (r == NULL)
-		oom();
+		np_oom();
 	json_object_set_new(r, "provider", json_string(provider ? provider : ""));
 	if (!json_is_integer(json_object_get(r, "starts")))
 		json_object_set_new(r, "starts", json_integer(0));
@@ -275,6 +260,11 @@ metrics_record(const char *provider, const json_t *base)
 		json_object_set_new(
 		    requests, request_keys[i],
 		    json_integer(jint(requests, request_keys[i]) + (long long)p->requests[i]));
+	requests = obj_child(r, "zookeeper");
+	for (i = 0; i < METRICS_ZK_COUNT; i++)
+		json_object_set_new(
+		    requests, zk_keys[i],
+		    json_integer(jint(requests, zk_keys[i]) + (long long)p->zookeeper[i]));
 	return r;
 }
 
@@ -321,14 +311,14 @@ metrics_pub_new(struct event_base *base, const char *provider, double interval, 
 	struct timeval tv = {0, 200000}; /* first look soon: the base is read first */
 
 	if (p == NULL || (p->provider = strdup(provider)) == NULL)
-		oom();
+		np_oom();
 	p->base = base;
 	p->interval = interval > 0 ? interval : 5.0;
 	p->view = view;
 	p->arg = arg;
 	snprintf(p->path, sizeof(p->path), "%s/%s", NP_METRICS_ROOT, provider);
 	if ((p->timer = evtimer_new(base, pub_timer, p)) == NULL)
-		oom();
+		np_oom();
 	evtimer_add(p->timer, &tv);
 	return p;
 }
@@ -412,7 +402,7 @@ pub_write(struct metrics_pub *p)
 	json_decref(p->record);
 	p->record = rec;
 	if (text == NULL)
-		oom();
+		np_oom();
 	if (p->last != NULL && strcmp(p->last, text) == 0) {
 		free(text);
 		return;
@@ -500,7 +490,7 @@ mop_new(struct metrics_load *l, size_t idx)
 	struct mload_op *o = calloc(1, sizeof(*o));
 
 	if (o == NULL)
-		oom();
+		np_oom();
 	o->l = l;
 	o->idx = idx;
 	o->next = l->ops;
@@ -578,7 +568,7 @@ mload_children(int rc, int count, char *const *names, void *arg)
 	if (rc == ZOK && count > 0) {
 		l->slots = calloc((size_t)count, sizeof(*l->slots));
 		if (l->slots == NULL)
-			oom();
+			np_oom();
 		l->nslots = (size_t)count;
 		for (i = 0; i < count; i++) {
 			snprintf(path, sizeof(path), "%s/%s", NP_METRICS_ROOT, names[i]);
@@ -594,7 +584,7 @@ metrics_load_start(struct zk *zk, metrics_load_cb cb, void *arg)
 	struct metrics_load *l = calloc(1, sizeof(*l));
 
 	if (l == NULL)
-		oom();
+		np_oom();
 	l->zk = zk;
 	l->cb = cb;
 	l->arg = arg;
@@ -630,7 +620,7 @@ static void __attribute__((format(printf, 2, 3))) outf(struct out *o, const char
 	while (o->len + (size_t)n + 1 > o->cap) {
 		o->cap = o->cap ? o->cap * 2 : 4096;
 		if ((o->s = realloc(o->s, o->cap)) == NULL)
-			oom();
+			np_oom();
 	}
 	va_start(ap, fmt);
 	vsnprintf(o->s + o->len, (size_t)n + 1, fmt, ap);
@@ -764,6 +754,13 @@ render_record(struct out *o, const json_t *r, int what)
 		     s > 1 ? s - 1 : 0);
 		break;
 	}
+	case 5:
+		for (i = 0; i < METRICS_ZK_COUNT; i++)
+			outf(o,
+			     "nodepool_zookeeper_events_total{provider=\"%s\",event=\"%s\"} %lld\n",
+			     esc(prov), zk_keys[i],
+			     jint(json_object_get(r, "zookeeper"), zk_keys[i]));
+		break;
 	}
 }
 
@@ -806,7 +803,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	long long reqs[NP_REQ_STATE_COUNT] = {0};
 	size_t j;
 	int i, n, st, what, unread_nodes = 0;
-	static const char *const help[5][3] = {
+	static const char *const help[6][3] = {
 	    {"nodepool_launches_total", "counter", "Node launches by provider and result."},
 	    {"nodepool_launch_duration_seconds", "histogram",
 	     "Node launch duration by provider and phase."},
@@ -815,6 +812,10 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	    {"nodepool_worker_starts_total", "counter", "Starts of each provider's worker."},
 	    {"nodepool_worker_restarts_total", "counter",
 	     "Restarts of each provider's worker (starts after the first)."},
+	    {"nodepool_zookeeper_events_total", "counter",
+	     "ZooKeeper connection events of each provider's worker: connections lost, "
+	     "sessions expired, connection errors, operations sent again after a lost "
+	     "connection, writes not sent because their lock went with a session."},
 	};
 
 	/* nodes */
@@ -909,7 +910,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 			json_array_append(recs, r);
 	}
 	json_decref(lives);
-	for (what = 0; what < 5; what++) {
+	for (what = 0; what < 6; what++) {
 		outf(&o, "# HELP %s %s\n# TYPE %s %s\n", help[what][0], help[what][2],
 		     help[what][0], help[what][1]);
 		json_array_foreach(recs, j, r) render_record(&o, r, what);

@@ -18,7 +18,6 @@
 
 #include <event2/event.h>
 
-#include "driver.h"
 #include "metrics.h"
 #include "statsd.h"
 #include "web.h"
@@ -283,7 +282,7 @@ Test(metrics, launch_end_goes_to_statsd_as_upstream)
 	cr_assert_not_null(s, "%s", err);
 	metrics_clear();
 	metrics_set_statsd(s);
-	metrics_launch_done("rax", "az1", "zuul.example.com", DRV_LAUNCH_READY, 12.3456);
+	metrics_launch_result("rax", "az1", "zuul.example.com", "ready", 12.3456);
 	got = receive_all(fd);
 	cr_assert_str_eq(got, "nodepool.launch.provider.rax.ready:12345.000000|ms\n"
 			      "nodepool.launch.provider.rax.ready:1|c\n"
@@ -293,13 +292,13 @@ Test(metrics, launch_end_goes_to_statsd_as_upstream)
 			      "nodepool.launch.provider.rax.az1.ready:1|c\n"
 			      "nodepool.launch.requestor.zuul_example_com.ready:12345.000000|ms\n"
 			      "nodepool.launch.requestor.zuul_example_com.ready:1|c");
-	metrics_launch_done("rax", NULL, NULL, DRV_LAUNCH_ABORTED, 1);
+	metrics_launch_result("rax", NULL, NULL, "error.quota", 1);
 	got = receive_all(fd);
 	cr_assert_str_eq(got, "nodepool.launch.provider.rax.error.quota:1000.000000|ms\n"
 			      "nodepool.launch.provider.rax.error.quota:1|c\n"
 			      "nodepool.launch.error.quota:1000.000000|ms\n"
 			      "nodepool.launch.error.quota:1|c");
-	metrics_launch_done("rax", NULL, NULL, DRV_LAUNCH_FAILED, 0.5);
+	metrics_launch_result("rax", NULL, NULL, "error.unknown", 0.5);
 	cr_assert(strstr(receive_all(fd), "nodepool.launch.error.unknown:1|c") != NULL);
 	metrics_set_statsd(NULL);
 	metrics_clear();
@@ -353,6 +352,42 @@ Test(metrics, records_add_up_and_render)
 	cr_assert(strstr(text, "nodepool_worker_restarts_total{provider=\"ra\\\"x\"} 2\n"));
 	cr_assert(strstr(text, "nodepool_requests{state=\"requested\"} 0\n"));
 	cr_assert(strstr(text, "nodepool_launcher_ready 1\n"));
+	free(text);
+	json_decref(recs);
+	json_decref(rec);
+	json_decref(base);
+	metrics_clear();
+}
+
+/* The ZooKeeper connection counters of a worker (issue 27): added to the
+ * record read back, and on /metrics by event. */
+Test(metrics, zookeeper_counters_add_up_and_render)
+{
+	const unsigned long long counts[METRICS_ZK_COUNT] = {3, 1, 120, 7, 2};
+	json_t *base, *rec, *recs, *z;
+	struct status_view v;
+	char *text;
+
+	metrics_clear();
+	metrics_set_zookeeper("rax", counts);
+	base = json_loads("{\"provider\": \"rax\", \"zookeeper\": {\"connection_losses\": 2}}", 0,
+			  NULL);
+	rec = metrics_record("rax", base);
+	z = json_object_get(rec, "zookeeper");
+	cr_assert_eq(json_integer_value(json_object_get(z, "connection_losses")), 5);
+	cr_assert_eq(json_integer_value(json_object_get(z, "expirations")), 1);
+	cr_assert_eq(json_integer_value(json_object_get(z, "connect_errors")), 120);
+	cr_assert_eq(json_integer_value(json_object_get(z, "resent")), 7);
+	cr_assert_eq(json_integer_value(json_object_get(z, "lock_lost")), 2);
+	recs = json_pack("[O]", rec);
+	memset(&v, 0, sizeof(v));
+	text = metrics_render(&v, recs, NULL);
+	cr_assert(strstr(text, "# TYPE nodepool_zookeeper_events_total counter\n"), "%s", text);
+	cr_assert(strstr(text, "nodepool_zookeeper_events_total{provider=\"rax\","
+			       "event=\"connection_losses\"} 5\n"),
+		  "%s", text);
+	cr_assert(strstr(text, "nodepool_zookeeper_events_total{provider=\"rax\","
+			       "event=\"lock_lost\"} 2\n"));
 	free(text);
 	json_decref(recs);
 	json_decref(rec);
