@@ -2517,9 +2517,8 @@ static const struct sm_defaults ibm_defaults = {
 };
 
 static struct drv_provider *
-ibm_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+ibm_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&ibm_adapter, &ibm_defaults, lc, err, errlen);
 }
 
