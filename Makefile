@@ -7,6 +7,7 @@
 #   make demo                 the main job: ZooKeeper (TLS), nodepoold, a request served
 #   make demo CLOUD=openstack the same against the OpenStack simulator (tests/sim/openstack)
 #   make demo CLOUD=azure     the same against the Azure simulator (tests/sim/azure)
+#   make demo CLOUD=ibmvpc    the same against the IBM Cloud VPC simulator (tests/sim/ibmvpc)
 #   make fuzz                 build the libFuzzer targets
 #   make bench                build the benchmarks
 #   make dib-smoke            a real image from diskimage-builder, uploaded to the

@@ -16,10 +16,11 @@ extern const struct driver drv_openshiftpods;
 extern const struct driver drv_aws;
 extern const struct driver drv_openstack;
 extern const struct driver drv_azure;
+extern const struct driver drv_ibmvpc;
 
 static const struct driver *const drivers[] = {
     &drv_static,	&drv_fake, &drv_kubernetes, &drv_openshift,
-    &drv_openshiftpods, &drv_aws,  &drv_openstack,  &drv_azure,
+    &drv_openshiftpods, &drv_aws,  &drv_openstack,  &drv_azure, &drv_ibmvpc,
 };
 
 const struct driver *

@@ -14,6 +14,8 @@
 # With CLOUD=azure, the Azure simulator (tests/sim/azure: ARM and tokens over
 # HTTPS) and an azure provider whose auth-path names it: the nodes are VMs
 # created through Azure Resource Manager, each with its NIC and public IP.
+# CLOUD=ibmvpc does the same against the IBM Cloud VPC simulator
+# (tests/sim/ibmvpc) with an ibmvpc provider.
 # Everything started here is stopped here, by pid.
 set -eu
 # as root: our daemons refuse that unless told (lib/core/privsep.h)
@@ -29,6 +31,7 @@ cleanup() {
 	for p in $pids; do wait "$p" 2>/dev/null || true; done
 	sh tests/sim/openstack/ossim.sh stop "$tmp/sim" || true
 	sh tests/sim/azure/azuresim.sh stop "$tmp/azsim" || true
+	sh tests/sim/ibmvpc/ibmvpcsim.sh stop "$tmp/ibmsim" || true
 	sh tests/sshd-fixture.sh stop "$tmp/ssh1" || true
 	sh tests/sshd-fixture.sh stop "$tmp/ssh2" || true
 	sh tests/zkfixture.sh stop "$tmp/zk" || true
@@ -151,8 +154,60 @@ nodepoold:
   control-socket: $tmp/nodepoold.sock
   pid-file: $tmp/nodepoold.pid
 CFG
+elif [ "$CLOUD" = ibmvpc ]; then
+	# IBM Cloud VPC: the simulator (tests/sim/ibmvpc, HTTPS) and an ibmvpc
+	# provider in upstream's schema, its credentials-file pointing at it
+	echo "== starting the IBM Cloud VPC simulator (region us-south, 1 s boot)"
+	sh tests/sim/ibmvpc/ibmvpcsim.sh start "$tmp/ibmsim" --boot-delay 1
+	. "$tmp/ibmsim/env"
+	export REQUESTS_CA_BUNDLE
+	echo "== ibm-credentials.env"
+	sed 's/^/   /; s/APIKEY=.*/APIKEY=.../' "$tmp/ibmsim/ibm-credentials.env"
+	provider=ibm-demo
+	cat >"$tmp/nodepool.yaml" <<CFG
+zookeeper-servers:
+  - host: 127.0.0.1
+    port: $tlsport
+    chroot: /nodepool-demo
+zookeeper-tls:
+  ca: $NP_TEST_CERTS/ca.pem
+  cert: $NP_TEST_CERTS/client.pem
+  key: $NP_TEST_CERTS/client.key
+webapp: {port: $webport, listen_address: 127.0.0.1}
+labels:
+  - name: ubuntu-jammy
+    min-ready: 2
+providers:
+  - name: ibm-demo
+    driver: ibmvpc
+    vpc: nodepool
+    region: us-south
+    subnet: sn-nodepool
+    rate: 100
+    credentials-file: $tmp/ibmsim/ibm-credentials.env
+    cloud-images:
+      - name: debian
+        username: zuul
+        keys: [testuser]
+        image-filter:
+          operating-system: {family: "Debian GNU/Linux"}
+    pools:
+      - name: main
+        zone: us-south-1
+        max-servers: 4
+        public-ipv4: true
+        # the simulator's addresses have no sshd behind them
+        host-key-checking: false
+        labels:
+          - name: ubuntu-jammy
+            cloud-image: debian
+            profile: cx2-2x4
+nodepoold:
+  control-socket: $tmp/nodepoold.sock
+  pid-file: $tmp/nodepoold.pid
+CFG
 elif [ "$CLOUD" != static ]; then
-	echo "CLOUD must be static (the default), openstack or azure" >&2
+	echo "CLOUD must be static (the default), openstack, azure or ibmvpc" >&2
 	exit 2
 else
 echo "== starting two sshd hosts"
@@ -232,6 +287,20 @@ for v in st["virtualMachines"]:
     print("   %-12s %-10s %-12s %s node %s" % (v["name"], v["state"], v["size"],
                                               ips.get(v["name"] + "-v4-ip"),
                                               v["tags"].get("nodepool_node_id")))
+PY
+fi
+if [ "$CLOUD" = ibmvpc ]; then
+	echo "== the simulated account's instances (via the simulator's control API)"
+	/usr/bin/python3 - "$IBMVPCSIM_CONTROL" <<'PY'
+import json, sys, urllib.request
+st = json.load(urllib.request.urlopen(sys.argv[1] + "/state"))
+rgs = {g["id"]: g["name"] for g in st["resource_groups"]}
+fips = {f["name"]: f["address"] for f in st["floating_ips"]}
+for i in st["instances"]:
+    print("   %s %-14s %-8s %s %s in %s" % (i["id"], i["name"], i["status"],
+                                         i["primary_network_interface"]["primary_ipv4_address"],
+                                         fips.get(i["name"], "-"),
+                                         rgs.get(i["resource_group"]["id"])))
 PY
 fi
 echo "== daemon log (last lines)"
