@@ -127,13 +127,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	t = tree_of(j);
 	tab = status_table_new(STATUS_IMAGE_LIST);
-	imgtree_image_list(t, tab);
+	status_image_list(t, tab);
 	render(tab);
 	tab = status_table_new(STATUS_DIB_IMAGE_LIST);
-	imgtree_dib_image_list(t, tab);
+	status_dib_image_list(t, tab);
 	render(tab);
 	tab = status_table_new(STATUS_IMAGE_STATUS);
-	imgtree_image_status(t, tab);
+	status_image_status(t, tab);
 	render(tab);
 	for (i = 0; i < t->nimages; i++)
 		(void)imgtree_build_request(&t->images[i]);
