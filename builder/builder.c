@@ -1,8 +1,14 @@
 /*
  * The builder process: configuration, ZooKeeper session, builder
  * component, and the three duties of upstream's builder.py (reference
- * section 4), each run from a snapshot of /nodepool/images
- * (lib/zk/imagetree.h) taken every `interval` seconds:
+ * section 4), each run every `interval` seconds (and at once when
+ * something changes) from a snapshot of /nodepool/images
+ * (lib/zk/imagetree.h). The snapshot is read again only when the
+ * persistent recursive watch on /nodepool/images (zk_watch_tree) reports
+ * a change, or after a lost connection or an expiry, whose events are
+ * lost; the timer re-runs the time-driven decisions (rebuild-age,
+ * cleanup-interval, the config file) on the snapshot in hand, it never
+ * polls the tree:
  *
  *   builds   (BuildWorker): per diskimage, unless paused in the config or
  *            by the ZooKeeper pause flag: a manual request (request-build),
@@ -104,7 +110,9 @@ struct builder {
 	struct statsd *statsd;
 	struct event *tick_ev, *soon_ev;
 	struct imgtree_load *load;
-	int again; /* a pass was asked for while one was reading */
+	struct imgtree *tree; /* the last snapshot, current unless tree_stale */
+	int tree_stale;	      /* the watch reported a change since it was asked for */
+	int again;	      /* a pass was asked for while one was reading */
 	double last_cleanup;
 	double snapshot_time;	  /* wall clock when the snapshot in hand was asked for */
 	struct strset *building;  /* images with a build of ours in flight */
@@ -2213,37 +2221,61 @@ emit_gauges(struct builder *b, const struct imgtree *tree)
 static int load_file_config(struct builder *b, int initial, char *err, size_t errlen);
 static void register_component(struct builder *b);
 
+/* The three duties on the snapshot in hand. */
+static void
+run_duties(struct builder *b, const struct imgtree *tree)
+{
+	size_t i, j;
+
+	b->passes++;
+	if (b->stopping)
+		return;
+	for (i = 0; i < b->cfg->ndiskimages; i++)
+		check_build(b, tree, &b->cfg->diskimages[i]);
+	for (i = 0; i < b->cfg->nproviders; i++) {
+		const struct np_provider *p = &b->cfg->providers[i];
+		if (!p->manage_images)
+			continue;
+		for (j = 0; j < p->ndiskimages; j++)
+			check_upload(b, tree, p, &p->diskimages[j]);
+	}
+	if (!b->cleanup_running && now_mono() - b->last_cleanup >= b->opt.cleanup_interval)
+		cleanup(b, tree);
+	emit_gauges(b, tree);
+}
+
 static void
 pass_loaded(int rc, struct imgtree *tree, void *arg)
 {
 	struct builder *b = arg;
-	size_t i, j;
 
 	b->load = NULL;
 	if (rc != ZOK) {
+		b->tree_stale = 1;
 		set_error(b, "reading %s: %s", NP_IMAGE_ROOT, zk_strerror(rc));
 		return;
 	}
-	b->passes++;
-	if (!b->stopping) {
-		for (i = 0; i < b->cfg->ndiskimages; i++)
-			check_build(b, tree, &b->cfg->diskimages[i]);
-		for (i = 0; i < b->cfg->nproviders; i++) {
-			const struct np_provider *p = &b->cfg->providers[i];
-			if (!p->manage_images)
-				continue;
-			for (j = 0; j < p->ndiskimages; j++)
-				check_upload(b, tree, p, &p->diskimages[j]);
-		}
-		if (!b->cleanup_running && now_mono() - b->last_cleanup >= b->opt.cleanup_interval)
-			cleanup(b, tree);
-		emit_gauges(b, tree);
-	}
-	imgtree_free(tree);
+	imgtree_free(b->tree);
+	b->tree = tree;
+	run_duties(b, tree);
 	if (b->again) {
 		b->again = 0;
 		schedule_soon(b);
 	}
+}
+
+/* The watch on /nodepool/images: any change (a build request, a pause
+ * flag, a record of ours or another builder's, an image-delete) makes
+ * the snapshot stale and asks for a pass. */
+static void
+tree_changed(int type, const char *path, void *arg)
+{
+	struct builder *b = arg;
+
+	(void)type;
+	(void)path;
+	b->tree_stale = 1;
+	schedule_soon(b);
 }
 
 static void
@@ -2260,6 +2292,13 @@ pass(struct builder *b)
 	register_component(b); /* if a registration was lost with the connection */
 	if (b->opt.config != NULL && load_file_config(b, 0, err, sizeof(err)) < 0)
 		set_error(b, "%s", err);
+	if (b->tree != NULL && !b->tree_stale) {
+		/* no change reported since it was read: it stands for now */
+		b->snapshot_time = now_wall();
+		run_duties(b, b->tree);
+		return;
+	}
+	b->tree_stale = 0;
 	b->snapshot_time = now_wall();
 	b->load = imgtree_load_start(b->zk, pass_loaded, b);
 }
@@ -2412,13 +2451,15 @@ session_cb(struct zk *zk, enum zk_event ev, void *arg)
 		register_component(b);
 		if (!b->ready_sent)
 			send_ready(b);
-		relock_tasks(b); /* after an expiry: our locks went with the session */
+		relock_tasks(b);   /* after an expiry: our locks went with the session */
+		b->tree_stale = 1; /* the watch's events meanwhile are lost */
 		schedule_soon(b);
 		break;
 	case ZK_EV_RECONNECTED:
 		log_info("ZooKeeper connection back (session 0x%llx kept)",
 			 (unsigned long long)zk_session_id(zk));
 		relock_tasks(b);
+		b->tree_stale = 1;
 		schedule_soon(b);
 		break;
 	case ZK_EV_SUSPENDED:
@@ -2515,6 +2556,7 @@ apply_config(struct builder *b, struct np_config *cfg, char *err, size_t errlen)
 	/* writes and reads interrupted by a lost connection are sent again
 	 * (upstream's KazooRetry); creates are not (see the tasks) */
 	zk_set_retry(b->zk, 1);
+	zk_watch_tree(b->zk, NP_IMAGE_ROOT, tree_changed, b);
 	b->builds = bpool_new(b->base, "build", b->opt.build_workers, b->opt.exe, b->opt.debug);
 	b->uploads = bpool_new(b->base, "upload", b->opt.upload_workers, b->opt.exe, b->opt.debug);
 	tick_cb(-1, 0, b);
@@ -2845,6 +2887,7 @@ builder_free(struct builder *b)
 	while ((t = TAILQ_FIRST(&b->tasks)) != NULL)
 		task_free(t);
 	imgtree_load_cancel(b->load);
+	imgtree_free(b->tree);
 	zk_free(b->zk);
 	while (b->comp_checks != NULL) {
 		struct comp_check *c = b->comp_checks;

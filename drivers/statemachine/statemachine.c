@@ -699,11 +699,6 @@ sm_drv_cleanup(struct drv_provider *dp)
 	}
 	if (dp->quota_stale || mono() - dp->quota_time > SM_MAX_QUOTA_AGE)
 		quota_refresh(dp);
-	/* the uploads a diskimage label boots from: a new upload, or one
-	 * `nodepool image-delete` marked deleting, is seen within a cleanup
-	 * interval (upstream watches the image tree) */
-	if (dp->images != NULL)
-		sm_images_refresh(dp->images);
 }
 
 /* ---- life cycle
@@ -863,7 +858,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	dp->scanner = nodescan_new(base, NULL, 0, 0);
 	dp->runner = sm_runner_new(base, ops, dp->ad, dp->scanner);
 	if (drv_zk(lc) != NULL)
-		dp->images = sm_images_new(drv_zk(lc), base, dp->cfg->provider, 60);
+		dp->images = sm_images_new(drv_zk(lc), base, dp->cfg->provider);
 	dp->lag_ev = event_new(base, -1, 0, lag_cb, dp);
 	if (dp->scanner == NULL || dp->runner == NULL || dp->lag_ev == NULL)
 		abort();
@@ -881,6 +876,10 @@ sm_drv_provider_start(struct drv_provider *dp)
 {
 	dp->quota_retry_at = 0;
 	quota_refresh(dp);
+	/* synced again after a lost connection or an expiry: the image
+	 * watch's events of that time are lost, read the tree again */
+	if (dp->images != NULL)
+		sm_images_refresh(dp->images);
 }
 
 void

@@ -294,22 +294,24 @@ struct zk;
 struct sm_images;
 
 /*
- * The uploads a provider can boot from, read from ZooKeeper every
- * interval seconds (<= 0: 60) and on demand: the most recent READY upload
- * of each diskimage (upstream's getMostRecentImageUpload(cached=True)) and
+ * The uploads a provider can boot from, kept by a persistent recursive
+ * watch on /nodepool/images (no polling): the most recent READY upload of
+ * each diskimage (upstream's getMostRecentImageUpload(cached=True)) and
  * the set of every upload of this provider (getProviderUploads, for leak
- * cleanup). zk stays the caller's and must outlive the cache.
+ * cleanup). An upload's change is read when ZooKeeper reports it, ahead
+ * of any request created after it. zk stays the caller's and must outlive
+ * the view.
  */
-struct sm_images *sm_images_new(struct zk *zk, struct event_base *base, const char *provider,
-				double interval);
+struct sm_images *sm_images_new(struct zk *zk, struct event_base *base, const char *provider);
 void sm_images_free(struct sm_images *s); /* NULL is a no-op */
-/* Start a walk now (unless one runs). */
+/* Read the whole tree again (the watch's events may have been lost: after
+ * a lost connection or an expiry); one walk at a time, a call during one
+ * starts another after it. */
 void sm_images_refresh(struct sm_images *s);
 /*
  * 0 with the external id of image's most recent READY upload and its znode
  * path (.../builds/<build>/providers/<provider>/images/<upload>, a node's
- * image_id) copied into the buffers; -1 when none is known (a walk then
- * starts, at most one every 5 s, in case one was uploaded since).
+ * image_id) copied into the buffers; -1 when none is known.
  */
 int sm_images_latest(struct sm_images *s, const char *image, char *external_id, size_t idlen,
 		     char *path, size_t pathlen);
