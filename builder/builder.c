@@ -70,7 +70,6 @@
 #include "log.h"
 #include "memtrim.h"
 #include "model.h"
-#include "openstack/os_cloud.h"
 #include "paths.h"
 #include "statsd.h"
 #include "strset.h"
@@ -193,35 +192,32 @@ mkdirs(const char *path)
 	return 0;
 }
 
-/* The format a provider takes: its image-format; for an openstack
- * provider the image_format of its cloud in clouds.yaml (as upstream,
- * found as openstacksdk finds it; read once per cloud and region); else
- * qcow2. */
+/*
+ * The format a provider takes, as its driver answers (the image_format
+ * slot, drivers/driver.h: asked on every pass, so an edited clouds.yaml
+ * counts); qcow2 when the driver has no answer, its reason logged once
+ * per provider and reason. Returns buf.
+ */
 static const char *
-provider_format(const struct np_provider *p)
+provider_format(const struct np_provider *p, char *buf, size_t len)
 {
-	static json_t *formats; /* "cloud/region" -> format, kept for the process */
-	struct os_cloud c;
-	char key[512], err[300];
-	const char *f;
+	static struct strset *warned; /* "provider: reason" already logged */
+	const struct driver *drv = driver_lookup(p->driver != NULL ? p->driver : "openstack");
+	char err[300], key[600];
 
-	if (p->image_format != NULL && p->image_format[0])
-		return p->image_format;
-	if ((p->driver != NULL && strcmp(p->driver, "openstack") != 0) || p->cloud == NULL)
-		return "qcow2";
-	snprintf(key, sizeof(key), "%s/%s", p->cloud, p->region ? p->region : "");
-	if (formats == NULL)
-		formats = json_object();
-	if ((f = json_string_value(json_object_get(formats, key))) != NULL)
-		return f;
-	if (os_cloud_load(p->cloud, p->region, &c, err, sizeof(err)) == 0) {
-		json_object_set_new(formats, key, json_string(c.image_format));
-		os_cloud_clear(&c);
-	} else {
+	if (drv != NULL && drv->image_format != NULL &&
+	    drv->image_format(p, buf, len, err, sizeof(err)) == 0)
+		return buf;
+	if (drv == NULL || drv->image_format == NULL)
+		snprintf(err, sizeof(err), "driver %s names no image format",
+			 p->driver != NULL ? p->driver : "openstack");
+	snprintf(key, sizeof(key), "%s: %s", p->name, err);
+	if (warned == NULL)
+		warned = strset_new();
+	if (strset_add(warned, key))
 		log_warn("provider %s: %s; uploading qcow2", p->name, err);
-		json_object_set_new(formats, key, json_string("qcow2"));
-	}
-	return json_string_value(json_object_get(formats, key));
+	snprintf(buf, len, "qcow2");
+	return buf;
 }
 
 /* 1 when the provider's driver is built in and can upload images (a
@@ -256,14 +252,15 @@ strv_cmp(const void *a, const void *b)
 static void
 needed_formats(const struct np_config *cfg, const struct np_diskimage *d, struct np_strv *out)
 {
+	char fmt[64];
 	size_t i;
 
 	np_strv_clear(out);
 	for (i = 0; i < cfg->nproviders; i++) {
 		const struct np_provider *p = &cfg->providers[i];
 		if (p->manage_images && provider_diskimage(p, d->name) != NULL &&
-		    !np_strv_contains(out, provider_format(p)))
-			np_strv_push(out, provider_format(p));
+		    !np_strv_contains(out, provider_format(p, fmt, sizeof(fmt))))
+			np_strv_push(out, fmt);
 	}
 	for (i = 0; i < d->formats.n; i++)
 		if (!np_strv_contains(out, d->formats.v[i]))
@@ -1537,7 +1534,8 @@ check_upload(struct builder *b, const struct imgtree *tree, const struct np_prov
 {
 	const struct imgtree_image *im = imgtree_image(tree, pi->name);
 	const struct imgtree_build *nr = newest_ready(im);
-	const char *fmt = provider_format(p);
+	char fbuf[64];
+	const char *fmt = provider_format(p, fbuf, sizeof(fbuf));
 	char key[1024], file[4096];
 	struct task *t;
 
@@ -1935,6 +1933,7 @@ prune_local_formats(struct builder *b, const struct imgtree_build *ib, const cha
 {
 	const struct np_diskimage *d = np_config_diskimage(b->cfg, image);
 	struct np_strv keep = {NULL, 0};
+	char fmt[64];
 	size_t i;
 
 	if (d == NULL || !d->delete_after_upload)
@@ -1945,7 +1944,7 @@ prune_local_formats(struct builder *b, const struct imgtree_build *ib, const cha
 		const struct np_provider *p = &b->cfg->providers[i];
 		if (p->manage_images && provider_diskimage(p, image) != NULL &&
 		    !has_ready_upload(ib, p->name))
-			np_strv_push(&keep, provider_format(p));
+			np_strv_push(&keep, provider_format(p, fmt, sizeof(fmt)));
 	}
 	for (i = 0; i < ib->b->formats.n; i++) {
 		const char *f = ib->b->formats.v[i];

@@ -32,6 +32,7 @@ struct zk;
 struct launcher;
 struct lc_provider;
 struct lc_pool;
+struct np_provider; /* lib/config/config.h: a provider's validated config */
 
 /* Opaque per-provider driver state, owned by the driver. */
 struct drv_provider;
@@ -213,6 +214,26 @@ struct driver {
 			     drv_image_upload_cb cb, void *arg);
 	void (*image_delete)(struct drv_provider *dp, const char *external_id,
 			     drv_image_delete_cb cb, void *arg);
+	/*
+	 * The disk image format this provider's uploads take ("qcow2", "raw",
+	 * "vhd"...): what nodepool-builder builds for it and hands to
+	 * image_upload, as upstream's builder asks each provider
+	 * (OpenStack: the cloud's image_format in clouds.yaml, found as
+	 * openstacksdk finds it; the other drivers: the provider's
+	 * image-format, or the driver's fixed one).
+	 *
+	 * Asked by the builder's main process from the provider's validated
+	 * config alone (no provider_new, no host, no loop): synchronous, no
+	 * network, at most local files read; asked on every pass, so the
+	 * answer follows an edited file without a restart. Writes a
+	 * NUL-terminated name of [a-z0-9]+ into out (outlen bytes) and returns
+	 * 0; or returns -1 with a one-line reason in err (errlen bytes): the
+	 * builder then logs it once and builds and uploads qcow2, as before.
+	 * A driver with image_upload has this slot; NULL: the driver uploads
+	 * no images.
+	 */
+	int (*image_format)(const struct np_provider *p, char *out, size_t outlen, char *err,
+			    size_t errlen);
 };
 
 /*

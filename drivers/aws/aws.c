@@ -2844,4 +2844,5 @@ const struct driver drv_aws = {
     .reuse_only = 0,
     .provider_new = aws_provider_new,
     SM_DRIVER_SLOTS,
+    .image_format = sm_drv_config_image_format,
 };

@@ -1933,4 +1933,5 @@ const struct driver drv_fake = {
     .reuse_only = 0,
     .provider_new = fake_provider_new,
     SM_DRIVER_SLOTS,
+    .image_format = sm_drv_config_image_format,
 };

@@ -69,6 +69,7 @@
 #include "jsonget.h"
 #include "log.h"
 #include "openstack.h"
+#include "config.h" /* lib/config: struct np_provider */
 #include "os_cloud.h"
 #include "ratelimit.h"
 
@@ -2613,12 +2614,41 @@ os_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t
 
 /* The openstack driver (upstream's OpenStackDriver: a state-machine
  * driver, PAUSE_AT_QUOTA as every state-machine driver). */
+/*
+ * The image_format slot: the provider's image-format when set, else the
+ * cloud's image_format in clouds.yaml (qcow2 when unset there), read on
+ * every call so an edited clouds.yaml counts without a restart.
+ */
+static int
+os_image_format(const struct np_provider *p, char *out, size_t outlen, char *err, size_t errlen)
+{
+	struct os_cloud c;
+	int n;
+
+	if (p->image_format != NULL && p->image_format[0])
+		return sm_drv_config_image_format(p, out, outlen, err, errlen);
+	if (p->cloud == NULL) {
+		snprintf(err, errlen, "provider %s names no cloud", p->name);
+		return -1;
+	}
+	if (os_cloud_load(p->cloud, p->region, &c, err, errlen) != 0)
+		return -1;
+	n = snprintf(out, outlen, "%s", c.image_format ? c.image_format : "qcow2");
+	os_cloud_clear(&c);
+	if (n < 0 || (size_t)n >= outlen) {
+		snprintf(err, errlen, "cloud %s: image_format too long", p->cloud);
+		return -1;
+	}
+	return 0;
+}
+
 const struct driver drv_openstack = {
     .name = "openstack",
     .pause_at_quota = 1,
     .reuse_only = 0,
     .provider_new = os_provider_new,
     SM_DRIVER_SLOTS,
+    .image_format = os_image_format,
 };
 
 const struct sm_adapter_ops *

@@ -288,6 +288,15 @@ void sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_i
 	.dump = sm_drv_dump, .image_upload = sm_drv_image_upload,                                  \
 	.image_delete = sm_drv_image_delete
 
+/*
+ * The driver's image_format slot for adapters whose format is the
+ * provider's `image-format` (its traits' default when unset: aws raw, fake
+ * qcow2, ibmvpc qcow2, azure vhd): copies np_provider.image_format, -1
+ * when the config has none.
+ */
+int sm_drv_config_image_format(const struct np_provider *p, char *out, size_t outlen, char *err,
+			       size_t errlen);
+
 /* ---- diskimage uploads (images.c) ---------------------------------------------------- */
 
 struct zk;
