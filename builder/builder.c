@@ -309,6 +309,60 @@ has_ready_upload(const struct imgtree_build *ib, const char *provider)
 	return 0;
 }
 
+/*
+ * Validation before service (beyond upstream; man nodepool.yaml(5),
+ * `validate`): the builder stores an upload of a diskimage that validates
+ * READY with the extra key validation {"state": "pending"}; the launcher
+ * of that provider boots a node from it and writes the verdict: READY with
+ * "passed", or FAILED with "failed" and the reason. Upstream's readers see
+ * an ordinary READY or FAILED upload.
+ */
+static const char *
+upload_validation(const struct np_image_upload *u)
+{
+	const json_t *v = u != NULL ? json_object_get(u->extra, "validation") : NULL;
+
+	return json_string_value(json_object_get(v, "state"));
+}
+
+static int
+validation_failed(const struct np_image_upload *u)
+{
+	const char *v = upload_validation(u);
+
+	return v != NULL && strcmp(v, "failed") == 0;
+}
+
+/* 1 when an upload of ib in provider failed its validation: the same
+ * bits would fail again, so the build is not uploaded there again (the
+ * next build is). */
+static int
+has_failed_validation(const struct imgtree_build *ib, const char *provider)
+{
+	const struct imgtree_provider *ip = build_provider(ib, provider);
+	size_t i;
+
+	for (i = 0; ip != NULL && i < ip->nuploads; i++) {
+		const struct np_image_upload *u = ip->uploads[i].u;
+		if (u != NULL && u->state == NP_UPLOAD_FAILED && validation_failed(u))
+			return 1;
+	}
+	return 0;
+}
+
+/* The provider's diskimage entry's validate, else the diskimage's. */
+static int
+upload_validates(const struct builder *b, const struct np_provider *p, const char *image)
+{
+	const struct np_diskimage *d = np_config_diskimage(b->cfg, image);
+	size_t i;
+
+	for (i = 0; p != NULL && i < p->ndiskimages; i++)
+		if (strcmp(p->diskimages[i].name, image) == 0 && p->diskimages[i].validate >= 0)
+			return p->diskimages[i].validate;
+	return d != NULL && d->validate;
+}
+
 static void
 local_path(const struct builder *b, const char *image, const char *build, const char *ext,
 	   char *buf, size_t size)
@@ -1447,6 +1501,12 @@ run_upload(struct task *t)
 			rec->shell_type = t->shell_type ? xstrdup(t->shell_type) : NULL;
 			free(t->external_id);
 			t->external_id = xstrdup(ext);
+			if (upload_validates(b, p, t->image)) {
+				rec->extra =
+				    json_pack("{s:{s:s}}", "validation", "state", "pending");
+				log_info("upload %s of %s-%s to %s waits for its validation",
+					 t->upload, t->image, t->build, t->provider);
+			}
 		} else {
 			b->uploads_failed++;
 			set_error(b, "upload of %s-%s to %s failed: %s", t->image, t->build,
@@ -1547,7 +1607,8 @@ check_upload(struct builder *b, const struct imgtree *tree, const struct np_prov
 			  p->driver);
 		return;
 	}
-	if (has_ready_upload(nr, p->name) || !np_strv_contains(&nr->b->formats, fmt))
+	if (has_ready_upload(nr, p->name) || has_failed_validation(nr, p->name) ||
+	    !np_strv_contains(&nr->b->formats, fmt))
 		return;
 	local_path(b, pi->name, nr->id, fmt, file, sizeof(file));
 	if (access(file, R_OK) != 0) /* only the builder with the files uploads */
@@ -2141,8 +2202,9 @@ cleanup_image(struct builder *b, const struct imgtree_image *im)
 					if (st == NP_UPLOAD_UPLOADING)
 						act_queue(b, T_UPLOAD_CRUFT, im->name, ib->id,
 							  ip->name, u->id, NULL);
-					else if (st == NP_UPLOAD_DELETING ||
-						 st == NP_UPLOAD_FAILED || st < 0)
+					else if (st == NP_UPLOAD_DELETING || st < 0 ||
+						 (st == NP_UPLOAD_FAILED &&
+						  !validation_failed(u->u)))
 						act_queue(b, T_UPLOAD_DELETE, im->name, ib->id,
 							  ip->name, u->id, u->data);
 				} else if (!recent_upload(im, ip->name, ib->id, u->id))

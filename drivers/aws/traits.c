@@ -31,7 +31,7 @@ static const struct sc_schema aws_diskimage = {
 		 OPT("volume-size", INT), OPT("volume-type", STR),
 		 OPT("import-method", ENUM("snapshot", "ebs-direct", "image")),
 		 OPT("imds-support", ENUM_OR_NULL("v2.0")), OPT("iops", INT),
-		 OPT("throughput", INT), OPT("tags", DICT)),
+		 OPT("throughput", INT), OPT("tags", DICT), OPT("validate", BOOL)),
 };
 
 static const struct sc_schema aws_label = {

@@ -57,6 +57,11 @@
  *   fake-ssh-port         servers' interface_ip is 127.0.0.1 and their
  *                         connection port this: a real sshd there makes
  *                         the real nodescan path run (host-key-checking)
+ * A stored image (image-dir) whose metadata (the upload's tags: the
+ * diskimage's metadata and the provider image's meta) has fake-boot:
+ * "fail" boots servers that go to ERROR; fake-ssh-port: "N" gives its
+ * servers that connection port instead of the cloud's (a port where no
+ * sshd answers: keyscan fails), for tests of validation before service.
  *   state-file            path of a JSON picture of the cloud (servers,
  *                         volumes, images, counters, the framework's
  *                         counters) rewritten within 0.25 s of a change
@@ -137,6 +142,7 @@ struct fserver {
 	double ready_at; /* monotonic: BUILD -> ACTIVE (or ERROR) */
 	double gone_at;	 /* monotonic: DELETING -> removed */
 	int will_fail, never_ready, unmanaged, delete_failed_once, leak_volume;
+	int ssh_port; /* the image's fake-ssh-port, else 0 (the cloud's) */
 	json_t *metadata;
 	char ipv4[16], priv4[16], ipv6[48];
 	char *label, *image, *az;
@@ -485,6 +491,8 @@ server_os(const struct sm_adapter *f, const struct sm_label *l, const char *flav
 			 "boot_from_volume", label_boot_volume(l->raw) > 0);
 }
 
+static json_t *image_metadata(struct sm_adapter *f, const char *id);
+
 static struct fserver *
 server_new(struct sm_adapter *f, const char *name, const struct sm_label *label, const char *image,
 	   const json_t *meta, const char *az)
@@ -538,6 +546,17 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 		s->will_fail = 1;
 	} else
 		s->will_fail = chance(f, frate);
+	{
+		json_t *im = image_metadata(f, image);
+		const char *fb = json_string_value(json_object_get(im, "fake-boot"));
+		const char *sp = json_string_value(json_object_get(im, "fake-ssh-port"));
+
+		if (fb != NULL && strcmp(fb, "fail") == 0)
+			s->will_fail = 1;
+		if (sp != NULL)
+			s->ssh_port = atoi(sp);
+		json_decref(im);
+	}
 	s->never_ready = chance(f, f->never_ready_rate);
 	s->status = F_BUILD;
 	snprintf(v->id, sizeof(v->id), "vol-%06llu", n);
@@ -562,9 +581,9 @@ server_instance(struct sm_adapter *f, const struct fserver *s)
 	sm_set_str(&i->public_ipv4, s->ipv4);
 	sm_set_str(&i->private_ipv4, s->priv4);
 	sm_set_str(&i->public_ipv6, s->ipv6);
-	if (f->ssh_port > 0) {
+	if (s->ssh_port > 0 || f->ssh_port > 0) {
 		sm_set_str(&i->interface_ip, "127.0.0.1");
-		i->connection_port = f->ssh_port;
+		i->connection_port = s->ssh_port > 0 ? s->ssh_port : f->ssh_port;
 	} else
 		sm_set_str(&i->interface_ip, s->ipv4[0] ? s->ipv4 : s->priv4);
 	sm_set_str(&i->cloud, f->cloud);
@@ -989,6 +1008,23 @@ image_stored(struct sm_adapter *f, const char *id)
 		return 0;
 	snprintf(path, sizeof(path), "%s/%s.json", f->image_dir, id);
 	return access(path, F_OK) == 0;
+}
+
+/* The stored image's metadata (new reference), or NULL. */
+static json_t *
+image_metadata(struct sm_adapter *f, const char *id)
+{
+	char path[4096];
+	json_t *j, *m;
+
+	if (f->image_dir == NULL || id == NULL || strchr(id, '/') != NULL)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/%s.json", f->image_dir, id);
+	if ((j = json_load_file(path, 0, NULL)) == NULL)
+		return NULL;
+	m = json_incref(json_object_get(j, "metadata"));
+	json_decref(j);
+	return m;
 }
 
 static void

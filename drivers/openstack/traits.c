@@ -40,7 +40,7 @@ const struct sc_schema openstack_pool = {
 const struct sc_schema openstack_provider_diskimage = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), OPT("pause", BOOL), OPT("meta", DICT), OPT("config-drive", BOOL),
-		 OPT("connection-type", STR), OPT("connection-port", INT)),
+		 OPT("connection-type", STR), OPT("connection-port", INT), OPT("validate", BOOL)),
 };
 
 static const struct sc_schema openstack_cloud_image = {

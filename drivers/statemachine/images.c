@@ -41,6 +41,7 @@ struct upl {
 	char *external_id;
 	int64_t mzxid;
 	unsigned gen;
+	enum sm_validation validation;
 };
 
 struct img_ctx {
@@ -62,6 +63,8 @@ struct sm_images {
 	int pending;  /* walk reads in flight */
 	int walking, failed, again;
 	int walks; /* completed */
+	void (*notify)(void *arg);
+	void *notify_arg;
 };
 
 static char *
@@ -140,12 +143,19 @@ upl_update(struct sm_images *s, const char *image, const char *build, const char
 	u->external_id = NULL;
 	u->state = -1;
 	u->state_time = 0;
+	u->validation = SM_VALID_NONE;
 	if (data != NULL && len > 0 &&
 	    np_image_upload_decode(upload, data, (size_t)len, &rec, err, sizeof(err)) == 0) {
+		const char *v = json_string_value(
+		    json_object_get(json_object_get(rec->extra, "validation"), "state"));
 		u->state = rec->state;
 		u->state_time = rec->state_time;
 		if (rec->external_id != NULL)
 			u->external_id = xstrdup(rec->external_id);
+		if (v != NULL)
+			u->validation = strcmp(v, "pending") == 0  ? SM_VALID_PENDING
+					: strcmp(v, "passed") == 0 ? SM_VALID_PASSED
+								   : SM_VALID_FAILED;
 	} else if (data != NULL && len > 0) {
 		log_warn("image upload %s: %s (skipped)", path, err);
 	} else {
@@ -222,8 +232,12 @@ upload_read(int rc, const char *data, int len, const struct zk_stat *st, void *a
 	struct img_ctx *c = arg;
 	const char *id = strrchr(c->path, '/') + 1;
 
-	upl_update(c->s, c->image, c->build, id, c->path, rc, data, len, st);
+	struct sm_images *s = c->s;
+
+	upl_update(s, c->image, c->build, id, c->path, rc, data, len, st);
 	ctx_done(c, rc);
+	if (s->notify != NULL)
+		s->notify(s->notify_arg);
 }
 
 static void
@@ -385,7 +399,7 @@ sm_images_latest(struct sm_images *s, const char *image, char *external_id, size
 	for (i = 0; i < s->n; i++) {
 		const struct upl *u = &s->v[i];
 		if (u->state != NP_UPLOAD_READY || u->external_id == NULL ||
-		    strcmp(u->image, image) != 0)
+		    u->validation == SM_VALID_PENDING || strcmp(u->image, image) != 0)
 			continue;
 		if (best == NULL || u->state_time > best->state_time)
 			best = u;
@@ -414,4 +428,112 @@ int
 sm_images_walks(const struct sm_images *s)
 {
 	return s->walks;
+}
+
+void
+sm_images_set_notify(struct sm_images *s, void (*cb)(void *arg), void *arg)
+{
+	s->notify = cb;
+	s->notify_arg = arg;
+}
+
+int
+sm_images_pending_nth(const struct sm_images *s, size_t nth, const char **image, const char **path,
+		      const char **external_id)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		const struct upl *u = &s->v[i];
+		if (u->state != NP_UPLOAD_READY || u->validation != SM_VALID_PENDING ||
+		    u->external_id == NULL)
+			continue;
+		if (nth-- == 0) {
+			*image = u->image;
+			*path = u->path;
+			*external_id = u->external_id;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* ---- the verdict: read, edit, write back with the version read ---------- */
+
+struct verdict {
+	struct sm_images *s;
+	char *path, *reason;
+	int ok;
+};
+
+static void
+verdict_free(struct verdict *v)
+{
+	free(v->path);
+	free(v->reason);
+	free(v);
+}
+
+static void
+verdict_written(int rc, const struct zk_stat *st, void *arg)
+{
+	struct verdict *v = arg;
+
+	(void)st;
+	if (rc != ZOK)
+		log_warn("image upload %s: storing its validation: %s", v->path, zk_strerror(rc));
+	verdict_free(v);
+}
+
+static void
+verdict_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct verdict *v = arg;
+	struct np_image_upload *u = NULL;
+	const char *id = strrchr(v->path, '/') + 1;
+	char err[128], *out;
+	json_t *val;
+	size_t olen;
+
+	if (rc != ZOK || data == NULL || len <= 0 ||
+	    np_image_upload_decode(id, data, (size_t)len, &u, err, sizeof(err)) != 0) {
+		if (rc == ZOK)
+			log_warn("image upload %s: unreadable, its validation is not stored",
+				 v->path);
+		verdict_free(v);
+		return;
+	}
+	val = json_object_get(u->extra, "validation");
+	if (u->state != NP_UPLOAD_READY ||
+	    json_string_value(json_object_get(val, "state")) == NULL ||
+	    strcmp(json_string_value(json_object_get(val, "state")), "pending") != 0) {
+		/* decided meanwhile (image-delete, another launcher) */
+		np_image_upload_free(u);
+		verdict_free(v);
+		return;
+	}
+	val = json_pack("{s:s}", "state", v->ok ? "passed" : "failed");
+	if (!v->ok)
+		json_object_set_new(val, "reason", json_string(v->reason ? v->reason : "?"));
+	json_object_set_new(u->extra, "validation", val);
+	if (!v->ok)
+		np_image_upload_set_state(u, NP_UPLOAD_FAILED);
+	out = np_image_upload_encode(u, &olen);
+	np_image_upload_free(u);
+	zk_set(v->s->zk, v->path, out, (int)olen, st->version, verdict_written, v);
+	free(out);
+}
+
+void
+sm_images_verdict(struct sm_images *s, const char *path, int ok, const char *reason)
+{
+	struct verdict *v = calloc(1, sizeof(*v));
+
+	if (v == NULL)
+		abort();
+	v->s = s;
+	v->path = xstrdup(path);
+	v->reason = reason != NULL ? xstrdup(reason) : NULL;
+	v->ok = ok;
+	zk_get(s->zk, path, NULL, NULL, verdict_read, v);
 }

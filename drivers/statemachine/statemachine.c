@@ -39,6 +39,7 @@
 #include "metrics.h"
 #include "nodescan.h"
 #include "strset.h"
+#include "xalloc.h"
 #include "zk.h"
 
 #define LAG_INTERVAL 0.1 /* s between loop-lag probes */
@@ -91,7 +92,9 @@ struct drv_provider {
 					unknown on the last pass */
 	int leak_busy;
 
-	struct sm_images *images; /* NULL without a ZooKeeper handle */
+	struct sm_images *images;	     /* NULL without a ZooKeeper handle */
+	LIST_HEAD(, validation) validations; /* boots of uploads pending validation */
+	struct strset *unvalidatable;	     /* pending uploads no label here boots */
 
 	/* error labels (upstream's StateMachineProvider.error_labels): names
 	 * of labels whose adapter label_quota reported a permanent
@@ -172,6 +175,8 @@ quota_copy(struct drv_quota *dst, const struct drv_quota *src)
 	dst->extra = src->extra != NULL ? json_deep_copy(src->extra) : NULL;
 }
 
+static void known_validations(struct drv_provider *dp, struct strset *known);
+
 static struct strset *
 known_node_ids(struct drv_provider *dp)
 {
@@ -182,6 +187,7 @@ known_node_ids(struct drv_provider *dp)
 	for (i = 0; i < n; i++)
 		if (nodes[i]->id != NULL)
 			strset_add(s, nodes[i]->id);
+	known_validations(dp, s);
 	return s;
 }
 
@@ -550,6 +556,172 @@ sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l)
 	glaunch_free(g);
 }
 
+/* ---- validation before service (beyond upstream) ---------------------------------
+ *
+ * An upload pending validation (images.c) is booted once, here, from the
+ * first label of this provider that uses its diskimage, with keyscan
+ * whatever the label's host-key-checking: a node that becomes ready and
+ * answers SSH with its host keys passes; a create that fails (after the
+ * provider's launch-retries) or a keyscan that finds nothing within
+ * boot-timeout fails it, with the launch's error as the reason. The node
+ * has no record in ZooKeeper: its instance is tagged nodepool_node_id
+ * "validate-<build>-<upload>", counted as known by leak cleanup while the
+ * validation runs, and deleted once the verdict is stored.
+ */
+struct validation {
+	LIST_ENTRY(validation) entry;
+	struct drv_provider *dp;
+	char *path;
+	struct sm_label label; /* the label's, with keyscan */
+	struct np_node *node;
+	struct sm_launch *launch;
+};
+
+static void
+known_validations(struct drv_provider *dp, struct strset *known)
+{
+	struct validation *v;
+
+	LIST_FOREACH(v, &dp->validations, entry)
+	strset_add(known, v->node->id);
+}
+
+static void
+validation_free(struct validation *v)
+{
+	LIST_REMOVE(v, entry);
+	if (v->launch != NULL)
+		sm_launch_cancel(v->launch);
+	np_node_free(v->node);
+	free(v->path);
+	free(v);
+}
+
+static void
+validation_instance_deleted(int ok, const char *error, void *arg)
+{
+	char *eid = arg;
+
+	if (!ok)
+		log_warn("validation instance %s: delete failed: %s (leak cleanup takes it)", eid,
+			 error ? error : "?");
+	free(eid);
+}
+
+static void
+validation_done(enum drv_launch_result res, const char *error, void *arg)
+{
+	struct validation *v = arg;
+	struct drv_provider *dp = v->dp;
+	char reason[512];
+
+	v->launch = NULL;
+	if (res == DRV_LAUNCH_READY) {
+		log_info("upload %s passed its validation (node %s, %s)", v->path,
+			 v->node->external_id ? v->node->external_id : "?",
+			 v->node->interface_ip ? v->node->interface_ip : "?");
+		sm_images_verdict(dp->images, v->path, 1, NULL);
+	} else if (res == DRV_LAUNCH_ABORTED) {
+		/* quota: not the image's fault; the next change tries again */
+		log_warn("upload %s: validation boot aborted: %s", v->path, error ? error : "?");
+	} else {
+		snprintf(reason, sizeof(reason), "validation boot failed: %s",
+			 error ? error : "unknown error");
+		log_warn("upload %s failed its validation: %s", v->path, reason);
+		sm_images_verdict(dp->images, v->path, 0, reason);
+	}
+	if (v->node->external_id != NULL)
+		sm_delete_start(dp->runner, v->node->external_id, dp->cfg->launch_timeout,
+				validation_instance_deleted, np_strdupz(v->node->external_id));
+	validation_free(v);
+}
+
+static const struct sm_label *
+label_of_diskimage(const struct drv_provider *dp, const char *image)
+{
+	size_t i, j;
+
+	for (i = 0; i < dp->cfg->npools; i++)
+		for (j = 0; j < dp->cfg->pools[i].nlabels; j++) {
+			const struct sm_label *l = &dp->cfg->pools[i].labels[j];
+			if (l->diskimage != NULL && strcmp(l->diskimage, image) == 0)
+				return l;
+		}
+	return NULL;
+}
+
+static void
+validation_start(struct drv_provider *dp, const char *image, const char *path, const char *eid)
+{
+	const struct sm_label *lab = label_of_diskimage(dp, image);
+	struct sm_launch_params p;
+	struct validation *v;
+	const char *b, *u;
+	char id[128];
+	json_t *meta;
+
+	if (lab == NULL) {
+		if (strset_add(dp->unvalidatable, path))
+			log_warn("upload %s waits for validation, but no label of provider %s "
+				 "boots diskimage %s",
+				 path, dp->cfg->provider, image);
+		return;
+	}
+	/* .../builds/<build>/providers/<p>/images/<upload> */
+	b = strstr(path, "/builds/");
+	u = strrchr(path, '/');
+	snprintf(id, sizeof(id), "validate-%.*s-%s", b ? (int)strcspn(b + 8, "/") : 0,
+		 b ? b + 8 : "", u ? u + 1 : "");
+	v = calloc(1, sizeof(*v));
+	if (v == NULL)
+		abort();
+	v->dp = dp;
+	v->path = np_strdupz(path);
+	v->label = *lab;
+	v->label.host_key_checking = 1;
+	v->node = np_node_new();
+	v->node->id = np_strdupz(id);
+	v->node->provider = np_strdupz(dp->cfg->provider);
+	v->node->pool = np_strdupz(lab->pool->name);
+	sm_set_str(&v->node->image_id, path);
+	apply_image(v->node, lab->image);
+	LIST_INSERT_HEAD(&dp->validations, v, entry);
+	log_info("validating upload %s: booting %s from label %s", path, id, lab->name);
+	meta = json_pack("{s:s, s:s, s:s}", "nodepool_node_id", id, "nodepool_pool_name",
+			 lab->pool->name, "nodepool_provider_name", dp->cfg->provider);
+	memset(&p, 0, sizeof(p));
+	p.label = &v->label;
+	p.image_external_id = eid;
+	p.metadata = meta;
+	p.retries = dp->cfg->launch_retries;
+	p.launch_timeout = dp->cfg->launch_timeout;
+	p.boot_timeout = dp->cfg->boot_timeout;
+	p.use_internal_ip = lab->pool->use_internal_ip;
+	p.provider = dp->cfg->provider;
+	v->launch = sm_launch_start(dp->runner, v->node, &p, validation_done, v);
+	json_decref(meta);
+}
+
+/* The upload view changed: boot every pending upload not booted yet. */
+static void
+validations_check(void *arg)
+{
+	struct drv_provider *dp = arg;
+	const char *image, *path, *eid;
+	struct validation *v;
+	size_t i;
+
+	if (dp->stopped || !drv_in_sync(dp->lc))
+		return;
+	for (i = 0; sm_images_pending_nth(dp->images, i, &image, &path, &eid) == 0; i++) {
+		LIST_FOREACH(v, &dp->validations, entry)
+		if (strcmp(v->path, path) == 0)
+			break;
+		if (v == NULL)
+			validation_start(dp, image, path, eid);
+	}
+}
+
 /* ---- deletes ------------------------------------------------------------------------------------
  */
 
@@ -859,6 +1031,10 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	dp->runner = sm_runner_new(base, ops, dp->ad, dp->scanner);
 	if (drv_zk(lc) != NULL)
 		dp->images = sm_images_new(drv_zk(lc), base, dp->cfg->provider);
+	LIST_INIT(&dp->validations);
+	dp->unvalidatable = strset_new();
+	if (dp->images != NULL)
+		sm_images_set_notify(dp->images, validations_check, dp);
 	dp->lag_ev = event_new(base, -1, 0, lag_cb, dp);
 	if (dp->scanner == NULL || dp->runner == NULL || dp->lag_ev == NULL)
 		abort();
@@ -878,8 +1054,10 @@ sm_drv_provider_start(struct drv_provider *dp)
 	quota_refresh(dp);
 	/* synced again after a lost connection or an expiry: the image
 	 * watch's events of that time are lost, read the tree again */
-	if (dp->images != NULL)
+	if (dp->images != NULL) {
 		sm_images_refresh(dp->images);
+		validations_check(dp);
+	}
 }
 
 void
@@ -907,6 +1085,11 @@ sm_drv_provider_free(struct drv_provider *dp)
 		free(g);
 		drv_delete_done(d, 0, "the provider stopped");
 	}
+	while (!LIST_EMPTY(&dp->validations)) {
+		struct validation *v = LIST_FIRST(&dp->validations);
+		validation_free(v); /* its launch cancelled: no callback */
+	}
+	strset_free(dp->unvalidatable);
 	sm_runner_free(dp->runner);
 	dp->ops->adapter_free(dp->ad);
 	sm_images_free(dp->images);

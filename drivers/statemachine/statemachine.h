@@ -331,6 +331,33 @@ int sm_images_known_upload(const struct sm_images *s, const char *build_id, cons
 int sm_images_walks(const struct sm_images *s);
 
 /*
+ * Validation before service (beyond upstream; nodepool.yaml(5)
+ * `validate`): an upload the builder stored READY with the extra key
+ * validation {"state": "pending"} is not served (sm_images_latest skips
+ * it) until this provider's launcher has booted a node from it and
+ * written the verdict.
+ */
+enum sm_validation {
+	SM_VALID_NONE,	  /* no validation asked for */
+	SM_VALID_PENDING, /* waits for its verdict: not served */
+	SM_VALID_PASSED,
+	SM_VALID_FAILED,
+};
+/* cb(arg) after every upload record read (a change reported by the watch,
+ * or a walk's read): the caller looks for pending uploads. */
+void sm_images_set_notify(struct sm_images *s, void (*cb)(void *arg), void *arg);
+/* The nth (0-based) READY upload pending validation: 0 with its image,
+ * znode path and external id (valid until the loop runs again), -1 past
+ * the last. */
+int sm_images_pending_nth(const struct sm_images *s, size_t nth, const char **image,
+			  const char **path, const char **external_id);
+/* Store the verdict on the upload at path, if it is still READY and
+ * pending (read, then written with the version read): ok, validation
+ * "passed"; else state FAILED, validation "failed" with reason. Errors are
+ * logged; the watch then reports the change. */
+void sm_images_verdict(struct sm_images *s, const char *path, int ok, const char *reason);
+
+/*
  * The launcher's ZooKeeper handle, for the upload cache above: a launcher
  * service the launcher does not offer yet. The framework carries a weak
  * default returning NULL (then diskimage labels are never ready, as

@@ -56,6 +56,9 @@ static const struct status_column image_cols[] = {
     {"external_id", "Provider Image ID"},
     {"state", "State"},
     {"age", "Age"},
+    /* beyond upstream: validation before service (nodepool.yaml(5)
+     * `validate`): "", "pending", "passed", "failed: <reason>" */
+    {"validation", "Validation"},
 };
 
 static const struct status_column dib_cols[] = {
@@ -956,6 +959,15 @@ status_add_upload(struct status_table *t, const char *image, const char *build_i
 	set(row, "external_id", jstr(u->external_id));
 	set(row, "state", jstr(np_upload_state_name(u->state)));
 	set(row, "age", epoch_int(u->state_time));
+	{
+		const json_t *v = json_object_get(u->extra, "validation");
+		const char *vs = json_string_value(json_object_get(v, "state"));
+		const char *why = json_string_value(json_object_get(v, "reason"));
+		char buf[1024];
+
+		snprintf(buf, sizeof(buf), "%s%s%s", vs ? vs : "", why ? ": " : "", why ? why : "");
+		set(row, "validation", jstr(buf));
+	}
 	status_table_add(t, row);
 }
 

@@ -2,12 +2,16 @@
 follows ZooKeeper's watch, so a request for a label whose upload became
 ready a moment ago is served."""
 import json
+import os
 import queue
+import subprocess
+
+import pytest
 
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from builder_helpers import builder_config, start_builder
-from conftest import wait_for
+from conftest import TOP, wait_for
 from fakecloud import fake_config
 
 N = 20
@@ -87,3 +91,75 @@ def test_builder_acts_on_a_build_request_at_once(deployment, zk):
     wait_for(lambda: len(images.ready_builds("img")) == 2, what="the requested build")
     wait_for(lambda: not zk.exists("/nodepool/images/img/request-build"),
              what="the request removed")
+
+
+@pytest.fixture
+def sshd(tmp_path):
+    d = str(tmp_path / "sshd")
+    port = int(subprocess.check_output(
+        ["sh", os.path.join(TOP, "tests/sshd-fixture.sh"), "start", d]).decode().split()[-1])
+    yield port
+    subprocess.call(["sh", os.path.join(TOP, "tests/sshd-fixture.sh"), "stop", d])
+
+
+def upload_path(u):
+    return "/nodepool/images/img/builds/%s/providers/sim/images/%s" % (u[0], u[2])
+
+
+def test_validation_before_service(deployment, zk, zuul, sshd):
+    """`validate: true`: each new upload serves only once a node booted
+    from it passed keyscan (a real sshd). A good image passes and serves;
+    an image whose boot fails, then one whose keyscan fails, are never
+    handed to a request: the previous upload serves throughout, and
+    `nodepool image-list` shows why they failed."""
+    from builder_helpers import Images
+    from operator_helpers import nodepool
+    cfg = builder_config(deployment, diskimage={"img": {"validate": True}})
+    fc = fake_config(deployment, labels={"img-label": {"diskimage": "img"}},
+                     provider=cfg["providers"][0])
+    cfg["providers"][0] = fc["providers"][0]
+    prov = cfg["providers"][0]
+    prov.update({"fake-ssh-port": sshd, "boot-timeout": 5, "launch-retries": 1})
+    path = deployment.write_config(cfg)
+    deployment.start_launcher("sim", path)
+    start_builder(deployment, path)
+    images = Images(zk)
+
+    def verdict(u):
+        return u[3].get("validation", {}).get("state")
+
+    (good,) = wait_for(lambda: [u for u in images.ready_uploads("img")
+                                if verdict(u) == "passed"], timeout=60,
+                       what="the first upload validated")
+    served = []
+
+    def serve():
+        rid = zuul.submit(["img-label"])
+        req = zuul.wait_request(rid, timeout=60)
+        assert req["state"] == "fulfilled", req
+        n = zuul.node(req["nodes"][0])
+        assert n["image_id"] == upload_path(good), n
+        served.append(req["nodes"][0])
+
+    serve()
+    for meta, why in (({"fake-boot": "fail"}, "validation boot failed"),
+                      ({"fake-ssh-port": "1"}, "validation boot failed")):
+        prov["diskimages"][0]["meta"] = dict(prov["diskimages"][0]["meta"], **meta)
+        deployment.write_config(cfg)
+        before = {u[0] for u in images.uploads("img")}
+        assert nodepool(path, "image-build", "img").returncode == 0
+
+        def bad_verdict():
+            new = [u for u in images.uploads("img") if u[0] not in before]
+            if not new:
+                serve()  # the previous upload serves meanwhile
+            return new and verdict(new[0]) == "failed" and new[0]
+        bad = wait_for(bad_verdict, timeout=90, what="the bad upload's verdict")
+        assert bad[3]["state"] == "failed"
+        assert bad[3]["validation"]["reason"].startswith(why), bad[3]
+        serve()
+        r = nodepool(path, "image-list")
+        rows = [line for line in r.stdout.splitlines() if bad[0] in line]
+        assert rows and "failed: " + why in rows[0], r.stdout
+        prov["diskimages"][0]["meta"] = {"owner": "test"}
+    assert len(served) >= 3

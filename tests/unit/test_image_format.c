@@ -4,7 +4,8 @@
  * image-format (or its traits' default) for aws and fake; for openstack
  * the provider's image-format, else the cloud's image_format in
  * clouds.yaml, read again on every call (an edited file counts), and a
- * reason when the cloud cannot be found.
+ * reason when the cloud cannot be found. And the `validate` keys
+ * (validation before service), checked as `nodepoold -n` checks them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,23 +76,24 @@ Test(image_format, config_and_clouds_yaml)
 	cr_assert_geq(fd, 0);
 	close(fd);
 	setenv("OS_CLIENT_CONFIG_FILE", clouds, 1);
-	cfg = load("labels: [{name: l}]\n"
-		   "providers:\n"
-		   "  - {name: ec2, driver: aws, region-name: us-east-1,\n"
-		   "     pools: [{name: p, labels: [{name: l, instance-type: t3.small, key-name: k, "
-		   "cloud-image: c}]}],\n"
-		   "     cloud-images: [{name: c, image-id: ami-1, username: u}]}\n"
-		   "  - {name: ec2vhd, driver: aws, region-name: us-east-1, image-format: vhd,\n"
-		   "     pools: [{name: p, labels: [{name: l, instance-type: t3.small, key-name: k, "
-		   "cloud-image: c}]}],\n"
-		   "     cloud-images: [{name: c, image-id: ami-1, username: u}]}\n"
-		   "  - {name: sim, driver: fake, pools: [{name: p, labels: [{name: l}]}]}\n"
-		   "  - {name: os, driver: openstack, cloud: simc,\n"
-		   "     pools: [{name: p, labels: [{name: l, flavor-name: f, cloud-image: c}]}],\n"
-		   "     cloud-images: [{name: c}]}\n"
-		   "  - {name: gone, driver: openstack, cloud: nosuch,\n"
-		   "     pools: [{name: p, labels: [{name: l, flavor-name: f, cloud-image: c}]}],\n"
-		   "     cloud-images: [{name: c}]}\n");
+	cfg =
+	    load("labels: [{name: l}]\n"
+		 "providers:\n"
+		 "  - {name: ec2, driver: aws, region-name: us-east-1,\n"
+		 "     pools: [{name: p, labels: [{name: l, instance-type: t3.small, key-name: k, "
+		 "cloud-image: c}]}],\n"
+		 "     cloud-images: [{name: c, image-id: ami-1, username: u}]}\n"
+		 "  - {name: ec2vhd, driver: aws, region-name: us-east-1, image-format: vhd,\n"
+		 "     pools: [{name: p, labels: [{name: l, instance-type: t3.small, key-name: k, "
+		 "cloud-image: c}]}],\n"
+		 "     cloud-images: [{name: c, image-id: ami-1, username: u}]}\n"
+		 "  - {name: sim, driver: fake, pools: [{name: p, labels: [{name: l}]}]}\n"
+		 "  - {name: os, driver: openstack, cloud: simc,\n"
+		 "     pools: [{name: p, labels: [{name: l, flavor-name: f, cloud-image: c}]}],\n"
+		 "     cloud-images: [{name: c}]}\n"
+		 "  - {name: gone, driver: openstack, cloud: nosuch,\n"
+		 "     pools: [{name: p, labels: [{name: l, flavor-name: f, cloud-image: c}]}],\n"
+		 "     cloud-images: [{name: c}]}\n");
 
 	cr_assert_eq(ask(cfg, "ec2", out, sizeof(out), err, sizeof(err)), 0);
 	cr_assert_str_eq(out, "raw");
@@ -111,4 +113,47 @@ Test(image_format, config_and_clouds_yaml)
 
 	np_config_free(cfg);
 	unlink(clouds);
+}
+
+/* `validate` (validation before service) on a diskimage and on a provider's
+ * diskimages entry: booleans, checked as `nodepoold -n` checks. */
+Test(image_format, validate_keys)
+{
+	struct np_config_errors *errs = NULL;
+	struct np_config *cfg = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	static const char bad[] =
+	    "labels: [{name: l}]\n"
+	    "diskimages: [{name: img, validate: maybe}]\n"
+	    "providers:\n"
+	    "  - {name: sim, driver: fake, diskimages: [{name: img, validate: 3}],\n"
+	    "     pools: [{name: p, labels: [{name: l, diskimage: img}]}]}\n";
+
+	cfg =
+	    load("labels: [{name: l}, {name: m}]\n"
+		 "diskimages: [{name: img, validate: true}, {name: other}]\n"
+		 "providers:\n"
+		 "  - {name: sim, driver: fake,\n"
+		 "     diskimages: [{name: img, validate: false}, {name: other, validate: true}],\n"
+		 "     pools: [{name: p, labels: [{name: l, diskimage: img},\n"
+		 "                                {name: m, diskimage: other}]}]}\n");
+	cr_assert_eq(np_config_diskimage(cfg, "img")->validate, 1);
+	cr_assert_eq(np_config_diskimage(cfg, "other")->validate, 0);
+	cr_assert_eq(np_config_provider(cfg, "sim")->diskimages[0].validate, 0);
+	cr_assert_eq(np_config_provider(cfg, "sim")->diskimages[1].validate, 1);
+	np_config_free(cfg);
+
+	cfg = NULL;
+	np_config_load_buffer("t.yaml", bad, strlen(bad), NULL, NULL, 0, &cfg, &errs);
+	cr_assert_not_null(errs);
+	f = open_memstream(&buf, &len);
+	np_config_errors_print(errs, f);
+	fclose(f);
+	cr_assert(strstr(buf, "diskimages[0].validate") != NULL, "%s", buf);
+	cr_assert(strstr(buf, "providers[0].diskimages[0].validate") != NULL, "%s", buf);
+	free(buf);
+	np_config_errors_free(errs);
+	np_config_free(cfg);
 }
