@@ -42,6 +42,7 @@ struct upl {
 	int64_t mzxid;
 	unsigned gen;
 	enum sm_validation validation;
+	int rolled_back; /* the record's "rollback" key, or marked here */
 };
 
 struct img_ctx {
@@ -144,6 +145,7 @@ upl_update(struct sm_images *s, const char *image, const char *build, const char
 	u->state = -1;
 	u->state_time = 0;
 	u->validation = SM_VALID_NONE;
+	u->rolled_back = 0;
 	if (data != NULL && len > 0 &&
 	    np_image_upload_decode(upload, data, (size_t)len, &rec, err, sizeof(err)) == 0) {
 		const char *v = json_string_value(
@@ -152,6 +154,8 @@ upl_update(struct sm_images *s, const char *image, const char *build, const char
 		u->state_time = rec->state_time;
 		if (rec->external_id != NULL)
 			u->external_id = xstrdup(rec->external_id);
+		if (json_object_get(rec->extra, "rollback") != NULL)
+			u->rolled_back = 1;
 		if (v != NULL)
 			u->validation = strcmp(v, "pending") == 0  ? SM_VALID_PENDING
 					: strcmp(v, "passed") == 0 ? SM_VALID_PASSED
@@ -399,7 +403,8 @@ sm_images_latest(struct sm_images *s, const char *image, char *external_id, size
 	for (i = 0; i < s->n; i++) {
 		const struct upl *u = &s->v[i];
 		if (u->state != NP_UPLOAD_READY || u->external_id == NULL ||
-		    u->validation == SM_VALID_PENDING || strcmp(u->image, image) != 0)
+		    u->validation == SM_VALID_PENDING || u->rolled_back ||
+		    strcmp(u->image, image) != 0)
 			continue;
 		if (best == NULL || u->state_time > best->state_time)
 			best = u;
@@ -464,6 +469,7 @@ struct verdict {
 	struct sm_images *s;
 	char *path, *reason;
 	int ok;
+	int rollback; /* a rollback mark, not a validation verdict */
 };
 
 static void
@@ -503,6 +509,22 @@ verdict_read(int rc, const char *data, int len, const struct zk_stat *st, void *
 		verdict_free(v);
 		return;
 	}
+	if (v->rollback) {
+		if (u->state != NP_UPLOAD_READY) {
+			np_image_upload_free(u);
+			verdict_free(v);
+			return;
+		}
+		if (u->extra == NULL)
+			u->extra = json_object();
+		json_object_set_new(u->extra, "rollback",
+				    json_pack("{s:s}", "reason", v->reason ? v->reason : "?"));
+		out = np_image_upload_encode(u, &olen);
+		np_image_upload_free(u);
+		zk_set(v->s->zk, v->path, out, (int)olen, st->version, verdict_written, v);
+		free(out);
+		return;
+	}
 	val = json_object_get(u->extra, "validation");
 	if (u->state != NP_UPLOAD_READY ||
 	    json_string_value(json_object_get(val, "state")) == NULL ||
@@ -535,5 +557,38 @@ sm_images_verdict(struct sm_images *s, const char *path, int ok, const char *rea
 	v->path = xstrdup(path);
 	v->reason = reason != NULL ? xstrdup(reason) : NULL;
 	v->ok = ok;
+	zk_get(s->zk, path, NULL, NULL, verdict_read, v);
+}
+
+int
+sm_images_has_previous(const struct sm_images *s, const char *image, const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		const struct upl *u = &s->v[i];
+		if (u->state == NP_UPLOAD_READY && u->external_id != NULL &&
+		    u->validation != SM_VALID_PENDING && !u->rolled_back &&
+		    strcmp(u->image, image) == 0 && strcmp(u->path, path) != 0)
+			return 1;
+	}
+	return 0;
+}
+
+void
+sm_images_rollback(struct sm_images *s, const char *path, const char *reason)
+{
+	struct upl *u = upl_find(s, path);
+	struct verdict *v;
+
+	if (u != NULL)
+		u->rolled_back = 1; /* at once: the next launch boots the previous */
+	v = calloc(1, sizeof(*v));
+	if (v == NULL)
+		abort();
+	v->s = s;
+	v->path = xstrdup(path);
+	v->reason = xstrdup(reason);
+	v->rollback = 1;
 	zk_get(s->zk, path, NULL, NULL, verdict_read, v);
 }

@@ -94,6 +94,7 @@ struct drv_provider {
 
 	struct sm_images *images;	     /* NULL without a ZooKeeper handle */
 	LIST_HEAD(, validation) validations; /* boots of uploads pending validation */
+	json_t *upload_fails;		     /* upload path -> launches from it failed in a row */
 	struct strset *unvalidatable;	     /* pending uploads no label here boots */
 
 	/* error labels (upstream's StateMachineProvider.error_labels): names
@@ -382,6 +383,48 @@ glaunch_free(struct glaunch *g)
 	free(g);
 }
 
+/*
+ * Rollback (beyond upstream; nodepool.yaml(5) `rollback-after`): launches
+ * from a diskimage's newest upload that fail (boot or keyscan, after
+ * launch-retries) rollback-after times in a row, while a previous upload
+ * could serve, make this provider fall back to the previous one at once:
+ * said in the log, on statsd and /metrics (metrics_image_rollback), and on
+ * the upload's record (image-list). A launch that succeeds resets the
+ * count; a quota abort does not count.
+ */
+static void
+rollback_count(struct drv_provider *dp, const struct drv_launch *l, enum drv_launch_result res)
+{
+	const struct np_node *n = l->node;
+	const struct sm_label *lab;
+	const char *path = n->image_id;
+	long long after, fails;
+	char reason[256];
+
+	if (dp->images == NULL || path == NULL || res == DRV_LAUNCH_ABORTED ||
+	    (lab = sm_config_label(dp->cfg, n->pool, l->label)) == NULL || lab->diskimage == NULL ||
+	    lab->image == NULL)
+		return;
+	after = json_integer_value(json_object_get(lab->image->raw, "rollback-after"));
+	if (after <= 0)
+		return;
+	if (res == DRV_LAUNCH_READY) {
+		json_object_del(dp->upload_fails, path);
+		return;
+	}
+	fails = json_integer_value(json_object_get(dp->upload_fails, path)) + 1;
+	json_object_set_new(dp->upload_fails, path, json_integer(fails));
+	if (fails < after || !sm_images_has_previous(dp->images, lab->diskimage, path))
+		return;
+	snprintf(reason, sizeof(reason), "%lld launches from it failed in a row in %s", fails,
+		 dp->cfg->provider);
+	log_warn("image %s: rolling back from upload %s to the previous one: %s", lab->diskimage,
+		 path, reason);
+	sm_images_rollback(dp->images, path, reason);
+	metrics_image_rollback(dp->cfg->provider, lab->diskimage);
+	json_object_del(dp->upload_fails, path);
+}
+
 static void
 launch_done(enum drv_launch_result res, const char *error, void *arg)
 {
@@ -391,6 +434,7 @@ launch_done(enum drv_launch_result res, const char *error, void *arg)
 
 	l->drv = NULL;
 	glaunch_free(g);
+	rollback_count(dp, l, res);
 	if (res == DRV_LAUNCH_ABORTED) {
 		/* upstream's invalidateQuotaCache */
 		dp->quota_stale = 1;
@@ -1032,6 +1076,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	if (drv_zk(lc) != NULL)
 		dp->images = sm_images_new(drv_zk(lc), base, dp->cfg->provider);
 	LIST_INIT(&dp->validations);
+	dp->upload_fails = json_object();
 	dp->unvalidatable = strset_new();
 	if (dp->images != NULL)
 		sm_images_set_notify(dp->images, validations_check, dp);
@@ -1090,6 +1135,7 @@ sm_drv_provider_free(struct drv_provider *dp)
 		validation_free(v); /* its launch cancelled: no callback */
 	}
 	strset_free(dp->unvalidatable);
+	json_decref(dp->upload_fails);
 	sm_runner_free(dp->runner);
 	dp->ops->adapter_free(dp->ad);
 	sm_images_free(dp->images);

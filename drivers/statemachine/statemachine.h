@@ -358,6 +358,17 @@ int sm_images_pending_nth(const struct sm_images *s, size_t nth, const char **im
 void sm_images_verdict(struct sm_images *s, const char *path, int ok, const char *reason);
 
 /*
+ * Rollback (beyond upstream; nodepool.yaml(5) `rollback-after`): 1 when
+ * image has a READY upload other than path that could serve (validated or
+ * not validating, not rolled back), else 0.
+ */
+int sm_images_has_previous(const struct sm_images *s, const char *image, const char *path);
+/* Stop serving the upload at path here at once, and record it on the
+ * upload (extra key rollback {"reason": reason}, kept by every later write
+ * and read back by every launcher, also after a restart). */
+void sm_images_rollback(struct sm_images *s, const char *path, const char *reason);
+
+/*
  * The launcher's ZooKeeper handle, for the upload cache above: a launcher
  * service the launcher does not offer yet. The framework carries a weak
  * default returning NULL (then diskimage labels are never ready, as

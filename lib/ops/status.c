@@ -56,9 +56,10 @@ static const struct status_column image_cols[] = {
     {"external_id", "Provider Image ID"},
     {"state", "State"},
     {"age", "Age"},
-    /* beyond upstream: validation before service (nodepool.yaml(5)
-     * `validate`): "", "pending", "passed", "failed: <reason>" */
-    {"validation", "Validation"},
+    /* beyond upstream (nodepool.yaml(5) `validate`, `rollback-after`):
+     * "serving" (the upload a launcher boots), "validating", "validated",
+     * "validation failed: <reason>", "rolled back: <reason>" */
+    {"service", "Service"},
 };
 
 static const struct status_column dib_cols[] = {
@@ -947,7 +948,7 @@ epoch_int(double t)
 
 void
 status_add_upload(struct status_table *t, const char *image, const char *build_id,
-		  const char *provider, const struct np_image_upload *u)
+		  const char *provider, const struct np_image_upload *u, int serving)
 {
 	json_t *row = json_object();
 
@@ -963,10 +964,24 @@ status_add_upload(struct status_table *t, const char *image, const char *build_i
 		const json_t *v = json_object_get(u->extra, "validation");
 		const char *vs = json_string_value(json_object_get(v, "state"));
 		const char *why = json_string_value(json_object_get(v, "reason"));
-		char buf[1024];
+		const json_t *rb = json_object_get(u->extra, "rollback");
+		char buf[1024] = "";
 
-		snprintf(buf, sizeof(buf), "%s%s%s", vs ? vs : "", why ? ": " : "", why ? why : "");
-		set(row, "validation", jstr(buf));
+		if (rb != NULL)
+			snprintf(buf, sizeof(buf), "rolled back: %s",
+				 json_string_value(json_object_get(rb, "reason"))
+				     ? json_string_value(json_object_get(rb, "reason"))
+				     : "?");
+		else if (vs != NULL && strcmp(vs, "pending") == 0)
+			snprintf(buf, sizeof(buf), "validating");
+		else if (vs != NULL && strcmp(vs, "failed") == 0)
+			snprintf(buf, sizeof(buf), "validation failed: %s", why ? why : "?");
+		else if (serving)
+			snprintf(buf, sizeof(buf), "serving%s",
+				 vs != NULL && strcmp(vs, "passed") == 0 ? ", validated" : "");
+		else if (vs != NULL && strcmp(vs, "passed") == 0)
+			snprintf(buf, sizeof(buf), "validated");
+		set(row, "service", jstr(buf));
 	}
 	status_table_add(t, row);
 }

@@ -160,6 +160,57 @@ def test_validation_before_service(deployment, zk, zuul, sshd):
         serve()
         r = nodepool(path, "image-list")
         rows = [line for line in r.stdout.splitlines() if bad[0] in line]
-        assert rows and "failed: " + why in rows[0], r.stdout
+        assert rows and "validation failed: " + why in rows[0], r.stdout
         prov["diskimages"][0]["meta"] = {"owner": "test"}
     assert len(served) >= 3
+
+
+def test_rollback_after_failing_launches(deployment, zk, zuul):
+    """rollback-after: 2. The newest upload starts failing every launch
+    (its servers go to ERROR): after 2 failed launches in a row the
+    launcher boots the previous upload again, says so on /metrics, and
+    `nodepool image-list` shows which upload serves. No request fails
+    beyond those 2."""
+    from builder_helpers import Images
+    from operator_helpers import nodepool
+    from test_web import get
+    cfg = builder_config(deployment)
+    fc = fake_config(deployment, labels={"img-label": {"diskimage": "img"}},
+                     provider=cfg["providers"][0])
+    cfg["providers"][0] = fc["providers"][0]
+    prov = cfg["providers"][0]
+    prov["launch-retries"] = 1
+    prov["diskimages"][0]["rollback-after"] = 2
+    path = deployment.write_config(cfg)
+    deployment.start_launcher("sim", path)
+    start_builder(deployment, path)
+    images = Images(zk)
+    (first,) = wait_for(lambda: images.ready_uploads("img"), what="the first upload")
+
+    def ask():
+        rid = zuul.submit(["img-label"])
+        req = zuul.wait_request(rid, timeout=60)
+        if req["state"] != "fulfilled":
+            return None
+        return zuul.node(req["nodes"][0])["image_id"]
+
+    assert ask() == upload_path(first)
+    prov["diskimages"][0]["meta"] = {"owner": "test", "fake-boot": "fail"}
+    deployment.write_config(cfg)
+    assert nodepool(path, "image-build", "img").returncode == 0
+    (bad,) = wait_for(lambda: [u for u in images.ready_uploads("img") if u[0] != first[0]],
+                      what="the newest upload")
+    outcomes = [ask() for _ in range(6)]
+    failed = outcomes.count(None)
+    assert failed == 2, outcomes
+    assert outcomes[failed:] == [upload_path(first)] * (6 - failed), outcomes
+    rec = [u for u in images.uploads("img") if u[0] == bad[0]][0][3]
+    assert rec["state"] == "ready" and "2 launches" in rec["rollback"]["reason"], rec
+    r = nodepool(path, "image-list")
+    line = {l.split("|")[1].strip(): l for l in r.stdout.splitlines() if l.startswith("| ")}
+    assert "rolled back: 2 launches" in line[bad[0]], r.stdout
+    assert "serving" in line[first[0]], r.stdout
+    text = wait_for(lambda: (lambda t: t if 'nodepool_image_rollbacks_total{provider="sim",'
+                             'image="img"} 1' in t else None)(
+        get(deployment.web_port, "/metrics")[2]), what="the rollback on /metrics")
+    assert text
