@@ -26,6 +26,8 @@ const double metrics_buckets[METRICS_NBUCKETS] = {0.1, 0.5, 1,	 2.5, 5,    10,	 
 static const char *const phase_names[METRICS_PHASE_COUNT] = {"quota_wait", "create", "boot",
 							     "keyscan", "total"};
 static const char *const request_keys[4] = {"accepted", "fulfilled", "declined", "failed"};
+static const char *const zk_keys[METRICS_ZK_COUNT] = {"connection_losses", "expirations",
+						      "connect_errors", "resent", "lock_lost"};
 
 const char *
 metrics_phase_name(int phase)
@@ -53,6 +55,7 @@ struct prov_metrics {
 	json_t *rollbacks; /* image -> count */
 	struct hist phases[METRICS_PHASE_COUNT];
 	unsigned long long requests[4];
+	unsigned long long zookeeper[METRICS_ZK_COUNT];
 };
 
 static struct prov_metrics *provs;
@@ -230,6 +233,14 @@ metrics_set_requests(const char *provider, unsigned long long accepted,
 	p->requests[3] = failed;
 }
 
+void
+metrics_set_zookeeper(const char *provider, const unsigned long long counts[METRICS_ZK_COUNT])
+{
+	struct prov_metrics *p = prov_get(provider);
+
+	memcpy(p->zookeeper, counts, sizeof(p->zookeeper));
+}
+
 static long long
 jint(const json_t *o, const char *k)
 {
@@ -297,6 +308,11 @@ metrics_record(const char *provider, const json_t *base)
 		json_object_set_new(
 		    requests, request_keys[i],
 		    json_integer(jint(requests, request_keys[i]) + (long long)p->requests[i]));
+	requests = obj_child(r, "zookeeper");
+	for (i = 0; i < METRICS_ZK_COUNT; i++)
+		json_object_set_new(
+		    requests, zk_keys[i],
+		    json_integer(jint(requests, zk_keys[i]) + (long long)p->zookeeper[i]));
 	return r;
 }
 
@@ -780,7 +796,7 @@ render_record(struct out *o, const json_t *r, int what)
 		outf(o, "nodepool_worker_starts_total{provider=\"%s\"} %lld\n", esc(prov),
 		     jint(r, "starts"));
 		break;
-	case 5:
+	case 6:
 		json_object_foreach((json_t *)json_object_get(r, "image_rollbacks"), k, v)
 		    outf(o, "nodepool_image_rollbacks_total{provider=\"%s\",image=\"%s\"} %lld\n",
 			 esc(prov), esc(k), (long long)json_integer_value(v));
@@ -791,6 +807,13 @@ render_record(struct out *o, const json_t *r, int what)
 		     s > 1 ? s - 1 : 0);
 		break;
 	}
+	case 5:
+		for (i = 0; i < METRICS_ZK_COUNT; i++)
+			outf(o,
+			     "nodepool_zookeeper_events_total{provider=\"%s\",event=\"%s\"} %lld\n",
+			     esc(prov), zk_keys[i],
+			     jint(json_object_get(r, "zookeeper"), zk_keys[i]));
+		break;
 	}
 }
 
@@ -833,7 +856,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	long long reqs[NP_REQ_STATE_COUNT] = {0};
 	size_t j;
 	int i, n, st, what, unread_nodes = 0;
-	static const char *const help[6][3] = {
+	static const char *const help[7][3] = {
 	    {"nodepool_launches_total", "counter", "Node launches by provider and result."},
 	    {"nodepool_launch_duration_seconds", "histogram",
 	     "Node launch duration by provider and phase."},
@@ -842,6 +865,10 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	    {"nodepool_worker_starts_total", "counter", "Starts of each provider's worker."},
 	    {"nodepool_worker_restarts_total", "counter",
 	     "Restarts of each provider's worker (starts after the first)."},
+	    {"nodepool_zookeeper_events_total", "counter",
+	     "ZooKeeper connection events of each provider's worker: connections lost, "
+	     "sessions expired, connection errors, operations sent again after a lost "
+	     "connection, writes not sent because their lock went with a session."},
 	    {"nodepool_image_rollbacks_total", "counter",
 	     "Falls back from a provider's newest diskimage upload to the previous one "
 	     "(rollback-after launch failures in a row)."},
@@ -939,7 +966,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 			json_array_append(recs, r);
 	}
 	json_decref(lives);
-	for (what = 0; what < 6; what++) {
+	for (what = 0; what < 7; what++) {
 		outf(&o, "# HELP %s %s\n# TYPE %s %s\n", help[what][0], help[what][2],
 		     help[what][0], help[what][1]);
 		json_array_foreach(recs, j, r) render_record(&o, r, what);
