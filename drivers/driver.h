@@ -101,6 +101,17 @@ struct drv_image_upload {
 };
 /* external_id of the new image, or NULL with error. */
 typedef void (*drv_image_upload_cb)(const char *external_id, const char *error, void *arg);
+/* One image of the cloud account, as the cloud lists it: everything
+ * borrowed for the callback. */
+struct drv_cloud_image {
+	const char *id;	    /* the cloud's image id (an upload's external_id) */
+	const char *name;   /* its name, or "" */
+	const json_t *tags; /* object: its tags / properties (nodepool_build_id,
+			       nodepool_upload_id, nodepool_provider_name...) */
+};
+/* The images (v[0..n)), or error (n 0) when the listing failed. */
+typedef void (*drv_image_list_cb)(const struct drv_cloud_image *v, size_t n, const char *error,
+				  void *arg);
 /* ok 1 (gone, or never there), or 0 with error. */
 typedef void (*drv_image_delete_cb)(int ok, const char *error, void *arg);
 
@@ -234,6 +245,16 @@ struct driver {
 	 */
 	int (*image_format)(const struct np_provider *p, char *out, size_t outlen, char *err,
 			    size_t errlen);
+	/*
+	 * Every image of the provider's cloud account the driver can see,
+	 * with its tags, as upstream's ProviderManager.listImages: for
+	 * `nodepool alien-image-list` (the CLI hosts the provider as the
+	 * builder's upload workers do: made, never started) and for the
+	 * launcher's leak cleanup of uploads. cb is called exactly once,
+	 * later, on the loop, unless the provider is freed first. NULL: the
+	 * driver has no images (a driver with image_upload has this slot).
+	 */
+	void (*image_list)(struct drv_provider *dp, drv_image_list_cb cb, void *arg);
 };
 
 /*

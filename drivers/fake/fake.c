@@ -114,6 +114,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 
@@ -1352,6 +1353,84 @@ list_resources_call(struct fcall *c)
 	free(v);
 }
 
+/* list_images: the store's images (image-dir, every process's uploads),
+ * else this process's; answered from the loop. */
+struct flist {
+	struct sm_adapter *f;
+	drv_image_list_cb cb;
+	void *arg;
+};
+
+static void
+flist_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct flist *fl = arg;
+	struct sm_adapter *f = fl->f;
+	struct drv_cloud_image *v = NULL;
+	json_t *keep = json_array();
+	size_t n = 0, cap = 0;
+	const struct fimage *im;
+
+	(void)fd;
+	(void)what;
+	if (f->image_dir != NULL) {
+		DIR *d = opendir(f->image_dir);
+		struct dirent *de;
+		while (d != NULL && (de = readdir(d)) != NULL) {
+			size_t l = strlen(de->d_name);
+			char path[4096];
+			json_t *j;
+			if (l < 6 || strcmp(de->d_name + l - 5, ".json") != 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", f->image_dir, de->d_name);
+			if ((j = json_load_file(path, 0, NULL)) == NULL ||
+			    json_string_value(json_object_get(j, "id")) == NULL) {
+				json_decref(j);
+				continue;
+			}
+			json_array_append_new(keep, j);
+		}
+		if (d != NULL)
+			closedir(d);
+		cap = json_array_size(keep);
+		v = calloc(cap + 1, sizeof(*v));
+		for (n = 0; n < cap; n++) {
+			const json_t *j = json_array_get(keep, n);
+			const json_t *md = json_object_get(j, "metadata");
+			v[n] = (struct drv_cloud_image){
+			    json_string_value(json_object_get(j, "id")),
+			    json_string_value(json_object_get(j, "name"))
+				? json_string_value(json_object_get(j, "name"))
+				: "",
+			    md};
+		}
+	} else {
+		TAILQ_FOREACH(im, &f->images, entry)
+		cap++;
+		v = calloc(cap + 1, sizeof(*v));
+		TAILQ_FOREACH(im, &f->images, entry)
+		v[n++] = (struct drv_cloud_image){im->id, im->name ? im->name : "", im->metadata};
+	}
+	fl->cb(v, n, NULL, fl->arg);
+	free(v);
+	json_decref(keep);
+	free(fl);
+}
+
+static void
+fake_list_images(struct sm_adapter *f, drv_image_list_cb cb, void *arg)
+{
+	struct flist *fl = calloc(1, sizeof(*fl));
+
+	if (fl == NULL)
+		abort();
+	fl->f = f;
+	fl->cb = cb;
+	fl->arg = arg;
+	if (event_base_once(f->base, -1, EV_TIMEOUT, flist_fire, fl, NULL) != 0)
+		abort();
+}
+
 static void
 fake_list_resources(struct sm_adapter *f, sm_resources_cb cb, void *arg)
 {
@@ -1946,6 +2025,7 @@ static const struct sm_adapter_ops fake_adapter = {
     .azs = fake_azs,
     .upload_image = fake_upload_image,
     .delete_image = fake_delete_image,
+    .list_images = fake_list_images,
     .console_log = fake_console_log,
     .dump = fake_dump,
 };

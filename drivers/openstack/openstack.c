@@ -2216,6 +2216,67 @@ os_console_log(struct sm_adapter *a, const struct sm_label *label, const char *e
 /* ---- images (the builder's uploads)
  * -------------------------------------------------------------------- */
 
+/*
+ * list_images: GET /v2/images, every page (its "next"); an image's tags
+ * are its properties, which Glance v2 shows as top-level keys (the
+ * builder's upload sets nodepool_build_id & co. as properties).
+ */
+static void
+images_listed(struct os_call *c, int status, const char *error, json_t *body,
+	      const struct http_response *res)
+{
+	drv_image_list_cb cb = (drv_image_list_cb)c->ucb;
+	json_t *acc = json_object_get(c->extra, "images");
+	const char *next = jstr(body, "next");
+	const json_t *im;
+	size_t i, n;
+	char msg[300];
+
+	if (error != NULL || status >= 300) {
+		error_text(status, error, body, res ? res->body : NULL, msg, sizeof(msg));
+		cb(NULL, 0, msg, c->uarg);
+		return;
+	}
+	json_array_extend(acc, json_object_get(body, "images"));
+	if (next != NULL && strchr(next, '?') != NULL) {
+		char path[1024];
+		struct os_call *nc;
+		snprintf(path, sizeof(path), "/images%s", strchr(next, '?'));
+		nc = call_new(c->a, SVC_IMAGE, "GET", path, NULL, images_listed, NULL);
+		nc->ucb = c->ucb;
+		nc->uarg = c->uarg;
+		nc->extra = json_incref(c->extra);
+		return;
+	}
+	n = json_array_size(acc);
+	{
+		struct drv_cloud_image *v = calloc(n + 1, sizeof(*v));
+		size_t k = 0;
+		if (v == NULL)
+			abort();
+		json_array_foreach(acc, i, im)
+		{
+			if (jstr(im, "id") == NULL)
+				continue;
+			v[k++] = (struct drv_cloud_image){
+			    jstr(im, "id"), jstr(im, "name") ? jstr(im, "name") : "", im};
+		}
+		cb(v, k, NULL, c->uarg);
+		free(v);
+	}
+}
+
+static void
+os_list_images(struct sm_adapter *a, drv_image_list_cb cb, void *arg)
+{
+	struct os_call *c =
+	    call_new(a, SVC_IMAGE, "GET", "/images?limit=1000", NULL, images_listed, NULL);
+
+	c->ucb = (void *)cb;
+	c->uarg = arg;
+	c->extra = json_pack("{s:[]}", "images");
+}
+
 /* One upload: create the record, PUT the file, wait until active. */
 struct upload {
 	TAILQ_ENTRY(upload) entry;
@@ -2593,6 +2654,7 @@ static const struct sm_adapter_ops os_adapter = {
     .azs = os_azs,
     .upload_image = os_upload_image,
     .delete_image = os_delete_image,
+    .list_images = os_list_images,
     .console_log = os_console_log,
     .dump = os_dump,
 };

@@ -1202,6 +1202,7 @@ sm_drv_dump(struct drv_provider *dp, struct evbuffer *out)
 struct img_call {
 	drv_image_upload_cb up;
 	drv_image_delete_cb del;
+	drv_image_list_cb list;
 	void *arg;
 	char *error; /* an answer decided before any adapter call */
 };
@@ -1236,7 +1237,10 @@ img_refuse_cb(evutil_socket_t fd, short what, void *arg)
 	ic->error = NULL;
 	if (ic->up != NULL)
 		img_upload_answer(NULL, e, ic);
-	else
+	else if (ic->list != NULL) {
+		ic->list(NULL, 0, e, ic->arg);
+		free(ic);
+	} else
 		img_delete_answer(0, e, ic);
 	free(e);
 }
@@ -1302,4 +1306,20 @@ sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_image_
 		return;
 	}
 	dp->ops->delete_image(dp->ad, external_id, img_delete_answer, ic);
+}
+
+void
+sm_drv_image_list(struct drv_provider *dp, drv_image_list_cb cb, void *arg)
+{
+	struct img_call *ic;
+
+	if (dp->ops->list_images != NULL) {
+		dp->ops->list_images(dp->ad, cb, arg);
+		return;
+	}
+	if ((ic = calloc(1, sizeof(*ic))) == NULL)
+		abort();
+	ic->list = cb;
+	ic->arg = arg;
+	img_refuse(dp, ic, "the %s adapter cannot list images", dp->ops->name);
 }

@@ -273,6 +273,8 @@ void sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d);
 void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
 /* Through the adapter's upload_image / delete_image (an adapter without
  * them answers with an error, on the loop). */
+/* Through the adapter's list_images (without: an error, on the loop). */
+void sm_drv_image_list(struct drv_provider *dp, drv_image_list_cb cb, void *arg);
 void sm_drv_image_upload(struct drv_provider *dp, const struct drv_image_upload *u,
 			 drv_image_upload_cb cb, void *arg);
 void sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_image_delete_cb cb,
@@ -286,7 +288,7 @@ void sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_i
 	.pool_azs = sm_drv_pool_azs, .launch = sm_drv_launch,                                      \
 	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,                  \
 	.dump = sm_drv_dump, .image_upload = sm_drv_image_upload,                                  \
-	.image_delete = sm_drv_image_delete
+	.image_delete = sm_drv_image_delete, .image_list = sm_drv_image_list
 
 /*
  * The driver's image_format slot for adapters whose format is the

@@ -214,3 +214,80 @@ def test_rollback_after_failing_launches(deployment, zk, zuul):
                              'image="img"} 1' in t else None)(
         get(deployment.web_port, "/metrics")[2]), what="the rollback on /metrics")
     assert text
+
+
+def alien_rows(path, env, *args):
+    """`nodepool alien-image-list` rows as (provider, name, image id)."""
+    from conftest import bin_path
+    r = subprocess.run([bin_path("nodepool"), "-c", path, "alien-image-list"] + list(args),
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0 and "Sanitizer" not in r.stderr, r.stderr
+    assert "cannot" not in r.stderr and "listing alien" not in r.stderr, r.stderr
+    return sorted(tuple(c.strip() for c in line.strip("|").split("|"))
+                  for line in r.stdout.splitlines()[3:] if line.startswith("|"))
+
+
+def alien_setup(zk, provider, make_image):
+    """Three images in the cloud: one with its upload record in ZooKeeper,
+    one tagged by Nodepool without a record (left by a killed upload), one
+    that is not Nodepool's. Returns (known id, alien id, alien name)."""
+    from operator_helpers import build_record, upload_record, write_build, write_upload
+    bid = write_build(zk, "img", build_record(formats="qcow2,raw"))
+    tags = {"nodepool_build_id": bid, "nodepool_upload_id": "0000000001",
+            "nodepool_provider_name": provider}
+    known = make_image("img-known", tags)
+    write_upload(zk, "img", bid, provider,
+                 upload_record(external_id=known, external_name="img-known"))
+    alien = make_image("img-alien", dict(tags, nodepool_upload_id="0000000002"))
+    make_image("someone-elses", {"team": "other"})
+    return known, alien
+
+
+def test_alien_image_list_openstack(deployment, zk, tmp_path, monkeypatch):
+    from openstack_helpers import write_clouds
+    from ossim_fixture import OSSim
+    sim = OSSim(tmp_path, {"clouds": {"simc": {"regions": {"R1": {
+        "flavors": [{"name": "small", "ram": 2048, "vcpus": 2}]}}}}}).start()
+    try:
+        write_clouds(sim, tmp_path, monkeypatch)
+        cfg = builder_config(deployment, providers=())
+        cfg["providers"] = [{
+            "name": "os1", "cloud": "simc", "region-name": "R1", "rate": 0.001,
+            "diskimages": [{"name": "img"}],
+            "pools": [{"name": "main", "labels": [
+                {"name": "img-label", "diskimage": "img", "flavor-name": "small"}]}]}]
+        path = deployment.write_config(cfg)
+
+        def make(name, props):
+            (img,) = sim.ctl("POST", "/images", {"image": {
+                "name": name, "visibility": "private", "properties": props}})["images"]
+            return img["id"]
+        known, alien = alien_setup(zk, "os1", make)
+        assert alien_rows(path, dict(os.environ)) == [("os1", "img-alien", alien)]
+        assert alien_rows(path, dict(os.environ), "os1") == [("os1", "img-alien", alien)]
+    finally:
+        sim.stop()
+
+
+def test_alien_image_list_aws(deployment, zk, tmp_path):
+    from awssim_fixture import AwsSim
+    sim = AwsSim(tmp_path, {"regions": {"eu-west-1": {}}}).start()
+    try:
+        cfg = builder_config(deployment, providers=())
+        cfg["providers"] = [{
+            "name": "ec2", "driver": "aws", "region-name": "eu-west-1", "rate": 100,
+            "diskimages": [{"name": "img", "username": "zuul"}],
+            "pools": [{"name": "main", "labels": [
+                {"name": "img-label", "diskimage": "img", "instance-type": "t3.small",
+                 "key-name": "zuul"}]}]}]
+        path = deployment.write_config(cfg)
+
+        def make(name, tags):
+            return sim.ctl("POST", "/images", {"name": name, "region": "eu-west-1",
+                                               "tags": tags})["id"]
+        known, alien = alien_setup(zk, "ec2", make)
+        env = sim.env()
+        env["HOME"] = deployment.dir
+        assert alien_rows(path, env) == [("ec2", "img-alien", alien)]
+    finally:
+        sim.stop()
