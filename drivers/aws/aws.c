@@ -2912,6 +2912,7 @@ static const struct sm_adapter_ops aws_adapter = {
     .upload_image = aws_upload_image,
     .delete_image = aws_delete_image,
     .list_images = aws_list_images,
+    .images_in_resources = 1,
     .dump = aws_dump,
 };
 

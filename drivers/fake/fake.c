@@ -2026,6 +2026,7 @@ static const struct sm_adapter_ops fake_adapter = {
     .upload_image = fake_upload_image,
     .delete_image = fake_delete_image,
     .list_images = fake_list_images,
+    .images_in_resources = 1,
     .console_log = fake_console_log,
     .dump = fake_dump,
 };

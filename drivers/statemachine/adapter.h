@@ -288,6 +288,10 @@ struct sm_adapter_ops {
 	 * slot): cb once, later, on the loop. An adapter with upload_image
 	 * has it. May be NULL. */
 	void (*list_images)(struct sm_adapter *a, drv_image_list_cb cb, void *arg);
+	/* 1 when list_resources already reports the account's images (aws:
+	 * its AMIs; fake: its images), so leak cleanup finds uploads' leaks
+	 * there; 0: leak cleanup lists them with list_images (openstack). */
+	int images_in_resources;
 
 	/* The instance's console log (getConsoleLog), fetched when a
 	 * nodescan fails and the label has console-log set. May be NULL. */

@@ -91,6 +91,8 @@ struct drv_provider {
 	struct strset *maybe_leaked; /* node ids (and "upload:<build>-<id>")
 					unknown on the last pass */
 	int leak_busy;
+	struct strset *maybe_leaked_images; /* image ids: the list_images pass */
+	int image_leak_busy;
 
 	struct sm_images *images;	     /* NULL without a ZooKeeper handle */
 	LIST_HEAD(, validation) validations; /* boots of uploads pending validation */
@@ -904,11 +906,76 @@ leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg
 	dp->maybe_leaked = seen;
 }
 
+/*
+ * Uploads' leaks through list_images, for adapters whose resource listing
+ * has no images (openstack): an image tagged with our provider and an
+ * upload (nodepool_build_id, nodepool_upload_id) this provider has no
+ * record of, two passes in a row, is deleted through delete_image (an
+ * image stored just before its upload worker was killed, whose record the
+ * builder then removed as cruft).
+ */
+static void
+image_leak_deleted(int ok, const char *error, void *arg)
+{
+	leak_deleted(ok, error, arg);
+}
+
+static void
+image_leak_list_cb(const struct drv_cloud_image *v, size_t n, const char *error, void *arg)
+{
+	struct drv_provider *dp = arg;
+	struct strset *seen;
+	size_t i;
+
+	dp->image_leak_busy = 0;
+	if (error != NULL) {
+		log_warn("provider %s: listing images for leak cleanup: %s", dp->cfg->provider,
+			 error);
+		return;
+	}
+	if (dp->stopped || dp->images == NULL)
+		return;
+	seen = strset_new();
+	for (i = 0; i < n; i++) {
+		const char *pn =
+		    json_string_value(json_object_get(v[i].tags, "nodepool_provider_name"));
+		const char *bid =
+		    json_string_value(json_object_get(v[i].tags, "nodepool_build_id"));
+		const char *uid =
+		    json_string_value(json_object_get(v[i].tags, "nodepool_upload_id"));
+		struct leak_ctx *x;
+		char key[300];
+
+		if (pn == NULL || strcmp(pn, dp->cfg->provider) != 0 || bid == NULL ||
+		    uid == NULL || sm_images_known_upload(dp->images, bid, uid) != 0)
+			continue;
+		strset_add(seen, v[i].id);
+		if (!strset_has(dp->maybe_leaked_images, v[i].id))
+			continue;
+		snprintf(key, sizeof(key), "upload:%s-%s", bid, uid);
+		x = calloc(1, sizeof(*x));
+		if (x == NULL)
+			abort();
+		x->dp = dp;
+		x->type = strdup("image");
+		x->id = strdup(v[i].id);
+		x->node_id = strdup(key);
+		dp->ops->delete_image(dp->ad, v[i].id, image_leak_deleted, x);
+	}
+	strset_free(dp->maybe_leaked_images);
+	dp->maybe_leaked_images = seen;
+}
+
 void
 sm_drv_cleanup(struct drv_provider *dp)
 {
 	if (dp->stopped)
 		return;
+	if (dp->ops->images_in_resources == 0 && dp->ops->list_images != NULL &&
+	    dp->ops->delete_image != NULL && dp->images != NULL && !dp->image_leak_busy) {
+		dp->image_leak_busy = 1;
+		dp->ops->list_images(dp->ad, image_leak_list_cb, dp);
+	}
 	if (dp->ops->list_resources != NULL && !dp->leak_busy) {
 		dp->leak_busy = 1;
 		dp->ops->list_resources(dp->ad, leak_list_cb, dp);
@@ -1078,6 +1145,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	LIST_INIT(&dp->validations);
 	dp->upload_fails = json_object();
 	dp->unvalidatable = strset_new();
+	dp->maybe_leaked_images = strset_new();
 	if (dp->images != NULL)
 		sm_images_set_notify(dp->images, validations_check, dp);
 	dp->lag_ev = event_new(base, -1, 0, lag_cb, dp);
@@ -1135,6 +1203,7 @@ sm_drv_provider_free(struct drv_provider *dp)
 		validation_free(v); /* its launch cancelled: no callback */
 	}
 	strset_free(dp->unvalidatable);
+	strset_free(dp->maybe_leaked_images);
 	json_decref(dp->upload_fails);
 	sm_runner_free(dp->runner);
 	dp->ops->adapter_free(dp->ad);

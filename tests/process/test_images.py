@@ -233,17 +233,21 @@ def alien_setup(zk, provider, make_image):
     that is not Nodepool's. Returns (known id, alien id, alien name)."""
     from operator_helpers import build_record, upload_record, write_build, write_upload
     bid = write_build(zk, "img", build_record(formats="qcow2,raw"))
-    tags = {"nodepool_build_id": bid, "nodepool_upload_id": "0000000001",
+    uid = write_upload(zk, "img", bid, provider, upload_record(state="uploading"))
+    tags = {"nodepool_build_id": bid, "nodepool_upload_id": uid,
             "nodepool_provider_name": provider}
     known = make_image("img-known", tags)
-    write_upload(zk, "img", bid, provider,
-                 upload_record(external_id=known, external_name="img-known"))
-    alien = make_image("img-alien", dict(tags, nodepool_upload_id="0000000002"))
+    zk.set("/nodepool/images/img/builds/%s/providers/%s/images/%s" % (bid, provider, uid),
+           json.dumps(upload_record(external_id=known, external_name="img-known")).encode())
+    alien = make_image("img-alien", dict(tags, nodepool_upload_id="%010d" % (int(uid) + 1)))
     make_image("someone-elses", {"team": "other"})
     return known, alien
 
 
 def test_alien_image_list_openstack(deployment, zk, tmp_path, monkeypatch):
+    """alien-image-list against the OpenStack simulator (Glance v2); then
+    the launcher's leak cleanup deletes the alien image through the same
+    listing."""
     from openstack_helpers import write_clouds
     from ossim_fixture import OSSim
     sim = OSSim(tmp_path, {"clouds": {"simc": {"regions": {"R1": {
@@ -265,6 +269,14 @@ def test_alien_image_list_openstack(deployment, zk, tmp_path, monkeypatch):
         known, alien = alien_setup(zk, "os1", make)
         assert alien_rows(path, dict(os.environ)) == [("os1", "img-alien", alien)]
         assert alien_rows(path, dict(os.environ), "os1") == [("os1", "img-alien", alien)]
+        # the launcher's leak cleanup finds it through the image listing
+        # (two passes in a row), and leaves the one ZooKeeper knows
+        deployment.start_launcher("os1", path)
+        wait_for(lambda: alien not in {i["id"] for i in sim.images()}, timeout=60,
+                 what="the alien image deleted by leak cleanup")
+        ids = {i["id"] for i in sim.images()}
+        assert known in ids and len(ids) == 3, ids  # known, someone else's, the cloud's
+        assert alien_rows(path, dict(os.environ)) == []
     finally:
         sim.stop()
 
