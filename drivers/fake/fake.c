@@ -247,6 +247,7 @@ struct sm_adapter {
 	double upload_delay;	       /* upload-delay */
 	long long upload_failures;     /* upload-failures left */
 	TAILQ_HEAD(, fupload) uploads; /* streaming into image-dir */
+	TAILQ_HEAD(, flist) lists;     /* list_images answers due */
 	/* counters */
 	unsigned long long creates, create_errors, quota_refusals, boot_errors, deletes,
 	    delete_errors, leaked_on_delete, volumes_leaked, listings;
@@ -1356,10 +1357,20 @@ list_resources_call(struct fcall *c)
 /* list_images: the store's images (image-dir, every process's uploads),
  * else this process's; answered from the loop. */
 struct flist {
+	TAILQ_ENTRY(flist) entry;
 	struct sm_adapter *f;
 	drv_image_list_cb cb;
 	void *arg;
+	struct event *ev;
 };
+
+static void
+flist_free(struct flist *fl)
+{
+	TAILQ_REMOVE(&fl->f->lists, fl, entry);
+	event_free(fl->ev);
+	free(fl);
+}
 
 static void
 flist_fire(evutil_socket_t fd, short what, void *arg)
@@ -1414,7 +1425,7 @@ flist_fire(evutil_socket_t fd, short what, void *arg)
 	fl->cb(v, n, NULL, fl->arg);
 	free(v);
 	json_decref(keep);
-	free(fl);
+	flist_free(fl);
 }
 
 static void
@@ -1427,8 +1438,10 @@ fake_list_images(struct sm_adapter *f, drv_image_list_cb cb, void *arg)
 	fl->f = f;
 	fl->cb = cb;
 	fl->arg = arg;
-	if (event_base_once(f->base, -1, EV_TIMEOUT, flist_fire, fl, NULL) != 0)
+	if ((fl->ev = event_new(f->base, -1, 0, flist_fire, fl)) == NULL)
 		abort();
+	TAILQ_INSERT_TAIL(&f->lists, fl, entry);
+	event_active(fl->ev, EV_TIMEOUT, 0);
 }
 
 static void
@@ -1820,6 +1833,7 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&f->images);
 	TAILQ_INIT(&f->calls);
 	TAILQ_INIT(&f->uploads);
+	TAILQ_INIT(&f->lists);
 	{
 		const char *idir = json_string_value(json_object_get(p, "image-dir"));
 		f->image_dir = idir != NULL ? strdup(idir) : NULL;
@@ -1923,6 +1937,8 @@ fake_adapter_free(struct sm_adapter *f)
 
 	if (f == NULL)
 		return;
+	while (!TAILQ_EMPTY(&f->lists))
+		flist_free(TAILQ_FIRST(&f->lists)); /* no answer after the free */
 	while ((c = TAILQ_FIRST(&f->calls)) != NULL) {
 		if (c->owner != NULL)
 			c->owner->call = NULL;
