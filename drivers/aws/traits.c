@@ -31,7 +31,8 @@ static const struct sc_schema aws_diskimage = {
 	OPT("architecture", STR), OPT("ena-support", BOOL), OPT("volume-size", INT),
 	OPT("volume-type", STR), OPT("import-method", ENUM("snapshot", "ebs-direct", "image")),
 	OPT("imds-support", ENUM_OR_NULL("v2.0")), OPT("iops", INT), OPT("throughput", INT),
-	OPT("tags", DICT), OPT("validate", BOOL), OPT("rollback-after", INT)),
+	OPT("tags", DICT), OPT("validate", BOOL), OPT("rollback-after", INT),
+	OPT("validate-command", STR), OPT("validate-key", STR), OPT("validate-timeout", INT)),
 };
 
 static const struct sc_schema aws_label = {

@@ -38,6 +38,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "nodescan.h"
+#include "sshcmd.h"
 #include "strset.h"
 #include "xalloc.h"
 #include "zk.h"
@@ -621,6 +622,7 @@ struct validation {
 	struct sm_label label; /* the label's, with keyscan */
 	struct np_node *node;
 	struct sm_launch *launch;
+	struct sshcmd *cmd; /* validate-command in flight */
 };
 
 static void
@@ -638,6 +640,7 @@ validation_free(struct validation *v)
 	LIST_REMOVE(v, entry);
 	if (v->launch != NULL)
 		sm_launch_cancel(v->launch);
+	sshcmd_cancel(v->cmd);
 	np_node_free(v->node);
 	free(v->path);
 	free(v);
@@ -654,32 +657,90 @@ validation_instance_deleted(int ok, const char *error, void *arg)
 	free(eid);
 }
 
+/* The verdict is stored: the node goes. */
 static void
-validation_done(enum drv_launch_result res, const char *error, void *arg)
+validation_end(struct validation *v, int ok, const char *reason)
 {
-	struct validation *v = arg;
 	struct drv_provider *dp = v->dp;
-	char reason[512];
 
-	v->launch = NULL;
-	if (res == DRV_LAUNCH_READY) {
+	if (ok)
 		log_info("upload %s passed its validation (node %s, %s)", v->path,
 			 v->node->external_id ? v->node->external_id : "?",
 			 v->node->interface_ip ? v->node->interface_ip : "?");
-		sm_images_verdict(dp->images, v->path, 1, NULL);
-	} else if (res == DRV_LAUNCH_ABORTED) {
-		/* quota: not the image's fault; the next change tries again */
-		log_warn("upload %s: validation boot aborted: %s", v->path, error ? error : "?");
-	} else {
-		snprintf(reason, sizeof(reason), "validation boot failed: %s",
-			 error ? error : "unknown error");
+	else
 		log_warn("upload %s failed its validation: %s", v->path, reason);
-		sm_images_verdict(dp->images, v->path, 0, reason);
-	}
+	sm_images_verdict(dp->images, v->path, ok, reason);
 	if (v->node->external_id != NULL)
 		sm_delete_start(dp->runner, v->node->external_id, dp->cfg->launch_timeout,
 				validation_instance_deleted, np_strdupz(v->node->external_id));
 	validation_free(v);
+}
+
+static void
+validation_cmd_done(int status, const char *error, void *arg)
+{
+	struct validation *v = arg;
+	char reason[600];
+
+	v->cmd = NULL;
+	if (status == 0) {
+		validation_end(v, 1, NULL);
+		return;
+	}
+	if (error != NULL)
+		snprintf(reason, sizeof(reason), "validation command failed: %s", error);
+	else
+		snprintf(reason, sizeof(reason), "validation command exited %d", status);
+	validation_end(v, 0, reason);
+}
+
+static void
+validation_done(enum drv_launch_result res, const char *error, void *arg)
+{
+	struct validation *v = arg;
+	const json_t *raw = v->label.image != NULL ? v->label.image->raw : NULL;
+	const char *cmd = json_string_value(json_object_get(raw, "validate-command"));
+	char reason[512];
+
+	v->launch = NULL;
+	if (res == DRV_LAUNCH_ABORTED) {
+		/* quota: not the image's fault; the next change tries again */
+		log_warn("upload %s: validation boot aborted: %s", v->path, error ? error : "?");
+		if (v->node->external_id != NULL)
+			sm_delete_start(v->dp->runner, v->node->external_id,
+					v->dp->cfg->launch_timeout, validation_instance_deleted,
+					np_strdupz(v->node->external_id));
+		validation_free(v);
+		return;
+	}
+	if (res != DRV_LAUNCH_READY) {
+		snprintf(reason, sizeof(reason), "validation boot failed: %s",
+			 error ? error : "unknown error");
+		validation_end(v, 0, reason);
+		return;
+	}
+	if (cmd != NULL) {
+		struct sshcmd_params p = {
+		    .host = v->node->interface_ip,
+		    .port = v->node->connection_port,
+		    .user = v->node->username ? v->node->username : "zuul",
+		    .key = json_string_value(json_object_get(raw, "validate-key")),
+		    .command = cmd,
+		    .timeout = (double)json_integer_value(json_object_get(raw, "validate-timeout")),
+		};
+		if (p.host == NULL || p.key == NULL) {
+			validation_end(v, 0,
+				       p.host == NULL
+					   ? "validation command: the node has no address"
+					   : "validation command: no validate-key");
+			return;
+		}
+		log_info("upload %s: running its validation command on %s", v->path, p.host);
+		if ((v->cmd = sshcmd_start(v->dp->env.base, &p, validation_cmd_done, v)) == NULL)
+			validation_end(v, 0, "validation command: cannot start it");
+		return;
+	}
+	validation_end(v, 1, NULL);
 }
 
 static const struct sm_label *

@@ -98,7 +98,7 @@ def sshd(tmp_path):
     d = str(tmp_path / "sshd")
     port = int(subprocess.check_output(
         ["sh", os.path.join(TOP, "tests/sshd-fixture.sh"), "start", d]).decode().split()[-1])
-    yield port
+    yield port, d
     subprocess.call(["sh", os.path.join(TOP, "tests/sshd-fixture.sh"), "stop", d])
 
 
@@ -108,8 +108,9 @@ def upload_path(u):
 
 def test_validation_before_service(deployment, zk, zuul, sshd):
     """`validate: true`: each new upload serves only once a node booted
-    from it passed keyscan (a real sshd). A good image passes and serves;
-    an image whose boot fails, then one whose keyscan fails, are never
+    from it passed keyscan and its validate-command over SSH (a real
+    sshd). A good image passes and serves; an image whose boot fails, one
+    whose keyscan fails, and one whose command exits non-zero are never
     handed to a request: the previous upload serves throughout, and
     `nodepool image-list` shows why they failed."""
     from builder_helpers import Images
@@ -119,7 +120,12 @@ def test_validation_before_service(deployment, zk, zuul, sshd):
                      provider=cfg["providers"][0])
     cfg["providers"][0] = fc["providers"][0]
     prov = cfg["providers"][0]
-    prov.update({"fake-ssh-port": sshd, "boot-timeout": 5, "launch-retries": 1})
+    port, sshd_dir = sshd
+    broken = os.path.join(deployment.dir, "broken-image")
+    prov.update({"fake-ssh-port": port, "boot-timeout": 5, "launch-retries": 1})
+    prov["diskimages"][0].update({
+        "username": "root", "validate-key": os.path.join(sshd_dir, "client_key"),
+        "validate-command": "test ! -e %s" % broken, "validate-timeout": 30})
     path = deployment.write_config(cfg)
     deployment.start_launcher("sim", path)
     start_builder(deployment, path)
@@ -143,8 +149,11 @@ def test_validation_before_service(deployment, zk, zuul, sshd):
 
     serve()
     for meta, why in (({"fake-boot": "fail"}, "validation boot failed"),
-                      ({"fake-ssh-port": "1"}, "validation boot failed")):
+                      ({"fake-ssh-port": "1"}, "validation boot failed"),
+                      ({}, "validation command exited 1")):
         prov["diskimages"][0]["meta"] = dict(prov["diskimages"][0]["meta"], **meta)
+        if not meta:
+            open(broken, "w").close()  # this image's check fails
         deployment.write_config(cfg)
         before = {u[0] for u in images.uploads("img")}
         assert nodepool(path, "image-build", "img").returncode == 0
