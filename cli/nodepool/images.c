@@ -82,20 +82,20 @@ listing(struct cli *c, const char *cmd, int argc, char **argv, enum status_list 
 int
 cmd_image_list(struct cli *c, int argc, char **argv)
 {
-	return listing(c, "image-list", argc, argv, STATUS_IMAGE_LIST, imgtree_image_list);
+	return listing(c, "image-list", argc, argv, STATUS_IMAGE_LIST, status_image_list);
 }
 
 int
 cmd_dib_image_list(struct cli *c, int argc, char **argv)
 {
 	return listing(c, "dib-image-list", argc, argv, STATUS_DIB_IMAGE_LIST,
-		       imgtree_dib_image_list);
+		       status_dib_image_list);
 }
 
 int
 cmd_image_status(struct cli *c, int argc, char **argv)
 {
-	return listing(c, "image-status", argc, argv, STATUS_IMAGE_STATUS, imgtree_image_status);
+	return listing(c, "image-status", argc, argv, STATUS_IMAGE_STATUS, status_image_status);
 }
 
 /*
@@ -104,27 +104,28 @@ cmd_image_status(struct cli *c, int argc, char **argv)
  * launches), to call its image_list slot.
  */
 struct alien_host {
+	struct drv_host handle; /* owner: this struct */
 	struct event_base *base;
 	const char *provider;
 	json_t *config;
 };
 
 static struct event_base *
-alien_base(struct launcher *lc)
+alien_base(struct drv_host *h)
 {
-	return ((struct alien_host *)(void *)lc)->base;
+	return ((const struct alien_host *)h->owner)->base;
 }
 
 static const char *
-alien_provider(struct launcher *lc)
+alien_provider(struct drv_host *h)
 {
-	return ((struct alien_host *)(void *)lc)->provider;
+	return ((const struct alien_host *)h->owner)->provider;
 }
 
 static const json_t *
-alien_config(struct launcher *lc)
+alien_config(struct drv_host *h)
 {
-	return ((struct alien_host *)(void *)lc)->config;
+	return ((const struct alien_host *)h->owner)->config;
 }
 
 static const struct drv_host_ops alien_host_ops = {
@@ -187,7 +188,7 @@ alien_provider_rows(struct cli *c, const struct np_provider *p, const struct img
 		    struct status_table *t, char *err, size_t errlen)
 {
 	const struct driver *drv = driver_lookup(p->driver != NULL ? p->driver : "openstack");
-	struct alien_host host = {c->base, p->name, np_cfg_to_json(p->raw)};
+	struct alien_host host = {{NULL}, c->base, p->name, np_cfg_to_json(p->raw)};
 	struct alien_listing l = {0, NULL, json_array()};
 	struct drv_provider *dp;
 	struct strset *known;
@@ -201,7 +202,8 @@ alien_provider_rows(struct cli *c, const struct np_provider *p, const struct img
 		rc = -1;
 		goto out;
 	}
-	if ((dp = drv->provider_new((struct launcher *)(void *)&host, NULL, err, errlen)) == NULL) {
+	host.handle.owner = &host;
+	if ((dp = drv->provider_new(&host.handle, err, errlen)) == NULL) {
 		rc = -1;
 		goto out;
 	}

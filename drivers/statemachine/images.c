@@ -31,6 +31,7 @@
 
 #include "log.h"
 #include "paths.h"
+#include "xalloc.h"
 #include "zk.h"
 
 struct upl {
@@ -67,16 +68,6 @@ struct sm_images {
 	void (*notify)(void *arg);
 	void *notify_arg;
 };
-
-static char *
-xstrdup(const char *s)
-{
-	char *d = strdup(s);
-
-	if (d == NULL)
-		abort();
-	return d;
-}
 
 static struct upl *
 upl_find(struct sm_images *s, const char *path)

@@ -14,6 +14,7 @@
 
 #include "nodesum.h"
 #include "zk.h"
+#include "xalloc.h"
 
 /* ---- columns (as status.py's headers tables) --------------------------------- */
 
@@ -116,12 +117,6 @@ const char *const status_node_brief_fields[] = {
 const size_t status_node_brief_nfields =
     sizeof(status_node_brief_fields) / sizeof(status_node_brief_fields[0]);
 
-static void
-oom(void)
-{
-	abort();
-}
-
 struct status_table *
 status_table_new(enum status_list kind)
 {
@@ -130,12 +125,12 @@ status_table_new(enum status_list kind)
 	if ((int)kind < 0 || kind >= STATUS_LIST_COUNT)
 		return NULL;
 	if ((t = calloc(1, sizeof(*t))) == NULL)
-		oom();
+		np_oom();
 	t->kind = kind;
 	t->cols = tables[kind].cols;
 	t->ncols = tables[kind].n;
 	if ((t->rows = json_array()) == NULL)
-		oom();
+		np_oom();
 	return t;
 }
 
@@ -152,7 +147,7 @@ void
 status_table_add(struct status_table *t, json_t *row)
 {
 	if (row == NULL || json_array_append_new(t->rows, row) != 0)
-		oom();
+		np_oom();
 }
 
 size_t
@@ -176,7 +171,7 @@ sb_grow(struct sbuf *b, size_t more)
 	while (b->len + more + 1 > b->cap)
 		b->cap = b->cap ? b->cap * 2 : 128;
 	if ((b->s = realloc(b->s, b->cap)) == NULL)
-		oom();
+		np_oom();
 }
 
 static void
@@ -616,7 +611,7 @@ status_text(const struct status_table *t, const char *const *fields, size_t nfie
 	widths = calloc(t->ncols + 1, sizeof(*widths));
 	cells = calloc(nrows * t->ncols + 1, sizeof(*cells));
 	if (idx == NULL || widths == NULL || cells == NULL)
-		oom();
+		np_oom();
 	for (i = 0; i < t->ncols; i++) {
 		if (fields != NULL) {
 			for (f = 0; f < nfields; f++)
@@ -636,7 +631,7 @@ status_text(const struct status_table *t, const char *const *fields, size_t nfie
 			size_t w, lines;
 			char *c = cell_text(key, json_object_get(row, key), now);
 			if (c == NULL)
-				oom();
+				np_oom();
 			cells[j * t->ncols + k] = c;
 			cell_size(c, &w, &lines);
 			if (w > widths[k])
@@ -687,7 +682,7 @@ status_text_csv(const struct status_table *t, const char *fields_csv, double now
 		if (*p == ',')
 			cap++;
 	if ((copy = strdup(fields_csv)) == NULL || (fields = calloc(cap, sizeof(*fields))) == NULL)
-		oom();
+		np_oom();
 	/* split(','): empty items match no column */
 	for (tok = strtok_r(copy, ",", &save); tok != NULL && n < cap;
 	     tok = strtok_r(NULL, ",", &save))
@@ -705,7 +700,7 @@ status_json(const struct status_table *t)
 					  JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
 
 	if (s == NULL)
-		oom();
+		np_oom();
 	return s;
 }
 
@@ -837,7 +832,7 @@ set(json_t *row, const char *key, json_t *v)
 	if (v == NULL)
 		v = json_null();
 	if (json_object_set_new(row, key, v) != 0)
-		oom();
+		np_oom();
 }
 
 /* The node's value for key as it is in ZooKeeper: an odd value (one the
@@ -1138,7 +1133,7 @@ status_labels_from_cache(struct status_table *t, const struct zk_cache *pools)
 			if (nl == cap) {
 				cap = cap ? cap * 2 : 16;
 				if ((labels = realloc(labels, cap * sizeof(*labels))) == NULL)
-					oom();
+					np_oom();
 			}
 			labels[nl++] = c->supported_labels.v[i];
 		}
