@@ -1,8 +1,14 @@
 /*
  * The builder process: configuration, ZooKeeper session, builder
  * component, and the three duties of upstream's builder.py (reference
- * section 4), each run from a snapshot of /nodepool/images
- * (lib/zk/imagetree.h) taken every `interval` seconds:
+ * section 4), each run every `interval` seconds (and at once when
+ * something changes) from a snapshot of /nodepool/images
+ * (lib/zk/imagetree.h). The snapshot is read again only when the
+ * persistent recursive watch on /nodepool/images (zk_watch_tree) reports
+ * a change, or after a lost connection or an expiry, whose events are
+ * lost; the timer re-runs the time-driven decisions (rebuild-age,
+ * cleanup-interval, the config file) on the snapshot in hand, it never
+ * polls the tree:
  *
  *   builds   (BuildWorker): per diskimage, unless paused in the config or
  *            by the ZooKeeper pause flag: a manual request (request-build),
@@ -62,7 +68,6 @@
 #include "log.h"
 #include "memtrim.h"
 #include "model.h"
-#include "openstack/os_cloud.h"
 #include "paths.h"
 #include "statsd.h"
 #include "strset.h"
@@ -104,7 +109,9 @@ struct builder {
 	struct statsd *statsd;
 	struct event *tick_ev, *soon_ev;
 	struct imgtree_load *load;
-	int again; /* a pass was asked for while one was reading */
+	struct imgtree *tree; /* the last snapshot, current unless tree_stale */
+	int tree_stale;	      /* the watch reported a change since it was asked for */
+	int again;	      /* a pass was asked for while one was reading */
 	double last_cleanup;
 	double snapshot_time;	  /* wall clock when the snapshot in hand was asked for */
 	struct strset *building;  /* images with a build of ours in flight */
@@ -176,35 +183,32 @@ mkdirs(const char *path)
 	return 0;
 }
 
-/* The format a provider takes: its image-format; for an openstack
- * provider the image_format of its cloud in clouds.yaml (as upstream,
- * found as openstacksdk finds it; read once per cloud and region); else
- * qcow2. */
+/*
+ * The format a provider takes, as its driver answers (the image_format
+ * slot, drivers/driver.h: asked on every pass, so an edited clouds.yaml
+ * counts); qcow2 when the driver has no answer, its reason logged once
+ * per provider and reason. Returns buf.
+ */
 static const char *
-provider_format(const struct np_provider *p)
+provider_format(const struct np_provider *p, char *buf, size_t len)
 {
-	static json_t *formats; /* "cloud/region" -> format, kept for the process */
-	struct os_cloud c;
-	char key[512], err[300];
-	const char *f;
+	static struct strset *warned; /* "provider: reason" already logged */
+	const struct driver *drv = driver_lookup(p->driver != NULL ? p->driver : "openstack");
+	char err[300], key[600];
 
-	if (p->image_format != NULL && p->image_format[0])
-		return p->image_format;
-	if ((p->driver != NULL && strcmp(p->driver, "openstack") != 0) || p->cloud == NULL)
-		return "qcow2";
-	snprintf(key, sizeof(key), "%s/%s", p->cloud, p->region ? p->region : "");
-	if (formats == NULL)
-		formats = json_object();
-	if ((f = json_string_value(json_object_get(formats, key))) != NULL)
-		return f;
-	if (os_cloud_load(p->cloud, p->region, &c, err, sizeof(err)) == 0) {
-		json_object_set_new(formats, key, json_string(c.image_format));
-		os_cloud_clear(&c);
-	} else {
+	if (drv != NULL && drv->image_format != NULL &&
+	    drv->image_format(p, buf, len, err, sizeof(err)) == 0)
+		return buf;
+	if (drv == NULL || drv->image_format == NULL)
+		snprintf(err, sizeof(err), "driver %s names no image format",
+			 p->driver != NULL ? p->driver : "openstack");
+	snprintf(key, sizeof(key), "%s: %s", p->name, err);
+	if (warned == NULL)
+		warned = strset_new();
+	if (strset_add(warned, key))
 		log_warn("provider %s: %s; uploading qcow2", p->name, err);
-		json_object_set_new(formats, key, json_string("qcow2"));
-	}
-	return json_string_value(json_object_get(formats, key));
+	snprintf(buf, len, "qcow2");
+	return buf;
 }
 
 /* 1 when the provider's driver is built in and can upload images (a
@@ -239,14 +243,15 @@ strv_cmp(const void *a, const void *b)
 static void
 needed_formats(const struct np_config *cfg, const struct np_diskimage *d, struct np_strv *out)
 {
+	char fmt[64];
 	size_t i;
 
 	np_strv_clear(out);
 	for (i = 0; i < cfg->nproviders; i++) {
 		const struct np_provider *p = &cfg->providers[i];
 		if (p->manage_images && provider_diskimage(p, d->name) != NULL &&
-		    !np_strv_contains(out, provider_format(p)))
-			np_strv_push(out, provider_format(p));
+		    !np_strv_contains(out, provider_format(p, fmt, sizeof(fmt))))
+			np_strv_push(out, fmt);
 	}
 	for (i = 0; i < d->formats.n; i++)
 		if (!np_strv_contains(out, d->formats.v[i]))
@@ -293,6 +298,60 @@ has_ready_upload(const struct imgtree_build *ib, const char *provider)
 		if (ip->uploads[i].u != NULL && ip->uploads[i].u->state == NP_UPLOAD_READY)
 			return 1;
 	return 0;
+}
+
+/*
+ * Validation before service (beyond upstream; man nodepool.yaml(5),
+ * `validate`): the builder stores an upload of a diskimage that validates
+ * READY with the extra key validation {"state": "pending"}; the launcher
+ * of that provider boots a node from it and writes the verdict: READY with
+ * "passed", or FAILED with "failed" and the reason. Upstream's readers see
+ * an ordinary READY or FAILED upload.
+ */
+static const char *
+upload_validation(const struct np_image_upload *u)
+{
+	const json_t *v = u != NULL ? json_object_get(u->extra, "validation") : NULL;
+
+	return json_string_value(json_object_get(v, "state"));
+}
+
+static int
+validation_failed(const struct np_image_upload *u)
+{
+	const char *v = upload_validation(u);
+
+	return v != NULL && strcmp(v, "failed") == 0;
+}
+
+/* 1 when an upload of ib in provider failed its validation: the same
+ * bits would fail again, so the build is not uploaded there again (the
+ * next build is). */
+static int
+has_failed_validation(const struct imgtree_build *ib, const char *provider)
+{
+	const struct imgtree_provider *ip = build_provider(ib, provider);
+	size_t i;
+
+	for (i = 0; ip != NULL && i < ip->nuploads; i++) {
+		const struct np_image_upload *u = ip->uploads[i].u;
+		if (u != NULL && u->state == NP_UPLOAD_FAILED && validation_failed(u))
+			return 1;
+	}
+	return 0;
+}
+
+/* The provider's diskimage entry's validate, else the diskimage's. */
+static int
+upload_validates(const struct builder *b, const struct np_provider *p, const char *image)
+{
+	const struct np_diskimage *d = np_config_diskimage(b->cfg, image);
+	size_t i;
+
+	for (i = 0; p != NULL && i < p->ndiskimages; i++)
+		if (strcmp(p->diskimages[i].name, image) == 0 && p->diskimages[i].validate >= 0)
+			return p->diskimages[i].validate;
+	return d != NULL && d->validate;
 }
 
 static void
@@ -1433,6 +1492,12 @@ run_upload(struct task *t)
 			rec->shell_type = t->shell_type ? xstrdup(t->shell_type) : NULL;
 			free(t->external_id);
 			t->external_id = xstrdup(ext);
+			if (upload_validates(b, p, t->image)) {
+				rec->extra =
+				    json_pack("{s:{s:s}}", "validation", "state", "pending");
+				log_info("upload %s of %s-%s to %s waits for its validation",
+					 t->upload, t->image, t->build, t->provider);
+			}
 		} else {
 			b->uploads_failed++;
 			set_error(b, "upload of %s-%s to %s failed: %s", t->image, t->build,
@@ -1520,7 +1585,8 @@ check_upload(struct builder *b, const struct imgtree *tree, const struct np_prov
 {
 	const struct imgtree_image *im = imgtree_image(tree, pi->name);
 	const struct imgtree_build *nr = newest_ready(im);
-	const char *fmt = provider_format(p);
+	char fbuf[64];
+	const char *fmt = provider_format(p, fbuf, sizeof(fbuf));
 	char key[1024], file[4096];
 	struct task *t;
 
@@ -1532,7 +1598,8 @@ check_upload(struct builder *b, const struct imgtree *tree, const struct np_prov
 			  p->driver);
 		return;
 	}
-	if (has_ready_upload(nr, p->name) || !np_strv_contains(&nr->b->formats, fmt))
+	if (has_ready_upload(nr, p->name) || has_failed_validation(nr, p->name) ||
+	    !np_strv_contains(&nr->b->formats, fmt))
 		return;
 	local_path(b, pi->name, nr->id, fmt, file, sizeof(file));
 	if (access(file, R_OK) != 0) /* only the builder with the files uploads */
@@ -1927,6 +1994,7 @@ prune_local_formats(struct builder *b, const struct imgtree_build *ib, const cha
 {
 	const struct np_diskimage *d = np_config_diskimage(b->cfg, image);
 	struct np_strv keep = {NULL, 0};
+	char fmt[64];
 	size_t i;
 
 	if (d == NULL || !d->delete_after_upload)
@@ -1937,7 +2005,7 @@ prune_local_formats(struct builder *b, const struct imgtree_build *ib, const cha
 		const struct np_provider *p = &b->cfg->providers[i];
 		if (p->manage_images && provider_diskimage(p, image) != NULL &&
 		    !has_ready_upload(ib, p->name))
-			np_strv_push(&keep, provider_format(p));
+			np_strv_push(&keep, provider_format(p, fmt, sizeof(fmt)));
 	}
 	for (i = 0; i < ib->b->formats.n; i++) {
 		const char *f = ib->b->formats.v[i];
@@ -2140,8 +2208,9 @@ cleanup_image(struct builder *b, const struct imgtree_image *im)
 					if (st == NP_UPLOAD_UPLOADING)
 						act_queue(b, T_UPLOAD_CRUFT, im->name, ib->id,
 							  ip->name, u->id, NULL);
-					else if (st == NP_UPLOAD_DELETING ||
-						 st == NP_UPLOAD_FAILED || st < 0)
+					else if (st == NP_UPLOAD_DELETING || st < 0 ||
+						 (st == NP_UPLOAD_FAILED &&
+						  !validation_failed(u->u)))
 						act_queue(b, T_UPLOAD_DELETE, im->name, ib->id,
 							  ip->name, u->id, u->data);
 				} else if (!recent_upload(im, ip->name, ib->id, u->id))
@@ -2219,37 +2288,61 @@ emit_gauges(struct builder *b, const struct imgtree *tree)
 static int load_file_config(struct builder *b, int initial, char *err, size_t errlen);
 static void register_component(struct builder *b);
 
+/* The three duties on the snapshot in hand. */
+static void
+run_duties(struct builder *b, const struct imgtree *tree)
+{
+	size_t i, j;
+
+	b->passes++;
+	if (b->stopping)
+		return;
+	for (i = 0; i < b->cfg->ndiskimages; i++)
+		check_build(b, tree, &b->cfg->diskimages[i]);
+	for (i = 0; i < b->cfg->nproviders; i++) {
+		const struct np_provider *p = &b->cfg->providers[i];
+		if (!p->manage_images)
+			continue;
+		for (j = 0; j < p->ndiskimages; j++)
+			check_upload(b, tree, p, &p->diskimages[j]);
+	}
+	if (!b->cleanup_running && np_mono_s() - b->last_cleanup >= b->opt.cleanup_interval)
+		cleanup(b, tree);
+	emit_gauges(b, tree);
+}
+
 static void
 pass_loaded(int rc, struct imgtree *tree, void *arg)
 {
 	struct builder *b = arg;
-	size_t i, j;
 
 	b->load = NULL;
 	if (rc != ZOK) {
+		b->tree_stale = 1;
 		set_error(b, "reading %s: %s", NP_IMAGE_ROOT, zk_strerror(rc));
 		return;
 	}
-	b->passes++;
-	if (!b->stopping) {
-		for (i = 0; i < b->cfg->ndiskimages; i++)
-			check_build(b, tree, &b->cfg->diskimages[i]);
-		for (i = 0; i < b->cfg->nproviders; i++) {
-			const struct np_provider *p = &b->cfg->providers[i];
-			if (!p->manage_images)
-				continue;
-			for (j = 0; j < p->ndiskimages; j++)
-				check_upload(b, tree, p, &p->diskimages[j]);
-		}
-		if (!b->cleanup_running && np_mono_s() - b->last_cleanup >= b->opt.cleanup_interval)
-			cleanup(b, tree);
-		emit_gauges(b, tree);
-	}
-	imgtree_free(tree);
+	imgtree_free(b->tree);
+	b->tree = tree;
+	run_duties(b, tree);
 	if (b->again) {
 		b->again = 0;
 		schedule_soon(b);
 	}
+}
+
+/* The watch on /nodepool/images: any change (a build request, a pause
+ * flag, a record of ours or another builder's, an image-delete) makes
+ * the snapshot stale and asks for a pass. */
+static void
+tree_changed(int type, const char *path, void *arg)
+{
+	struct builder *b = arg;
+
+	(void)type;
+	(void)path;
+	b->tree_stale = 1;
+	schedule_soon(b);
 }
 
 static void
@@ -2266,6 +2359,13 @@ pass(struct builder *b)
 	register_component(b); /* if a registration was lost with the connection */
 	if (b->opt.config != NULL && load_file_config(b, 0, err, sizeof(err)) < 0)
 		set_error(b, "%s", err);
+	if (b->tree != NULL && !b->tree_stale) {
+		/* no change reported since it was read: it stands for now */
+		b->snapshot_time = now_wall();
+		run_duties(b, b->tree);
+		return;
+	}
+	b->tree_stale = 0;
 	b->snapshot_time = now_wall();
 	b->load = imgtree_load_start(b->zk, pass_loaded, b);
 }
@@ -2418,13 +2518,15 @@ session_cb(struct zk *zk, enum zk_event ev, void *arg)
 		register_component(b);
 		if (!b->ready_sent)
 			send_ready(b);
-		relock_tasks(b); /* after an expiry: our locks went with the session */
+		relock_tasks(b);   /* after an expiry: our locks went with the session */
+		b->tree_stale = 1; /* the watch's events meanwhile are lost */
 		schedule_soon(b);
 		break;
 	case ZK_EV_RECONNECTED:
 		log_info("ZooKeeper connection back (session 0x%llx kept)",
 			 (unsigned long long)zk_session_id(zk));
 		relock_tasks(b);
+		b->tree_stale = 1;
 		schedule_soon(b);
 		break;
 	case ZK_EV_SUSPENDED:
@@ -2521,6 +2623,7 @@ apply_config(struct builder *b, struct np_config *cfg, char *err, size_t errlen)
 	/* writes and reads interrupted by a lost connection are sent again
 	 * (upstream's KazooRetry); creates are not (see the tasks) */
 	zk_set_retry(b->zk, 1);
+	zk_watch_tree(b->zk, NP_IMAGE_ROOT, tree_changed, b);
 	b->builds = bpool_new(b->base, "build", b->opt.build_workers, b->opt.exe, b->opt.debug);
 	b->uploads = bpool_new(b->base, "upload", b->opt.upload_workers, b->opt.exe, b->opt.debug);
 	tick_cb(-1, 0, b);
@@ -2813,6 +2916,7 @@ builder_free(struct builder *b)
 	while ((t = TAILQ_FIRST(&b->tasks)) != NULL)
 		task_free(t);
 	imgtree_load_cancel(b->load);
+	imgtree_free(b->tree);
 	zk_free(b->zk);
 	while (b->comp_checks != NULL) {
 		struct comp_check *c = b->comp_checks;

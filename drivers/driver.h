@@ -29,7 +29,8 @@
 struct event_base;
 struct evbuffer;
 struct zk;
-struct drv_host; /* the host's handle, opaque here (host.h) */
+struct drv_host;    /* the host's handle, opaque here (host.h) */
+struct np_provider; /* lib/config/config.h: a provider's validated config */
 
 /* Opaque per-provider driver state, owned by the driver. */
 struct drv_provider;
@@ -98,6 +99,17 @@ struct drv_image_upload {
 };
 /* external_id of the new image, or NULL with error. */
 typedef void (*drv_image_upload_cb)(const char *external_id, const char *error, void *arg);
+/* One image of the cloud account, as the cloud lists it: everything
+ * borrowed for the callback. */
+struct drv_cloud_image {
+	const char *id;	    /* the cloud's image id (an upload's external_id) */
+	const char *name;   /* its name, or "" */
+	const json_t *tags; /* object: its tags / properties (nodepool_build_id,
+			       nodepool_upload_id, nodepool_provider_name...) */
+};
+/* The images (v[0..n)), or error (n 0) when the listing failed. */
+typedef void (*drv_image_list_cb)(const struct drv_cloud_image *v, size_t n, const char *error,
+				  void *arg);
 /* ok 1 (gone, or never there), or 0 with error. */
 typedef void (*drv_image_delete_cb)(int ok, const char *error, void *arg);
 
@@ -209,6 +221,36 @@ struct driver {
 			     drv_image_upload_cb cb, void *arg);
 	void (*image_delete)(struct drv_provider *dp, const char *external_id,
 			     drv_image_delete_cb cb, void *arg);
+	/*
+	 * The disk image format this provider's uploads take ("qcow2", "raw",
+	 * "vhd"...): what nodepool-builder builds for it and hands to
+	 * image_upload, as upstream's builder asks each provider
+	 * (OpenStack: the cloud's image_format in clouds.yaml, found as
+	 * openstacksdk finds it; the other drivers: the provider's
+	 * image-format, or the driver's fixed one).
+	 *
+	 * Asked by the builder's main process from the provider's validated
+	 * config alone (no provider_new, no host, no loop): synchronous, no
+	 * network, at most local files read; asked on every pass, so the
+	 * answer follows an edited file without a restart. Writes a
+	 * NUL-terminated name of [a-z0-9]+ into out (outlen bytes) and returns
+	 * 0; or returns -1 with a one-line reason in err (errlen bytes): the
+	 * builder then logs it once and builds and uploads qcow2, as before.
+	 * A driver with image_upload has this slot; NULL: the driver uploads
+	 * no images.
+	 */
+	int (*image_format)(const struct np_provider *p, char *out, size_t outlen, char *err,
+			    size_t errlen);
+	/*
+	 * Every image of the provider's cloud account the driver can see,
+	 * with its tags, as upstream's ProviderManager.listImages: for
+	 * `nodepool alien-image-list` (the CLI hosts the provider as the
+	 * builder's upload workers do: made, never started) and for the
+	 * launcher's leak cleanup of uploads. cb is called exactly once,
+	 * later, on the loop, unless the provider is freed first. NULL: the
+	 * driver has no images (a driver with image_upload has this slot).
+	 */
+	void (*image_list)(struct drv_provider *dp, drv_image_list_cb cb, void *arg);
 };
 
 /*

@@ -5,7 +5,8 @@
 #   tests/sshd-fixture.sh start DIR [PORT]
 #                                     start it (on PORT, else a free port);
 #                                     prints the port; DIR/port,
-#                                     DIR/host_keys ("<type> <base64>" lines)
+#                                     DIR/host_keys ("<type> <base64>" lines),
+#                                     DIR/client_key (a key it accepts)
 #   tests/sshd-fixture.sh stop DIR    stop exactly the sshd started in DIR (by pid)
 set -eu
 cmd=$1
@@ -18,6 +19,11 @@ start)
 		[ -f "$dir/ssh_host_${t}_key" ] ||
 			ssh-keygen -q -t $t -N '' -f "$dir/ssh_host_${t}_key" </dev/null
 	done
+	# a client key whose public half the server accepts (validation
+	# commands over SSH): DIR/client_key
+	[ -f "$dir/client_key" ] ||
+		ssh-keygen -q -t ed25519 -N '' -f "$dir/client_key" </dev/null
+	cp "$dir/client_key.pub" "$dir/authorized_keys"
 	port=${3:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
 	cat >"$dir/sshd_config" <<CFG
 ListenAddress 127.0.0.1
@@ -29,7 +35,8 @@ PidFile $dir/sshd.pid
 UsePAM no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
-AuthorizedKeysFile none
+AuthorizedKeysFile $dir/authorized_keys
+StrictModes no
 LogLevel ERROR
 CFG
 	/usr/sbin/sshd -D -e -f "$dir/sshd_config" >"$dir/sshd.log" 2>&1 &

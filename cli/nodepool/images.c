@@ -13,11 +13,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "config.h"
+#include "driver.h"
+#include "host.h"
 #include "imagetree.h"
 #include "model.h"
 #include "paths.h"
 #include "status.h"
+#include "strset.h"
 
 static int
 json_only(const char *cmd, int argc, char **argv, int *json)
@@ -93,37 +98,188 @@ cmd_image_status(struct cli *c, int argc, char **argv)
 	return listing(c, "image-status", argc, argv, STATUS_IMAGE_STATUS, status_image_status);
 }
 
+/*
+ * alien-image-list hosts each provider's driver as the builder's upload
+ * workers do (made with provider_new, never started: no ZooKeeper, no
+ * launches), to call its image_list slot.
+ */
+struct alien_host {
+	struct drv_host handle; /* owner: this struct */
+	struct event_base *base;
+	const char *provider;
+	json_t *config;
+};
+
+static struct event_base *
+alien_base(struct drv_host *h)
+{
+	return ((const struct alien_host *)h->owner)->base;
+}
+
+static const char *
+alien_provider(struct drv_host *h)
+{
+	return ((const struct alien_host *)h->owner)->provider;
+}
+
+static const json_t *
+alien_config(struct drv_host *h)
+{
+	return ((const struct alien_host *)h->owner)->config;
+}
+
+static const struct drv_host_ops alien_host_ops = {
+    .event_base = alien_base,
+    .provider_name = alien_provider,
+    .provider_config = alien_config,
+};
+
+struct alien_listing {
+	int done;
+	char *error;
+	json_t *images; /* [{id, name, tags}] */
+};
+
+static void
+alien_listed(const struct drv_cloud_image *v, size_t n, const char *error, void *arg)
+{
+	struct alien_listing *l = arg;
+	size_t i;
+
+	l->done = 1;
+	if (error != NULL) {
+		l->error = strdup(error);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		json_array_append_new(l->images,
+				      json_pack("{s:s, s:s, s:O}", "id", v[i].id, "name",
+						v[i].name ? v[i].name : "", "tags",
+						v[i].tags ? (json_t *)v[i].tags : json_null()));
+}
+
+/* The external ids of every upload of provider that ZooKeeper knows. */
+static void
+known_external_ids(const struct imgtree *t, const char *provider, struct strset *out)
+{
+	size_t i, j, k, m;
+
+	for (i = 0; i < t->nimages; i++)
+		for (j = 0; j < t->images[i].nbuilds; j++) {
+			const struct imgtree_build *b = &t->images[i].builds[j];
+			for (k = 0; k < b->nproviders; k++) {
+				if (strcmp(b->providers[k].name, provider) != 0)
+					continue;
+				for (m = 0; m < b->providers[k].nuploads; m++) {
+					const struct np_image_upload *u =
+					    b->providers[k].uploads[m].u;
+					if (u != NULL && u->external_id != NULL)
+						strset_add(out, u->external_id);
+				}
+			}
+		}
+}
+
+/* The images of p tagged by Nodepool (nodepool_build_id) that ZooKeeper
+ * does not know, as rows of t; -1 with a message in err when the cloud
+ * could not be listed. */
+static int
+alien_provider_rows(struct cli *c, const struct np_provider *p, const struct imgtree *tree,
+		    struct status_table *t, char *err, size_t errlen)
+{
+	const struct driver *drv = driver_lookup(p->driver != NULL ? p->driver : "openstack");
+	struct alien_host host = {{NULL}, c->base, p->name, np_cfg_to_json(p->raw)};
+	struct alien_listing l = {0, NULL, json_array()};
+	struct drv_provider *dp;
+	struct strset *known;
+	const json_t *im;
+	double waited = 0;
+	size_t i;
+	int rc = 0;
+
+	if (drv == NULL || drv->image_list == NULL) {
+		snprintf(err, errlen, "driver %s lists no images", p->driver ? p->driver : "?");
+		rc = -1;
+		goto out;
+	}
+	host.handle.owner = &host;
+	if ((dp = drv->provider_new(&host.handle, err, errlen)) == NULL) {
+		rc = -1;
+		goto out;
+	}
+	drv->image_list(dp, alien_listed, &l);
+	while (!l.done && waited < c->op_timeout) {
+		struct timeval tv = {0, 50000};
+		event_base_loopexit(c->base, &tv);
+		event_base_dispatch(c->base);
+		waited += 0.05;
+	}
+	if (drv->provider_stop != NULL)
+		drv->provider_stop(dp);
+	drv->provider_free(dp);
+	if (!l.done || l.error != NULL) {
+		snprintf(err, errlen, "%s", l.error ? l.error : "the cloud did not answer in time");
+		rc = -1;
+		goto out;
+	}
+	known = strset_new();
+	known_external_ids(tree, p->name, known);
+	json_array_foreach(l.images, i, im)
+	{
+		const json_t *tags = json_object_get(im, "tags");
+		const char *pn = json_string_value(json_object_get(tags, "nodepool_provider_name"));
+		const char *id = json_string_value(json_object_get(im, "id"));
+		if (json_object_get(tags, "nodepool_build_id") == NULL ||
+		    (pn != NULL && strcmp(pn, p->name) != 0) || strset_has(known, id))
+			continue;
+		status_table_add(t, json_pack("{s:s, s:s, s:s}", "provider", p->name, "name",
+					      json_string_value(json_object_get(im, "name")),
+					      "image_id", id));
+	}
+	strset_free(known);
+out:
+	free(l.error);
+	json_decref(l.images);
+	json_decref(host.config);
+	return rc;
+}
+
 int
 cmd_alien_image_list(struct cli *c, int argc, char **argv)
 {
 	static const char *const names[] = {"json", NULL};
 	int flags[1] = {0}, npos, rc;
 	const char *values[1], *pos[1] = {NULL};
+	struct imgtree *tree = NULL;
 	struct status_table *t;
+	char err[512];
 	size_t i;
 
 	if ((rc = cli_parse("alien-image-list", argc, argv, names, flags, values, pos, 1, NULL,
 			    &npos)))
 		return rc;
+	if (pos[0] != NULL && np_config_provider(c->cfg, pos[0]) == NULL)
+		return cli_error("no provider %s in the configuration", pos[0]);
+	if ((rc = load_tree(c, &tree)) != CLI_OK)
+		return rc;
 	/*
-	 * Upstream asks each provider's cloud adapter for its images tagged
-	 * nodepool_build_id and lists those ZooKeeper does not know. Cloud
-	 * adapters live in the launcher's worker processes, not in this tool:
-	 * like upstream for a provider whose adapter cannot list images, we
-	 * warn and list nothing for it.
+	 * As upstream: per provider, the cloud images tagged by Nodepool
+	 * (nodepool_build_id) whose id no upload of that provider in
+	 * ZooKeeper names; a provider whose cloud cannot be listed is
+	 * reported and skipped.
 	 */
+	drv_host_register(&alien_host_ops);
+	t = status_table_new(STATUS_ALIEN_IMAGES);
 	for (i = 0; i < c->cfg->nproviders; i++) {
 		const struct np_provider *p = &c->cfg->providers[i];
-		if (pos[0] != NULL && strcmp(pos[0], p->name) != 0)
+		if ((pos[0] != NULL && strcmp(pos[0], p->name) != 0) || !p->manage_images)
 			continue;
-		fprintf(stderr,
-			"nodepool: listing alien images of %s: cloud image listing is not "
-			"available in this tool (driver %s)\n",
-			p->name, p->driver);
+		if (alien_provider_rows(c, p, tree, t, err, sizeof(err)) != 0)
+			fprintf(stderr, "nodepool: listing alien images of %s: %s\n", p->name, err);
 	}
-	t = status_table_new(STATUS_ALIEN_IMAGES);
 	cli_print_table(t, flags[0], NULL, 0);
 	status_table_free(t);
+	imgtree_free(tree);
 	return CLI_OK;
 }
 

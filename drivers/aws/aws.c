@@ -1534,6 +1534,96 @@ aws_list_instances(struct sm_adapter *a, sm_instances_cb cb, void *arg)
 	lister_page(ls, NULL);
 }
 
+/*
+ * list_images: DescribeImages of the account's own AMIs (Owner self),
+ * every page; tags from tagSet. Deregistered ones are left out.
+ */
+struct ilist {
+	struct sm_adapter *a;
+	drv_image_list_cb cb;
+	void *arg;
+	json_t *images; /* [{id, name, tags}] */
+};
+
+static void ilist_page(struct ilist *il, const char *token);
+
+static void
+ilist_done(const struct aws_result *r, void *arg)
+{
+	struct ilist *il = arg;
+	const xmlNode *it, *t;
+	char id[128], name[512], st[64], k[256], v[512], tok[1024];
+	const json_t *o;
+	size_t i, n;
+
+	if (r->code != NULL) {
+		char msg[600];
+		snprintf(msg, sizeof(msg), "DescribeImages: %s: %s", r->code,
+			 r->message ? r->message : "");
+		il->cb(NULL, 0, msg, il->arg);
+		json_decref(il->images);
+		free(il);
+		return;
+	}
+	for (it = aws_xpath(r->root, "imagesSet/item"); it != NULL; it = aws_xnext(it)) {
+		json_t *tags = json_object();
+		if (strcmp(aws_xtext(it, "imageState", st, sizeof(st)), "deregistered") == 0) {
+			json_decref(tags);
+			continue;
+		}
+		for (t = aws_xpath(it, "tagSet/item"); t != NULL; t = aws_xnext(t))
+			json_object_set_new(tags, aws_xtext(t, "key", k, sizeof(k)),
+					    json_string(aws_xtext(t, "value", v, sizeof(v))));
+		json_array_append_new(
+		    il->images,
+		    json_pack("{s:s, s:s, s:o}", "id", aws_xtext(it, "imageId", id, sizeof(id)),
+			      "name", aws_xtext(it, "name", name, sizeof(name)), "tags", tags));
+	}
+	if (aws_xtext(r->root, "nextToken", tok, sizeof(tok))[0] != '\0') {
+		ilist_page(il, tok);
+		return;
+	}
+	n = json_array_size(il->images);
+	{
+		struct drv_cloud_image *vv = calloc(n + 1, sizeof(*vv));
+		if (vv == NULL)
+			abort();
+		json_array_foreach(il->images, i, o) vv[i] = (struct drv_cloud_image){
+		    json_string_value(json_object_get(o, "id")),
+		    json_string_value(json_object_get(o, "name")), json_object_get(o, "tags")};
+		il->cb(vv, n, NULL, il->arg);
+		free(vv);
+	}
+	json_decref(il->images);
+	free(il);
+}
+
+static void
+ilist_page(struct ilist *il, const char *token)
+{
+	char *form = NULL;
+
+	aws_form_add(&form, "Owner.1", "self");
+	if (token != NULL)
+		aws_form_add(&form, "NextToken", token);
+	aws_ec2(il->a->api, "DescribeImages", form, 0, ilist_done, il);
+	free(form);
+}
+
+static void
+aws_list_images(struct sm_adapter *a, drv_image_list_cb cb, void *arg)
+{
+	struct ilist *il = calloc(1, sizeof(*il));
+
+	if (il == NULL)
+		abort();
+	il->a = a;
+	il->cb = cb;
+	il->arg = arg;
+	il->images = json_array();
+	ilist_page(il, NULL);
+}
+
 /* list_resources: instances, volumes, AMIs, snapshots in stages */
 
 static const struct {
@@ -2836,6 +2926,8 @@ static const struct sm_adapter_ops aws_adapter = {
     .label_ready = aws_label_ready,
     .upload_image = aws_upload_image,
     .delete_image = aws_delete_image,
+    .list_images = aws_list_images,
+    .images_in_resources = 1,
     .dump = aws_dump,
 };
 
@@ -2858,4 +2950,5 @@ const struct driver drv_aws = {
     .reuse_only = 0,
     .provider_new = aws_provider_new,
     SM_DRIVER_SLOTS,
+    .image_format = sm_drv_config_image_format,
 };

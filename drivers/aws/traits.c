@@ -25,13 +25,14 @@ static const struct sc_schema aws_cloud_image = {
 
 static const struct sc_schema aws_diskimage = {
     .type = SC_MAP,
-    .keys = KEYS(REQ("name", STR), OPT("username", STR), OPT("pause", BOOL),
-		 OPT("connection-type", STR), OPT("connection-port", INT), OPT("python-path", STR),
-		 OPT("shell-type", STR), OPT("architecture", STR), OPT("ena-support", BOOL),
-		 OPT("volume-size", INT), OPT("volume-type", STR),
-		 OPT("import-method", ENUM("snapshot", "ebs-direct", "image")),
-		 OPT("imds-support", ENUM_OR_NULL("v2.0")), OPT("iops", INT),
-		 OPT("throughput", INT), OPT("tags", DICT)),
+    .keys = KEYS(
+	REQ("name", STR), OPT("username", STR), OPT("pause", BOOL), OPT("connection-type", STR),
+	OPT("connection-port", INT), OPT("python-path", STR), OPT("shell-type", STR),
+	OPT("architecture", STR), OPT("ena-support", BOOL), OPT("volume-size", INT),
+	OPT("volume-type", STR), OPT("import-method", ENUM("snapshot", "ebs-direct", "image")),
+	OPT("imds-support", ENUM_OR_NULL("v2.0")), OPT("iops", INT), OPT("throughput", INT),
+	OPT("tags", DICT), OPT("validate", BOOL), OPT("rollback-after", INT),
+	OPT("validate-command", STR), OPT("validate-key", STR), OPT("validate-timeout", INT)),
 };
 
 static const struct sc_schema aws_label = {

@@ -57,6 +57,11 @@
  *   fake-ssh-port         servers' interface_ip is 127.0.0.1 and their
  *                         connection port this: a real sshd there makes
  *                         the real nodescan path run (host-key-checking)
+ * A stored image (image-dir) whose metadata (the upload's tags: the
+ * diskimage's metadata and the provider image's meta) has fake-boot:
+ * "fail" boots servers that go to ERROR; fake-ssh-port: "N" gives its
+ * servers that connection port instead of the cloud's (a port where no
+ * sshd answers: keyscan fails), for tests of validation before service.
  *   state-file            path of a JSON picture of the cloud (servers,
  *                         volumes, images, counters, the framework's
  *                         counters) rewritten within 0.25 s of a change
@@ -109,6 +114,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 
@@ -138,6 +144,7 @@ struct fserver {
 	double ready_at; /* monotonic: BUILD -> ACTIVE (or ERROR) */
 	double gone_at;	 /* monotonic: DELETING -> removed */
 	int will_fail, never_ready, unmanaged, delete_failed_once, leak_volume;
+	int ssh_port; /* the image's fake-ssh-port, else 0 (the cloud's) */
 	json_t *metadata;
 	char ipv4[16], priv4[16], ipv6[48];
 	char *label, *image, *az;
@@ -241,6 +248,7 @@ struct sm_adapter {
 	double upload_delay;	       /* upload-delay */
 	long long upload_failures;     /* upload-failures left */
 	TAILQ_HEAD(, fupload) uploads; /* streaming into image-dir */
+	TAILQ_HEAD(, flist) lists;     /* list_images answers due */
 	/* counters */
 	unsigned long long creates, create_errors, quota_refusals, boot_errors, deletes,
 	    delete_errors, leaked_on_delete, volumes_leaked, listings;
@@ -477,6 +485,8 @@ server_os(const struct sm_adapter *f, const struct sm_label *l, const char *flav
 			 "boot_from_volume", label_boot_volume(l->raw) > 0);
 }
 
+static json_t *image_metadata(struct sm_adapter *f, const char *id);
+
 static struct fserver *
 server_new(struct sm_adapter *f, const char *name, const struct sm_label *label, const char *image,
 	   const json_t *meta, const char *az)
@@ -530,6 +540,17 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 		s->will_fail = 1;
 	} else
 		s->will_fail = chance(f, frate);
+	{
+		json_t *im = image_metadata(f, image);
+		const char *fb = json_string_value(json_object_get(im, "fake-boot"));
+		const char *sp = json_string_value(json_object_get(im, "fake-ssh-port"));
+
+		if (fb != NULL && strcmp(fb, "fail") == 0)
+			s->will_fail = 1;
+		if (sp != NULL)
+			s->ssh_port = atoi(sp);
+		json_decref(im);
+	}
 	s->never_ready = chance(f, f->never_ready_rate);
 	s->status = F_BUILD;
 	snprintf(v->id, sizeof(v->id), "vol-%06llu", n);
@@ -554,9 +575,9 @@ server_instance(struct sm_adapter *f, const struct fserver *s)
 	sm_set_str(&i->public_ipv4, s->ipv4);
 	sm_set_str(&i->private_ipv4, s->priv4);
 	sm_set_str(&i->public_ipv6, s->ipv6);
-	if (f->ssh_port > 0) {
+	if (s->ssh_port > 0 || f->ssh_port > 0) {
 		sm_set_str(&i->interface_ip, "127.0.0.1");
-		i->connection_port = f->ssh_port;
+		i->connection_port = s->ssh_port > 0 ? s->ssh_port : f->ssh_port;
 	} else
 		sm_set_str(&i->interface_ip, s->ipv4[0] ? s->ipv4 : s->priv4);
 	sm_set_str(&i->cloud, f->cloud);
@@ -983,6 +1004,23 @@ image_stored(struct sm_adapter *f, const char *id)
 	return access(path, F_OK) == 0;
 }
 
+/* The stored image's metadata (new reference), or NULL. */
+static json_t *
+image_metadata(struct sm_adapter *f, const char *id)
+{
+	char path[4096];
+	json_t *j, *m;
+
+	if (f->image_dir == NULL || id == NULL || strchr(id, '/') != NULL)
+		return NULL;
+	snprintf(path, sizeof(path), "%s/%s.json", f->image_dir, id);
+	if ((j = json_load_file(path, 0, NULL)) == NULL)
+		return NULL;
+	m = json_incref(json_object_get(j, "metadata"));
+	json_decref(j);
+	return m;
+}
+
 static void
 create_call(struct fcall *c)
 {
@@ -1306,6 +1344,96 @@ list_resources_call(struct fcall *c)
 	v[n++] = (struct sm_resource){"image", im->id, im->metadata};
 	c->cb.resources(v, n, NULL, c->arg);
 	free(v);
+}
+
+/* list_images: the store's images (image-dir, every process's uploads),
+ * else this process's; answered from the loop. */
+struct flist {
+	TAILQ_ENTRY(flist) entry;
+	struct sm_adapter *f;
+	drv_image_list_cb cb;
+	void *arg;
+	struct event *ev;
+};
+
+static void
+flist_free(struct flist *fl)
+{
+	TAILQ_REMOVE(&fl->f->lists, fl, entry);
+	event_free(fl->ev);
+	free(fl);
+}
+
+static void
+flist_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct flist *fl = arg;
+	struct sm_adapter *f = fl->f;
+	struct drv_cloud_image *v = NULL;
+	json_t *keep = json_array();
+	size_t n = 0, cap = 0;
+	const struct fimage *im;
+
+	(void)fd;
+	(void)what;
+	if (f->image_dir != NULL) {
+		DIR *d = opendir(f->image_dir);
+		struct dirent *de;
+		while (d != NULL && (de = readdir(d)) != NULL) {
+			size_t l = strlen(de->d_name);
+			char path[4096];
+			json_t *j;
+			if (l < 6 || strcmp(de->d_name + l - 5, ".json") != 0)
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", f->image_dir, de->d_name);
+			if ((j = json_load_file(path, 0, NULL)) == NULL ||
+			    json_string_value(json_object_get(j, "id")) == NULL) {
+				json_decref(j);
+				continue;
+			}
+			json_array_append_new(keep, j);
+		}
+		if (d != NULL)
+			closedir(d);
+		cap = json_array_size(keep);
+		v = calloc(cap + 1, sizeof(*v));
+		for (n = 0; n < cap; n++) {
+			const json_t *j = json_array_get(keep, n);
+			const json_t *md = json_object_get(j, "metadata");
+			v[n] = (struct drv_cloud_image){
+			    json_string_value(json_object_get(j, "id")),
+			    json_string_value(json_object_get(j, "name"))
+				? json_string_value(json_object_get(j, "name"))
+				: "",
+			    md};
+		}
+	} else {
+		TAILQ_FOREACH(im, &f->images, entry)
+		cap++;
+		v = calloc(cap + 1, sizeof(*v));
+		TAILQ_FOREACH(im, &f->images, entry)
+		v[n++] = (struct drv_cloud_image){im->id, im->name ? im->name : "", im->metadata};
+	}
+	fl->cb(v, n, NULL, fl->arg);
+	free(v);
+	json_decref(keep);
+	flist_free(fl);
+}
+
+static void
+fake_list_images(struct sm_adapter *f, drv_image_list_cb cb, void *arg)
+{
+	struct flist *fl = calloc(1, sizeof(*fl));
+
+	if (fl == NULL)
+		abort();
+	fl->f = f;
+	fl->cb = cb;
+	fl->arg = arg;
+	if ((fl->ev = event_new(f->base, -1, 0, flist_fire, fl)) == NULL)
+		abort();
+	TAILQ_INSERT_TAIL(&f->lists, fl, entry);
+	event_active(fl->ev, EV_TIMEOUT, 0);
 }
 
 static void
@@ -1697,6 +1825,7 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&f->images);
 	TAILQ_INIT(&f->calls);
 	TAILQ_INIT(&f->uploads);
+	TAILQ_INIT(&f->lists);
 	{
 		const char *idir = json_string_value(json_object_get(p, "image-dir"));
 		f->image_dir = idir != NULL ? strdup(idir) : NULL;
@@ -1800,6 +1929,8 @@ fake_adapter_free(struct sm_adapter *f)
 
 	if (f == NULL)
 		return;
+	while (!TAILQ_EMPTY(&f->lists))
+		flist_free(TAILQ_FIRST(&f->lists)); /* no answer after the free */
 	while ((c = TAILQ_FIRST(&f->calls)) != NULL) {
 		if (c->owner != NULL)
 			c->owner->call = NULL;
@@ -1902,6 +2033,8 @@ static const struct sm_adapter_ops fake_adapter = {
     .azs = fake_azs,
     .upload_image = fake_upload_image,
     .delete_image = fake_delete_image,
+    .list_images = fake_list_images,
+    .images_in_resources = 1,
     .console_log = fake_console_log,
     .dump = fake_dump,
 };
@@ -1924,4 +2057,5 @@ const struct driver drv_fake = {
     .reuse_only = 0,
     .provider_new = fake_provider_new,
     SM_DRIVER_SLOTS,
+    .image_format = sm_drv_config_image_format,
 };

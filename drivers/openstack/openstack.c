@@ -69,6 +69,7 @@
 #include "jsonget.h"
 #include "log.h"
 #include "openstack.h"
+#include "config.h" /* lib/config: struct np_provider */
 #include "os_answer.h"
 #include "os_cloud.h"
 #include "privsep.h"
@@ -2151,6 +2152,67 @@ os_console_log(struct sm_adapter *a, const struct sm_label *label, const char *e
 /* ---- images (the builder's uploads)
  * -------------------------------------------------------------------- */
 
+/*
+ * list_images: GET /v2/images, every page (its "next"); an image's tags
+ * are its properties, which Glance v2 shows as top-level keys (the
+ * builder's upload sets nodepool_build_id & co. as properties).
+ */
+static void
+images_listed(struct os_call *c, int status, const char *error, json_t *body,
+	      const struct http_response *res)
+{
+	drv_image_list_cb cb = (drv_image_list_cb)c->ucb;
+	json_t *acc = json_object_get(c->extra, "images");
+	const char *next = jstr(body, "next");
+	const json_t *im;
+	size_t i, n;
+	char msg[300];
+
+	if (error != NULL || status >= 300) {
+		error_text(status, error, body, res ? res->body : NULL, msg, sizeof(msg));
+		cb(NULL, 0, msg, c->uarg);
+		return;
+	}
+	json_array_extend(acc, json_object_get(body, "images"));
+	if (next != NULL && strchr(next, '?') != NULL) {
+		char path[1024];
+		struct os_call *nc;
+		snprintf(path, sizeof(path), "/images%s", strchr(next, '?'));
+		nc = call_new(c->a, SVC_IMAGE, "GET", path, NULL, images_listed, NULL);
+		nc->ucb = c->ucb;
+		nc->uarg = c->uarg;
+		nc->extra = json_incref(c->extra);
+		return;
+	}
+	n = json_array_size(acc);
+	{
+		struct drv_cloud_image *v = calloc(n + 1, sizeof(*v));
+		size_t k = 0;
+		if (v == NULL)
+			abort();
+		json_array_foreach(acc, i, im)
+		{
+			if (jstr(im, "id") == NULL)
+				continue;
+			v[k++] = (struct drv_cloud_image){
+			    jstr(im, "id"), jstr(im, "name") ? jstr(im, "name") : "", im};
+		}
+		cb(v, k, NULL, c->uarg);
+		free(v);
+	}
+}
+
+static void
+os_list_images(struct sm_adapter *a, drv_image_list_cb cb, void *arg)
+{
+	struct os_call *c =
+	    call_new(a, SVC_IMAGE, "GET", "/images?limit=1000", NULL, images_listed, NULL);
+
+	c->ucb = (void *)cb;
+	c->uarg = arg;
+	c->extra = json_pack("{s:[]}", "images");
+}
+
 /* One upload: create the record, PUT the file, wait until active. */
 struct upload {
 	TAILQ_ENTRY(upload) entry;
@@ -2532,6 +2594,7 @@ static const struct sm_adapter_ops os_adapter = {
     .azs = os_azs,
     .upload_image = os_upload_image,
     .delete_image = os_delete_image,
+    .list_images = os_list_images,
     .console_log = os_console_log,
     .dump = os_dump,
 };
@@ -2552,12 +2615,41 @@ os_provider_new(struct drv_host *lc, char *err, size_t errlen)
 
 /* The openstack driver (upstream's OpenStackDriver: a state-machine
  * driver, PAUSE_AT_QUOTA as every state-machine driver). */
+/*
+ * The image_format slot: the provider's image-format when set, else the
+ * cloud's image_format in clouds.yaml (qcow2 when unset there), read on
+ * every call so an edited clouds.yaml counts without a restart.
+ */
+static int
+os_image_format(const struct np_provider *p, char *out, size_t outlen, char *err, size_t errlen)
+{
+	struct os_cloud c;
+	int n;
+
+	if (p->image_format != NULL && p->image_format[0])
+		return sm_drv_config_image_format(p, out, outlen, err, errlen);
+	if (p->cloud == NULL) {
+		snprintf(err, errlen, "provider %s names no cloud", p->name);
+		return -1;
+	}
+	if (os_cloud_load(p->cloud, p->region, &c, err, errlen) != 0)
+		return -1;
+	n = snprintf(out, outlen, "%s", c.image_format ? c.image_format : "qcow2");
+	os_cloud_clear(&c);
+	if (n < 0 || (size_t)n >= outlen) {
+		snprintf(err, errlen, "cloud %s: image_format too long", p->cloud);
+		return -1;
+	}
+	return 0;
+}
+
 const struct driver drv_openstack = {
     .name = "openstack",
     .pause_at_quota = 1,
     .reuse_only = 0,
     .provider_new = os_provider_new,
     SM_DRIVER_SLOTS,
+    .image_format = os_image_format,
 };
 
 const struct sm_adapter_ops *

@@ -40,7 +40,9 @@ const struct sc_schema openstack_pool = {
 const struct sc_schema openstack_provider_diskimage = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), OPT("pause", BOOL), OPT("meta", DICT), OPT("config-drive", BOOL),
-		 OPT("connection-type", STR), OPT("connection-port", INT)),
+		 OPT("connection-type", STR), OPT("connection-port", INT), OPT("validate", BOOL),
+		 OPT("rollback-after", INT), OPT("validate-command", STR), OPT("validate-key", STR),
+		 OPT("validate-timeout", INT)),
 };
 
 static const struct sc_schema openstack_cloud_image = {

@@ -284,6 +284,14 @@ struct sm_adapter_ops {
 			     void *arg);
 	void (*delete_image)(struct sm_adapter *a, const char *external_id, sm_done_cb cb,
 			     void *arg);
+	/* Every image of the account with its tags (the driver's image_list
+	 * slot): cb once, later, on the loop. An adapter with upload_image
+	 * has it. May be NULL. */
+	void (*list_images)(struct sm_adapter *a, drv_image_list_cb cb, void *arg);
+	/* 1 when list_resources already reports the account's images (aws:
+	 * its AMIs; fake: its images), so leak cleanup finds uploads' leaks
+	 * there; 0: leak cleanup lists them with list_images (openstack). */
+	int images_in_resources;
 
 	/* The instance's console log (getConsoleLog), fetched when a
 	 * nodescan fails and the label has console-log set. May be NULL. */

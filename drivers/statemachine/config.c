@@ -9,6 +9,8 @@
 #include "xalloc.h"
 #include "statemachine.h"
 
+#include "config.h" /* lib/config: struct np_provider */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,4 +226,19 @@ sm_config_any_label(const struct sm_config *cfg, const char *label)
 			if (strcmp(cfg->pools[i].labels[j].name, label) == 0)
 				return &cfg->pools[i].labels[j];
 	return NULL;
+}
+
+int
+sm_drv_config_image_format(const struct np_provider *p, char *out, size_t outlen, char *err,
+			   size_t errlen)
+{
+	if (p->image_format == NULL || p->image_format[0] == '\0') {
+		snprintf(err, errlen, "provider %s has no image-format", p->name);
+		return -1;
+	}
+	if ((size_t)snprintf(out, outlen, "%s", p->image_format) >= outlen) {
+		snprintf(err, errlen, "provider %s: image-format too long", p->name);
+		return -1;
+	}
+	return 0;
 }

@@ -1,15 +1,24 @@
 /*
- * The diskimage uploads one provider can boot from, read from ZooKeeper
- * (/nodepool/images/<image>/builds/<build>/providers/<provider>/images/
- * <upload>), as upstream's getMostRecentImageUpload(cached=True) and
- * getProviderUploads. See statemachine.h.
+ * The diskimage uploads one provider can boot from, as upstream's
+ * getMostRecentImageUpload(cached=True) and getProviderUploads over the
+ * launcher's image tree cache. See statemachine.h.
  *
- * A walk reads every image's builds, this provider's uploads of each, and
- * each upload's record; when every read has answered, the results replace
- * the previous ones at once (a walk that met an error keeps the previous
- * ones). Walks run every `interval` seconds and on demand (a label asked
- * for an image with no known upload), at most one at a time and at most
- * one every SM_IMAGES_MIN_GAP seconds.
+ * One persistent recursive watch on /nodepool/images (zk_watch_tree, as
+ * the node and request caches) tells of every upload of this provider
+ * created, changed or deleted: the record is read again at once, and the
+ * answer replaces what the view held. Nothing is polled. Since the watch
+ * event and the read it starts are both ordered on the session with every
+ * other event, a request created after an upload became ready (by a
+ * client that saw it ready) is read after that upload's record: a label
+ * whose upload became ready a moment ago is ready for it.
+ *
+ * A walk (every image's builds, this provider's uploads of each, their
+ * records) fills the view at start and after every lost connection or
+ * expiry (provider_start), when the watch's events may have been lost.
+ * Every upload carries the generation of the walk or read that last saw
+ * it; a walk that completes without error drops the uploads it did not
+ * see and that no read has seen since it began. A walk that fails leaves
+ * what it read in place and the rest as it was.
  */
 #include "statemachine.h"
 
@@ -17,35 +26,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <event2/event.h>
 
 #include "log.h"
 #include "paths.h"
-#include "strset.h"
+#include "xalloc.h"
 #include "zk.h"
-#include "clock.h"
 
-#define SM_IMAGES_MIN_GAP 5.0 /* s between walks started on demand */
-
-struct latest {
-	char *image;
-	char *external_id;
+struct upl {
+	char *image, *build, *upload;
 	char *path;
+	int state; /* NP_UPLOAD_*, -1 undecodable */
 	double state_time;
-};
-
-struct table {
-	struct latest *v;
-	size_t n, cap;
-	struct strset *known; /* "<build>-<upload>" of every upload, any state */
+	char *external_id;
+	int64_t mzxid;
+	unsigned gen;
+	enum sm_validation validation;
+	int rolled_back; /* the record's "rollback" key, or marked here */
 };
 
 struct img_ctx {
 	LIST_ENTRY(img_ctx) entry;
 	struct sm_images *s;
 	char *image, *build;
+	int walk; /* part of the current walk (else a watch read) */
 	char path[512];
 };
 
@@ -53,65 +58,105 @@ struct sm_images {
 	struct zk *zk;
 	struct event_base *base;
 	char *provider;
-	double interval;
-	struct event *timer;
 	LIST_HEAD(, img_ctx) ctxs; /* reads in flight */
-	int pending, walking, failed;
-	double last_start;
+	struct upl *v;
+	size_t n, cap;
+	unsigned gen; /* bumped when a walk starts */
+	int pending;  /* walk reads in flight */
+	int walking, failed, again;
 	int walks; /* completed */
-	struct table cur, next;
+	void (*notify)(void *arg);
+	void *notify_arg;
 };
 
-static void
-table_clear(struct table *t)
+static struct upl *
+upl_find(struct sm_images *s, const char *path)
 {
 	size_t i;
 
-	for (i = 0; i < t->n; i++) {
-		free(t->v[i].image);
-		free(t->v[i].external_id);
-		free(t->v[i].path);
-	}
-	free(t->v);
-	strset_free(t->known);
-	memset(t, 0, sizeof(*t));
-}
-
-static struct latest *
-table_find(const struct table *t, const char *image)
-{
-	size_t i;
-
-	for (i = 0; i < t->n; i++)
-		if (strcmp(t->v[i].image, image) == 0)
-			return &t->v[i];
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->v[i].path, path) == 0)
+			return &s->v[i];
 	return NULL;
 }
 
 static void
-table_offer(struct table *t, const char *image, const char *eid, const char *path, double when)
+upl_clear(struct upl *u)
 {
-	struct latest *l = table_find(t, image);
+	free(u->image);
+	free(u->build);
+	free(u->upload);
+	free(u->path);
+	free(u->external_id);
+}
 
-	if (l == NULL) {
-		if (t->n == t->cap) {
-			t->cap = t->cap ? t->cap * 2 : 8;
-			t->v = realloc(t->v, t->cap * sizeof(*t->v));
-			if (t->v == NULL)
+static void
+upl_drop(struct sm_images *s, struct upl *u)
+{
+	upl_clear(u);
+	*u = s->v[--s->n];
+}
+
+/* The upload at path (image/build/upload its parts) read with rc, data, st. */
+static void
+upl_update(struct sm_images *s, const char *image, const char *build, const char *upload,
+	   const char *path, int rc, const char *data, int len, const struct zk_stat *st)
+{
+	struct upl *u = upl_find(s, path);
+	struct np_image_upload *rec = NULL;
+	char err[128];
+
+	if (rc == ZNONODE) {
+		if (u != NULL)
+			upl_drop(s, u);
+		return;
+	}
+	if (rc != ZOK)
+		return;
+	if (u != NULL && st->mzxid < u->mzxid)
+		return; /* an older answer than the one held */
+	if (u == NULL) {
+		if (s->n == s->cap) {
+			s->cap = s->cap ? s->cap * 2 : 16;
+			s->v = realloc(s->v, s->cap * sizeof(*s->v));
+			if (s->v == NULL)
 				abort();
 		}
-		l = &t->v[t->n++];
-		memset(l, 0, sizeof(*l));
-		l->image = strdup(image);
-		l->state_time = -1;
+		u = &s->v[s->n++];
+		memset(u, 0, sizeof(*u));
+		u->image = xstrdup(image);
+		u->build = xstrdup(build);
+		u->upload = xstrdup(upload);
+		u->path = xstrdup(path);
 	}
-	if (when <= l->state_time)
-		return;
-	free(l->external_id);
-	free(l->path);
-	l->external_id = strdup(eid);
-	l->path = strdup(path);
-	l->state_time = when;
+	u->mzxid = st->mzxid;
+	u->gen = s->gen;
+	free(u->external_id);
+	u->external_id = NULL;
+	u->state = -1;
+	u->state_time = 0;
+	u->validation = SM_VALID_NONE;
+	u->rolled_back = 0;
+	if (data != NULL && len > 0 &&
+	    np_image_upload_decode(upload, data, (size_t)len, &rec, err, sizeof(err)) == 0) {
+		const char *v = json_string_value(
+		    json_object_get(json_object_get(rec->extra, "validation"), "state"));
+		u->state = rec->state;
+		u->state_time = rec->state_time;
+		if (rec->external_id != NULL)
+			u->external_id = xstrdup(rec->external_id);
+		if (json_object_get(rec->extra, "rollback") != NULL)
+			u->rolled_back = 1;
+		if (v != NULL)
+			u->validation = strcmp(v, "pending") == 0  ? SM_VALID_PENDING
+					: strcmp(v, "passed") == 0 ? SM_VALID_PASSED
+								   : SM_VALID_FAILED;
+	} else if (data != NULL && len > 0) {
+		log_warn("image upload %s: %s (skipped)", path, err);
+	} else {
+		u->state = NP_UPLOAD_UPLOADING; /* empty: being created */
+	}
+	np_image_upload_free(rec);
 }
 
 /* A np_path_* result: a path that is valid and fits img_ctx.path. */
@@ -122,32 +167,41 @@ fits(int ret)
 }
 
 static struct img_ctx *
-ctx_new(struct sm_images *s, const char *image, const char *build)
+ctx_new(struct sm_images *s, const char *image, const char *build, int walk)
 {
 	struct img_ctx *c = calloc(1, sizeof(*c));
 
 	if (c == NULL)
 		abort();
 	c->s = s;
-	c->image = image ? strdup(image) : NULL;
-	c->build = build ? strdup(build) : NULL;
+	c->image = image ? xstrdup(image) : NULL;
+	c->build = build ? xstrdup(build) : NULL;
+	c->walk = walk;
 	LIST_INSERT_HEAD(&s->ctxs, c, entry);
-	s->pending++;
+	if (walk)
+		s->pending++;
 	return c;
 }
 
 static void
 walk_done(struct sm_images *s)
 {
+	size_t i;
+
 	s->walking = 0;
-	if (s->failed) {
-		table_clear(&s->next);
-		return;
+	if (!s->failed) {
+		for (i = 0; i < s->n;) {
+			if (s->v[i].gen != s->gen)
+				upl_drop(s, &s->v[i]);
+			else
+				i++;
+		}
+		s->walks++;
 	}
-	table_clear(&s->cur);
-	s->cur = s->next;
-	memset(&s->next, 0, sizeof(s->next));
-	s->walks++;
+	if (s->again) {
+		s->again = 0;
+		sm_images_refresh(s);
+	}
 }
 
 /* One read answered (ctx freed). */
@@ -155,14 +209,15 @@ static void
 ctx_done(struct img_ctx *c, int rc)
 {
 	struct sm_images *s = c->s;
+	int walk = c->walk;
 
-	if (rc != ZOK && rc != ZNONODE)
+	if (walk && rc != ZOK && rc != ZNONODE)
 		s->failed = 1;
 	LIST_REMOVE(c, entry);
 	free(c->image);
 	free(c->build);
 	free(c);
-	if (--s->pending == 0)
+	if (walk && --s->pending == 0)
 		walk_done(s);
 }
 
@@ -170,16 +225,14 @@ static void
 upload_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 {
 	struct img_ctx *c = arg;
-	struct np_image_upload *u = NULL;
-	char err[128];
 	const char *id = strrchr(c->path, '/') + 1;
 
-	if (rc == ZOK && data != NULL && len > 0 &&
-	    np_image_upload_decode(id, data, (size_t)len, &u, err, sizeof(err)) == 0 &&
-	    u->state == NP_UPLOAD_READY && u->external_id != NULL)
-		table_offer(&c->s->next, c->image, u->external_id, c->path, u->state_time);
-	np_image_upload_free(u);
+	struct sm_images *s = c->s;
+
+	upl_update(s, c->image, c->build, id, c->path, rc, data, len, st);
 	ctx_done(c, rc);
+	if (s->notify != NULL)
+		s->notify(s->notify_arg);
 }
 
 static void
@@ -187,15 +240,12 @@ uploads_listed(int rc, int count, char *const *names, void *arg)
 {
 	struct img_ctx *c = arg, *d;
 	struct sm_images *s = c->s;
-	char key[256];
 	int i;
 
 	for (i = 0; rc == ZOK && i < count; i++) {
 		if (strcmp(names[i], "lock") == 0)
 			continue;
-		snprintf(key, sizeof(key), "%s-%s", c->build, names[i]);
-		strset_add(s->next.known, key);
-		d = ctx_new(s, c->image, c->build);
+		d = ctx_new(s, c->image, c->build, 1);
 		if (!fits(np_path_upload(d->path, sizeof(d->path), c->image, c->build, s->provider,
 					 names[i]))) {
 			ctx_done(d, ZOK);
@@ -216,7 +266,7 @@ builds_listed(int rc, int count, char *const *names, void *arg)
 	for (i = 0; rc == ZOK && i < count; i++) {
 		if (strcmp(names[i], "lock") == 0)
 			continue;
-		d = ctx_new(s, c->image, names[i]);
+		d = ctx_new(s, c->image, names[i], 1);
 		if (!fits(np_path_uploads(d->path, sizeof(d->path), c->image, names[i],
 					  s->provider))) {
 			ctx_done(d, ZOK);
@@ -235,7 +285,7 @@ images_listed(int rc, int count, char *const *names, void *arg)
 	int i;
 
 	for (i = 0; rc == ZOK && i < count; i++) {
-		d = ctx_new(s, names[i], NULL);
+		d = ctx_new(s, names[i], NULL, 1);
 		if (!fits(np_path_image_builds(d->path, sizeof(d->path), names[i]))) {
 			ctx_done(d, ZOK);
 			continue;
@@ -245,35 +295,57 @@ images_listed(int rc, int count, char *const *names, void *arg)
 	ctx_done(c, rc);
 }
 
+/*
+ * The watch: an event on /nodepool/images/<image>/builds/<build>/
+ * providers/<our provider>/images/<upload> reads that upload again;
+ * everything else in the tree (builds, locks, other providers) is not
+ * ours to follow.
+ */
+static void
+tree_event(int type, const char *path, void *arg)
+{
+	struct sm_images *s = arg;
+	char buf[512], *part[10], *save = NULL, *p;
+	struct img_ctx *c;
+	int n = 0;
+
+	(void)type;
+	if (path == NULL || strlen(path) >= sizeof(buf))
+		return;
+	memcpy(buf, path, strlen(path) + 1);
+	for (p = strtok_r(buf, "/", &save); p != NULL && n < 10; p = strtok_r(NULL, "/", &save))
+		part[n++] = p;
+	if (p != NULL || n != 9 || strcmp(part[0], "nodepool") != 0 ||
+	    strcmp(part[1], "images") != 0 || strcmp(part[3], "builds") != 0 ||
+	    strcmp(part[5], "providers") != 0 || strcmp(part[6], s->provider) != 0 ||
+	    strcmp(part[7], "images") != 0 || strcmp(part[8], "lock") == 0)
+		return;
+	c = ctx_new(s, part[2], part[4], 0);
+	snprintf(c->path, sizeof(c->path), "%s", path);
+	zk_get(s->zk, c->path, NULL, NULL, upload_read, c);
+}
+
 void
 sm_images_refresh(struct sm_images *s)
 {
 	struct img_ctx *c;
 
-	if (s->walking || !zk_is_connected(s->zk))
+	if (s->walking) {
+		s->again = 1;
+		return;
+	}
+	if (!zk_is_connected(s->zk))
 		return;
 	s->walking = 1;
 	s->failed = 0;
-	s->last_start = np_mono_s();
-	table_clear(&s->next);
-	s->next.known = strset_new();
-	c = ctx_new(s, NULL, NULL);
+	s->gen++;
+	c = ctx_new(s, NULL, NULL, 1);
 	snprintf(c->path, sizeof(c->path), "/nodepool/images");
 	zk_children(s->zk, c->path, NULL, NULL, images_listed, c);
 }
 
-static void
-timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct sm_images *s = arg;
-	struct timeval tv = {(time_t)s->interval, 0};
-
-	sm_images_refresh(s);
-	event_add(s->timer, &tv);
-}
-
 struct sm_images *
-sm_images_new(struct zk *zk, struct event_base *base, const char *provider, double interval)
+sm_images_new(struct zk *zk, struct event_base *base, const char *provider)
 {
 	struct sm_images *s = calloc(1, sizeof(*s));
 
@@ -281,11 +353,11 @@ sm_images_new(struct zk *zk, struct event_base *base, const char *provider, doub
 		abort();
 	s->zk = zk;
 	s->base = base;
-	s->provider = strdup(provider);
-	s->interval = interval > 0 ? interval : 60;
+	s->provider = xstrdup(provider);
 	LIST_INIT(&s->ctxs);
-	s->timer = event_new(base, -1, 0, timer_cb, s);
-	timer_cb(-1, 0, s);
+	/* the watch first: a walk started after it misses no change */
+	zk_watch_tree(zk, "/nodepool/images", tree_event, s);
+	sm_images_refresh(s);
 	return s;
 }
 
@@ -293,9 +365,11 @@ void
 sm_images_free(struct sm_images *s)
 {
 	struct img_ctx *c;
+	size_t i;
 
 	if (s == NULL)
 		return;
+	zk_cancel(s->zk, s);
 	while ((c = LIST_FIRST(&s->ctxs)) != NULL) {
 		zk_cancel(s->zk, c);
 		LIST_REMOVE(c, entry);
@@ -303,9 +377,9 @@ sm_images_free(struct sm_images *s)
 		free(c->build);
 		free(c);
 	}
-	event_free(s->timer);
-	table_clear(&s->cur);
-	table_clear(&s->next);
+	for (i = 0; i < s->n; i++)
+		upl_clear(&s->v[i]);
+	free(s->v);
 	free(s->provider);
 	free(s);
 }
@@ -314,32 +388,198 @@ int
 sm_images_latest(struct sm_images *s, const char *image, char *external_id, size_t idlen,
 		 char *path, size_t pathlen)
 {
-	const struct latest *l = table_find(&s->cur, image);
+	const struct upl *best = NULL;
+	size_t i;
 
-	if (l == NULL || l->external_id == NULL) {
-		/* perhaps uploaded since the last walk */
-		if (np_mono_s() - s->last_start > SM_IMAGES_MIN_GAP)
-			sm_images_refresh(s);
-		return -1;
+	for (i = 0; i < s->n; i++) {
+		const struct upl *u = &s->v[i];
+		if (u->state != NP_UPLOAD_READY || u->external_id == NULL ||
+		    u->validation == SM_VALID_PENDING || u->rolled_back ||
+		    strcmp(u->image, image) != 0)
+			continue;
+		if (best == NULL || u->state_time > best->state_time)
+			best = u;
 	}
-	snprintf(external_id, idlen, "%s", l->external_id);
-	snprintf(path, pathlen, "%s", l->path);
+	if (best == NULL)
+		return -1;
+	snprintf(external_id, idlen, "%s", best->external_id);
+	snprintf(path, pathlen, "%s", best->path);
 	return 0;
 }
 
 int
 sm_images_known_upload(const struct sm_images *s, const char *build_id, const char *upload_id)
 {
-	char key[256];
+	size_t i;
 
 	if (s->walks == 0)
 		return -1;
-	snprintf(key, sizeof(key), "%s-%s", build_id, upload_id);
-	return strset_has(s->cur.known, key);
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->v[i].build, build_id) == 0 && strcmp(s->v[i].upload, upload_id) == 0)
+			return 1;
+	return 0;
 }
 
 int
 sm_images_walks(const struct sm_images *s)
 {
 	return s->walks;
+}
+
+void
+sm_images_set_notify(struct sm_images *s, void (*cb)(void *arg), void *arg)
+{
+	s->notify = cb;
+	s->notify_arg = arg;
+}
+
+int
+sm_images_pending_nth(const struct sm_images *s, size_t nth, const char **image, const char **path,
+		      const char **external_id)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		const struct upl *u = &s->v[i];
+		if (u->state != NP_UPLOAD_READY || u->validation != SM_VALID_PENDING ||
+		    u->external_id == NULL)
+			continue;
+		if (nth-- == 0) {
+			*image = u->image;
+			*path = u->path;
+			*external_id = u->external_id;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* ---- the verdict: read, edit, write back with the version read ---------- */
+
+struct verdict {
+	struct sm_images *s;
+	char *path, *reason;
+	int ok;
+	int rollback; /* a rollback mark, not a validation verdict */
+};
+
+static void
+verdict_free(struct verdict *v)
+{
+	free(v->path);
+	free(v->reason);
+	free(v);
+}
+
+static void
+verdict_written(int rc, const struct zk_stat *st, void *arg)
+{
+	struct verdict *v = arg;
+
+	(void)st;
+	if (rc != ZOK)
+		log_warn("image upload %s: storing its validation: %s", v->path, zk_strerror(rc));
+	verdict_free(v);
+}
+
+static void
+verdict_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct verdict *v = arg;
+	struct np_image_upload *u = NULL;
+	const char *id = strrchr(v->path, '/') + 1;
+	char err[128], *out;
+	json_t *val;
+	size_t olen;
+
+	if (rc != ZOK || data == NULL || len <= 0 ||
+	    np_image_upload_decode(id, data, (size_t)len, &u, err, sizeof(err)) != 0) {
+		if (rc == ZOK)
+			log_warn("image upload %s: unreadable, its validation is not stored",
+				 v->path);
+		verdict_free(v);
+		return;
+	}
+	if (v->rollback) {
+		if (u->state != NP_UPLOAD_READY) {
+			np_image_upload_free(u);
+			verdict_free(v);
+			return;
+		}
+		if (u->extra == NULL)
+			u->extra = json_object();
+		json_object_set_new(u->extra, "rollback",
+				    json_pack("{s:s}", "reason", v->reason ? v->reason : "?"));
+		out = np_image_upload_encode(u, &olen);
+		np_image_upload_free(u);
+		zk_set(v->s->zk, v->path, out, (int)olen, st->version, verdict_written, v);
+		free(out);
+		return;
+	}
+	val = json_object_get(u->extra, "validation");
+	if (u->state != NP_UPLOAD_READY ||
+	    json_string_value(json_object_get(val, "state")) == NULL ||
+	    strcmp(json_string_value(json_object_get(val, "state")), "pending") != 0) {
+		/* decided meanwhile (image-delete, another launcher) */
+		np_image_upload_free(u);
+		verdict_free(v);
+		return;
+	}
+	val = json_pack("{s:s}", "state", v->ok ? "passed" : "failed");
+	if (!v->ok)
+		json_object_set_new(val, "reason", json_string(v->reason ? v->reason : "?"));
+	json_object_set_new(u->extra, "validation", val);
+	if (!v->ok)
+		np_image_upload_set_state(u, NP_UPLOAD_FAILED);
+	out = np_image_upload_encode(u, &olen);
+	np_image_upload_free(u);
+	zk_set(v->s->zk, v->path, out, (int)olen, st->version, verdict_written, v);
+	free(out);
+}
+
+void
+sm_images_verdict(struct sm_images *s, const char *path, int ok, const char *reason)
+{
+	struct verdict *v = calloc(1, sizeof(*v));
+
+	if (v == NULL)
+		abort();
+	v->s = s;
+	v->path = xstrdup(path);
+	v->reason = reason != NULL ? xstrdup(reason) : NULL;
+	v->ok = ok;
+	zk_get(s->zk, path, NULL, NULL, verdict_read, v);
+}
+
+int
+sm_images_has_previous(const struct sm_images *s, const char *image, const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++) {
+		const struct upl *u = &s->v[i];
+		if (u->state == NP_UPLOAD_READY && u->external_id != NULL &&
+		    u->validation != SM_VALID_PENDING && !u->rolled_back &&
+		    strcmp(u->image, image) == 0 && strcmp(u->path, path) != 0)
+			return 1;
+	}
+	return 0;
+}
+
+void
+sm_images_rollback(struct sm_images *s, const char *path, const char *reason)
+{
+	struct upl *u = upl_find(s, path);
+	struct verdict *v;
+
+	if (u != NULL)
+		u->rolled_back = 1; /* at once: the next launch boots the previous */
+	v = calloc(1, sizeof(*v));
+	if (v == NULL)
+		abort();
+	v->s = s;
+	v->path = xstrdup(path);
+	v->reason = xstrdup(reason);
+	v->rollback = 1;
+	zk_get(s->zk, path, NULL, NULL, verdict_read, v);
 }

@@ -38,7 +38,9 @@
 #include "log.h"
 #include "metrics.h"
 #include "nodescan.h"
+#include "sshcmd.h"
 #include "strset.h"
+#include "xalloc.h"
 #include "zk.h"
 #include "clock.h"
 
@@ -82,8 +84,13 @@ struct drv_provider {
 	struct strset *maybe_leaked; /* node ids (and "upload:<build>-<id>")
 					unknown on the last pass */
 	int leak_busy;
+	struct strset *maybe_leaked_images; /* image ids: the list_images pass */
+	int image_leak_busy;
 
-	struct sm_images *images; /* NULL without a ZooKeeper handle */
+	struct sm_images *images;	     /* NULL without a ZooKeeper handle */
+	LIST_HEAD(, validation) validations; /* boots of uploads pending validation */
+	json_t *upload_fails;		     /* upload path -> launches from it failed in a row */
+	struct strset *unvalidatable;	     /* pending uploads no label here boots */
 
 	/* error labels (upstream's StateMachineProvider.error_labels): names
 	 * of labels whose adapter label_quota reported a permanent
@@ -164,6 +171,8 @@ quota_copy(struct drv_quota *dst, const struct drv_quota *src)
 	dst->extra = src->extra != NULL ? json_deep_copy(src->extra) : NULL;
 }
 
+static void known_validations(struct drv_provider *dp, struct strset *known);
+
 static struct strset *
 known_node_ids(struct drv_provider *dp)
 {
@@ -174,6 +183,7 @@ known_node_ids(struct drv_provider *dp)
 	for (i = 0; i < n; i++)
 		if (nodes[i]->id != NULL)
 			strset_add(s, nodes[i]->id);
+	known_validations(dp, s);
 	return s;
 }
 
@@ -368,6 +378,48 @@ glaunch_free(struct glaunch *g)
 	free(g);
 }
 
+/*
+ * Rollback (beyond upstream; nodepool.yaml(5) `rollback-after`): launches
+ * from a diskimage's newest upload that fail (boot or keyscan, after
+ * launch-retries) rollback-after times in a row, while a previous upload
+ * could serve, make this provider fall back to the previous one at once:
+ * said in the log, on statsd and /metrics (metrics_image_rollback), and on
+ * the upload's record (image-list). A launch that succeeds resets the
+ * count; a quota abort does not count.
+ */
+static void
+rollback_count(struct drv_provider *dp, const struct drv_launch *l, enum drv_launch_result res)
+{
+	const struct np_node *n = l->node;
+	const struct sm_label *lab;
+	const char *path = n->image_id;
+	long long after, fails;
+	char reason[256];
+
+	if (dp->images == NULL || path == NULL || res == DRV_LAUNCH_ABORTED ||
+	    (lab = sm_config_label(dp->cfg, n->pool, l->label)) == NULL || lab->diskimage == NULL ||
+	    lab->image == NULL)
+		return;
+	after = json_integer_value(json_object_get(lab->image->raw, "rollback-after"));
+	if (after <= 0)
+		return;
+	if (res == DRV_LAUNCH_READY) {
+		json_object_del(dp->upload_fails, path);
+		return;
+	}
+	fails = json_integer_value(json_object_get(dp->upload_fails, path)) + 1;
+	json_object_set_new(dp->upload_fails, path, json_integer(fails));
+	if (fails < after || !sm_images_has_previous(dp->images, lab->diskimage, path))
+		return;
+	snprintf(reason, sizeof(reason), "%lld launches from it failed in a row in %s", fails,
+		 dp->cfg->provider);
+	log_warn("image %s: rolling back from upload %s to the previous one: %s", lab->diskimage,
+		 path, reason);
+	sm_images_rollback(dp->images, path, reason);
+	metrics_image_rollback(dp->cfg->provider, lab->diskimage);
+	json_object_del(dp->upload_fails, path);
+}
+
 static void
 launch_done(enum drv_launch_result res, const char *error, void *arg)
 {
@@ -377,6 +429,7 @@ launch_done(enum drv_launch_result res, const char *error, void *arg)
 
 	l->drv = NULL;
 	glaunch_free(g);
+	rollback_count(dp, l, res);
 	if (res == DRV_LAUNCH_ABORTED) {
 		/* upstream's invalidateQuotaCache */
 		dp->quota_stale = 1;
@@ -542,6 +595,232 @@ sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l)
 	glaunch_free(g);
 }
 
+/* ---- validation before service (beyond upstream) ---------------------------------
+ *
+ * An upload pending validation (images.c) is booted once, here, from the
+ * first label of this provider that uses its diskimage, with keyscan
+ * whatever the label's host-key-checking: a node that becomes ready and
+ * answers SSH with its host keys passes; a create that fails (after the
+ * provider's launch-retries) or a keyscan that finds nothing within
+ * boot-timeout fails it, with the launch's error as the reason. The node
+ * has no record in ZooKeeper: its instance is tagged nodepool_node_id
+ * "validate-<build>-<upload>", counted as known by leak cleanup while the
+ * validation runs, and deleted once the verdict is stored.
+ */
+struct validation {
+	LIST_ENTRY(validation) entry;
+	struct drv_provider *dp;
+	char *path;
+	struct sm_label label; /* the label's, with keyscan */
+	struct np_node *node;
+	struct sm_launch *launch;
+	struct sshcmd *cmd; /* validate-command in flight */
+};
+
+static void
+known_validations(struct drv_provider *dp, struct strset *known)
+{
+	struct validation *v;
+
+	LIST_FOREACH(v, &dp->validations, entry)
+	strset_add(known, v->node->id);
+}
+
+static void
+validation_free(struct validation *v)
+{
+	LIST_REMOVE(v, entry);
+	if (v->launch != NULL)
+		sm_launch_cancel(v->launch);
+	sshcmd_cancel(v->cmd);
+	np_node_free(v->node);
+	free(v->path);
+	free(v);
+}
+
+static void
+validation_instance_deleted(int ok, const char *error, void *arg)
+{
+	char *eid = arg;
+
+	if (!ok)
+		log_warn("validation instance %s: delete failed: %s (leak cleanup takes it)", eid,
+			 error ? error : "?");
+	free(eid);
+}
+
+/* The verdict is stored: the node goes. */
+static void
+validation_end(struct validation *v, int ok, const char *reason)
+{
+	struct drv_provider *dp = v->dp;
+
+	if (ok)
+		log_info("upload %s passed its validation (node %s, %s)", v->path,
+			 v->node->external_id ? v->node->external_id : "?",
+			 v->node->interface_ip ? v->node->interface_ip : "?");
+	else
+		log_warn("upload %s failed its validation: %s", v->path, reason);
+	sm_images_verdict(dp->images, v->path, ok, reason);
+	if (v->node->external_id != NULL)
+		sm_delete_start(dp->runner, v->node->external_id, dp->cfg->launch_timeout,
+				validation_instance_deleted, np_strdupz(v->node->external_id));
+	validation_free(v);
+}
+
+static void
+validation_cmd_done(int status, const char *error, void *arg)
+{
+	struct validation *v = arg;
+	char reason[600];
+
+	v->cmd = NULL;
+	if (status == 0) {
+		validation_end(v, 1, NULL);
+		return;
+	}
+	if (error != NULL)
+		snprintf(reason, sizeof(reason), "validation command failed: %s", error);
+	else
+		snprintf(reason, sizeof(reason), "validation command exited %d", status);
+	validation_end(v, 0, reason);
+}
+
+static void
+validation_done(enum drv_launch_result res, const char *error, void *arg)
+{
+	struct validation *v = arg;
+	const json_t *raw = v->label.image != NULL ? v->label.image->raw : NULL;
+	const char *cmd = json_string_value(json_object_get(raw, "validate-command"));
+	char reason[512];
+
+	v->launch = NULL;
+	if (res == DRV_LAUNCH_ABORTED) {
+		/* quota: not the image's fault; the next change tries again */
+		log_warn("upload %s: validation boot aborted: %s", v->path, error ? error : "?");
+		if (v->node->external_id != NULL)
+			sm_delete_start(v->dp->runner, v->node->external_id,
+					v->dp->cfg->launch_timeout, validation_instance_deleted,
+					np_strdupz(v->node->external_id));
+		validation_free(v);
+		return;
+	}
+	if (res != DRV_LAUNCH_READY) {
+		snprintf(reason, sizeof(reason), "validation boot failed: %s",
+			 error ? error : "unknown error");
+		validation_end(v, 0, reason);
+		return;
+	}
+	if (cmd != NULL) {
+		struct sshcmd_params p = {
+		    .host = v->node->interface_ip,
+		    .port = v->node->connection_port,
+		    .user = v->node->username ? v->node->username : "zuul",
+		    .key = json_string_value(json_object_get(raw, "validate-key")),
+		    .command = cmd,
+		    .timeout = (double)json_integer_value(json_object_get(raw, "validate-timeout")),
+		};
+		if (p.host == NULL || p.key == NULL) {
+			validation_end(v, 0,
+				       p.host == NULL
+					   ? "validation command: the node has no address"
+					   : "validation command: no validate-key");
+			return;
+		}
+		log_info("upload %s: running its validation command on %s", v->path, p.host);
+		if ((v->cmd = sshcmd_start(v->dp->env.base, &p, validation_cmd_done, v)) == NULL)
+			validation_end(v, 0, "validation command: cannot start it");
+		return;
+	}
+	validation_end(v, 1, NULL);
+}
+
+static const struct sm_label *
+label_of_diskimage(const struct drv_provider *dp, const char *image)
+{
+	size_t i, j;
+
+	for (i = 0; i < dp->cfg->npools; i++)
+		for (j = 0; j < dp->cfg->pools[i].nlabels; j++) {
+			const struct sm_label *l = &dp->cfg->pools[i].labels[j];
+			if (l->diskimage != NULL && strcmp(l->diskimage, image) == 0)
+				return l;
+		}
+	return NULL;
+}
+
+static void
+validation_start(struct drv_provider *dp, const char *image, const char *path, const char *eid)
+{
+	const struct sm_label *lab = label_of_diskimage(dp, image);
+	struct sm_launch_params p;
+	struct validation *v;
+	const char *b, *u;
+	char id[128];
+	json_t *meta;
+
+	if (lab == NULL) {
+		if (strset_add(dp->unvalidatable, path))
+			log_warn("upload %s waits for validation, but no label of provider %s "
+				 "boots diskimage %s",
+				 path, dp->cfg->provider, image);
+		return;
+	}
+	/* .../builds/<build>/providers/<p>/images/<upload> */
+	b = strstr(path, "/builds/");
+	u = strrchr(path, '/');
+	snprintf(id, sizeof(id), "validate-%.*s-%s", b ? (int)strcspn(b + 8, "/") : 0,
+		 b ? b + 8 : "", u ? u + 1 : "");
+	v = calloc(1, sizeof(*v));
+	if (v == NULL)
+		abort();
+	v->dp = dp;
+	v->path = np_strdupz(path);
+	v->label = *lab;
+	v->label.host_key_checking = 1;
+	v->node = np_node_new();
+	v->node->id = np_strdupz(id);
+	v->node->provider = np_strdupz(dp->cfg->provider);
+	v->node->pool = np_strdupz(lab->pool->name);
+	sm_set_str(&v->node->image_id, path);
+	apply_image(v->node, lab->image);
+	LIST_INSERT_HEAD(&dp->validations, v, entry);
+	log_info("validating upload %s: booting %s from label %s", path, id, lab->name);
+	meta = json_pack("{s:s, s:s, s:s}", "nodepool_node_id", id, "nodepool_pool_name",
+			 lab->pool->name, "nodepool_provider_name", dp->cfg->provider);
+	memset(&p, 0, sizeof(p));
+	p.label = &v->label;
+	p.image_external_id = eid;
+	p.metadata = meta;
+	p.retries = dp->cfg->launch_retries;
+	p.launch_timeout = dp->cfg->launch_timeout;
+	p.boot_timeout = dp->cfg->boot_timeout;
+	p.use_internal_ip = lab->pool->use_internal_ip;
+	p.provider = dp->cfg->provider;
+	v->launch = sm_launch_start(dp->runner, v->node, &p, validation_done, v);
+	json_decref(meta);
+}
+
+/* The upload view changed: boot every pending upload not booted yet. */
+static void
+validations_check(void *arg)
+{
+	struct drv_provider *dp = arg;
+	const char *image, *path, *eid;
+	struct validation *v;
+	size_t i;
+
+	if (dp->stopped || !drv_in_sync(dp->lc))
+		return;
+	for (i = 0; sm_images_pending_nth(dp->images, i, &image, &path, &eid) == 0; i++) {
+		LIST_FOREACH(v, &dp->validations, entry)
+		if (strcmp(v->path, path) == 0)
+			break;
+		if (v == NULL)
+			validation_start(dp, image, path, eid);
+	}
+}
+
 /* ---- deletes ------------------------------------------------------------------------------------
  */
 
@@ -680,22 +959,82 @@ leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg
 	dp->maybe_leaked = seen;
 }
 
+/*
+ * Uploads' leaks through list_images, for adapters whose resource listing
+ * has no images (openstack): an image tagged with our provider and an
+ * upload (nodepool_build_id, nodepool_upload_id) this provider has no
+ * record of, two passes in a row, is deleted through delete_image (an
+ * image stored just before its upload worker was killed, whose record the
+ * builder then removed as cruft).
+ */
+static void
+image_leak_deleted(int ok, const char *error, void *arg)
+{
+	leak_deleted(ok, error, arg);
+}
+
+static void
+image_leak_list_cb(const struct drv_cloud_image *v, size_t n, const char *error, void *arg)
+{
+	struct drv_provider *dp = arg;
+	struct strset *seen;
+	size_t i;
+
+	dp->image_leak_busy = 0;
+	if (error != NULL) {
+		log_warn("provider %s: listing images for leak cleanup: %s", dp->cfg->provider,
+			 error);
+		return;
+	}
+	if (dp->stopped || dp->images == NULL)
+		return;
+	seen = strset_new();
+	for (i = 0; i < n; i++) {
+		const char *pn =
+		    json_string_value(json_object_get(v[i].tags, "nodepool_provider_name"));
+		const char *bid =
+		    json_string_value(json_object_get(v[i].tags, "nodepool_build_id"));
+		const char *uid =
+		    json_string_value(json_object_get(v[i].tags, "nodepool_upload_id"));
+		struct leak_ctx *x;
+		char key[300];
+
+		if (pn == NULL || strcmp(pn, dp->cfg->provider) != 0 || bid == NULL ||
+		    uid == NULL || sm_images_known_upload(dp->images, bid, uid) != 0)
+			continue;
+		strset_add(seen, v[i].id);
+		if (!strset_has(dp->maybe_leaked_images, v[i].id))
+			continue;
+		snprintf(key, sizeof(key), "upload:%s-%s", bid, uid);
+		x = calloc(1, sizeof(*x));
+		if (x == NULL)
+			abort();
+		x->dp = dp;
+		x->type = strdup("image");
+		x->id = strdup(v[i].id);
+		x->node_id = strdup(key);
+		dp->ops->delete_image(dp->ad, v[i].id, image_leak_deleted, x);
+	}
+	strset_free(dp->maybe_leaked_images);
+	dp->maybe_leaked_images = seen;
+}
+
 void
 sm_drv_cleanup(struct drv_provider *dp)
 {
 	if (dp->stopped)
 		return;
+	if (dp->ops->images_in_resources == 0 && dp->ops->list_images != NULL &&
+	    dp->ops->delete_image != NULL && dp->images != NULL && !dp->image_leak_busy) {
+		dp->image_leak_busy = 1;
+		dp->ops->list_images(dp->ad, image_leak_list_cb, dp);
+	}
 	if (dp->ops->list_resources != NULL && !dp->leak_busy) {
 		dp->leak_busy = 1;
 		dp->ops->list_resources(dp->ad, leak_list_cb, dp);
 	}
 	if (dp->quota_stale || np_mono_s() - dp->quota_time > SM_MAX_QUOTA_AGE)
 		quota_refresh(dp);
-	/* the uploads a diskimage label boots from: a new upload, or one
-	 * `nodepool image-delete` marked deleting, is seen within a cleanup
-	 * interval (upstream watches the image tree) */
-	if (dp->images != NULL)
-		sm_images_refresh(dp->images);
 }
 
 /* ---- life cycle
@@ -855,7 +1194,13 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	dp->scanner = nodescan_new(base, NULL, 0, 0);
 	dp->runner = sm_runner_new(base, ops, dp->ad, dp->scanner);
 	if (drv_zk(lc) != NULL)
-		dp->images = sm_images_new(drv_zk(lc), base, dp->cfg->provider, 60);
+		dp->images = sm_images_new(drv_zk(lc), base, dp->cfg->provider);
+	LIST_INIT(&dp->validations);
+	dp->upload_fails = json_object();
+	dp->unvalidatable = strset_new();
+	dp->maybe_leaked_images = strset_new();
+	if (dp->images != NULL)
+		sm_images_set_notify(dp->images, validations_check, dp);
 	dp->lag_ev = event_new(base, -1, 0, lag_cb, dp);
 	if (dp->scanner == NULL || dp->runner == NULL || dp->lag_ev == NULL)
 		abort();
@@ -873,6 +1218,12 @@ sm_drv_provider_start(struct drv_provider *dp)
 {
 	dp->quota_retry_at = 0;
 	quota_refresh(dp);
+	/* synced again after a lost connection or an expiry: the image
+	 * watch's events of that time are lost, read the tree again */
+	if (dp->images != NULL) {
+		sm_images_refresh(dp->images);
+		validations_check(dp);
+	}
 }
 
 void
@@ -900,6 +1251,13 @@ sm_drv_provider_free(struct drv_provider *dp)
 		free(g);
 		drv_delete_done(d, 0, "the provider stopped");
 	}
+	while (!LIST_EMPTY(&dp->validations)) {
+		struct validation *v = LIST_FIRST(&dp->validations);
+		validation_free(v); /* its launch cancelled: no callback */
+	}
+	strset_free(dp->unvalidatable);
+	strset_free(dp->maybe_leaked_images);
+	json_decref(dp->upload_fails);
 	sm_runner_free(dp->runner);
 	dp->ops->adapter_free(dp->ad);
 	sm_images_free(dp->images);
@@ -966,6 +1324,7 @@ sm_drv_dump(struct drv_provider *dp, struct evbuffer *out)
 struct img_call {
 	drv_image_upload_cb up;
 	drv_image_delete_cb del;
+	drv_image_list_cb list;
 	void *arg;
 	char *error; /* an answer decided before any adapter call */
 };
@@ -1000,7 +1359,10 @@ img_refuse_cb(evutil_socket_t fd, short what, void *arg)
 	ic->error = NULL;
 	if (ic->up != NULL)
 		img_upload_answer(NULL, e, ic);
-	else
+	else if (ic->list != NULL) {
+		ic->list(NULL, 0, e, ic->arg);
+		free(ic);
+	} else
 		img_delete_answer(0, e, ic);
 	free(e);
 }
@@ -1066,4 +1428,20 @@ sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_image_
 		return;
 	}
 	dp->ops->delete_image(dp->ad, external_id, img_delete_answer, ic);
+}
+
+void
+sm_drv_image_list(struct drv_provider *dp, drv_image_list_cb cb, void *arg)
+{
+	struct img_call *ic;
+
+	if (dp->ops->list_images != NULL) {
+		dp->ops->list_images(dp->ad, cb, arg);
+		return;
+	}
+	if ((ic = calloc(1, sizeof(*ic))) == NULL)
+		abort();
+	ic->list = cb;
+	ic->arg = arg;
+	img_refuse(dp, ic, "the %s adapter cannot list images", dp->ops->name);
 }

@@ -273,6 +273,8 @@ void sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d);
 void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
 /* Through the adapter's upload_image / delete_image (an adapter without
  * them answers with an error, on the loop). */
+/* Through the adapter's list_images (without: an error, on the loop). */
+void sm_drv_image_list(struct drv_provider *dp, drv_image_list_cb cb, void *arg);
 void sm_drv_image_upload(struct drv_provider *dp, const struct drv_image_upload *u,
 			 drv_image_upload_cb cb, void *arg);
 void sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_image_delete_cb cb,
@@ -286,7 +288,16 @@ void sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_i
 	.pool_azs = sm_drv_pool_azs, .launch = sm_drv_launch,                                      \
 	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,                  \
 	.dump = sm_drv_dump, .image_upload = sm_drv_image_upload,                                  \
-	.image_delete = sm_drv_image_delete
+	.image_delete = sm_drv_image_delete, .image_list = sm_drv_image_list
+
+/*
+ * The driver's image_format slot for adapters whose format is the
+ * provider's `image-format` (its traits' default when unset: aws raw, fake
+ * qcow2, ibmvpc qcow2, azure vhd): copies np_provider.image_format, -1
+ * when the config has none.
+ */
+int sm_drv_config_image_format(const struct np_provider *p, char *out, size_t outlen, char *err,
+			       size_t errlen);
 
 /* ---- diskimage uploads (images.c) ---------------------------------------------------- */
 
@@ -294,22 +305,24 @@ struct zk;
 struct sm_images;
 
 /*
- * The uploads a provider can boot from, read from ZooKeeper every
- * interval seconds (<= 0: 60) and on demand: the most recent READY upload
- * of each diskimage (upstream's getMostRecentImageUpload(cached=True)) and
+ * The uploads a provider can boot from, kept by a persistent recursive
+ * watch on /nodepool/images (no polling): the most recent READY upload of
+ * each diskimage (upstream's getMostRecentImageUpload(cached=True)) and
  * the set of every upload of this provider (getProviderUploads, for leak
- * cleanup). zk stays the caller's and must outlive the cache.
+ * cleanup). An upload's change is read when ZooKeeper reports it, ahead
+ * of any request created after it. zk stays the caller's and must outlive
+ * the view.
  */
-struct sm_images *sm_images_new(struct zk *zk, struct event_base *base, const char *provider,
-				double interval);
+struct sm_images *sm_images_new(struct zk *zk, struct event_base *base, const char *provider);
 void sm_images_free(struct sm_images *s); /* NULL is a no-op */
-/* Start a walk now (unless one runs). */
+/* Read the whole tree again (the watch's events may have been lost: after
+ * a lost connection or an expiry); one walk at a time, a call during one
+ * starts another after it. */
 void sm_images_refresh(struct sm_images *s);
 /*
  * 0 with the external id of image's most recent READY upload and its znode
  * path (.../builds/<build>/providers/<provider>/images/<upload>, a node's
- * image_id) copied into the buffers; -1 when none is known (a walk then
- * starts, at most one every 5 s, in case one was uploaded since).
+ * image_id) copied into the buffers; -1 when none is known.
  */
 int sm_images_latest(struct sm_images *s, const char *image, char *external_id, size_t idlen,
 		     char *path, size_t pathlen);
@@ -318,6 +331,44 @@ int sm_images_latest(struct sm_images *s, const char *image, char *external_id, 
 int sm_images_known_upload(const struct sm_images *s, const char *build_id, const char *upload_id);
 /* Walks completed. */
 int sm_images_walks(const struct sm_images *s);
+
+/*
+ * Validation before service (beyond upstream; nodepool.yaml(5)
+ * `validate`): an upload the builder stored READY with the extra key
+ * validation {"state": "pending"} is not served (sm_images_latest skips
+ * it) until this provider's launcher has booted a node from it and
+ * written the verdict.
+ */
+enum sm_validation {
+	SM_VALID_NONE,	  /* no validation asked for */
+	SM_VALID_PENDING, /* waits for its verdict: not served */
+	SM_VALID_PASSED,
+	SM_VALID_FAILED,
+};
+/* cb(arg) after every upload record read (a change reported by the watch,
+ * or a walk's read): the caller looks for pending uploads. */
+void sm_images_set_notify(struct sm_images *s, void (*cb)(void *arg), void *arg);
+/* The nth (0-based) READY upload pending validation: 0 with its image,
+ * znode path and external id (valid until the loop runs again), -1 past
+ * the last. */
+int sm_images_pending_nth(const struct sm_images *s, size_t nth, const char **image,
+			  const char **path, const char **external_id);
+/* Store the verdict on the upload at path, if it is still READY and
+ * pending (read, then written with the version read): ok, validation
+ * "passed"; else state FAILED, validation "failed" with reason. Errors are
+ * logged; the watch then reports the change. */
+void sm_images_verdict(struct sm_images *s, const char *path, int ok, const char *reason);
+
+/*
+ * Rollback (beyond upstream; nodepool.yaml(5) `rollback-after`): 1 when
+ * image has a READY upload other than path that could serve (validated or
+ * not validating, not rolled back), else 0.
+ */
+int sm_images_has_previous(const struct sm_images *s, const char *image, const char *path);
+/* Stop serving the upload at path here at once, and record it on the
+ * upload (extra key rollback {"reason": reason}, kept by every later write
+ * and read back by every launcher, also after a restart). */
+void sm_images_rollback(struct sm_images *s, const char *path, const char *reason);
 
 /*
  * The launcher's ZooKeeper handle, for the upload cache above: a launcher

@@ -814,6 +814,8 @@ diskimage_apply(struct np_diskimage *d, const struct np_cfg_node *src)
 		d->delete_after_upload = (int)n->i;
 	if (np_cfg_bool(src, "pause", 0))
 		d->pause = 1;
+	if (np_cfg_bool(src, "validate", 0))
+		d->validate = 1;
 	if ((s = np_cfg_str(src, "python-path", NULL)) != NULL && *s) {
 		free(d->python_path);
 		d->python_path = cfg_strdup(s);
@@ -920,6 +922,7 @@ provider_image_build(struct np_provider_image *im, const struct np_cfg_node *raw
 	im->name = dup_str(raw, "name", "");
 	im->pause = np_cfg_bool(raw, "pause", 0);
 	im->config_drive = np_cfg_bool(raw, "config-drive", -1);
+	im->validate = np_cfg_bool(raw, "validate", -1);
 	im->image_id = dup_str(raw, "image-id", NULL);
 	im->image_name = dup_str(raw, "image-name", NULL);
 	im->connection_type = dup_str(raw, "connection-type", "ssh");
@@ -1461,6 +1464,7 @@ diskimage_json(const struct np_diskimage *d)
 	json_object_set_new(j, "formats", strv_json(&d->formats));
 	json_object_set_new(j, "keep-formats", strv_json(&d->keep_formats));
 	json_object_set_new(j, "delete-after-upload", json_boolean(d->delete_after_upload));
+	json_object_set_new(j, "validate", json_boolean(d->validate));
 	json_object_set_new(j, "pause", json_boolean(d->pause));
 	json_object_set_new(j, "release", json_string(d->release));
 	json_object_set_new(j, "rebuild-age", json_integer(d->rebuild_age));

@@ -281,8 +281,11 @@ struct np_diskimage {
 	json_t *env_vars;	     /* object of strings */
 	struct np_cfg_strv formats;  /* explicit formats (builder adds provider formats) */
 	struct np_cfg_strv keep_formats;
-	int delete_after_upload;       /* 0 */
-	int pause;		       /* 0 */
+	int delete_after_upload; /* 0 */
+	int pause;		 /* 0 */
+	/* validate (beyond upstream): a new upload serves only once a node
+	 * booted from it in that provider passed keyscan; 0 */
+	int validate;
 	char *release;		       /* stringified; "" if unset */
 	long long rebuild_age;	       /* seconds, 86400 */
 	long long build_timeout;       /* seconds, 28800 */
@@ -298,6 +301,7 @@ struct np_provider_image {
 	char *name;
 	int pause;	   /* diskimages: 0 */
 	int config_drive;  /* -1 unset, 0, 1 (openstack) */
+	int validate;	   /* diskimages: -1 unset (the diskimage's), 0, 1 */
 	char *image_id;	   /* cloud images: NULL if unset */
 	char *image_name;  /* openstack cloud images */
 	char *username;	   /* diskimage: entry's or the diskimage's; cloud image: NULL if unset */

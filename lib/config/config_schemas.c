@@ -114,12 +114,13 @@ static const struct sc_schema zk_tls = {
 
 static const struct sc_schema diskimage = {
     .type = SC_MAP,
-    .keys = KEYS(REQ("name", NONEMPTY_STR), OPT("abstract", BOOL), OPT("dib-cmd", STR),
-		 OPT("pause", BOOL), OPT("elements", SEQ(STR)), OPT("formats", SEQ(STR)),
-		 OPT("keep-formats", SEQ(STR)), OPT("delete-after-upload", BOOL),
-		 OPT("parent", STR), OPT("release", STR_OR_INT), OPT("rebuild-age", INT),
-		 OPT("env-vars", STRMAP(STR)), OPT("username", STR), OPT("python-path", STR),
-		 OPT("shell-type", STR), OPT("build-timeout", INT), OPT("metadata", DICT)),
+    .keys =
+	KEYS(REQ("name", NONEMPTY_STR), OPT("abstract", BOOL), OPT("dib-cmd", STR),
+	     OPT("pause", BOOL), OPT("elements", SEQ(STR)), OPT("formats", SEQ(STR)),
+	     OPT("keep-formats", SEQ(STR)), OPT("delete-after-upload", BOOL), OPT("parent", STR),
+	     OPT("release", STR_OR_INT), OPT("rebuild-age", INT), OPT("env-vars", STRMAP(STR)),
+	     OPT("username", STR), OPT("python-path", STR), OPT("shell-type", STR),
+	     OPT("build-timeout", INT), OPT("metadata", DICT), OPT("validate", BOOL)),
 };
 
 const struct sc_schema sc_top = {

@@ -45,7 +45,8 @@ struct hist {
 
 struct prov_metrics {
 	char *provider;
-	json_t *launches; /* result -> count */
+	json_t *launches;  /* result -> count */
+	json_t *rollbacks; /* image -> count */
 	struct hist phases[METRICS_PHASE_COUNT];
 	unsigned long long requests[4];
 	unsigned long long zookeeper[METRICS_ZK_COUNT];
@@ -88,7 +89,8 @@ prov_get(const char *provider)
 		np_oom();
 	memset(&provs[nprovs], 0, sizeof(provs[nprovs]));
 	if ((provs[nprovs].provider = strdup(provider)) == NULL ||
-	    (provs[nprovs].launches = json_object()) == NULL)
+	    (provs[nprovs].launches = json_object()) == NULL ||
+	    (provs[nprovs].rollbacks = json_object()) == NULL)
 		np_oom();
 	return &provs[nprovs++];
 }
@@ -101,6 +103,7 @@ metrics_clear(void)
 	for (i = 0; i < nprovs; i++) {
 		free(provs[i].provider);
 		json_decref(provs[i].launches);
+		json_decref(provs[i].rollbacks);
 	}
 	free(provs);
 	provs = NULL;
@@ -179,6 +182,19 @@ metrics_launch_result(const char *provider, const char *az, const char *requesto
 }
 
 void
+metrics_image_rollback(const char *provider, const char *image)
+{
+	struct prov_metrics *p = prov_get(provider);
+	char key[512];
+
+	json_object_set_new(
+	    p->rollbacks, image,
+	    json_integer(json_integer_value(json_object_get(p->rollbacks, image)) + 1));
+	snprintf(key, sizeof(key), "nodepool.provider.%s.image.%s.rollbacks", provider, image);
+	metrics_statsd_incr(key, 1);
+}
+
+void
 metrics_set_requests(const char *provider, unsigned long long accepted,
 		     unsigned long long fulfilled, unsigned long long declined,
 		     unsigned long long failed)
@@ -254,6 +270,12 @@ metrics_record(const char *provider, const json_t *base)
 		    json_real((json_is_number(sum) ? json_number_value(sum) : 0) + h->sum));
 		json_object_set_new(hp, "count",
 				    json_integer(jint(hp, "count") + (long long)h->count));
+	}
+	v = obj_child(r, "image_rollbacks");
+	{
+		json_t *rb = v, *c;
+		json_object_foreach(p->rollbacks, k, c)
+		    json_object_set_new(rb, k, json_integer(jint(rb, k) + json_integer_value(c)));
 	}
 	requests = obj_child(r, "requests");
 	for (i = 0; i < 4; i++)
@@ -748,6 +770,11 @@ render_record(struct out *o, const json_t *r, int what)
 		outf(o, "nodepool_worker_starts_total{provider=\"%s\"} %lld\n", esc(prov),
 		     jint(r, "starts"));
 		break;
+	case 6:
+		json_object_foreach((json_t *)json_object_get(r, "image_rollbacks"), k, v)
+		    outf(o, "nodepool_image_rollbacks_total{provider=\"%s\",image=\"%s\"} %lld\n",
+			 esc(prov), esc(k), (long long)json_integer_value(v));
+		break;
 	case 4: {
 		long long s = jint(r, "starts");
 		outf(o, "nodepool_worker_restarts_total{provider=\"%s\"} %lld\n", esc(prov),
@@ -803,7 +830,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	long long reqs[NP_REQ_STATE_COUNT] = {0};
 	size_t j;
 	int i, n, st, what, unread_nodes = 0;
-	static const char *const help[6][3] = {
+	static const char *const help[7][3] = {
 	    {"nodepool_launches_total", "counter", "Node launches by provider and result."},
 	    {"nodepool_launch_duration_seconds", "histogram",
 	     "Node launch duration by provider and phase."},
@@ -816,6 +843,9 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	     "ZooKeeper connection events of each provider's worker: connections lost, "
 	     "sessions expired, connection errors, operations sent again after a lost "
 	     "connection, writes not sent because their lock went with a session."},
+	    {"nodepool_image_rollbacks_total", "counter",
+	     "Falls back from a provider's newest diskimage upload to the previous one "
+	     "(rollback-after launch failures in a row)."},
 	};
 
 	/* nodes */
@@ -910,7 +940,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 			json_array_append(recs, r);
 	}
 	json_decref(lives);
-	for (what = 0; what < 6; what++) {
+	for (what = 0; what < 7; what++) {
 		outf(&o, "# HELP %s %s\n# TYPE %s %s\n", help[what][0], help[what][2],
 		     help[what][0], help[what][1]);
 		json_array_foreach(recs, j, r) render_record(&o, r, what);

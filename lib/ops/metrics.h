@@ -92,6 +92,10 @@ void metrics_launch_result(const char *provider, const char *az, const char *req
 #define METRICS_ZK_COUNT 5
 void metrics_set_zookeeper(const char *provider, const unsigned long long counts[METRICS_ZK_COUNT]);
 /* Request handling counters of this process (absolute since it started). */
+/* A launcher fell back from image's newest upload in provider to the
+ * previous one (rollback-after): nodepool_image_rollbacks_total on
+ * /metrics, statsd counter nodepool.provider.<provider>.image.<image>.rollbacks. */
+void metrics_image_rollback(const char *provider, const char *image);
 void metrics_set_requests(const char *provider, unsigned long long accepted,
 			  unsigned long long fulfilled, unsigned long long declined,
 			  unsigned long long failed);

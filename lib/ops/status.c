@@ -58,6 +58,10 @@ static const struct status_column image_cols[] = {
     {"external_id", "Provider Image ID"},
     {"state", "State"},
     {"age", "Age"},
+    /* beyond upstream (nodepool.yaml(5) `validate`, `rollback-after`):
+     * "serving" (the upload a launcher boots), "validating", "validated",
+     * "validation failed: <reason>", "rolled back: <reason>" */
+    {"service", "Service"},
 };
 
 static const struct status_column dib_cols[] = {
@@ -1021,7 +1025,7 @@ epoch_int(double t)
 
 void
 status_add_upload(struct status_table *t, const char *image, const char *build_id,
-		  const char *provider, const struct np_image_upload *u)
+		  const char *provider, const struct np_image_upload *u, int serving)
 {
 	json_t *row = json_object();
 
@@ -1033,6 +1037,29 @@ status_add_upload(struct status_table *t, const char *image, const char *build_i
 	set(row, "external_id", jstr(u->external_id));
 	set(row, "state", jstr(np_upload_state_name(u->state)));
 	set(row, "age", epoch_int(u->state_time));
+	{
+		const json_t *v = json_object_get(u->extra, "validation");
+		const char *vs = json_string_value(json_object_get(v, "state"));
+		const char *why = json_string_value(json_object_get(v, "reason"));
+		const json_t *rb = json_object_get(u->extra, "rollback");
+		char buf[1024] = "";
+
+		if (rb != NULL)
+			snprintf(buf, sizeof(buf), "rolled back: %s",
+				 json_string_value(json_object_get(rb, "reason"))
+				     ? json_string_value(json_object_get(rb, "reason"))
+				     : "?");
+		else if (vs != NULL && strcmp(vs, "pending") == 0)
+			snprintf(buf, sizeof(buf), "validating");
+		else if (vs != NULL && strcmp(vs, "failed") == 0)
+			snprintf(buf, sizeof(buf), "validation failed: %s", why ? why : "?");
+		else if (serving)
+			snprintf(buf, sizeof(buf), "serving%s",
+				 vs != NULL && strcmp(vs, "passed") == 0 ? ", validated" : "");
+		else if (vs != NULL && strcmp(vs, "passed") == 0)
+			snprintf(buf, sizeof(buf), "validated");
+		set(row, "service", jstr(buf));
+	}
 	status_table_add(t, row);
 }
 

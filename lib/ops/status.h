@@ -163,9 +163,10 @@ void status_node_row_of(struct status_node_row *r, const struct np_node *n);
 void status_add_node_row(struct status_table *t, const struct status_node_row *n, int locked,
 			 double now);
 void status_add_request(struct status_table *t, const struct np_request *r);
-/* An upload of build_id of image in provider (age: epoch of state_time). */
+/* An upload of build_id of image in provider (age: epoch of state_time);
+ * serving: it is the one launchers of provider boot (imgtree.h). */
 void status_add_upload(struct status_table *t, const char *image, const char *build_id,
-		       const char *provider, const struct np_image_upload *u);
+		       const char *provider, const struct np_image_upload *u, int serving);
 /* A build; state shows "paused" when the image is paused. */
 void status_add_build(struct status_table *t, const char *image, const struct np_image_build *b,
 		      int paused);

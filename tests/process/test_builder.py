@@ -105,8 +105,8 @@ def test_launcher_boots_newest_upload_and_falls_back_after_image_delete(deployme
         images.ready_builds("img")[b1]["state_time"]
 
     def boot():
-        # a launcher declines while it has not seen an upload yet (its
-        # image cache refreshes every cleanup-interval): Zuul asks again
+        # until the image-delete below reaches the launcher's watch, a
+        # node may come from either upload: Zuul asks again
         rid = zuul.submit(["img-label"])
         req = zuul.wait_request(rid)
         return zuul.node(req["nodes"][0]) if req["state"] == "fulfilled" else {}

@@ -191,7 +191,7 @@ def test_image_listings(deployment, zk):
     assert r.returncode == 0, r.stderr
     cols, rows = parse_table(r.stdout)
     assert cols == ["Build ID", "Upload ID", "Provider", "Image", "Provider Image Name",
-                    "Provider Image ID", "State", "Age"]
+                    "Provider Image ID", "State", "Age", "Service"]
     by = {(x["Build ID"], x["Upload ID"]): x for x in rows}
     assert set(by) == {(b1, u1), (b1, u2), (b3, u3)}
     assert by[(b1, u1)]["Provider"] == "static-a" and by[(b1, u1)]["Image"] == "ubuntu"

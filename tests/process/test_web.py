@@ -163,7 +163,7 @@ def test_request_and_image_lists(deployment, zuul, zk):
     data = json.loads(get(port, "/image-list", "application/json")[2])
     assert data == [{"id": b1, "upload_id": u1, "provider": "static-a", "image": "ubuntu",
                      "external_name": "ubuntu-1700000000", "external_id": "img-1",
-                     "state": "ready", "age": int(t)}]
+                     "state": "ready", "age": int(t), "service": "serving"}]
     cols, rows = parse_table(get(port, "/image-list")[2])
     assert rows[0]["Age"].startswith("01:01:01:")
     data = json.loads(get(port, "/dib-image-list", "application/json")[2])

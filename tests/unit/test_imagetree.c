@@ -97,7 +97,7 @@ Test(imagetree, reads_the_tree_and_creates_nothing)
 	cr_assert_str_eq(s, "[{\"id\": \"" B1 "\", \"upload_id\": \"0000000001\", "
 			    "\"provider\": \"rax\", \"image\": \"ubuntu\", \"external_name\": "
 			    "\"ubuntu-1\", \"external_id\": \"img-1\", \"state\": \"ready\", "
-			    "\"age\": 1700000001}]");
+			    "\"age\": 1700000001, \"service\": \"serving\"}]");
 	free(s);
 	status_table_free(st);
 	st = status_table_new(STATUS_DIB_IMAGE_LIST);

@@ -3,7 +3,7 @@
  * (drivers/statemachine/images.c) against a real ZooKeeper: the most
  * recent READY upload per image for one provider, uploads in other states
  * and of other providers ignored, the set of known uploads for leak
- * cleanup, and new uploads found by the next walk.
+ * cleanup, and changes found through the watch, without another walk.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +81,7 @@ Test(sm_images, latest_ready_upload_of_this_provider)
 	upload("debian", "0000000003", "other", "0000000005", NP_UPLOAD_READY, "img-other", 5000);
 	upload("fedora", "0000000001", "other", "0000000001", NP_UPLOAD_READY, "f-other", 5000);
 
-	s = sm_images_new(zk, base, "sim", 60);
+	s = sm_images_new(zk, base, "sim");
 	wait_walks(s, 1);
 	cr_assert_eq(sm_images_latest(s, "debian", eid, sizeof(eid), path, sizeof(path)), 0);
 	cr_assert_str_eq(eid, "img-new");
@@ -99,26 +99,70 @@ Test(sm_images, latest_ready_upload_of_this_provider)
 	sm_images_free(s);
 }
 
-Test(sm_images, new_upload_found_by_the_next_walk)
+/* Run the loop until the latest READY upload of image is eid (NULL: none). */
+static void
+wait_latest(struct sm_images *s, const char *image, const char *eid)
+{
+	char got[128], path[512];
+	int i, rc = -1;
+
+	for (i = 0; i < 250; i++) {
+		rc = sm_images_latest(s, image, got, sizeof(got), path, sizeof(path));
+		if (eid == NULL ? rc == -1 : rc == 0 && strcmp(got, eid) == 0)
+			return;
+		testzk_run_for(base, 0.02);
+	}
+	cr_assert_fail("latest upload of %s: rc %d %s, want %s", image, rc, rc == 0 ? got : "",
+		       eid ? eid : "none");
+}
+
+Test(sm_images, changes_found_through_the_watch_without_a_walk)
 {
 	struct sm_images *s;
-	char eid[128], path[512];
+	char path[512];
 
-	s = sm_images_new(zk, base, "sim", 60);
+	s = sm_images_new(zk, base, "sim");
 	wait_walks(s, 1);
 	cr_assert_eq(sm_images_known_upload(s, "0000000001", "0000000001"), 0);
-	cr_assert_eq(sm_images_latest(s, "debian", eid, sizeof(eid), path, sizeof(path)), -1);
+	wait_latest(s, "debian", NULL);
+	/* a new upload, then a newer one: each is seen as ZooKeeper reports it */
 	upload("debian", "0000000001", "sim", "0000000001", NP_UPLOAD_READY, "img-1", 1000);
-	sm_images_refresh(s);
-	wait_walks(s, 2);
-	cr_assert_eq(sm_images_latest(s, "debian", eid, sizeof(eid), path, sizeof(path)), 0);
-	cr_assert_str_eq(eid, "img-1");
+	wait_latest(s, "debian", "img-1");
+	upload("debian", "0000000002", "sim", "0000000002", NP_UPLOAD_UPLOADING, NULL, 2000);
+	testzk_run_for(base, 0.2);
+	wait_latest(s, "debian", "img-1");
+	cr_assert_eq(sm_images_known_upload(s, "0000000002", "0000000002"), 1);
+	cr_assert_eq(
+	    np_path_upload(path, sizeof(path), "debian", "0000000002", "sim", "0000000002") > 0, 1);
+	cr_assert_eq(zk_sync_delete(zk, path, -1, 0), ZOK);
+	upload("debian", "0000000002", "sim", "0000000003", NP_UPLOAD_READY, "img-2", 2000);
+	wait_latest(s, "debian", "img-2");
+	cr_assert_eq(sm_images_known_upload(s, "0000000002", "0000000002"), 0,
+		     "deleted: forgotten");
+	/* image-delete marks the newest deleting: the previous one serves */
+	{
+		struct np_image_upload *u = np_image_upload_new();
+		char *json;
+		size_t len;
+
+		np_image_upload_set_state(u, NP_UPLOAD_DELETING);
+		u->external_id = strdup("img-2");
+		json = np_image_upload_encode(u, &len);
+		cr_assert_gt(
+		    np_path_upload(path, sizeof(path), "debian", "0000000002", "sim", "0000000003"),
+		    0);
+		cr_assert_eq(zk_sync_set(zk, path, json, (int)len, -1, NULL), ZOK);
+		free(json);
+		np_image_upload_free(u);
+	}
+	wait_latest(s, "debian", "img-1");
+	cr_assert_eq(sm_images_walks(s), 1, "no walk was needed");
 	sm_images_free(s);
 }
 
 Test(sm_images, before_the_first_walk_nothing_is_judged)
 {
-	struct sm_images *s = sm_images_new(zk, base, "sim", 60);
+	struct sm_images *s = sm_images_new(zk, base, "sim");
 
 	cr_assert_eq(sm_images_known_upload(s, "0000000001", "0000000001"), -1);
 	sm_images_free(s); /* with reads in flight: no callback follows */
