@@ -2151,5 +2151,6 @@ const struct driver drv_azure = {
     .pause_at_quota = 1,
     .reuse_only = 0,
     .provider_new = azure_provider_new,
+    .image_format = sm_drv_config_image_format,
     SM_DRIVER_SLOTS,
 };

@@ -2528,6 +2528,7 @@ const struct driver drv_ibmvpc = {
     .pause_at_quota = 1,
     .reuse_only = 0,
     .provider_new = ibm_provider_new,
+    .image_format = sm_drv_config_image_format,
     SM_DRIVER_SLOTS,
 };
 

@@ -19,6 +19,7 @@
 #include <libssh/libssh.h>
 
 #include "dynlib.h"
+#include "log.h"
 #include "xalloc.h"
 
 #define SC_SSH_FUNCS(X)                                                                            \
@@ -193,7 +194,10 @@ answered(evutil_socket_t fd, short what, void *arg)
 	char one;
 
 	(void)what;
-	(void)read(fd, &one, 1);
+	/* the byte only wakes the loop: its value, or a failed read, changes
+	 * nothing (the thread's result is in c) */
+	if (read(fd, &one, 1) < 0)
+		log_debug("ssh command: reading its wake-up byte: %s", strerror(errno));
 	event_free(c->ev);
 	c->ev = NULL;
 	c->done(c->status, c->status < 0 ? c->error : NULL, c->arg);
