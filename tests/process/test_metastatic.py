@@ -1,0 +1,327 @@
+"""The metastatic driver (drivers/metastatic), played against as Zuul would:
+a metastatic provider slicing the nodes of a backing static provider and
+of a backing fake provider, all under one nodepoold. What upstream's
+metastatic adapter writes (gndrmnn/nodepool nodepool/driver/metastatic/
+adapter.py) is checked on the wire: its backing requests, the persistent
+lock and user_data of its backing nodes, the driver_data of its slices.
+A sampler reads every node (and request) in a loop for the whole test and
+checks at every instant that no backing node carries more slices than
+max-parallel-jobs, nor two slices on one slot."""
+import json
+import os
+import random
+import signal
+import threading
+import time
+
+from kazoo.exceptions import NoNodeError
+
+from conftest import wait_for
+from npd import Supervisor, alive, host
+
+MY_ID = "NodePool:metastatic:meta"
+MPJ = 2
+GRACE = 3
+
+
+def config(d, grace=GRACE, static_hosts=3):
+    return {
+        "labels": [{"name": n} for n in ("big", "host", "slice-fake", "slice-static")],
+        "providers": [
+            {"name": "back", "driver": "fake", "boot-delay": 0.5,
+             "state-file": os.path.join(d.dir, "cloud-back.json"),
+             "cloud-images": [{"name": "debian", "username": "debian"}],
+             "pools": [{"name": "main", "max-servers": 20,
+                        "node-attributes": {"backattr": "back", "testattr": "backing"},
+                        "labels": [{"name": "big", "cloud-image": "debian"}]}]},
+            {"name": "stat", "driver": "static",
+             "pools": [{"name": "main",
+                        "nodes": [host("host-%d" % i, ["host"], **{"connection-port": 2200 + i})
+                                  for i in range(static_hosts)]}]},
+            {"name": "meta", "driver": "metastatic",
+             "pools": [{"name": "main", "max-servers": 50,
+                        "node-attributes": {"metaattr": "meta", "testattr": "metastatic"},
+                        "labels": [
+                            {"name": "slice-fake", "backing-label": "big",
+                             "max-parallel-jobs": MPJ, "grace-time": grace},
+                            {"name": "slice-static", "backing-label": "host",
+                             "max-parallel-jobs": MPJ, "grace-time": grace}]}]},
+        ],
+    }
+
+
+def read_all(zk, root):
+    out = {}
+    try:
+        names = zk.get_children(root)
+    except NoNodeError:
+        return out
+    for c in names:
+        try:
+            data, st = zk.get("%s/%s" % (root, c))
+        except NoNodeError:
+            continue
+        try:
+            out[c] = (json.loads(data), st)
+        except ValueError:
+            continue
+    return out
+
+
+class Sampler:
+    """Reads every node and request, again and again, and records each
+    violation of the slicing contract it sees, with the backing nodes'
+    history (when each was last seen carrying a slice, when in-use)."""
+
+    def __init__(self, zk):
+        self.zk = zk
+        self.stop = threading.Event()
+        self.violations = []
+        self.samples = 0
+        self.max_slices = 0
+        self.backing_requests = {}  # id -> (body, ephemeral owner)
+        self.last_slice = {}  # backing id -> time a slice last named it
+        self.released = {}  # backing id -> first time seen not in-use after in-use
+        self.backing_seen = set()
+        self.t = threading.Thread(target=self.run, daemon=True)
+
+    def start(self):
+        self.t.start()
+        return self
+
+    def finish(self):
+        self.stop.set()
+        self.t.join(30)
+
+    def run(self):
+        while not self.stop.is_set():
+            now = time.time()
+            nodes = {k: v[0] for k, v in read_all(self.zk, "/nodepool/nodes").items()}
+            for rid, (body, st) in read_all(self.zk, "/nodepool/requests").items():
+                if body.get("requestor") == MY_ID and rid not in self.backing_requests:
+                    self.backing_requests[rid] = (body, st.ephemeralOwner)
+            per = {}
+            for nid, n in nodes.items():
+                if n.get("provider") != "meta":
+                    continue
+                dd = n.get("driver_data") or {}
+                if dd.get("backing_node") is None:
+                    continue
+                per.setdefault(dd["backing_node"], []).append((dd["slot"], nid))
+            for bid, slices in per.items():
+                self.last_slice[bid] = now
+                self.backing_seen.add(bid)
+                self.max_slices = max(self.max_slices, len(slices))
+                slots = [s for s, _ in slices]
+                if len(slices) > MPJ or len(set(slots)) != len(slots) or \
+                        any(not 0 <= s < MPJ for s in slots):
+                    self.violations.append((now, bid, sorted(slices)))
+            for nid, n in nodes.items():
+                ud = n.get("user_data")
+                if isinstance(ud, str) and MY_ID in ud:
+                    self.backing_seen.add(nid)
+                if nid in self.backing_seen and n.get("state") != "in-use" \
+                        and nid not in self.released:
+                    self.released[nid] = now
+            for bid in list(self.released):
+                if bid not in nodes:
+                    continue
+                if nodes[bid].get("state") == "in-use" and isinstance(
+                        nodes[bid].get("user_data"), str):
+                    del self.released[bid]  # taken again
+            self.samples += 1
+
+
+def contenders(zk, nid):
+    path = "/nodepool/nodes/%s/lock" % nid
+    try:
+        names = zk.get_children(path)
+    except NoNodeError:
+        return []
+    out = []
+    for c in sorted(names, key=lambda c: c.rsplit("__lock__", 1)[-1]):
+        data, st = zk.get("%s/%s" % (path, c))
+        out.append((data.decode(), st.ephemeralOwner))
+    return out
+
+
+def run_jobs(zuul, label, n, hold):
+    """n jobs at once: submit, accept, hold each `hold` seconds, finish.
+    Returns the nodes they got."""
+    rids = [zuul.submit([label]) for _ in range(n)]
+    held, got = [], []
+    for rid in rids:
+        req = zuul.wait_request(rid, timeout=60)
+        assert req["state"] == "fulfilled", req
+        got.append(req["nodes"][0])
+        held.append(zuul.accept(rid))
+    time.sleep(hold)
+    for h in held:
+        zuul.finish(h)
+    return got
+
+
+def start(deployment, cfg):
+    s = Supervisor(deployment)
+    s.write(cfg)
+    s.start_fg()
+    s.wait_running(["back", "stat", "meta"])
+    return s
+
+
+def test_slices_share_backing_nodes_up_to_the_limit(deployment, zk, zuul):
+    s = start(deployment, config(deployment))
+    sampler = Sampler(zk).start()
+    try:
+        # static hosts registered
+        wait_for(lambda: len([n for n in zuul.nodes().values() if n["provider"] == "stat"]) == 3,
+                 what="static slots")
+        for label in ("slice-fake", "slice-static"):
+            rids = [zuul.submit([label]) for _ in range(3 * MPJ)]
+            reqs = [zuul.wait_request(r, timeout=60) for r in rids]
+            assert all(r["state"] == "fulfilled" for r in reqs), reqs
+            held = [zuul.accept(r) for r in rids]
+            slices = {h[0][0]: zuul.node(h[0][0]) for h in held}
+            backing = {}
+            for nid, n in slices.items():
+                dd = n["driver_data"]
+                assert dd["node"] == nid and n["external_id"] == nid
+                assert dd["slot"] == n["slot"] and 0 <= n["slot"] < MPJ
+                assert dd["metadata"]["nodepool_node_id"] == nid
+                assert dd["metadata"]["nodepool_provider_name"] == "meta"
+                backing.setdefault(dd["backing_node"], []).append(n["slot"])
+                b = zuul.node(dd["backing_node"])
+                # the slice gets its backing node's connection info
+                for k in ("interface_ip", "public_ipv4", "private_ipv4", "public_ipv6",
+                          "connection_port", "connection_type", "host_keys", "username",
+                          "az", "region", "cloud"):
+                    assert n[k] == b[k], (k, n[k], b[k])
+                assert n["provider"] == "meta" and n["type"] == [label]
+                # the pool's node-attributes over the backing node's
+                assert n["attributes"]["metaattr"] == "meta"
+                assert n["attributes"]["testattr"] == "metastatic"
+                if label == "slice-fake":
+                    assert n["attributes"]["backattr"] == "back"
+            # 3 x max-parallel-jobs jobs at once: exactly 3 backing nodes,
+            # each full
+            assert len(backing) == 3, backing
+            for bid, slots in backing.items():
+                assert sorted(slots) == list(range(MPJ))
+                b = zuul.node(bid)
+                assert b["state"] == "in-use"
+                assert b["type"] == ["big" if label == "slice-fake" else "host"]
+                ud = json.loads(b["user_data"])  # a JSON string, as upstream
+                assert ud["owner"] == MY_ID and ud["slots"] == MPJ
+                assert ud["label"] == label and ud["failed"] is False
+                # locked with a persistent contender naming us
+                c = contenders(zk, bid)
+                assert c and c[0] == (MY_ID, 0), c
+            for h in held:
+                zuul.finish(h)
+        # the backing requests were upstream's: ephemeral, priority 100,
+        # our requestor, one backing label
+        assert len(sampler.backing_requests) >= 6
+        for rid, (body, owner) in sampler.backing_requests.items():
+            assert rid.startswith("100-") and owner != 0
+            assert body["node_types"] in (["big"], ["host"]) and body["reuse"] is True
+        # every backing node is returned grace-time after its last slice
+        bids = set(sampler.backing_seen)
+
+        def returned():
+            nodes = zuul.nodes()
+            for bid in bids:
+                n = nodes.get(bid)
+                if n is None:
+                    continue  # fake: deleted by its provider
+                if n["provider"] == "back" or n["state"] != "ready" or contenders(zk, bid):
+                    return False
+            return True
+        wait_for(returned, 60, what="backing nodes returned")
+        for bid in bids:
+            assert bid in sampler.released, bid
+            idle = sampler.released[bid] - sampler.last_slice[bid]
+            assert idle >= GRACE - 0.5, (bid, idle)
+        # nothing of ours is left: no journal entry, no backing request
+        assert zk.get_children("/nodepool/metastatic/meta/requests") == []
+        assert not [r for r, (b, _) in read_all(zk, "/nodepool/requests").items()
+                    if b.get("requestor") == MY_ID]
+    finally:
+        sampler.finish()
+        s.stop()
+    assert sampler.samples > 10
+    assert sampler.violations == []
+    assert sampler.max_slices == MPJ
+
+
+def test_sigkill_mid_load_loses_and_double_books_nothing(deployment, zk, zuul):
+    s = start(deployment, config(deployment))
+    sampler = Sampler(zk).start()
+    stop = threading.Event()
+    outcomes = []
+    errors = []
+
+    def job_loop(label):
+        rng = random.Random(label)
+        while not stop.is_set():
+            try:
+                rid = zuul.submit([label])
+                req = zuul.wait_request(rid, timeout=90)
+                outcomes.append(req["state"])
+                if req["state"] != "fulfilled":
+                    zuul.cancel(rid)
+                    continue
+                held = zuul.accept(rid)
+                time.sleep(rng.uniform(0.1, 0.8))
+                zuul.finish(held)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+                return
+
+    try:
+        wait_for(lambda: len([n for n in zuul.nodes().values() if n["provider"] == "stat"]) == 3,
+                 what="static slots")
+        threads = [threading.Thread(target=job_loop, args=(l,), daemon=True)
+                   for l in ["slice-fake"] * 3 + ["slice-static"] * 3]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(outcomes) >= 12, 90, what="load running")
+        meta_pid = s.status()["meta"]["pid"]
+        os.kill(meta_pid, signal.SIGKILL)
+        wait_for(lambda: not alive(meta_pid), what="worker gone")
+        n_before = len(outcomes)
+        st = wait_for(lambda: s.status()["meta"]["pid"] not in (0, meta_pid)
+                      and s.status()["meta"]["state"] == "running" and s.status(),
+                      60, what="worker restarted")
+        assert st["meta"]["pid"] != meta_pid
+        wait_for(lambda: len(outcomes) >= n_before + 12, 120, what="load after the restart")
+        stop.set()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        assert outcomes.count("fulfilled") == len(outcomes), outcomes
+        # no slot lost: every static slot can be had again, all at once
+        got = run_jobs(zuul, "slice-static", 3 * MPJ, 0.2)
+        assert len(set(got)) == 3 * MPJ
+        # and no backing node leaked: once grace-time has passed, every
+        # backing node is back with its provider
+        def settled():
+            nodes = zuul.nodes()
+            for nid, n in nodes.items():
+                if n["provider"] == "meta":
+                    return False
+                if n["provider"] == "stat" and (n["state"] != "ready" or contenders(zk, nid)):
+                    return False
+                if n["provider"] == "back" and n["state"] != "ready" and \
+                        n["state"] != "deleting":
+                    return False
+                if n["provider"] == "back" and n["state"] == "ready" and contenders(zk, nid):
+                    return False
+            return True
+        wait_for(settled, 120, what="every backing node returned")
+        assert zk.get_children("/nodepool/metastatic/meta/requests") == []
+    finally:
+        stop.set()
+        sampler.finish()
+        s.stop()
+    assert sampler.violations == []
+    assert sampler.max_slices <= MPJ
