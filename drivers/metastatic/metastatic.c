@@ -766,6 +766,19 @@ follow_request(struct sm_adapter *a, struct ms_backing *b, double now)
 		b->absent = 0;
 		if (r->state == NP_REQ_FULFILLED && r->nodes.n > 0) {
 			adopt(a, b, r->nodes.v[0]);
+		} else if (!b->orphan && !backing_used(b)) {
+			/* every slice it was for went elsewhere (create_advance):
+			 * withdraw it, as Zuul cancels a request, by deleting it */
+			char path[128];
+			log_info("backing request %s withdrawn: no slice waits for it",
+				 b->request_id);
+			snprintf(path, sizeof(path), "/nodepool/requests/%s", b->request_id);
+			zk_delete(drv_zk(a->lc), path, -1, 0, NULL, NULL);
+			journal_delete(a, b->event_id);
+			b->event_id[0] = '\0';
+			free(b->request_id);
+			b->request_id = NULL;
+			b->failed = 1;
 		} else if (r->state == NP_REQ_FAILED) {
 			char path[128];
 			log_warn("backing request %s failed", b->request_id);
@@ -1152,6 +1165,28 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			 b->node_id ? b->node_id : "(requested)", c->slot);
 		sm_set_str(&m->external_id, c->node_id);
 		m->state = "requesting backing node";
+	}
+	if (c->b->node_id == NULL || c->b->adopting) {
+		struct ms_backing *o;
+		int i;
+
+		/* Beyond upstream (which waits for the request it made): a
+		 * slot freed meanwhile on a backing node we hold serves the
+		 * slice now; the request, left with no slice, is withdrawn
+		 * (tick_cb). Against a backing provider with few nodes (static)
+		 * waiting could last until our own idle nodes are returned. */
+		TAILQ_FOREACH(o, &a->backings, link)
+		if (o != c->b && o->node_id != NULL && !o->adopting &&
+		    strcmp(o->label, c->b->label) == 0 && (i = backing_free_slot(o)) >= 0) {
+			dealloc_node(a, c->node_id);
+			c->b = o;
+			c->slot = i;
+			o->slots[i].node = xstrdup(c->node_id);
+			o->slots[i].launching = 1;
+			log_info("assigned node %s to backing node %s slot %d", c->node_id,
+				 o->node_id, i);
+			break;
+		}
 	}
 	if (c->b->node_id == NULL || c->b->adopting) {
 		if (c->b->failed || c->b->orphan) {

@@ -237,6 +237,8 @@ def test_slices_share_backing_nodes_up_to_the_limit(deployment, zk, zuul):
                     return False
             return True
         wait_for(returned, 60, what="backing nodes returned")
+        n = sampler.samples
+        wait_for(lambda: sampler.samples >= n + 2, what="the sampler seeing it")
         for bid in bids:
             assert bid in sampler.released, bid
             idle = sampler.released[bid] - sampler.last_slice[bid]
