@@ -13,6 +13,7 @@ import random
 import signal
 import threading
 import time
+import uuid
 
 from kazoo.exceptions import NoNodeError
 
@@ -288,6 +289,10 @@ def test_sigkill_mid_load_loses_and_double_books_nothing(deployment, zk, zuul):
             t.start()
         wait_for(lambda: len(outcomes) >= 12, 90, what="load running")
         meta_pid = s.status()["meta"]["pid"]
+        # kill it while one of its backing requests is outstanding
+        wait_for(lambda: [r for r, (b, _) in read_all(zk, "/nodepool/requests").items()
+                          if b.get("requestor") == MY_ID and b.get("state") != "fulfilled"],
+                 60, interval=0.005, what="a backing request in flight")
         os.kill(meta_pid, signal.SIGKILL)
         wait_for(lambda: not alive(meta_pid), what="worker gone")
         n_before = len(outcomes)
@@ -327,3 +332,57 @@ def test_sigkill_mid_load_loses_and_double_books_nothing(deployment, zk, zuul):
         s.stop()
     assert sampler.violations == []
     assert sampler.max_slices <= MPJ
+
+
+def test_backing_node_locked_by_a_dead_launcher_is_taken_back(deployment, zk, zuul):
+    """A launcher killed after it locked a backing node (persistent lock)
+    and before it wrote its user_data: upstream's metastatic never
+    recognises the node again (its start-up scan looks for user_data) and
+    the node stays locked for ever. nodepoold's journal entry of the
+    backing request names the request the node was allocated to, so the
+    restarted provider finds the node, takes it as its backing node, and
+    returns it after grace-time."""
+    full = config(deployment, static_hosts=1)
+    first = dict(full, labels=[l for l in full["labels"] if l["name"] in ("big", "host")],
+                 providers=[p for p in full["providers"] if p["name"] != "meta"])
+    s = Supervisor(deployment)
+    s.write(first)
+    s.start_fg()
+    sampler = None
+    try:
+        s.wait_running(["back", "stat"])
+        (sid, node), = wait_for(lambda: [(k, n) for k, n in zuul.nodes().items()
+                                         if n["provider"] == "stat" and n["state"] == "ready"],
+                                what="static node")
+        rid = "100-0000099999"
+        # the dead launcher's state: its persistent lock contender ...
+        zk.create("/nodepool/nodes/%s/lock/%s__lock__" % (sid, uuid.uuid4().hex),
+                  MY_ID.encode(), sequence=True, makepath=True)
+        # ... on the node the backing provider allocated to its request ...
+        node["allocated_to"] = rid
+        zuul.store_node(sid, node)
+        # ... and its journal entry for that request
+        zk.create("/nodepool/metastatic/meta/requests/%s" % uuid.uuid4().hex,
+                  json.dumps({"label": "slice-static", "slots": MPJ, "launched": time.time(),
+                              "request": rid}).encode(), makepath=True)
+        sampler = Sampler(zk).start()
+        s.write(full)
+        s.ctl("reload")
+        s.wait_running(["back", "stat", "meta"])
+        wait_for(lambda: sid in sampler.backing_seen, 30, what="node taken back")
+        # returned after grace-time: used, unlocked, recycled by static
+        wait_for(lambda: sid in sampler.released, 30, what="node returned")
+        def host_free():
+            nodes = [(k, n) for k, n in zuul.nodes().items() if n["provider"] == "stat"]
+            return len(nodes) == 1 and nodes[0][1]["state"] == "ready" and \
+                nodes[0][1]["allocated_to"] is None and not contenders(zk, nodes[0][0])
+        wait_for(host_free, 30, what="static node free again")
+        assert zk.get_children("/nodepool/metastatic/meta/requests") == []
+        # and it serves slices again
+        got = run_jobs(zuul, "slice-static", MPJ, 0.1)
+        assert len(got) == MPJ
+    finally:
+        if sampler is not None:
+            sampler.finish()
+        s.stop()
+    assert sampler.violations == []
