@@ -1480,11 +1480,12 @@ static const struct sm_adapter_ops metastatic_adapter = {
     .dump = ms_dump,
 };
 
-/* upstream's MetastaticProviderConfig defaults; host-key-checking is off
- * unless a pool or label asks (nodepool.yaml(5)) */
+/* upstream's MetastaticProviderConfig defaults, as the traits
+ * (traits.c); host-key-checking is off unless a pool or label asks. rate
+ * paces nothing: upstream's adapter makes a RateLimiter it never uses. */
 static const struct sm_defaults metastatic_defaults = {
     .boot_timeout = 120,
-    .rate = 0,
+    .rate = 1,
     .host_key_checking = 0,
 };
 
