@@ -766,9 +766,13 @@ follow_request(struct sm_adapter *a, struct ms_backing *b, double now)
 		b->absent = 0;
 		if (r->state == NP_REQ_FULFILLED && r->nodes.n > 0) {
 			adopt(a, b, r->nodes.v[0]);
-		} else if (!b->orphan && !backing_used(b)) {
-			/* every slice it was for went elsewhere (create_advance):
-			 * withdraw it, as Zuul cancels a request, by deleting it */
+		} else if (!b->orphan && !backing_used(b) && r->state == NP_REQ_REQUESTED) {
+			/* every slice it was for went elsewhere (create_advance)
+			 * and no provider is launching for it: withdraw it, as
+			 * Zuul cancels a request, by deleting it (one being
+			 * served is kept: its node will serve the next slices,
+			 * or be returned after grace-time, rather than be left
+			 * ready and unallocated with its provider) */
 			char path[128];
 			log_info("backing request %s withdrawn: no slice waits for it",
 				 b->request_id);
