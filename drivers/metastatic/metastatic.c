@@ -150,9 +150,9 @@ struct sm_adapter {
 	size_t nlabels;
 	struct ms_backings backings;
 	struct event *tick;
-	unsigned init_epoch;  /* drv_sync_epoch() the state was recovered at */
 	int inited;	      /* 0 none, 1 recovering, 2 done */
 	int init_pending;     /* recovery replies outstanding */
+	int init_failed;      /* a recovery read failed: start over */
 	json_t *init_journal; /* event_id -> entry, gathered during recovery */
 	json_t *init_owned;   /* node id -> user_data object, contender checked */
 	int stopping;
@@ -1017,8 +1017,27 @@ rec_end(struct ms_rec *r)
 static void
 rec_done(struct sm_adapter *a)
 {
-	if (a != NULL && --a->init_pending == 0 && !a->stopping)
-		recover_finish(a);
+	if (a == NULL || --a->init_pending != 0 || a->stopping)
+		return;
+	if (a->init_failed) {
+		/* a partial view would leave a backing node unknown (locked
+		 * for ever): read it all again on the next tick */
+		log_warn("metastatic: reading back our state failed; retrying");
+		json_decref(a->init_owned);
+		json_decref(a->init_journal);
+		a->init_owned = a->init_journal = NULL;
+		a->inited = 0;
+		return;
+	}
+	recover_finish(a);
+}
+
+/* A recovery read's outcome: ZNONODE is an answer (nothing there). */
+static void
+rec_rc(struct sm_adapter *a, int rc)
+{
+	if (a != NULL && rc != ZOK && rc != ZNONODE)
+		a->init_failed = 1;
 }
 
 static void
@@ -1027,6 +1046,7 @@ rec_contenders(int rc, int count, char *const *idents, void *arg)
 	struct ms_rec *r = arg;
 	struct sm_adapter *a = r->anc->a;
 
+	rec_rc(a, rc);
 	if (a != NULL && rc == ZOK && count > 0 && strcmp(idents[0], a->my_id) == 0)
 		json_object_set(a->init_owned, r->key, r->val);
 	rec_done(rec_end(r));
@@ -1040,6 +1060,7 @@ rec_journal_read(int rc, const char *data, int len, const struct zk_stat *st, vo
 	json_t *o;
 
 	(void)st;
+	rec_rc(a, rc);
 	if (a != NULL && rc == ZOK && (o = json_loadb(data, (size_t)len, 0, NULL)) != NULL) {
 		if (json_is_object(o))
 			json_object_set(a->init_journal, r->key, o);
@@ -1056,6 +1077,7 @@ rec_journal_listed(int rc, int count, char *const *names, void *arg)
 	int i;
 	char path[512];
 
+	rec_rc(a, rc);
 	for (i = 0; a != NULL && rc == ZOK && i < count; i++) {
 		journal_path(a, names[i], path, sizeof(path));
 		zk_get(drv_zk(a->lc), path, NULL, NULL, rec_journal_read,
@@ -1075,7 +1097,7 @@ recover_start(struct sm_adapter *a)
 	char path[128];
 
 	a->inited = 1;
-	a->init_epoch = drv_sync_epoch(a->lc);
+	a->init_failed = 0;
 	a->init_owned = json_object();
 	a->init_journal = json_object();
 	a->init_pending = 0;

@@ -142,6 +142,8 @@ class Sampler:
                 if nid in self.backing_seen and n.get("state") != "in-use" \
                         and nid not in self.released:
                     self.released[nid] = now
+            for bid in self.backing_seen - set(nodes) - set(self.released):
+                self.released[bid] = now  # returned and gone (deleted, recycled)
             for bid in list(self.released):
                 if bid not in nodes:
                     continue
