@@ -87,7 +87,7 @@
 
 /* The poll interval of the allocation state (backing requests, slots,
  * grace-time): upstream polls state machines every second. */
-#define MS_TICK 0.2
+#define MS_TICK 0.1
 /* Upstream's lockNode(blocking=True, timeout=30) of a backing node. */
 #define MS_LOCK_TIMEOUT 30.0
 /* How long an orphan journal entry (see the top) looks for its node. */
@@ -128,6 +128,8 @@ struct ms_backing {
 	double launched, last_used; /* epoch seconds */
 };
 TAILQ_HEAD(ms_backings, ms_backing);
+struct ms_create;
+TAILQ_HEAD(ms_creates, ms_create);
 
 /*
  * What a ZooKeeper reply finds the adapter through: the adapter may be
@@ -149,6 +151,7 @@ struct sm_adapter {
 	struct ms_label *labels;
 	size_t nlabels;
 	struct ms_backings backings;
+	struct ms_creates waiting; /* create machines waiting for a backing node */
 	struct event *tick;
 	int inited;	      /* 0 none, 1 recovering, 2 done */
 	int init_pending;     /* recovery replies outstanding */
@@ -161,6 +164,8 @@ struct sm_adapter {
 
 struct ms_create {
 	struct sm_machine m;
+	TAILQ_ENTRY(ms_create) link; /* in a->waiting while it waits */
+	int waiting;
 	struct sm_adapter *a;
 	char *node_id;
 	char *label;
@@ -257,6 +262,17 @@ backing_free_slot(const struct ms_backing *b)
 		if (b->slots[i].node == NULL)
 			return i;
 	return -1;
+}
+
+/* A backing node was taken, or a slot freed: the machines waiting for a
+ * backing node look again now rather than at their next poll. */
+static void
+wake_waiting(struct sm_adapter *a)
+{
+	struct ms_create *c;
+
+	TAILQ_FOREACH(c, &a->waiting, link)
+	sm_machine_wake(&c->m);
 }
 
 static void
@@ -538,6 +554,7 @@ adopt_stored(int rc, const struct zk_stat *st, void *arg)
 	b->absent = 0;
 	b->last_used = now_wall();
 	op->a->adopted++;
+	wake_waiting(op->a);
 	op_free(op);
 }
 
@@ -660,6 +677,7 @@ adopt_failed(struct sm_adapter *a, struct ms_backing *b, const char *why)
 	b->event_id[0] = '\0';
 	free(b->request_id);
 	b->request_id = NULL;
+	wake_waiting(a);
 }
 
 /* ---- returning a backing node ---------------------------------------------------------- */
@@ -839,6 +857,7 @@ check_slots(struct sm_adapter *a, struct ms_backing *b)
 			log_info("node %s is gone: backing node %s slot %d is free", s->node,
 				 b->node_id ? b->node_id : "(requested)", i);
 			slot_clear(b, i);
+			wake_waiting(a);
 		}
 	}
 }
@@ -1222,7 +1241,15 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			c->b = NULL;
 			return SM_ERROR;
 		}
+		if (!c->waiting) {
+			TAILQ_INSERT_TAIL(&a->waiting, c, link);
+			c->waiting = 1;
+		}
 		return SM_AGAIN;
+	}
+	if (c->waiting) {
+		TAILQ_REMOVE(&a->waiting, c, link);
+		c->waiting = 0;
 	}
 	bn = drv_node_get(a->lc, c->b->node_id);
 	if (bn == NULL) {
@@ -1239,6 +1266,8 @@ create_free(struct sm_machine *m)
 {
 	struct ms_create *c = (struct ms_create *)m;
 
+	if (c->waiting)
+		TAILQ_REMOVE(&c->a->waiting, c, link);
 	if (!c->a->stopping)
 		create_release_slot(c);
 	free(m->external_id);
@@ -1404,6 +1433,7 @@ ms_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	a->anc->a = a;
 	a->anc->refs = 1;
 	TAILQ_INIT(&a->backings);
+	TAILQ_INIT(&a->waiting);
 	snprintf(buf, sizeof(buf), "NodePool:metastatic:%s", env->provider_name);
 	a->my_id = xstrdup(buf);
 	snprintf(buf, sizeof(buf), "/nodepool/metastatic/%s/requests", env->provider_name);
