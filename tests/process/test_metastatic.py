@@ -407,3 +407,68 @@ def test_backing_node_locked_by_a_dead_launcher_is_taken_back(deployment, zk, zu
             sampler.finish()
         s.stop()
     assert sampler.violations == []
+
+
+def test_backing_request_fulfilled_while_the_worker_was_down_is_taken(deployment, zk,
+                                                                       zk_server, chroot, zuul):
+    """A backing request the provider made before it died, fulfilled
+    while no worker followed it: upstream forgets the request (in memory
+    only), and its node stays allocated to a request nobody accepts.
+    nodepoold's journal entry names it: the restarted provider takes the
+    node (persistent lock, user_data, in-use), deletes the request, and
+    returns the node after grace-time."""
+    from conftest import kazoo_client
+    full = config(deployment, static_hosts=1)
+    first = dict(full, labels=[l for l in full["labels"] if l["name"] in ("big", "host")],
+                 providers=[p for p in full["providers"] if p["name"] != "meta"])
+    s = Supervisor(deployment)
+    s.write(first)
+    s.start_fg()
+    dead = kazoo_client(zk_server, chroot)  # the dead worker's session
+    sampler = None
+    try:
+        s.wait_running(["back", "stat"])
+        wait_for(lambda: [n for n in zuul.nodes().values() if n["provider"] == "stat"
+                          and n["state"] == "ready"], what="static node")
+        eid = uuid.uuid4().hex
+        jpath = "/nodepool/metastatic/meta/requests/" + eid
+        zk.create(jpath, json.dumps({"label": "slice-static", "slots": MPJ,
+                                     "launched": time.time(), "request": None}).encode(),
+                  makepath=True)
+        # upstream's storeNodeRequest of _allocateBackingNode's request
+        body = {"state": "requested", "state_time": time.time(), "node_types": ["host"],
+                "nodes": [], "declined_by": [], "reuse": True, "requestor": MY_ID,
+                "requestor_data": None, "provider": None, "relative_priority": 0,
+                "event_id": eid, "created_time": time.time(), "tenant_name": None}
+        path = dead.create("/nodepool/requests/100-", json.dumps(body).encode(),
+                           ephemeral=True, sequence=True)
+        rid = path.rsplit("/", 1)[1]
+        zk.set(jpath, json.dumps({"label": "slice-static", "slots": MPJ,
+                                  "launched": time.time(), "request": rid}).encode())
+        req = zuul.wait_request(rid)
+        assert req["state"] == "fulfilled", req
+        (bid,) = req["nodes"]
+        sampler = Sampler(zk).start()
+        s.write(full)
+        s.ctl("reload")
+        s.wait_running(["back", "stat", "meta"])
+        wait_for(lambda: bid in sampler.backing_seen, 30, what="node taken")
+        n = zuul.node(bid)
+        ud = json.loads(n["user_data"])
+        assert ud["owner"] == MY_ID and ud["label"] == "slice-static"
+        assert contenders(zk, bid)[0] == (MY_ID, 0)
+        wait_for(lambda: zuul.request(rid) is None, what="request deleted")
+        # it serves slices as any backing node: the next slice lands on it
+        r2 = zuul.submit(["slice-static"])
+        assert zuul.wait_request(r2)["state"] == "fulfilled"
+        held = zuul.accept(r2)
+        assert zuul.node(held[0][0])["driver_data"]["backing_node"] == bid
+        zuul.finish(held)
+        wait_for(lambda: bid in sampler.released, 30, what="node returned")
+        assert zk.get_children("/nodepool/metastatic/meta/requests") == []
+    finally:
+        dead.stop()
+        if sampler is not None:
+            sampler.finish()
+        s.stop()
+    assert sampler.violations == []
