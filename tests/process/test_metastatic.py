@@ -472,3 +472,33 @@ def test_backing_request_fulfilled_while_the_worker_was_down_is_taken(deployment
             sampler.finish()
         s.stop()
     assert sampler.violations == []
+
+
+def test_label_removed_returns_its_backing_nodes_at_once(deployment, zk, zuul):
+    """As upstream: a backing node whose label left the configuration is
+    returned without waiting for grace-time (here far longer than the
+    test). The reload replaces the provider's driver state in the running
+    worker, which reads its backing nodes back from ZooKeeper."""
+    cfg = config(deployment, grace=600, static_hosts=2)
+    s = start(deployment, cfg)
+    try:
+        wait_for(lambda: len([n for n in zuul.nodes().values() if n["provider"] == "stat"]) == 2,
+                 what="static slots")
+        run_jobs(zuul, "slice-static", 2 * MPJ, 0.1)
+        held_before = [nid for nid, n in zuul.nodes().items()
+                       if n["provider"] == "stat" and n["state"] == "in-use"]
+        assert len(held_before) == 2  # kept for grace-time
+        labels = [l for l in cfg["labels"] if l["name"] != "slice-static"]
+        meta = [p for p in cfg["providers"] if p["name"] == "meta"][0]
+        meta["pools"][0]["labels"] = [l for l in meta["pools"][0]["labels"]
+                                      if l["name"] != "slice-static"]
+        s.write(dict(cfg, labels=labels))
+        s.ctl("reload")
+
+        def returned():
+            nodes = [(k, n) for k, n in zuul.nodes().items() if n["provider"] == "stat"]
+            return len(nodes) == 2 and all(n["state"] == "ready" and not contenders(zk, k)
+                                           for k, n in nodes)
+        wait_for(returned, 60, what="backing nodes returned")
+    finally:
+        s.stop()
