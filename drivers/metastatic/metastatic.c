@@ -63,7 +63,19 @@
  * A slot is freed when its slice's node record is gone from ZooKeeper
  * (not when upstream frees it, at the slice's delete): a slice being
  * deleted still holds its slot, so no instant shows two records on one
- * slot.
+ * slot. Also beyond upstream: a slice waiting for a backing request takes
+ * a slot that frees up meanwhile on a backing node we hold, and a backing
+ * request no slice waits for, and no provider serves yet, is withdrawn
+ * (deleted, as Zuul cancels a request); against a backing provider with
+ * few nodes (static) the slice could otherwise wait for our own idle
+ * nodes' grace-time.
+ *
+ * Why the state-machine framework and no vtable slot of its own: upstream's
+ * adapter is a statemachine.Adapter, and everything around a slice (node
+ * records, launch retries and timeouts, the optional nodescan over the
+ * backing node's address, quota, max-servers) is the framework's, as
+ * there; a create machine here allocates a slot instead of calling a
+ * cloud, a delete machine has nothing to do.
  */
 #include <errno.h>
 #include <math.h>
