@@ -317,10 +317,14 @@ def test_sigkill_mid_load_loses_and_double_books_nothing(deployment, zk, zuul):
         os.kill(meta_pid, signal.SIGKILL)
         wait_for(lambda: not alive(meta_pid), what="worker gone")
         n_before = len(outcomes)
-        st = wait_for(lambda: s.status()["meta"]["pid"] not in (0, meta_pid)
-                      and s.status()["meta"]["state"] == "running" and s.status(),
-                      60, what="worker restarted")
-        assert st["meta"]["pid"] != meta_pid
+
+        def restarted():
+            try:
+                w = s.status()["meta"]
+            except AssertionError:
+                return None  # the control socket busy with the restart
+            return w["pid"] not in (0, None, meta_pid) and w["state"] == "running" and w
+        assert wait_for(restarted, 60, what="worker restarted")["pid"] != meta_pid
         wait_for(lambda: len(outcomes) >= n_before + 12, 120, what="load after the restart")
         stop.set()
         for t in threads:
