@@ -90,11 +90,13 @@
 #include <event2/event.h>
 
 #include "driver.h"
+#include "clock.h"
 #include "jsonget.h"
 #include "log.h"
 #include "model.h"
 #include "paths.h"
 #include "statemachine/statemachine.h"
+#include "xalloc.h"
 #include "zk.h"
 
 /* The poll interval of the allocation state (backing requests, slots,
@@ -130,14 +132,15 @@ struct ms_backing {
 	char *node_id;	  /* the backing node, NULL until adopted */
 	char *request_id; /* the backing request while it is followed */
 	char event_id[33];
-	int creating; /* journal or request create in flight */
-	int adopting; /* lock and store in flight */
-	int seen;     /* the request has been in the cache */
-	int absent;   /* ticks the request or backing node has been missing */
-	int failed;   /* upstream's bnr.failed: no new slices */
-	int orphan;   /* its request is not ours to follow: no slices */
-	double orphan_until;
-	double launched, last_used; /* epoch seconds */
+	int creating;	     /* journal or request create in flight */
+	int adopting;	     /* lock and store in flight */
+	int seen;	     /* the request has been in the cache */
+	int absent;	     /* ticks the request or backing node has been missing */
+	int failed;	     /* upstream's bnr.failed: no new slices */
+	int orphan;	     /* its request is not ours to follow: no slices */
+	double orphan_until; /* monotonic seconds (np_mono_s) */
+	double last_used;    /* monotonic seconds: when its last slice ended */
+	double launched;     /* epoch seconds: written in user_data, read back */
 };
 TAILQ_HEAD(ms_backings, ms_backing);
 struct ms_create;
@@ -157,7 +160,7 @@ struct ms_anchor {
 struct sm_adapter {
 	struct ms_anchor *anc;
 	const struct sm_env *env;
-	struct launcher *lc;
+	struct drv_host *lc;
 	char *my_id;	   /* NodePool:metastatic:<provider> */
 	char *journal_dir; /* /nodepool/metastatic/<provider>/requests */
 	struct ms_label *labels;
@@ -199,16 +202,6 @@ now_wall(void)
 	return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 }
 
-static char *
-xstrdup(const char *s)
-{
-	char *p = strdup(s != NULL ? s : "");
-
-	if (p == NULL)
-		abort();
-	return p;
-}
-
 static const struct ms_label *
 find_label(const struct sm_adapter *a, const char *name)
 {
@@ -225,14 +218,13 @@ find_label(const struct sm_adapter *a, const char *name)
 static struct ms_backing *
 backing_new(struct sm_adapter *a, const char *label, int nslots)
 {
-	struct ms_backing *b = calloc(1, sizeof(*b));
+	struct ms_backing *b = xcalloc(1, sizeof(*b));
 
-	if (b == NULL || nslots < 1 ||
-	    (b->slots = calloc((size_t)nslots, sizeof(*b->slots))) == NULL)
-		abort();
+	b->slots = xcalloc((size_t)(nslots > 0 ? nslots : 1), sizeof(*b->slots));
 	b->label = xstrdup(label);
 	b->nslots = nslots;
-	b->launched = b->last_used = now_wall();
+	b->launched = now_wall();
+	b->last_used = np_mono_s();
 	TAILQ_INSERT_TAIL(&a->backings, b, link);
 	return b;
 }
@@ -292,7 +284,7 @@ slot_clear(struct ms_backing *b, int i)
 {
 	free(b->slots[i].node);
 	memset(&b->slots[i], 0, sizeof(b->slots[i]));
-	b->last_used = now_wall();
+	b->last_used = np_mono_s();
 }
 
 /* Free whatever slot node_id holds (upstream's _deallocateBackingNodeInner,
@@ -366,10 +358,8 @@ struct ms_op {
 static struct ms_op *
 op_new(struct sm_adapter *a, const struct ms_backing *b)
 {
-	struct ms_op *op = calloc(1, sizeof(*op));
+	struct ms_op *op = xcalloc(1, sizeof(*op));
 
-	if (op == NULL)
-		abort();
 	op->anc = a->anc;
 	op->anc->refs++;
 	op->a = a;
@@ -564,7 +554,7 @@ adopt_stored(int rc, const struct zk_stat *st, void *arg)
 	b->adopting = 0;
 	b->orphan = 0;
 	b->absent = 0;
-	b->last_used = now_wall();
+	b->last_used = np_mono_s();
 	op->a->adopted++;
 	wake_waiting(op->a);
 	op_free(op);
@@ -881,7 +871,9 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct sm_adapter *a = arg;
 	struct ms_backing *b, *tb;
-	double now = now_wall();
+	/* launched is a record's timestamp (wall clock, read back after a
+	 * restart); the other ages are this process's (monotonic) */
+	double wall = now_wall(), now = np_mono_s();
 
 	(void)fd;
 	(void)what;
@@ -918,12 +910,12 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 		if (lab != NULL) {
 			grace = lab->grace_time;
 			min_time = lab->min_retention;
-			if (lab->max_age > 0 && now - b->launched > lab->max_age)
+			if (lab->max_age > 0 && wall - b->launched > lab->max_age)
 				b->failed = 1;
 		}
 		if (b->failed)
 			grace = min_time = 0;
-		if (!backing_used(b) && now - b->last_used > grace && now - b->launched > min_time)
+		if (!backing_used(b) && now - b->last_used > grace && wall - b->launched > min_time)
 			release(a, b, now - b->last_used);
 	}
 }
@@ -937,7 +929,7 @@ recover_finish(struct sm_adapter *a)
 	size_t i, n;
 	const char *key;
 	json_t *val;
-	double now = now_wall();
+	double now = np_mono_s();
 
 	/* backing nodes: user_data names us and MS_ID holds the lock */
 	json_object_foreach(a->init_owned, key, val)
@@ -1020,10 +1012,8 @@ struct ms_rec {
 static struct ms_rec *
 rec_new(struct sm_adapter *a, const char *key, json_t *val)
 {
-	struct ms_rec *r = calloc(1, sizeof(*r));
+	struct ms_rec *r = xcalloc(1, sizeof(*r));
 
-	if (r == NULL)
-		abort();
 	r->anc = a->anc;
 	r->anc->refs++;
 	r->key = xstrdup(key);
@@ -1294,15 +1284,13 @@ static const struct sm_machine_ops create_ops = {create_advance, create_free};
 static struct sm_machine *
 ms_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 {
-	struct ms_create *c = calloc(1, sizeof(*c));
+	struct ms_create *c = xcalloc(1, sizeof(*c));
 	const char *nid = json_string_value(json_object_get(args->metadata, "nodepool_node_id"));
 
-	if (c == NULL)
-		abort();
 	c->m.ops = &create_ops;
 	c->m.state = "start";
 	c->a = a;
-	c->node_id = xstrdup(nid);
+	c->node_id = xstrdup(nid != NULL ? nid : "");
 	c->label = xstrdup(args->label->name);
 	c->metadata = json_deep_copy(args->metadata);
 	c->slot = -1;
@@ -1331,11 +1319,9 @@ static const struct sm_machine_ops delete_ops = {delete_advance, delete_free};
 static struct sm_machine *
 ms_delete_machine(struct sm_adapter *a, const char *external_id)
 {
-	struct ms_delete *d = calloc(1, sizeof(*d));
+	struct ms_delete *d = xcalloc(1, sizeof(*d));
 
 	(void)a;
-	if (d == NULL)
-		abort();
 	d->m.ops = &delete_ops;
 	d->m.state = "start";
 	d->m.external_id = xstrdup(external_id);
@@ -1364,10 +1350,8 @@ list_later(evutil_socket_t fd, short what, void *arg)
 static void
 ms_list_instances(struct sm_adapter *a, sm_instances_cb cb, void *arg)
 {
-	struct ms_list *l = calloc(1, sizeof(*l));
+	struct ms_list *l = xcalloc(1, sizeof(*l));
 
-	if (l == NULL)
-		abort();
 	l->cb = cb;
 	l->arg = arg;
 	if (event_base_once(a->env->base, -1, EV_TIMEOUT, list_later, l, NULL) != 0)
@@ -1430,18 +1414,15 @@ ms_dump(struct sm_adapter *a, struct evbuffer *out)
 static struct sm_adapter *
 ms_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 {
-	struct sm_adapter *a = calloc(1, sizeof(*a));
+	struct sm_adapter *a = xcalloc(1, sizeof(*a));
 	const json_t *pools = json_object_get(env->provider, "pools"), *pool;
 	size_t i, j, n = 0;
 	struct timeval tv = {0, (suseconds_t)(MS_TICK * 1e6)};
 	char buf[512];
 
-	if (a == NULL)
-		abort();
 	a->env = env;
 	a->lc = env->host;
-	if ((a->anc = calloc(1, sizeof(*a->anc))) == NULL)
-		abort();
+	a->anc = xcalloc(1, sizeof(*a->anc));
 	a->anc->a = a;
 	a->anc->refs = 1;
 	TAILQ_INIT(&a->backings);
@@ -1451,9 +1432,7 @@ ms_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	snprintf(buf, sizeof(buf), "/nodepool/metastatic/%s/requests", env->provider_name);
 	a->journal_dir = xstrdup(buf);
 	json_array_foreach(pools, i, pool) n += json_array_size(json_object_get(pool, "labels"));
-	a->labels = calloc(n ? n : 1, sizeof(*a->labels));
-	if (a->labels == NULL)
-		abort();
+	a->labels = xcalloc(n ? n : 1, sizeof(*a->labels));
 	json_array_foreach(pools, i, pool)
 	{
 		const json_t *lv;
@@ -1558,9 +1537,8 @@ static const struct sm_defaults metastatic_defaults = {
 };
 
 static struct drv_provider *
-metastatic_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+metastatic_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&metastatic_adapter, &metastatic_defaults, lc, err, errlen);
 }
 

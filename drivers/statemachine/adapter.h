@@ -184,7 +184,7 @@ struct sm_env {
 	/* The host's handle, for the drv_* host services (driver.h) an
 	 * adapter needs beyond a cloud's API (metastatic: ZooKeeper, node and
 	 * request records). */
-	struct launcher *host;
+	struct drv_host *host;
 	/* Framework counters (object name -> integer: "leaked.instances",
 	 * "launches.ready", "loop.lag_max_ms"...), for an adapter's own
 	 * status output; read-only. */
