@@ -330,7 +330,7 @@ journal_json(const struct ms_backing *b)
 
 	json_decref(o);
 	if (s == NULL)
-		abort();
+		np_oom();
 	return s;
 }
 
@@ -496,7 +496,7 @@ user_data_of(const struct sm_adapter *a, const struct ms_backing *b)
 
 	json_decref(o);
 	if (s == NULL)
-		abort();
+		np_oom();
 	v = json_string(s);
 	free(s);
 	return v;
@@ -1355,7 +1355,7 @@ ms_list_instances(struct sm_adapter *a, sm_instances_cb cb, void *arg)
 	l->cb = cb;
 	l->arg = arg;
 	if (event_base_once(a->env->base, -1, EV_TIMEOUT, list_later, l, NULL) != 0)
-		abort();
+		np_oom();
 }
 
 static void
@@ -1476,7 +1476,7 @@ ms_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	}
 	a->tick = event_new(env->base, -1, EV_PERSIST, tick_cb, a);
 	if (a->tick == NULL || event_add(a->tick, &tv) != 0)
-		abort();
+		np_oom();
 	return a;
 }
 
