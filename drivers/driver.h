@@ -121,6 +121,11 @@ struct driver {
 	/* 1 = requests are served only by reusing existing ready nodes (static):
 	 * the launcher never calls launch and consults label_available. */
 	int reuse_only;
+	/* 1 = the host keeps every node's record whole, whichever provider
+	 * owns it, for drv_node_get / drv_all_nodes (metastatic reads its
+	 * backing nodes, which belong to other providers). 0 = the host may
+	 * keep whole records of this provider's nodes only (issue 13). */
+	int full_records;
 
 	/*
 	 * Create the provider's driver state from its config (the launcher's
@@ -310,6 +315,25 @@ int drv_node_unreadable(struct drv_host *lc, const char *id);
 size_t drv_provider_peers(struct drv_host *lc, char *who, size_t wholen);
 /* 1 if the node has lock contenders (cached "probably locked"). No host: 0. */
 int drv_node_locked(struct drv_host *lc, const char *node_id);
+/*
+ * Any provider's node record by id, from the host's cache: borrowed, valid
+ * until the loop runs again; NULL when the node is not (or no longer)
+ * there, or when its record is not kept whole (a driver wanting other
+ * providers' records sets full_records). What a driver reads to follow a
+ * node it uses but does not own (metastatic: its backing nodes, as
+ * upstream's zk.getNode). No host: NULL.
+ */
+const struct np_node *drv_node_get(struct drv_host *lc, const char *node_id);
+/* Every node record the host keeps whole, any provider (with full_records
+ * set: every readable node). *out: an array valid until the loop runs
+ * again; returns the count. As upstream's zk.nodeIterator(). No host:
+ * *out = NULL, 0. */
+size_t drv_all_nodes(struct drv_host *lc, const struct np_node ***out);
+/* A node request by id (/nodepool/requests/<id>), from the host's cache:
+ * borrowed, valid until the loop runs again; NULL when it does not exist
+ * (or is malformed). For a driver that requests nodes itself and follows
+ * its requests (metastatic's backing requests). No host: NULL. */
+const struct np_request *drv_request_get(struct drv_host *lc, const char *request_id);
 /*
  * Write a launch's node record to ZooKeeper now, as l->node stands, while
  * the launch goes on: as StateMachineNodeLauncher's zk.storeNode(node)

@@ -49,6 +49,27 @@ drv_provider_nodes(struct drv_host *lc, const struct np_node ***out)
 	return 0;
 }
 
+const struct np_node *
+drv_node_get(struct drv_host *lc, const char *node_id)
+{
+	return host->node_get != NULL ? host->node_get(lc, node_id) : NULL;
+}
+
+size_t
+drv_all_nodes(struct drv_host *lc, const struct np_node ***out)
+{
+	if (host->all_nodes != NULL)
+		return host->all_nodes(lc, out);
+	*out = NULL;
+	return 0;
+}
+
+const struct np_request *
+drv_request_get(struct drv_host *lc, const char *request_id)
+{
+	return host->request_get != NULL ? host->request_get(lc, request_id) : NULL;
+}
+
 int
 drv_node_unreadable(struct drv_host *lc, const char *id)
 {

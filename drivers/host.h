@@ -91,6 +91,23 @@ struct drv_host_ops {
 	 */
 	int (*node_locked)(struct drv_host *lc, const char *node_id);
 	/*
+	 * Any provider's node record by id (drv_node_get; contract in
+	 * driver.h). Launcher: its node cache (whole records of every node
+	 * when the driver sets full_records); a node it deleted and the cache
+	 * still shows counts as gone. NULL slot: NULL (no node records).
+	 */
+	const struct np_node *(*node_get)(struct drv_host *lc, const char *node_id);
+	/*
+	 * Every whole node record (drv_all_nodes). Launcher: its node cache,
+	 * any provider. NULL slot: *out = NULL, 0.
+	 */
+	size_t (*all_nodes)(struct drv_host *lc, const struct np_node ***out);
+	/*
+	 * A node request by id (drv_request_get). Launcher: its request
+	 * cache. NULL slot: NULL (no requests).
+	 */
+	const struct np_request *(*request_get)(struct drv_host *lc, const char *request_id);
+	/*
 	 * Write a launch's node record now (drv_store_node; contract in
 	 * driver.h). Launcher: an ordered asynchronous write under the
 	 * launch's node lock. NULL slot: -1 with errno EINVAL (no launch is

@@ -16,6 +16,9 @@
 # created through Azure Resource Manager, each with its NIC and public IP.
 # CLOUD=ibmvpc does the same against the IBM Cloud VPC simulator
 # (tests/sim/ibmvpc) with an ibmvpc provider.
+# With CLOUD=metastatic, the two sshd hosts back a metastatic provider
+# (drivers/metastatic): each host is sliced into two nodes (min-ready 1),
+# scanned over the host's own sshd.
 # Everything started here is stopped here, by pid.
 set -eu
 # as root: our daemons refuse that unless told (lib/core/privsep.h)
@@ -206,14 +209,29 @@ nodepoold:
   control-socket: $tmp/nodepoold.sock
   pid-file: $tmp/nodepoold.pid
 CFG
-elif [ "$CLOUD" != static ]; then
-	echo "CLOUD must be static (the default), openstack, azure or ibmvpc" >&2
+elif [ "$CLOUD" != static ] && [ "$CLOUD" != metastatic ]; then
+	echo "CLOUD must be static (the default), openstack, azure, ibmvpc or metastatic" >&2
 	exit 2
 else
 echo "== starting two sshd hosts"
 p1=$(sh tests/sshd-fixture.sh start "$tmp/ssh1")
 p2=$(sh tests/sshd-fixture.sh start "$tmp/ssh2")
 key1=$(grep ed25519 "$tmp/ssh1/host_keys")
+hostlabel=ubuntu-jammy metacfg=""
+if [ "$CLOUD" = metastatic ]; then
+	hostlabel=backing-host
+	metacfg="  - name: backing-host
+  - name: ubuntu-jammy
+    min-ready: 1
+providers:
+  - name: meta-demo
+    driver: metastatic
+    pools:
+      - name: main
+        host-key-checking: true
+        labels:
+          - {name: ubuntu-jammy, backing-label: backing-host, max-parallel-jobs: 2, grace-time: 5}"
+fi
 cat >"$tmp/nodepool.yaml" <<CFG
 zookeeper-servers:
   - host: 127.0.0.1
@@ -225,20 +243,20 @@ zookeeper-tls:
   key: $NP_TEST_CERTS/client.key
 webapp: {port: $webport, listen_address: 127.0.0.1}
 labels:
-  - name: ubuntu-jammy
-providers:
+${metacfg:-  - name: ubuntu-jammy
+providers:}
   - name: static-demo
     driver: static
     pools:
       - name: main
         nodes:
           - name: 127.0.0.1
-            labels: [ubuntu-jammy]
+            labels: [$hostlabel]
             connection-port: $p1
             host-key: "$key1"
             timeout: 5
           - name: 127.0.0.1
-            labels: [ubuntu-jammy]
+            labels: [$hostlabel]
             connection-port: $p2
             max-parallel-jobs: 2
 nodepoold:

@@ -1166,6 +1166,44 @@ host_provider_nodes(struct drv_host *h, const struct np_node ***out)
 	return k;
 }
 
+static const struct np_node *
+host_node_get(struct drv_host *h, const char *node_id)
+{
+	struct launcher *lc = h->owner;
+
+	return strset_has(lc->gone, node_id) ? NULL : lc_node(lc, node_id);
+}
+
+static size_t
+host_all_nodes(struct drv_host *h, const struct np_node ***out)
+{
+	struct launcher *lc = h->owner;
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+	size_t k = 0;
+
+	if ((size_t)n > drv_nodes_cap) {
+		drv_nodes_cap = (size_t)n * 2;
+		drv_nodes_buf = realloc(drv_nodes_buf, drv_nodes_cap * sizeof(*drv_nodes_buf));
+		if (drv_nodes_buf == NULL)
+			abort();
+	}
+	for (i = 0; i < n; i++) {
+		const struct np_node_sum *s = LC_SUM(ents[i]);
+		if (s != NULL && np_node_sum_full(s) != NULL &&
+		    !strset_has(lc->gone, ents[i]->name))
+			drv_nodes_buf[k++] = np_node_sum_full(s);
+	}
+	*out = drv_nodes_buf;
+	return k;
+}
+
+static const struct np_request *
+host_request_get(struct drv_host *h, const char *request_id)
+{
+	return lc_request(h->owner, request_id);
+}
+
 static int
 host_in_sync(struct drv_host *h)
 {
@@ -1385,6 +1423,9 @@ const struct drv_host_ops lc_host_ops = {
     .node_unreadable = host_node_unreadable,
     .provider_peers = host_provider_peers,
     .node_locked = host_node_locked,
+    .node_get = host_node_get,
+    .all_nodes = host_all_nodes,
+    .request_get = host_request_get,
     .store_node = lc_host_store_node,
     .register_node = host_register_node,
     .in_sync = host_in_sync,

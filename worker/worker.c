@@ -338,7 +338,8 @@ worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t err
 	/* a worker serving the web API itself (a lone nodepool-launcher; under
 	 * nodepoold it is nodepool-web's) lists every node in full
 	 * (/node-list); the others keep full records of their own nodes only */
-	lc->full_records = json_is_object(json_object_get(slice, "webapp"));
+	lc->full_records = json_is_object(json_object_get(slice, "webapp")) ||
+			   (lc->prov.drv != NULL && lc->prov.drv->full_records);
 	if (launcher_start(lc, slice, err, errlen) != 0)
 		return -1;
 	interfaces_attach(w, slice);

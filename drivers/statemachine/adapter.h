@@ -56,7 +56,7 @@ struct sm_instance {
 	char *cloud, *region, *az, *host_id;
 	json_t *metadata;    /* object: the tags given at create (nodepool_*),
 				as listed back by the cloud; never NULL */
-	json_t *driver_data; /* anything, or NULL */
+	json_t *driver_data; /* anything, or NULL: stored as the node's driver_data */
 	int slot;	     /* -1 = none */
 	/* Optional overrides of what the image config set on the node
 	 * (NULL / 0 = not overridden). */
@@ -181,6 +181,10 @@ struct sm_env {
 	const char *provider_name;
 	const json_t *provider;	     /* the provider's config (validated) */
 	const struct sm_config *cfg; /* the framework's parse of it */
+	/* The host's handle, for the drv_* host services (driver.h) an
+	 * adapter needs beyond a cloud's API (metastatic: ZooKeeper, node and
+	 * request records). */
+	struct drv_host *host;
 	/* Framework counters (object name -> integer: "leaked.instances",
 	 * "launches.ready", "loop.lag_max_ms"...), for an adapter's own
 	 * status output; read-only. */

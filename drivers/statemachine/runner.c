@@ -563,6 +563,12 @@ update_node(struct sm_launch *l, const struct sm_instance *in)
 	}
 	if (in->has_host_keys)
 		np_strv_copy(&n->host_keys, &in->host_keys);
+	if (in->driver_data != NULL) {
+		/* as upstream's updateNodeFromInstance: node.driver_data =
+		 * instance.driver_data (metastatic's slot record) */
+		json_decref(n->driver_data);
+		n->driver_data = json_deep_copy(in->driver_data);
+	}
 	if (in->node_attributes != NULL) {
 		/* the instance's are defaults, the pool's win */
 		json_t *attrs = json_deep_copy(in->node_attributes);

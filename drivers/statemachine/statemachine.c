@@ -1179,6 +1179,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	dp->env.provider_name = dp->cfg->provider;
 	dp->env.provider = drv_provider_config(lc);
 	dp->env.cfg = dp->cfg;
+	dp->env.host = lc;
 	dp->env.stats = dp->stats;
 	dp->env.instance_notice = instance_notice;
 	dp->ad = ops->adapter_new(&dp->env, err, errlen);

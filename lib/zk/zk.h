@@ -290,6 +290,12 @@ enum {
  * (/nodepool/nodes/<id>/lock) so that locking a deleted node never recreates
  * an empty node znode (upstream's kazoo does, then cleans it up later). */
 #define ZK_LOCK_NO_RESURRECT 0x1
+/* ZK_LOCK_PERSISTENT: our contender is a persistent sequential znode (kazoo's
+ * Lock(..., ephemeral=False)), so the lock outlives our session: upstream's
+ * metastatic driver holds its backing nodes so across launcher restarts.
+ * Its holder keeps it past zk_lock_free() only after zk_lock_disown(); it is
+ * released by deleting the contender (upstream's forceUnlockNode). */
+#define ZK_LOCK_PERSISTENT 0x2
 
 struct zk_lock;
 /* rc: ZOK (held), ZK_LOCK_BUSY, ZK_LOCK_TIMEOUT, ZNONODE (see flag), or a ZK error. */

@@ -556,7 +556,9 @@ step_create(struct zk_lock *lock)
 				     .path = lock->create_path,
 				     .data = lock->ident,
 				     .len = lock->identlen,
-				     .flags = ZOO_EPHEMERAL | ZOO_SEQUENCE,
+				     .flags = (lock->flags & ZK_LOCK_PERSISTENT)
+						  ? ZOO_SEQUENCE
+						  : ZOO_EPHEMERAL | ZOO_SEQUENCE,
 				     .cb = create_done,
 				     .arg = lc,
 				     .always = 1};

@@ -70,6 +70,11 @@ assert_null_answers(struct drv_host *lc)
 	cr_assert_eq(drv_provider_peers(lc, who, sizeof(who)), 0);
 	cr_assert_str_eq(who, "untouched");
 	cr_assert_eq(drv_node_locked(lc, "0000000042"), 0);
+	cr_assert_null(drv_node_get(lc, "0000000042"));
+	nodes = &dummy;
+	cr_assert_eq(drv_all_nodes(lc, &nodes), 0);
+	cr_assert_null(nodes);
+	cr_assert_null(drv_request_get(lc, "100-0000000042"));
 	errno = 0;
 	cr_assert_eq(drv_store_node(lc, &l), -1);
 	cr_assert_eq(errno, EINVAL);

@@ -724,3 +724,42 @@ Test(zk_lock, writes_under_a_lock_end_with_its_session)
 	zk_free(d);
 	testzk_proxy_stop(px);
 }
+
+/* ZK_LOCK_PERSISTENT (kazoo's Lock(ephemeral=False), upstream's metastatic
+ * backing-node lock): the contender is persistent, carries the identifier,
+ * and, disowned, outlives the lock object and the session; the lock stays
+ * held for everyone else until the contender is deleted. */
+Test(zk_lock, persistent_contender_outlives_the_session)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts), *b = second(hosts);
+	struct zk_lock *la = zk_lock_new(a, "/pers", "NodePool:metastatic:m", ZK_LOCK_PERSISTENT);
+	struct zk_lock *lb = zk_lock_new(b, "/pers", NULL, 0);
+	char **names, **ids, path[256], *data;
+	struct zk_stat st;
+	int n, len;
+
+	cr_assert_eq(zk_lock_sync_acquire(la, 5), ZOK);
+	cr_assert_eq(zk_sync_children(a, "/pers", &n, &names), ZOK);
+	cr_assert_eq(n, 1);
+	snprintf(path, sizeof(path), "/pers/%s", names[0]);
+	zk_strings_free(n, names);
+	cr_assert_eq(zk_sync_get(a, path, &data, &len, &st), ZOK);
+	cr_assert_str_eq(data, "NodePool:metastatic:m");
+	cr_assert_eq(st.ephemeral_owner, 0, "persistent");
+	free(data);
+	zk_lock_disown(la);
+	zk_lock_free(la);
+	zk_free(a);
+	/* the session is gone: the lock is still held */
+	cr_assert_eq(zk_lock_sync_contenders(b, "/pers", &n, &ids), ZOK);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(ids[0], "NodePool:metastatic:m");
+	zk_strings_free(n, ids);
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZK_LOCK_BUSY);
+	/* deleting the contender (forceUnlockNode) releases it */
+	cr_assert_eq(zk_sync_delete(b, path, -1, 0), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZOK);
+	zk_lock_free(lb);
+	zk_free(b);
+}
