@@ -14,10 +14,11 @@ extern const struct driver drv_openshift;
 extern const struct driver drv_openshiftpods;
 extern const struct driver drv_aws;
 extern const struct driver drv_openstack;
+extern const struct driver drv_gce;
 
 static const struct driver *const drivers[] = {
     &drv_static,	&drv_fake, &drv_kubernetes, &drv_openshift,
-    &drv_openshiftpods, &drv_aws,  &drv_openstack,
+    &drv_openshiftpods, &drv_aws,  &drv_openstack,  &drv_gce,
 };
 
 const struct driver *
