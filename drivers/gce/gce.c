@@ -1135,6 +1135,55 @@ gce_console_log(struct sm_adapter *a, const struct sm_label *label, const char *
 	gce_compute(a->api, "instances.getSerialPortOutput", "GET", path, NULL, console_done, d);
 }
 
+/*
+ * A keyscan failed: the instance's serial console goes to the log (what an
+ * operator needs to see why it did not come up). upstream's gce schema has
+ * no console-log key, so this does not wait for one; a label that has it
+ * gets the framework's console_log instead (not twice).
+ */
+struct scan_log {
+	struct pend p;
+	char name[128];
+};
+
+static void
+scan_log_done(const struct gce_result *r, void *arg)
+{
+	struct scan_log *sl = arg;
+	char *copy, *line, *save = NULL;
+
+	LIST_REMOVE(&sl->p, entry);
+	if (r->reason != NULL) {
+		log_warn("instance %s: no console log: getSerialPortOutput: %s: %s", sl->name,
+			 r->reason, r->message);
+	} else {
+		log_info("instance %s: keyscan failed; its serial console:", sl->name);
+		copy = strdup(np_json_str(r->body, "contents", ""));
+		for (line = strtok_r(copy, "\r\n", &save); line != NULL;
+		     line = strtok_r(NULL, "\r\n", &save))
+			log_info("instance %s: console: %s", sl->name, line);
+		free(copy);
+	}
+	free(sl);
+}
+
+static void
+gce_nodescan_failed(struct sm_adapter *a, const struct sm_label *label, const char *external_id)
+{
+	struct scan_log *sl;
+	char path[600];
+
+	if (label->console_log || a->stopped)
+		return;
+	sl = calloc(1, sizeof(*sl));
+	if (sl == NULL)
+		abort();
+	snprintf(sl->name, sizeof(sl->name), "%s", external_id);
+	LIST_INSERT_HEAD(&a->pend, &sl->p, entry);
+	snprintf(path, sizeof(path), "%s/instances/%s/serialPort?port=1", a->zpath, external_id);
+	gce_compute(a->api, "instances.getSerialPortOutput", "GET", path, NULL, scan_log_done, sl);
+}
+
 /* ---- the adapter ---- */
 
 static void
@@ -1249,6 +1298,7 @@ static const struct sm_adapter_ops gce_adapter = {
     .quota_limits = gce_quota_limits,
     .label_quota = gce_label_quota,
     .console_log = gce_console_log,
+    .nodescan_failed = gce_nodescan_failed,
     .dump = gce_dump,
 };
 

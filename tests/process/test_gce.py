@@ -202,3 +202,240 @@ def test_upstream_fixture_serves_its_label(deployment, zuul, sims, tmp_path, ssh
     zuul.finish(zuul.accept(rid))
     wait_clean(sim, zuul)
     wait_for(lambda: sim.instances() == [], 30, what="instance deleted")
+
+
+# ---- faults ---------------------------------------------------------------------------------
+
+
+def small(port, **kw):
+    """GerritCodeReview's config with room for several nodes at once."""
+    pool = {"max-servers": 10}
+    pool.update(kw.pop("pool", {}))
+    top = dict(FAST)
+    top.update(kw.pop("top", {}))
+    return load(GERRIT, port, pool=pool, top=top, **kw)
+
+
+LABEL = "debian-bookworm-n1-standard-2"  # 2 vCPUs
+
+
+def test_faults_500_and_429(deployment, zuul, sims, tmp_path, sshd):
+    sim = start_sim(tmp_path)
+    sims.append(sim)
+    sim.fault(api="compute", method="POST", path="/instances$", status=500, count=2)
+    sim.fault(api="compute", method="GET", path="/instances$", status=429, retry_after=1,
+              count=3)
+    sim.fault(api="oauth2", status=503, retry_after=1, count=1)
+    p = launcher(deployment, sim, small(sshd[0]))
+    reqs = all_settled(zuul, [zuul.submit([LABEL]) for _ in range(4)])
+    assert all(r["state"] == "fulfilled" for r in reqs.values()), (reqs, p.output()[-3000:])
+    hits = {(f["api"], f["status"]): f["hits"] for f in sim.faults()}
+    assert hits == {("compute", 500): 2, ("compute", 429): 3, ("oauth2", 503): 1}
+    # a 500 on insert is retried under the same name: one instance per node
+    assert len(sim.instances()) == 4
+    finish_all(zuul, reqs)
+    wait_for(lambda: not zuul.nodes(), 60, what="nodes deleted")
+    wait_clean(sim, zuul)
+    assert sim.instances() == []
+
+
+def test_faults_cloud_stops_answering(deployment, zuul, sims, tmp_path, sshd):
+    sim = start_sim(tmp_path)
+    sims.append(sim)
+    p = launcher(deployment, sim, small(sshd[0]))
+    reqs = all_settled(zuul, [zuul.submit([LABEL])])
+    assert all(r["state"] == "fulfilled" for r in reqs.values())
+    fid = sim.fault(api="compute", hang=True)
+    rids = [zuul.submit([LABEL]) for _ in range(2)]
+    time.sleep(3)
+    # nothing is served while the cloud hangs; nothing crashes
+    for rid in rids:
+        assert zuul.request(rid)["state"] in ("requested", "pending")
+    assert p.alive()
+    sim.clear_fault(fid)
+    reqs.update(all_settled(zuul, rids))
+    assert all(r["state"] == "fulfilled" for r in reqs.values()), reqs
+    finish_all(zuul, reqs)
+    wait_for(lambda: not zuul.nodes(), 60, what="nodes deleted")
+    wait_clean(sim, zuul)
+
+
+def test_faults_vm_never_boots(deployment, zuul, sims, tmp_path, sshd):
+    sim = start_sim(tmp_path, outcomes=[{"status": "never"}, {"status": "terminated"}])
+    sims.append(sim)
+    # the first instance stays STAGING (launch-timeout), the second stops
+    # (TERMINATED); the third boots: each failed attempt's instance is
+    # deleted before the next
+    p = launcher(deployment, sim, small(sshd[0], provider={"launch-timeout": 3}))
+    reqs = all_settled(zuul, [zuul.submit([LABEL])])
+    (req,) = reqs.values()
+    assert req["state"] == "fulfilled", (req, p.output()[-3000:])
+    assert sim.calls()["compute.instances.insert"] == 3
+    assert len(sim.instances()) == 1
+    finish_all(zuul, reqs)
+    wait_for(lambda: not zuul.nodes(), 60, what="nodes deleted")
+    wait_clean(sim, zuul)
+
+
+def test_faults_every_attempt_fails_cleanly(deployment, zuul, sims, tmp_path, sshd):
+    sim = start_sim(tmp_path, outcomes=[{"status": "terminated"}] * 6)
+    sims.append(sim)
+    launcher(deployment, sim, small(sshd[0]))
+    reqs = all_settled(zuul, [zuul.submit([LABEL]) for _ in range(2)])
+    assert all(r["state"] == "failed" for r in reqs.values()), reqs
+    assert sim.calls()["compute.instances.insert"] == 6  # launch-retries 3 each
+    finish_all(zuul, reqs)
+    wait_clean(sim, zuul)
+    wait_for(lambda: sim.instances() == [], 30, what="failed attempts' instances deleted")
+
+
+def test_quota_from_region_quotas(deployment, zuul, sims, tmp_path, sshd):
+    """CPUS at 4: two 2-vCPU nodes at once, the third waits for one to go
+    (regions.get, upstream's getQuotaLimits)."""
+    sim = start_sim(tmp_path, quotas={"us-central1": {"CPUS": 4}})
+    sims.append(sim)
+    launcher(deployment, sim, small(sshd[0]))
+    rids = [zuul.submit([LABEL]) for _ in range(3)]
+
+    def states():
+        return [(zuul.request(r) or {}).get("state") for r in rids]
+    wait_for(lambda: states().count("fulfilled") == 2, 60, what="two fulfilled")
+    time.sleep(1)
+    assert states().count("fulfilled") == 2 and "failed" not in states()
+    assert len(sim.instances()) == 2
+    done = [r for r, st in zip(rids, states()) if st == "fulfilled"]
+    waiting = [r for r in rids if r not in done]
+    zuul.finish(zuul.accept(done[0]))
+    assert zuul.wait_request(waiting[0], timeout=60)["state"] == "fulfilled"
+
+
+def test_quota_refused_by_the_cloud(deployment, zuul, sims, tmp_path, sshd):
+    """The cloud refuses for quota what the launcher thought fits: an
+    insert answered 403 quotaExceeded, and an operation ending in
+    QUOTA_EXCEEDED. Each launch is aborted, not failed, and its request
+    served once it fits."""
+    sim = start_sim(tmp_path)
+    sims.append(sim)
+    sim.fault(api="compute", method="POST", path="/instances$", status=403,
+              reason="quotaExceeded", message="Quota 'CPUS' exceeded.", count=1)
+    p = launcher(deployment, sim, small(sshd[0]))
+    rid = zuul.submit([LABEL])
+    first = zuul.wait_request(rid, timeout=60)
+    assert first["state"] == "fulfilled", first
+    assert "quotaExceeded" in p.output()
+    # the region's CPUS drop to what the first node uses, behind the
+    # launcher's back: the next insert's operation fails QUOTA_EXCEEDED
+    sim.ctl("POST", "/quotas", {"us-central1": {"CPUS": 2}})
+    rid2 = zuul.submit([LABEL])
+    wait_for(lambda: "QUOTA_EXCEEDED" in p.output(), 60, what="the quota error")
+    time.sleep(1)
+    assert zuul.request(rid2)["state"] in ("requested", "pending")
+    zuul.finish(zuul.accept(rid))
+    assert zuul.wait_request(rid2, timeout=60)["state"] == "fulfilled"
+    zuul.finish(zuul.accept(rid2))
+    wait_for(lambda: not zuul.nodes(), 60, what="nodes deleted")
+    wait_clean(sim, zuul)
+
+
+def test_worker_killed_mid_launch(deployment, zuul, sims, tmp_path, sshd):
+    sim = start_sim(tmp_path, boot_delay=30)
+    sims.append(sim)
+    cfg = small(sshd[0], top={"zookeeper-timeout": 2})
+    p = launcher(deployment, sim, cfg)
+    rids = [zuul.submit([LABEL]) for _ in range(3)]
+    wait_for(lambda: len(sim.instances()) == 3, 30, what="three instances staging")
+    p.signal(signal.SIGKILL)
+    p.stop()
+    sim.ctl("POST", "/behavior", {"boot_delay": 0.3})
+    # a successor takes over: the dead launcher's nodes are deleted with
+    # their instances, the requests served, and nothing is left behind
+    launcher(deployment, sim, cfg)
+    reqs = all_settled(zuul, rids)
+    assert all(r["state"] == "fulfilled" for r in reqs.values()), reqs
+    wait_clean(sim, zuul)
+    finish_all(zuul, reqs)
+    wait_for(lambda: not zuul.nodes(), 60, what="nodes deleted")
+    wait_clean(sim, zuul)
+    wait_for(lambda: sim.instances() == [], 60, what="every instance deleted")
+
+
+def test_leaked_instance_is_deleted(deployment, zuul, sims, tmp_path, sshd):
+    sim = start_sim(tmp_path)
+    sims.append(sim)
+    ours = {"nodepool_provider_name": PROVIDER, "nodepool_node_id": "0000099999",
+            "nodepool_pool_name": "main"}
+    sim.ctl("POST", "/instances", {"name": "nodepool-0000099999", "metadata": ours,
+                                   "zone": "us-central1-a"})
+    sim.ctl("POST", "/instances", {"name": "someone-elses", "zone": "us-central1-a",
+                                   "metadata": {"owner": "someone-else"}})
+    sim.ctl("POST", "/instances", {"name": "other-provider", "zone": "us-central1-a",
+                                   "metadata": dict(ours, nodepool_provider_name="other")})
+    launcher(deployment, sim, small(sshd[0]))
+    wait_for(lambda: sorted(i["name"] for i in sim.instances()) ==
+             ["other-provider", "someone-elses"], 30, what="the leaked instance deleted")
+    assert sorted(d["name"] for d in sim.disks()) == ["other-provider", "someone-elses"]
+
+
+def test_console_log_on_failed_keyscan(deployment, zuul, sims, tmp_path, sshd):
+    """Nothing answers SSH (the cloud image's port is closed): the keyscan
+    fails at boot-timeout and the instance's serial console
+    (getSerialPortOutput) goes to the launcher's log before the instance
+    is deleted."""
+    sim = start_sim(tmp_path, console_output="simulated console: kernel panic - not syncing")
+    sims.append(sim)
+    cfg = small(sshd[0], provider={"boot-timeout": 1, "launch-retries": 1})
+    cfg["providers"][0]["cloud-images"][0]["connection-port"] = 9  # discard: closed
+    p = launcher(deployment, sim, cfg)
+    rid = zuul.submit([LABEL])
+    assert zuul.wait_request(rid, timeout=60)["state"] == "failed"
+    wait_for(lambda: "simulated console: kernel panic" in p.output(), 30,
+             what="the console in the launcher's log")
+    assert sim.calls()["compute.instances.getSerialPortOutput"] == 1
+    zuul.zk.delete("/nodepool/requests/" + rid)
+    wait_for(lambda: sim.instances() == [], 30, what="the failed instance deleted")
+    wait_clean(sim, zuul)
+
+
+# ---- credentials -------------------------------------------------------------------------------
+
+
+def test_tokens_renewed_and_revoked(deployment, zuul, sims, tmp_path, sshd):
+    """Access tokens are renewed before they expire (token_ttl 302 s: 300
+    s early means every 2 s here), and a token the server revoked (401) is
+    replaced at once."""
+    sim = start_sim(tmp_path, token_ttl=302)
+    sims.append(sim)
+    launcher(deployment, sim, small(sshd[0]))
+    served = all_settled(zuul, [zuul.submit([LABEL])])
+    time.sleep(2.5)
+    sim.ctl("DELETE", "/tokens")
+    served.update(all_settled(zuul, [zuul.submit([LABEL]) for _ in range(2)]))
+    assert all(r["state"] == "fulfilled" for r in served.values()), served
+    assert sim.state()["tokens_issued"] >= 3
+    finish_all(zuul, served)
+    wait_for(lambda: not zuul.nodes(), 60, what="nodes deleted")
+    wait_clean(sim, zuul)
+
+
+def test_authorized_user_credentials(deployment, zuul, sims, tmp_path, sshd):
+    """No GOOGLE_APPLICATION_CREDENTIALS: gcloud's well-known file
+    ($CLOUDSDK_CONFIG/application_default_credentials.json), an authorized
+    user's refresh token."""
+    sim = start_sim(tmp_path)
+    sims.append(sim)
+    launcher(deployment, sim, small(sshd[0]), env={
+        "GOOGLE_APPLICATION_CREDENTIALS": "",
+        "CLOUDSDK_CONFIG": os.path.dirname(sim.info["user_credentials"])})
+    reqs = all_settled(zuul, [zuul.submit([LABEL])])
+    assert all(r["state"] == "fulfilled" for r in reqs.values()), reqs
+
+
+def test_missing_credentials_reported(deployment, sims, tmp_path, sshd):
+    sim = start_sim(tmp_path)
+    sims.append(sim)
+    p = launcher(deployment, sim, small(sshd[0]), env={
+        "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "nowhere.json")})
+    wait_for(lambda: "nowhere.json" in p.output(), 30, what="the reason in the log")
+    p2 = launcher(deployment, sim, small(sshd[0]), env={"GOOGLE_APPLICATION_CREDENTIALS": ""})
+    wait_for(lambda: "no Google credentials" in p2.output(), 30, what="the reason in the log")
+    assert sim.state()["instances"] == []
