@@ -696,6 +696,10 @@ def discovery(sim):
     schemas = {n: {"id": n, "type": "object", "properties": {}} for n in (
         "Instance", "InstanceList", "Operation", "MachineType", "MachineTypeList", "Image",
         "Region", "Zone", "SerialPortOutput")}
+    for n in ("InstanceList", "MachineTypeList"):
+        schemas[n]["properties"] = {"nextPageToken": {"type": "string"},
+                                    "items": {"type": "array",
+                                              "items": {"$ref": n[:-len("List")]}}}
     return {"kind": "discovery#restDescription", "discoveryVersion": "v1", "id": "compute:v1",
             "name": "compute", "version": "v1", "title": "Compute Engine API (gcesim)",
             "protocol": "rest", "rootUrl": sim.base + "/", "servicePath": "compute/v1/",
