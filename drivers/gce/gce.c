@@ -20,9 +20,11 @@
  *     and the nodepool_* metadata as metadata items, which is what leak
  *     cleanup and unmanaged quota read back. A retried insert whose first
  *     answer was lost finds alreadyExists: the name is the idempotency key.
- *     Then the zone operation (zoneOperations.get) until DONE: its error
- *     QUOTA_EXCEEDED aborts the launch as a quota error (upstream's
- *     QuotaException), any other fails the attempt.
+ *     An insert whose operation ends in an error (QUOTA_EXCEEDED aborts
+ *     the launch as a quota error, upstream's QuotaException; any other
+ *     fails the attempt) leaves no instance: the operation
+ *     (zoneOperations.get) is asked only while a listing does not show the
+ *     instance, so a launch that goes well costs no operation call.
  *   - images: a cloud image's image-id as given (upstream), else its
  *     image-family through images.getFromFamily in image-project (else
  *     the provider's project), else (beyond upstream, which has no image
@@ -104,15 +106,13 @@ enum gm_state {
 	GM_IMAGE,  /* images.get / getFromFamily in flight */
 	GM_MTYPE,  /* machineTypes.get in flight */
 	GM_SUBMIT, /* instances.insert in flight */
-	GM_OP,	   /* zone operation: waiting or get in flight */
 	GM_WAIT,   /* in the shared poll */
 	GM_DELETE, /* instances.delete in flight */
 	GM_DONE,
 	GM_FAILED,
 };
-static const char *const gm_names[] = {"start",	    "image",	 "machine type",
-				       "submitted", "operation", "waiting",
-				       "deleting",  "done",	 "failed"};
+static const char *const gm_names[] = {"start",	  "image",    "machine type", "submitted",
+				       "waiting", "deleting", "done",	      "failed"};
 
 struct gmachine {
 	struct sm_machine m;
@@ -127,7 +127,8 @@ struct gmachine {
 	const struct sm_label *label;
 	char *image_src; /* a diskimage upload's id, or NULL */
 	json_t *metadata;
-	char *op; /* the insert's operation name */
+	char *op;	 /* the insert's operation name */
+	int op_finished; /* it is DONE (without error) or gone */
 	/* latest listing: 0 not asked, 1 asked, 2 listed, 3 asked and absent */
 	int seen;
 	char status[32];
@@ -606,36 +607,46 @@ quota_reason(const char *reason)
 	       (strcmp(reason, "quotaExceeded") == 0 || strcmp(reason, "QUOTA_EXCEEDED") == 0);
 }
 
+/*
+ * The insert's zone operation, asked only when a listing does not show the
+ * instance: an operation that ended in an error (QUOTA_EXCEEDED,
+ * ZONE_RESOURCE_POOL_EXHAUSTED...) is why; one still running or done
+ * without error means the listing was early (the grace decides).
+ */
+static int
+op_failed(struct gmachine *gm, const json_t *op)
+{
+	const json_t *e;
+	const char *code;
+
+	if (strcmp(np_json_str(op, "status", ""), "DONE") != 0)
+		return 0;
+	gm->op_finished = 1;
+	e = json_array_get(json_object_get(json_object_get(op, "error"), "errors"), 0);
+	if (e == NULL)
+		return 0;
+	code = np_json_str(e, "code", "");
+	unlist(gm);
+	fail(gm, quota_reason(code) ? SM_E_QUOTA : SM_E_FAILED, "%s: %s: %s", gm->m.external_id,
+	     code, np_json_str(e, "message", ""));
+	return 1;
+}
+
 static void
 op_done(const struct gce_result *r, void *arg)
 {
 	struct gmachine *gm = arg;
-	const json_t *e;
 
 	gm->call = NULL;
+	gm->op_at = now_s() + GCE_OP_POLL;
 	if (r->reason != NULL) {
-		if (r->status == 404) { /* operations are kept a while; gone: look */
-			wait_on_poll(gm);
-		} else {
+		if (r->status == 404) /* operations are kept a while; gone: the grace decides */
+			gm->op_finished = 1;
+		else
 			log_debug("gce %s: zoneOperations.get %s: %s: %s", gm->a->provider, gm->op,
 				  r->reason, r->message);
-			gm->op_at = now_s() + GCE_OP_POLL;
-		}
-		machine_wake(gm);
-		return;
-	}
-	if (strcmp(np_json_str(r->body, "status", ""), "DONE") != 0) {
-		gm->op_at = now_s() + GCE_OP_POLL;
-		machine_wake(gm);
-		return;
-	}
-	e = json_array_get(json_object_get(json_object_get(r->body, "error"), "errors"), 0);
-	if (e != NULL) {
-		const char *code = np_json_str(e, "code", "");
-		fail(gm, quota_reason(code) ? SM_E_QUOTA : SM_E_FAILED, "%s: %s: %s",
-		     gm->m.external_id, code, np_json_str(e, "message", ""));
 	} else {
-		wait_on_poll(gm);
+		op_failed(gm, r->body);
 	}
 	machine_wake(gm);
 }
@@ -659,8 +670,10 @@ insert_done(const struct gce_result *r, void *arg)
 		gm->a->launched++;
 		free(gm->op);
 		gm->op = strdup(np_json_str(r->body, "name", ""));
-		set_state(gm, GM_OP);
-		gm->op_at = now_s() + 0.5;
+		/* the instance is listed from now on; its operation is asked
+		 * only if it is not (op_failed) */
+		if (!op_failed(gm, r->body))
+			wait_on_poll(gm);
 	} else if (r->status == 409 && strcmp(r->reason, "alreadyExists") == 0) {
 		/* an earlier attempt of this call made it (its answer was lost) */
 		wait_on_poll(gm);
@@ -763,16 +776,17 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			return SM_AGAIN;
 		submit(gm);
 		return gm->st == GM_FAILED ? SM_ERROR : SM_AGAIN;
-	case GM_OP:
+	case GM_WAIT:
 		if (gm->call != NULL)
 			return SM_AGAIN;
-		if (now_s() < gm->op_at) {
-			m->retry_in = gm->op_at - now_s();
+		if (gm->seen == 3 && gm->op != NULL && !gm->op_finished) {
+			if (now_s() < gm->op_at) {
+				m->retry_in = gm->op_at - now_s();
+				return SM_AGAIN;
+			}
+			op_get(gm);
 			return SM_AGAIN;
 		}
-		op_get(gm);
-		return SM_AGAIN;
-	case GM_WAIT:
 		if (gm->seen == 3 && now_s() - gm->since > GCE_MISSING_GRACE) {
 			fail(gm, SM_E_FAILED, "instance %s disappeared", m->external_id);
 			return SM_ERROR;

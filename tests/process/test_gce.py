@@ -337,6 +337,27 @@ def test_quota_refused_by_the_cloud(deployment, zuul, sims, tmp_path, sshd):
     wait_clean(sim, zuul)
 
 
+def test_quota_error_in_a_later_operation(deployment, zuul, sims, tmp_path, sshd):
+    """The insert's operation is RUNNING, then DONE with QUOTA_EXCEEDED (no
+    instance): the launcher, not finding the instance listed, asks the
+    operation, and aborts the launch as a quota error."""
+    sim = start_sim(tmp_path, error_op_delay=0.5)
+    sims.append(sim)
+    p = launcher(deployment, sim, small(sshd[0]))
+    rid = zuul.submit([LABEL])
+    assert zuul.wait_request(rid, timeout=60)["state"] == "fulfilled"
+    sim.ctl("POST", "/quotas", {"us-central1": {"CPUS": 2}})
+    rid2 = zuul.submit([LABEL])
+    wait_for(lambda: "QUOTA_EXCEEDED" in p.output(), 60, what="the quota error")
+    assert sim.calls()["compute.zoneOperations.get"] >= 1
+    assert zuul.request(rid2)["state"] in ("requested", "pending")
+    zuul.finish(zuul.accept(rid))
+    assert zuul.wait_request(rid2, timeout=60)["state"] == "fulfilled"
+    zuul.finish(zuul.accept(rid2))
+    wait_for(lambda: not zuul.nodes(), 60, what="nodes deleted")
+    wait_clean(sim, zuul)
+
+
 def test_worker_killed_mid_launch(deployment, zuul, sims, tmp_path, sshd):
     sim = start_sim(tmp_path, boot_delay=30)
     sims.append(sim)

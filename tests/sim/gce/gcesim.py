@@ -139,6 +139,7 @@ class Sim:
             "boot_delay": float(cfg.get("boot_delay", 0.5)),
             "op_delay": float(cfg.get("op_delay", 0.1)),
             "terminate_delay": float(cfg.get("terminate_delay", 0.2)),
+            "error_op_delay": float(cfg.get("error_op_delay", 0)),
             "token_ttl": int(cfg.get("token_ttl", 3600)),
             "page_size": int(cfg.get("page_size", 500)),
             "interface_ip": cfg.get("interface_ip"),
@@ -308,9 +309,7 @@ class Sim:
         b = self.behavior
         for key, op in list(self.operations.items()):
             if op["status"] != "DONE" and now >= op["_done_at"]:
-                op["status"] = "DONE"
-                op["progress"] = 100
-                op["endTime"] = now_rfc3339(now)
+                self.finish_op(op, now)
         for key, i in list(self.instances.items()):
             if i["_gone_at"] is not None:
                 if now >= i["_gone_at"]:
@@ -327,6 +326,15 @@ class Sim:
                 i["status"] = "TERMINATED" if i["_outcome"] == "terminated" else "RUNNING"
                 i["lastStartTimestamp"] = now_rfc3339(now)
 
+    def finish_op(self, op, now):
+        op["status"] = "DONE"
+        op["progress"] = 100
+        op["endTime"] = now_rfc3339(now)
+        if op.get("_error"):
+            op["error"] = op["_error"]
+            op["httpErrorStatusCode"] = 403
+            op["httpErrorMessage"] = "FORBIDDEN"
+
     def new_op(self, zone, optype, target, status="RUNNING", error=None):
         name = "operation-%d-%s-%08x" % (int(time.time() * 1000), "sim",
                                          random.getrandbits(32))
@@ -341,10 +349,12 @@ class Sim:
                                    % (self.project, zone, name)),
               "_done_at": now + self.behavior["op_delay"]}
         if error is not None:
-            op["error"] = {"errors": [error]}
-            op["httpErrorStatusCode"] = 403
-            op["httpErrorMessage"] = "FORBIDDEN"
-            op["_done_at"] = now
+            # failed at once (the default), or RUNNING for error_op_delay s
+            # and then DONE with the error
+            op["_error"] = {"errors": [error]}
+            op["_done_at"] = now + float(self.behavior["error_op_delay"])
+            if op["_done_at"] <= now:
+                self.finish_op(op, now)
         self.operations[(zone, name)] = op
         return op
 
@@ -389,7 +399,7 @@ class Sim:
         for metric, need in (("CPUS", mt["guestCpus"]), ("INSTANCES", 1)):
             lim = q.get(metric)
             if lim is not None and use[metric] + need > lim:
-                return self.new_op(zone, "insert", target, status="DONE", error={
+                return self.new_op(zone, "insert", target, error={
                     "code": "QUOTA_EXCEEDED",
                     "message": "Quota '%s' exceeded.  Limit: %.1f in region %s."
                                % (metric, lim, region)})
