@@ -71,6 +71,10 @@ STAMP_ZKC := $(ZKC)/lib/libzookeeper.a
 # --- sources ---------------------------------------------------------------
 NP_SRCS := $(wildcard lib/*/*.c protocol/*.c)
 DRV_SRCS := $(wildcard drivers/*.c drivers/*/*.c)
+# The driver traits table (lib/config/drvtraits.h): lib/config links
+# against it, so programs built from objects rather than libnp.a (the
+# fuzzers) add these; they name nothing but lib/config.
+TRAITS_SRCS := drivers/traits.c $(wildcard drivers/*/traits.c)
 BIN_DIRS := supervisor worker web builder cli/nodepool cli/nodepoolctl
 BIN_NAME_supervisor := nodepoold
 BIN_NAME_worker := nodepool-launcher
@@ -97,9 +101,12 @@ ROLE_LIBS += $$($(1)_LIB)
 endif
 ifneq ($$($(1)_MAIN),)
 BINS += $(BUILD)/bin/$(BIN_NAME_$(1))
+# A group: libnp.a refers back to libdrivers.a (lib/config's driver traits
+# table, np_drv_traits_table, is defined in drivers/traits.c).
 $(BUILD)/bin/$(BIN_NAME_$(1)): $$(call obj,$$($(1)_MAIN)) $$($(1)_LIB) $(DRV_LIB) $(NP_LIB) $(STAMP_ZKC)
 	@mkdir -p $$(@D)
-	$$(CC) $$(LDFLAGS) -o $$@ $$(filter-out $(STAMP_ZKC),$$^) $$(LDLIBS)
+	$$(CC) $$(LDFLAGS) -o $$@ $$(call obj,$$($(1)_MAIN)) \
+		-Wl,--start-group $$($(1)_LIB) $(DRV_LIB) $(NP_LIB) -Wl,--end-group $$(LDLIBS)
 endif
 endef
 $(foreach d,$(BIN_DIRS),$(eval $(call bin_rules,$(d))))
@@ -161,7 +168,7 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(FUZZ_SRCS))
 FUZZ_CFLAGS := $(CFLAGS_BASE) -fsanitize=address,undefined $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) $(DL_PKGS) 2>/dev/null)
-FUZZ_OBJS := $(patsubst %.c,build-fuzz/obj/%.o,$(NP_SRCS))
+FUZZ_OBJS := $(patsubst %.c,build-fuzz/obj/%.o,$(NP_SRCS) $(TRAITS_SRCS))
 build-fuzz/obj/%.o: %.c | $(STAMP_ZKC)
 	@mkdir -p $(@D)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c -o $@ $<

@@ -325,6 +325,8 @@ void drv_deregister_node(struct launcher *lc, const char *node_id);
 
 /* Registry: the driver for a name, or NULL. */
 const struct driver *driver_lookup(const char *name);
+/* The i-th registered driver (0-based), NULL past the last. */
+const struct driver *driver_nth(size_t i);
 /* 0, or -1 when two drivers share a name (start-up refuses to run). */
 int driver_registry_check(void);
 

@@ -1,7 +1,8 @@
 /*
  * The drivers built into this binary, registered at compile time in one
  * array (house style rule 10). Duplicate names are a programming error
- * caught by driver_registry_check() at start-up.
+ * caught by driver_registry_check() at start-up. Every driver here also
+ * has traits (drivers/traits.c; tests/unit/test_drvtraits.c checks it).
  */
 #include "driver.h"
 
@@ -30,6 +31,12 @@ driver_lookup(const char *name)
 		if (strcmp(drivers[i]->name, name) == 0)
 			return drivers[i];
 	return NULL;
+}
+
+const struct driver *
+driver_nth(size_t i)
+{
+	return i < sizeof(drivers) / sizeof(drivers[0]) ? drivers[i] : NULL;
 }
 
 int

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "config_int.h"
+#include "drvtraits.h"
 
 #define DEFAULT_ZK_PORT		  2281
 #define DEFAULT_IMAGE_NAME_FORMAT "{image_name}-{timestamp}"
@@ -32,8 +33,8 @@ strv_push(struct np_cfg_strv *sv, const char *s)
 	sv->v[sv->n++] = cfg_strdup(s);
 }
 
-static void
-strv_free(struct np_cfg_strv *sv)
+void
+np_cfg_strv_free(struct np_cfg_strv *sv)
 {
 	size_t i;
 
@@ -147,12 +148,6 @@ coerce_num(const struct np_cfg_node *map, const char *key, double def)
 	}
 }
 
-static int
-drv_is(const char *drv, const char *name)
-{
-	return strcmp(drv, name) == 0;
-}
-
 static const char *
 provider_driver(const struct np_cfg_node *prov)
 {
@@ -249,7 +244,7 @@ nix_find(const struct name_index *ix, const char *name)
 	return e ? e->item : NULL;
 }
 
-struct checker {
+struct np_drv_check {
 	const struct np_cfg_node *root;
 	struct np_config_errors *errs;
 	struct cfg_path path;
@@ -259,11 +254,11 @@ struct checker {
 };
 
 /* Error at list[i].name (the name's own position). */
-static void err_at_name(struct checker *c, const struct np_cfg_node *item, size_t i,
+static void err_at_name(struct np_drv_check *c, const struct np_cfg_node *item, size_t i,
 			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static void
-err_at_name(struct checker *c, const struct np_cfg_node *item, size_t i, const char *fmt, ...)
+err_at_name(struct np_drv_check *c, const struct np_cfg_node *item, size_t i, const char *fmt, ...)
 {
 	const struct np_cfg_node *name = np_cfg_get(item, "name");
 	size_t o1 = cfg_path_idx(&c->path, i), o2 = cfg_path_key(&c->path, "name");
@@ -282,7 +277,7 @@ err_at_name(struct checker *c, const struct np_cfg_node *item, size_t i, const c
 
 /* Names in a list of {name: ...} must be unique. what: "label", "pool"... */
 static void
-check_unique_names(struct checker *c, const struct np_cfg_node *seq, const char *what)
+check_unique_names(struct np_drv_check *c, const struct np_cfg_node *seq, const char *what)
 {
 	struct name_index ix;
 	const struct np_cfg_node **first;
@@ -309,7 +304,7 @@ check_unique_names(struct checker *c, const struct np_cfg_node *seq, const char 
 
 /* A top-level diskimage a provider may use: defined and not abstract. */
 static const struct np_cfg_node *
-top_diskimage(struct checker *c, const char *name, int *abstract)
+top_diskimage(struct np_drv_check *c, const char *name, int *abstract)
 {
 	const struct np_cfg_node *d = nix_find(&c->diskimages, name);
 
@@ -318,16 +313,16 @@ top_diskimage(struct checker *c, const char *name, int *abstract)
 }
 
 static int
-top_label_exists(struct checker *c, const char *name)
+top_label_exists(struct np_drv_check *c, const char *name)
 {
 	return nix_find(&c->labels, name) != NULL;
 }
 
-static void diskimage_err(struct checker *c, const struct np_cfg_node *d, size_t i, const char *fmt,
-			  ...) __attribute__((format(printf, 4, 5)));
+static void diskimage_err(struct np_drv_check *c, const struct np_cfg_node *d, size_t i,
+			  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static void
-diskimage_err(struct checker *c, const struct np_cfg_node *d, size_t i, const char *fmt, ...)
+diskimage_err(struct np_drv_check *c, const struct np_cfg_node *d, size_t i, const char *fmt, ...)
 {
 	size_t o1 = cfg_path_idx(&c->path, i), o2 = cfg_path_key(&c->path, "parent");
 	va_list ap;
@@ -344,7 +339,7 @@ diskimage_err(struct checker *c, const struct np_cfg_node *d, size_t i, const ch
 }
 
 static void
-check_diskimages(struct checker *c)
+check_diskimages(struct np_drv_check *c)
 {
 	const struct np_cfg_node *seq = get_seq(c->root, "diskimages");
 	size_t i, old;
@@ -389,7 +384,7 @@ check_diskimages(struct checker *c)
 
 /* All servers of one list must agree on the chroot. */
 static void
-check_zk_servers(struct checker *c, const struct np_cfg_node *doc)
+check_zk_servers(struct np_drv_check *c, const struct np_cfg_node *doc)
 {
 	const struct np_cfg_node *seq = get_seq(doc, "zookeeper-servers");
 	const char *first = NULL;
@@ -419,7 +414,7 @@ check_zk_servers(struct checker *c, const struct np_cfg_node *doc)
 
 /* path is at providers[i]; checks a provider's diskimages[] (top-level). */
 static void
-check_provider_diskimages(struct checker *c, const struct np_cfg_node *prov, const char *pname)
+check_provider_diskimages(struct np_drv_check *c, const struct np_cfg_node *prov, const char *pname)
 {
 	const struct np_cfg_node *seq = get_seq(prov, "diskimages");
 	size_t i, old;
@@ -448,106 +443,65 @@ check_provider_diskimages(struct checker *c, const struct np_cfg_node *prov, con
 	cfg_path_pop(&c->path, old);
 }
 
-static void label_ref_error(struct checker *c, const struct np_cfg_node *label, const char *key,
-			    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* ---- what driver traits' checks may use (drvtraits.h) ------------------------ */
 
 static void
-label_ref_error(struct checker *c, const struct np_cfg_node *label, const char *key,
-		const char *fmt, ...)
+vcheck_err(struct np_drv_check *c, const struct np_cfg_node *at, const char *key, const char *fmt,
+	   va_list ap)
 {
-	size_t old = cfg_path_key(&c->path, key);
-	va_list ap;
+	size_t old = c->path.len;
 	char *msg;
 
-	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
 		cfg_oom();
-	va_end(ap);
-	cfg_err(c->errs, np_cfg_get(label, key), &c->path, "%s", msg);
+	if (key != NULL) {
+		old = cfg_path_key(&c->path, key);
+		at = np_cfg_get(at, key);
+	}
+	cfg_err(c->errs, at, &c->path, "%s", msg);
 	free(msg);
 	cfg_path_pop(&c->path, old);
 }
 
-/* path is at ...labels[k]: the per-label references of each driver. */
-static void
-check_label(struct checker *c, const char *drv, const struct np_cfg_node *prov,
-	    const struct np_cfg_node *pool, const struct np_cfg_node *label)
+void
+np_drv_check_err(struct np_drv_check *c, const struct np_cfg_node *at, const char *key,
+		 const char *fmt, ...)
 {
-	const char *pname = np_cfg_str(prov, "name", "?");
-	const char *lname = np_cfg_str(label, "name", "?");
-	const char *di = np_cfg_str(label, "diskimage", NULL);
-	const char *ci = np_cfg_str(label, "cloud-image", NULL);
-	int abstract;
+	va_list ap;
 
-	if (ci != NULL && nix_find(&c->prov_cloud_images, ci) == NULL)
-		label_ref_error(
-		    c, label, "cloud-image",
-		    "cloud-image %s does not exist in provider %s but is referenced in label %s",
-		    ci, pname, lname);
-	if (di != NULL) {
-		if (drv_is(drv, "openstack")) {
-			if (top_diskimage(c, di, &abstract) == NULL)
-				label_ref_error(c, label, "diskimage",
-						"label %s in provider %s uses diskimage %s which "
-						"is not defined in "
-						"the main diskimages list",
-						lname, pname, di);
-			else if (abstract)
-				label_ref_error(
-				    c, label, "diskimage",
-				    "label %s in provider %s uses diskimage %s which is abstract",
-				    lname, pname, di);
-		} else if (nix_find(&c->prov_diskimages, di) == NULL) {
-			label_ref_error(c, label, "diskimage",
-					"diskimage %s does not exist in provider %s but is "
-					"referenced in label %s",
-					di, pname, lname);
-		}
-	}
-	if (drv_is(drv, "aws") && np_cfg_bool(label, "dedicated-host", 0)) {
-		if (np_cfg_bool(label, "use-spot", 0))
-			label_ref_error(c, label, "dedicated-host",
-					"Spot instances can not be used on dedicated hosts");
-		if (np_cfg_str(pool, "availability-zone", NULL) == NULL)
-			label_ref_error(c, label, "dedicated-host",
-					"Availability-zone is required for dedicated hosts");
-	}
-	if (drv_is(drv, "metastatic")) {
-		long long max_age = np_cfg_int(label, "max-age", 0);
-
-		if (max_age && max_age < np_cfg_int(label, "min-retention-time", 0))
-			label_ref_error(
-			    c, label, "max-age",
-			    "The max-age must be greater than or equal to the min-retention-time");
-	}
+	va_start(ap, fmt);
+	vcheck_err(c, at, key, fmt, ap);
+	va_end(ap);
 }
 
-/* Metastatic: labels sharing a backing-label must share its settings. */
-static int
-backing_equal(const struct np_cfg_node *a, const struct np_cfg_node *b)
+size_t
+np_drv_check_key(struct np_drv_check *c, const char *key)
 {
-	static const char *const keys[] = {"max-parallel-jobs", "grace-time", "min-retention-time",
-					   "max-age", NULL};
-	static const long long defs[] = {1, 60, 0, 0};
-	size_t i;
-
-	for (i = 0; keys[i]; i++)
-		if (np_cfg_int(a, keys[i], defs[i]) != np_cfg_int(b, keys[i], defs[i]))
-			return 0;
-	return 1;
+	return cfg_path_key(&c->path, key);
 }
 
-/* An entry of a provider-wide list: a pool's label or node, where it sits. */
-struct pool_item {
-	const struct np_cfg_node *item;
-	const char *key; /* what it is sorted by */
-	size_t pool, idx, order;
-};
+size_t
+np_drv_check_idx(struct np_drv_check *c, size_t i)
+{
+	return cfg_path_idx(&c->path, i);
+}
+
+void
+np_drv_check_pop(struct np_drv_check *c, size_t old)
+{
+	cfg_path_pop(&c->path, old);
+}
+
+int
+np_drv_check_top_label(const struct np_drv_check *c, const char *name)
+{
+	return nix_find(&c->labels, name) != NULL;
+}
 
 static int
 pool_item_cmp(const void *pa, const void *pb)
 {
-	const struct pool_item *a = pa, *b = pb;
+	const struct np_drv_pool_item *a = pa, *b = pb;
 	int c = strcmp(a->key, b->key);
 
 	if (c != 0)
@@ -555,12 +509,11 @@ pool_item_cmp(const void *pa, const void *pb)
 	return a->order < b->order ? -1 : a->order > b->order;
 }
 
-/* Every pools[].<list>[] entry that has a string `key`, sorted by it. */
-static struct pool_item *
-pool_items(const struct np_cfg_node *prov, const char *list, const char *key, size_t *n)
+struct np_drv_pool_item *
+np_drv_pool_items(const struct np_cfg_node *prov, const char *list, const char *key, size_t *n)
 {
 	const struct np_cfg_node *pools = get_seq(prov, "pools");
-	struct pool_item *v = NULL;
+	struct np_drv_pool_item *v = NULL;
 	size_t i, j, cap = 0;
 
 	*n = 0;
@@ -590,9 +543,8 @@ pool_items(const struct np_cfg_node *prov, const char *list, const char *key, si
 	return v;
 }
 
-/* Push providers[i] -> .pools[pool].<list>[idx] onto the path. */
-static size_t
-path_pool_item(struct checker *c, const struct pool_item *it, const char *list)
+size_t
+np_drv_check_pool_item(struct np_drv_check *c, const struct np_drv_pool_item *it, const char *list)
 {
 	size_t old = cfg_path_key(&c->path, "pools");
 
@@ -602,31 +554,8 @@ path_pool_item(struct checker *c, const struct pool_item *it, const char *list)
 	return old;
 }
 
-/* Metastatic: labels sharing a backing-label must share its settings. */
-static void
-check_metastatic_backing(struct checker *c, const struct np_cfg_node *prov)
-{
-	size_t n, i, j;
-	struct pool_item *v = pool_items(prov, "labels", "backing-label", &n);
-
-	for (i = 0; i < n; i = j)
-		for (j = i + 1; j < n && strcmp(v[i].key, v[j].key) == 0; j++)
-			if (!backing_equal(v[i].item, v[j].item)) {
-				size_t old = path_pool_item(c, &v[j], "labels");
-
-				label_ref_error(
-				    c, v[j].item, "backing-label",
-				    "Multiple label definitions for the same backing label must be "
-				    "identical (%s, see line %d)",
-				    v[j].key, v[i].item->line);
-				cfg_path_pop(&c->path, old);
-			}
-	free(v);
-}
-
-/* Static node labels: a string splits on whitespace. */
-static void
-static_node_labels(const struct np_cfg_node *node, struct np_cfg_strv *out)
+void
+np_cfg_static_node_labels(const struct np_cfg_node *node, struct np_cfg_strv *out)
 {
 	const struct np_cfg_node *l = np_cfg_get(node, "labels");
 
@@ -657,118 +586,76 @@ static_node_labels(const struct np_cfg_node *node, struct np_cfg_strv *out)
 	}
 }
 
-static int
-static_port(const struct np_cfg_node *node)
+int
+np_cfg_static_port(const struct np_cfg_node *node)
 {
 	return (int)np_cfg_int(node, "connection-port", np_cfg_int(node, "ssh-port", 22));
 }
 
-/* path at providers[i].pools[j]: static nodes' labels exist. */
+/* ---- per provider ------------------------------------------------------------ */
+
+/* path is at ...labels[k]: the label's references, then its driver's checks. */
 static void
-check_static_pool(struct checker *c, const struct np_cfg_node *prov, const struct np_cfg_node *pool)
+check_label(struct np_drv_check *c, const struct np_drv_traits *t, const struct np_cfg_node *prov,
+	    const struct np_cfg_node *pool, const struct np_cfg_node *label)
 {
-	const struct np_cfg_node *nodes = get_seq(pool, "nodes");
-	size_t i, k, old;
+	const char *pname = np_cfg_str(prov, "name", "?");
+	const char *lname = np_cfg_str(label, "name", "?");
+	const char *di = np_cfg_str(label, "diskimage", NULL);
+	const char *ci = np_cfg_str(label, "cloud-image", NULL);
+	int abstract;
 
-	if (nodes == NULL)
-		return;
-	old = cfg_path_key(&c->path, "nodes");
-	for (i = 0; i < nodes->n; i++) {
-		const struct np_cfg_node *node = nodes->items[i];
-		struct np_cfg_strv labels = {NULL, 0};
-
-		static_node_labels(node, &labels);
-		for (k = 0; k < labels.n; k++)
-			if (!top_label_exists(c, labels.v[k])) {
-				size_t o1 = cfg_path_idx(&c->path, i),
-				       o2 = cfg_path_key(&c->path, "labels");
-
-				cfg_err(c->errs, np_cfg_get(node, "labels"), &c->path,
-					"label %s in provider %s not in top-level labels",
-					labels.v[k], np_cfg_str(prov, "name", "?"));
-				cfg_path_pop(&c->path, o2);
-				cfg_path_pop(&c->path, o1);
-			}
-		strv_free(&labels);
-	}
-	cfg_path_pop(&c->path, old);
-}
-
-/* Order of static nodes by identity, then position. */
-static int
-static_identity_cmp(const void *pa, const void *pb)
-{
-	const struct pool_item *a = pa, *b = pb;
-	int c = strcmp(a->key, b->key);
-
-	if (c == 0)
-		c = strcmp(np_cfg_str(a->item, "username", "zuul"),
-			   np_cfg_str(b->item, "username", "zuul"));
-	if (c == 0)
-		c = static_port(a->item) - static_port(b->item);
-	if (c == 0)
-		c = a->order < b->order ? -1 : a->order > b->order;
-	return c;
-}
-
-/* path at providers[i]: a static node's identity (name, username, port), as
- * the static driver's nodeTuple, is unique within the provider. */
-static void
-check_static_identities(struct checker *c, const struct np_cfg_node *prov)
-{
-	size_t n, i, first = 0;
-	struct pool_item *v = pool_items(prov, "nodes", "name", &n);
-
-	if (n > 1)
-		qsort(v, n, sizeof(*v), static_identity_cmp);
-	for (i = 1; i < n; i++) {
-		struct pool_item a = v[first], b = v[i];
-
-		a.order = b.order = 0;
-		if (static_identity_cmp(&a, &b) != 0) {
-			first = i;
-			continue;
-		}
-		{
-			size_t old = path_pool_item(c, &v[i], "nodes");
-
-			cfg_path_key(&c->path, "name");
-			cfg_err(
-			    c->errs, np_cfg_get(v[i].item, "name"), &c->path,
-			    "static node %s (username %s, port %d) is already defined (line %d)",
-			    v[i].key, np_cfg_str(v[i].item, "username", "zuul"),
-			    static_port(v[i].item), v[first].item->line);
-			cfg_path_pop(&c->path, old);
+	if (ci != NULL && nix_find(&c->prov_cloud_images, ci) == NULL)
+		np_drv_check_err(
+		    c, label, "cloud-image",
+		    "cloud-image %s does not exist in provider %s but is referenced in label %s",
+		    ci, pname, lname);
+	if (di != NULL) {
+		if (t->flags & NP_DRV_LABEL_TOP_DISKIMAGE) {
+			if (top_diskimage(c, di, &abstract) == NULL)
+				np_drv_check_err(c, label, "diskimage",
+						 "label %s in provider %s uses diskimage %s which "
+						 "is not defined in "
+						 "the main diskimages list",
+						 lname, pname, di);
+			else if (abstract)
+				np_drv_check_err(
+				    c, label, "diskimage",
+				    "label %s in provider %s uses diskimage %s which is abstract",
+				    lname, pname, di);
+		} else if (nix_find(&c->prov_diskimages, di) == NULL) {
+			np_drv_check_err(c, label, "diskimage",
+					 "diskimage %s does not exist in provider %s but is "
+					 "referenced in label %s",
+					 di, pname, lname);
 		}
 	}
-	free(v);
+	if (t->check_label != NULL)
+		t->check_label(c, prov, pool, label);
 }
 
 /* path at providers[i]. */
 static void
-check_provider(struct checker *c, const struct np_cfg_node *prov)
+check_provider(struct np_drv_check *c, const struct np_cfg_node *prov)
 {
-	const char *drv = provider_driver(prov);
+	const struct np_drv_traits *t = np_drv_traits_find(provider_driver(prov));
 	const char *pname = np_cfg_str(prov, "name", "?");
 	const struct np_cfg_node *pools = get_seq(prov, "pools");
 	size_t i, j, old;
 
-	if (sc_driver(drv) == NULL)
+	if (t == NULL)
 		return; /* reported by the schema */
 	nix_build(&c->prov_cloud_images, get_seq(prov, "cloud-images"));
 	nix_build(&c->prov_diskimages, get_seq(prov, "diskimages"));
-	if (drv_is(drv, "openstack") || drv_is(drv, "aws") || drv_is(drv, "azure") ||
-	    drv_is(drv, "ibmvpc") || drv_is(drv, "fake"))
+	if (t->flags & NP_DRV_MANAGES_IMAGES)
 		check_provider_diskimages(c, prov, pname);
 	if (get_seq(prov, "cloud-images") != NULL) {
 		old = cfg_path_key(&c->path, "cloud-images");
 		check_unique_names(c, get_seq(prov, "cloud-images"), "cloud-image");
 		cfg_path_pop(&c->path, old);
 	}
-	if (drv_is(drv, "metastatic"))
-		check_metastatic_backing(c, prov);
-	if (drv_is(drv, "static"))
-		check_static_identities(c, prov);
+	if (t->check_provider != NULL)
+		t->check_provider(c, prov);
 	if (pools == NULL)
 		goto out;
 	old = cfg_path_key(&c->path, "pools");
@@ -778,16 +665,8 @@ check_provider(struct checker *c, const struct np_cfg_node *prov)
 		const struct np_cfg_node *labels = get_seq(pool, "labels");
 		size_t o1 = cfg_path_idx(&c->path, i), o2;
 
-		if (drv_is(drv, "ibmvpc")) {
-			if (np_cfg_str(pool, "zone", np_cfg_str(prov, "zone", NULL)) == NULL)
-				cfg_err(c->errs, pool, &c->path,
-					"Zone is required in provider or pool config");
-			if (np_cfg_str(pool, "subnet", np_cfg_str(prov, "subnet", NULL)) == NULL)
-				cfg_err(c->errs, pool, &c->path,
-					"Subnet is required in provider or pool config");
-		}
-		if (drv_is(drv, "static"))
-			check_static_pool(c, prov, pool);
+		if (t->check_pool != NULL)
+			t->check_pool(c, prov, pool);
 		if (labels != NULL) {
 			o2 = cfg_path_key(&c->path, "labels");
 			check_unique_names(c, labels, "label");
@@ -804,7 +683,7 @@ check_provider(struct checker *c, const struct np_cfg_node *prov)
 					    "label %s in provider %s not in top-level labels",
 					    lname, pname);
 				o3 = cfg_path_idx(&c->path, j);
-				check_label(c, drv, prov, pool, l);
+				check_label(c, t, prov, pool, l);
 				cfg_path_pop(&c->path, o3);
 			}
 			cfg_path_pop(&c->path, o2);
@@ -820,7 +699,7 @@ out:
 static void
 check_references(const struct np_cfg_node *root, struct np_config_errors *errs)
 {
-	struct checker c;
+	struct np_drv_check c;
 	const struct np_cfg_node *provs;
 	size_t i, old;
 
@@ -922,12 +801,12 @@ diskimage_apply(struct np_diskimage *d, const struct np_cfg_node *src)
 		json_decref(ev);
 	}
 	if ((n = get_seq(src, "formats")) != NULL && n->n > 0) {
-		strv_free(&d->formats);
+		np_cfg_strv_free(&d->formats);
 		strv_from_seq(&d->formats, n);
 		strv_sort_unique(&d->formats);
 	}
 	if ((n = get_seq(src, "keep-formats")) != NULL && n->n > 0) {
-		strv_free(&d->keep_formats);
+		np_cfg_strv_free(&d->keep_formats);
 		strv_from_seq(&d->keep_formats, n);
 		strv_sort_unique(&d->keep_formats);
 	}
@@ -1004,10 +883,10 @@ diskimage_free(struct np_diskimage *d)
 	free(d->name);
 	free(d->parent);
 	free(d->dib_cmd);
-	strv_free(&d->elements);
+	np_cfg_strv_free(&d->elements);
 	json_decref(d->env_vars);
-	strv_free(&d->formats);
-	strv_free(&d->keep_formats);
+	np_cfg_strv_free(&d->formats);
+	np_cfg_strv_free(&d->keep_formats);
 	free(d->release);
 	free(d->username);
 	free(d->python_path);
@@ -1015,27 +894,15 @@ diskimage_free(struct np_diskimage *d)
 	json_decref(d->metadata);
 }
 
-static long long
-default_boot_timeout(const char *drv)
+/* The traits of a provider of a validated config (every driver known);
+ * an all-defaults entry otherwise, so a caller never sees NULL. */
+static const struct np_drv_traits *
+typed_traits(const char *drv)
 {
-	if (drv_is(drv, "aws"))
-		return 180;
-	if (drv_is(drv, "azure") || drv_is(drv, "ibmvpc") || drv_is(drv, "metastatic"))
-		return 120;
-	if (drv_is(drv, "openstack") || drv_is(drv, "gce") || drv_is(drv, "fake"))
-		return 60;
-	return 0;
-}
+	static const struct np_drv_traits none = {.name = ""};
+	const struct np_drv_traits *t = np_drv_traits_find(drv);
 
-static double
-default_rate(const char *drv)
-{
-	if (drv_is(drv, "aws") || drv_is(drv, "gce"))
-		return 2;
-	if (drv_is(drv, "openstack") || drv_is(drv, "azure") || drv_is(drv, "ibmvpc") ||
-	    drv_is(drv, "metastatic"))
-		return 1;
-	return 0;
+	return t ? t : &none;
 }
 
 static int
@@ -1045,8 +912,8 @@ default_port(const char *connection_type)
 }
 
 static void
-provider_image_build(struct np_provider_image *im, const struct np_cfg_node *raw, const char *drv,
-		     int cloud, const struct np_diskimage *top)
+provider_image_build(struct np_provider_image *im, const struct np_cfg_node *raw,
+		     const struct np_drv_traits *t, int cloud, const struct np_diskimage *top)
 {
 	memset(im, 0, sizeof(*im));
 	im->raw = raw;
@@ -1058,14 +925,15 @@ provider_image_build(struct np_provider_image *im, const struct np_cfg_node *raw
 	im->connection_type = dup_str(raw, "connection-type", "ssh");
 	im->connection_port =
 	    (int)np_cfg_int(raw, "connection-port", default_port(im->connection_type));
-	if (!cloud && top != NULL && (drv_is(drv, "openstack") || drv_is(drv, "ibmvpc"))) {
-		/* these take the user and interpreter from the diskimage itself */
+	if (!cloud && top != NULL && (t->flags & NP_DRV_IMAGE_USER_FROM_DISKIMAGE)) {
+		/* these take the user (and interpreter) from the diskimage itself */
+		int interp = (t->flags & NP_DRV_IMAGE_INTERP_FROM_DISKIMAGE) != 0;
+
 		im->username = cfg_strdup(top->username);
 		im->python_path =
-		    cfg_strdup(drv_is(drv, "openstack") ? top->python_path
-							: np_cfg_str(raw, "python-path", "auto"));
-		im->shell_type = drv_is(drv, "openstack") ? cfg_strdup(top->shell_type)
-							  : dup_str(raw, "shell-type", NULL);
+		    cfg_strdup(interp ? top->python_path : np_cfg_str(raw, "python-path", "auto"));
+		im->shell_type =
+		    interp ? cfg_strdup(top->shell_type) : dup_str(raw, "shell-type", NULL);
 	} else {
 		im->username = dup_str(raw, "username", !cloud && top ? top->username : NULL);
 		im->python_path = dup_str(raw, "python-path", "auto");
@@ -1135,7 +1003,7 @@ static_node_build(struct np_static_node *sn, const struct np_cfg_node *raw)
 	memset(sn, 0, sizeof(*sn));
 	sn->raw = raw;
 	sn->name = dup_str(raw, "name", "");
-	static_node_labels(raw, &sn->labels);
+	np_cfg_static_node_labels(raw, &sn->labels);
 	sn->username = dup_str(raw, "username", "zuul");
 	sn->timeout = np_cfg_int(raw, "timeout", 5);
 	if (hk != NULL && hk->kind == NP_CFG_STR && hk->text[0])
@@ -1144,7 +1012,7 @@ static_node_build(struct np_static_node *sn, const struct np_cfg_node *raw)
 		strv_from_seq(&sn->host_keys, hk);
 	sn->host_key_checking = np_cfg_bool(raw, "host-key-checking", 1);
 	sn->connection_type = dup_str(raw, "connection-type", "ssh");
-	sn->connection_port = static_port(raw);
+	sn->connection_port = np_cfg_static_port(raw);
 	sn->shell_type = dup_str(raw, "shell-type", NULL);
 	sn->python_path = dup_str(raw, "python-path", "auto");
 	sn->max_parallel_jobs = np_cfg_int(raw, "max-parallel-jobs", 1);
@@ -1154,32 +1022,19 @@ static void
 static_node_free(struct np_static_node *sn)
 {
 	free(sn->name);
-	strv_free(&sn->labels);
+	np_cfg_strv_free(&sn->labels);
 	free(sn->username);
-	strv_free(&sn->host_keys);
+	np_cfg_strv_free(&sn->host_keys);
 	free(sn->connection_type);
 	free(sn->shell_type);
 	free(sn->python_path);
-}
-
-/* Drivers whose pools inherit the provider's limits (as their upstream loaders). */
-static int
-inherits_max_servers(const char *drv)
-{
-	return drv_is(drv, "aws") || drv_is(drv, "openshift") || drv_is(drv, "openshiftpods");
-}
-
-static int
-inherits_max_cores_ram(const char *drv)
-{
-	return inherits_max_servers(drv) || drv_is(drv, "kubernetes");
 }
 
 static void
 pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_provider *p,
 	   const struct np_cfg_node *prov_raw)
 {
-	const char *drv = p->driver;
+	const struct np_drv_traits *t = typed_traits(p->driver);
 	const struct np_cfg_node *labels = get_seq(raw, "labels");
 	const struct np_cfg_node *nodes = get_seq(raw, "nodes");
 	const struct np_cfg_node *n;
@@ -1189,11 +1044,13 @@ pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_
 	memset(pool, 0, sizeof(*pool));
 	pool->raw = raw;
 	pool->name = dup_str(raw, "name", "");
-	pool->max_servers =
-	    np_cfg_int(raw, "max-servers", inherits_max_servers(drv) ? p->max_servers : -1);
-	pool->max_cores =
-	    np_cfg_int(raw, "max-cores", inherits_max_cores_ram(drv) ? p->max_cores : -1);
-	pool->max_ram = np_cfg_int(raw, "max-ram", inherits_max_cores_ram(drv) ? p->max_ram : -1);
+	/* as their upstream loaders, some drivers' pools inherit the provider's limits */
+	pool->max_servers = np_cfg_int(
+	    raw, "max-servers", t->flags & NP_DRV_POOL_INHERITS_MAX_SERVERS ? p->max_servers : -1);
+	pool->max_cores = np_cfg_int(
+	    raw, "max-cores", t->flags & NP_DRV_POOL_INHERITS_MAX_CORES_RAM ? p->max_cores : -1);
+	pool->max_ram = np_cfg_int(raw, "max-ram",
+				   t->flags & NP_DRV_POOL_INHERITS_MAX_CORES_RAM ? p->max_ram : -1);
 	pool->max_volumes = np_cfg_int(raw, "max-volumes", -1);
 	pool->max_volume_gb = np_cfg_int(raw, "max-volume-gb", -1);
 	pool->max_resources = json_obj_of(prov_raw, "max-resources");
@@ -1211,11 +1068,10 @@ pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_
 	strv_from_seq(&pool->azs, get_seq(raw, "availability-zones"));
 	if (np_cfg_str(raw, "availability-zone", NULL) != NULL)
 		strv_push(&pool->azs, np_cfg_str(raw, "availability-zone", NULL));
-	if (drv_is(drv, "aws") || drv_is(drv, "azure") || drv_is(drv, "ibmvpc") ||
-	    drv_is(drv, "fake")) {
+	if (t->pool_hkc == NP_DRV_POOL_HKC_PROVIDER) {
 		hkc_default = p->host_key_checking;
 		internal_default = np_cfg_bool(prov_raw, "use-internal-ip", 0);
-	} else if (drv_is(drv, "metastatic")) {
+	} else if (t->pool_hkc == NP_DRV_POOL_HKC_OFF) {
 		hkc_default = 0;
 	}
 	pool->host_key_checking = np_cfg_bool(raw, "host-key-checking", hkc_default);
@@ -1230,7 +1086,7 @@ pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_
 			strv_push(&pool->label_names, pool->labels[i].name);
 		}
 	}
-	if (drv_is(drv, "static") && nodes != NULL && nodes->n > 0) {
+	if ((t->flags & NP_DRV_STATIC_NODES) && nodes != NULL && nodes->n > 0) {
 		pool->nodes = calloc(nodes->n, sizeof(*pool->nodes));
 		if (pool->nodes == NULL)
 			cfg_oom();
@@ -1254,11 +1110,11 @@ pool_free(struct np_pool *pool)
 	free(pool->name);
 	json_decref(pool->max_resources);
 	json_decref(pool->node_attributes);
-	strv_free(&pool->azs);
+	np_cfg_strv_free(&pool->azs);
 	for (i = 0; i < pool->nlabels; i++)
 		pool_label_free(&pool->labels[i]);
 	free(pool->labels);
-	strv_free(&pool->label_names);
+	np_cfg_strv_free(&pool->label_names);
 	for (i = 0; i < pool->nnodes; i++)
 		static_node_free(&pool->nodes[i]);
 	free(pool->nodes);
@@ -1315,6 +1171,7 @@ static void
 provider_build(const struct typed_index *dix, struct np_provider *p, const struct np_cfg_node *raw)
 {
 	const char *drv = provider_driver(raw);
+	const struct np_drv_traits *t = typed_traits(drv);
 	const struct np_cfg_node *seq, *n, *quota;
 	size_t i;
 
@@ -1327,50 +1184,36 @@ provider_build(const struct typed_index *dix, struct np_provider *p, const struc
 	p->priority_set = n && n->kind == NP_CFG_INT;
 	p->priority = p->priority_set ? n->i : 100;
 	p->launch_retries = np_cfg_int(raw, "launch-retries", 3);
-	p->boot_timeout = np_cfg_int(raw, "boot-timeout", default_boot_timeout(drv));
+	p->boot_timeout = np_cfg_int(raw, "boot-timeout", t->boot_timeout);
 	p->launch_timeout = np_cfg_int(raw, "launch-timeout", 3600);
-	p->rate = coerce_num(raw, "rate", default_rate(drv));
-	p->host_key_checking = np_cfg_bool(raw, "host-key-checking", drv_is(drv, "fake") ? 0 : 1);
-	if (drv_is(drv, "openstack"))
-		p->cloud = dup_str(raw, "cloud", NULL);
-	else
-		p->cloud = dup_str(raw, "context", NULL);
-	if (drv_is(drv, "gce") || drv_is(drv, "ibmvpc"))
-		p->region = dup_str(raw, "region", NULL);
-	else if (drv_is(drv, "azure"))
-		p->region = dup_str(raw, "location", NULL);
-	else
-		p->region = dup_str(raw, "region-name", NULL);
-	p->manage_images = drv_is(drv, "openstack") || drv_is(drv, "aws") || drv_is(drv, "azure") ||
-			   drv_is(drv, "ibmvpc") || drv_is(drv, "fake");
-	if (drv_is(drv, "aws"))
-		p->image_format = dup_str(raw, "image-format", "raw");
-	else if (drv_is(drv, "azure"))
-		p->image_format = cfg_strdup("vhd");
-	else if (drv_is(drv, "ibmvpc") || drv_is(drv, "fake"))
-		p->image_format = dup_str(raw, "image-format", "qcow2");
-	if (drv_is(drv, "openstack"))
-		p->image_upload_timeout = np_cfg_int(raw, "image-upload-timeout", 3600);
+	p->rate = coerce_num(raw, "rate", t->rate);
+	p->host_key_checking =
+	    np_cfg_bool(raw, "host-key-checking", t->flags & NP_DRV_NO_HOST_KEY_CHECK ? 0 : 1);
+	p->cloud = dup_str(raw, t->cloud_key ? t->cloud_key : "context", NULL);
+	p->region = dup_str(raw, t->region_key ? t->region_key : "region-name", NULL);
+	p->manage_images = (t->flags & NP_DRV_MANAGES_IMAGES) != 0;
+	if (t->image_format != NULL)
+		p->image_format = t->flags & NP_DRV_IMAGE_FORMAT_FIXED
+				      ? cfg_strdup(t->image_format)
+				      : dup_str(raw, "image-format", t->image_format);
+	if (t->image_timeout_key != NULL)
+		p->image_upload_timeout = np_cfg_int(raw, t->image_timeout_key, t->image_timeout);
 	else
 		p->image_upload_timeout = np_cfg_int(raw, "image-import-timeout", -1);
-	if (drv_is(drv, "ibmvpc"))
-		p->image_name_format = cfg_strdup("npimage{upload_id}");
+	if (t->image_name_format != NULL)
+		p->image_name_format = cfg_strdup(t->image_name_format);
 	else if (p->manage_images)
 		p->image_name_format = dup_str(raw, "image-name-format", DEFAULT_IMAGE_NAME_FORMAT);
 	p->post_upload_hook = dup_str(raw, "post-upload-hook", NULL);
-	if (drv_is(drv, "openshift"))
-		p->max_servers = np_cfg_int(raw, "max-projects", -1);
-	else if (drv_is(drv, "openshiftpods"))
-		p->max_servers = np_cfg_int(raw, "max-pods", -1);
-	else
-		p->max_servers = np_cfg_int(raw, "max-servers", -1);
+	p->max_servers =
+	    np_cfg_int(raw, t->max_servers_key ? t->max_servers_key : "max-servers", -1);
 	p->max_cores = np_cfg_int(raw, "max-cores", -1);
 	p->max_ram = np_cfg_int(raw, "max-ram", -1);
 	p->boot_delay = np_cfg_num(raw, "boot-delay", 0);
 	p->delete_delay = np_cfg_num(raw, "delete-delay", 0);
 	p->failure_rate = np_cfg_num(raw, "failure-rate", 0);
 	p->delete_failure_rate = np_cfg_num(raw, "delete-failure-rate", 0);
-	quota = drv_is(drv, "fake") ? get_map(raw, "quota") : NULL;
+	quota = t->flags & NP_DRV_PROVIDER_QUOTA ? get_map(raw, "quota") : NULL;
 	p->quota_instances = np_cfg_int(quota, "instances", -1);
 	p->quota_cores = np_cfg_int(quota, "cores", -1);
 	p->quota_ram = np_cfg_int(quota, "ram", -1);
@@ -1383,8 +1226,8 @@ provider_build(const struct typed_index *dix, struct np_provider *p, const struc
 		for (i = 0; i < seq->n; i++) {
 			const char *name = np_cfg_str(seq->items[i], "name", "");
 
-			provider_image_build(&p->diskimages[p->ndiskimages++], seq->items[i], drv,
-					     0, typed_index_find(dix, name));
+			provider_image_build(&p->diskimages[p->ndiskimages++], seq->items[i], t, 0,
+					     typed_index_find(dix, name));
 		}
 	}
 	if ((seq = get_seq(raw, "cloud-images")) != NULL && seq->n > 0) {
@@ -1392,8 +1235,8 @@ provider_build(const struct typed_index *dix, struct np_provider *p, const struc
 		if (p->cloud_images == NULL)
 			cfg_oom();
 		for (i = 0; i < seq->n; i++)
-			provider_image_build(&p->cloud_images[p->ncloud_images++], seq->items[i],
-					     drv, 1, NULL);
+			provider_image_build(&p->cloud_images[p->ncloud_images++], seq->items[i], t,
+					     1, NULL);
 	}
 	if ((seq = get_seq(raw, "pools")) != NULL && seq->n > 0) {
 		p->pools = calloc(seq->n, sizeof(*p->pools));
@@ -1708,8 +1551,8 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
 	a = json_array();
 	json_array_append_new(a, np_cfg_to_json(p->raw));
 	json_object_set_new(j, "providers", a);
-	strv_free(&labels);
-	strv_free(&images);
+	np_cfg_strv_free(&labels);
+	np_cfg_strv_free(&images);
 	return j;
 }
 
@@ -1867,7 +1710,7 @@ np_config_load_buffer(const char *name, const char *buf, size_t len, const char 
 		check_references(root, e);
 	}
 	if (cfg->secure_doc != NULL) {
-		struct checker c;
+		struct np_drv_check c;
 
 		root = np_cfg_doc_root(cfg->secure_doc);
 		sc_validate(&sc_secure, root, &path, e);

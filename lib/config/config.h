@@ -248,6 +248,8 @@ struct np_cfg_strv {
 };
 /* 1 if s is in sv (linear). */
 int np_cfg_strv_contains(const struct np_cfg_strv *sv, const char *s);
+/* Free sv's strings and array; sv is left empty (reusable). */
+void np_cfg_strv_free(struct np_cfg_strv *sv);
 
 /* zookeeper-servers[]: as Nodepool's ZooKeeperConnectionConfig. */
 struct np_zk_server {

@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "config_int.h"
+#include "drvtraits.h"
 
 /* Append to the path's end (printf-style), clamped to its buffer; returns
  * the old length, for cfg_path_pop. */
@@ -255,27 +256,28 @@ static void
 check_provider(const struct np_cfg_node *n, struct cfg_path *path, struct np_config_errors *errs)
 {
 	const struct np_cfg_node *drv = np_cfg_get(n, "driver");
-	const struct sc_schema *s;
+	const struct np_drv_traits *t;
 	const char *name = "openstack";
 
 	if (drv != NULL) {
 		if (drv->kind != NP_CFG_STR) {
 			/* reported by the common schema; check the rest as openstack */
-			s = sc_driver(name);
-			sc_validate(s, n, path, errs);
+			t = np_drv_traits_find(name);
+			if (t != NULL)
+				sc_validate(t->schema, n, path, errs);
 			return;
 		}
 		name = drv->text;
 	}
-	s = sc_driver(name);
-	if (s == NULL) {
+	t = np_drv_traits_find(name);
+	if (t == NULL) {
 		size_t old = cfg_path_key(path, "driver");
 
 		cfg_err(errs, drv, path, "%s: unknown driver", name);
 		cfg_path_pop(path, old);
 		return;
 	}
-	sc_validate(s, n, path, errs);
+	sc_validate(t->schema, n, path, errs);
 }
 
 static void

@@ -1,0 +1,146 @@
+/*
+ * The traits (lib/config/drvtraits.h) of the three drivers built from
+ * drivers/kubernetes/: kubernetes, openshift and openshiftpods. Their
+ * provider schemas, as upstream Nodepool's nodepool/driver/{kubernetes,
+ * openshift,openshiftpods}/config.py getSchema(), and their defaults (a
+ * pool inherits the provider's limits; openshift's max-projects and
+ * openshiftpods' max-pods are the provider's max-servers).
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drvtraits.h"
+
+static const struct sc_schema env_var = {
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("value", STR)),
+};
+
+/* The resource keys a label made "from nodepool" shares across k8s drivers. */
+#define K8S_LABEL_RESOURCE_KEYS                                                                    \
+	OPT("image-pull", STR), OPT("cpu", INT), OPT("memory", INT), OPT("storage", INT),          \
+	    OPT("cpu-limit", INT), OPT("memory-limit", INT), OPT("storage-limit", INT),            \
+	    OPT("gpu", FLOAT), OPT("gpu-resource", STR), OPT("python-path", STR),                  \
+	    OPT("shell-type", STR), OPT("env", SEQ(&env_var)), OPT("node-selector", DICT),         \
+	    OPT("privileged", BOOL), OPT("scheduler-name", STR), OPT("volumes", LIST),             \
+	    OPT("volume-mounts", LIST), OPT("labels", DICT), OPT("dynamic-labels", DICT),          \
+	    OPT("annotations", DICT), OPT("extra-resources", STRMAP(INT))
+
+static const struct sc_schema k8s_label_nodepool = {
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR), K8S_LABEL_RESOURCE_KEYS),
+};
+
+static const struct sc_schema k8s_label_user = {
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("type", STR), REQ("spec", DICT), OPT("labels", DICT),
+		 OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
+};
+
+static const struct sc_schema openshift_label_nodepool = {
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR),
+		 OPT("image-pull-secrets", LIST), K8S_LABEL_RESOURCE_KEYS),
+};
+
+static const struct sc_schema pods_label_nodepool = {
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("image", STR), OPT("image-pull-secrets", LIST),
+		 K8S_LABEL_RESOURCE_KEYS),
+};
+
+static const struct sc_schema pods_label_user = {
+    .type = SC_MAP,
+    .keys = KEYS(REQ("name", STR), REQ("spec", DICT), OPT("labels", DICT),
+		 OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
+};
+
+/* nodepoold's own (DIFFERENCES FROM NODEPOOL in nodepool.yaml(5)): how long
+ * a pod may stay Pending (upstream waits a fixed 300 s) and a launch
+ * attempt may take. */
+#define K8S_NODEPOOLD_KEYS OPT("boot-timeout", INT), OPT("launch-timeout", INT)
+
+#define K8S_POOL_KEYS                                                                              \
+	REQ("name", STR), OPT("max-cores", INT), OPT("max-ram", INT),                              \
+	    OPT("max-resources", STRMAP(INT)), OPT("default-label-cpu", INT),                      \
+	    OPT("default-label-memory", INT), OPT("default-label-storage", INT),                   \
+	    OPT("default-label-cpu-limit", INT), OPT("default-label-memory-limit", INT),           \
+	    OPT("default-label-storage-limit", INT),                                               \
+	    OPT("default-label-extra-resources", STRMAP(INT))
+
+static const struct sc_schema kubernetes_provider = {
+    .type = SC_MAP,
+    .base = &sc_common_provider,
+    .keys = KEYS(
+	REQ("pools",
+	    SEQ((&(const struct sc_schema){
+		.type = SC_MAP,
+		.base = &sc_common_pool,
+		.keys = KEYS(K8S_POOL_KEYS,
+			     REQ("labels", SEQ((&(const struct sc_schema){
+					       .type = SC_ANYOF,
+					       .alts = ALTS(&k8s_label_nodepool, &k8s_label_user),
+					   })))),
+	    }))),
+	OPT("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS,
+	OPT("max-servers", INT), OPT("max-cores", INT), OPT("max-ram", INT),
+	OPT("max-resources", STRMAP(INT))),
+};
+
+static const struct sc_schema openshift_provider = {
+    .type = SC_MAP,
+    .base = &sc_common_provider,
+    .keys =
+	KEYS(REQ("pools", SEQ((&(const struct sc_schema){
+			      .type = SC_MAP,
+			      .base = &sc_common_pool,
+			      .keys = KEYS(K8S_POOL_KEYS,
+					   REQ("labels", SEQ((&(const struct sc_schema){
+							     .type = SC_ANYOF,
+							     .alts = ALTS(&openshift_label_nodepool,
+									  &k8s_label_user),
+							 })))),
+			  }))),
+	     REQ("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS,
+	     OPT("max-projects", INT), OPT("max-cores", INT), OPT("max-ram", INT),
+	     OPT("max-resources", STRMAP(INT))),
+};
+
+static const struct sc_schema openshiftpods_provider = {
+    .type = SC_MAP,
+    .base = &sc_common_provider,
+    .keys = KEYS(
+	REQ("pools",
+	    SEQ((&(const struct sc_schema){
+		.type = SC_MAP,
+		.base = &sc_common_pool,
+		.keys = KEYS(K8S_POOL_KEYS,
+			     REQ("labels", SEQ((&(const struct sc_schema){
+					       .type = SC_ANYOF,
+					       .alts = ALTS(&pods_label_nodepool, &pods_label_user),
+					   })))),
+	    }))),
+	REQ("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS, OPT("max-pods", INT),
+	OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
+};
+
+const struct np_drv_traits np_traits_kubernetes = {
+    .name = "kubernetes",
+    .schema = &kubernetes_provider,
+    .flags = NP_DRV_POOL_INHERITS_MAX_CORES_RAM,
+};
+
+const struct np_drv_traits np_traits_openshift = {
+    .name = "openshift",
+    .schema = &openshift_provider,
+    .flags = NP_DRV_POOL_INHERITS_MAX_SERVERS | NP_DRV_POOL_INHERITS_MAX_CORES_RAM,
+    .max_servers_key = "max-projects",
+};
+
+const struct np_drv_traits np_traits_openshiftpods = {
+    .name = "openshiftpods",
+    .schema = &openshiftpods_provider,
+    .flags = NP_DRV_POOL_INHERITS_MAX_SERVERS | NP_DRV_POOL_INHERITS_MAX_CORES_RAM,
+    .max_servers_key = "max-pods",
+};
