@@ -185,7 +185,9 @@ def test_gerrit_config_serves_every_label(deployment, zuul, sims, tmp_path, sshd
 def test_upstream_fixture_serves_its_label(deployment, zuul, sims, tmp_path, sshd):
     sim = start_sim(tmp_path, project="gcloud-project")
     sims.append(sim)
-    cfg = load(UPSTREAM, sshd[0], top=FAST)
+    # upstream's pool keys network and subnetwork (its fixture has neither)
+    cfg = load(UPSTREAM, sshd[0], top=FAST, pool={
+        "network": "global/networks/ci", "subnetwork": "regions/us-central1/subnetworks/ci-a"})
     launcher(deployment, sim, cfg)
     rid = zuul.submit(["debian-stretch-f1-micro"])
     req = zuul.wait_request(rid, timeout=60)
@@ -195,6 +197,9 @@ def test_upstream_fixture_serves_its_label(deployment, zuul, sims, tmp_path, ssh
     assert node["attributes"] == {"key1": "value1", "key2": "value2"}
     assert node["resources"] == {"cores": 1, "instances": 1, "ram": 614}
     assert inst["machineType"].endswith("/f1-micro")
+    nic = inst["networkInterfaces"][0]
+    assert nic["network"].endswith("/projects/gcloud-project/global/networks/ci")
+    assert nic["subnetwork"] == "regions/us-central1/subnetworks/ci-a"
     # volume-type as written: standard
     (d,) = sim.disks()
     assert d["type"].endswith("/diskTypes/standard") and d["sizeGb"] == "10"
