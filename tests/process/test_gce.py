@@ -21,6 +21,7 @@ import yaml
 
 from conftest import TOP, Proc, bin_path, wait_for
 from gcesim_fixture import GceSim
+from npd import Supervisor
 
 GERRIT = os.path.join(TOP, "tests/data/configs/wild/"
                       "GerritCodeReview__zuul_ops__nodepool__nodepool.yaml")
@@ -180,6 +181,32 @@ def test_gerrit_config_serves_every_label(deployment, zuul, sims, tmp_path, sshd
     assert calls["compute.machineTypes.get"] == len(set(types.values()))
     assert calls["oauth2.token"] == 1
     assert calls.get("compute.regions.get", 0) >= 1
+
+
+def test_gerrit_config_under_nodepoold(deployment, zuul, sims, tmp_path, sshd):
+    """What the issue found: nodepoold's worker refused the gce provider.
+    Under nodepoold (worker forked by the supervisor, READY, status), the
+    file serves a request; nodepoolctl shows the provider running."""
+    sim = start_sim(tmp_path)
+    sims.append(sim)
+    cfg = load(GERRIT, sshd[0])
+    sup = Supervisor(deployment)
+    try:
+        sup.write(cfg)
+        env = sim.env()
+        env["HOME"] = deployment.dir
+        sup.start_fg(env=env)
+        st = sup.wait_running([PROVIDER])
+        assert st[PROVIDER]["state"] == "running"
+        rid = zuul.submit(["debian-bookworm-e2-standard-2"])
+        req = zuul.wait_request(rid, timeout=60)
+        assert req["state"] == "fulfilled", (req, sup.log()[-3000:])
+        (inst,) = sim.instances()
+        assert inst["name"] == zuul.node(req["nodes"][0])["external_id"]
+        zuul.finish(zuul.accept(rid))
+        wait_for(lambda: sim.instances() == [] and not zuul.nodes(), 30, what="deleted")
+    finally:
+        sup.stop()
 
 
 def test_upstream_fixture_serves_its_label(deployment, zuul, sims, tmp_path, sshd):
