@@ -483,12 +483,7 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 	a->polling = 1;
 	a->last_poll = now_s();
 	TAILQ_FOREACH(gm, &a->waiting, entry)
-	{
-		if (gm->seen != 2)
-			gm->seen = 1;
-		else
-			gm->seen = 1; /* each listing says anew */
-	}
+	gm->seen = 1; /* asked: the listing says listed (2) or absent (3) */
 	lister_start(a, poll_end, NULL, NULL);
 }
 

@@ -27,7 +27,9 @@
 /* A token is renewed this long before it expires (google-auth refreshes
  * within its clock-skew window of the expiry). */
 #define GCE_TOKEN_EARLY 300.0
-#define GCE_JWT_LIFE	3600
+/* ...and not used in its last seconds (calls wait for the new one). */
+#define GCE_TOKEN_LAST 10.0
+#define GCE_JWT_LIFE   3600
 
 /* ---- credentials ---------------------------------------------------------------- */
 
@@ -473,7 +475,9 @@ call_start(struct gce_call *c)
 	struct gce_api *a = c->a;
 
 	c->attempts++;
-	if (a->token == NULL || ratelimit_now() > a->token_exp - GCE_TOKEN_EARLY) {
+	if (a->token != NULL && ratelimit_now() > a->token_exp - GCE_TOKEN_EARLY)
+		token_fetch(a); /* renew early, in the background */
+	if (a->token == NULL || ratelimit_now() > a->token_exp - GCE_TOKEN_LAST) {
 		c->waiting_token = 1;
 		token_fetch(a);
 		return;
