@@ -321,8 +321,11 @@ static void
 session_event(struct zk *zk, enum zk_event ev, void *arg)
 {
 	struct webproc *wp = arg;
+	int suspended = wp->zk_state == ZK_EV_SUSPENDED;
 
-	wp->zk_state = ev;
+	/* a failed TLS handshake while suspended is still a suspension */
+	if (ev != ZK_EV_AUTH_FAILED || !suspended)
+		wp->zk_state = ev;
 	switch (ev) {
 	case ZK_EV_CONNECTED:
 		log_info("ZooKeeper session established (0x%llx)",
@@ -357,7 +360,11 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		wp->trimmed = 0;
 		break;
 	case ZK_EV_AUTH_FAILED:
-		log_error("ZooKeeper TLS handshake or authentication failed; retrying");
+		/* a warning, as in every process: also a server away behind a
+		 * proxy (the TCP connection taken, the handshake failing);
+		 * while suspended lib/zk's own line says so, once an outage */
+		if (!suspended)
+			log_warn("ZooKeeper TLS handshake or authentication failed; retrying");
 		break;
 	}
 }

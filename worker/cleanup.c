@@ -48,7 +48,9 @@ struct ndel {
 	struct zk_lock *lock;
 	struct np_node *node;
 	struct drv_delete d;
-	int why; /* 0 cleanup state; 1 READY node (age, capacity); 2 HOLD expired */
+	/* 0 cleanup state; 1 READY node (age, capacity); 2 HOLD expired;
+	 * 3 INIT node whose request is gone or failed (orphan_inits) */
+	int why;
 };
 
 static void
@@ -135,6 +137,8 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 			ok = cleanup_state(ns);
 		else if (x->why == 1)
 			ok = ns == NP_NODE_READY && x->node->allocated_to == NULL;
+		else if (x->why == 3)
+			ok = ns == NP_NODE_INIT;
 		else
 			ok = ns == NP_NODE_HOLD;
 		if (!ok) {
@@ -151,7 +155,7 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 	log_info("deleting node %s (%s, was %s)", x->id, x->node->type.n ? x->node->type.v[0] : "?",
 		 np_node_state_name(x->node->state));
 	np_node_set_state(x->node, NP_NODE_DELETING);
-	lc_store_node(lc, x->node, ndel_stored, x);
+	lc_store_node(lc, x->node, x->lock, ndel_stored, x);
 }
 
 static void
@@ -228,7 +232,7 @@ ndel_fast(struct ndel *x)
 	x->node = np_node_dup(n);
 	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
 		 np_node_state_name(n->state));
-	zk_multi(lc->zk, ops, 4, ndel_fast_done, x);
+	zk_multi_under(lc->zk, &x->lock, 1, ops, 4, ndel_fast_done, x);
 	return 1;
 }
 
@@ -316,7 +320,7 @@ dealloc_read(int rc, const char *data, int len, const struct zk_stat *st, void *
 	log_info("node %s: clearing allocation to vanished request %s", x->id, n->allocated_to);
 	free(n->allocated_to);
 	n->allocated_to = NULL;
-	lc_store_node(x->lc, n, dealloc_stored, x);
+	lc_store_node(x->lc, n, x->lock, dealloc_stored, x);
 	np_node_free(n);
 }
 
@@ -420,7 +424,7 @@ lost_store(struct lost *x)
 	np_strv_clear(&x->req->nodes);
 	snprintf(path, sizeof(path), "/nodepool/requests/%s", x->id);
 	json = np_request_encode(x->req, &len);
-	zk_set(x->lc->zk, path, json, (int)len, -1, lost_stored, x);
+	zk_set_under(x->lc->zk, &x->lock, 1, path, json, (int)len, -1, lost_stored, x);
 	free(json);
 }
 
@@ -474,7 +478,7 @@ lost_node_read(int rc, const char *data, int len, const struct zk_stat *st, void
 		np_node_set_state(n, NP_NODE_DELETING);
 	free(n->allocated_to);
 	n->allocated_to = NULL;
-	lc_store_node(y->x->lc, n, lost_node_stored, y);
+	lc_store_node(y->x->lc, n, y->lock, lost_node_stored, y);
 	np_node_free(n);
 }
 
@@ -697,6 +701,57 @@ cleanup_ages(struct launcher *lc)
 	}
 }
 
+/* Is a create for request req_id in flight in one of our handlers (its
+ * node may be INIT and unlocked for a moment, or its reply lost)? */
+static int
+creating_for(struct launcher *lc, const char *req_id)
+{
+	struct handler *h = lc_find_handler(lc, req_id);
+	size_t i;
+
+	for (i = 0; h != NULL && i < h->n_nodes; i++)
+		if (h->nodes[i].state == HN_CREATING)
+			return 1;
+	return 0;
+}
+
+/*
+ * Unlocked INIT nodes of ours whose request is gone or failed: a launch
+ * that never got past its create (the create's reply lost, the handler
+ * finished or its session ended before it locked the node) left a record
+ * nobody will take. Upstream's lost-request cleanup deletes such a node
+ * only while its request is still PENDING and unlocked (_resetLostRequest);
+ * once the request was declined, failed or deleted, upstream leaves it for
+ * ever (issue 27). A create of ours still in flight for the request is
+ * left alone: the node is INIT and unlocked until it is locked.
+ */
+static void
+orphan_inits(struct launcher *lc)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+
+	if (!zk_cache_synced(lc->requests))
+		return;
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd =
+		    LC_SUM(ents[i]) ? np_node_sum_full(LC_SUM(ents[i])) : NULL;
+		const struct np_request *r;
+		if (!ours(lc, nd) || nd->state != NP_NODE_INIT || ents[i]->locked > 0 ||
+		    lc_busy(lc, nd->id))
+			continue;
+		r = nd->allocated_to != NULL ? lc_request(lc, nd->allocated_to) : NULL;
+		if (r != NULL && r->state != NP_REQ_FAILED)
+			continue;
+		if (nd->allocated_to != NULL && creating_for(lc, nd->allocated_to))
+			continue;
+		log_info("node %s: removing INIT node of %s request %s", nd->id,
+			 r != NULL ? "failed" : "vanished",
+			 nd->allocated_to != NULL ? nd->allocated_to : "(none)");
+		delete_node(lc, nd->id, 3);
+	}
+}
+
 static void
 cleanup_empty_nodes(struct launcher *lc)
 {
@@ -720,6 +775,7 @@ cleanup_pass(struct launcher *lc)
 {
 	zk_children(lc->zk, "/nodepool/requests-lock", NULL, NULL, lockgc_children, lc);
 	cleanup_lost_requests(lc);
+	orphan_inits(lc);
 	cleanup_ages(lc);
 	cleanup_empty_nodes(lc);
 }

@@ -42,6 +42,7 @@ static void poll_handler(struct handler *h);
 static void label_need(struct launcher *lc, const struct lc_pool *pool, const char *label,
 		       struct drv_quota *q);
 static void vanish_step(struct handler *h);
+static void find_own_create(struct handler *h, size_t i);
 static void handler_finish(struct handler *h);
 
 static struct hop *
@@ -262,7 +263,7 @@ hn_release(struct handler *h, size_t i, int clear_allocation)
 	    (hn->state == HN_READY || hn->state == HN_BUILDING)) {
 		free(hn->node->allocated_to);
 		hn->node->allocated_to = NULL;
-		lc_store_node(h->lc, hn->node, NULL, NULL);
+		lc_store_node(h->lc, hn->node, hn->lock, NULL, NULL);
 	}
 	/* Fire-and-forget release: one session orders the store before the
 	 * contender's deletion, so nobody sees the node unlocked first. */
@@ -370,7 +371,8 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 	lc->counters.declined++;
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(h->req, &len);
-	zk_set(lc->zk, path, json, (int)len, -1, declined_stored, hop_new(h, (size_t)-1));
+	zk_set_under(lc->zk, &h->req_lock, 1, path, json, (int)len, -1, declined_stored,
+		     hop_new(h, (size_t)-1));
 	free(json);
 }
 
@@ -380,12 +382,30 @@ void
 handler_resynced(struct launcher *lc)
 {
 	struct handler *h, *next;
-	size_t i;
+	size_t i, k;
 	char *reason;
 
 	for (i = 0; i < lc->prov.n_pools; i++) {
 		for (h = TAILQ_FIRST(&lc->prov.pools[i].handlers); h != NULL; h = next) {
 			next = TAILQ_NEXT(h, entry);
+			/* creates that had no reply (new_node_created): a
+			 * reference held meanwhile, since run() may finish h */
+			h->ops++;
+			for (k = 0; lc_in_sync(lc) && k < h->n_nodes && h->state != H_DONE; k++) {
+				if (h->nodes[k].state == HN_CREATING &&
+				    h->nodes[k].create_unknown &&
+				    h->nodes[k].create_epoch != lc->sync_epoch)
+					find_own_create(h, k);
+			}
+			h->ops--;
+			if (h->state == H_DONE) {
+				if (h->ops == 0) {
+					if (h->detached)
+						TAILQ_REMOVE(&lc->zombies, h, entry);
+					handler_destroy(h);
+				}
+				continue;
+			}
 			if (h->state != H_DECLINE_WAIT)
 				continue;
 			reason = h->decline_reason;
@@ -414,7 +434,8 @@ release_to_requested(struct handler *h)
 	np_strv_clear(&h->req->nodes);
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(h->req, &len);
-	zk_set(h->lc->zk, path, json, (int)len, -1, declined_stored, hop_new(h, (size_t)-1));
+	zk_set_under(h->lc->zk, &h->req_lock, 1, path, json, (int)len, -1, declined_stored,
+		     hop_new(h, (size_t)-1));
 	free(json);
 	log_debug("request %s returned to requested: nodes busy", h->req_id);
 }
@@ -450,12 +471,32 @@ fulfilled_stored(int rc, const struct zk_stat *st, void *arg)
 	release_request_lock(h);
 }
 
+/* The request's lock and every node's (malloc'd; *n set): what a
+ * fulfilment is made under. A lock lost meanwhile fails it, as upstream's
+ * write after a lost session raises. */
+static struct zk_lock **
+handler_locks(const struct handler *h, int *n)
+{
+	struct zk_lock **v = calloc(h->n_nodes + 1, sizeof(*v));
+	size_t i;
+
+	if (v == NULL)
+		abort();
+	*n = 0;
+	v[(*n)++] = h->req_lock;
+	for (i = 0; i < h->n_nodes; i++)
+		v[(*n)++] = h->nodes[i].lock;
+	return v;
+}
+
 static void
 fulfil(struct handler *h)
 {
 	char path[160];
 	char *json;
 	size_t i, len;
+	struct zk_lock **locks;
+	int nlocks;
 
 	h->state = H_FULFILLING;
 	np_strv_clear(&h->req->nodes);
@@ -464,7 +505,10 @@ fulfil(struct handler *h)
 	np_request_set_state(h->req, NP_REQ_FULFILLED);
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(h->req, &len);
-	zk_set(h->lc->zk, path, json, (int)len, -1, fulfilled_stored, hop_new(h, (size_t)-1));
+	locks = handler_locks(h, &nlocks);
+	zk_set_under(h->lc->zk, locks, nlocks, path, json, (int)len, -1, fulfilled_stored,
+		     hop_new(h, (size_t)-1));
+	free(locks);
 	free(json);
 }
 
@@ -668,7 +712,7 @@ static void
 allocate_node(struct handler *h, size_t i)
 {
 	assign_to_request(h, h->nodes[i].node);
-	lc_store_node(h->lc, h->nodes[i].node, node_allocated, hop_new(h, i));
+	lc_store_node(h->lc, h->nodes[i].node, h->nodes[i].lock, node_allocated, hop_new(h, i));
 }
 
 static void
@@ -839,8 +883,18 @@ launch_stored(int rc, const struct zk_stat *st, void *arg)
 
 	if (hop_done(o, &h, &i))
 		return;
-	if (rc != ZOK)
-		lc_set_error(h->lc, "storing node %s: %s", h->nodes[i].node_id, zk_strerror(rc));
+	if (rc != ZOK) {
+		/* Not known to be stored (or stored by a session whose lock is
+		 * gone): the launch failed. The request is never fulfilled with
+		 * it: its requester would get a node still `building` to us,
+		 * or one it cannot lock (issue 27). */
+		lc_set_error(h->lc, "storing node %s: %s; its launch failed", h->nodes[i].node_id,
+			     zk_strerror(rc));
+		if (h->nodes[i].state == HN_READY) {
+			h->nodes[i].state = HN_FAILED;
+			h->failed = 1;
+		}
+	}
 	after_node_step(h);
 	if (h->state == H_RUNNING && !h->vanished)
 		poll_handler(h);
@@ -896,7 +950,7 @@ lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const c
 		free(hn->node->allocated_to);
 		hn->node->allocated_to = NULL;
 	}
-	lc_store_node(lc, hn->node, launch_stored, hop_new(h, i));
+	lc_store_node(lc, hn->node, hn->lock, launch_stored, hop_new(h, i));
 }
 
 /* The building node's own write finished (drv_store_node). */
@@ -937,7 +991,7 @@ lc_host_store_node(struct launcher *lc, const struct drv_launch *l)
 	}
 	log_debug("node %s: stored while building (external id %s)", hn->node->id,
 		  hn->node->external_id ? hn->node->external_id : "-");
-	lc_store_node(lc, hn->node, launch_node_stored, hop_new(h, o->idx));
+	lc_store_node(lc, hn->node, hn->lock, launch_node_stored, hop_new(h, o->idx));
 	return 0;
 }
 
@@ -991,30 +1045,17 @@ new_node_locked(struct zk_lock *lock, int rc, void *arg)
 	}
 	/* lock first, then BUILDING: an unlocked BUILDING node is an orphan */
 	np_node_set_state(hn->node, NP_NODE_BUILDING);
-	lc_store_node(h->lc, hn->node, node_building_stored, hop_new(h, i));
+	lc_store_node(h->lc, hn->node, hn->lock, node_building_stored, hop_new(h, i));
 }
 
+/* Node i's INIT record exists as id: lock it, then BUILDING. */
 static void
-new_node_created(int rc, const char *path, void *arg)
+new_node_take(struct handler *h, size_t i, const char *id)
 {
-	struct hop *o = arg;
-	struct handler *h;
-	size_t i;
-	struct hnode *hn;
-	const char *id;
+	struct hnode *hn = &h->nodes[i];
 	char lpath[128];
 
-	if (hop_done(o, &h, &i))
-		return;
-	hn = &h->nodes[i];
-	if (rc != ZOK) {
-		lc_set_error(h->lc, "creating node: %s", zk_strerror(rc));
-		hn->state = HN_FAILED;
-		h->failed = 1;
-		after_node_step(h);
-		return;
-	}
-	id = strrchr(path, '/') + 1;
+	hn->create_unknown = 0;
 	hn->node_id = strdup(id);
 	free(hn->node->id);
 	hn->node->id = strdup(id);
@@ -1025,6 +1066,90 @@ new_node_created(int rc, const char *path, void *arg)
 }
 
 static void
+new_node_created(int rc, const char *path, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
+		/* The create may have happened, its reply lost: find out once
+		 * the view is current again (handler_resynced), then go on
+		 * with the node or launch anew. */
+		log_warn("request %s: creating a node for %s: %s; looking for it once "
+			 "reconnected",
+			 h->req_id, hn->label, zk_strerror(rc));
+		hn->create_unknown = 1;
+		hn->create_epoch = h->lc->sync_epoch;
+		return;
+	}
+	if (rc != ZOK) {
+		lc_set_error(h->lc, "creating node: %s", zk_strerror(rc));
+		hn->state = HN_FAILED;
+		h->failed = 1;
+		after_node_step(h);
+		return;
+	}
+	new_node_take(h, i, strrchr(path, '/') + 1);
+}
+
+/*
+ * Node i's create had no reply and the view has been re-synced since: the
+ * record it wrote, if it landed, is in the node cache, found by what no
+ * other create shares (this pool's launcher id, the request, and a
+ * created_time unique in this process: start_launch). Found: the launch
+ * goes on with it. Not found: it did not land, and node i is launched
+ * again.
+ */
+static void
+find_own_create(struct handler *h, size_t i)
+{
+	struct launcher *lc = h->lc;
+	struct hnode *hn = &h->nodes[i];
+	const struct zk_cache_entry *const *ents;
+	int k, n = zk_cache_entries(lc->nodes, &ents);
+
+	for (k = 0; k < n; k++) {
+		const struct np_node *nd =
+		    LC_SUM(ents[k]) ? np_node_sum_full(LC_SUM(ents[k])) : NULL;
+		if (nd == NULL || nd->state != NP_NODE_INIT || nd->launcher == NULL ||
+		    nd->allocated_to == NULL || nd->created_time != hn->node->created_time ||
+		    strcmp(nd->launcher, h->pool->launcher_id) != 0 ||
+		    strcmp(nd->allocated_to, h->req_id) != 0 || lc_busy(lc, ents[k]->name))
+			continue;
+		log_info("request %s: node %s was created before the connection was lost; "
+			 "going on with it",
+			 h->req_id, ents[k]->name);
+		new_node_take(h, i, ents[k]->name);
+		return;
+	}
+	log_info("request %s: the node for %s was not created; launching again", h->req_id,
+		 hn->label);
+	hn->create_unknown = 0;
+	hn->state = HN_WANTED;
+	np_node_free(hn->node);
+	hn->node = NULL;
+	run(h);
+}
+
+/* The creation time of a new node: now, and later than any other this
+ * process gave (so that it tells one create from every other). */
+static double
+unique_created_time(double now)
+{
+	static double last;
+
+	if (now <= last)
+		now = nextafter(last, INFINITY);
+	last = now;
+	return now;
+}
+
+static void
 start_launch(struct handler *h, size_t i)
 {
 	struct hnode *hn = &h->nodes[i];
@@ -1032,7 +1157,7 @@ start_launch(struct handler *h, size_t i)
 	struct lc_pool *pool = h->pool;
 
 	np_node_set_state(n, NP_NODE_INIT);
-	n->created_time = n->state_time;
+	n->created_time = n->state_time = unique_created_time(n->state_time);
 	n->provider = strdup(pool->prov->name);
 	n->pool = strdup(pool->name);
 	n->launcher = strdup(pool->launcher_id);
@@ -1410,7 +1535,8 @@ request_read(int rc, const char *data, int len, const struct zk_stat *st, void *
 	np_request_set_state(r, NP_REQ_PENDING);
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(r, &jlen);
-	zk_set(h->lc->zk, path, json, (int)jlen, -1, accepted, hop_new(h, (size_t)-1));
+	zk_set_under(h->lc->zk, &h->req_lock, 1, path, json, (int)jlen, -1, accepted,
+		     hop_new(h, (size_t)-1));
 	free(json);
 }
 
@@ -1490,6 +1616,8 @@ fast_commit(struct handler *h)
 	char(*paths)[128];
 	char **jsons;
 	size_t i, n = h->n_nodes, len;
+	struct zk_lock **locks;
+	int nlocks;
 
 	ops = calloc(n + 1, sizeof(*ops));
 	paths = calloc(n + 1, sizeof(*paths));
@@ -1518,7 +1646,10 @@ fast_commit(struct handler *h)
 	ops[n].data = jsons[n];
 	ops[n].len = (int)len;
 	ops[n].version = h->req_version;
-	zk_multi(h->lc->zk, ops, (int)n + 1, fast_done, hop_new(h, (size_t)-1));
+	locks = handler_locks(h, &nlocks);
+	zk_multi_under(h->lc->zk, locks, nlocks, ops, (int)n + 1, fast_done,
+		       hop_new(h, (size_t)-1));
+	free(locks);
 	for (i = 0; i <= n; i++)
 		free(jsons[i]);
 	free(jsons);

@@ -757,9 +757,13 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		break;
 	case ZK_EV_AUTH_FAILED:
 		/* also a server that is away behind a proxy or load balancer
-		 * (the TCP connection is taken, the handshake fails) */
-		lc_set_error(lc, "ZooKeeper TLS handshake failed (server unreachable, or it "
-				 "refused our certificate); retrying");
+		 * (the TCP connection is taken, the handshake fails); while
+		 * suspended, lib/zk's own line says so: one line per outage */
+		snprintf(lc->last_error, sizeof(lc->last_error),
+			 "ZooKeeper TLS handshake failed (server unreachable, or it refused our "
+			 "certificate); retrying");
+		if (lc->zk_state != ZK_EV_SUSPENDED)
+			log_warn("%s", lc->last_error);
 		break;
 	}
 	notify_change(lc);
@@ -958,6 +962,17 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 			    lc->prov.driver_name,
 			    zk_is_connected(lc->zk) ? "connected" : "not connected",
 			    zk_pending(lc->zk));
+	{
+		struct zk_counters zc;
+
+		zk_counters(lc->zk, &zc);
+		evbuffer_add_printf(out,
+				    "  zk: %llu connections lost, %llu sessions expired, %llu "
+				    "connection errors, %llu operations sent again, %llu writes "
+				    "under a lost lock not sent\n",
+				    zc.losses, zc.expirations, zc.connect_errors, zc.resent,
+				    zc.lock_lost);
+	}
 	evbuffer_add_printf(
 	    out,
 	    "  counters: accepted %llu fulfilled %llu declined %llu failed %llu "
@@ -999,14 +1014,15 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 /* ---- node writes ---------------------------------------------------------- */
 
 void
-lc_store_node(struct launcher *lc, const struct np_node *n, zk_stat_cb cb, void *arg)
+lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock *lock, zk_stat_cb cb,
+	      void *arg)
 {
 	char path[128];
 	size_t len;
 	char *json = np_node_encode(n, &len);
 
 	snprintf(path, sizeof(path), "/nodepool/nodes/%s", n->id);
-	zk_set(lc->zk, path, json, (int)len, -1, cb, arg);
+	zk_set_under(lc->zk, &lock, lock != NULL, path, json, (int)len, -1, cb, arg);
 	free(json);
 }
 
@@ -1071,9 +1087,9 @@ lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lo
 	d->node = n;
 	d->lock = lock;
 	np_node_set_state(n, NP_NODE_DELETED);
-	lc_store_node(lc, n, NULL, NULL);
+	lc_store_node(lc, n, lock, NULL, NULL);
 	snprintf(path, sizeof(path), "/nodepool/nodes/%s", n->id);
-	zk_delete(lc->zk, path, -1, 1, node_record_deleted, d);
+	zk_delete_under(lc->zk, &d->lock, lock != NULL, path, -1, 1, node_record_deleted, d);
 }
 
 /* ---- driver services ------------------------------------------------------ */
@@ -1287,7 +1303,7 @@ upd_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 		lc_delete_node_record(lc, n, lock);
 		return;
 	}
-	lc_store_node(u->lc, u->node, upd_stored, u);
+	lc_store_node(u->lc, u->node, u->lock, upd_stored, u);
 }
 
 static void

@@ -124,6 +124,12 @@ struct hnode {
 	/* launching: the AZ given to the driver (the handler's chosen_az when
 	 * the launch started, borrowed; NULL = the cloud's choice) */
 	const char *az;
+	/* HN_CREATING whose create got no reply (a lost connection): it may
+	 * have happened. Looked for in the node cache (by its launcher,
+	 * allocated_to and created_time, which no other create shares) once
+	 * the view is re-synced after sync epoch create_epoch (issue 27). */
+	int create_unknown;
+	unsigned create_epoch;
 };
 
 enum handler_state {
@@ -303,8 +309,11 @@ void lc_busy_add(struct launcher *lc, const char *node_id);
 void lc_busy_del(struct launcher *lc, const char *node_id);
 /* The node's znode is deleted (see struct launcher's gone). */
 void lc_node_gone(struct launcher *lc, const char *node_id);
-/* Write a node (encode + set); cb may be NULL. */
-void lc_store_node(struct launcher *lc, const struct np_node *n, zk_stat_cb cb, void *arg);
+/* Write a node (encode + set) under lock (the node's lock, held: the write
+ * is never sent once the session that holds it has ended; zk_set_under),
+ * or NULL for none; cb may be NULL (it gets ZK_LOCK_LOST for a lock lost). */
+void lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock *lock,
+		   zk_stat_cb cb, void *arg);
 /* Create a new node znode (sequential); cb gets the path. */
 void lc_create_node(struct launcher *lc, const struct np_node *n, zk_string_cb cb, void *arg);
 /* Update our pool component (paused flag). */

@@ -104,7 +104,7 @@ mr_node_read(int rc, const char *data, int len, const struct zk_stat *st, void *
 	}
 	free(n->allocated_to);
 	n->allocated_to = NULL;
-	lc_store_node(y->m->lc, n, mr_node_stored, y);
+	lc_store_node(y->m->lc, n, y->lock, mr_node_stored, y);
 	np_node_free(n);
 }
 

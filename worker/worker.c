@@ -155,9 +155,20 @@ send_status(struct worker *w, int64_t seq)
 	if (lc != NULL && lc->zk != NULL)
 		st->zk_queue = zk_pending(lc->zk);
 	/* the figures nodepool-web serves on /metrics (through nodepoold) */
-	if (lc != NULL)
+	if (lc != NULL) {
+		struct zk_counters zc;
+		unsigned long long zv[METRICS_ZK_COUNT];
+
 		metrics_set_requests(w->provider, lc->counters.accepted, lc->counters.fulfilled,
 				     lc->counters.declined, lc->counters.failed);
+		zk_counters(lc->zk, &zc);
+		zv[0] = zc.losses;
+		zv[1] = zc.expirations;
+		zv[2] = zc.connect_errors;
+		zv[3] = zc.resent;
+		zv[4] = zc.lock_lost;
+		metrics_set_zookeeper(w->provider, zv);
+	}
 	{
 		json_t *rec = metrics_pub_live(w->metrics_pub);
 		if (rec != NULL)

@@ -26,6 +26,8 @@ const double metrics_buckets[METRICS_NBUCKETS] = {0.1, 0.5, 1,	 2.5, 5,    10,	 
 static const char *const phase_names[METRICS_PHASE_COUNT] = {"quota_wait", "create", "boot",
 							     "keyscan", "total"};
 static const char *const request_keys[4] = {"accepted", "fulfilled", "declined", "failed"};
+static const char *const zk_keys[METRICS_ZK_COUNT] = {"connection_losses", "expirations",
+						      "connect_errors", "resent", "lock_lost"};
 
 const char *
 metrics_phase_name(int phase)
@@ -52,6 +54,7 @@ struct prov_metrics {
 	json_t *launches; /* result -> count */
 	struct hist phases[METRICS_PHASE_COUNT];
 	unsigned long long requests[4];
+	unsigned long long zookeeper[METRICS_ZK_COUNT];
 };
 
 static struct prov_metrics *provs;
@@ -214,6 +217,14 @@ metrics_set_requests(const char *provider, unsigned long long accepted,
 	p->requests[3] = failed;
 }
 
+void
+metrics_set_zookeeper(const char *provider, const unsigned long long counts[METRICS_ZK_COUNT])
+{
+	struct prov_metrics *p = prov_get(provider);
+
+	memcpy(p->zookeeper, counts, sizeof(p->zookeeper));
+}
+
 static long long
 jint(const json_t *o, const char *k)
 {
@@ -275,6 +286,11 @@ metrics_record(const char *provider, const json_t *base)
 		json_object_set_new(
 		    requests, request_keys[i],
 		    json_integer(jint(requests, request_keys[i]) + (long long)p->requests[i]));
+	requests = obj_child(r, "zookeeper");
+	for (i = 0; i < METRICS_ZK_COUNT; i++)
+		json_object_set_new(
+		    requests, zk_keys[i],
+		    json_integer(jint(requests, zk_keys[i]) + (long long)p->zookeeper[i]));
 	return r;
 }
 
@@ -764,6 +780,13 @@ render_record(struct out *o, const json_t *r, int what)
 		     s > 1 ? s - 1 : 0);
 		break;
 	}
+	case 5:
+		for (i = 0; i < METRICS_ZK_COUNT; i++)
+			outf(o,
+			     "nodepool_zookeeper_events_total{provider=\"%s\",event=\"%s\"} %lld\n",
+			     esc(prov), zk_keys[i],
+			     jint(json_object_get(r, "zookeeper"), zk_keys[i]));
+		break;
 	}
 }
 
@@ -806,7 +829,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	long long reqs[NP_REQ_STATE_COUNT] = {0};
 	size_t j;
 	int i, n, st, what, unread_nodes = 0;
-	static const char *const help[5][3] = {
+	static const char *const help[6][3] = {
 	    {"nodepool_launches_total", "counter", "Node launches by provider and result."},
 	    {"nodepool_launch_duration_seconds", "histogram",
 	     "Node launch duration by provider and phase."},
@@ -815,6 +838,10 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	    {"nodepool_worker_starts_total", "counter", "Starts of each provider's worker."},
 	    {"nodepool_worker_restarts_total", "counter",
 	     "Restarts of each provider's worker (starts after the first)."},
+	    {"nodepool_zookeeper_events_total", "counter",
+	     "ZooKeeper connection events of each provider's worker: connections lost, "
+	     "sessions expired, connection errors, operations sent again after a lost "
+	     "connection, writes not sent because their lock went with a session."},
 	};
 
 	/* nodes */
@@ -909,7 +936,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 			json_array_append(recs, r);
 	}
 	json_decref(lives);
-	for (what = 0; what < 5; what++) {
+	for (what = 0; what < 6; what++) {
 		outf(&o, "# HELP %s %s\n# TYPE %s %s\n", help[what][0], help[what][2],
 		     help[what][0], help[what][1]);
 		json_array_foreach(recs, j, r) render_record(&o, r, what);

@@ -86,6 +86,12 @@ void metrics_launch_done(const char *provider, const char *az, const char *reque
 			 int drv_result, double seconds);
 void metrics_launch_result(const char *provider, const char *az, const char *requestor,
 			   const char *result, double seconds);
+/* ZooKeeper connection counters of this process (absolute since it
+ * started), as zk_counters (zk.h): record "zookeeper": {connection_losses,
+ * expirations, connect_errors, resent, lock_lost}; /metrics
+ * nodepool_zookeeper_events_total{provider, event}. */
+#define METRICS_ZK_COUNT 5
+void metrics_set_zookeeper(const char *provider, const unsigned long long counts[METRICS_ZK_COUNT]);
 /* Request handling counters of this process (absolute since it started). */
 void metrics_set_requests(const char *provider, unsigned long long accepted,
 			  unsigned long long fulfilled, unsigned long long declined,

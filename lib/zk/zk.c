@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,8 @@ struct zk_call {
 	int version;		  /* set, delete */
 	int recursive;		  /* delete */
 	int resent;		  /* sent again at least once: its first try may have landed */
+	int under;		  /* a write under locks (zk_set_under...): sent only in */
+	unsigned under_gen;	  /* this session, the one its locks were held in */
 	struct zk_multi_op *mops; /* multi: deep copy (paths, data owned) */
 	int mcount;
 	struct zk_call *pnext; /* zk->parked, in submission order */
@@ -201,6 +204,14 @@ struct zk {
 	int connected;
 	int handle_connected; /* this handle has been connected once */
 	int tls_reported;     /* AUTH_FAILED sent since the last connect */
+	/* an outage: the C client's connection errors after its first are
+	 * counted, not logged (set and read by its I/O thread's log
+	 * callback, cleared by the loop once connected) */
+	atomic_int err_logged;
+	atomic_ullong conn_errors;
+	unsigned long long errors_at_loss; /* conn_errors when the outage began */
+	double away_since;		   /* monotonic s the outage began, 0: none */
+	struct zk_counters counters;	   /* the loop's own (zk_counters) */
 	int64_t session_id;
 	double restart_delay;
 	struct event *restart_ev;
@@ -479,10 +490,12 @@ static double slot_last_t[ZK_LOG_SLOTS + 1];
 
 /*
  * Log one C client line: "<time>:<pid>(<tid>):ZOO_<LEVEL>@<func>@<line>: msg".
- * Its errors are mostly connection failures it retries by itself, so they
- * are warnings (a repeat of the previous one within a minute is debug, to
- * keep a refused TLS handshake retried every few hundred ms from flooding
- * the log); everything else is debug. Called with slot_mu held.
+ * Its errors are mostly connection failures it retries by itself: of a
+ * zk's, the first since it was last connected is a warning and the rest
+ * of the outage debug (counted; zk_session_item sums the outage up when
+ * connected again). Lines of no zk (logged before its callback is set)
+ * are warnings, a repeat of the previous one within a minute debug.
+ * Everything else is debug. Called with slot_mu held.
  */
 static void
 zk_log_line(int slot, struct zk *zk, const char *line)
@@ -512,8 +525,19 @@ zk_log_line(int slot, struct zk *zk, const char *line)
 		return;
 	}
 	t = zk_now();
-	if (strncmp(slot_last[slot], msg, sizeof(slot_last[0]) - 1) == 0 &&
-	    t - slot_last_t[slot] < 60)
+	if (zk != NULL) {
+		/* One line per outage: every address of an ensemble failing
+		 * every 50-100 ms made ~40 lines a second (issue 27). The
+		 * count and the outage's length are logged on reconnection. */
+		atomic_fetch_add(&zk->conn_errors, 1);
+		if (atomic_exchange(&zk->err_logged, 1))
+			log_debug("zookeeper client: %s", msg);
+		else
+			log_warn("zookeeper client: %s (further connection errors are counted, "
+				 "not logged, until connected)",
+				 msg);
+	} else if (strncmp(slot_last[slot], msg, sizeof(slot_last[0]) - 1) == 0 &&
+		   t - slot_last_t[slot] < 60)
 		log_debug("zookeeper client: %s", msg);
 	else
 		log_warn("zookeeper client: %s", msg);
@@ -893,9 +917,11 @@ call_finish(struct zk *zk, struct zk_call *c, struct zk_result *r)
 	}
 	if (c->retry && (r->rc == ZCONNECTIONLOSS || r->rc == ZOPERATIONTIMEOUT) && !zk->closing &&
 	    c->gen != zk->gen)
-		r->rc = ZSESSIONEXPIRED; /* lost with the session it was sent in */
+		r->rc = c->under ? ZK_LOCK_LOST : ZSESSIONEXPIRED; /* lost with its session */
 	r->path = c->path;
 	r->gen = c->gen;
+	if (r->rc == ZK_LOCK_LOST)
+		zk->counters.lock_lost++;
 	if (c->cb != NULL && (!zk->closing || c->always))
 		c->cb(r, c->arg);
 	call_free(zk, c);
@@ -1252,9 +1278,18 @@ flush_parked(struct zk *zk)
 	for (; c != NULL; c = next) {
 		next = c->pnext;
 		c->pnext = NULL;
+		if (c->under && c->under_gen != zk->gen) {
+			/* its locks went with the session it was made in */
+			c->retry = 0;
+			log_info("zookeeper: %s under a lock of an ended session not sent again",
+				 c->path);
+			call_finish_rc(zk, c, ZK_LOCK_LOST);
+			continue;
+		}
 		resend(zk, c);
 		n++;
 	}
+	zk->counters.resent += (unsigned long long)n;
 	if (n > 0)
 		log_info("zookeeper: %d operation%s interrupted by the lost connection sent again",
 			 n, n == 1 ? "" : "s");
@@ -1271,7 +1306,7 @@ fail_parked(struct zk *zk, int rc)
 		next = c->pnext;
 		c->pnext = NULL;
 		c->retry = 0;
-		call_finish_rc(zk, c, rc);
+		call_finish_rc(zk, c, c->under && rc == ZSESSIONEXPIRED ? ZK_LOCK_LOST : rc);
 	}
 }
 
@@ -1406,10 +1441,29 @@ zk_start_handle(struct zk *zk)
 	return 0;
 }
 
+/* The outage just ended, for the connection's log line: "" when there was
+ * none (or nothing failed in it). */
+static void
+outage_summary(struct zk *zk, char *buf, size_t len)
+{
+	unsigned long long errs = atomic_load(&zk->conn_errors) - zk->errors_at_loss;
+
+	buf[0] = '\0';
+	if (zk->away_since > 0)
+		snprintf(buf, len, " (away %.1f s, %llu connection error%s)",
+			 zk_now() - zk->away_since, errs, errs == 1 ? "" : "s");
+	else if (errs > 0)
+		snprintf(buf, len, " (after %llu connection error%s)", errs, errs == 1 ? "" : "s");
+	zk->away_since = 0;
+	zk->errors_at_loss = atomic_load(&zk->conn_errors);
+	atomic_store(&zk->err_logged, 0);
+}
+
 static void
 zk_session_item(struct zk *zk, struct zk_item *it)
 {
 	const clientid_t *cid;
+	char away[96];
 
 	if (it->zh != zk->zh || zk->closing)
 		return; /* an event of a handle already closed */
@@ -1421,11 +1475,12 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		zk->restart_delay = ZK_RESTART_MIN;
 		cid = zoo_client_id(zk->zh);
 		zk->session_id = cid != NULL ? cid->client_id : 0;
+		outage_summary(zk, away, sizeof(away));
 		trees_send(zk);
 		flush_parked(zk);
 		if (zk->handle_connected) {
-			log_info("zookeeper: reconnected, session 0x%llx",
-				 (unsigned long long)zk->session_id);
+			log_info("zookeeper: reconnected, session 0x%llx%s",
+				 (unsigned long long)zk->session_id, away);
 			/* a round of catch-ups (zk_catchup_begin) from the
 			 * point the C client held at the first lost
 			 * connection not caught up from yet */
@@ -1442,18 +1497,21 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 			zk->handle_connected = 1;
 			zk->cu_round++; /* a new session loads everything */
 			zk->cu_done = 1;
-			log_info("zookeeper: connected, session 0x%llx",
-				 (unsigned long long)zk->session_id);
+			log_info("zookeeper: connected, session 0x%llx%s",
+				 (unsigned long long)zk->session_id, away);
 			zk_emit(zk, ZK_EV_CONNECTED);
 		}
 	} else if (it->state == ZOO_CONNECTING_STATE || it->state == ZOO_ASSOCIATING_STATE) {
 		if (!zk->connected)
 			return;
 		zk->connected = 0;
+		zk->counters.losses++;
+		zk->away_since = zk_now();
 		log_warn("zookeeper: connection lost, session 0x%llx suspended",
 			 (unsigned long long)zk->session_id);
 		zk_emit(zk, ZK_EV_SUSPENDED);
 	} else if (it->state == ZOO_EXPIRED_SESSION_STATE) {
+		zk->counters.expirations++;
 		log_warn("zookeeper: session 0x%llx expired; starting a new one",
 			 (unsigned long long)zk->session_id);
 		zk->cu_round++; /* a new session loads everything */
@@ -1837,6 +1895,16 @@ zk_watch_counts(const struct zk *zk, int counts[5])
 	return zoo_watch_counts(zk->zh, counts);
 }
 
+void
+zk_counters(const struct zk *zk, struct zk_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (zk == NULL)
+		return;
+	*out = zk->counters;
+	out->connect_errors = atomic_load(&((struct zk *)zk)->conn_errors);
+}
+
 int
 zk_pending(const struct zk *zk)
 {
@@ -1851,6 +1919,8 @@ zk_strerror(int rc)
 		return "lock is held by another contender";
 	case ZK_LOCK_TIMEOUT:
 		return "timed out waiting for the lock";
+	case ZK_LOCK_LOST:
+		return "not sent: the lock it was made under is no longer held";
 	default:
 		return zerror(rc);
 	}
@@ -2129,6 +2199,7 @@ static struct zk_call *
 submit(struct zk *zk, const struct zk_req *req)
 {
 	struct zk_call *c = call_new(zk, req->kind, req->path);
+	int i, bad = ZOK;
 
 	c->cb = req->cb;
 	c->arg = req->arg;
@@ -2138,22 +2209,35 @@ submit(struct zk *zk, const struct zk_req *req)
 	c->version = req->version;
 	c->recursive = req->recursive;
 	c->retry = req->retry;
-	if (!path_ok(req->path, req->kind == ZK_OP_CREATE && (req->flags & ZOO_SEQUENCE))) {
+	for (i = 0; i < req->nlocks; i++) {
+		if (!zk_lock_held_in(req->locks[i], zk->gen)) {
+			bad = ZK_LOCK_LOST;
+			break;
+		}
+	}
+	if (req->nlocks > 0) {
+		c->under = 1;
+		c->under_gen = zk->gen;
+	}
+	if (bad == ZOK &&
+	    !path_ok(req->path, req->kind == ZK_OP_CREATE && (req->flags & ZOO_SEQUENCE)))
+		bad = ZBADARGUMENTS;
+	if (bad != ZOK) {
+		/* reported on the loop, as every outcome */
 		struct zk_item *it;
 		struct zk_rq *rq = rq_new(zk);
 
+		c->retry = 0;
 		rq->call = c;
 		rq->kind = ZK_OP_GET;
 		rq->path = xstrdup("");
 		c->outstanding++;
-		it = item_new(IT_RESULT, ZBADARGUMENTS);
+		it = item_new(IT_RESULT, bad);
 		it->rq = rq;
 		enqueue(zk, it);
 		return c;
 	}
 	if (c->retry) {
-		int i;
-
 		if (req->kind == ZK_OP_SET) {
 			c->len = req->data != NULL && req->len > 0 ? req->len : 0;
 			c->data = xmalloc((size_t)c->len + 1);
@@ -2340,6 +2424,49 @@ zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb
 {
 	/* the call's path is only reported; the ops carry their own */
 	struct zk_req req = {.kind = ZK_OP_MULTI, .path = "/", .mops = ops, .mcount = count};
+
+	pub_call(zk, &req, PUB_MULTI, arg)->pcb.m = cb;
+}
+
+void
+zk_set_under(struct zk *zk, struct zk_lock *const *locks, int nlocks, const char *path,
+	     const void *data, int len, int version, zk_stat_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_SET,
+			     .path = path,
+			     .data = data,
+			     .len = len,
+			     .version = version,
+			     .locks = locks,
+			     .nlocks = nlocks};
+
+	pub_call(zk, &req, PUB_STAT, arg)->pcb.st = cb;
+}
+
+void
+zk_delete_under(struct zk *zk, struct zk_lock *const *locks, int nlocks, const char *path,
+		int version, int recursive, zk_void_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_DELETE,
+			     .path = path,
+			     .version = version,
+			     .recursive = recursive,
+			     .locks = locks,
+			     .nlocks = nlocks};
+
+	pub_call(zk, &req, PUB_VOID, arg)->pcb.v = cb;
+}
+
+void
+zk_multi_under(struct zk *zk, struct zk_lock *const *locks, int nlocks,
+	       const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_MULTI,
+			     .path = "/",
+			     .mops = ops,
+			     .mcount = count,
+			     .locks = locks,
+			     .nlocks = nlocks};
 
 	pub_call(zk, &req, PUB_MULTI, arg)->pcb.m = cb;
 }

@@ -13,10 +13,13 @@
  *
  * Paths are absolute inside the chroot given in the host string (as kazoo).
  *
- * The C client's own log lines go through lib/core/log.h: its errors (mostly
- * connection failures it retries) as warnings, the same one repeated within
- * a minute and everything else at debug level (the C client logs beyond
- * errors only when log_get_level() is LOG_LVL_DEBUG at zk_new()).
+ * The C client's own log lines go through lib/core/log.h: the first of its
+ * errors (mostly connection failures it retries) since the session was
+ * last connected as a warning, the others of that outage at debug level
+ * (counted: zk_counters), and the outage summed up in the line that says
+ * the connection is back; everything else at debug level (the C client
+ * logs beyond errors only when log_get_level() is LOG_LVL_DEBUG at
+ * zk_new()).
  */
 #ifndef NP_ZK_H
 #define NP_ZK_H
@@ -27,6 +30,7 @@
 
 struct event_base;
 struct zk;
+struct zk_lock;
 
 /* Session events, as kazoo's states. */
 enum zk_event {
@@ -96,6 +100,20 @@ int64_t zk_session_id(const struct zk *zk);
 const char *zk_strerror(int rc);
 /* Operations submitted and not yet completed (a gauge for status/metrics). */
 int zk_pending(const struct zk *zk);
+/*
+ * What befell the connection since zk_new (counters for status and
+ * /metrics, issue 27): losses, connections lost (ZK_EV_SUSPENDED);
+ * expirations, sessions expired; connect_errors, the C client's failed
+ * connection attempts and other errors it logged (one line is logged per
+ * outage, the rest only counted; the count and the outage's length are
+ * in the "reconnected" line); resent, operations sent again after a lost
+ * connection (zk_set_retry); lock_lost, writes under a lock not sent
+ * since its session had ended (zk_set_under).
+ */
+struct zk_counters {
+	unsigned long long losses, expirations, connect_errors, resent, lock_lost;
+};
+void zk_counters(const struct zk *zk, struct zk_counters *out);
 /*
  * The C client's session id and password of the current session (what
  * zookeeper_init() takes to resume a session; tests use it to force an
@@ -209,6 +227,30 @@ typedef void (*zk_multi_cb)(int rc, int count, const struct zk_multi_result *res
 void zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);
 
 /*
+ * Writes made under locks (a node's record under its node lock, a
+ * request's under its request lock: upstream Nodepool writes either only
+ * while it holds the lock). As zk_set, zk_delete and zk_multi, and the
+ * retry queue (zk_set_retry) knows which locks the write depends on:
+ * locks[0..nlocks) must all be held (zk_lock_is_held) in the current
+ * session when the write is submitted, else nothing is sent and cb gets
+ * ZK_LOCK_LOST (on the loop); a write parked for a lost connection is
+ * sent again only in the session its locks were held in: once that
+ * session has ended (expiry, or a new session after an authentication
+ * failure) it ends with ZK_LOCK_LOST, never sent on the new session,
+ * since the locks went with the old one and the write would act for a
+ * holder that no longer exists (issue 27: a fulfilment re-sent after an
+ * expiry handed over a node its requester could not lock). A lock may be
+ * released (or freed) after the write is submitted: the release is
+ * ordered after it, as every call of a session. locks are not kept.
+ */
+void zk_set_under(struct zk *zk, struct zk_lock *const *locks, int nlocks, const char *path,
+		  const void *data, int len, int version, zk_stat_cb cb, void *arg);
+void zk_delete_under(struct zk *zk, struct zk_lock *const *locks, int nlocks, const char *path,
+		     int version, int recursive, zk_void_cb cb, void *arg);
+void zk_multi_under(struct zk *zk, struct zk_lock *const *locks, int nlocks,
+		    const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);
+
+/*
  * Synchronous forms for command-line tools and tests: they run the loop
  * until the operation completes (or, zk_wait_connected aside, twice the
  * session timeout passes: ZOPERATIONTIMEOUT). Requests fail with
@@ -238,8 +280,10 @@ void zk_strings_free(int count, char **names);
  * (parsed from the "__lock__" suffix, not the lowest name).
  */
 enum {
-	ZK_LOCK_BUSY = -1000,	/* non-blocking acquire: someone else holds it */
-	ZK_LOCK_TIMEOUT = -1001 /* blocking acquire: timed out */
+	ZK_LOCK_BUSY = -1000,	 /* non-blocking acquire: someone else holds it */
+	ZK_LOCK_TIMEOUT = -1001, /* blocking acquire: timed out */
+	ZK_LOCK_LOST = -1002	 /* a write under a lock (zk_set_under...) whose lock
+				    is not held in the current session: not sent */
 };
 /* ZK_LOCK_NO_RESURRECT: create only the last path component of a missing lock
  * dir; if its parent is gone, acquire fails with ZNONODE. Used for node locks

@@ -72,6 +72,7 @@ struct zk_lock {
 	void *rarg;
 	int drop_rc;	  /* DROPPING for a failed acquisition: what to report */
 	int drop_release; /* DROPPING for a release (else for an acquisition) */
+	unsigned gen;	  /* L_HELD: the session generation it was acquired in */
 	char watch_owner; /* its address tags the predecessor watch */
 	struct zk_listener listener;
 };
@@ -227,6 +228,7 @@ finish(struct zk_lock *lock, int rc)
 
 	evtimer_del(lock->deadline);
 	lock->state = rc == ZOK ? L_HELD : L_IDLE;
+	lock->gen = zk_session_gen(lock->zk);
 	lock->cb = NULL;
 	if (rc != ZOK)
 		log_debug("zk lock %s: not acquired: %s", lock->path, zk_strerror(rc));
@@ -782,6 +784,12 @@ int
 zk_lock_is_held(const struct zk_lock *lock)
 {
 	return lock != NULL && lock->state == L_HELD;
+}
+
+int
+zk_lock_held_in(const struct zk_lock *lock, unsigned gen)
+{
+	return lock != NULL && lock->state == L_HELD && lock->gen == gen;
 }
 
 const char *

@@ -77,8 +77,16 @@ struct zk_req {
 	/* after a lost connection in its session, send it again once
 	 * connected (see zk_set_retry) instead of reporting ZCONNECTIONLOSS */
 	int retry;
+	/* a write under locks (zk_set_under...): every one must be held in
+	 * the current session, and the call is sent (again) only in it */
+	struct zk_lock *const *locks;
+	int nlocks;
 };
 void zk_submit(struct zk *zk, const struct zk_req *req);
+
+/* 1 when lock is held and was acquired in session generation gen
+ * (zk_session_gen): what a write under it needs. */
+int zk_lock_held_in(const struct zk_lock *lock, unsigned gen);
 
 /*
  * Catching up after a lost connection in a session that was kept, for a

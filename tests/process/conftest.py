@@ -46,6 +46,7 @@ def zk_server():
             k, v = line.replace("export ", "").strip().split("=", 1)
             env[k] = v
     host, port = env["NP_TEST_ZK_TLS"].rsplit(":", 1)
+    os.environ["NP_TEST_ZK"] = env["NP_TEST_ZK"]  # its plain port (tests/process/zkwire.py)
     try:
         yield host, int(port), env["NP_TEST_CERTS"]
     finally:

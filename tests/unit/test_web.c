@@ -359,3 +359,39 @@ Test(metrics, records_add_up_and_render)
 	json_decref(base);
 	metrics_clear();
 }
+
+/* The ZooKeeper connection counters of a worker (issue 27): added to the
+ * record read back, and on /metrics by event. */
+Test(metrics, zookeeper_counters_add_up_and_render)
+{
+	const unsigned long long counts[METRICS_ZK_COUNT] = {3, 1, 120, 7, 2};
+	json_t *base, *rec, *recs, *z;
+	struct status_view v;
+	char *text;
+
+	metrics_clear();
+	metrics_set_zookeeper("rax", counts);
+	base = json_loads("{\"provider\": \"rax\", \"zookeeper\": {\"connection_losses\": 2}}", 0,
+			  NULL);
+	rec = metrics_record("rax", base);
+	z = json_object_get(rec, "zookeeper");
+	cr_assert_eq(json_integer_value(json_object_get(z, "connection_losses")), 5);
+	cr_assert_eq(json_integer_value(json_object_get(z, "expirations")), 1);
+	cr_assert_eq(json_integer_value(json_object_get(z, "connect_errors")), 120);
+	cr_assert_eq(json_integer_value(json_object_get(z, "resent")), 7);
+	cr_assert_eq(json_integer_value(json_object_get(z, "lock_lost")), 2);
+	recs = json_pack("[O]", rec);
+	memset(&v, 0, sizeof(v));
+	text = metrics_render(&v, recs, NULL);
+	cr_assert(strstr(text, "# TYPE nodepool_zookeeper_events_total counter\n"), "%s", text);
+	cr_assert(strstr(text, "nodepool_zookeeper_events_total{provider=\"rax\","
+			       "event=\"connection_losses\"} 5\n"),
+		  "%s", text);
+	cr_assert(strstr(text, "nodepool_zookeeper_events_total{provider=\"rax\","
+			       "event=\"lock_lost\"} 2\n"));
+	free(text);
+	json_decref(recs);
+	json_decref(rec);
+	json_decref(base);
+	metrics_clear();
+}

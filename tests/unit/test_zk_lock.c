@@ -590,3 +590,137 @@ Test(zk_lock, free_while_disconnected_deletes_the_contender_later)
 	zk_free(d);
 	testzk_proxy_stop(px);
 }
+
+/* ---- writes under a lock (zk_set_under...; issue 27) ---------------------- */
+
+struct under {
+	struct zk *zk;
+	struct zk_lock *lock;
+	int calls, rc;
+	/* what the callback submits (as worker/handler.c did: a failed node
+	 * store went on to fulfil the request) */
+	int nested_calls, nested_rc;
+	int plain_calls, plain_rc;
+};
+
+static void
+nested_done(int rc, const struct zk_stat *st, void *arg)
+{
+	struct under *u = arg;
+
+	u->nested_calls++;
+	u->nested_rc = rc;
+}
+
+static void
+plain_done(int rc, const struct zk_stat *st, void *arg)
+{
+	struct under *u = arg;
+
+	u->plain_calls++;
+	u->plain_rc = rc;
+}
+
+static void
+under_done(int rc, const struct zk_stat *st, void *arg)
+{
+	struct under *u = arg;
+
+	u->calls++;
+	u->rc = rc;
+	if (u->zk == NULL)
+		return;
+	zk_set_under(u->zk, &u->lock, 1, "/u", "3", 1, -1, nested_done, u);
+	zk_set(u->zk, "/plain", "p", 1, -1, plain_done, u);
+}
+
+static int
+data_is(struct zk *zk, const char *path, const char *want)
+{
+	char *data = NULL;
+	int len = 0, ok;
+
+	cr_assert_eq(zk_sync_get(zk, path, &data, &len, NULL), ZOK);
+	ok = len == (int)strlen(want) && memcmp(data, want, (size_t)len) == 0;
+	free(data);
+	return ok;
+}
+
+static int
+under_back(void *arg)
+{
+	struct under *u = arg;
+
+	return u->nested_calls > 0 && u->plain_calls > 0;
+}
+
+/*
+ * A write under a lock is sent only while the lock is held in the session
+ * it is sent in: one parked by a lost connection is not sent again once
+ * that session has expired, nor is one submitted (from the failure's own
+ * callback) before the loop hears of the expiry; writes that depend on no
+ * lock still are. A lock taken again in the new session is good again.
+ */
+Test(zk_lock, writes_under_a_lock_end_with_its_session)
+{
+	const char *path;
+	const char *direct = testzk_chroot(0, &path);
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(0));
+	struct sess s = {0};
+	struct zk *d = second(direct), *a;
+	struct zk_lock *idle;
+	struct under u = {0}, first = {0}, never = {0};
+
+	cr_assert_eq(zk_sync_create(d, "/u", "0", 1, 0, 0, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(d, "/plain", "0", 1, 0, 0, NULL), ZOK);
+	a = testzk_session(base, testzk_proxy_hosts(px, path), 0, sess_cb, &s);
+	zk_set_retry(a, 1);
+	s.lock = zk_lock_new(a, "/u-lock", NULL, 0);
+	idle = zk_lock_new(a, "/u-lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(s.lock, 0), ZOK);
+
+	/* held: written */
+	zk_set_under(a, &s.lock, 1, "/u", "1", 1, -1, under_done, &first);
+	cr_assert(testzk_run_flag(base, &first.calls, 10));
+	cr_assert_eq(first.rc, ZOK, "%s", zk_strerror(first.rc));
+	cr_assert(data_is(d, "/u", "1"));
+	/* a lock not held: nothing sent */
+	zk_set_under(a, &idle, 1, "/u", "x", 1, -1, under_done, &never);
+	cr_assert(testzk_run_flag(base, &never.calls, 10));
+	cr_assert_eq(never.rc, ZK_LOCK_LOST, "%s", zk_strerror(never.rc));
+
+	/* cut off: the write waits for the connection */
+	testzk_proxy_refuse(px, 1);
+	testzk_proxy_drop(px);
+	testzk_run_for(base, 0.3);
+	u.zk = a;
+	u.lock = s.lock;
+	zk_set_under(a, &s.lock, 1, "/u", "2", 1, -1, under_done, &u);
+	testzk_run_for(base, 0.5);
+	cr_assert_eq(u.calls, 0, "parked while disconnected");
+	/* the session ends while we are away; then the link is back */
+	cr_assert_eq(testzk_expire(a), 0);
+	testzk_proxy_refuse(px, 0);
+	cr_assert(testzk_run_until(base, back, &s, 30));
+	cr_assert(testzk_run_until(base, under_back, &u, 20));
+	cr_assert_eq(u.calls, 1);
+	cr_assert_eq(u.rc, ZK_LOCK_LOST, "%s", zk_strerror(u.rc));
+	cr_assert_eq(u.nested_rc, ZK_LOCK_LOST, "%s", zk_strerror(u.nested_rc));
+	cr_assert_eq(u.plain_rc, ZOK, "a write under no lock goes on: %s", zk_strerror(u.plain_rc));
+	cr_assert(data_is(d, "/plain", "p"));
+	testzk_run_for(base, 0.5);
+	cr_assert(data_is(d, "/u", "1"), "nothing under the lost lock reached the server");
+
+	/* taken again in the new session: writes go again */
+	cr_assert_eq(zk_lock_sync_acquire(s.lock, 0), ZOK);
+	memset(&first, 0, sizeof(first));
+	zk_set_under(a, &s.lock, 1, "/u", "4", 1, -1, under_done, &first);
+	cr_assert(testzk_run_flag(base, &first.calls, 10));
+	cr_assert_eq(first.rc, ZOK);
+	cr_assert(data_is(d, "/u", "4"));
+	zk_lock_free(s.lock);
+	zk_lock_free(idle);
+	zk_free(a);
+	zk_free(d);
+	testzk_proxy_stop(px);
+}
