@@ -284,8 +284,9 @@ struct gce_api {
 	int max_retries;
 	double backoff_max;
 	/* the access token */
-	char *token;	  /* "Authorization: Bearer ..." */
-	double token_exp; /* monotonic s */
+	char *token;	    /* "Authorization: Bearer ..." */
+	double token_exp;   /* monotonic s */
+	unsigned token_gen; /* tokens fetched: which one a call was sent with */
 	struct http_req *token_req;
 	struct event *token_retry_ev;
 	struct event *token_fail_ev; /* fails the parked calls on the loop */
@@ -305,6 +306,7 @@ struct gce_call {
 	char *kind, *method, *url, *body;
 	int waiting_token; /* parked until a token comes */
 	int reauthed;	   /* retried once after a 401 */
+	unsigned gen;	   /* the token it was sent with (token_gen) */
 	int unsendable;	   /* http_request refused it: fail on the loop */
 	unsigned attempts;
 	gce_cb cb;
@@ -429,8 +431,10 @@ http_done(const struct http_response *res, void *arg)
 		/* the token expired or was revoked early: one more try with a
 		 * fresh one */
 		c->reauthed = 1;
-		free(a->token);
-		a->token = NULL;
+		if (c->gen == a->token_gen) { /* not already replaced */
+			free(a->token);
+			a->token = NULL;
+		}
 		json_decref(body);
 		call_start(c);
 		return;
@@ -453,6 +457,7 @@ call_send(struct gce_call *c)
 	int n = 0;
 
 	hdrs[n++] = c->a->token;
+	c->gen = c->a->token_gen;
 	if (c->body != NULL)
 		hdrs[n++] = "Content-Type: application/json";
 	hdrs[n++] = "Accept: application/json";
@@ -572,6 +577,7 @@ token_done(const struct http_response *res, void *arg)
 		if (asprintf(&a->token, "Authorization: Bearer %s", tok) < 0)
 			abort();
 		a->token_exp = ratelimit_now() + ttl;
+		a->token_gen++;
 		a->token_attempts = 0;
 		a->tokens++;
 		json_decref(j);
