@@ -61,7 +61,8 @@
 #include "gce_api.h"
 #include "jsonget.h"
 #include "log.h"
-#include "ratelimit.h"
+#include "clock.h"
+#include "xalloc.h"
 
 #define GCE_POLL	  1.0	/* s between shared listings while machines wait */
 #define GCE_OP_POLL	  1.0	/* s between zone operation checks */
@@ -138,7 +139,7 @@ struct gmachine {
 static double
 now_s(void)
 {
-	return ratelimit_now();
+	return np_mono_s();
 }
 
 static const char *
@@ -276,9 +277,7 @@ fetch_new(struct sm_adapter *a, const char *key)
 
 	if (json_object_get(a->fetching, key) != NULL)
 		return NULL;
-	fc = calloc(1, sizeof(*fc));
-	if (fc == NULL)
-		abort();
+	fc = xcalloc(1, sizeof(*fc));
 	fc->a = a;
 	snprintf(fc->key, sizeof(fc->key), "%s", key);
 	json_object_set_new(a->fetching, key, json_true());
@@ -414,10 +413,7 @@ lister_page(struct lister *ls, const char *token)
 static struct lister *
 lister_start(struct sm_adapter *a, lister_end end, void *cb, void *arg)
 {
-	struct lister *ls = calloc(1, sizeof(*ls));
-
-	if (ls == NULL)
-		abort();
+	struct lister *ls = xcalloc(1, sizeof(*ls));
 	ls->a = a;
 	ls->items = json_array();
 	ls->end = end;
@@ -664,7 +660,7 @@ insert_done(const struct gce_result *r, void *arg)
 	if (r->reason == NULL) {
 		gm->a->launched++;
 		free(gm->op);
-		gm->op = strdup(np_json_str(r->body, "name", ""));
+		gm->op = xstrdup(np_json_str(r->body, "name", ""));
 		/* the instance is listed from now on; its operation is asked
 		 * only if it is not (op_failed) */
 		if (!op_failed(gm, r->body))
@@ -875,19 +871,17 @@ static const struct sm_machine_ops delete_ops = {delete_advance, gm_free};
 static struct sm_machine *
 gce_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 {
-	struct gmachine *gm = calloc(1, sizeof(*gm));
+	struct gmachine *gm = xcalloc(1, sizeof(*gm));
 	const struct sm_image *im;
 	const char *k, *key;
 	const json_t *v;
 
-	if (gm == NULL)
-		abort();
 	gm->m.ops = &create_ops;
 	gm->a = a;
 	gm->create = 1;
 	set_state(gm, GM_START);
 	gm->label = args->label;
-	gm->image_src = args->image_external_id != NULL ? strdup(args->image_external_id) : NULL;
+	gm->image_src = args->image_external_id != NULL ? xstrdup(args->image_external_id) : NULL;
 	/* upstream's simple driver writes the three nodepool_* keys (not the
 	 * framework's Ansible "groups"), and ssh-keys "<username>:<key>" when
 	 * the cloud image has a key */
@@ -902,7 +896,7 @@ gce_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	if (key != NULL) {
 		char *sk = NULL;
 		if (asprintf(&sk, "%s:%s", im->username != NULL ? im->username : "zuul", key) < 0)
-			abort();
+			np_oom();
 		json_object_set_new(gm->metadata, "ssh-keys", json_string(sk));
 		free(sk);
 	}
@@ -912,7 +906,7 @@ gce_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	if (asprintf(&gm->m.external_id, "nodepool-%s",
 		     strncmp(args->hostname, "np", 2) == 0 ? args->hostname + 2 : args->hostname) <
 	    0)
-		abort();
+		np_oom();
 	gm->since = now_s();
 	return &gm->m;
 }
@@ -920,14 +914,11 @@ gce_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 static struct sm_machine *
 gce_delete_machine(struct sm_adapter *a, const char *external_id)
 {
-	struct gmachine *gm = calloc(1, sizeof(*gm));
-
-	if (gm == NULL)
-		abort();
+	struct gmachine *gm = xcalloc(1, sizeof(*gm));
 	gm->m.ops = &delete_ops;
 	gm->a = a;
 	set_state(gm, GM_START);
-	gm->m.external_id = strdup(external_id);
+	gm->m.external_id = xstrdup(external_id);
 	gm->since = now_s();
 	return &gm->m;
 }
@@ -946,9 +937,7 @@ li_end(struct lister *ls, const json_t *items, const char *error)
 		cb(NULL, 0, error, ls->arg);
 		return;
 	}
-	v = calloc(json_array_size(items) + 1, sizeof(*v));
-	if (v == NULL)
-		abort();
+	v = xcalloc(json_array_size(items) + 1, sizeof(*v));
 	json_array_foreach(items, i, it) v[n++] = instance_of(ls->a, it);
 	cb(v, n, NULL, ls->arg);
 	for (i = 0; i < n; i++)
@@ -975,10 +964,8 @@ lr_end(struct lister *ls, const json_t *items, const char *error)
 		cb(NULL, 0, error, ls->arg);
 		return;
 	}
-	v = calloc(json_array_size(items) + 1, sizeof(*v));
+	v = xcalloc(json_array_size(items) + 1, sizeof(*v));
 	metas = json_array();
-	if (v == NULL)
-		abort();
 	json_array_foreach(items, i, it)
 	{
 		json_t *meta = json_object();
@@ -1019,10 +1006,7 @@ struct done_ctx {
 static struct done_ctx *
 done_new(struct sm_adapter *a, void *arg)
 {
-	struct done_ctx *d = calloc(1, sizeof(*d));
-
-	if (d == NULL)
-		abort();
+	struct done_ctx *d = xcalloc(1, sizeof(*d));
 	d->a = a;
 	d->arg = arg;
 	LIST_INSERT_HEAD(&a->pend, &d->p, entry);
@@ -1167,7 +1151,7 @@ scan_log_done(const struct gce_result *r, void *arg)
 			 r->reason, r->message);
 	} else {
 		log_info("instance %s: keyscan failed; its serial console:", sl->name);
-		copy = strdup(np_json_str(r->body, "contents", ""));
+		copy = xstrdup(np_json_str(r->body, "contents", ""));
 		for (line = strtok_r(copy, "\r\n", &save); line != NULL;
 		     line = strtok_r(NULL, "\r\n", &save))
 			log_info("instance %s: console: %s", sl->name, line);
@@ -1184,9 +1168,7 @@ gce_nodescan_failed(struct sm_adapter *a, const struct sm_label *label, const ch
 
 	if (label->console_log || a->stopped)
 		return;
-	sl = calloc(1, sizeof(*sl));
-	if (sl == NULL)
-		abort();
+	sl = xcalloc(1, sizeof(*sl));
 	snprintf(sl->name, sizeof(sl->name), "%s", external_id);
 	LIST_INSERT_HEAD(&a->pend, &sl->p, entry);
 	snprintf(path, sizeof(path), "%s/instances/%s/serialPort?port=1", a->zpath, external_id);
@@ -1212,14 +1194,10 @@ prefetch_mtypes(struct sm_adapter *a)
 static struct sm_adapter *
 gce_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 {
-	struct sm_adapter *a = calloc(1, sizeof(*a));
+	struct sm_adapter *a = xcalloc(1, sizeof(*a));
 	struct gce_api_options o = {0};
 	const json_t *rl = json_object_get(env->provider, "rate-limit");
 
-	if (a == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
 	LIST_INIT(&a->pend);
 	TAILQ_INIT(&a->waiting);
 	TAILQ_INIT(&a->cachewait);
@@ -1232,12 +1210,12 @@ gce_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		free(a);
 		return NULL;
 	}
-	a->provider = strdup(env->provider_name);
-	a->project = strdup(np_json_str(env->provider, "project", ""));
-	a->zone = strdup(np_json_str(env->provider, "zone", ""));
-	a->region = strdup(np_json_str(env->provider, "region", ""));
+	a->provider = xstrdup(env->provider_name);
+	a->project = xstrdup(np_json_str(env->provider, "project", ""));
+	a->zone = xstrdup(np_json_str(env->provider, "zone", ""));
+	a->region = xstrdup(np_json_str(env->provider, "region", ""));
 	if (asprintf(&a->zpath, "projects/%s/zones/%s", a->project, a->zone) < 0)
-		abort();
+		np_oom();
 	a->poll_ev = evtimer_new(env->base, poll_cb, a);
 	a->images = json_object();
 	a->mtypes = json_object();
@@ -1319,9 +1297,8 @@ static const struct sm_defaults gce_defaults = {
 };
 
 static struct drv_provider *
-gce_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+gce_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&gce_adapter, &gce_defaults, lc, err, errlen);
 }
 

@@ -19,7 +19,8 @@
 
 #include "http.h"
 #include "log.h"
-#include "ratelimit.h"
+#include "clock.h"
+#include "xalloc.h"
 
 #define GCE_DEFAULT_ENDPOINT  "https://compute.googleapis.com/compute/v1"
 #define GCE_DEFAULT_TOKEN_URI "https://oauth2.googleapis.com/token"
@@ -44,7 +45,7 @@ jdup(const json_t *o, const char *k)
 {
 	const char *v = json_string_value(json_object_get(o, k));
 
-	return v != NULL && v[0] != '\0' ? strdup(v) : NULL;
+	return v != NULL && v[0] != '\0' ? xstrdup(v) : NULL;
 }
 
 void
@@ -102,10 +103,10 @@ gce_creds_find(struct gce_creds *out, const char *(*env)(const char *name), char
 		return -1;
 	}
 	type = json_string_value(json_object_get(j, "type"));
-	out->source = strdup(path);
+	out->source = xstrdup(path);
 	out->token_uri = jdup(j, "token_uri");
 	if (out->token_uri == NULL)
-		out->token_uri = strdup(GCE_DEFAULT_TOKEN_URI);
+		out->token_uri = xstrdup(GCE_DEFAULT_TOKEN_URI);
 	out->project_id = jdup(j, "project_id");
 	if (type != NULL && strcmp(type, "service_account") == 0) {
 		out->service_account = 1;
@@ -150,11 +151,9 @@ fail:
 static char *
 b64url(const unsigned char *in, size_t n)
 {
-	char *out = malloc(4 * ((n + 2) / 3) + 1);
+	char *out = xmalloc(4 * ((n + 2) / 3) + 1);
 	size_t i, len;
 
-	if (out == NULL)
-		abort();
 	len = (size_t)EVP_EncodeBlock((unsigned char *)out, in, (int)n);
 	while (len > 0 && out[len - 1] == '=')
 		len--;
@@ -203,7 +202,7 @@ gce_jwt(const struct gce_creds *c, const char *scope, long long now, char *err, 
 	json_decref(hdr);
 	json_decref(claims);
 	if (asprintf(&input, "%s.%s", h, cl) < 0)
-		abort();
+		np_oom();
 	free(h);
 	free(cl);
 	bio = BIO_new_mem_buf(c->private_key, -1);
@@ -217,7 +216,7 @@ gce_jwt(const struct gce_creds *c, const char *scope, long long now, char *err, 
 	md = EVP_MD_CTX_new();
 	if (md == NULL || EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key) != 1 ||
 	    EVP_DigestSign(md, NULL, &siglen, (const unsigned char *)input, strlen(input)) != 1 ||
-	    (sig = malloc(siglen)) == NULL ||
+	    (sig = xmalloc(siglen)) == NULL ||
 	    EVP_DigestSign(md, sig, &siglen, (const unsigned char *)input, strlen(input)) != 1) {
 		snprintf(err, errlen, "RS256 signing failed: %s",
 			 ERR_reason_error_string(ERR_get_error()));
@@ -225,7 +224,7 @@ gce_jwt(const struct gce_creds *c, const char *scope, long long now, char *err, 
 	}
 	sig64 = b64url(sig, siglen);
 	if (asprintf(&out, "%s.%s", input, sig64) < 0)
-		abort();
+		np_oom();
 done:
 	ERR_clear_error();
 	EVP_MD_CTX_free(md);
@@ -480,9 +479,9 @@ call_start(struct gce_call *c)
 	struct gce_api *a = c->a;
 
 	c->attempts++;
-	if (a->token != NULL && ratelimit_now() > a->token_exp - GCE_TOKEN_EARLY)
+	if (a->token != NULL && np_mono_s() > a->token_exp - GCE_TOKEN_EARLY)
 		token_fetch(a); /* renew early, in the background */
-	if (a->token == NULL || ratelimit_now() > a->token_exp - GCE_TOKEN_LAST) {
+	if (a->token == NULL || np_mono_s() > a->token_exp - GCE_TOKEN_LAST) {
 		c->waiting_token = 1;
 		token_fetch(a);
 		return;
@@ -496,10 +495,8 @@ static char *
 form_escape(const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	char *o = malloc(3 * strlen(s) + 1), *p = o;
+	char *o = xmalloc(3 * strlen(s) + 1), *p = o;
 
-	if (o == NULL)
-		abort();
 	for (; *s != '\0'; s++) {
 		unsigned char ch = (unsigned char)*s;
 		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
@@ -575,8 +572,8 @@ token_done(const struct http_response *res, void *arg)
 			ttl = 3600;
 		free(a->token);
 		if (asprintf(&a->token, "Authorization: Bearer %s", tok) < 0)
-			abort();
-		a->token_exp = ratelimit_now() + ttl;
+			np_oom();
+		a->token_exp = np_mono_s() + ttl;
 		a->token_gen++;
 		a->token_attempts = 0;
 		a->tokens++;
@@ -629,7 +626,7 @@ token_fetch(struct gce_api *a)
 			     "grant_type=urn%%3Aietf%%3Aparams%%3Aoauth%%3Agrant-type%%3Ajwt-bearer"
 			     "&assertion=%s",
 			     jwt) < 0)
-			abort();
+			np_oom();
 		free(jwt);
 	} else {
 		char *id = form_escape(a->creds.client_id);
@@ -640,7 +637,7 @@ token_fetch(struct gce_api *a)
 			     "grant_type=refresh_token&client_id=%s&client_secret=%s"
 			     "&refresh_token=%s",
 			     id, sec, rt) < 0)
-			abort();
+			np_oom();
 		free(id);
 		free(sec);
 		free(rt);
@@ -664,16 +661,12 @@ token_fetch(struct gce_api *a)
 struct gce_api *
 gce_api_new(struct event_base *base, const struct gce_api_options *o, char *err, size_t errlen)
 {
-	struct gce_api *a = calloc(1, sizeof(*a));
+	struct gce_api *a = xcalloc(1, sizeof(*a));
 	struct http_client_options ho = {0};
 	const char *ep = env_get(o->env, "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE");
 	const char *ca = env_get(o->env, "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE");
 	size_t n;
 
-	if (a == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
 	if (http_load("driver gce", err, errlen) != 0) {
 		free(a);
 		return NULL;
@@ -683,7 +676,7 @@ gce_api_new(struct event_base *base, const struct gce_api_options *o, char *err,
 		return NULL;
 	}
 	a->base = base;
-	a->endpoint = strdup(ep != NULL && ep[0] != '\0' ? ep : GCE_DEFAULT_ENDPOINT);
+	a->endpoint = xstrdup(ep != NULL && ep[0] != '\0' ? ep : GCE_DEFAULT_ENDPOINT);
 	n = strlen(a->endpoint);
 	while (n > 0 && a->endpoint[n - 1] == '/')
 		a->endpoint[--n] = '\0';
@@ -766,17 +759,15 @@ struct gce_call *
 gce_compute(struct gce_api *a, const char *kind, const char *method, const char *path,
 	    const json_t *body, gce_cb cb, void *arg)
 {
-	struct gce_call *c = calloc(1, sizeof(*c));
+	struct gce_call *c = xcalloc(1, sizeof(*c));
 
-	if (c == NULL)
-		abort();
 	c->a = a;
-	c->kind = strdup(kind);
-	c->method = strdup(method);
+	c->kind = xstrdup(kind);
+	c->method = xstrdup(method);
 	if (strncmp(path, "https://", 8) == 0 || strncmp(path, "http://", 7) == 0)
-		c->url = strdup(path);
+		c->url = xstrdup(path);
 	else if (asprintf(&c->url, "%s/%s", a->endpoint, path) < 0)
-		abort();
+		np_oom();
 	if (body != NULL)
 		c->body = json_dumps(body, JSON_COMPACT);
 	c->cb = cb;

@@ -26,15 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "nodescan.h"
-
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "clock.h"
 
 static void
 arm(struct event *ev, double secs)
@@ -97,7 +89,7 @@ sm_instance_free(struct sm_instance *i)
 void
 sm_set_str(char **field, const char *v)
 {
-	char *n = np_strdupz(v);
+	char *n = xstrdup(v);
 
 	free(*field);
 	*field = n;
@@ -261,7 +253,7 @@ advance_run(struct sm_run *run)
 	struct sm_machine *m = run->m;
 	struct sm_instance *inst = NULL;
 	enum sm_status st;
-	double now = mono(), t;
+	double now = np_mono_s(), t;
 
 	event_del(run->ev); /* woken early: drop the pending poll */
 	if (run->deadline > 0 && now >= run->deadline) {
@@ -275,8 +267,8 @@ advance_run(struct sm_run *run)
 		run->r->st.advances++;
 		if (st == SM_AGAIN) {
 			t = m->retry_in < 0 ? SM_DEFAULT_POLL : m->retry_in;
-			if (run->deadline > 0 && mono() + t > run->deadline)
-				t = fmax(0, run->deadline - mono());
+			if (run->deadline > 0 && np_mono_s() + t > run->deadline)
+				t = fmax(0, run->deadline - np_mono_s());
 			arm(run->ev, t);
 			if (run->progress != NULL)
 				run->progress(m, run->arg); /* may cancel the run: last */
@@ -308,7 +300,7 @@ sm_run_start(struct sm_runner *r, struct sm_machine *m, double timeout, sm_run_d
 	run->r = r;
 	run->m = m;
 	run->timeout = timeout;
-	run->deadline = timeout > 0 ? mono() + timeout : 0;
+	run->deadline = timeout > 0 ? np_mono_s() + timeout : 0;
 	run->done = done;
 	run->progress = progress;
 	run->arg = arg;
@@ -413,7 +405,7 @@ sm_runner_dump(const struct sm_runner *r, struct evbuffer *out)
 {
 	const struct sm_launch *l;
 	const struct sm_delete *d;
-	double now = mono();
+	double now = np_mono_s();
 
 	TAILQ_FOREACH(l, &r->launches, entry)
 	{
@@ -469,7 +461,7 @@ static void
 phase_done(struct sm_launch *l, enum metrics_phase ph, double since)
 {
 	if (l->provider != NULL && !l->cancelled && since > 0)
-		metrics_launch_phase(l->provider, ph, mono() - since);
+		metrics_launch_phase(l->provider, ph, np_mono_s() - since);
 }
 
 static void
@@ -478,7 +470,7 @@ complete(struct sm_launch *l, enum drv_launch_result res, const char *error)
 	struct sm_runner *r = l->r;
 	sm_launch_done done = l->done;
 	void *arg = l->arg;
-	char *err = np_strdupz(error);
+	char *err = xstrdup(error);
 
 	if (res == DRV_LAUNCH_READY)
 		r->st.ready++;
@@ -526,7 +518,7 @@ set_instance_id(struct sm_launch *l, const char *id)
 	if (l->phase == LP_CREATE && l->t_named == 0) {
 		/* create: from the create call until the cloud has the server */
 		phase_done(l, METRICS_PHASE_CREATE, l->t_attempt);
-		l->t_named = mono();
+		l->t_named = np_mono_s();
 	}
 	node_set_external_id(l->node, id);
 	if (l->named != NULL)
@@ -628,7 +620,7 @@ start_scan(struct sm_launch *l)
 	p.connection_type = l->node->connection_type;
 	p.deadline = l->boot_timeout;
 	l->phase = LP_SCAN;
-	l->t_scan = mono();
+	l->t_scan = np_mono_s();
 	l->scan = nodescan_start(l->r->ns, &p, scan_done, l);
 	if (l->scan == NULL) {
 		snprintf(msg, sizeof(msg), "nodescan: %s", strerror(errno));
@@ -672,7 +664,7 @@ unwind_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 		return;
 	}
 	/* as upstream: keep trying, so two instances never exist for one node */
-	if (m->error != SM_E_TIMEOUT && mono() < l->unwind_deadline) {
+	if (m->error != SM_E_TIMEOUT && np_mono_s() < l->unwind_deadline) {
 		log_warn("node %s: deleting instance %s of a failed attempt: %s (retrying)",
 			 l->node_id, l->instance_id, m->error_msg);
 		if (l->timer == NULL)
@@ -699,7 +691,8 @@ start_unwind(struct sm_launch *l)
 	struct sm_machine *m = r->ops->delete_machine(r->a, l->instance_id);
 
 	l->phase = LP_UNWIND;
-	l->run = sm_run_start(r, m, fmax(1, l->unwind_deadline - mono()), unwind_done, NULL, l);
+	l->run =
+	    sm_run_start(r, m, fmax(1, l->unwind_deadline - np_mono_s()), unwind_done, NULL, l);
 }
 
 static void
@@ -714,7 +707,7 @@ unwind(struct sm_launch *l)
 		}
 		return;
 	}
-	l->unwind_deadline = mono() + SM_DELETE_TIMEOUT;
+	l->unwind_deadline = np_mono_s() + SM_DELETE_TIMEOUT;
 	start_unwind(l);
 }
 
@@ -731,7 +724,7 @@ console_done(const char *text, const char *error, void *arg)
 	}
 	if (text != NULL) {
 		log_info("node %s: console log of instance %s:", l->node_id, l->instance_id);
-		copy = np_strdupz(text);
+		copy = xstrdup(text);
 		for (line = strtok_r(copy, "\n", &save); line != NULL;
 		     line = strtok_r(NULL, "\n", &save))
 			log_info("node %s: console: %s", l->node_id, line);
@@ -847,7 +840,7 @@ begin_attempt(struct sm_launch *l)
 	args.az = l->az;
 	m = r->ops->create_machine(r->a, &args);
 	l->phase = LP_CREATE;
-	l->t_attempt = mono();
+	l->t_attempt = np_mono_s();
 	l->t_named = 0;
 	l->run = sm_run_start(r, m, l->launch_timeout, create_done, create_progress, l);
 }
@@ -863,12 +856,12 @@ sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launc
 		abort();
 	l->r = r;
 	l->node = node;
-	l->node_id = np_strdupz(node->id ? node->id : "?");
+	l->node_id = xstrdup(node->id ? node->id : "?");
 	snprintf(host, sizeof(host), "np%s", l->node_id);
-	l->hostname = np_strdupz(host);
+	l->hostname = xstrdup(host);
 	l->label = p->label;
-	l->image_external_id = np_strdupz(p->image_external_id);
-	l->az = np_strdupz(p->az);
+	l->image_external_id = xstrdup(p->image_external_id);
+	l->az = xstrdup(p->az);
 	l->metadata = p->metadata ? json_deep_copy(p->metadata) : json_object();
 	l->request = p->request;
 	l->retries = p->retries > 0 ? p->retries : 1;
@@ -876,8 +869,8 @@ sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launc
 	l->launch_timeout = p->launch_timeout;
 	l->boot_timeout = p->boot_timeout;
 	l->use_internal_ip = p->use_internal_ip;
-	l->provider = p->provider != NULL ? np_strdupz(p->provider) : NULL;
-	l->t_start = mono();
+	l->provider = p->provider != NULL ? xstrdup(p->provider) : NULL;
+	l->t_start = np_mono_s();
 	l->done = done;
 	l->named = p->named;
 	l->arg = arg;
@@ -979,7 +972,7 @@ sm_delete_start(struct sm_runner *r, const char *external_id, double timeout, sm
 	if (d == NULL)
 		abort();
 	d->r = r;
-	d->id = np_strdupz(external_id);
+	d->id = xstrdup(external_id);
 	d->done = done;
 	d->arg = arg;
 	TAILQ_INSERT_TAIL(&r->deletes, d, entry);
