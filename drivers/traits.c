@@ -1,8 +1,7 @@
 /*
  * The table of driver traits (lib/config/drvtraits.h) that lib/config
- * validates and types nodepool.yaml with: every driver of nodepool.yaml,
- * built or not (gce, ibmvpc and metastatic are validated as upstream
- * but have no driver in drivers/registry.c yet). A driver's traits live in
+ * validates and types nodepool.yaml with: every driver of nodepool.yaml
+ * (each also has its driver in drivers/registry.c). A driver's traits live in
  * drivers/<name>/traits.c; this file only lists them.
  *
  * It links into every program that loads a config, fuzzers included, so

@@ -13,6 +13,7 @@ zookeeper libzookeeper-java default-jre-headless dpkg-dev
 python3 python3-kazoo python3-pytest python3-yaml python3-openstacksdk python3-openstackclient
 python3-kubernetes python3-boto3 libxml2-dev
 azure-cli python3-azure
+python3-googleapi python3-google-auth python3-google-auth-httplib2 python3-httplib2
 openssh-server openssh-client openssl mandoc debhelper"
 if [ "${1:-}" = dib ]; then
 	PKGS="$PKGS python3-diskimage-builder qemu-utils busybox-static sudo"

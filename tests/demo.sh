@@ -19,6 +19,11 @@
 # With CLOUD=metastatic, the two sshd hosts back a metastatic provider
 # (drivers/metastatic): each host is sliced into two nodes (min-ready 1),
 # scanned over the host's own sshd.
+# With CLOUD=gce, the Compute Engine simulator (tests/sim/gce: the Compute
+# API and Google's OAuth2 token endpoint over HTTPS) and a gce provider in
+# upstream's schema, credentials from GOOGLE_APPLICATION_CREDENTIALS (the
+# simulator's service account key); host keys are scanned from an sshd on
+# loopback, the instances' address.
 # Everything started here is stopped here, by pid.
 set -eu
 # as root: our daemons refuse that unless told (lib/core/privsep.h)
@@ -35,6 +40,7 @@ cleanup() {
 	sh tests/sim/openstack/ossim.sh stop "$tmp/sim" || true
 	sh tests/sim/azure/azuresim.sh stop "$tmp/azsim" || true
 	sh tests/sim/ibmvpc/ibmvpcsim.sh stop "$tmp/ibmsim" || true
+	sh tests/sim/gce/gcesim.sh stop "$tmp/gcesim" || true
 	sh tests/sshd-fixture.sh stop "$tmp/ssh1" || true
 	sh tests/sshd-fixture.sh stop "$tmp/ssh2" || true
 	sh tests/zkfixture.sh stop "$tmp/zk" || true
@@ -209,8 +215,58 @@ nodepoold:
   control-socket: $tmp/nodepoold.sock
   pid-file: $tmp/nodepoold.pid
 CFG
+elif [ "$CLOUD" = gce ]; then
+	echo "== starting an sshd (the instances' address) and the GCE simulator (1 s boot)"
+	sshport=$(sh tests/sshd-fixture.sh start "$tmp/ssh1")
+	echo '{"project": "demo-project", "interface_ip": "127.0.0.1", "boot_delay": 1}' \
+		>"$tmp/gcesim.json"
+	sh tests/sim/gce/gcesim.sh start "$tmp/gcesim" --config "$tmp/gcesim.json"
+	. "$tmp/gcesim/env"
+	export GOOGLE_APPLICATION_CREDENTIALS CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE \
+		CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE
+	echo "== credentials: $GOOGLE_APPLICATION_CREDENTIALS (token_uri: the simulator)"
+	provider=gce-demo
+	cat >"$tmp/nodepool.yaml" <<CFG
+zookeeper-servers:
+  - host: 127.0.0.1
+    port: $tlsport
+    chroot: /nodepool-demo
+zookeeper-tls:
+  ca: $NP_TEST_CERTS/ca.pem
+  cert: $NP_TEST_CERTS/client.pem
+  key: $NP_TEST_CERTS/client.key
+webapp: {port: $webport, listen_address: 127.0.0.1}
+labels:
+  - name: ubuntu-jammy
+    min-ready: 2
+providers:
+  - name: gce-demo
+    driver: gce
+    project: demo-project
+    region: us-central1
+    zone: us-central1-a
+    rate-limit: 20
+    cloud-images:
+      - name: debian-bookworm
+        image-project: debian-cloud
+        image-family: debian-12
+        username: zuul
+        connection-port: $sshport
+    pools:
+      - name: main
+        max-servers: 4
+        use-internal-ip: true
+        labels:
+          - name: ubuntu-jammy
+            cloud-image: debian-bookworm
+            instance-type: e2-standard-2
+            volume-size: 20
+nodepoold:
+  control-socket: $tmp/nodepoold.sock
+  pid-file: $tmp/nodepoold.pid
+CFG
 elif [ "$CLOUD" != static ] && [ "$CLOUD" != metastatic ]; then
-	echo "CLOUD must be static (the default), openstack, azure, ibmvpc or metastatic" >&2
+	echo "CLOUD must be static (the default), openstack, azure, gce, ibmvpc or metastatic" >&2
 	exit 2
 else
 echo "== starting two sshd hosts"
@@ -319,6 +375,17 @@ for i in st["instances"]:
                                          i["primary_network_interface"]["primary_ipv4_address"],
                                          fips.get(i["name"], "-"),
                                          rgs.get(i["resource_group"]["id"])))
+PY
+fi
+if [ "$CLOUD" = gce ]; then
+	echo "== the simulated project's instances (via the simulator's control API)"
+	/usr/bin/python3 - "$GCESIM_CONTROL" <<'PY'
+import json, sys, urllib.request
+for i in json.load(urllib.request.urlopen(sys.argv[1] + "/state"))["instances"]:
+    meta = {m["key"]: m["value"] for m in i["metadata"].get("items", [])}
+    print("   %-20s %-8s %-14s %s node %s" % (i["name"], i["status"],
+          i["machineType"].rsplit("/", 1)[-1], i["networkInterfaces"][0]["networkIP"],
+          meta.get("nodepool_node_id")))
 PY
 fi
 echo "== daemon log (last lines)"

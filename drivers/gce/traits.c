@@ -22,7 +22,7 @@ static const struct sc_schema gce_provider = {
 			 REQ("labels", SEQ(MAP(REQ("name", STR), REQ("cloud-image", STR),
 					       REQ("instance-type", STR), OPT("volume-type", STR),
 					       OPT("volume-size", INT)))),
-			 OPT("use-internal-ip", BOOL)),
+			 OPT("use-internal-ip", BOOL), OPT("network", STR), OPT("subnetwork", STR)),
 		 }))),
 	     REQ("region", STR), REQ("project", STR), REQ("zone", STR),
 	     OPT("cloud-images",

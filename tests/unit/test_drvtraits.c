@@ -2,8 +2,7 @@
  * The driver traits table (lib/config/drvtraits.h, drivers/traits.c):
  * every driver built into the binaries (drivers/registry.c) has traits, the
  * table's entries are complete, and lib/config reaches each driver's
- * schema, defaults and checks through it, for built drivers and for those
- * only validated (gce, ibmvpc, metastatic).
+ * schema, defaults and checks through it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,9 +82,9 @@ Test(drvtraits, unknown_driver_is_reported)
 	free(t);
 }
 
-/* A driver that is validated but not built: its schema, its pool check
- * (drivers/ibmvpc/traits.c) and its typed defaults all come from its traits. */
-Test(drvtraits, unbuilt_drivers_validate_and_type_as_upstream)
+/* A driver's schema, its pool check (drivers/ibmvpc/traits.c) and its
+ * typed defaults all come from its traits. */
+Test(drvtraits, drivers_validate_and_type_as_upstream)
 {
 	struct np_config *cfg;
 	char *t =
