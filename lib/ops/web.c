@@ -36,6 +36,7 @@
 #include "metrics.h"
 #include "nodeview.h"
 #include "status.h"
+#include "statuspage.h"
 #include "zk.h"
 #include "xalloc.h"
 
@@ -331,7 +332,18 @@ cache_put(struct web *w, const char *key, double now, int code, const char *ctyp
 
 /* ---- rendering -------------------------------------------------------------------- */
 
-enum list_kind { L_NONE, L_NODES, L_REQUESTS, L_LABELS, L_IMAGES, L_DIB, L_STATUS, L_METRICS };
+enum list_kind {
+	L_NONE,
+	L_NODES,
+	L_REQUESTS,
+	L_LABELS,
+	L_IMAGES,
+	L_DIB,
+	L_STATUS,
+	L_METRICS,
+	L_PAGE,
+	L_SUMMARY /* the status page (statuspage.h) */
+};
 
 static enum list_kind
 kind_of(const char *path)
@@ -340,9 +352,11 @@ kind_of(const char *path)
 		const char *path;
 		enum list_kind kind;
 	} table[] = {
-	    {"/node-list", L_NODES},   {"/request-list", L_REQUESTS}, {"/label-list", L_LABELS},
-	    {"/image-list", L_IMAGES}, {"/dib-image-list", L_DIB},    {"/image-status", L_STATUS},
-	    {"/metrics", L_METRICS},
+	    {"/node-list", L_NODES},	    {"/request-list", L_REQUESTS},
+	    {"/label-list", L_LABELS},	    {"/image-list", L_IMAGES},
+	    {"/dib-image-list", L_DIB},	    {"/image-status", L_STATUS},
+	    {"/metrics", L_METRICS},	    {"/", L_PAGE},
+	    {"/status-summary", L_SUMMARY},
 	};
 	size_t i;
 
@@ -369,6 +383,18 @@ render(struct web *w, enum list_kind kind, const char *query, int json, double n
 	fields = evhttp_find_header(&params, "fields");
 	node_id = evhttp_find_header(&params, "node_id");
 	switch (kind) {
+	case L_PAGE:
+	case L_SUMMARY: {
+		json_t *live = w->live ? w->live(w->arg) : NULL;
+		json_t *sum = statuspage_summary(&v, w->tree, w->records, live, query, now);
+		out = kind == L_PAGE ? statuspage_html(sum) : json_dumps(sum, JSON_COMPACT);
+		json_decref(sum);
+		json_decref(live);
+		evhttp_clear_headers(&params);
+		if (out == NULL)
+			np_oom();
+		return out;
+	}
 	case L_METRICS: {
 		json_t *live = w->live ? w->live(w->arg) : NULL;
 		out = metrics_render(&v, w->records, live);
@@ -423,9 +449,10 @@ answer(struct web *w, struct evhttp_request *req, enum list_kind kind, const cha
 {
 	double now = now_wall();
 	char *body = render(w, kind, query, json, now);
-	const char *ctype = kind == L_METRICS ? "text/plain; version=0.0.4; charset=utf-8"
-			    : json	      ? "application/json"
-					      : "text/plain; charset=UTF-8";
+	const char *ctype = kind == L_METRICS		? "text/plain; version=0.0.4; charset=utf-8"
+			    : kind == L_PAGE		? "text/html; charset=utf-8"
+			    : json || kind == L_SUMMARY ? "application/json"
+							: "text/plain; charset=UTF-8";
 
 	send_cached(req, cache_put(w, key, now, 200, ctype, body));
 }
@@ -578,6 +605,14 @@ on_request(struct evhttp_request *req, void *arg)
 	need = kind == L_IMAGES || kind == L_DIB || kind == L_STATUS ? NEED_IMAGES
 	       : kind == L_METRICS				     ? NEED_METRICS
 								     : NEED_NONE;
+	if (kind == L_PAGE || kind == L_SUMMARY) {
+		/* the page waits for the launch figures; the images it shows
+		 * as last read (a read is started for the next answer) */
+		if (ensure_data(w, NEED_IMAGES) < 0)
+			need = NEED_NONE;
+		else
+			need = NEED_METRICS;
+	}
 	rc = ensure_data(w, need);
 	if (rc < 0 || (rc == 0 && w->nwaiting >= WEB_MAX_WAITING)) {
 		send_plain(req, 503, "Service Unavailable",
