@@ -50,7 +50,7 @@ struct webproc {
 	int stopping;
 	double start;
 	/* the status page: its sample ring, the timer that fills it, and the
-	 * slice's "status" (+ "reports": whether workers report to us) */
+	 * slice's "status" */
 	struct statuspage_history *history;
 	struct event *sample_ev;
 	json_t *status_cfg;
@@ -229,9 +229,6 @@ on_metrics(void *arg, const struct ipc_metrics *m)
 	}
 	/* the record names its provider; the supervisor's name is the key */
 	json_object_set_new(rec, "provider", json_string(m->provider));
-	/* when it came: the status page shows a worker silent for three
-	 * polls as down */
-	json_object_set_new(rec, "web_received", json_real(wall_now()));
 	json_object_set_new(wp->live, m->provider, rec);
 }
 
@@ -272,7 +269,7 @@ cache_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	struct webproc *wp = arg;
 
 	(void)e;
-	if (ev == ZK_CACHE_SYNCED && is_ready(wp) && c == wp->nodes)
+	if (ev == ZK_CACHE_SYNCED && is_ready(wp))
 		sample_cb(-1, 0, wp); /* the page's first sample at once */
 	if (ev == ZK_CACHE_SYNCED && !wp->trimmed && is_ready(wp)) {
 		wp->trimmed = 1;
@@ -426,7 +423,6 @@ webproc_apply(struct webproc *wp, const json_t *slice, char *err, size_t errlen)
 		wp->status_cfg = json_object();
 	if (wp->status_cfg == NULL || wp->slice == NULL)
 		np_oom();
-	json_object_set_new(wp->status_cfg, "reports", json_boolean(wp->link != NULL));
 	try_listen(wp);
 	return 0;
 }

@@ -55,7 +55,6 @@ static json_t *
 status_section(const struct np_config *cfg)
 {
 	json_t *provs = json_array(), *tenants = json_object();
-	double poll = cfg->nodepoold.worker_status_timeout / 4;
 	size_t i, j;
 
 	for (i = 0; i < cfg->nproviders; i++) {
@@ -83,12 +82,7 @@ status_section(const struct np_config *cfg)
 		json_object_set(tenants, cfg->tenant_limits[i].tenant,
 				cfg->tenant_limits[i].limits ? cfg->tenant_limits[i].limits
 							     : json_null());
-	if (poll > 5)
-		poll = 5;
-	if (poll < 0.1)
-		poll = 0.1;
-	return json_pack("{s:o, s:o, s:f}", "providers", provs, "tenant-limits", tenants,
-			 "poll-interval", poll);
+	return json_pack("{s:o, s:o}", "providers", provs, "tenant-limits", tenants);
 }
 
 json_t *

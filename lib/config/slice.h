@@ -31,8 +31,7 @@ json_t *np_config_worker_slice(const struct np_config *cfg, const char *provider
  *    "status": {"providers": [{"name", "driver", "max-servers", "max-cores",
  *                              "max-ram", "pools": [{"name", "labels",
  *                              "max-servers", "max-cores", "max-ram"}]}],
- *               "tenant-limits": {tenant: {"max-servers", ...}},
- *               "poll-interval": seconds (nodepoold's STATUS poll)}}
+ *               "tenant-limits": {tenant: {"max-servers", ...}}}}
  * (the status page's view of nodepool.yaml; a limit that is unlimited is
  * null)
  */

@@ -198,7 +198,7 @@ struct status_view {
 	unsigned long long accepted, fulfilled, declined, failed;
 	/* nodepool-web only (NULL elsewhere): what the status page shows of
 	 * the configuration (the web slice's "status": providers, pools and
-	 * their limits, tenant limits, the poll interval; statuspage.h) and
+	 * their limits, tenant limits; statuspage.h) and
 	 * the page's ring of node samples */
 	const json_t *status_config;
 	const struct statuspage_history *history;

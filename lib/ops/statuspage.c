@@ -330,6 +330,8 @@ launchers_of(const struct status_view *v, const char *provider, const char *pool
 	return out;
 }
 
+static const char *jstrv(const json_t *o, const char *k);
+
 /* Providers: those configured (status_config), then any other a pool
  * component or a node names. */
 static json_t *
@@ -337,7 +339,6 @@ providers_of(const struct status_view *v, const struct filter *f, const json_t *
 	     const json_t *by_provider, double now)
 {
 	const json_t *cfgp = json_object_get(v->status_config, "providers"), *p;
-	double poll = json_number_value(json_object_get(v->status_config, "poll-interval"));
 	json_t *out = json_array(), *names = json_array(), *seen = json_object(), *nm;
 	const struct zk_cache_entry *const *ents;
 	const char *k;
@@ -372,8 +373,7 @@ providers_of(const struct status_view *v, const struct filter *f, const json_t *
 		const json_t *c = NULL, *cp, *rec = json_object_get(recs, name);
 		json_t *prov = json_object(), *pools = json_array(), *nodes;
 		json_t *launchers = launchers_of(v, name, NULL);
-		const char *state = "unknown";
-		double recv = json_number_value(json_object_get(rec, "web_received"));
+		const char *state;
 		size_t pi;
 		json_int_t total = 0;
 		const json_t *cnt;
@@ -388,23 +388,20 @@ providers_of(const struct status_view *v, const struct filter *f, const json_t *
 		json_array_foreach(
 		    cfgp, pi, cp) if (strcmp(json_string_value(json_object_get(cp, "name")) ?: "",
 					     name) == 0) c = cp;
-		if (json_is_true(json_object_get(v->status_config, "reports"))) {
-			/* under nodepoold: the workers report every poll */
-			double stale = 3 * (poll > 0 ? poll : 5);
-			if (recv > 0 && now - recv <= stale)
-				state = "up";
-			else if (recv > 0 || json_array_size(launchers) == 0)
-				state = "down";
-			else
-				state = "up"; /* registered, not reported to us yet */
-		} else if (json_array_size(launchers) > 0) {
-			state = "up";
+		/* a worker's pool components are ephemeral: they go with its
+		 * session, and the restarted worker registers them again */
+		if (json_array_size(launchers) == 0) {
+			state = "down";
+		} else {
+			json_t *la;
+			state = "paused";
+			json_array_foreach(launchers, pi,
+					   la) if (strcmp(jstrv(la, "state"), "paused") != 0)
+			    state = "up";
 		}
 		oset(prov, "name", json_string(name));
 		oset(prov, "driver", json_incref(json_object_get(c, "driver") ?: json_null()));
 		oset(prov, "state", json_string(state));
-		oset(prov, "last_report",
-		     recv > 0 ? json_real(floor((now - recv) * 10) / 10) : json_null());
 		oset(prov, "starts", json_incref(json_object_get(rec, "starts") ?: json_null()));
 		if (c != NULL) {
 			json_array_foreach(json_object_get(c, "pools"), pi, cp)
@@ -871,6 +868,8 @@ qesc(struct buf *b, const char *s)
 	free(e);
 }
 
+static json_int_t jintv(const json_t *o, const char *k);
+
 static const char *
 jstrv(const json_t *o, const char *k)
 {
@@ -946,9 +945,8 @@ html_providers(struct buf *b, const json_t *s)
 		const json_t *pools = json_object_get(p, "pools");
 		size_t np = json_array_size(pools) ? json_array_size(pools) : 1;
 		char last[64] = "";
-		if (json_is_number(json_object_get(p, "last_report")))
-			snprintf(last, sizeof(last), " (report %.0f s ago)",
-				 json_number_value(json_object_get(p, "last_report")));
+		if (json_is_integer(json_object_get(p, "starts")))
+			snprintf(last, sizeof(last), "starts: %lld", (long long)jintv(p, "starts"));
 		for (j = 0; j < np; j++) {
 			pl = json_array_get(pools, j);
 			puts_(b, "<tr>");
@@ -1123,22 +1121,28 @@ html_phases(struct buf *b, const json_t *s)
 		if (count > 0)
 			putf(b, ", mean %.2f s",
 			     json_number_value(json_object_get(p, "sum")) / count);
-		puts_(b, "</p><table class=\"hb\"><tbody>");
+		puts_(b, "</p><div class=\"cols\">");
 		for (i = 0; i < json_array_size(bk); i++) {
 			json_int_t n = json_integer_value(json_array_get(bk, i));
 			const json_t *bd = json_array_get(json_object_get(p, "bounds"), i);
 			char le[32];
-			if (bd)
-				snprintf(le, sizeof(le), "&le; %g s", json_number_value(bd));
-			else
+			if (bd == NULL)
 				snprintf(le, sizeof(le), "more");
-			putf(b,
-			     "<tr><th>%s</th><td><div class=\"hbar\"><i style=\"width:%.1f%%\">"
-			     "</i></div></td><td class=\"num\" "
-			     "data-k=\"phase:%s|%zu\">%lld</td></tr>",
-			     le, 100.0 * (double)n / (double)max, name, i, (long long)n);
+			else if (json_number_value(bd) < 60)
+				snprintf(le, sizeof(le), "%gs", json_number_value(bd));
+			else if (json_number_value(bd) < 3600)
+				snprintf(le, sizeof(le), "%gm", json_number_value(bd) / 60);
+			else
+				snprintf(le, sizeof(le), "%gh", json_number_value(bd) / 3600);
+			putf(
+			    b,
+			    "<div class=\"col\" title=\"up to %s: %lld\"><span class=\"n\" "
+			    "data-k=\"phase:%s|%zu\">%lld</span><div class=\"c\"><i style=\"height:"
+			    "%.1f%%\"></i></div><span class=\"le\">%s</span></div>",
+			    le, (long long)n, name, i, (long long)n,
+			    100.0 * (double)n / (double)max, le);
 		}
-		puts_(b, "</tbody></table></div>");
+		puts_(b, "</div></div>");
 	}
 	puts_(b, "</div></section>");
 }
@@ -1289,7 +1293,7 @@ statuspage_html(const json_t *s)
 
 	puts_(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 		  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-		  "<title>nodepool status</title><style>");
+		  "<title>nodepool status</title><link rel=\"icon\" href=\"data:,\"><style>");
 	puts_(&b, statuspage_css);
 	puts_(&b, "</style></head><body><header><h1>nodepool</h1><nav>");
 	puts_(&b, "<a class=\"flt\" href=\"?\">all</a>");

@@ -10,8 +10,8 @@
  * what concerns that provider or label, in every panel):
  *   "generated": epoch seconds, "filter": {"provider", "label"} (null when
  *   unset), "labels": [every label known], "providers": [{"name",
- *   "driver", "state": "up" | "down" | "unknown", "last_report": seconds
- *   ago or null, "starts", "pools": [{"name", "labels", "launchers":
+ *   "driver", "state": "up" | "paused" | "down", "starts" (its worker's,
+ *   from the metrics records, or null), "pools": [{"name", "labels", "launchers":
  *   [{"id", "hostname", "state", "priority"}]}], "nodes": {state: n},
  *   "total"}],
  *   "nodes": {"total", "by_state": {state: n}, "by_label": {label: {state: n}}},
@@ -29,9 +29,10 @@
  *   "expires_in" (seconds, null: never)}],
  *   "history": {"interval", "window", "samples": [{"t", "by_state": {state: n}}]}
  *
- * A provider is "down" when its worker has not reported (a METRICS
- * message through nodepoold) for three poll intervals, or never did and
- * no pool of it is registered; "unknown" standalone (no worker reports).
+ * A provider is "down" when no pool of it is registered (a worker's pool
+ * components are ephemeral znodes: they go with its ZooKeeper session, a
+ * session timeout after the worker died, and a restarted worker
+ * registers them again), "paused" when every pool is paused.
  *
  * The sample ring (the only state the page adds to nodepool-web): every
  * interval seconds the node counts by (provider, label, state), an hour's
@@ -62,8 +63,7 @@ double statuspage_history_interval(const struct statuspage_history *h);
  * The summary (new reference) of v (its caches, status_config and history),
  * tree (the image snapshot, may be NULL), records and live (arrays of
  * workers' metric records, metrics.h; either may be NULL; a live record
- * replaces the stored one of its provider, and its "web_received" key is
- * the epoch it arrived) for the filter in query (a URL query string, may
+ * replaces the stored one of its provider) for the filter in query (a URL query string, may
  * be NULL), at epoch now.
  */
 json_t *statuspage_summary(const struct status_view *v, const struct imgtree *tree,

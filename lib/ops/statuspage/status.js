@@ -28,8 +28,7 @@
       "</tr></thead><tbody>";
     s.providers.forEach(function (p) {
       var pools = p.pools.length ? p.pools : [{name: "", labels: [], launchers: []}];
-      var n = pools.length, last = typeof p.last_report === "number" ?
-        " (report " + p.last_report.toFixed(0) + " s ago)" : "";
+      var n = pools.length, last = typeof p.starts === "number" ? "starts: " + p.starts : "";
       pools.forEach(function (pl, j) {
         h += "<tr>";
         if (j === 0)
@@ -172,14 +171,15 @@
       var max = Math.max.apply(null, [1].concat(p.buckets));
       h += '<div class="hist"><h3>' + name + '</h3><p><span data-k="phase-count:' + name + '">' +
         p.count + "</span> launches" + (p.count > 0 ? ", mean " + (p.sum / p.count).toFixed(2) +
-        " s" : "") + '</p><table class="hb"><tbody>';
+        " s" : "") + '</p><div class="cols">';
       p.buckets.forEach(function (n, i) {
-        var le = i < p.bounds.length ? "&le; " + p.bounds[i] + " s" : "more";
-        h += "<tr><th>" + le + '</th><td><div class="hbar"><i style="width:' +
-          (100 * n / max).toFixed(1) + '%"></i></div></td><td class="num" data-k="phase:' + name +
-          "|" + i + '">' + n + "</td></tr>";
+        var b = p.bounds[i], le = i >= p.bounds.length ? "more" : b < 60 ? b + "s" :
+          b < 3600 ? b / 60 + "m" : b / 3600 + "h";
+        h += '<div class="col" title="up to ' + le + ": " + n + '"><span class="n" data-k="phase:' +
+          name + "|" + i + '">' + n + '</span><div class="c"><i style="height:' +
+          (100 * n / max).toFixed(1) + '%"></i></div><span class="le">' + le + "</span></div>";
       });
-      h += "</tbody></table></div>";
+      h += "</div></div>";
     });
     return h + "</div>";
   }
