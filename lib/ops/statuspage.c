@@ -732,6 +732,42 @@ labels_of(const struct status_view *v, const json_t *by_label)
 	return out;
 }
 
+struct held_key {
+	double expires; /* HUGE_VAL: never */
+	json_t *h;
+};
+
+static int
+held_cmp(const void *a, const void *b)
+{
+	const struct held_key *x = a, *y = b;
+
+	return x->expires < y->expires ? -1 : x->expires > y->expires ? 1 : 0;
+}
+
+/* The first STATUSPAGE_HELD_MAX held nodes of all, the soonest to expire
+ * first (new reference; all is taken). */
+static json_t *
+held_first(json_t *all)
+{
+	size_t n = json_array_size(all), i;
+	struct held_key *k = xcalloc(n ? n : 1, sizeof(*k));
+	json_t *out = json_array();
+
+	for (i = 0; i < n; i++) {
+		const json_t *e;
+		k[i].h = json_array_get(all, i);
+		e = json_object_get(k[i].h, "expires_in");
+		k[i].expires = json_is_integer(e) ? (double)json_integer_value(e) : HUGE_VAL;
+	}
+	qsort(k, n, sizeof(*k), held_cmp);
+	for (i = 0; i < n && i < STATUSPAGE_HELD_MAX; i++)
+		aadd(out, json_incref(k[i].h));
+	free(k);
+	json_decref(all);
+	return out;
+}
+
 json_t *
 statuspage_summary(const struct status_view *v, const struct imgtree *tree, const json_t *records,
 		   const json_t *live, const char *query, double now)
@@ -779,7 +815,8 @@ statuspage_summary(const struct status_view *v, const struct imgtree *tree, cons
 	oset(out, "phases", phases_of(recs, &f));
 	oset(out, "requests", requests_of(v, &f, now));
 	oset(out, "images", images_of(tree, &f));
-	oset(out, "held", a.held);
+	oset(out, "held_total", json_integer((json_int_t)json_array_size(a.held)));
+	oset(out, "held", held_first(a.held));
 	oset(out, "history", history_of(v->history, &f));
 	json_decref(a.by_provider);
 	json_decref(a.used);
@@ -1245,11 +1282,11 @@ html_held(struct buf *b, const json_t *s)
 	size_t i, k;
 
 	putf(b,
-	     "<section id=\"held\"><h2>Held nodes (<span data-k=\"held-count\">%zu</span>)</h2>"
+	     "<section id=\"held\"><h2>Held nodes (<span data-k=\"held-count\">%lld</span>)</h2>"
 	     "<table><thead><tr><th>Node</th><th>Provider</th><th>Label</th><th>Job</th>"
 	     "<th>Comment</th><th class=\"num\">Held for</th><th class=\"num\">Expires in"
 	     "</th></tr></thead><tbody>",
-	     json_array_size(json_object_get(s, "held")));
+	     (long long)jintv(s, "held_total"));
 	json_array_foreach(json_object_get(s, "held"), i, h)
 	{
 		char age[32], exp[32];
@@ -1278,6 +1315,11 @@ html_held(struct buf *b, const json_t *s)
 	}
 	if (json_array_size(json_object_get(s, "held")) == 0)
 		puts_(b, "<tr><td colspan=\"7\" class=\"muted\">no held nodes</td></tr>");
+	else if ((size_t)jintv(s, "held_total") > json_array_size(json_object_get(s, "held")))
+		putf(b,
+		     "<tr><td colspan=\"7\" class=\"muted\">the %zu soonest to expire shown; "
+		     "<code>nodepool list</code> has them all</td></tr>",
+		     json_array_size(json_object_get(s, "held")));
 	puts_(b, "</tbody></table></section>");
 }
 
@@ -1322,10 +1364,11 @@ statuspage_html(const json_t *s)
 	html_phases(&b, s);
 	html_images(&b, s);
 	html_held(&b, s);
-	puts_(&b, "</main><script id=\"summary\" type=\"application/json\">");
-	/* the summary the page was made from, for the script's first draw;
-	 * "</" cannot close the element (escaped as JSON allows) */
-	data = json_dumps(s, JSON_COMPACT);
+	puts_(&b, "</main><script id=\"history\" type=\"application/json\">");
+	/* the samples, for the script's chart (the tables are drawn here;
+	 * the script redraws them from /status-summary); "</" cannot close
+	 * the element (escaped as JSON allows) */
+	data = json_dumps(json_object_get(s, "history"), JSON_COMPACT);
 	if (data == NULL)
 		np_oom();
 	for (i = 0; data[i]; i++) {

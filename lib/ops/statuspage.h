@@ -25,8 +25,9 @@
  *   "n"}], "oldest": [{"id", "state", "age", "node_types", "requestor"}]},
  *   "images": [{"image", "builds": [{"id", "state", "age"}], "uploads":
  *   [{"provider", "build", "id", "state", "age"}]}],
- *   "held": [{"id", "provider", "label", "hold_job", "comment", "age",
- *   "expires_in" (seconds, null: never)}],
+ *   "held_total": n, "held": [{"id", "provider", "label", "hold_job",
+ *   "comment", "age", "expires_in" (seconds, null: never)}] (the
+ *   STATUSPAGE_HELD_MAX soonest to expire),
  *   "history": {"interval", "window", "samples": [{"t", "by_state": {state: n}}]}
  *
  * A provider is "down" when no pool of it is registered (a worker's pool
@@ -49,6 +50,7 @@ struct imgtree;
 
 #define STATUSPAGE_SAMPLE_INTERVAL 10.0 /* seconds */
 #define STATUSPAGE_WINDOW	   3600.0
+#define STATUSPAGE_HELD_MAX	   50
 
 /* A ring of node-count samples. */
 struct statuspage_history *statuspage_history_new(double interval, double window);

@@ -204,7 +204,7 @@
     return h + "</tbody></table>";
   }
   function held(s) {
-    var h = '<h2>Held nodes (<span data-k="held-count">' + s.held.length + "</span>)</h2>" +
+    var h = '<h2>Held nodes (<span data-k="held-count">' + s.held_total + "</span>)</h2>" +
       "<table><thead><tr><th>Node</th><th>Provider</th><th>Label</th><th>Job</th>" +
       '<th>Comment</th><th class="num">Held for</th><th class="num">Expires in</th></tr>' +
       "</thead><tbody>";
@@ -215,6 +215,9 @@
         (typeof x.expires_in === "number" ? age(x.expires_in) : "never") + "</td></tr>";
     });
     if (!s.held.length) h += '<tr><td colspan="7" class="muted">no held nodes</td></tr>';
+    else if (s.held_total > s.held.length)
+      h += '<tr><td colspan="7" class="muted">the ' + s.held.length + " soonest to expire " +
+        "shown; <code>nodepool list</code> has them all</td></tr>";
     return h + "</tbody></table>";
   }
   var PANELS = {providers: providers, nodes: nodes, quota: quota, requests: requests,
@@ -252,7 +255,10 @@
     upd.textContent = "stale: " + why;
     upd.className = "st st-down";
   }
-  var first = document.getElementById("summary");
-  draw(JSON.parse(first.textContent));
+  // the server drew the tables; the chart is the script's
+  var t0 = performance.now(), chartEl = document.getElementById("chart");
+  if (chartEl) chartEl.innerHTML = chart(JSON.parse(document.getElementById("history").textContent));
+  window.npRenderMs = performance.now() - t0;
+  document.body.setAttribute("data-generated", "0");
   setTimeout(refresh, REFRESH_MS);
 })();
