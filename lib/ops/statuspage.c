@@ -413,11 +413,6 @@ providers_of(const struct status_view *v, const struct filter *f, const json_t *
 			}
 		} else {
 			/* no configuration: the pools the components name */
-			json_t *l;
-			json_array_foreach(launchers, pi, l)
-			{
-				(void)l;
-			}
 			n = v->pools ? zk_cache_entries(v->pools, &ents) : 0;
 			for (j = 0; j < n; j++) {
 				const struct np_component *pc = ents[j]->obj;
