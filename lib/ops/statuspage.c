@@ -1134,7 +1134,8 @@ html_phases(struct buf *b, const json_t *s)
 	const json_t *phases = json_object_get(s, "phases");
 	int ph;
 
-	puts_(b, "<section id=\"phases\"><h2>Launch phases</h2><div class=\"hists\">");
+	puts_(b, "<section id=\"phases\"><h2>Launch phases <small>bucket upper bounds in seconds "
+		 "(m: minutes, h: hours)</small></h2><div class=\"hists\">");
 	for (ph = 0; ph < METRICS_PHASE_COUNT; ph++) {
 		const char *name = metrics_phase_name(ph);
 		const json_t *p = json_object_get(phases, name),
@@ -1161,7 +1162,7 @@ html_phases(struct buf *b, const json_t *s)
 			if (bd == NULL)
 				snprintf(le, sizeof(le), "more");
 			else if (json_number_value(bd) < 60)
-				snprintf(le, sizeof(le), "%gs", json_number_value(bd));
+				snprintf(le, sizeof(le), "%g", json_number_value(bd));
 			else if (json_number_value(bd) < 3600)
 				snprintf(le, sizeof(le), "%gm", json_number_value(bd) / 60);
 			else

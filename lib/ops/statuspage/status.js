@@ -164,7 +164,8 @@
     return h + "</tbody></table>";
   }
   function phases(s) {
-    var h = '<h2>Launch phases</h2><div class="hists">';
+    var h = "<h2>Launch phases <small>bucket upper bounds in seconds (m: minutes, h: " +
+      'hours)</small></h2><div class="hists">';
     PHASES.forEach(function (name) {
       var p = s.phases[name];
       if (!p) return;
@@ -173,7 +174,7 @@
         p.count + "</span> launches" + (p.count > 0 ? ", mean " + (p.sum / p.count).toFixed(2) +
         " s" : "") + '</p><div class="cols">';
       p.buckets.forEach(function (n, i) {
-        var b = p.bounds[i], le = i >= p.bounds.length ? "more" : b < 60 ? b + "s" :
+        var b = p.bounds[i], le = i >= p.bounds.length ? "more" : b < 60 ? String(b) :
           b < 3600 ? b / 60 + "m" : b / 3600 + "h";
         h += '<div class="col" title="up to ' + le + ": " + n + '"><span class="n" data-k="phase:' +
           name + "|" + i + '">' + n + '</span><div class="c"><i style="height:' +
