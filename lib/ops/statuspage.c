@@ -597,8 +597,17 @@ requests_of(const struct status_view *v, const struct filter *f, double now)
 	return out;
 }
 
+/* A listing's age (epoch seconds of the state, as the JSON listings give
+ * it) as seconds before now; null when unknown. */
 static json_t *
-images_of(const struct imgtree *tree, const struct filter *f)
+age_of(const json_t *epoch, double now)
+{
+	return json_is_number(epoch) ? json_integer((json_int_t)(now - json_number_value(epoch)))
+				     : json_null();
+}
+
+static json_t *
+images_of(const struct imgtree *tree, const struct filter *f, double now)
 {
 	struct status_table *dib, *up;
 	json_t *out = json_array(), *byname = json_object(), *r;
@@ -622,9 +631,9 @@ images_of(const struct imgtree *tree, const struct filter *f)
 			aadd(out, json_incref(e));
 		}
 		aadd(json_object_get(e, "builds"),
-		     json_pack("{s:O, s:O, s:O}", "id", json_object_get(r, "id") ?: json_null(),
+		     json_pack("{s:O, s:O, s:o}", "id", json_object_get(r, "id") ?: json_null(),
 			       "state", json_object_get(r, "state") ?: json_null(), "age",
-			       json_object_get(r, "age") ?: json_null()));
+			       age_of(json_object_get(r, "age"), now)));
 	}
 	json_array_foreach(up->rows, i, r)
 	{
@@ -639,12 +648,12 @@ images_of(const struct imgtree *tree, const struct filter *f)
 			aadd(out, json_incref(e));
 		}
 		aadd(json_object_get(e, "uploads"),
-		     json_pack("{s:O, s:O, s:O, s:O, s:O}", "provider",
+		     json_pack("{s:O, s:O, s:O, s:O, s:o}", "provider",
 			       json_object_get(r, "provider") ?: json_null(), "build",
 			       json_object_get(r, "id") ?: json_null(), "id",
 			       json_object_get(r, "upload_id") ?: json_null(), "state",
 			       json_object_get(r, "state") ?: json_null(), "age",
-			       json_object_get(r, "age") ?: json_null()));
+			       age_of(json_object_get(r, "age"), now)));
 	}
 	json_decref(byname);
 	status_table_free(dib);
@@ -809,7 +818,7 @@ statuspage_summary(const struct status_view *v, const struct imgtree *tree, cons
 	oset(out, "tenants", tenants_of(v));
 	oset(out, "phases", phases_of(recs, &f));
 	oset(out, "requests", requests_of(v, &f, now));
-	oset(out, "images", images_of(tree, &f));
+	oset(out, "images", images_of(tree, &f, now));
 	oset(out, "held_total", json_integer((json_int_t)json_array_size(a.held)));
 	oset(out, "held", held_first(a.held));
 	oset(out, "history", history_of(v->history, &f));
@@ -1227,6 +1236,7 @@ html_images(struct buf *b, const json_t *s)
 {
 	const json_t *img, *x;
 	size_t i, k;
+	char age[32];
 
 	puts_(b, "<section id=\"images\"><h2>Diskimages</h2><table><thead><tr><th>Image</th>"
 		 "<th>Builds</th><th>Uploads</th></tr></thead><tbody>");
@@ -1234,7 +1244,13 @@ html_images(struct buf *b, const json_t *s)
 	{
 		puts_(b, "<tr><td>");
 		esc(b, jstrv(img, "image"));
-		puts_(b, "</td><td>");
+		puts_(b, "<br><small><span data-k=\"image-builds:");
+		esc(b, jstrv(img, "image"));
+		putf(b, "\">%zu</span> builds, <span data-k=\"image-uploads:",
+		     json_array_size(json_object_get(img, "builds")));
+		esc(b, jstrv(img, "image"));
+		putf(b, "\">%zu</span> uploads</small></td><td>",
+		     json_array_size(json_object_get(img, "uploads")));
 		json_array_foreach(json_object_get(img, "builds"), k, x)
 		{
 			puts_(b, "<div><code>");
@@ -1244,7 +1260,11 @@ html_images(struct buf *b, const json_t *s)
 			puts_(b, "\">");
 			esc(b, jstrv(x, "state"));
 			puts_(b, "</span> <small>");
-			esc(b, jstrv(x, "age"));
+			age_text(age, sizeof(age),
+				 json_is_integer(json_object_get(x, "age"))
+				     ? (double)jintv(x, "age")
+				     : -1);
+			esc(b, age);
 			puts_(b, "</small></div>");
 		}
 		puts_(b, "</td><td>");
@@ -1261,7 +1281,11 @@ html_images(struct buf *b, const json_t *s)
 			puts_(b, "\">");
 			esc(b, jstrv(x, "state"));
 			puts_(b, "</span> <small>");
-			esc(b, jstrv(x, "age"));
+			age_text(age, sizeof(age),
+				 json_is_integer(json_object_get(x, "age"))
+				     ? (double)jintv(x, "age")
+				     : -1);
+			esc(b, age);
 			puts_(b, "</small></div>");
 		}
 		puts_(b, "</td></tr>");

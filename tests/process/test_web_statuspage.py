@@ -21,6 +21,7 @@ import browser
 from conftest import wait_for
 from load_helpers import Load
 from npd import Supervisor, host, static_provider
+from operator_helpers import build_record, upload_record, write_build, write_upload
 from test_web import get, parse_metrics
 
 PHASES = ["quota_wait", "create", "boot", "keyscan", "total"]
@@ -85,6 +86,8 @@ def check_against_endpoints(b, port, provider=None):
     requests = jget(port, "/request-list")
     metrics = parse_metrics(get(port, "/metrics")[2])
     dib = jget(port, "/dib-image-list")
+    uploads = [u for u in jget(port, "/image-list")
+               if provider is None or u["provider"] == provider]
     d = dom_numbers(b)
     assert int(d["nodes-total"]) == len(nodes), (d["nodes-total"], len(nodes))
     by_state = {}
@@ -121,9 +124,11 @@ def check_against_endpoints(b, port, provider=None):
     assert int(d["req-waiting"]) == len(waiting)
     assert sum(int(d["req-age:%d" % i]) for i in range(6)) == len(waiting)
     assert int(d["held-count"]) == by_state.get("hold", 0)
-    # diskimages: none configured here, and the page says so
-    assert dib == []
-    assert "no diskimages" in b.js("return document.getElementById('images').textContent")
+    # diskimages: builds and uploads per image, as the listings have them
+    for image in {x["image"] for x in dib}:
+        assert int(d["image-builds:" + image]) == sum(1 for x in dib if x["image"] == image)
+        assert int(d["image-uploads:" + image]) == sum(
+            1 for u in uploads if u["image"] == image)
     return d
 
 
@@ -157,6 +162,12 @@ def test_status_page_in_chromium(sup, zuul, deployment, tmp_path):
     assert zuul.wait_request(first)["state"] == "fulfilled"
     waiting = zuul.submit(["medium"] * 3)
     quiet_node_list(port)
+    # a diskimage as upstream's builder records it: a build a day old,
+    # uploaded to sim, and one building
+    day = time.time() - 86400
+    b1 = write_build(zuul.zk, "ubuntu-jammy", build_record(state_time=day))
+    write_upload(zuul.zk, "ubuntu-jammy", b1, "sim", upload_record(state_time=day + 600))
+    write_build(zuul.zk, "ubuntu-jammy", build_record(state="building"))
     t_quiet = time.time()
 
     summary = jget(port, "/status-summary")
@@ -178,6 +189,8 @@ def test_status_page_in_chromium(sup, zuul, deployment, tmp_path):
         assert d["prov-state:static-a"] == "up" and d["prov-state:sim"] == "paused"
         assert int(d["held-count"]) == 1
         assert int(d["phase-count:total"]) >= 1
+        assert int(d["image-builds:ubuntu-jammy"]) == 2
+        assert int(d["image-uploads:ubuntu-jammy"]) == 1
         assert int(d["req-waiting"]) == 1
         render_ms = b.js("return window.npRenderMs")
         shot = b.screenshot(str(tmp_path / "status-page.png"))

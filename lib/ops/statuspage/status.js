@@ -188,16 +188,18 @@
     var h = "<h2>Diskimages</h2><table><thead><tr><th>Image</th><th>Builds</th><th>Uploads</th>" +
       "</tr></thead><tbody>";
     s.images.forEach(function (img) {
-      h += "<tr><td>" + esc(img.image) + "</td><td>";
+      h += "<tr><td>" + esc(img.image) + '<br><small><span data-k="image-builds:' +
+        esc(img.image) + '">' + img.builds.length + '</span> builds, <span data-k="image-uploads:' +
+        esc(img.image) + '">' + img.uploads.length + "</span> uploads</small></td><td>";
       img.builds.forEach(function (x) {
         h += "<div><code>" + esc(x.id) + '</code> <span class="st st-' + esc(x.state) + '">' +
-          esc(x.state) + "</span> <small>" + esc(x.age) + "</small></div>";
+          esc(x.state) + "</span> <small>" + (typeof x.age === "number" ? age(x.age) : "-") + "</small></div>";
       });
       h += "</td><td>";
       img.uploads.forEach(function (x) {
         h += "<div>" + esc(x.provider) + " <code>" + esc(x.build) + "/" + esc(x.id) +
           '</code> <span class="st st-' + esc(x.state) + '">' + esc(x.state) +
-          "</span> <small>" + esc(x.age) + "</small></div>";
+          "</span> <small>" + (typeof x.age === "number" ? age(x.age) : "-") + "</small></div>";
       });
       h += "</td></tr>";
     });
