@@ -610,11 +610,12 @@ static json_t *
 images_of(const struct imgtree *tree, const struct filter *f, double now)
 {
 	struct status_table *dib, *up;
-	json_t *out = json_array(), *byname = json_object(), *r;
+	json_t *out = json_array(), *byname, *r;
 	size_t i;
 
 	if (tree == NULL)
 		return out;
+	byname = json_object();
 	dib = status_table_new(STATUS_DIB_IMAGE_LIST);
 	up = status_table_new(STATUS_IMAGE_LIST);
 	status_dib_image_list(tree, dib);
