@@ -236,6 +236,7 @@ static const struct field status_fields[] = {
     FLD("uptime_s", F_UINT, M(status.uptime_s)),
     FOPT("metrics", F_STR_NIL, M(status.metrics)),
     FOPT("zk_queue", F_UINT, M(status.zk_queue)),
+    FOPT("pss_kb", F_UINT, M(status.pss_kb)),
 };
 
 static const struct field config_ack_fields[] = {
@@ -290,6 +291,8 @@ static const struct field worker_fields[] = {
     FLD("failed", F_UINT, W(failed)),
     FLD("nodes", F_COUNTS, W(nodes)),
     FLD("error", F_STR_NIL, W(last_error)),
+    FOPT("rss_kb", F_UINT, W(rss_kb)),
+    FOPT("pss_kb", F_UINT, W(pss_kb)),
 };
 static const struct item_desc worker_desc = {worker_fields, NF(worker_fields),
 					     sizeof(struct ipc_worker_info)};

@@ -176,6 +176,8 @@ struct ipc_status {
 	int64_t zk_queue;	 /* "zk_queue": ZooKeeper operations submitted and not
 				    answered yet (upstream's zk.client.connection_queue);
 				    optional, 0 when absent */
+	int64_t pss_kb;		 /* "pss_kb": proportional set size, KiB (shared pages
+				    shared out); optional, 0 when absent or unknown */
 };
 
 /* CONFIG_ACK {gen, ok, errors}: a CONFIG was applied (ok) or refused. */
@@ -248,6 +250,8 @@ struct ipc_worker_info {
 	int64_t failed;		 /* "failed" */
 	struct ipc_counts nodes; /* "nodes": by state */
 	char *last_error;	 /* "error": or nil */
+	int64_t rss_kb;		 /* "rss_kb", "pss_kb": from its last STATUS; optional, */
+	int64_t pss_kb;		 /* 0 when absent or unknown */
 };
 
 struct ipc_workers {

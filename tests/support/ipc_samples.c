@@ -44,6 +44,7 @@ sample_status(struct ipc_status *s, int variant)
 	s->uptime_s = 86400;
 	must(ipc_set_str(&s->metrics, "{\"provider\":\"rax-dfw\",\"starts\":1}"));
 	s->zk_queue = 3;
+	s->pss_kb = 10240;
 }
 
 static void
@@ -66,6 +67,8 @@ sample_workers(struct ipc_workers *w, int variant)
 	i->failed = 0;
 	must(ipc_counts_add(&i->nodes, "ready", 3));
 	must(ipc_set_str(&i->last_error, "boom"));
+	i->rss_kb = 9216;
+	i->pss_kb = 4608;
 	i = ipc_workers_add(w, "builder");
 	i->kind = IPC_KIND_BUILDER;
 	i->pid = 0;
