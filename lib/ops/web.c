@@ -448,7 +448,8 @@ cache_put(struct web *w, const char *key, double now, int code, const char *ctyp
 
 /*
  * The cache key of a listing: its path, the parameters a listing reads
- * (fields, node_id) and the type; any other key in the query changes
+ * (fields, node_id; the status page's provider, label) and the type; any
+ * other key in the query changes
  * nothing in the answer, so it must not make a new one (issue 23: ?x=N
  * made every request a fresh render). malloc'd.
  */
@@ -456,7 +457,7 @@ static char *
 cache_key(const char *path, const char *query, int json)
 {
 	struct evkeyvalq params;
-	const char *fields, *node_id;
+	const char *fields, *node_id, *prov, *label;
 	char *key;
 
 	TAILQ_INIT(&params);
@@ -464,8 +465,12 @@ cache_key(const char *path, const char *query, int json)
 		evhttp_parse_query_str(query, &params);
 	fields = evhttp_find_header(&params, "fields");
 	node_id = evhttp_find_header(&params, "node_id");
-	if (asprintf(&key, "%s|%s%s|%s%s|%s", path, fields ? "f=" : "", fields ? fields : "",
-		     node_id ? "n=" : "", node_id ? node_id : "", json ? "json" : "pretty") < 0)
+	prov = evhttp_find_header(&params, "provider");
+	label = evhttp_find_header(&params, "label");
+	if (asprintf(&key, "%s|%s%s|%s%s|%s%s|%s%s|%s", path, fields ? "f=" : "",
+		     fields ? fields : "", node_id ? "n=" : "", node_id ? node_id : "",
+		     prov ? "p=" : "", prov ? prov : "", label ? "l=" : "", label ? label : "",
+		     json ? "json" : "pretty") < 0)
 		np_oom();
 	evhttp_clear_headers(&params);
 	return key;
