@@ -61,7 +61,7 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 # lib/ has one folder per subsystem; each is on the include path, so a
 # header is included by its name alone ("zk.h", "config.h").
 LIB_DIRS := $(sort $(dir $(wildcard lib/*/*.h)))
-INCLUDES := -I. $(addprefix -I,$(LIB_DIRS)) -Iprotocol -Idrivers -I$(ZKC)/include
+INCLUDES := -I. $(addprefix -I,$(LIB_DIRS)) -Iprotocol -Idrivers -I$(ZKC)/include -Ibuild-gen
 SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all)
 CFLAGS += $(CFLAGS_BASE) $(SANFLAGS) $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) $(DL_PKGS) 2>/dev/null)
@@ -159,6 +159,22 @@ $(NP_LIB): $(call obj,$(NP_SRCS))
 $(DRV_LIB): $(call obj,$(DRV_SRCS))
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $(if $^,$^,)
+
+# --- the status page's CSS and script, as C strings --------------------------
+# lib/ops/statuspage.c includes build-gen/statuspage_assets.inc, made here
+# from lib/ops/statuspage/*.css and *.js with sed: every line a C string
+# literal. Shared by every build directory (the text does not depend on
+# the flags).
+STATUSPAGE_ASSETS := lib/ops/statuspage/status.css lib/ops/statuspage/status.js
+c_lines = sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $(1)
+build-gen/statuspage_assets.inc: $(STATUSPAGE_ASSETS) Makefile
+	@mkdir -p $(@D)
+	{ echo '/* made by make from $(STATUSPAGE_ASSETS) */'; \
+	  echo 'static const char statuspage_css[] ='; $(call c_lines,lib/ops/statuspage/status.css); \
+	  echo ';'; echo 'static const char statuspage_js[] ='; \
+	  $(call c_lines,lib/ops/statuspage/status.js); echo ';'; } > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/lib/ops/statuspage.o build-fuzz/obj/lib/ops/statuspage.o: \
+	build-gen/statuspage_assets.inc
 
 # --- tests -------------------------------------------------------------------
 ALL_LIBS = $(ROLE_LIBS) $(DRV_LIB) $(NP_LIB)

@@ -4,6 +4,8 @@
 # apt-get as root. Usage: mk/deps.sh [dib]
 #   dib: also what `make dib-smoke` needs (diskimage-builder, qemu-img,
 #   busybox for its offline root, sudo which diskimage-builder calls).
+# chromium and chromium-driver: the status page's test in a real browser
+# (tests/process/test_web_statuspage.py), with a font to draw it.
 set -eu
 
 PKGS="gcc make cmake pkg-config clang libclang-rt-14-dev
@@ -14,7 +16,8 @@ python3 python3-kazoo python3-pytest python3-yaml python3-openstacksdk python3-o
 python3-kubernetes python3-boto3 libxml2-dev
 azure-cli python3-azure
 python3-googleapi python3-google-auth python3-google-auth-httplib2 python3-httplib2
-openssh-server openssh-client openssl mandoc debhelper"
+openssh-server openssh-client openssl mandoc debhelper
+chromium chromium-driver fonts-dejavu-core"
 if [ "${1:-}" = dib ]; then
 	PKGS="$PKGS python3-diskimage-builder qemu-utils busybox-static sudo"
 fi

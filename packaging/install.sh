@@ -4,6 +4,8 @@
 #   bin/         nodepool
 #   share/man/   man/*.[158]
 #   share/doc/nodepoold/examples/   packaging/examples/*
+#   share/nodepoold/grafana/        packaging/grafana/*.json, *.yaml (the
+#                                   dashboards and a provisioning file)
 # A binary not built (yet) is skipped with a note; the Debian package build
 # (packaging/debian/rules) runs this with DESTDIR=debian/nodepoold PREFIX=/usr.
 # The workers go to sbin/ beside nodepoold: the supervisor execs them, and
@@ -42,4 +44,9 @@ done
 for ex in packaging/examples/*; do
 	[ -f "$ex" ] || continue
 	put 0644 "$ex" "$root/share/doc/nodepoold/examples/$(basename "$ex")"
+done
+
+for g in packaging/grafana/*.json packaging/grafana/*.yaml; do
+	[ -f "$g" ] || continue
+	put 0644 "$g" "$root/share/nodepoold/grafana/$(basename "$g")"
 done

@@ -148,6 +148,17 @@ same /lib/systemd/system/nodepoold.service packaging/nodepoold.service
 same /lib/systemd/system/nodepool-builder.service packaging/nodepool-builder.service
 same /usr/share/doc/nodepoold/examples/nodepool.yaml packaging/examples/nodepool.yaml
 same /usr/share/doc/nodepoold/examples/secure.conf packaging/examples/secure.conf
+# the Grafana dashboards and their provisioning file (README: Dashboards)
+for g in "$src"/packaging/grafana/*.json "$src"/packaging/grafana/*.yaml; do
+	same "/usr/share/nodepoold/grafana/$(basename "$g")" "packaging/grafana/$(basename "$g")"
+done
+for g in "$root"/usr/share/nodepoold/grafana/*.json; do
+	if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["panels"] and d["uid"]' "$g" 2>/dev/null; then
+		ok "$(basename "$g"): a dashboard (uid, panels)"
+	else
+		bad "$(basename "$g"): not a Grafana dashboard"
+	fi
+done
 [ -x "$root/etc/init.d/nodepoold" ] && ok "init script is executable" ||
 	bad "init script is not executable"
 [ -f "$root/usr/share/doc/nodepoold/copyright" ] && ok "copyright" || bad "no copyright file"

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
@@ -22,8 +23,10 @@
 #include "nodeview.h"
 #include "slice.h"
 #include "status.h"
+#include "statuspage.h"
 #include "version.h"
 #include "web.h"
+#include "xalloc.h"
 #include "zk.h"
 #include "zk_status.h"
 
@@ -46,7 +49,21 @@ struct webproc {
 	int exit_code;
 	int stopping;
 	double start;
+	/* the status page: its sample ring, the timer that fills it, and the
+	 * slice's "status" */
+	struct statuspage_history *history;
+	struct event *sample_ev;
+	json_t *status_cfg;
 };
+
+static double
+wall_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 /* ---- caches -> objects (malformed records are logged and skipped) ------------- */
 
@@ -99,6 +116,20 @@ view(void *arg, struct status_view *v)
 	v->requests = wp->requests;
 	v->pools = wp->pools;
 	v->ready = is_ready(wp);
+	v->status_config = wp->status_cfg;
+	v->history = wp->history;
+}
+
+static void
+sample_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct webproc *wp = arg;
+	struct status_view v;
+
+	if (!is_ready(wp))
+		return;
+	view(wp, &v);
+	statuspage_history_sample(wp->history, &v, wall_now());
 }
 
 /* Every worker's live record, as an array (new reference). */
@@ -237,8 +268,9 @@ cache_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 {
 	struct webproc *wp = arg;
 
-	(void)c;
 	(void)e;
+	if (ev == ZK_CACHE_SYNCED && is_ready(wp))
+		sample_cb(-1, 0, wp); /* the page's first sample at once */
 	if (ev == ZK_CACHE_SYNCED && !wp->trimmed && is_ready(wp)) {
 		wp->trimmed = 1;
 		np_mem_trim_startup("web API view synced");
@@ -384,6 +416,12 @@ webproc_apply(struct webproc *wp, const json_t *slice, char *err, size_t errlen)
 	if (wp->zk == NULL)
 		return -1;
 	wp->slice = json_deep_copy(slice);
+	json_decref(wp->status_cfg);
+	wp->status_cfg = json_deep_copy(json_object_get(slice, "status"));
+	if (wp->status_cfg == NULL)
+		wp->status_cfg = json_object();
+	if (wp->status_cfg == NULL || wp->slice == NULL)
+		np_oom();
 	try_listen(wp);
 	return 0;
 }
@@ -425,6 +463,13 @@ webproc_new(struct event_base *base, int channel_fd)
 	wp->start = np_mono_s();
 	if ((wp->listen_retry = evtimer_new(base, listen_retry_cb, wp)) == NULL)
 		abort();
+	wp->history = statuspage_history_new(STATUSPAGE_SAMPLE_INTERVAL, STATUSPAGE_WINDOW);
+	if ((wp->sample_ev = event_new(base, -1, EV_PERSIST, sample_cb, wp)) == NULL)
+		abort();
+	{
+		struct timeval tv = {(time_t)STATUSPAGE_SAMPLE_INTERVAL, 0};
+		event_add(wp->sample_ev, &tv);
+	}
 	if (channel_fd >= 0) {
 		wp->link = childproc_link_new(base, channel_fd, &webproc_link_ops, wp,
 					      &wp->exit_code, err, sizeof(err));
@@ -482,6 +527,9 @@ webproc_free(struct webproc *wp)
 		return;
 	teardown(wp);
 	event_free(wp->listen_retry);
+	event_free(wp->sample_ev);
+	statuspage_history_free(wp->history);
+	json_decref(wp->status_cfg);
 	childproc_link_free(wp->link);
 	json_decref(wp->slice);
 	json_decref(wp->live);

@@ -29,7 +29,13 @@ json_t *np_config_worker_slice(const struct np_config *cfg, const char *provider
  *                  "tls": {"ca", "cert", "key"} or null},
  *    "webapp": {"port": 8005, "listen_address": "0.0.0.0", "max_connections": 64,
  *               "max_connections_per_client": 8, "request_timeout": 10.0,
- *               "max_response_size": 33554432}}
+ *               "max_response_size": 33554432},
+ *    "status": {"providers": [{"name", "driver", "max-servers", "max-cores",
+ *                              "max-ram", "pools": [{"name", "labels",
+ *                              "max-servers", "max-cores", "max-ram"}]}],
+ *               "tenant-limits": {tenant: {"max-servers", ...}}}}
+ * (status: the status page's view of nodepool.yaml; a limit that is
+ * unlimited is null)
  */
 json_t *np_config_web_slice(const struct np_config *cfg);
 /* The provider that owns min-ready for label, or NULL if none offers it. */

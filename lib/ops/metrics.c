@@ -923,6 +923,44 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	     "nodepool_launcher_ready %d\n",
 	     v->ready ? 1 : 0);
 
+	/* the configured limits (nodepool-web only: its view carries them) */
+	if (v->status_config != NULL) {
+		static const char *const res[3][2] = {
+		    {"servers", "max-servers"}, {"cores", "max-cores"}, {"ram", "max-ram"}};
+		const json_t *p, *pl;
+		size_t pi, li;
+		outf(&o, "# HELP nodepool_quota_limit Configured limits (max-servers, max-cores, "
+			 "max-ram) by provider and pool (pool \"\": the provider's own); "
+			 "unlimited ones are left out.\n# TYPE nodepool_quota_limit gauge\n");
+		json_array_foreach(json_object_get(v->status_config, "providers"), pi, p)
+		{
+			const char *pn = json_string_value(json_object_get(p, "name"));
+			for (i = 0; pn != NULL && i < 3; i++) {
+				const json_t *l = json_object_get(p, res[i][1]);
+				if (json_is_integer(l))
+					outf(&o,
+					     "nodepool_quota_limit{provider=\"%s\",pool=\"\","
+					     "resource=\"%s\"} %lld\n",
+					     esc(pn), res[i][0], (long long)json_integer_value(l));
+				json_array_foreach(json_object_get(p, "pools"), li, pl)
+				{
+					const char *pool =
+					    json_string_value(json_object_get(pl, "name"));
+					char pbuf[256];
+					l = json_object_get(pl, res[i][1]);
+					if (pool == NULL || !json_is_integer(l))
+						continue;
+					snprintf(pbuf, sizeof(pbuf), "%s", esc(pn));
+					outf(&o,
+					     "nodepool_quota_limit{provider=\"%s\",pool=\"%s\","
+					     "resource=\"%s\"} %lld\n",
+					     pbuf, esc(pool), res[i][0],
+					     (long long)json_integer_value(l));
+				}
+			}
+		}
+	}
+
 	/* per-worker records; a live one replaces the stored copy */
 	if (json_is_object(live))
 		json_array_append(lives, (json_t *)live);

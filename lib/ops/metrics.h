@@ -143,7 +143,11 @@ void metrics_load_cancel(struct metrics_load *l);
  * the launcher's readiness, and from the records (an array; live, when
  * given, is one record or an array of them, each replacing the stored
  * record of the same provider): launches by provider and result, launch
- * phase histograms, request outcomes, worker starts and restarts. malloc'd.
+ * phase histograms, request outcomes, worker starts and restarts; with the
+ * view's status_config (nodepool-web), the configured limits as
+ * nodepool_quota_limit{provider, pool ("" for the provider's own), resource
+ * (servers, cores, ram)}, unlimited ones left out (the Grafana dashboards'
+ * quota panels divide by it). malloc'd.
  */
 char *metrics_render(const struct status_view *v, const json_t *records, const json_t *live);
 

@@ -37,9 +37,11 @@ struct np_node_view {
 	uint32_t present; /* 1 << F_x: field x is in data[] */
 	/* intern.h indices, 0 = none */
 	uint16_t provider, pool, az, username, launcher, type;
+	uint16_t cores; /* resources.cores, saturated; 0 unknown */
 	signed char state;
 	unsigned char whole;	/* data[] holds a struct np_node * instead */
 	unsigned char redacted; /* the port is an object: shown "redacted" */
+	uint32_t ram;		/* resources.ram (MiB), saturated; 0 unknown */
 	char data[];
 };
 
@@ -68,6 +70,17 @@ fit(int ix, uint16_t *out)
 		return 0;
 	*out = (uint16_t)ix;
 	return 1;
+}
+
+/* resources.cores and .ram of n, saturated to the view's fields. */
+static void
+resources_of(const struct np_node *n, uint16_t *cores, uint32_t *ram)
+{
+	json_int_t c = json_integer_value(json_object_get(n->resources, "cores"));
+	json_int_t r = json_integer_value(json_object_get(n->resources, "ram"));
+
+	*cores = c <= 0 ? 0 : c > UINT16_MAX ? UINT16_MAX : (uint16_t)c;
+	*ram = r <= 0 ? 0 : r > (json_int_t)UINT32_MAX ? UINT32_MAX : (uint32_t)r;
 }
 
 static struct np_node_view *
@@ -108,8 +121,10 @@ np_node_view_new(struct np_node *n, int *taken)
 	    !fit(np_intern_str(n->pool), &h.pool) || !fit(np_intern_str(n->az), &h.az) ||
 	    !fit(np_intern_str(n->username), &h.username) ||
 	    !fit(np_intern_str(n->launcher), &h.launcher) ||
-	    !fit(np_intern_labels(&n->type), &h.type) || n->state < -1 || n->state > 127)
-		return keep_whole(n, taken);
+	    !fit(np_intern_labels(&n->type), &h.type) || n->state < -1 || n->state > 127 ||
+	    n->state == NP_NODE_HOLD)
+		return keep_whole(n, taken); /* a held node: few, and its expiry is shown */
+	resources_of(n, &h.cores, &h.ram);
 	h.state = (signed char)n->state;
 	h.state_time = n->state_time;
 	h.connection_port = n->connection_port;
@@ -183,6 +198,38 @@ const struct np_strv *
 np_node_view_type(const struct np_node_view *v)
 {
 	return v->whole ? &whole_of(v)->type : np_intern_labels_get(v->type);
+}
+
+const char *
+np_node_view_pool(const struct np_node_view *v)
+{
+	return v->whole ? whole_of(v)->pool : np_intern_str_get(v->pool);
+}
+
+double
+np_node_view_state_time(const struct np_node_view *v)
+{
+	return v->whole ? whole_of(v)->state_time : v->state_time;
+}
+
+void
+np_node_view_resources(const struct np_node_view *v, long long *cores, long long *ram)
+{
+	uint16_t c;
+	uint32_t r;
+
+	if (v->whole)
+		resources_of(whole_of(v), &c, &r);
+	else
+		c = v->cores, r = v->ram;
+	*cores = c;
+	*ram = r;
+}
+
+const struct np_node *
+np_node_view_whole(const struct np_node_view *v)
+{
+	return v->whole ? whole_of(v) : NULL;
 }
 
 static json_t *

@@ -45,6 +45,14 @@ void np_node_view_free(struct np_node_view *v); /* NULL is a no-op */
 int np_node_view_state(const struct np_node_view *v); /* -1 unknown */
 const char *np_node_view_provider(const struct np_node_view *v);
 const struct np_strv *np_node_view_type(const struct np_node_view *v);
+const char *np_node_view_pool(const struct np_node_view *v);  /* NULL if none */
+double np_node_view_state_time(const struct np_node_view *v); /* epoch seconds */
+/* resources.cores and .ram (MiB) of the record, 0 when absent (as
+ * upstream's Node.resources, which quota accounting reads). */
+void np_node_view_resources(const struct np_node_view *v, long long *cores, long long *ram);
+/* The whole record when the view keeps it (held nodes always, so that
+ * their hold_expiration is at hand; odd records), else NULL. */
+const struct np_node *np_node_view_whole(const struct np_node_view *v);
 
 /* status_add_node for the node id (the cache entry's name) of view v. */
 void status_add_node_view(struct status_table *t, const char *id, const struct np_node_view *v,

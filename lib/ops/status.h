@@ -194,6 +194,7 @@ void status_image_status(const struct imgtree *t, struct status_table *out);
  * a reconfiguration; they are told to drop what refers to the session
  * (web_reset, ...) before it goes.
  */
+struct statuspage_history;
 struct status_view {
 	struct zk *zk;		/* NULL until started; connected or not */
 	struct zk_cache *nodes; /* /nodepool/nodes, data and locks, np_node objects */
@@ -209,6 +210,12 @@ struct status_view {
 	const char *provider;	   /* this worker's provider (NULL if none) */
 	/* request handling counters of this process since it started */
 	unsigned long long accepted, fulfilled, declined, failed;
+	/* nodepool-web only (NULL elsewhere): what the status page shows of
+	 * the configuration (the web slice's "status": providers, pools and
+	 * their limits, tenant limits; statuspage.h) and
+	 * the page's ring of node samples */
+	const json_t *status_config;
+	const struct statuspage_history *history;
 };
 typedef void (*status_view_fn)(void *arg, struct status_view *out);
 

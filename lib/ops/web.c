@@ -43,6 +43,7 @@
 #include "metrics.h"
 #include "nodeview.h"
 #include "status.h"
+#include "statuspage.h"
 #include "zk.h"
 #include "clock.h"
 #include "xalloc.h"
@@ -447,7 +448,8 @@ cache_put(struct web *w, const char *key, double now, int code, const char *ctyp
 
 /*
  * The cache key of a listing: its path, the parameters a listing reads
- * (fields, node_id) and the type; any other key in the query changes
+ * (fields, node_id; the status page's provider, label) and the type; any
+ * other key in the query changes
  * nothing in the answer, so it must not make a new one (issue 23: ?x=N
  * made every request a fresh render). malloc'd.
  */
@@ -455,7 +457,7 @@ static char *
 cache_key(const char *path, const char *query, int json)
 {
 	struct evkeyvalq params;
-	const char *fields, *node_id;
+	const char *fields, *node_id, *prov, *label;
 	char *key;
 
 	TAILQ_INIT(&params);
@@ -463,8 +465,12 @@ cache_key(const char *path, const char *query, int json)
 		evhttp_parse_query_str(query, &params);
 	fields = evhttp_find_header(&params, "fields");
 	node_id = evhttp_find_header(&params, "node_id");
-	if (asprintf(&key, "%s|%s%s|%s%s|%s", path, fields ? "f=" : "", fields ? fields : "",
-		     node_id ? "n=" : "", node_id ? node_id : "", json ? "json" : "pretty") < 0)
+	prov = evhttp_find_header(&params, "provider");
+	label = evhttp_find_header(&params, "label");
+	if (asprintf(&key, "%s|%s%s|%s%s|%s%s|%s%s|%s", path, fields ? "f=" : "",
+		     fields ? fields : "", node_id ? "n=" : "", node_id ? node_id : "",
+		     prov ? "p=" : "", prov ? prov : "", label ? "l=" : "", label ? label : "",
+		     json ? "json" : "pretty") < 0)
 		np_oom();
 	evhttp_clear_headers(&params);
 	return key;
@@ -472,7 +478,18 @@ cache_key(const char *path, const char *query, int json)
 
 /* ---- rendering -------------------------------------------------------------------- */
 
-enum list_kind { L_NONE, L_NODES, L_REQUESTS, L_LABELS, L_IMAGES, L_DIB, L_STATUS, L_METRICS };
+enum list_kind {
+	L_NONE,
+	L_NODES,
+	L_REQUESTS,
+	L_LABELS,
+	L_IMAGES,
+	L_DIB,
+	L_STATUS,
+	L_METRICS,
+	L_PAGE,
+	L_SUMMARY /* the status page (statuspage.h) */
+};
 
 static enum list_kind
 kind_of(const char *path)
@@ -481,9 +498,11 @@ kind_of(const char *path)
 		const char *path;
 		enum list_kind kind;
 	} table[] = {
-	    {"/node-list", L_NODES},   {"/request-list", L_REQUESTS}, {"/label-list", L_LABELS},
-	    {"/image-list", L_IMAGES}, {"/dib-image-list", L_DIB},    {"/image-status", L_STATUS},
-	    {"/metrics", L_METRICS},
+	    {"/node-list", L_NODES},	    {"/request-list", L_REQUESTS},
+	    {"/label-list", L_LABELS},	    {"/image-list", L_IMAGES},
+	    {"/dib-image-list", L_DIB},	    {"/image-status", L_STATUS},
+	    {"/metrics", L_METRICS},	    {"/", L_PAGE},
+	    {"/status-summary", L_SUMMARY},
 	};
 	size_t i;
 
@@ -526,6 +545,18 @@ render(struct web *w, enum list_kind kind, const char *query, int json, double n
 	fields = evhttp_find_header(&params, "fields");
 	node_id = evhttp_find_header(&params, "node_id");
 	switch (kind) {
+	case L_PAGE:
+	case L_SUMMARY: {
+		json_t *live = w->live ? w->live(w->arg) : NULL;
+		json_t *sum = statuspage_summary(&v, w->tree, w->records, live, query, now);
+		out = kind == L_PAGE ? statuspage_html(sum) : json_dumps(sum, JSON_COMPACT);
+		json_decref(sum);
+		json_decref(live);
+		evhttp_clear_headers(&params);
+		if (out == NULL)
+			np_oom();
+		break;
+	}
 	case L_METRICS: {
 		json_t *live = w->live ? w->live(w->arg) : NULL;
 		out = metrics_render(&v, w->records, live);
@@ -593,10 +624,11 @@ answer(struct web *w, struct evhttp_request *req, enum list_kind kind, const cha
 	int code;
 	char *body = render(w, kind, query, json, now, &code);
 	struct cached *c;
-	const char *ctype = code != 200		? "text/plain; charset=UTF-8"
-			    : kind == L_METRICS ? "text/plain; version=0.0.4; charset=utf-8"
-			    : json		? "application/json"
-						: "text/plain; charset=UTF-8";
+	const char *ctype = code != 200			? "text/plain; charset=UTF-8"
+			    : kind == L_METRICS		? "text/plain; version=0.0.4; charset=utf-8"
+			    : kind == L_PAGE		? "text/html; charset=utf-8"
+			    : json || kind == L_SUMMARY ? "application/json"
+							: "text/plain; charset=UTF-8";
 
 	c = cache_put(w, key, now, code, ctype, body);
 	cost = np_mono_s() - t0;
@@ -756,6 +788,14 @@ on_request(struct evhttp_request *req, void *arg)
 	need = kind == L_IMAGES || kind == L_DIB || kind == L_STATUS ? NEED_IMAGES
 	       : kind == L_METRICS				     ? NEED_METRICS
 								     : NEED_NONE;
+	if (kind == L_PAGE || kind == L_SUMMARY) {
+		/* the page waits for the launch figures; the images it shows
+		 * as last read (a read is started for the next answer) */
+		if (ensure_data(w, NEED_IMAGES) < 0)
+			need = NEED_NONE;
+		else
+			need = NEED_METRICS;
+	}
 	rc = ensure_data(w, need);
 	if (rc < 0 || (rc == 0 && w->nwaiting >= WEB_MAX_WAITING)) {
 		send_plain(req, 503, "Service Unavailable",

@@ -117,7 +117,10 @@ def test_headers_caching_methods_and_errors(deployment, zuul):
     assert get(port, "/node-list", method="POST")[0] == 405
     assert get(port, "/node-list", method="DELETE")[0] == 405
     assert get(port, "/nope")[0] == 404
-    assert get(port, "/")[0] == 404
+    # `/` is the status page (test_web_statuspage.py), here too
+    status, headers, body = get(port, "/")
+    assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
+    assert '<section id="nodes">' in body
     status, _, body = get(port, "/ready")
     assert status == 200 and body == "OK"
 
