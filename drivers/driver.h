@@ -66,6 +66,17 @@ struct drv_launch {
 	 * valid until drv_launch_done or launch_cancel; copy to keep longer.
 	 */
 	const char *az;
+	/*
+	 * 1: the node is a BUILDING node whose launch began in an earlier
+	 * launcher (this worker before a restart, or a peer whose ZooKeeper
+	 * session ended), adopted from its record: node->external_id names
+	 * the instance already created. The driver takes that instance over
+	 * and goes on from where the record says (waits for it to boot, scans
+	 * it) instead of creating another; a failed takeover is a failed
+	 * attempt (the instance is deleted, the retries create new ones).
+	 * Only set for nodes the driver's launch_resumable slot accepted.
+	 */
+	int resume;
 	void *drv;   /* driver's private per-launch state */
 	void *owner; /* the launcher's; drivers leave it alone */
 };
@@ -183,6 +194,14 @@ struct driver {
 
 	/* Start a launch; complete with drv_launch_done(). */
 	void (*launch)(struct drv_provider *dp, struct drv_launch *l);
+	/*
+	 * 1 when launch can resume node (a BUILDING record left by a launcher
+	 * that is gone: drv_launch.resume), from what the record holds
+	 * (external_id, driver-specific fields); 0: the launcher deletes the
+	 * node and its instance, as upstream does with every unlocked
+	 * BUILDING node. Synchronous. NULL = never (no launch survives).
+	 */
+	int (*launch_resumable)(struct drv_provider *dp, const struct np_node *node);
 	/* Cancel a launch in progress (no completion follows); the launcher
 	 * then deletes the node normally. May be NULL if launch completes
 	 * synchronously. */

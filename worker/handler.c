@@ -829,6 +829,107 @@ node_allocated(int rc, const struct zk_stat *st, void *arg)
 	after_node_step(h);
 }
 
+/* ---- adopting a launch an earlier launcher left (launches survive) ---------- */
+
+static void node_building_stored(int rc, const struct zk_stat *st, void *arg);
+
+/* An unlocked BUILDING node of this pool with the label, allocated to this
+ * request, whose launch the driver can resume (lc_node_adoptable). */
+static const char *
+find_adoptable(struct handler *h, const char *label)
+{
+	struct launcher *lc = h->lc;
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd =
+		    LC_SUM(ents[i]) ? np_node_sum_full(LC_SUM(ents[i])) : NULL;
+		if (nd == NULL || ents[i]->locked > 0 || nd->allocated_to == NULL ||
+		    strcmp(nd->allocated_to, h->req_id) != 0 || nd->pool == NULL ||
+		    strcmp(nd->pool, h->pool->name) != 0 || !np_strv_contains(&nd->type, label) ||
+		    lc_busy(lc, ents[i]->name) || !lc_node_adoptable(lc, nd))
+			continue;
+		return ents[i]->name;
+	}
+	return NULL;
+}
+
+static void
+adopt_failed(struct handler *h, size_t i)
+{
+	struct hnode *hn = &h->nodes[i];
+
+	reuse_failed(h, i);
+	hn->resume = 0;
+	hn->no_adopt = 1; /* launched anew; the cleanup deletes that one */
+}
+
+static void
+adopt_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+	struct np_node *n = NULL;
+	char err[200];
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	if (rc != ZOK ||
+	    np_node_decode(hn->node_id, data, (size_t)len, &n, err, sizeof(err)) != 0 ||
+	    !lc_node_adoptable(h->lc, n) || h->vanished) {
+		np_node_free(n);
+		adopt_failed(h, i);
+		after_node_step(h);
+		return;
+	}
+	log_info("request %s: adopting node %s (%s, instance %s) from launcher %s", h->req_id,
+		 hn->node_id, hn->label, n->external_id, n->launcher ? n->launcher : "-");
+	assign_to_request(h, n);
+	free(n->launcher);
+	n->launcher = strdup(h->pool->launcher_id);
+	hn->node = n;
+	hn->az = n->az; /* where the instance is (or NULL) */
+	lc_store_node(h->lc, n, hn->lock, node_building_stored, hop_new(h, i));
+}
+
+static void
+adopt_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	char path[128];
+
+	if (hop_done(o, &h, &i))
+		return;
+	if (rc != ZOK || h->vanished) {
+		adopt_failed(h, i);
+		after_node_step(h);
+		return;
+	}
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", h->nodes[i].node_id);
+	zk_get(h->lc->zk, path, NULL, NULL, adopt_read, hop_new(h, i));
+}
+
+static void
+start_adopt(struct handler *h, size_t i, const char *node_id)
+{
+	struct hnode *hn = &h->nodes[i];
+	char path[128];
+
+	hn->node_id = strdup(node_id);
+	hn->state = HN_LOCKING;
+	hn->resume = 1;
+	lc_busy_add(h->lc, node_id);
+	node_lock_path(node_id, path, sizeof(path));
+	hn->lock = zk_lock_new(h->lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+	zk_lock_acquire(hn->lock, 0, adopt_locked, hop_new(h, i));
+}
+
 /* A READY, unallocated, unlocked node of this pool with the label (and,
  * grouping by AZ, in the nodeset's AZ). */
 static const char *
@@ -1020,6 +1121,7 @@ node_building_stored(int rc, const struct zk_stat *st, void *arg)
 	hn->launch.label = hn->label;
 	hn->launch.request = h->req;
 	hn->launch.az = hn->az;
+	hn->launch.resume = hn->resume;
 	hn->launch.owner = hop_new(h, i);
 	hn->launching = 1;
 	lc->prov.drv->launch(lc->prov.dp, &hn->launch);
@@ -1371,6 +1473,13 @@ run(struct handler *h)
 
 		if (hn->state != HN_WANTED)
 			continue;
+		/* a launch an earlier launcher began for this request: go on
+		 * with it (no quota check: its node is counted already) */
+		if (!drv->reuse_only && !hn->no_adopt &&
+		    (id = find_adoptable(h, hn->label)) != NULL) {
+			start_adopt(h, i, id);
+			continue;
+		}
 		/* a reuse-only driver (static) has no other way to serve, so
 		 * reuse: false (min-ready) still takes ready nodes, as upstream's
 		 * static handler */

@@ -107,6 +107,27 @@ lc_node(struct launcher *lc, const char *id)
 	return s != NULL ? np_node_sum_full(s) : NULL;
 }
 
+int
+lc_node_adoptable(struct launcher *lc, const struct np_node *n)
+{
+	const struct driver *drv = lc->prov.drv;
+
+	return n != NULL && n->state == NP_NODE_BUILDING && n->provider != NULL &&
+	       strcmp(n->provider, lc->prov.name) == 0 && drv != NULL && lc->prov.dp != NULL &&
+	       drv->launch_resumable != NULL && drv->launch_resumable(lc->prov.dp, n);
+}
+
+int
+lc_node_awaits_adoption(struct launcher *lc, const struct np_node *n)
+{
+	const struct np_request *r;
+
+	if (n == NULL || n->allocated_to == NULL || !lc_node_adoptable(lc, n))
+		return 0;
+	r = lc_request(lc, n->allocated_to);
+	return r != NULL && (r->state == NP_REQ_REQUESTED || r->state == NP_REQ_PENDING);
+}
+
 const struct np_request *
 lc_request(struct launcher *lc, const char *id)
 {

@@ -130,6 +130,11 @@ struct hnode {
 	 * the view is re-synced after sync epoch create_epoch (issue 27). */
 	int create_unknown;
 	unsigned create_epoch;
+	/* adopting: node_id is a BUILDING node an earlier launcher left
+	 * (lc_node_adoptable), locked and taken over instead of launched
+	 * (HN_LOCKING, then HN_BUILDING with drv_launch.resume) */
+	int resume;
+	int no_adopt; /* an adoption failed: launch instead */
 };
 
 enum handler_state {
@@ -318,6 +323,18 @@ void lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock 
 void lc_create_node(struct launcher *lc, const struct np_node *n, zk_string_cb cb, void *arg);
 /* Update our pool component (paused flag). */
 void lc_pool_update_component(struct lc_pool *pool);
+/*
+ * 1 when n (a cached or read record) is a BUILDING node of our provider
+ * whose launch our driver can resume (its launch_resumable slot): when
+ * unlocked, the launcher that started it is gone (killed, restarted, or a
+ * peer whose session ended), and the request it is allocated to adopts it
+ * (handler.c) instead of launching again, while the cleanup leaves it
+ * alone. Launches survive their launcher; upstream deletes such nodes.
+ */
+int lc_node_adoptable(struct launcher *lc, const struct np_node *n);
+/* An unlocked adoptable node waiting for its request: allocated to a
+ * request that is still requested or pending. */
+int lc_node_awaits_adoption(struct launcher *lc, const struct np_node *n);
 /* Delete a node record entirely (state deleted, then recursive delete). */
 void lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lock);
 
