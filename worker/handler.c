@@ -1915,6 +1915,7 @@ request_locked(struct zk_lock *lock, int rc, void *arg)
 	if (hop_done(o, &h, NULL))
 		return;
 	if (rc != ZOK) {
+		h->lc->counters.req_lock_lost++;
 		handler_finish(h); /* another launcher has it */
 		return;
 	}
@@ -1935,5 +1936,6 @@ handler_start(struct handler *h)
 	h->state = H_LOCKING;
 	snprintf(path, sizeof(path), "/nodepool/requests-lock/%s", h->req_id);
 	h->req_lock = zk_lock_new(h->lc->zk, path, NULL, 0);
+	h->lc->counters.req_lock_attempts++;
 	zk_lock_acquire(h->req_lock, 0, request_locked, hop_new(h, (size_t)-1));
 }

@@ -19,6 +19,7 @@
 #include <event2/event.h>
 
 #include "childproc.h"
+#include "ipc.h"
 #include "log.h"
 #include "memtrim.h"
 #include "paths.h"
@@ -115,6 +116,30 @@ lc_node_adoptable(struct launcher *lc, const struct np_node *n)
 	return n != NULL && n->state == NP_NODE_BUILDING && n->provider != NULL &&
 	       strcmp(n->provider, lc->prov.name) == 0 && drv != NULL && lc->prov.dp != NULL &&
 	       drv->launch_resumable != NULL && drv->launch_resumable(lc->prov.dp, n);
+}
+
+void
+lc_peers(struct launcher *lc, struct ipc_strv *out)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = lc->pool_components ? zk_cache_entries(lc->pool_components, &ents) : 0;
+	size_t p;
+	char buf[512];
+
+	for (i = 0; i < n; i++) {
+		const struct np_component *c = ents[i]->obj;
+		int mine = 0;
+		if (c == NULL || c->id == NULL || c->provider_name == NULL ||
+		    strcmp(c->provider_name, lc->prov.name) != 0)
+			continue;
+		for (p = 0; p < lc->prov.n_pools; p++)
+			mine |= strcmp(c->id, lc->prov.pools[p].launcher_id) == 0;
+		if (mine)
+			continue;
+		snprintf(buf, sizeof(buf), "%s %s %s", c->hostname ? c->hostname : "?",
+			 c->pool_name ? c->pool_name : "?", c->id);
+		ipc_strv_push(out, buf);
+	}
 }
 
 int
@@ -220,8 +245,15 @@ static void timer_add(struct event *ev, double secs);
 void
 launcher_schedule_assign_in(struct launcher *lc, double secs)
 {
-	if (lc->assign_later_ev != NULL && !event_pending(lc->assign_later_ev, EV_TIMEOUT, NULL))
-		timer_add(lc->assign_later_ev, secs);
+	double at = lc_monotonic() + secs;
+
+	if (lc->assign_later_ev == NULL)
+		return;
+	/* the earliest asked for wins */
+	if (event_pending(lc->assign_later_ev, EV_TIMEOUT, NULL) && lc->assign_later_at <= at)
+		return;
+	lc->assign_later_at = at;
+	timer_add(lc->assign_later_ev, secs);
 }
 
 void
@@ -773,6 +805,7 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		}
 		strset_free(lc->busy);
 		lc->busy = strset_new();
+		lc->req_seen = json_object();
 		strset_free(lc->gone);
 		lc->gone = strset_new();
 		break;
@@ -966,6 +999,7 @@ launcher_free(struct launcher *lc)
 	if (lc->delete_ev)
 		event_free(lc->delete_ev);
 	lc_config_free(lc);
+	json_decref(lc->req_seen);
 	strset_free(lc->busy);
 	strset_free(lc->gone);
 	free(lc->launcher_component_path);

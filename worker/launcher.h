@@ -92,6 +92,8 @@ struct lc_settings {
 	/* request-lock-cleanup-age: request-lock dirs without a request are
 	 * removed once unmodified this long (28800, upstream's LOCK_CLEANUP) */
 	double request_lock_cleanup_age;
+	/* peer-takeover-delay: see assign.c's rendezvous ranking; 0 = off */
+	double peer_takeover_delay;
 };
 
 /* ---- a request in hand (as NodeRequestHandler) --------------------------- */
@@ -208,6 +210,9 @@ struct lc_counters {
 	uint64_t accepted, fulfilled, declined, failed;
 	uint64_t launches_ready, launches_failed, launches_aborted;
 	uint64_t deleted;
+	/* request locks tried, and those another launcher held (lost races):
+	 * the lock contention rendezvous hashing removes */
+	uint64_t req_lock_attempts, req_lock_lost;
 };
 
 struct launcher {
@@ -250,6 +255,7 @@ struct launcher {
 	struct event *deferred_delete_ev; /* deferred deletion pass (node events) */
 	struct event *minready_ev;	  /* deferred min-ready pass */
 	struct event *assign_later_ev;	  /* an assignment pass a little later */
+	double assign_later_at;		  /* monotonic s it is due (while pending) */
 
 	/* node ids this process is working on right now (locking, deleting,
 	 * allocating): the caches lag our own writes, so these keep us from
@@ -263,6 +269,10 @@ struct launcher {
 	 * freed when those complete, or at launcher_free */
 	TAILQ_HEAD(, handler) zombies;
 	struct lc_ctx_list ctxs; /* see lc_ctx_new */
+
+	/* request id -> monotonic s when an assignment pass first found it
+	 * ranked below a peer (assign.c); entries of gone requests pruned */
+	json_t *req_seen;
 
 	struct lc_counters counters;
 	char last_error[256];
@@ -335,6 +345,10 @@ int lc_node_adoptable(struct launcher *lc, const struct np_node *n);
 /* An unlocked adoptable node waiting for its request: allocated to a
  * request that is still requested or pending. */
 int lc_node_awaits_adoption(struct launcher *lc, const struct np_node *n);
+/* The other launchers serving our provider (pool components not ours),
+ * appended to out as "hostname pool launcher-id". */
+struct ipc_strv;
+void lc_peers(struct launcher *lc, struct ipc_strv *out);
 /* Delete a node record entirely (state deleted, then recursive delete). */
 void lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lock);
 

@@ -145,6 +145,9 @@ send_status(struct worker *w, int64_t seq)
 			st->state = IPC_WS_PAUSED;
 		if (lc->last_error[0] != '\0')
 			ipc_set_str(&st->last_error, lc->last_error);
+		st->lock_attempts = (int64_t)lc->counters.req_lock_attempts;
+		st->lock_lost = (int64_t)lc->counters.req_lock_lost;
+		lc_peers(lc, &st->peers);
 	}
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
 		st->rss_kb = np_mem_rss_kb();
