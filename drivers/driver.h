@@ -213,8 +213,9 @@ struct driver {
 	/* Notification after the node's znode is gone (static: re-register). */
 	void (*node_deleted)(struct drv_provider *dp, const struct np_node *node);
 	/* Notification that a pool registration of this provider held by
-	 * another ZooKeeper session went away (see drv_provider_peers). May be
-	 * NULL. */
+	 * another ZooKeeper session went away (see drv_provider_peers), or
+	 * that a registration round asked for opened (drv_registration_round).
+	 * May be NULL. */
 	void (*peers_changed)(struct drv_provider *dp);
 
 	/* Append a human-readable state dump (SIGUSR2). May be NULL. */
@@ -288,6 +289,19 @@ int drv_node_unreadable(struct launcher *lc, const char *id);
  * its next cleanup pass. No host: 0, who untouched.
  */
 size_t drv_provider_peers(struct launcher *lc, char *who, size_t wholen);
+/*
+ * Registrations (drv_register_node) by every launcher serving this
+ * provider, and every incarnation of one, are made one launcher at a time:
+ * 1 while this launcher's round is open, its view of the provider's nodes
+ * holding every node registered before (a create that landed before the
+ * round, or never will); registrations made now are part of the round,
+ * which ends once they are answered. 0: a round is asked for, and the
+ * driver's peers_changed slot is called once it opens (call again then).
+ * So each static slot is registered once at every instant, whichever
+ * nodepoold instances serve the provider and whichever dies (issue 22).
+ * No host: 1.
+ */
+int drv_registration_round(struct launcher *lc);
 /* 1 if the node has lock contenders (cached "probably locked"). No host: 0. */
 int drv_node_locked(struct launcher *lc, const char *node_id);
 /*

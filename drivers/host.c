@@ -68,6 +68,12 @@ drv_provider_peers(struct launcher *lc, char *who, size_t wholen)
 }
 
 int
+drv_registration_round(struct launcher *lc)
+{
+	return host->registration_round != NULL ? host->registration_round(lc) : 1;
+}
+
+int
 drv_node_locked(struct launcher *lc, const char *node_id)
 {
 	return host->node_locked != NULL ? host->node_locked(lc, node_id) : 0;

@@ -269,6 +269,33 @@ rv_defer(struct launcher *lc, const struct lc_pool *pool, const struct np_reques
 	return 1;
 }
 
+int
+lc_duty_mine(struct launcher *lc, const char *key)
+{
+	const struct np_component **comps;
+	int j, n = components(lc, &comps), mine = 0;
+	uint64_t best = 0, s;
+	const char *best_id = NULL;
+	size_t p;
+
+	for (j = 0; j < n; j++) {
+		const struct np_component *c = comps[j];
+		if (c->provider_name == NULL || strcmp(c->provider_name, lc->prov.name) != 0)
+			continue;
+		s = rv_score(c->id, key);
+		if (best_id == NULL || s > best || (s == best && strcmp(c->id, best_id) < 0)) {
+			best = s;
+			best_id = c->id;
+		}
+	}
+	if (best_id == NULL)
+		return 1; /* no registration seen yet: nobody else either */
+	for (p = 0; p < lc->prov.n_pools; p++)
+		mine |= lc->prov.pools[p].launcher_id != NULL &&
+			strcmp(lc->prov.pools[p].launcher_id, best_id) == 0;
+	return mine;
+}
+
 /* Forget first sightings of requests no longer `requested`. */
 static void
 rv_prune(struct launcher *lc)
@@ -490,9 +517,27 @@ void
 assign_pass(struct launcher *lc)
 {
 	size_t i;
+	char who[512];
 
 	if (lc->prov.max_concurrency == 0 || lc->prov.dp == NULL)
 		return;
+	if (lc_upstream_peer(lc, who, sizeof(who))) {
+		/* its launches and ours would not see each other's quota:
+		 * the error once, then in the status until it goes */
+		if (!lc->upstream_refused)
+			lc_set_error(lc,
+				     "provider %s is also served by an upstream Nodepool "
+				     "launcher %s: not serving it alongside (stop that launcher, "
+				     "or remove the provider here)",
+				     lc->prov.name, who);
+		lc->upstream_refused = 1;
+		return;
+	}
+	if (lc->upstream_refused) {
+		log_info("provider %s: the upstream launcher is gone; serving it", lc->prov.name);
+		lc->upstream_refused = 0;
+		lc->last_error[0] = '\0';
+	}
 	handler_resynced(lc); /* declines waiting for a pool to come back */
 	rv_prune(lc);
 	for (i = 0; i < lc->prov.n_pools; i++)

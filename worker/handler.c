@@ -1175,6 +1175,8 @@ new_node_created(int rc, const char *path, void *arg)
 	size_t i;
 	struct hnode *hn;
 
+	/* the create is answered: the provider's quota lock may go (quota.c) */
+	lc_quota_create_done(o->h->lc);
 	if (hop_done(o, &h, &i))
 		return;
 	hn = &h->nodes[i];
@@ -1279,6 +1281,7 @@ start_launch(struct handler *h, size_t i)
 	hn->node = n;
 	hn->state = HN_CREATING;
 	hn->az = az_for_launch(h);
+	lc_quota_create_sent(h->lc);
 	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));
 }
 
@@ -1439,7 +1442,7 @@ run(struct handler *h)
 	struct launcher *lc = h->lc;
 	const struct driver *drv = lc->prov.drv;
 	size_t i;
-	int short_of_nodes = 0;
+	int short_of_nodes = 0, quota_wait = 0;
 
 	if (h->state != H_RUNNING && h->state != H_PAUSED)
 		return;
@@ -1492,11 +1495,19 @@ run(struct handler *h)
 			short_of_nodes = 1;
 			continue;
 		}
+		if (!lc_quota_open(lc)) {
+			quota_wait = 1; /* decided in the next round (quota.c) */
+			continue;
+		}
 		if (!has_remaining_quota(h, hn->label)) {
 			short_of_nodes = 1;
 			continue;
 		}
 		start_launch(h, i);
+	}
+	if (quota_wait) {
+		lc_quota_want(lc);
+		return; /* paused or not, decided in the round */
 	}
 	if (short_of_nodes) {
 		int in_flight = 0;
@@ -1526,6 +1537,29 @@ run(struct handler *h)
 		update_pool_paused(h->pool);
 	}
 	poll_handler(h);
+}
+
+void
+handler_quota_round(struct launcher *lc)
+{
+	struct handler *h, *next;
+	size_t p, i;
+
+	for (p = 0; p < lc->prov.n_pools; p++) {
+		for (h = TAILQ_FIRST(&lc->prov.pools[p].handlers); h != NULL; h = next) {
+			int wanted = 0;
+			next = TAILQ_NEXT(h, entry);
+			for (i = 0; i < h->n_nodes; i++)
+				wanted |= h->nodes[i].state == HN_WANTED ||
+					  h->nodes[i].state == HN_ABORTED;
+			if (!wanted || h->vanished)
+				continue;
+			if (h->state == H_PAUSED)
+				handler_rerun(h);
+			else if (h->state == H_RUNNING)
+				run(h);
+		}
+	}
 }
 
 void

@@ -143,6 +143,24 @@ lc_peers(struct launcher *lc, struct ipc_strv *out)
 }
 
 int
+lc_upstream_peer(struct launcher *lc, char *who, size_t wholen)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = lc->pool_components ? zk_cache_entries(lc->pool_components, &ents) : 0;
+
+	for (i = 0; i < n; i++) {
+		const struct np_component *c = ents[i]->obj;
+		if (c == NULL || c->id == NULL || c->provider_name == NULL ||
+		    strcmp(c->provider_name, lc->prov.name) != 0 ||
+		    json_object_get(c->extra, "nodepoold") != NULL)
+			continue;
+		snprintf(who, wholen, "%s (%s)", c->hostname ? c->hostname : "?", c->id);
+		return 1;
+	}
+	return 0;
+}
+
+int
 lc_node_awaits_adoption(struct launcher *lc, const struct np_node *n)
 {
 	const struct np_request *r;
@@ -380,6 +398,10 @@ pool_component_json(struct lc_pool *pool)
 		np_strv_push(&c->supported_labels, pool->labels.v[i]);
 	c->priority = pool->priority;
 	c->paused = pool->paused;
+	/* beyond upstream's keys (which its readers ignore): tells a peer
+	 * nodepoold from an upstream launcher (lc_upstream_peer) */
+	json_decref(c->extra);
+	c->extra = json_pack("{s:s}", "nodepoold", NP_VERSION);
 	pool->reported_paused = pool->paused;
 	s = np_component_encode(c, NULL);
 	np_component_free(c);
@@ -943,6 +965,12 @@ launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errl
 	/* writes and reads interrupted by a lost connection are sent again
 	 * once it is back, instead of failing (zk.h) */
 	zk_set_retry(lc->zk, 1);
+	/* launch decisions and static registrations of every launcher of
+	 * the provider, one at a time (quota.c) */
+	if (lc_quota_init(lc) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	timer_add(lc->cleanup_ev, lc->settings.cleanup_interval);
 	timer_add(lc->delete_ev, lc->settings.delete_interval);
 	return 0;
@@ -985,6 +1013,7 @@ launcher_free(struct launcher *lc)
 	zk_cache_free(lc->nodes);
 	zk_cache_free(lc->requests);
 	zk_cache_free(lc->pool_components);
+	lc_quota_free(lc);
 	zk_free(lc->zk);
 	if (lc->assign_ev)
 		event_free(lc->assign_ev);
@@ -1035,6 +1064,13 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 	    (unsigned long long)lc->counters.accepted, (unsigned long long)lc->counters.fulfilled,
 	    (unsigned long long)lc->counters.declined, (unsigned long long)lc->counters.failed,
 	    (unsigned long long)lc->counters.deleted);
+	evbuffer_add_printf(out,
+			    "  request locks: attempts %llu lost %llu; provider lock rounds %llu; "
+			    "peer-takeover-delay %gs\n",
+			    (unsigned long long)lc->counters.req_lock_attempts,
+			    (unsigned long long)lc->counters.req_lock_lost,
+			    (unsigned long long)lc_quota_rounds(lc),
+			    lc->settings.peer_takeover_delay);
 	evbuffer_add_printf(out,
 			    "  timers: cleanup every %.0fs, deletion every %.0fs, "
 			    "request locks kept %.0fs\n",
@@ -1264,6 +1300,7 @@ struct reg_ctx {
 	struct launcher *lc;
 	void (*done)(const char *node_id, int unknown, void *arg);
 	void *arg;
+	int round; /* sent in a registration round (quota.c) */
 };
 
 static void
@@ -1272,6 +1309,9 @@ registered(int rc, const char *path, void *arg)
 	struct reg_ctx *r = arg;
 	const char *id = NULL;
 	int unknown = rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED;
+
+	if (r->round)
+		lc_quota_create_done(r->lc);
 
 	if (rc == ZOK && path != NULL) {
 		id = strrchr(path, '/');
@@ -1284,6 +1324,15 @@ registered(int rc, const char *path, void *arg)
 	lc_ctx_free(r->lc, r);
 }
 
+static int
+host_registration_round(struct launcher *lc)
+{
+	if (lc_quota_open(lc))
+		return 1;
+	lc_quota_want(lc);
+	return 0;
+}
+
 static void
 host_register_node(struct launcher *lc, struct np_node *n,
 		   void (*done)(const char *node_id, int unknown, void *arg), void *arg)
@@ -1293,6 +1342,9 @@ host_register_node(struct launcher *lc, struct np_node *n,
 	r->lc = lc;
 	r->done = done;
 	r->arg = arg;
+	r->round = lc_quota_open(lc) && lc->quota != NULL;
+	if (r->round)
+		lc_quota_create_sent(lc);
 	lc_create_node(lc, n, registered, r);
 	np_node_free(n);
 }
@@ -1421,6 +1473,7 @@ const struct drv_host_ops lc_host_ops = {
     .provider_nodes = host_provider_nodes,
     .node_unreadable = host_node_unreadable,
     .provider_peers = host_provider_peers,
+    .registration_round = host_registration_round,
     .node_locked = host_node_locked,
     .store_node = lc_host_store_node,
     .register_node = host_register_node,

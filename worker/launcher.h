@@ -270,6 +270,8 @@ struct launcher {
 	TAILQ_HEAD(, handler) zombies;
 	struct lc_ctx_list ctxs; /* see lc_ctx_new */
 
+	struct lc_quota *quota; /* quota.c */
+	int upstream_refused;	/* an upstream launcher serves our provider */
 	/* request id -> monotonic s when an assignment pass first found it
 	 * ranked below a peer (assign.c); entries of gone requests pruned */
 	json_t *req_seen;
@@ -345,6 +347,11 @@ int lc_node_adoptable(struct launcher *lc, const struct np_node *n);
 /* An unlocked adoptable node waiting for its request: allocated to a
  * request that is still requested or pending. */
 int lc_node_awaits_adoption(struct launcher *lc, const struct np_node *n);
+/* 1 when an upstream Nodepool launcher (a pool component of our provider
+ * without nodepoold's marker key) serves our provider: its launches take
+ * no provider lock, so nodepoold serves nothing of it meanwhile (who gets
+ * "hostname (launcher id)"). */
+int lc_upstream_peer(struct launcher *lc, char *who, size_t wholen);
 /* The other launchers serving our provider (pool components not ours),
  * appended to out as "hostname pool launcher-id". */
 struct ipc_strv;
@@ -360,6 +367,11 @@ const struct lc_label *lc_label_get(const struct launcher *lc, const char *name)
 
 /* assign.c */
 void assign_pass(struct launcher *lc);
+/* 1 when this launcher is the one live launcher of its provider that acts
+ * on duty key (min-ready of a label...): the best rendezvous score of
+ * (launcher id, key) among the provider's pool components. Moves to
+ * another launcher when its holder's registration goes (session end). */
+int lc_duty_mine(struct launcher *lc, const char *key);
 
 /* handler.c */
 struct handler *handler_new(struct lc_pool *pool, const char *req_id);
@@ -389,6 +401,23 @@ void lc_host_delete_done(struct drv_delete *d, int ok, const char *error);
 void delete_pass(struct launcher *lc);
 /* Start deleting one node (locks it, drives the driver); safe to call twice. */
 void cleanup_delete_node(struct launcher *lc, const char *node_id);
+
+/* quota.c: launch decisions serialized across the provider's launchers
+ * (the design is at the top of quota.c). */
+int lc_quota_init(struct launcher *lc);	 /* after lc->zk exists; -1 ENOMEM */
+void lc_quota_free(struct launcher *lc); /* before zk_free; NULL quota: no-op */
+/* 1 while a round is open (or for a launcher without one): a launch may
+ * be decided and its INIT node created now. */
+int lc_quota_open(const struct launcher *lc);
+/* Ask for a round: handler_quota_round runs once the lock is held. */
+void lc_quota_want(struct launcher *lc);
+/* A create of the open round was sent / answered (any outcome): the lock
+ * is released once every one is answered. */
+void lc_quota_create_sent(struct launcher *lc);
+void lc_quota_create_done(struct launcher *lc);
+uint64_t lc_quota_rounds(const struct launcher *lc);
+/* handler.c: run every handler with nodes to launch (a round is open). */
+void handler_quota_round(struct launcher *lc);
 
 /* minready.c */
 void minready_pass(struct launcher *lc);

@@ -9,11 +9,15 @@ none is created twice (the OpenStack simulator counts the creates)."""
 import json
 import os
 import signal
+import threading
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from conftest import wait_for
-from npd import Supervisor
+from fakecloud import fake_config
+from load_helpers import Load
+from npd import Supervisor, host, static_provider
 from openstack_helpers import wait_clean, write_clouds
 from ossim_fixture import OSSim
 
@@ -204,3 +208,195 @@ def test_lost_instance_launches_adopted_by_its_peer(deployment, zuul, sims, tmp_
     finally:
         for s in (a, b):
             s.stop()
+
+
+class Sampler:
+    """Reads /nodepool/nodes over and over (its own thread, Zuul's kazoo
+    client): the children listing is one atomic snapshot, so its length is
+    the number of nodes (every state counts against max-servers, as
+    upstream's quota) at that instant; max is the most ever seen. Each
+    node's external_id is recorded (node id -> set of ids)."""
+
+    def __init__(self, zk):
+        self.zk = zk
+        self.max = 0
+        self.samples = 0
+        self.ext = {}
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        while not self.stop.is_set():
+            kids = self.zk.get_children("/nodepool/nodes")
+            self.max = max(self.max, len(kids))
+            self.samples += 1
+            for k in kids:
+                try:
+                    data, _ = self.zk.get("/nodepool/nodes/" + k)
+                    n = json.loads(data) if data else {}
+                except (NoNodeError, ValueError):
+                    continue
+                if n.get("external_id"):
+                    self.ext.setdefault(k, set()).add(n["external_id"])
+
+    def __enter__(self):
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join(30)
+
+
+def test_three_instances_quota_exact_and_one_lost(deployment, zuul, sims, tmp_path,
+                                                  monkeypatch):
+    sim = os_sim(tmp_path, boot_delay=1.0)
+    sims.append(sim)
+    write_clouds(sim, tmp_path, monkeypatch)
+    cfg = os_config(max_servers=20)
+    cfg["providers"][0]["launch-retries"] = 1  # one create per attempt: countable
+    sups = instances(deployment, 3, cfg)
+    load = Load(zuul, ["small"], per_label=30, wait_timeout=240)
+    try:
+        for s in sups:
+            s.wait_running(["os1"], timeout=60)
+        wait_for(lambda: len(zuul.zk.get_children("/nodepool/components/pool")) == 3, 30,
+                 what="three pool components")
+        with Sampler(zuul.zk) as smp:
+            load.start()
+            # the pool fills up to its limit, shared by three launchers
+            wait_for(lambda: smp.max >= 20 and len(load.records) > 60, 120,
+                     what="the pool at max-servers under load")
+            kill_instance(sups[0])
+            # the survivors go on: more requests served after the loss
+            served = len([r for r in load.records if r["state"] == "fulfilled"])
+            wait_for(lambda: len([r for r in load.records
+                                  if r["state"] == "fulfilled"]) > served + 60, 240,
+                     what="requests served after the loss")
+            load.finish()
+            assert not load.errors, load.errors
+            wait_for(lambda: not zuul.nodes(), 120, what="every node deleted")
+        # never more nodes than max-servers at any instant sampled
+        assert smp.max == 20, smp.max
+        assert smp.samples > 100
+        assert all(r["state"] in ("fulfilled", "failed") for r in load.records), \
+            [r for r in load.records if r["state"] not in ("fulfilled", "failed")]
+        # one server per node: no node ever named two servers, and every
+        # create the cloud saw belongs to a node
+        assert all(len(v) == 1 for v in smp.ext.values()), smp.ext
+        assert sim.call_count(**CREATE) == len(smp.ext)
+        wait_clean(sim, zuul)
+        wait_for(lambda: sim.servers() == [], 60, what="every server deleted")
+    finally:
+        load.stop.set()
+        for s in sups:
+            s.stop()
+
+
+class SlotSampler(threading.Thread):
+    """Static nodes as one listing of /nodepool/nodes shows them: every
+    node in one listing existed at that instant, and a node's host and slot
+    never change, so two nodes of one (host, slot) in one listing were two
+    registrations of the slot at once."""
+
+    def __init__(self, zk, provider):
+        super().__init__(daemon=True)
+        self.zk = zk
+        self.provider = provider
+        self.stop = threading.Event()
+        self.dups = []
+        self.samples = 0
+        self.last = {}
+
+    def run(self):
+        while not self.stop.is_set():
+            slots = {}
+            for k in self.zk.get_children("/nodepool/nodes"):
+                try:
+                    data, _ = self.zk.get("/nodepool/nodes/" + k)
+                    n = json.loads(data) if data else {}
+                except (NoNodeError, ValueError):
+                    continue
+                if n.get("provider") != self.provider or n.get("state") in ("deleting",
+                                                                             "deleted"):
+                    continue
+                slots.setdefault((n.get("hostname"), n.get("slot")), []).append(k)
+            self.dups += [(s, ids) for s, ids in slots.items() if len(ids) > 1]
+            self.last = slots
+            self.samples += 1
+
+
+def test_static_provider_on_two_instances(deployment, zuul, tmp_path):
+    hosts = [host("h1", ["small"]), host("h2", ["small"]),
+             host("h3", ["small"], **{"max-parallel-jobs": 2})]
+    slots = {("h1", 0), ("h2", 0), ("h3", 0), ("h3", 1)}
+    cfg = {"labels": [{"name": "small"}], "providers": [static_provider("st", hosts)],
+           "zookeeper-timeout": 4}
+    sups = instances(deployment, 2, cfg)
+    smp = SlotSampler(zuul.zk, "st")
+    load = Load(zuul, ["small"], per_label=6, wait_timeout=120)
+    try:
+        for s in sups:
+            s.wait_running(["st"], timeout=60)
+        smp.start()
+        # every slot registered once, by whichever instance
+        wait_for(lambda: set(smp.last) == slots, 30, what="every slot registered")
+        load.start()
+        wait_for(lambda: len([r for r in load.records if r["state"] == "fulfilled"]) > 20,
+                 120, what="static nodes served and recycled")
+        # one instance lost: the other serves and re-registers every slot
+        worker = sups[0].status()["st"]["pid"]
+        daemon = sups[0].pid()
+        os.kill(daemon, signal.SIGSTOP)
+        os.kill(worker, signal.SIGKILL)
+        os.kill(daemon, signal.SIGKILL)
+        sups[0].proc.p.wait()
+        sups[0].proc = None
+        served = len([r for r in load.records if r["state"] == "fulfilled"])
+        wait_for(lambda: len([r for r in load.records
+                              if r["state"] == "fulfilled"]) > served + 20, 120,
+                 what="requests served by the survivor")
+        load.finish()
+        assert not load.errors, load.errors
+        wait_for(lambda: set(smp.last) == slots and
+                 all(len(v) == 1 for v in smp.last.values()), 60,
+                 what="every slot registered again")
+        smp.stop.set()
+        smp.join(30)
+        assert smp.samples > 50
+        assert smp.dups == [], smp.dups[:5]
+        assert all(r["state"] == "fulfilled" for r in load.records), \
+            [r for r in load.records if r["state"] != "fulfilled"][:5]
+    finally:
+        smp.stop.set()
+        load.stop.set()
+        for s in sups:
+            s.stop()
+
+
+def test_upstream_launcher_on_the_same_provider_is_refused(deployment, zuul):
+    """An upstream Nodepool launcher's pool component for our provider (as
+    its zk/components.py registers it: no nodepoold key): nodepoold serves
+    nothing of the provider while it is there, and says why."""
+    cfg = fake_config(deployment, top={"zookeeper-timeout": 4})
+    upstream = {"hostname": "nl99.example.org", "id":
+                "nl99.example.org-PoolWorker.sim-main-0123456789abcdef0123456789abcdef",
+                "kind": "pool", "model_api": 0, "name": "main", "paused": False,
+                "priority": 100, "provider_name": "sim", "state": "running",
+                "supported_labels": ["small"], "version": "9.1.0"}
+    path = zuul.zk.create("/nodepool/components/pool/nl99.example.org-",
+                          json.dumps(upstream, sort_keys=True).encode(),
+                          sequence=True, makepath=True)
+    p = deployment.start_launcher("sim", deployment.write_config(cfg))
+    wait_for(lambda: "also served by an upstream Nodepool launcher nl99.example.org" in
+             p.output(), 30, what="the refusal")
+    rid = zuul.submit(["small"])
+    # ours registered too (to Zuul, a pool like any other) ...
+    wait_for(lambda: len(zuul.zk.get_children("/nodepool/components/pool")) == 2, 30,
+             what="our pool component")
+    # ... but takes nothing while the upstream launcher serves the provider
+    assert zuul.request(rid)["state"] == "requested"
+    assert "sim" not in {n.get("provider") for n in zuul.nodes().values()}
+    zuul.zk.delete(path)
+    assert zuul.wait_request(rid, timeout=60)["state"] == "fulfilled"
+    assert "the upstream launcher is gone" in p.output()

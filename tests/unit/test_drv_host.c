@@ -70,6 +70,7 @@ assert_null_answers(struct launcher *lc)
 	cr_assert_eq(drv_node_unreadable(lc, "0000000042"), 0);
 	cr_assert_eq(drv_provider_peers(lc, who, sizeof(who)), 0);
 	cr_assert_str_eq(who, "untouched");
+	cr_assert_eq(drv_registration_round(lc), 1, "nobody else registers");
 	cr_assert_eq(drv_node_locked(lc, "0000000042"), 0);
 	errno = 0;
 	cr_assert_eq(drv_store_node(lc, &l), -1);
