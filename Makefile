@@ -12,6 +12,8 @@
 #                             fake cloud (root; not part of make check)
 #   make install              binaries, man pages, examples (PREFIX, DESTDIR)
 #   make man-lint             mandoc lint of man/ (part of make check)
+#   make layers               the layering check: no include across a forbidden
+#                             boundary (mk/layers.py; part of make check)
 #
 # Sources are discovered by folder, so a new module needs no Makefile edit:
 #   lib/*/*.c protocol/*.c          -> libnp.a (shared by every binary)
@@ -119,7 +121,7 @@ TEST_SUPPORT := $(wildcard tests/support/*.c)
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all check demo fuzz fuzz-smoke bench clean deps zkclient install man-lint dib-smoke
+.PHONY: all check layers demo fuzz fuzz-smoke bench clean deps zkclient install man-lint dib-smoke
 all: $(BINS)
 
 # --- dependencies: Debian packages and the TLS ZooKeeper client -------------
@@ -160,6 +162,10 @@ $(BUILD)/bench/%: bench/%.c $(ALL_LIBS) $(STAMP_ZKC)
 
 check: $(BINS) $(TEST_BINS) fuzz man-lint
 	BUILD=$(BUILD) SANITIZE=$(SANITIZE) sh tests/run.sh
+
+# The layers of the tree (mk/layers.py); make check runs it with its test.
+layers:
+	python3 mk/layers.py
 
 bench: $(BENCH_BINS) $(BINS)
 

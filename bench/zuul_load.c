@@ -30,6 +30,7 @@
 #include "log.h"
 #include "model.h"
 #include "zk.h"
+#include "clock.h"
 
 struct req {
 	struct load *ld;
@@ -63,15 +64,6 @@ struct load {
 	double *lat;
 	double t0, t1;
 };
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static double
 wall(void)
@@ -126,7 +118,7 @@ req_done(struct req *r)
 		req_free(r); /* else freed when the watch fires (the delete) */
 	ld->done++;
 	if (ld->done == ld->total) {
-		ld->t1 = now();
+		ld->t1 = np_mono_s();
 		event_base_loopexit(ld->base, NULL);
 		return;
 	}
@@ -329,7 +321,7 @@ fulfilled(struct req *r, const struct np_request *q)
 	char path[128];
 	size_t i;
 
-	r->t_fulfilled = now();
+	r->t_fulfilled = np_mono_s();
 	ld->lat[r->idx] = r->t_fulfilled - r->t_create;
 	r->n_nodes = (int)q->nodes.n;
 	r->locks = calloc(q->nodes.n ? q->nodes.n : 1, sizeof(*r->locks));
@@ -380,7 +372,7 @@ req_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 		r->got = 1;
 		fprintf(stderr, "request %s failed\n", r->path);
 		r->bad = 1;
-		r->ld->lat[r->idx] = now() - r->t_create;
+		r->ld->lat[r->idx] = np_mono_s() - r->t_create;
 		zk_delete(r->ld->zk, r->path, -1, 0, NULL, NULL);
 		req_done(r);
 	}
@@ -479,7 +471,7 @@ start_one(struct load *ld)
 	r->ld = ld;
 	r->idx = ld->started++;
 	json = zuul_request_body(ld);
-	r->t_create = now();
+	r->t_create = np_mono_s();
 	/* '{}/{:0>3}-' sequential, persistent (Zuul's priority 100) */
 	zk_create(ld->zk, "/nodepool/requests/100-", json, (int)strlen(json), ZOO_SEQUENCE, 1,
 		  req_created, r);
@@ -608,7 +600,7 @@ main(int argc, char **argv)
 		proc_stats(pids[i], &hwm[i], &x);
 		cpu0[i] = x;
 	}
-	ld.t0 = now();
+	ld.t0 = np_mono_s();
 	for (i = 0; i < ld.conc && i < ld.total; i++)
 		start_one(&ld);
 	event_base_dispatch(ld.base);

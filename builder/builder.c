@@ -37,7 +37,6 @@
 #include "builder.h"
 
 #include <sys/queue.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <dirent.h>
@@ -55,7 +54,6 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "chan.h"
 #include "childproc.h"
 #include "config.h"
 #include "driver.h"
@@ -70,6 +68,8 @@
 #include "strset.h"
 #include "version.h"
 #include "zk.h"
+#include "clock.h"
+#include "zk_status.h"
 
 #define EXIT_PERMANENT	100
 #define KEEP_BUILDS	2
@@ -89,7 +89,7 @@ struct builder {
 	int64_t generation;
 	struct timespec cfg_mtime, sec_mtime;
 	/* nodepoold */
-	struct chan *sup;
+	struct childproc_link *sup; /* or NULL when standalone */
 	int ready_sent;
 	/* ZooKeeper */
 	struct zk *zk;
@@ -130,15 +130,6 @@ now_wall(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double
-now_mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -1150,7 +1141,7 @@ run_build(struct task *t)
 			    "building image %s, build %s (%s)%s", t->image, t->build,
 			    json_string_value(json_array_get(json_object_get(spec, "argv"), 0)),
 			    t->manual ? ", requested" : "");
-			t->started = now_mono();
+			t->started = np_mono_s();
 			t->phase = 1;
 			bpool_submit(b->builds, "build", spec, t_job_cb, t);
 			json_decref(spec);
@@ -1158,7 +1149,7 @@ run_build(struct task *t)
 		return;
 	case 5: { /* the build is over: READY or FAILED */
 		int rc = -1, ok;
-		double duration = now_mono() - t->started;
+		double duration = np_mono_s() - t->started;
 		if (t->job_ok)
 			rc = (int)json_integer_value(json_object_get(t->job_result, "rc"));
 		ok = t->job_ok && rc == 0;
@@ -1213,7 +1204,7 @@ build_finished(struct task *t, int recorded)
 	if (t->good && recorded > 0) {
 		b->builds_ready++;
 		log_info("image %s build %s is ready (%.1fs)", t->image, t->build,
-			 now_mono() - t->started);
+			 np_mono_s() - t->started);
 	} else if (t->good && recorded == 0) {
 		/* as upstream: a build not recorded as ours leaves no files */
 		b->builds_failed++;
@@ -1423,7 +1414,7 @@ run_upload(struct task *t)
 		spec = upload_spec(b, t, p);
 		log_info("uploading image %s build %s to %s (upload %s, %s)", t->image, t->build,
 			 t->provider, t->upload, t->format);
-		t->upload_start = now_mono();
+		t->upload_start = np_mono_s();
 		t->phase = 1;
 		bpool_submit(b->uploads, "upload", spec, t_job_cb, t);
 		json_decref(spec);
@@ -1494,7 +1485,7 @@ upload_finished(struct task *t, int recorded)
 		if (b->statsd != NULL) {
 			snprintf(key, sizeof(key), "nodepool.image_update.%s.%s", t->image,
 				 t->provider);
-			statsd_timing(b->statsd, key, (now_mono() - t->upload_start) * 1000.0);
+			statsd_timing(b->statsd, key, (np_mono_s() - t->upload_start) * 1000.0);
 			statsd_incr(b->statsd, key, 1);
 			statsd_flush(b->statsd);
 		}
@@ -2158,7 +2149,7 @@ cleanup(struct builder *b, const struct imgtree *tree)
 	size_t i;
 
 	b->cleanup_passes++;
-	b->last_cleanup = now_mono();
+	b->last_cleanup = np_mono_s();
 	for (i = 0; i < tree->nimages; i++)
 		cleanup_image(b, &tree->images[i]);
 	cleanup_local(b, tree);
@@ -2235,7 +2226,7 @@ pass_loaded(int rc, struct imgtree *tree, void *arg)
 			for (j = 0; j < p->ndiskimages; j++)
 				check_upload(b, tree, p, &p->diskimages[j]);
 		}
-		if (!b->cleanup_running && now_mono() - b->last_cleanup >= b->opt.cleanup_interval)
+		if (!b->cleanup_running && np_mono_s() - b->last_cleanup >= b->opt.cleanup_interval)
 			cleanup(b, tree);
 		emit_gauges(b, tree);
 	}
@@ -2572,13 +2563,6 @@ load_file_config(struct builder *b, int initial, char *err, size_t errlen)
 /* ---- nodepoold's channel ----------------------------------------------------------- */
 
 static void
-send_msg(struct builder *b, const struct ipc_msg *m)
-{
-	if (b->sup != NULL && chan_send(b->sup, m) != 0)
-		log_warn("channel: %s", chan_last_error(b->sup));
-}
-
-static void
 send_ready(struct builder *b)
 {
 	struct ipc_msg m;
@@ -2587,26 +2571,24 @@ send_ready(struct builder *b)
 	log_info("ready: ZooKeeper session live, %d build and %d upload workers",
 		 b->opt.build_workers, b->opt.upload_workers);
 	np_mem_trim_startup("builder ready");
-	if (b->sup == NULL)
+	if (!childproc_link_up(b->sup))
 		return;
 	childproc_ready(&m, "builder", zk_session_id(b->zk));
-	send_msg(b, &m);
+	childproc_link_send(b->sup, &m);
 	ipc_msg_clear(&m);
 }
 
 static void
-send_status(struct builder *b, int64_t seq)
+send_status(void *arg, int64_t seq)
 {
+	struct builder *b = arg;
 	struct ipc_msg m;
 	struct ipc_status *st = &m.u.status;
-	struct rusage ru;
 
-	ipc_msg_init(&m, IPC_STATUS);
-	st->seq = seq;
-	st->generation = b->generation;
-	st->zk_state = b->zk == NULL		? IPC_ZK_CONNECTING
-		       : zk_is_connected(b->zk) ? IPC_ZK_CONNECTED
-						: IPC_ZK_SUSPENDED;
+	childproc_status_init(&m, seq, b->generation, b->start);
+	/* the builder keeps no last session event: a lost connection is
+	 * "suspended" until it is back */
+	st->zk_state = zk_ipc_state(b->zk, ZK_EV_SUSPENDED);
 	st->state = b->stopping	    ? IPC_WS_STOPPING
 		    : b->ready_sent ? IPC_WS_RUNNING
 				    : IPC_WS_STARTING;
@@ -2620,19 +2602,14 @@ send_status(struct builder *b, int64_t seq)
 	ipc_counts_add(&st->nodes, "uploading", (int64_t)strset_count(b->uploading));
 	if (b->last_error[0] != '\0')
 		ipc_set_str(&st->last_error, b->last_error);
-	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		st->rss_kb = ru.ru_maxrss;
-		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
-			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
-	}
-	st->uptime_s = (int64_t)(now_mono() - b->start);
-	send_msg(b, &m);
+	childproc_link_send(b->sup, &m);
 	ipc_msg_clear(&m);
 }
 
 static void
-on_config(struct builder *b, const struct ipc_config *c)
+on_config(void *arg, const struct ipc_config *c)
 {
+	struct builder *b = arg;
 	struct ipc_msg ack;
 	json_t *o = json_loads(c->config, 0, NULL), *sec;
 	struct np_config *cfg = NULL;
@@ -2669,7 +2646,7 @@ on_config(struct builder *b, const struct ipc_config *c)
 	b->generation = c->generation;
 	schedule_soon(b);
 out:
-	send_msg(b, &ack);
+	childproc_link_send(b->sup, &ack);
 	if (!ack.u.config_ack.ok && b->cfg == NULL) {
 		log_error("%s",
 			  ack.u.config_ack.errors.n ? ack.u.config_ack.errors.v[0] : "config");
@@ -2683,51 +2660,27 @@ out:
 	json_decref(o);
 }
 
+/* builder_dump as a childproc_dump_fn */
 static void
-on_msg(struct chan *ch, struct ipc_msg *m, void *arg)
+builder_dump_cb(void *arg, struct evbuffer *out)
 {
-	struct builder *b = arg;
-
-	switch (m->type) {
-	case IPC_CONFIG:
-		on_config(b, &m->u.config);
-		break;
-	case IPC_STATUS_REQ:
-		send_status(b, m->u.status_req.seq);
-		break;
-	case IPC_DUMP_REQ: {
-		struct evbuffer *buf = evbuffer_new();
-		struct ipc_msg r;
-		size_t len;
-		builder_dump(b, buf);
-		len = evbuffer_get_length(buf);
-		ipc_msg_init(&r, IPC_DUMP_REPLY);
-		r.u.dump_reply.text = malloc(len + 1);
-		evbuffer_remove(buf, r.u.dump_reply.text, len);
-		r.u.dump_reply.text[len] = '\0';
-		evbuffer_free(buf);
-		send_msg(b, &r);
-		ipc_msg_clear(&r);
-		break;
-	}
-	case IPC_STOP:
-		builder_stop(b);
-		break;
-	default:
-		break;
-	}
+	builder_dump(arg, out);
 }
 
+/* STOP, or the channel closed (childproc.h): a child exits when its
+ * supervisor goes */
 static void
-on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
+on_stop(void *arg)
 {
-	struct builder *b = arg;
-
-	log_warn("nodepoold channel: %s; stopping", why);
-	chan_free(b->sup);
-	b->sup = NULL;
-	builder_stop(b);
+	builder_stop(arg);
 }
+
+static const struct childproc_ops builder_link_ops = {
+    .config = on_config,
+    .status = send_status,
+    .dump = builder_dump_cb,
+    .stop = on_stop,
+};
 
 /* ---- life cycle ------------------------------------------------------------------ */
 
@@ -2741,7 +2694,7 @@ builder_new(struct event_base *base, const struct builder_options *o, char *err,
 		abort();
 	b->base = base;
 	b->opt = *o;
-	b->start = now_mono();
+	b->start = np_mono_s();
 	b->last_cleanup = -1e9;
 	b->hostname = childproc_fqdn();
 	b->building = strset_new();
@@ -2752,8 +2705,8 @@ builder_new(struct event_base *base, const struct builder_options *o, char *err,
 	b->soon_ev = event_new(base, -1, 0, soon_cb, b);
 	b->statsd = statsd_new_from_env(serr, sizeof(serr));
 	if (o->channel_fd >= 0) {
-		b->sup = chan_new(base, o->channel_fd, CHAN_CHILD, 0, 0, on_msg, on_close, b, err,
-				  errlen);
+		b->sup = childproc_link_new(base, o->channel_fd, &builder_link_ops, b,
+					    &b->exit_code, err, errlen);
 		if (b->sup == NULL) {
 			builder_free(b);
 			return NULL;
@@ -2851,7 +2804,7 @@ builder_free(struct builder *b)
 		b->comp_checks = c->next;
 		free(c);
 	}
-	chan_free(b->sup);
+	childproc_link_free(b->sup);
 	statsd_free(b->statsd);
 	event_free(b->tick_ev);
 	event_free(b->soon_ev);

@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <jansson.h>
 
+#include "host.h"
+
 struct event_base;
 struct evbuffer;
 
@@ -81,11 +83,12 @@ int dib_worker_main(struct event_base *base);
 int upload_worker_main(struct event_base *base);
 
 /*
- * What an upload worker offers the driver it hosts: the handle passed to
- * provider_new as its struct launcher *, read by bld_host_ops. Owned by
- * the upload worker; provider and config are its own copies.
+ * What an upload worker offers the driver it hosts: handle (owner: this
+ * struct) is what provider_new gets, and bld_host_ops read the rest. Owned
+ * by the upload worker; provider and config are its own copies.
  */
 struct bld_host {
+	struct drv_host handle;
 	struct event_base *base;
 	char *provider;
 	json_t *config; /* the provider's nodepool.yaml entry */

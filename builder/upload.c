@@ -50,21 +50,27 @@ struct up {
 /* ---- the driver host services (host.h) --------------------------------------- */
 
 static struct event_base *
-host_event_base(struct launcher *lc)
+host_event_base(struct drv_host *h)
 {
-	return ((struct bld_host *)lc)->base;
+	const struct bld_host *bh = h->owner;
+
+	return bh->base;
 }
 
 static const char *
-host_provider_name(struct launcher *lc)
+host_provider_name(struct drv_host *h)
 {
-	return ((struct bld_host *)lc)->provider;
+	const struct bld_host *bh = h->owner;
+
+	return bh->provider;
 }
 
 static const json_t *
-host_provider_config(struct launcher *lc)
+host_provider_config(struct drv_host *h)
 {
-	return ((struct bld_host *)lc)->config;
+	const struct bld_host *bh = h->owner;
+
+	return bh->config;
 }
 
 const struct drv_host_ops bld_host_ops = {
@@ -149,7 +155,7 @@ provider_get(struct up *u, const json_t *spec, char *err, size_t errlen)
 	u->host.provider = strdup(name);
 	u->host.config = json_deep_copy(cfg);
 	u->config_text = text;
-	u->dp = u->drv->provider_new((struct launcher *)&u->host, NULL, err, errlen);
+	u->dp = u->drv->provider_new(&u->host.handle, err, errlen);
 	if (u->dp == NULL) {
 		provider_drop(u);
 		return -1;
@@ -353,6 +359,7 @@ upload_worker_main(struct event_base *base)
 
 	memset(&u, 0, sizeof(u));
 	u.base = base;
+	u.host.handle.owner = &u.host;
 	u.host.base = base;
 	u.retry_ev = evtimer_new(base, retry_cb, &u);
 	u.timeout_ev = evtimer_new(base, timeout_cb, &u);

@@ -29,9 +29,7 @@
 struct event_base;
 struct evbuffer;
 struct zk;
-struct launcher;
-struct lc_provider;
-struct lc_pool;
+struct drv_host; /* the host's handle, opaque here (host.h) */
 
 /* Opaque per-provider driver state, owned by the driver. */
 struct drv_provider;
@@ -128,8 +126,7 @@ struct driver {
 	 * parsed provider). Return NULL with a message in err on failure (e.g.
 	 * bad credentials: the worker then exits 100, do not restart).
 	 */
-	struct drv_provider *(*provider_new)(struct launcher *lc, struct lc_provider *prov,
-					     char *err, size_t errlen);
+	struct drv_provider *(*provider_new)(struct drv_host *lc, char *err, size_t errlen);
 	/* Called once the ZooKeeper caches are synced and whenever the session
 	 * is (re)established; the driver may register nodes (static). */
 	void (*provider_start)(struct drv_provider *dp);
@@ -143,7 +140,7 @@ struct driver {
 	 * NULL = always ready. */
 	int (*label_ready)(struct drv_provider *dp, const char *label);
 	/* As QuotaSupport.quotaNeededByLabel. NULL = 1 instance. */
-	void (*label_quota)(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
+	void (*label_quota)(struct drv_provider *dp, const char *pool, const char *label,
 			    struct drv_quota *out);
 	/*
 	 * 1 when the label is permanently unusable in this provider, else 0:
@@ -160,8 +157,7 @@ struct driver {
 	/* The most nodes of a label the pool could ever hold at once (static:
 	 * the sum of max-parallel-jobs of its hosts with that label); a request
 	 * needing more is declined. NULL or < 0 = unlimited. */
-	long (*label_capacity)(struct drv_provider *dp, const struct lc_pool *pool,
-			       const char *label);
+	long (*label_capacity)(struct drv_provider *dp, const char *pool, const char *label);
 	/* Provider limits (cloud limits minus unmanaged usage). NULL = unlimited. */
 	void (*provider_limits)(struct drv_provider *dp, struct drv_quota *out);
 
@@ -190,7 +186,7 @@ struct driver {
 	 * fixed picks one of these at random; every launch gets it in
 	 * drv_launch.az. NULL = no grouping, drv_launch.az stays NULL (static).
 	 */
-	void (*pool_azs)(struct drv_provider *dp, const struct lc_pool *pool, struct np_strv *out);
+	void (*pool_azs)(struct drv_provider *dp, const char *pool, struct np_strv *out);
 
 	/* Start a launch; complete with drv_launch_done(). */
 	void (*launch)(struct drv_provider *dp, struct drv_launch *l);
@@ -248,8 +244,11 @@ struct driver {
  * its config. A new service is a new slot in host.h, a dispatcher in
  * host.c and the launcher's implementation; the builder needs no edit.
  *
- * The struct launcher pointer a driver gets in provider_new, and passes to
- * these functions, is the host's handle, opaque to drivers.
+ * The struct drv_host pointer a driver gets in provider_new, and passes to
+ * these functions, is the host's handle, opaque to drivers (host.h): the
+ * driver interface names no type of the programs that host it. A pool is
+ * given to a driver by its nodepool.yaml name (label_quota,
+ * label_capacity, pool_azs).
  */
 
 /*
@@ -261,24 +260,22 @@ void drv_launch_done(struct drv_launch *l, enum drv_launch_result result, const 
 void drv_delete_done(struct drv_delete *d, int ok, const char *error);
 
 /* The host's event loop. No host: NULL (every host fills it). */
-struct event_base *drv_event_base(struct launcher *lc);
+struct event_base *drv_event_base(struct drv_host *lc);
 /* The launcher's ZooKeeper session (for drivers that read upload records).
  * No host (and the builder's upload workers): NULL. */
-struct zk *drv_zk(struct launcher *lc);
+struct zk *drv_zk(struct drv_host *lc);
 /* The provider's name. No host: "". */
-const char *drv_provider_name(struct launcher *lc);
-/* A pool's name. No host: "". */
-const char *drv_pool_name(const struct lc_pool *pool);
+const char *drv_provider_name(struct drv_host *lc);
 /* The provider's config as JSON (the nodepool.yaml mapping, validated).
  * No host: NULL. */
-const json_t *drv_provider_config(struct launcher *lc);
+const json_t *drv_provider_config(struct drv_host *lc);
 /* The cached node records of this provider (any pool, any state); array
  * valid until the loop runs again. No host: *out = NULL, 0. */
-size_t drv_provider_nodes(struct launcher *lc, const struct np_node ***out);
+size_t drv_provider_nodes(struct drv_host *lc, const struct np_node ***out);
 /* 1 when /nodepool/nodes/<id> exists but is not a JSON object (so no
  * provider can be told from it): a leak cleanup must not take the
  * instance of such a node for a leak. 0 otherwise. No host: 0. */
-int drv_node_unreadable(struct launcher *lc, const char *id);
+int drv_node_unreadable(struct drv_host *lc, const char *id);
 /*
  * Pool registrations (/nodepool/components/pool) of this provider held by
  * ZooKeeper sessions other than ours: a previous incarnation of this worker
@@ -288,7 +285,7 @@ int drv_node_unreadable(struct launcher *lc, const char *id);
  * counterpart: upstream's static driver registers blindly and dedupes on
  * its next cleanup pass. No host: 0, who untouched.
  */
-size_t drv_provider_peers(struct launcher *lc, char *who, size_t wholen);
+size_t drv_provider_peers(struct drv_host *lc, char *who, size_t wholen);
 /*
  * Registrations (drv_register_node) by every launcher serving this
  * provider, and every incarnation of one, are made one launcher at a time:
@@ -301,9 +298,9 @@ size_t drv_provider_peers(struct launcher *lc, char *who, size_t wholen);
  * nodepoold instances serve the provider and whichever dies (issue 22).
  * No host: 1.
  */
-int drv_registration_round(struct launcher *lc);
+int drv_registration_round(struct drv_host *lc);
 /* 1 if the node has lock contenders (cached "probably locked"). No host: 0. */
-int drv_node_locked(struct launcher *lc, const char *node_id);
+int drv_node_locked(struct drv_host *lc, const char *node_id);
 /*
  * Write a launch's node record to ZooKeeper now, as l->node stands, while
  * the launch goes on: as StateMachineNodeLauncher's zk.storeNode(node)
@@ -324,7 +321,7 @@ int drv_node_locked(struct launcher *lc, const char *node_id);
  * launch is about to be cancelled), ENOTCONN when the ZooKeeper connection
  * is down (nothing is queued; the final store covers it).
  */
-int drv_store_node(struct launcher *lc, const struct drv_launch *l);
+int drv_store_node(struct drv_host *lc, const struct drv_launch *l);
 /*
  * Register a new node record (static driver): the node is written as given
  * (state, provider, pool, launcher, type...) as a new sequential znode.
@@ -334,7 +331,7 @@ int drv_store_node(struct launcher *lc, const struct drv_launch *l);
  * cache shows it once drv_sync_epoch() has moved on). No host: n is freed
  * and done gets (NULL, 0) before the call returns.
  */
-void drv_register_node(struct launcher *lc, struct np_node *n,
+void drv_register_node(struct drv_host *lc, struct np_node *n,
 		       void (*done)(const char *node_id, int unknown, void *arg), void *arg);
 /*
  * 1 while connected with every cache (nodes, requests, pool registrations)
@@ -344,17 +341,17 @@ void drv_register_node(struct launcher *lc, struct np_node *n,
  * no decision on what it reads meanwhile (a static slot registered twice).
  * No host: 1 (no caches to wait for).
  */
-int drv_in_sync(struct launcher *lc);
+int drv_in_sync(struct drv_host *lc);
 /* Bumped each time the caches have (re-)synced. No host: 0. */
-unsigned drv_sync_epoch(struct launcher *lc);
+unsigned drv_sync_epoch(struct drv_host *lc);
 /* Update a READY, unallocated, unlocked node in place under its lock (static
  * config change); takes ownership of n (whose id names the node). No host:
  * n is freed. */
-void drv_update_node(struct launcher *lc, struct np_node *n);
+void drv_update_node(struct drv_host *lc, struct np_node *n);
 /* Deregister: lock non-blocking and delete the node if it is still READY,
  * unallocated; otherwise leave it (retried on the next sync). No host:
  * nothing happens. */
-void drv_deregister_node(struct launcher *lc, const char *node_id);
+void drv_deregister_node(struct drv_host *lc, const char *node_id);
 
 /* Registry: the driver for a name, or NULL. */
 const struct driver *driver_lookup(const char *name);

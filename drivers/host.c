@@ -17,37 +17,31 @@ drv_host_register(const struct drv_host_ops *ops)
 }
 
 struct event_base *
-drv_event_base(struct launcher *lc)
+drv_event_base(struct drv_host *lc)
 {
 	return host->event_base != NULL ? host->event_base(lc) : NULL;
 }
 
 struct zk *
-drv_zk(struct launcher *lc)
+drv_zk(struct drv_host *lc)
 {
 	return host->zk != NULL ? host->zk(lc) : NULL;
 }
 
 const char *
-drv_provider_name(struct launcher *lc)
+drv_provider_name(struct drv_host *lc)
 {
 	return host->provider_name != NULL ? host->provider_name(lc) : "";
 }
 
-const char *
-drv_pool_name(const struct lc_pool *pool)
-{
-	return host->pool_name != NULL ? host->pool_name(pool) : "";
-}
-
 const json_t *
-drv_provider_config(struct launcher *lc)
+drv_provider_config(struct drv_host *lc)
 {
 	return host->provider_config != NULL ? host->provider_config(lc) : NULL;
 }
 
 size_t
-drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
+drv_provider_nodes(struct drv_host *lc, const struct np_node ***out)
 {
 	if (host->provider_nodes != NULL)
 		return host->provider_nodes(lc, out);
@@ -56,31 +50,31 @@ drv_provider_nodes(struct launcher *lc, const struct np_node ***out)
 }
 
 int
-drv_node_unreadable(struct launcher *lc, const char *id)
+drv_node_unreadable(struct drv_host *lc, const char *id)
 {
 	return host->node_unreadable != NULL ? host->node_unreadable(lc, id) : 0;
 }
 
 size_t
-drv_provider_peers(struct launcher *lc, char *who, size_t wholen)
+drv_provider_peers(struct drv_host *lc, char *who, size_t wholen)
 {
 	return host->provider_peers != NULL ? host->provider_peers(lc, who, wholen) : 0;
 }
 
 int
-drv_registration_round(struct launcher *lc)
+drv_registration_round(struct drv_host *lc)
 {
 	return host->registration_round != NULL ? host->registration_round(lc) : 1;
 }
 
 int
-drv_node_locked(struct launcher *lc, const char *node_id)
+drv_node_locked(struct drv_host *lc, const char *node_id)
 {
 	return host->node_locked != NULL ? host->node_locked(lc, node_id) : 0;
 }
 
 int
-drv_store_node(struct launcher *lc, const struct drv_launch *l)
+drv_store_node(struct drv_host *lc, const struct drv_launch *l)
 {
 	if (host->store_node != NULL)
 		return host->store_node(lc, l);
@@ -89,7 +83,7 @@ drv_store_node(struct launcher *lc, const struct drv_launch *l)
 }
 
 void
-drv_register_node(struct launcher *lc, struct np_node *n,
+drv_register_node(struct drv_host *lc, struct np_node *n,
 		  void (*done)(const char *node_id, int unknown, void *arg), void *arg)
 {
 	if (host->register_node != NULL) {
@@ -102,19 +96,19 @@ drv_register_node(struct launcher *lc, struct np_node *n,
 }
 
 int
-drv_in_sync(struct launcher *lc)
+drv_in_sync(struct drv_host *lc)
 {
 	return host->in_sync != NULL ? host->in_sync(lc) : 1;
 }
 
 unsigned
-drv_sync_epoch(struct launcher *lc)
+drv_sync_epoch(struct drv_host *lc)
 {
 	return host->sync_epoch != NULL ? host->sync_epoch(lc) : 0;
 }
 
 void
-drv_update_node(struct launcher *lc, struct np_node *n)
+drv_update_node(struct drv_host *lc, struct np_node *n)
 {
 	if (host->update_node != NULL)
 		host->update_node(lc, n);
@@ -123,7 +117,7 @@ drv_update_node(struct launcher *lc, struct np_node *n)
 }
 
 void
-drv_deregister_node(struct launcher *lc, const char *node_id)
+drv_deregister_node(struct drv_host *lc, const char *node_id)
 {
 	if (host->deregister_node != NULL)
 		host->deregister_node(lc, node_id);

@@ -20,10 +20,13 @@
  * answer, and the launcher's implementation; the builder needs no edit.
  * Before any registration every slot counts as NULL.
  *
- * The struct launcher pointer a driver gets in provider_new, and passes
- * back to the services, is the host's own handle (worker/: the struct
- * launcher; builder/: its struct bld_host), opaque to drivers and to
- * host.c: the slots receive it unchanged.
+ * The struct drv_host pointer a driver gets in provider_new, and passes
+ * back to the services, is the host's handle: one the host embeds in its
+ * own struct (worker/: struct launcher's `host`; builder/: struct
+ * bld_host's), with owner set to that struct. Drivers see only the
+ * incomplete type; host.c passes it to the slots unchanged, and a slot
+ * finds its own struct at h->owner. No cast between a host's types and
+ * the drivers' is needed anywhere.
  *
  * Single-threaded: slots are called on the host's event loop.
  */
@@ -32,75 +35,74 @@
 
 #include "driver.h"
 
+/* The host's handle (see above). */
+struct drv_host {
+	void *owner; /* the host's own struct: struct launcher, struct bld_host */
+};
+
 struct drv_host_ops {
 	/*
 	 * The event loop the driver's I/O and timers run on (drv_event_base).
 	 * Launcher: the worker's loop. Upload worker: its loop. NULL slot:
 	 * NULL (a host that makes providers must fill this slot).
 	 */
-	struct event_base *(*event_base)(struct launcher *lc);
+	struct event_base *(*event_base)(struct drv_host *lc);
 	/*
 	 * The host's ZooKeeper session (drv_zk), for drivers that read
 	 * records. Launcher: its session. NULL slot: NULL (no session; the
 	 * builder's upload workers have none, the builder parent holds it).
 	 */
-	struct zk *(*zk)(struct launcher *lc);
+	struct zk *(*zk)(struct drv_host *lc);
 	/*
 	 * The provider's name (drv_provider_name), borrowed, valid while the
 	 * provider lives. Launcher and upload worker: the nodepool.yaml
 	 * provider name. NULL slot: "".
 	 */
-	const char *(*provider_name)(struct launcher *lc);
-	/*
-	 * A pool's name (drv_pool_name), borrowed. Launcher: the pool's
-	 * nodepool.yaml name. NULL slot: "" (no pools are made in a host
-	 * without launches).
-	 */
-	const char *(*pool_name)(const struct lc_pool *pool);
+	const char *(*provider_name)(struct drv_host *lc);
 	/*
 	 * The provider's nodepool.yaml mapping as JSON, validated, borrowed
 	 * (drv_provider_config). Launcher and upload worker: the provider's
 	 * entry. NULL slot: NULL.
 	 */
-	const json_t *(*provider_config)(struct launcher *lc);
+	const json_t *(*provider_config)(struct drv_host *lc);
 	/*
 	 * The provider's cached node records (drv_provider_nodes): *out gets
 	 * an array valid until the loop runs again, the count is returned.
 	 * Launcher: its node cache, this provider's nodes, any pool, any
 	 * state. NULL slot: *out = NULL, 0 (no nodes).
 	 */
-	size_t (*provider_nodes)(struct launcher *lc, const struct np_node ***out);
+	size_t (*provider_nodes)(struct drv_host *lc, const struct np_node ***out);
 	/*
 	 * 1 when /nodepool/nodes/<id> exists but is not a JSON object
 	 * (drv_node_unreadable). Launcher: from its node cache. NULL slot: 0
 	 * (no node records; a host without them runs no leak cleanup).
 	 */
-	int (*node_unreadable)(struct launcher *lc, const char *id);
+	int (*node_unreadable)(struct drv_host *lc, const char *id);
 	/*
 	 * Pool registrations of this provider held by other ZooKeeper
 	 * sessions (drv_provider_peers; who gets the first one's hostname).
 	 * Launcher: from its components cache. NULL slot: 0, who untouched
 	 * (no peers).
 	 */
-	size_t (*provider_peers)(struct launcher *lc, char *who, size_t wholen);
+	size_t (*provider_peers)(struct drv_host *lc, char *who, size_t wholen);
 	/*
 	 * 1 if the node has lock contenders (drv_node_locked). Launcher: the
 	 * cached lock state or its own work on the node. NULL slot: 0.
 	 */
-	int (*node_locked)(struct launcher *lc, const char *node_id);
+	int (*node_locked)(struct drv_host *lc, const char *node_id);
 	/*
 	 * 1 while the provider's serialization round is open
 	 * (drv_registration_round). Launcher: its quota round (worker/quota.c),
 	 * asked for when not open. NULL slot: 1 (nobody else registers).
 	 */
-	int (*registration_round)(struct launcher *lc);
+	int (*registration_round)(struct drv_host *lc);
 	/*
 	 * Write a launch's node record now (drv_store_node; contract in
 	 * driver.h). Launcher: an ordered asynchronous write under the
 	 * launch's node lock. NULL slot: -1 with errno EINVAL (no launch is
 	 * ever in flight in a host without launches).
 	 */
-	int (*store_node)(struct launcher *lc, const struct drv_launch *l);
+	int (*store_node)(struct drv_host *lc, const struct drv_launch *l);
 	/*
 	 * Register a new node record (drv_register_node; takes ownership of
 	 * n). Launcher: a sequential create; done gets the id, or NULL and
@@ -108,28 +110,28 @@ struct drv_host_ops {
 	 * any) is called at once with (NULL, 0, arg): refused, certainly not
 	 * written.
 	 */
-	void (*register_node)(struct launcher *lc, struct np_node *n,
+	void (*register_node)(struct drv_host *lc, struct np_node *n,
 			      void (*done)(const char *node_id, int unknown, void *arg), void *arg);
 	/*
 	 * 1 while connected with every cache synced (drv_in_sync). Launcher:
 	 * its sync state. NULL slot: 1 (no caches to wait for).
 	 */
-	int (*in_sync)(struct launcher *lc);
+	int (*in_sync)(struct drv_host *lc);
 	/*
 	 * Bumped each time the caches have (re-)synced (drv_sync_epoch).
 	 * Launcher: its counter. NULL slot: 0 (never changes).
 	 */
-	unsigned (*sync_epoch)(struct launcher *lc);
+	unsigned (*sync_epoch)(struct drv_host *lc);
 	/*
 	 * Update a READY node in place under its lock (drv_update_node; takes
 	 * ownership of n). NULL slot: n is freed, nothing is written.
 	 */
-	void (*update_node)(struct launcher *lc, struct np_node *n);
+	void (*update_node)(struct drv_host *lc, struct np_node *n);
 	/*
 	 * Delete a READY unallocated node (drv_deregister_node). NULL slot:
 	 * nothing happens.
 	 */
-	void (*deregister_node)(struct launcher *lc, const char *node_id);
+	void (*deregister_node)(struct drv_host *lc, const char *node_id);
 	/*
 	 * A launch completed (drv_launch_done). Launcher: stores the node
 	 * READY / FAILED / ABORTED and goes on with the request. NULL slot:

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "xalloc.h"
 
 /* An open-addressing set of byte-string keys (NUL-terminated), each with
  * its index; vals[i - 1] is the value of index i. */
@@ -25,16 +26,6 @@ fnv(const char *p)
 	while (*p)
 		h = (h ^ (unsigned char)*p++) * 1099511628211ULL;
 	return h;
-}
-
-static void *
-xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (p == NULL)
-		abort();
-	return p;
 }
 
 /* The index of key, or 0. */

@@ -13,23 +13,9 @@
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include "xalloc.h"
 
 /* ---- small helpers ------------------------------------------------------- */
-
-static char *
-xstrdup(const char *s)
-{
-	char *p;
-	size_t n;
-
-	if (s == NULL)
-		return NULL;
-	n = strlen(s) + 1;
-	if ((p = malloc(n)) == NULL)
-		abort(); /* allocation failure is not a state we can continue from */
-	memcpy(p, s, n);
-	return p;
-}
 
 static double
 now_seconds(void)

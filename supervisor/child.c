@@ -25,6 +25,7 @@
 #include "chan.h"
 #include "log.h"
 #include "version.h"
+#include "clock.h"
 
 typedef enum sup_state sup_action(struct sup_child *c);
 
@@ -42,10 +43,7 @@ static const char *const event_names[SUP_EVENT_COUNT] = {
 double
 sup_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return np_mono_s();
 }
 
 const char *

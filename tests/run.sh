@@ -1,6 +1,7 @@
 #!/bin/sh
 # The test runner behind `make check`: starts one private ZooKeeper (plain and
-# TLS) for the whole run, runs every criterion binary, the process tests
+# TLS) for the whole run, runs every criterion binary, the layering check
+# (mk/layers.py, with its own test), the process tests
 # (pytest, playing Zuul with kazoo) and a fuzz smoke run of every decoder,
 # then stops the server it started and prints "N passed, N failed".
 set -u
@@ -58,6 +59,30 @@ for t in "$NP_BUILD"/tests/test_*; do
 	fi
 done
 
+# add_counts WHAT OUT RC: adds the "N passed, N failed" line a sub-suite
+# wrote to OUT (exit status RC) to the totals and says it; a non-zero RC
+# with no failure counted is one failure. Returns 1 when anything failed.
+add_counts() {
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$2" | tail -1)
+	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+	p=${p:-0} f=${f:-0}
+	if [ "$3" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	pass=$((pass + p))
+	fail=$((fail + f))
+	echo "$1: ${line:-no result (rc $3)}"
+	[ "$f" -eq 0 ]
+}
+
+# The layering check (mk/layers.py) on this tree, and the test of the check
+# itself on scratch trees (tests/layers-test.sh counts both).
+out="$tmp/layers.out"
+sh tests/layers-test.sh >"$out" 2>&1
+if ! add_counts "layering check" "$out" $?; then
+	failed="$failed layers"
+	grep -E 'FAIL|includes' "$out" | head -40
+fi
+
 if [ -d tests/process ] && ls tests/process/test_*.py >/dev/null 2>&1; then
 	out="$tmp/pytest.out"
 	/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/process >"$out" 2>&1
@@ -82,16 +107,7 @@ fi
 if [ "$(id -u)" = 0 ] && [ -z "${NP_SKIP_PACKAGING:-}" ] && command -v dpkg-buildpackage >/dev/null; then
 	out="$tmp/packaging.out"
 	sh tests/packaging-test.sh >"$out" 2>&1
-	rc=$?
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
-	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
-	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
-	p=${p:-0} f=${f:-0}
-	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-	pass=$((pass + p))
-	fail=$((fail + f))
-	echo "packaging test: ${line:-no result (rc $rc)}"
-	if [ "$f" -ne 0 ]; then
+	if ! add_counts "packaging test" "$out" $?; then
 		failed="$failed packaging-test"
 		grep -E 'FAIL|error' "$out" | head -20
 		tail -20 "$out"

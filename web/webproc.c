@@ -7,15 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "chan.h"
 #include "childproc.h"
+#include "clock.h"
 #include "config.h"
 #include "ipc.h"
 #include "log.h"
@@ -27,13 +25,14 @@
 #include "version.h"
 #include "web.h"
 #include "zk.h"
+#include "zk_status.h"
 
 #define EXIT_PERMANENT 100
 
 struct webproc {
 	struct event_base *base;
-	struct chan *chan; /* to nodepoold, or NULL when standalone */
-	json_t *slice;	   /* in force, or NULL */
+	struct childproc_link *link; /* to nodepoold, or NULL when standalone */
+	json_t *slice;		     /* in force, or NULL */
 	int64_t generation;
 	struct zk *zk;
 	enum zk_event zk_state;
@@ -48,15 +47,6 @@ struct webproc {
 	int stopping;
 	double start;
 };
-
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- caches -> objects (malformed records are logged and skipped) ------------- */
 
@@ -126,21 +116,15 @@ live_metrics(void *arg)
 /* ---- the channel to nodepoold ------------------------------------------------------ */
 
 static void
-send_msg(struct webproc *wp, const struct ipc_msg *m)
-{
-	if (wp->chan != NULL && chan_send(wp->chan, m) != 0)
-		log_warn("channel: %s", chan_last_error(wp->chan));
-}
-
-static void
 maybe_ready(struct webproc *wp)
 {
 	struct ipc_msg m;
 
-	if (wp->chan == NULL || wp->ready_sent || wp->zk == NULL || !zk_is_connected(wp->zk))
+	if (!childproc_link_up(wp->link) || wp->ready_sent || wp->zk == NULL ||
+	    !zk_is_connected(wp->zk))
 		return;
 	childproc_ready(&m, "web", zk_session_id(wp->zk));
-	send_msg(wp, &m);
+	childproc_link_send(wp->link, &m);
 	ipc_msg_clear(&m);
 	wp->ready_sent = 1;
 	if (wp->web != NULL)
@@ -149,46 +133,21 @@ maybe_ready(struct webproc *wp)
 		log_info("ready: ZooKeeper session live, not listening yet (%s)", wp->listen_error);
 }
 
-static int
-zk_state_of(const struct webproc *wp)
-{
-	if (wp->zk == NULL)
-		return IPC_ZK_CONNECTING;
-	if (zk_is_connected(wp->zk))
-		return IPC_ZK_CONNECTED;
-	switch (wp->zk_state) {
-	case ZK_EV_SUSPENDED:
-		return IPC_ZK_SUSPENDED;
-	case ZK_EV_EXPIRED:
-		return IPC_ZK_EXPIRED;
-	default:
-		return IPC_ZK_CONNECTING;
-	}
-}
-
 static void
-send_status(struct webproc *wp, int64_t seq)
+send_status(void *arg, int64_t seq)
 {
+	struct webproc *wp = arg;
 	struct ipc_msg m;
 	struct ipc_status *st = &m.u.status;
-	struct rusage ru;
 
-	ipc_msg_init(&m, IPC_STATUS);
-	st->seq = seq;
-	st->generation = wp->generation;
-	st->zk_state = zk_state_of(wp);
+	childproc_status_init(&m, seq, wp->generation, wp->start);
+	st->zk_state = zk_ipc_state(wp->zk, wp->zk_state);
 	st->state = wp->stopping   ? IPC_WS_STOPPING
 		    : is_ready(wp) ? IPC_WS_RUNNING
 				   : IPC_WS_STARTING;
-	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		st->rss_kb = np_mem_rss_kb();
-		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
-			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
-	}
-	st->uptime_s = (int64_t)(mono() - wp->start);
 	if (wp->listen_error[0] != '\0')
 		ipc_set_str(&st->last_error, wp->listen_error);
-	send_msg(wp, &m);
+	childproc_link_send(wp->link, &m);
 	ipc_msg_clear(&m);
 }
 
@@ -200,8 +159,9 @@ webproc_apply_cb(void *arg, const json_t *slice, char *err, size_t errlen)
 }
 
 static void
-on_config(struct webproc *wp, const struct ipc_config *c)
+on_config(void *arg, const struct ipc_config *c)
 {
+	struct webproc *wp = arg;
 	struct ipc_msg ack;
 	char err[512];
 	int had = wp->slice != NULL;
@@ -210,7 +170,7 @@ on_config(struct webproc *wp, const struct ipc_config *c)
 	ok = childproc_config(c, "web slice", webproc_apply_cb, wp, &ack, err, sizeof(err)) == 0;
 	if (ok)
 		wp->generation = c->generation;
-	send_msg(wp, &ack);
+	childproc_link_send(wp->link, &ack);
 	ipc_msg_clear(&ack);
 	if (!ok && !had) {
 		/* nothing serves: exit, and let nodepoold restart us with back-off
@@ -224,8 +184,9 @@ on_config(struct webproc *wp, const struct ipc_config *c)
 }
 
 static void
-on_metrics(struct webproc *wp, const struct ipc_metrics *m)
+on_metrics(void *arg, const struct ipc_metrics *m)
 {
+	struct webproc *wp = arg;
 	json_error_t jerr;
 	json_t *rec = json_loads(m->record, 0, &jerr);
 
@@ -247,53 +208,21 @@ webproc_dump_cb(void *arg, struct evbuffer *out)
 	webproc_dump(arg, out);
 }
 
+/* STOP, or the channel closed (childproc.h): a child exits when its
+ * supervisor goes */
 static void
-on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
+on_stop(void *arg)
 {
-	struct webproc *wp = arg;
-
-	switch (msg->type) {
-	case IPC_CONFIG:
-		on_config(wp, &msg->u.config);
-		break;
-	case IPC_STATUS_REQ:
-		send_status(wp, msg->u.status_req.seq);
-		break;
-	case IPC_STOP:
-		log_info("stop requested by nodepoold");
-		webproc_stop(wp);
-		break;
-	case IPC_METRICS:
-		on_metrics(wp, &msg->u.metrics);
-		break;
-	case IPC_DUMP_REQ: {
-		struct ipc_msg r;
-		ipc_msg_init(&r, IPC_DUMP_REPLY);
-		r.u.dump_reply.text = childproc_dump_text(webproc_dump_cb, wp);
-		if (r.u.dump_reply.text == NULL)
-			abort();
-		send_msg(wp, &r);
-		ipc_msg_clear(&r);
-		break;
-	}
-	default:
-		break;
-	}
+	webproc_stop(arg);
 }
 
-static void
-on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
-{
-	struct webproc *wp = arg;
-
-	/* a child exits when its supervisor goes */
-	log_warn("channel to nodepoold closed (%s): stopping", why);
-	chan_free(wp->chan);
-	wp->chan = NULL;
-	if (ev == CHAN_PROTO_ERROR)
-		wp->exit_code = 1;
-	webproc_stop(wp);
-}
+static const struct childproc_ops webproc_link_ops = {
+    .config = on_config,
+    .status = send_status,
+    .metrics = on_metrics,
+    .dump = webproc_dump_cb,
+    .stop = on_stop,
+};
 
 /* ---- the session ------------------------------------------------------------------ */
 
@@ -494,13 +423,13 @@ webproc_new(struct event_base *base, int channel_fd)
 	if (wp == NULL || (wp->live = json_object()) == NULL)
 		abort();
 	wp->base = base;
-	wp->start = mono();
+	wp->start = np_mono_s();
 	if ((wp->listen_retry = evtimer_new(base, listen_retry_cb, wp)) == NULL)
 		abort();
 	if (channel_fd >= 0) {
-		wp->chan = chan_new(base, channel_fd, CHAN_CHILD, 0, 0, on_msg, on_close, wp, err,
-				    sizeof(err));
-		if (wp->chan == NULL)
+		wp->link = childproc_link_new(base, channel_fd, &webproc_link_ops, wp,
+					      &wp->exit_code, err, sizeof(err));
+		if (wp->link == NULL)
 			fatalx("channel: %s", err);
 	}
 	return wp;
@@ -522,7 +451,8 @@ webproc_dump(struct webproc *wp, struct evbuffer *out)
 	json_t *r;
 
 	evbuffer_add_printf(out, "web API on port %d, ZooKeeper %s, session 0x%llx, %s\n",
-			    web_port(wp->web), ipc_zk_state_name(zk_state_of(wp)),
+			    web_port(wp->web),
+			    ipc_zk_state_name(zk_ipc_state(wp->zk, wp->zk_state)),
 			    wp->zk ? (unsigned long long)zk_session_id(wp->zk) : 0ULL,
 			    is_ready(wp) ? "ready" : "not ready");
 	evbuffer_add_printf(out, "caches: %d nodes, %d requests, %d pool components\n",
@@ -553,7 +483,7 @@ webproc_free(struct webproc *wp)
 		return;
 	teardown(wp);
 	event_free(wp->listen_retry);
-	chan_free(wp->chan);
+	childproc_link_free(wp->link);
 	json_decref(wp->slice);
 	json_decref(wp->live);
 	free(wp);

@@ -75,11 +75,6 @@ count_label(const struct np_request *r, const char *label)
 	return n;
 }
 
-/*
- * Reasons to decline (reference 2.2 step 4), or NULL. The returned string
- * is static.
- */
-const char *assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
 const char *
 assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
 {
@@ -119,12 +114,40 @@ assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
 		return "it would exceed quota";
 	if (drv->label_capacity != NULL && lc->prov.dp != NULL) {
 		for (i = 0; i < r->node_types.n; i++) {
-			long cap = drv->label_capacity(lc->prov.dp, pool, r->node_types.v[i]);
+			long cap = drv->label_capacity(lc->prov.dp, pool->name, r->node_types.v[i]);
 			if (cap >= 0 && count_label(r, r->node_types.v[i]) > cap)
 				return "it would exceed quota";
 		}
 	}
 	return NULL;
+}
+
+int
+assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
+		   const struct drv_quota *used, const struct np_request *r)
+{
+	const struct launcher *lc = pool->prov->lc;
+	struct drv_quota left, need;
+	size_t k;
+	int ok;
+
+	drv_quota_init(&left, tl->limits.cores, tl->limits.instances, tl->limits.ram);
+	if (tl->limits.extra != NULL)
+		left.extra = json_deep_copy(tl->limits.extra);
+	drv_quota_sub(&left, used);
+	for (k = 0; k < r->node_types.n; k++) {
+		drv_quota_init(&need, 0, 1, 0);
+		if (lc->prov.drv->label_quota != NULL && lc->prov.dp != NULL) {
+			drv_quota_clear(&need);
+			lc->prov.drv->label_quota(lc->prov.dp, pool->name, r->node_types.v[k],
+						  &need);
+		}
+		drv_quota_sub(&left, &need);
+		drv_quota_clear(&need);
+	}
+	ok = drv_quota_non_negative(&left);
+	drv_quota_clear(&left);
+	return ok;
 }
 
 /* Tenant resource limits (reference 2.6): usage is the sum of `resources`
@@ -135,8 +158,8 @@ tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request
 {
 	const struct lc_tenant_limit *tl = NULL;
 	const struct zk_cache_entry *const *ents;
-	struct drv_quota used, need;
-	int i, n;
+	struct drv_quota used;
+	int i, n, ok;
 	size_t k;
 
 	if (r->tenant_name == NULL)
@@ -160,30 +183,40 @@ tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request
 		drv_quota_add(&used, &q);
 		drv_quota_clear(&q);
 	}
-	for (k = 0; k < r->node_types.n; k++) {
-		drv_quota_init(&need, 0, 1, 0);
-		if (lc->prov.drv->label_quota != NULL && lc->prov.dp != NULL) {
-			drv_quota_clear(&need);
-			lc->prov.drv->label_quota(lc->prov.dp, pool, r->node_types.v[k], &need);
-		}
-		drv_quota_add(&used, &need);
-		drv_quota_clear(&need);
+	ok = assign_tenant_fits(pool, tl, &used, r);
+	drv_quota_clear(&used);
+	if (!ok)
+		log_debug("request %s deferred: tenant %s at its limits", r->id, r->tenant_name);
+	return ok;
+}
+
+const char *
+assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
+		    const struct np_component *const *comps, int ncomp)
+{
+	int j, other_candidate = 0, preferred_exists = 0, better = 0;
+
+	for (j = 0; j < ncomp; j++) {
+		const struct np_component *c = comps[j];
+		if (strcmp(c->id, pool->launcher_id) == 0)
+			continue;
+		if (np_strv_contains(&r->declined_by, c->id) ||
+		    !supports_all(&c->supported_labels, r))
+			continue;
+		other_candidate = 1;
+		if (r->provider != NULL && c->provider_name != NULL &&
+		    strcmp(r->provider, c->provider_name) == 0)
+			preferred_exists = 1;
+		if (c->priority < pool->priority && !c->paused)
+			better = 1;
 	}
-	{
-		struct drv_quota left;
-		int ok;
-		drv_quota_init(&left, tl->limits.cores, tl->limits.instances, tl->limits.ram);
-		if (tl->limits.extra != NULL)
-			left.extra = json_deep_copy(tl->limits.extra);
-		drv_quota_sub(&left, &used);
-		ok = drv_quota_non_negative(&left);
-		drv_quota_clear(&left);
-		drv_quota_clear(&used);
-		if (!ok)
-			log_debug("request %s deferred: tenant %s at its limits", r->id,
-				  r->tenant_name);
-		return ok;
-	}
+	if (r->provider != NULL && strcmp(r->provider, pool->prov->name) != 0 && preferred_exists)
+		return "the requested provider can serve it";
+	if (better)
+		return "a higher-priority pool can serve it";
+	if (lacks(pool, r) > 0 && other_candidate)
+		return "a pool with every label can serve it";
+	return NULL;
 }
 
 /*
@@ -457,32 +490,13 @@ assign_pool(struct launcher *lc, struct lc_pool *pool)
 	for (i = 0; i < nc; i++) {
 		const struct np_request *r = cands[i].r;
 		const char *reason;
-		int j, other_candidate = 0, preferred_exists = 0, better = 0, short_nodes = 0;
+		int short_nodes = 0;
 		struct handler *h;
 
 		if (lc_find_handler(lc, r->id) != NULL)
 			continue; /* taken by another of our pools this pass */
-		for (j = 0; j < ncomp; j++) {
-			const struct np_component *c = comps[j];
-			if (strcmp(c->id, pool->launcher_id) == 0)
-				continue;
-			if (np_strv_contains(&r->declined_by, c->id) ||
-			    !supports_all(&c->supported_labels, r))
-				continue;
-			other_candidate = 1;
-			if (r->provider != NULL && c->provider_name != NULL &&
-			    strcmp(r->provider, c->provider_name) == 0)
-				preferred_exists = 1;
-			if (c->priority < pool->priority && !c->paused)
-				better = 1;
-		}
-		if (r->provider != NULL && strcmp(r->provider, lc->prov.name) != 0 &&
-		    preferred_exists)
-			continue; /* the requested provider can serve it */
-		if (better)
-			continue; /* a higher-priority pool can serve it */
-		if (cands[i].lacks > 0 && other_candidate)
-			continue; /* let a pool that has every label take it */
+		if (assign_defer_reason(pool, r, comps, ncomp) != NULL)
+			continue; /* left to another launcher's pool */
 		if (rv_defer(lc, pool, r, comps, ncomp))
 			continue; /* a peer ranked before us takes it first */
 		reason = assign_decline_reason(pool, r);

@@ -649,7 +649,7 @@ az_for_launch(struct handler *h)
 	if (!az_grouping(h))
 		return NULL;
 	if (h->chosen_az == NULL) {
-		lc->prov.drv->pool_azs(lc->prov.dp, h->pool, &azs);
+		lc->prov.drv->pool_azs(lc->prov.dp, h->pool->name, &azs);
 		if (azs.n > 0) {
 			const char *az = azs.v[arc4random_uniform((uint32_t)azs.n)];
 			if (*az != '\0')
@@ -1045,8 +1045,8 @@ lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const c
 			     error ? error : "unknown error");
 		break;
 	}
-	metrics_launch_done(lc->prov.name, hn->node->az, h->req ? h->req->requestor : NULL,
-			    (int)result, lc_now() - hn->node->created_time);
+	metrics_launch_result(lc->prov.name, hn->node->az, h->req ? h->req->requestor : NULL,
+			      lc_launch_result_key(result), lc_now() - hn->node->created_time);
 	if (h->vanished && hn->node->allocated_to != NULL) {
 		free(hn->node->allocated_to);
 		hn->node->allocated_to = NULL;
@@ -1071,8 +1071,9 @@ launch_node_stored(int rc, const struct zk_stat *st, void *arg)
 
 /* The host's store_node service (drivers/host.h): drv_store_node. */
 int
-lc_host_store_node(struct launcher *lc, const struct drv_launch *l)
+lc_host_store_node(struct drv_host *host, const struct drv_launch *l)
 {
+	struct launcher *lc = host->owner;
 	const struct hop *o = l->owner;
 	struct handler *h = o != NULL ? o->h : NULL;
 	struct hnode *hn = h != NULL && o->idx < h->n_nodes ? &h->nodes[o->idx] : NULL;
@@ -1292,7 +1293,7 @@ label_need(struct launcher *lc, const struct lc_pool *pool, const char *label, s
 {
 	drv_quota_init(q, 0, 1, 0);
 	if (lc->prov.drv->label_quota != NULL && lc->prov.dp != NULL)
-		lc->prov.drv->label_quota(lc->prov.dp, pool, label, q);
+		lc->prov.drv->label_quota(lc->prov.dp, pool->name, label, q);
 }
 
 /* What a node uses: its `resources`, else its label's quota. */

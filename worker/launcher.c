@@ -25,6 +25,7 @@
 #include "paths.h"
 #include "strset.h"
 #include "version.h"
+#include "clock.h"
 
 double
 lc_now(void)
@@ -35,13 +36,23 @@ lc_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+const char *
+lc_launch_result_key(enum drv_launch_result r)
+{
+	switch (r) {
+	case DRV_LAUNCH_READY:
+		return "ready";
+	case DRV_LAUNCH_ABORTED:
+		return "error.quota"; /* as upstream: an abort is a quota failure */
+	default:
+		return "error.unknown";
+	}
+}
+
 double
 lc_monotonic(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return np_mono_s();
 }
 
 void
@@ -597,7 +608,7 @@ maybe_started(struct launcher *lc)
 	lc->started = 1;
 	lc->sync_epoch++;
 	if (lc->prov.dp == NULL) {
-		lc->prov.dp = lc->prov.drv->provider_new(lc, &lc->prov, err, sizeof(err));
+		lc->prov.dp = lc->prov.drv->provider_new(&lc->host, err, sizeof(err));
 		if (lc->prov.dp == NULL) {
 			lc_set_error(lc, "provider %s: %s", lc->prov.name, err);
 			return;
@@ -856,6 +867,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 
 	if (lc == NULL)
 		abort();
+	lc->host.owner = lc;
 	lc->base = base;
 	lc->hostname = childproc_fqdn();
 	lc->busy = strset_new();
@@ -1191,32 +1203,30 @@ lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lo
  */
 
 static struct event_base *
-host_event_base(struct launcher *lc)
+host_event_base(struct drv_host *h)
 {
+	struct launcher *lc = h->owner;
 	return lc->base;
 }
 
 static struct zk *
-host_zk(struct launcher *lc)
+host_zk(struct drv_host *h)
 {
+	struct launcher *lc = h->owner;
 	return lc->zk;
 }
 
 static const char *
-host_provider_name(struct launcher *lc)
+host_provider_name(struct drv_host *h)
 {
+	struct launcher *lc = h->owner;
 	return lc->prov.name;
 }
 
-static const char *
-host_pool_name(const struct lc_pool *pool)
-{
-	return pool->name;
-}
-
 static const json_t *
-host_provider_config(struct launcher *lc)
+host_provider_config(struct drv_host *h)
 {
+	struct launcher *lc = h->owner;
 	return lc->prov.raw;
 }
 
@@ -1224,8 +1234,9 @@ static const struct np_node **drv_nodes_buf;
 static size_t drv_nodes_cap;
 
 static size_t
-host_provider_nodes(struct launcher *lc, const struct np_node ***out)
+host_provider_nodes(struct drv_host *h, const struct np_node ***out)
 {
+	struct launcher *lc = h->owner;
 	const struct zk_cache_entry *const *ents;
 	int i, n = zk_cache_entries(lc->nodes, &ents);
 	size_t k = 0;
@@ -1247,20 +1258,23 @@ host_provider_nodes(struct launcher *lc, const struct np_node ***out)
 }
 
 static int
-host_in_sync(struct launcher *lc)
+host_in_sync(struct drv_host *h)
 {
+	struct launcher *lc = h->owner;
 	return lc_in_sync(lc);
 }
 
 static unsigned
-host_sync_epoch(struct launcher *lc)
+host_sync_epoch(struct drv_host *h)
 {
+	struct launcher *lc = h->owner;
 	return lc->sync_epoch;
 }
 
 static int
-host_node_unreadable(struct launcher *lc, const char *id)
+host_node_unreadable(struct drv_host *h, const char *id)
 {
+	struct launcher *lc = h->owner;
 	const struct zk_cache_entry *e =
 	    lc->nodes != NULL && id != NULL ? zk_cache_get(lc->nodes, id) : NULL;
 
@@ -1268,8 +1282,9 @@ host_node_unreadable(struct launcher *lc, const char *id)
 }
 
 static size_t
-host_provider_peers(struct launcher *lc, char *who, size_t wholen)
+host_provider_peers(struct drv_host *h, char *who, size_t wholen)
 {
+	struct launcher *lc = h->owner;
 	const struct zk_cache_entry *const *ents;
 	int i, n = lc->pool_components ? zk_cache_entries(lc->pool_components, &ents) : 0;
 	int64_t me = zk_session_id(lc->zk);
@@ -1289,8 +1304,9 @@ host_provider_peers(struct launcher *lc, char *who, size_t wholen)
 }
 
 static int
-host_node_locked(struct launcher *lc, const char *node_id)
+host_node_locked(struct drv_host *h, const char *node_id)
 {
+	struct launcher *lc = h->owner;
 	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, node_id);
 
 	return (e != NULL && e->locked > 0) || lc_busy(lc, node_id);
@@ -1325,8 +1341,10 @@ registered(int rc, const char *path, void *arg)
 }
 
 static int
-host_registration_round(struct launcher *lc)
+host_registration_round(struct drv_host *h)
 {
+	struct launcher *lc = h->owner;
+
 	if (lc_quota_open(lc))
 		return 1;
 	lc_quota_want(lc);
@@ -1334,9 +1352,10 @@ host_registration_round(struct launcher *lc)
 }
 
 static void
-host_register_node(struct launcher *lc, struct np_node *n,
+host_register_node(struct drv_host *h, struct np_node *n,
 		   void (*done)(const char *node_id, int unknown, void *arg), void *arg)
 {
+	struct launcher *lc = h->owner;
 	struct reg_ctx *r = lc_ctx_new(lc, sizeof(*r), NULL);
 
 	r->lc = lc;
@@ -1434,7 +1453,7 @@ host_update_or_deregister(struct launcher *lc, struct np_node *n, int deregister
 	struct upd_ctx *u;
 	char path[128];
 
-	if (lc_busy(lc, n->id) || host_node_locked(lc, n->id)) {
+	if (lc_busy(lc, n->id) || host_node_locked(&lc->host, n->id)) {
 		np_node_free(n);
 		return;
 	}
@@ -1449,14 +1468,16 @@ host_update_or_deregister(struct launcher *lc, struct np_node *n, int deregister
 }
 
 static void
-host_update_node(struct launcher *lc, struct np_node *n)
+host_update_node(struct drv_host *h, struct np_node *n)
 {
+	struct launcher *lc = h->owner;
 	host_update_or_deregister(lc, n, 0);
 }
 
 static void
-host_deregister_node(struct launcher *lc, const char *node_id)
+host_deregister_node(struct drv_host *h, const char *node_id)
 {
+	struct launcher *lc = h->owner;
 	const struct np_node *cur = lc_node(lc, node_id);
 
 	if (cur == NULL)
@@ -1468,7 +1489,6 @@ const struct drv_host_ops lc_host_ops = {
     .event_base = host_event_base,
     .zk = host_zk,
     .provider_name = host_provider_name,
-    .pool_name = host_pool_name,
     .provider_config = host_provider_config,
     .provider_nodes = host_provider_nodes,
     .node_unreadable = host_node_unreadable,

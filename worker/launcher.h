@@ -216,6 +216,7 @@ struct lc_counters {
 };
 
 struct launcher {
+	struct drv_host host; /* the handle its driver gets (owner: this launcher) */
 	struct event_base *base;
 	char *hostname; /* FQDN */
 	struct lc_provider prov;
@@ -308,7 +309,10 @@ void launcher_schedule_assign_in(struct launcher *lc, double secs);
 /* 1 while connected and every cache is synced with ZooKeeper: decisions
  * (assign, decline, fail, delete, static slots) are taken only then. */
 int lc_in_sync(const struct launcher *lc);
-double lc_now(void);	   /* wall clock, epoch seconds */
+double lc_now(void); /* wall clock, epoch seconds */
+/* A launch's end as upstream's statsd/metrics result name: ready "ready",
+ * aborted (quota) "error.quota", failed "error.unknown". */
+const char *lc_launch_result_key(enum drv_launch_result r);
 double lc_monotonic(void); /* monotonic seconds */
 void lc_set_error(struct launcher *lc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The full record of one of our provider's nodes (or any node, with
@@ -373,6 +377,37 @@ void assign_pass(struct launcher *lc);
  * another launcher when its holder's registration goes (session end). */
 int lc_duty_mine(struct launcher *lc, const char *key);
 
+/*
+ * The decisions of an assign pass, one request at a time (assign.c), as
+ * upstream's PoolWorker._assignHandlers and NodeRequestHandler:
+ *
+ * assign_defer_reason: why pool leaves r to another launcher's pool this
+ * pass, or NULL when this pool takes it (to serve or to decline). comps:
+ * every launcher's pool components (ours included, skipped by
+ * pool->launcher_id). Left: r names another provider and one of its pools
+ * can serve every label; a pool of lower priority number, not paused, can;
+ * or this pool lacks a label and another pool has them all. The reason is
+ * a static string.
+ *
+ * assign_decline_reason: why pool must decline r (reference 2.2 step 4),
+ * or NULL: upstream's texts "pool is disabled" (max-servers 0),
+ * "node type(s) [a, b] not available" (not in the pool, or one of the
+ * driver's error labels), "images are not available" (label_ready), "it
+ * would exceed quota" (more nodes than max-servers, or than the driver's
+ * label_capacity). Static string, valid until the next call.
+ *
+ * assign_tenant_fits: 1 when tenant limit tl leaves room for r in pool on
+ * top of used (the tenant's current usage: the `resources` of its nodes),
+ * each label needing the driver's label_quota (1 instance without one); 0
+ * when a limit would be exceeded (the request is deferred, not declined).
+ */
+struct np_component;
+const char *assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
+				const struct np_component *const *comps, int ncomp);
+const char *assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
+int assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
+		       const struct drv_quota *used, const struct np_request *r);
+
 /* handler.c */
 struct handler *handler_new(struct lc_pool *pool, const char *req_id);
 void handler_start(struct handler *h);
@@ -392,7 +427,7 @@ void handler_reap_zombies(struct launcher *lc);
 extern const struct drv_host_ops lc_host_ops;
 /* Its launch_done and store_node slots (handler.c). */
 void lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error);
-int lc_host_store_node(struct launcher *lc, const struct drv_launch *l);
+int lc_host_store_node(struct drv_host *h, const struct drv_launch *l);
 
 /* cleanup.c */
 void cleanup_pass(struct launcher *lc);

@@ -13,19 +13,7 @@
 #include <stdio.h>
 
 #include "log.h"
-
-static char *
-xstrdup(const char *s)
-{
-	char *d;
-
-	if (s == NULL)
-		return NULL;
-	d = strdup(s);
-	if (d == NULL)
-		abort();
-	return d;
-}
+#include "xalloc.h"
 
 /* A pool's labels: `labels:` entries (strings or {name: ...}), or, for
  * static pools, the union of its nodes' labels (as upstream's static

@@ -8,14 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "chan.h"
 #include "childproc.h"
+#include "clock.h"
 #include "config.h"
 #include "ipc.h"
 #include "log.h"
@@ -25,12 +24,13 @@
 #include "statsd.h"
 #include "version.h"
 #include "web.h"
+#include "zk_status.h"
 
 struct worker {
 	struct event_base *base;
 	char *provider;
 	int channel_fd;
-	struct chan *chan; /* to nodepoold, or NULL when standalone */
+	struct childproc_link *link; /* to nodepoold, or NULL when standalone */
 	struct launcher *lc;
 	json_t *slice;
 	int64_t generation; /* of the config in force */
@@ -51,57 +51,31 @@ static void worker_on_change(struct launcher *lc);
 /* ---- the channel to nodepoold ----------------------------------------------- */
 
 static void
-send_or_die(struct worker *w, const struct ipc_msg *m)
-{
-	if (w->chan != NULL && chan_send(w->chan, m) != 0)
-		log_warn("channel: %s", chan_last_error(w->chan));
-}
-
-static void
 send_ready(struct worker *w)
 {
 	struct ipc_msg m;
 
 	childproc_ready(&m, w->provider, w->lc ? zk_session_id(w->lc->zk) : 0);
-	send_or_die(w, &m);
+	childproc_link_send(w->link, &m);
 	ipc_msg_clear(&m);
 	w->ready_sent = 1;
 	log_info("ready: ZooKeeper session live, provider started");
 	np_mem_trim_startup("provider started");
 }
 
-static int
-zk_state_of(const struct launcher *lc)
-{
-	if (lc == NULL || lc->zk == NULL)
-		return IPC_ZK_CONNECTING;
-	if (zk_is_connected(lc->zk))
-		return IPC_ZK_CONNECTED;
-	switch (lc->zk_state) {
-	case ZK_EV_SUSPENDED:
-		return IPC_ZK_SUSPENDED;
-	case ZK_EV_EXPIRED:
-		return IPC_ZK_EXPIRED;
-	default:
-		return IPC_ZK_CONNECTING;
-	}
-}
-
 static void
-send_status(struct worker *w, int64_t seq)
+send_status(void *arg, int64_t seq)
 {
+	struct worker *w = arg;
 	struct ipc_msg m;
 	struct ipc_status *st = &m.u.status;
-	struct rusage ru;
 	struct launcher *lc = w->lc;
 	long counts[NP_NODE_STATE_COUNT] = {0};
 	size_t i;
 	int k, all_paused = 1;
 
-	ipc_msg_init(&m, IPC_STATUS);
-	st->seq = seq;
-	st->generation = w->generation;
-	st->zk_state = zk_state_of(lc);
+	childproc_status_init(&m, seq, w->generation, w->start);
+	st->zk_state = lc != NULL ? zk_ipc_state(lc->zk, lc->zk_state) : IPC_ZK_CONNECTING;
 	if (w->stopping)
 		st->state = IPC_WS_STOPPING;
 	else if (lc == NULL || !lc->started)
@@ -110,7 +84,7 @@ send_status(struct worker *w, int64_t seq)
 		st->state = IPC_WS_RUNNING;
 	if (lc != NULL) {
 		const struct np_node **nodes;
-		size_t n = lc->nodes ? drv_provider_nodes(lc, &nodes) : 0;
+		size_t n = lc->nodes ? drv_provider_nodes(&lc->host, &nodes) : 0;
 		st->accepted = (int64_t)lc->counters.accepted;
 		st->fulfilled = (int64_t)lc->counters.fulfilled;
 		st->declined = (int64_t)lc->counters.declined;
@@ -149,12 +123,6 @@ send_status(struct worker *w, int64_t seq)
 		st->lock_lost = (int64_t)lc->counters.req_lock_lost;
 		lc_peers(lc, &st->peers);
 	}
-	if (getrusage(RUSAGE_SELF, &ru) == 0) {
-		st->rss_kb = np_mem_rss_kb();
-		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
-			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
-	}
-	st->uptime_s = (int64_t)(lc_monotonic() - w->start);
 	if (lc != NULL && lc->zk != NULL)
 		st->zk_queue = zk_pending(lc->zk);
 	/* the figures nodepool-web serves on /metrics (through nodepoold) */
@@ -179,7 +147,7 @@ send_status(struct worker *w, int64_t seq)
 							  JSON_REAL_PRECISION(17));
 		json_decref(rec);
 	}
-	send_or_die(w, &m);
+	childproc_link_send(w->link, &m);
 	ipc_msg_clear(&m);
 }
 
@@ -191,8 +159,9 @@ worker_apply_cb(void *arg, const json_t *slice, char *err, size_t errlen)
 }
 
 static void
-on_config(struct worker *w, const struct ipc_config *c)
+on_config(void *arg, const struct ipc_config *c)
 {
+	struct worker *w = arg;
 	struct ipc_msg ack;
 	char err[512];
 	bool ok;
@@ -200,7 +169,7 @@ on_config(struct worker *w, const struct ipc_config *c)
 	ok = childproc_config(c, "config slice", worker_apply_cb, w, &ack, err, sizeof(err)) == 0;
 	if (ok)
 		w->generation = c->generation;
-	send_or_die(w, &ack);
+	childproc_link_send(w->link, &ack);
 	ipc_msg_clear(&ack); /* zeroes ack: decide on ok */
 	if (!ok && w->lc == NULL) {
 		/* nothing running and this config cannot run: permanent */
@@ -217,57 +186,26 @@ worker_dump_cb(void *arg, struct evbuffer *out)
 	worker_dump(arg, out);
 }
 
+/* STOP, or the channel closed (childproc.h) */
 static void
-on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
+on_stop(void *arg)
 {
-	struct worker *w = arg;
-
-	switch (msg->type) {
-	case IPC_CONFIG:
-		on_config(w, &msg->u.config);
-		break;
-	case IPC_STATUS_REQ:
-		send_status(w, msg->u.status_req.seq);
-		break;
-	case IPC_STOP:
-		log_info("stop requested by nodepoold");
-		worker_stop(w);
-		break;
-	case IPC_DUMP_REQ: {
-		struct ipc_msg r;
-		ipc_msg_init(&r, IPC_DUMP_REPLY);
-		r.u.dump_reply.text = childproc_dump_text(worker_dump_cb, w);
-		if (r.u.dump_reply.text == NULL)
-			abort();
-		send_or_die(w, &r);
-		ipc_msg_clear(&r);
-		break;
-	}
-	default:
-		break;
-	}
+	worker_stop(arg);
 }
 
-static void
-on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
-{
-	struct worker *w = arg;
-
-	/* A worker exits when its supervisor goes (style rule 3). */
-	log_warn("channel to nodepoold closed (%s): stopping", why);
-	chan_free(w->chan);
-	w->chan = NULL;
-	if (ev == CHAN_PROTO_ERROR)
-		w->exit_code = 1;
-	worker_stop(w);
-}
+static const struct childproc_ops worker_link_ops = {
+    .config = on_config,
+    .status = send_status,
+    .dump = worker_dump_cb,
+    .stop = on_stop,
+};
 
 static void
 worker_on_change(struct launcher *lc)
 {
 	struct worker *w = lc->hook_arg;
 
-	if (w->chan != NULL && !w->ready_sent && lc->started && lc->prov.dp != NULL &&
+	if (childproc_link_up(w->link) && !w->ready_sent && lc->started && lc->prov.dp != NULL &&
 	    zk_is_connected(lc->zk))
 		send_ready(w);
 }
@@ -361,7 +299,7 @@ worker_new(struct event_base *base, const char *provider, int channel_fd)
 	w->base = base;
 	w->provider = strdup(provider);
 	w->channel_fd = channel_fd;
-	w->start = lc_monotonic();
+	w->start = np_mono_s();
 	{
 		char err[256];
 		w->statsd = statsd_new_from_env(err, sizeof(err));
@@ -371,9 +309,9 @@ worker_new(struct event_base *base, const char *provider, int channel_fd)
 	}
 	if (channel_fd >= 0) {
 		char err[256];
-		w->chan = chan_new(base, channel_fd, CHAN_CHILD, 0, 0, on_msg, on_close, w, err,
-				   sizeof(err));
-		if (w->chan == NULL)
+		w->link = childproc_link_new(base, channel_fd, &worker_link_ops, w, &w->exit_code,
+					     err, sizeof(err));
+		if (w->link == NULL)
 			fatalx("channel: %s", err);
 	}
 	return w;
@@ -465,7 +403,7 @@ drain_tick(evutil_socket_t fd, short what, void *arg)
 void
 worker_drain(struct worker *w, double timeout)
 {
-	double deadline = lc_monotonic() + timeout;
+	double deadline = np_mono_s() + timeout;
 	struct timeval tv = {0, 50000};
 	struct event *t;
 
@@ -473,7 +411,7 @@ worker_drain(struct worker *w, double timeout)
 		return;
 	if ((t = evtimer_new(w->base, drain_tick, NULL)) == NULL)
 		return;
-	while (zk_pending(w->lc->zk) > 0 && lc_monotonic() < deadline) {
+	while (zk_pending(w->lc->zk) > 0 && np_mono_s() < deadline) {
 		evtimer_add(t, &tv);
 		if (event_base_loop(w->base, EVLOOP_ONCE) < 0)
 			break;
@@ -498,7 +436,7 @@ worker_free(struct worker *w)
 	metrics_set_statsd(NULL);
 	statsd_free(w->statsd);
 	launcher_free(w->lc);
-	chan_free(w->chan);
+	childproc_link_free(w->link);
 	json_decref(w->slice);
 	free(w->provider);
 	free(w);

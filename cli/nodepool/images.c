@@ -77,20 +77,20 @@ listing(struct cli *c, const char *cmd, int argc, char **argv, enum status_list 
 int
 cmd_image_list(struct cli *c, int argc, char **argv)
 {
-	return listing(c, "image-list", argc, argv, STATUS_IMAGE_LIST, imgtree_image_list);
+	return listing(c, "image-list", argc, argv, STATUS_IMAGE_LIST, status_image_list);
 }
 
 int
 cmd_dib_image_list(struct cli *c, int argc, char **argv)
 {
 	return listing(c, "dib-image-list", argc, argv, STATUS_DIB_IMAGE_LIST,
-		       imgtree_dib_image_list);
+		       status_dib_image_list);
 }
 
 int
 cmd_image_status(struct cli *c, int argc, char **argv)
 {
-	return listing(c, "image-status", argc, argv, STATUS_IMAGE_STATUS, imgtree_image_status);
+	return listing(c, "image-status", argc, argv, STATUS_IMAGE_STATUS, status_image_status);
 }
 
 int

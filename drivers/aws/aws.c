@@ -62,6 +62,7 @@
 #include "jsonget.h"
 #include "log.h"
 #include "ratelimit.h"
+#include "clock.h"
 
 #define AWS_POLL	  1.0	/* s between shared describes while machines wait */
 #define AWS_IDS_PER_CALL  200	/* instance-id filter values per describe */
@@ -163,12 +164,6 @@ struct amachine {
 	int dedicated, released;
 	double again_at; /* delete: when to ask ReleaseHosts again */
 };
-
-static double
-now_s(void)
-{
-	return ratelimit_now();
-}
 
 static const json_t *
 lraw(const struct sm_label *l, const char *k)
@@ -462,7 +457,7 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 	if (a->npoll > 0 || TAILQ_EMPTY(&a->waiting))
 		return;
 	a->polls++;
-	a->last_poll = now_s();
+	a->last_poll = np_mono_s();
 	TAILQ_FOREACH(am, &a->waiting, entry)
 	{
 		if (am->iid == NULL)
@@ -492,7 +487,7 @@ static void
 poll_schedule(struct sm_adapter *a, double in)
 {
 	struct timeval tv;
-	double since = now_s() - a->last_poll;
+	double since = np_mono_s() - a->last_poll;
 
 	if (a->npoll > 0 || evtimer_pending(a->poll_ev, NULL))
 		return;
@@ -524,7 +519,7 @@ term_done(const struct aws_result *r, void *arg)
 		TAILQ_REMOVE(&tc->a->terminating, am, entry);
 		am->listed = 0;
 		if (r->code == NULL) {
-			am->since = now_s();
+			am->since = np_mono_s();
 			wait_on_poll(am);
 		} else if (tc->n > 1) {
 			/* one bad id fails the whole batch: each alone */
@@ -642,7 +637,7 @@ image_done(const struct aws_result *r, void *arg)
 				    json_pack("{s:s, s:s, s:f}", "id",
 					      aws_xtext(best, "imageId", id, sizeof(id)), "root",
 					      aws_xtext(best, "rootDeviceName", root, sizeof(root)),
-					      "t", now_s()));
+					      "t", np_mono_s()));
 		am->st = AM_START;
 	}
 	machine_wake(am);
@@ -830,7 +825,7 @@ host_done(const struct aws_result *r, void *arg)
 			am->host = strdup(buf);
 			set_ids(am, NULL); /* saved at once: a crash leaves no unknown host */
 			am->st = AM_HOSTWAIT;
-			am->since = now_s();
+			am->since = np_mono_s();
 		}
 	} else {
 		aws_xtext(r->root, "hostSet/item/state", buf, sizeof(buf));
@@ -838,7 +833,7 @@ host_done(const struct aws_result *r, void *arg)
 			am->st = AM_START;
 		} else if (buf[0] == '\0' || strcmp(buf, "pending") == 0) {
 			am->st = AM_HOSTWAIT;
-			am->since = now_s() + AWS_POLL;
+			am->since = np_mono_s() + AWS_POLL;
 		} else {
 			am->st = AM_FAILED;
 			am->m.error = SM_E_FAILED;
@@ -908,7 +903,7 @@ submit_done(const struct aws_result *r, void *arg)
 	}
 	if (id[0] != '\0') {
 		set_ids(am, id);
-		am->since = now_s();
+		am->since = np_mono_s();
 		am->a->launched++;
 		wait_on_poll(am);
 	} else {
@@ -1078,8 +1073,8 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 	m->retry_in = 30; /* we wake the machine when an answer comes */
 	switch (am->st) {
 	case AM_HOSTWAIT:
-		if (now_s() < am->since) {
-			m->retry_in = am->since - now_s();
+		if (np_mono_s() < am->since) {
+			m->retry_in = am->since - np_mono_s();
 			return SM_AGAIN;
 		}
 		host_describe(am);
@@ -1090,7 +1085,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			host_allocate(am);
 			return SM_AGAIN;
 		}
-		if (img == NULL || now_s() - np_json_num(img, "t", 0) > AWS_IMAGE_TTL) {
+		if (img == NULL || np_mono_s() - np_json_num(img, "t", 0) > AWS_IMAGE_TTL) {
 			image_describe(am);
 			return SM_AGAIN;
 		}
@@ -1098,7 +1093,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 		return am->st == AM_FAILED ? SM_ERROR : SM_AGAIN;
 	}
 	case AM_WAIT:
-		if (am->seen == 3 && now_s() - am->since > AWS_MISSING_GRACE) {
+		if (am->seen == 3 && np_mono_s() - am->since > AWS_MISSING_GRACE) {
 			m->error = SM_E_FAILED;
 			snprintf(m->error_msg, sizeof(m->error_msg), "instance %s disappeared",
 				 m->external_id);
@@ -1148,9 +1143,9 @@ release_done(const struct aws_result *r, void *arg)
 		am->released = 1;
 		am->st = AM_DONE;
 		am->m.error = SM_E_NONE;
-	} else if (strstr(code, "InUse") != NULL && now_s() - am->since < 600) {
+	} else if (strstr(code, "InUse") != NULL && np_mono_s() - am->since < 600) {
 		am->st = AM_RELEASE; /* again in a moment */
-		am->again_at = now_s() + AWS_POLL;
+		am->again_at = np_mono_s() + AWS_POLL;
 	} else {
 		am->st = AM_FAILED;
 		am->m.error = SM_E_FAILED;
@@ -1206,10 +1201,10 @@ delete_advance(struct sm_machine *m, struct sm_instance **out)
 		}
 		return SM_AGAIN;
 	case AM_RELEASE:
-		if (am->call == NULL && now_s() >= am->again_at)
+		if (am->call == NULL && np_mono_s() >= am->again_at)
 			host_release(am);
 		else if (am->call == NULL)
-			m->retry_in = am->again_at - now_s();
+			m->retry_in = am->again_at - np_mono_s();
 		return SM_AGAIN;
 	case AM_DONE:
 		if (am->host != NULL && !am->released) { /* the instance was gone */
@@ -1344,7 +1339,7 @@ aws_delete_machine(struct sm_adapter *a, const char *external_id)
 	am->st = AM_START;
 	am->m.state = am_names[AM_START];
 	am->m.external_id = strdup(external_id);
-	am->since = now_s();
+	am->since = np_mono_s();
 	if (external_id[0] == '{') { /* {"instance", "host"}: either may be missing */
 		json_t *o = json_loads(external_id, 0, NULL);
 		const char *iid = json_string_value(json_object_get(o, "instance"));
@@ -2832,9 +2827,8 @@ static const struct sm_defaults aws_defaults = {
 };
 
 static struct drv_provider *
-aws_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+aws_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&aws_adapter, &aws_defaults, lc, err, errlen);
 }
 

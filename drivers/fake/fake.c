@@ -120,6 +120,7 @@
 #include "log.h"
 #include "ratelimit.h"
 #include "statemachine/reqformat.h"
+#include "clock.h"
 
 #define FAKE_FLUSH_DIRTY 0.25 /* s: state-file rewrite after a change */
 #define FAKE_FLUSH_EVERY 1.0  /* s: and at least this often */
@@ -250,15 +251,6 @@ struct sm_adapter {
 	int stopped;
 };
 
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* xorshift64*: the fault dice, reproducible from `seed`. */
 static double
 roll(struct sm_adapter *f)
@@ -346,7 +338,7 @@ static void
 settle(struct sm_adapter *f)
 {
 	struct fserver *s, *next;
-	double now = mono();
+	double now = np_mono_s();
 
 	for (s = TAILQ_FIRST(&f->servers); s != NULL; s = next) {
 		next = TAILQ_NEXT(s, entry);
@@ -532,7 +524,7 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 		clock_gettime(CLOCK_REALTIME, &ts);
 		s->created = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 	}
-	s->ready_at = mono() + boot;
+	s->ready_at = np_mono_s() + boot;
 	if (f->boot_failures > 0) {
 		f->boot_failures--;
 		s->will_fail = 1;
@@ -822,7 +814,7 @@ load_state(struct sm_adapter *f)
 		boot = f->boot_delay;
 		if (s->label != NULL && (lab = sm_config_any_label(f->env->cfg, s->label)) != NULL)
 			boot = np_json_num(lab->raw, "boot-delay", boot);
-		s->ready_at = mono() + fmax(0, s->created + boot - now);
+		s->ready_at = np_mono_s() + fmax(0, s->created + boot - now);
 		if (id_seq(s->id) > f->seq)
 			f->seq = id_seq(s->id);
 		TAILQ_INSERT_TAIL(&f->servers, s, entry);
@@ -1068,7 +1060,7 @@ delete_call(struct fcall *c)
 			f->leaked_on_delete++; /* "done", but it stays */
 		} else {
 			s->status = F_DELETING;
-			s->gone_at = mono() + f->delete_delay;
+			s->gone_at = np_mono_s() + f->delete_delay;
 			s->leak_volume = chance(f, f->volume_leak_rate);
 			mark_dirty(f);
 			settle(f);
@@ -1121,7 +1113,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			*out = server_instance(f, s);
 			return SM_DONE;
 		}
-		m->retry_in = s->never_ready ? 5.0 : fmax(0, s->ready_at - mono());
+		m->retry_in = s->never_ready ? 5.0 : fmax(0, s->ready_at - np_mono_s());
 		return SM_AGAIN;
 	default:
 		return fm_fail(fm, SM_E_FAILED, "advanced after failing");
@@ -1156,7 +1148,7 @@ delete_advance(struct sm_machine *m, struct sm_instance **out)
 		s = server_get(f, m->external_id);
 		if (s == NULL || s->status != F_DELETING)
 			return SM_DONE; /* gone (or "gone": a leak) */
-		m->retry_in = fmax(0, s->gone_at - mono());
+		m->retry_in = fmax(0, s->gone_at - np_mono_s());
 		return SM_AGAIN;
 	default:
 		return fm_fail(fm, SM_E_FAILED, "advanced after failing");
@@ -1936,9 +1928,8 @@ static const struct sm_defaults fake_defaults = {
 };
 
 static struct drv_provider *
-fake_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+fake_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&fake_adapter, &fake_defaults, lc, err, errlen);
 }
 

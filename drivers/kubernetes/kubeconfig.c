@@ -385,7 +385,7 @@ k8s_conn_load(const char *context, struct k8s_conn *out, char *err, size_t errle
 				snprintf(out->basic, n, "%s:%s", v, pw ? pw : "");
 		}
 	}
-	out->namespace = np_strdupz(json_string_value(json_object_get(ctxv, "namespace")));
+	out->namespace = xstrdup(json_string_value(json_object_get(ctxv, "namespace")));
 	out->context = strdup(context);
 	rc = 0;
 out:

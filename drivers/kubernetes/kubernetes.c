@@ -69,6 +69,7 @@
 #include "k8s_answer.h"
 #include "kubeconfig.h"
 #include "log.h"
+#include "clock.h"
 
 #define K8S_USER	 "zuul-worker"
 #define K8S_CALL_TIMEOUT 30.0 /* s per API call */
@@ -94,15 +95,6 @@ struct sm_adapter {
 	unsigned long long calls, creates, deletes;
 	TAILQ_HEAD(, kop) ops;
 };
-
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static const char *
 flavor_name(enum k8s_flavor f)
@@ -701,7 +693,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			}
 			if (!ok_status(k))
 				return m_fail(k);
-			k->pod_created = mono();
+			k->pod_created = np_mono_s();
 			k->got = 0;
 			k->step = K_WAIT;
 			continue;
@@ -724,7 +716,8 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 				k->step = K_DONE;
 				continue;
 			}
-			if (ps == K8S_POD_FAILED || (boot > 0 && mono() - k->pod_created > boot)) {
+			if (ps == K8S_POD_FAILED ||
+			    (boot > 0 && np_mono_s() - k->pod_created > boot)) {
 				m->error = SM_E_FAILED;
 				if (ps == K8S_POD_FAILED)
 					snprintf(m->error_msg, sizeof(m->error_msg),
@@ -1253,23 +1246,20 @@ static const struct sm_defaults k8s_defaults = {
 };
 
 static struct drv_provider *
-kubernetes_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+kubernetes_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&kubernetes_adapter, &k8s_defaults, lc, err, errlen);
 }
 
 static struct drv_provider *
-openshift_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+openshift_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&openshift_adapter, &k8s_defaults, lc, err, errlen);
 }
 
 static struct drv_provider *
-openshiftpods_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+openshiftpods_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&openshiftpods_adapter, &k8s_defaults, lc, err, errlen);
 }
 

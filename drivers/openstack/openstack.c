@@ -71,6 +71,7 @@
 #include "openstack.h"
 #include "os_cloud.h"
 #include "ratelimit.h"
+#include "clock.h"
 
 #define OS_TOKEN_MARGIN	  300.0 /* s: fetch a new token this long before expiry */
 #define OS_LIST_MIN	  1.0	/* s: at least this between two server listings */
@@ -170,12 +171,6 @@ struct sm_adapter {
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
-
-static double
-now_mono(void)
-{
-	return ratelimit_now();
-}
 
 static const char *
 jstr(const json_t *o, const char *k)
@@ -393,7 +388,7 @@ auth_done(struct os_call *c, int status, const char *error, json_t *body,
 		if (status == 201)
 			snprintf(a->auth_error, sizeof(a->auth_error),
 				 "Keystone answered without a token");
-		a->auth_failed_at = now_mono();
+		a->auth_failed_at = np_mono_s();
 		log_error("openstack %s: authentication at %s failed: %s", a->env->provider_name,
 			  a->cloud.auth_url, a->auth_error);
 		/* every call waiting for it fails (on this loop turn's callbacks) */
@@ -405,18 +400,18 @@ auth_done(struct os_call *c, int status, const char *error, json_t *body,
 		return;
 	}
 	free(a->token);
-	a->token = np_strdupz(tok);
+	a->token = xstrdup(tok);
 	a->token_exp = parse_iso(jstr(token, "expires_at"));
 	if (a->token_exp <= 0)
 		a->token_exp = (double)time(NULL) + 3600;
 	free(a->project_id);
-	a->project_id = np_strdupz(jstr(json_object_get(token, "project"), "id"));
+	a->project_id = xstrdup(jstr(json_object_get(token, "project"), "id"));
 	for (i = 0; i < NSVC; i++) {
 		char *u;
 		const char *ov = jstr(a->cloud.overrides, svc_names[i]);
 		if (i == SVC_VOLUME && ov == NULL)
 			ov = jstr(a->cloud.overrides, "block-storage");
-		u = ov != NULL ? np_strdupz(ov)
+		u = ov != NULL ? xstrdup(ov)
 			       : os_catalog_url(json_object_get(token, "catalog"), types[i],
 						a->cloud.interface, a->cloud.region);
 		if (u != NULL) {
@@ -469,7 +464,7 @@ auth_start(struct sm_adapter *a)
 		abort();
 	c->a = a;
 	c->svc = SVC_IDENTITY;
-	c->method = np_strdupz("POST");
+	c->method = xstrdup("POST");
 	c->path = url;
 	c->body = json_dumps(body, JSON_COMPACT);
 	c->body_len = strlen(c->body);
@@ -507,8 +502,8 @@ call_prep(struct sm_adapter *a, enum os_svc svc, const char *method, const char 
 		abort();
 	c->a = a;
 	c->svc = svc;
-	c->method = np_strdupz(method);
-	c->path = np_strdupz(path);
+	c->method = xstrdup(method);
+	c->path = xstrdup(path);
 	if (body != NULL) {
 		c->body = json_dumps(body, JSON_COMPACT);
 		c->body_len = strlen(c->body);
@@ -536,7 +531,7 @@ call_go(struct os_call *c)
 	}
 	c->waiting_auth = 1;
 	if (a->auth_call == NULL && a->auth_failed_at > 0 &&
-	    now_mono() - a->auth_failed_at < OS_AUTH_RETRY) {
+	    np_mono_s() - a->auth_failed_at < OS_AUTH_RETRY) {
 		call_fail_later(c); /* do not hammer Keystone */
 		return;
 	}
@@ -673,7 +668,7 @@ flavors_done(struct os_call *c, int status, const char *error, json_t *body,
 	if (error != NULL || status != 200 || !json_is_array(v)) {
 		error_text(status, error, body, res ? res->body : NULL, msg, sizeof(msg));
 		log_warn("openstack %s: listing flavors failed: %s", a->env->provider_name, msg);
-		a->flavors_failed_at = now_mono();
+		a->flavors_failed_at = np_mono_s();
 		wake_all(a);
 		return;
 	}
@@ -714,7 +709,7 @@ ext_done(struct os_call *c, int status, const char *error, json_t *body,
 		error_text(status, error, body, res ? res->body : NULL, msg, sizeof(msg));
 		log_warn("openstack %s: listing external networks failed: %s",
 			 a->env->provider_name, msg);
-		a->ext_failed_at = now_mono();
+		a->ext_failed_at = np_mono_s();
 	} else {
 		json_decref(a->ext_nets);
 		a->ext_nets = json_incref(v);
@@ -805,7 +800,7 @@ lookup_done(struct os_call *c, int status, const char *error, json_t *body,
 			id = jstr(json_array_get(v, 0), "id");
 		if (id == NULL) {
 			/* openstacksdk's find: a name, else an id */
-			char *nm = np_strdupz(name);
+			char *nm = xstrdup(name);
 			lookup_start(a, cache, c->svc, nm, 1);
 			free(nm);
 			return;
@@ -813,7 +808,7 @@ lookup_done(struct os_call *c, int status, const char *error, json_t *body,
 	}
 	json_object_set_new(
 	    cache, name,
-	    json_pack("{s:o, s:f}", "id", id ? json_string(id) : json_null(), "at", now_mono()));
+	    json_pack("{s:o, s:f}", "id", id ? json_string(id) : json_null(), "at", np_mono_s()));
 	if (id == NULL)
 		log_warn("openstack %s: no %s named %s in the cloud", a->env->provider_name,
 			 cache == a->images ? "image" : "network", name);
@@ -856,7 +851,7 @@ lookup(struct sm_adapter *a, json_t *cache, enum os_svc svc, const char *name, c
 		return 0;
 	if ((*id = jstr(e, "id")) != NULL)
 		return 1;
-	if (now_mono() - np_json_num(e, "at", 0) > OS_IMAGE_RECHECK) {
+	if (np_mono_s() - np_json_num(e, "at", 0) > OS_IMAGE_RECHECK) {
 		lookup_start(a, cache, svc, name, 0);
 		return 0;
 	}
@@ -1180,7 +1175,7 @@ list_start(struct sm_adapter *a)
 		a->list_wanted = 1; /* after this one */
 		return;
 	}
-	wait = a->list_started + gap - now_mono();
+	wait = a->list_started + gap - np_mono_s();
 	if (a->list_seq > 0 && wait > 0) {
 		struct timeval tv = {(time_t)wait, (suseconds_t)((wait - floor(wait)) * 1e6)};
 		if (!event_pending(a->list_timer, EV_TIMEOUT, NULL))
@@ -1189,7 +1184,7 @@ list_start(struct sm_adapter *a)
 	}
 	a->list_wanted = 0;
 	a->list_seq++;
-	a->list_started = now_mono();
+	a->list_started = np_mono_s();
 	json_decref(a->page);
 	a->page = NULL;
 	a->list_call = call_new(a, SVC_COMPUTE, "GET", "/servers/detail", NULL, list_done, NULL);
@@ -1530,7 +1525,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 		flavor = find_flavor(a, m->label, &loaded);
 		if (!loaded) {
 			if (a->flavors_call == NULL && a->flavors_failed_at > 0 &&
-			    now_mono() - a->flavors_failed_at < 1.0)
+			    np_mono_s() - a->flavors_failed_at < 1.0)
 				return osm_fail(m, SM_E_FAILED, "cannot list the cloud's flavors");
 			flavors_fetch(a);
 			mm->retry_in = 3600;
@@ -1542,7 +1537,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 		if (a->ext_nets == NULL &&
 		    np_json_bool(m->label->pool->raw, "auto-floating-ip", 1)) {
 			if (a->ext_call == NULL &&
-			    (a->ext_failed_at == 0 || now_mono() - a->ext_failed_at > 1.0))
+			    (a->ext_failed_at == 0 || np_mono_s() - a->ext_failed_at > 1.0))
 				ext_fetch(a);
 			if (a->ext_call != NULL) {
 				mm->retry_in = 3600;
@@ -1553,7 +1548,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			const struct sm_image *im = m->label->image;
 			const char *iid = im ? np_json_str(im->raw, "image-id", NULL) : NULL;
 			if (iid != NULL) {
-				m->image_id = np_strdupz(iid);
+				m->image_id = xstrdup(iid);
 			} else {
 				const char *nm = im ? np_json_str(im->raw, "image-name", im->name)
 						    : m->label->cloud_image;
@@ -1566,7 +1561,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 					return osm_fail(m, SM_E_FAILED,
 							"Unable to find image %s in provider %s",
 							nm, a->env->provider_name);
-				m->image_id = np_strdupz(id);
+				m->image_id = xstrdup(id);
 			}
 		}
 		r = resolve_networks(m);
@@ -1651,7 +1646,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			return osm_fail(m, SM_E_FAILED, "no port for a floating IP: %s",
 					m->errmsg[0] ? m->errmsg : "the server has no port");
 		free(m->port_id);
-		m->port_id = np_strdupz(jstr(json_array_get(ports, 0), "id"));
+		m->port_id = xstrdup(jstr(json_array_get(ports, 0), "id"));
 		net = json_array_get(a->ext_nets, 0);
 		osm_set(m, OS_FIP_CREATE);
 		osm_call(m, SVC_NETWORK, "POST", "/floatingips",
@@ -1674,7 +1669,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 		if (m->st == OS_FIP_CREATE) {
 			a->fips_created++;
 			free(m->fip_id);
-			m->fip_id = np_strdupz(jstr(f, "id"));
+			m->fip_id = xstrdup(jstr(f, "id"));
 			osm_set(m, OS_FIP_WAIT);
 		}
 		st = jstr(f, "status");
@@ -1684,11 +1679,11 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			osm_set(m, OS_DONE);
 			return SM_DONE;
 		}
-		if (m->next_poll > now_mono()) {
-			mm->retry_in = m->next_poll - now_mono();
+		if (m->next_poll > np_mono_s()) {
+			mm->retry_in = m->next_poll - np_mono_s();
 			return SM_AGAIN;
 		}
-		m->next_poll = now_mono() + OS_FIP_POLL;
+		m->next_poll = np_mono_s() + OS_FIP_POLL;
 		snprintf(path, sizeof(path), "/floatingips/%s", m->fip_id ? m->fip_id : "");
 		osm_call(m, SVC_NETWORK, "GET", path, NULL);
 		m->answered = 0;
@@ -1715,7 +1710,7 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 		/* the server's floating IPs first (upstream), found through its
 		 * ports; only in a cloud that has floating IPs */
 		if (a->ext_nets == NULL && a->ext_call == NULL &&
-		    (a->ext_failed_at == 0 || now_mono() - a->ext_failed_at > 1.0))
+		    (a->ext_failed_at == 0 || np_mono_s() - a->ext_failed_at > 1.0))
 			ext_fetch(a);
 		if (a->ext_nets == NULL && a->ext_call != NULL) {
 			mm->retry_in = 3600;
@@ -1860,15 +1855,15 @@ os_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	const char *image_name;
 
 	m->create = 1;
-	m->name = np_strdupz(args->hostname);
+	m->name = xstrdup(args->hostname);
 	m->label = l;
-	m->az = np_strdupz(args->az);
+	m->az = xstrdup(args->az);
 	if (args->image_external_id != NULL)
-		m->image_id = np_strdupz(args->image_external_id); /* a diskimage upload */
+		m->image_id = xstrdup(args->image_external_id); /* a diskimage upload */
 	image_name = l->image != NULL ? l->image->name
 		     : l->diskimage   ? l->diskimage
 				      : l->cloud_image;
-	m->image_name = np_strdupz(image_name);
+	m->image_name = xstrdup(image_name);
 	m->meta = server_metadata(a, args, image_name);
 	return &m->m;
 }
@@ -1892,7 +1887,7 @@ os_delete_machine(struct sm_adapter *a, const char *external_id)
 {
 	struct osm *m = osm_new(a, &delete_ops);
 
-	m->m.external_id = np_strdupz(external_id);
+	m->m.external_id = xstrdup(external_id);
 	return &m->m;
 }
 
@@ -1975,7 +1970,7 @@ ports_done(struct os_call *c, int status, const char *error, json_t *body,
 	}
 	json_decref(a->down_ports);
 	a->down_ports = cur;
-	a->down_ports_at = now_mono();
+	a->down_ports_at = np_mono_s();
 }
 
 static void
@@ -2020,7 +2015,7 @@ os_list_resources(struct sm_adapter *a, sm_resources_cb cb, void *arg)
 	if (a->stopped)
 		return;
 	if (a->port_cleanup_interval > 0 && a->ports_call == NULL &&
-	    (a->down_ports == NULL || now_mono() - a->down_ports_at >= a->port_cleanup_interval))
+	    (a->down_ports == NULL || np_mono_s() - a->down_ports_at >= a->port_cleanup_interval))
 		a->ports_call =
 		    call_new(a, SVC_NETWORK, "GET", "/ports?status=DOWN", NULL, ports_done, NULL);
 	if (a->clean_fips && a->fips_call == NULL)
@@ -2281,7 +2276,7 @@ upload_status_done(struct os_call *c, int status, const char *error, json_t *bod
 		return;
 	}
 	if (st != NULL && strcmp(st, "active") == 0) {
-		char *id = np_strdupz(u->id);
+		char *id = xstrdup(u->id);
 		c->a->uploads++;
 		upload_end(u, id, NULL);
 		free(id);
@@ -2292,7 +2287,7 @@ upload_status_done(struct os_call *c, int status, const char *error, json_t *bod
 		upload_end(u, NULL, msg);
 		return;
 	}
-	if (now_mono() > u->deadline) {
+	if (np_mono_s() > u->deadline) {
 		upload_end(u, NULL, "image-upload-timeout passed");
 		return;
 	}
@@ -2339,10 +2334,10 @@ upload_create_done(struct os_call *c, int status, const char *error, json_t *bod
 		upload_end(u, NULL, msg);
 		return;
 	}
-	u->id = np_strdupz(jstr(body, "id"));
+	u->id = xstrdup(jstr(body, "id"));
 	snprintf(path, sizeof(path), "/images/%s/file", u->id);
 	put = call_prep(u->a, SVC_IMAGE, "PUT", path, NULL, upload_put_done, u);
-	put->body_file = np_strdupz(u->file);
+	put->body_file = xstrdup(u->file);
 	put->ctype = "application/octet-stream";
 	call_go(put);
 }
@@ -2363,10 +2358,10 @@ os_upload_image(struct sm_adapter *a, const struct sm_upload_args *ua, sm_upload
 	u->a = a;
 	u->cb = cb;
 	u->arg = arg;
-	u->file = np_strdupz(ua->filename);
+	u->file = xstrdup(ua->filename);
 	u->poll = event_new(a->base, -1, 0, upload_poll_cb, u);
 	TAILQ_INSERT_TAIL(&a->uploads_inflight, u, entry);
-	u->deadline = now_mono() + np_json_num(a->env->provider, "image-upload-timeout", 3600);
+	u->deadline = np_mono_s() + np_json_num(a->env->provider, "image-upload-timeout", 3600);
 	/* properties: the provider diskimage's meta, then the tags; Glance
 	 * takes extra properties as strings */
 	if (ua->image != NULL)
@@ -2620,9 +2615,8 @@ static const struct sm_defaults os_defaults = {
 };
 
 static struct drv_provider *
-os_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+os_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
-	(void)prov;
 	return sm_provider_new(&os_adapter, &os_defaults, lc, err, errlen);
 }
 

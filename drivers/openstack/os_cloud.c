@@ -128,7 +128,7 @@ jdup2(const json_t *o, const char *k1, const char *k2)
 
 	if (v == NULL && k2 != NULL)
 		v = jstr(o, k2);
-	return np_strdupz(v);
+	return xstrdup(v);
 }
 
 /* The name of a regions[] entry: a string or {name: ...}. */
@@ -179,8 +179,8 @@ os_cloud_load(const char *cloud, const char *region, struct os_cloud *out, char 
 	json_decref(secure);
 	json_decref(clouds);
 
-	out->name = np_strdupz(cloud);
-	out->file = np_strdupz(path);
+	out->name = xstrdup(cloud);
+	out->file = xstrdup(path);
 	auth = json_object_get(c, "auth");
 	out->auth_url = jdup2(auth, "auth_url", NULL);
 	out->username = jdup2(auth, "username", NULL);
@@ -198,9 +198,9 @@ os_cloud_load(const char *cloud, const char *region, struct os_cloud *out, char 
 	k = jstr(c, "auth_type");
 	out->appcred = (k != NULL && strstr(k, "applicationcredential") != NULL) ||
 		       (k == NULL && out->appcred_secret != NULL);
-	out->interface = np_strdupz(jstr(c, "interface")       ? jstr(c, "interface")
-				    : jstr(c, "endpoint_type") ? jstr(c, "endpoint_type")
-							       : "public");
+	out->interface = xstrdup(jstr(c, "interface")	    ? jstr(c, "interface")
+				 : jstr(c, "endpoint_type") ? jstr(c, "endpoint_type")
+							    : "public");
 	out->cacert = jdup2(c, "cacert", NULL);
 	v = json_object_get(c, "verify");
 	out->verify = !(json_is_false(v) ||
@@ -209,7 +209,7 @@ os_cloud_load(const char *cloud, const char *region, struct os_cloud *out, char 
 	out->api_timeout = json_is_number(v)   ? json_number_value(v)
 			   : json_is_string(v) ? atof(json_string_value(v))
 					       : 0;
-	out->image_format = np_strdupz(jstr(c, "image_format") ? jstr(c, "image_format") : "qcow2");
+	out->image_format = xstrdup(jstr(c, "image_format") ? jstr(c, "image_format") : "qcow2");
 	out->overrides = json_object();
 	json_object_foreach(c, k, v)
 	{
@@ -241,11 +241,11 @@ os_cloud_load(const char *cloud, const char *region, struct os_cloud *out, char 
 			os_cloud_clear(out);
 			return -1;
 		}
-		out->region = np_strdupz(region);
+		out->region = xstrdup(region);
 	} else if (jstr(c, "region_name") != NULL) {
-		out->region = np_strdupz(jstr(c, "region_name"));
+		out->region = xstrdup(jstr(c, "region_name"));
 	} else if (json_array_size(regions) > 0) {
-		out->region = np_strdupz(region_name(json_array_get(regions, 0)));
+		out->region = xstrdup(region_name(json_array_get(regions, 0)));
 	}
 	json_decref(c);
 	if (out->auth_url == NULL) {
@@ -390,7 +390,7 @@ os_catalog_url(const json_t *catalog, const char *const *types, const char *inte
 				if (region != NULL && !(r1 && strcmp(r1, region) == 0) &&
 				    !(r2 && strcmp(r2, region) == 0))
 					continue;
-				u = np_strdupz(url);
+				u = xstrdup(url);
 				n = strlen(u);
 				while (n > 0 && u[n - 1] == '/')
 					u[--n] = '\0';

@@ -43,14 +43,14 @@ image_build(struct sm_image *im, const json_t *raw, int diskimage)
 
 	im->raw = raw;
 	im->diskimage = diskimage;
-	im->name = np_strdupz(np_json_str(raw, "name", ""));
+	im->name = xstrdup(np_json_str(raw, "name", ""));
 	if (!diskimage)
 		im->image_id =
-		    np_strdupz(np_json_str(raw, "image-id", np_json_str(raw, "image-name", NULL)));
-	im->username = np_strdupz(np_json_str(raw, "username", NULL));
-	im->python_path = np_strdupz(np_json_str(raw, "python-path", "auto"));
-	im->shell_type = np_strdupz(np_json_str(raw, "shell-type", NULL));
-	im->connection_type = np_strdupz(ct);
+		    xstrdup(np_json_str(raw, "image-id", np_json_str(raw, "image-name", NULL)));
+	im->username = xstrdup(np_json_str(raw, "username", NULL));
+	im->python_path = xstrdup(np_json_str(raw, "python-path", "auto"));
+	im->shell_type = xstrdup(np_json_str(raw, "shell-type", NULL));
+	im->connection_type = xstrdup(ct);
 	im->connection_port =
 	    (int)np_json_num(raw, "connection-port", strcmp(ct, "winrm") == 0 ? 5986 : 22);
 }
@@ -87,7 +87,7 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 	if (cfg == NULL)
 		abort();
 	cfg->raw = prov;
-	cfg->provider = np_strdupz(np_json_str(prov, "name", ""));
+	cfg->provider = xstrdup(np_json_str(prov, "name", ""));
 	cfg->launch_retries = (int)np_json_num(prov, "launch-retries", 3);
 	if (cfg->launch_retries < 1)
 		cfg->launch_retries = 1; /* upstream makes at least one attempt */
@@ -113,7 +113,7 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 		size_t k;
 
 		p->raw = pv;
-		p->name = np_strdupz(np_json_str(pv, "name", ""));
+		p->name = xstrdup(np_json_str(pv, "name", ""));
 		p->host_key_checking =
 		    np_json_bool(pv, "host-key-checking", cfg->host_key_checking);
 		p->use_internal_ip =
@@ -127,10 +127,10 @@ sm_config_new(const json_t *prov, const struct sm_defaults *def, char *err, size
 			struct sm_label *l = &p->labels[p->nlabels++];
 			l->raw = lv;
 			l->pool = p;
-			l->name = np_strdupz(json_is_string(lv) ? json_string_value(lv)
-								: np_json_str(lv, "name", ""));
-			l->cloud_image = np_strdupz(np_json_str(lv, "cloud-image", NULL));
-			l->diskimage = np_strdupz(np_json_str(lv, "diskimage", NULL));
+			l->name = xstrdup(json_is_string(lv) ? json_string_value(lv)
+							     : np_json_str(lv, "name", ""));
+			l->cloud_image = xstrdup(np_json_str(lv, "cloud-image", NULL));
+			l->diskimage = xstrdup(np_json_str(lv, "diskimage", NULL));
 			l->host_key_checking =
 			    np_json_bool(lv, "host-key-checking", p->host_key_checking);
 			l->console_log = np_json_bool(lv, "console-log", 0);

@@ -25,6 +25,7 @@
 #include "paths.h"
 #include "strset.h"
 #include "zk.h"
+#include "clock.h"
 
 #define SM_IMAGES_MIN_GAP 5.0 /* s between walks started on demand */
 
@@ -60,15 +61,6 @@ struct sm_images {
 	int walks; /* completed */
 	struct table cur, next;
 };
-
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void
 table_clear(struct table *t)
@@ -262,7 +254,7 @@ sm_images_refresh(struct sm_images *s)
 		return;
 	s->walking = 1;
 	s->failed = 0;
-	s->last_start = mono();
+	s->last_start = np_mono_s();
 	table_clear(&s->next);
 	s->next.known = strset_new();
 	c = ctx_new(s, NULL, NULL);
@@ -326,7 +318,7 @@ sm_images_latest(struct sm_images *s, const char *image, char *external_id, size
 
 	if (l == NULL || l->external_id == NULL) {
 		/* perhaps uploaded since the last walk */
-		if (mono() - s->last_start > SM_IMAGES_MIN_GAP)
+		if (np_mono_s() - s->last_start > SM_IMAGES_MIN_GAP)
 			sm_images_refresh(s);
 		return -1;
 	}

@@ -26,15 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "nodescan.h"
-
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "clock.h"
 
 static void
 arm(struct event *ev, double secs)
@@ -97,7 +89,7 @@ sm_instance_free(struct sm_instance *i)
 void
 sm_set_str(char **field, const char *v)
 {
-	char *n = np_strdupz(v);
+	char *n = xstrdup(v);
 
 	free(*field);
 	*field = n;
@@ -262,7 +254,7 @@ advance_run(struct sm_run *run)
 	struct sm_machine *m = run->m;
 	struct sm_instance *inst = NULL;
 	enum sm_status st;
-	double now = mono(), t;
+	double now = np_mono_s(), t;
 
 	event_del(run->ev); /* woken early: drop the pending poll */
 	if (run->deadline > 0 && now >= run->deadline) {
@@ -276,8 +268,8 @@ advance_run(struct sm_run *run)
 		run->r->st.advances++;
 		if (st == SM_AGAIN) {
 			t = m->retry_in < 0 ? SM_DEFAULT_POLL : m->retry_in;
-			if (run->deadline > 0 && mono() + t > run->deadline)
-				t = fmax(0, run->deadline - mono());
+			if (run->deadline > 0 && np_mono_s() + t > run->deadline)
+				t = fmax(0, run->deadline - np_mono_s());
 			arm(run->ev, t);
 			if (run->progress != NULL)
 				run->progress(m, run->arg); /* may cancel the run: last */
@@ -309,7 +301,7 @@ sm_run_start(struct sm_runner *r, struct sm_machine *m, double timeout, sm_run_d
 	run->r = r;
 	run->m = m;
 	run->timeout = timeout;
-	run->deadline = timeout > 0 ? mono() + timeout : 0;
+	run->deadline = timeout > 0 ? np_mono_s() + timeout : 0;
 	run->done = done;
 	run->progress = progress;
 	run->arg = arg;
@@ -414,7 +406,7 @@ sm_runner_dump(const struct sm_runner *r, struct evbuffer *out)
 {
 	const struct sm_launch *l;
 	const struct sm_delete *d;
-	double now = mono();
+	double now = np_mono_s();
 
 	TAILQ_FOREACH(l, &r->launches, entry)
 	{
@@ -471,7 +463,7 @@ static void
 phase_done(struct sm_launch *l, enum metrics_phase ph, double since)
 {
 	if (l->provider != NULL && !l->cancelled && since > 0)
-		metrics_launch_phase(l->provider, ph, mono() - since);
+		metrics_launch_phase(l->provider, ph, np_mono_s() - since);
 }
 
 static void
@@ -480,7 +472,7 @@ complete(struct sm_launch *l, enum drv_launch_result res, const char *error)
 	struct sm_runner *r = l->r;
 	sm_launch_done done = l->done;
 	void *arg = l->arg;
-	char *err = np_strdupz(error);
+	char *err = xstrdup(error);
 
 	if (res == DRV_LAUNCH_READY)
 		r->st.ready++;
@@ -528,7 +520,7 @@ set_instance_id(struct sm_launch *l, const char *id)
 	if (l->phase == LP_CREATE && l->t_named == 0) {
 		/* create: from the create call until the cloud has the server */
 		phase_done(l, METRICS_PHASE_CREATE, l->t_attempt);
-		l->t_named = mono();
+		l->t_named = np_mono_s();
 	}
 	node_set_external_id(l->node, id);
 	if (l->named != NULL)
@@ -630,7 +622,7 @@ start_scan(struct sm_launch *l)
 	p.connection_type = l->node->connection_type;
 	p.deadline = l->boot_timeout;
 	l->phase = LP_SCAN;
-	l->t_scan = mono();
+	l->t_scan = np_mono_s();
 	l->scan = nodescan_start(l->r->ns, &p, scan_done, l);
 	if (l->scan == NULL) {
 		snprintf(msg, sizeof(msg), "nodescan: %s", strerror(errno));
@@ -674,7 +666,7 @@ unwind_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 		return;
 	}
 	/* as upstream: keep trying, so two instances never exist for one node */
-	if (m->error != SM_E_TIMEOUT && mono() < l->unwind_deadline) {
+	if (m->error != SM_E_TIMEOUT && np_mono_s() < l->unwind_deadline) {
 		log_warn("node %s: deleting instance %s of a failed attempt: %s (retrying)",
 			 l->node_id, l->instance_id, m->error_msg);
 		if (l->timer == NULL)
@@ -701,7 +693,8 @@ start_unwind(struct sm_launch *l)
 	struct sm_machine *m = r->ops->delete_machine(r->a, l->instance_id);
 
 	l->phase = LP_UNWIND;
-	l->run = sm_run_start(r, m, fmax(1, l->unwind_deadline - mono()), unwind_done, NULL, l);
+	l->run =
+	    sm_run_start(r, m, fmax(1, l->unwind_deadline - np_mono_s()), unwind_done, NULL, l);
 }
 
 static void
@@ -716,7 +709,7 @@ unwind(struct sm_launch *l)
 		}
 		return;
 	}
-	l->unwind_deadline = mono() + SM_DELETE_TIMEOUT;
+	l->unwind_deadline = np_mono_s() + SM_DELETE_TIMEOUT;
 	start_unwind(l);
 }
 
@@ -733,7 +726,7 @@ console_done(const char *text, const char *error, void *arg)
 	}
 	if (text != NULL) {
 		log_info("node %s: console log of instance %s:", l->node_id, l->instance_id);
-		copy = np_strdupz(text);
+		copy = xstrdup(text);
 		for (line = strtok_r(copy, "\n", &save); line != NULL;
 		     line = strtok_r(NULL, "\n", &save))
 			log_info("node %s: console: %s", l->node_id, line);
@@ -848,7 +841,7 @@ begin_attempt(struct sm_launch *l)
 	args.request = l->request;
 	args.az = l->az;
 	l->phase = LP_CREATE;
-	l->t_attempt = mono();
+	l->t_attempt = np_mono_s();
 	l->t_named = 0;
 	if (l->resume_id != NULL && l->attempt == 1 && r->ops->resume_machine != NULL) {
 		/* an earlier launcher's instance: named from the start, so a
@@ -873,12 +866,12 @@ sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launc
 		abort();
 	l->r = r;
 	l->node = node;
-	l->node_id = np_strdupz(node->id ? node->id : "?");
+	l->node_id = xstrdup(node->id ? node->id : "?");
 	snprintf(host, sizeof(host), "np%s", l->node_id);
-	l->hostname = np_strdupz(host);
+	l->hostname = xstrdup(host);
 	l->label = p->label;
-	l->image_external_id = np_strdupz(p->image_external_id);
-	l->az = np_strdupz(p->az);
+	l->image_external_id = xstrdup(p->image_external_id);
+	l->az = xstrdup(p->az);
 	l->metadata = p->metadata ? json_deep_copy(p->metadata) : json_object();
 	l->request = p->request;
 	l->retries = p->retries > 0 ? p->retries : 1;
@@ -886,8 +879,8 @@ sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launc
 	l->launch_timeout = p->launch_timeout;
 	l->boot_timeout = p->boot_timeout;
 	l->use_internal_ip = p->use_internal_ip;
-	l->provider = p->provider != NULL ? np_strdupz(p->provider) : NULL;
-	l->t_start = mono();
+	l->provider = p->provider != NULL ? xstrdup(p->provider) : NULL;
+	l->t_start = np_mono_s();
 	l->done = done;
 	l->named = p->named;
 	l->resume_id = p->resume_id != NULL ? np_strdupz(p->resume_id) : NULL;
@@ -990,7 +983,7 @@ sm_delete_start(struct sm_runner *r, const char *external_id, double timeout, sm
 	if (d == NULL)
 		abort();
 	d->r = r;
-	d->id = np_strdupz(external_id);
+	d->id = xstrdup(external_id);
 	d->done = done;
 	d->arg = arg;
 	TAILQ_INSERT_TAIL(&r->deletes, d, entry);

@@ -40,17 +40,9 @@
 #include "nodescan.h"
 #include "strset.h"
 #include "zk.h"
+#include "clock.h"
 
 #define LAG_INTERVAL 0.1 /* s between loop-lag probes */
-
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 struct glaunch {
 	struct drv_provider *dp;
@@ -68,7 +60,7 @@ struct gdelete {
 };
 
 struct drv_provider {
-	struct launcher *lc;
+	struct drv_host *lc;
 	const struct sm_adapter_ops *ops;
 	struct sm_adapter *ad;
 	struct sm_config *cfg;
@@ -142,7 +134,7 @@ lag_arm(struct drv_provider *dp)
 {
 	struct timeval tv = {0, (suseconds_t)(LAG_INTERVAL * 1e6)};
 
-	dp->lag_due = mono() + LAG_INTERVAL;
+	dp->lag_due = np_mono_s() + LAG_INTERVAL;
 	event_add(dp->lag_ev, &tv);
 }
 
@@ -150,7 +142,7 @@ static void
 lag_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct drv_provider *dp = arg;
-	double late = mono() - dp->lag_due;
+	double late = np_mono_s() - dp->lag_due;
 
 	if (late > dp->lag_max)
 		dp->lag_max = late;
@@ -203,7 +195,7 @@ quota_failed(struct drv_provider *dp, const char *what, const char *error)
 	log_warn("provider %s: reading the cloud's %s: %s (keeping the last known quota)",
 		 dp->cfg->provider, what, error);
 	dp->quota_busy = 0;
-	dp->quota_retry_at = mono() + 10;
+	dp->quota_retry_at = np_mono_s() + 10;
 }
 
 static void
@@ -231,7 +223,7 @@ quota_instances_cb(struct sm_instance *const *v, size_t n, const char *error, vo
 	dp->quota_known = 1;
 	dp->quota_busy = 0;
 	dp->quota_stale = 0;
-	dp->quota_time = mono();
+	dp->quota_time = np_mono_s();
 	dp->quota_reads++;
 	log_debug("provider %s: quota available to nodepool: cores %g instances %g ram %g",
 		  dp->cfg->provider, dp->quota.cores, dp->quota.instances, dp->quota.ram);
@@ -256,7 +248,7 @@ quota_limits_cb(const struct drv_quota *limits, const char *error, void *arg)
 static void
 quota_refresh(struct drv_provider *dp)
 {
-	if (dp->quota_busy || dp->stopped || mono() < dp->quota_retry_at)
+	if (dp->quota_busy || dp->stopped || np_mono_s() < dp->quota_retry_at)
 		return;
 	dp->quota_busy = 1;
 	if (dp->ops->quota_limits != NULL) {
@@ -275,7 +267,7 @@ quota_refresh(struct drv_provider *dp)
 void
 sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out)
 {
-	if (!dp->quota_known || dp->quota_stale || mono() - dp->quota_time > SM_MAX_QUOTA_AGE)
+	if (!dp->quota_known || dp->quota_stale || np_mono_s() - dp->quota_time > SM_MAX_QUOTA_AGE)
 		quota_refresh(dp);
 	if (dp->quota_known)
 		quota_copy(out, &dp->quota);
@@ -350,10 +342,10 @@ label_quota_of(struct drv_provider *dp, const struct sm_label *lab, struct drv_q
 }
 
 void
-sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
+sm_drv_label_quota(struct drv_provider *dp, const char *pool, const char *label,
 		   struct drv_quota *out)
 {
-	const struct sm_label *l = sm_config_label(dp->cfg, drv_pool_name(pool), label);
+	const struct sm_label *l = sm_config_label(dp->cfg, pool, label);
 
 	if (l != NULL)
 		label_quota_of(dp, l, out);
@@ -434,9 +426,9 @@ fail_later(struct glaunch *g, const char *msg)
 }
 
 void
-sm_drv_pool_azs(struct drv_provider *dp, const struct lc_pool *pool, struct np_strv *out)
+sm_drv_pool_azs(struct drv_provider *dp, const char *pool, struct np_strv *out)
 {
-	const struct sm_pool *p = sm_config_pool(dp->cfg, drv_pool_name(pool));
+	const struct sm_pool *p = sm_config_pool(dp->cfg, pool);
 	size_t i;
 
 	if (p != NULL && p->azs.n > 0) {
@@ -711,7 +703,7 @@ sm_drv_cleanup(struct drv_provider *dp)
 		dp->leak_busy = 1;
 		dp->ops->list_resources(dp->ad, leak_list_cb, dp);
 	}
-	if (dp->quota_stale || mono() - dp->quota_time > SM_MAX_QUOTA_AGE)
+	if (dp->quota_stale || np_mono_s() - dp->quota_time > SM_MAX_QUOTA_AGE)
 		quota_refresh(dp);
 	/* the uploads a diskimage label boots from: a new upload, or one
 	 * `nodepool image-delete` marked deleting, is seen within a cleanup
@@ -837,7 +829,7 @@ instance_notice(const struct sm_env *env, const char *external_id, const char *w
 
 struct drv_provider *
 sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
-		struct launcher *lc, char *err, size_t errlen)
+		struct drv_host *lc, char *err, size_t errlen)
 {
 	struct drv_provider *dp = calloc(1, sizeof(*dp));
 	struct event_base *base = drv_event_base(lc);
@@ -962,7 +954,7 @@ sm_drv_dump(struct drv_provider *dp, struct evbuffer *out)
 				    "    quota for nodepool: cores %g instances %g ram %g "
 				    "(read %.0fs ago%s)\n",
 				    dp->quota.cores, dp->quota.instances, dp->quota.ram,
-				    mono() - dp->quota_time, dp->quota_stale ? ", stale" : "");
+				    np_mono_s() - dp->quota_time, dp->quota_stale ? ", stale" : "");
 	else
 		evbuffer_add_printf(out, "    quota for nodepool: not read yet (unlimited)\n");
 	json_object_foreach(dp->leaked, k, v)

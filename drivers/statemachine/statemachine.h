@@ -21,7 +21,7 @@
  * A driver built on it (drivers/fake/fake.c) is:
  *
  *     static struct drv_provider *
- *     fake_provider_new(struct launcher *lc, struct lc_provider *p, char *err, size_t n)
+ *     fake_provider_new(struct drv_host *lc, char *err, size_t n)
  *     {
  *             return sm_provider_new(&fake_adapter, lc, err, n);
  *     }
@@ -43,7 +43,7 @@
 struct event_base;
 struct evbuffer;
 struct nodescan;
-struct launcher;
+struct drv_host;
 
 /* ---- config (config.c) ------------------------------------------------------- */
 
@@ -249,7 +249,7 @@ void sm_delete_cancel(struct sm_delete *d);
  * worker, the loop-lag probe, and start the first quota read.
  */
 struct drv_provider *sm_provider_new(const struct sm_adapter_ops *ops,
-				     const struct sm_defaults *def, struct launcher *lc, char *err,
+				     const struct sm_defaults *def, struct drv_host *lc, char *err,
 				     size_t errlen);
 
 /* The generic slots (use SM_DRIVER_SLOTS). */
@@ -260,7 +260,7 @@ void sm_drv_cleanup(struct drv_provider *dp);
 int sm_drv_label_ready(struct drv_provider *dp, const char *label);
 /* Through the adapter's label_quota; a permanent error there makes the
  * label an error label (sm_drv_label_error) and answers the empty quota. */
-void sm_drv_label_quota(struct drv_provider *dp, const struct lc_pool *pool, const char *label,
+void sm_drv_label_quota(struct drv_provider *dp, const char *pool, const char *label,
 			struct drv_quota *out);
 /* The driver slot label_error: 1 once the adapter's label_quota reported a
  * permanent error for the label (upstream's errorLabels). */
@@ -270,7 +270,7 @@ void sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out);
  * StateMachineHandler.setNodeMetadata choice list). Having this slot
  * makes the launcher group each request's nodeset in one AZ, which the
  * launch then gets as drv_launch.az (passed on to create_machine). */
-void sm_drv_pool_azs(struct drv_provider *dp, const struct lc_pool *pool, struct np_strv *out);
+void sm_drv_pool_azs(struct drv_provider *dp, const char *pool, struct np_strv *out);
 void sm_drv_launch(struct drv_provider *dp, struct drv_launch *l);
 void sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l);
 /* The driver slot launch_resumable: the adapter has resume_machine and the
@@ -333,6 +333,6 @@ int sm_images_walks(const struct sm_images *s);
  * upstream with no READY upload, and uploads are never taken for leaks);
  * a launcher that defines it (`return lc->zk;`) wins at link time.
  */
-struct zk *drv_zk(struct launcher *lc);
+struct zk *drv_zk(struct drv_host *lc);
 
 #endif

@@ -41,17 +41,9 @@
 
 #include "log.h"
 #include "nodescan.h"
+#include "clock.h"
 
 #define STATIC_RETRY 3.0 /* s between scans of an unreachable host (upstream: 60) */
-
-static double
-mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 struct static_host {
 	char *pool;
@@ -110,7 +102,7 @@ pending_drop(struct pending **pp)
 }
 
 struct drv_provider {
-	struct launcher *lc;
+	struct drv_host *lc;
 	struct sctx ctxs; /* list head */
 	char *name;
 	struct static_host *hosts;
@@ -160,7 +152,7 @@ strv_from_json(struct np_strv *sv, const json_t *v)
 }
 
 static struct drv_provider *
-static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, size_t errlen)
+static_provider_new(struct drv_host *lc, char *err, size_t errlen)
 {
 	struct drv_provider *dp = calloc(1, sizeof(*dp));
 	const json_t *cfg = drv_provider_config(lc), *pool, *node;
@@ -189,14 +181,13 @@ static_provider_new(struct launcher *lc, struct lc_provider *prov, char *err, si
 			h->connection_type = strdup(np_json_str(node, "connection-type", "ssh"));
 			h->connection_port = (int)np_json_num(node, "connection-port",
 							      np_json_num(node, "ssh-port", 22));
-			h->shell_type = np_strdupz(np_json_str(node, "shell-type", NULL));
+			h->shell_type = xstrdup(np_json_str(node, "shell-type", NULL));
 			h->python_path = strdup(np_json_str(node, "python-path", "auto"));
 			h->max_parallel_jobs = (int)np_json_num(node, "max-parallel-jobs", 1);
 			h->attributes = json_is_object(attrs) ? json_deep_copy(attrs) : NULL;
 		}
 	}
 	dp->scanner = nodescan_new(drv_event_base(lc), NULL, 0, 0);
-	(void)prov;
 	(void)err;
 	(void)errlen;
 	return dp;
@@ -277,7 +268,7 @@ host_node(struct drv_provider *dp, struct static_host *h, int slot)
 	free(n->username);
 	n->username = strdup(h->username);
 	n->python_path = strdup(h->python_path);
-	n->shell_type = np_strdupz(h->shell_type);
+	n->shell_type = xstrdup(h->shell_type);
 	if (h->host_key_checking)
 		np_strv_copy(&n->host_keys, &h->scanned_keys);
 	else
@@ -349,7 +340,7 @@ reg_done(const char *node_id, int unknown, void *arg)
 			pending_drop(pp); /* failed: the next sync tries again */
 		else {
 			(*pp)->id = strdup(node_id);
-			(*pp)->since = mono_now();
+			(*pp)->since = np_mono_s();
 		}
 	}
 	sctx_free(r);
@@ -360,7 +351,7 @@ static void
 pending_settle(struct drv_provider *dp, const struct np_node **nodes, size_t n)
 {
 	struct pending **pp = &dp->pending;
-	double now = mono_now();
+	double now = np_mono_s();
 	size_t i;
 
 	while (*pp != NULL) {
@@ -436,7 +427,7 @@ scan_done(const struct nodescan_result *res, void *arg)
 	if (res->status != NODESCAN_OK) {
 		log_warn("static node %s:%d unreachable, kept out of service: %s", h->name,
 			 h->connection_port, res->error);
-		h->next_try = mono_now() + STATIC_RETRY;
+		h->next_try = np_mono_s() + STATIC_RETRY;
 		schedule_retry(dp);
 		return;
 	}
@@ -449,7 +440,7 @@ scan_done(const struct nodescan_result *res, void *arg)
 			 "not registered",
 			 h->name);
 		np_strv_clear(&h->scanned_keys);
-		h->next_try = mono_now() + STATIC_RETRY;
+		h->next_try = np_mono_s() + STATIC_RETRY;
 		schedule_retry(dp);
 		return;
 	}
@@ -466,7 +457,7 @@ host_ready_to_register(struct drv_provider *dp, size_t hi)
 
 	if (!h->host_key_checking || h->scanned_keys.n > 0)
 		return 1;
-	if (h->scanning || mono_now() < h->next_try)
+	if (h->scanning || np_mono_s() < h->next_try)
 		return 0;
 	memset(&req, 0, sizeof(req));
 	req.host = h->name;
@@ -613,15 +604,14 @@ static_node_deleted(struct drv_provider *dp, const struct np_node *node)
 }
 
 static long
-static_label_capacity(struct drv_provider *dp, const struct lc_pool *pool, const char *label)
+static_label_capacity(struct drv_provider *dp, const char *pool, const char *label)
 {
 	size_t i;
 	long cap = 0;
 
 	for (i = 0; i < dp->n_hosts; i++) {
 		const struct static_host *h = &dp->hosts[i];
-		if (np_strv_contains(&h->labels, label) &&
-		    strcmp(drv_pool_name(pool), h->pool) == 0)
+		if (np_strv_contains(&h->labels, label) && strcmp(pool, h->pool) == 0)
 			cap += h->max_parallel_jobs;
 	}
 	return cap;

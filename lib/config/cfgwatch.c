@@ -20,6 +20,8 @@
 
 #include "config.h"
 #include "log.h"
+#include "xalloc.h"
+#include "clock.h"
 
 /* What changes a directory entry, or the directory itself. */
 #define CW_MASK                                                                                    \
@@ -51,31 +53,6 @@ struct cfgwatch {
 	void *arg;
 };
 
-static void
-oom(void)
-{
-	abort();
-}
-
-static char *
-xstrdup(const char *s)
-{
-	char *d = strdup(s);
-
-	if (d == NULL)
-		oom();
-	return d;
-}
-
-static double
-mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- reading ----------------------------------------------------------------- */
 
 static void
@@ -106,7 +83,7 @@ read_one(const char *path, struct cfgwatch_file *f)
 			}
 			cap = cap ? cap * 2 : 16384;
 			if ((f->data = realloc(f->data, cap)) == NULL)
-				oom();
+				np_oom();
 		}
 		r = read(fd, f->data + f->len, cap - f->len - 1);
 		if (r < 0 && errno == EINTR)
@@ -127,7 +104,7 @@ read_one(const char *path, struct cfgwatch_file *f)
 		return;
 	}
 	if (f->data == NULL && (f->data = malloc(1)) == NULL)
-		oom();
+		np_oom();
 	f->data[f->len] = '\0';
 }
 
@@ -137,7 +114,7 @@ cfgwatch_snapshot_read(const char *const *paths, size_t n, struct cfgwatch_snaps
 	size_t i, bad = 0;
 
 	if ((snap->files = calloc(n ? n : 1, sizeof(*snap->files))) == NULL)
-		oom();
+		np_oom();
 	snap->n = n;
 	for (i = 0; i < n; i++) {
 		read_one(paths[i], &snap->files[i]);
@@ -152,7 +129,7 @@ cfgwatch_snapshot_copy(struct cfgwatch_snapshot *dst, const struct cfgwatch_snap
 	size_t i;
 
 	if ((dst->files = calloc(src->n ? src->n : 1, sizeof(*dst->files))) == NULL)
-		oom();
+		np_oom();
 	dst->n = src->n;
 	for (i = 0; i < src->n; i++) {
 		const struct cfgwatch_file *f = &src->files[i];
@@ -163,7 +140,7 @@ cfgwatch_snapshot_copy(struct cfgwatch_snapshot *dst, const struct cfgwatch_snap
 		g->len = f->len;
 		if (f->data != NULL) {
 			if ((g->data = malloc(f->len + 1)) == NULL)
-				oom();
+				np_oom();
 			memcpy(g->data, f->data, f->len + 1);
 		}
 	}
@@ -240,11 +217,11 @@ ent_add(struct cw_ent **v, size_t *n, const char *dir, size_t dirlen, const char
 		    strcmp((*v)[i].name, name) == 0)
 			return;
 	if ((*v = realloc(*v, (*n + 1) * sizeof(**v))) == NULL)
-		oom();
+		np_oom();
 	(*v)[*n].wd = -1;
 	(*v)[*n].writing = false;
 	if (((*v)[*n].dir = strndup(dir, dirlen)) == NULL)
-		oom();
+		np_oom();
 	(*v)[*n].name = xstrdup(name);
 	(*n)++;
 }
@@ -430,7 +407,7 @@ burst_cap(const struct cfgwatch *w)
 static void
 arm(struct cfgwatch *w)
 {
-	double now = mono(), delay = CFGWATCH_QUIET;
+	double now = np_mono_s(), delay = CFGWATCH_QUIET;
 	struct timeval tv;
 
 	if (w->first_event == 0)
@@ -449,7 +426,7 @@ check(struct cfgwatch *w)
 {
 	struct cfgwatch_snapshot snap = {0};
 
-	if (w->first_event != 0 && writing(w) && mono() < burst_cap(w)) {
+	if (w->first_event != 0 && writing(w) && np_mono_s() < burst_cap(w)) {
 		arm(w); /* quiet, but still open for writing: wait for the close */
 		return;
 	}
@@ -510,7 +487,7 @@ cfgwatch_new(struct event_base *base, const char *const *paths, size_t n,
 		return NULL;
 	}
 	if ((w = calloc(1, sizeof(*w))) == NULL || (w->paths = calloc(n, sizeof(char *))) == NULL)
-		oom();
+		np_oom();
 	w->base = base;
 	w->fd = fd;
 	w->n = n;
@@ -524,12 +501,12 @@ cfgwatch_new(struct event_base *base, const char *const *paths, size_t n,
 	w->ev_timer = evtimer_new(base, on_timer, w);
 	w->ev_poll = event_new(base, -1, EV_PERSIST, on_poll, w);
 	if (w->ev_in == NULL || w->ev_timer == NULL || w->ev_poll == NULL)
-		oom();
+		np_oom();
 	event_add(w->ev_in, NULL);
 	event_add(w->ev_poll, &poll);
 	resync(w);
 	/* the first check at once: a change since the caller read the files */
-	w->first_event = mono();
+	w->first_event = np_mono_s();
 	evtimer_add(w->ev_timer, &now);
 	return w;
 }

@@ -10,9 +10,12 @@
 
 #include "config.h"
 #include "schema.h"
+#include "xalloc.h"
 
-void cfg_oom(void) __attribute__((noreturn));
-char *cfg_strdup(const char *s); /* NULL stays NULL; aborts on OOM */
+/* The config modules' names for lib/core/xalloc.h's np_oom and xstrdup
+ * (NULL stays NULL; aborts on no memory). */
+#define cfg_oom	   np_oom
+#define cfg_strdup xstrdup
 
 /* A key path such as "providers[2].pools[0].name"; push returns the
  * previous length, to pop back to. Over-long paths are cut, never overrun. */

@@ -25,27 +25,6 @@
 #define CFG_MAX_DEPTH	 256
 #define CFG_MAX_HEIGHT	 512
 
-/* ---- small helpers shared by the config modules ------------------------- */
-
-void
-cfg_oom(void)
-{
-	fputs("nodepoold: out of memory\n", stderr);
-	abort();
-}
-
-char *
-cfg_strdup(const char *s)
-{
-	char *d;
-
-	if (s == NULL)
-		return NULL;
-	if ((d = strdup(s)) == NULL)
-		cfg_oom();
-	return d;
-}
-
 /* ---- document arena ------------------------------------------------------ */
 
 struct arena_blk {
@@ -60,7 +39,7 @@ struct np_cfg_doc {
 	struct np_cfg_node *root;
 };
 
-/* The public node plus what only the builder needs. */
+/* The public node plus what only the tree builder needs. */
 struct node_ext {
 	struct np_cfg_node pub;
 	size_t expanded; /* node count with aliases expanded (saturated) */
@@ -636,7 +615,7 @@ is_timestamp(const char *s)
 	return *p == '\0';
 }
 
-/* ---- the builder ----------------------------------------------------------- */
+/* ---- the tree builder: libyaml events -> the node tree ------------------ */
 
 struct frame {
 	struct node_ext *node;
@@ -649,7 +628,7 @@ struct anchor {
 	struct node_ext *node;
 };
 
-struct builder {
+struct tree_builder {
 	struct np_cfg_doc *doc;
 	struct np_config_errors *errs;
 	const struct subst_map *map;
@@ -661,11 +640,11 @@ struct builder {
 	int docs;
 };
 
-static void b_error(struct builder *b, yaml_mark_t mark, const char *fmt, ...)
+static void b_error(struct tree_builder *b, yaml_mark_t mark, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void
-b_error(struct builder *b, yaml_mark_t mark, const char *fmt, ...)
+b_error(struct tree_builder *b, yaml_mark_t mark, const char *fmt, ...)
 {
 	va_list ap;
 	char *msg;
@@ -694,7 +673,7 @@ hash_str(const char *s)
 }
 
 static void
-anchor_set(struct builder *b, const char *name, struct node_ext *node)
+anchor_set(struct tree_builder *b, const char *name, struct node_ext *node)
 {
 	size_t i, mask;
 
@@ -730,7 +709,7 @@ anchor_set(struct builder *b, const char *name, struct node_ext *node)
 }
 
 static struct node_ext *
-anchor_get(const struct builder *b, const char *name)
+anchor_get(const struct tree_builder *b, const char *name)
 {
 	size_t i, mask;
 
@@ -744,7 +723,7 @@ anchor_get(const struct builder *b, const char *name)
 }
 
 static struct node_ext *
-new_node(struct builder *b, enum np_cfg_kind kind, yaml_mark_t mark)
+new_node(struct tree_builder *b, enum np_cfg_kind kind, yaml_mark_t mark)
 {
 	struct node_ext *x = doc_alloc(b->doc, sizeof(*x));
 	int line = (int)mark.line, col = (int)mark.column;
@@ -769,7 +748,7 @@ sat_add(size_t a, size_t b)
 }
 
 static void
-frame_push_item(struct builder *b, struct np_cfg_node *n)
+frame_push_item(struct tree_builder *b, struct np_cfg_node *n)
 {
 	struct frame *f = &b->stack[b->depth - 1];
 
@@ -787,7 +766,7 @@ frame_push_item(struct builder *b, struct np_cfg_node *n)
 
 /* Attach a finished node to its parent, or make it the root. */
 static void
-attach(struct builder *b, struct node_ext *x)
+attach(struct tree_builder *b, struct node_ext *x)
 {
 	if (b->depth == 0)
 		b->doc->root = &x->pub;
@@ -798,7 +777,7 @@ attach(struct builder *b, struct node_ext *x)
 #define YTAG "tag:yaml.org,2002:"
 
 static void
-scalar_event(struct builder *b, const yaml_event_t *ev)
+scalar_event(struct tree_builder *b, const yaml_event_t *ev)
 {
 	const char *tag = (const char *)ev->data.scalar.tag;
 	const char *text = (const char *)ev->data.scalar.value;
@@ -873,7 +852,7 @@ scalar_event(struct builder *b, const yaml_event_t *ev)
 }
 
 static void
-start_container(struct builder *b, const yaml_event_t *ev, enum np_cfg_kind kind)
+start_container(struct tree_builder *b, const yaml_event_t *ev, enum np_cfg_kind kind)
 {
 	const char *tag, *anchor;
 	struct node_ext *x;
@@ -971,7 +950,7 @@ kv_push(struct kv **v, size_t *n, size_t *cap, struct np_cfg_node *k, struct np_
  * ones), then keep one entry per key: its first position, its last value.
  */
 static void
-finish_map(struct builder *b, struct frame *f, yaml_mark_t mark)
+finish_map(struct tree_builder *b, struct frame *f, yaml_mark_t mark)
 {
 	struct np_cfg_node *n = &f->node->pub;
 	struct kv *all = NULL, *sorted;
@@ -1058,7 +1037,7 @@ done:
 }
 
 static void
-end_container(struct builder *b, const yaml_event_t *ev)
+end_container(struct tree_builder *b, const yaml_event_t *ev)
 {
 	struct frame *f;
 	struct node_ext *x;
@@ -1089,7 +1068,7 @@ end_container(struct builder *b, const yaml_event_t *ev)
 }
 
 static void
-alias_event(struct builder *b, const yaml_event_t *ev)
+alias_event(struct tree_builder *b, const yaml_event_t *ev)
 {
 	const char *name = (const char *)ev->data.alias.anchor;
 	struct node_ext *x = anchor_get(b, name);
@@ -1106,7 +1085,7 @@ alias_event(struct builder *b, const yaml_event_t *ev)
 }
 
 static void
-builder_free(struct builder *b)
+tree_builder_free(struct tree_builder *b)
 {
 	size_t i;
 
@@ -1128,7 +1107,7 @@ struct np_cfg_doc *
 np_cfg_parse(const char *file, const char *buf, size_t len, struct np_config_errors *errs)
 {
 	struct subst_map map = {NULL, 0, 0};
-	struct builder b;
+	struct tree_builder b;
 	yaml_parser_t parser;
 	yaml_event_t ev;
 	char *sub;
@@ -1218,7 +1197,7 @@ np_cfg_parse(const char *file, const char *buf, size_t len, struct np_config_err
 		yaml_event_delete(&ev);
 	}
 	yaml_parser_delete(&parser);
-	builder_free(&b);
+	tree_builder_free(&b);
 	free(sub);
 	free(map.v);
 	if (b.failed) {

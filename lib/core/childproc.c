@@ -1,3 +1,7 @@
+/*
+ * The plumbing every child process of nodepoold shares (see childproc.h):
+ * start-up checks, the channel's child side, signals, the dump.
+ */
 #include "childproc.h"
 
 #include <netdb.h>
@@ -5,12 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "chan.h"
+#include "clock.h"
 #include "log.h"
+#include "memtrim.h"
 #include "version.h"
+#include "xalloc.h"
 
 int
 childproc_channel_check(const char *prog, int channel_fd)
@@ -58,6 +66,130 @@ childproc_ready(struct ipc_msg *m, const char *name, int64_t zk_session)
 	m->u.ready.zk_session = zk_session;
 	ipc_set_str(&m->u.ready.version, NP_VERSION);
 }
+
+void
+childproc_status_init(struct ipc_msg *m, int64_t seq, int64_t generation, double start)
+{
+	struct ipc_status *st = &m->u.status;
+	struct rusage ru;
+	long rss = np_mem_rss_kb();
+
+	ipc_msg_init(m, IPC_STATUS);
+	st->seq = seq;
+	st->generation = generation;
+	if (rss >= 0)
+		st->rss_kb = rss;
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
+			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;
+	st->uptime_s = (int64_t)(np_mono_s() - start);
+}
+
+/* ---- the channel's child side ----------------------------------------------------- */
+
+struct childproc_link {
+	struct chan *chan; /* NULL once it closed */
+	const struct childproc_ops *ops;
+	void *arg;
+	int *exit_code;
+};
+
+static void
+link_dump_reply(struct childproc_link *l)
+{
+	struct ipc_msg r;
+
+	ipc_msg_init(&r, IPC_DUMP_REPLY);
+	r.u.dump_reply.text = childproc_dump_text(l->ops->dump, l->arg);
+	if (r.u.dump_reply.text == NULL)
+		np_oom();
+	childproc_link_send(l, &r);
+	ipc_msg_clear(&r);
+}
+
+static void
+link_on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
+{
+	struct childproc_link *l = arg;
+
+	(void)ch;
+	switch (msg->type) {
+	case IPC_CONFIG:
+		l->ops->config(l->arg, &msg->u.config);
+		break;
+	case IPC_STATUS_REQ:
+		l->ops->status(l->arg, msg->u.status_req.seq);
+		break;
+	case IPC_DUMP_REQ:
+		link_dump_reply(l);
+		break;
+	case IPC_METRICS:
+		if (l->ops->metrics != NULL)
+			l->ops->metrics(l->arg, &msg->u.metrics);
+		break;
+	case IPC_STOP:
+		log_info("stop requested by nodepoold");
+		l->ops->stop(l->arg);
+		break;
+	default:
+		break;
+	}
+}
+
+static void
+link_on_close(struct chan *ch, enum chan_event ev, const char *why, void *arg)
+{
+	struct childproc_link *l = arg;
+
+	(void)ch;
+	log_warn("channel to nodepoold closed (%s): stopping", why);
+	chan_free(l->chan);
+	l->chan = NULL;
+	if (ev == CHAN_PROTO_ERROR && *l->exit_code == 0)
+		*l->exit_code = 1;
+	l->ops->stop(l->arg);
+}
+
+struct childproc_link *
+childproc_link_new(struct event_base *base, int fd, const struct childproc_ops *ops, void *arg,
+		   int *exit_code, char *err, size_t errlen)
+{
+	struct childproc_link *l = xcalloc(1, sizeof(*l));
+
+	l->ops = ops;
+	l->arg = arg;
+	l->exit_code = exit_code;
+	l->chan = chan_new(base, fd, CHAN_CHILD, 0, 0, link_on_msg, link_on_close, l, err, errlen);
+	if (l->chan == NULL) {
+		free(l);
+		return NULL;
+	}
+	return l;
+}
+
+void
+childproc_link_send(struct childproc_link *l, const struct ipc_msg *m)
+{
+	if (l != NULL && l->chan != NULL && chan_send(l->chan, m) != 0)
+		log_warn("channel: %s", chan_last_error(l->chan));
+}
+
+int
+childproc_link_up(const struct childproc_link *l)
+{
+	return l != NULL && l->chan != NULL;
+}
+
+void
+childproc_link_free(struct childproc_link *l)
+{
+	if (l == NULL)
+		return;
+	chan_free(l->chan);
+	free(l);
+}
+
+/* ---- dump, signals, host name ----------------------------------------------------- */
 
 char *
 childproc_dump_text(childproc_dump_fn dump, void *arg)

@@ -40,6 +40,7 @@
 #include "dynlib.h"
 #include "log.h"
 #include "nodescan.h"
+#include "clock.h"
 
 /*
  * libssh is loaded on the first host-key scan (lib/core/dynlib.h), not
@@ -151,7 +152,7 @@ struct nodescan_req {
 	enum ns_phase phase;
 	int queued;    /* in ns->pending (else in ns->active) */
 	int finishing; /* unlinked, its callback running: cancel is a no-op */
-	struct timespec t0;
+	double t0;     /* np_mono_s() when the scan began */
 	struct event *deadline_ev, *timer_ev, *io_ev;
 
 	struct ns_lookup *lookup;
@@ -197,11 +198,7 @@ static void ns_io_cb(evutil_socket_t fd, short what, void *arg);
 static double
 ns_elapsed(const struct nodescan_req *req)
 {
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (double)(now.tv_sec - req->t0.tv_sec) +
-	       (double)(now.tv_nsec - req->t0.tv_nsec) / 1e9;
+	return np_mono_s() - req->t0;
 }
 
 static struct timeval
@@ -1001,7 +998,7 @@ nodescan_start(struct nodescan *ns, const struct nodescan_params *p, nodescan_cb
 	if (ai != NULL)
 		freeaddrinfo(ai);
 
-	clock_gettime(CLOCK_MONOTONIC, &req->t0);
+	req->t0 = np_mono_s();
 	tv = ns_tv(req->deadline);
 	event_add(req->deadline_ev, &tv);
 	req->queued = 1;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include <event2/event.h>
+#include "clock.h"
 
 struct ratelimit_wait {
 	TAILQ_ENTRY(ratelimit_wait) entry;
@@ -33,10 +34,7 @@ struct ratelimit {
 double
 ratelimit_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return np_mono_s();
 }
 
 static void

@@ -56,7 +56,7 @@ void ratelimit_cancel(struct ratelimit_wait *w);
  * ratelimit_now()); an earlier time than a pause in force is ignored. */
 void ratelimit_pause_until(struct ratelimit *rl, double until);
 
-/* Monotonic clock in seconds (CLOCK_MONOTONIC), the limiter's time base. */
+/* Monotonic seconds (np_mono_s, lib/core/clock.h), the limiter's time base. */
 double ratelimit_now(void);
 
 /* Waiters queued now; grants made so far. */

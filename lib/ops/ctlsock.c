@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include "clock.h"
 
 #define CTLSOCK_BACKLOG 16
 
@@ -230,15 +231,6 @@ ctlsock_connect(const char *path, char *err, size_t errlen)
 	return -1;
 }
 
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Wait for events on fd until the deadline: 1 ready, 0 timed out, -1 error. */
 static int
 wait_fd(int fd, short events, long long deadline)
@@ -248,7 +240,7 @@ wait_fd(int fd, short events, long long deadline)
 	int r;
 
 	for (;;) {
-		left = deadline - now_ms();
+		left = deadline - np_mono_ms();
 		if (left <= 0)
 			return 0;
 		r = poll(&pfd, 1, left > 60000 ? 60000 : (int)left);
@@ -286,7 +278,7 @@ ctlsock_request(const char *path, const struct ipc_msg *req, struct ipc_msg *rep
 		free(f);
 		return -1;
 	}
-	deadline = now_ms() + timeout_ms;
+	deadline = np_mono_ms() + timeout_ms;
 	if ((rd = ipc_reader_new(0)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;

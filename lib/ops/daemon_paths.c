@@ -6,19 +6,10 @@
 #include <string.h>
 
 #include "config.h"
+#include "xalloc.h"
 
 /* The same cap as the loader's. */
 #define NP_DAEMON_PATHS_MAX_FILE (16 * 1024 * 1024)
-
-static char *
-xstrdup(const char *s)
-{
-	char *d = strdup(s);
-
-	if (d == NULL)
-		abort();
-	return d;
-}
 
 static int
 read_file(const char *path, char **buf, size_t *len)

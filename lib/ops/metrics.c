@@ -12,13 +12,13 @@
 
 #include <event2/event.h>
 
-#include "driver.h"
 #include "log.h"
 #include "model.h"
 #include "nodesum.h"
 #include "nodeview.h"
 #include "statsd.h"
 #include "zk.h"
+#include "xalloc.h"
 
 const double metrics_buckets[METRICS_NBUCKETS] = {0.1, 0.5, 1,	 2.5, 5,    10,	 30,
 						  60,  120, 300, 600, 1800, 3600};
@@ -33,12 +33,6 @@ const char *
 metrics_phase_name(int phase)
 {
 	return phase >= 0 && phase < METRICS_PHASE_COUNT ? phase_names[phase] : NULL;
-}
-
-static void
-oom(void)
-{
-	abort();
 }
 
 /* ---- the process's figures -------------------------------------------------- */
@@ -91,11 +85,11 @@ prov_get(const char *provider)
 		if (strcmp(provs[i].provider, provider) == 0)
 			return &provs[i];
 	if ((provs = realloc(provs, (nprovs + 1) * sizeof(*provs))) == NULL)
-		oom();
+		np_oom();
 	memset(&provs[nprovs], 0, sizeof(provs[nprovs]));
 	if ((provs[nprovs].provider = strdup(provider)) == NULL ||
 	    (provs[nprovs].launches = json_object()) == NULL)
-		oom();
+		np_oom();
 	return &provs[nprovs++];
 }
 
@@ -185,26 +179,6 @@ metrics_launch_result(const char *provider, const char *az, const char *requesto
 }
 
 void
-metrics_launch_done(const char *provider, const char *az, const char *requestor, int drv_result,
-		    double seconds)
-{
-	const char *result;
-
-	switch (drv_result) {
-	case DRV_LAUNCH_READY:
-		result = "ready";
-		break;
-	case DRV_LAUNCH_ABORTED:
-		result = "error.quota";
-		break;
-	default:
-		result = "error.unknown";
-		break;
-	}
-	metrics_launch_result(provider, az, requestor, result, seconds);
-}
-
-void
 metrics_set_requests(const char *provider, unsigned long long accepted,
 		     unsigned long long fulfilled, unsigned long long declined,
 		     unsigned long long failed)
@@ -255,7 +229,7 @@ metrics_record(const char *provider, const json_t *base)
 	int ph, i;
 
 	if (r == NULL)
-		oom();
+		np_oom();
 	json_object_set_new(r, "provider", json_string(provider ? provider : ""));
 	if (!json_is_integer(json_object_get(r, "starts")))
 		json_object_set_new(r, "starts", json_integer(0));
@@ -337,14 +311,14 @@ metrics_pub_new(struct event_base *base, const char *provider, double interval, 
 	struct timeval tv = {0, 200000}; /* first look soon: the base is read first */
 
 	if (p == NULL || (p->provider = strdup(provider)) == NULL)
-		oom();
+		np_oom();
 	p->base = base;
 	p->interval = interval > 0 ? interval : 5.0;
 	p->view = view;
 	p->arg = arg;
 	snprintf(p->path, sizeof(p->path), "%s/%s", NP_METRICS_ROOT, provider);
 	if ((p->timer = evtimer_new(base, pub_timer, p)) == NULL)
-		oom();
+		np_oom();
 	evtimer_add(p->timer, &tv);
 	return p;
 }
@@ -428,7 +402,7 @@ pub_write(struct metrics_pub *p)
 	json_decref(p->record);
 	p->record = rec;
 	if (text == NULL)
-		oom();
+		np_oom();
 	if (p->last != NULL && strcmp(p->last, text) == 0) {
 		free(text);
 		return;
@@ -516,7 +490,7 @@ mop_new(struct metrics_load *l, size_t idx)
 	struct mload_op *o = calloc(1, sizeof(*o));
 
 	if (o == NULL)
-		oom();
+		np_oom();
 	o->l = l;
 	o->idx = idx;
 	o->next = l->ops;
@@ -594,7 +568,7 @@ mload_children(int rc, int count, char *const *names, void *arg)
 	if (rc == ZOK && count > 0) {
 		l->slots = calloc((size_t)count, sizeof(*l->slots));
 		if (l->slots == NULL)
-			oom();
+			np_oom();
 		l->nslots = (size_t)count;
 		for (i = 0; i < count; i++) {
 			snprintf(path, sizeof(path), "%s/%s", NP_METRICS_ROOT, names[i]);
@@ -610,7 +584,7 @@ metrics_load_start(struct zk *zk, metrics_load_cb cb, void *arg)
 	struct metrics_load *l = calloc(1, sizeof(*l));
 
 	if (l == NULL)
-		oom();
+		np_oom();
 	l->zk = zk;
 	l->cb = cb;
 	l->arg = arg;
@@ -646,7 +620,7 @@ static void __attribute__((format(printf, 2, 3))) outf(struct out *o, const char
 	while (o->len + (size_t)n + 1 > o->cap) {
 		o->cap = o->cap ? o->cap * 2 : 4096;
 		if ((o->s = realloc(o->s, o->cap)) == NULL)
-			oom();
+			np_oom();
 	}
 	va_start(ap, fmt);
 	vsnprintf(o->s + o->len, (size_t)n + 1, fmt, ap);

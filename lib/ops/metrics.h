@@ -4,10 +4,11 @@
  *
  * Recording (any code of a worker process, on its loop; no locking):
  *   metrics_launch_phase(provider, phase, seconds)  one phase of a launch
- *   metrics_launch_done(provider, az, requestor, drv_result, seconds)
+ *   metrics_launch_result(provider, az, requestor, "ready", seconds)
  *   metrics_launch_result(provider, az, requestor, "error.keyscan", seconds)
  * The launcher reports the quota wait and every launch's end (with the
- * whole launch as the "total" phase); drivers that know more report those
+ * whole launch as the "total" phase; lc_launch_result_key names a driver's
+ * result); drivers that know more report those
  * phases: the state machine framework (drivers/statemachine/runner.c)
  * records, per attempt, create (the create call until the cloud names the
  * server), boot (named until the create machine is done: active,
@@ -80,10 +81,8 @@ void metrics_set_statsd(struct statsd *s);
 void metrics_statsd_incr(const char *name, long long n);
 
 void metrics_launch_phase(const char *provider, enum metrics_phase phase, double seconds);
-/* drv_result: enum drv_launch_result (driver.h): ready, failed
- * ("error.unknown"), aborted ("error.quota"). seconds: the whole launch. */
-void metrics_launch_done(const char *provider, const char *az, const char *requestor,
-			 int drv_result, double seconds);
+/* result: upstream's name ("ready", "error.quota", "error.unknown",
+ * "error.keyscan"...). seconds: the whole launch. */
 void metrics_launch_result(const char *provider, const char *az, const char *requestor,
 			   const char *result, double seconds);
 /* ZooKeeper connection counters of this process (absolute since it

@@ -14,6 +14,7 @@
 
 #include "nodesum.h"
 #include "zk.h"
+#include "xalloc.h"
 
 /* ---- columns (as status.py's headers tables) --------------------------------- */
 
@@ -112,12 +113,6 @@ const char *const status_node_brief_fields[] = {
 const size_t status_node_brief_nfields =
     sizeof(status_node_brief_fields) / sizeof(status_node_brief_fields[0]);
 
-static void
-oom(void)
-{
-	abort();
-}
-
 struct status_table *
 status_table_new(enum status_list kind)
 {
@@ -126,12 +121,12 @@ status_table_new(enum status_list kind)
 	if ((int)kind < 0 || kind >= STATUS_LIST_COUNT)
 		return NULL;
 	if ((t = calloc(1, sizeof(*t))) == NULL)
-		oom();
+		np_oom();
 	t->kind = kind;
 	t->cols = tables[kind].cols;
 	t->ncols = tables[kind].n;
 	if ((t->rows = json_array()) == NULL)
-		oom();
+		np_oom();
 	return t;
 }
 
@@ -148,7 +143,7 @@ void
 status_table_add(struct status_table *t, json_t *row)
 {
 	if (row == NULL || json_array_append_new(t->rows, row) != 0)
-		oom();
+		np_oom();
 }
 
 size_t
@@ -172,7 +167,7 @@ sb_grow(struct sbuf *b, size_t more)
 	while (b->len + more + 1 > b->cap)
 		b->cap = b->cap ? b->cap * 2 : 128;
 	if ((b->s = realloc(b->s, b->cap)) == NULL)
-		oom();
+		np_oom();
 }
 
 static void
@@ -612,7 +607,7 @@ status_text(const struct status_table *t, const char *const *fields, size_t nfie
 	widths = calloc(t->ncols + 1, sizeof(*widths));
 	cells = calloc(nrows * t->ncols + 1, sizeof(*cells));
 	if (idx == NULL || widths == NULL || cells == NULL)
-		oom();
+		np_oom();
 	for (i = 0; i < t->ncols; i++) {
 		if (fields != NULL) {
 			for (f = 0; f < nfields; f++)
@@ -632,7 +627,7 @@ status_text(const struct status_table *t, const char *const *fields, size_t nfie
 			size_t w, lines;
 			char *c = cell_text(key, json_object_get(row, key), now);
 			if (c == NULL)
-				oom();
+				np_oom();
 			cells[j * t->ncols + k] = c;
 			cell_size(c, &w, &lines);
 			if (w > widths[k])
@@ -683,7 +678,7 @@ status_text_csv(const struct status_table *t, const char *fields_csv, double now
 		if (*p == ',')
 			cap++;
 	if ((copy = strdup(fields_csv)) == NULL || (fields = calloc(cap, sizeof(*fields))) == NULL)
-		oom();
+		np_oom();
 	/* split(','): empty items match no column */
 	for (tok = strtok_r(copy, ",", &save); tok != NULL && n < cap;
 	     tok = strtok_r(NULL, ",", &save))
@@ -701,7 +696,7 @@ status_json(const struct status_table *t)
 					  JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
 
 	if (s == NULL)
-		oom();
+		np_oom();
 	return s;
 }
 
@@ -833,7 +828,7 @@ set(json_t *row, const char *key, json_t *v)
 	if (v == NULL)
 		v = json_null();
 	if (json_object_set_new(row, key, v) != 0)
-		oom();
+		np_oom();
 }
 
 /* The node's value for key as it is in ZooKeeper: an odd value (one the
@@ -1111,7 +1106,7 @@ status_labels_from_cache(struct status_table *t, const struct zk_cache *pools)
 			if (nl == cap) {
 				cap = cap ? cap * 2 : 16;
 				if ((labels = realloc(labels, cap * sizeof(*labels))) == NULL)
-					oom();
+					np_oom();
 			}
 			labels[nl++] = c->supported_labels.v[i];
 		}

@@ -162,6 +162,14 @@ void status_add_image_status(struct status_table *t, const char *image, int paus
 			     const char *build_request, double request_time);
 void status_add_label(struct status_table *t, const char *label);
 
+/* Rows for every upload (image-list), build (dib-image-list) and image
+ * (image-status) of an image tree (lib/zk/imagetree.h), in the tree's
+ * order; status_images.c. */
+struct imgtree;
+void status_image_list(const struct imgtree *t, struct status_table *out);
+void status_dib_image_list(const struct imgtree *t, struct status_table *out);
+void status_image_status(const struct imgtree *t, struct status_table *out);
+
 /* ---- the launcher's state, as the web API, metrics and statsd see it ------ */
 
 /*

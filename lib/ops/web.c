@@ -37,6 +37,7 @@
 #include "nodeview.h"
 #include "status.h"
 #include "zk.h"
+#include "xalloc.h"
 
 #define WEB_CACHE_SLOTS	 32
 #define WEB_MAX_WAITING	 64
@@ -101,12 +102,6 @@ now_wall(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void
-oom(void)
-{
-	abort();
-}
-
 /* ---- connections -------------------------------------------------------------- */
 
 static void
@@ -154,7 +149,7 @@ new_bev(struct event_base *base, void *arg)
 		return NULL;
 	bufferevent_incref(bev);
 	if ((c = calloc(1, sizeof(*c))) == NULL)
-		oom();
+		np_oom();
 	c->bev = bev;
 	c->next = w->conns;
 	w->conns = c;
@@ -252,7 +247,7 @@ send_plain(struct evhttp_request *req, int code, const char *reason, const char 
 	struct evkeyvalq *h = evhttp_request_get_output_headers(req);
 
 	if (b == NULL)
-		oom();
+		np_oom();
 	evhttp_add_header(h, "Content-Type", "text/plain; charset=UTF-8");
 	evbuffer_add(b, body, strlen(body));
 	evhttp_send_reply(req, code, reason, b);
@@ -281,7 +276,7 @@ send_cached(struct evhttp_request *req, const struct cached *c)
 		evhttp_add_header(h, "Content-Length", len);
 	}
 	if ((b = evbuffer_new()) == NULL)
-		oom();
+		np_oom();
 	evbuffer_add(b, c->body, c->len);
 	evhttp_send_reply(req, c->code, c->code == 200 ? "OK" : "Service Unavailable", b);
 	evbuffer_free(b);
@@ -325,7 +320,7 @@ cache_put(struct web *w, const char *key, double now, int code, const char *ctyp
 	}
 	cache_slot_clear(slot);
 	if ((slot->key = strdup(key)) == NULL)
-		oom();
+		np_oom();
 	slot->at = now;
 	slot->code = code;
 	slot->ctype = ctype;
@@ -401,17 +396,17 @@ render(struct web *w, enum list_kind kind, const char *query, int json, double n
 	case L_IMAGES:
 		t = status_table_new(STATUS_IMAGE_LIST);
 		if (w->tree)
-			imgtree_image_list(w->tree, t);
+			status_image_list(w->tree, t);
 		break;
 	case L_DIB:
 		t = status_table_new(STATUS_DIB_IMAGE_LIST);
 		if (w->tree)
-			imgtree_dib_image_list(w->tree, t);
+			status_dib_image_list(w->tree, t);
 		break;
 	case L_STATUS:
 		t = status_table_new(STATUS_IMAGE_STATUS);
 		if (w->tree)
-			imgtree_image_status(w->tree, t);
+			status_image_status(w->tree, t);
 		break;
 	default:
 		break;
@@ -547,7 +542,7 @@ on_request(struct evhttp_request *req, void *arg)
 	}
 	path = evhttp_uridecode(rawpath && *rawpath ? rawpath : "/", 0, NULL);
 	if (path == NULL)
-		oom();
+		np_oom();
 	if (strcmp(path, "/ready") == 0) {
 		struct status_view v;
 		memset(&v, 0, sizeof(v));
@@ -571,7 +566,7 @@ on_request(struct evhttp_request *req, void *arg)
 	json = kind != L_METRICS && status_wants_json(accept);
 	klen = strlen(path) + (query ? strlen(query) : 0) + 16;
 	if ((key = malloc(klen)) == NULL)
-		oom();
+		np_oom();
 	snprintf(key, klen, "%s?%s|%s", path, query ? query : "", json ? "json" : "pretty");
 	c = cache_find(w, key, now_wall());
 	if (c != NULL) {
@@ -591,7 +586,7 @@ on_request(struct evhttp_request *req, void *arg)
 		struct waiting *x = calloc(1, sizeof(*x));
 		if (x == NULL || (x->path = strdup(path)) == NULL ||
 		    (x->query = strdup(query ? query : "")) == NULL)
-			oom();
+			np_oom();
 		x->req = req;
 		x->key = key;
 		key = NULL;
@@ -622,7 +617,7 @@ web_new(struct event_base *base, const struct web_options *opt, status_view_fn v
 	socklen_t sl = sizeof(ss);
 
 	if (w == NULL)
-		oom();
+		np_oom();
 	w->base = base;
 	w->view = view;
 	w->live = live;
@@ -654,7 +649,7 @@ web_new(struct event_base *base, const struct web_options *opt, status_view_fn v
 	w->listening = 1;
 	w->http = evhttp_new(base);
 	if (w->http == NULL)
-		oom();
+		np_oom();
 	evhttp_set_max_headers_size(w->http, 8192);
 	evhttp_set_max_body_size(w->http, 1024);
 	evhttp_set_timeout(w->http, opt->timeout > 0 ? opt->timeout : 10);
@@ -675,7 +670,7 @@ web_new(struct event_base *base, const struct web_options *opt, status_view_fn v
 	}
 	w->sweep_ev = event_new(base, -1, EV_PERSIST, sweep_cb, w);
 	if (w->sweep_ev == NULL)
-		oom();
+		np_oom();
 	{
 		struct timeval tv = {0, 500000};
 		event_add(w->sweep_ev, &tv);

@@ -16,8 +16,8 @@
 #include <event2/event.h>
 
 #include "paths.h"
-#include "status.h"
 #include "zk.h"
+#include "xalloc.h"
 
 enum op_kind {
 	OP_IMAGES,    /* children of /nodepool/images */
@@ -49,32 +49,6 @@ struct imgtree_load {
 	struct op *ops; /* in flight */
 	int rc;		/* first error */
 };
-
-static void
-oom(void)
-{
-	abort();
-}
-
-static void *
-xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size);
-
-	if (p == NULL)
-		oom();
-	return p;
-}
-
-static char *
-xstrdup(const char *s)
-{
-	char *d = strdup(s ? s : "");
-
-	if (d == NULL)
-		oom();
-	return d;
-}
 
 void
 imgtree_free(struct imgtree *t)
@@ -296,12 +270,12 @@ on_data(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 		return;
 	}
 	if (o->kind == OP_BUILD) {
-		o->b->data = xstrdup(data);
+		o->b->data = xstrdup(data != NULL ? data : "");
 		o->b->ctime = (double)st->ctime_ms / 1000.0;
 		if (len > 0)
 			np_image_build_decode(o->b->id, data, (size_t)len, &o->b->b, NULL, 0);
 	} else if (o->kind == OP_UPLOAD) {
-		o->u->data = xstrdup(data);
+		o->u->data = xstrdup(data != NULL ? data : "");
 		if (len > 0)
 			np_image_upload_decode(o->u->id, data, (size_t)len, &o->u->u, NULL, 0);
 	}
@@ -422,7 +396,7 @@ imgtree_load_sync(struct event_base *base, struct zk *zk, double timeout, struct
 
 	*out = NULL;
 	if (t == NULL)
-		oom();
+		np_oom();
 	tv.tv_sec = (time_t)timeout;
 	tv.tv_usec = (suseconds_t)((timeout - (double)tv.tv_sec) * 1e6);
 	evtimer_add(t, &tv);
@@ -479,51 +453,6 @@ imgtree_build_request(const struct imgtree_image *im)
 	if (newest == NULL || newest->ctime < im->lock_ctime)
 		return "pending";
 	return "building";
-}
-
-void
-imgtree_image_list(const struct imgtree *t, struct status_table *out)
-{
-	size_t i, j, k, m;
-
-	for (i = 0; i < t->nimages; i++) {
-		const struct imgtree_image *im = &t->images[i];
-		for (j = 0; j < im->nbuilds; j++) {
-			const struct imgtree_build *b = &im->builds[j];
-			for (k = 0; k < b->nproviders; k++) {
-				const struct imgtree_provider *p = &b->providers[k];
-				for (m = 0; m < p->nuploads; m++)
-					if (p->uploads[m].u != NULL)
-						status_add_upload(out, im->name, b->id, p->name,
-								  p->uploads[m].u);
-			}
-		}
-	}
-}
-
-void
-imgtree_dib_image_list(const struct imgtree *t, struct status_table *out)
-{
-	size_t i, j;
-
-	for (i = 0; i < t->nimages; i++) {
-		const struct imgtree_image *im = &t->images[i];
-		for (j = 0; j < im->nbuilds; j++)
-			if (im->builds[j].b != NULL && !im->builds[j].gone)
-				status_add_build(out, im->name, im->builds[j].b, im->paused);
-	}
-}
-
-void
-imgtree_image_status(const struct imgtree *t, struct status_table *out)
-{
-	size_t i;
-
-	for (i = 0; i < t->nimages; i++) {
-		const struct imgtree_image *im = &t->images[i];
-		status_add_image_status(out, im->name, im->paused, imgtree_build_request(im),
-					im->request_ctime);
-	}
 }
 
 json_t *

@@ -25,7 +25,6 @@
 
 struct event_base;
 struct zk;
-struct status_table;
 
 struct imgtree_upload {
 	char *id;		   /* "0000000001" */
@@ -94,11 +93,6 @@ const struct imgtree_build *imgtree_build(const struct imgtree_image *im, const 
  * at the newest build; upstream looks at an arbitrary one.
  */
 const char *imgtree_build_request(const struct imgtree_image *im);
-
-/* Status rows (status.h) for every upload, build, image. */
-void imgtree_image_list(const struct imgtree *t, struct status_table *out);
-void imgtree_dib_image_list(const struct imgtree *t, struct status_table *out);
-void imgtree_image_status(const struct imgtree *t, struct status_table *out);
 
 /*
  * As upstream's exportImageData: an object {znode path: data} of every

@@ -35,6 +35,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include "xalloc.h"
+#include "clock.h"
 
 #define ZK_LOG_SLOTS	  16
 #define ZK_MAKEPATH_TRIES 4
@@ -252,41 +254,10 @@ struct zk {
 
 static int path_ok(const char *path, int sequence);
 
-static void *
-xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	if (p == NULL)
-		abort();
-	return p;
-}
-
-static void *
-xcalloc(size_t n, size_t m)
-{
-	void *p = calloc(n ? n : 1, m ? m : 1);
-
-	if (p == NULL)
-		abort();
-	return p;
-}
-
-static char *
-xstrdup(const char *s)
-{
-	size_t n = strlen(s) + 1;
-
-	return memcpy(xmalloc(n), s, n);
-}
-
 double
 zk_now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return np_mono_s();
 }
 
 static struct timeval

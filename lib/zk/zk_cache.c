@@ -58,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "xalloc.h"
 
 #define CACHE_MAX_INFLIGHT 256 /* reads started by listings, in flight at once */
 
@@ -169,16 +170,6 @@ struct zk_cache {
 static void list_root(struct zk_cache *c);
 static void start(struct zk_cache *c);
 static void pump(struct zk_cache *c);
-
-static void *
-xcalloc(size_t n, size_t m)
-{
-	void *p = calloc(n ? n : 1, m ? m : 1);
-
-	if (p == NULL)
-		abort();
-	return p;
-}
 
 /* FNV-1a of n bytes */
 static size_t

@@ -283,7 +283,12 @@ def test_session_token_required_for_temporary_credentials(sim):
                 retries={"total_max_attempts": 1, "mode": "standard"}))
     ok = "FQoGZXIvYXdzEtemporarytoken"
     assert temp("ec2", ok).describe_images(ImageIds=[IMAGE])["Images"]
-    assert "Contents" in temp("s3", ok).list_objects_v2(Bucket="nodepool-images") or True
+    s3 = temp("s3", ok)
+    s3.put_object(Bucket="nodepool-images", Key="token-check.raw", Body=b"image")
+    listed = s3.list_objects_v2(Bucket="nodepool-images")
+    assert "token-check.raw" in [o["Key"] for o in listed.get("Contents", [])]
+    assert s3.get_object(Bucket="nodepool-images", Key="token-check.raw")["Body"].read() == b"image"
+    s3.delete_object(Bucket="nodepool-images", Key="token-check.raw")
     assert temp("service-quotas", ok).get_service_quota(
         ServiceCode="ec2", QuotaCode="L-1216C47A")["Quota"]["Value"] > 0
     for token in (None, "not-the-token"):

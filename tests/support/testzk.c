@@ -18,15 +18,7 @@
 
 #include <criterion/criterion.h>
 #include <event2/event.h>
-
-static double
-now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "clock.h"
 
 static const char *
 env(const char *name)
@@ -163,12 +155,12 @@ noop_cb(evutil_socket_t fd, short what, void *arg)
 int
 testzk_run_until(struct event_base *base, int (*cond)(void *), void *arg, double timeout)
 {
-	double deadline = now() + timeout, left;
+	double deadline = np_mono_s() + timeout, left;
 	struct event *t = evtimer_new(base, noop_cb, NULL);
 	struct timeval tv;
 	int ok;
 
-	while (!(ok = cond(arg)) && (left = deadline - now()) > 0) {
+	while (!(ok = cond(arg)) && (left = deadline - np_mono_s()) > 0) {
 		if (left > 0.05)
 			left = 0.05; /* also notice conditions changed outside the loop */
 		tv.tv_sec = (time_t)left;
@@ -225,9 +217,9 @@ testzk_expire(struct zk *zk)
 		zh = zookeeper_init(testzk_hosts(0), NULL, 10000, &cid, NULL, ZOO_NO_LOG_CLIENTENV);
 		if (zh == NULL)
 			return -1;
-		deadline = now() + 10;
+		deadline = np_mono_s() + 10;
 		while ((st = zoo_state(zh)) != ZOO_CONNECTED_STATE &&
-		       st != ZOO_EXPIRED_SESSION_STATE && now() < deadline)
+		       st != ZOO_EXPIRED_SESSION_STATE && np_mono_s() < deadline)
 			usleep(2000);
 		zookeeper_close(zh); /* closes the session if attached */
 		if (st == ZOO_EXPIRED_SESSION_STATE)
@@ -279,7 +271,7 @@ const char *
 testzk_proc_readline(struct testzk_proc *p, double timeout)
 {
 	static char line[8192];
-	double deadline = now() + timeout;
+	double deadline = np_mono_s() + timeout;
 	struct pollfd pfd;
 	char *nl;
 	ssize_t r;
@@ -300,7 +292,7 @@ testzk_proc_readline(struct testzk_proc *p, double timeout)
 		}
 		if (p->len == sizeof(p->buf))
 			p->len = 0; /* an absurdly long line: drop it */
-		ms = (int)((deadline - now()) * 1000);
+		ms = (int)((deadline - np_mono_s()) * 1000);
 		if (ms <= 0)
 			return NULL;
 		pfd.fd = p->out;
@@ -339,7 +331,7 @@ proc_free(struct testzk_proc *p)
 int
 testzk_proc_wait(struct testzk_proc *p, double timeout)
 {
-	double deadline = now() + timeout;
+	double deadline = np_mono_s() + timeout;
 	int status = -1, sig = 0;
 	pid_t r;
 
@@ -351,12 +343,12 @@ testzk_proc_wait(struct testzk_proc *p, double timeout)
 		r = waitpid(p->pid, &status, WNOHANG);
 		if (r == p->pid || (r < 0 && errno != EINTR))
 			break;
-		if (now() > deadline) {
+		if (np_mono_s() > deadline) {
 			if (sig == SIGKILL)
 				break;
 			sig = sig == 0 ? SIGTERM : SIGKILL;
 			kill(p->pid, sig);
-			deadline = now() + 5;
+			deadline = np_mono_s() + 5;
 		}
 		usleep(10000);
 	}
@@ -392,7 +384,7 @@ testzk_free_port(void)
 int
 testzk_wait_port(int port, double timeout)
 {
-	double deadline = now() + timeout;
+	double deadline = np_mono_s() + timeout;
 	struct sockaddr_in sa;
 	int s, ok = 0;
 
@@ -400,7 +392,7 @@ testzk_wait_port(int port, double timeout)
 	sa.sin_family = AF_INET;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sa.sin_port = htons((uint16_t)port);
-	while (!ok && now() < deadline) {
+	while (!ok && np_mono_s() < deadline) {
 		s = socket(AF_INET, SOCK_STREAM, 0);
 		if (s < 0)
 			return 0;

@@ -54,7 +54,7 @@ a_node(void)
  * (every slot NULL), as host.h documents them. Node ownership is honoured:
  * under ASan a node not freed is a reported leak. */
 static void
-assert_null_answers(struct launcher *lc)
+assert_null_answers(struct drv_host *lc)
 {
 	static const struct np_node *dummy;
 	const struct np_node **nodes = &dummy;
@@ -64,7 +64,6 @@ assert_null_answers(struct launcher *lc)
 	char who[16] = "untouched";
 
 	cr_assert_null(drv_zk(lc));
-	cr_assert_str_eq(drv_pool_name(NULL), "");
 	cr_assert_eq(drv_provider_nodes(lc, &nodes), 0);
 	cr_assert_null(nodes);
 	cr_assert_eq(drv_node_unreadable(lc, "0000000042"), 0);
@@ -101,8 +100,8 @@ Test(drv_host, the_builder_upload_worker_offers_loop_name_and_config)
 	struct event_base *base = event_base_new();
 	json_t *cfg = json_pack("{s:s, s:s}", "name", "fake-cloud", "driver", "fake");
 	char name[] = "fake-cloud";
-	struct bld_host h = {base, name, cfg};
-	struct launcher *lc = (struct launcher *)&h;
+	struct bld_host h = {{&h}, base, name, cfg};
+	struct drv_host *lc = &h.handle;
 
 	drv_host_register(&bld_host_ops);
 	cr_assert_eq(drv_event_base(lc), base);
@@ -116,11 +115,11 @@ Test(drv_host, the_builder_upload_worker_offers_loop_name_and_config)
 
 /* A host with two services: calls reach them with the handle unchanged;
  * the others keep their NULL answers. */
-static struct launcher *seen_lc;
+static struct drv_host *seen_lc;
 static int in_sync_calls;
 
 static int
-test_in_sync(struct launcher *lc)
+test_in_sync(struct drv_host *lc)
 {
 	seen_lc = lc;
 	in_sync_calls++;
@@ -128,7 +127,7 @@ test_in_sync(struct launcher *lc)
 }
 
 static void
-test_register(struct launcher *lc, struct np_node *n,
+test_register(struct drv_host *lc, struct np_node *n,
 	      void (*done)(const char *node_id, int unknown, void *arg), void *arg)
 {
 	seen_lc = lc;
@@ -143,8 +142,9 @@ static const struct drv_host_ops partial_ops = {
 
 Test(drv_host, registered_slots_get_the_calls_with_the_hosts_handle)
 {
-	int handle;
-	struct launcher *lc = (struct launcher *)&handle;
+	int owner;
+	struct drv_host handle = {&owner};
+	struct drv_host *lc = &handle;
 	struct reg_seen seen = {0, NULL, -1};
 
 	drv_host_register(&partial_ops);

@@ -91,7 +91,7 @@ Test(imagetree, reads_the_tree_and_creates_nothing)
 	cr_assert_str_eq(imgtree_build_request(imgtree_image(t, "debian")), "pending");
 
 	st = status_table_new(STATUS_IMAGE_LIST);
-	imgtree_image_list(t, st);
+	status_image_list(t, st);
 	cr_assert_eq(status_table_rows(st), 1); /* the malformed upload is skipped */
 	s = status_json(st);
 	cr_assert_str_eq(s, "[{\"id\": \"" B1 "\", \"upload_id\": \"0000000001\", "
@@ -101,7 +101,7 @@ Test(imagetree, reads_the_tree_and_creates_nothing)
 	free(s);
 	status_table_free(st);
 	st = status_table_new(STATUS_DIB_IMAGE_LIST);
-	imgtree_dib_image_list(t, st);
+	status_dib_image_list(t, st);
 	s = status_json(st);
 	cr_assert_str_eq(s, "[{\"id\": \"ubuntu-" B1 "\", \"image\": \"ubuntu\", \"builder\": "
 			    "\"nb01\", \"formats\": [\"qcow2\", \"raw\"], \"state\": \"paused\", "
@@ -147,20 +147,37 @@ Test(imagetree, reads_the_tree_and_creates_nothing)
 	zk_free(zk);
 }
 
+static void
+count_load(int rc, struct imgtree *tree, void *arg)
+{
+	(*(int *)arg)++;
+	imgtree_free(tree);
+}
+
+/* A cancelled load never calls back (its replies, arriving later, are
+ * dropped), and the session goes on serving the next load in full. */
 Test(imagetree, cancel_before_completion)
 {
 	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
 	struct imgtree_load *l;
-	int i;
+	struct imgtree *t = NULL;
+	int i, calls = 0;
 
 	for (i = 0; i < 5; i++) {
 		char path[128];
 		snprintf(path, sizeof(path), "/nodepool/images/img%d/builds/%s", i, B1);
 		put(zk, path, build_json);
 	}
-	l = imgtree_load_start(zk, NULL, NULL); /* never called: cancelled */
+	l = imgtree_load_start(zk, count_load, &calls);
 	imgtree_load_cancel(l);
 	testzk_run_for(base, 0.3);
+	cr_assert_eq(calls, 0, "a cancelled load called back");
+	cr_assert_eq(imgtree_load_sync(base, zk, 10, &t), ZOK);
+	cr_assert_eq(t->nimages, 5);
+	cr_assert_str_eq(t->images[4].name, "img4");
+	cr_assert_eq(t->images[4].nbuilds, 1);
+	imgtree_free(t);
+	cr_assert_eq(calls, 0);
 	zk_free(zk);
 }
 

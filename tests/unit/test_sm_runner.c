@@ -20,6 +20,7 @@
 #include "ratelimit.h"
 #include "sshd.h"
 #include "statemachine/statemachine.h"
+#include "clock.h"
 
 /* ---- a scripted adapter ----------------------------------------------------- */
 
@@ -59,12 +60,6 @@ struct tmachine {
 	double t0;
 	int named_at_poll;
 };
-
-static double
-now(void)
-{
-	return ratelimit_now();
-}
 
 static void
 event_log(struct sm_adapter *a, const char *what, const char *id)
@@ -299,7 +294,7 @@ on_launch(enum drv_launch_result res, const char *error, void *arg)
 	o->called++;
 	o->res = res;
 	snprintf(o->error, sizeof(o->error), "%s", error ? error : "");
-	o->at = now();
+	o->at = np_mono_s();
 	event_base_loopbreak(base);
 }
 
@@ -435,7 +430,7 @@ on_run(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, void *
 	o->err = m->error;
 	snprintf(o->msg, sizeof(o->msg), "%s", m->error_msg);
 	snprintf(o->id, sizeof(o->id), "%s", m->external_id ? m->external_id : "");
-	o->at = now();
+	o->at = np_mono_s();
 	sm_instance_free(inst);
 	event_base_loopbreak(base);
 }
@@ -444,7 +439,7 @@ Test(sm_runner, run_polls_after_retry_in)
 {
 	struct run_out o = {0};
 	struct sm_runner_stats st;
-	double t0 = now();
+	double t0 = np_mono_s();
 
 	ad.delay = 0.2;
 	sm_run_start(
@@ -475,7 +470,7 @@ Test(sm_runner, wake_advances_before_retry_in)
 {
 	struct run_out o = {0};
 	struct timeval tv = {0, 100000};
-	double t0 = now();
+	double t0 = np_mono_s();
 
 	ad.delay = 3600; /* the machine waits for its answer */
 	ad.woken =
@@ -494,7 +489,7 @@ Test(sm_runner, wake_advances_before_retry_in)
 Test(sm_runner, run_times_out)
 {
 	struct run_out o = {0};
-	double t0 = now();
+	double t0 = np_mono_s();
 
 	ad.script[0] = T_NEVER;
 	ad.nscript = 1;
@@ -728,7 +723,7 @@ Test(sm_runner, launch_timeout_per_attempt)
 	struct np_node *n = node42();
 	struct sm_launch_params p = params("plain");
 	struct outcome o = {0};
-	double t0 = now();
+	double t0 = np_mono_s();
 
 	ad.script[0] = T_NEVER;
 	ad.script[1] = T_NEVER;

@@ -18,7 +18,6 @@
 
 #include <event2/event.h>
 
-#include "driver.h"
 #include "metrics.h"
 #include "statsd.h"
 #include "web.h"
@@ -283,7 +282,7 @@ Test(metrics, launch_end_goes_to_statsd_as_upstream)
 	cr_assert_not_null(s, "%s", err);
 	metrics_clear();
 	metrics_set_statsd(s);
-	metrics_launch_done("rax", "az1", "zuul.example.com", DRV_LAUNCH_READY, 12.3456);
+	metrics_launch_result("rax", "az1", "zuul.example.com", "ready", 12.3456);
 	got = receive_all(fd);
 	cr_assert_str_eq(got, "nodepool.launch.provider.rax.ready:12345.000000|ms\n"
 			      "nodepool.launch.provider.rax.ready:1|c\n"
@@ -293,13 +292,13 @@ Test(metrics, launch_end_goes_to_statsd_as_upstream)
 			      "nodepool.launch.provider.rax.az1.ready:1|c\n"
 			      "nodepool.launch.requestor.zuul_example_com.ready:12345.000000|ms\n"
 			      "nodepool.launch.requestor.zuul_example_com.ready:1|c");
-	metrics_launch_done("rax", NULL, NULL, DRV_LAUNCH_ABORTED, 1);
+	metrics_launch_result("rax", NULL, NULL, "error.quota", 1);
 	got = receive_all(fd);
 	cr_assert_str_eq(got, "nodepool.launch.provider.rax.error.quota:1000.000000|ms\n"
 			      "nodepool.launch.provider.rax.error.quota:1|c\n"
 			      "nodepool.launch.error.quota:1000.000000|ms\n"
 			      "nodepool.launch.error.quota:1|c");
-	metrics_launch_done("rax", NULL, NULL, DRV_LAUNCH_FAILED, 0.5);
+	metrics_launch_result("rax", NULL, NULL, "error.unknown", 0.5);
 	cr_assert(strstr(receive_all(fd), "nodepool.launch.error.unknown:1|c") != NULL);
 	metrics_set_statsd(NULL);
 	metrics_clear();

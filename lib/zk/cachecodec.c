@@ -1,4 +1,8 @@
-/* ZooKeeper cache codecs for node requests and components (cachecodec.h). */
+/*
+ * ZooKeeper cache codecs for node requests and components (cachecodec.h):
+ * protocol/model.c's pure decoders, with the logging a cache's decode
+ * callback has no other way to report (protocol/ itself does no I/O).
+ */
 #include "cachecodec.h"
 #include "log.h"
 #include "model.h"

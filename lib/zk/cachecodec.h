@@ -2,7 +2,8 @@
  * ZooKeeper cache codecs (zk.h zk_cache_set_codec) for the records every
  * process caches the same way: node requests and components. The launcher,
  * nodepool-web and their tests share them, so a record is judged alike
- * everywhere.
+ * everywhere. They sit in lib/zk, not protocol/, because they log: the
+ * decoders they wrap (model.h) return their errors.
  *
  * Decoding: NULL for an empty znode (no record yet) or a malformed one
  * (logged as a warning with the znode name: the cache keeps the entry
