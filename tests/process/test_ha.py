@@ -55,7 +55,7 @@ def test_worker_killed_mid_launch_resumes_its_launches(deployment, zuul, sims, t
                                                        monkeypatch):
     # servers stay in BUILD long enough for the kill, the restart and the
     # old session's expiry to happen while they boot
-    sim = os_sim(tmp_path, boot_delay=12)
+    sim = os_sim(tmp_path, boot_delay=20)
     sims.append(sim)
     write_clouds(sim, tmp_path, monkeypatch)
     sup = Supervisor(deployment)
@@ -66,8 +66,9 @@ def test_worker_killed_mid_launch_resumes_its_launches(deployment, zuul, sims, t
         rids = [zuul.submit(["small"]) for _ in range(N)]
 
         def building():
+            # named by the cloud (a slow machine may see some up already)
             ns = {nid: n for nid, n in zuul.nodes().items()
-                  if n.get("state") == "building" and n.get("external_id")}
+                  if n.get("state") in ("building", "ready") and n.get("external_id")}
             return len(ns) == N and ns
         nodes = wait_for(building, 60, what="%d nodes building with their servers" % N)
         launched = {n["allocated_to"]: (nid, n["external_id"]) for nid, n in nodes.items()}
@@ -173,7 +174,7 @@ def test_two_instances_share_a_provider(deployment, zuul, sims, tmp_path, monkey
 
 def test_lost_instance_launches_adopted_by_its_peer(deployment, zuul, sims, tmp_path,
                                                    monkeypatch):
-    sim = os_sim(tmp_path, boot_delay=12)
+    sim = os_sim(tmp_path, boot_delay=20)
     sims.append(sim)
     write_clouds(sim, tmp_path, monkeypatch)
     a, b = instances(deployment, 2, os_config(max_servers=40))
@@ -185,8 +186,9 @@ def test_lost_instance_launches_adopted_by_its_peer(deployment, zuul, sims, tmp_
         rids = [zuul.submit(["small"]) for _ in range(N)]
 
         def building():
+            # named by the cloud (a slow machine may see some up already)
             ns = {nid: n for nid, n in zuul.nodes().items()
-                  if n.get("state") == "building" and n.get("external_id")}
+                  if n.get("state") in ("building", "ready") and n.get("external_id")}
             return len(ns) == N and ns
         nodes = wait_for(building, 60, what="%d nodes building with their servers" % N)
         launched = {n["allocated_to"]: (nid, n["external_id"]) for nid, n in nodes.items()}
