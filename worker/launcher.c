@@ -838,7 +838,7 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		}
 		strset_free(lc->busy);
 		lc->busy = strset_new();
-		lc->req_seen = json_object();
+		json_object_clear(lc->req_seen);
 		strset_free(lc->gone);
 		lc->gone = strset_new();
 		break;
@@ -871,6 +871,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	lc->base = base;
 	lc->hostname = childproc_fqdn();
 	lc->busy = strset_new();
+	lc->req_seen = json_object();
 	lc->gone = strset_new();
 	TAILQ_INIT(&lc->ctxs);
 	TAILQ_INIT(&lc->zombies);
