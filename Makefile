@@ -44,9 +44,18 @@ ZKC := $(BUILD)/zkclient
 PKGS := libevent libevent_pthreads yaml-0.1 msgpack jansson openssl zlib
 DL_PKGS := libcurl libxml-2.0 libssh
 
+# Hardening by default, as dpkg-buildflags' hardening=+all gives it: a stack
+# protector and fortified libc calls (-D_FORTIFY_SOURCE=2 needs -O2, which
+# CFLAGS_BASE has). A value the caller passes in CPPFLAGS or CFLAGS (the
+# .deb's, from dpkg-buildflags) wins over these. Sanitizer builds leave
+# FORTIFY out: ASan intercepts the same calls and reports more.
+HARDEN_CPPFLAGS := $(if $(SANITIZE)$(findstring _FORTIFY_SOURCE,$(CPPFLAGS) $(CFLAGS)),,\
+	-D_FORTIFY_SOURCE=2)
+HARDEN_CFLAGS := $(if $(findstring -fstack-protector,$(CFLAGS)),,-fstack-protector-strong)
+CPPFLAGS += $(HARDEN_CPPFLAGS)
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-	-Wno-unused-parameter -fno-omit-frame-pointer
+	-Wno-unused-parameter -fno-omit-frame-pointer $(HARDEN_CFLAGS)
 # lib/ has one folder per subsystem; each is on the include path, so a
 # header is included by its name alone ("zk.h", "config.h").
 LIB_DIRS := $(sort $(dir $(wildcard lib/*/*.h)))
@@ -139,7 +148,7 @@ zkclient: $(STAMP_ZKC)
 # --- compile -----------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c | $(STAMP_ZKC)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(NP_LIB): $(call obj,$(NP_SRCS))
 	@mkdir -p $(@D)
@@ -153,12 +162,12 @@ $(DRV_LIB): $(call obj,$(DRV_SRCS))
 ALL_LIBS = $(ROLE_LIBS) $(DRV_LIB) $(NP_LIB)
 $(BUILD)/tests/%: tests/unit/%.c $(call obj,$(TEST_SUPPORT)) $(ALL_LIBS) $(STAMP_ZKC)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Itests/support $(LDFLAGS) -o $@ $< $(call obj,$(TEST_SUPPORT)) \
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests/support $(LDFLAGS) -o $@ $< $(call obj,$(TEST_SUPPORT)) \
 		-Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LDLIBS) -lcriterion
 
 $(BUILD)/bench/%: bench/%.c $(ALL_LIBS) $(STAMP_ZKC)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -Wl,--start-group $(ALL_LIBS) -Wl,--end-group $(LDLIBS)
 
 check: $(BINS) $(TEST_BINS) fuzz man-lint
 	BUILD=$(BUILD) SANITIZE=$(SANITIZE) sh tests/run.sh

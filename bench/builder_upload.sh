@@ -14,6 +14,8 @@
 # upload worker's is the one that held the image's bytes in flight.
 # Stops everything it started, by pid. BUILD picks the build.
 set -eu
+# as root: our daemons refuse that unless told (lib/core/privsep.h)
+[ "$(id -u)" != 0 ] || export NODEPOOL_ALLOW_ROOT=${NODEPOOL_ALLOW_ROOT:-1}
 SIZE=${1:-1024}
 BUILD=${BUILD:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)

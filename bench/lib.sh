@@ -25,6 +25,8 @@
 # BUILD, top, tmp, pid (the launcher's pid, "" until the script starts it).
 bench_init() {
 	BUILD=${BUILD:-build}
+	# as root: our daemons refuse that unless told (lib/core/privsep.h)
+	[ "$(id -u)" != 0 ] || export NODEPOOL_ALLOW_ROOT=${NODEPOOL_ALLOW_ROOT:-1}
 	top=$(cd "$(dirname "$0")/.." && pwd)
 	cd "$top" || exit 1
 	[ -n "${BENCH_NOMAKE:-}" ] || make -s "$BUILD/bench/zuul_load" "$BUILD/bin/nodepool-launcher" >/dev/null

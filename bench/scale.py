@@ -173,7 +173,9 @@ def sample(pid):
 
 
 def table(proc, title):
-    """Prints per-process RSS (anonymous, file-backed), CPU, and the totals."""
+    """Prints per-process RSS (anonymous, file-backed), PSS, CPU, and the
+    totals. RSS counts a shared page in every process that maps it; PSS
+    shares it out, so the PSS total is what the processes use together."""
     PSS.clear()
     rows = []
     for pid, comm in sorted(procs_of(proc.pid).items()):
@@ -182,14 +184,16 @@ def table(proc, title):
         except OSError:
             pass
     print(title)
-    print("%8s  %-28s %9s %9s %9s %8s" % ("pid", "process", "RSS MiB", "(anon", "file)",
-                                           "CPU s"))
+    print("%8s  %-28s %9s %9s %9s %9s %8s" % ("pid", "process", "RSS MiB", "(anon", "file)",
+                                               "PSS MiB", "CPU s"))
     for pid, name, rss, cpu, anon, filek in rows:
-        print("%8d  %-28s %9.1f %9.1f %9.1f %8.2f" % (pid, name, rss / 1024.0, anon / 1024.0,
-                                                    filek / 1024.0, cpu))
-    print("%8s  %-28s %9.1f %9.1f %9.1f %8.2f" % (
+        print("%8d  %-28s %9.1f %9.1f %9.1f %9.1f %8.2f" % (
+            pid, name, rss / 1024.0, anon / 1024.0, filek / 1024.0,
+            PSS.get(pid, 0) / 1024.0, cpu))
+    print("%8s  %-28s %9.1f %9.1f %9.1f %9.1f %8.2f" % (
         "", "TOTAL", sum(r[2] for r in rows) / 1024.0, sum(r[4] for r in rows) / 1024.0,
-        sum(r[5] for r in rows) / 1024.0, sum(r[3] for r in rows)))
+        sum(r[5] for r in rows) / 1024.0, sum(PSS.values()) / 1024.0,
+        sum(r[3] for r in rows)))
     print("total PSS (shared pages counted once) %.1f MiB" % (sum(PSS.values()) / 1024.0),
           flush=True)
 

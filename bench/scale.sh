@@ -5,7 +5,7 @@
 # Starts a dedicated ZooKeeper (tests/zkfixture.sh), fills it with N node
 # records (bench/scale.py says how), starts nodepoold with M static
 # providers, waits until every worker is running, prints per-process and
-# total RSS and user+sys CPU; then plays Zuul for BENCH_ROUNDS (3) rounds
+# total RSS, PSS and user+sys CPU; then plays Zuul for BENCH_ROUNDS (3) rounds
 # of 2*M node requests (submit, accept, return, as Zuul's code does) and
 # prints them again, 5 s after; and stops everything it started, by pid.
 # BENCH_ZK_DIR: reuse a running fixture instead of starting one.
@@ -33,6 +33,9 @@
 #                 default 3) RSS 98.1 (workers 8.3-8.7, file 4.2-4.3 as the
 #                 serving code comes back; web 11.1), PSS 53.5. With
 #                 NODEPOOLD_NO_MEM_TRIM=1: RSS 130.2 / 130.5, PSS 56.5 / 58.1.
+#                 (The file-page part of that trim is gone since issue 23:
+#                 unsafe for swapped-out relocated pages, and worth only
+#                 ~5 MiB of PSS; RSS figures above with "trim" include it.)
 #   10 x 200      RSS 53.3 after start-up, 66.0 after serving; PSS 20.6 / 22.0.
 #   1 x 1,000     RSS 9.9 after start-up, 13.2 after serving; PSS 5.3 / 5.9.
 #   Restart, 10 x 20,000 (BENCH_RESTART=1): on main before the catch-up,
@@ -50,6 +53,8 @@
 # overhead when allocated (nodesum.h). nodepool-web holds 140-300 B per
 # record for what its listings show (nodeview.h) beside the same entry.
 set -eu
+# as root: our daemons refuse that unless told (lib/core/privsep.h)
+[ "$(id -u)" != 0 ] || export NODEPOOL_ALLOW_ROOT=${NODEPOOL_ALLOW_ROOT:-1}
 N=${1:-20000}
 M=${2:-10}
 H=${3:-20}

@@ -1911,6 +1911,15 @@ delete_local_build(struct builder *b, const char *image, const char *build)
 	closedir(d);
 }
 
+/* A format name as diskimage-builder writes them (qcow2, raw, vhd): a
+ * build record's formats come from ZooKeeper and become file names, so
+ * anything else (a '/', "..") could name a file outside images-dir. */
+static int
+format_name_ok(const char *f)
+{
+	return f[0] != '\0' && strspn(f, "abcdefghijklmnopqrstuvwxyz0123456789") == strlen(f);
+}
+
 /* Formats of a READY build no provider needs any more
  * (upstream's _pruneLocalBuildFormats, delete-after-upload). */
 static void
@@ -1935,6 +1944,12 @@ prune_local_formats(struct builder *b, const struct imgtree_build *ib, const cha
 		char path[4096], sum[4200];
 		if (np_strv_contains(&keep, f))
 			continue;
+		if (!format_name_ok(f)) {
+			log_warn("build %s-%s: \"%.64s\" in its formats is not a format name "
+				 "([a-z0-9]+): skipped",
+				 image, ib->id, f);
+			continue;
+		}
 		local_path(b, image, ib->id, f, path, sizeof(path));
 		if (unlink(path) == 0)
 			log_info("removed DIB file %s (delete-after-upload)", path);

@@ -2,7 +2,7 @@
  * nodepool-builder: diskimage builds and uploads (builder.h).
  *
  *   nodepool-builder -c nodepool.yaml [-s secure.conf] [-f] [-d]
- *       [--build-workers N] [--upload-workers N]
+ *       [--build-workers N] [--upload-workers N] [--allow-root]
  *       on its own (upstream deployments put builders on their own hosts).
  *   nodepool-builder --channel 3 [-d]
  *       under nodepoold: the configuration arrives as a CONFIG message.
@@ -32,6 +32,7 @@
 #include "driver.h"
 #include "host.h"
 #include "log.h"
+#include "privsep.h"
 #include "version.h"
 
 #define EXIT_PERMANENT 100
@@ -42,7 +43,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: nodepool-builder (-c CONFIG [-s SECURE] | --channel FD) [-f] [-d]\n"
-			"           [--build-workers N] [--upload-workers N]\n");
+			"           [--build-workers N] [--upload-workers N] [--allow-root]\n");
 	exit(2);
 }
 
@@ -97,6 +98,7 @@ main(int argc, char **argv)
 	    {"cleanup-interval", required_argument, NULL, 'K'},
 	    {"upload-retry-delay", required_argument, NULL, 'R'},
 	    {"worker", required_argument, NULL, 'W'},
+	    {"allow-root", no_argument, NULL, 'A'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -144,6 +146,9 @@ main(int argc, char **argv)
 		case 'W':
 			worker = optarg;
 			break;
+		case 'A':
+			privsep_allow_root(); /* its workers inherit it */
+			break;
 		case 'V':
 			printf("nodepool-builder %s\n", NP_VERSION);
 			return 0;
@@ -154,6 +159,11 @@ main(int argc, char **argv)
 	if (optind != argc || (o.config == NULL && o.channel_fd < 0))
 		usage();
 	if (o.channel_fd >= 0 && childproc_channel_check("nodepool-builder", o.channel_fd) != 0)
+		return EXIT_PERMANENT;
+	/* Not dumpable, no core; no_new_privs only in the upload workers:
+	 * the builder and its build workers start diskimage-builder, which
+	 * runs sudo. */
+	if (privsep_start("nodepool-builder", worker != NULL && strcmp(worker, "upload") == 0) != 0)
 		return EXIT_PERMANENT;
 	signal(SIGPIPE, SIG_IGN);
 	drv_host_register(&bld_host_ops);

@@ -13,6 +13,7 @@ struct itab {
 	char **keys;
 	int *idx;
 	size_t cap, n;
+	size_t bytes; /* of the keys held */
 	void **vals;
 };
 
@@ -26,6 +27,14 @@ fnv(const char *p)
 	while (*p)
 		h = (h ^ (unsigned char)*p++) * 1099511628211ULL;
 	return h;
+}
+
+/* Can t take one more key of len bytes? (intern.h's caps) */
+static int
+iroom(const struct itab *t, size_t len)
+{
+	return t->n < NP_INTERN_MAX && len <= NP_INTERN_MAX_LEN &&
+	       t->bytes + len <= NP_INTERN_MAX_BYTES;
 }
 
 /* The index of key, or 0. */
@@ -54,7 +63,7 @@ islot_put(char **keys, int *idx, size_t cap, char *key, int ix)
 }
 
 /* Adds key (owned by the table) with val; returns its index. The caller
- * checked t->n < NP_INTERN_MAX. */
+ * checked iroom. */
 static int
 iput(struct itab *t, char *key, void *val)
 {
@@ -79,6 +88,7 @@ iput(struct itab *t, char *key, void *val)
 			abort();
 	}
 	t->vals[t->n++] = val;
+	t->bytes += strlen(key);
 	islot_put(t->keys, t->idx, t->cap, key, (int)t->n);
 	return (int)t->n;
 }
@@ -94,9 +104,9 @@ np_intern_str(const char *s)
 		return 0;
 	if ((i = ifind(&strings, s)) != 0)
 		return i;
-	if (strings.n >= NP_INTERN_MAX)
-		return -1;
 	n = strlen(s) + 1;
+	if (!iroom(&strings, n - 1))
+		return -1;
 	k = memcpy(xmalloc(n), s, n);
 	return iput(&strings, k, k);
 }
@@ -128,7 +138,7 @@ np_intern_labels(const struct np_strv *labels)
 		p += n;
 	}
 	*p = '\0';
-	if ((ix = ifind(&labelsets, key)) != 0 || labelsets.n >= NP_INTERN_MAX) {
+	if ((ix = ifind(&labelsets, key)) != 0 || !iroom(&labelsets, strlen(key))) {
 		free(key);
 		return ix != 0 ? ix : -1;
 	}
@@ -157,7 +167,7 @@ np_intern_object(const json_t *res)
 	key = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
 	if (key == NULL)
 		return -1; /* not representable as a key: the caller keeps it */
-	if ((ix = ifind(&objects, key)) != 0 || objects.n >= NP_INTERN_MAX) {
+	if ((ix = ifind(&objects, key)) != 0 || !iroom(&objects, strlen(key))) {
 		free(key);
 		return ix != 0 ? ix : -1;
 	}

@@ -6,10 +6,14 @@
  * distinct value is held once and a record holds a 16-bit index to it.
  *
  * An index is 0 for "none" (NULL, JSON null) and 1..NP_INTERN_MAX for a
- * value. A table holds at most NP_INTERN_MAX values and never shrinks (its
- * values live as long as the process); past that, np_intern_* return -1 and
- * the caller keeps its own copy of the value (a record of a fleet with more
- * distinct values than that is held in its larger form, never dropped).
+ * value. A table holds at most NP_INTERN_MAX values, of at most
+ * NP_INTERN_MAX_LEN bytes each (a string, a label list's key, an object's
+ * JSON) and NP_INTERN_MAX_BYTES in all, and never shrinks (its values live
+ * as long as the process); past that, np_intern_* return -1 and the caller
+ * keeps its own copy of the value (a record of a fleet with more distinct
+ * values than that is held in its larger form, freed with it, never
+ * dropped). The caps bound what records written to ZooKeeper by anyone can
+ * pin in a process for its life (issue 23).
  * Not thread-safe: one event loop per process uses them.
  */
 #ifndef NP_INTERN_H
@@ -19,7 +23,9 @@
 
 #include "model.h"
 
-#define NP_INTERN_MAX 8192 /* distinct values per table */
+#define NP_INTERN_MAX	    8192      /* distinct values per table */
+#define NP_INTERN_MAX_LEN   1024      /* bytes of one value (its key) */
+#define NP_INTERN_MAX_BYTES (1 << 20) /* bytes of the values of one table */
 
 /* The index of the string s (copied on first sight); 0 for NULL; -1 when
  * the table is full. */

@@ -239,6 +239,7 @@ static const struct field status_fields[] = {
     FOPT("peers", F_STRV, M(status.peers)),
     FOPT("lock_attempts", F_UINT, M(status.lock_attempts)),
     FOPT("lock_lost", F_UINT, M(status.lock_lost)),
+    FOPT("pss_kb", F_UINT, M(status.pss_kb)),
 };
 
 static const struct field config_ack_fields[] = {
@@ -296,6 +297,8 @@ static const struct field worker_fields[] = {
     FOPT("peers", F_STRV, W(peers)),
     FOPT("lock_attempts", F_UINT, W(lock_attempts)),
     FOPT("lock_lost", F_UINT, W(lock_lost)),
+    FOPT("rss_kb", F_UINT, W(rss_kb)),
+    FOPT("pss_kb", F_UINT, W(pss_kb)),
 };
 static const struct item_desc worker_desc = {worker_fields, NF(worker_fields),
 					     sizeof(struct ipc_worker_info)};

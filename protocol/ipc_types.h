@@ -181,6 +181,8 @@ struct ipc_status {
 	struct ipc_strv peers;
 	int64_t lock_attempts; /* "lock_attempts" (optional): request locks tried */
 	int64_t lock_lost;     /* "lock_lost" (optional): of those, held by another */
+	int64_t pss_kb;	       /* "pss_kb": proportional set size, KiB (shared pages
+				  shared out); optional, 0 when absent or unknown */
 };
 
 /* CONFIG_ACK {gen, ok, errors}: a CONFIG was applied (ok) or refused. */
@@ -256,6 +258,8 @@ struct ipc_worker_info {
 	struct ipc_strv peers;	 /* "peers" (optional): as in STATUS */
 	int64_t lock_attempts;	 /* "lock_attempts" (optional) */
 	int64_t lock_lost;	 /* "lock_lost" (optional) */
+	int64_t rss_kb;		 /* "rss_kb", "pss_kb": from its last STATUS; optional, */
+	int64_t pss_kb;		 /* 0 when absent or unknown */
 };
 
 struct ipc_workers {

@@ -372,7 +372,8 @@ act_spawn(struct sup_child *c)
 	c->gen_acked = 0;
 	c->zk_session = 0;
 	clear_status(c);
-	pid = sup_spawn(c->role, sup->bindir, c->name, sup->debug, &fd, err, sizeof(err));
+	pid = sup_spawn(c->role, sup->bindir, c->name, sup->debug, &sup->users[c->role->kind], &fd,
+			err, sizeof(err));
 	if (pid < 0) {
 		/* fork or socketpair failed: like a crash, with back-off */
 		set_error(c, "cannot start: %s", err);
@@ -839,6 +840,8 @@ sup_child_info(const struct sup_child *c, struct ipc_worker_info *wi, double now
 			ipc_strv_push(&wi->peers, st->peers.v[i]);
 		wi->lock_attempts = st->lock_attempts;
 		wi->lock_lost = st->lock_lost;
+		wi->rss_kb = st->rss_kb;
+		wi->pss_kb = st->pss_kb;
 	}
 	if (c->have_status && st->last_error != NULL)
 		ipc_set_str(&wi->last_error, st->last_error);

@@ -2,7 +2,8 @@
  * nodepoold: the supervisor.
  *
  *   nodepoold [-c CONFIG] [-s SECURE] [-p PIDFILE] [-d] [-f] [-n]
- *             [start|stop|status|reload]
+ *             [-u USER] [--web-user USER] [--builder-user USER]
+ *             [--no-builder] [--allow-root] [start|stop|status|reload]
  *
  * -n checks the configuration and exits 0/1, every error printed as
  * file:line:col. The verbs are what an init script expects: start
@@ -15,6 +16,12 @@
  * A change of the configuration files is applied without a signal, as by
  * SIGHUP (reload.c, lib/config/cfgwatch.h; the nodepoold section's
  * reload-on-change: false turns that off).
+ *
+ * Privileges (lib/core/privsep.h): -u runs the launchers as USER,
+ * --web-user the web API, --builder-user the builder (both default to
+ * -u's); nodepoold needs root or CAP_SETUID/CAP_SETGID for that. As root
+ * with no -u it refuses to start unless --allow-root. --no-builder: the
+ * diskimages are built by nodepool-builder's own unit, not from here.
  *
  * Signals: SIGHUP reloads, SIGTERM/SIGINT stop (every child is sent STOP,
  * and SIGKILL after a bound), SIGUSR2 logs the process table and forwards
@@ -51,8 +58,9 @@
 
 static void __attribute__((noreturn)) usage(void)
 {
-	fprintf(stderr, "usage: nodepoold [-dfn] [-c CONFIG] [-s SECURE] [-p PIDFILE] "
-			"[start|stop|status|reload]\n");
+	fprintf(stderr, "usage: nodepoold [-dfn] [-c CONFIG] [-s SECURE] [-p PIDFILE] [-u USER]\n"
+			"                 [--web-user USER] [--builder-user USER] [--no-builder]\n"
+			"                 [--allow-root] [start|stop|status|reload]\n");
 	exit(1);
 }
 
@@ -83,6 +91,45 @@ own_bindir(void)
 	if ((d = strdup(dirname(exe))) == NULL)
 		abort();
 	return d;
+}
+
+/*
+ * Whom the children run as: -u for the launchers, --web-user and
+ * --builder-user defaulting to it. Refuses root with nothing to drop to
+ * (unless --allow-root) and a user nodepoold cannot become. 0, or -1 with
+ * the message printed.
+ */
+static int
+resolve_users(struct sup *sup, const char *user, const char *web_user, const char *builder_user)
+{
+	const char *names[IPC_KIND_COUNT] = {0};
+	char err[256];
+	int k;
+
+	names[IPC_KIND_PROVIDER] = user;
+	names[IPC_KIND_WEB] = web_user ? web_user : user;
+	names[IPC_KIND_BUILDER] = builder_user ? builder_user : user;
+	for (k = 0; k < IPC_KIND_COUNT; k++) {
+		if (names[k] == NULL) {
+			if (privsep_root_check("nodepoold") < 0)
+				return -1;
+			continue;
+		}
+		if (privsep_user_lookup(names[k], &sup->users[k], err, sizeof(err)) < 0) {
+			fprintf(stderr, "nodepoold: %s\n", err);
+			return -1;
+		}
+		if (sup->users[k].uid == 0 && privsep_root_check("nodepoold") < 0)
+			return -1;
+		if (!privsep_can_become(&sup->users[k])) {
+			fprintf(stderr,
+				"nodepoold: cannot run the %s as %s: nodepoold needs root or "
+				"CAP_SETUID and CAP_SETGID\n",
+				sup_role(k)->role_name, names[k]);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* ---- the verbs ------------------------------------------------------------- */
@@ -243,7 +290,8 @@ int
 main(int argc, char **argv)
 {
 	const char *config = NP_DEFAULT_CONFIG, *secure = NULL, *pidfile = NULL, *verb = NULL;
-	bool debug = false, foreground = false, check = false;
+	const char *user = NULL, *web_user = NULL, *builder_user = NULL;
+	bool debug = false, foreground = false, check = false, no_builder = false;
 	struct np_config *cfg = NULL;
 	struct np_config_errors *errs = NULL;
 	struct sup sup;
@@ -255,11 +303,30 @@ main(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"web-user", required_argument, NULL, 'W'},
+	    {"builder-user", required_argument, NULL, 'B'},
+	    {"no-builder", no_argument, NULL, 'N'},
+	    {"allow-root", no_argument, NULL, 'R'},
 	    {NULL, 0, NULL, 0},
 	};
 
-	while ((c = getopt_long(argc, argv, "c:s:p:dfnhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:s:p:u:dfnhV", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'u':
+			user = optarg;
+			break;
+		case 'W':
+			web_user = optarg;
+			break;
+		case 'B':
+			builder_user = optarg;
+			break;
+		case 'N':
+			no_builder = true;
+			break;
+		case 'R':
+			privsep_allow_root(); /* the children inherit it */
+			break;
 		case 'c':
 			config = optarg;
 			break;
@@ -341,6 +408,17 @@ main(int argc, char **argv)
 		cfgwatch_snapshot_clear(&sup.seen);
 		return 1;
 	}
+	if (resolve_users(&sup, user, web_user, builder_user) < 0) {
+		np_config_free(cfg);
+		cfgwatch_snapshot_clear(&sup.seen);
+		return 1;
+	}
+	/* No core file nor ptrace by our own user: the secrets are loaded. */
+	privsep_harden(false);
+	sup.no_builder = no_builder;
+	if (no_builder && cfg->ndiskimages > 0)
+		log_info(
+		    "diskimages are configured; --no-builder: nodepool-builder runs on its own");
 	TAILQ_INIT(&sup.children);
 	TAILQ_INIT(&sup.ctls);
 	sup.ctl_fd = -1;

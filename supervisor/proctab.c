@@ -89,12 +89,14 @@ build_argv(const struct sup_role *role, char *path, const char *name, bool debug
 }
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
-static void __attribute__((noreturn)) child_exec(char **argv, int fd)
+static void __attribute__((noreturn))
+child_exec(char **argv, int fd, const struct privsep_user *user, bool no_new_privs)
 {
 	struct sigaction sa;
 	sigset_t none;
 	int sig, devnull;
 	static const char msg[] = "nodepoold: exec of a child failed\n";
+	static const char msg_user[] = "nodepoold: cannot drop a child's privileges\n";
 
 	/* Default dispositions (SIGPIPE was ignored, libevent caught others)
 	 * and an empty mask: a child starts as from a shell. */
@@ -114,6 +116,12 @@ static void __attribute__((noreturn)) child_exec(char **argv, int fd)
 	/* Nothing else of nodepoold's leaks into a child (everything is
 	 * close-on-exec already; this is the belt to those braces). */
 	close_range(CHAN_CHILD_FD + 1, ~0U, 0);
+	if (privsep_child_drop(user, no_new_privs) < 0) {
+		if (write(STDERR_FILENO, msg_user, sizeof(msg_user) - 1) < 0) {
+			/* nothing to do */
+		}
+		_exit(100);
+	}
 	execv(argv[0], argv);
 	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
 		/* nothing to do */
@@ -123,7 +131,7 @@ static void __attribute__((noreturn)) child_exec(char **argv, int fd)
 
 pid_t
 sup_spawn(const struct sup_role *role, const char *bindir, const char *name, bool debug,
-	  int *chan_fd, char *err, size_t errlen)
+	  const struct privsep_user *user, int *chan_fd, char *err, size_t errlen)
 {
 	char *path, *argv[8];
 	int fds[2], e;
@@ -147,7 +155,7 @@ sup_spawn(const struct sup_role *role, const char *bindir, const char *name, boo
 	sigprocmask(SIG_SETMASK, &all, &old);
 	pid = fork();
 	if (pid == 0)
-		child_exec(argv, fds[1]);
+		child_exec(argv, fds[1], user, role->kind != IPC_KIND_BUILDER);
 	e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(path);

@@ -171,7 +171,7 @@ builder_wanted(struct sup *sup, const struct np_config *cfg)
 	char *path;
 	bool ok;
 
-	if (cfg->ndiskimages == 0)
+	if (cfg->ndiskimages == 0 || sup->no_builder)
 		return false;
 	ok = sup_program_path(sup_role(IPC_KIND_BUILDER), sup->bindir, &path) == 0;
 	if (!ok && !sup->builder_absent_logged) {

@@ -55,6 +55,7 @@
 
 #include "cfgwatch.h"
 #include "ipc.h"
+#include "privsep.h"
 
 struct event;
 struct event_base;
@@ -115,10 +116,13 @@ const struct sup_role *sup_role(enum ipc_child_kind kind);
  * pid with *chan_fd = nodepoold's end (close-on-exec, the caller owns it),
  * or -1 with a message in err (nothing left open). A missing program is
  * reported before forking (errno ENOENT/EACCES); a failed exec shows up as
- * exit status 127.
+ * exit status 127. The child runs as user (NULL or unset: as nodepoold)
+ * with no capabilities, and with PR_SET_NO_NEW_PRIVS except the builder's
+ * (diskimage-builder runs sudo) (lib/core/privsep.h); a failure to become
+ * user is exit status 100 (permanent: not restarted).
  */
 pid_t sup_spawn(const struct sup_role *role, const char *bindir, const char *name, bool debug,
-		int *chan_fd, char *err, size_t errlen);
+		const struct privsep_user *user, int *chan_fd, char *err, size_t errlen);
 
 /* bindir/program malloc'd; 0 if it exists and is executable, else -1 and
  * errno. *path is set in both cases (caller frees). */
@@ -345,6 +349,11 @@ struct sup {
 
 	TAILQ_HEAD(, sup_child) children; /* config order */
 	bool builder_absent_logged;
+	/* whom each role's processes run as (-u, --web-user, --builder-user;
+	 * unset: as nodepoold); --no-builder: diskimages are built by a
+	 * nodepool-builder of their own (its unit), none is started here */
+	struct privsep_user users[IPC_KIND_COUNT];
+	bool no_builder;
 
 	/* reload on change: the watcher (NULL when off or unavailable) and
 	 * the contents last loaded (or rejected), owned */

@@ -13,6 +13,8 @@
 # is deleted and replaced.
 # Everything started here is stopped here, by pid.
 set -eu
+# as root: our daemons refuse that unless told (lib/core/privsep.h)
+[ "$(id -u)" != 0 ] || export NODEPOOL_ALLOW_ROOT=${NODEPOOL_ALLOW_ROOT:-1}
 BUILD=${BUILD:-build}
 CLOUD=${CLOUD:-static}
 top=$(cd "$(dirname "$0")/.." && pwd)

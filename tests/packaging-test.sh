@@ -159,6 +159,23 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 		systemd-analyze verify --man=no ./nodepoold.service ./nodepool-builder.service 2>&1 |
 		grep -v -E 'Command /usr/sbin/nodepool(d|-builder) is not executable' || true)
 	if [ -z "$out" ]; then ok "systemd-analyze verify: units clean"; else bad "systemd-analyze: $out"; fi
+	# The exposure each unit leaves (issue 23): nodepoold, which runs the
+	# web API, 2.5 or less; the builder, whose diskimage-builder needs
+	# sudo, 5 or less.
+	for spec in nodepoold:2.5 nodepool-builder:5.0; do
+		u=${spec%%:*}
+		max=${spec#*:}
+		score=$(cd "$root/lib/systemd/system" &&
+			systemd-analyze security --offline=yes --no-pager "./$u.service" 2>&1 |
+			sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+		if [ -z "$score" ]; then
+			bad "systemd-analyze security --offline=yes $u.service gave no score"
+		elif awk "BEGIN{exit !($score <= $max)}"; then
+			ok "systemd-analyze security $u.service: $score (at most $max)"
+		else
+			bad "systemd-analyze security $u.service: $score, more than $max"
+		fi
+	done
 else
 	note "systemd-analyze not found: units not verified"
 fi
@@ -204,6 +221,22 @@ for spec in supervisor:nodepoold:sbin worker:nodepool-launcher:sbin web:nodepool
 		ok "$where, all shared libraries found"
 	fi
 done
+# hardening (issue 23): dpkg-buildflags' stack protector and FORTIFY made it
+# into every program (the Makefile honours CPPFLAGS)
+if command -v readelf >/dev/null 2>&1; then
+	for name in $built; do
+		f=$(ls "$root"/usr/sbin/"$name" "$root"/usr/bin/"$name" 2>/dev/null | head -1)
+		syms=$(readelf -W --dyn-syms "$f" 2>/dev/null)
+		fortified=$(echo "$syms" | grep -o -E '__[a-z_]+_chk' | grep -v -c __stack_chk)
+		if echo "$syms" | grep -q __stack_chk_fail && [ "$fortified" -gt 0 ]; then
+			ok "$name: stack protector and fortified calls"
+		else
+			bad "$name: no stack protector or no fortified call (readelf)"
+		fi
+	done
+else
+	note "readelf not found: hardening not checked"
+fi
 case " $(field Depends)" in
 *libc6*) ok "Depends from \${shlibs:Depends}: $(field Depends)" ;;
 *) [ -n "$built" ] && bad "no shared library Depends: $(field Depends)" ;;
@@ -325,7 +358,7 @@ EOF
 cp -a /etc/default "$tmp/etc-default"
 cat >"$tmp/etc-default/nodepoold" <<EOF
 DAEMON=$npd
-DAEMON_OPTS="-c $tmp/nodepool.yaml"
+DAEMON_OPTS="-c $tmp/nodepool.yaml --allow-root"
 CONFIG=$tmp/nodepool.yaml
 DAEMON_USER=root
 RUNDIR=$run

@@ -9,6 +9,8 @@ BUILD=${BUILD:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 export NP_BUILD="$top/$BUILD"
+# run as root: our daemons refuse that unless told (lib/core/privsep.h)
+[ "$(id -u)" = 0 ] && export NODEPOOL_ALLOW_ROOT=${NODEPOOL_ALLOW_ROOT:-1}
 tmp=$(mktemp -d /tmp/nodepoold-test.XXXXXX)
 export NP_TEST_TMP="$tmp"
 sh tests/zkfixture.sh start "$tmp/zk" || exit 1

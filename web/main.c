@@ -27,6 +27,7 @@
 
 #include "childproc.h"
 #include "log.h"
+#include "privsep.h"
 #include "version.h"
 #include "webproc.h"
 
@@ -92,6 +93,8 @@ main(int argc, char **argv)
 	if ((config == NULL) == (channel_fd < 0))
 		usage();
 	if (channel_fd >= 0 && childproc_channel_check("nodepool-web", channel_fd) != 0)
+		return EXIT_PERMANENT;
+	if (privsep_start("nodepool-web", true) != 0)
 		return EXIT_PERMANENT;
 	log_init("web", debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 	signal(SIGPIPE, SIG_IGN);

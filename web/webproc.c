@@ -316,8 +316,7 @@ try_listen(struct webproc *wp)
 
 	if (wp->web != NULL || wp->slice == NULL)
 		return;
-	wo.listen_address = json_string_value(json_object_get(webapp, "listen_address"));
-	wo.port = (int)json_integer_value(json_object_get(webapp, "port"));
+	web_options_from_json(&wo, webapp);
 	wp->web = web_new(wp->base, &wo, view, live_metrics, wp, err, sizeof(err));
 	if (wp->web != NULL) {
 		if (wp->listen_error[0] != '\0')

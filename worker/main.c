@@ -32,6 +32,7 @@
 #include "config.h"
 #include "launcher.h"
 #include "log.h"
+#include "privsep.h"
 #include "version.h"
 
 #define EXIT_PERMANENT 100
@@ -101,6 +102,8 @@ main(int argc, char **argv)
 	if (provider == NULL || (config == NULL && channel_fd < 0))
 		usage();
 	if (channel_fd >= 0 && childproc_channel_check("nodepool-launcher", channel_fd) != 0)
+		return EXIT_PERMANENT;
+	if (privsep_start("nodepool-launcher", true) != 0)
 		return EXIT_PERMANENT;
 	snprintf(tag, sizeof(tag), "worker[%s]", provider);
 	log_init(tag, debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);

@@ -272,8 +272,7 @@ interfaces_attach(struct worker *w, const json_t *slice)
 	if (w->web == NULL && json_is_object(webapp)) {
 		struct web_options o = {0};
 		char err[256];
-		o.listen_address = json_string_value(json_object_get(webapp, "listen_address"));
-		o.port = (int)json_integer_value(json_object_get(webapp, "port"));
+		web_options_from_json(&o, webapp);
 		w->web =
 		    web_new(w->base, &o, worker_view, worker_live_metrics, w, err, sizeof(err));
 		if (w->web == NULL)

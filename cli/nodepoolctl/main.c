@@ -68,6 +68,16 @@ fmt_uptime(int64_t s, char *buf, size_t len)
 			 (long long)sec);
 }
 
+/* KiB as "12.3M" (MiB, one decimal); "-" when unknown (0). */
+static void
+fmt_mib(int64_t kb, char *buf, size_t len)
+{
+	if (kb <= 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1fM", (double)kb / 1024.0);
+}
+
 enum {
 	COL_NAME,
 	COL_KIND,
@@ -81,13 +91,15 @@ enum {
 	COL_DECLINED,
 	COL_FAILED,
 	COL_NODES,
+	COL_RSS,
+	COL_PSS,
 	COL_ERROR,
 	NCOLS
 };
 
 static const char *const col_titles[NCOLS] = {
-    "NAME",	"KIND",	     "PID",	 "STATE",  "UPTIME", "RESTARTS", "ZK",
-    "ACCEPTED", "FULFILLED", "DECLINED", "FAILED", "NODES",  "ERROR"};
+    "NAME",	 "KIND",     "PID",    "STATE", "UPTIME", "RESTARTS", "ZK",   "ACCEPTED",
+    "FULFILLED", "DECLINED", "FAILED", "NODES", "RSS",	  "PSS",      "ERROR"};
 
 static void
 row_cells(const struct ipc_worker_info *w, char cells[NCOLS][512])
@@ -115,6 +127,8 @@ row_cells(const struct ipc_worker_info *w, char cells[NCOLS][512])
 	}
 	if (w->nodes.n == 0)
 		snprintf(cells[COL_NODES], 512, "-");
+	fmt_mib(w->rss_kb, cells[COL_RSS], 512);
+	fmt_mib(w->pss_kb, cells[COL_PSS], 512);
 	snprintf(cells[COL_ERROR], 512, "%s", w->last_error ? w->last_error : "-");
 }
 

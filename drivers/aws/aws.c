@@ -69,6 +69,9 @@
 #define AWS_IMAGE_TTL	  300.0 /* s: image-filters answers cached (upstream: 5 min) */
 #define AWS_MISSING_GRACE 60.0	/* s a new instance may be absent from describes */
 #define AWS_SPOT_WATCH	  5.0	/* s between spot interruption notice checks */
+/* pages one listing may take (a cloud that always answers with a next token
+ * must not keep a worker listing forever) */
+#define AWS_MAX_LIST_PAGES 1000
 
 struct amachine;
 TAILQ_HEAD(amachine_list, amachine);
@@ -1378,6 +1381,7 @@ struct lister {
 	json_t *untagged;  /* [{type, id, snap}]: untagged AMIs and snapshots */
 	json_t *task_tags; /* snapshot id -> tags of the import task that made it */
 	size_t kidx;
+	int pages; /* of the listing in progress */
 	void *cb;
 	void *arg;
 	struct listers *owner;
@@ -1411,9 +1415,16 @@ lister_done(const struct aws_result *r, void *arg)
 			ls->item(ls, it);
 	}
 	aws_xtext(r->root, "nextToken", tok, sizeof(tok));
-	if (tok[0] != '\0')
+	if (tok[0] != '\0' && ls->pages + 1 >= AWS_MAX_LIST_PAGES) {
+		/* a partial listing would read as resources gone: a failed one */
+		char err[200];
+		snprintf(err, sizeof(err), "%s: more than %d pages", ls->action,
+			 AWS_MAX_LIST_PAGES);
+		ls->end(ls, err);
+	} else if (tok[0] != '\0') {
+		ls->pages++;
 		lister_page(ls, tok);
-	else
+	} else
 		ls->end(ls, NULL);
 }
 
@@ -1424,6 +1435,8 @@ lister_page(struct lister *ls, const char *token)
 
 	if (token != NULL)
 		aws_form_add(&form, "NextToken", token);
+	else
+		ls->pages = 0;
 	ls->call = aws_ec2(ls->a->api, ls->action, form, 0, lister_done, ls);
 	free(form);
 }
@@ -1750,10 +1763,15 @@ lr_objects_done(const struct aws_result *r, void *arg)
 			json_array_append_new(ls->keys, json_string(key));
 	aws_xtext(r->root, "NextContinuationToken", tok, sizeof(tok));
 	if (strcmp(aws_xtext(r->root, "IsTruncated", key, sizeof(key)), "true") == 0 &&
-	    tok[0] != '\0')
+	    tok[0] != '\0' && ++ls->pages < AWS_MAX_LIST_PAGES)
 		lr_objects_page(ls, tok);
-	else
+	else {
+		if (ls->pages >= AWS_MAX_LIST_PAGES)
+			log_warn("aws %s: bucket %s: more than %d pages of objects: the rest are "
+				 "left out of leak cleanup",
+				 ls->a->provider, object_bucket(ls->a), AWS_MAX_LIST_PAGES);
 		lr_tag_next(ls);
+	}
 }
 
 static void
@@ -1764,6 +1782,8 @@ lr_objects_page(struct lister *ls, const char *token)
 	size_t n = strlen(b) + (t != NULL ? strlen(t) : 0) + 64;
 	char *q = malloc(n);
 
+	if (token == NULL)
+		ls->pages = 0;
 	/* query keys in order: what SigV4 signs */
 	if (t != NULL)
 		snprintf(q, n, "/%s?continuation-token=%s&list-type=2", b, t);

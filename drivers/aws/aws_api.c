@@ -19,6 +19,7 @@
 #include "curl_dl.h"
 #include "http.h"
 #include "log.h"
+#include "privsep.h"
 #include "xml_dl.h"
 
 /* ---- credentials ------------------------------------------------------------ */
@@ -123,7 +124,7 @@ from_profile(struct aws_creds *out, const char *name, const char *(*env)(const c
 			ok = 1;
 		} else {
 			free(id);
-			free(secret);
+			privsep_free_secret_str(secret);
 		}
 	}
 	free(cf);
@@ -174,11 +175,9 @@ aws_creds_find(struct aws_creds *out, const char *profile, const char *(*env)(co
 void
 aws_creds_clear(struct aws_creds *c)
 {
-	if (c->secret_access_key != NULL)
-		explicit_bzero(c->secret_access_key, strlen(c->secret_access_key));
 	free(c->access_key_id);
-	free(c->secret_access_key);
-	free(c->session_token);
+	privsep_free_secret_str(c->secret_access_key);
+	privsep_free_secret_str(c->session_token);
 	free(c->source);
 	memset(c, 0, sizeof(*c));
 }

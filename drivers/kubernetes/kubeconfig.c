@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 
 #include "config.h"
+#include "privsep.h"
 
 #define SA_DIR	     "/var/run/secrets/kubernetes.io/serviceaccount"
 #define MAX_FILE     (4u << 20) /* a kubeconfig or credential file */
@@ -92,9 +93,9 @@ k8s_conn_clear(struct k8s_conn *c)
 	free(c->server);
 	free(c->ca_pem);
 	free(c->cert_pem);
-	free(c->key_pem);
-	free(c->token);
-	free(c->basic);
+	privsep_free_secret_str(c->key_pem);
+	privsep_free_secret_str(c->token);
+	privsep_free_secret_str(c->basic);
 	free(c->namespace);
 	memset(c, 0, sizeof(*c));
 }

@@ -70,6 +70,19 @@
 #include "kubeconfig.h"
 #include "log.h"
 #include "clock.h"
+#include "privsep.h"
+#include "urlsafe.h"
+
+/* A name from a node record (external_id) or the cluster as one URL path
+ * segment (urlsafe.h): "../../secrets/x" names no other object. "-" (no
+ * such object) when too long to be a name. */
+#define K8S_SEG_MAX 768
+#define SEG(s)	    k8s_seg((s), (char[K8S_SEG_MAX]){0})
+static const char *
+k8s_seg(const char *s, char *buf)
+{
+	return url_segment(s != NULL ? s : "", buf, K8S_SEG_MAX) != NULL ? buf : "-";
+}
 
 #define K8S_USER	 "zuul-worker"
 #define K8S_CALL_TIMEOUT 30.0 /* s per API call */
@@ -641,7 +654,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			}
 			if (!ok_status(k))
 				return m_fail(k);
-			free(k->token);
+			privsep_free_secret_str(k->token);
 			free(k->ca_crt);
 			r = k8s_secret_token(k->resp, !a->conn.insecure, &k->token, &k->ca_crt);
 			if (r > 0) {
@@ -771,12 +784,13 @@ delete_advance(struct sm_machine *m, struct sm_instance **out)
 				 m->external_id);
 			return SM_ERROR;
 		}
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", proj, m->external_id);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", proj,
+			 SEG(m->external_id));
 	} else if (a->flavor == K8S_OPENSHIFT)
 		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects/%s",
-			 m->external_id);
+			 SEG(m->external_id));
 	else
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", m->external_id);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", SEG(m->external_id));
 	m->state = kstep_names[k->step];
 	if (k->step == D_DELETE) {
 		if (!k->got)
@@ -825,7 +839,7 @@ machine_free(struct sm_machine *m)
 	np_request_free(k->req);
 	free(k->ns);
 	free(k->pod);
-	free(k->token);
+	privsep_free_secret_str(k->token);
 	free(k->ca_crt);
 	free(k->host_id);
 	free(k->err);
@@ -1036,11 +1050,12 @@ k8s_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_c
 	TAILQ_INSERT_TAIL(&a->ops, o, entry);
 	if (a->flavor == K8S_OPENSHIFTPODS)
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
-			 np_json_str(r->metadata, "nodepool_pool_name", ""), r->id);
+			 SEG(np_json_str(r->metadata, "nodepool_pool_name", "")), SEG(r->id));
 	else if (a->flavor == K8S_OPENSHIFT)
-		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects/%s", r->id);
+		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects/%s",
+			 SEG(r->id));
 	else
-		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", r->id);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s", SEG(r->id));
 	body = json_pack("{s:s, s:s, s:s}", "apiVersion", "v1", "kind", "DeleteOptions",
 			 "propagationPolicy", "Background");
 	o->req = kcall(a, "DELETE", path, body, delete_answer, o);
@@ -1158,6 +1173,11 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 		 a->conn.token	    ? "token"
 		 : a->conn.cert_pem ? "client certificate"
 				    : "no credentials");
+	if (a->conn.insecure)
+		log_warn("provider %s: context %s has insecure-skip-tls-verify: the API "
+			 "server's certificate and name are not checked, and its credentials go "
+			 "to whoever answers",
+			 env->provider_name, a->conn.context);
 	return a;
 }
 

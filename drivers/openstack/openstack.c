@@ -69,9 +69,12 @@
 #include "jsonget.h"
 #include "log.h"
 #include "openstack.h"
+#include "os_answer.h"
 #include "os_cloud.h"
+#include "privsep.h"
 #include "ratelimit.h"
 #include "clock.h"
+#include "urlsafe.h"
 
 #define OS_TOKEN_MARGIN	  300.0 /* s: fetch a new token this long before expiry */
 #define OS_LIST_MIN	  1.0	/* s: at least this between two server listings */
@@ -180,61 +183,10 @@ jstr(const json_t *o, const char *k)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* "2026-11-24T16:30:00.000000Z" (or +00:00) as epoch seconds; 0 if bad. */
-static double
-parse_iso(const char *s)
-{
-	struct tm tm;
-
-	memset(&tm, 0, sizeof(tm));
-	if (s == NULL || sscanf(s, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-				&tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
-		return 0;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	return (double)timegm(&tm);
-}
-
-/* The message of an OpenStack error body ({"badRequest": {"message":
- * ...}}, {"NeutronError": {"message": ...}}, {"error": {"message": ...}},
- * {"message": ...}), or the body's start. */
-static void
-error_text(int status, const char *error, const json_t *body, const char *raw, char *out, size_t n)
-{
-	const char *k, *m = NULL;
-	json_t *v;
-
-	if (error != NULL) {
-		snprintf(out, n, "%s", error);
-		return;
-	}
-	if (json_is_object(body)) {
-		m = jstr(body, "message");
-		json_object_foreach((json_t *)body, k, v)
-		{
-			if (m == NULL && json_is_object(v))
-				m = jstr(v, "message");
-		}
-	}
-	snprintf(out, n, "HTTP %d: %.200s", status, m ? m : raw ? raw : "");
-}
-
-static int
-contains_ci(const char *hay, const char *needle)
-{
-	size_t n = strlen(needle);
-
-	for (; hay != NULL && *hay; hay++)
-		if (strncasecmp(hay, needle, n) == 0)
-			return 1;
-	return 0;
-}
-
-static int
-is_quota_msg(const char *m)
-{
-	return contains_ci(m, "quota") || contains_ci(m, "number of ports exceeded");
-}
+/* The answer decoding lives in os_answer.c (pure, fuzzed). */
+#define parse_iso    os_parse_iso
+#define error_text   os_error_text
+#define is_quota_msg os_is_quota_msg
 
 /* ---- authentication and calls ---------------------------------------------------------------- */
 
@@ -250,7 +202,8 @@ call_free(struct os_call *c)
 		event_free(c->ev);
 	free(c->method);
 	free(c->path);
-	free(c->body);
+	/* the identity call's body holds the password */
+	privsep_free_secret(c->body, c->body_len);
 	free(c->body_file);
 	json_decref(c->extra);
 	free(c);
@@ -313,7 +266,7 @@ http_done(const struct http_response *res, void *arg)
 		c->reauthed = 1;
 		a->reauths++;
 		if (a->token != NULL) {
-			free(a->token);
+			privsep_free_secret_str(a->token);
 			a->token = NULL;
 		}
 		c->waiting_auth = 1;
@@ -399,7 +352,7 @@ auth_done(struct os_call *c, int status, const char *error, json_t *body,
 		}
 		return;
 	}
-	free(a->token);
+	privsep_free_secret_str(a->token);
 	a->token = xstrdup(tok);
 	a->token_exp = parse_iso(jstr(token, "expires_at"));
 	if (a->token_exp <= 0)
@@ -522,7 +475,7 @@ call_go(struct os_call *c)
 	struct sm_adapter *a = c->a;
 
 	if (a->token != NULL && a->token_exp - (double)time(NULL) < OS_TOKEN_MARGIN) {
-		free(a->token);
+		privsep_free_secret_str(a->token);
 		a->token = NULL;
 	}
 	if (a->token != NULL) {
@@ -561,6 +514,17 @@ ignore_answer(struct os_call *c, int status, const char *error, json_t *body,
 	(void)error;
 	(void)body;
 	(void)res;
+}
+
+/* An id from the cloud or a node record (external_id) as one URL path
+ * segment (urlsafe.h): "../images/x" names no other resource. "-" (no such
+ * resource) when it is too long to be an id. */
+#define OS_SEG_MAX 768
+#define ID(s)	   os_seg((s), (char[OS_SEG_MAX]){0})
+static const char *
+os_seg(const char *s, char *buf)
+{
+	return url_segment(s != NULL ? s : "", buf, OS_SEG_MAX) != NULL ? buf : "-";
 }
 
 /* URL-encode s into out. */
@@ -945,18 +909,6 @@ quota_from_flavor(const json_t *f, const struct sm_label *l, struct drv_quota *q
  */
 
 static int
-is_private_v4(const char *ip)
-{
-	unsigned o1, o2;
-
-	if (ip == NULL || sscanf(ip, "%u.%u", &o1, &o2) != 2)
-		return 0;
-	return o1 == 10 || o1 == 127 || (o1 == 172 && o2 >= 16 && o2 <= 31) ||
-	       (o1 == 192 && o2 == 168) || (o1 == 100 && o2 >= 64 && o2 <= 127) ||
-	       (o1 == 169 && o2 == 254);
-}
-
-static int
 is_ext_net(struct sm_adapter *a, const char *name)
 {
 	const json_t *n;
@@ -971,41 +923,17 @@ is_ext_net(struct sm_adapter *a, const char *name)
 	return 0;
 }
 
-/* The server's addresses as openstacksdk's meta.get_server_*: public
- * IPv4 = floating, or fixed on an external network, or fixed and not
- * private; private IPv4 = fixed private; public IPv6 = a global one. */
+static int
+ext_net_cb(void *arg, const char *net)
+{
+	return is_ext_net(arg, net);
+}
+
 static void
 server_addresses(struct sm_adapter *a, const json_t *server, const char **pub4, const char **priv4,
 		 const char **pub6)
 {
-	const json_t *addrs = json_object_get(server, "addresses"), *list, *e;
-	const char *net;
-	size_t i;
-
-	*pub4 = *priv4 = *pub6 = NULL;
-	json_object_foreach((json_t *)addrs, net, list)
-	{
-		json_array_foreach(list, i, e)
-		{
-			const char *ip = jstr(e, "addr"), *type = jstr(e, "OS-EXT-IPS:type");
-			int ver = (int)np_json_num(e, "version", 4);
-			int floating = type != NULL && strcmp(type, "floating") == 0;
-			if (ip == NULL)
-				continue;
-			if (ver == 6) {
-				if (*pub6 == NULL && strncasecmp(ip, "fe80", 4) != 0 &&
-				    strncasecmp(ip, "fd", 2) != 0 && strncasecmp(ip, "fc", 2) != 0)
-					*pub6 = ip;
-				continue;
-			}
-			if (floating || is_ext_net(a, net) || !is_private_v4(ip)) {
-				if (*pub4 == NULL || floating)
-					*pub4 = ip;
-			} else if (*priv4 == NULL) {
-				*priv4 = ip;
-			}
-		}
-	}
+	os_server_addresses(server, ext_net_cb, a, pub4, priv4, pub6);
 }
 
 static struct sm_instance *
@@ -1134,6 +1062,19 @@ list_done(struct os_call *c, int status, const char *error, json_t *body,
 	links = json_object_get(body, "servers_links");
 	json_array_foreach(links, i, l) if (jstr(l, "rel") && strcmp(jstr(l, "rel"), "next") == 0)
 	    next = jstr(l, "href");
+	/* the token goes with the request: only to the endpoint's own scheme,
+	 * host and port (issue 23) */
+	if (next != NULL && !url_same_origin(next, a->ep[SVC_COMPUTE])) {
+		/* a partial listing would read as servers gone: a failed one */
+		snprintf(msg, sizeof(msg), "a \"next\" link to another origin than %s",
+			 a->ep[SVC_COMPUTE] ? a->ep[SVC_COMPUTE] : "the compute endpoint");
+		log_warn("openstack %s: listing servers failed: %s", a->env->provider_name, msg);
+		json_decref(a->page);
+		a->page = NULL;
+		list_deliver_waiters(a, msg);
+		wake_all(a);
+		return;
+	}
 	if (next != NULL && json_array_size(v) > 0 &&
 	    json_integer_value(json_object_get(c->extra, "pages")) < OS_MAX_LIST_PAGES) {
 		json_int_t pages = json_integer_value(json_object_get(c->extra, "pages"));
@@ -1684,7 +1625,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			return SM_AGAIN;
 		}
 		m->next_poll = np_mono_s() + OS_FIP_POLL;
-		snprintf(path, sizeof(path), "/floatingips/%s", m->fip_id ? m->fip_id : "");
+		snprintf(path, sizeof(path), "/floatingips/%s", ID(m->fip_id ? m->fip_id : ""));
 		osm_call(m, SVC_NETWORK, "GET", path, NULL);
 		m->answered = 0;
 		mm->retry_in = 3600;
@@ -1760,7 +1701,7 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 				return SM_AGAIN;
 			}
 			if (jstr(v, "fip") != NULL) {
-				snprintf(path, sizeof(path), "/floatingips/%s", jstr(v, "fip"));
+				snprintf(path, sizeof(path), "/floatingips/%s", ID(jstr(v, "fip")));
 				a->fips_deleted++;
 				osm_call(m, SVC_NETWORK, "DELETE", path, NULL);
 				mm->retry_in = 3600;
@@ -1772,7 +1713,7 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 	case OS_DEL_SERVER:
 	del_server:
 		a->deletes++;
-		snprintf(path, sizeof(path), "/servers/%s", mm->external_id);
+		snprintf(path, sizeof(path), "/servers/%s", ID(mm->external_id));
 		osm_set(m, OS_DELETING);
 		osm_call(m, SVC_COMPUTE, "DELETE", path, NULL);
 		mm->retry_in = 3600;
@@ -1962,7 +1903,7 @@ ports_done(struct os_call *c, int status, const char *error, json_t *body,
 		{
 			char path[300];
 			struct os_call *d;
-			snprintf(path, sizeof(path), "/ports/%s", json_string_value(id));
+			snprintf(path, sizeof(path), "/ports/%s", ID(json_string_value(id)));
 			d = call_new(a, SVC_NETWORK, "DELETE", path, NULL, port_deleted, NULL);
 			d->extra = json_pack("{s:O}", "id", id);
 			break;
@@ -2003,7 +1944,7 @@ fips_done(struct os_call *c, int status, const char *error, json_t *body,
 			continue;
 		log_info("openstack %s: deleting unattached floating IP %s", a->env->provider_name,
 			 jstr(f, "floating_ip_address"));
-		snprintf(path, sizeof(path), "/floatingips/%s", jstr(f, "id"));
+		snprintf(path, sizeof(path), "/floatingips/%s", ID(jstr(f, "id")));
 		call_new(a, SVC_NETWORK, "DELETE", path, NULL, fip_deleted, NULL);
 	}
 }
@@ -2045,7 +1986,7 @@ os_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_cb
 	struct os_call *c;
 
 	log_info("openstack %s: deleting leaked %s %s", a->env->provider_name, r->type, r->id);
-	snprintf(path, sizeof(path), "/servers/%s", r->id);
+	snprintf(path, sizeof(path), "/servers/%s", ID(r->id));
 	c = call_new(a, SVC_COMPUTE, "DELETE", path, NULL, resource_deleted, NULL);
 	c->ucb = (void *)cb;
 	c->uarg = arg;
@@ -2214,7 +2155,7 @@ os_console_log(struct sm_adapter *a, const struct sm_label *label, const char *e
 	struct os_call *c;
 
 	(void)label;
-	snprintf(path, sizeof(path), "/servers/%s/action", external_id);
+	snprintf(path, sizeof(path), "/servers/%s/action", ID(external_id));
 	c = call_new(a, SVC_COMPUTE, "POST", path,
 		     json_pack("{s:{s:n}}", "os-getConsoleOutput", "length"), console_done, NULL);
 	c->ucb = (void *)cb;
@@ -2254,7 +2195,7 @@ upload_end(struct upload *u, const char *id, const char *error)
 	if (error != NULL && u->id != NULL) {
 		/* do not leave a half-made image behind */
 		char path[300];
-		snprintf(path, sizeof(path), "/images/%s", u->id);
+		snprintf(path, sizeof(path), "/images/%s", ID(u->id));
 		call_new(u->a, SVC_IMAGE, "DELETE", path, NULL, ignore_answer, NULL);
 	}
 	u->cb(id, error, u->arg);
@@ -2302,7 +2243,7 @@ upload_poll_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	snprintf(path, sizeof(path), "/images/%s", u->id);
+	snprintf(path, sizeof(path), "/images/%s", ID(u->id));
 	call_new(u->a, SVC_IMAGE, "GET", path, NULL, upload_status_done, u);
 }
 
@@ -2335,7 +2276,7 @@ upload_create_done(struct os_call *c, int status, const char *error, json_t *bod
 		return;
 	}
 	u->id = xstrdup(jstr(body, "id"));
-	snprintf(path, sizeof(path), "/images/%s/file", u->id);
+	snprintf(path, sizeof(path), "/images/%s/file", ID(u->id));
 	put = call_prep(u->a, SVC_IMAGE, "PUT", path, NULL, upload_put_done, u);
 	put->body_file = xstrdup(u->file);
 	put->ctype = "application/octet-stream";
@@ -2405,7 +2346,7 @@ os_delete_image(struct sm_adapter *a, const char *external_id, sm_done_cb cb, vo
 	char path[300];
 	struct os_call *c;
 
-	snprintf(path, sizeof(path), "/images/%s", external_id);
+	snprintf(path, sizeof(path), "/images/%s", ID(external_id));
 	c = call_new(a, SVC_IMAGE, "DELETE", path, NULL, resource_deleted, NULL);
 	c->ucb = (void *)cb;
 	c->uarg = arg;
@@ -2502,6 +2443,10 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	log_info("openstack %s: cloud %s from %s, region %s, rate %gs between calls per API",
 		 env->provider_name, a->cloud.name, a->cloud.file,
 		 a->cloud.region ? a->cloud.region : "(any)", a->rate_s);
+	if (!a->cloud.verify)
+		log_warn("openstack %s: cloud %s has verify: false: no service's TLS certificate "
+			 "or host name is checked, Keystone's password exchange included",
+			 env->provider_name, a->cloud.name);
 	startup_fetch(a);
 	return a;
 }
@@ -2536,7 +2481,7 @@ os_adapter_free(struct sm_adapter *a)
 	}
 	if (a->list_timer != NULL)
 		event_free(a->list_timer);
-	free(a->token);
+	privsep_free_secret_str(a->token);
 	free(a->project_id);
 	json_decref(a->flavors);
 	json_decref(a->ext_nets);

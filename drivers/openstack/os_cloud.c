@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "privsep.h"
 
 /* The file's YAML as JSON, or NULL (not there: *missing = 1; bad: err). */
 static json_t *
@@ -286,6 +287,10 @@ os_cloud_clear(struct os_cloud *c)
 		      &c->image_format};
 	size_t i;
 
+	/* secrets zeroed before they are freed (issue 23) */
+	privsep_free_secret_str(c->password);
+	privsep_free_secret_str(c->appcred_secret);
+	c->password = c->appcred_secret = NULL;
 	for (i = 0; i < sizeof(s) / sizeof(s[0]); i++)
 		free(*s[i]);
 	json_decref(c->overrides);

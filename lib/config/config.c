@@ -1375,6 +1375,10 @@ config_build(struct np_config *cfg, const struct np_cfg_node *root)
 	n = get_map(root, "webapp");
 	cfg->webapp_port = (int)np_cfg_int(n, "port", 8005);
 	cfg->webapp_listen_address = dup_str(n, "listen_address", "0.0.0.0");
+	cfg->webapp_max_connections = np_cfg_int(n, "max_connections", 64);
+	cfg->webapp_max_connections_per_client = np_cfg_int(n, "max_connections_per_client", 8);
+	cfg->webapp_request_timeout = np_cfg_num(n, "request_timeout", 10);
+	cfg->webapp_max_response_size = np_cfg_int(n, "max_response_size", 32 << 20);
 	cfg->elements_dir = dup_str(root, "elements-dir", NULL);
 	cfg->images_dir = dup_str(root, "images-dir", NULL);
 	cfg->build_log_dir = dup_str(root, "build-log-dir", "/var/log/nodepool/builds");

@@ -470,6 +470,12 @@ struct np_config {
 	struct np_nodepoold_settings nodepoold;
 	struct np_cfg_doc *doc;	       /* the main file's tree */
 	struct np_cfg_doc *secure_doc; /* secure.conf's, NULL if none */
+
+	/* ours: the web API's limits, webapp section (web.h, nodepool.yaml(5)) */
+	long long webapp_max_connections;	     /* 64 */
+	long long webapp_max_connections_per_client; /* 8 */
+	double webapp_request_timeout;		     /* 10 s */
+	long long webapp_max_response_size;	     /* 32 MiB */
 };
 
 /*

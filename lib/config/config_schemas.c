@@ -100,6 +100,7 @@ const struct sc_schema sc_common_pool = {
 
 static const struct sc_schema s_chroot = {.type = SC_STR, .check = chk_chroot};
 static const struct sc_schema s_port = {.type = SC_INT, .check = chk_port};
+static const struct sc_schema s_pos_int = {.type = SC_INT, .check = chk_positive};
 
 static const struct sc_schema zk_servers = {
     .type = SC_SEQ,
@@ -124,7 +125,10 @@ static const struct sc_schema diskimage = {
 const struct sc_schema sc_top = {
     .type = SC_MAP,
     .keys = KEYS(
-	OPT("webapp", MAP(OPT("port", &s_port), OPT("listen_address", STR))),
+	OPT("webapp",
+	    MAP(OPT("port", &s_port), OPT("listen_address", STR),
+		OPT("max_connections", &s_pos_int), OPT("max_connections_per_client", &s_pos_int),
+		OPT("request_timeout", POSITIVE), OPT("max_response_size", &s_pos_int))),
 	OPT("elements-dir", STR), OPT("images-dir", STR), OPT("build-log-dir", STR),
 	OPT("build-log-retention", INT), OPT("zookeeper-servers", &zk_servers),
 	OPT("zookeeper-tls", &zk_tls), OPT("zookeeper-timeout", POSITIVE),

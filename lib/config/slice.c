@@ -4,6 +4,19 @@
 
 #include "config.h"
 
+/* The webapp section a web API serves by (web.h's web_options_from_json). */
+static json_t *
+webapp_json(const struct np_config *cfg)
+{
+	return json_pack(
+	    "{s:i, s:s, s:I, s:I, s:f, s:I}", "port", cfg->webapp_port, "listen_address",
+	    cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0", "max_connections",
+	    (json_int_t)cfg->webapp_max_connections, "max_connections_per_client",
+	    (json_int_t)cfg->webapp_max_connections_per_client, "request_timeout",
+	    cfg->webapp_request_timeout, "max_response_size",
+	    (json_int_t)cfg->webapp_max_response_size);
+}
+
 const char *
 np_config_min_ready_owner(const struct np_config *cfg, const char *label)
 {
@@ -27,10 +40,7 @@ np_config_worker_slice(const struct np_config *cfg, const char *provider)
 	/* One worker serves the web API (only one process can bind the
 	 * address): the first provider in nodepool.yaml. */
 	if (cfg->nproviders > 0 && strcmp(cfg->providers[0].name, provider) == 0)
-		json_object_set_new(
-		    slice, "webapp",
-		    json_pack("{s:i, s:s}", "port", cfg->webapp_port, "listen_address",
-			      cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0"));
+		json_object_set_new(slice, "webapp", webapp_json(cfg));
 	json_array_foreach(json_object_get(slice, "labels"), i, l)
 	{
 		const char *name = json_string_value(json_object_get(l, "name"));
@@ -50,8 +60,6 @@ np_config_web_slice(const struct np_config *cfg)
 	if (cfg->zk_tls_ca != NULL || cfg->zk_tls_cert != NULL || cfg->zk_tls_key != NULL)
 		tls = json_pack("{s:s?, s:s?, s:s?}", "ca", cfg->zk_tls_ca, "cert",
 				cfg->zk_tls_cert, "key", cfg->zk_tls_key);
-	return json_pack("{s:{s:s?, s:f, s:o}, s:{s:i, s:s}}", "zookeeper", "hosts", cfg->zk_hosts,
-			 "timeout", cfg->zk_timeout, "tls", tls, "webapp", "port", cfg->webapp_port,
-			 "listen_address",
-			 cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0");
+	return json_pack("{s:{s:s?, s:f, s:o}, s:o}", "zookeeper", "hosts", cfg->zk_hosts,
+			 "timeout", cfg->zk_timeout, "tls", tls, "webapp", webapp_json(cfg));
 }

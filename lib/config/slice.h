@@ -27,7 +27,9 @@ json_t *np_config_worker_slice(const struct np_config *cfg, const char *provider
  * What nodepool-web needs (new reference):
  *   {"zookeeper": {"hosts": "h:p,...[/chroot]" or null, "timeout": seconds,
  *                  "tls": {"ca", "cert", "key"} or null},
- *    "webapp": {"port": 8005, "listen_address": "0.0.0.0"}}
+ *    "webapp": {"port": 8005, "listen_address": "0.0.0.0", "max_connections": 64,
+ *               "max_connections_per_client": 8, "request_timeout": 10.0,
+ *               "max_response_size": 33554432}}
  */
 json_t *np_config_web_slice(const struct np_config *cfg);
 /* The provider that owns min-ready for label, or NULL if none offers it. */

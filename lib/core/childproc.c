@@ -79,6 +79,7 @@ childproc_status_init(struct ipc_msg *m, int64_t seq, int64_t generation, double
 	st->generation = generation;
 	if (rss >= 0)
 		st->rss_kb = rss;
+	st->pss_kb = np_mem_pss_kb();
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
 		st->cpu_ms = (int64_t)ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
 			     (int64_t)ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000;

@@ -35,10 +35,47 @@ log_set_level(enum log_level level)
 	log_level = level;
 }
 
+/*
+ * Appends msg to line (at *n, at most size - 2 bytes in all, leaving room
+ * for the newline) so that nothing in it can pass for a log line of its
+ * own or drive a terminal: a cloud's error body, a ZooKeeper record or a
+ * request path is logged as it came. A newline goes out as a newline and
+ * a tab (a continuation line: a state dump stays readable, and a line of
+ * ours always starts with the time); other control characters and DEL as
+ * \xHH.
+ */
+static void
+append_escaped(char *line, size_t size, size_t *n, const char *msg)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)msg; *p != '\0'; p++) {
+		size_t room = size - 2 - *n;
+		if (*p == '\n' && p[1] != '\0') {
+			if (room < 2)
+				break;
+			line[(*n)++] = '\n';
+			line[(*n)++] = '\t';
+		} else if ((*p < 0x20 && *p != '\t' && *p != '\n') || *p == 0x7f) {
+			if (room < 4)
+				break;
+			line[(*n)++] = '\\';
+			line[(*n)++] = 'x';
+			line[(*n)++] = hex[*p >> 4];
+			line[(*n)++] = hex[*p & 15];
+		} else if (*p != '\n') {
+			if (room < 1)
+				break;
+			line[(*n)++] = (char)*p;
+		}
+	}
+}
+
 void
 log_vlog(enum log_level level, const char *fmt, va_list ap)
 {
-	char line[2048];
+	char line[2048], msg[2048];
 	struct timeval tv;
 	struct tm tm;
 	size_t n;
@@ -53,11 +90,10 @@ log_vlog(enum log_level level, const char *fmt, va_list ap)
 		     level_names[level], log_tag);
 	if (r > 0)
 		n += (size_t)r < sizeof(line) - n ? (size_t)r : sizeof(line) - n - 1;
-	r = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
-	if (r > 0)
-		n += (size_t)r < sizeof(line) - n ? (size_t)r : sizeof(line) - n - 1;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (n >= sizeof(line) - 1)
 		n = sizeof(line) - 2;
+	append_escaped(line, sizeof(line), &n, msg);
 	line[n++] = '\n';
 	if (write(STDERR_FILENO, line, n) < 0) {
 		/* Nowhere left to report it. */

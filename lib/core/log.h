@@ -6,7 +6,9 @@
  * "<UTC ISO time> <level> <tag>: <message>" where tag names the process, e.g.
  * "worker[rax-dfw]", set once by log_init(). Lines go to stderr (systemd and
  * the init script capture it) and are written with one write(2) each, so lines
- * from several processes sharing a log file never interleave.
+ * from several processes sharing a log file never interleave. A message
+ * cannot forge a line (issue 23): a newline in it continues the line on a
+ * tab-indented one, other control characters are written as \xHH.
  */
 #ifndef NP_LOG_H
 #define NP_LOG_H

@@ -1,40 +1,34 @@
 /*
- * Working-set trim, once a process's start-up is done (issue 13).
+ * Working-set trim, once a process's start-up is done (issue 13), and
+ * what a process reports of its memory (nodepoolctl status, bench).
  *
- * Every page of a shared library that a process has touched stays mapped
- * in it, and counts in its resident set size (RSS), even when the code was
- * run once at start-up and never again: the dynamic loader's relocation
- * work, OpenSSL 3's provider and configuration loading, the first TLS
- * handshake, nodepool.yaml parsing. In a worker that is ~4 of its 7 MiB of
- * file-backed RSS, and nodepoold runs one worker per provider.
+ * np_mem_trim() gives the heap's free pages back to the kernel
+ * (malloc_trim(0)): the configuration parse, the first ZooKeeper
+ * listing and TLS handshake leave freed heap behind that a process would
+ * otherwise hold for its whole life.
  *
- * np_mem_trim() drops those pages from this process's page tables: every
- * private, read-only mapping of a file (program text and read-only data of
- * the binary and its libraries) that holds no private copy of a page gets
- * madvise(MADV_DONTNEED). Nothing is lost: the pages stay in the page
- * cache, shared with every other process, and a page run again is mapped
- * again on its next access (a minor fault). A mapping holding a private
- * page (relocated read-only data, a debugger's breakpoint) or one that is
- * writable is left alone, as MADV_DONTNEED would throw its private pages
- * away. Then malloc_trim(0) returns the heap's free pages.
+ * It used to drop file pages too: every private read-only file mapping
+ * whose smaps record showed "Anonymous: 0" got madvise(MADV_DONTNEED).
+ * That is unsafe (issue 23, finding 8): a relocated read-only mapping
+ * (RELRO) whose private pages were swapped out shows Anonymous: 0 as well
+ * (the pages count under Swap:), so the trim discarded them and the next
+ * access read the file's unrelocated bytes: a crash inside a library, days
+ * after start, under memory pressure. What it saved was about 5 MiB of
+ * proportional set size (PSS) at 10 providers x 20,000 nodes (47 -> 42
+ * MiB): the resident set size (RSS) it lowered counts a shared library
+ * page once per process that maps it, and is the wrong measure of the
+ * machine's memory; PSS shares such pages out. nodepoolctl status and
+ * bench/scale.sh show both.
  *
- * This lowers RSS, what `ps` and `top` show per process; the machine's
- * memory use (PSS, a cgroup's memory.current) hardly moves, as shared
- * library pages were counted once there already. bench/scale.sh reports
- * both.
- *
- * Call it from the thread that loads libraries (dynlib never unloads one),
- * so that no mapping is replaced between reading /proc/self/smaps and the
- * madvise. Setting NODEPOOLD_NO_MEM_TRIM (any value) in the environment
- * turns it off, to compare.
+ * Setting NODEPOOLD_NO_MEM_TRIM (any value) in the environment turns the
+ * trim off, to compare.
  */
 #ifndef NP_MEMTRIM_H
 #define NP_MEMTRIM_H
 
 /*
- * Trims as above. Returns the kB that left the resident set from the file
- * mappings (their Rss before the trim); 0 when turned off; -1 with errno
- * set when /proc/self/smaps cannot be read (nothing is trimmed then).
+ * Trims as above. Returns the kB that left the resident set (RSS before
+ * minus after, 0 when it grew); 0 when turned off.
  */
 long np_mem_trim(void);
 
@@ -51,5 +45,12 @@ void np_mem_trim_startup(const char *who);
  * getrusage's ru_maxrss is the peak; -1 when it cannot be read.
  */
 long np_mem_rss_kb(void);
+
+/*
+ * This process's proportional set size now, in KiB (the Pss: line of
+ * /proc/self/smaps_rollup): its private pages plus its share of every
+ * page it maps with other processes. 0 when it cannot be read.
+ */
+long np_mem_pss_kb(void);
 
 #endif

@@ -30,7 +30,11 @@ fill_addr(struct sockaddr_un *sa, const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-/* mkdir -p of path's parent, new directories mode 0700. */
+/* mkdir -p of path's parent, new directories mode 0700; then the parent
+ * must be ours: owned by root or by us, and writable by nobody else unless
+ * sticky (as /tmp, where nobody else can remove or rename our socket).
+ * Another user who could write there could replace the socket with one of
+ * their own, and nodepoolctl would send them its requests (issue 23). */
 static int
 make_parents(const char *path, char *err, size_t errlen)
 {
@@ -59,6 +63,19 @@ make_parents(const char *path, char *err, size_t errlen)
 	}
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "%s is not a directory", dir);
+		return -1;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		snprintf(err, errlen,
+			 "control socket directory %s is owned by uid %u, not root or uid %u: "
+			 "not used",
+			 dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -1;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+		snprintf(err, errlen,
+			 "control socket directory %s is writable by others (mode %03o): not used",
+			 dir, (unsigned)(st.st_mode & 0777));
 		return -1;
 	}
 	return 0;

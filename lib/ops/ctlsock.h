@@ -34,7 +34,10 @@
 
 /*
  * Listen on path: missing parent directories are created with mode 0700
- * (existing ones are left as they are); the socket is made with mode 0600.
+ * (existing ones are left as they are); the parent must be owned by root or
+ * our uid and writable by no one else unless sticky, or it is refused
+ * ("control socket directory DIR is owned by uid U, ..." / "... is writable
+ * by others (mode M): not used"); the socket is made with mode 0600.
  * A stale socket (nothing accepting on it) is replaced; a live one means
  * another nodepoold runs: error. A non-socket at path is never removed.
  * Returns the listening fd (non-blocking, close-on-exec), or -1 with a

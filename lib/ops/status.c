@@ -5,6 +5,7 @@
 #include "status.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -536,6 +537,61 @@ cell_text(const char *key, const json_t *v, double now)
 	return status_value_text(v);
 }
 
+/*
+ * A cell cut to max_width display columns per line and max_lines lines,
+ * "..." marking each cut (0: no limit). Takes s; returns it or a new
+ * string.
+ */
+static char *
+cell_cap(char *s, size_t max_width, size_t max_lines)
+{
+	struct sbuf b = {0};
+	const char *p = s, *nl;
+	size_t lines = 0;
+	int cut = 0;
+
+	if (max_width == 0 && max_lines == 0)
+		return s;
+	for (;;) {
+		const unsigned char *u = (const unsigned char *)p;
+		size_t n, i = 0, len, w = 0;
+
+		nl = strchr(p, '\n');
+		n = nl ? (size_t)(nl - p) : strlen(p);
+		if (lines > 0)
+			sb_addc(&b, '\n', 1);
+		if (max_lines > 0 && lines + 1 == max_lines && nl != NULL) {
+			sb_add(&b, "..."); /* the last line kept says more follow */
+			cut = 1;
+			break;
+		}
+		lines++;
+		if (max_width > 3 && status_text_width(p, n) > max_width) {
+			while (i < n) {
+				size_t cw = (size_t)cp_width(utf8_next(u + i, n - i, &len));
+				if (w + cw + 3 > max_width)
+					break;
+				w += cw;
+				i += len;
+			}
+			sb_addn(&b, p, i);
+			sb_add(&b, "...");
+			cut = 1;
+		} else {
+			sb_addn(&b, p, n);
+		}
+		if (nl == NULL)
+			break;
+		p = nl + 1;
+	}
+	if (!cut) {
+		free(b.s);
+		return s;
+	}
+	free(s);
+	return sb_take(&b);
+}
+
 /* Widest line of a cell and its number of lines. */
 static void
 cell_size(const char *s, size_t *width, size_t *lines)
@@ -600,7 +656,7 @@ status_text(const struct status_table *t, const char *const *fields, size_t nfie
 {
 	struct sbuf b = {0};
 	size_t nrows = json_array_size(t->rows), ncols = 0, i, j, k, f;
-	size_t *idx, *widths;
+	size_t *idx, *widths, total_lines = 0, cell_bytes = 0;
 	char **cells;
 
 	idx = calloc(t->ncols + 1, sizeof(*idx));
@@ -622,16 +678,42 @@ status_text(const struct status_table *t, const char *const *fields, size_t nfie
 	}
 	for (j = 0; j < nrows; j++) {
 		const json_t *row = json_array_get(t->rows, j);
+		size_t height = 1;
 		for (k = 0; k < ncols; k++) {
 			const char *key = t->cols[idx[k]].key;
 			size_t w, lines;
 			char *c = cell_text(key, json_object_get(row, key), now);
 			if (c == NULL)
 				np_oom();
+			c = cell_cap(c, t->max_cell_width, t->max_cell_lines);
 			cells[j * t->ncols + k] = c;
 			cell_size(c, &w, &lines);
 			if (w > widths[k])
 				widths[k] = w;
+			if (lines > height)
+				height = lines;
+			cell_bytes += strlen(c);
+		}
+		total_lines += height;
+	}
+	{
+		/* an upper bound: every line padded to the full width, plus
+		 * every cell's bytes beyond its columns (UTF-8); the buffer is
+		 * made that large at once */
+		size_t line = 2, bound;
+		for (k = 0; k < ncols; k++)
+			line += widths[k] + 3;
+		bound = (total_lines + 4) * line + cell_bytes;
+		if (t->max_bytes == 0 || bound <= t->max_bytes)
+			sb_grow(&b, bound);
+		else {
+			for (i = 0; i < nrows * t->ncols; i++)
+				free(cells[i]);
+			free(cells);
+			free(idx);
+			free(widths);
+			errno = EFBIG;
+			return NULL;
 		}
 	}
 	hrule(&b, widths, ncols);

@@ -61,12 +61,24 @@ enum status_list {
 	STATUS_LIST_COUNT
 };
 
-/* A table: the columns (static) and the rows (owned JSON array). */
+/* The web API's caps on a text-table cell (status_table's max_cell_*):
+ * one long or many-lined value would otherwise widen or heighten every
+ * row of the table (issue 23: one 20 kB comment, 10,000 nodes, 202 MB). */
+#define STATUS_CELL_MAX_WIDTH 256 /* display columns, then "..." */
+#define STATUS_CELL_MAX_LINES 32  /* lines, then "..." */
+
+/*
+ * A table: the columns (static) and the rows (owned JSON array). The
+ * limits (0: none, as status_table_new leaves them) apply to status_text:
+ * cells cut to max_cell_width columns and max_cell_lines lines, and no
+ * text at all (NULL, errno EFBIG) when it would be longer than max_bytes.
+ */
 struct status_table {
 	enum status_list kind;
 	const struct status_column *cols;
 	size_t ncols;
 	json_t *rows;
+	size_t max_cell_width, max_cell_lines, max_bytes;
 };
 
 /* The columns `nodepool list` shows without --detail (upstream's first 9). */
@@ -91,7 +103,8 @@ char *status_age(double seconds, char *buf, size_t size);
 /*
  * The text table. fields: NULL or a list of column keys to show (others
  * are dropped, column order kept, as upstream); nfields 0 with fields
- * non-NULL shows no column. now: epoch seconds for epoch ages. malloc'd.
+ * non-NULL shows no column. now: epoch seconds for epoch ages. malloc'd;
+ * NULL (errno EFBIG) when longer than t->max_bytes.
  */
 char *status_text(const struct status_table *t, const char *const *fields, size_t nfields,
 		  double now);

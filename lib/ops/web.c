@@ -10,6 +10,13 @@
  * our reference on those, which closes the socket, and counts the rest.
  * While max_connections are open the listener stops accepting (new
  * clients wait in the kernel's backlog).
+ *
+ * The same list enforces the per-client cap and the whole-request deadline
+ * (web.h). evhttp gives a connection its socket after new_bev returns, so
+ * a connection's peer is looked up by the next sweep (made to run at once);
+ * one over the cap, or past its deadline, is shut down (shutdown(2)):
+ * evhttp then reads the end of the stream and frees the connection as if
+ * the client had gone, and the sweep drops our reference.
  */
 #include "web.h"
 
@@ -37,15 +44,33 @@
 #include "nodeview.h"
 #include "status.h"
 #include "zk.h"
+#include "clock.h"
 #include "xalloc.h"
 
 #define WEB_CACHE_SLOTS	 32
 #define WEB_MAX_WAITING	 64
 #define WEB_CACHE_EXPIRY 1.0 /* seconds, as upstream's Cache(expiry=1) */
+/* An answer that took longer to make is kept this many times as long as it
+ * took: making listings then takes at most about a tenth of the loop's
+ * time (/ready and the rest stay answered), however often they are asked. */
+#define WEB_CACHE_COST_FACTOR 10.0
 
 struct conn {
 	struct conn *next;
 	struct bufferevent *bev;
+	double deadline; /* monotonic: a whole request head by then */
+	int peer_known;	 /* peer looked up (or not a socket yet: 0) */
+	int shut;	 /* shut down by us: no longer counted for its peer */
+	char peer[INET6_ADDRSTRLEN];
+};
+
+/* An answer's body, shared by the cache slot and every reply being sent
+ * (evbuffer_add_reference): a cached answer is sent without a copy, so
+ * clients asking for a large listing again and again cost no memory each. */
+struct cbody {
+	int refs;
+	size_t len;
+	char data[];
 };
 
 struct cached {
@@ -53,8 +78,9 @@ struct cached {
 	double at;
 	int code;
 	const char *ctype;
-	char *body;
+	struct cbody *body;
 	size_t len;
+	double expiry; /* seconds: WEB_CACHE_EXPIRY, or more (cost) */
 };
 
 enum need { NEED_NONE, NEED_IMAGES, NEED_METRICS };
@@ -77,6 +103,10 @@ struct web {
 	web_live_metrics_fn live;
 	void *arg;
 	int max_conns;
+	int max_per_client;
+	double request_timeout;
+	size_t max_response;
+	double limit_logged; /* when a limit was last logged (one a minute) */
 	struct conn *conns;
 	int nconns;
 	struct event *sweep_ev;
@@ -104,11 +134,75 @@ now_wall(void)
 
 /* ---- connections -------------------------------------------------------------- */
 
+/* Does evhttp still own c (its callbacks are set)? */
+static int
+conn_live(const struct conn *c)
+{
+	bufferevent_data_cb r = NULL, wr = NULL;
+	bufferevent_event_cb e = NULL;
+	void *a = NULL;
+
+	bufferevent_getcb(c->bev, &r, &wr, &e, &a);
+	return r != NULL || wr != NULL || e != NULL;
+}
+
+/* Shut a connection down (evhttp sees its end and frees it); logs the
+ * reason at most once a minute, as an attacker could make many. */
+static void
+conn_shut(struct web *w, struct conn *c, double now, const char *why)
+{
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+
+	if (c->shut)
+		return;
+	c->shut = 1;
+	if (fd >= 0)
+		shutdown(fd, SHUT_RDWR);
+	if (now - w->limit_logged >= 60 || w->limit_logged == 0) {
+		w->limit_logged = now;
+		log_warn("web: closing a connection from %s: %s (logged once a minute)",
+			 c->peer[0] ? c->peer : "?", why);
+	}
+}
+
+/* The peer address of c once evhttp gave it its socket; closes it when
+ * its peer has max_per_client connections already. */
+static void
+conn_classify(struct web *w, struct conn *c, double now)
+{
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct conn *o;
+	int same = 0;
+
+	if (c->peer_known || fd < 0 || !conn_live(c))
+		return;
+	c->peer_known = 1;
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+	    getnameinfo((struct sockaddr *)&ss, sl, c->peer, sizeof(c->peer), NULL, 0,
+			NI_NUMERICHOST) != 0) {
+		c->peer[0] = '\0';
+		return;
+	}
+	for (o = w->conns; o != NULL; o = o->next)
+		if (o != c && o->peer_known && !o->shut && conn_live(o) &&
+		    strcmp(o->peer, c->peer) == 0)
+			same++;
+	if (same >= w->max_per_client)
+		conn_shut(w, c, now, "max_connections_per_client reached");
+}
+
 static void
 sweep(struct web *w)
 {
 	struct conn **pp = &w->conns, *c;
+	double now = np_mono_s();
 
+	/* new_bev makes a sweep run right after each accept: connections
+	 * are looked up one at a time, in the order they came */
+	for (c = w->conns; c != NULL; c = c->next)
+		conn_classify(w, c, now);
 	while ((c = *pp) != NULL) {
 		bufferevent_data_cb r = NULL, wr = NULL;
 		bufferevent_event_cb e = NULL;
@@ -121,6 +215,8 @@ sweep(struct web *w)
 			free(c);
 			w->nconns--;
 		} else {
+			if (now > c->deadline)
+				conn_shut(w, c, now, "request_timeout passed");
 			pp = &c->next;
 		}
 	}
@@ -151,6 +247,10 @@ new_bev(struct event_base *base, void *arg)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		np_oom();
 	c->bev = bev;
+	c->deadline = np_mono_s() + w->request_timeout;
+	/* its peer is known once evhttp has set its socket: sweep again as
+	 * soon as this accept is done */
+	event_active(w->sweep_ev, EV_TIMEOUT, 0);
 	c->next = w->conns;
 	w->conns = c;
 	w->nconns++;
@@ -176,13 +276,8 @@ web_connections(const struct web *w)
 	int n = 0;
 	struct conn *c;
 
-	for (c = w->conns; c != NULL; c = c->next) {
-		bufferevent_data_cb r = NULL, wr = NULL;
-		bufferevent_event_cb e = NULL;
-		void *a = NULL;
-		bufferevent_getcb(c->bev, &r, &wr, &e, &a);
-		n += r != NULL || wr != NULL || e != NULL;
-	}
+	for (c = w->conns; c != NULL; c = c->next)
+		n += conn_live(c);
 	return n;
 }
 
@@ -254,6 +349,19 @@ send_plain(struct evhttp_request *req, int code, const char *reason, const char 
 	evbuffer_free(b);
 }
 
+static void
+cbody_unref(struct cbody *b)
+{
+	if (b != NULL && --b->refs == 0)
+		free(b);
+}
+
+static void
+cbody_unref_cb(const void *data, size_t len, void *arg)
+{
+	cbody_unref(arg);
+}
+
 /* A cached (or just made) answer, honouring If-Modified-Since. */
 static void
 send_cached(struct evhttp_request *req, const struct cached *c)
@@ -277,7 +385,9 @@ send_cached(struct evhttp_request *req, const struct cached *c)
 	}
 	if ((b = evbuffer_new()) == NULL)
 		np_oom();
-	evbuffer_add(b, c->body, c->len);
+	c->body->refs++;
+	if (evbuffer_add_reference(b, c->body->data, c->len, cbody_unref_cb, c->body) < 0)
+		np_oom();
 	evhttp_send_reply(req, c->code, c->code == 200 ? "OK" : "Service Unavailable", b);
 	evbuffer_free(b);
 }
@@ -289,7 +399,7 @@ cache_find(struct web *w, const char *key, double now)
 
 	for (i = 0; i < WEB_CACHE_SLOTS; i++)
 		if (w->cache[i].key != NULL && strcmp(w->cache[i].key, key) == 0 &&
-		    now <= w->cache[i].at + WEB_CACHE_EXPIRY)
+		    now <= w->cache[i].at + w->cache[i].expiry)
 			return &w->cache[i];
 	return NULL;
 }
@@ -298,7 +408,7 @@ static void
 cache_slot_clear(struct cached *c)
 {
 	free(c->key);
-	free(c->body);
+	cbody_unref(c->body);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -311,7 +421,7 @@ cache_put(struct web *w, const char *key, double now, int code, const char *ctyp
 
 	for (i = 0; i < WEB_CACHE_SLOTS; i++) {
 		struct cached *c = &w->cache[i];
-		if (c->key == NULL || strcmp(c->key, key) == 0 || now > c->at + WEB_CACHE_EXPIRY) {
+		if (c->key == NULL || strcmp(c->key, key) == 0 || now > c->at + c->expiry) {
 			slot = c;
 			break;
 		}
@@ -322,11 +432,42 @@ cache_put(struct web *w, const char *key, double now, int code, const char *ctyp
 	if ((slot->key = strdup(key)) == NULL)
 		np_oom();
 	slot->at = now;
+	slot->expiry = WEB_CACHE_EXPIRY;
 	slot->code = code;
 	slot->ctype = ctype;
-	slot->body = body;
 	slot->len = strlen(body);
+	if ((slot->body = malloc(sizeof(*slot->body) + slot->len + 1)) == NULL)
+		np_oom();
+	slot->body->refs = 1;
+	slot->body->len = slot->len;
+	memcpy(slot->body->data, body, slot->len + 1);
+	free(body);
 	return slot;
+}
+
+/*
+ * The cache key of a listing: its path, the parameters a listing reads
+ * (fields, node_id) and the type; any other key in the query changes
+ * nothing in the answer, so it must not make a new one (issue 23: ?x=N
+ * made every request a fresh render). malloc'd.
+ */
+static char *
+cache_key(const char *path, const char *query, int json)
+{
+	struct evkeyvalq params;
+	const char *fields, *node_id;
+	char *key;
+
+	TAILQ_INIT(&params);
+	if (query != NULL)
+		evhttp_parse_query_str(query, &params);
+	fields = evhttp_find_header(&params, "fields");
+	node_id = evhttp_find_header(&params, "node_id");
+	if (asprintf(&key, "%s|%s%s|%s%s|%s", path, fields ? "f=" : "", fields ? fields : "",
+		     node_id ? "n=" : "", node_id ? node_id : "", json ? "json" : "pretty") < 0)
+		np_oom();
+	evhttp_clear_headers(&params);
+	return key;
 }
 
 /* ---- rendering -------------------------------------------------------------------- */
@@ -352,14 +493,30 @@ kind_of(const char *path)
 	return L_NONE;
 }
 
+/* The body of an answer over max_response_size (503). malloc'd. */
 static char *
-render(struct web *w, enum list_kind kind, const char *query, int json, double now)
+too_large(const struct web *w)
+{
+	char *s;
+
+	if (asprintf(&s,
+		     "The answer would be larger than max_response_size (%zu bytes): ask for "
+		     "fewer columns (fields=) or one node (node_id=)\n",
+		     w->max_response) < 0)
+		np_oom();
+	return s;
+}
+
+/* The body of a listing (malloc'd); *code 200, or 503 when it is larger
+ * than max_response_size. */
+static char *
+render(struct web *w, enum list_kind kind, const char *query, int json, double now, int *code)
 {
 	struct status_view v;
 	struct status_table *t = NULL;
 	struct evkeyvalq params;
 	const char *fields, *node_id;
-	char *out;
+	char *out = NULL;
 
 	memset(&v, 0, sizeof(v));
 	w->view(w->arg, &v);
@@ -374,7 +531,7 @@ render(struct web *w, enum list_kind kind, const char *query, int json, double n
 		out = metrics_render(&v, w->records, live);
 		json_decref(live);
 		evhttp_clear_headers(&params);
-		return out;
+		break;
 	}
 	case L_NODES:
 		t = status_table_new(STATUS_NODE_LIST);
@@ -411,9 +568,20 @@ render(struct web *w, enum list_kind kind, const char *query, int json, double n
 	default:
 		break;
 	}
-	out = json ? status_json(t) : status_text_csv(t, fields, now);
-	status_table_free(t);
-	evhttp_clear_headers(&params);
+	if (t != NULL) {
+		t->max_cell_width = STATUS_CELL_MAX_WIDTH;
+		t->max_cell_lines = STATUS_CELL_MAX_LINES;
+		t->max_bytes = w->max_response;
+		out = json ? status_json(t) : status_text_csv(t, fields, now);
+		status_table_free(t);
+		evhttp_clear_headers(&params);
+	}
+	*code = 200;
+	if (out == NULL || strlen(out) > w->max_response) {
+		free(out);
+		out = too_large(w);
+		*code = 503;
+	}
 	return out;
 }
 
@@ -421,13 +589,20 @@ static void
 answer(struct web *w, struct evhttp_request *req, enum list_kind kind, const char *key,
        const char *query, int json)
 {
-	double now = now_wall();
-	char *body = render(w, kind, query, json, now);
-	const char *ctype = kind == L_METRICS ? "text/plain; version=0.0.4; charset=utf-8"
-			    : json	      ? "application/json"
-					      : "text/plain; charset=UTF-8";
+	double now = now_wall(), t0 = np_mono_s(), cost;
+	int code;
+	char *body = render(w, kind, query, json, now, &code);
+	struct cached *c;
+	const char *ctype = code != 200		? "text/plain; charset=UTF-8"
+			    : kind == L_METRICS ? "text/plain; version=0.0.4; charset=utf-8"
+			    : json		? "application/json"
+						: "text/plain; charset=UTF-8";
 
-	send_cached(req, cache_put(w, key, now, 200, ctype, body));
+	c = cache_put(w, key, now, code, ctype, body);
+	cost = np_mono_s() - t0;
+	if (cost * WEB_CACHE_COST_FACTOR > c->expiry)
+		c->expiry = cost * WEB_CACHE_COST_FACTOR;
+	send_cached(req, c);
 }
 
 /* ---- waiting for reads ---------------------------------------------------------------- */
@@ -531,10 +706,16 @@ on_request(struct evhttp_request *req, void *arg)
 	enum need need;
 	struct cached *c;
 	int json, rc;
-	size_t klen;
 
-	if (evcon != NULL)
+	if (evcon != NULL) {
+		struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+		struct conn *cn;
 		evhttp_connection_set_closecb(evcon, conn_closed, w);
+		/* a whole request came: the next one has its own time */
+		for (cn = w->conns; cn != NULL; cn = cn->next)
+			if (cn->bev == bev)
+				cn->deadline = np_mono_s() + w->request_timeout;
+	}
 	if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
 		send_plain(req, 405, "Method Not Allowed", "Method Not Allowed\n");
@@ -564,10 +745,7 @@ on_request(struct evhttp_request *req, void *arg)
 	}
 	accept = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
 	json = kind != L_METRICS && status_wants_json(accept);
-	klen = strlen(path) + (query ? strlen(query) : 0) + 16;
-	if ((key = malloc(klen)) == NULL)
-		np_oom();
-	snprintf(key, klen, "%s?%s|%s", path, query ? query : "", json ? "json" : "pretty");
+	key = cache_key(path, query, json);
 	c = cache_find(w, key, now_wall());
 	if (c != NULL) {
 		send_cached(req, c);
@@ -623,6 +801,9 @@ web_new(struct event_base *base, const struct web_options *opt, status_view_fn v
 	w->live = live;
 	w->arg = arg;
 	w->max_conns = opt->max_connections > 0 ? opt->max_connections : 64;
+	w->max_per_client = opt->max_per_client > 0 ? opt->max_per_client : 8;
+	w->request_timeout = opt->request_timeout > 0 ? opt->request_timeout : 10;
+	w->max_response = opt->max_response_size > 0 ? opt->max_response_size : 32 << 20;
 	snprintf(port, sizeof(port), "%d", opt->port);
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
@@ -677,6 +858,25 @@ web_new(struct event_base *base, const struct web_options *opt, status_view_fn v
 	}
 	log_info("web: serving on %s:%d", addr, w->port);
 	return w;
+}
+
+void
+web_options_from_json(struct web_options *o, const json_t *webapp)
+{
+	const json_t *v;
+
+	o->listen_address = json_string_value(json_object_get(webapp, "listen_address"));
+	o->port = (int)json_integer_value(json_object_get(webapp, "port"));
+	if ((v = json_object_get(webapp, "max_connections")) != NULL && json_is_integer(v))
+		o->max_connections = (int)json_integer_value(v);
+	if ((v = json_object_get(webapp, "max_connections_per_client")) != NULL &&
+	    json_is_integer(v))
+		o->max_per_client = (int)json_integer_value(v);
+	if ((v = json_object_get(webapp, "request_timeout")) != NULL && json_is_number(v))
+		o->request_timeout = json_number_value(v);
+	if ((v = json_object_get(webapp, "max_response_size")) != NULL && json_is_integer(v) &&
+	    json_integer_value(v) > 0)
+		o->max_response_size = (size_t)json_integer_value(v);
 }
 
 int

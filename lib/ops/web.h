@@ -19,10 +19,18 @@
  * (imagetree.h) at most once a second, /metrics the workers' metric records
  * (metrics.h); requests that need them wait (asynchronously) for the read.
  *
- * Limits: at most max_connections open connections (more are closed at
- * once), request headers of at most 8 KiB and no body (evhttp answers 413
- * / 400), idle connections closed after timeout seconds, at most 64
- * requests waiting for a read.
+ * Limits (nodepool.yaml(5), webapp; nodepoold(8), SECURITY): at most
+ * max_connections open connections (then the listener waits), at most
+ * max_connections_per_client from one address (more are closed at once),
+ * request headers of at most 8 KiB and no body (evhttp answers 413 / 400);
+ * a connection gets request_timeout seconds from its accept, and from each
+ * request it made, to send a whole request head (a client trickling one
+ * header line at a time is closed then, however often it writes), and is
+ * closed after timeout seconds without a byte; at most 64 requests waiting
+ * for a read. An answer larger than max_response_size bytes is not sent
+ * (503, saying so); text-table cells are cut at STATUS_CELL_MAX_WIDTH
+ * columns and STATUS_CELL_MAX_LINES lines (status.h). The cache key holds
+ * the parameters the listing reads (fields, node_id), not the raw query.
  */
 #ifndef NP_WEB_H
 #define NP_WEB_H
@@ -39,8 +47,15 @@ struct web_options {
 	const char *listen_address; /* "0.0.0.0" if NULL */
 	int port;		    /* 0: any free port (see web_port) */
 	int max_connections;	    /* <= 0: 64 */
-	int timeout;		    /* seconds; <= 0: 10 */
+	int timeout;		    /* idle seconds; <= 0: 10 */
+	int max_per_client;	    /* <= 0: 8 */
+	double request_timeout;	    /* seconds for a whole request head; <= 0: 10 */
+	size_t max_response_size;   /* bytes; 0: 32 MiB */
 };
+
+/* Fills o from a slice's "webapp" object (slice.h; borrowed: the address
+ * points into it); absent keys leave the defaults. */
+void web_options_from_json(struct web_options *o, const json_t *webapp);
 
 /* live_metrics (may be NULL) gives this process's own metrics record
  * (new reference or NULL) for /metrics, fresher than its stored copy. */

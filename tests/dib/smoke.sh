@@ -11,6 +11,8 @@
 # packages of `mk/deps.sh dib`. Starts a private ZooKeeper and one builder,
 # and stops exactly those (by pid).
 set -eu
+# as root: our daemons refuse that unless told (lib/core/privsep.h)
+[ "$(id -u)" != 0 ] || export NODEPOOL_ALLOW_ROOT=${NODEPOOL_ALLOW_ROOT:-1}
 BUILD=${BUILD:-build}
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"

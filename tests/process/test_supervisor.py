@@ -169,12 +169,16 @@ def test_ctl_status_text_and_json(sup, zuul):
     lines = out.splitlines()
     assert lines[0].split() == ["NAME", "KIND", "PID", "STATE", "UPTIME", "RESTARTS", "ZK",
                                 "ACCEPTED", "FULFILLED", "DECLINED", "FAILED", "NODES",
-                                "ERROR"]
+                                "RSS", "PSS", "ERROR"]
     rows = {l.split()[0]: l.split() for l in lines[1:]}
     assert rows["static-b"][1:4] == ["provider", str(b["pid"]), "running"]
     assert rows["static-b"][6] == "connected"
     assert rows["static-b"][11] == "in-use:1"
-    assert rows["static-a"][11] == "ready:1" and rows["static-a"][12] == "-"
+    assert rows["static-a"][11] == "ready:1" and rows["static-a"][14] == "-"
+    # memory, MiB: RSS and PSS (shared pages shared out, so no more)
+    rss, pss = (float(rows["static-b"][k].rstrip("M")) for k in (12, 13))
+    assert 0 < pss <= rss, rows["static-b"]
+    assert b["rss_kb"] > 0 and 0 < b["pss_kb"] <= b["rss_kb"] + 1024
     zuul.finish(held)
 
     # the socket found through -c (the config's control-socket)

@@ -47,6 +47,7 @@ sample_status(struct ipc_status *s, int variant)
 	must(ipc_strv_push(&s->peers, "nl02.example.org main nl02-PoolWorker.rax-dfw-main-0f"));
 	s->lock_attempts = 1001;
 	s->lock_lost = 1;
+	s->pss_kb = 10240;
 }
 
 static void
@@ -72,6 +73,8 @@ sample_workers(struct ipc_workers *w, int variant)
 	must(ipc_strv_push(&i->peers, "nl02.example.org main nl02-PoolWorker.rax-dfw-main-0f"));
 	i->lock_attempts = 11;
 	i->lock_lost = 1;
+	i->rss_kb = 9216;
+	i->pss_kb = 4608;
 	i = ipc_workers_add(w, "builder");
 	i->kind = IPC_KIND_BUILDER;
 	i->pid = 0;

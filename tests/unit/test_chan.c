@@ -612,6 +612,42 @@ Test(ctlsock, socket_is_0600_in_new_0700_dirs)
 	free(dir);
 }
 
+/* The socket's directory must be ours (issue 23): not another user's, not
+ * writable by others unless sticky. */
+Test(ctlsock, parent_directory_must_be_ours)
+{
+	char *dir = tmpdir(), sub[300], path[400], err[300], want[400];
+	int fd;
+
+	snprintf(sub, sizeof(sub), "%s/shared", dir);
+	cr_assert_eq(mkdir(sub, 0700), 0);
+	cr_assert_eq(chmod(sub, 0777), 0);
+	snprintf(path, sizeof(path), "%s/ctl.sock", sub);
+	cr_assert_eq(ctlsock_listen(path, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want),
+		 "control socket directory %s is writable by others (mode 777): not used", sub);
+	cr_assert_str_eq(err, want);
+	/* sticky, as /tmp: nobody else can remove or rename the socket */
+	cr_assert_eq(chmod(sub, 01777), 0);
+	fd = ctlsock_listen(path, err, sizeof(err));
+	cr_assert_geq(fd, 0, "%s", err);
+	close(fd);
+	unlink(path);
+	if (geteuid() == 0) {
+		cr_assert_eq(chmod(sub, 0755), 0);
+		cr_assert_eq(chown(sub, 65534, 65534), 0);
+		cr_assert_eq(ctlsock_listen(path, err, sizeof(err)), -1);
+		snprintf(want, sizeof(want),
+			 "control socket directory %s is owned by uid 65534, not root or uid 0: "
+			 "not used",
+			 sub);
+		cr_assert_str_eq(err, want);
+		cr_assert_neq(access(path, F_OK), 0, "nothing was created there");
+	}
+	rm_rf(dir);
+	free(dir);
+}
+
 Test(ctlsock, client_errors_are_clear)
 {
 	char *dir = tmpdir(), path[300], err[256], want[400], longp[200];

@@ -5,6 +5,8 @@
  */
 #include <criterion/criterion.h>
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -245,4 +247,49 @@ Test(status, content_negotiation_as_webob)
 	cr_assert_eq(status_wants_json("image/png"), 0);
 	cr_assert_eq(status_wants_json("application/json;q=2"), 0);
 	cr_assert_eq(status_wants_json(",,;;/,application/*"), 1);
+}
+
+/* The web's caps (issue 23): a long label cut to the cell width with a
+ * "..." mark, a many-lined one cut to the line cap, short ones untouched;
+ * a table over max_bytes gives no text (EFBIG). */
+Test(status, cell_caps_and_size_bound)
+{
+	char long_name[600], lines[200], *s, *p;
+	struct status_table *t;
+	size_t i, longest = 0, n;
+
+	memset(long_name, 'x', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	for (i = 0, p = lines; i < 40; i++)
+		p += sprintf(p, "l%zu\n", i);
+	p[-1] = '\0';
+	t = labels((const char *const[]){"small", long_name, lines}, 3);
+	t->max_cell_width = STATUS_CELL_MAX_WIDTH;
+	t->max_cell_lines = STATUS_CELL_MAX_LINES;
+	s = status_text(t, NULL, 0, 0);
+	cr_assert_not_null(s);
+	for (p = s; *p; p += n + (p[n] == '\n')) {
+		n = strcspn(p, "\n");
+		if (n > longest)
+			longest = n;
+	}
+	/* "| " + 256 columns + " |" */
+	cr_assert_eq(longest, STATUS_CELL_MAX_WIDTH + 4, "%zu", longest);
+	cr_assert_not_null(strstr(s, "| small "));
+	cr_assert_not_null(strstr(s, "xxxxx... |"));
+	cr_assert_not_null(strstr(s, "| l30 "));
+	cr_assert_null(strstr(s, "| l31 "));
+	cr_assert_not_null(strstr(s, "| ... "));
+	free(s);
+	t->max_bytes = 1000;
+	errno = 0;
+	cr_assert_null(status_text(t, NULL, 0, 0));
+	cr_assert_eq(errno, EFBIG);
+	/* no caps: as upstream, whole */
+	t->max_cell_width = t->max_cell_lines = t->max_bytes = 0;
+	s = status_text(t, NULL, 0, 0);
+	cr_assert_not_null(strstr(s, long_name));
+	cr_assert_not_null(strstr(s, "| l39 "));
+	free(s);
+	status_table_free(t);
 }

@@ -177,7 +177,8 @@ Test(proctab, spawn_of_a_missing_program_fails_before_forking)
 
 	mktmp();
 	cr_assert_eq(
-	    sup_spawn(sup_role(IPC_KIND_PROVIDER), tmpdir, "p", false, &fd, err, sizeof(err)), -1);
+	    sup_spawn(sup_role(IPC_KIND_PROVIDER), tmpdir, "p", false, NULL, &fd, err, sizeof(err)),
+	    -1);
 	cr_assert(strstr(err, "cannot execute") != NULL && strstr(err, "nodepool-launcher"), "%s",
 		  err);
 	cr_assert_eq(fd, -1);

@@ -76,7 +76,8 @@ drain(struct event_base *base, int fd, char *buf, size_t size, double seconds)
 Test(web, connection_cap_and_limits)
 {
 	struct event_base *base = event_base_new();
-	struct web_options o = {"127.0.0.1", 0, 2, 5};
+	struct web_options o = {
+	    .listen_address = "127.0.0.1", .port = 0, .max_connections = 2, .timeout = 5};
 	char err[256], buf[65536];
 	int ready = 1, a, b, c, port;
 	struct web *w = web_new(base, &o, empty_view, NULL, &ready, err, sizeof(err));
@@ -146,7 +147,8 @@ Test(web, connection_cap_and_limits)
 Test(web, bind_failure_is_an_error)
 {
 	struct event_base *base = event_base_new();
-	struct web_options o = {"127.0.0.1", 0, 0, 0};
+	struct web_options o = {
+	    .listen_address = "127.0.0.1", .port = 0, .max_connections = 0, .timeout = 0};
 	char err[256];
 	int ready = 1;
 	struct web *w = web_new(base, &o, empty_view, NULL, &ready, err, sizeof(err)), *w2;

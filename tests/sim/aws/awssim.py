@@ -284,6 +284,9 @@ class Sim:
             "import_delay": float(cfg.get("import_delay", 0.2)),
             "interruption_notice": float(cfg.get("interruption_notice", 120.0)),
             "page_size": int(cfg.get("page_size", 1000)),
+            # every EC2 page has a nextToken (to the first page again): a
+            # cloud that would keep a client listing forever (issue 23)
+            "endless_pages": bool(cfg.get("endless_pages", False)),
             "ip_base": cfg.get("ip_base", "10.1"),
             "public_ip_base": cfg.get("public_ip_base", "198.51"),
             "interface_ip": cfg.get("interface_ip"),  # e.g. 127.0.0.1 for nodescan
@@ -548,6 +551,8 @@ class Ec2:
         tok = None
         if start + size < len(items):
             tok = base64.b64encode(("page:%d" % (start + size)).encode()).decode()
+        elif self.sim.behavior["endless_pages"]:
+            tok = base64.b64encode(b"page:0").decode()
         return chunk, x("nextToken", tok)
 
     # ---- instances

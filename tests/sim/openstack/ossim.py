@@ -496,6 +496,10 @@ class Sim:
                           "compute": int(cfg.get("nova_page_size", 1000)),
                           "volume": int(cfg.get("cinder_page_size", 1000))}
         self.data_dir = cfg.get("data_dir")
+        # links_base: "next" links point at this scheme://host:port instead
+        # of ours (a cloud, or a man in the middle, steering a client's
+        # token elsewhere: issue 23)
+        self.links_base = cfg.get("links_base")
 
     def base(self):
         return "%s://%s:%d" % (self.scheme, self.host, self.port)
@@ -1022,6 +1026,8 @@ def paginate(ctx, items, key, collection_url, default_limit=None, max_limit=1000
         q = {k: v[-1] for k, v in req.query.items() if k != "marker"}
         q["limit"] = str(lim)
         q["marker"] = items[-1]["id"]
+        if ctx.sim.links_base:
+            collection_url = ctx.sim.links_base + urllib.parse.urlsplit(collection_url).path
         out[key + "_links"] = [{"rel": "next", "href": collection_url + "?" +
                                 urllib.parse.urlencode(q)}]
     out[key] = items

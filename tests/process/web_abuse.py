@@ -1,0 +1,114 @@
+"""The clients of test_web_limits.py, each run as a process of its own, so
+that neither the abusers nor the test's own threads hold up the operator's
+probe (one Python interpreter would share one lock between all of them):
+
+  web_abuse.py probe PORT SECONDS
+      GET /ready every half second, each with a 1 s client timeout (the
+      issue's "within 1 s"); prints the outcomes as a JSON list (the status,
+      or the error's repr).
+  web_abuse.py slowloris PORT CONNECTIONS EVERY SECONDS
+      CONNECTIONS connections from 127.0.0.2, each sending a request line
+      and then one header line every EVERY seconds, reconnecting (after
+      EVERY seconds) when the server closes it; prints how many times the
+      server closed one.
+  web_abuse.py hammer PORT CLIENTS SECONDS
+      CLIENTS clients asking for /node-list?x=N with a new N each time;
+      prints {"sizes": [...], "errors": [...], "first": <first body>}.
+"""
+import json
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+PROBE_TIMEOUT = 1.0
+ATTACKER = "127.0.0.2"
+
+
+def probe(port, seconds):
+    out = []
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/ready" % port,
+                                        timeout=PROBE_TIMEOUT) as r:
+                r.read()
+                out.append(r.status)
+        except urllib.error.HTTPError as e:
+            out.append(e.code)
+        except OSError as e:
+            out.append(repr(e))
+        time.sleep(0.5)
+    print(json.dumps(out))
+
+
+def slowloris(port, n, every, seconds):
+    stop = threading.Event()
+    closed = [0]
+    lock = threading.Lock()
+
+    def one():
+        while not stop.is_set():
+            s = socket.socket()
+            try:
+                s.bind((ATTACKER, 0))
+                s.settimeout(2)
+                s.connect(("127.0.0.1", port))
+                s.sendall(b"GET /node-list HTTP/1.1\r\nHost: x\r\n")
+                k = 0
+                s.settimeout(every)
+                while not stop.is_set():
+                    try:
+                        if not s.recv(4096):
+                            raise ConnectionResetError("closed by the server")
+                    except socket.timeout:
+                        s.sendall(b"X-Slow-%d: %d\r\n" % (k, k))
+                        k += 1
+            except OSError:
+                with lock:
+                    closed[0] += 1
+                stop.wait(every)
+            finally:
+                s.close()
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(every + 5)
+    print(json.dumps(closed[0]))
+
+
+def hammer(port, clients, seconds):
+    stop = threading.Event()
+    sizes, errors, first = [], [], []
+
+    def one(k):
+        i = 0
+        while not stop.is_set():
+            i += 1
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/node-list?x=%d-%d" %
+                                            (port, k, i), timeout=60) as r:
+                    body = r.read()
+                    sizes.append(len(body))
+                    if not first:
+                        first.append(body.decode())
+            except (OSError, urllib.error.HTTPError) as e:
+                errors.append(repr(e))
+    threads = [threading.Thread(target=one, args=(k,), daemon=True) for k in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    print(json.dumps({"sizes": sizes, "errors": errors, "first": first[0] if first else ""}))
+
+
+if __name__ == "__main__":
+    what, args = sys.argv[1], [float(a) if "." in a else int(a) for a in sys.argv[2:]]
+    {"probe": probe, "slowloris": slowloris, "hammer": hammer}[what](*args)
