@@ -20,6 +20,12 @@
 # it leaves an instance behind in the first one's cloud (its leak cleanup
 # would remove it; nothing here waits for that). Everything started is
 # stopped by pid.
+#
+# Measured (2-core VM shared with other work, 600 requests, 60 in flight,
+# rate 0.02 s): 1 launcher 22.6 req/s (p50 2.65 s, p99 2.75 s); 2: 38.3
+# req/s (1.41 s, 2.44 s); 3: 49.7 req/s (0.93 s, 2.50 s). Request-lock
+# attempts per fulfilled request with 3 launchers: 1.00 with the hashing,
+# 4.93 without (peer-takeover-delay 0; 2356 lost races for 600 requests).
 set -eu
 K=${1:-1}
 N=${2:-600}
