@@ -65,6 +65,17 @@ struct drv_launch {
 	 * valid until drv_launch_done or launch_cancel; copy to keep longer.
 	 */
 	const char *az;
+	/*
+	 * 1: the node is a BUILDING node whose launch began in an earlier
+	 * launcher (this worker before a restart, or a peer whose ZooKeeper
+	 * session ended), adopted from its record: node->external_id names
+	 * the instance already created. The driver takes that instance over
+	 * and goes on from where the record says (waits for it to boot, scans
+	 * it) instead of creating another; a failed takeover is a failed
+	 * attempt (the instance is deleted, the retries create new ones).
+	 * Only set for nodes the driver's launch_resumable slot accepted.
+	 */
+	int resume;
 	void *drv;   /* driver's private per-launch state */
 	void *owner; /* the launcher's; drivers leave it alone */
 };
@@ -196,6 +207,14 @@ struct driver {
 
 	/* Start a launch; complete with drv_launch_done(). */
 	void (*launch)(struct drv_provider *dp, struct drv_launch *l);
+	/*
+	 * 1 when launch can resume node (a BUILDING record left by a launcher
+	 * that is gone: drv_launch.resume), from what the record holds
+	 * (external_id, driver-specific fields); 0: the launcher deletes the
+	 * node and its instance, as upstream does with every unlocked
+	 * BUILDING node. Synchronous. NULL = never (no launch survives).
+	 */
+	int (*launch_resumable)(struct drv_provider *dp, const struct np_node *node);
 	/* Cancel a launch in progress (no completion follows); the launcher
 	 * then deletes the node normally. May be NULL if launch completes
 	 * synchronously. */
@@ -207,8 +226,9 @@ struct driver {
 	/* Notification after the node's znode is gone (static: re-register). */
 	void (*node_deleted)(struct drv_provider *dp, const struct np_node *node);
 	/* Notification that a pool registration of this provider held by
-	 * another ZooKeeper session went away (see drv_provider_peers). May be
-	 * NULL. */
+	 * another ZooKeeper session went away (see drv_provider_peers), or
+	 * that a registration round asked for opened (drv_registration_round).
+	 * May be NULL. */
 	void (*peers_changed)(struct drv_provider *dp);
 
 	/* Append a human-readable state dump (SIGUSR2). May be NULL. */
@@ -313,6 +333,19 @@ int drv_node_unreadable(struct drv_host *lc, const char *id);
  * its next cleanup pass. No host: 0, who untouched.
  */
 size_t drv_provider_peers(struct drv_host *lc, char *who, size_t wholen);
+/*
+ * Registrations (drv_register_node) by every launcher serving this
+ * provider, and every incarnation of one, are made one launcher at a time:
+ * 1 while this launcher's round is open, its view of the provider's nodes
+ * holding every node registered before (a create that landed before the
+ * round, or never will); registrations made now are part of the round,
+ * which ends once they are answered. 0: a round is asked for, and the
+ * driver's peers_changed slot is called once it opens (call again then).
+ * So each static slot is registered once at every instant, whichever
+ * nodepoold instances serve the provider and whichever dies (issue 22).
+ * No host: 1.
+ */
+int drv_registration_round(struct drv_host *lc);
 /* 1 if the node has lock contenders (cached "probably locked"). No host: 0. */
 int drv_node_locked(struct drv_host *lc, const char *node_id);
 /*

@@ -83,6 +83,12 @@ drv_provider_peers(struct drv_host *lc, char *who, size_t wholen)
 }
 
 int
+drv_registration_round(struct drv_host *lc)
+{
+	return host->registration_round != NULL ? host->registration_round(lc) : 1;
+}
+
+int
 drv_node_locked(struct drv_host *lc, const char *node_id)
 {
 	return host->node_locked != NULL ? host->node_locked(lc, node_id) : 0;

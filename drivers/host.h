@@ -108,6 +108,12 @@ struct drv_host_ops {
 	 */
 	const struct np_request *(*request_get)(struct drv_host *lc, const char *request_id);
 	/*
+	 * 1 while the provider's serialization round is open
+	 * (drv_registration_round). Launcher: its quota round (worker/quota.c),
+	 * asked for when not open. NULL slot: 1 (nobody else registers).
+	 */
+	int (*registration_round)(struct drv_host *lc);
+	/*
 	 * Write a launch's node record now (drv_store_node; contract in
 	 * driver.h). Launcher: an ordered asynchronous write under the
 	 * launch's node lock. NULL slot: -1 with errno EINVAL (no launch is

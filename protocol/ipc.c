@@ -236,6 +236,9 @@ static const struct field status_fields[] = {
     FLD("uptime_s", F_UINT, M(status.uptime_s)),
     FOPT("metrics", F_STR_NIL, M(status.metrics)),
     FOPT("zk_queue", F_UINT, M(status.zk_queue)),
+    FOPT("peers", F_STRV, M(status.peers)),
+    FOPT("lock_attempts", F_UINT, M(status.lock_attempts)),
+    FOPT("lock_lost", F_UINT, M(status.lock_lost)),
     FOPT("pss_kb", F_UINT, M(status.pss_kb)),
 };
 
@@ -291,6 +294,9 @@ static const struct field worker_fields[] = {
     FLD("failed", F_UINT, W(failed)),
     FLD("nodes", F_COUNTS, W(nodes)),
     FLD("error", F_STR_NIL, W(last_error)),
+    FOPT("peers", F_STRV, W(peers)),
+    FOPT("lock_attempts", F_UINT, W(lock_attempts)),
+    FOPT("lock_lost", F_UINT, W(lock_lost)),
     FOPT("rss_kb", F_UINT, W(rss_kb)),
     FOPT("pss_kb", F_UINT, W(pss_kb)),
 };

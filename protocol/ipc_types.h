@@ -176,8 +176,13 @@ struct ipc_status {
 	int64_t zk_queue;	 /* "zk_queue": ZooKeeper operations submitted and not
 				    answered yet (upstream's zk.client.connection_queue);
 				    optional, 0 when absent */
-	int64_t pss_kb;		 /* "pss_kb": proportional set size, KiB (shared pages
-				    shared out); optional, 0 when absent or unknown */
+	/* "peers" (optional): the other launchers serving this provider, from
+	 * their pool components, one "hostname pool launcher-id" each */
+	struct ipc_strv peers;
+	int64_t lock_attempts; /* "lock_attempts" (optional): request locks tried */
+	int64_t lock_lost;     /* "lock_lost" (optional): of those, held by another */
+	int64_t pss_kb;	       /* "pss_kb": proportional set size, KiB (shared pages
+				  shared out); optional, 0 when absent or unknown */
 };
 
 /* CONFIG_ACK {gen, ok, errors}: a CONFIG was applied (ok) or refused. */
@@ -250,6 +255,9 @@ struct ipc_worker_info {
 	int64_t failed;		 /* "failed" */
 	struct ipc_counts nodes; /* "nodes": by state */
 	char *last_error;	 /* "error": or nil */
+	struct ipc_strv peers;	 /* "peers" (optional): as in STATUS */
+	int64_t lock_attempts;	 /* "lock_attempts" (optional) */
+	int64_t lock_lost;	 /* "lock_lost" (optional) */
 	int64_t rss_kb;		 /* "rss_kb", "pss_kb": from its last STATUS; optional, */
 	int64_t pss_kb;		 /* 0 when absent or unknown */
 };

@@ -836,6 +836,10 @@ sup_child_info(const struct sup_child *c, struct ipc_worker_info *wi, double now
 		wi->failed = st->failed;
 		for (i = 0; i < st->nodes.n; i++)
 			ipc_counts_add(&wi->nodes, st->nodes.v[i].name, st->nodes.v[i].n);
+		for (i = 0; i < st->peers.n; i++)
+			ipc_strv_push(&wi->peers, st->peers.v[i]);
+		wi->lock_attempts = st->lock_attempts;
+		wi->lock_lost = st->lock_lost;
 		wi->rss_kb = st->rss_kb;
 		wi->pss_kb = st->pss_kb;
 	}

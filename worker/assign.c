@@ -219,6 +219,132 @@ assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
 	return NULL;
 }
 
+/*
+ * Work sharing among launchers serving one pool (nodepoold on several
+ * hosts, each with the same provider): rendezvous hashing, as Zuul's
+ * launcher. Every live launcher of the pool (its pool component: same
+ * provider and pool name, not paused, not among the request's declines,
+ * serving all its labels) gets a score, a hash of its launcher id and the
+ * request id; each launcher computes the same ranking from the same
+ * components. The first takes the request at once; the one ranked n-th
+ * only once the request has stayed `requested` for n times
+ * peer-takeover-delay (from when this launcher first saw it so), so a
+ * slow, paused or dead first one stalls nothing and the others do not all
+ * race for the request lock at once (upstream: every pool tries, one
+ * wins). With one launcher per pool nothing changes.
+ */
+static uint64_t
+rv_score(const char *launcher_id, const char *req_id)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a, then splitmix64's mix */
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)launcher_id; *p != '\0'; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	h = (h ^ 0xffu) * 1099511628211ULL;
+	for (p = (const unsigned char *)req_id; *p != '\0'; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	h ^= h >> 30;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebULL;
+	h ^= h >> 31;
+	return h;
+}
+
+/* How many live peers of pool rank before us for r (0: we are first). */
+static int
+rv_rank(struct launcher *lc, const struct lc_pool *pool, const struct np_request *r,
+	const struct np_component *const *comps, int ncomp)
+{
+	uint64_t mine = rv_score(pool->launcher_id, r->id), s;
+	int j, rank = 0;
+
+	for (j = 0; j < ncomp; j++) {
+		const struct np_component *c = comps[j];
+		if (strcmp(c->id, pool->launcher_id) == 0 || c->provider_name == NULL ||
+		    c->pool_name == NULL || strcmp(c->provider_name, lc->prov.name) != 0 ||
+		    strcmp(c->pool_name, pool->name) != 0 || c->paused ||
+		    np_strv_contains(&r->declined_by, c->id) ||
+		    !supports_all(&c->supported_labels, r))
+			continue;
+		s = rv_score(c->id, r->id);
+		if (s > mine || (s == mine && strcmp(c->id, pool->launcher_id) < 0))
+			rank++;
+	}
+	return rank;
+}
+
+/* 1: leave r to the peers ranked before us for now (a pass is scheduled
+ * for when our turn comes). */
+static int
+rv_defer(struct launcher *lc, const struct lc_pool *pool, const struct np_request *r,
+	 const struct np_component *const *comps, int ncomp)
+{
+	double now = lc_monotonic(), due;
+	json_t *seen;
+	int rank;
+
+	if (lc->settings.peer_takeover_delay <= 0)
+		return 0;
+	rank = rv_rank(lc, pool, r, comps, ncomp);
+	if (rank == 0)
+		return 0;
+	seen = json_object_get(lc->req_seen, r->id);
+	if (seen == NULL) {
+		seen = json_real(now);
+		json_object_set_new(lc->req_seen, r->id, seen);
+	}
+	due = json_real_value(seen) + rank * lc->settings.peer_takeover_delay;
+	if (now >= due)
+		return 0;
+	launcher_schedule_assign_in(lc, due - now);
+	return 1;
+}
+
+int
+lc_duty_mine(struct launcher *lc, const char *key)
+{
+	const struct np_component **comps;
+	int j, n = components(lc, &comps), mine = 0;
+	uint64_t best = 0, s;
+	const char *best_id = NULL;
+	size_t p;
+
+	for (j = 0; j < n; j++) {
+		const struct np_component *c = comps[j];
+		if (c->provider_name == NULL || strcmp(c->provider_name, lc->prov.name) != 0)
+			continue;
+		s = rv_score(c->id, key);
+		if (best_id == NULL || s > best || (s == best && strcmp(c->id, best_id) < 0)) {
+			best = s;
+			best_id = c->id;
+		}
+	}
+	if (best_id == NULL)
+		return 1; /* no registration seen yet: nobody else either */
+	for (p = 0; p < lc->prov.n_pools; p++)
+		mine |= lc->prov.pools[p].launcher_id != NULL &&
+			strcmp(lc->prov.pools[p].launcher_id, best_id) == 0;
+	return mine;
+}
+
+/* Forget first sightings of requests no longer `requested`. */
+static void
+rv_prune(struct launcher *lc)
+{
+	const char *id;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe(lc->req_seen, tmp, id, v)
+	{
+		const struct np_request *r = lc_request(lc, id);
+		if (r == NULL || r->state != NP_REQ_REQUESTED)
+			json_object_del(lc->req_seen, id);
+	}
+}
+
 struct cand {
 	const struct np_request *r;
 	int lacks;
@@ -371,6 +497,8 @@ assign_pool(struct launcher *lc, struct lc_pool *pool)
 			continue; /* taken by another of our pools this pass */
 		if (assign_defer_reason(pool, r, comps, ncomp) != NULL)
 			continue; /* left to another launcher's pool */
+		if (rv_defer(lc, pool, r, comps, ncomp))
+			continue; /* a peer ranked before us takes it first */
 		reason = assign_decline_reason(pool, r);
 		if (reason == NULL) {
 			if (drv->reuse_only) {
@@ -403,10 +531,29 @@ void
 assign_pass(struct launcher *lc)
 {
 	size_t i;
+	char who[512];
 
 	if (lc->prov.max_concurrency == 0 || lc->prov.dp == NULL)
 		return;
+	if (lc_upstream_peer(lc, who, sizeof(who))) {
+		/* its launches and ours would not see each other's quota:
+		 * the error once, then in the status until it goes */
+		if (!lc->upstream_refused)
+			lc_set_error(lc,
+				     "provider %s is also served by an upstream Nodepool "
+				     "launcher %s: not serving it alongside (stop that launcher, "
+				     "or remove the provider here)",
+				     lc->prov.name, who);
+		lc->upstream_refused = 1;
+		return;
+	}
+	if (lc->upstream_refused) {
+		log_info("provider %s: the upstream launcher is gone; serving it", lc->prov.name);
+		lc->upstream_refused = 0;
+		lc->last_error[0] = '\0';
+	}
 	handler_resynced(lc); /* declines waiting for a pool to come back */
+	rv_prune(lc);
 	for (i = 0; i < lc->prov.n_pools; i++)
 		rerun_paused(&lc->prov.pools[i]);
 	for (i = 0; i < lc->prov.n_pools; i++)

@@ -371,7 +371,7 @@ delete_pass(struct launcher *lc)
 		if (nd->state == NP_NODE_READY && nd->allocated_to != NULL &&
 		    lc_request(lc, nd->allocated_to) == NULL && zk_cache_synced(lc->requests))
 			deallocate_orphan(lc, nd->id);
-		else if (cleanup_state(nd->state))
+		else if (cleanup_state(nd->state) && !lc_node_awaits_adoption(lc, nd))
 			delete_node(lc, nd->id, 0);
 	}
 }
@@ -470,6 +470,14 @@ lost_node_read(int rc, const char *data, int len, const struct zk_stat *st, void
 
 	if (rc != ZOK || np_node_decode(y->id, data, (size_t)len, &n, err, sizeof(err)) != 0 ||
 	    n->allocated_to == NULL || strcmp(n->allocated_to, y->x->id) != 0) {
+		np_node_free(n);
+		lost_node_done(y);
+		return;
+	}
+	if (n->state == NP_NODE_BUILDING && lc_node_adoptable(y->x->lc, n)) {
+		/* the lost launcher's launch goes on: the request keeps the
+		 * node, and whoever takes the request again adopts it
+		 * (upstream clears the allocation; the node is then deleted) */
 		np_node_free(n);
 		lost_node_done(y);
 		return;

@@ -829,6 +829,107 @@ node_allocated(int rc, const struct zk_stat *st, void *arg)
 	after_node_step(h);
 }
 
+/* ---- adopting a launch an earlier launcher left (launches survive) ---------- */
+
+static void node_building_stored(int rc, const struct zk_stat *st, void *arg);
+
+/* An unlocked BUILDING node of this pool with the label, allocated to this
+ * request, whose launch the driver can resume (lc_node_adoptable). */
+static const char *
+find_adoptable(struct handler *h, const char *label)
+{
+	struct launcher *lc = h->lc;
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+
+	for (i = 0; i < n; i++) {
+		const struct np_node *nd =
+		    LC_SUM(ents[i]) ? np_node_sum_full(LC_SUM(ents[i])) : NULL;
+		if (nd == NULL || ents[i]->locked > 0 || nd->allocated_to == NULL ||
+		    strcmp(nd->allocated_to, h->req_id) != 0 || nd->pool == NULL ||
+		    strcmp(nd->pool, h->pool->name) != 0 || !np_strv_contains(&nd->type, label) ||
+		    lc_busy(lc, ents[i]->name) || !lc_node_adoptable(lc, nd))
+			continue;
+		return ents[i]->name;
+	}
+	return NULL;
+}
+
+static void
+adopt_failed(struct handler *h, size_t i)
+{
+	struct hnode *hn = &h->nodes[i];
+
+	reuse_failed(h, i);
+	hn->resume = 0;
+	hn->no_adopt = 1; /* launched anew; the cleanup deletes that one */
+}
+
+static void
+adopt_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+	struct np_node *n = NULL;
+	char err[200];
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	if (rc != ZOK ||
+	    np_node_decode(hn->node_id, data, (size_t)len, &n, err, sizeof(err)) != 0 ||
+	    !lc_node_adoptable(h->lc, n) || h->vanished) {
+		np_node_free(n);
+		adopt_failed(h, i);
+		after_node_step(h);
+		return;
+	}
+	log_info("request %s: adopting node %s (%s, instance %s) from launcher %s", h->req_id,
+		 hn->node_id, hn->label, n->external_id, n->launcher ? n->launcher : "-");
+	assign_to_request(h, n);
+	free(n->launcher);
+	n->launcher = strdup(h->pool->launcher_id);
+	hn->node = n;
+	hn->az = n->az; /* where the instance is (or NULL) */
+	lc_store_node(h->lc, n, hn->lock, node_building_stored, hop_new(h, i));
+}
+
+static void
+adopt_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	char path[128];
+
+	if (hop_done(o, &h, &i))
+		return;
+	if (rc != ZOK || h->vanished) {
+		adopt_failed(h, i);
+		after_node_step(h);
+		return;
+	}
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", h->nodes[i].node_id);
+	zk_get(h->lc->zk, path, NULL, NULL, adopt_read, hop_new(h, i));
+}
+
+static void
+start_adopt(struct handler *h, size_t i, const char *node_id)
+{
+	struct hnode *hn = &h->nodes[i];
+	char path[128];
+
+	hn->node_id = strdup(node_id);
+	hn->state = HN_LOCKING;
+	hn->resume = 1;
+	lc_busy_add(h->lc, node_id);
+	node_lock_path(node_id, path, sizeof(path));
+	hn->lock = zk_lock_new(h->lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+	zk_lock_acquire(hn->lock, 0, adopt_locked, hop_new(h, i));
+}
+
 /* A READY, unallocated, unlocked node of this pool with the label (and,
  * grouping by AZ, in the nodeset's AZ). */
 static const char *
@@ -1021,6 +1122,7 @@ node_building_stored(int rc, const struct zk_stat *st, void *arg)
 	hn->launch.label = hn->label;
 	hn->launch.request = h->req;
 	hn->launch.az = hn->az;
+	hn->launch.resume = hn->resume;
 	hn->launch.owner = hop_new(h, i);
 	hn->launching = 1;
 	lc->prov.drv->launch(lc->prov.dp, &hn->launch);
@@ -1074,6 +1176,8 @@ new_node_created(int rc, const char *path, void *arg)
 	size_t i;
 	struct hnode *hn;
 
+	/* the create is answered: the provider's quota lock may go (quota.c) */
+	lc_quota_create_done(o->h->lc);
 	if (hop_done(o, &h, &i))
 		return;
 	hn = &h->nodes[i];
@@ -1178,6 +1282,7 @@ start_launch(struct handler *h, size_t i)
 	hn->node = n;
 	hn->state = HN_CREATING;
 	hn->az = az_for_launch(h);
+	lc_quota_create_sent(h->lc);
 	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));
 }
 
@@ -1338,7 +1443,7 @@ run(struct handler *h)
 	struct launcher *lc = h->lc;
 	const struct driver *drv = lc->prov.drv;
 	size_t i;
-	int short_of_nodes = 0;
+	int short_of_nodes = 0, quota_wait = 0;
 
 	if (h->state != H_RUNNING && h->state != H_PAUSED)
 		return;
@@ -1372,6 +1477,13 @@ run(struct handler *h)
 
 		if (hn->state != HN_WANTED)
 			continue;
+		/* a launch an earlier launcher began for this request: go on
+		 * with it (no quota check: its node is counted already) */
+		if (!drv->reuse_only && !hn->no_adopt &&
+		    (id = find_adoptable(h, hn->label)) != NULL) {
+			start_adopt(h, i, id);
+			continue;
+		}
 		/* a reuse-only driver (static) has no other way to serve, so
 		 * reuse: false (min-ready) still takes ready nodes, as upstream's
 		 * static handler */
@@ -1384,11 +1496,19 @@ run(struct handler *h)
 			short_of_nodes = 1;
 			continue;
 		}
+		if (!lc_quota_open(lc)) {
+			quota_wait = 1; /* decided in the next round (quota.c) */
+			continue;
+		}
 		if (!has_remaining_quota(h, hn->label)) {
 			short_of_nodes = 1;
 			continue;
 		}
 		start_launch(h, i);
+	}
+	if (quota_wait) {
+		lc_quota_want(lc);
+		return; /* paused or not, decided in the round */
 	}
 	if (short_of_nodes) {
 		int in_flight = 0;
@@ -1418,6 +1538,29 @@ run(struct handler *h)
 		update_pool_paused(h->pool);
 	}
 	poll_handler(h);
+}
+
+void
+handler_quota_round(struct launcher *lc)
+{
+	struct handler *h, *next;
+	size_t p, i;
+
+	for (p = 0; p < lc->prov.n_pools; p++) {
+		for (h = TAILQ_FIRST(&lc->prov.pools[p].handlers); h != NULL; h = next) {
+			int wanted = 0;
+			next = TAILQ_NEXT(h, entry);
+			for (i = 0; i < h->n_nodes; i++)
+				wanted |= h->nodes[i].state == HN_WANTED ||
+					  h->nodes[i].state == HN_ABORTED;
+			if (!wanted || h->vanished)
+				continue;
+			if (h->state == H_PAUSED)
+				handler_rerun(h);
+			else if (h->state == H_RUNNING)
+				run(h);
+		}
+	}
 }
 
 void
@@ -1807,6 +1950,7 @@ request_locked(struct zk_lock *lock, int rc, void *arg)
 	if (hop_done(o, &h, NULL))
 		return;
 	if (rc != ZOK) {
+		h->lc->counters.req_lock_lost++;
 		handler_finish(h); /* another launcher has it */
 		return;
 	}
@@ -1827,5 +1971,6 @@ handler_start(struct handler *h)
 	h->state = H_LOCKING;
 	snprintf(path, sizeof(path), "/nodepool/requests-lock/%s", h->req_id);
 	h->req_lock = zk_lock_new(h->lc->zk, path, NULL, 0);
+	h->lc->counters.req_lock_attempts++;
 	zk_lock_acquire(h->req_lock, 0, request_locked, hop_new(h, (size_t)-1));
 }

@@ -19,6 +19,7 @@
 #include <event2/event.h>
 
 #include "childproc.h"
+#include "ipc.h"
 #include "log.h"
 #include "memtrim.h"
 #include "paths.h"
@@ -118,6 +119,69 @@ lc_node(struct launcher *lc, const char *id)
 	return s != NULL ? np_node_sum_full(s) : NULL;
 }
 
+int
+lc_node_adoptable(struct launcher *lc, const struct np_node *n)
+{
+	const struct driver *drv = lc->prov.drv;
+
+	return n != NULL && n->state == NP_NODE_BUILDING && n->provider != NULL &&
+	       strcmp(n->provider, lc->prov.name) == 0 && drv != NULL && lc->prov.dp != NULL &&
+	       drv->launch_resumable != NULL && drv->launch_resumable(lc->prov.dp, n);
+}
+
+void
+lc_peers(struct launcher *lc, struct ipc_strv *out)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = lc->pool_components ? zk_cache_entries(lc->pool_components, &ents) : 0;
+	size_t p;
+	char buf[512];
+
+	for (i = 0; i < n; i++) {
+		const struct np_component *c = ents[i]->obj;
+		int mine = 0;
+		if (c == NULL || c->id == NULL || c->provider_name == NULL ||
+		    strcmp(c->provider_name, lc->prov.name) != 0)
+			continue;
+		for (p = 0; p < lc->prov.n_pools; p++)
+			mine |= strcmp(c->id, lc->prov.pools[p].launcher_id) == 0;
+		if (mine)
+			continue;
+		snprintf(buf, sizeof(buf), "%s %s %s", c->hostname ? c->hostname : "?",
+			 c->pool_name ? c->pool_name : "?", c->id);
+		ipc_strv_push(out, buf);
+	}
+}
+
+int
+lc_upstream_peer(struct launcher *lc, char *who, size_t wholen)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = lc->pool_components ? zk_cache_entries(lc->pool_components, &ents) : 0;
+
+	for (i = 0; i < n; i++) {
+		const struct np_component *c = ents[i]->obj;
+		if (c == NULL || c->id == NULL || c->provider_name == NULL ||
+		    strcmp(c->provider_name, lc->prov.name) != 0 ||
+		    json_object_get(c->extra, "nodepoold") != NULL)
+			continue;
+		snprintf(who, wholen, "%s (%s)", c->hostname ? c->hostname : "?", c->id);
+		return 1;
+	}
+	return 0;
+}
+
+int
+lc_node_awaits_adoption(struct launcher *lc, const struct np_node *n)
+{
+	const struct np_request *r;
+
+	if (n == NULL || n->allocated_to == NULL || !lc_node_adoptable(lc, n))
+		return 0;
+	r = lc_request(lc, n->allocated_to);
+	return r != NULL && (r->state == NP_REQ_REQUESTED || r->state == NP_REQ_PENDING);
+}
+
 const struct np_request *
 lc_request(struct launcher *lc, const char *id)
 {
@@ -210,8 +274,15 @@ static void timer_add(struct event *ev, double secs);
 void
 launcher_schedule_assign_in(struct launcher *lc, double secs)
 {
-	if (lc->assign_later_ev != NULL && !event_pending(lc->assign_later_ev, EV_TIMEOUT, NULL))
-		timer_add(lc->assign_later_ev, secs);
+	double at = lc_monotonic() + secs;
+
+	if (lc->assign_later_ev == NULL)
+		return;
+	/* the earliest asked for wins */
+	if (event_pending(lc->assign_later_ev, EV_TIMEOUT, NULL) && lc->assign_later_at <= at)
+		return;
+	lc->assign_later_at = at;
+	timer_add(lc->assign_later_ev, secs);
 }
 
 void
@@ -338,6 +409,10 @@ pool_component_json(struct lc_pool *pool)
 		np_strv_push(&c->supported_labels, pool->labels.v[i]);
 	c->priority = pool->priority;
 	c->paused = pool->paused;
+	/* beyond upstream's keys (which its readers ignore): tells a peer
+	 * nodepoold from an upstream launcher (lc_upstream_peer) */
+	json_decref(c->extra);
+	c->extra = json_pack("{s:s}", "nodepoold", NP_VERSION);
 	pool->reported_paused = pool->paused;
 	s = np_component_encode(c, NULL);
 	np_component_free(c);
@@ -763,6 +838,7 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		}
 		strset_free(lc->busy);
 		lc->busy = strset_new();
+		json_object_clear(lc->req_seen);
 		strset_free(lc->gone);
 		lc->gone = strset_new();
 		break;
@@ -795,6 +871,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	lc->base = base;
 	lc->hostname = childproc_fqdn();
 	lc->busy = strset_new();
+	lc->req_seen = json_object();
 	lc->gone = strset_new();
 	TAILQ_INIT(&lc->ctxs);
 	TAILQ_INIT(&lc->zombies);
@@ -901,6 +978,12 @@ launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errl
 	/* writes and reads interrupted by a lost connection are sent again
 	 * once it is back, instead of failing (zk.h) */
 	zk_set_retry(lc->zk, 1);
+	/* launch decisions and static registrations of every launcher of
+	 * the provider, one at a time (quota.c) */
+	if (lc_quota_init(lc) != 0) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	timer_add(lc->cleanup_ev, lc->settings.cleanup_interval);
 	timer_add(lc->delete_ev, lc->settings.delete_interval);
 	return 0;
@@ -943,6 +1026,7 @@ launcher_free(struct launcher *lc)
 	zk_cache_free(lc->nodes);
 	zk_cache_free(lc->requests);
 	zk_cache_free(lc->pool_components);
+	lc_quota_free(lc);
 	zk_free(lc->zk);
 	if (lc->assign_ev)
 		event_free(lc->assign_ev);
@@ -957,6 +1041,7 @@ launcher_free(struct launcher *lc)
 	if (lc->delete_ev)
 		event_free(lc->delete_ev);
 	lc_config_free(lc);
+	json_decref(lc->req_seen);
 	strset_free(lc->busy);
 	strset_free(lc->gone);
 	free(lc->launcher_component_path);
@@ -992,6 +1077,13 @@ launcher_dump(struct launcher *lc, struct evbuffer *out)
 	    (unsigned long long)lc->counters.accepted, (unsigned long long)lc->counters.fulfilled,
 	    (unsigned long long)lc->counters.declined, (unsigned long long)lc->counters.failed,
 	    (unsigned long long)lc->counters.deleted);
+	evbuffer_add_printf(out,
+			    "  request locks: attempts %llu lost %llu; provider lock rounds %llu; "
+			    "peer-takeover-delay %gs\n",
+			    (unsigned long long)lc->counters.req_lock_attempts,
+			    (unsigned long long)lc->counters.req_lock_lost,
+			    (unsigned long long)lc_quota_rounds(lc),
+			    lc->settings.peer_takeover_delay);
 	evbuffer_add_printf(out,
 			    "  timers: cleanup every %.0fs, deletion every %.0fs, "
 			    "request locks kept %.0fs\n",
@@ -1263,6 +1355,7 @@ struct reg_ctx {
 	struct launcher *lc;
 	void (*done)(const char *node_id, int unknown, void *arg);
 	void *arg;
+	int round; /* sent in a registration round (quota.c) */
 };
 
 static void
@@ -1271,6 +1364,9 @@ registered(int rc, const char *path, void *arg)
 	struct reg_ctx *r = arg;
 	const char *id = NULL;
 	int unknown = rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED;
+
+	if (r->round)
+		lc_quota_create_done(r->lc);
 
 	if (rc == ZOK && path != NULL) {
 		id = strrchr(path, '/');
@@ -1283,6 +1379,17 @@ registered(int rc, const char *path, void *arg)
 	lc_ctx_free(r->lc, r);
 }
 
+static int
+host_registration_round(struct drv_host *h)
+{
+	struct launcher *lc = h->owner;
+
+	if (lc_quota_open(lc))
+		return 1;
+	lc_quota_want(lc);
+	return 0;
+}
+
 static void
 host_register_node(struct drv_host *h, struct np_node *n,
 		   void (*done)(const char *node_id, int unknown, void *arg), void *arg)
@@ -1293,6 +1400,9 @@ host_register_node(struct drv_host *h, struct np_node *n,
 	r->lc = lc;
 	r->done = done;
 	r->arg = arg;
+	r->round = lc_quota_open(lc) && lc->quota != NULL;
+	if (r->round)
+		lc_quota_create_sent(lc);
 	lc_create_node(lc, n, registered, r);
 	np_node_free(n);
 }
@@ -1422,6 +1532,7 @@ const struct drv_host_ops lc_host_ops = {
     .provider_nodes = host_provider_nodes,
     .node_unreadable = host_node_unreadable,
     .provider_peers = host_provider_peers,
+    .registration_round = host_registration_round,
     .node_locked = host_node_locked,
     .node_get = host_node_get,
     .all_nodes = host_all_nodes,

@@ -92,6 +92,8 @@ struct lc_settings {
 	/* request-lock-cleanup-age: request-lock dirs without a request are
 	 * removed once unmodified this long (28800, upstream's LOCK_CLEANUP) */
 	double request_lock_cleanup_age;
+	/* peer-takeover-delay: see assign.c's rendezvous ranking; 0 = off */
+	double peer_takeover_delay;
 };
 
 /* ---- a request in hand (as NodeRequestHandler) --------------------------- */
@@ -130,6 +132,11 @@ struct hnode {
 	 * the view is re-synced after sync epoch create_epoch (issue 27). */
 	int create_unknown;
 	unsigned create_epoch;
+	/* adopting: node_id is a BUILDING node an earlier launcher left
+	 * (lc_node_adoptable), locked and taken over instead of launched
+	 * (HN_LOCKING, then HN_BUILDING with drv_launch.resume) */
+	int resume;
+	int no_adopt; /* an adoption failed: launch instead */
 };
 
 enum handler_state {
@@ -203,6 +210,9 @@ struct lc_counters {
 	uint64_t accepted, fulfilled, declined, failed;
 	uint64_t launches_ready, launches_failed, launches_aborted;
 	uint64_t deleted;
+	/* request locks tried, and those another launcher held (lost races):
+	 * the lock contention rendezvous hashing removes */
+	uint64_t req_lock_attempts, req_lock_lost;
 };
 
 struct launcher {
@@ -246,6 +256,7 @@ struct launcher {
 	struct event *deferred_delete_ev; /* deferred deletion pass (node events) */
 	struct event *minready_ev;	  /* deferred min-ready pass */
 	struct event *assign_later_ev;	  /* an assignment pass a little later */
+	double assign_later_at;		  /* monotonic s it is due (while pending) */
 
 	/* node ids this process is working on right now (locking, deleting,
 	 * allocating): the caches lag our own writes, so these keep us from
@@ -259,6 +270,12 @@ struct launcher {
 	 * freed when those complete, or at launcher_free */
 	TAILQ_HEAD(, handler) zombies;
 	struct lc_ctx_list ctxs; /* see lc_ctx_new */
+
+	struct lc_quota *quota; /* quota.c */
+	int upstream_refused;	/* an upstream launcher serves our provider */
+	/* request id -> monotonic s when an assignment pass first found it
+	 * ranked below a peer (assign.c); entries of gone requests pruned */
+	json_t *req_seen;
 
 	struct lc_counters counters;
 	char last_error[256];
@@ -322,6 +339,27 @@ void lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock 
 void lc_create_node(struct launcher *lc, const struct np_node *n, zk_string_cb cb, void *arg);
 /* Update our pool component (paused flag). */
 void lc_pool_update_component(struct lc_pool *pool);
+/*
+ * 1 when n (a cached or read record) is a BUILDING node of our provider
+ * whose launch our driver can resume (its launch_resumable slot): when
+ * unlocked, the launcher that started it is gone (killed, restarted, or a
+ * peer whose session ended), and the request it is allocated to adopts it
+ * (handler.c) instead of launching again, while the cleanup leaves it
+ * alone. Launches survive their launcher; upstream deletes such nodes.
+ */
+int lc_node_adoptable(struct launcher *lc, const struct np_node *n);
+/* An unlocked adoptable node waiting for its request: allocated to a
+ * request that is still requested or pending. */
+int lc_node_awaits_adoption(struct launcher *lc, const struct np_node *n);
+/* 1 when an upstream Nodepool launcher (a pool component of our provider
+ * without nodepoold's marker key) serves our provider: its launches take
+ * no provider lock, so nodepoold serves nothing of it meanwhile (who gets
+ * "hostname (launcher id)"). */
+int lc_upstream_peer(struct launcher *lc, char *who, size_t wholen);
+/* The other launchers serving our provider (pool components not ours),
+ * appended to out as "hostname pool launcher-id". */
+struct ipc_strv;
+void lc_peers(struct launcher *lc, struct ipc_strv *out);
 /* Delete a node record entirely (state deleted, then recursive delete). */
 void lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lock);
 
@@ -333,6 +371,11 @@ const struct lc_label *lc_label_get(const struct launcher *lc, const char *name)
 
 /* assign.c */
 void assign_pass(struct launcher *lc);
+/* 1 when this launcher is the one live launcher of its provider that acts
+ * on duty key (min-ready of a label...): the best rendezvous score of
+ * (launcher id, key) among the provider's pool components. Moves to
+ * another launcher when its holder's registration goes (session end). */
+int lc_duty_mine(struct launcher *lc, const char *key);
 
 /*
  * The decisions of an assign pass, one request at a time (assign.c), as
@@ -393,6 +436,23 @@ void lc_host_delete_done(struct drv_delete *d, int ok, const char *error);
 void delete_pass(struct launcher *lc);
 /* Start deleting one node (locks it, drives the driver); safe to call twice. */
 void cleanup_delete_node(struct launcher *lc, const char *node_id);
+
+/* quota.c: launch decisions serialized across the provider's launchers
+ * (the design is at the top of quota.c). */
+int lc_quota_init(struct launcher *lc);	 /* after lc->zk exists; -1 ENOMEM */
+void lc_quota_free(struct launcher *lc); /* before zk_free; NULL quota: no-op */
+/* 1 while a round is open (or for a launcher without one): a launch may
+ * be decided and its INIT node created now. */
+int lc_quota_open(const struct launcher *lc);
+/* Ask for a round: handler_quota_round runs once the lock is held. */
+void lc_quota_want(struct launcher *lc);
+/* A create of the open round was sent / answered (any outcome): the lock
+ * is released once every one is answered. */
+void lc_quota_create_sent(struct launcher *lc);
+void lc_quota_create_done(struct launcher *lc);
+uint64_t lc_quota_rounds(const struct launcher *lc);
+/* handler.c: run every handler with nodes to launch (a round is open). */
+void handler_quota_round(struct launcher *lc);
 
 /* minready.c */
 void minready_pass(struct launcher *lc);

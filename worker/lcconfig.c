@@ -198,6 +198,9 @@ lc_config_load(struct launcher *lc, const json_t *config, const char *provider, 
 	    np_json_num(np, "request-lock-cleanup-age", 8 * 3600);
 	if (!(lc->settings.request_lock_cleanup_age > 0))
 		lc->settings.request_lock_cleanup_age = 8 * 3600;
+	lc->settings.peer_takeover_delay = np_json_num(np, "peer-takeover-delay", 2);
+	if (!(lc->settings.peer_takeover_delay >= 0))
+		lc->settings.peer_takeover_delay = 2;
 	return 0;
 }
 

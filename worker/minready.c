@@ -203,7 +203,14 @@ minready_pass(struct launcher *lc)
 		const struct zk_cache_entry *const *ne;
 		int ready = 0, outstanding = 0, nn, need;
 
+		char duty[300];
+
 		if (!l->min_ready_owner || lc_monotonic() < l->min_ready_backoff)
+			continue;
+		/* one launcher of the provider makes them (several nodepoold
+		 * instances may serve it) */
+		snprintf(duty, sizeof(duty), "min-ready/%s", l->name);
+		if (!lc_duty_mine(lc, duty))
 			continue;
 		if (lc->prov.drv->label_ready != NULL && lc->prov.dp != NULL &&
 		    !lc->prov.drv->label_ready(lc->prov.dp, l->name))
@@ -219,8 +226,10 @@ minready_pass(struct launcher *lc)
 		for (i = 0; i < n; i++) {
 			const struct np_request *r = ents[i]->obj;
 			/* fulfilled ones count too until their nodes are handed
-			 * back (else an instant cloud overshoots) */
-			if (our_min_ready(lc, ents[i]) && r->state != NP_REQ_FAILED &&
+			 * back (else an instant cloud overshoots); a peer's too,
+			 * made before the duty moved to us */
+			if (r != NULL && r->requestor != NULL &&
+			    strcmp(r->requestor, MIN_READY) == 0 && r->state != NP_REQ_FAILED &&
 			    r->node_types.n == 1 && strcmp(r->node_types.v[0], l->name) == 0)
 				outstanding++;
 		}

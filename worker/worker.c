@@ -119,6 +119,9 @@ send_status(void *arg, int64_t seq)
 			st->state = IPC_WS_PAUSED;
 		if (lc->last_error[0] != '\0')
 			ipc_set_str(&st->last_error, lc->last_error);
+		st->lock_attempts = (int64_t)lc->counters.req_lock_attempts;
+		st->lock_lost = (int64_t)lc->counters.req_lock_lost;
+		lc_peers(lc, &st->peers);
 	}
 	if (lc != NULL && lc->zk != NULL)
 		st->zk_queue = zk_pending(lc->zk);

@@ -171,6 +171,13 @@ show_status_text(const struct ipc_ctl_status_reply *r)
 			row[k] = cells[i][k];
 		print_row(row, width);
 	}
+	/* launchers on other hosts serving the same providers (HA) */
+	for (i = 0; i < r->workers.n; i++) {
+		const struct ipc_worker_info *w = &r->workers.v[i];
+		size_t p;
+		for (p = 0; p < w->peers.n; p++)
+			printf("%s peer launcher: %s\n", w->name, w->peers.v[p]);
+	}
 	free(cells);
 	return 0;
 }

@@ -1271,6 +1271,20 @@ fake_create_machine(struct sm_adapter *f, const struct sm_create_args *args)
 	return &fm->m;
 }
 
+/* The resume_machine slot: an earlier launcher's server, watched until it
+ * is up (the create machine's building state). */
+static struct sm_machine *
+fake_resume_machine(struct sm_adapter *f, const struct sm_create_args *args,
+		    const char *external_id)
+{
+	struct sm_machine *m = fake_create_machine(f, args);
+	struct fmachine *fm = (struct fmachine *)m;
+
+	m->external_id = strdup(external_id);
+	fm_set(fm, FM_BUILDING);
+	return m;
+}
+
 static struct sm_machine *
 fake_delete_machine(struct sm_adapter *f, const char *external_id)
 {
@@ -2024,6 +2038,7 @@ static const struct sm_adapter_ops fake_adapter = {
     .adapter_stop = fake_adapter_stop,
     .adapter_free = fake_adapter_free,
     .create_machine = fake_create_machine,
+    .resume_machine = fake_resume_machine,
     .delete_machine = fake_delete_machine,
     .list_instances = fake_list_instances,
     .list_resources = fake_list_resources,

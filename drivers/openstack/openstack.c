@@ -1810,6 +1810,20 @@ os_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	return &m->m;
 }
 
+/* The resume_machine slot: a server an earlier launcher created for the
+ * node, followed from its listing as the create machine's building state
+ * (then its floating IP, as for a new server). */
+static struct sm_machine *
+os_resume_machine(struct sm_adapter *a, const struct sm_create_args *args, const char *external_id)
+{
+	struct osm *m = (struct osm *)os_create_machine(a, args);
+
+	m->m.external_id = np_strdupz(external_id);
+	m->seq = a->list_seq;
+	osm_set(m, OS_BUILDING);
+	return &m->m;
+}
+
 static struct sm_machine *
 os_delete_machine(struct sm_adapter *a, const char *external_id)
 {
@@ -2584,6 +2598,7 @@ static const struct sm_adapter_ops os_adapter = {
     .adapter_stop = os_adapter_stop,
     .adapter_free = os_adapter_free,
     .create_machine = os_create_machine,
+    .resume_machine = os_resume_machine,
     .delete_machine = os_delete_machine,
     .list_instances = os_list_instances,
     .list_resources = os_list_resources,

@@ -242,6 +242,19 @@ struct sm_adapter_ops {
 	 * later loop turn. */
 	struct sm_machine *(*create_machine)(struct sm_adapter *a,
 					     const struct sm_create_args *args);
+	/*
+	 * A create machine that takes over instance external_id, created for
+	 * the same node by an earlier launcher that is gone (a worker killed
+	 * mid-launch, a peer whose ZooKeeper session ended): it goes on from
+	 * the cloud's view of that instance (still building: wait; up: done;
+	 * in error or gone: SM_E_FAILED) and never creates one. args as for
+	 * create_machine; m->external_id is external_id from the start. No
+	 * upstream counterpart (upstream deletes such an instance). NULL: the
+	 * adapter cannot, and such a node is deleted.
+	 */
+	struct sm_machine *(*resume_machine)(struct sm_adapter *a,
+					     const struct sm_create_args *args,
+					     const char *external_id);
 	/* A machine that deletes external_id (getDeleteStateMachine); an
 	 * instance that does not exist ends in SM_E_NOTFOUND or SM_DONE. */
 	struct sm_machine *(*delete_machine)(struct sm_adapter *a, const char *external_id);

@@ -136,6 +136,7 @@ struct sm_launch {
 	struct nodescan_req *scan;
 	struct event *timer; /* delayed unwind retry */
 	char *instance_id;   /* the current attempt's instance, once named */
+	char *resume_id;     /* the first attempt takes this instance over (or NULL) */
 	double unwind_deadline;
 	char *fail_msg; /* why the attempt failed (while unwinding or
 			   fetching the console) */
@@ -451,6 +452,7 @@ launch_free(struct sm_launch *l)
 	free(l->az);
 	free(l->hostname);
 	free(l->instance_id);
+	free(l->resume_id);
 	free(l->fail_msg);
 	free(l->provider);
 	free(l);
@@ -844,10 +846,18 @@ begin_attempt(struct sm_launch *l)
 	args.metadata = l->metadata;
 	args.request = l->request;
 	args.az = l->az;
-	m = r->ops->create_machine(r->a, &args);
 	l->phase = LP_CREATE;
 	l->t_attempt = np_mono_s();
 	l->t_named = 0;
+	if (l->resume_id != NULL && l->attempt == 1 && r->ops->resume_machine != NULL) {
+		/* an earlier launcher's instance: named from the start, so a
+		 * failed takeover deletes it before the next attempt */
+		m = r->ops->resume_machine(r->a, &args, l->resume_id);
+		log_info("node %s: resuming the launch of instance %s", l->node_id, l->resume_id);
+		set_instance_id(l, l->resume_id);
+	} else {
+		m = r->ops->create_machine(r->a, &args);
+	}
 	l->run = sm_run_start(r, m, l->launch_timeout, create_done, create_progress, l);
 }
 
@@ -879,6 +889,7 @@ sm_launch_start(struct sm_runner *r, struct np_node *node, const struct sm_launc
 	l->t_start = np_mono_s();
 	l->done = done;
 	l->named = p->named;
+	l->resume_id = p->resume_id != NULL ? np_strdupz(p->resume_id) : NULL;
 	l->arg = arg;
 	TAILQ_INSERT_TAIL(&r->launches, l, entry);
 	r->st.launches++;

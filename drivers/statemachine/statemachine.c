@@ -537,7 +537,11 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 		return;
 	}
 	memset(&p, 0, sizeof(p));
-	if (lab->diskimage != NULL) {
+	if (l->resume) {
+		/* the instance exists, booted from the image the record
+		 * names: nothing to look up */
+		p.resume_id = n->external_id;
+	} else if (lab->diskimage != NULL) {
 		if (latest_upload(dp, lab->diskimage, image_eid, sizeof(image_eid), path,
 				  sizeof(path)) != 0) {
 			snprintf(msg, sizeof(msg), "Unable to find current cloud image %s in %s",
@@ -550,7 +554,8 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	} else {
 		sm_set_str(&n->image_id, lab->cloud_image);
 	}
-	apply_image(n, lab->image);
+	if (!l->resume)
+		apply_image(n, lab->image);
 	drv_quota_init(&q, 0, 1, 0);
 	label_quota_of(dp, lab, &q);
 	json_decref(n->resources);
@@ -580,6 +585,15 @@ sm_drv_launch(struct drv_provider *dp, struct drv_launch *l)
 	p.named = launch_named;
 	g->sl = sm_launch_start(dp->runner, n, &p, launch_done, g);
 	json_decref(meta);
+}
+
+int
+sm_drv_launch_resumable(struct drv_provider *dp, const struct np_node *node)
+{
+	return dp->runner != NULL && dp->ops->resume_machine != NULL && !dp->stopped &&
+	       node->external_id != NULL && node->external_id[0] != '\0' &&
+	       node->external_id_obj == NULL && node->type.n > 0 &&
+	       sm_config_label(dp->cfg, node->pool, node->type.v[0]) != NULL;
 }
 
 void

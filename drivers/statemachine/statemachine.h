@@ -203,6 +203,10 @@ struct sm_launch_params {
 	 * inside an advance: it must not cancel the launch.
 	 */
 	void (*named)(void *arg);
+	/* The instance an earlier launcher created for this node (adapter
+	 * slot resume_machine): the first attempt takes it over instead of
+	 * creating one; NULL: create. Copied. */
+	const char *resume_id;
 };
 
 /*
@@ -269,6 +273,9 @@ void sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out);
 void sm_drv_pool_azs(struct drv_provider *dp, const char *pool, struct np_strv *out);
 void sm_drv_launch(struct drv_provider *dp, struct drv_launch *l);
 void sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l);
+/* The driver slot launch_resumable: the adapter has resume_machine and the
+ * node names its instance (external_id a string) in one of our pools. */
+int sm_drv_launch_resumable(struct drv_provider *dp, const struct np_node *node);
 void sm_drv_node_delete(struct drv_provider *dp, struct drv_delete *d);
 void sm_drv_dump(struct drv_provider *dp, struct evbuffer *out);
 /* Through the adapter's upload_image / delete_image (an adapter without
@@ -286,9 +293,10 @@ void sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_i
 	.label_ready = sm_drv_label_ready, .label_quota = sm_drv_label_quota,                      \
 	.label_error = sm_drv_label_error, .provider_limits = sm_drv_provider_limits,              \
 	.pool_azs = sm_drv_pool_azs, .launch = sm_drv_launch,                                      \
-	.launch_cancel = sm_drv_launch_cancel, .node_delete = sm_drv_node_delete,                  \
-	.dump = sm_drv_dump, .image_upload = sm_drv_image_upload,                                  \
-	.image_delete = sm_drv_image_delete, .image_list = sm_drv_image_list
+	.launch_cancel = sm_drv_launch_cancel, .launch_resumable = sm_drv_launch_resumable,        \
+	.node_delete = sm_drv_node_delete, .dump = sm_drv_dump,                                    \
+	.image_upload = sm_drv_image_upload, .image_delete = sm_drv_image_delete,                  \
+	.image_list = sm_drv_image_list
 
 /*
  * The driver's image_format slot for adapters whose format is the

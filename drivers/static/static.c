@@ -17,13 +17,15 @@
  * handed out its host must accept a TCP connection (liveness check),
  * unless host-key-checking is off.
  *
- * A slot is registered only while no other ZooKeeper session holds a pool
- * registration of this provider (drv_provider_peers): after kill -9 or a
- * hang the old worker's session lives on until it expires, and a create it
- * sent before dying may land after the new worker read the node list. Upstream
- * registers anyway and may briefly hold two nodes for one slot; here the
- * missing slots wait (at most zookeeper-timeout) and nodes already registered
- * keep serving meanwhile.
+ * A slot is registered only in a registration round of the provider
+ * (drv_registration_round): every launcher serving it (nodepoold on
+ * several hosts, or a worker and its killed predecessor whose session has
+ * not expired yet) registers one at a time, under one ZooKeeper lock, from
+ * a view holding every node registered before. Upstream registers anyway
+ * and may briefly hold two nodes for one slot; here each slot has one node
+ * at every instant, and a launcher that dies leaves its slots to the
+ * others (the nodes stay; a missing one is registered by whichever
+ * launcher's sync comes next).
  */
 #include "jsonget.h"
 #include "xalloc.h"
@@ -484,8 +486,7 @@ static_sync(struct drv_provider *dp)
 	int slot;
 	char key[64];
 	unsigned char *claimed;
-	int peers = -1; /* not looked up yet */
-	char who[256];
+	int round = -1; /* not asked yet */
 
 	/* not on a view that is not current (provider_start comes again
 	 * once the caches have re-synced) */
@@ -537,18 +538,15 @@ static_sync(struct drv_provider *dp)
 			}
 			if (pending_find(dp, key, NULL) != NULL)
 				continue;
-			if (peers < 0)
-				peers = (int)drv_provider_peers(dp->lc, who, sizeof(who));
-			if (peers > 0) {
-				/* A create it sent before dying may still land:
-				 * registering now could give the slot two nodes. */
-				if (!dp->waiting_peer)
-					log_warn("provider %s is also registered by another "
-						 "ZooKeeper session (%s): static nodes are "
-						 "registered once that session ends",
-						 dp->name, who);
+			if (round < 0)
+				round = drv_registration_round(dp->lc);
+			if (!round) {
+				/* registered in the provider's next round
+				 * (peers_changed): one launcher at a time, so a
+				 * create another launcher (or our killed
+				 * predecessor) sent cannot give the slot a
+				 * second node */
 				dp->waiting_peer = 1;
-				schedule_retry(dp);
 				continue;
 			}
 			if (!host_ready_to_register(dp, hi))
@@ -556,10 +554,8 @@ static_sync(struct drv_provider *dp)
 			register_slot(dp, hi, slot);
 		}
 	}
-	if (peers == 0 && dp->waiting_peer) {
-		log_info("provider %s: the other ZooKeeper session is gone; registering", dp->name);
+	if (round == 1)
 		dp->waiting_peer = 0;
-	}
 	/* Nodes of ours that match no configured slot: deregister. */
 	for (i = 0; i < n; i++) {
 		if (claimed[i] || !node_live(nodes[i]) || nodes[i]->state != NP_NODE_READY ||

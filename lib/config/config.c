@@ -1318,6 +1318,7 @@ nodepoold_build(struct np_nodepoold_settings *s, const struct np_cfg_node *m)
 	s->pid_file = dup_str(m, "pid-file", "/run/nodepoold/nodepoold.pid");
 	s->restart_backoff_max = np_cfg_num(m, "restart-backoff-max", 60);
 	s->request_lock_cleanup_age = np_cfg_num(m, "request-lock-cleanup-age", 8 * 3600);
+	s->peer_takeover_delay = np_cfg_num(m, "peer-takeover-delay", 2);
 	s->reload_on_change = np_cfg_bool(m, "reload-on-change", 1) != 0;
 }
 
@@ -1531,6 +1532,8 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
 			    json_real(cfg->nodepoold.worker_status_timeout));
 	json_object_set_new(np, "request-lock-cleanup-age",
 			    json_real(cfg->nodepoold.request_lock_cleanup_age));
+	json_object_set_new(np, "peer-takeover-delay",
+			    json_real(cfg->nodepoold.peer_takeover_delay));
 	/* control-socket, pid-file, restart-backoff-max are the supervisor's own:
 	 * left out so that changing them restarts no worker */
 	json_object_set_new(j, "nodepoold", np);

@@ -66,6 +66,12 @@
  *   request-lock-cleanup-age 28800  request-lock dirs whose request is gone
  *                          are removed once unmodified this long (upstream's
  *                          fixed LOCK_CLEANUP, 8 h)
+ *   peer-takeover-delay    2    with several launchers serving one pool
+ *                          (nodepoold on several hosts), how long the
+ *                          launcher ranked n-th for a request by rendezvous
+ *                          hashing waits (times n-1) before taking it while
+ *                          the others have not; 0: every launcher tries at
+ *                          once (upstream's race for the request lock)
  *   reload-on-change       true nodepoold applies nodepool.yaml and secure.conf
  *                          whenever their contents change (false: on
  *                          SIGHUP or `nodepoolctl reload` only)
@@ -438,6 +444,7 @@ struct np_nodepoold_settings {
 	char *pid_file;
 	double restart_backoff_max;
 	double request_lock_cleanup_age;
+	double peer_takeover_delay;
 	bool reload_on_change;
 };
 

@@ -149,7 +149,7 @@ const struct sc_schema sc_top = {
 		OPT("stats-interval", POSITIVE), OPT("worker-status-timeout", POSITIVE),
 		OPT("control-socket", NONEMPTY_STR), OPT("pid-file", NONEMPTY_STR),
 		OPT("restart-backoff-max", POSITIVE), OPT("request-lock-cleanup-age", POSITIVE),
-		OPT("reload-on-change", BOOL)))),
+		OPT("peer-takeover-delay", NONNEG), OPT("reload-on-change", BOOL)))),
 };
 
 const struct sc_schema sc_secure = {

@@ -457,6 +457,11 @@ int64_t zk_cache_ephemeral_owner(const struct zk_cache *cache, const struct zk_c
  * the loop runs again. */
 int zk_cache_entries(const struct zk_cache *cache, const struct zk_cache_entry *const **out);
 int zk_cache_count(const struct zk_cache *cache);
+/* Children ZooKeeper told of whose first read has not completed (they are
+ * not in zk_cache_entries yet): 0 once the view holds every child created
+ * before the last event heard. For a reader that must count every child
+ * (worker/quota.c). */
+size_t zk_cache_unloaded(const struct zk_cache *cache);
 /* For tests and benchmarks: the reads (get, exists, lock listings) the
  * cache has submitted since it was made; its listings of the path and
  * catch-up requests are not counted. */

@@ -1320,6 +1320,12 @@ zk_cache_entries(const struct zk_cache *cache, const struct zk_cache_entry *cons
 }
 
 size_t
+zk_cache_unloaded(const struct zk_cache *cache)
+{
+	return cache != NULL && cache->count > cache->nvisible ? cache->count - cache->nvisible : 0;
+}
+
+size_t
 zk_cache_reads(const struct zk_cache *cache)
 {
 	return cache != NULL ? cache->nreads : 0;

@@ -294,8 +294,9 @@ def test_launcher_killed_mid_launch_its_instance_deleted_by_external_id(deployme
     """A launching node carries its instance's external_id in ZooKeeper as
     soon as the cloud names it, and each retry's new one (as upstream's
     StateMachineNodeLauncher stores it at once). The launcher is then
-    killed -9 mid-launch; a new one deletes the BUILDING node once the old
-    session is gone, and the instance with it, by that external_id. The
+    killed -9 mid-launch and Zuul cancels the request; a new one deletes
+    the BUILDING node once the old session is gone, and the instance with
+    it, by that external_id. The
     cloud is `persistent` (it outlives the worker, read back from its
     state-file), and leak cleanup cannot run here (its first pass is an
     hour away, and it needs two): the delete can only come from the node."""
@@ -335,6 +336,9 @@ def test_launcher_killed_mid_launch_its_instance_deleted_by_external_id(deployme
     # the cloud outlived the launcher
     assert [i["id"] for i in cloud.instances()] == ["i-000002"]
 
+    # Zuul gives up on the request: nothing is left to adopt the node for
+    # (a request still waiting would adopt it: test_ha.py)
+    assert zuul.cancel(rid)
     p2 = deployment.start_launcher("sim", path)
     wait_for(lambda: zuul.node(nid) is None, 20, what="the BUILDING node deleted")
     wait_for(lambda: cloud.instances() == [] and cloud.volumes() == [],

@@ -288,9 +288,11 @@ def test_label_shared_across_pools_and_node_fields(deployment, zuul):
 def test_slot_waits_for_old_session(deployment, zuul, zk_server, chroot):
     """After kill -9 the old worker's ZooKeeper session outlives it, and a
     node registration it sent may land after the new worker read the node
-    list. The new worker registers missing slots only once no other
-    session holds a pool registration of its provider: never two nodes
-    for one slot, while nodes already there keep serving."""
+    list. Registrations are made one launcher at a time, under the
+    provider's lock (worker/quota.c): the old worker sent its registration
+    holding it, so the new worker registers missing slots only once that
+    session has ended: never two nodes for one slot, while nodes already
+    there keep serving."""
     from conftest import kazoo_client
     old = kazoo_client(zk_server, chroot)
     try:
@@ -299,8 +301,10 @@ def test_slot_waits_for_old_session(deployment, zuul, zk_server, chroot):
             "kind": "pool", "hostname": "oldhost", "state": "running",
             "id": "oldhost-PoolWorker.static-a-main-" + "0" * 32,
             "name": "main", "provider_name": "static-a",
-            "supported_labels": ["small"], "priority": 100,
+            "supported_labels": ["small"], "priority": 100, "nodepoold": "0.1.0",
             "paused": False}).encode(), ephemeral=True, sequence=True)
+        # the old worker was registering: it holds the provider's lock
+        assert old.Lock("/nodepool/launcher-quota/static-a", "oldhost").acquire(timeout=10)
         # host-b's slot is registered; host-a's node was just deleted by
         # the old worker, whose re-registration is still in flight
         nb = {"state": "ready", "provider": "static-a", "pool": "main",
@@ -331,7 +335,6 @@ def test_slot_waits_for_old_session(deployment, zuul, zk_server, chroot):
     time.sleep(1.5)
     hosts = sorted(n["hostname"] for n in zuul.nodes().values())
     assert hosts == ["host-a", "host-b"]
-    assert "registered once that session ends" in p.output()
     assert p.alive()
 
 

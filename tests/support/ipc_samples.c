@@ -44,6 +44,9 @@ sample_status(struct ipc_status *s, int variant)
 	s->uptime_s = 86400;
 	must(ipc_set_str(&s->metrics, "{\"provider\":\"rax-dfw\",\"starts\":1}"));
 	s->zk_queue = 3;
+	must(ipc_strv_push(&s->peers, "nl02.example.org main nl02-PoolWorker.rax-dfw-main-0f"));
+	s->lock_attempts = 1001;
+	s->lock_lost = 1;
 	s->pss_kb = 10240;
 }
 
@@ -67,6 +70,9 @@ sample_workers(struct ipc_workers *w, int variant)
 	i->failed = 0;
 	must(ipc_counts_add(&i->nodes, "ready", 3));
 	must(ipc_set_str(&i->last_error, "boom"));
+	must(ipc_strv_push(&i->peers, "nl02.example.org main nl02-PoolWorker.rax-dfw-main-0f"));
+	i->lock_attempts = 11;
+	i->lock_lost = 1;
 	i->rss_kb = 9216;
 	i->pss_kb = 4608;
 	i = ipc_workers_add(w, "builder");

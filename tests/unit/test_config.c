@@ -1246,6 +1246,7 @@ Test(config, nodepoold_section_defaults)
 		      "  control-socket: /tmp/np.sock\n"
 		      "  restart-backoff-max: 10\n"
 		      "  request-lock-cleanup-age: 2.5\n"
+		      "  peer-takeover-delay: 0\n"
 		      "  reload-on-change: false\n"
 		      "max-hold-age: -5\n"
 		      "zookeeper-timeout: 30\n"
@@ -1256,6 +1257,7 @@ Test(config, nodepoold_section_defaults)
 	cr_assert_str_eq(cfg->nodepoold.control_socket, "/tmp/np.sock");
 	cr_assert_float_eq(cfg->nodepoold.restart_backoff_max, 10, 1e-9);
 	cr_assert_float_eq(cfg->nodepoold.request_lock_cleanup_age, 2.5, 1e-9);
+	cr_assert_float_eq(cfg->nodepoold.peer_takeover_delay, 0, 1e-9, "0: hashing off");
 	cr_assert(!cfg->nodepoold.reload_on_change);
 	cr_assert_eq(cfg->max_hold_age, 0);
 	cr_assert_float_eq(cfg->zk_timeout, 30, 1e-9);
@@ -1279,7 +1281,8 @@ Test(config, nodepoold_section_errors)
 			    "  pid-file: ''\n"
 			    "  workers: 3\n"
 			    "  request-lock-cleanup-age: 0\n"
-			    "  reload-on-change: sometimes\n",
+			    "  reload-on-change: sometimes\n"
+			    "  peer-takeover-delay: -1\n",
 			    NULL);
 
 	cr_assert_str_eq(t, "t.yaml:2:21: nodepoold.cleanup-interval: must be greater than 0\n"
@@ -1289,7 +1292,8 @@ Test(config, nodepoold_section_errors)
 			    "t.yaml:6:29: nodepoold.request-lock-cleanup-age: must be greater "
 			    "than 0\n"
 			    "t.yaml:7:21: nodepoold.reload-on-change: expected a boolean, got a "
-			    "string\n");
+			    "string\n"
+			    "t.yaml:8:24: nodepoold.peer-takeover-delay: must not be negative\n");
 	free(t);
 }
 

@@ -210,7 +210,8 @@ static const char slice_yaml[] = "zookeeper-servers:\n"
 				 "  restart-backoff-max: 7\n"
 				 "  control-socket: /tmp/x.sock\n"
 				 "  cleanup-interval: 9\n"
-				 "  request-lock-cleanup-age: 5\n";
+				 "  request-lock-cleanup-age: 5\n"
+				 "  peer-takeover-delay: 0.5\n";
 
 Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 {
@@ -229,6 +230,8 @@ Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 	cr_assert_eq(json_number_value(json_object_get(np, "cleanup-interval")), 9);
 	cr_assert_eq(json_number_value(json_object_get(np, "request-lock-cleanup-age")), 5,
 		     "the workers run the request-lock GC");
+	cr_assert_eq(json_number_value(json_object_get(np, "peer-takeover-delay")), 0.5,
+		     "the workers rank requests among their peers");
 	cr_assert_null(json_object_get(np, "worker-status-timeout"));
 	cr_assert_null(json_object_get(np, "restart-backoff-max"));
 	cr_assert_null(json_object_get(np, "control-socket"));
