@@ -55,6 +55,8 @@
 #include <stddef.h>
 #include <jansson.h>
 
+#include "numjson.h"
+
 /* A list of strings (labels, node ids, host keys...). */
 struct np_strv {
 	char **v;
@@ -64,15 +66,6 @@ void np_strv_push(struct np_strv *sv, const char *s); /* copies s (NULL as "") *
 void np_strv_clear(struct np_strv *sv);
 int np_strv_contains(const struct np_strv *sv, const char *s);
 void np_strv_copy(struct np_strv *dst, const struct np_strv *src); /* dst cleared first */
-
-/*
- * The literal text of a number jansson could not hold (see above), when v
- * is the stand-in string for one; NULL for any other value. Borrowed from v.
- */
-const char *np_json_raw_number(const json_t *v);
-/* A deep copy of v for showing (web, CLI): stand-ins become the nearest
- * double (null if not finite). NULL gives NULL. */
-json_t *np_json_export(const json_t *v);
 
 /* ---- Node (/nodepool/nodes/<id>) ---------------------------------------- */
 enum np_node_state {

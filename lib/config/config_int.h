@@ -41,4 +41,60 @@ extern const struct sc_schema sc_secure;
 void sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
 		 struct np_config_errors *errs);
 
+/* ---- shared by config.c, config_check.c, config_build.c, slice.c ---- */
+
+#define DEFAULT_ZK_PORT		  2281
+#define DEFAULT_IMAGE_NAME_FORMAT "{image_name}-{timestamp}"
+#define NP_CONFIG_MAX_PARENTS	  32 /* levels of diskimage parents */
+
+/*
+ * A list of {name: ...} entries indexed by name: sorted by (name, position),
+ * so lookups are O(log n) and a name's first definition comes first. Lists
+ * can be long (a 16 MiB file), so nothing here is quadratic.
+ */
+struct name_ent {
+	const char *name;
+	size_t pos;
+	const struct np_cfg_node *item;
+};
+
+struct name_index {
+	struct name_ent *v;
+	size_t n;
+};
+
+/* A cross-check in progress (drvtraits.h names it opaquely for the traits). */
+struct np_drv_check {
+	const struct np_cfg_node *root;
+	struct np_config_errors *errs;
+	struct cfg_path path;
+	struct name_index labels;			      /* top-level labels */
+	struct name_index diskimages;			      /* top-level diskimages */
+	struct name_index prov_cloud_images, prov_diskimages; /* the provider being checked */
+};
+
+/* Each documented at its definition (config.c, config_check.c, config_build.c, slice.c). */
+void cfg_zk_servers_free(struct np_config *cfg);
+void cfg_diskimage_free(struct np_diskimage *d);
+void cfg_provider_free(struct np_provider *p);
+void cfg_config_build(struct np_config *cfg, const struct np_cfg_node *root);
+void cfg_secure_merge(struct np_config *cfg, const struct np_cfg_node *sroot,
+		      struct np_config_errors *errs);
+void cfg_nix_build(struct name_index *ix, const struct np_cfg_node *seq);
+void cfg_nix_free(struct name_index *ix);
+const struct np_cfg_node *cfg_nix_find(const struct name_index *ix, const char *name);
+void cfg_check_zk_servers(struct np_drv_check *c, const struct np_cfg_node *doc);
+void cfg_check_references(const struct np_cfg_node *root, struct np_config_errors *errs);
+void cfg_strv_push(struct np_cfg_strv *sv, const char *s);
+int cfg_strp_cmp(const void *a, const void *b);
+void cfg_strv_sort_unique(struct np_cfg_strv *sv);
+void cfg_strv_from_seq(struct np_cfg_strv *sv, const struct np_cfg_node *seq);
+const struct np_cfg_node *cfg_get_seq(const struct np_cfg_node *map, const char *key);
+const struct np_cfg_node *cfg_get_map(const struct np_cfg_node *map, const char *key);
+char *cfg_dup_str(const struct np_cfg_node *map, const char *key, const char *def);
+json_t *cfg_json_obj_of(const struct np_cfg_node *map, const char *key);
+double cfg_coerce_num(const struct np_cfg_node *map, const char *key, double def);
+const char *cfg_provider_driver(const struct np_cfg_node *prov);
+void cfg_fingerprint(const struct np_config *cfg, struct np_provider *p);
+
 #endif

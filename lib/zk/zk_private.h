@@ -11,6 +11,8 @@
 #ifndef NP_ZK_PRIVATE_H
 #define NP_ZK_PRIVATE_H
 
+#include <sys/time.h>
+
 #include "zk.h"
 
 /* The outcome of one operation, valid only during the callback. */
@@ -160,5 +162,14 @@ double zk_now(void);
  * strings, as kazoo sorts its regex groups.
  */
 const char *zk_lock_seq(const char *name);
+
+/* A timeval of s seconds (negative as 0). */
+struct timeval zk_tv_of(double s);
+/* For zk_sync.c: the handle's event loop (borrowed), its "connected" flag
+ * (1 while connected; borrowed, lives as long as zk), and its session
+ * timeout in seconds. */
+struct event_base *zk_loop_base(const struct zk *zk);
+const int *zk_connected_flag(const struct zk *zk);
+double zk_session_timeout(const struct zk *zk);
 
 #endif
