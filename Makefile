@@ -58,10 +58,11 @@ CPPFLAGS += $(HARDEN_CPPFLAGS)
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -DTHREADED -DHAVE_OPENSSL_H -g -O2 \
 	-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wno-unused-parameter -fno-omit-frame-pointer $(HARDEN_CFLAGS)
-# lib/ has one folder per subsystem; each is on the include path, so a
-# header is included by its name alone ("zk.h", "config.h").
-LIB_DIRS := $(sort $(dir $(wildcard lib/*/*.h)))
-INCLUDES := -I. $(addprefix -I,$(LIB_DIRS)) -Iprotocol -Idrivers -I$(ZKC)/include -Ibuild-gen
+# The include path is the tree's root (and the ZooKeeper client): an
+# include names its header from the root ("lib/zk/zk.h",
+# "drivers/driver.h"), so the layer it comes from shows; mk/layers.py
+# checks the layers, mk/qualify-includes.py writes such includes.
+INCLUDES := -I. -I$(ZKC)/include
 SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all)
 CFLAGS += $(CFLAGS_BASE) $(SANFLAGS) $(INCLUDES) \
 	$(shell pkg-config --cflags $(PKGS) $(DL_PKGS) 2>/dev/null)

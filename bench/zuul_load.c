@@ -27,10 +27,10 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "log.h"
-#include "model.h"
-#include "zk.h"
-#include "clock.h"
+#include "lib/core/log.h"
+#include "protocol/model.h"
+#include "lib/zk/zk.h"
+#include "lib/core/clock.h"
 
 struct req {
 	struct load *ld;

@@ -40,7 +40,7 @@
  * every lock and writes every record, so a crashing worker fails one job
  * and leaves records that say so.
  */
-#include "builder.h"
+#include "builder/builder.h"
 
 #include <sys/queue.h>
 #include <sys/stat.h>
@@ -60,21 +60,21 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "childproc.h"
-#include "config.h"
-#include "driver.h"
-#include "imagetree.h"
-#include "ipc.h"
-#include "log.h"
-#include "memtrim.h"
-#include "model.h"
-#include "paths.h"
-#include "statsd.h"
-#include "strset.h"
-#include "version.h"
-#include "zk.h"
-#include "clock.h"
-#include "zk_status.h"
+#include "lib/core/childproc.h"
+#include "lib/config/config.h"
+#include "drivers/driver.h"
+#include "lib/zk/imagetree.h"
+#include "protocol/ipc.h"
+#include "lib/core/log.h"
+#include "lib/core/memtrim.h"
+#include "protocol/model.h"
+#include "protocol/paths.h"
+#include "lib/ops/statsd.h"
+#include "lib/core/strset.h"
+#include "lib/core/version.h"
+#include "lib/zk/zk.h"
+#include "lib/core/clock.h"
+#include "lib/zk/zk_status.h"
 
 #define EXIT_PERMANENT	100
 #define KEEP_BUILDS	2

@@ -33,7 +33,7 @@
 #include <stdint.h>
 #include <jansson.h>
 
-#include "host.h"
+#include "drivers/host.h"
 
 struct event_base;
 struct evbuffer;

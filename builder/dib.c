@@ -6,7 +6,7 @@
  * composed argv and the environment (builder.c); this process only runs
  * them, so a crash here costs one build.
  */
-#include "builder.h"
+#include "builder/builder.h"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -21,9 +21,9 @@
 
 #include <event2/event.h>
 
-#include "chan.h"
-#include "ipc.h"
-#include "log.h"
+#include "lib/core/chan.h"
+#include "protocol/ipc.h"
+#include "lib/core/log.h"
 
 struct dib {
 	struct event_base *base;

@@ -27,13 +27,13 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "builder.h"
-#include "childproc.h"
-#include "driver.h"
-#include "host.h"
-#include "log.h"
-#include "privsep.h"
-#include "version.h"
+#include "builder/builder.h"
+#include "lib/core/childproc.h"
+#include "drivers/driver.h"
+#include "drivers/host.h"
+#include "lib/core/log.h"
+#include "lib/core/privsep.h"
+#include "lib/core/version.h"
 
 #define EXIT_PERMANENT 100
 

@@ -2,7 +2,7 @@
  * The builder's worker pools: a fixed number of worker processes, a queue
  * of jobs, and a worker started again when it dies (see builder.h).
  */
-#include "builder.h"
+#include "builder/builder.h"
 
 #include <sys/queue.h>
 #include <sys/wait.h>
@@ -17,9 +17,9 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "chan.h"
-#include "ipc.h"
-#include "log.h"
+#include "lib/core/chan.h"
+#include "protocol/ipc.h"
+#include "lib/core/log.h"
 
 #define RESPAWN_DELAY 1.0 /* seconds before a dead worker is started again */
 

@@ -12,7 +12,7 @@
  * deleted again and the upload fails. When `timeout` passes the provider
  * is freed (which cancels the cloud call in flight) and the upload fails.
  */
-#include "builder.h"
+#include "builder/builder.h"
 
 #include <sys/wait.h>
 #include <errno.h>
@@ -24,11 +24,11 @@
 
 #include <event2/event.h>
 
-#include "chan.h"
-#include "driver.h"
-#include "host.h"
-#include "ipc.h"
-#include "log.h"
+#include "lib/core/chan.h"
+#include "drivers/driver.h"
+#include "drivers/host.h"
+#include "protocol/ipc.h"
+#include "lib/core/log.h"
 
 struct up {
 	struct event_base *base;

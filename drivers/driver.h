@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "model.h"
+#include "protocol/model.h"
 
 struct event_base;
 struct evbuffer;

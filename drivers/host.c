@@ -5,7 +5,7 @@
  */
 #include <errno.h>
 
-#include "host.h"
+#include "drivers/host.h"
 
 static const struct drv_host_ops no_host; /* every slot NULL */
 static const struct drv_host_ops *host = &no_host;

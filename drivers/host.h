@@ -33,7 +33,7 @@
 #ifndef NP_DRV_HOST_H
 #define NP_DRV_HOST_H
 
-#include "driver.h"
+#include "drivers/driver.h"
 
 /* The host's handle (see above). */
 struct drv_host {

@@ -5,7 +5,7 @@
  * special cases. An extra missing from a sum counts as 0; missing from a
  * limit (the left side of a subtraction) it is unlimited.
  */
-#include "driver.h"
+#include "drivers/driver.h"
 
 #include <math.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * caught by driver_registry_check() at start-up. Every driver here also
  * has traits (drivers/traits.c; tests/unit/test_drvtraits.c checks it).
  */
-#include "driver.h"
+#include "drivers/driver.h"
 
 #include <string.h>
 

@@ -9,7 +9,7 @@
  */
 #include <stddef.h>
 
-#include "drvtraits.h"
+#include "lib/config/drvtraits.h"
 
 extern const struct np_drv_traits np_traits_static;
 extern const struct np_drv_traits np_traits_openstack;

@@ -1,11 +1,11 @@
 /* Interned values (intern.h). */
-#include "intern.h"
+#include "protocol/intern.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "xalloc.h"
+#include "lib/core/xalloc.h"
 
 /* An open-addressing set of byte-string keys (NUL-terminated), each with
  * its index; vals[i - 1] is the value of index i. */

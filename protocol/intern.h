@@ -21,7 +21,7 @@
 
 #include <jansson.h>
 
-#include "model.h"
+#include "protocol/model.h"
 
 #define NP_INTERN_MAX	    8192      /* distinct values per table */
 #define NP_INTERN_MAX_LEN   1024      /* bytes of one value (its key) */

@@ -12,7 +12,7 @@
  * check bounds every count by the bytes left (each item takes at least one
  * byte), so decoding a frame of N bytes allocates O(N).
  */
-#include "ipc.h"
+#include "protocol/ipc.h"
 
 #include <errno.h>
 #include <inttypes.h>

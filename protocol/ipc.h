@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <jansson.h>
 
-#include "ipc_types.h"
+#include "protocol/ipc_types.h"
 
 /* ---- names --------------------------------------------------------------- */
 

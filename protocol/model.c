@@ -6,8 +6,8 @@
  * decode with upstream's tolerance and encode every key in upstream's
  * toDict() order.
  */
-#include "model.h"
-#include "model_int.h"
+#include "protocol/model.h"
+#include "protocol/model_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
-#include "xalloc.h"
+#include "lib/core/xalloc.h"
 
 /* ---- small helpers ------------------------------------------------------- */
 

@@ -55,7 +55,7 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "numjson.h"
+#include "protocol/numjson.h"
 
 /* A list of strings (labels, node ids, host keys...). */
 struct np_strv {

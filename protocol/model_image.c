@@ -2,8 +2,8 @@
  * Nodepool's ImageBuild and ImageUpload records (see model.h): decode,
  * encode in toDict() order.
  */
-#include "model.h"
-#include "model_int.h"
+#include "protocol/model.h"
+#include "protocol/model_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "xalloc.h"
+#include "lib/core/xalloc.h"
 
 static json_t *image_build_obj(const struct np_image_build *b, int *badp);
 static json_t *image_upload_obj(const struct np_image_upload *u, int *badp);

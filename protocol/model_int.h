@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "model.h"
+#include "protocol/model.h"
 
 /* One decode in progress (see model.c, "decoding"). */
 struct dctx {

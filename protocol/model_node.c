@@ -2,8 +2,8 @@
  * Nodepool's Node record (/nodepool/nodes/<id>, see model.h): its life
  * cycle, decode with upstream's tolerance, encode in toDict() order.
  */
-#include "model.h"
-#include "model_int.h"
+#include "protocol/model.h"
+#include "protocol/model_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "xalloc.h"
+#include "lib/core/xalloc.h"
 
 static json_t *node_obj(const struct np_node *n, int *badp);
 

@@ -2,8 +2,8 @@
  * Nodepool's NodeRequest record (/nodepool/requests/<id>, see model.h):
  * decode, encode in toDict() order, and the queue order of requests.
  */
-#include "model.h"
-#include "model_int.h"
+#include "protocol/model.h"
+#include "protocol/model_int.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "xalloc.h"
+#include "lib/core/xalloc.h"
 
 static json_t *request_obj(const struct np_request *r, int *badp);
 

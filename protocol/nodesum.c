@@ -1,11 +1,11 @@
 /* Compact node summaries (nodesum.h). */
-#include "nodesum.h"
+#include "protocol/nodesum.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "intern.h"
+#include "protocol/intern.h"
 
 /*
  * Every shape starts with one pointer, which tells them apart: &tag_whole

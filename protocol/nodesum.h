@@ -41,7 +41,7 @@
 #ifndef NP_NODESUM_H
 #define NP_NODESUM_H
 
-#include "model.h"
+#include "protocol/model.h"
 
 struct np_node_sum; /* opaque */
 

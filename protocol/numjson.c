@@ -3,7 +3,7 @@
  * dumping that keeps the numbers jansson cannot hold (big ints, NaN,
  * Infinity) as their literal text, for protocol/model.c's records.
  */
-#include "numjson.h"
+#include "protocol/numjson.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 /*
  * Nodepool's ZooKeeper paths and ids (see paths.h).
  */
-#include "paths.h"
+#include "protocol/paths.h"
 
 #include <limits.h>
 #include <stdarg.h>

@@ -7,7 +7,7 @@
  * returns the next state. An empty cell means the event means nothing in
  * that state (a late READY, a timer that raced an exit) and is ignored.
  */
-#include "sup.h"
+#include "supervisor/sup.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -22,10 +22,10 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "chan.h"
-#include "log.h"
-#include "version.h"
-#include "clock.h"
+#include "lib/core/chan.h"
+#include "lib/core/log.h"
+#include "lib/core/version.h"
+#include "lib/core/clock.h"
 
 typedef enum sup_state sup_action(struct sup_child *c);
 

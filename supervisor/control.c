@@ -12,7 +12,7 @@
  * did not answer is shown with its last STATUS): counters as of the
  * request, not of the last periodic poll.
  */
-#include "sup.h"
+#include "supervisor/sup.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -23,10 +23,10 @@
 
 #include <event2/event.h>
 
-#include "chan.h"
-#include "config.h"
-#include "ctlsock.h"
-#include "log.h"
+#include "lib/core/chan.h"
+#include "lib/config/config.h"
+#include "lib/ops/ctlsock.h"
+#include "lib/core/log.h"
 
 struct sup_ctl {
 	TAILQ_ENTRY(sup_ctl) entry;

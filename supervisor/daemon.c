@@ -2,7 +2,7 @@
  * What an init script needs: a pid file, detaching with a readiness
  * handshake, and telling whether a pid is a live nodepoold.
  */
-#include "sup.h"
+#include "supervisor/sup.h"
 
 #include <errno.h>
 #include <fcntl.h>

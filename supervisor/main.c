@@ -27,7 +27,7 @@
  * and SIGKILL after a bound), SIGUSR2 logs the process table and forwards
  * SIGUSR2 to every child (each logs its own state).
  */
-#include "sup.h"
+#include "supervisor/sup.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -42,12 +42,12 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "cfgwatch.h"
-#include "config.h"
-#include "daemon_paths.h"
-#include "log.h"
-#include "memtrim.h"
-#include "version.h"
+#include "lib/config/cfgwatch.h"
+#include "lib/config/config.h"
+#include "lib/ops/daemon_paths.h"
+#include "lib/core/log.h"
+#include "lib/core/memtrim.h"
+#include "lib/core/version.h"
 
 /* How long `nodepoold stop` waits for the daemon to go, seconds. */
 #define SUP_STOP_WAIT (SUP_SHUTDOWN_TIMEOUT + 10)

@@ -2,7 +2,7 @@
  * The process table: every kind of process nodepoold runs, and the one
  * place that forks (sup_spawn).
  */
-#include "sup.h"
+#include "supervisor/sup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "chan.h"
+#include "lib/core/chan.h"
 
 /*
  * Providers and the builder restart on any exit nodepoold did not ask for

@@ -12,7 +12,7 @@
  * transaction as SIGHUP, and bytes already loaded or rejected, whoever
  * read them, are not reported again.
  */
-#include "sup.h"
+#include "supervisor/sup.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,10 +21,10 @@
 
 #include <event2/event.h>
 
-#include "cfgwatch.h"
-#include "config.h"
-#include "log.h"
-#include "slice.h"
+#include "lib/config/cfgwatch.h"
+#include "lib/config/config.h"
+#include "lib/core/log.h"
+#include "lib/config/slice.h"
 
 /* Settings of the nodepoold: section that only the supervisor reads; they
  * are taken out of a worker's slice so that changing them does not restart

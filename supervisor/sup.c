@@ -1,7 +1,7 @@
 /*
  * The supervisor as a whole: its signals and its shutdown.
  */
-#include "sup.h"
+#include "supervisor/sup.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -10,8 +10,8 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "log.h"
-#include "statsd.h"
+#include "lib/core/log.h"
+#include "lib/ops/statsd.h"
 
 void
 sup_check_done(struct sup *sup)

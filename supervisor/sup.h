@@ -53,9 +53,9 @@
 
 #include <jansson.h>
 
-#include "cfgwatch.h"
-#include "ipc.h"
-#include "privsep.h"
+#include "lib/config/cfgwatch.h"
+#include "protocol/ipc.h"
+#include "lib/core/privsep.h"
 
 struct event;
 struct event_base;

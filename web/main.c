@@ -25,11 +25,11 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "childproc.h"
-#include "log.h"
-#include "privsep.h"
-#include "version.h"
-#include "webproc.h"
+#include "lib/core/childproc.h"
+#include "lib/core/log.h"
+#include "lib/core/privsep.h"
+#include "lib/core/version.h"
+#include "web/webproc.h"
 
 #define EXIT_PERMANENT 100
 

@@ -1,8 +1,8 @@
 /*
  * nodepool-web: the web API's own process (see webproc.h).
  */
-#include "cachecodec.h"
-#include "webproc.h"
+#include "lib/zk/cachecodec.h"
+#include "web/webproc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,22 +13,22 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "childproc.h"
-#include "clock.h"
-#include "config.h"
-#include "ipc.h"
-#include "log.h"
-#include "memtrim.h"
-#include "model.h"
-#include "nodeview.h"
-#include "slice.h"
-#include "status.h"
-#include "statuspage.h"
-#include "version.h"
-#include "web.h"
-#include "xalloc.h"
-#include "zk.h"
-#include "zk_status.h"
+#include "lib/core/childproc.h"
+#include "lib/core/clock.h"
+#include "lib/config/config.h"
+#include "protocol/ipc.h"
+#include "lib/core/log.h"
+#include "lib/core/memtrim.h"
+#include "protocol/model.h"
+#include "lib/ops/nodeview.h"
+#include "lib/config/slice.h"
+#include "lib/ops/status.h"
+#include "lib/ops/statuspage.h"
+#include "lib/core/version.h"
+#include "lib/ops/web.h"
+#include "lib/core/xalloc.h"
+#include "lib/zk/zk.h"
+#include "lib/zk/zk_status.h"
 
 #define EXIT_PERMANENT 100
 

@@ -7,14 +7,14 @@
  * request, a node becoming ready, a pool component appearing), coalesced
  * to one pass per loop iteration, not on a 1 s poll.
  */
-#include "launcher.h"
+#include "worker/launcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "strset.h"
+#include "lib/core/log.h"
+#include "lib/core/strset.h"
 
 /* The pool components of every launcher (ours included). */
 static int

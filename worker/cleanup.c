@@ -8,14 +8,14 @@
  *
  * Nodes of other providers are left alone, as upstream.
  */
-#include "launcher.h"
+#include "worker/launcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "strset.h"
+#include "lib/core/log.h"
+#include "lib/core/strset.h"
 
 static int
 ours(struct launcher *lc, const struct np_node *n)

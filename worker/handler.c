@@ -18,7 +18,7 @@
  * finished while operations are in flight is detached and freed by the
  * last completion.
  */
-#include "launcher.h"
+#include "worker/launcher.h"
 
 #include <errno.h>
 #include <math.h>
@@ -28,9 +28,9 @@
 
 #include <event2/event.h>
 
-#include "log.h"
-#include "metrics.h"
-#include "strset.h"
+#include "lib/core/log.h"
+#include "lib/ops/metrics.h"
+#include "lib/core/strset.h"
 
 struct hop {
 	struct handler *h;

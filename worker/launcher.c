@@ -2,8 +2,8 @@
  * The launcher: ZooKeeper session, caches, components, event dispatch and
  * timers for one provider. See launcher.h.
  */
-#include "cachecodec.h"
-#include "launcher.h"
+#include "lib/zk/cachecodec.h"
+#include "worker/launcher.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -18,14 +18,14 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "childproc.h"
-#include "ipc.h"
-#include "log.h"
-#include "memtrim.h"
-#include "paths.h"
-#include "strset.h"
-#include "version.h"
-#include "clock.h"
+#include "lib/core/childproc.h"
+#include "protocol/ipc.h"
+#include "lib/core/log.h"
+#include "lib/core/memtrim.h"
+#include "protocol/paths.h"
+#include "lib/core/strset.h"
+#include "lib/core/version.h"
+#include "lib/core/clock.h"
 
 double
 lc_now(void)

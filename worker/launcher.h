@@ -21,11 +21,11 @@
 #include <stdint.h>
 #include <jansson.h>
 
-#include "model.h"
-#include "nodesum.h"
-#include "zk.h"
-#include "driver.h"
-#include "host.h"
+#include "protocol/model.h"
+#include "protocol/nodesum.h"
+#include "lib/zk/zk.h"
+#include "drivers/driver.h"
+#include "drivers/host.h"
 
 struct event;
 struct event_base;

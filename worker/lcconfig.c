@@ -4,16 +4,16 @@
  * lib/config). The config was validated before it got here; this only
  * picks out what the launcher uses and applies upstream's defaults.
  */
-#include "jsonget.h"
-#include "launcher.h"
+#include "lib/config/jsonget.h"
+#include "worker/launcher.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 
-#include "log.h"
-#include "xalloc.h"
+#include "lib/core/log.h"
+#include "lib/core/xalloc.h"
 
 /* A pool's labels: `labels:` entries (strings or {name: ...}), or, for
  * static pools, the union of its nodes' labels (as upstream's static

@@ -28,12 +28,12 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "childproc.h"
-#include "config.h"
-#include "launcher.h"
-#include "log.h"
-#include "privsep.h"
-#include "version.h"
+#include "lib/core/childproc.h"
+#include "lib/config/config.h"
+#include "worker/launcher.h"
+#include "lib/core/log.h"
+#include "lib/core/privsep.h"
+#include "lib/core/version.h"
 
 #define EXIT_PERMANENT 100
 

@@ -10,14 +10,14 @@
  * Unlike upstream's all-or-nothing batch, the shortfall is topped up while
  * earlier requests are still outstanding, counting those as coming.
  */
-#include "launcher.h"
+#include "worker/launcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "paths.h"
+#include "lib/core/log.h"
+#include "protocol/paths.h"
 
 #define MIN_READY "NodePool:min-ready"
 

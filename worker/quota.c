@@ -37,7 +37,7 @@
  * handler_quota_round) and closes. One launcher's steady state is then one
  * lock round trip per batch of launches, not per node.
  */
-#include "launcher.h"
+#include "worker/launcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +45,7 @@
 
 #include <event2/event.h>
 
-#include "log.h"
+#include "lib/core/log.h"
 
 struct lc_quota {
 	struct launcher *lc;

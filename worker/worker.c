@@ -3,7 +3,7 @@
  * from (a file when standalone, CONFIG messages from nodepoold), its exit
  * code, graceful stop.
  */
-#include "launcher.h"
+#include "worker/launcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,18 +13,18 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "childproc.h"
-#include "clock.h"
-#include "config.h"
-#include "ipc.h"
-#include "log.h"
-#include "memtrim.h"
-#include "metrics.h"
-#include "slice.h"
-#include "statsd.h"
-#include "version.h"
-#include "web.h"
-#include "zk_status.h"
+#include "lib/core/childproc.h"
+#include "lib/core/clock.h"
+#include "lib/config/config.h"
+#include "protocol/ipc.h"
+#include "lib/core/log.h"
+#include "lib/core/memtrim.h"
+#include "lib/ops/metrics.h"
+#include "lib/config/slice.h"
+#include "lib/ops/statsd.h"
+#include "lib/core/version.h"
+#include "lib/ops/web.h"
+#include "lib/zk/zk_status.h"
 
 struct worker {
 	struct event_base *base;

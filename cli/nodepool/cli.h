@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "zk.h"
+#include "lib/zk/zk.h"
 
 struct event_base;
 struct np_config;

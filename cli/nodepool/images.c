@@ -4,7 +4,7 @@
  * alien-image-list, export-image-data, import-image-data (as upstream's
  * nodepoolcmd.py and zk/zookeeper.py).
  */
-#include "cli.h"
+#include "cli/nodepool/cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,14 +15,14 @@
 
 #include <event2/event.h>
 
-#include "config.h"
-#include "driver.h"
-#include "host.h"
-#include "imagetree.h"
-#include "model.h"
-#include "paths.h"
-#include "status.h"
-#include "strset.h"
+#include "lib/config/config.h"
+#include "drivers/driver.h"
+#include "drivers/host.h"
+#include "lib/zk/imagetree.h"
+#include "protocol/model.h"
+#include "protocol/paths.h"
+#include "lib/ops/status.h"
+#include "lib/core/strset.h"
 
 static int
 json_only(const char *cmd, int argc, char **argv, int *json)

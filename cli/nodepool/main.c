@@ -8,7 +8,7 @@
  * them. -l is accepted for compatibility and ignored (our logging goes to
  * stderr; --debug makes it verbose).
  */
-#include "cli.h"
+#include "cli/nodepool/cli.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -19,10 +19,10 @@
 
 #include <event2/event.h>
 
-#include "config.h"
-#include "log.h"
-#include "status.h"
-#include "version.h"
+#include "lib/config/config.h"
+#include "lib/core/log.h"
+#include "lib/ops/status.h"
+#include "lib/core/version.h"
 
 static const struct cli_cmd commands[] = {
     {"list", cmd_list, 1, "[--detail] [--json]", "list nodes"},

@@ -2,17 +2,17 @@
  * Node and request commands: list, delete, hold, request-list, info, erase
  * (as upstream's nodepoolcmd.py and status.py).
  */
-#include "cli.h"
+#include "cli/nodepool/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "imagetree.h"
-#include "model.h"
-#include "paths.h"
-#include "status.h"
+#include "lib/config/config.h"
+#include "lib/zk/imagetree.h"
+#include "protocol/model.h"
+#include "protocol/paths.h"
+#include "lib/ops/status.h"
 
 /* ---- reading nodes ---------------------------------------------------------- */
 

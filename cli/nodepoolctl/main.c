@@ -19,10 +19,10 @@
 
 #include <jansson.h>
 
-#include "ctlsock.h"
-#include "daemon_paths.h"
-#include "ipc.h"
-#include "version.h"
+#include "lib/ops/ctlsock.h"
+#include "lib/ops/daemon_paths.h"
+#include "protocol/ipc.h"
+#include "lib/core/version.h"
 
 #define USAGE                                                                                      \
 	"usage: nodepoolctl [-s SOCKET] [-c CONFIG] status [--json] | "                            \

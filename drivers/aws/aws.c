@@ -42,8 +42,8 @@
  *     that (upstream's two rate limiters). Throttling (RequestLimitExceeded)
  *     and 5xx are retried with jittered backoff.
  */
-#include "statemachine/statemachine.h"
-#include "statemachine/reqformat.h"
+#include "drivers/statemachine/statemachine.h"
+#include "drivers/statemachine/reqformat.h"
 
 #include <sys/queue.h>
 #include <ctype.h>
@@ -57,12 +57,12 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "aws_api.h"
-#include "curl_dl.h"
-#include "jsonget.h"
-#include "log.h"
-#include "ratelimit.h"
-#include "clock.h"
+#include "drivers/aws/aws_api.h"
+#include "lib/net/curl_dl.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/log.h"
+#include "lib/net/ratelimit.h"
+#include "lib/core/clock.h"
 
 #define AWS_POLL	  1.0	/* s between shared describes while machines wait */
 #define AWS_IDS_PER_CALL  200	/* instance-id filter values per describe */

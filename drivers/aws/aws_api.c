@@ -1,7 +1,7 @@
 /*
  * AWS API plumbing: see aws_api.h.
  */
-#include "aws_api.h"
+#include "drivers/aws/aws_api.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,11 +16,11 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "curl_dl.h"
-#include "http.h"
-#include "log.h"
-#include "privsep.h"
-#include "xml_dl.h"
+#include "lib/net/curl_dl.h"
+#include "lib/net/http.h"
+#include "lib/core/log.h"
+#include "lib/core/privsep.h"
+#include "lib/net/xml_dl.h"
 
 /* ---- credentials ------------------------------------------------------------ */
 

@@ -38,8 +38,8 @@
  * a quota, QuotaExceeded) aborts the launch as a quota error (upstream
  * fails and retries it).
  */
-#include "statemachine/statemachine.h"
-#include "statemachine/reqformat.h"
+#include "drivers/statemachine/statemachine.h"
+#include "drivers/statemachine/reqformat.h"
 
 #include <sys/queue.h>
 #include <ctype.h>
@@ -55,10 +55,10 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "azure_api.h"
-#include "jsonget.h"
-#include "log.h"
-#include "ratelimit.h"
+#include "drivers/azure/azure_api.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/log.h"
+#include "lib/net/ratelimit.h"
 
 /* api-versions as upstream's azul.py */
 #define V_NET	 "2020-11-01" /* networkInterfaces, publicIPAddresses */

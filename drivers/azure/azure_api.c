@@ -2,7 +2,7 @@
  * ARM calls and OAuth2 tokens for the azure adapter (azure_api.h), as
  * upstream's azul.py (AzureAuth, AzureCloud.request).
  */
-#include "azure_api.h"
+#include "drivers/azure/azure_api.h"
 
 #include <sys/queue.h>
 #include <errno.h>
@@ -14,9 +14,9 @@
 
 #include <event2/event.h>
 
-#include "http.h"
-#include "log.h"
-#include "ratelimit.h"
+#include "lib/net/http.h"
+#include "lib/core/log.h"
+#include "lib/net/ratelimit.h"
 
 #define AZ_TOKEN_MARGIN 60.0 /* s: renew a token this long before it expires */
 #define AZ_RETRIES	3    /* 5xx / connection retries per call */

@@ -104,7 +104,7 @@
  * permanent configuration error (upstream's RuntimeConfigurationException
  * from getQuotaForLabel) and every create of it is refused with it.
  */
-#include "statemachine/statemachine.h"
+#include "drivers/statemachine/statemachine.h"
 
 #include <sys/queue.h>
 #include <math.h>
@@ -122,11 +122,11 @@
 #include <event2/event.h>
 #include <openssl/evp.h>
 
-#include "jsonget.h"
-#include "log.h"
-#include "ratelimit.h"
-#include "statemachine/reqformat.h"
-#include "clock.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/log.h"
+#include "lib/net/ratelimit.h"
+#include "drivers/statemachine/reqformat.h"
+#include "lib/core/clock.h"
 
 #define FAKE_FLUSH_DIRTY 0.25 /* s: state-file rewrite after a change */
 #define FAKE_FLUSH_EVERY 1.0  /* s: and at least this often */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drvtraits.h"
-#include "openstack/os_traits.h"
+#include "lib/config/drvtraits.h"
+#include "drivers/openstack/os_traits.h"
 
 /*
  * Upstream's fake driver is its OpenStack driver against an in-process cloud

@@ -46,7 +46,7 @@
  *     fails on a label with console-log (beyond upstream's gce driver,
  *     which has none).
  */
-#include "statemachine/statemachine.h"
+#include "drivers/statemachine/statemachine.h"
 
 #include <sys/queue.h>
 #include <math.h>
@@ -58,11 +58,11 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "gce_api.h"
-#include "jsonget.h"
-#include "log.h"
-#include "clock.h"
-#include "xalloc.h"
+#include "drivers/gce/gce_api.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/log.h"
+#include "lib/core/clock.h"
+#include "lib/core/xalloc.h"
 
 #define GCE_POLL	  1.0	/* s between shared listings while machines wait */
 #define GCE_OP_POLL	  1.0	/* s between zone operation checks */

@@ -1,7 +1,7 @@
 /*
  * Google credentials, OAuth2 tokens and Compute Engine calls (gce_api.h).
  */
-#include "gce_api.h"
+#include "drivers/gce/gce_api.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,10 +17,10 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
-#include "http.h"
-#include "log.h"
-#include "clock.h"
-#include "xalloc.h"
+#include "lib/net/http.h"
+#include "lib/core/log.h"
+#include "lib/core/clock.h"
+#include "lib/core/xalloc.h"
 
 #define GCE_DEFAULT_ENDPOINT  "https://compute.googleapis.com/compute/v1"
 #define GCE_DEFAULT_TOKEN_URI "https://oauth2.googleapis.com/token"

@@ -14,9 +14,9 @@
 
 #include <jansson.h>
 
-#include "ibmvpc.h"
-#include "jsonget.h"
-#include "xalloc.h"
+#include "drivers/ibmvpc/ibmvpc.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/xalloc.h"
 
 static const char *
 jstr(const json_t *o, const char *k)

@@ -63,8 +63,8 @@
  *                Leak cleanup does not list the bucket (upstream does; its
  *                objects carry no build id, so none would be deleted).
  */
-#include "statemachine/statemachine.h"
-#include "xalloc.h"
+#include "drivers/statemachine/statemachine.h"
+#include "lib/core/xalloc.h"
 
 #include <sys/queue.h>
 #include <ctype.h>
@@ -80,11 +80,11 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "http.h"
-#include "ibmvpc.h"
-#include "jsonget.h"
-#include "log.h"
-#include "ratelimit.h"
+#include "lib/net/http.h"
+#include "drivers/ibmvpc/ibmvpc.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/log.h"
+#include "lib/net/ratelimit.h"
 
 /* The VPC API version date sent with every call (the API requires one; the
  * behaviour used here is stable across the 2022-2024 versions). */

@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "driver.h"
-#include "statemachine/adapter.h"
+#include "drivers/driver.h"
+#include "drivers/statemachine/adapter.h"
 
 extern const struct driver drv_ibmvpc;
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drvtraits.h"
+#include "lib/config/drvtraits.h"
 
 static const char *
 chk_no_underscore(const struct np_cfg_node *n)

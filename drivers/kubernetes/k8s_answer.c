@@ -1,12 +1,12 @@
 /* Reading the Kubernetes API server's answers: see k8s_answer.h. */
-#include "k8s_answer.h"
+#include "drivers/kubernetes/k8s_answer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonget.h"
-#include "kubeconfig.h"
+#include "lib/config/jsonget.h"
+#include "drivers/kubernetes/kubeconfig.h"
 
 json_t *
 k8s_answer_json(const char *body, size_t len)

@@ -1,6 +1,6 @@
 /* kubeconfig reading: see kubeconfig.h. */
-#include "kubeconfig.h"
-#include "xalloc.h"
+#include "drivers/kubernetes/kubeconfig.h"
+#include "lib/core/xalloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,8 +11,8 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "config.h"
-#include "privsep.h"
+#include "lib/config/config.h"
+#include "lib/core/privsep.h"
 
 #define SA_DIR	     "/var/run/secrets/kubernetes.io/serviceaccount"
 #define MAX_FILE     (4u << 20) /* a kubeconfig or credential file */

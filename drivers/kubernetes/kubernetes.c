@@ -52,7 +52,7 @@
  * Quota per node: 1 instance, cores = cpu, ram = memory, plus
  * extra-resources (pool default-label-* when the label has none).
  */
-#include "statemachine/statemachine.h"
+#include "drivers/statemachine/statemachine.h"
 
 #include <sys/queue.h>
 #include <math.h>
@@ -64,14 +64,14 @@
 #include <event2/buffer.h>
 #include <openssl/evp.h>
 
-#include "http.h"
-#include "jsonget.h"
-#include "k8s_answer.h"
-#include "kubeconfig.h"
-#include "log.h"
-#include "clock.h"
-#include "privsep.h"
-#include "urlsafe.h"
+#include "lib/net/http.h"
+#include "lib/config/jsonget.h"
+#include "drivers/kubernetes/k8s_answer.h"
+#include "drivers/kubernetes/kubeconfig.h"
+#include "lib/core/log.h"
+#include "lib/core/clock.h"
+#include "lib/core/privsep.h"
+#include "lib/net/urlsafe.h"
 
 /* A name from a node record (external_id) or the cluster as one URL path
  * segment (urlsafe.h): "../../secrets/x" names no other object. "-" (no

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drvtraits.h"
+#include "lib/config/drvtraits.h"
 
 static const struct sc_schema env_var = {
     .type = SC_MAP,

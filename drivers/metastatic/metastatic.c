@@ -89,15 +89,15 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "driver.h"
-#include "clock.h"
-#include "jsonget.h"
-#include "log.h"
-#include "model.h"
-#include "paths.h"
-#include "statemachine/statemachine.h"
-#include "xalloc.h"
-#include "zk.h"
+#include "drivers/driver.h"
+#include "lib/core/clock.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/log.h"
+#include "protocol/model.h"
+#include "protocol/paths.h"
+#include "drivers/statemachine/statemachine.h"
+#include "lib/core/xalloc.h"
+#include "lib/zk/zk.h"
 
 /* The poll interval of the allocation state (backing requests, slots,
  * grace-time): upstream polls state machines every second. */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drvtraits.h"
+#include "lib/config/drvtraits.h"
 
 static const struct sc_schema metastatic_provider = {
     .type = SC_MAP,

@@ -49,8 +49,8 @@
  *                wait active; delete: DELETE /v2/images/<id>.
  *   console      POST /servers/<id>/action os-getConsoleOutput.
  */
-#include "statemachine/statemachine.h"
-#include "xalloc.h"
+#include "drivers/statemachine/statemachine.h"
+#include "lib/core/xalloc.h"
 
 #include <sys/queue.h>
 #include <ctype.h>
@@ -65,17 +65,17 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "http.h"
-#include "jsonget.h"
-#include "log.h"
-#include "openstack.h"
-#include "config.h" /* lib/config: struct np_provider */
-#include "os_answer.h"
-#include "os_cloud.h"
-#include "privsep.h"
-#include "ratelimit.h"
-#include "clock.h"
-#include "urlsafe.h"
+#include "lib/net/http.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/log.h"
+#include "drivers/openstack/openstack.h"
+#include "lib/config/config.h" /* lib/config: struct np_provider */
+#include "drivers/openstack/os_answer.h"
+#include "drivers/openstack/os_cloud.h"
+#include "lib/core/privsep.h"
+#include "lib/net/ratelimit.h"
+#include "lib/core/clock.h"
+#include "lib/net/urlsafe.h"
 
 #define OS_TOKEN_MARGIN	  300.0 /* s: fetch a new token this long before expiry */
 #define OS_LIST_MIN	  1.0	/* s: at least this between two server listings */

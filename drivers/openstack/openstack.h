@@ -6,8 +6,8 @@
 #ifndef NP_OPENSTACK_H
 #define NP_OPENSTACK_H
 
-#include "driver.h"
-#include "statemachine/adapter.h"
+#include "drivers/driver.h"
+#include "drivers/statemachine/adapter.h"
 
 extern const struct driver drv_openstack;
 

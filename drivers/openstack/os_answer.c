@@ -1,14 +1,14 @@
 /*
  * Decoding the cloud's answers (os_answer.h).
  */
-#include "os_answer.h"
+#include "drivers/openstack/os_answer.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
-#include "jsonget.h"
+#include "lib/config/jsonget.h"
 
 static const char *
 ans_str(const json_t *o, const char *k)

@@ -3,8 +3,8 @@
  * openstacksdk's config loader (openstack/config/loader.py) and keystoneauth's
  * v3 password and application-credential plugins (see os_cloud.h).
  */
-#include "os_cloud.h"
-#include "xalloc.h"
+#include "drivers/openstack/os_cloud.h"
+#include "lib/core/xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "privsep.h"
+#include "lib/config/config.h"
+#include "lib/core/privsep.h"
 
 /* The file's YAML as JSON, or NULL (not there: *missing = 1; bad: err). */
 static json_t *

@@ -6,7 +6,7 @@
 #ifndef NP_DRIVERS_OS_TRAITS_H
 #define NP_DRIVERS_OS_TRAITS_H
 
-#include "schema.h"
+#include "lib/config/schema.h"
 
 /* a pool label's keys, without the label's groups of keys */
 extern const struct sc_schema openstack_label_keys;

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "drvtraits.h"
-#include "openstack/os_traits.h"
+#include "lib/config/drvtraits.h"
+#include "drivers/openstack/os_traits.h"
 /* An OpenStack pool label's keys; the label groups are openstack_label's. */
 const struct sc_schema openstack_label_keys = {
     .type = SC_MAP,

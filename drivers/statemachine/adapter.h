@@ -30,8 +30,8 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "driver.h"
-#include "model.h"
+#include "drivers/driver.h"
+#include "protocol/model.h"
 
 struct event_base;
 struct evbuffer;

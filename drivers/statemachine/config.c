@@ -5,11 +5,11 @@
  * config was validated by lib/config before it got here; this applies
  * upstream's defaults and links labels to image entries.
  */
-#include "jsonget.h"
-#include "xalloc.h"
-#include "statemachine.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/xalloc.h"
+#include "drivers/statemachine/statemachine.h"
 
-#include "config.h" /* lib/config: struct np_provider */
+#include "lib/config/config.h" /* lib/config: struct np_provider */
 
 #include <math.h>
 #include <stdio.h>

@@ -20,7 +20,7 @@
  * see and that no read has seen since it began. A walk that fails leaves
  * what it read in place and the rest as it was.
  */
-#include "statemachine.h"
+#include "drivers/statemachine/statemachine.h"
 
 #include <sys/queue.h>
 #include <stdio.h>
@@ -29,10 +29,10 @@
 
 #include <event2/event.h>
 
-#include "log.h"
-#include "paths.h"
-#include "xalloc.h"
-#include "zk.h"
+#include "lib/core/log.h"
+#include "protocol/paths.h"
+#include "lib/core/xalloc.h"
+#include "lib/zk/zk.h"
 
 struct upl {
 	char *image, *build, *upload;

@@ -2,7 +2,7 @@
  * Request-attribute templates (see reqformat.h), as Python's str.format
  * with upstream's NodeRequest.getSafeAttributes() as `request`.
  */
-#include "reqformat.h"
+#include "drivers/statemachine/reqformat.h"
 
 #include <stdio.h>
 #include <stdlib.h>

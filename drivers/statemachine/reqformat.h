@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "model.h"
+#include "protocol/model.h"
 
 /*
  * tmpl with each {request.<attr>} replaced by the request's attribute as

@@ -9,8 +9,8 @@
  * for their clouds cost nothing between events, and an instant cloud
  * completes a launch in a few loop turns.
  */
-#include "statemachine.h"
-#include "xalloc.h"
+#include "drivers/statemachine/statemachine.h"
+#include "lib/core/xalloc.h"
 
 #include <sys/queue.h>
 #include <errno.h>
@@ -23,10 +23,10 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "log.h"
-#include "metrics.h"
-#include "nodescan.h"
-#include "clock.h"
+#include "lib/core/log.h"
+#include "lib/ops/metrics.h"
+#include "lib/net/nodescan.h"
+#include "lib/core/clock.h"
 
 static void
 arm(struct event *ev, double secs)

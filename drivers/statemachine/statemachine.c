@@ -21,7 +21,7 @@
  *     (the whole worker's loop: ZooKeeper, requests, launches), shown in
  *     the dump as the maximum since start and since the previous dump.
  */
-#include "statemachine.h"
+#include "drivers/statemachine/statemachine.h"
 
 #include <sys/queue.h>
 #include <errno.h>
@@ -35,14 +35,14 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "log.h"
-#include "metrics.h"
-#include "nodescan.h"
-#include "sshcmd.h"
-#include "strset.h"
-#include "xalloc.h"
-#include "zk.h"
-#include "clock.h"
+#include "lib/core/log.h"
+#include "lib/ops/metrics.h"
+#include "lib/net/nodescan.h"
+#include "lib/net/sshcmd.h"
+#include "lib/core/strset.h"
+#include "lib/core/xalloc.h"
+#include "lib/zk/zk.h"
+#include "lib/core/clock.h"
 
 #define LAG_INTERVAL 0.1 /* s between loop-lag probes */
 

@@ -36,9 +36,9 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "adapter.h"
-#include "driver.h"
-#include "model.h"
+#include "drivers/statemachine/adapter.h"
+#include "drivers/driver.h"
+#include "protocol/model.h"
 
 struct event_base;
 struct evbuffer;

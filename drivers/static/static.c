@@ -27,9 +27,9 @@
  * others (the nodes stay; a missing one is registered by whichever
  * launcher's sync comes next).
  */
-#include "jsonget.h"
-#include "xalloc.h"
-#include "driver.h"
+#include "lib/config/jsonget.h"
+#include "lib/core/xalloc.h"
+#include "drivers/driver.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -39,9 +39,9 @@
 
 #include <event2/event.h>
 
-#include "log.h"
-#include "nodescan.h"
-#include "clock.h"
+#include "lib/core/log.h"
+#include "lib/net/nodescan.h"
+#include "lib/core/clock.h"
 
 #define STATIC_RETRY 3.0 /* s between scans of an unreachable host (upstream: 60) */
 

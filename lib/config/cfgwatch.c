@@ -1,7 +1,7 @@
 /*
  * Configuration files watched with inotify: see cfgwatch.h.
  */
-#include "cfgwatch.h"
+#include "lib/config/cfgwatch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,10 +18,10 @@
 
 #include <event2/event.h>
 
-#include "config.h"
-#include "log.h"
-#include "xalloc.h"
-#include "clock.h"
+#include "lib/config/config.h"
+#include "lib/core/log.h"
+#include "lib/core/xalloc.h"
+#include "lib/core/clock.h"
 
 /* What changes a directory entry, or the directory itself. */
 #define CW_MASK                                                                                    \

@@ -12,9 +12,9 @@
 #include <time.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "config_int.h"
-#include "drvtraits.h"
+#include "lib/config/config.h"
+#include "lib/config/config_int.h"
+#include "lib/config/drvtraits.h"
 
 /* ---- the typed configuration ------------------------------------------------- */
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_int.h"
+#include "lib/config/config.h"
+#include "lib/config/config_int.h"
 
 struct np_config_errors *
 np_config_errors_new(void)

@@ -8,9 +8,9 @@
 
 #include <stddef.h>
 
-#include "config.h"
-#include "schema.h"
-#include "xalloc.h"
+#include "lib/config/config.h"
+#include "lib/config/schema.h"
+#include "lib/core/xalloc.h"
 
 /* The config modules' names for lib/core/xalloc.h's np_oom and xstrdup
  * (NULL stays NULL; aborts on no memory). */

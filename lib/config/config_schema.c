@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_int.h"
-#include "drvtraits.h"
+#include "lib/config/config.h"
+#include "lib/config/config_int.h"
+#include "lib/config/drvtraits.h"
 
 /* Append to the path's end (printf-style), clamped to its buffer; returns
  * the old length, for cfg_path_pop. */

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_int.h"
+#include "lib/config/config.h"
+#include "lib/config/config_int.h"
 
 /* ---- building blocks ---------------------------------------------------- */
 

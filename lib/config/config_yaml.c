@@ -17,8 +17,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "config.h"
-#include "config_int.h"
+#include "lib/config/config.h"
+#include "lib/config/config_int.h"
 
 #define CFG_MAX_INPUT	 (16u << 20)
 #define CFG_MAX_EXPANDED 1000000u

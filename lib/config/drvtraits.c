@@ -4,7 +4,7 @@
  */
 #include <string.h>
 
-#include "drvtraits.h"
+#include "lib/config/drvtraits.h"
 
 const struct np_drv_traits *
 np_drv_traits_find(const char *name)

@@ -36,8 +36,8 @@
 
 #include <stddef.h>
 
-#include "config.h"
-#include "schema.h"
+#include "lib/config/config.h"
+#include "lib/config/schema.h"
 
 /* ---- flags (struct np_drv_traits.flags) ---------------------------------- */
 

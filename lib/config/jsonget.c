@@ -1,4 +1,4 @@
-#include "jsonget.h"
+#include "lib/config/jsonget.h"
 
 #include <stdlib.h>
 

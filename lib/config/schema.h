@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 
-#include "config.h"
+#include "lib/config/config.h"
 
 enum sc_type {
 	SC_ANY, /* anything (voluptuous `object`) */

@@ -2,16 +2,16 @@
  * Per-provider configuration slices and their fingerprints (slice.h,
  * config.h): what each worker and the web process receive.
  */
-#include "slice.h"
+#include "lib/config/slice.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_int.h"
-#include "xalloc.h"
+#include "lib/config/config.h"
+#include "lib/config/config_int.h"
+#include "lib/core/xalloc.h"
 
 /* The webapp section a web API serves by (web.h's web_options_from_json). */
 static json_t *

@@ -4,7 +4,7 @@
  * enforced on the header before anything is buffered, and writes use
  * sendmsg(MSG_NOSIGNAL) over the output evbuffer's chunks.
  */
-#include "chan.h"
+#include "lib/core/chan.h"
 
 #include <errno.h>
 #include <fcntl.h>

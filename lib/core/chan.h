@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <event2/event.h>
 
-#include "ipc.h"
+#include "protocol/ipc.h"
 
 /* The fd a worker or builder finds its channel to the supervisor on. */
 #define CHAN_CHILD_FD 3

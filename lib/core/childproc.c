@@ -2,7 +2,7 @@
  * The plumbing every child process of nodepoold shares (see childproc.h):
  * start-up checks, the channel's child side, signals, the dump.
  */
-#include "childproc.h"
+#include "lib/core/childproc.h"
 
 #include <netdb.h>
 #include <signal.h>
@@ -13,12 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "chan.h"
-#include "clock.h"
-#include "log.h"
-#include "memtrim.h"
-#include "version.h"
-#include "xalloc.h"
+#include "lib/core/chan.h"
+#include "lib/core/clock.h"
+#include "lib/core/log.h"
+#include "lib/core/memtrim.h"
+#include "lib/core/version.h"
+#include "lib/core/xalloc.h"
 
 int
 childproc_channel_check(const char *prog, int channel_fd)

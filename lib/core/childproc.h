@@ -13,7 +13,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "ipc.h"
+#include "protocol/ipc.h"
 
 struct chan;
 

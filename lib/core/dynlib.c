@@ -1,7 +1,7 @@
 /*
  * Optional shared libraries loaded on first use. See dynlib.h.
  */
-#include "dynlib.h"
+#include "lib/core/dynlib.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

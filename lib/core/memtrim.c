@@ -1,4 +1,4 @@
-#include "memtrim.h"
+#include "lib/core/memtrim.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "lib/core/log.h"
 
 long
 np_mem_trim(void)

@@ -1,7 +1,7 @@
 /*
  * Privilege separation helpers (privsep.h).
  */
-#include "privsep.h"
+#include "lib/core/privsep.h"
 
 #include <errno.h>
 #include <grp.h>

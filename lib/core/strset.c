@@ -1,4 +1,4 @@
-#include "strset.h"
+#include "lib/core/strset.h"
 
 #include <stdint.h>
 #include <stdlib.h>

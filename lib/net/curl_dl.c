@@ -2,7 +2,7 @@
  * libcurl loaded on first use. See curl_dl.h.
  */
 #define NP_CURL_DL_LOADER
-#include "curl_dl.h"
+#include "lib/net/curl_dl.h"
 
 #include <pthread.h>
 #include <stdio.h>

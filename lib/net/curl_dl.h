@@ -42,7 +42,7 @@
 	X(curl_multi_socket_action)                                                                \
 	X(curl_multi_info_read)
 
-#include "dynlib.h"
+#include "lib/core/dynlib.h"
 
 /* The libcurl functions, filled by curl_dl_load(). */
 struct np_curl_api {

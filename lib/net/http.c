@@ -10,7 +10,7 @@
  * slot and then a rate token; a 429 puts the call back at the head of the
  * queue and pauses the rate limiter.
  */
-#include "http.h"
+#include "lib/net/http.h"
 
 #include <sys/queue.h>
 #include <sys/stat.h>
@@ -25,8 +25,8 @@
 
 #include <event2/event.h>
 
-#include "curl_dl.h"
-#include "ratelimit.h"
+#include "lib/net/curl_dl.h"
+#include "lib/net/ratelimit.h"
 
 struct http_req {
 	TAILQ_ENTRY(http_req) entry;

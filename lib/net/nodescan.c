@@ -37,10 +37,10 @@
 #include <event2/util.h>
 #include <libssh/libssh.h>
 
-#include "dynlib.h"
-#include "log.h"
-#include "nodescan.h"
-#include "clock.h"
+#include "lib/core/dynlib.h"
+#include "lib/core/log.h"
+#include "lib/net/nodescan.h"
+#include "lib/core/clock.h"
 
 /*
  * libssh is loaded on the first host-key scan (lib/core/dynlib.h), not

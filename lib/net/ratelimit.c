@@ -1,7 +1,7 @@
 /*
  * Token bucket on a libevent timer. See ratelimit.h.
  */
-#include "ratelimit.h"
+#include "lib/net/ratelimit.h"
 
 #include <sys/queue.h>
 #include <math.h>
@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include <event2/event.h>
-#include "clock.h"
+#include "lib/core/clock.h"
 
 struct ratelimit_wait {
 	TAILQ_ENTRY(ratelimit_wait) entry;

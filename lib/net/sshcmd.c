@@ -4,7 +4,7 @@
  * thread drops its reference after writing the outcome to the pipe, the
  * loop after reading it (or on cancel); the last one frees it.
  */
-#include "sshcmd.h"
+#include "lib/net/sshcmd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,9 +18,9 @@
 #include <event2/event.h>
 #include <libssh/libssh.h>
 
-#include "dynlib.h"
-#include "log.h"
-#include "xalloc.h"
+#include "lib/core/dynlib.h"
+#include "lib/core/log.h"
+#include "lib/core/xalloc.h"
 
 #define SC_SSH_FUNCS(X)                                                                            \
 	X(ssh_new)                                                                                 \

@@ -1,7 +1,7 @@
 /*
  * URL pieces from outside data (urlsafe.h).
  */
-#include "urlsafe.h"
+#include "lib/net/urlsafe.h"
 
 #include <string.h>
 #include <strings.h>

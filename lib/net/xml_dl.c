@@ -2,7 +2,7 @@
  * libxml2 loaded on first use. See xml_dl.h.
  */
 #define NP_XML_DL_LOADER
-#include "xml_dl.h"
+#include "lib/net/xml_dl.h"
 
 struct np_xml_api np_xml;
 

@@ -25,7 +25,7 @@
 	X(xmlNodeGetContent)                                                                       \
 	X(xmlFree)
 
-#include "dynlib.h"
+#include "lib/core/dynlib.h"
 
 /* The libxml2 functions, filled by xml_dl_load(); xmlFree is the address
  * of libxml2's xmlFree variable (the deallocator it was built with). */

@@ -1,7 +1,7 @@
 /*
  * The control socket (see ctlsock.h).
  */
-#include "ctlsock.h"
+#include "lib/ops/ctlsock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include "clock.h"
+#include "lib/core/clock.h"
 
 #define CTLSOCK_BACKLOG 16
 

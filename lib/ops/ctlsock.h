@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "ipc.h"
+#include "protocol/ipc.h"
 
 /* ctlsock_request's timeout when given 0, in milliseconds. */
 #define CTLSOCK_TIMEOUT_DEFAULT_MS 10000

@@ -1,12 +1,12 @@
-#include "daemon_paths.h"
+#include "lib/ops/daemon_paths.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "xalloc.h"
+#include "lib/config/config.h"
+#include "lib/core/xalloc.h"
 
 /* The same cap as the loader's. */
 #define NP_DAEMON_PATHS_MAX_FILE (16 * 1024 * 1024)

@@ -2,7 +2,7 @@
  * Launch and request metrics, their publication in ZooKeeper and the
  * Prometheus text. See metrics.h.
  */
-#include "metrics.h"
+#include "lib/ops/metrics.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -12,13 +12,13 @@
 
 #include <event2/event.h>
 
-#include "log.h"
-#include "model.h"
-#include "nodesum.h"
-#include "nodeview.h"
-#include "statsd.h"
-#include "zk.h"
-#include "xalloc.h"
+#include "lib/core/log.h"
+#include "protocol/model.h"
+#include "protocol/nodesum.h"
+#include "lib/ops/nodeview.h"
+#include "lib/ops/statsd.h"
+#include "lib/zk/zk.h"
+#include "lib/core/xalloc.h"
 
 const double metrics_buckets[METRICS_NBUCKETS] = {0.1, 0.5, 1,	 2.5, 5,    10,	 30,
 						  60,  120, 300, 600, 1800, 3600};

@@ -1,13 +1,13 @@
 /* nodepool-web's compact node records (nodeview.h). */
-#include "nodeview.h"
+#include "lib/ops/nodeview.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "intern.h"
-#include "zk.h"
+#include "protocol/intern.h"
+#include "lib/zk/zk.h"
 
 /* The packed fields, in their order in data[]: strings, then JSON texts. */
 enum {

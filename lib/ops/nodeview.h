@@ -31,8 +31,8 @@
 #ifndef NP_NODEVIEW_H
 #define NP_NODEVIEW_H
 
-#include "model.h"
-#include "status.h"
+#include "protocol/model.h"
+#include "lib/ops/status.h"
 
 struct np_node_view; /* opaque */
 

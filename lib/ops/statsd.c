@@ -1,7 +1,7 @@
 /*
  * statsd client (the reporter is statsd_reporter.c). See statsd.h.
  */
-#include "statsd.h"
+#include "lib/ops/statsd.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,7 +15,7 @@
 
 #include <event2/event.h>
 
-#include "log.h"
+#include "lib/core/log.h"
 
 #define STATSD_MAX_DATAGRAM 512 /* as the Python client's maxudpsize */
 

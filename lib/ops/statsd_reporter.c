@@ -4,7 +4,7 @@
  * it needs the ZooKeeper client: nodepoold, which sends statsd lines but
  * never talks to ZooKeeper, then links neither it nor OpenSSL.
  */
-#include "statsd.h"
+#include "lib/ops/statsd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,12 +13,12 @@
 
 #include <event2/event.h>
 
-#include "log.h"
-#include "model.h"
-#include "nodesum.h"
-#include "nodeview.h"
-#include "paths.h"
-#include "zk.h"
+#include "lib/core/log.h"
+#include "protocol/model.h"
+#include "protocol/nodesum.h"
+#include "lib/ops/nodeview.h"
+#include "protocol/paths.h"
+#include "lib/zk/zk.h"
 
 /* ---- the reporter ------------------------------------------------------------- */
 

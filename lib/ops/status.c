@@ -2,7 +2,7 @@
  * Status listings: tables, their text and JSON forms, and the row builders
  * of upstream's status.py. See status.h.
  */
-#include "status.h"
+#include "lib/ops/status.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,9 +13,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "nodesum.h"
-#include "zk.h"
-#include "xalloc.h"
+#include "protocol/nodesum.h"
+#include "lib/zk/zk.h"
+#include "lib/core/xalloc.h"
 
 /* ---- columns (as status.py's headers tables) --------------------------------- */
 

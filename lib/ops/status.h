@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "model.h"
+#include "protocol/model.h"
 
 struct zk;
 struct zk_cache;

@@ -5,15 +5,15 @@
  * status.image_list, dib_image_list and image_status. The tree is read by
  * lib/zk; what an operator sees of it is built here, beside status.c.
  */
-#include "status.h"
+#include "lib/ops/status.h"
 
 #include <stddef.h>
 #include <string.h>
 
 #include <jansson.h>
 
-#include "imagetree.h"
-#include "model.h"
+#include "lib/zk/imagetree.h"
+#include "protocol/model.h"
 
 /* 1 when a launcher may boot u: READY, not waiting for its validation,
  * not rolled back (drivers/statemachine/images.c chooses the same way). */

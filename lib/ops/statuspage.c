@@ -1,5 +1,5 @@
 /* The status page of nodepool-web (statuspage.h). */
-#include "statuspage.h"
+#include "lib/ops/statuspage.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -11,16 +11,16 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "metrics.h"
-#include "model.h"
-#include "nodesum.h"
-#include "nodeview.h"
-#include "xalloc.h"
-#include "zk.h"
+#include "lib/ops/metrics.h"
+#include "protocol/model.h"
+#include "protocol/nodesum.h"
+#include "lib/ops/nodeview.h"
+#include "lib/core/xalloc.h"
+#include "lib/zk/zk.h"
 
 /* the page's CSS and script: statuspage_css[], statuspage_js[], made by
  * make from lib/ops/statuspage/ */
-#include "statuspage_assets.inc"
+#include "build-gen/statuspage_assets.inc"
 
 /* ---- the sample ring ------------------------------------------------------------ */
 

@@ -44,7 +44,7 @@
 
 #include <jansson.h>
 
-#include "status.h"
+#include "lib/ops/status.h"
 
 struct imgtree;
 

@@ -18,7 +18,7 @@
  * evhttp then reads the end of the stream and frees the connection as if
  * the client had gone, and the sweep drops our reference.
  */
-#include "web.h"
+#include "lib/ops/web.h"
 
 #include <errno.h>
 #include <math.h>
@@ -38,15 +38,15 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 
-#include "imagetree.h"
-#include "log.h"
-#include "metrics.h"
-#include "nodeview.h"
-#include "status.h"
-#include "statuspage.h"
-#include "zk.h"
-#include "clock.h"
-#include "xalloc.h"
+#include "lib/zk/imagetree.h"
+#include "lib/core/log.h"
+#include "lib/ops/metrics.h"
+#include "lib/ops/nodeview.h"
+#include "lib/ops/status.h"
+#include "lib/ops/statuspage.h"
+#include "lib/zk/zk.h"
+#include "lib/core/clock.h"
+#include "lib/core/xalloc.h"
 
 #define WEB_CACHE_SLOTS	 32
 #define WEB_MAX_WAITING	 64

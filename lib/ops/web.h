@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "status.h"
+#include "lib/ops/status.h"
 
 struct event_base;
 struct web;

@@ -3,9 +3,9 @@
  * protocol/model.c's pure decoders, with the logging a cache's decode
  * callback has no other way to report (protocol/ itself does no I/O).
  */
-#include "cachecodec.h"
-#include "log.h"
-#include "model.h"
+#include "lib/zk/cachecodec.h"
+#include "lib/core/log.h"
+#include "protocol/model.h"
 
 #include <stddef.h>
 

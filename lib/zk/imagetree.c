@@ -7,7 +7,7 @@
  * argument). A level's array is allocated once its listing is known, so
  * pointers into it stay valid while its children are read.
  */
-#include "imagetree.h"
+#include "lib/zk/imagetree.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +15,9 @@
 
 #include <event2/event.h>
 
-#include "paths.h"
-#include "zk.h"
-#include "xalloc.h"
+#include "protocol/paths.h"
+#include "lib/zk/zk.h"
+#include "lib/core/xalloc.h"
 
 enum op_kind {
 	OP_IMAGES,    /* children of /nodepool/images */

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <jansson.h>
 
-#include "model.h"
+#include "protocol/model.h"
 
 struct event_base;
 struct zk;

@@ -17,8 +17,8 @@
  *   gen    the session generation: a new handle after an expiry gets a new
  *          one, and the watches of the old one are dropped.
  */
-#include "zk_private.h"
-#include "log.h"
+#include "lib/zk/zk_private.h"
+#include "lib/core/log.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -35,8 +35,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
-#include "xalloc.h"
-#include "clock.h"
+#include "lib/core/xalloc.h"
+#include "lib/core/clock.h"
 
 #define ZK_LOG_SLOTS	  16
 #define ZK_MAKEPATH_TRIES 4

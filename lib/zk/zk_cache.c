@@ -49,8 +49,8 @@
  * table to start them (the load phase waits for them too). Reads caused by
  * an event are never held back.
  */
-#include "zk_private.h"
-#include "log.h"
+#include "lib/zk/zk_private.h"
+#include "lib/core/log.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -58,7 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "xalloc.h"
+#include "lib/core/xalloc.h"
 
 #define CACHE_MAX_INFLIGHT 256 /* reads started by listings, in flight at once */
 

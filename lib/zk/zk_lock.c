@@ -19,8 +19,8 @@
  * A lost connection parks the chain until the session is back; an expiry
  * restarts it from the create (our contender went with the session).
  */
-#include "zk_private.h"
-#include "log.h"
+#include "lib/zk/zk_private.h"
+#include "lib/core/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
 
 #include <sys/time.h>
 
-#include "zk.h"
+#include "lib/zk/zk.h"
 
 /* The outcome of one operation, valid only during the callback. */
 struct zk_result {

@@ -1,5 +1,5 @@
 /* A session's state for IPC STATUS (zk_status.h). */
-#include "zk_status.h"
+#include "lib/zk/zk_status.h"
 
 int
 zk_ipc_state(const struct zk *zk, enum zk_event last)

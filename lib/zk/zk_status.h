@@ -6,8 +6,8 @@
 #ifndef NP_ZK_STATUS_H
 #define NP_ZK_STATUS_H
 
-#include "ipc.h"
-#include "zk.h"
+#include "protocol/ipc.h"
+#include "lib/zk/zk.h"
 
 /*
  * zk: the process's session, or NULL (none yet); last: the last session

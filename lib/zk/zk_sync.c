@@ -4,8 +4,8 @@
  * runs a nested event loop until it completes or twice the session timeout
  * passes.
  */
-#include "zk_private.h"
-#include "log.h"
+#include "lib/zk/zk_private.h"
+#include "lib/core/log.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,8 +22,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
-#include "xalloc.h"
-#include "clock.h"
+#include "lib/core/xalloc.h"
+#include "lib/core/clock.h"
 
 /* ---- synchronous forms ------------------------------------------------------- */
 

@@ -15,7 +15,7 @@
 
 /* the fuzz build links lib/ and protocol/ only: compile the driver's API
  * layer in */
-#include "../../drivers/aws/aws_api.c"
+#include "drivers/aws/aws_api.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,7 +13,7 @@
 
 /* the fuzz build links lib/ and protocol/ only: compile the driver's API
  * layer in */
-#include "../../drivers/azure/azure_api.c"
+#include "drivers/azure/azure_api.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,4 +4,4 @@
 #define ENCODE np_component_encode
 #define FREE   np_component_free
 #define ID     "nl01.example.com0000000001"
-#include "fuzz_roundtrip.h"
+#include "tests/fuzz/fuzz_roundtrip.h"

@@ -11,7 +11,7 @@
 
 /* the fuzz build links lib/ and protocol/ only: compile the driver's API
  * layer in */
-#include "../../drivers/gce/gce_api.c"
+#include "drivers/gce/gce_api.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

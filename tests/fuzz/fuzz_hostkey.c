@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nodescan.h"
+#include "lib/net/nodescan.h"
 
 #define MAXK 16
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "lib/net/http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

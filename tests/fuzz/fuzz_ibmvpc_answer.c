@@ -14,7 +14,7 @@
 
 /* the fuzz build links lib/ and protocol/ only: compile the driver's wire
  * layer in */
-#include "../../drivers/ibmvpc/ibm_api.c"
+#include "drivers/ibmvpc/ibm_api.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,4 +4,4 @@
 #define ENCODE np_image_build_encode
 #define FREE   np_image_build_free
 #define ID     "3f2b9c7d1e8a4b6c9d0e1f2a3b4c5d6e"
-#include "fuzz_roundtrip.h"
+#include "tests/fuzz/fuzz_roundtrip.h"

@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "imagetree.h"
-#include "paths.h"
+#include "lib/zk/imagetree.h"
+#include "protocol/paths.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,4 +4,4 @@
 #define ENCODE np_image_upload_encode
 #define FREE   np_image_upload_free
 #define ID     "0000000001"
-#include "fuzz_roundtrip.h"
+#include "tests/fuzz/fuzz_roundtrip.h"

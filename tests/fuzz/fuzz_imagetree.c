@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "imagetree.h"
-#include "model.h"
-#include "status.h"
+#include "lib/zk/imagetree.h"
+#include "protocol/model.h"
+#include "lib/ops/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc.h"
+#include "protocol/ipc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,8 +14,8 @@
 #include <string.h>
 
 /* the fuzz build links lib/ and protocol/ only: compile the readers in */
-#include "../../drivers/kubernetes/k8s_answer.c"
-#include "../../drivers/kubernetes/kubeconfig.c"
+#include "drivers/kubernetes/k8s_answer.c"
+#include "drivers/kubernetes/kubeconfig.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../drivers/kubernetes/kubeconfig.c"
+#include "drivers/kubernetes/kubeconfig.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

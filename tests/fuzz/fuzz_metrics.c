@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
-#include "status.h"
+#include "lib/ops/metrics.h"
+#include "lib/ops/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,4 +4,4 @@
 #define ENCODE np_node_encode
 #define FREE   np_node_free
 #define ID     "0000000001"
-#include "fuzz_roundtrip.h"
+#include "tests/fuzz/fuzz_roundtrip.h"

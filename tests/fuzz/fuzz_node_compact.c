@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "nodesum.h"
-#include "nodeview.h"
-#include "status.h"
+#include "protocol/model.h"
+#include "protocol/nodesum.h"
+#include "lib/ops/nodeview.h"
+#include "lib/ops/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,8 +14,8 @@
 
 /* the fuzz build links lib/ and protocol/ only: compile the driver's pure
  * decoding in */
-#include "../../drivers/openstack/os_answer.c"
-#include "../../drivers/openstack/os_cloud.c"
+#include "drivers/openstack/os_answer.c"
+#include "drivers/openstack/os_cloud.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

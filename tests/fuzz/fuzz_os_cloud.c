@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../drivers/openstack/os_cloud.c"
+#include "drivers/openstack/os_cloud.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

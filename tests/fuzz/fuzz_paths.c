@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "paths.h"
+#include "protocol/paths.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,4 +4,4 @@
 #define ENCODE np_request_encode
 #define FREE   np_request_free
 #define ID     "100-0000000001"
-#include "fuzz_roundtrip.h"
+#include "tests/fuzz/fuzz_roundtrip.h"

@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "statsd.h"
+#include "lib/ops/statsd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
-#include "web.h"
+#include "lib/ops/status.h"
+#include "lib/ops/web.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

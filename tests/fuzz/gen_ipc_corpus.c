@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc.h"
-#include "ipc_samples.h"
+#include "protocol/ipc.h"
+#include "tests/support/ipc_samples.h"
 
 static void
 put(const char *dir, const char *name, unsigned char mode, const unsigned char *b, size_t n)

@@ -1,4 +1,4 @@
-#include "ipc_samples.h"
+#include "tests/support/ipc_samples.h"
 
 #include <stdlib.h>
 

@@ -5,7 +5,7 @@
 #ifndef NP_TEST_IPC_SAMPLES_H
 #define NP_TEST_IPC_SAMPLES_H
 
-#include "ipc.h"
+#include "protocol/ipc.h"
 
 /* Number of variants ipc_sample() knows. */
 #define IPC_SAMPLE_VARIANTS 2

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sshd.h"
+#include "tests/support/sshd.h"
 
 #define SSHD_PATH	"/usr/sbin/sshd"
 #define SSH_KEYGEN_PATH "/usr/bin/ssh-keygen"

@@ -1,5 +1,5 @@
 /* Helpers for tests against the private ZooKeeper (see testzk.h). */
-#include "testzk.h"
+#include "tests/support/testzk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 
 #include <criterion/criterion.h>
 #include <event2/event.h>
-#include "clock.h"
+#include "lib/core/clock.h"
 
 static const char *
 env(const char *name)

@@ -17,7 +17,7 @@
 
 #include <sys/types.h>
 
-#include "zk.h"
+#include "lib/zk/zk.h"
 
 struct event_base;
 

@@ -12,9 +12,9 @@
 
 #include <criterion/criterion.h>
 
-#include "aws/aws_api.h"
-#include "http.h"
-#include "xml_dl.h"
+#include "drivers/aws/aws_api.h"
+#include "lib/net/http.h"
+#include "lib/net/xml_dl.h"
 
 static const char *vars[32][2];
 static char home[256];

@@ -11,7 +11,7 @@
 
 #include <criterion/criterion.h>
 
-#include "azure/azure_api.h"
+#include "drivers/azure/azure_api.h"
 
 static char path[64];
 

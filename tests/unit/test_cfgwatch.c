@@ -19,8 +19,8 @@
 
 #include <event2/event.h>
 
-#include "cfgwatch.h"
-#include "config.h"
+#include "lib/config/cfgwatch.h"
+#include "lib/config/config.h"
 
 static char tmpdir[PATH_MAX];
 

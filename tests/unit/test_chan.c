@@ -21,9 +21,9 @@
 
 #include <event2/event.h>
 
-#include "chan.h"
-#include "ctlsock.h"
-#include "ipc_samples.h"
+#include "lib/core/chan.h"
+#include "lib/ops/ctlsock.h"
+#include "tests/support/ipc_samples.h"
 
 #define NOBODY 65534
 

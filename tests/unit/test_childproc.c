@@ -16,10 +16,10 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "chan.h"
-#include "childproc.h"
-#include "clock.h"
-#include "version.h"
+#include "lib/core/chan.h"
+#include "lib/core/childproc.h"
+#include "lib/core/clock.h"
+#include "lib/core/version.h"
 
 /* ---- CONFIG -------------------------------------------------------------- */
 

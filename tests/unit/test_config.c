@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "lib/config/config.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 

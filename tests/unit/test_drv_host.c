@@ -12,8 +12,8 @@
 #include <event2/event.h>
 
 #include "builder/builder.h"
-#include "host.h"
-#include "model.h"
+#include "drivers/host.h"
+#include "protocol/model.h"
 #include "worker/launcher.h"
 
 static void

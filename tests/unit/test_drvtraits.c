@@ -10,9 +10,9 @@
 
 #include <criterion/criterion.h>
 
-#include "config.h"
-#include "driver.h"
-#include "drvtraits.h"
+#include "lib/config/config.h"
+#include "drivers/driver.h"
+#include "lib/config/drvtraits.h"
 
 static char *
 errors_of(const char *yaml, struct np_config **cfg)

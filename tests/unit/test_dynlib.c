@@ -9,7 +9,7 @@
 #include <criterion/criterion.h>
 #include <zlib.h>
 
-#include "dynlib.h"
+#include "lib/core/dynlib.h"
 
 #define Z_FUNCS(X) X(zlibVersion) X(crc32)
 struct z_api {

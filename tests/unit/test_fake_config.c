@@ -9,7 +9,7 @@
 
 #include <criterion/criterion.h>
 
-#include "config.h"
+#include "lib/config/config.h"
 
 static char *
 errors_of(const char *yaml, int *ok)

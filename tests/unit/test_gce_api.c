@@ -16,7 +16,7 @@
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 
-#include "gce/gce_api.h"
+#include "drivers/gce/gce_api.h"
 
 static const char *vars[16][2];
 static char dir[256];

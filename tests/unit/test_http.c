@@ -32,9 +32,9 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "http.h"
-#include "ratelimit.h"
-#include "sshd.h"
+#include "lib/net/http.h"
+#include "lib/net/ratelimit.h"
+#include "tests/support/sshd.h"
 
 /* ---- the server ------------------------------------------------------------ */
 

@@ -12,7 +12,7 @@
 
 #include <criterion/criterion.h>
 
-#include "ibmvpc/ibmvpc.h"
+#include "drivers/ibmvpc/ibmvpc.h"
 
 static char dir[64];
 static const char *const *fake_env; /* NAME=VALUE, NULL-terminated */

@@ -14,8 +14,8 @@
 
 #include <criterion/criterion.h>
 
-#include "config.h"
-#include "driver.h"
+#include "lib/config/config.h"
+#include "drivers/driver.h"
 
 static struct np_config *
 load(const char *yaml)

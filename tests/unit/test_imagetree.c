@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "imagetree.h"
-#include "paths.h"
-#include "status.h"
-#include "testzk.h"
-#include "zk.h"
+#include "lib/zk/imagetree.h"
+#include "protocol/paths.h"
+#include "lib/ops/status.h"
+#include "tests/support/testzk.h"
+#include "lib/zk/zk.h"
 
 static struct event_base *base;
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "intern.h"
-#include "nodesum.h"
+#include "protocol/intern.h"
+#include "protocol/nodesum.h"
 
 Test(intern, a_value_longer_than_the_cap_is_not_interned)
 {

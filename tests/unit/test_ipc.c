@@ -11,8 +11,8 @@
 
 #include <msgpack.h>
 
-#include "ipc.h"
-#include "ipc_samples.h"
+#include "protocol/ipc.h"
+#include "tests/support/ipc_samples.h"
 
 #define ERRLEN 256
 

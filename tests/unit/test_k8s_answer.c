@@ -12,7 +12,7 @@
 
 #include <criterion/criterion.h>
 
-#include "kubernetes/k8s_answer.h"
+#include "drivers/kubernetes/k8s_answer.h"
 
 #define CORPUS "tests/fuzz/corpus/k8s_answer/"
 

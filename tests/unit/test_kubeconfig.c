@@ -14,7 +14,7 @@
 
 #include <criterion/criterion.h>
 
-#include "kubernetes/kubeconfig.h"
+#include "drivers/kubernetes/kubeconfig.h"
 
 static char dir[64];
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "lib/core/log.h"
 
 /* Runs the logging in fn with stderr on a file; returns what was written
  * (malloc'd). */

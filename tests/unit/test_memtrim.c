@@ -15,7 +15,7 @@
 
 #include <criterion/criterion.h>
 
-#include "memtrim.h"
+#include "lib/core/memtrim.h"
 
 #define PAGES 64
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "protocol/model.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
 

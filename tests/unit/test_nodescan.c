@@ -20,9 +20,9 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 
-#include "log.h"
-#include "nodescan.h"
-#include "sshd.h"
+#include "lib/core/log.h"
+#include "lib/net/nodescan.h"
+#include "tests/support/sshd.h"
 
 /* --- fixtures ---------------------------------------------------------------- */
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "intern.h"
-#include "nodesum.h"
+#include "protocol/model.h"
+#include "protocol/intern.h"
+#include "protocol/nodesum.h"
 
 static struct np_node *
 golden(const char *name, const char *id)

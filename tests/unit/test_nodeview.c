@@ -15,13 +15,13 @@
 
 #include <event2/event.h>
 
-#include "cachecodec.h"
-#include "metrics.h"
-#include "model.h"
-#include "nodeview.h"
-#include "status.h"
-#include "testzk.h"
-#include "zk.h"
+#include "lib/zk/cachecodec.h"
+#include "lib/ops/metrics.h"
+#include "protocol/model.h"
+#include "lib/ops/nodeview.h"
+#include "lib/ops/status.h"
+#include "tests/support/testzk.h"
+#include "lib/zk/zk.h"
 
 /* Records of odd shapes: every field a node-list row shows, with values
  * of unexpected types, odd numbers, Unicode, NUL, nesting, nulls. */

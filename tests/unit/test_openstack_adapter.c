@@ -14,8 +14,8 @@
 #include <criterion/criterion.h>
 #include <event2/event.h>
 
-#include "openstack/openstack.h"
-#include "statemachine/statemachine.h"
+#include "drivers/openstack/openstack.h"
+#include "drivers/statemachine/statemachine.h"
 
 static char dir[64];
 static char control[256];

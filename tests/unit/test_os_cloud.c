@@ -11,7 +11,7 @@
 
 #include <criterion/criterion.h>
 
-#include "openstack/os_cloud.h"
+#include "drivers/openstack/os_cloud.h"
 
 static char dir[64];
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "paths.h"
+#include "protocol/paths.h"
 
 #define IMG    "ubuntu-jammy"
 #define BLD    "3f2b9c7d1e8a4b6c9d0e1f2a3b4c5d6e"

@@ -12,10 +12,10 @@
 #include <criterion/criterion.h>
 #include <event2/event.h>
 
-#include "model.h"
-#include "paths.h"
-#include "statemachine/statemachine.h"
-#include "testzk.h"
+#include "protocol/model.h"
+#include "protocol/paths.h"
+#include "drivers/statemachine/statemachine.h"
+#include "tests/support/testzk.h"
 
 static struct event_base *base;
 static struct zk *zk;

@@ -8,8 +8,8 @@
 
 #include <criterion/criterion.h>
 
-#include "model.h"
-#include "statemachine/reqformat.h"
+#include "protocol/model.h"
+#include "drivers/statemachine/reqformat.h"
 
 static struct np_request *
 request(void)

@@ -15,12 +15,12 @@
 #include <criterion/criterion.h>
 #include <event2/event.h>
 
-#include "metrics.h"
-#include "nodescan.h"
-#include "ratelimit.h"
-#include "sshd.h"
-#include "statemachine/statemachine.h"
-#include "clock.h"
+#include "lib/ops/metrics.h"
+#include "lib/net/nodescan.h"
+#include "lib/net/ratelimit.h"
+#include "tests/support/sshd.h"
+#include "drivers/statemachine/statemachine.h"
+#include "lib/core/clock.h"
 
 /* ---- a scripted adapter ----------------------------------------------------- */
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "lib/ops/status.h"
 
 static void
 age_is(double seconds, const char *want)

@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "daemon_paths.h"
+#include "lib/config/config.h"
+#include "lib/ops/daemon_paths.h"
 #include "supervisor/sup.h"
 
 static char tmpdir[PATH_MAX];

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "urlsafe.h"
+#include "lib/net/urlsafe.h"
 
 Test(urlsafe, ids_are_one_encoded_segment)
 {

@@ -18,9 +18,9 @@
 
 #include <event2/event.h>
 
-#include "metrics.h"
-#include "statsd.h"
-#include "web.h"
+#include "lib/ops/metrics.h"
+#include "lib/ops/statsd.h"
+#include "lib/ops/web.h"
 
 static void
 empty_view(void *arg, struct status_view *v)

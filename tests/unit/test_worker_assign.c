@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "worker/launcher.h"
-#include "model.h"
+#include "protocol/model.h"
 
 /* ---- the fake driver ---------------------------------------------------------- */
 

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "testzk.h"
-#include "zk.h"
+#include "tests/support/testzk.h"
+#include "lib/zk/zk.h"
 
 static struct event_base *base;
 

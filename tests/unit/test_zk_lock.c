@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "testzk.h"
-#include "zk.h"
+#include "tests/support/testzk.h"
+#include "lib/zk/zk.h"
 
 static struct event_base *base;
 

@@ -6,8 +6,8 @@
 #include <criterion/criterion.h>
 #include <event2/event.h>
 
-#include "testzk.h"
-#include "zk_status.h"
+#include "tests/support/testzk.h"
+#include "lib/zk/zk_status.h"
 
 TestSuite(zk_status, .timeout = 120);
 
