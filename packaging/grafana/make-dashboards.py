@@ -173,6 +173,11 @@ def prometheus():
                     "their builds and uploads, held nodes with their expiry and "
                     "waiting requests by age. The Graphite dashboard has the "
                     "builders' statsd figures."}})
+    b.panel("timeseries", "Image rollbacks", [
+        q('sum by (image) (increase(nodepool_image_rollbacks_total{%s}[$__rate_interval]))' % P,
+          "{{image}}")], w=24, h=6,
+        desc="Launchers fell back to an image's previous upload after its newest "
+             "failed launches rollback-after times in a row (nodepool.yaml(5)).")
     return b.doc()
 
 
@@ -238,6 +243,9 @@ def graphite():
         unit="bytes")
     b.panel("timeseries", "Image build requests", [
         t('aliasByNode(stats.gauges.nodepool.image_build_requests, 2)')])
+    b.panel("timeseries", "Image rollbacks", [
+        t('aliasByNode(stats_counts.nodepool.provider.$provider.image.*.rollbacks, 4, 6)')],
+        w=24, h=6)
     return b.doc()
 
 
