@@ -746,8 +746,9 @@ enc_field(struct enc *e, const struct field *f, const void *base)
 	return 0;
 }
 
-/* An optional key at its default (nil, 0) is left out: the encoding stays
- * what an older peer sent, and never longer than what a peer sent us. */
+/* An optional key at its default (nil, 0, an empty list) is left out: the
+ * encoding stays what an older peer sent, and never longer than what a peer
+ * sent us. */
 static bool
 omitted(const struct field *f, const void *base)
 {
@@ -760,6 +761,8 @@ omitted(const struct field *f, const void *base)
 	case F_INT:
 	case F_UINT:
 		return *CAT(base, f->off, int64_t) == 0;
+	case F_STRV:
+		return CAT(base, f->off, struct ipc_strv)->n == 0;
 	default:
 		return false;
 	}
