@@ -21,9 +21,8 @@ extern const struct driver drv_metastatic;
 extern const struct driver drv_gce;
 
 static const struct driver *const drivers[] = {
-    &drv_static, &drv_fake,   &drv_kubernetes, &drv_openshift, &drv_openshiftpods,
-    &drv_aws,	 &drv_openstack, &drv_gce,	   &drv_azure,	   &drv_ibmvpc,
-    &drv_metastatic,
+    &drv_static,    &drv_fake, &drv_kubernetes, &drv_openshift, &drv_openshiftpods, &drv_aws,
+    &drv_openstack, &drv_gce,  &drv_azure,	&drv_ibmvpc,	&drv_metastatic,
 };
 
 const struct driver *

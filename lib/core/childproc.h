@@ -50,9 +50,9 @@ void childproc_ready(struct ipc_msg *m, const char *name, int64_t zk_session);
 /*
  * A STATUS message's common part, for the reply to STATUS_REQ seq: the
  * seq, the generation of the config in force, the resident set
- * (np_mem_rss_kb) and proportional set (np_mem_pss_kb), the CPU time used and the seconds since start (a
- * np_mono_s() reading). The caller sets state, zk_state and its own
- * counters, sends it and then ipc_msg_clear.
+ * (np_mem_rss_kb) and proportional set (np_mem_pss_kb), the CPU time used and the seconds since
+ * start (a np_mono_s() reading). The caller sets state, zk_state and its own counters, sends it and
+ * then ipc_msg_clear.
  */
 void childproc_status_init(struct ipc_msg *m, int64_t seq, int64_t generation, double start);
 
