@@ -80,6 +80,10 @@
 #define KEEP_BUILDS	2
 #define KEEP_UPLOADS	2
 #define UPLOAD_ATTEMPTS 3
+/* Uploads of one build to one provider that may fail their validation
+ * before the builder waits for the next build (nodepool.yaml(5),
+ * `validate`). */
+#define VALIDATION_TRIES 3
 /* Local files younger than this (seconds) are left to the next cleanup:
  * a build may have finished after the snapshot was read. */
 #define LOCAL_FILE_GRACE 1.0
@@ -324,9 +328,9 @@ validation_failed(const struct np_image_upload *u)
 	return v != NULL && strcmp(v, "failed") == 0;
 }
 
-/* 1 when an upload of ib in provider failed its validation: the same
- * bits would fail again, so the build is not uploaded there again (the
- * next build is). */
+/* 1 when an upload of ib in provider failed its validation and is still
+ * there: cleanup deletes it (noting the reason on the build record) before
+ * the build is uploaded there again, so tries come at cleanup's pace. */
 static int
 has_failed_validation(const struct imgtree_build *ib, const char *provider)
 {
@@ -339,6 +343,28 @@ has_failed_validation(const struct imgtree_build *ib, const char *provider)
 			return 1;
 	}
 	return 0;
+}
+
+/*
+ * A failed validation is noted on the build record before the builder
+ * deletes the upload (cloud image and record) and uploads the build again:
+ * the build's extra key validation_failures {provider: {count, upload,
+ * external_id, reason, time}} keeps the reason and how many uploads of the
+ * build failed there. The entry of provider, or NULL.
+ */
+static const json_t *
+build_validation_failure(const struct np_image_build *bd, const char *provider)
+{
+	return json_object_get(
+	    json_object_get(bd != NULL ? bd->extra : NULL, "validation_failures"), provider);
+}
+
+/* Uploads of bd that failed their validation in provider. */
+static int
+validation_tries(const struct np_image_build *bd, const char *provider)
+{
+	return (int)json_integer_value(
+	    json_object_get(build_validation_failure(bd, provider), "count"));
 }
 
 /* The provider's diskimage entry's validate, else the diskimage's. */
@@ -417,6 +443,12 @@ struct task {
 	/* upload */
 	char *format, *external_id, *username, *python_path, *shell_type;
 	double upload_start;
+	json_t *retry_of; /* {attempt, upload, reason}: the upload before failed its
+			     validation (the build record's validation_failures) */
+	/* cleanup of an upload that failed its validation */
+	char *reason;	   /* the verdict's reason */
+	char *build_data;  /* the build record's JSON as read */
+	int build_version; /* ... and its version */
 	/* job outcome */
 	int job_ok;
 	json_t *job_result;
@@ -477,6 +509,9 @@ task_free(struct task *t)
 	free(t->username);
 	free(t->python_path);
 	free(t->shell_type);
+	json_decref(t->retry_of);
+	free(t->reason);
+	free(t->build_data);
 	free(t->created);
 	free(t->final);
 	json_decref(t->job_result);
@@ -540,6 +575,18 @@ t_data_cb(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 
 	free(t->data);
 	t->data = rc == ZOK ? xstrdup(data) : NULL;
+	t_void_cb(rc, arg);
+}
+
+/* The build record and its version (t->data keeps the upload's). */
+static void
+t_build_data_cb(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct task *t = arg;
+
+	free(t->build_data);
+	t->build_data = rc == ZOK && data != NULL ? xstrdup(data) : NULL;
+	t->build_version = rc == ZOK && st != NULL ? st->version : -1;
 	t_void_cb(rc, arg);
 }
 
@@ -1442,6 +1489,22 @@ run_upload(struct task *t)
 		}
 		rec = np_image_upload_new();
 		np_image_upload_set_state(rec, NP_UPLOAD_UPLOADING);
+		{
+			const json_t *f = build_validation_failure(ib->b, t->provider);
+			json_decref(t->retry_of);
+			t->retry_of =
+			    f == NULL
+				? NULL
+				: json_pack(
+				      "{s:I, s:s?, s:s?}", "attempt",
+				      (json_int_t)validation_tries(ib->b, t->provider) + 1,
+				      "upload", json_string_value(json_object_get(f, "upload")),
+				      "reason", json_string_value(json_object_get(f, "reason")));
+			if (t->retry_of != NULL) {
+				rec->extra = json_object();
+				json_object_set(rec->extra, "retry_of", t->retry_of);
+			}
+		}
 		rec->username = ib->b->username ? xstrdup(ib->b->username) : NULL;
 		rec->python_path = ib->b->python_path ? xstrdup(ib->b->python_path) : NULL;
 		rec->shell_type = ib->b->shell_type ? xstrdup(ib->b->shell_type) : NULL;
@@ -1492,9 +1555,15 @@ run_upload(struct task *t)
 			rec->shell_type = t->shell_type ? xstrdup(t->shell_type) : NULL;
 			free(t->external_id);
 			t->external_id = xstrdup(ext);
+			if (t->retry_of != NULL) {
+				rec->extra = json_object();
+				json_object_set(rec->extra, "retry_of", t->retry_of);
+			}
 			if (upload_validates(b, p, t->image)) {
-				rec->extra =
-				    json_pack("{s:{s:s}}", "validation", "state", "pending");
+				if (rec->extra == NULL)
+					rec->extra = json_object();
+				json_object_set_new(rec->extra, "validation",
+						    json_pack("{s:s}", "state", "pending"));
 				log_info("upload %s of %s-%s to %s waits for its validation",
 					 t->upload, t->image, t->build, t->provider);
 			}
@@ -1598,7 +1667,10 @@ check_upload(struct builder *b, const struct imgtree *tree, const struct np_prov
 			  p->driver);
 		return;
 	}
+	/* a failed validation: cleanup deletes that upload, then this build
+	 * is uploaded again, VALIDATION_TRIES times in all */
 	if (has_ready_upload(nr, p->name) || has_failed_validation(nr, p->name) ||
+	    validation_tries(nr->b, p->name) >= VALIDATION_TRIES ||
 	    !np_strv_contains(&nr->b->formats, fmt))
 		return;
 	local_path(b, pi->name, nr->id, fmt, file, sizeof(file));
@@ -1698,7 +1770,20 @@ run_upload_delete(struct task *t)
 		t->rc = u->state;
 		free(t->external_id);
 		t->external_id = u->external_id ? xstrdup(u->external_id) : NULL;
+		if (u->state == NP_UPLOAD_FAILED && validation_failed(u)) {
+			const char *why = json_string_value(
+			    json_object_get(json_object_get(u->extra, "validation"), "reason"));
+			free(t->reason);
+			t->reason = xstrdup(why != NULL ? why : "?");
+		}
 		np_image_upload_free(u);
+		if (t->reason != NULL) {
+			/* note it on the build record first (steps 10-12) */
+			np_path_build(path, sizeof(path), t->image, t->build);
+			t->step = 10;
+			zk_get(b->zk, path, NULL, NULL, t_build_data_cb, t);
+			return;
+		}
 		if (t->rc == NP_UPLOAD_DELETING) {
 			t->step = 5;
 			run_upload_delete(t);
@@ -1797,6 +1882,74 @@ run_upload_delete(struct task *t)
 		} else
 			set_error(b, "removing upload %s: %s", t->upload, zk_strerror(t->rc));
 		act_done(t);
+		return;
+	case 11: { /* a failed validation: note it on the build record */
+		struct np_image_build *bd = NULL;
+		const json_t *f;
+		json_t *all;
+		int tries;
+		if (t->rc != ZOK || t->build_data == NULL ||
+		    np_image_build_decode(t->build, t->build_data, strlen(t->build_data), &bd, err,
+					  sizeof(err)) != 0) {
+			np_image_build_free(bd);
+			act_done(t); /* the next pass tries again */
+			return;
+		}
+		f = build_validation_failure(bd, t->provider);
+		tries = validation_tries(bd, t->provider);
+		if (f != NULL && json_string_value(json_object_get(f, "upload")) != NULL &&
+		    strcmp(json_string_value(json_object_get(f, "upload")), t->upload) == 0) {
+			/* noted by an earlier pass whose delete did not finish */
+			np_image_build_free(bd);
+			t->rc = ZOK;
+			t->step = 1;
+			run_upload_delete(t);
+			return;
+		}
+		tries++;
+		if (bd->extra == NULL)
+			bd->extra = json_object();
+		all = json_object_get(bd->extra, "validation_failures");
+		if (!json_is_object(all)) {
+			all = json_object();
+			json_object_set_new(bd->extra, "validation_failures", all);
+		}
+		json_object_set_new(all, t->provider,
+				    json_pack("{s:I, s:s, s:s?, s:s, s:I}", "count",
+					      (json_int_t)tries, "upload", t->upload, "external_id",
+					      t->external_id, "reason", t->reason, "time",
+					      (json_int_t)now_wall()));
+		json = np_image_build_encode(bd, &len);
+		np_image_build_free(bd);
+		if (tries < VALIDATION_TRIES)
+			set_error(
+			    b,
+			    "upload %s of %s-%s to %s failed its validation: %s; deleting it, "
+			    "the build is uploaded again (%d of %d tries failed)",
+			    t->upload, t->image, t->build, t->provider, t->reason, tries,
+			    VALIDATION_TRIES);
+		else
+			set_error(
+			    b,
+			    "upload %s of %s-%s to %s failed its validation: %s; deleting it; "
+			    "%d tries failed, the next build is uploaded there",
+			    t->upload, t->image, t->build, t->provider, t->reason, tries);
+		np_path_build(path, sizeof(path), t->image, t->build);
+		zk_set(b->zk, path, json, (int)len, t->build_version, t_stat_cb, t);
+		free(json);
+		return;
+	}
+	case 12:
+		if (t->rc != ZOK) {
+			log_warn("noting the failed validation of upload %s on build %s-%s: %s; "
+				 "the next pass tries again",
+				 t->upload, t->image, t->build, zk_strerror(t->rc));
+			act_done(t);
+			return;
+		}
+		t->rc = ZOK;
+		t->step = 1;
+		run_upload_delete(t);
 		return;
 	default:
 		act_done(t);
@@ -2209,8 +2362,7 @@ cleanup_image(struct builder *b, const struct imgtree_image *im)
 						act_queue(b, T_UPLOAD_CRUFT, im->name, ib->id,
 							  ip->name, u->id, NULL);
 					else if (st == NP_UPLOAD_DELETING || st < 0 ||
-						 (st == NP_UPLOAD_FAILED &&
-						  !validation_failed(u->u)))
+						 st == NP_UPLOAD_FAILED)
 						act_queue(b, T_UPLOAD_DELETE, im->name, ib->id,
 							  ip->name, u->id, u->data);
 				} else if (!recent_upload(im, ip->name, ib->id, u->id))

@@ -60,7 +60,9 @@ static const struct status_column image_cols[] = {
     {"age", "Age"},
     /* beyond upstream (nodepool.yaml(5) `validate`, `rollback-after`):
      * "serving" (the upload a launcher boots), "validating", "validated",
-     * "validation failed: <reason>", "rolled back: <reason>" */
+     * "validation failed: <reason>", "rolled back: <reason>"; an upload
+     * the builder made again after a failed validation adds
+     * "try N (upload U: validation failed: <reason>)" */
     {"service", "Service"},
 };
 
@@ -1058,6 +1060,18 @@ status_add_upload(struct status_table *t, const char *image, const char *build_i
 				 vs != NULL && strcmp(vs, "passed") == 0 ? ", validated" : "");
 		else if (vs != NULL && strcmp(vs, "passed") == 0)
 			snprintf(buf, sizeof(buf), "validated");
+		/* the builder's retry after a failed validation (nodepool.yaml(5)
+		 * `validate`): the reason stays in view */
+		if (json_is_object(json_object_get(u->extra, "retry_of"))) {
+			const json_t *ro = json_object_get(u->extra, "retry_of");
+			const char *pu = json_string_value(json_object_get(ro, "upload"));
+			const char *pr = json_string_value(json_object_get(ro, "reason"));
+			size_t o = strlen(buf);
+			snprintf(buf + o, sizeof(buf) - o,
+				 "%stry %lld (upload %s: validation failed: %s)", o ? "; " : "",
+				 (long long)json_integer_value(json_object_get(ro, "attempt")),
+				 pu ? pu : "?", pr ? pr : "?");
+		}
 		set(row, "service", jstr(buf));
 	}
 	status_table_add(t, row);

@@ -111,9 +111,12 @@ def test_validation_before_service(deployment, zk, zuul, sshd):
     from it passed keyscan and its validate-command over SSH (a real
     sshd). A good image passes and serves; an image whose boot fails, one
     whose keyscan fails, and one whose command exits non-zero are never
-    handed to a request: the previous upload serves throughout, and
-    `nodepool image-list` shows why they failed."""
-    from builder_helpers import Images
+    handed to a request: the previous upload serves throughout. The
+    builder deletes each failed upload, from the cloud and from ZooKeeper,
+    notes the reason on the build record and uploads the build again, three
+    tries in all; a try that passes serves, and `nodepool image-list`
+    shows why the one before it failed."""
+    from builder_helpers import Images, Store
     from operator_helpers import nodepool
     cfg = builder_config(deployment, diskimage={"img": {"validate": True}})
     fc = fake_config(deployment, labels={"img-label": {"diskimage": "img"}},
@@ -129,7 +132,7 @@ def test_validation_before_service(deployment, zk, zuul, sshd):
     path = deployment.write_config(cfg)
     deployment.start_launcher("sim", path)
     start_builder(deployment, path)
-    images = Images(zk)
+    images, store = Images(zk), Store(deployment)
 
     def verdict(u):
         return u[3].get("validation", {}).get("state")
@@ -139,38 +142,73 @@ def test_validation_before_service(deployment, zk, zuul, sshd):
                        what="the first upload validated")
     served = []
 
-    def serve():
+    def serve(also=None):
+        """A node booted from the good upload (or, with also, from an
+        upload of that build); Zuul runs its job and returns it. Returns
+        the node's image_id."""
         rid = zuul.submit(["img-label"])
         req = zuul.wait_request(rid, timeout=60)
         assert req["state"] == "fulfilled", req
         n = zuul.node(req["nodes"][0])
-        assert n["image_id"] == upload_path(good), n
+        assert n["image_id"] == upload_path(good) or (
+            also and n["image_id"].startswith("/nodepool/images/img/builds/%s/" % also)), n
         served.append(req["nodes"][0])
+        zuul.finish(zuul.accept(rid))
+        return n["image_id"]
 
-    serve()
+    def failures(build):
+        return images.builds("img").get(build, {}).get("validation_failures", {}).get("sim")
+
     for meta, why in (({"fake-boot": "fail"}, "validation boot failed"),
                       ({"fake-ssh-port": "1"}, "validation boot failed"),
                       ({}, "validation command exited 1")):
-        prov["diskimages"][0]["meta"] = dict(prov["diskimages"][0]["meta"], **meta)
+        prov["diskimages"][0]["meta"] = dict({"owner": "test"}, **meta)
         if not meta:
             open(broken, "w").close()  # this image's check fails
         deployment.write_config(cfg)
-        before = {u[0] for u in images.uploads("img")}
+        before = set(images.builds("img"))
         assert nodepool(path, "image-build", "img").returncode == 0
 
-        def bad_verdict():
-            new = [u for u in images.uploads("img") if u[0] not in before]
-            if not new:
+        def noted():
+            new = [b for b in images.builds("img") if b not in before]
+            f = new and failures(new[0])
+            if not f:
                 serve()  # the previous upload serves meanwhile
-            return new and verdict(new[0]) == "failed" and new[0]
-        bad = wait_for(bad_verdict, timeout=90, what="the bad upload's verdict")
-        assert bad[3]["state"] == "failed"
-        assert bad[3]["validation"]["reason"].startswith(why), bad[3]
-        serve()
+            return f and (new[0], f)
+        build, first = wait_for(noted, timeout=90, interval=0.5,
+                                what="the failed validation noted")
+        assert first["count"] == 1 and first["reason"].startswith(why), first
+        if not meta:
+            os.unlink(broken)  # mended: a later try passes
+        # the bad upload is gone, from ZooKeeper and from the cloud
+        wait_for(lambda: serve(also=None if meta else build) and (
+            first["upload"] not in {u[2] for u in images.uploads("img", build=build)} and
+            first["external_id"] not in store.images()), timeout=60, interval=0.5,
+            what="the failed upload deleted")
+        if meta:
+            # it fails again: three tries in all, each deleted, then the
+            # builder waits for the next build
+            f = wait_for(lambda: serve() and (
+                (lambda f: f if f["count"] == 3 and not images.uploads(
+                    "img", build=build) else None)(failures(build))),
+                timeout=120, interval=0.5, what="three tries")
+            assert f["reason"].startswith(why), f
+            assert good[3]["external_id"] in store.images()
+            continue
+        # a later try passes and serves, and image-list says why the try
+        # before it failed
+        (retry,) = wait_for(lambda: serve(also=build) and [
+            u for u in images.ready_uploads("img") if u[0] == build and
+            verdict(u) == "passed"], timeout=90, interval=0.5, what="a try that passes")
+        assert retry[3]["retry_of"]["attempt"] in (2, 3), retry
+        assert retry[3]["retry_of"]["reason"].startswith(why), retry
+        wait_for(lambda: serve(also=build) == upload_path(retry), timeout=60,
+                 what="the passed try serving")
         r = nodepool(path, "image-list")
-        rows = [line for line in r.stdout.splitlines() if bad[0] in line]
+        rows = [line for line in r.stdout.splitlines() if retry[2] in line and build in line]
         assert rows and "validation failed: " + why in rows[0], r.stdout
-        prov["diskimages"][0]["meta"] = {"owner": "test"}
+        assert "serving" in rows[0] and "try %d" % retry[3]["retry_of"]["attempt"] in rows[0], \
+            rows[0]
     assert len(served) >= 3
 
 
