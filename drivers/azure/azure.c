@@ -1766,6 +1766,55 @@ azure_delete_image(struct sm_adapter *a, const char *external_id, sm_done_cb cb,
 	free(path);
 }
 
+/*
+ * list_images: the resource group's images (Images - List By Resource
+ * Group, GET resourceGroups/<rg>/providers/Microsoft.Compute/images, every
+ * page through nextLink), each named by its name (an upload's external id)
+ * with its tags.
+ */
+static void
+ilist_done(struct lister *ls, const char *error)
+{
+	drv_image_list_cb cb = (drv_image_list_cb)ls->cb;
+	struct drv_cloud_image *v;
+	const json_t *it;
+	json_t *none;
+	size_t i, n = 0;
+
+	if (error != NULL) {
+		char e[640];
+		snprintf(e, sizeof(e), "%s", error);
+		cb(NULL, 0, e, ls->arg);
+		lister_free(ls);
+		return;
+	}
+	v = calloc(json_array_size(ls->items) + 1, sizeof(*v));
+	none = json_object(); /* an image without tags */
+	if (v == NULL || none == NULL)
+		abort();
+	json_array_foreach(ls->items, i, it)
+	{
+		const json_t *tags = json_object_get(it, "tags");
+		if (jstr(it, "name") == NULL)
+			continue;
+		v[n++] = (struct drv_cloud_image){jstr(it, "name"), jstr(it, "name"),
+						  json_is_object(tags) ? tags : none};
+	}
+	cb(v, n, NULL, ls->arg);
+	free(v);
+	json_decref(none);
+	lister_free(ls);
+}
+
+static void
+azure_list_images(struct sm_adapter *a, drv_image_list_cb cb, void *arg)
+{
+	char *path = rg_path(a, "providers/Microsoft.Compute/images", NULL);
+
+	lister_start(a, path, V_IMAGE, "GET images", ilist_done, (void *)cb, arg);
+	free(path);
+}
+
 /* ---- images: upload (upstream's AzureSnapshotUploader) ---- */
 
 #define AZ_PAGE_SIZE	(4u << 20) /* upstream's segment_size: 4 MiB */
@@ -2129,6 +2178,8 @@ static const struct sm_adapter_ops azure_adapter = {
     .label_quota = azure_label_quota,
     .upload_image = azure_upload_image,
     .delete_image = azure_delete_image,
+    .list_images = azure_list_images,
+    .images_in_resources = 1, /* list_resources lists the images */
     .dump = azure_dump,
 };
 

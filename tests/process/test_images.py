@@ -350,3 +350,35 @@ def test_alien_image_list_aws(deployment, zk, tmp_path):
         assert alien_rows(path, env) == [("ec2", "img-alien", alien)]
     finally:
         sim.stop()
+
+
+def test_alien_image_list_azure(deployment, zk, tmp_path):
+    """alien-image-list against the Azure simulator (Images - List By
+    Resource Group): an image is named by its name, its tags are Azure's."""
+    from azuresim_fixture import AzureSim
+    sim = AzureSim(tmp_path, {}).start()
+    try:
+        cfg = builder_config(deployment, providers=())
+        cfg["providers"] = [{
+            "name": "az", "driver": "azure", "auth-path": sim.auth_path, "rate": 100,
+            "location": "centralus", "resource-group": "nodepool",
+            "resource-group-location": "centralus",
+            "subnet-id": "/subscriptions/c35cf7df-ed75-4c85-be00-535409a85120/resourceGroups/"
+                         "nodepool/providers/Microsoft.Network/virtualNetworks/NodePool/"
+                         "subnets/default",
+            "diskimages": [{"name": "img", "username": "zuul"}],
+            "pools": [{"name": "main", "max-servers": 5, "labels": [
+                {"name": "img-label", "diskimage": "img",
+                 "hardware-profile": {"vm-size": "Standard_B1s"}}]}]}]
+        path = deployment.write_config(cfg)
+
+        def make(name, tags):
+            return sim.ctl("POST", "/images", {"name": name, "resource_group": "nodepool",
+                                               "tags": tags})["name"]
+        known, alien = alien_setup(zk, "az", make)
+        env = dict(os.environ, **sim.env())
+        env["HOME"] = deployment.dir
+        assert alien_rows(path, env) == [("az", "img-alien", alien)]
+        assert alien_rows(path, env, "az") == [("az", "img-alien", alien)]
+    finally:
+        sim.stop()
