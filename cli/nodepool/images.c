@@ -16,6 +16,7 @@
 #include <event2/event.h>
 
 #include "lib/config/config.h"
+#include "lib/config/drvtraits.h"
 #include "drivers/driver.h"
 #include "drivers/host.h"
 #include "lib/zk/imagetree.h"
@@ -180,9 +181,11 @@ known_external_ids(const struct imgtree *t, const char *provider, struct strset 
 		}
 }
 
-/* The images of p tagged by Nodepool (nodepool_build_id) that ZooKeeper
- * does not know, as rows of t; -1 with a message in err when the cloud
- * could not be listed. */
+/* The images of p tagged by Nodepool that ZooKeeper does not know, as
+ * rows of t; -1 with a message in err when the cloud could not be listed.
+ * Tagged by Nodepool: nodepool_build_id (as upstream), or, for clouds
+ * whose images carry no tags (ibmvpc: its uploads' resource group
+ * npimages_<provider> says it), nodepool_provider_name naming p. */
 static int
 alien_provider_rows(struct cli *c, const struct np_provider *p, const struct imgtree *tree,
 		    struct status_table *t, char *err, size_t errlen)
@@ -229,7 +232,7 @@ alien_provider_rows(struct cli *c, const struct np_provider *p, const struct img
 		const json_t *tags = json_object_get(im, "tags");
 		const char *pn = json_string_value(json_object_get(tags, "nodepool_provider_name"));
 		const char *id = json_string_value(json_object_get(im, "id"));
-		if (json_object_get(tags, "nodepool_build_id") == NULL ||
+		if ((json_object_get(tags, "nodepool_build_id") == NULL && pn == NULL) ||
 		    (pn != NULL && strcmp(pn, p->name) != 0) || strset_has(known, id))
 			continue;
 		status_table_add(t, json_pack("{s:s, s:s, s:s}", "provider", p->name, "name",
@@ -272,7 +275,10 @@ cmd_alien_image_list(struct cli *c, int argc, char **argv)
 	t = status_table_new(STATUS_ALIEN_IMAGES);
 	for (i = 0; i < c->cfg->nproviders; i++) {
 		const struct np_provider *p = &c->cfg->providers[i];
-		if ((pos[0] != NULL && strcmp(pos[0], p->name) != 0) || !p->manage_images)
+		const struct np_drv_traits *tr =
+		    np_drv_traits_find(p->driver != NULL ? p->driver : "openstack");
+		if ((pos[0] != NULL && strcmp(pos[0], p->name) != 0) ||
+		    !(p->manage_images || (tr != NULL && (tr->flags & NP_DRV_LISTS_IMAGES))))
 			continue;
 		if (alien_provider_rows(c, p, tree, t, err, sizeof(err)) != 0)
 			fprintf(stderr, "nodepool: listing alien images of %s: %s\n", p->name, err);

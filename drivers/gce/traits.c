@@ -37,6 +37,7 @@ static const struct sc_schema gce_provider = {
 const struct np_drv_traits np_traits_gce = {
     .name = "gce",
     .schema = &gce_provider,
+    .flags = NP_DRV_LISTS_IMAGES,
     .boot_timeout = 60,
     .rate = 2,
     .region_key = "region",

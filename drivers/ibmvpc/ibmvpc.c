@@ -184,6 +184,7 @@ struct sm_adapter {
 	TAILQ_HEAD(, ib_op) ops;
 	TAILQ_HEAD(, upload) uploads;
 	TAILQ_HEAD(, imgdel) imgdels;
+	TAILQ_HEAD(, ilist) ilists;	/* list_images in flight */
 	TAILQ_HEAD(, quota_ctx) quotas; /* answers due on the next loop turn */
 	/* start-up reads */
 	int boot_step; /* 0 idle/to do, >0 running, BOOT_READY done */
@@ -1597,6 +1598,107 @@ ibm_delete_machine(struct sm_adapter *a, const char *external_id)
 	return &m->m;
 }
 
+/* ---- list_images ----------------------------------------------------------------------------
+ *
+ * The account's own images (GET /images, every page; owner_type "user"),
+ * once the adapter is up: the image list names an image's resource group
+ * by id only, the boot's resource groups listing names it. Each image
+ * carries the metadata its name and resource group give (ibm_api.h:
+ * nodepool_provider_name for npimages_<provider>, where uploads go;
+ * nodepool_upload_id for a name npimage<id>); IBM VPC images have no tags.
+ */
+struct ilist {
+	TAILQ_ENTRY(ilist) entry;
+	struct sm_adapter *a;
+	drv_image_list_cb cb;
+	void *arg;
+	struct ib_pager *p;
+	struct event *timer;
+};
+
+static void
+ilist_free(struct ilist *il)
+{
+	TAILQ_REMOVE(&il->a->ilists, il, entry);
+	pager_free(il->p);
+	event_free(il->timer);
+	free(il);
+}
+
+static void
+ilist_listed(struct ib_pager *p, const char *error)
+{
+	struct ilist *il = p->arg;
+	struct drv_cloud_image *v;
+	json_t *metas = json_array();
+	const json_t *it;
+	size_t i, n = 0;
+	char err[400];
+
+	il->p = NULL;
+	if (error != NULL) {
+		snprintf(err, sizeof(err), "listing /images: %s", error);
+		il->cb(NULL, 0, err, il->arg);
+		pager_free(p);
+		json_decref(metas);
+		ilist_free(il);
+		return;
+	}
+	v = calloc(json_array_size(p->items) + 1, sizeof(*v));
+	if (v == NULL)
+		abort();
+	json_array_foreach(p->items, i, it)
+	{
+		json_t *md;
+		if (jstr(it, "id") == NULL || jstr(it, "owner_type") == NULL ||
+		    strcmp(jstr(it, "owner_type"), "user") != 0)
+			continue;
+		md = obj_metadata(il->a, it);
+		json_array_append_new(metas, md);
+		v[n++] = (struct drv_cloud_image){jstr(it, "id"), nz(jstr(it, "name")), md};
+	}
+	il->cb(v, n, NULL, il->arg);
+	free(v);
+	json_decref(metas);
+	pager_free(p);
+	ilist_free(il);
+}
+
+static void
+ilist_try(evutil_socket_t fd, short what, void *arg)
+{
+	struct ilist *il = arg;
+	struct sm_adapter *a = il->a;
+	struct timeval tv = {1, 0};
+
+	if (a->boot_step == BOOT_READY) {
+		il->p = pager_start(a, API_VPC, "/images", "images", ilist_listed, il);
+		return;
+	}
+	if (a->stopped || a->boot_permanent) {
+		il->cb(NULL, 0, a->stopped ? "the provider is stopping" : a->boot_error, il->arg);
+		ilist_free(il);
+		return;
+	}
+	evtimer_add(il->timer, &tv); /* the adapter is still starting */
+}
+
+static void
+ibm_list_images(struct sm_adapter *a, drv_image_list_cb cb, void *arg)
+{
+	struct ilist *il = calloc(1, sizeof(*il));
+	struct timeval now = {0, 0};
+
+	if (il == NULL)
+		abort();
+	il->a = a;
+	il->cb = cb;
+	il->arg = arg;
+	il->timer = evtimer_new(a->base, ilist_try, il);
+	TAILQ_INSERT_TAIL(&a->ilists, il, entry);
+	evtimer_add(il->timer, &now); /* on the loop, never inside the slot */
+}
+
 /* ---- listings for the framework: instances, resources ------------------------------------------
  */
 
@@ -2329,6 +2431,7 @@ ibm_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&a->ops);
 	TAILQ_INIT(&a->uploads);
 	TAILQ_INIT(&a->imgdels);
+	TAILQ_INIT(&a->ilists);
 	TAILQ_INIT(&a->quotas);
 	if (ibm_creds_find(&a->creds, np_json_str(p, "credentials-file", NULL), NULL, err,
 			   errlen) != 0) {
@@ -2423,6 +2526,8 @@ ibm_adapter_free(struct sm_adapter *a)
 		up_free(TAILQ_FIRST(&a->uploads));
 	while (!TAILQ_EMPTY(&a->imgdels))
 		del_free(TAILQ_FIRST(&a->imgdels));
+	while (!TAILQ_EMPTY(&a->ilists))
+		ilist_free(TAILQ_FIRST(&a->ilists));
 	while (!TAILQ_EMPTY(&a->quotas)) {
 		struct quota_ctx *q = TAILQ_FIRST(&a->quotas);
 		TAILQ_REMOVE(&a->quotas, q, entry);
@@ -2505,6 +2610,8 @@ static const struct sm_adapter_ops ibm_adapter = {
     .label_quota = ibm_label_quota,
     .upload_image = ibm_upload_image,
     .delete_image = ibm_delete_image,
+    .list_images = ibm_list_images,
+    .images_in_resources = 1, /* list_resources lists the images */
     .dump = ibm_dump,
 };
 

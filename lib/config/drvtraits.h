@@ -70,6 +70,9 @@
 #define NP_DRV_NO_HOST_KEY_CHECK 0x100
 /* image_format is fixed, not read from `image-format` (azure: vhd). */
 #define NP_DRV_IMAGE_FORMAT_FIXED 0x200
+/* Uploads no diskimages, but its adapter lists the cloud's images (the
+ * image_list slot), so `nodepool alien-image-list` asks it too (gce). */
+#define NP_DRV_LISTS_IMAGES 0x400
 
 /* Where a pool's host-key-checking and use-internal-ip default from. */
 enum np_drv_pool_hkc {

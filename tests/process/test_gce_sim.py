@@ -175,6 +175,17 @@ def test_pages(tmp_path):
             names += [i["name"] for i in page.get("items", [])]
             req = c.instances().list_next(req, page)
         assert names == ["vm0", "vm1", "vm2", "vm3", "vm4"]
+        # images.list pages the same way, each image with its labels
+        for n in range(3):
+            s.ctl("POST", "/images", {"project": p, "name": "img%d" % n,
+                                      "labels": {"nodepool_upload_id": "%010d" % n}})
+        req = c.images().list(project=p)
+        seen = []
+        while req is not None:
+            page = req.execute()
+            seen += [(i["name"], i["labels"]) for i in page.get("items", [])]
+            req = c.images().list_next(req, page)
+        assert seen == [("img%d" % n, {"nodepool_upload_id": "%010d" % n}) for n in range(3)]
     finally:
         s.stop()
 

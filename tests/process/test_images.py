@@ -382,3 +382,48 @@ def test_alien_image_list_azure(deployment, zk, tmp_path):
         assert alien_rows(path, env, "az") == [("az", "img-alien", alien)]
     finally:
         sim.stop()
+
+
+def test_alien_image_list_ibmvpc(deployment, zk, tmp_path):
+    """alien-image-list against the IBM VPC simulator (GET /images): IBM
+    VPC images carry no tags; Nodepool's uploads are those in the resource
+    group npimages_<provider>."""
+    from ibmvpcsim_fixture import IbmVpcSim
+    from test_ibmvpc import ibm_builder_config
+    sim = IbmVpcSim(tmp_path, {}).start()
+    try:
+        path = deployment.write_config(ibm_builder_config(deployment, sim))
+        sim.ctl("POST", "/resource_groups", {"name": "npimages_ibm"})
+
+        def make(name, tags):
+            rg = "npimages_ibm" if "nodepool_provider_name" in tags else "Default"
+            return sim.ctl("POST", "/images", {"name": name, "resource_group": rg})["id"]
+        known, alien = alien_setup(zk, "ibm", make)
+        env = dict(os.environ, **sim.env())
+        env["HOME"] = deployment.dir
+        assert alien_rows(path, env) == [("ibm", "img-alien", alien)]
+        assert alien_rows(path, env, "ibm") == [("ibm", "img-alien", alien)]
+    finally:
+        sim.stop()
+
+
+def test_alien_image_list_gce(deployment, zk, tmp_path):
+    """alien-image-list against the GCE simulator (images.list): an image
+    is named by its name, its labels are its tags. Upstream's gce test
+    config; Nodepool uploads nothing there, an image labelled by it is
+    still listed."""
+    from test_gce import PROVIDER, UPSTREAM, load, start_sim
+    sim = start_sim(tmp_path, project="gcloud-project")
+    try:
+        path = deployment.write_config(load(UPSTREAM, 22))
+
+        def make(name, labels):
+            return sim.ctl("POST", "/images", {"project": "gcloud-project", "name": name,
+                                               "labels": labels})["name"]
+        known, alien = alien_setup(zk, PROVIDER, make)
+        env = dict(os.environ, **sim.env())
+        env["HOME"] = deployment.dir
+        assert alien_rows(path, env) == [(PROVIDER, "img-alien", alien)]
+        assert alien_rows(path, env, PROVIDER) == [(PROVIDER, "img-alien", alien)]
+    finally:
+        sim.stop()

@@ -493,6 +493,7 @@ def route_of(path):
         (r"^projects/[^/]+/zones/[^/]+/machineTypes/[^/]+$", "machineTypes.get"),
         (r"^projects/[^/]+/global/images/family/[^/]+$", "images.getFromFamily"),
         (r"^projects/[^/]+/global/images/[^/]+$", "images.get"),
+        (r"^projects/[^/]+/global/images$", "images.list"),
         (r"^projects/[^/]+/regions/[^/]+$", "regions.get"),
         (r"^projects/[^/]+/zones/[^/]+$", "zones.get"),
     ]
@@ -542,6 +543,22 @@ def compute(sim, method, path, query, body):
                 raise gerror(404, "notFound", "The resource 'projects/%s/global/images/family/"
                              "%s' was not found" % (proj, rest[3]))
             return 200, im
+        if len(rest) == 2 and method == "GET":
+            # images.list: the project's own images, by name, paged
+            # (maxResults at most 500, pageToken) as the real API
+            items = sorted((im for (p, _), im in sim.images.items() if p == proj),
+                           key=lambda im: im["name"])
+            size = min(int((query.get("maxResults") or ["500"])[-1]), 500,
+                       sim.behavior["page_size"])
+            start = int((query.get("pageToken") or ["0"])[-1] or 0)
+            page = items[start:start + size]
+            out = {"kind": "compute#imageList", "id": "projects/%s/global/images" % proj,
+                   "items": page, "selfLink": sim.url("projects/%s/global/images" % proj)}
+            if not page:
+                del out["items"]
+            if start + size < len(items):
+                out["nextPageToken"] = str(start + size)
+            return 200, out
         if len(rest) == 3:
             im = sim.images.get((proj, rest[2]))
             if im is None:
@@ -694,7 +711,10 @@ def discovery(sim):
             "getFromFamily": m("images.getFromFamily", "GET",
                                "projects/{project}/global/images/family/{family}",
                                {"project": param(), "family": param()}, ["project", "family"],
-                               response="Image")}},
+                               response="Image"),
+            "list": m("images.list", "GET", "projects/{project}/global/images",
+                      dict({"project": param()}, **listp), ["project"],
+                      response="ImageList")}},
         "regions": {"methods": {
             "get": m("regions.get", "GET", "projects/{project}/regions/{region}",
                      {"project": param(), "region": param()}, ["project", "region"],
@@ -705,8 +725,8 @@ def discovery(sim):
     }
     schemas = {n: {"id": n, "type": "object", "properties": {}} for n in (
         "Instance", "InstanceList", "Operation", "MachineType", "MachineTypeList", "Image",
-        "Region", "Zone", "SerialPortOutput")}
-    for n in ("InstanceList", "MachineTypeList"):
+        "Region", "Zone", "SerialPortOutput", "ImageList")}
+    for n in ("InstanceList", "MachineTypeList", "ImageList"):
         schemas[n]["properties"] = {"nextPageToken": {"type": "string"},
                                     "items": {"type": "array",
                                               "items": {"$ref": n[:-len("List")]}}}
