@@ -2,9 +2,10 @@
  * nodepool-builder: diskimage builds and uploads, as upstream Nodepool's
  * builder.py (reference section 4), in three kinds of processes:
  *
- *   the builder (builder.c): one ZooKeeper session, the builder component,
- *     every lock, every record; schedules builds, uploads and cleanup
- *     from snapshots of /nodepool/images (lib/zk/imagetree.h);
+ *   the builder (builder.c and the files builder_int.h lists): one
+ *     ZooKeeper session, the builder component, every lock, every record;
+ *     schedules builds, uploads and cleanup from snapshots of
+ *     /nodepool/images (lib/zk/imagetree.h);
  *   build workers (dib.c): run dib-cmd for one build at a time;
  *   upload workers (upload.c): host one provider's driver at a time and
  *     call its image_upload / image_delete slots.

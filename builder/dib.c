@@ -3,7 +3,7 @@
  * BuildWorker._buildImage: the command's stdout and stderr go to the build
  * log, followed by "Exit code: N"; after build-timeout seconds the
  * command's process group is killed and the build fails. The builder
- * composed argv and the environment (builder.c); this process only runs
+ * composed argv and the environment (build_sched.c); this process only runs
  * them, so a crash here costs one build.
  */
 #include "builder/builder.h"
