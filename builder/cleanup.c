@@ -224,11 +224,22 @@ bld_run_upload_delete(struct task *t)
 		const json_t *f;
 		json_t *all;
 		int tries;
-		if (t->rc != ZOK || t->build_data == NULL ||
+		if (t->rc != ZOK) {
+			act_done(t); /* the next pass tries again */
+			return;
+		}
+		if (t->build_data == NULL ||
 		    np_image_build_decode(t->build, t->build_data, strlen(t->build_data), &bd, err,
 					  sizeof(err)) != 0) {
+			/* nothing to note it on: the upload goes all the same */
+			log_warn("build %s-%s: unreadable (%s); upload %s in %s failed its "
+				 "validation (%s) and is deleted without a note",
+				 t->image, t->build, t->build_data == NULL ? "empty" : err,
+				 t->upload, t->provider, t->reason);
 			np_image_build_free(bd);
-			act_done(t); /* the next pass tries again */
+			t->rc = ZOK;
+			t->step = UD_LOCK;
+			bld_run_upload_delete(t);
 			return;
 		}
 		f = bld_build_validation_failure(bd, t->provider);
