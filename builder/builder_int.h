@@ -48,7 +48,6 @@ struct task;
 struct comp_check;
 
 /* The builder process (one per nodepool-builder). */
-
 struct builder {
 	struct event_base *base;
 	struct builder_options opt;
@@ -93,7 +92,6 @@ struct builder {
 };
 
 /* ---- tasks: one build, upload or cleanup step in flight ---- */
-
 enum task_kind {
 	T_BUILD,
 	T_UPLOAD,
@@ -213,7 +211,6 @@ enum build_remove_step {
 
 /* Wall clock, seconds. A copy of s ("" for NULL), never NULL. The last
  * error (nodepoold's STATUS), also logged. A pass soon, on the loop. */
-
 double bld_now_wall(void);
 char *bld_strdup(const char *s);
 void bld_set_error(struct builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -222,7 +219,6 @@ void bld_schedule_soon(struct builder *b);
 /* ---- questions of the configuration and the snapshot (snapshot.c) ---- */
 
 /* Each documented at its definition. */
-
 const char *bld_provider_format(const struct np_provider *p, char *buf, size_t len);
 int bld_provider_uploads(const struct np_provider *p);
 const struct np_provider_image *bld_provider_diskimage(const struct np_provider *p,
@@ -247,7 +243,6 @@ json_t *bld_provider_config_json(const struct np_provider *p);
 
 /* A task: made (the image copied), started (in b->tasks, first step run),
  * freed (out of its list, its locks and calls dropped). */
-
 struct task *bld_task_new(struct builder *b, enum task_kind kind, const char *image);
 void bld_task_free(struct task *t);
 void bld_task_start(struct task *t);
@@ -279,7 +274,6 @@ int bld_create_lost(struct task *t);
 
 /* A build's next step; its outcome recorded (recorded: 1 yes, 0 not ours,
  * -1 unknown); a build of d started when it needs one. */
-
 void bld_run_build(struct task *t);
 void bld_build_finished(struct task *t, int recorded);
 void bld_check_build(struct builder *b, const struct imgtree *tree, const struct np_diskimage *d);
@@ -288,7 +282,6 @@ void bld_check_build(struct builder *b, const struct imgtree *tree, const struct
 
 /* An upload's next step; its outcome recorded (as builds); an upload of
  * pi's newest ready build to p started when it needs one. */
-
 void bld_run_upload(struct task *t);
 void bld_upload_finished(struct task *t, int recorded);
 void bld_check_upload(struct builder *b, const struct imgtree *tree, const struct np_provider *p,
@@ -298,7 +291,6 @@ void bld_check_upload(struct builder *b, const struct imgtree *tree, const struc
 
 /* The queued cleanup steps; a build's local files removed; a cleanup
  * pass on the snapshot tree. */
-
 void bld_run_upload_delete(struct task *t);
 void bld_run_upload_cruft(struct task *t);
 void bld_run_build_deleting(struct task *t);
