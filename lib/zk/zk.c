@@ -35,7 +35,7 @@
 /* ---- calls, requests, watches ------------------------------------------- */
 
 struct zk_call *
-call_new(struct zk *zk, enum zk_op_kind kind, const char *path)
+zk_call_new(struct zk *zk, enum zk_op_kind kind, const char *path)
 {
 	struct zk_call *c = xcalloc(1, sizeof(*c));
 
@@ -51,7 +51,7 @@ call_new(struct zk *zk, enum zk_op_kind kind, const char *path)
 }
 
 void
-call_free(struct zk *zk, struct zk_call *c)
+zk_call_free(struct zk *zk, struct zk_call *c)
 {
 	if (c->prev != NULL)
 		c->prev->next = c->next;
@@ -75,7 +75,7 @@ call_free(struct zk *zk, struct zk_call *c)
 }
 
 struct zk_watch *
-watch_new(struct zk *zk, zk_watch_cb cb, void *arg, const void *owner)
+zk_watch_new(struct zk *zk, zk_watch_cb cb, void *arg, const void *owner)
 {
 	struct zk_watch *w;
 
@@ -114,7 +114,7 @@ watch_new(struct zk *zk, zk_watch_cb cb, void *arg, const void *owner)
 }
 
 void
-watch_free(struct zk *zk, struct zk_watch *w)
+zk_watch_free(struct zk *zk, struct zk_watch *w)
 {
 	if (zk->last_shared == w)
 		zk->last_shared = NULL;
@@ -129,14 +129,14 @@ watch_free(struct zk *zk, struct zk_watch *w)
 
 /* One registration of w is done with (fired, or never made). */
 void
-watch_put(struct zk *zk, struct zk_watch *w)
+zk_watch_put(struct zk *zk, struct zk_watch *w)
 {
 	if (--w->refs <= 0)
-		watch_free(zk, w);
+		zk_watch_free(zk, w);
 }
 
 struct zk_rq *
-rq_new(struct zk *zk)
+zk_rq_new(struct zk *zk)
 {
 	struct zk_rq *rq = xcalloc(1, sizeof(*rq));
 
@@ -183,11 +183,11 @@ rq_free(struct zk_rq *rq)
  * (get, exists, children) with the call's watch callback.
  */
 void
-rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind kind, int step,
-	const char *path, const void *data, int len, int flags, int version, zk_watch_cb wcb,
-	void *warg, const void *wowner)
+zk_rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind kind, int step,
+	   const char *path, const void *data, int len, int flags, int version, zk_watch_cb wcb,
+	   void *warg, const void *wowner)
 {
-	struct zk_rq *rq = rq_new(zk);
+	struct zk_rq *rq = zk_rq_new(zk);
 	zhandle_t *zh = zk->zh;
 	int rc;
 
@@ -203,30 +203,30 @@ rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind ki
 		rc = ZCONNECTIONLOSS; /* between sessions: retried like a lost connection */
 	} else {
 		if (wcb != NULL)
-			rq->watch = watch_new(zk, wcb, warg, wowner);
+			rq->watch = zk_watch_new(zk, wcb, warg, wowner);
 		switch (kind) {
 		case ZK_OP_CREATE:
 			rc = zoo_acreate(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
-					 &ZOO_OPEN_ACL_UNSAFE, flags, c_string_done, rq);
+					 &ZOO_OPEN_ACL_UNSAFE, flags, zk_c_string_done, rq);
 			break;
 		case ZK_OP_GET:
-			rc = zoo_awget(zh, path, rq->watch ? c_path_watcher : NULL, rq->watch,
-				       c_data_done, rq);
+			rc = zoo_awget(zh, path, rq->watch ? zk_c_path_watcher : NULL, rq->watch,
+				       zk_c_data_done, rq);
 			break;
 		case ZK_OP_SET:
 			rc = zoo_aset(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
-				      version, c_stat_done, rq);
+				      version, zk_c_stat_done, rq);
 			break;
 		case ZK_OP_DELETE:
-			rc = zoo_adelete(zh, path, version, c_void_done, rq);
+			rc = zoo_adelete(zh, path, version, zk_c_void_done, rq);
 			break;
 		case ZK_OP_EXISTS:
-			rc = zoo_awexists(zh, path, rq->watch ? c_path_watcher : NULL, rq->watch,
-					  c_stat_done, rq);
+			rc = zoo_awexists(zh, path, rq->watch ? zk_c_path_watcher : NULL, rq->watch,
+					  zk_c_stat_done, rq);
 			break;
 		case ZK_OP_CHILDREN:
-			rc = zoo_awget_children(zh, path, rq->watch ? c_path_watcher : NULL,
-						rq->watch, c_strings_done, rq);
+			rc = zoo_awget_children(zh, path, rq->watch ? zk_c_path_watcher : NULL,
+						rq->watch, zk_c_strings_done, rq);
 			break;
 		default:
 			rc = ZBADARGUMENTS;
@@ -234,10 +234,10 @@ rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind ki
 		}
 	}
 	if (rc != ZOK) {
-		struct zk_item *it = item_new(IT_RESULT, rc);
+		struct zk_item *it = zk_item_new(IT_RESULT, rc);
 
 		it->rq = rq;
-		enqueue(zk, it);
+		zk_enqueue(zk, it);
 	}
 }
 
@@ -288,7 +288,7 @@ call_finish(struct zk *zk, struct zk_call *c, struct zk_result *r)
 	    c->gen == zk->gen &&
 	    (c->cb != NULL || c->kind == ZK_OP_SET || c->kind == ZK_OP_DELETE ||
 	     c->kind == ZK_OP_MULTI)) {
-		park(zk, c);
+		zk_park(zk, c);
 		return;
 	}
 	if (c->retry && (r->rc == ZCONNECTIONLOSS || r->rc == ZOPERATIONTIMEOUT) && !zk->closing &&
@@ -300,11 +300,11 @@ call_finish(struct zk *zk, struct zk_call *c, struct zk_result *r)
 		zk->counters.lock_lost++;
 	if (c->cb != NULL && (!zk->closing || c->always))
 		c->cb(r, c->arg);
-	call_free(zk, c);
+	zk_call_free(zk, c);
 }
 
 void
-call_finish_rc(struct zk *zk, struct zk_call *c, int rc)
+zk_call_finish_rc(struct zk *zk, struct zk_call *c, int rc)
 {
 	struct zk_result r;
 
@@ -316,7 +316,7 @@ call_finish_rc(struct zk *zk, struct zk_call *c, int rc)
 /* ---- processing queue items on the loop ------------------------------------ */
 
 void
-rq_result(struct zk *zk, struct zk_item *it)
+zk_rq_result(struct zk *zk, struct zk_item *it)
 {
 	struct zk_rq *rq = it->rq;
 	struct zk_call *c = rq->call;
@@ -329,7 +329,7 @@ rq_result(struct zk *zk, struct zk_item *it)
 	if (it->rc == ZSSLCONNECTIONERROR)
 		it->rc = ZCONNECTIONLOSS;
 	if (rq->kind == ZK_OP_WATCH) {
-		tree_added(zk, rq, it->rc);
+		zk_tree_added(zk, rq, it->rc);
 		rq_free(rq);
 		return;
 	}
@@ -339,7 +339,7 @@ rq_result(struct zk *zk, struct zk_item *it)
 		 * ZNONODE; any other watch can never fire. */
 		registered = it->rc == ZOK || (rq->kind == ZK_OP_EXISTS && it->rc == ZNONODE);
 		if (!registered)
-			watch_put(zk, rq->watch);
+			zk_watch_put(zk, rq->watch);
 	}
 	if (rq->kind == ZK_OP_CATCHUP) {
 		/* one of the call's SetWatches: reported when all are back */
@@ -354,7 +354,7 @@ rq_result(struct zk *zk, struct zk_item *it)
 		return;
 	}
 	if (rq->rdel != NULL) {
-		rdel_result(zk, rq, it);
+		zk_rdel_result(zk, rq, it);
 		rq_free(rq);
 		return;
 	}
@@ -368,7 +368,7 @@ rq_result(struct zk *zk, struct zk_item *it)
 		if (it->rc == ZNONODE && c->makepath && c->attempts < ZK_MAKEPATH_TRIES &&
 		    !zk->closing) {
 			c->attempts++;
-			create_with_parents(zk, c);
+			zk_create_with_parents(zk, c);
 			rq_free(rq);
 			return;
 		}
@@ -421,7 +421,7 @@ rq_result(struct zk *zk, struct zk_item *it)
 		/* Sent again after a lost connection: the first try may have
 		 * landed and moved the version. Ours if the data is ours. */
 		rq_free(rq);
-		rq_send(zk, c, NULL, ZK_OP_GET, 2, c->path, NULL, 0, 0, 0, NULL, NULL, NULL);
+		zk_rq_send(zk, c, NULL, ZK_OP_GET, 2, c->path, NULL, 0, 0, 0, NULL, NULL, NULL);
 		return;
 	}
 	if (rq->kind == ZK_OP_GET && rq->step == 2) {
@@ -501,7 +501,7 @@ zk_cancel(struct zk *zk, const void *arg)
  * the root and a sequential create's prefix.
  */
 int
-path_ok(const char *path, int sequence)
+zk_path_ok(const char *path, int sequence)
 {
 	const char *p, *comp;
 	size_t n;
@@ -530,13 +530,13 @@ path_ok(const char *path, int sequence)
 /* Send call c's multi: the C client writes results and created paths into
  * the request at completion, so ops, paths, data and buffers live in it. */
 void
-multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int count)
+zk_multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int count)
 {
 	struct zk_rq *rq;
 	zhandle_t *zh = zk->zh;
 	int i, rc = ZOK;
 
-	rq = rq_new(zk);
+	rq = zk_rq_new(zk);
 	rq->call = c;
 	rq->kind = ZK_OP_MULTI;
 	rq->path = xstrdup(c->path);
@@ -551,7 +551,7 @@ multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int 
 		const struct zk_multi_op *o = &ops[i];
 		int len = o->data != NULL && o->len > 0 ? o->len : 0;
 
-		if (!path_ok(o->path, o->type == ZK_MULTI_CREATE && (o->flags & ZOO_SEQUENCE)))
+		if (!zk_path_ok(o->path, o->type == ZK_MULTI_CREATE && (o->flags & ZOO_SEQUENCE)))
 			rc = ZBADARGUMENTS;
 		rq->mpaths[i] = xstrdup(o->path != NULL ? o->path : "");
 		rq->mdata[i] = xmalloc((size_t)len + 1);
@@ -583,20 +583,20 @@ multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int 
 		else if (zh == NULL)
 			rc = ZCONNECTIONLOSS;
 		else
-			rc = zoo_amulti(zh, count, rq->mops, rq->mres, c_void_done, rq);
+			rc = zoo_amulti(zh, count, rq->mops, rq->mres, zk_c_void_done, rq);
 	}
 	if (rc != ZOK) {
-		struct zk_item *it = item_new(IT_RESULT, rc);
+		struct zk_item *it = zk_item_new(IT_RESULT, rc);
 
 		it->rq = rq;
-		enqueue(zk, it);
+		zk_enqueue(zk, it);
 	}
 }
 
 static struct zk_call *
 submit(struct zk *zk, const struct zk_req *req)
 {
-	struct zk_call *c = call_new(zk, req->kind, req->path);
+	struct zk_call *c = zk_call_new(zk, req->kind, req->path);
 	int i, bad = ZOK;
 
 	c->cb = req->cb;
@@ -618,21 +618,21 @@ submit(struct zk *zk, const struct zk_req *req)
 		c->under_gen = zk->gen;
 	}
 	if (bad == ZOK &&
-	    !path_ok(req->path, req->kind == ZK_OP_CREATE && (req->flags & ZOO_SEQUENCE)))
+	    !zk_path_ok(req->path, req->kind == ZK_OP_CREATE && (req->flags & ZOO_SEQUENCE)))
 		bad = ZBADARGUMENTS;
 	if (bad != ZOK) {
 		/* reported on the loop, as every outcome */
 		struct zk_item *it;
-		struct zk_rq *rq = rq_new(zk);
+		struct zk_rq *rq = zk_rq_new(zk);
 
 		c->retry = 0;
 		rq->call = c;
 		rq->kind = ZK_OP_GET;
 		rq->path = xstrdup("");
 		c->outstanding++;
-		it = item_new(IT_RESULT, bad);
+		it = zk_item_new(IT_RESULT, bad);
 		it->rq = rq;
-		enqueue(zk, it);
+		zk_enqueue(zk, it);
 		return c;
 	}
 	if (c->retry) {
@@ -661,7 +661,7 @@ submit(struct zk *zk, const struct zk_req *req)
 		/* behind calls already waiting, or while disconnected: wait too
 		 * (a call sent now could overtake one sent before it) */
 		if (zk->phead != NULL || !zk->connected) {
-			park(zk, c);
+			zk_park(zk, c);
 			return c;
 		}
 	}
@@ -673,28 +673,28 @@ submit(struct zk *zk, const struct zk_req *req)
 		c->data = xmalloc((size_t)c->len + 1);
 		if (c->len > 0)
 			memcpy(c->data, req->data, (size_t)c->len);
-		rq_send(zk, c, NULL, ZK_OP_CREATE, 0, req->path, c->data, c->len, c->flags, 0, NULL,
-			NULL, NULL);
+		zk_rq_send(zk, c, NULL, ZK_OP_CREATE, 0, req->path, c->data, c->len, c->flags, 0,
+			   NULL, NULL, NULL);
 		break;
 	case ZK_OP_DELETE:
 		if (req->recursive)
-			rdel_start(zk, rdel_new(c, NULL, req->path, req->version));
+			zk_rdel_start(zk, zk_rdel_new(c, NULL, req->path, req->version));
 		else
-			rq_send(zk, c, NULL, ZK_OP_DELETE, 0, req->path, NULL, 0, 0, req->version,
-				NULL, NULL, NULL);
+			zk_rq_send(zk, c, NULL, ZK_OP_DELETE, 0, req->path, NULL, 0, 0,
+				   req->version, NULL, NULL, NULL);
 		break;
 	case ZK_OP_MULTI:
-		multi_send(zk, c, c->mops != NULL ? c->mops : req->mops, req->mcount);
+		zk_multi_send(zk, c, c->mops != NULL ? c->mops : req->mops, req->mcount);
 		break;
 	case ZK_OP_SET:
-		rq_send(zk, c, NULL, ZK_OP_SET, 0, req->path, req->data,
-			req->data != NULL && req->len > 0 ? req->len : 0, 0, req->version, NULL,
-			NULL, NULL);
+		zk_rq_send(zk, c, NULL, ZK_OP_SET, 0, req->path, req->data,
+			   req->data != NULL && req->len > 0 ? req->len : 0, 0, req->version, NULL,
+			   NULL, NULL);
 		break;
 	default:
 		zk->share_watch = req->watch != NULL && req->share_watch;
-		rq_send(zk, c, NULL, req->kind, 0, req->path, NULL, 0, 0, 0, req->watch, req->warg,
-			req->wowner);
+		zk_rq_send(zk, c, NULL, req->kind, 0, req->path, NULL, 0, 0, 0, req->watch,
+			   req->warg, req->wowner);
 		zk->share_watch = 0;
 		break;
 	}
@@ -716,7 +716,7 @@ pub_call(struct zk *zk, struct zk_req *req, enum zk_pub pub, void *arg)
 
 	req->cb = pub_dispatch;
 	req->owner = arg;
-	req->retry = zk->retry_mode && retryable(req);
+	req->retry = zk->retry_mode && zk_retryable(req);
 	c = submit(zk, req);
 	c->arg = c;
 	c->pub = pub;

@@ -4,7 +4,7 @@
  * threads; these copy what they were given into a struct zk_item and append
  * it to the zk's mutex-protected queue, waking the loop through an eventfd.
  * On the loop, zk_on_wake() takes the queue and hands each item to the
- * operations (results, watches) or the session (state changes); drain()
+ * operations (results, watches) or the session (state changes); zk_drain()
  * does the same without the loop while a zk is torn down. The queue is the
  * only thing the C client's threads and the loop share.
  */
@@ -62,7 +62,7 @@ stat_copy(struct zk_stat *d, const struct Stat *s)
 /* ---- the queue: the only thing the C client's threads touch ------------ */
 
 struct zk_item *
-item_new(enum zk_item_kind kind, int rc)
+zk_item_new(enum zk_item_kind kind, int rc)
 {
 	struct zk_item *it = xcalloc(1, sizeof(*it));
 
@@ -85,7 +85,7 @@ item_free(struct zk_item *it)
 }
 
 void
-enqueue(struct zk *zk, struct zk_item *it)
+zk_enqueue(struct zk *zk, struct zk_item *it)
 {
 	uint64_t one = 1;
 	int wake;
@@ -108,22 +108,22 @@ enqueue(struct zk *zk, struct zk_item *it)
 /* C client completions (its completion thread, or ours on submission). */
 
 void
-c_string_done(int rc, const char *value, const void *data)
+zk_c_string_done(int rc, const char *value, const void *data)
 {
 	struct zk_rq *rq = (struct zk_rq *)data;
-	struct zk_item *it = item_new(IT_RESULT, rc);
+	struct zk_item *it = zk_item_new(IT_RESULT, rc);
 
 	it->rq = rq;
 	if (rc == ZOK && value != NULL)
 		it->str = xstrdup(value);
-	enqueue(rq->zk, it);
+	zk_enqueue(rq->zk, it);
 }
 
 void
-c_data_done(int rc, const char *value, int len, const struct Stat *st, const void *data)
+zk_c_data_done(int rc, const char *value, int len, const struct Stat *st, const void *data)
 {
 	struct zk_rq *rq = (struct zk_rq *)data;
-	struct zk_item *it = item_new(IT_RESULT, rc);
+	struct zk_item *it = zk_item_new(IT_RESULT, rc);
 
 	it->rq = rq;
 	if (rc == ZOK) {
@@ -139,38 +139,38 @@ c_data_done(int rc, const char *value, int len, const struct Stat *st, const voi
 			it->has_stat = 1;
 		}
 	}
-	enqueue(rq->zk, it);
+	zk_enqueue(rq->zk, it);
 }
 
 void
-c_stat_done(int rc, const struct Stat *st, const void *data)
+zk_c_stat_done(int rc, const struct Stat *st, const void *data)
 {
 	struct zk_rq *rq = (struct zk_rq *)data;
-	struct zk_item *it = item_new(IT_RESULT, rc);
+	struct zk_item *it = zk_item_new(IT_RESULT, rc);
 
 	it->rq = rq;
 	if (rc == ZOK && st != NULL) {
 		stat_copy(&it->st, st);
 		it->has_stat = 1;
 	}
-	enqueue(rq->zk, it);
+	zk_enqueue(rq->zk, it);
 }
 
 void
-c_void_done(int rc, const void *data)
+zk_c_void_done(int rc, const void *data)
 {
 	struct zk_rq *rq = (struct zk_rq *)data;
-	struct zk_item *it = item_new(IT_RESULT, rc);
+	struct zk_item *it = zk_item_new(IT_RESULT, rc);
 
 	it->rq = rq;
-	enqueue(rq->zk, it);
+	zk_enqueue(rq->zk, it);
 }
 
 void
-c_strings_done(int rc, const struct String_vector *sv, const void *data)
+zk_c_strings_done(int rc, const struct String_vector *sv, const void *data)
 {
 	struct zk_rq *rq = (struct zk_rq *)data;
-	struct zk_item *it = item_new(IT_RESULT, rc);
+	struct zk_item *it = zk_item_new(IT_RESULT, rc);
 	int i;
 
 	it->rq = rq;
@@ -180,39 +180,39 @@ c_strings_done(int rc, const struct String_vector *sv, const void *data)
 			it->names[i] = xstrdup(sv->data[i]);
 		it->count = sv->count;
 	}
-	enqueue(rq->zk, it);
+	zk_enqueue(rq->zk, it);
 }
 
 void
-c_path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+zk_c_path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	struct zk_watch *w = ctx;
 	struct zk_item *it;
 
 	/* The C client also hands every session event to every path watcher
 	 * (and keeps it registered): those are reported once, as session
-	 * events, by c_session_watcher. */
+	 * events, by zk_c_session_watcher. */
 	if (type == ZOO_SESSION_EVENT)
 		return;
-	it = item_new(IT_WATCH, ZOK);
+	it = zk_item_new(IT_WATCH, ZOK);
 	it->w = w;
 	it->type = type;
 	it->str = xstrdup(path != NULL ? path : "");
-	enqueue(w->zk, it);
+	zk_enqueue(w->zk, it);
 }
 
 void
-c_session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+zk_c_session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
 	struct zk *zk = ctx;
 	struct zk_item *it;
 
 	if (type != ZOO_SESSION_EVENT)
 		return;
-	it = item_new(IT_SESSION, ZOK);
+	it = zk_item_new(IT_SESSION, ZOK);
 	it->zh = zh;
 	it->state = state;
-	enqueue(zk, it);
+	zk_enqueue(zk, it);
 }
 
 static void
@@ -223,7 +223,7 @@ zk_process(struct zk *zk, struct zk_item *it)
 
 	switch (it->kind) {
 	case IT_RESULT:
-		rq_result(zk, it);
+		zk_rq_result(zk, it);
 		break;
 	case IT_WATCH:
 		w = it->w;
@@ -236,10 +236,10 @@ zk_process(struct zk *zk, struct zk_item *it)
 			zk_watch_cb cb = w->cb;
 			void *arg = w->arg;
 
-			watch_put(zk, w);
+			zk_watch_put(zk, w);
 			cb(it->type, it->str, arg);
 		} else {
-			watch_put(zk, w);
+			zk_watch_put(zk, w);
 		}
 		break;
 	case IT_SESSION:
@@ -264,7 +264,7 @@ zk_process(struct zk *zk, struct zk_item *it)
 		for (w = zk->watches; w != NULL; w = next) {
 			next = w->next;
 			if (w->gen == it->gen)
-				watch_free(zk, w);
+				zk_watch_free(zk, w);
 		}
 		break;
 	}
@@ -311,7 +311,7 @@ zk_on_wake(evutil_socket_t fd, short what, void *arg)
  * happen rather than be cut off).
  */
 void
-drain(struct zk *zk, double timeout)
+zk_drain(struct zk *zk, double timeout)
 {
 	double deadline = zk_now() + timeout;
 	struct pollfd pfd = {.fd = zk->efd, .events = POLLIN};

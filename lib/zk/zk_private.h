@@ -79,7 +79,7 @@ struct zk_req {
 	int mcount;
 	/* one watcher context for every registration with the same watch,
 	 * warg and wowner (and session), not one each: for watches set by
-	 * the thousand (caches); see struct zk_watch in zk.c */
+	 * the thousand (caches); see struct zk_watch below */
 	int share_watch;
 	/* after a lost connection in its session, send it again once
 	 * connected (see zk_set_retry) instead of reporting ZCONNECTIONLOSS */
@@ -376,7 +376,7 @@ struct zk {
 	struct zk_listener *listeners;
 	struct zk_listener *liter; /* next listener of a running emit */
 
-	int share_watch;	       /* the rq_send() in progress shares its watch context */
+	int share_watch;	       /* the zk_rq_send() in progress shares its watch context */
 	struct zk_watch *last_shared;  /* the shared context found or made last */
 	int retry_mode;		       /* zk_set_retry() */
 	struct zk_call *phead, *ptail; /* calls parked until the connection is back */
@@ -396,47 +396,48 @@ struct zk {
 };
 
 /* calls, requests and watches, and a request's result (zk.c) */
-struct zk_call *call_new(struct zk *zk, enum zk_op_kind kind, const char *path);
-void call_free(struct zk *zk, struct zk_call *c);
-struct zk_watch *watch_new(struct zk *zk, zk_watch_cb cb, void *arg, const void *owner);
-void watch_free(struct zk *zk, struct zk_watch *w);
-void watch_put(struct zk *zk, struct zk_watch *w);
-struct zk_rq *rq_new(struct zk *zk);
-void rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind kind, int step,
-	     const char *path, const void *data, int len, int flags, int version, zk_watch_cb wcb,
-	     void *warg, const void *wowner);
-void call_finish_rc(struct zk *zk, struct zk_call *c, int rc);
-void rq_result(struct zk *zk, struct zk_item *it);
-int path_ok(const char *path, int sequence);
-void multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int count);
+struct zk_call *zk_call_new(struct zk *zk, enum zk_op_kind kind, const char *path);
+void zk_call_free(struct zk *zk, struct zk_call *c);
+struct zk_watch *zk_watch_new(struct zk *zk, zk_watch_cb cb, void *arg, const void *owner);
+void zk_watch_free(struct zk *zk, struct zk_watch *w);
+void zk_watch_put(struct zk *zk, struct zk_watch *w);
+struct zk_rq *zk_rq_new(struct zk *zk);
+void zk_rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind kind,
+		int step, const char *path, const void *data, int len, int flags, int version,
+		zk_watch_cb wcb, void *warg, const void *wowner);
+void zk_call_finish_rc(struct zk *zk, struct zk_call *c, int rc);
+void zk_rq_result(struct zk *zk, struct zk_item *it);
+int zk_path_ok(const char *path, int sequence);
+void zk_multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int count);
 
 /* the thread bridge (zk_bridge.c) */
-struct zk_item *item_new(enum zk_item_kind kind, int rc);
-void enqueue(struct zk *zk, struct zk_item *it);
-void c_string_done(int rc, const char *value, const void *data);
-void c_data_done(int rc, const char *value, int len, const struct Stat *st, const void *data);
-void c_stat_done(int rc, const struct Stat *st, const void *data);
-void c_void_done(int rc, const void *data);
-void c_strings_done(int rc, const struct String_vector *sv, const void *data);
-void c_path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
-void c_session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+struct zk_item *zk_item_new(enum zk_item_kind kind, int rc);
+void zk_enqueue(struct zk *zk, struct zk_item *it);
+void zk_c_string_done(int rc, const char *value, const void *data);
+void zk_c_data_done(int rc, const char *value, int len, const struct Stat *st, const void *data);
+void zk_c_stat_done(int rc, const struct Stat *st, const void *data);
+void zk_c_void_done(int rc, const void *data);
+void zk_c_strings_done(int rc, const struct String_vector *sv, const void *data);
+void zk_c_path_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+void zk_c_session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 void zk_on_wake(evutil_socket_t fd, short what, void *arg);
-void drain(struct zk *zk, double timeout);
+void zk_drain(struct zk *zk, double timeout);
 
 /* recursive delete, makepath, tree watches, catch-up (zk_recipes.c) */
-struct zk_rdel *rdel_new(struct zk_call *c, struct zk_rdel *parent, const char *path, int version);
-void rdel_start(struct zk *zk, struct zk_rdel *rd);
-void rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it);
-void create_with_parents(struct zk *zk, struct zk_call *c);
-void tree_added(struct zk *zk, struct zk_rq *rq, int rc);
-void trees_send(struct zk *zk);
-void catchup_check(struct zk *zk);
+struct zk_rdel *zk_rdel_new(struct zk_call *c, struct zk_rdel *parent, const char *path,
+			    int version);
+void zk_rdel_start(struct zk *zk, struct zk_rdel *rd);
+void zk_rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it);
+void zk_create_with_parents(struct zk *zk, struct zk_call *c);
+void zk_tree_added(struct zk *zk, struct zk_rq *rq, int rc);
+void zk_trees_send(struct zk *zk);
+void zk_catchup_check(struct zk *zk);
 
 /* the retry queue (zk_retry.c) */
-void park(struct zk *zk, struct zk_call *c);
-void flush_parked(struct zk *zk);
-void fail_parked(struct zk *zk, int rc);
-int retryable(const struct zk_req *req);
+void zk_park(struct zk *zk, struct zk_call *c);
+void zk_flush_parked(struct zk *zk);
+void zk_fail_parked(struct zk *zk, int rc);
+int zk_retryable(const struct zk_req *req);
 
 /* the session (zk_session.c) */
 int zk_start_handle(struct zk *zk);

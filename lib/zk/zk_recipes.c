@@ -19,7 +19,7 @@
 #include "lib/core/xalloc.h"
 
 struct zk_rdel *
-rdel_new(struct zk_call *c, struct zk_rdel *parent, const char *path, int version)
+zk_rdel_new(struct zk_call *c, struct zk_rdel *parent, const char *path, int version)
 {
 	struct zk_rdel *rd = xcalloc(1, sizeof(*rd));
 
@@ -39,7 +39,7 @@ rdel_done(struct zk *zk, struct zk_rdel *rd, int rc)
 	free(rd->path);
 	free(rd);
 	if (p == NULL) { /* the top: all its requests are done by now */
-		call_finish_rc(zk, c, rc);
+		zk_call_finish_rc(zk, c, rc);
 		return;
 	}
 	if (rc != ZOK && p->rc == ZOK)
@@ -48,19 +48,19 @@ rdel_done(struct zk *zk, struct zk_rdel *rd, int rc)
 		if (p->rc != ZOK)
 			rdel_done(zk, p, p->rc);
 		else
-			rq_send(zk, c, p, ZK_OP_DELETE, 1, p->path, NULL, 0, 0, p->version, NULL,
-				NULL, NULL);
+			zk_rq_send(zk, c, p, ZK_OP_DELETE, 1, p->path, NULL, 0, 0, p->version, NULL,
+				   NULL, NULL);
 	}
 }
 
 void
-rdel_start(struct zk *zk, struct zk_rdel *rd)
+zk_rdel_start(struct zk *zk, struct zk_rdel *rd)
 {
-	rq_send(zk, rd->call, rd, ZK_OP_CHILDREN, 0, rd->path, NULL, 0, 0, 0, NULL, NULL, NULL);
+	zk_rq_send(zk, rd->call, rd, ZK_OP_CHILDREN, 0, rd->path, NULL, 0, 0, 0, NULL, NULL, NULL);
 }
 
 void
-rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it)
+zk_rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it)
 {
 	struct zk_rdel *rd = rq->rdel;
 	char *child;
@@ -73,8 +73,8 @@ rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it)
 		} else if (it->rc != ZOK) {
 			rdel_done(zk, rd, it->rc);
 		} else if (it->count == 0) {
-			rq_send(zk, rd->call, rd, ZK_OP_DELETE, 1, rd->path, NULL, 0, 0,
-				rd->version, NULL, NULL, NULL);
+			zk_rq_send(zk, rd->call, rd, ZK_OP_DELETE, 1, rd->path, NULL, 0, 0,
+				   rd->version, NULL, NULL, NULL);
 		} else {
 			rd->pending = it->count;
 			rd->rc = ZOK;
@@ -83,7 +83,7 @@ rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it)
 				child = xmalloc(n);
 				snprintf(child, n, "%s/%s",
 					 strcmp(rd->path, "/") == 0 ? "" : rd->path, it->names[i]);
-				rdel_start(zk, rdel_new(rd->call, rd, child, -1));
+				zk_rdel_start(zk, zk_rdel_new(rd->call, rd, child, -1));
 				free(child);
 			}
 		}
@@ -93,7 +93,7 @@ rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it)
 	if (it->rc == ZOK || it->rc == ZNONODE)
 		rdel_done(zk, rd, ZOK);
 	else if (it->rc == ZNOTEMPTY && ++rd->attempts < ZK_RDELETE_TRIES)
-		rdel_start(zk, rd); /* a child appeared meanwhile */
+		zk_rdel_start(zk, rd); /* a child appeared meanwhile */
 	else
 		rdel_done(zk, rd, it->rc);
 }
@@ -103,18 +103,18 @@ rdel_result(struct zk *zk, struct zk_rq *rq, struct zk_item *it)
 /* Send the creates of every missing parent and then of the target: a
  * session's requests are processed in order, so one round trip does. */
 void
-create_with_parents(struct zk *zk, struct zk_call *c)
+zk_create_with_parents(struct zk *zk, struct zk_call *c)
 {
 	char *p = xstrdup(c->path), *s;
 
 	for (s = strchr(p + 1, '/'); s != NULL; s = strchr(s + 1, '/')) {
 		*s = '\0';
-		rq_send(zk, c, NULL, ZK_OP_CREATE, 1, p, NULL, 0, 0, 0, NULL, NULL, NULL);
+		zk_rq_send(zk, c, NULL, ZK_OP_CREATE, 1, p, NULL, 0, 0, 0, NULL, NULL, NULL);
 		*s = '/';
 	}
 	free(p);
-	rq_send(zk, c, NULL, ZK_OP_CREATE, 0, c->path, c->data, c->len, c->flags, 0, NULL, NULL,
-		NULL);
+	zk_rq_send(zk, c, NULL, ZK_OP_CREATE, 0, c->path, c->data, c->len, c->flags, 0, NULL, NULL,
+		   NULL);
 }
 
 /* ---- persistent recursive watches (zk_watch_tree) ------------------------- */
@@ -132,23 +132,23 @@ tree_send(struct zk *zk, struct zk_tree *t)
 	if (zk->zh == NULL || zk->closing)
 		return; /* added once the next session is there */
 	if (t->w == NULL || t->w->gen != zk->gen) {
-		t->w = watch_new(zk, t->cb, t->arg, t->arg);
+		t->w = zk_watch_new(zk, t->cb, t->arg, t->arg);
 		t->w->persistent = 1;
 	}
-	rq = rq_new(zk);
+	rq = zk_rq_new(zk);
 	rq->kind = ZK_OP_WATCH;
 	rq->path = xstrdup(t->path);
-	rc = zoo_aadd_watch(zk->zh, t->path, ZOO_ADD_WATCH_PERSISTENT_RECURSIVE, c_path_watcher,
-			    t->w, c_void_done, rq);
+	rc = zoo_aadd_watch(zk->zh, t->path, ZOO_ADD_WATCH_PERSISTENT_RECURSIVE, zk_c_path_watcher,
+			    t->w, zk_c_void_done, rq);
 	if (rc != ZOK) {
-		it = item_new(IT_RESULT, rc);
+		it = zk_item_new(IT_RESULT, rc);
 		it->rq = rq;
-		enqueue(zk, it);
+		zk_enqueue(zk, it);
 	}
 }
 
 void
-tree_added(struct zk *zk, struct zk_rq *rq, int rc)
+zk_tree_added(struct zk *zk, struct zk_rq *rq, int rc)
 {
 	/* a lost connection or session: added again on the next (re)connection */
 	if (rc == ZOK || rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT ||
@@ -162,7 +162,7 @@ tree_added(struct zk *zk, struct zk_rq *rq, int rc)
  * anyone hears of it, so that what they re-read is watched already (a
  * session's requests are processed in order). */
 void
-trees_send(struct zk *zk)
+zk_trees_send(struct zk *zk)
 {
 	struct zk_tree *t;
 
@@ -173,7 +173,7 @@ trees_send(struct zk *zk)
 /* Every catch-up of the round succeeded: the C client may drop the point
  * it held (unless a connection was lost since we read it). */
 void
-catchup_check(struct zk *zk)
+zk_catchup_check(struct zk *zk)
 {
 	if (zk->cu_announcing || zk->cu_done || zk->cu_waiting > 0 || zk->zh == NULL || zk->closing)
 		return;
@@ -188,7 +188,7 @@ catchup_check(struct zk *zk)
 static void
 catchup_send(struct zk *zk, struct zk_call *c, int64_t zxid, const char *const *paths, int n)
 {
-	struct zk_rq *rq = rq_new(zk);
+	struct zk_rq *rq = zk_rq_new(zk);
 	int rc;
 
 	rq->call = c;
@@ -200,12 +200,12 @@ catchup_send(struct zk *zk, struct zk_call *c, int64_t zxid, const char *const *
 	else if (zk->zh == NULL)
 		rc = ZCONNECTIONLOSS;
 	else
-		rc = zoo_aset_data_watches(zk->zh, zxid, paths, n, c_void_done, rq);
+		rc = zoo_aset_data_watches(zk->zh, zxid, paths, n, zk_c_void_done, rq);
 	if (rc != ZOK) {
-		struct zk_item *it = item_new(IT_RESULT, rc);
+		struct zk_item *it = zk_item_new(IT_RESULT, rc);
 
 		it->rq = rq;
-		enqueue(zk, it);
+		zk_enqueue(zk, it);
 	}
 }
 
@@ -213,7 +213,7 @@ void
 zk_catch_up(struct zk *zk, int64_t zxid, const char *const *paths, int n, zk_result_cb cb,
 	    void *arg, const void *owner)
 {
-	struct zk_call *c = call_new(zk, ZK_OP_CATCHUP, "/");
+	struct zk_call *c = zk_call_new(zk, ZK_OP_CATCHUP, "/");
 	size_t bytes, len;
 	int i = 0, j;
 
@@ -252,7 +252,7 @@ zk_catchup_end(struct zk *zk, unsigned round, int ok)
 	if (!ok)
 		zk->cu_failed = 1;
 	zk->cu_waiting--;
-	catchup_check(zk);
+	zk_catchup_check(zk);
 }
 
 void
@@ -260,7 +260,7 @@ zk_watch_tree(struct zk *zk, const char *path, zk_watch_cb cb, void *arg)
 {
 	struct zk_tree *t;
 
-	if (zk == NULL || cb == NULL || !path_ok(path, 0))
+	if (zk == NULL || cb == NULL || !zk_path_ok(path, 0))
 		return;
 	t = xcalloc(1, sizeof(*t));
 	t->path = xstrdup(path);

@@ -3,7 +3,7 @@
  * for a lost connection in their session, or were made while disconnected,
  * are parked in submission order and sent again, as first sent, once the
  * connection is back; an expired session (or zk_free) ends them instead.
- * Only calls whose repetition is harmless are retried (retryable()).
+ * Only calls whose repetition is harmless are retried (zk_retryable()).
  */
 #include "lib/zk/zk_private.h"
 #include "lib/core/log.h"
@@ -19,7 +19,7 @@
 /* ---- calls waiting for the connection (zk_set_retry) ---------------------- */
 
 void
-park(struct zk *zk, struct zk_call *c)
+zk_park(struct zk *zk, struct zk_call *c)
 {
 	c->outstanding = 0;
 	c->final_rc = 1;
@@ -40,30 +40,30 @@ resend(struct zk *zk, struct zk_call *c)
 	switch (c->kind) {
 	case ZK_OP_SET:
 		c->resent = 1;
-		rq_send(zk, c, NULL, ZK_OP_SET, 0, c->path, c->data, c->len, 0, c->version, NULL,
-			NULL, NULL);
+		zk_rq_send(zk, c, NULL, ZK_OP_SET, 0, c->path, c->data, c->len, 0, c->version, NULL,
+			   NULL, NULL);
 		break;
 	case ZK_OP_DELETE:
 		c->resent = 1;
 		if (c->recursive)
-			rdel_start(zk, rdel_new(c, NULL, c->path, c->version));
+			zk_rdel_start(zk, zk_rdel_new(c, NULL, c->path, c->version));
 		else
-			rq_send(zk, c, NULL, ZK_OP_DELETE, 0, c->path, NULL, 0, 0, c->version, NULL,
-				NULL, NULL);
+			zk_rq_send(zk, c, NULL, ZK_OP_DELETE, 0, c->path, NULL, 0, 0, c->version,
+				   NULL, NULL, NULL);
 		break;
 	case ZK_OP_MULTI:
 		c->resent = 1;
-		multi_send(zk, c, c->mops, c->mcount);
+		zk_multi_send(zk, c, c->mops, c->mcount);
 		break;
 	default: /* reads without a watch */
-		rq_send(zk, c, NULL, c->kind, 0, c->path, NULL, 0, 0, 0, NULL, NULL, NULL);
+		zk_rq_send(zk, c, NULL, c->kind, 0, c->path, NULL, 0, 0, 0, NULL, NULL, NULL);
 		break;
 	}
 }
 
 /* The connection is back: send the parked calls again, in their order. */
 void
-flush_parked(struct zk *zk)
+zk_flush_parked(struct zk *zk)
 {
 	struct zk_call *c = zk->phead, *next;
 	int n = 0;
@@ -77,7 +77,7 @@ flush_parked(struct zk *zk)
 			c->retry = 0;
 			log_info("zookeeper: %s under a lock of an ended session not sent again",
 				 c->path);
-			call_finish_rc(zk, c, ZK_LOCK_LOST);
+			zk_call_finish_rc(zk, c, ZK_LOCK_LOST);
 			continue;
 		}
 		resend(zk, c);
@@ -91,7 +91,7 @@ flush_parked(struct zk *zk)
 
 /* The session is gone (or zk_free): parked calls end with rc. */
 void
-fail_parked(struct zk *zk, int rc)
+zk_fail_parked(struct zk *zk, int rc)
 {
 	struct zk_call *c = zk->phead, *next;
 
@@ -100,7 +100,7 @@ fail_parked(struct zk *zk, int rc)
 		next = c->pnext;
 		c->pnext = NULL;
 		c->retry = 0;
-		call_finish_rc(zk, c, c->under && rc == ZSESSIONEXPIRED ? ZK_LOCK_LOST : rc);
+		zk_call_finish_rc(zk, c, c->under && rc == ZSESSIONEXPIRED ? ZK_LOCK_LOST : rc);
 	}
 }
 
@@ -108,7 +108,7 @@ fail_parked(struct zk *zk, int rc)
  * (set, delete, a multi without creates: its version checks or deletes
  * fail if it landed) and reads without a watch. */
 int
-retryable(const struct zk_req *req)
+zk_retryable(const struct zk_req *req)
 {
 	int i;
 

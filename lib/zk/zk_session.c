@@ -103,10 +103,10 @@ zk_log_line(int slot, struct zk *zk, const char *line)
 	slot_last_t[slot] = t;
 	snprintf(pat, sizeof(pat), "zk retcode=%d,", ZSSLCONNECTIONERROR);
 	if (zk != NULL && strstr(msg, pat) != NULL) {
-		struct zk_item *it = item_new(IT_TLS, ZSSLCONNECTIONERROR);
+		struct zk_item *it = zk_item_new(IT_TLS, ZSSLCONNECTIONERROR);
 
 		it->str = xstrdup(msg);
-		enqueue(zk, it);
+		zk_enqueue(zk, it);
 	}
 }
 
@@ -260,14 +260,14 @@ zk_close_handle(struct zk *zk, int rc)
 	zookeeper_close(zh);
 	for (rq = zk->rqs; rq != NULL; rq = rq->next) {
 		if (rq->gen == zk->gen && !rq->queued) {
-			it = item_new(IT_RESULT, rc);
+			it = zk_item_new(IT_RESULT, rc);
 			it->rq = rq;
-			enqueue(zk, it);
+			zk_enqueue(zk, it);
 		}
 	}
-	it = item_new(IT_RELEASE, ZOK);
+	it = zk_item_new(IT_RELEASE, ZOK);
 	it->gen = zk->gen;
-	enqueue(zk, it);
+	zk_enqueue(zk, it);
 	zk->gen++;
 }
 
@@ -303,10 +303,10 @@ zk_start_handle(struct zk *zk)
 
 	zk->handle_connected = 0;
 	if (zk->certstr != NULL)
-		zh = zookeeper_init_ssl(zk->hosts, zk->certstr, c_session_watcher, ms, NULL, zk,
+		zh = zookeeper_init_ssl(zk->hosts, zk->certstr, zk_c_session_watcher, ms, NULL, zk,
 					ZOO_NO_LOG_CLIENTENV);
 	else
-		zh = zookeeper_init(zk->hosts, c_session_watcher, ms, NULL, zk,
+		zh = zookeeper_init(zk->hosts, zk_c_session_watcher, ms, NULL, zk,
 				    ZOO_NO_LOG_CLIENTENV);
 	if (zh != NULL)
 		zk_tune_handle(zh);
@@ -361,8 +361,8 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		cid = zoo_client_id(zk->zh);
 		zk->session_id = cid != NULL ? cid->client_id : 0;
 		outage_summary(zk, away, sizeof(away));
-		trees_send(zk);
-		flush_parked(zk);
+		zk_trees_send(zk);
+		zk_flush_parked(zk);
 		if (zk->handle_connected) {
 			log_info("zookeeper: reconnected, session 0x%llx%s",
 				 (unsigned long long)zk->session_id, away);
@@ -377,7 +377,7 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 				  (unsigned long long)zk->cu_zxid, (long long)zk->cu_losses);
 			zk_emit(zk, ZK_EV_RECONNECTED);
 			zk->cu_announcing = 0;
-			catchup_check(zk);
+			zk_catchup_check(zk);
 		} else {
 			zk->handle_connected = 1;
 			zk->cu_round++; /* a new session loads everything */
@@ -403,7 +403,7 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		zk->cu_done = 1;
 		zk_close_handle(zk, ZSESSIONEXPIRED);
 		zk_start_handle(zk);
-		fail_parked(zk, ZSESSIONEXPIRED);
+		zk_fail_parked(zk, ZSESSIONEXPIRED);
 		zk_emit(zk, ZK_EV_EXPIRED);
 	} else if (it->state == ZOO_AUTH_FAILED_STATE) {
 		struct timeval tv = zk_tv_of(zk->restart_delay);
@@ -557,10 +557,10 @@ zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb sess
 	zk->log_slot = slot_take(zk);
 	if (zk->certstr != NULL)
 		zk->zh =
-		    zookeeper_init_ssl(zk->hosts, zk->certstr, c_session_watcher,
+		    zookeeper_init_ssl(zk->hosts, zk->certstr, zk_c_session_watcher,
 				       (int)(zk->timeout * 1000), NULL, zk, ZOO_NO_LOG_CLIENTENV);
 	else
-		zk->zh = zookeeper_init(zk->hosts, c_session_watcher, (int)(zk->timeout * 1000),
+		zk->zh = zookeeper_init(zk->hosts, zk_c_session_watcher, (int)(zk->timeout * 1000),
 					NULL, zk, ZOO_NO_LOG_CLIENTENV);
 	if (zk->zh == NULL) {
 		snprintf(err, errlen, "zookeeper: bad hosts %s: %s", zk->hosts,
@@ -582,17 +582,17 @@ void
 zk_destroy(struct zk *zk)
 {
 	zk->closing = 1;
-	fail_parked(zk, ZCLOSING);
+	zk_fail_parked(zk, ZCLOSING);
 	/* Disconnected, requests end with the next failed connection attempt
 	 * (milliseconds for a refused one): wait a little for that too, since
 	 * the C client loses those still queued when it closes (mt_adaptor.c's
 	 * process_async() is 0, so destroy() never runs its completion queue). */
 	if (zk->zh != NULL)
-		drain(zk, zk->connected ? zk->timeout : (zk->timeout < 1 ? zk->timeout : 1));
+		zk_drain(zk, zk->connected ? zk->timeout : (zk->timeout < 1 ? zk->timeout : 1));
 	zk_close_handle(zk, ZCLOSING);
-	drain(zk, 0);
+	zk_drain(zk, 0);
 	while (zk->watches != NULL)
-		watch_free(zk, zk->watches);
+		zk_watch_free(zk, zk->watches);
 	while (zk->trees != NULL) {
 		struct zk_tree *t = zk->trees;
 
@@ -601,7 +601,7 @@ zk_destroy(struct zk *zk)
 		free(t);
 	}
 	while (zk->calls != NULL)
-		call_free(zk, zk->calls);
+		zk_call_free(zk, zk->calls);
 	slot_release(zk->log_slot);
 	if (zk->wake_ev != NULL)
 		event_free(zk->wake_ev);
