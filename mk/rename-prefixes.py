@@ -101,9 +101,9 @@ def main(argv):
     csrc = [f for f in tree if f.endswith((".c", ".h"))]
 
     texts = {f: open(f, encoding="utf-8", errors="surrogateescape").read() for f in tree}
-    words = set()
-    for t in texts.values():
-        words.update(re.findall(r"\b\w+\b", t))
+    words = set()  # in code: the docs may name the new names already
+    for f in csrc:
+        words.update(re.findall(r"\b\w+\b", texts[f]))
 
     renames = {}
     declared_all = set()
