@@ -2,7 +2,7 @@
 """One prefix per layer (issue 19, STYLE.md "Prefixes"): rename the
 identifiers a layer declares with a retired prefix to the layer's one.
 
-    python3 mk/rename-prefixes.py [--check] [--root DIR]
+    python3 mk/rename-prefixes.py [--check] [--drivers] [--root DIR]
 
   lib/config/   np_cfg_:  np_config_X -> np_cfg_X, cfg_X -> np_cfg_X,
                           sc_schema -> np_cfg_schema, sc_X -> np_cfg_schema_X
@@ -27,6 +27,16 @@ prefix whose new name the layer declares.
 Before writing anything it refuses (exit 1) when a new name is already
 used in the tree (a collision) or when an identifier to rename is also a
 struct member somewhere (renaming it would miss the member's accesses).
+
+--drivers: instead, give the names a split driver's files share through
+its private header the driver's prefix: every function and variable
+declared in drivers/aws/aws_int.h without `aws_` gets it (lraw ->
+aws_lraw), likewise `os_` for drivers/openstack/os_int.h (call_new ->
+os_call_new). The splits of issue 19 kept the names aws.c and
+openstack.c had as statics, so that other branches' hunks could be
+ported onto the new files; run this once they are, since those names are
+global in libdrivers.a now. Only the driver's own folder is rewritten (a
+private header is included from there only: mk/layers.py).
 
 --check: write nothing; list the renames still to do and exit 1 if any.
 Exit status: 0 done (or nothing to do), 1 refused or --check found work,
@@ -57,6 +67,13 @@ RULES = {
         ("minready_", "lc_minready_"),
         ("=delete_pass", "lc_delete_pass"),
     ],
+}
+# --drivers: folder -> (prefix, private header)
+DRIVERS = {
+    "drivers/aws": ("aws_", "drivers/aws/aws_int.h", {}),
+    # os_server_addresses is os_answer.h's decoder, which this wraps
+    "drivers/openstack": ("os_", "drivers/openstack/os_int.h",
+                          {"server_addresses": "os_adapter_server_addresses"}),
 }
 # ctags kinds: macro, enumerator, function, enum, prototype, struct,
 # typedef, union, variable, extern variable (not member m, local l)
@@ -105,6 +122,35 @@ def main(argv):
     for f in csrc:
         words.update(re.findall(r"\b\w+\b", texts[f]))
 
+    if "--drivers" in argv:
+        jobs = driver_jobs(csrc, texts)
+    else:
+        jobs = [(tree, layer_renames(csrc, texts, words), set(csrc), set())]
+    bad = []
+    for files, (renames, declared_all), memfiles, calls in jobs:
+        bad += refusals(renames, declared_all, words, memfiles, calls)
+    if bad:
+        for b in bad:
+            print("rename-prefixes: " + b, file=sys.stderr)
+        return 1
+    if not any(r for _, (r, _), _, _ in jobs):
+        print("rename-prefixes: nothing to rename")
+        return 0
+    if check:
+        for _, (renames, _), _, _ in jobs:
+            for old, new in sorted(renames.items()):
+                print("%s -> %s" % (old, new))
+        return 1
+    n = changed = 0
+    for files, (renames, _), _, calls in jobs:
+        n += len(renames)
+        changed += apply(files, texts, renames, calls)
+    print("rename-prefixes: %d identifiers renamed in %d files" % (n, changed))
+    return 0
+
+
+def layer_renames(csrc, texts, words):
+    """The layers' retired prefixes: {old: new}, and every name declared."""
     renames = {}
     declared_all = set()
     for layer, rules in RULES.items():
@@ -122,10 +168,44 @@ def main(argv):
             nn = new_name(w, rules)
             if nn is not None and nn in declared:
                 renames[w] = nn
-    if not renames:
-        print("rename-prefixes: nothing to rename")
-        return 0
-    members = {n for n, k, p in ctags(csrc, "m")}
+    return renames, declared_all
+
+
+def driver_jobs(csrc, texts):
+    """--drivers: per folder, (its files, ({old: new}, declared), its C
+    files, the names renamed only where called: a function that a struct
+    member of the folder is also named after, as aws's image_key)."""
+    jobs = []
+    members = None
+    for folder, (prefix, header, special) in DRIVERS.items():
+        own = [f for f in csrc if os.path.dirname(f) == folder]
+        if header not in own:
+            continue
+        shared = {n for n, k, p in ctags([header], "px")}
+        if members is None:  # anyone's: the adapter's ops slots too
+            members = {n for n, k, p in ctags(csrc, "m")}
+        renames = {n: special.get(n, prefix + n) for n in shared
+                   if not n.startswith(prefix) and not n.isupper()}
+        calls = {n for n in renames if n in members}
+        # a use left with the old name of a shared name renamed already
+        # (a member named so is not one: the adapter's azs and os_azs, the
+        # adapter slot create_machine and aws_create_machine)
+        fw = set()
+        for f in own:
+            fw.update(re.findall(r"\b\w+\b", texts[f]))
+        for w in fw:
+            if not w.startswith(prefix) and prefix + w in shared and w not in members:
+                renames[w] = prefix + w
+            elif special.get(w) in shared:
+                renames[w] = special[w]
+        # a new name may be in use already only as the header's (a re-run)
+        jobs.append((own, (renames, shared), set(own), calls))
+    return jobs
+
+
+def refusals(renames, declared_all, words, memfiles, calls):
+    """Why renames may not be made: collisions, struct members."""
+    members = {n for n, k, p in ctags(sorted(memfiles), "m")} if renames else set()
     bad = []
     targets = {}
     for old, new in sorted(renames.items()):
@@ -134,30 +214,33 @@ def main(argv):
         if new in targets:
             bad.append("%s and %s would both become %s" % (targets[new], old, new))
         targets[new] = old
-        if old in members:
+        if old in members and old not in calls:
             bad.append("%s is also a struct member somewhere" % old)
-    if bad:
-        for b in bad:
-            print("rename-prefixes: " + b, file=sys.stderr)
-        return 1
-    if check:
-        for old, new in sorted(renames.items()):
-            print("%s -> %s" % (old, new))
-        return 1
+    return bad
 
-    # one pass over each file; names sorted longest first so that the
-    # alternation prefers whole identifiers (\b makes it exact anyway)
-    alt = "|".join(sorted(map(re.escape, renames), key=len, reverse=True))
-    pat = re.compile(r"(?<![\w.])(?<!->)(" + alt + r")\b")
+
+def apply(files, texts, renames, calls):
+    """Rename in files (whole words, not after . or ->; those in calls only
+    before a '('); the number of files changed."""
+    if not renames:
+        return 0
+    pats = []
+    # names sorted longest first so that the alternation prefers whole
+    # identifiers (\b makes it exact anyway)
+    for names, tail in ((set(renames) - calls, r"\b"), (calls, r"\b(?=\s*\()")):
+        if names:
+            alt = "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+            pats.append(re.compile(r"(?<![\w.])(?<!->)(" + alt + r")" + tail))
     changed = 0
-    for f, t in texts.items():
-        nt = pat.sub(lambda m: renames[m.group(1)], t)
+    for f in files:
+        t = nt = texts[f]
+        for pat in pats:
+            nt = pat.sub(lambda m: renames[m.group(1)], nt)
         if nt != t:
             with open(f, "w", encoding="utf-8", errors="surrogateescape") as fh:
                 fh.write(nt)
             changed += 1
-    print("rename-prefixes: %d identifiers renamed in %d files" % (len(renames), changed))
-    return 0
+    return changed
 
 
 if __name__ == "__main__":
