@@ -19,6 +19,7 @@
 #include "protocol/ipc.h"
 #include "lib/core/log.h"
 #include "lib/core/memtrim.h"
+#include "lib/net/http.h"
 #include "lib/ops/metrics.h"
 #include "lib/config/slice.h"
 #include "lib/ops/statsd.h"
@@ -288,6 +289,18 @@ interfaces_attach(struct worker *w, const json_t *slice)
 	w->metrics_pub = metrics_pub_new(w->base, w->provider, interval, worker_view, w);
 }
 
+/* lib/net/http.h's retry observer: every cloud API call tried again by
+ * this provider's drivers counts (nodepool_api_retries_total). */
+static void
+worker_api_retry(const char *api, int status, double wait, void *arg)
+{
+	struct worker *w = arg;
+
+	(void)status;
+	(void)wait;
+	metrics_api_retry(w->provider, api);
+}
+
 struct worker *
 worker_new(struct event_base *base, const char *provider, int channel_fd)
 {
@@ -306,6 +319,7 @@ worker_new(struct event_base *base, const char *provider, int channel_fd)
 			log_warn("statsd disabled: %s", err);
 		metrics_set_statsd(w->statsd);
 	}
+	http_set_retry_observer(worker_api_retry, w);
 	if (channel_fd >= 0) {
 		char err[256];
 		w->link = childproc_link_new(base, channel_fd, &worker_link_ops, w, &w->exit_code,
@@ -436,6 +450,7 @@ worker_free(struct worker *w)
 	metrics_set_statsd(NULL);
 	statsd_free(w->statsd);
 	launcher_free(w->lc);
+	http_set_retry_observer(NULL, NULL);
 	childproc_link_free(w->link);
 	json_decref(w->slice);
 	free(w->provider);

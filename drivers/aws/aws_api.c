@@ -481,8 +481,10 @@ http_done(const struct http_response *res, void *arg)
 		double d = cap * (0.5 + 0.5 * ((double)rand() / RAND_MAX));
 		struct timeval tv = {(time_t)d, (suseconds_t)((d - floor(d)) * 1e6)};
 
-		log_debug("aws: %s: %s (%s), retry %u in %.2f s", c->kind, code, msg, c->attempts,
-			  d);
+		char why[700];
+
+		snprintf(why, sizeof(why), "%s: %s", code, msg);
+		http_note_retry(c->kind, res->error != NULL ? 0 : res->status, why, c->attempts, d);
 		if (doc != NULL)
 			xmlFreeDoc(doc);
 		if (c->retry_ev == NULL)
@@ -514,6 +516,7 @@ call_start(struct aws_call *c)
 	p.aws_sigv4 = c->sig;
 	p.username = c->a->creds.access_key_id;
 	p.password = c->a->creds.secret_access_key;
+	p.api = c->kind; /* "ec2:RunInstances" in retry logs and counts */
 	c->req = http_request(c->client, &p, http_done, c);
 }
 

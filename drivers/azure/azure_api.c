@@ -315,8 +315,9 @@ arm_done(const struct http_response *res, void *arg)
 	if (res->status == 0 || (res->status >= 500 && res->status != 501 && res->status != 503)) {
 		if (c->attempts <= AZ_RETRIES) {
 			double in = (double)(1 << (c->attempts - 1));
-			log_debug("azure: %s %s: %s; again in %.0f s", c->method, c->url,
-				  res->error != NULL ? res->error : "server error", in);
+			http_note_retry(c->what, res->status,
+					res->error != NULL ? res->error : "server error",
+					(unsigned)c->attempts, in);
 			call_retry_later(c, in);
 			return;
 		}
@@ -376,6 +377,7 @@ call_send(struct az_call *c)
 	p.headers = hdrs;
 	p.body = c->body;
 	p.body_len = c->body != NULL ? strlen(c->body) : 0;
+	p.api = c->what; /* "PUT virtualMachines" in retry logs and counts */
 	c->req = http_request(a->arm, &p, arm_done, c);
 	if (c->req == NULL)
 		call_fail(c, 0, "HttpError", "bad request parameters");
@@ -468,6 +470,7 @@ token_fetch(struct az_api *a)
 	p.headers = hdrs;
 	p.body = form;
 	p.body_len = strlen(form);
+	p.api = "POST token";
 	a->token_req = http_request(a->login, &p, token_done, a);
 	free(form);
 }
@@ -485,6 +488,7 @@ blob_send(struct az_call *c)
 	p.headers = hdrs;
 	p.body = c->body;
 	p.body_len = c->body_len;
+	p.api = c->what;
 	c->req = http_request(c->api->blob, &p, arm_done, c);
 	if (c->req == NULL)
 		call_fail(c, 0, "HttpError", "bad request parameters");

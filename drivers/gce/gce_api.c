@@ -395,14 +395,14 @@ retryable(int status, const char *reason)
 }
 
 static void
-call_retry_later(struct gce_call *c, const char *why)
+call_retry_later(struct gce_call *c, int status, const char *why)
 {
 	struct gce_api *a = c->a;
 	double cap = fmin(a->backoff_max, 0.5 * pow(2.0, c->attempts - 1));
 	double d = cap * (0.5 + 0.5 * ((double)rand() / RAND_MAX));
 	struct timeval tv = {(time_t)d, (suseconds_t)((d - floor(d)) * 1e6)};
 
-	log_debug("gce: %s: %s, retry %u in %.2f s", c->kind, why, c->attempts, d);
+	http_note_retry(c->kind, status, why, c->attempts, d);
 	if (c->retry_ev == NULL)
 		c->retry_ev = evtimer_new(a->base, retry_cb, c);
 	evtimer_add(c->retry_ev, &tv);
@@ -441,7 +441,7 @@ http_done(const struct http_response *res, void *arg)
 	if (reason[0] != '\0' && retryable(res->error != NULL ? 0 : res->status, reason) &&
 	    c->attempts <= (unsigned)a->max_retries) {
 		json_decref(body);
-		call_retry_later(c, msg);
+		call_retry_later(c, res->error != NULL ? 0 : res->status, msg);
 		return;
 	}
 	call_finish(c, res->status, reason, msg, body);
@@ -466,10 +466,11 @@ call_send(struct gce_call *c)
 	p.headers = hdrs;
 	p.body = c->body;
 	p.body_len = c->body != NULL ? strlen(c->body) : 0;
+	p.api = c->kind; /* "compute.instances.insert" in retry logs and counts */
 	c->req = http_request(c->a->compute, &p, http_done, c);
 	if (c->req == NULL) { /* a bad URL: answered as a connection error, later */
 		c->unsendable = 1;
-		call_retry_later(c, "bad request");
+		call_retry_later(c, 0, "bad request");
 	}
 }
 
@@ -593,7 +594,8 @@ token_done(const struct http_response *res, void *arg)
 		double d = fmin(a->backoff_max, 0.5 * pow(2.0, a->token_attempts - 1));
 		struct timeval tv = {(time_t)d, (suseconds_t)((d - floor(d)) * 1e6)};
 
-		log_debug("gce: %s, retry in %.2f s", a->token_error, d);
+		http_note_retry("oauth2.token", res->error != NULL ? 0 : res->status,
+				a->token_error, a->token_attempts, d);
 		evtimer_add(a->token_retry_ev, &tv);
 		return;
 	}
@@ -647,6 +649,7 @@ token_fetch(struct gce_api *a)
 	p.headers = hdrs;
 	p.body = body;
 	p.body_len = strlen(body);
+	p.api = "oauth2.token";
 	a->token_req = http_request(a->oauth, &p, token_done, a);
 	free(body);
 	if (a->token_req == NULL) {

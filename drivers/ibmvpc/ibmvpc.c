@@ -2471,6 +2471,7 @@ ibm_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		ho.ca_file = ca;
 		ho.insecure = s == API_IAM ? a->creds.auth_disable_ssl : a->creds.disable_ssl;
 		ho.user_agent = "nodepoold (ibmvpc)";
+		ho.api = api_names[s]; /* retry logs and counts (lib/net/http.h) */
 		a->http[s] = http_client_new(a->base, &ho, err, errlen);
 		if (a->http[s] == NULL) {
 			while (--s >= 0)

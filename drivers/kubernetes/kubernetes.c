@@ -119,6 +119,41 @@ flavor_name(enum k8s_flavor f)
 
 /* ---- calls ----------------------------------------------------------------------------------- */
 
+/* The API a path belongs to, for retry logs and counts (lib/net/http.h):
+ * "<group>/<version>/<resource>" ("core/v1/pods",
+ * "authorization.openshift.io/v1/rolebindings"); "kubernetes" for a path
+ * of no API group. */
+static void
+k8s_api_label(const char *path, char *buf, size_t len)
+{
+	char seg[6][64];
+	const char *s = path, *res;
+	int n = 0, g;
+
+	while (*s == '/')
+		s++;
+	while (n < 6 && *s != '\0' && *s != '?') {
+		size_t k = strcspn(s, "/?");
+		snprintf(seg[n++], sizeof(seg[0]), "%.*s", (int)(k < 63 ? k : 63), s);
+		s += k;
+		while (*s == '/')
+			s++;
+	}
+	g = n >= 2 && strcmp(seg[0], "api") == 0    ? 1
+	    : n >= 3 && strcmp(seg[0], "apis") == 0 ? 2
+						    : 0;
+	if (g == 0) {
+		snprintf(buf, len, "kubernetes");
+		return;
+	}
+	/* the resource: after namespaces/<ns>/ when namespaced */
+	res = n > g + 3 && strcmp(seg[g + 1], "namespaces") == 0 ? seg[g + 3]
+	      : n > g + 1					 ? seg[g + 1]
+								 : "";
+	if (snprintf(buf, len, "%s/%s/%s", g == 1 ? "core" : seg[1], seg[g], res) >= (int)len)
+		buf[len - 1] = '\0'; /* a label cut short is still a label */
+}
+
 /* Start a call: method on server + path, body (JSON, borrowed) or NULL. */
 static struct http_req *
 kcall(struct sm_adapter *a, const char *method, const char *path, const json_t *body, http_cb cb,
@@ -126,12 +161,13 @@ kcall(struct sm_adapter *a, const char *method, const char *path, const json_t *
 {
 	struct http_request_params p;
 	const char *hdrs[4];
-	char url[2048];
+	char url[2048], api[256];
 	char *data = NULL;
 	struct http_req *r;
 	int n = 0;
 
 	snprintf(url, sizeof(url), "%s%s", a->conn.server, path);
+	k8s_api_label(path, api, sizeof(api));
 	hdrs[n++] = "Accept: application/json";
 	if (body != NULL)
 		hdrs[n++] = "Content-Type: application/json";
@@ -142,6 +178,7 @@ kcall(struct sm_adapter *a, const char *method, const char *path, const json_t *
 	p.method = method;
 	p.url = url;
 	p.headers = hdrs;
+	p.api = api;
 	if (body != NULL) {
 		data = json_dumps(body, JSON_COMPACT);
 		p.body = data;

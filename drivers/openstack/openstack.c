@@ -159,6 +159,8 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		struct http_client_options o = ho;
 		if (s == SVC_IDENTITY)
 			o.rate = 0; /* tokens are not rate limited by upstream */
+		/* the API named by retry logs and counts (lib/net/http.h) */
+		o.api = svc_names[s];
 		a->http[s] = http_client_new(a->base, &o, err, errlen);
 		if (a->http[s] == NULL) {
 			while (--s >= 0)

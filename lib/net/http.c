@@ -25,6 +25,7 @@
 
 #include <event2/event.h>
 
+#include "lib/core/log.h"
 #include "lib/net/curl_dl.h"
 #include "lib/net/ratelimit.h"
 
@@ -43,6 +44,7 @@ struct http_req {
 	FILE *bf;	 /* open while in flight */
 	double timeout;
 	char *aws_sigv4, *username, *password;
+	char *api; /* the call's API label, or NULL: the client's */
 	/* the answer being received */
 	char *rbuf;
 	size_t rlen, rcap;
@@ -76,6 +78,7 @@ struct http_client {
 	double timeout, backoff_max;
 	size_t max_body;
 	char *ca_file, *user_agent;
+	char *api; /* options' api, or NULL */
 	char *ca_pem, *cert_file, *key_file, *cert_pem, *key_pem;
 	int insecure;
 	struct http_stats st;
@@ -281,6 +284,7 @@ req_free(struct http_req *r)
 	free(r->url);
 	free(r->body);
 	free(r->aws_sigv4);
+	free(r->api);
 	free(r->username);
 	if (r->password != NULL)
 		explicit_bzero(r->password, strlen(r->password));
@@ -436,6 +440,45 @@ http_retry_after(const char *value, long long now)
 	return (double)t > (double)now ? (double)t - (double)now : 0;
 }
 
+static http_retry_fn g_retry_fn;
+static void *g_retry_arg;
+
+void
+http_set_retry_observer(http_retry_fn fn, void *arg)
+{
+	g_retry_fn = fn;
+	g_retry_arg = fn != NULL ? arg : NULL;
+}
+
+void
+http_note_retry(const char *api, int status, const char *why, unsigned attempt, double wait)
+{
+	if (api == NULL)
+		api = "";
+	log_debug("API %s: HTTP %d%s%s%s, retry %u in %.2f s", api, status, why != NULL ? " (" : "",
+		  why != NULL ? why : "", why != NULL ? ")" : "", attempt, wait);
+	if (g_retry_fn != NULL)
+		g_retry_fn(api, status, wait, g_retry_arg);
+}
+
+/* The API label of a call: its own, its client's, else its URL's host
+ * (into buf). */
+static const char *
+req_api(const struct http_req *r, char *buf, size_t len)
+{
+	const char *h, *e;
+
+	if (r->api != NULL)
+		return r->api;
+	if (r->c->api != NULL)
+		return r->c->api;
+	h = strstr(r->url, "://");
+	h = h != NULL ? h + 3 : r->url;
+	e = h + strcspn(h, "/?#");
+	snprintf(buf, len, "%.*s", (int)(e - h), h);
+	return buf;
+}
+
 /* Seconds to wait after a 429 or 503: Retry-After, else 1, 2, 4... by the
  * retries made; capped at backoff_max. */
 static double
@@ -483,7 +526,10 @@ check_done(struct http_client *c)
 			c->st.throttled++;
 			if ((int)r->retries < c->max_retries) {
 				double d = retry_delay(r);
+				char hb[256];
 				r->retries++;
+				http_note_retry(req_api(r, hb, sizeof(hb)), (int)status, NULL,
+						r->retries, d);
 				ratelimit_pause_until(c->rl, ratelimit_now() + d);
 				TAILQ_INSERT_HEAD(&c->queue, r, entry);
 				r->queued = 1;
@@ -613,6 +659,7 @@ http_client_new(struct event_base *base, const struct http_client_options *opt, 
 	c->max_body = o.max_body > 0 ? o.max_body : HTTP_DEFAULT_MAX_BODY;
 	c->ca_file = o.ca_file != NULL ? strdup(o.ca_file) : NULL;
 	c->user_agent = strdup(o.user_agent != NULL ? o.user_agent : "nodepoold");
+	c->api = o.api != NULL ? strdup(o.api) : NULL;
 	c->ca_pem = o.ca_pem != NULL ? strdup(o.ca_pem) : NULL;
 	c->cert_file = o.cert_file != NULL ? strdup(o.cert_file) : NULL;
 	c->key_file = o.key_file != NULL ? strdup(o.key_file) : NULL;
@@ -665,6 +712,7 @@ http_client_free(struct http_client *c)
 		event_free(c->timer);
 	free(c->ca_file);
 	free(c->user_agent);
+	free(c->api);
 	free(c->ca_pem);
 	free(c->cert_file);
 	free(c->key_file);
@@ -715,6 +763,8 @@ http_request(struct http_client *c, const struct http_request_params *p, http_cb
 		r->body_len = p->body_len;
 	}
 	r->timeout = p->timeout > 0 ? p->timeout : c->timeout;
+	if (p->api != NULL && (r->api = strdup(p->api)) == NULL)
+		abort();
 	if (p->aws_sigv4 != NULL) {
 		r->aws_sigv4 = strdup(p->aws_sigv4);
 		r->username = p->username != NULL ? strdup(p->username) : NULL;

@@ -19,6 +19,9 @@
  *     whole client pauses meanwhile (the cloud throttles the account, not
  *     one call). When the retries are spent the 429/503 is handed back.
  *     A provider that wants the pause per API uses one client per API.
+ *     Every such retry is logged at debug level naming the API and the
+ *     wait, and reported to the process's retry observer (below), which
+ *     a worker points at its per-provider, per-API counter.
  * Other statuses are handed back as they are (the adapter decides what a
  * 404 or 5xx means); redirects are not followed.
  *
@@ -51,6 +54,10 @@ struct http_client_options {
 	size_t max_body;	/* response body cap, bytes; 0: HTTP_DEFAULT_MAX_BODY */
 	const char *ca_file;	/* PEM bundle to trust; NULL: the system store (copied) */
 	const char *user_agent; /* NULL: "nodepoold" (copied) */
+	/* the API its calls belong to, for the retry log line and counter
+	 * when a call names none: "compute", "vpc" (copied); NULL: the URL's
+	 * host */
+	const char *api;
 	/* TLS as a kubeconfig gives it (all copied; NULL: none). ca_pem: PEM
 	 * CAs to trust instead of ca_file / the system store; cert_* and
 	 * key_*: a client certificate and its key, as files or PEM text;
@@ -81,6 +88,10 @@ struct http_request_params {
 	 * is signed with the other headers). */
 	const char *aws_sigv4;
 	const char *username, *password;
+	/* the API this call belongs to as the driver labels it
+	 * ("ec2:RunInstances", "compute.instances.insert", "apps/v1") for the
+	 * retry log line and counter (copied); NULL: the client's api */
+	const char *api;
 };
 
 struct http_header {
@@ -156,6 +167,27 @@ void http_get_stats(const struct http_client *c, struct http_stats *st);
 
 /* Change the rate (calls per second; <= 0 unlimited). */
 void http_client_set_rate(struct http_client *c, double rate);
+
+/*
+ * Retries made visible (issue 24: a throttled cloud must show). A retry is
+ * one more attempt of a call after a 429/503 (this client's own), or after
+ * whatever a driver's own retry path retries (http_note_retry). Each is
+ * logged at debug level:
+ *   "API <api>: HTTP <status>[ (<why>)], retry <n> in <wait> s"
+ * (status 0: no answer; why: the error as the driver read it)
+ * and passed to the process-wide observer, if one is set (a worker sets
+ * one that counts per provider and API: nodepool_api_retries_total in
+ * /metrics, nodepool.provider.<p>.api.<api>.retries in statsd;
+ * lib/ops/metrics.h). api is never NULL in the observer ("" at worst);
+ * borrowed for the call.
+ */
+typedef void (*http_retry_fn)(const char *api, int status, double wait, void *arg);
+/* Sets (fn NULL: clears) the observer. Not thread-safe: at start-up. */
+void http_set_retry_observer(http_retry_fn fn, void *arg);
+/* A driver's own retry of a call of api after status (why: its error
+ * text, or NULL), in wait seconds (attempt: the retry's number, from 1):
+ * logged and observed as above. */
+void http_note_retry(const char *api, int status, const char *why, unsigned attempt, double wait);
 
 /*
  * The parsers of what a server sends (exposed for fuzzing):

@@ -47,6 +47,7 @@ struct prov_metrics {
 	char *provider;
 	json_t *launches;  /* result -> count */
 	json_t *rollbacks; /* image -> count */
+	json_t *retries;   /* API -> calls retried (lib/net/http.h) */
 	struct hist phases[METRICS_PHASE_COUNT];
 	unsigned long long requests[4];
 	unsigned long long zookeeper[METRICS_ZK_COUNT];
@@ -90,7 +91,8 @@ prov_get(const char *provider)
 	memset(&provs[nprovs], 0, sizeof(provs[nprovs]));
 	if ((provs[nprovs].provider = strdup(provider)) == NULL ||
 	    (provs[nprovs].launches = json_object()) == NULL ||
-	    (provs[nprovs].rollbacks = json_object()) == NULL)
+	    (provs[nprovs].rollbacks = json_object()) == NULL ||
+	    (provs[nprovs].retries = json_object()) == NULL)
 		np_oom();
 	return &provs[nprovs++];
 }
@@ -104,6 +106,7 @@ metrics_clear(void)
 		free(provs[i].provider);
 		json_decref(provs[i].launches);
 		json_decref(provs[i].rollbacks);
+		json_decref(provs[i].retries);
 	}
 	free(provs);
 	provs = NULL;
@@ -195,6 +198,28 @@ metrics_image_rollback(const char *provider, const char *image)
 }
 
 void
+metrics_api_retry(const char *provider, const char *api)
+{
+	struct prov_metrics *p = prov_get(provider);
+	char key[512], a[256];
+	size_t i;
+
+	if (api == NULL || api[0] == '\0')
+		api = "unknown";
+	json_object_set_new(p->retries, api,
+			    json_integer(json_integer_value(json_object_get(p->retries, api)) + 1));
+	/* one statsd path component: '.', ':' and '/' would split or break it */
+	snprintf(a, sizeof(a), "%s", api);
+	for (i = 0; a[i] != '\0'; i++)
+		if (a[i] == '.' || a[i] == ':' || a[i] == '/' || a[i] == '|' || a[i] == '@' ||
+		    a[i] == ' ')
+			a[i] = '_';
+	snprintf(key, sizeof(key), "nodepool.provider.%s.api.%s.retries", provider ? provider : "",
+		 a);
+	metrics_statsd_incr(key, 1);
+}
+
+void
 metrics_set_requests(const char *provider, unsigned long long accepted,
 		     unsigned long long fulfilled, unsigned long long declined,
 		     unsigned long long failed)
@@ -276,6 +301,12 @@ metrics_record(const char *provider, const json_t *base)
 		json_t *rb = v, *c;
 		json_object_foreach(p->rollbacks, k, c)
 		    json_object_set_new(rb, k, json_integer(jint(rb, k) + json_integer_value(c)));
+	}
+	v = obj_child(r, "api_retries");
+	{
+		json_t *ar = v, *c;
+		json_object_foreach(p->retries, k, c)
+		    json_object_set_new(ar, k, json_integer(jint(ar, k) + json_integer_value(c)));
 	}
 	requests = obj_child(r, "requests");
 	for (i = 0; i < 4; i++)
@@ -775,6 +806,11 @@ render_record(struct out *o, const json_t *r, int what)
 		    outf(o, "nodepool_image_rollbacks_total{provider=\"%s\",image=\"%s\"} %lld\n",
 			 esc(prov), esc(k), (long long)json_integer_value(v));
 		break;
+	case 7:
+		json_object_foreach((json_t *)json_object_get(r, "api_retries"), k, v)
+		    outf(o, "nodepool_api_retries_total{provider=\"%s\",api=\"%s\"} %lld\n",
+			 esc(prov), esc(k), (long long)json_integer_value(v));
+		break;
 	case 4: {
 		long long s = jint(r, "starts");
 		outf(o, "nodepool_worker_restarts_total{provider=\"%s\"} %lld\n", esc(prov),
@@ -830,7 +866,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	long long reqs[NP_REQ_STATE_COUNT] = {0};
 	size_t j;
 	int i, n, st, what, unread_nodes = 0;
-	static const char *const help[7][3] = {
+	static const char *const help[8][3] = {
 	    {"nodepool_launches_total", "counter", "Node launches by provider and result."},
 	    {"nodepool_launch_duration_seconds", "histogram",
 	     "Node launch duration by provider and phase."},
@@ -846,6 +882,10 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 	    {"nodepool_image_rollbacks_total", "counter",
 	     "Falls back from a provider's newest diskimage upload to the previous one "
 	     "(rollback-after launch failures in a row)."},
+	    {"nodepool_api_retries_total", "counter",
+	     "Cloud API calls tried again by provider and API: throttled (HTTP 429/503, "
+	     "after Retry-After) and, where the driver retries them, server and connection "
+	     "errors."},
 	};
 
 	/* nodes */
@@ -978,7 +1018,7 @@ metrics_render(const struct status_view *v, const json_t *records, const json_t 
 			json_array_append(recs, r);
 	}
 	json_decref(lives);
-	for (what = 0; what < 7; what++) {
+	for (what = 0; what < 8; what++) {
 		outf(&o, "# HELP %s %s\n# TYPE %s %s\n", help[what][0], help[what][2],
 		     help[what][0], help[what][1]);
 		json_array_foreach(recs, j, r) render_record(&o, r, what);

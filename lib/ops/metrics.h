@@ -96,6 +96,12 @@ void metrics_set_zookeeper(const char *provider, const unsigned long long counts
  * previous one (rollback-after): nodepool_image_rollbacks_total on
  * /metrics, statsd counter nodepool.provider.<provider>.image.<image>.rollbacks. */
 void metrics_image_rollback(const char *provider, const char *image);
+/* A cloud API call of provider was tried again (lib/net/http.h's retry
+ * observer): record "api_retries": {api: n}; nodepool_api_retries_total
+ * {provider, api} on /metrics; statsd counter
+ * nodepool.provider.<provider>.api.<api>.retries ('.', ':', '/' in api
+ * become '_'). api NULL or "": "unknown". */
+void metrics_api_retry(const char *provider, const char *api);
 void metrics_set_requests(const char *provider, unsigned long long accepted,
 			  unsigned long long fulfilled, unsigned long long declined,
 			  unsigned long long failed);

@@ -178,6 +178,13 @@ def prometheus():
           "{{image}}")], w=24, h=6,
         desc="Launchers fell back to an image's previous upload after its newest "
              "failed launches rollback-after times in a row (nodepool.yaml(5)).")
+    b.panel("timeseries", "Cloud API retries", [
+        q('sum by (provider, api) (increase(nodepool_api_retries_total{%s}[$__rate_interval]))'
+          % P, "{{provider}} {{api}}")], w=24, h=6,
+        desc="Cloud API calls tried again: throttled (HTTP 429/503, after the "
+             "cloud's Retry-After) and the server or connection errors a driver "
+             "retries. A steady rate means the provider's `rate` is above what the "
+             "cloud allows.")
     return b.doc()
 
 
@@ -245,6 +252,9 @@ def graphite():
         t('aliasByNode(stats.gauges.nodepool.image_build_requests, 2)')])
     b.panel("timeseries", "Image rollbacks", [
         t('aliasByNode(stats_counts.nodepool.provider.$provider.image.*.rollbacks, 4, 6)')],
+        w=24, h=6)
+    b.panel("timeseries", "Cloud API retries", [
+        t('aliasByNode(stats_counts.nodepool.provider.$provider.api.*.retries, 3, 5)')],
         w=24, h=6)
     return b.doc()
 

@@ -8,6 +8,7 @@ quota, spot interruption, a launcher killed mid-launch."""
 import copy
 import json
 import os
+import re
 import signal
 
 import pytest
@@ -15,7 +16,8 @@ import yaml
 
 from awssim_fixture import AwsSim
 from conftest import TOP, Proc, bin_path, wait_for
-from operator_helpers import build_record, upload_record, write_build, write_upload
+from operator_helpers import build_record, upload_record, webapp, write_build, write_upload
+from test_web import get, parse_metrics
 
 WILD = os.path.join(TOP, "tests/data/configs/wild/"
                     "TinxHQ__wazo-production-sf-config__nodepool__nodepool.yaml")
@@ -136,12 +138,29 @@ def test_throttling_is_retried(deployment, zuul, sim):
     upload_image(sim, zuul)
     sim.fault(action="RunInstances", code="RequestLimitExceeded", count=3)
     sim.fault(action="DescribeInstances", code="RequestLimitExceeded", count=2)
-    launcher(deployment, sim, wild_config(extra_pool=False))
+    w = webapp()
+    p = launcher(deployment, sim, wild_config(extra_pool=False, top=w))
     rid = zuul.submit(["vm-debian-12-m1s"])
     assert zuul.wait_request(rid, timeout=30)["state"] == "fulfilled"
     # one instance despite three throttled RunInstances (ClientToken)
     assert len(sim.instances()) == 1
     assert sim.calls()["ec2:RunInstances"] == 4
+    # each retry visible (issue 24): a debug line naming the API call and
+    # the wait, a counter per API on /metrics
+    out = p.output()
+    assert len(re.findall(r"API ec2:RunInstances: HTTP 503 \(RequestLimitExceeded: [^)]*\), "
+                          r"retry \d in [\d.]+ s", out)) == 3, out[-3000:]
+    assert len(re.findall(r"API ec2:DescribeInstances: HTTP 503 \(RequestLimitExceeded",
+                          out)) == 2
+
+    def retries():
+        status, _, body = get(w["webapp"]["port"], "/metrics")
+        return {k: v for k, v in parse_metrics(body).items()
+                if k.startswith("nodepool_api_retries_total")} if status == 200 else {}
+    sample = 'nodepool_api_retries_total{provider="%s",api="ec2:%%s"}' % PROVIDER
+    assert wait_for(lambda: retries() == {sample % "RunInstances": 3,
+                                          sample % "DescribeInstances": 2} or None,
+                    what="the retries on /metrics")
 
 
 def test_capacity_error_retried_then_failed_cleanly(deployment, zuul, sim):

@@ -12,6 +12,7 @@ fulfilled or cleanly failed, and once cleanup has run the simulator holds
 no instance (and no disk) without a node."""
 import copy
 import os
+import re
 import signal
 import subprocess
 import time
@@ -20,6 +21,9 @@ import pytest
 import yaml
 
 from conftest import TOP, Proc, bin_path, wait_for
+from operator_helpers import webapp
+from test_statsd import Receiver, Seen
+from test_web import get, parse_metrics
 from gcesim_fixture import GceSim
 from npd import Supervisor
 
@@ -96,6 +100,15 @@ def launcher(deployment, sim, cfg, env=None):
               deployment.write_config(cfg)], log, env=e)
     deployment.procs.append(p)
     return p
+
+
+def scrape(port):
+    """/metrics as {sample: value}, or {} while it cannot be read."""
+    try:
+        status, _, body = get(port, "/metrics")
+    except OSError:
+        return {}
+    return parse_metrics(body) if status == 200 else {}
 
 
 def meta(inst):
@@ -258,11 +271,38 @@ def test_faults_500_and_429(deployment, zuul, sims, tmp_path, sshd):
     sim.fault(api="compute", method="GET", path="/instances$", status=429, retry_after=1,
               count=3)
     sim.fault(api="oauth2", status=503, retry_after=1, count=1)
-    p = launcher(deployment, sim, small(sshd[0]))
+    w = webapp()
+    rx = Receiver()
+    p = launcher(deployment, sim, small(sshd[0], top=w), env=rx.env())
     reqs = all_settled(zuul, [zuul.submit([LABEL]) for _ in range(4)])
     assert all(r["state"] == "fulfilled" for r in reqs.values()), (reqs, p.output()[-3000:])
     hits = {(f["api"], f["status"]): f["hits"] for f in sim.faults()}
     assert hits == {("compute", 500): 2, ("compute", 429): 3, ("oauth2", 503): 1}
+    # every retry visible (issue 24): a debug line naming the API and the
+    # wait (the 429s and 503 after their Retry-After, by the HTTP client;
+    # the 500s by the driver's own back-off), a counter per API on
+    # /metrics and in statsd
+    want = {"instances.insert": 2, "instances.list": 3, "oauth2.token": 1}
+    m = wait_for(lambda: (lambda m: all(m.get(
+        'nodepool_api_retries_total{provider="%s",api="%s"}' % (PROVIDER, a)) == n
+        for a, n in want.items()) and m)(scrape(w["webapp"]["port"])), 20,
+        what="the retries on /metrics")
+    assert {k: v for k, v in m.items() if k.startswith("nodepool_api_retries_total")} == {
+        'nodepool_api_retries_total{provider="%s",api="%s"}' % (PROVIDER, a): n
+        for a, n in want.items()}
+    out = p.output()
+    assert len(re.findall(r"API instances\.list: HTTP 429, retry \d in 1\.00 s", out)) == 3, out
+    assert len(re.findall(r"API instances\.insert: HTTP 500 \(.*\), retry \d in \d", out)) \
+        == 2, out
+    assert len(re.findall(r"API oauth2\.token: HTTP 503, retry 1 in 1\.00 s", out)) == 1, out
+    seen = Seen(rx)
+    key = "nodepool.provider.%s.api.%s.retries"
+    wait_for(lambda: len(seen.poll().lines.get(key % (PROVIDER, "instances_list"), [])) >= 3,
+             10, what="statsd retries")
+    seen.poll(0.5)
+    rx.close()
+    assert seen.lines[key % (PROVIDER, "instances_list")] == [("1", "c")] * 3
+    assert seen.lines[key % (PROVIDER, "instances_insert")] == [("1", "c")] * 2
     # a 500 on insert is retried under the same name: one instance per node
     assert len(sim.instances()) == 4
     finish_all(zuul, reqs)

@@ -448,6 +448,82 @@ Test(http, throttled_call_retried_after_retry_after_and_client_pauses)
 	http_client_free(c);
 }
 
+struct seen_retry {
+	int n;
+	char api[3][128];
+	int status[3];
+	double wait[3];
+};
+
+static void
+note_retry(const char *api, int status, double wait, void *arg)
+{
+	struct seen_retry *s = arg;
+
+	if (s->n < 3) {
+		snprintf(s->api[s->n], sizeof(s->api[0]), "%s", api);
+		s->status[s->n] = status;
+		s->wait[s->n] = wait;
+	}
+	s->n++;
+}
+
+Test(http, every_retry_reaches_the_observer_with_its_api_and_wait)
+{
+	struct http_client *c = client(0, 0, 0);
+	struct http_client_options o;
+	struct http_client *named;
+	struct http_request_params p;
+	struct seen_retry s;
+	struct result r = {0}, r2 = {0}, r3 = {0};
+	char err[128], u[256];
+
+	memset(&s, 0, sizeof(s));
+	http_set_retry_observer(note_retry, &s);
+	/* a call naming no API: its URL's host */
+	get(c, "/throttle?n=1&ra=1", &r, 1);
+	run();
+	cr_assert_eq(r.status, 200);
+	cr_assert_eq(s.n, 1);
+	snprintf(u, sizeof(u), "127.0.0.1:%d", srv.port);
+	cr_assert_str_eq(s.api[0], u);
+	cr_assert_eq(s.status[0], 429);
+	cr_assert_float_eq(s.wait[0], 1.0, 1e-9);
+	/* a client naming its API, and a call naming its own */
+	memset(&o, 0, sizeof(o));
+	o.api = "compute";
+	named = http_client_new(base, &o, err, sizeof(err));
+	cr_assert_not_null(named, "%s", err);
+	srv.throttle_hits = 0;
+	done_count = 0;
+	get(named, "/throttle?n=1&ra=0", &r2, 1);
+	run();
+	cr_assert_eq(s.n, 2);
+	cr_assert_str_eq(s.api[1], "compute");
+	srv.throttle_hits = 0;
+	url(u, sizeof(u), "/throttle?n=1&ra=0");
+	memset(&p, 0, sizeof(p));
+	p.url = u;
+	p.api = "instances.insert";
+	r3.counter = &done_count;
+	r3.stop_at = 1;
+	r3.base = base;
+	done_count = 0;
+	cr_assert_not_null(http_request(named, &p, on_done, &r3));
+	run();
+	cr_assert_eq(r3.status, 200);
+	cr_assert_eq(s.n, 3);
+	cr_assert_str_eq(s.api[2], "instances.insert");
+	/* a driver's own retry path is observed the same way */
+	http_note_retry("ec2:RunInstances", 503, "RequestLimitExceeded", 1, 0.5);
+	cr_assert_eq(s.n, 4);
+	http_set_retry_observer(NULL, NULL);
+	http_note_retry("ec2:RunInstances", 503, NULL, 2, 1);
+	cr_assert_eq(s.n, 4);
+	http_client_free(named);
+	http_client_free(c);
+}
+
 Test(http, retry_after_as_http_date)
 {
 	struct http_client *c = client(0, 0, 0);

@@ -396,3 +396,38 @@ Test(metrics, zookeeper_counters_add_up_and_render)
 	json_decref(base);
 	metrics_clear();
 }
+
+/* Cloud API retries (issue 24): counted per provider and API, added to
+ * the record read back (a restarted worker continues), on /metrics. */
+Test(metrics, api_retries_add_up_and_render)
+{
+	json_t *base, *rec, *recs, *r;
+	struct status_view v;
+	char *text;
+
+	metrics_clear();
+	metrics_api_retry("rax", "compute");
+	metrics_api_retry("rax", "compute");
+	metrics_api_retry("rax", "ec2:RunInstances");
+	metrics_api_retry("rax", NULL);
+	base = json_loads("{\"provider\": \"rax\", \"api_retries\": {\"compute\": 4}}", 0, NULL);
+	rec = metrics_record("rax", base);
+	r = json_object_get(rec, "api_retries");
+	cr_assert_eq(json_integer_value(json_object_get(r, "compute")), 6);
+	cr_assert_eq(json_integer_value(json_object_get(r, "ec2:RunInstances")), 1);
+	cr_assert_eq(json_integer_value(json_object_get(r, "unknown")), 1);
+	recs = json_pack("[O]", rec);
+	memset(&v, 0, sizeof(v));
+	text = metrics_render(&v, recs, NULL);
+	cr_assert(strstr(text, "# TYPE nodepool_api_retries_total counter\n"), "%s", text);
+	cr_assert(strstr(text, "nodepool_api_retries_total{provider=\"rax\",api=\"compute\"} 6\n"),
+		  "%s", text);
+	cr_assert(strstr(text, "nodepool_api_retries_total{provider=\"rax\","
+			       "api=\"ec2:RunInstances\"} 1\n"),
+		  "%s", text);
+	free(text);
+	json_decref(recs);
+	json_decref(rec);
+	json_decref(base);
+	metrics_clear();
+}

@@ -41,14 +41,116 @@ EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 OWNER = "123456789012"
 
-# vCPUs of the instance types the simulator knows (others: 2).
-VCPUS = {
-    "t3.nano": 2, "t3.micro": 2, "t3.small": 2, "t3.medium": 2, "t3.large": 2,
-    "t3.xlarge": 4, "t3.2xlarge": 8, "m5.large": 2, "m5.xlarge": 4, "m5.2xlarge": 8,
-    "m6i.large": 2, "m6i.xlarge": 4, "c5.large": 2, "c5.xlarge": 4, "c6i.large": 2,
-    "r5.large": 2, "p3.2xlarge": 8, "g4dn.xlarge": 4, "z1d.large": 2,
+# The instance types the simulator knows, as DescribeInstanceTypes
+# answers them (values of the real types: vCPUs, cores and threads,
+# memory, clock, network, EBS bandwidth; AWS's instance type pages).
+# Columns: vcpus, cores, valid cores, memory MiB, GHz, network performance,
+# max ENIs, IPv4 per ENI, EBS baseline/maximum Mbps, baseline/maximum IOPS,
+# hypervisor, burstable, local NVMe GB (0: none), GPU (count, maker,
+# model, MiB each) or None. Launching an unknown type counts 2 vCPUs.
+ITYPES = {
+    "t3.nano": (2, 1, [1], 512, 2.5, "Up to 5 Gigabit", 2, 2, 32, 2085, 250, 11800),
+    "t3.micro": (2, 1, [1], 1024, 2.5, "Up to 5 Gigabit", 2, 2, 64, 2085, 500, 11800),
+    "t3.small": (2, 1, [1], 2048, 2.5, "Up to 5 Gigabit", 3, 4, 174, 2085, 1000, 11800),
+    "t3.medium": (2, 1, [1], 4096, 2.5, "Up to 5 Gigabit", 3, 6, 347, 2085, 2000, 11800),
+    "t3.large": (2, 1, [1], 8192, 2.5, "Up to 5 Gigabit", 3, 12, 695, 2780, 4000, 15700),
+    "t3.xlarge": (4, 2, [2], 16384, 2.5, "Up to 5 Gigabit", 4, 15, 695, 2780, 4000, 15700),
+    "t3.2xlarge": (8, 4, [2, 4], 32768, 2.5, "Up to 5 Gigabit", 4, 15, 695, 2780, 4000,
+                   15700),
+    "m5.large": (2, 1, [1], 8192, 3.1, "Up to 10 Gigabit", 3, 10, 650, 4750, 3600, 18750),
+    "m5.xlarge": (4, 2, [2], 16384, 3.1, "Up to 10 Gigabit", 4, 15, 1150, 4750, 6000, 18750),
+    "m5.2xlarge": (8, 4, [2, 4], 32768, 3.1, "Up to 10 Gigabit", 4, 15, 2300, 4750, 12000,
+                   18750),
+    "m6i.large": (2, 1, [1], 8192, 3.5, "Up to 12.5 Gigabit", 3, 10, 650, 10000, 3600, 40000),
+    "m6i.xlarge": (4, 2, [1, 2], 16384, 3.5, "Up to 12.5 Gigabit", 4, 15, 1250, 10000, 6000,
+                   40000),
+    "c5.large": (2, 1, [1], 4096, 3.4, "Up to 10 Gigabit", 3, 10, 650, 4750, 4000, 20000),
+    "c5.xlarge": (4, 2, [2], 8192, 3.4, "Up to 10 Gigabit", 4, 15, 1150, 4750, 6000, 20000),
+    "c6i.large": (2, 1, [1], 4096, 3.5, "Up to 12.5 Gigabit", 3, 10, 650, 10000, 3600, 40000),
+    "r5.large": (2, 1, [1], 16384, 3.1, "Up to 10 Gigabit", 3, 10, 650, 4750, 3600, 18750),
+    "p3.2xlarge": (8, 4, [1, 2, 3, 4], 62464, 2.7, "Up to 10 Gigabit", 4, 15, 1750, 1750,
+                   10000, 10000, "xen", False, 0, (1, "NVIDIA", "V100", 16384)),
+    "g4dn.xlarge": (4, 2, [1, 2], 16384, 2.5, "Up to 25 Gigabit", 3, 10, 950, 3500, 3000,
+                    20000, "nitro", False, 125, (1, "NVIDIA", "T4", 15360)),
+    "z1d.large": (2, 1, [1], 16384, 4.0, "Up to 10 Gigabit", 3, 10, 800, 3170, 3333, 13333,
+                  "nitro", False, 75, None),
 }
-MEMORY = {k: v * 4096 for k, v in VCPUS.items()}
+VCPUS = {k: v[0] for k, v in ITYPES.items()}
+MEMORY = {k: v[3] for k, v in ITYPES.items()}
+
+
+def instance_type_info(name):
+    """One InstanceTypeInfo (API_InstanceTypeInfo) with every member a
+    real answer carries for that type: the optional GpuInfo and
+    InstanceStorageInfo only where the type has them, as EC2 does."""
+    row = ITYPES[name] + ("nitro", None, 0, None)[len(ITYPES[name]) - 12:]
+    (vcpus, cores, valid, mem, ghz, net, enis, ipv4, bw, bwmax, iops, iopsmax, hyper, burst,
+     nvme, gpu) = row
+    fam = name.split(".")[0]
+    if burst is None:
+        burst = fam.startswith("t")
+    ebsopt = {"BaselineBandwidthInMbps": bw, "BaselineThroughputInMBps": round(bw / 8, 3),
+              "BaselineIops": iops, "MaximumBandwidthInMbps": bwmax,
+              "MaximumThroughputInMBps": round(bwmax / 8, 3), "MaximumIops": iopsmax}
+    info = {
+        "InstanceType": name, "CurrentGeneration": True,
+        "FreeTierEligible": name == "t3.micro",
+        "SupportedUsageClasses": ["on-demand", "spot"],
+        "SupportedRootDeviceTypes": ["ebs"], "SupportedVirtualizationTypes": ["hvm"],
+        "BareMetal": False, "Hypervisor": hyper,
+        "ProcessorInfo": {"SupportedArchitectures": ["x86_64"],
+                          "SustainedClockSpeedInGhz": ghz},
+        "VCpuInfo": {"DefaultVCpus": vcpus, "DefaultCores": cores,
+                     "DefaultThreadsPerCore": vcpus // cores, "ValidCores": valid,
+                     "ValidThreadsPerCore": [1, 2]},
+        "MemoryInfo": {"SizeInMiB": mem},
+        "InstanceStorageSupported": bool(nvme),
+        "EbsInfo": {"EbsOptimizedSupport": "default", "EncryptionSupport": "supported",
+                    "EbsOptimizedInfo": ebsopt,
+                    "NvmeSupport": "required" if hyper == "nitro" else "unsupported"},
+        "NetworkInfo": {
+            "NetworkPerformance": net, "MaximumNetworkInterfaces": enis,
+            "MaximumNetworkCards": 1, "DefaultNetworkCardIndex": 0,
+            "NetworkCards": [{"NetworkCardIndex": 0, "NetworkPerformance": net,
+                              "MaximumNetworkInterfaces": enis}],
+            "Ipv4AddressesPerInterface": ipv4, "Ipv6AddressesPerInterface": ipv4,
+            "Ipv6Supported": True, "EnaSupport": "required" if hyper == "nitro" else
+            "supported", "EfaSupported": False, "EncryptionInTransitSupported":
+            fam in ("m6i", "c6i", "g4dn"), "EnaSrdSupported": False},
+        "PlacementGroupInfo": {"SupportedStrategies": ["partition", "spread"] if burst else
+                               ["cluster", "partition", "spread"]},
+        "HibernationSupported": gpu is None,
+        "BurstablePerformanceSupported": burst,
+        "DedicatedHostsSupported": not burst or fam == "t3",
+        "AutoRecoverySupported": not nvme,
+        "SupportedBootModes": ["legacy-bios", "uefi"] if hyper == "nitro" else
+        ["legacy-bios"],
+    }
+    if nvme:
+        info["InstanceStorageInfo"] = {
+            "TotalSizeInGB": nvme, "Disks": [{"SizeInGB": nvme, "Count": 1, "Type": "ssd"}],
+            "NvmeSupport": "required", "EncryptionSupport": "required"}
+    if gpu:
+        n, maker, model, gmem = gpu
+        info["GpuInfo"] = {"Gpus": [{"Name": model, "Manufacturer": maker, "Count": n,
+                                     "MemoryInfo": {"SizeInMiB": gmem}}],
+                           "TotalGpuMemoryInMiB": n * gmem}
+    return info
+
+
+def ec2_xml(v):
+    """A value in the EC2 query protocol's XML: a dict's members as
+    lowerCamel elements (the locationName of every InstanceTypeInfo
+    member), a list as <item>s, booleans as true/false."""
+    if isinstance(v, dict):
+        return "".join("<%s>%s</%s>" % (k[0].lower() + k[1:], ec2_xml(w), k[0].lower() + k[1:])
+                       for k, w in v.items())
+    if isinstance(v, list):
+        return "".join("<item>%s</item>" % ec2_xml(w) for w in v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return escape(str(v))
+
 
 # Dedicated hosts: instance family -> the Service Quotas code of
 # "Running Dedicated <family> Hosts" (AWS's codes; a few families). A host
@@ -56,28 +158,65 @@ MEMORY = {k: v * 4096 for k, v in VCPUS.items()}
 HOST_QUOTAS = {"m5": "L-8B7BF662", "c5": "L-81657574", "t3": "L-1586174D",
                "r5": "L-EA4FD6CF", "mac1": "L-A8448DC5"}
 
-# Service Quotas: code -> (name, default value). The EC2 vCPU quotas by
-# instance family, as upstream Nodepool's adapter maps them (on-demand and
-# spot), plus the EBS storage ones.
-QUOTAS = {
-    "L-1216C47A": ("Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", 1000.0),
-    "L-43DA4232": ("Running On-Demand High Memory instances", 0.0),
-    "L-DB2E81BA": ("Running On-Demand G and VT instances", 64.0),
-    "L-417A185B": ("Running On-Demand P instances", 64.0),
-    "L-74FC7D96": ("Running On-Demand F instances", 0.0),
-    "L-7295265B": ("Running On-Demand X instances", 0.0),
-    "L-1945791B": ("Running On-Demand Inf instances", 0.0),
-    "L-6E869C2A": ("Running On-Demand DL instances", 0.0),
-    "L-34B43A08": ("All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests", 1000.0),
-    "L-3819A6DF": ("All G and VT Spot Instance Requests", 64.0),
-    "L-7212CCBC": ("All P Spot Instance Requests", 64.0),
-    "L-88CF9481": ("All F Spot Instance Requests", 0.0),
-    "L-E3A00192": ("All X Spot Instance Requests", 0.0),
-    "L-B5D1601B": ("All Inf Spot Instance Requests", 0.0),
-    "L-85EED4F7": ("All DL Spot Instance Requests", 0.0),
-    "L-D18FCD1D": ("Storage for General Purpose SSD (gp2) volumes, in TiB", 50.0),
-    "L-7A658B76": ("Storage for General Purpose SSD (gp3) volumes, in TiB", 50.0),
+# Service Quotas: code -> (name, default value), by service code, as
+# AWS lists them (ListServiceQuotas): for `ec2` the vCPU quotas by instance
+# family, as upstream Nodepool's adapter maps them (on-demand and spot)
+# and the dedicated host ones; for `ebs` the storage (TiB) and IOPS quotas
+# by volume type that upstream Nodepool reads for volume quota.
+QUOTAS_BY_SERVICE = {
+    "ec2": {
+        "L-1216C47A": ("Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+                       1000.0),
+        "L-43DA4232": ("Running On-Demand High Memory instances", 0.0),
+        "L-DB2E81BA": ("Running On-Demand G and VT instances", 64.0),
+        "L-417A185B": ("Running On-Demand P instances", 64.0),
+        "L-74FC7D96": ("Running On-Demand F instances", 0.0),
+        "L-7295265B": ("Running On-Demand X instances", 0.0),
+        "L-1945791B": ("Running On-Demand Inf instances", 0.0),
+        "L-6E869C2A": ("Running On-Demand DL instances", 0.0),
+        "L-2C3B7624": ("Running On-Demand Trn instances", 0.0),
+        "L-F7808C92": ("Running On-Demand HPC instances", 0.0),
+        "L-34B43A08": ("All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+                       1000.0),
+        "L-3819A6DF": ("All G and VT Spot Instance Requests", 64.0),
+        "L-7212CCBC": ("All P Spot Instance Requests", 64.0),
+        "L-88CF9481": ("All F Spot Instance Requests", 0.0),
+        "L-E3A00192": ("All X Spot Instance Requests", 0.0),
+        "L-B5D1601B": ("All Inf Spot Instance Requests", 0.0),
+        "L-85EED4F7": ("All DL Spot Instance Requests", 0.0),
+        "L-6B0D517C": ("All Trn Spot Instance Requests", 0.0),
+    },
+    "ebs": {
+        "L-D18FCD1D": ("Storage for General Purpose SSD (gp2) volumes, in TiB", 50.0),
+        "L-7A658B76": ("Storage for General Purpose SSD (gp3) volumes, in TiB", 50.0),
+        "L-FD252861": ("Storage for Provisioned IOPS SSD (io1) volumes, in TiB", 50.0),
+        "L-B3A130E6": ("IOPS for Provisioned IOPS SSD (io1) volumes", 300000.0),
+        "L-09BD8365": ("Storage for Provisioned IOPS SSD (io2) volumes, in TiB", 50.0),
+        "L-8D977E7E": ("IOPS for Provisioned IOPS SSD (io2) volumes", 100000.0),
+        "L-82ACEF56": ("Storage for Throughput Optimized HDD (st1) volumes, in TiB", 50.0),
+        "L-17AF77E8": ("Storage for Cold HDD (sc1) volumes, in TiB", 50.0),
+        "L-9CF3C2EB": ("Storage for Magnetic (standard) volumes, in TiB", 50.0),
+        "L-309BACF6": ("Number of EBS snapshots", 100000.0),
+    },
 }
+SERVICE_NAMES = {"ec2": "Amazon Elastic Compute Cloud (Amazon EC2)",
+                 "ebs": "Amazon Elastic Block Store (Amazon EBS)"}
+# the dedicated host quotas: listed under ec2 with AWS's default, enforced
+# only when configured (config `quotas` or POST /_sim/quotas)
+HOST_QUOTA_DEFAULT = 2.0
+QUOTAS = {c: v for svc in QUOTAS_BY_SERVICE.values() for c, v in svc.items()}
+QUOTAS.update({c: ("Running Dedicated %s Hosts" % fam, HOST_QUOTA_DEFAULT)
+               for fam, c in HOST_QUOTAS.items()})
+
+
+def quota_service(code):
+    """The service code a quota code belongs to (unknown codes: ec2)."""
+    for svc, codes in QUOTAS_BY_SERVICE.items():
+        if code in codes:
+            return svc
+    return "ec2"
+
+
 STANDARD = set("acdhimrtz")
 
 
@@ -85,6 +224,7 @@ def quota_code(itype, spot=False):
     fam = re.match(r"([a-z\-]+)\d", itype or "")
     fam = fam.group(1) if fam else ""
     table = [("u-", "L-43DA4232", None), ("inf", "L-1945791B", "L-B5D1601B"),
+             ("trn", "L-2C3B7624", "L-6B0D517C"), ("hpc", "L-F7808C92", None),
              ("dl", "L-6E869C2A", "L-85EED4F7"), ("vt", "L-DB2E81BA", "L-3819A6DF"),
              ("g", "L-DB2E81BA", "L-3819A6DF"), ("p", "L-417A185B", "L-7212CCBC"),
              ("f", "L-74FC7D96", "L-88CF9481"), ("x", "L-7295265B", "L-E3A00192")]
@@ -297,6 +437,9 @@ class Sim:
         self.regions = {n: Region(n, dict(cfg, **(c or {}))) for n, c in regions.items()}
         self.quotas = {c: v for c, (_, v) in QUOTAS.items()}
         self.quotas.update({k: float(v) for k, v in (cfg.get("quotas") or {}).items()})
+        # quota codes set by config or /_sim/quotas: a dedicated host
+        # limit is enforced only then
+        self.quotas_set = set(cfg.get("quotas") or {})
         self.buckets = {b: {} for b in cfg.get("buckets") or []}
         self.uploads = {}
         self.faults = []
@@ -454,6 +597,26 @@ def tagset(tags, indent="    "):
         for k, v in sorted(tags.items())) + "</tagSet>"
 
 
+def volume_iops(v):
+    """A volume's IOPS as DescribeVolumes gives them (API_Volume): as
+    provisioned for io1/io2/gp3 (gp3 default 3000), the gp2 baseline of 3
+    per GiB (100 to 16000); none for the HDD types."""
+    if v.get("iops") is not None:
+        return int(v["iops"])
+    if v["type"] == "gp3":
+        return 3000
+    if v["type"] == "gp2":
+        return min(16000, max(100, 3 * int(v["size"])))
+    return None
+
+
+def volume_throughput(v):
+    """gp3 only: as provisioned, default 125 MiB/s."""
+    if v["type"] != "gp3":
+        return None
+    return int(v["throughput"]) if v.get("throughput") is not None else 125
+
+
 def x(tag, v):
     if v is None:
         return ""
@@ -477,13 +640,48 @@ def instance_xml(i):
                      for g in i["groups"])
     ni = ""
     if st != "terminated":
+        assoc = ("<association><publicIp>%s</publicIp><publicDnsName/><ipOwnerId>amazon"
+                 "</ipOwnerId></association>" % i["public_ip"]) if i["public_ip"] else ""
+        pdns = "ip-%s.ec2.internal" % i["private_ip"].replace(".", "-")
         ni = ("<networkInterfaceSet><item><networkInterfaceId>%s</networkInterfaceId>"
-              "<subnetId>%s</subnetId><status>in-use</status>%s%s"
-              "<ipv6AddressesSet>%s</ipv6AddressesSet></item></networkInterfaceSet>") % (
-            i["eni"], i["subnet"], x("privateIpAddress", i["private_ip"]),
-            ("<association>%s</association>" % x("publicIp", i["public_ip"]))
-            if i["public_ip"] else "",
+              "<subnetId>%s</subnetId><vpcId>vpc-0sim</vpcId><description/>"
+              "<ownerId>%s</ownerId><status>in-use</status><macAddress>%s</macAddress>%s"
+              "<privateDnsName>%s</privateDnsName><sourceDestCheck>true</sourceDestCheck>"
+              "<groupSet>%s</groupSet><attachment><attachmentId>eni-attach-%s</attachmentId>"
+              "<deviceIndex>0</deviceIndex><status>attached</status><attachTime>%s"
+              "</attachTime><deleteOnTermination>true</deleteOnTermination>"
+              "<networkCardIndex>0</networkCardIndex></attachment>%s"
+              "<privateIpAddressesSet><item>%s<privateDnsName>%s</privateDnsName><primary>true"
+              "</primary>%s</item></privateIpAddressesSet>"
+              "<ipv6AddressesSet>%s</ipv6AddressesSet><interfaceType>interface"
+              "</interfaceType></item></networkInterfaceSet>") % (
+            i["eni"], i["subnet"], OWNER,
+            "0e:%s" % ":".join(i["eni"][-10:][k:k + 2] for k in range(0, 10, 2)),
+            x("privateIpAddress", i["private_ip"]), pdns,
+            "".join("<item><groupId>%s</groupId><groupName>%s</groupName></item>" % (g, g)
+                    for g in i["groups"]), i["eni"][4:21], iso(i["launched"]), assoc,
+            x("privateIpAddress", i["private_ip"]), pdns, assoc,
             ("<item><ipv6Address>%s</ipv6Address></item>" % i["ipv6"]) if i.get("ipv6") else "")
+    cores = ITYPES[i["type"]][1] if i["type"] in ITYPES else 1
+    threads = (VCPUS[i["type"]] // cores) if i["type"] in ITYPES else 2
+    # the members every DescribeInstances item carries on a Nitro/Xen HVM
+    # Linux instance (API_Instance), with AWS's defaults
+    extra = (
+        "<hypervisor>xen</hypervisor><enaSupport>true</enaSupport>"
+        "<sourceDestCheck>true</sourceDestCheck><clientToken>%s</clientToken>"
+        "<cpuOptions><coreCount>%d</coreCount><threadsPerCore>%d</threadsPerCore></cpuOptions>"
+        "<capacityReservationSpecification><capacityReservationPreference>open"
+        "</capacityReservationPreference></capacityReservationSpecification>"
+        "<hibernationOptions><configured>false</configured></hibernationOptions>"
+        "<enclaveOptions><enabled>false</enabled></enclaveOptions>"
+        "<platformDetails>Linux/UNIX</platformDetails><usageOperation>RunInstances"
+        "</usageOperation><usageOperationUpdateTime>%s</usageOperationUpdateTime>"
+        "<privateDnsNameOptions><hostnameType>ip-name</hostnameType>"
+        "<enableResourceNameDnsARecord>false</enableResourceNameDnsARecord>"
+        "<enableResourceNameDnsAAAARecord>false</enableResourceNameDnsAAAARecord>"
+        "</privateDnsNameOptions><maintenanceOptions><autoRecovery>default</autoRecovery>"
+        "</maintenanceOptions><currentInstanceBootMode>legacy-bios</currentInstanceBootMode>"
+        % (i["id"][2:], cores, threads, iso(i["launched"])))
     reason = ""
     if i.get("state_reason"):
         reason = "<stateReason><code>%s</code><message>%s</message></stateReason>" % (
@@ -500,7 +698,10 @@ def instance_xml(i):
             "<blockDeviceMapping>%s</blockDeviceMapping>%s%s%s"
             "<virtualizationType>hvm</virtualizationType>%s%s%s"
             "<metadataOptions><state>applied</state><httpTokens>%s</httpTokens>"
-            "<httpEndpoint>enabled</httpEndpoint></metadataOptions></item>") % (
+            "<httpPutResponseHopLimit>%d</httpPutResponseHopLimit>"
+            "<httpEndpoint>enabled</httpEndpoint><httpProtocolIpv6>disabled"
+            "</httpProtocolIpv6><instanceMetadataTags>disabled</instanceMetadataTags>"
+            "</metadataOptions>%s</item>") % (
         i["id"], i["image"], STATE_CODES[st], st,
         ("ip-%s.ec2.internal" % i["private_ip"].replace(".", "-")) if st != "terminated" else "",
         "", x("reason", i.get("reason", "")), x("keyName", i["key"]),
@@ -517,7 +718,7 @@ def instance_xml(i):
         tagset(i["tags"]),
         ("<networkInterfaceSet/>" if not ni else ni),
         x("ebsOptimized", i.get("ebs_optimized", False)),
-        i["http_tokens"])
+        i["http_tokens"], 2 if i["http_tokens"] == "required" else 1, extra)
 
 
 class Ec2:
@@ -749,6 +950,43 @@ class Ec2:
 
     # ---- images, snapshots, volumes
 
+    def image_xml(self, i):
+        """One Image (API_Image) with the members AWS returns for an EBS
+        backed HVM Linux AMI: PlatformDetails/UsageOperation of Linux/UNIX,
+        ENA and SR-IOV support, boot mode, IMDS support when registered
+        with it, and a root block device mapping (an AMI of another owner
+        names a snapshot the caller cannot see, as public AMIs do)."""
+        snaps = i["snapshots"] or ([None] if i["owner"] == OWNER else
+                                   ["snap-" + i["id"].split("-", 1)[1][:17]])
+        bdm = ""
+        for sid in snaps:
+            size = self.reg.snapshots[sid]["size"] if sid in self.reg.snapshots else 8
+            bdm += ("<item><deviceName>%s</deviceName><ebs>%s<volumeSize>%d</volumeSize>"
+                    "<deleteOnTermination>true</deleteOnTermination><volumeType>gp2"
+                    "</volumeType><encrypted>false</encrypted></ebs></item>" % (
+                        i["root"], x("snapshotId", sid), size))
+        return (
+            "<item><imageId>%s</imageId><imageLocation>%s/%s</imageLocation>"
+            "<imageState>%s</imageState><imageOwnerId>%s</imageOwnerId>"
+            "<creationDate>%s</creationDate><isPublic>%s</isPublic>"
+            "<architecture>%s</architecture><imageType>machine</imageType>"
+            "<platformDetails>Linux/UNIX</platformDetails>"
+            "<usageOperation>RunInstances</usageOperation><productCodes/>"
+            "<name>%s</name><description>%s</description><rootDeviceType>ebs</rootDeviceType>"
+            "<rootDeviceName>%s</rootDeviceName><blockDeviceMapping>%s</blockDeviceMapping>"
+            "<virtualizationType>hvm</virtualizationType>%s<hypervisor>xen</hypervisor>"
+            "<enaSupport>%s</enaSupport><sriovNetSupport>simple</sriovNetSupport>"
+            "<bootMode>%s</bootMode>%s%s"
+            "</item>" % (
+                i["id"], i["owner"], escape(i["name"]), i["state"], i["owner"],
+                iso(i["created"]), "true" if i["public"] else "false", i["architecture"],
+                escape(i["name"]), escape(i["description"]), i["root"], bdm,
+                tagset(i["tags"]), "false" if i.get("ena") == "false" else "true",
+                "uefi" if i["architecture"] == "arm64" else "uefi-preferred",
+                x("imdsSupport", i.get("imds")),
+                x("deprecationTime", iso(i["created"] + 2 * 365 * 86400)
+                  if i["public"] else None)))
+
     def DescribeImages(self):
         p = self.p
         ids = flat_list(p, "ImageId")
@@ -771,23 +1009,7 @@ class Ec2:
                 raise ApiError(400, "InvalidAMIID.NotFound",
                                "The image id '[%s]' does not exist" % iid)
         chunk, tok = self.page(out)
-        items = "".join(
-            "<item><imageId>%s</imageId><imageLocation>%s/%s</imageLocation>"
-            "<imageState>%s</imageState><imageOwnerId>%s</imageOwnerId>"
-            "<creationDate>%s</creationDate><isPublic>%s</isPublic>"
-            "<architecture>%s</architecture><imageType>machine</imageType><name>%s</name>"
-            "<description>%s</description><rootDeviceType>ebs</rootDeviceType>"
-            "<rootDeviceName>%s</rootDeviceName><blockDeviceMapping>%s</blockDeviceMapping>"
-            "<virtualizationType>hvm</virtualizationType>%s<hypervisor>xen</hypervisor>"
-            "</item>" % (
-                i["id"], i["owner"], escape(i["name"]), i["state"], i["owner"],
-                iso(i["created"]), "true" if i["public"] else "false", i["architecture"],
-                escape(i["name"]), escape(i["description"]), i["root"],
-                "".join("<item><deviceName>%s</deviceName><ebs><snapshotId>%s</snapshotId>"
-                        "<volumeSize>8</volumeSize><deleteOnTermination>true"
-                        "</deleteOnTermination><volumeType>gp2</volumeType></ebs></item>"
-                        % (i["root"], s) for s in i["snapshots"]),
-                tagset(i["tags"])) for i in chunk)
+        items = "".join(self.image_xml(i) for i in chunk)
         return self.ok("DescribeImages", "<imagesSet>%s</imagesSet>%s" % (items, tok))
 
     def RegisterImage(self):
@@ -844,10 +1066,11 @@ class Ec2:
         chunk, tok = self.page(out)
         items = "".join(
             "<item><snapshotId>%s</snapshotId><volumeId>vol-ffffffff</volumeId>"
-            "<status>%s</status><startTime>%s</startTime><progress>100%%</progress>"
+            "<status>%s</status><startTime>%s</startTime><progress>%s</progress>"
             "<ownerId>%s</ownerId><volumeSize>%d</volumeSize><description>%s</description>"
-            "<encrypted>false</encrypted>%s</item>" % (
-                s["id"], s["state"], iso(s["created"]), OWNER, s["size"],
+            "<encrypted>false</encrypted><storageTier>standard</storageTier>%s</item>" % (
+                s["id"], s["state"], iso(s["created"]),
+                "100%" if s["state"] == "completed" else "0%", OWNER, s["size"],
                 escape(s.get("description", "")), tagset(s["tags"])) for s in chunk)
         return self.ok("DescribeSnapshots", "<snapshotSet>%s</snapshotSet>%s" % (items, tok))
 
@@ -881,13 +1104,15 @@ class Ec2:
             "<item><volumeId>%s</volumeId><size>%d</size><snapshotId/>"
             "<availabilityZone>%s</availabilityZone><status>%s</status>"
             "<createTime>%s</createTime><attachmentSet>%s</attachmentSet>"
-            "<volumeType>%s</volumeType>%s%s<encrypted>false</encrypted>%s</item>" % (
+            "<volumeType>%s</volumeType>%s%s<encrypted>false</encrypted>"
+            "<multiAttachEnabled>false</multiAttachEnabled><fastRestored>false"
+            "</fastRestored>%s</item>" % (
                 v["id"], v["size"], v["az"], v["state"], iso(v["created"]),
                 ("<item><volumeId>%s</volumeId><instanceId>%s</instanceId><device>/dev/xvda"
                  "</device><status>attached</status><attachTime>%s</attachTime>"
                  "<deleteOnTermination>true</deleteOnTermination></item>" % (
                      v["id"], v["attached"], iso(v["created"]))) if v["attached"] else "",
-                v["type"], x("iops", v["iops"]), x("throughput", v["throughput"]),
+                v["type"], x("iops", volume_iops(v)), x("throughput", volume_throughput(v)),
                 tagset(v["tags"])) for v in chunk)
         return self.ok("DescribeVolumes", "<volumeSet>%s</volumeSet>%s" % (items, tok))
 
@@ -1101,7 +1326,7 @@ class Ec2:
                            p["AvailabilityZone"])
         family = itype.split(".")[0]
         code = HOST_QUOTAS.get(family)
-        if code and code in self.sim.quotas:
+        if code and code in self.sim.quotas_set:
             used = sum(1 for r in self.sim.regions.values() for h in r.hosts.values()
                        if (h["type"] or "").split(".")[0] == family)
             if used + n > self.sim.quotas[code]:
@@ -1112,7 +1337,7 @@ class Ec2:
             hid = new_id("h")
             self.reg.hosts[hid] = {"id": hid, "type": p.get("InstanceType"),
                                    "az": p.get("AvailabilityZone") or self.reg.azs[0],
-                                   "state": "available", "instances": [],
+                                   "state": "available", "instances": [], "created": time.time(),
                                    "tags": tag_specs(p).get("dedicated-host", {})}
             ids.append(hid)
         return self.ok("AllocateHosts", "<hostIdSet>%s</hostIdSet>" % "".join(
@@ -1136,19 +1361,45 @@ class Ec2:
                            "".join("<item><resourceId>%s</resourceId><error><code>%s</code>"
                                    "<message>%s</message></error></item>" % b for b in bad)))
 
+    def host_xml(self, h):
+        """One Host (API_Host) with AWS's members: a Nitro host of the
+        type's family, its sockets, cores and vCPUs (a c5/m5/r5 host: 2
+        sockets, 48 cores, 96 vCPUs; others scaled from the type), the
+        instance capacity left, auto-placement and host recovery off."""
+        itype = h["type"] or ""
+        per = VCPUS.get(itype, 2)
+        total = 96
+        cap = total // per
+        used = len(h["instances"])
+        return (
+            "<item><hostId>%s</hostId><autoPlacement>off</autoPlacement>"
+            "<availabilityZone>%s</availabilityZone><availabilityZoneId>use1-az%d"
+            "</availabilityZoneId><availableCapacity><availableInstanceCapacity><item>"
+            "<availableCapacity>%d</availableCapacity><instanceType>%s</instanceType>"
+            "<totalCapacity>%d</totalCapacity></item></availableInstanceCapacity>"
+            "<availableVCpus>%d</availableVCpus></availableCapacity>"
+            "<hostProperties><cores>48</cores><instanceType>%s</instanceType><sockets>2"
+            "</sockets><totalVCpus>%d</totalVCpus></hostProperties>"
+            "<instances>%s</instances><state>%s</state><allocationTime>%s</allocationTime>"
+            "<hostRecovery>off</hostRecovery><allowsMultipleInstanceTypes>off"
+            "</allowsMultipleInstanceTypes><ownerId>%s</ownerId>"
+            "<memberOfServiceLinkedResourceGroup>false</memberOfServiceLinkedResourceGroup>"
+            "<hostMaintenance>off</hostMaintenance>%s</item>" % (
+                h["id"], h["az"], self.reg.azs.index(h["az"]) + 1
+                if h["az"] in self.reg.azs else 1, cap - used, escape(itype), cap,
+                total - used * per, escape(itype), total,
+                "".join("<item><instanceId>%s</instanceId><instanceType>%s</instanceType>"
+                        "<ownerId>%s</ownerId></item>" % (i, escape(itype), OWNER)
+                        for i in h["instances"]),
+                h["state"], iso(h.get("created", time.time())), OWNER, tagset(h["tags"])))
+
     def DescribeHosts(self):
         ids = flat_list(self.p, "HostId")
         filters = filters_of(self.p)
         out = [h for h in self.reg.hosts.values() if (not ids or h["id"] in ids) and
                match_filters(filters, {"state": h["state"]}, h["tags"])]
         chunk, tok = self.page(out)
-        items = "".join(
-            "<item><hostId>%s</hostId><availabilityZone>%s</availabilityZone><state>%s</state>"
-            "<hostProperties><instanceType>%s</instanceType></hostProperties>"
-            "<instances>%s</instances>%s</item>" % (
-                h["id"], h["az"], h["state"], h["type"] or "",
-                "".join("<item><instanceId>%s</instanceId></item>" % i for i in h["instances"]),
-                tagset(h["tags"])) for h in chunk)
+        items = "".join(self.host_xml(h) for h in chunk)
         return self.ok("DescribeHosts", "<hostSet>%s</hostSet>%s" % (items, tok))
 
     def DescribeInstanceTypes(self):
@@ -1159,10 +1410,7 @@ class Ec2:
                                "The following supplied instance types do not exist: [%s]" % t)
         chunk, tok = self.page(types)
         return self.ok("DescribeInstanceTypes", "<instanceTypeSet>%s</instanceTypeSet>%s" % (
-            "".join("<item><instanceType>%s</instanceType><currentGeneration>true"
-                    "</currentGeneration><vCpuInfo><defaultVCpus>%d</defaultVCpus></vCpuInfo>"
-                    "<memoryInfo><sizeInMiB>%d</sizeInMiB></memoryInfo></item>" % (
-                        t, VCPUS[t], MEMORY[t]) for t in chunk), tok))
+            "".join("<item>%s</item>" % ec2_xml(instance_type_info(t)) for t in chunk), tok))
 
     def DescribeAvailabilityZones(self):
         return self.ok("DescribeAvailabilityZones", "<availabilityZoneInfo>%s"
@@ -1366,12 +1614,32 @@ def handle_s3(sim, method, path, qs, headers, body):
 
 # ---------------------------------------------------------------- Service Quotas
 
-def sq_quota(code, value):
+def sq_quota(code, value, region):
+    """One ServiceQuota (Service Quotas API_ServiceQuota) with the members
+    AWS returns: the vCPU quotas carry their CloudWatch UsageMetric (as
+    AWS/Usage ResourceCount), and no quota here is a rate (no Period)."""
+    svc = quota_service(code)
     name = QUOTAS.get(code, ("quota " + code, 0))[0]
-    return {"ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
-            "QuotaArn": "arn:aws:servicequotas:us-east-1:%s:ec2/%s" % (OWNER, code),
-            "QuotaCode": code, "QuotaName": name, "Value": value, "Unit": "None",
-            "Adjustable": True, "GlobalQuota": False}
+    q = {"ServiceCode": svc, "ServiceName": SERVICE_NAMES[svc],
+         "QuotaArn": "arn:aws:servicequotas:%s:%s:%s/%s" % (region, OWNER, svc, code),
+         "QuotaCode": code, "QuotaName": name, "Value": value, "Unit": "None",
+         "Adjustable": True, "GlobalQuota": False,
+         "QuotaAppliedAtLevel": "ACCOUNT"}
+    if svc == "ec2" and code not in HOST_QUOTAS.values():
+        spot = "Spot" in name
+        cls = re.search(r"(?:On-Demand|All) (\w+)", name).group(1)
+        q["UsageMetric"] = {
+            "MetricNamespace": "AWS/Usage", "MetricName": "ResourceCount",
+            "MetricDimensions": {"Class": "%s/%s" % (cls, "Spot" if spot else "OnDemand"),
+                                 "Resource": "vCPU", "Service": "EC2", "Type": "Resource"},
+            "MetricStatisticRecommendation": "Maximum"}
+    elif svc == "ec2":
+        q["UsageMetric"] = {
+            "MetricNamespace": "AWS/Usage", "MetricName": "ResourceCount",
+            "MetricDimensions": {"Class": name.split()[2], "Resource": "DedicatedHosts",
+                                 "Service": "EC2", "Type": "Resource"},
+            "MetricStatisticRecommendation": "Maximum"}
+    return q
 
 
 def sq_error(status, typ, msg):
@@ -1392,25 +1660,45 @@ def handle_quotas(sim, region, headers, body):
         if f:
             return sq_error(int(f.spec.get("status") or 400), f.spec["code"],
                             f.spec.get("message") or "Rate exceeded")
+        svc = req.get("ServiceCode")
         if action in ("GetServiceQuota", "GetAWSDefaultServiceQuota"):
             code = req.get("QuotaCode")
-            if req.get("ServiceCode") != "ec2" or code not in sim.quotas:
+            if svc not in SERVICE_NAMES or code not in sim.quotas or \
+                    quota_service(code) != svc:
                 return sq_error(400, "NoSuchResourceException",
                                 "The request failed because the specified service does not "
                                 "exist or the quota %s does not exist." % code)
-            val = sim.quotas[code] if action == "GetServiceQuota" else QUOTAS[code][1]
+            val = sim.quotas[code] if action == "GetServiceQuota" else \
+                QUOTAS.get(code, (None, sim.quotas[code]))[1]
             return 200, "application/x-amz-json-1.1", json.dumps(
-                {"Quota": sq_quota(code, val)}).encode(), {}
-        if action == "ListServiceQuotas":
-            if req.get("ServiceCode") != "ec2":
-                return sq_error(400, "NoSuchResourceException", "no such service")
-            codes = sorted(sim.quotas)
-            start = int(req.get("NextToken") or 0)
-            n = int(req.get("MaxResults") or 100)
-            out = {"Quotas": [sq_quota(c, sim.quotas[c]) for c in codes[start:start + n]]}
+                {"Quota": sq_quota(code, val, region)}).encode(), {}
+        if action in ("ListServiceQuotas", "ListAWSDefaultServiceQuotas"):
+            if svc not in SERVICE_NAMES:
+                return sq_error(400, "NoSuchResourceException",
+                                "The request failed because the specified service does "
+                                "not exist.")
+            codes = sorted(c for c in sim.quotas if quota_service(c) == svc)
+            try:
+                start = int(req.get("NextToken") or 0)
+                n = int(req.get("MaxResults") or 100)
+            except ValueError:
+                return sq_error(400, "InvalidPaginationTokenException",
+                                "Invalid pagination token")
+            if n < 1 or n > 100:
+                return sq_error(400, "ValidationException", "1 validation error detected: "
+                                "Value at 'maxResults' failed to satisfy constraint: Member "
+                                "must have value less than or equal to 100")
+            default = action == "ListAWSDefaultServiceQuotas"
+            out = {"Quotas": [sq_quota(c, QUOTAS.get(c, (None, sim.quotas[c]))[1] if default
+                                       else sim.quotas[c], region)
+                              for c in codes[start:start + n]]}
             if start + n < len(codes):
                 out["NextToken"] = str(start + n)
             return 200, "application/x-amz-json-1.1", json.dumps(out).encode(), {}
+        if action == "ListServices":
+            return 200, "application/x-amz-json-1.1", json.dumps({"Services": [
+                {"ServiceCode": c, "ServiceName": n} for c, n in sorted(SERVICE_NAMES.items())
+            ]}).encode(), {}
         return sq_error(400, "UnknownOperationException", "Unknown operation " + target)
 
 
@@ -1468,6 +1756,7 @@ def control(sim, method, path, body):
         if what == "quotas":
             if method in ("POST", "PUT"):
                 sim.quotas.update({k: float(v) for k, v in (req or {}).items()})
+                sim.quotas_set.update(req or {})
             return sim.quotas
         if what == "images" and method == "POST":
             reg = sim.regions[req.pop("region", next(iter(sim.regions)))]

@@ -196,6 +196,14 @@ class Sim:
 
     def put(self, r, type_, rg):
         r["_type"], r["_rg"] = type_, rg.lower()
+        if CANON.get(type_, "").startswith("Microsoft.Network/"):
+            # every Network resource, and its sub-resources, carries a
+            # weak etag that changes with it (Network REST reference)
+            tag = 'W/"%s"' % uuid.uuid4()
+            r["etag"] = tag
+            for sub in (r.get("properties") or {}).get("subnets", []) + \
+                    (r.get("properties") or {}).get("ipConfigurations", []):
+                sub["etag"] = tag
         self.res[r["id"].lower()] = r
         return r
 
@@ -219,7 +227,10 @@ class Sim:
                 "type": "Microsoft.Network/virtualNetworks/subnets",
                 "properties": {"provisioningState": "Succeeded",
                                "addressPrefix": "10.0.%d.0/24" % i,
-                               "addressPrefixes": ["10.0.%d.0/24" % i, "fd00:0:0:%x::/64" % i]}})
+                               "addressPrefixes": ["10.0.%d.0/24" % i, "fd00:0:0:%x::/64" % i],
+                               "delegations": [],
+                               "privateEndpointNetworkPolicies": "Disabled",
+                               "privateLinkServiceNetworkPolicies": "Enabled"}})
         self.put(v, "virtualNetworks", rg)
 
     def subnet(self, sid):
@@ -848,7 +859,16 @@ def put_vm(sim, rg, name, data, query):
                "location": loc, "tags": {},
                "properties": {"provisioningState": "Succeeded", "resourceGuid": str(uuid.uuid4()),
                               "ipConfigurations": ipcs, "virtualMachine": {"id": rid},
-                              "enableAcceleratedNetworking": False, "nicType": "Standard"}}
+                              "enableAcceleratedNetworking": False, "nicType": "Standard",
+                              # ARM's defaults for a VM's NIC
+                              "dnsSettings": {"dnsServers": [], "appliedDnsServers": [],
+                                              "internalDomainNameSuffix":
+                                              "sim.dx.internal.cloudapp.net"},
+                              "macAddress": "00-0D-3A-%02X-%02X-%02X" % tuple(
+                                  uuid.uuid4().bytes[:3]),
+                              "enableIPForwarding": False, "primary": True,
+                              "hostedWorkloads": [], "tapConfigurations": [],
+                              "vnetEncryptionSupported": False}}
         sim.put(nic, "networkInterfaces", rg)
         (cascade if ncp.get("deleteOption") == "Delete" else detach).append(nic_id)
         nic_refs.append({"id": nic_id, "properties": {"deleteOption": ncp.get("deleteOption",
@@ -864,13 +884,33 @@ def put_vm(sim, rg, name, data, query):
     did = sim.rid(rg, "disks", dname)
     sim.put({"id": did, "name": dname, "type": CANON["disks"], "location": loc,
              "tags": dict(vm["tags"]), "managedBy": rid,
+             "sku": {"name": "Premium_LRS", "tier": "Premium"},
              "properties": {"provisioningState": "Succeeded", "diskState": "Attached",
                             "diskSizeGB": os_disk.get("diskSizeGB", 30), "osType": "Linux",
                             "creationData": {"createOption": "FromImage",
-                                             "imageReference": ref}}}, "disks", rg)
+                                             "imageReference": ref},
+                            # a P4 (30 GiB) Premium SSD's figures; the
+                            # defaults the Disks reference documents
+                            "hyperVGeneration": "V1",
+                            "diskIOPSReadWrite": 120, "diskMBpsReadWrite": 25,
+                            "diskSizeBytes": os_disk.get("diskSizeGB", 30) * 2 ** 30,
+                            "encryption": {"type": "EncryptionAtRestWithPlatformKey"},
+                            "timeCreated": now_iso(), "uniqueId": str(uuid.uuid4()),
+                            "networkAccessPolicy": "AllowAll"}}, "disks", rg)
     (cascade if os_disk.get("deleteOption") == "Delete" else detach).append(did)
     osp.pop("adminPassword", None)
     osp.pop("customData", None)
+    # the osProfile members ARM fills in for a Linux VM
+    osp.setdefault("linuxConfiguration", {})
+    osp["linuxConfiguration"].setdefault(
+        "disablePasswordAuthentication", "adminPassword" not in
+        ((props.get("osProfile") or {})))
+    osp["linuxConfiguration"].setdefault("provisionVMAgent", True)
+    osp["linuxConfiguration"].setdefault("patchSettings", {
+        "patchMode": "ImageDefault", "assessmentMode": "ImageDefault"})
+    osp.setdefault("secrets", [])
+    osp.setdefault("allowExtensionOperations", True)
+    osp.setdefault("requireGuestProvisionSignal", True)
     vm["properties"].update({
         "storageProfile": {"imageReference": ref,
                            "osDisk": {"osType": "Linux", "name": dname,

@@ -257,7 +257,19 @@ class Sim:
              "status": "READY", "creationTimestamp": now_rfc3339(),
              "diskSizeGb": str(im.get("diskSizeGb", 10)), "archiveSizeBytes": "1234567",
              "selfLink": self.url("projects/%s/global/images/%s" % (proj, name)),
-             "labels": im.get("labels", {})}
+             "labels": im.get("labels", {}),
+             # the members a public image carries (Image resource, v1): its
+             # license, UEFI/virtio features, multi-regional storage
+             "description": im.get("description", "%s built on %s" % (
+                 im.get("family") or name, now_rfc3339()[:10])),
+             "sourceType": "RAW", "labelFingerprint": "42WmSpB8rSM=",
+             "licenses": [self.url("projects/%s/global/licenses/%s" % (
+                 proj, im.get("license", (im.get("family") or name).split("-")[0])))],
+             "licenseCodes": [str(abs(hash(proj + name)) % 10 ** 19)],
+             "guestOsFeatures": [{"type": t} for t in (
+                 "UEFI_COMPATIBLE", "VIRTIO_SCSI_MULTIQUEUE", "GVNIC", "SEV_CAPABLE")],
+             "storageLocations": ["us", "eu", "asia"],
+             "architecture": im.get("architecture", "X86_64")}
         if im.get("deprecated"):
             d["deprecated"] = {"state": "DEPRECATED"}
         self.images[(proj, name)] = d
@@ -413,8 +425,10 @@ class Sim:
                  "network": self.url("projects/%s/%s" % (self.project, net.split(
                      "projects/%s/" % self.project)[-1])) if not net.startswith("http") else net,
                  "networkIP": pip, "fingerprint": "sim=", "stackType": "IPV4_ONLY"}
-            if nic.get("subnetwork"):
-                d["subnetwork"] = nic["subnetwork"]
+            # an auto-mode network has a subnetwork per region: GCE names it
+            d["subnetwork"] = nic.get("subnetwork") or self.url(
+                "projects/%s/regions/%s/subnetworks/%s" % (
+                    self.project, self.zones.get(zone, zone[:-2]), net.split("/")[-1]))
             acs = []
             for ac in nic.get("accessConfigs") or []:
                 nat = self.behavior["nat_ip"] or "34.%d.%d.%d" % (
@@ -447,16 +461,28 @@ class Sim:
                                           % (self.project, zone, disk_name)),
                        "deviceName": "persistent-disk-0", "index": 0, "boot": True,
                        "autoDelete": bool(boot[0].get("autoDelete")), "diskSizeGb": str(size),
-                       "interface": "SCSI"}],
+                       "interface": "SCSI", "licenses": image.get("licenses", []),
+                       "guestOsFeatures": image.get("guestOsFeatures", []),
+                       "architecture": image.get("architecture", "X86_64")}],
             "metadata": {"kind": "compute#metadata", "fingerprint": "sim=",
                          "items": [dict(key=str(it.get("key")), value=str(it.get("value")))
                                    for it in meta.get("items") or []]},
             "serviceAccounts": body.get("serviceAccounts") or [],
             "labels": body.get("labels") or {},
             "scheduling": {"onHostMaintenance": "MIGRATE", "automaticRestart": True,
-                           "preemptible": False},
+                           "preemptible": False, "provisioningModel": "STANDARD"},
             "cpuPlatform": "Intel Broadwell", "labelFingerprint": "sim=",
             "startRestricted": False, "deletionProtection": False,
+            # defaults GCE fills in (Instance resource, v1)
+            "description": body.get("description", ""),
+            "tags": {"items": (body.get("tags") or {}).get("items", []),
+                     "fingerprint": "42WmSpB8rSM="} if (body.get("tags") or {}).get("items")
+            else {"fingerprint": "42WmSpB8rSM="},
+            "canIpForward": bool(body.get("canIpForward", False)),
+            "fingerprint": "sim=",
+            "shieldedInstanceConfig": {"enableSecureBoot": False, "enableVtpm": True,
+                                       "enableIntegrityMonitoring": True},
+            "shieldedInstanceIntegrityPolicy": {"updateAutoLearnPolicy": True},
             "selfLink": target,
             "_t0": now, "_ready_at": now + self.behavior["boot_delay"],
             "_gone_at": None, "_outcome": outcome.get("status", "boot"),
@@ -530,6 +556,8 @@ def compute(sim, method, path, query, body):
                          % (sim.project, r))
         use = sim.usage(r)
         return 200, {"kind": "compute#region", "id": str(abs(hash(r)) % 10 ** 10), "name": r,
+                     "creationTimestamp": "1969-12-31T16:00:00.000-08:00",
+                     "description": r, "supportsPzs": True,
                      "status": "UP", "zones": [sim.url("projects/%s/zones/%s" % (sim.project, z))
                                                for z, rr in sim.zones.items() if rr == r],
                      "quotas": [{"metric": m, "limit": lim, "usage": float(use.get(m, 0))}

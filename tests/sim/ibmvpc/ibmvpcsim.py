@@ -202,7 +202,27 @@ class Sim:
         return {"id": uid, "crn": self.crn("vpc", uid), "href": self.href("/vpcs/" + uid),
                 "name": name, "resource_type": "vpc", "status": "available",
                 "classic_access": False, "created_at": now_iso(),
-                "resource_group": self.rg_ref(rg)}
+                "resource_group": self.rg_ref(rg),
+                # the defaults a VPC is created with (VPC API reference)
+                "cse_source_ips": [{"ip": {"address": "10.12.%d.%d" % (k, k + 9)},
+                                    "zone": self.zone_ref("%s-%d" % (self.region, k))}
+                                   for k in (1, 2, 3)],
+                "default_network_acl": self.default_ref("network_acls", "acl", name),
+                "default_routing_table": dict(self.default_ref(
+                    "vpcs/%s/routing_tables" % uid, None, name), resource_type="routing_table"),
+                "default_security_group": self.default_ref("security_groups",
+                                                           "security-group", name)}
+
+    def default_ref(self, coll, crn_kind, vpc_name):
+        """A reference to one of a VPC's default objects (ACL, routing
+        table, security group): named after the VPC as IBM names them."""
+        uid = new_id("r006")
+        ref = {"id": uid, "href": self.href("/%s/%s" % (coll, uid)),
+               "name": "%s-default-%s" % (vpc_name, coll.split("/")[-1].rstrip("s")
+                                          .replace("_", "-"))}
+        if crn_kind:
+            ref["crn"] = self.crn(crn_kind, uid)
+        return ref
 
     def make_subnet(self, s):
         vpc = self.find(self.vpcs, name=s.get("vpc", self.vpcs[0]["name"]))
@@ -217,6 +237,8 @@ class Sim:
                 "vpc": {"id": vpc["id"], "crn": vpc["crn"], "href": vpc["href"],
                         "name": vpc["name"], "resource_type": "vpc"},
                 "resource_group": vpc["resource_group"], "created_at": now_iso(),
+                "network_acl": vpc["default_network_acl"],
+                "routing_table": vpc["default_routing_table"],
                 "_hosts": [str(h) for h in list(net.hosts())[3:]]}
 
     def make_key(self, name, rg):
@@ -236,7 +258,10 @@ class Sim:
                 "bandwidth": {"type": "fixed", "value": 4000},
                 "port_speed": {"type": "fixed", "value": 16000},
                 "os_architecture": {"default": "amd64", "type": "enum", "values": ["amd64"]},
-                "disks": []}
+                "disks": [],
+                "network_interface_count": {"type": "range", "min": 1, "max": 5},
+                "total_volume_bandwidth": {"type": "dependent"},
+                "vcpu_manufacturer": {"type": "fixed", "value": "intel"}}
 
     def add_image(self, im):
         uid = im.get("id") or new_id("r006")
@@ -250,7 +275,8 @@ class Sim:
              "file": {"checksums": {"sha256": "0" * 64}, "size": 2},
              "operating_system": dict(osd, href=self.href("/operating_systems/%s"
                                                           % osd.get("name"))),
-             "status_reasons": [],
+             "status_reasons": [], "resource_type": "image",
+             "catalog_offering": {"managed": False},
              # as upstream notes, the image list's resource group reference
              # carries no name
              "resource_group": ({"id": rg["id"],
@@ -481,6 +507,14 @@ class Sim:
              "profile": {"name": profile["name"], "href": profile["href"]},
              "vcpu": {"architecture": "amd64", "count": vcpu},
              "memory": profile["memory"]["value"], "bandwidth": 4000,
+             # the profile's bandwidth split, no instance storage, the
+             # metadata service off and restart on host failure: the
+             # defaults the Instance reference documents
+             "total_network_bandwidth": 3000, "total_volume_bandwidth": 1000, "disks": [],
+             "metadata_service": {"enabled": False, "protocol": "http",
+                                  "response_hop_limit": 1},
+             "availability_policy": {"host_failure": "restart"},
+             "lifecycle_state": "pending", "lifecycle_reasons": [],
              "image": {"id": img["id"], "crn": img["crn"], "href": img["href"],
                        "name": img["name"]},
              "vpc": {"id": vpc["id"], "crn": vpc["crn"], "href": vpc["href"],
@@ -680,9 +714,22 @@ def cos_error(code, message):
                '<Message>%s</Message></Error>' % (code, message))
 
 
+LIFECYCLE = {"pending": "pending", "starting": "pending", "running": "stable",
+             "stopping": "updating", "stopped": "stable", "restarting": "updating",
+             "failed": "failed", "deleting": "deleting"}
+
+
 def public(obj):
-    """An object as the API shows it: without the simulator's _fields."""
-    return {k: v for k, v in obj.items() if not k.startswith("_")}
+    """What the API shows of a resource: no simulator-private ("_") keys;
+    an instance's lifecycle_state follows its status (Instance, VPC API
+    reference: lifecycle_state pending/stable/updating/deleting/failed)."""
+    out = {k: v for k, v in obj.items() if not k.startswith("_")}
+    if out.get("resource_type") == "instance" and "status" in out:
+        out["lifecycle_state"] = LIFECYCLE.get(out["status"], "stable")
+        out["lifecycle_reasons"] = [] if out["status"] != "failed" else [
+            {"code": "internal_error", "message": "The instance failed to start.",
+             "more_info": "https://cloud.ibm.com/docs/vpc?topic=vpc-instance-status-messages"}]
+    return out
 
 
 def route_of(method, path):
