@@ -234,22 +234,34 @@ assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
  * wins). With one launcher per pool nothing changes.
  */
 static uint64_t
-rv_score(const char *launcher_id, const char *req_id)
+rv_mix(uint64_t h)
 {
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a, then splitmix64's mix */
-	const unsigned char *p;
-
-	for (p = (const unsigned char *)launcher_id; *p != '\0'; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	h = (h ^ 0xffu) * 1099511628211ULL;
-	for (p = (const unsigned char *)req_id; *p != '\0'; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	h ^= h >> 30;
+	h ^= h >> 30; /* splitmix64's finalizer */
 	h *= 0xbf58476d1ce4e5b9ULL;
 	h ^= h >> 27;
 	h *= 0x94d049bb133111ebULL;
 	h ^= h >> 31;
 	return h;
+}
+
+static uint64_t
+rv_fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p != '\0'; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h;
+}
+
+/* The score of launcher_id for req_id (a request id or a duty key). The
+ * key is mixed before it meets the launcher id: keys that differ in one
+ * low bit only (sequential ids) would otherwise rank the launchers alike. */
+static uint64_t
+rv_score(const char *launcher_id, const char *req_id)
+{
+	return rv_mix(rv_fnv(launcher_id) ^ rv_mix(rv_fnv(req_id)));
 }
 
 /* How many live peers of pool rank before us for r (0: we are first). */

@@ -371,10 +371,19 @@ const struct lc_label *lc_label_get(const struct launcher *lc, const char *name)
 
 /* assign.c */
 void assign_pass(struct launcher *lc);
-/* 1 when this launcher is the one live launcher of its provider that acts
- * on duty key (min-ready of a label...): the best rendezvous score of
- * (launcher id, key) among the provider's pool components. Moves to
- * another launcher when its holder's registration goes (session end). */
+/*
+ * One actor per duty (issue 22): 1 when this launcher is the one live
+ * launcher of its provider that acts on duty item key, the launcher whose
+ * pool component has the best rendezvous score of (launcher id, key)
+ * among the provider's pool components (the hash requests are shared by;
+ * ties to the smaller id). Keys: "min-ready/<label>" (minready.c),
+ * "node/<id>" (max-ready-age, hold expiry: cleanup.c), "leak/<item>"
+ * (statemachine.c, openstack.c), "static/<host>" (static.c). Every
+ * launcher computes the same owner from the same registrations; a lost
+ * launcher's items move to the others when its registration goes (session
+ * end), and only its items move. 1 when no registration of the provider is
+ * seen (nobody else acts either).
+ */
 int lc_duty_mine(struct launcher *lc, const char *key);
 
 /*
