@@ -651,6 +651,10 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 			peers_barrier_for(lc, 0);
 	}
 	if (ev == ZK_CACHE_REMOVED) {
+		/* any provider's node gone: its tenant may have room again
+		 * (tenant limits are global) */
+		if (lc->n_tenant_limits > 0 && n != NULL && np_node_sum_tenant_name(n) != NULL)
+			launcher_schedule_assign(lc);
 		if (sum_is_ours(lc, n)) {
 			/* room freed: paused handlers may go on */
 			launcher_schedule_assign(lc);

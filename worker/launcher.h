@@ -108,6 +108,9 @@ enum hnode_state {
 	HN_FAILED,   /* launch failed */
 	HN_ABORTED,  /* quota: dropped from the nodeset, relaunched */
 	HN_SETTLED,  /* fast path: locked (and checked), or failed; waiting */
+	/* reusing for a tenant with limits: locked and checked, the
+	 * allocation waits for a quota round (tenant limits exact) */
+	HN_ALLOC_WAIT,
 };
 
 struct hnode {
@@ -137,6 +140,9 @@ struct hnode {
 	 * (HN_LOCKING, then HN_BUILDING with drv_launch.resume) */
 	int resume;
 	int no_adopt; /* an adoption failed: launch instead */
+	/* a reuse's allocation write sent in a quota round, not answered
+	 * yet (counted in the round: lc_quota_create_sent) */
+	int in_round;
 };
 
 enum handler_state {
@@ -416,6 +422,19 @@ const char *assign_defer_reason(const struct lc_pool *pool, const struct np_requ
 const char *assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
 int assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
 		       const struct drv_quota *used, const struct np_request *r);
+/* The tenant-resource-limits entry of tenant, or NULL (none, or tenant
+ * NULL). */
+const struct lc_tenant_limit *lc_tenant_limit(const struct launcher *lc, const char *tenant);
+/*
+ * What tenant uses now, added to *used (initialized by the caller): the
+ * `resources` of every node of the tenant in the node cache (any provider,
+ * any state, as upstream's tenant accounting and Zuul's), plus this
+ * launcher's nodes of the tenant not yet in it for certain (INIT creates
+ * and reuse allocations sent, not answered: counted twice rather than
+ * missed). Exact across launchers and providers inside a quota round
+ * (quota.c's design).
+ */
+void lc_tenant_usage(struct launcher *lc, const char *tenant, struct drv_quota *used);
 
 /* handler.c */
 struct handler *handler_new(struct lc_pool *pool, const char *req_id);
