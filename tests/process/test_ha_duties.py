@@ -12,13 +12,16 @@ import json
 import os
 import re
 import signal
+import threading
+import urllib.request
 
 import openstack
+from kazoo.exceptions import NoNodeError
 
 from conftest import wait_for
 from load_helpers import Load
 from npd import host, static_provider
-from openstack_helpers import write_clouds
+from openstack_helpers import wait_clean, write_clouds
 from test_ha import (CREATE, SlotSampler, instances, kill_instance, os_config,  # noqa: F401
                      os_sim, sims)
 
@@ -257,5 +260,146 @@ def test_static_hosts_one_registrant_each_and_handed_over(deployment, zuul, tmp_
     finally:
         smp.stop.set()
         load.stop.set()
+        for s in sups:
+            s.stop()
+
+
+class TenantSampler(threading.Thread):
+    """How many nodes of tenant each listing of /nodepool/nodes holds: the
+    listing is one atomic snapshot; a node's tenant_name is set when it
+    is created (INIT) or allocated and kept until it goes, so it is read
+    once per node (a node gone before its first read is not counted)."""
+
+    def __init__(self, zk, tenant):
+        super().__init__(daemon=True)
+        self.zk = zk
+        self.tenant = tenant
+        self.stop = threading.Event()
+        self.known = {}
+        self.max = 0
+        self.samples = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            kids = self.zk.get_children("/nodepool/nodes")
+            n = 0
+            for k in kids:
+                if self.known.get(k) is None:
+                    try:
+                        data, _ = self.zk.get("/nodepool/nodes/" + k)
+                        self.known[k] = json.loads(data).get("tenant_name") if data else None
+                    except (NoNodeError, ValueError):
+                        continue
+                n += self.known[k] == self.tenant
+            self.max = max(self.max, n)
+            self.samples += 1
+
+
+def test_tenant_limit_exact_across_launchers_and_providers(deployment, zuul, sims, tmp_path,
+                                                          monkeypatch):
+    """tenant-resource-limits are global (upstream): two providers, each
+    served by two nodepoold instances (four launchers), under Zuul's load
+    for one tenant: the tenant's nodes never exceed its max-servers at any
+    instant sampled, and it reaches it."""
+    sim = os_sim(tmp_path, boot_delay=0.5)
+    sims.append(sim)
+    write_clouds(sim, tmp_path, monkeypatch)
+    cfg = os_config(max_servers=20)
+    second = json.loads(json.dumps(cfg["providers"][0]))
+    second["name"] = "os2"
+    cfg["providers"].append(second)
+    cfg["tenant-resource-limits"] = [{"tenant-name": "tenant-one", "max-servers": 5}]
+    sups = instances(deployment, 2, cfg)
+    smp = TenantSampler(zuul.zk, "tenant-one")
+    load = Load(zuul, ["small"], per_label=12, wait_timeout=240, record_provider=True)
+    try:
+        for s in sups:
+            s.wait_running(["os1", "os2"], timeout=60)
+        wait_for(lambda: len(zuul.zk.get_children("/nodepool/components/pool")) == 4, 30,
+                 what="four pool components")
+        smp.start()
+        load.start()
+        wait_for(lambda: len([r for r in load.records if r["state"] == "fulfilled"]) > 80,
+                 240, what="requests served under the tenant's limit")
+        load.finish()
+        assert not load.errors, load.errors
+        wait_for(lambda: not zuul.nodes(), 120, what="every node deleted")
+        smp.stop.set()
+        smp.join(30)
+        assert smp.samples > 100
+        assert smp.max == 5, smp.max
+        assert all(r["state"] == "fulfilled" for r in load.records), \
+            [r for r in load.records if r["state"] != "fulfilled"][:5]
+        # both providers served the tenant
+        assert {r.get("provider") for r in load.records} == {"os1", "os2"}
+        wait_clean(sim, zuul)
+    finally:
+        smp.stop.set()
+        load.stop.set()
+        for s in sups:
+            s.stop()
+
+
+def http_get(port, path, accept="application/json"):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 headers={"Accept": accept})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.status, r.read().decode()
+
+
+def test_web_api_shows_peer_launchers(deployment, zuul):
+    """Each provider's launchers, peers included, on nodepool-web:
+    /status-summary (nodepoold's own endpoint: upstream's listings keep
+    their shapes) lists them per provider and per pool with their ids and
+    hosts, marks an upstream Nodepool launcher's registration, and the
+    status page (HTML alone, no script) shows each by host and id."""
+    hosts = [host("h1", ["small"]), host("h2", ["small"])]
+    cfg = {"labels": [{"name": "small"}], "providers": [static_provider("st", hosts)],
+           "zookeeper-timeout": 4}
+    sups = instances(deployment, 2, cfg)
+    try:
+        for s in sups:
+            s.wait_running(["st", "web"], timeout=60)
+        ids = wait_for(lambda: (lambda s: len(s) == 2 and s)(pool_ids(zuul)), 30,
+                       what="two pool components")
+        # an upstream launcher serving another provider, as its
+        # zk/components.py registers it
+        upstream = {"hostname": "nl99.example.org", "id":
+                    "nl99.example.org-PoolWorker.elsewhere-main-0123456789abcdef0123456789abcdef",
+                    "kind": "pool", "model_api": 0, "name": "main", "paused": False,
+                    "priority": 100, "provider_name": "elsewhere", "state": "running",
+                    "supported_labels": ["small"], "version": "9.1.0"}
+        zuul.zk.create("/nodepool/components/pool/nl99.example.org-",
+                       json.dumps(upstream, sort_keys=True).encode(), sequence=True,
+                       makepath=True)
+        for s in sups:
+            # every instance's web API shows both launchers of st
+            def summary():
+                _, body = http_get(s.web_port, "/status-summary")
+                d = {p["name"]: p for p in json.loads(body)["providers"]}
+                ok = "elsewhere" in d and len(d.get("st", {}).get("launchers", [])) == 2
+                return ok and d
+            provs = wait_for(summary, 30, what="both launchers in /status-summary")
+            st = provs["st"]
+            assert {la["id"] for la in st["launchers"]} == ids
+            assert all(la["hostname"] and la["nodepoold"] and la["state"] == "running"
+                       for la in st["launchers"])
+            (pool,) = st["pools"]
+            assert {la["id"] for la in pool["launchers"]} == ids
+            (up,) = provs["elsewhere"]["launchers"]
+            assert up["nodepoold"] is None and up["hostname"] == "nl99.example.org"
+            # the page, without its script
+            status, html = http_get(s.web_port, "/", accept="text/html")
+            assert status == 200
+            for i in ids:
+                assert 'title="%s">%s</small>' % (i, i[-8:]) in html
+            assert "<small>Nodepool</small>" in html
+            # upstream's listings keep their shapes: label-list as before
+            _, body = http_get(s.web_port, "/label-list")
+            assert json.loads(body) == [{"label": "small"}]
+            # nodepoolctl status: the other instance as its peer
+            rc, out, _ = s.ctl("status")
+            assert rc == 0 and "st peer launcher: " in out
+    finally:
         for s in sups:
             s.stop()
