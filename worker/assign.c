@@ -161,13 +161,16 @@ lc_tenant_limit(const struct launcher *lc, const char *tenant)
 	return NULL;
 }
 
+/* What a node uses: its `resources`; one instance for a node without
+ * (static nodes), so that a reused node counts too. */
 static void
 add_resources(struct drv_quota *used, const json_t *res)
 {
 	struct drv_quota q;
 
-	drv_quota_init(&q, 0, 0, 0);
-	drv_quota_from_json(&q, res);
+	drv_quota_init(&q, 0, res == NULL ? 1 : 0, 0);
+	if (res != NULL)
+		drv_quota_from_json(&q, res);
 	drv_quota_add(used, &q);
 	drv_quota_clear(&q);
 }
@@ -184,7 +187,7 @@ lc_tenant_usage(struct launcher *lc, const char *tenant, struct drv_quota *used)
 		const struct np_node_sum *nd = LC_SUM(ents[i]);
 		const char *t = nd != NULL ? np_node_sum_tenant_name(nd) : NULL;
 		const json_t *res = nd != NULL ? np_node_sum_resources(nd) : NULL;
-		if (t != NULL && res != NULL && strcmp(t, tenant) == 0)
+		if (t != NULL && strcmp(t, tenant) == 0)
 			add_resources(used, res);
 	}
 	for (p = 0; p < lc->prov.n_pools; p++) {
@@ -195,8 +198,7 @@ lc_tenant_usage(struct launcher *lc, const char *tenant, struct drv_quota *used)
 				continue;
 			for (k = 0; k < h->n_nodes; k++) {
 				const struct hnode *hn = &h->nodes[k];
-				if ((hn->state == HN_CREATING || hn->in_round) &&
-				    hn->node != NULL && hn->node->resources != NULL)
+				if ((hn->state == HN_CREATING || hn->in_round) && hn->node != NULL)
 					add_resources(used, hn->node->resources);
 			}
 		}

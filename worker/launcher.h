@@ -428,7 +428,8 @@ const struct lc_tenant_limit *lc_tenant_limit(const struct launcher *lc, const c
 /*
  * What tenant uses now, added to *used (initialized by the caller): the
  * `resources` of every node of the tenant in the node cache (any provider,
- * any state, as upstream's tenant accounting and Zuul's), plus this
+ * any state, as upstream's tenant accounting and Zuul's; one instance for
+ * a node without, as a static node), plus this
  * launcher's nodes of the tenant not yet in it for certain (INIT creates
  * and reuse allocations sent, not answered: counted twice rather than
  * missed). Exact across launchers and providers inside a quota round

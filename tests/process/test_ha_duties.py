@@ -18,7 +18,7 @@ import urllib.request
 import openstack
 from kazoo.exceptions import NoNodeError
 
-from conftest import wait_for
+from conftest import Zuul, wait_for
 from load_helpers import Load
 from npd import host, static_provider
 from openstack_helpers import wait_clean, write_clouds
@@ -401,5 +401,49 @@ def test_web_api_shows_peer_launchers(deployment, zuul):
             rc, out, _ = s.ctl("status")
             assert rc == 0 and "st peer launcher: " in out
     finally:
+        for s in sups:
+            s.stop()
+
+
+def test_tenant_limit_exact_for_reused_nodes(deployment, zuul):
+    """A ready node becomes a tenant's when it is allocated: static nodes
+    (reuse only) on two instances, a tenant limited to two servers, Zuul's
+    load of six jobs for it and two for another tenant: the limited
+    tenant never holds more than two nodes at any instant sampled, reaches
+    two, and the other tenant is served alongside."""
+    hosts = [host("h%d" % k, ["small"]) for k in range(1, 7)]
+    cfg = {"labels": [{"name": "small"}], "providers": [static_provider("st", hosts)],
+           "tenant-resource-limits": [{"tenant-name": "tenant-one", "max-servers": 2}],
+           "zookeeper-timeout": 4}
+    sups = instances(deployment, 2, cfg)
+    smp = TenantSampler(zuul.zk, "tenant-one")
+    other = Zuul(zuul.zk, tenant="tenant-two")
+    load = Load(zuul, ["small"], per_label=6, wait_timeout=240)
+    load2 = Load(other, ["small"], per_label=2, wait_timeout=240)
+    try:
+        for s in sups:
+            s.wait_running(["st"], timeout=60)
+        wait_for(lambda: len(zuul.zk.get_children("/nodepool/components/pool")) == 2, 30,
+                 what="two pool components")
+        smp.start()
+        load.start()
+        load2.start()
+        wait_for(lambda: len([r for r in load.records if r["state"] == "fulfilled"]) > 40 and
+                 len([r for r in load2.records if r["state"] == "fulfilled"]) > 10,
+                 240, what="both tenants served")
+        load.finish()
+        load2.finish()
+        assert not load.errors and not load2.errors, (load.errors, load2.errors)
+        smp.stop.set()
+        smp.join(30)
+        assert smp.samples > 100
+        assert smp.max == 2, smp.max
+        assert all(r["state"] == "fulfilled" for r in load.records + load2.records)
+        # both instances allocated nodes to the limited tenant
+        assert all(s.status()["st"]["fulfilled"] > 0 for s in sups)
+    finally:
+        smp.stop.set()
+        load.stop.set()
+        load2.stop.set()
         for s in sups:
             s.stop()
