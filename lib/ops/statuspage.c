@@ -421,11 +421,12 @@ providers_of(const struct status_view *v, const struct filter *f, const json_t *
 			n = v->pools ? zk_cache_entries(v->pools, &ents) : 0;
 			for (j = 0; j < n; j++) {
 				const struct np_component *pc = ents[j]->obj;
-				json_t *labels = json_array();
+				json_t *labels;
 				size_t li;
 				if (!pc || !pc->provider_name ||
 				    strcmp(pc->provider_name, name) != 0)
 					continue;
+				labels = json_array();
 				for (li = 0; li < pc->supported_labels.n; li++)
 					aadd(labels, json_string(pc->supported_labels.v[li]));
 				aadd(pools,
