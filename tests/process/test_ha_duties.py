@@ -55,8 +55,15 @@ def owner(ids, key):
 
 
 def pool_ids(zuul):
-    return {json.loads(zuul.zk.get("/nodepool/components/pool/" + c)[0])["id"]
-            for c in zuul.zk.get_children("/nodepool/components/pool")}
+    """The launcher ids of every pool component now (one going away while
+    it is listed is left out)."""
+    out = set()
+    for c in zuul.zk.get_children("/nodepool/components/pool"):
+        try:
+            out.add(json.loads(zuul.zk.get("/nodepool/components/pool/" + c)[0])["id"])
+        except NoNodeError:
+            pass
+    return out
 
 
 def own_ids(sups, zuul, n):
