@@ -346,6 +346,18 @@ size_t drv_provider_peers(struct drv_host *lc, char *who, size_t wholen);
  * No host: 1.
  */
 int drv_registration_round(struct drv_host *lc);
+/*
+ * One actor per duty (issue 22): 1 when this launcher is the one live
+ * launcher serving the provider that acts on the duty item key (a
+ * NUL-terminated string naming the item, prefixed by its duty:
+ * "leak/<node id>", "static/<host name>"...), 0 when a peer is. Every
+ * launcher of the provider computes the same answer from the same pool
+ * registrations (rendezvous hashing of launcher id and key, as requests
+ * are shared), so each item has exactly one actor while the registrations
+ * stand, and a lost launcher's items move to the others once its
+ * registrations go (its ZooKeeper session ends). No host: 1.
+ */
+int drv_duty_mine(struct drv_host *lc, const char *key);
 /* 1 if the node has lock contenders (cached "probably locked"). No host: 0. */
 int drv_node_locked(struct drv_host *lc, const char *node_id);
 /*

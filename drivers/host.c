@@ -89,6 +89,12 @@ drv_registration_round(struct drv_host *lc)
 }
 
 int
+drv_duty_mine(struct drv_host *lc, const char *key)
+{
+	return host->duty_mine != NULL ? host->duty_mine(lc, key) : 1;
+}
+
+int
 drv_node_locked(struct drv_host *lc, const char *node_id)
 {
 	return host->node_locked != NULL ? host->node_locked(lc, node_id) : 0;

@@ -114,6 +114,13 @@ struct drv_host_ops {
 	 */
 	int (*registration_round)(struct drv_host *lc);
 	/*
+	 * 1 when this launcher is the one live launcher of the provider that
+	 * acts on duty item key (drv_duty_mine; contract in driver.h).
+	 * Launcher: rendezvous hashing over its provider's pool components
+	 * (worker/assign.c, lc_duty_mine). NULL slot: 1 (no peers).
+	 */
+	int (*duty_mine)(struct drv_host *lc, const char *key);
+	/*
 	 * Write a launch's node record now (drv_store_node; contract in
 	 * driver.h). Launcher: an ordered asynchronous write under the
 	 * launch's node lock. NULL slot: -1 with errno EINVAL (no launch is

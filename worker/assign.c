@@ -150,39 +150,77 @@ assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
 	return ok;
 }
 
+const struct lc_tenant_limit *
+lc_tenant_limit(const struct launcher *lc, const char *tenant)
+{
+	size_t k;
+
+	for (k = 0; tenant != NULL && k < lc->n_tenant_limits; k++)
+		if (strcmp(lc->tenant_limits[k].tenant, tenant) == 0)
+			return &lc->tenant_limits[k];
+	return NULL;
+}
+
+/* What a node uses: its `resources`; one instance for a node without
+ * (static nodes), so that a reused node counts too. */
+static void
+add_resources(struct drv_quota *used, const json_t *res)
+{
+	struct drv_quota q;
+
+	drv_quota_init(&q, 0, res == NULL ? 1 : 0, 0);
+	if (res != NULL)
+		drv_quota_from_json(&q, res);
+	drv_quota_add(used, &q);
+	drv_quota_clear(&q);
+}
+
+void
+lc_tenant_usage(struct launcher *lc, const char *tenant, struct drv_quota *used)
+{
+	const struct zk_cache_entry *const *ents;
+	int i, n = zk_cache_entries(lc->nodes, &ents);
+	struct handler *h;
+	size_t p, k;
+
+	for (i = 0; i < n; i++) {
+		const struct np_node_sum *nd = LC_SUM(ents[i]);
+		const char *t = nd != NULL ? np_node_sum_tenant_name(nd) : NULL;
+		const json_t *res = nd != NULL ? np_node_sum_resources(nd) : NULL;
+		if (t != NULL && strcmp(t, tenant) == 0)
+			add_resources(used, res);
+	}
+	for (p = 0; p < lc->prov.n_pools; p++) {
+		TAILQ_FOREACH(h, &lc->prov.pools[p].handlers, entry)
+		{
+			if (h->req == NULL || h->req->tenant_name == NULL ||
+			    strcmp(h->req->tenant_name, tenant) != 0)
+				continue;
+			for (k = 0; k < h->n_nodes; k++) {
+				const struct hnode *hn = &h->nodes[k];
+				if ((hn->state == HN_CREATING || hn->in_round) && hn->node != NULL)
+					add_resources(used, hn->node->resources);
+			}
+		}
+	}
+}
+
 /* Tenant resource limits (reference 2.6): usage is the sum of `resources`
  * of every node of the tenant (any provider, any state); a request that
- * would exceed a limit is deferred, not declined. */
+ * would exceed a limit is deferred, not declined. This is the first look;
+ * launches and reuses for a tenant with limits are decided again, exactly,
+ * in a quota round (handler.c, tenant_has_room). */
 static int
 tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request *r)
 {
-	const struct lc_tenant_limit *tl = NULL;
-	const struct zk_cache_entry *const *ents;
+	const struct lc_tenant_limit *tl = lc_tenant_limit(lc, r->tenant_name);
 	struct drv_quota used;
-	int i, n, ok;
-	size_t k;
+	int ok;
 
-	if (r->tenant_name == NULL)
-		return 1;
-	for (k = 0; k < lc->n_tenant_limits; k++)
-		if (strcmp(lc->tenant_limits[k].tenant, r->tenant_name) == 0)
-			tl = &lc->tenant_limits[k];
 	if (tl == NULL)
 		return 1;
 	drv_quota_init(&used, 0, 0, 0);
-	n = zk_cache_entries(lc->nodes, &ents);
-	for (i = 0; i < n; i++) {
-		const struct np_node_sum *nd = LC_SUM(ents[i]);
-		struct drv_quota q;
-		const char *tenant = nd != NULL ? np_node_sum_tenant_name(nd) : NULL;
-		const json_t *res = nd != NULL ? np_node_sum_resources(nd) : NULL;
-		if (tenant == NULL || res == NULL || strcmp(tenant, r->tenant_name) != 0)
-			continue;
-		drv_quota_init(&q, 0, 0, 0);
-		drv_quota_from_json(&q, res);
-		drv_quota_add(&used, &q);
-		drv_quota_clear(&q);
-	}
+	lc_tenant_usage(lc, r->tenant_name, &used);
 	ok = assign_tenant_fits(pool, tl, &used, r);
 	drv_quota_clear(&used);
 	if (!ok)
@@ -234,22 +272,34 @@ assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
  * wins). With one launcher per pool nothing changes.
  */
 static uint64_t
-rv_score(const char *launcher_id, const char *req_id)
+rv_mix(uint64_t h)
 {
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a, then splitmix64's mix */
-	const unsigned char *p;
-
-	for (p = (const unsigned char *)launcher_id; *p != '\0'; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	h = (h ^ 0xffu) * 1099511628211ULL;
-	for (p = (const unsigned char *)req_id; *p != '\0'; p++)
-		h = (h ^ *p) * 1099511628211ULL;
-	h ^= h >> 30;
+	h ^= h >> 30; /* splitmix64's finalizer */
 	h *= 0xbf58476d1ce4e5b9ULL;
 	h ^= h >> 27;
 	h *= 0x94d049bb133111ebULL;
 	h ^= h >> 31;
 	return h;
+}
+
+static uint64_t
+rv_fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p != '\0'; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h;
+}
+
+/* The score of launcher_id for req_id (a request id or a duty key). The
+ * key is mixed before it meets the launcher id: keys that differ in one
+ * low bit only (sequential ids) would otherwise rank the launchers alike. */
+static uint64_t
+rv_score(const char *launcher_id, const char *req_id)
+{
+	return rv_mix(rv_fnv(launcher_id) ^ rv_mix(rv_fnv(req_id)));
 }
 
 /* How many live peers of pool rank before us for r (0: we are first). */

@@ -670,6 +670,23 @@ lockgc_children(int rc, int count, char *const *names, void *arg)
 
 /* ---- ages and holds ---------------------------------------------------------- */
 
+/*
+ * max-ready-age and hold expiry have one actor per node (issue 22): of the
+ * launchers serving the provider, the one lc_duty_mine names for
+ * "node/<id>" deletes it; the others leave it, so an expired node is
+ * deleted once, by its owner, not raced for by every launcher (each would
+ * lose on the node lock but one). A lost owner's nodes are its peers' once
+ * its registration goes: launcher.c runs this pass again then.
+ */
+static int
+node_duty_mine(struct launcher *lc, const char *id)
+{
+	char duty[128];
+
+	snprintf(duty, sizeof(duty), "node/%s", id);
+	return lc_duty_mine(lc, duty);
+}
+
 static void
 cleanup_ages(struct launcher *lc)
 {
@@ -682,6 +699,10 @@ cleanup_ages(struct launcher *lc)
 		    LC_SUM(ents[i]) ? np_node_sum_full(LC_SUM(ents[i])) : NULL;
 		size_t k;
 		if (!ours(lc, nd) || ents[i]->locked > 0 || lc_busy(lc, nd->id))
+			continue;
+		if (!((nd->state == NP_NODE_READY && nd->allocated_to == NULL) ||
+		      nd->state == NP_NODE_HOLD) ||
+		    !node_duty_mine(lc, nd->id))
 			continue;
 		if (nd->state == NP_NODE_READY && nd->allocated_to == NULL) {
 			for (k = 0; k < nd->type.n; k++) {

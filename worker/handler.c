@@ -39,6 +39,8 @@ struct hop {
 
 static void run(struct handler *h);
 static void poll_handler(struct handler *h);
+static void reuse_failed(struct handler *h, size_t i);
+static int tenant_has_room(struct handler *h, size_t i);
 static void label_need(struct launcher *lc, const struct lc_pool *pool, const char *label,
 		       struct drv_quota *q);
 static void vanish_step(struct handler *h);
@@ -214,7 +216,7 @@ static int
 hn_in_flight(const struct hnode *hn)
 {
 	return hn->state == HN_LOCKING || hn->state == HN_CHECKING || hn->state == HN_CREATING ||
-	       hn->state == HN_BUILDING;
+	       hn->state == HN_BUILDING || hn->state == HN_ALLOC_WAIT;
 }
 
 static void
@@ -527,6 +529,8 @@ vanish_step(struct handler *h)
 
 	for (i = 0; i < h->n_nodes; i++) {
 		struct hnode *hn = &h->nodes[i];
+		if (hn->state == HN_ALLOC_WAIT)
+			reuse_failed(h, i); /* nothing in flight: unlock it */
 		if (hn_in_flight(hn)) {
 			busy = 1;
 			continue;
@@ -715,6 +719,23 @@ allocate_node(struct handler *h, size_t i)
 	lc_store_node(h->lc, h->nodes[i].node, h->nodes[i].lock, node_allocated, hop_new(h, i));
 }
 
+/*
+ * A reused node, locked and checked, is allocated to the request. For a
+ * tenant with limits the allocation makes the node the tenant's (its
+ * tenant_name), so it is decided in a quota round, as a launch is: the
+ * node waits locked (HN_ALLOC_WAIT) until run() sees the round open.
+ */
+static void
+reuse_allocate(struct handler *h, size_t i)
+{
+	if (lc_tenant_limit(h->lc, h->req->tenant_name) == NULL) {
+		allocate_node(h, i);
+		return;
+	}
+	h->nodes[i].state = HN_ALLOC_WAIT;
+	lc_quota_want(h->lc);
+}
+
 static void
 reuse_checked(const char *node_id, int ok, void *arg)
 {
@@ -749,7 +770,7 @@ reuse_checked(const char *node_id, int ok, void *arg)
 		run(h);
 		return;
 	}
-	allocate_node(h, i);
+	reuse_allocate(h, i);
 }
 
 static void
@@ -781,7 +802,7 @@ node_read_for_reuse(int rc, const char *data, int len, const struct zk_stat *st,
 		lc->prov.drv->check_reusable(lc->prov.dp, n, reuse_checked, hop_new(h, i));
 		return;
 	}
-	allocate_node(h, i);
+	reuse_allocate(h, i);
 }
 
 static void
@@ -815,6 +836,11 @@ node_allocated(int rc, const struct zk_stat *st, void *arg)
 	struct handler *h;
 	size_t i;
 
+	if (o->h->nodes[o->idx].in_round) {
+		/* answered: the quota round may end (quota.c) */
+		o->h->nodes[o->idx].in_round = 0;
+		lc_quota_create_done(o->h->lc);
+	}
 	if (hop_done(o, &h, &i))
 		return;
 	if (rc != ZOK) {
@@ -1296,6 +1322,46 @@ label_need(struct launcher *lc, const struct lc_pool *pool, const char *label, s
 		lc->prov.drv->label_quota(lc->prov.dp, pool->name, label, q);
 }
 
+/*
+ * Tenant limits exact (quota.c's design): 1 when node i of h may be
+ * launched (or, HN_ALLOC_WAIT, its reused node allocated) without the
+ * request's tenant exceeding its tenant-resource-limits: what the tenant
+ * uses (lc_tenant_usage: every provider's nodes, as upstream) plus what
+ * this node needs (a reused node's `resources`, else the label's quota).
+ * Called in a quota round only, when the view holds every node created or
+ * allocated before it by any launcher of any provider. 1 for a tenant
+ * without limits.
+ */
+static int
+tenant_has_room(struct handler *h, size_t i)
+{
+	const struct lc_tenant_limit *tl = lc_tenant_limit(h->lc, h->req->tenant_name);
+	struct hnode *hn = &h->nodes[i];
+	struct drv_quota left, q;
+	int ok;
+
+	if (tl == NULL)
+		return 1;
+	drv_quota_init(&left, tl->limits.cores, tl->limits.instances, tl->limits.ram);
+	if (tl->limits.extra != NULL)
+		left.extra = json_deep_copy(tl->limits.extra);
+	drv_quota_init(&q, 0, 0, 0);
+	lc_tenant_usage(h->lc, h->req->tenant_name, &q);
+	drv_quota_sub(&left, &q);
+	drv_quota_clear(&q);
+	if (hn->state == HN_ALLOC_WAIT && hn->node != NULL && hn->node->resources != NULL) {
+		drv_quota_init(&q, 0, 0, 0);
+		drv_quota_from_json(&q, hn->node->resources);
+	} else {
+		label_need(h->lc, h->pool, hn->label, &q);
+	}
+	drv_quota_sub(&left, &q);
+	drv_quota_clear(&q);
+	ok = drv_quota_non_negative(&left);
+	drv_quota_clear(&left);
+	return ok;
+}
+
 /* What a node uses: its `resources`, else its label's quota. */
 static void
 node_usage(struct launcher *lc, const struct lc_pool *pool, const struct np_node *nd,
@@ -1443,7 +1509,7 @@ run(struct handler *h)
 	struct launcher *lc = h->lc;
 	const struct driver *drv = lc->prov.drv;
 	size_t i;
-	int short_of_nodes = 0, quota_wait = 0;
+	int short_of_nodes = 0, quota_wait = 0, tenant_short = 0;
 
 	if (h->state != H_RUNNING && h->state != H_PAUSED)
 		return;
@@ -1475,6 +1541,23 @@ run(struct handler *h)
 		struct hnode *hn = &h->nodes[i];
 		const char *id;
 
+		if (hn->state == HN_ALLOC_WAIT) {
+			/* a reuse for a tenant with limits (reuse_allocate) */
+			if (!lc_quota_open(lc)) {
+				quota_wait = 1;
+				continue;
+			}
+			if (!tenant_has_room(h, i)) {
+				reuse_failed(h, i);
+				tenant_short = 1;
+				continue;
+			}
+			hn->state = HN_CHECKING; /* the allocation write in flight */
+			hn->in_round = 1;
+			lc_quota_create_sent(lc);
+			allocate_node(h, i);
+			continue;
+		}
 		if (hn->state != HN_WANTED)
 			continue;
 		/* a launch an earlier launcher began for this request: go on
@@ -1504,11 +1587,28 @@ run(struct handler *h)
 			short_of_nodes = 1;
 			continue;
 		}
+		if (!tenant_has_room(h, i)) {
+			tenant_short = 1;
+			continue;
+		}
 		start_launch(h, i);
 	}
 	if (quota_wait) {
 		lc_quota_want(lc);
 		return; /* paused or not, decided in the round */
+	}
+	if (tenant_short) {
+		/* the tenant is at its limits: as upstream's assignment,
+		 * which defers such a request, it goes back to `requested`
+		 * (its ready nodes released) and is taken again once the
+		 * tenant has room (assign.c's tenant_allows) */
+		for (i = 0; i < h->n_nodes; i++)
+			if (hn_in_flight(&h->nodes[i]))
+				return; /* decide once the others settle */
+		log_info("request %s: tenant %s at its limits; back to requested", h->req_id,
+			 h->req->tenant_name);
+		release_to_requested(h);
+		return;
 	}
 	if (short_of_nodes) {
 		int in_flight = 0;
@@ -1552,7 +1652,8 @@ handler_quota_round(struct launcher *lc)
 			next = TAILQ_NEXT(h, entry);
 			for (i = 0; i < h->n_nodes; i++)
 				wanted |= h->nodes[i].state == HN_WANTED ||
-					  h->nodes[i].state == HN_ABORTED;
+					  h->nodes[i].state == HN_ABORTED ||
+					  h->nodes[i].state == HN_ALLOC_WAIT;
 			if (!wanted || h->vanished)
 				continue;
 			if (h->state == H_PAUSED)
@@ -1873,6 +1974,9 @@ fast_start(struct handler *h)
 	if (!lc->prov.drv->reuse_only || r == NULL || r->state != NP_REQ_REQUESTED ||
 	    r->node_types.n == 0 || np_strv_contains(&r->declined_by, h->pool->launcher_id) ||
 	    assign_decline_reason(h->pool, r) != NULL)
+		return 0;
+	/* a tenant with limits: allocations decided in quota rounds */
+	if (lc_tenant_limit(lc, r->tenant_name) != NULL)
 		return 0;
 	n = r->node_types.n;
 	picked = calloc(n, sizeof(*picked));

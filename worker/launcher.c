@@ -624,6 +624,8 @@ maybe_started(struct launcher *lc)
 	notify_change(lc);
 }
 
+static void peers_barrier_for(struct launcher *lc, int lost);
+
 static void
 nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e, void *arg)
 {
@@ -638,9 +640,21 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 		return;
 	}
 	n = LC_SUM(e);
-	if (ev == ZK_CACHE_REMOVED)
-		strset_del(lc->gone, e->name);
 	if (ev == ZK_CACHE_REMOVED) {
+		int by_us = strset_has(lc->gone, e->name);
+		strset_del(lc->gone, e->name);
+		/* a peer deleted a node of our provider (a static slot it
+		 * recycled): the driver looks again, so that the slot's owner
+		 * (drv_duty_mine) registers it anew */
+		if (!by_us && lc->started && sum_is_ours(lc, n) && lc->prov.dp != NULL &&
+		    lc->prov.drv->peers_changed != NULL)
+			peers_barrier_for(lc, 0);
+	}
+	if (ev == ZK_CACHE_REMOVED) {
+		/* any provider's node gone: its tenant may have room again
+		 * (tenant limits are global) */
+		if (lc->n_tenant_limits > 0 && n != NULL && np_node_sum_tenant_name(n) != NULL)
+			launcher_schedule_assign(lc);
 		if (sum_is_ours(lc, n)) {
 			/* room freed: paused handlers may go on */
 			launcher_schedule_assign(lc);
@@ -712,6 +726,7 @@ requests_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache
 
 struct barrier {
 	struct launcher *lc;
+	int lost; /* a peer's registration went */
 };
 
 static void
@@ -719,10 +734,20 @@ peers_barrier_done(int rc, const struct zk_stat *st, void *arg)
 {
 	struct barrier *b = arg;
 	struct launcher *lc = b->lc;
+	int lost = b->lost;
 
 	lc_ctx_free(lc, b);
-	if (lc->started && lc->prov.dp != NULL && lc->prov.drv->peers_changed != NULL)
+	if (!lc->started || lc->stopping)
+		return;
+	if (lc->prov.dp != NULL && lc->prov.drv->peers_changed != NULL)
 		lc->prov.drv->peers_changed(lc->prov.dp);
+	if (lost) {
+		/* the lost peer's duties (min-ready, ages, holds, leaks) are
+		 * someone's now (lc_duty_mine): ours are done at once, not at
+		 * the next timer */
+		schedule(lc->minready_ev);
+		timer_add(lc->cleanup_ev, 0);
+	}
 }
 
 /*
@@ -733,11 +758,12 @@ peers_barrier_done(int rc, const struct zk_stat *st, void *arg)
  * before the driver looks at the nodes.
  */
 static void
-peers_barrier(struct launcher *lc)
+peers_barrier_for(struct launcher *lc, int lost)
 {
 	struct barrier *b = lc_ctx_new(lc, sizeof(*b), NULL);
 
 	b->lc = lc;
+	b->lost = lost;
 	zk_exists(lc->zk, "/nodepool/nodes", NULL, NULL, peers_barrier_done, b);
 }
 
@@ -753,12 +779,11 @@ components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cac
 	}
 	if (ev == ZK_CACHE_REMOVED)
 		lc->pools_removed_at = lc_monotonic();
-	if (ev == ZK_CACHE_REMOVED && lc->started && lc->prov.dp != NULL &&
-	    lc->prov.drv->peers_changed != NULL && e->obj != NULL &&
+	if (ev == ZK_CACHE_REMOVED && lc->started && e->obj != NULL &&
 	    zk_cache_ephemeral_owner(c, e) != zk_session_id(lc->zk)) {
 		const struct np_component *pc = e->obj;
 		if (pc->provider_name != NULL && strcmp(pc->provider_name, lc->prov.name) == 0)
-			peers_barrier(lc);
+			peers_barrier_for(lc, 1);
 	}
 	launcher_schedule_assign(lc);
 }
@@ -1390,6 +1415,12 @@ host_registration_round(struct drv_host *h)
 	return 0;
 }
 
+static int
+host_duty_mine(struct drv_host *h, const char *key)
+{
+	return lc_duty_mine(h->owner, key);
+}
+
 static void
 host_register_node(struct drv_host *h, struct np_node *n,
 		   void (*done)(const char *node_id, int unknown, void *arg), void *arg)
@@ -1533,6 +1564,7 @@ const struct drv_host_ops lc_host_ops = {
     .node_unreadable = host_node_unreadable,
     .provider_peers = host_provider_peers,
     .registration_round = host_registration_round,
+    .duty_mine = host_duty_mine,
     .node_locked = host_node_locked,
     .node_get = host_node_get,
     .all_nodes = host_all_nodes,

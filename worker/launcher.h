@@ -108,6 +108,9 @@ enum hnode_state {
 	HN_FAILED,   /* launch failed */
 	HN_ABORTED,  /* quota: dropped from the nodeset, relaunched */
 	HN_SETTLED,  /* fast path: locked (and checked), or failed; waiting */
+	/* reusing for a tenant with limits: locked and checked, the
+	 * allocation waits for a quota round (tenant limits exact) */
+	HN_ALLOC_WAIT,
 };
 
 struct hnode {
@@ -137,6 +140,9 @@ struct hnode {
 	 * (HN_LOCKING, then HN_BUILDING with drv_launch.resume) */
 	int resume;
 	int no_adopt; /* an adoption failed: launch instead */
+	/* a reuse's allocation write sent in a quota round, not answered
+	 * yet (counted in the round: lc_quota_create_sent) */
+	int in_round;
 };
 
 enum handler_state {
@@ -371,10 +377,19 @@ const struct lc_label *lc_label_get(const struct launcher *lc, const char *name)
 
 /* assign.c */
 void assign_pass(struct launcher *lc);
-/* 1 when this launcher is the one live launcher of its provider that acts
- * on duty key (min-ready of a label...): the best rendezvous score of
- * (launcher id, key) among the provider's pool components. Moves to
- * another launcher when its holder's registration goes (session end). */
+/*
+ * One actor per duty (issue 22): 1 when this launcher is the one live
+ * launcher of its provider that acts on duty item key, the launcher whose
+ * pool component has the best rendezvous score of (launcher id, key)
+ * among the provider's pool components (the hash requests are shared by;
+ * ties to the smaller id). Keys: "min-ready/<label>" (minready.c),
+ * "node/<id>" (max-ready-age, hold expiry: cleanup.c), "leak/<item>"
+ * (statemachine.c, openstack.c), "static/<host>" (static.c). Every
+ * launcher computes the same owner from the same registrations; a lost
+ * launcher's items move to the others when its registration goes (session
+ * end), and only its items move. 1 when no registration of the provider is
+ * seen (nobody else acts either).
+ */
 int lc_duty_mine(struct launcher *lc, const char *key);
 
 /*
@@ -407,6 +422,20 @@ const char *assign_defer_reason(const struct lc_pool *pool, const struct np_requ
 const char *assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
 int assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
 		       const struct drv_quota *used, const struct np_request *r);
+/* The tenant-resource-limits entry of tenant, or NULL (none, or tenant
+ * NULL). */
+const struct lc_tenant_limit *lc_tenant_limit(const struct launcher *lc, const char *tenant);
+/*
+ * What tenant uses now, added to *used (initialized by the caller): the
+ * `resources` of every node of the tenant in the node cache (any provider,
+ * any state, as upstream's tenant accounting and Zuul's; one instance for
+ * a node without, as a static node), plus this
+ * launcher's nodes of the tenant not yet in it for certain (INIT creates
+ * and reuse allocations sent, not answered: counted twice rather than
+ * missed). Exact across launchers and providers inside a quota round
+ * (quota.c's design).
+ */
+void lc_tenant_usage(struct launcher *lc, const char *tenant, struct drv_quota *used);
 
 /* handler.c */
 struct handler *handler_new(struct lc_pool *pool, const char *req_id);

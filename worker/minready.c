@@ -5,8 +5,10 @@
  * (priority prefix 900, requestor NodePool:min-ready, reuse false,
  * ephemeral) and, once fulfilled, handing their nodes back to the pool.
  *
- * With one worker per provider, a label's min-ready belongs to one worker:
- * the first provider in the config whose pools offer it (lcconfig.c).
+ * A label's min-ready belongs to one provider, the first in the config
+ * whose pools offer it (lcconfig.c), and among the launchers serving that
+ * provider (several nodepoold instances) to one, as every duty:
+ * lc_duty_mine("min-ready/<label>"), handed over when its launcher goes.
  * Unlike upstream's all-or-nothing batch, the shortfall is topped up while
  * earlier requests are still outstanding, counting those as coming.
  */

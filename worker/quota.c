@@ -31,6 +31,35 @@
  * every limit. Reuse of ready nodes and adoption of a lost launcher's
  * building nodes take no new resources and need no round.
  *
+ * Tenant limits (tenant-resource-limits) are global, as upstream's: a
+ * tenant's nodes of every provider count against them. So when any are
+ * configured, a round also holds the tenants' lock,
+ *
+ *     /nodepool/launcher-quota-tenants     (kazoo's lock recipe)
+ *
+ * taken after the provider's lock (one order everywhere: no two launchers
+ * wait for each other in a cycle), so that the rounds of every launcher
+ * of every provider are serialized. Under it a launch for a tenant with
+ * limits counts what the tenant's nodes use (every provider's, by their
+ * `resources`; lc_tenant_usage), plus the creates of its own round, and
+ * is made only if the new node fits (handler.c, tenant_has_room); its
+ * INIT node carries the tenant's name and resources, so the next holder
+ * counts it. A reused READY node becomes the tenant's when it is
+ * allocated (tenant_name written into it): for a tenant with limits that
+ * write is decided in a round too, after the node is locked and checked
+ * (HN_ALLOC_WAIT), and the round lasts until it is answered. As the
+ * allocation is a data change, not a new child, a round for tenants also
+ * waits until the node cache has read every change it was told of
+ * (zk_cache_reads_pending). A request whose tenant is at its limits goes
+ * back to `requested` (upstream defers it at assignment) and is taken
+ * again when a node of the tenant goes. Assignment's first look
+ * (assign.c, tenant_allows) uses the same count, outside the round.
+ *
+ * The price: with tenant limits configured, the launch decisions of every
+ * provider are serialized (one lock round trip per batch of launches, as
+ * for one provider). Every launcher must have the same tenant limits (a
+ * launcher without them takes no tenants' lock).
+ *
  * Rounds batch: a handler that wants to launch while no round is open asks
  * for one (lc_quota_want) and waits; the round, once the lock is held and
  * the view loaded, runs every handler with nodes to launch (handler.c,
@@ -47,11 +76,16 @@
 
 #include "lib/core/log.h"
 
+#define TENANT_LOCK "/nodepool/launcher-quota-tenants"
+
 struct lc_quota {
 	struct launcher *lc;
 	struct zk_lock *lock;
+	/* the tenants' lock (TENANT_LOCK), taken after lock when tenant
+	 * limits are configured */
+	struct zk_lock *tlock;
 	int acquiring; /* zk_lock_acquire in flight */
-	int releasing; /* zk_lock_release in flight */
+	int releasing; /* zk_lock_release calls in flight */
 	int open;      /* a round is running: launches may start */
 	int creates;   /* creates of the last round not answered yet */
 	int want;      /* a round is wanted (after the current one) */
@@ -61,13 +95,27 @@ struct lc_quota {
 
 static void quota_acquire(struct lc_quota *q);
 
+/* Tenant limits are configured: rounds hold the tenants' lock too. */
+static int
+need_tenants(const struct lc_quota *q)
+{
+	return q->tlock != NULL && q->lc->n_tenant_limits > 0;
+}
+
+/* Every lock a round needs is held. */
+static int
+round_held(const struct lc_quota *q)
+{
+	return q->lock != NULL && zk_lock_is_held(q->lock) &&
+	       (!need_tenants(q) || zk_lock_is_held(q->tlock));
+}
+
 static void
 quota_released(int rc, void *arg)
 {
 	struct lc_quota *q = arg;
 
-	q->releasing = 0;
-	if (q->want)
+	if (--q->releasing == 0 && q->want)
 		quota_acquire(q);
 }
 
@@ -76,11 +124,16 @@ quota_release(struct lc_quota *q)
 {
 	if (q->releasing)
 		return; /* quota_released goes on */
-	if (q->lock != NULL && zk_lock_is_held(q->lock)) {
-		q->releasing = 1;
-		zk_lock_release(q->lock, quota_released, q);
-		return;
+	if (q->tlock != NULL && zk_lock_is_held(q->tlock)) {
+		q->releasing++;
+		zk_lock_release(q->tlock, quota_released, q);
 	}
+	if (q->lock != NULL && zk_lock_is_held(q->lock)) {
+		q->releasing++;
+		zk_lock_release(q->lock, quota_released, q);
+	}
+	if (q->releasing)
+		return;
 	/* lost with its session meanwhile: a round still wanted starts over */
 	if (q->want)
 		quota_acquire(q);
@@ -101,13 +154,20 @@ quota_round(struct lc_quota *q)
 {
 	struct launcher *lc = q->lc;
 
-	if (lc->stopping || q->lock == NULL || !zk_lock_is_held(q->lock)) {
+	if (lc->stopping || !round_held(q)) {
 		q->want = 1;
 		retry_later(q, 0.1);
 		return;
 	}
 	if (!lc_in_sync(lc) || zk_cache_unloaded(lc->nodes) > 0) {
 		retry_later(q, 0.02); /* nodes created by others still loading */
+		return;
+	}
+	if (need_tenants(q) && zk_cache_reads_pending(lc->nodes) > 0) {
+		/* a reuse's allocation (a data change, not a new child) makes
+		 * a node its tenant's: the reads of changes heard before the
+		 * lock came land first */
+		retry_later(q, 0.005);
 		return;
 	}
 	q->want = 0;
@@ -130,13 +190,17 @@ quota_locked(struct zk_lock *lock, int rc, void *arg)
 	q->acquiring = 0;
 	if (rc != ZOK) {
 		if (!q->lc->stopping) {
-			log_debug("provider quota lock: %s (trying again)", zk_strerror(rc));
+			log_debug("%s quota lock: %s (trying again)",
+				  lock == q->tlock ? "tenants'" : "provider", zk_strerror(rc));
 			q->want = 1;
 			retry_later(q, 0.5);
 		}
 		return;
 	}
-	quota_round(q);
+	if (!round_held(q))
+		quota_acquire(q); /* the tenants' lock next */
+	else
+		quota_round(q);
 }
 
 static void
@@ -144,13 +208,19 @@ quota_acquire(struct lc_quota *q)
 {
 	if (q->acquiring || q->releasing || q->lc->stopping || q->lock == NULL)
 		return;
-	if (zk_lock_is_held(q->lock)) {
+	if (round_held(q)) {
 		if (q->creates == 0 && !q->open)
 			quota_round(q);
 		return; /* else: released, then acquired again, when they answer */
 	}
 	q->acquiring = 1;
-	zk_lock_acquire(q->lock, 30, quota_locked, q);
+	/* always the provider's lock first, then the tenants': one order,
+	 * so launchers of different providers never wait for each other in
+	 * a cycle */
+	if (!zk_lock_is_held(q->lock))
+		zk_lock_acquire(q->lock, 30, quota_locked, q);
+	else
+		zk_lock_acquire(q->tlock, 30, quota_locked, q);
 }
 
 static void
@@ -158,7 +228,7 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct lc_quota *q = arg;
 
-	if (q->lock != NULL && zk_lock_is_held(q->lock))
+	if (round_held(q))
 		quota_round(q);
 	else
 		quota_acquire(q);
@@ -175,6 +245,7 @@ lc_quota_init(struct launcher *lc)
 	q->lc = lc;
 	snprintf(path, sizeof(path), "/nodepool/launcher-quota/%s", lc->prov.name);
 	q->lock = zk_lock_new(lc->zk, path, lc->hostname, 0);
+	q->tlock = zk_lock_new(lc->zk, TENANT_LOCK, lc->hostname, 0);
 	q->retry_ev = event_new(lc->base, -1, 0, retry_cb, q);
 	lc->quota = q;
 	return 0;
@@ -187,6 +258,7 @@ lc_quota_free(struct launcher *lc)
 
 	if (q == NULL)
 		return;
+	zk_lock_free(q->tlock);
 	zk_lock_free(q->lock);
 	if (q->retry_ev != NULL)
 		event_free(q->retry_ev);

@@ -277,6 +277,18 @@ port_deleted(struct os_call *c, int status, const char *error, json_t *body,
 	}
 }
 
+/* One actor per leaked port or floating IP among the launchers serving
+ * the provider (drv_duty_mine, "leak/<kind>:<id>"): each lists, one
+ * deletes. */
+static int
+leak_mine(struct sm_adapter *a, const char *kind, const char *id)
+{
+	char duty[320];
+
+	snprintf(duty, sizeof(duty), "leak/%s:%s", kind, id);
+	return drv_duty_mine(a->env->host, duty);
+}
+
 /* upstream's _cleanupLeakedPorts: compute ports DOWN at two looks at least
  * port-cleanup-interval apart are deleted. */
 static void
@@ -302,6 +314,8 @@ ports_done(struct os_call *c, int status, const char *error, json_t *body,
 		{
 			char path[300];
 			struct os_call *d;
+			if (!leak_mine(a, "port", json_string_value(id)))
+				break; /* another launcher of the provider's */
 			snprintf(path, sizeof(path), "/ports/%s", ID(json_string_value(id)));
 			d = call_new(a, SVC_NETWORK, "DELETE", path, NULL, port_deleted, NULL);
 			d->extra = json_pack("{s:O}", "id", id);
@@ -339,7 +353,8 @@ fips_done(struct os_call *c, int status, const char *error, json_t *body,
 	json_array_foreach(json_object_get(body, "floatingips"), i, f)
 	{
 		char path[300];
-		if (!json_is_null(json_object_get(f, "port_id")) || jstr(f, "id") == NULL)
+		if (!json_is_null(json_object_get(f, "port_id")) || jstr(f, "id") == NULL ||
+		    !leak_mine(a, "floatingip", jstr(f, "id")))
 			continue;
 		log_info("openstack %s: deleting unattached floating IP %s", a->env->provider_name,
 			 jstr(f, "floating_ip_address"));

@@ -911,6 +911,24 @@ leak_deleted(int ok, const char *error, void *arg)
 	free(x);
 }
 
+/*
+ * One actor per leaked item (issue 22): every launcher serving the provider
+ * lists the cloud and keeps its two-pass memory of suspects (so whichever
+ * becomes an item's actor when a peer is lost may act at its next pass),
+ * but only the one drv_duty_mine names for the item ("leak/<node id>" or
+ * "leak/upload:<build>-<upload>") deletes it: one delete per leaked
+ * resource, not one per launcher. A peer's instance is never a suspect:
+ * its node record is in ZooKeeper before the cloud is asked (quota.c).
+ */
+static int
+leak_mine(struct drv_provider *dp, const char *key)
+{
+	char duty[320];
+
+	snprintf(duty, sizeof(duty), "leak/%s", key);
+	return drv_duty_mine(dp->lc, duty);
+}
+
 /* As upstream's cleanupLeakedResources: a resource tagged with our
  * provider whose node id ZooKeeper does not know, or whose upload
  * (nodepool_build_id, nodepool_upload_id) this provider has no record of,
@@ -961,6 +979,8 @@ leak_list_cb(const struct sm_resource *v, size_t n, const char *error, void *arg
 		strset_add(seen, key);
 		if (!strset_has(dp->maybe_leaked, key) || dp->ops->delete_resource == NULL)
 			continue;
+		if (!leak_mine(dp, key))
+			continue; /* another launcher of the provider deletes it */
 		x = calloc(1, sizeof(*x));
 		x->dp = dp;
 		x->type = strdup(v[i].type);
@@ -1020,6 +1040,8 @@ image_leak_list_cb(const struct drv_cloud_image *v, size_t n, const char *error,
 		if (!strset_has(dp->maybe_leaked_images, v[i].id))
 			continue;
 		snprintf(key, sizeof(key), "upload:%s-%s", bid, uid);
+		if (!leak_mine(dp, key))
+			continue; /* another launcher of the provider deletes it */
 		x = calloc(1, sizeof(*x));
 		if (x == NULL)
 			abort();

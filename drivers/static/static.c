@@ -24,8 +24,8 @@
  * a view holding every node registered before. Upstream registers anyway
  * and may briefly hold two nodes for one slot; here each slot has one node
  * at every instant, and a launcher that dies leaves its slots to the
- * others (the nodes stay; a missing one is registered by whichever
- * launcher's sync comes next).
+ * others (the nodes stay). Each host has one registrant (duty_mine): a
+ * lost launcher's hosts pass to a peer when its registration goes.
  */
 #include "lib/config/jsonget.h"
 #include "lib/core/xalloc.h"
@@ -478,6 +478,22 @@ host_ready_to_register(struct drv_provider *dp, size_t hi)
 
 /* ---- sync -------------------------------------------------------------------- */
 
+/*
+ * One actor per host (issue 22): of the launchers serving the provider,
+ * the one drv_duty_mine names for "static/<host name>" registers the
+ * host's slots, updates their attributes and deregisters its removed
+ * nodes; the others leave them. When it is lost, its hosts are its peers'
+ * once its registration goes (peers_changed syncs then).
+ */
+static int
+duty_mine(struct drv_provider *dp, const char *name)
+{
+	char duty[300];
+
+	snprintf(duty, sizeof(duty), "static/%s", name);
+	return drv_duty_mine(dp->lc, duty);
+}
+
 static void
 static_sync(struct drv_provider *dp)
 {
@@ -497,6 +513,7 @@ static_sync(struct drv_provider *dp)
 	claimed = calloc(n ? n : 1, 1);
 	for (hi = 0; hi < dp->n_hosts; hi++) {
 		struct static_host *h = &dp->hosts[hi];
+		int mine = duty_mine(dp, h->name);
 		for (slot = 0; slot < h->max_parallel_jobs; slot++) {
 			const struct np_node *found = NULL;
 			for (i = 0; i < n; i++) {
@@ -518,6 +535,8 @@ static_sync(struct drv_provider *dp)
 				claimed[i] = 1;
 			}
 			snprintf(key, sizeof(key), "%zu/%d", hi, slot);
+			if (!mine)
+				continue; /* a peer registers and updates it */
 			if (found != NULL) {
 				struct np_node *want;
 				if (found->state != NP_NODE_READY || found->allocated_to != NULL ||
@@ -559,7 +578,8 @@ static_sync(struct drv_provider *dp)
 	/* Nodes of ours that match no configured slot: deregister. */
 	for (i = 0; i < n; i++) {
 		if (claimed[i] || !node_live(nodes[i]) || nodes[i]->state != NP_NODE_READY ||
-		    nodes[i]->allocated_to != NULL)
+		    nodes[i]->allocated_to != NULL ||
+		    !duty_mine(dp, nodes[i]->hostname ? nodes[i]->hostname : nodes[i]->id))
 			continue;
 		drv_deregister_node(dp->lc, nodes[i]->id);
 	}
@@ -587,8 +607,9 @@ static_cleanup(struct drv_provider *dp)
 static void
 static_peers_changed(struct drv_provider *dp)
 {
-	if (dp->waiting_peer)
-		static_sync(dp);
+	/* a round opened, a peer was lost (its hosts may be ours now), or a
+	 * peer recycled a node of a host we own */
+	static_sync(dp);
 }
 
 static void

@@ -322,10 +322,15 @@ launchers_of(const struct status_view *v, const char *provider, const char *pool
 			continue;
 		if (pool != NULL && (c->pool_name == NULL || strcmp(c->pool_name, pool) != 0))
 			continue;
-		aadd(out, json_pack("{s:o, s:o, s:o, s:I}", "id", jstr_or_null(c->id), "hostname",
-				    jstr_or_null(c->hostname), "state",
-				    jstr_or_null(c->paused ? "paused" : c->state), "priority",
-				    (json_int_t)c->priority));
+		/* nodepoold's registrations carry its version (an upstream
+		 * launcher's do not: null) */
+		const json_t *npd = json_object_get(c->extra, "nodepoold");
+		aadd(out,
+		     json_pack("{s:o, s:o, s:o, s:I, s:o}", "id", jstr_or_null(c->id), "hostname",
+			       jstr_or_null(c->hostname), "state",
+			       jstr_or_null(c->paused ? "paused" : c->state), "priority",
+			       (json_int_t)c->priority, "nodepoold",
+			       json_is_string(npd) ? json_incref((json_t *)npd) : json_null()));
 	}
 	return out;
 }
@@ -416,11 +421,12 @@ providers_of(const struct status_view *v, const struct filter *f, const json_t *
 			n = v->pools ? zk_cache_entries(v->pools, &ents) : 0;
 			for (j = 0; j < n; j++) {
 				const struct np_component *pc = ents[j]->obj;
-				json_t *labels = json_array();
+				json_t *labels;
 				size_t li;
 				if (!pc || !pc->provider_name ||
 				    strcmp(pc->provider_name, name) != 0)
 					continue;
+				labels = json_array();
 				for (li = 0; li < pc->supported_labels.n; li++)
 					aadd(labels, json_string(pc->supported_labels.v[li]));
 				aadd(pools,
@@ -925,6 +931,24 @@ jintv(const json_t *o, const char *k)
 	return json_integer_value(json_object_get(o, k));
 }
 
+/* The tail of a launcher's id (its uuid's last 8 digits: instances on one
+ * host share the host name), the whole id as its title, and "Nodepool" for
+ * an upstream launcher's registration. */
+static void
+launcher_tag(struct buf *b, const json_t *la)
+{
+	const char *id = jstrv(la, "id");
+	size_t n = strlen(id);
+
+	puts_(b, "<small class=\"lcid\" title=\"");
+	esc(b, id);
+	puts_(b, "\">");
+	esc(b, n > 8 ? id + n - 8 : id);
+	puts_(b, "</small>");
+	if (json_is_null(json_object_get(la, "nodepoold")))
+		puts_(b, " <small>Nodepool</small>");
+}
+
 /* A link to the page filtered by provider and/or label (NULL: keep the
  * summary's filter for the other one). */
 static void
@@ -1025,7 +1049,9 @@ html_providers(struct buf *b, const json_t *s)
 				esc(b, jstrv(la, "state"));
 				puts_(b, "</span> <code>");
 				esc(b, jstrv(la, "hostname"));
-				puts_(b, "</code></div>");
+				puts_(b, "</code> ");
+				launcher_tag(b, la);
+				puts_(b, "</div>");
 			}
 			if (json_array_size(json_object_get(pl, "launchers")) == 0)
 				puts_(b, "<span class=\"muted\">none registered</span>");

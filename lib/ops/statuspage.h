@@ -12,8 +12,11 @@
  *   unset), "labels": [every label known], "providers": [{"name",
  *   "driver", "state": "up" | "paused" | "down", "starts" (its worker's,
  *   from the metrics records, or null), "pools": [{"name", "labels", "launchers":
- *   [{"id", "hostname", "state", "priority"}]}], "nodes": {state: n},
- *   "total"}],
+ *   [{"id", "hostname", "state", "priority", "nodepoold"}]}], "launchers":
+ *   [the same, of every pool: each launcher serving the provider, peers
+ *   included (several nodepoold instances may serve one provider)], "nodes":
+ *   {state: n}, "total"}] (a launcher's "nodepoold": the version of the
+ *   nodepoold that registered it, null for an upstream Nodepool launcher),
  *   "nodes": {"total", "by_state": {state: n}, "by_label": {label: {state: n}}},
  *   "quota": [{"provider", "pool" (null: the provider), "resource":
  *   "servers" | "cores" | "ram", "used", "limit" (null: unlimited)}],

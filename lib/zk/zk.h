@@ -466,6 +466,11 @@ size_t zk_cache_unloaded(const struct zk_cache *cache);
  * cache has submitted since it was made; its listings of the path and
  * catch-up requests are not counted. */
 size_t zk_cache_reads(const struct zk_cache *cache);
+/* Reads of entries (created or changed) heard of and not completed yet,
+ * sent or queued: 0 once the view holds every change heard before the last
+ * event. For a reader that must see every record's latest data
+ * (worker/quota.c, tenant limits). */
+size_t zk_cache_reads_pending(const struct zk_cache *cache);
 
 /* For tests: 1 when the C client's own I/O thread holds a live connection
  * now (zoo_state), whether or not the loop has heard of it yet; safe from

@@ -1331,6 +1331,12 @@ zk_cache_reads(const struct zk_cache *cache)
 	return cache != NULL ? cache->nreads : 0;
 }
 
+size_t
+zk_cache_reads_pending(const struct zk_cache *cache)
+{
+	return cache != NULL ? (size_t)cache->inflight + (size_t)cache->nqueued : 0;
+}
+
 int
 zk_cache_count(const struct zk_cache *cache)
 {

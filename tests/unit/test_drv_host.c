@@ -70,6 +70,7 @@ assert_null_answers(struct drv_host *lc)
 	cr_assert_eq(drv_provider_peers(lc, who, sizeof(who)), 0);
 	cr_assert_str_eq(who, "untouched");
 	cr_assert_eq(drv_registration_round(lc), 1, "nobody else registers");
+	cr_assert_eq(drv_duty_mine(lc, "leak/0000000042"), 1, "no peer acts on it");
 	cr_assert_eq(drv_node_locked(lc, "0000000042"), 0);
 	cr_assert_null(drv_node_get(lc, "0000000042"));
 	nodes = &dummy;

@@ -41,8 +41,11 @@
           return flink(s.filter, null, l, l);
         }).join(" ") + "</td><td>";
         pl.launchers.forEach(function (la) {
+          var id = la.id || "";
           h += '<div class="lc"><span class="st st-' + esc(la.state) + '">' + esc(la.state) +
-            "</span> <code>" + esc(la.hostname) + "</code></div>";
+            "</span> <code>" + esc(la.hostname) + '</code> <small class="lcid" title="' +
+            esc(id) + '">' + esc(id.slice(-8)) + "</small>" +
+            (la.nodepoold === null ? " <small>Nodepool</small>" : "") + "</div>";
         });
         if (!pl.launchers.length) h += '<span class="muted">none registered</span>';
         h += "</td>";
