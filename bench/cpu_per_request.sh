@@ -94,9 +94,24 @@ for p, comm in out:
     print(p, comm)
 PY
 pidopt=$(awk '{printf "--pid %s ", $1}' "$tmp/tree")
+# BENCH_PERF=DIR: perf record -g of every process during the load, into
+# DIR/perf-PID.data (perf report -i ... to read)
+perfpids=""
+if [ -n "${BENCH_PERF:-}" ]; then
+	mkdir -p "$BENCH_PERF"
+	for p in $(awk '{print $1}' "$tmp/tree"); do
+		perf record -q -g -o "$BENCH_PERF/perf-$p.data" -p "$p" >/dev/null 2>&1 &
+		perfpids="$perfpids $!"
+	done
+	sleep 1
+fi
 echo "load: $N requests, concurrency $C, $H static nodes; nodepoold and its children:"
 # shellcheck disable=SC2086 # pidopt is a list of words
 bench_zuul_load -l small -n "$N" -c "$C" $pidopt --idle 5 | tee "$tmp/load.out"
+for p in $perfpids; do
+	kill -INT "$p"
+	wait "$p" || true
+done
 # per process, the tree, nodepool-web's share
 awk -v n="$N" '
 NR == FNR { name[$1] = $2; next }

@@ -162,6 +162,12 @@ struct zk_cache {
 	size_t arrcap;
 	int arr_dirty;
 
+	/* ZK_CACHE_LAZY: a zk_cache_refresh is under way (queued entries
+	 * are loaded), and whom to tell when it is over */
+	int refreshing;
+	zk_cache_refreshed_fn refresh_done;
+	void *refresh_arg;
+
 	int depth; /* inside our callbacks: free is deferred */
 	int freed;
 	struct zk_listener listener;
@@ -535,13 +541,47 @@ ent_load(struct zk_cache *c, struct ent *e)
 		e->changed = 0;
 	}
 	e->retry = 0;
-	if (c->flags & ZK_CACHE_DATA)
+	if ((c->flags & ZK_CACHE_DATA) && c->refreshing && !c->syncing)
+		/* held for an event (ZK_CACHE_LAZY): its data changed, or it
+		 * is new; no stat first */
+		read_data(c, e);
+	else if (c->flags & ZK_CACHE_DATA)
 		check_data(c, e);
 	if (locks_wanted(c, e)) {
 		e->lock_on = 1;
 		read_lock(c, e);
 	}
 	check_loaded(c, e);
+}
+
+/* ZK_CACHE_LAZY, synced and no refresh under way: reads for events wait. */
+static int
+held(const struct zk_cache *c)
+{
+	return (c->flags & ZK_CACHE_LAZY) && !c->syncing && !c->refreshing;
+}
+
+/* An event asks to load e (lock_only: its lock contenders only): now, or,
+ * while held, queued until zk_cache_refresh; a full load asked for
+ * meanwhile wins over a lock-only one. 1 when queued. */
+static int
+hold(struct zk_cache *c, struct ent *e, int lock_only)
+{
+	if (!held(c))
+		return 0;
+	if (!e->loading) {
+		e->loading = 1;
+		e->changed = 0;
+	}
+	if (e->queued) {
+		if (!lock_only)
+			e->lock_only = 0;
+		return 1;
+	}
+	e->lock_only = lock_only;
+	e->queued = 1;
+	c->nqueued++;
+	return 1;
 }
 
 /* Start the loads of queued entries while fewer than CACHE_MAX_INFLIGHT
@@ -554,7 +594,7 @@ pump(struct zk_cache *c)
 	size_t scanned = 0;
 	struct ent *e;
 
-	while (!c->freed && c->nqueued > 0 && c->inflight < CACHE_MAX_INFLIGHT &&
+	while (!held(c) && !c->freed && c->nqueued > 0 && c->inflight < CACHE_MAX_INFLIGHT &&
 	       zk_is_connected(c->zk) && scanned <= c->nslots) {
 		if (c->qcursor >= c->nslots)
 			c->qcursor = 0;
@@ -575,6 +615,15 @@ pump(struct zk_cache *c)
 		} else {
 			ent_load(c, e);
 		}
+	}
+	if (c->refreshing && !c->freed && c->nqueued == 0 && c->inflight == 0) {
+		/* every read the refresh asked for is back */
+		zk_cache_refreshed_fn done = c->refresh_done;
+
+		c->refreshing = 0;
+		c->refresh_done = NULL;
+		if (done != NULL)
+			done(c, c->refresh_arg);
 	}
 }
 
@@ -857,10 +906,15 @@ tree_event(int type, const char *path, void *arg)
 		} else if (e == NULL) {
 			/* created (or changed before we knew it): load it */
 			e = ent_add(c, path + c->plen + 1);
-			ent_load(c, e);
+			if (!hold(c, e, 0))
+				ent_load(c, e);
 		} else if (type == ZOO_CREATED_EVENT) {
 			/* deleted and made again between two of our looks */
-			ent_load(c, e);
+			if (!hold(c, e, 0))
+				ent_load(c, e);
+		} else if (type == ZOO_CHANGED_EVENT && (c->flags & ZK_CACHE_DATA) &&
+			   hold(c, e, 0)) {
+			/* read at the next refresh */
 		} else if (type == ZOO_CHANGED_EVENT && (c->flags & ZK_CACHE_DATA)) {
 			if (c->syncing && c->catchup) {
 				/* named by the catch-up (or changed during
@@ -881,7 +935,8 @@ tree_event(int type, const char *path, void *arg)
 		    (strncmp(sub, "/lock/", 6) == 0 && strchr(sub + 6, '/') == NULL)) &&
 		   type != ZOO_CHANGED_EVENT) {
 		/* the lock dir or a contender came or went */
-		read_lock(c, e);
+		if (!hold(c, e, 1))
+			read_lock(c, e);
 	}
 out:
 	pump(c);
@@ -1323,6 +1378,31 @@ size_t
 zk_cache_unloaded(const struct zk_cache *cache)
 {
 	return cache != NULL && cache->count > cache->nvisible ? cache->count - cache->nvisible : 0;
+}
+
+int
+zk_cache_refresh(struct zk_cache *cache, zk_cache_refreshed_fn done, void *arg)
+{
+	if (!(cache->flags & ZK_CACHE_LAZY) || cache->freed ||
+	    (cache->nqueued == 0 && cache->inflight == 0))
+		return 1;
+	cache->refreshing = 1;
+	cache->refresh_done = NULL;
+	cache->qcursor = 0;
+	enter(cache);
+	pump(cache);
+	leave(cache);
+	if (!cache->refreshing)
+		return 1; /* nothing to read after all (a lock no longer followed) */
+	cache->refresh_done = done;
+	cache->refresh_arg = arg;
+	return 0;
+}
+
+size_t
+zk_cache_held(const struct zk_cache *cache)
+{
+	return cache != NULL && held(cache) ? cache->nqueued : 0;
 }
 
 size_t
