@@ -89,7 +89,8 @@ struct ent {
 			unsigned short ephemeral : 1; /* its owner is in the cache's eph table */
 			unsigned short
 			    lock_only : 1; /* queued for its lock listing only (catch-up) */
-			char name[];	   /* the child name, inline */
+			unsigned short lock_held : 1; /* ZK_CACHE_LAZY: a lock event waits */
+			char name[];		      /* the child name, inline */
 		};
 	};
 };
@@ -536,18 +537,23 @@ lock_follow(struct zk_cache *c, struct ent *e)
 static void
 ent_load(struct zk_cache *c, struct ent *e)
 {
+	/* held for its events (ZK_CACHE_LAZY): its data changed, or it is
+	 * new (no stat first); its lock is read if an event asked (or it
+	 * was not followed yet) */
+	int held_load = c->refreshing && !c->syncing;
+	int lock = !held_load || e->lock_held || !e->lock_on;
+
 	if (!e->loading) {
 		e->loading = 1;
 		e->changed = 0;
 	}
 	e->retry = 0;
-	if ((c->flags & ZK_CACHE_DATA) && c->refreshing && !c->syncing)
-		/* held for an event (ZK_CACHE_LAZY): its data changed, or it
-		 * is new; no stat first */
+	e->lock_held = 0;
+	if ((c->flags & ZK_CACHE_DATA) && held_load)
 		read_data(c, e);
 	else if (c->flags & ZK_CACHE_DATA)
 		check_data(c, e);
-	if (locks_wanted(c, e)) {
+	if (locks_wanted(c, e) && lock) {
 		e->lock_on = 1;
 		read_lock(c, e);
 	}
@@ -573,6 +579,8 @@ hold(struct zk_cache *c, struct ent *e, int lock_only)
 		e->loading = 1;
 		e->changed = 0;
 	}
+	if (lock_only)
+		e->lock_held = 1;
 	if (e->queued) {
 		if (!lock_only)
 			e->lock_only = 0;
@@ -607,8 +615,10 @@ pump(struct zk_cache *c)
 		e->queued = 0;
 		c->nqueued--;
 		if (e->lock_only) {
-			/* a catch-up: only its lock contenders are unknown */
+			/* a catch-up (or ZK_CACHE_LAZY): only its lock
+			 * contenders are unknown */
 			e->lock_only = 0;
+			e->lock_held = 0;
 			if (e->lock_on)
 				read_lock(c, e);
 			check_loaded(c, e);
@@ -1189,7 +1199,7 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 				continue;
 			e->data_busy = e->data_again = 0;
 			e->lock_busy = e->lock_again = 0;
-			e->queued = e->in_sync = e->retry = e->lock_only = 0;
+			e->queued = e->in_sync = e->retry = e->lock_only = e->lock_held = 0;
 			e->loading = !e->visible || e->loading;
 		}
 		c->synced = 0;
