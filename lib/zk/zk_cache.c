@@ -878,6 +878,40 @@ out:
 }
 
 /*
+ * A contender in e's followed lock dir came or went (sub "/lock/<name>"),
+ * or the dir itself (sub "/lock"): the count follows the event, with no
+ * listing (issue 25: a lock taken and released cost two listings of the
+ * dir in every process that follows it). The recursive watch tells of
+ * every contender created and deleted while connected, and the count
+ * starts from a listing (the entry's load, the re-sync after a lost
+ * connection, whose events are lost), so it stays exact. 1 when counted;
+ * 0 when the dir must be listed: a listing is in flight (read again once
+ * back, as before), or the count is out of step (a deletion below 0).
+ */
+static int
+lock_event(struct zk_cache *c, struct ent *e, const char *sub, int type)
+{
+	if (e->lock_busy)
+		return 0;
+	if (strcmp(sub, "/lock") == 0) {
+		if (type == ZOO_DELETED_EVENT)
+			set_locked(c, e, 0);
+		return 1; /* a new dir has no contender yet: theirs follow */
+	}
+	if (zk_lock_seq(sub + 6) == NULL)
+		return 1; /* not a contender: not counted by a listing either */
+	if (type == ZOO_CREATED_EVENT && e->pub.locked < SHRT_MAX) {
+		set_locked(c, e, e->pub.locked + 1);
+		return 1;
+	}
+	if (type == ZOO_DELETED_EVENT && e->pub.locked > 0) {
+		set_locked(c, e, e->pub.locked - 1);
+		return 1;
+	}
+	return 0;
+}
+
+/*
  * The cache's recursive watch fired for path (zk_watch_tree): the path
  * itself, a child (created, deleted, data changed), the child's lock dir
  * or a contender in it (created, deleted); anything deeper is not ours.
@@ -944,8 +978,9 @@ tree_event(int type, const char *path, void *arg)
 		   (strcmp(sub, "/lock") == 0 ||
 		    (strncmp(sub, "/lock/", 6) == 0 && strchr(sub + 6, '/') == NULL)) &&
 		   type != ZOO_CHANGED_EVENT) {
-		/* the lock dir or a contender came or went */
-		if (!hold(c, e, 1))
+		/* the lock dir or a contender came or went: counted from
+		 * the event, else listed */
+		if (!lock_event(c, e, sub, type) && !hold(c, e, 1))
 			read_lock(c, e);
 	}
 out:
