@@ -588,6 +588,11 @@ webproc_dump(struct webproc *wp, struct evbuffer *out)
 			    wp->nodes ? zk_cache_count(wp->nodes) : 0,
 			    wp->requests ? zk_cache_count(wp->requests) : 0,
 			    wp->pools ? zk_cache_count(wp->pools) : 0);
+	/* reading on demand: the records read since the session began, and
+	 * those changed since the last reader (read at the next) */
+	evbuffer_add_printf(out, "records read: %zu; changed records waiting for a reader: %zu\n",
+			    zk_cache_reads(wp->nodes) + zk_cache_reads(wp->requests),
+			    zk_cache_held(wp->nodes) + zk_cache_held(wp->requests));
 	json_object_foreach(wp->live, k, r)
 	    evbuffer_add_printf(out, "metrics of %s: starts %lld\n", k,
 				(long long)json_integer_value(json_object_get(r, "starts")));
