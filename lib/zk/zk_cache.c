@@ -7,12 +7,16 @@
  *                              again and listed;
  *   <path>/<child>             created, deleted, data changed: the entry is
  *                              loaded, removed, its data read again;
- *   <path>/<child>/lock[/<c>]  created, deleted: the contenders are listed
- *                              again, for entries whose lock is followed
- *                              (ZK_CACHE_LOCKS, the lock filter); ignored
- *                              for the others.
+ *   <path>/<child>/lock[/<c>]  created, deleted: the contender count follows
+ *                              the event (listed only while a listing is
+ *                              in flight, or out of step), for entries
+ *                              whose lock is followed (ZK_CACHE_LOCKS, the
+ *                              lock filter); ignored for the others.
  * Anything deeper is ignored. Nothing is polled, and no watch is left per
  * child: the server keeps one watch per cache, the C client one entry.
+ * With ZK_CACHE_LAZY (zk.h) the reads these events ask for wait, the
+ * entries queued, until zk_cache_refresh(): a reader that is seldom asked
+ * reads once what changed many times.
  *
  * An entry being loaded (new, or re-read in a load phase) waits for its
  * reads (data, lock contenders) and is then announced (ADDED), or reported
