@@ -10,6 +10,25 @@
 # right before and right after the load, each process's CPU and CPU per
 # request, the tree's, and nodepool-web's share of it. Stops everything it
 # started, by pid. BENCH_WARMUP=M (default 40) unmeasured requests first.
+#
+# Measured (release build, 2-core VM shared with other builds, 2026-11-28;
+# 500 requests at concurrency 20, 20 hosts; three runs each, alternated,
+# ms of CPU per request; the 10 ms clock tick and the shared machine make a
+# run's figure vary by 10-15 %):
+#   main ba1941d: tree 3.38 / 3.22 / 3.26: launcher 2.12 / 1.98 / 2.00,
+#                 nodepool-web 1.22 / 1.20 / 1.22 (36-37 % of the tree),
+#                 nodepoold 0.04.
+#   issue 25 (nodepool-web reads on demand, lock counts from the watch's
+#   events, no /dev/urandom per big-number decode): tree 2.78 / 2.10 /
+#                 2.28: launcher 2.18 / 1.64 / 1.80, nodepool-web 0.56 /
+#                 0.42 / 0.44 (19-20 %).
+# Where the rest goes (perf record -g, BENCH_PERF): over half of each
+# process's CPU is in the kernel, per ZooKeeper message: the C client's I/O
+# and completion threads and our eventfd hand-off (futex, poll, epoll,
+# pipe and eventfd writes; strace -c: ~680 system calls per request in the
+# launcher before, 26 ZooKeeper requests per request after), and TLS
+# records sent as two writes (length, then body). JSON and our own code
+# are a few per cent.
 set -eu
 N=${1:-500}
 C=${2:-20}
