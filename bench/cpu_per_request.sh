@@ -118,10 +118,10 @@ pidopt=$(awk '{printf "--pid %s ", $1}' "$tmp/tree")
 perfpids=""
 if [ -n "${BENCH_PERF:-}" ]; then
 	mkdir -p "$BENCH_PERF"
-	for p in $(awk '{print $1}' "$tmp/tree"); do
+	while read -r p _; do
 		perf record -q -g -o "$BENCH_PERF/perf-$p.data" -p "$p" >/dev/null 2>&1 &
 		perfpids="$perfpids $!"
-	done
+	done <"$tmp/tree"
 	sleep 1
 fi
 echo "load: $N requests, concurrency $C, $H static nodes; nodepoold and its children:"
