@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -29,24 +30,32 @@
 
 static int raw_used; /* a stand-in was made in this process */
 
-/* 16 hex digits of randomness, fresh per call. */
+/* 16 hex digits, fresh per call: splitmix64 of a counter from a seed read
+ * once per process (getrandom), not a read of /dev/urandom per call
+ * (issue 25: a Zuul request, whose trace_id is 128 bits, is decoded and
+ * encoded through here, five system calls each). A nonce only has to be
+ * unlikely in the input; a collision is detected and another tried. */
 static void
 raw_nonce(char out[24])
 {
-	static unsigned long long seq;
-	unsigned long long r = 0;
-	struct timeval tv;
-	FILE *f;
+	static unsigned long long seed, seq;
+	unsigned long long z;
 
-	if ((f = fopen("/dev/urandom", "rb")) != NULL) {
-		if (fread(&r, sizeof(r), 1, f) != 1)
-			r = 0;
-		fclose(f);
+	if (seed == 0) {
+		struct timeval tv;
+
+		if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+			seed = 0;
+		gettimeofday(&tv, NULL);
+		seed ^= ((unsigned long long)tv.tv_sec << 20) ^ (unsigned long long)tv.tv_usec ^
+			((unsigned long long)getpid() << 40);
+		seed |= 1;
 	}
-	gettimeofday(&tv, NULL);
-	r ^= ((unsigned long long)tv.tv_sec << 20) ^ (unsigned long long)tv.tv_usec ^
-	     ((unsigned long long)getpid() << 40) ^ (++seq * 0x9e3779b97f4a7c15ULL);
-	snprintf(out, 24, "npraw%016llx", r);
+	z = seed + ++seq * 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	snprintf(out, 24, "npraw%016llx", z);
 }
 
 const char *

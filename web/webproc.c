@@ -54,6 +54,12 @@ struct webproc {
 	struct statuspage_history *history;
 	struct event *sample_ev;
 	json_t *status_cfg;
+	/* the caches of nodes and requests read on demand (ZK_CACHE_LAZY):
+	 * refreshes under way, the timer that stops waiting for them, and
+	 * whether the page's sample waits for one */
+	int refreshing;
+	struct event *refresh_ev;
+	int sample_due;
 };
 
 static double
@@ -121,15 +127,89 @@ view(void *arg, struct status_view *v)
 }
 
 static void
-sample_cb(evutil_socket_t fd, short what, void *arg)
+sample_now(struct webproc *wp)
 {
-	struct webproc *wp = arg;
 	struct status_view v;
 
 	if (!is_ready(wp))
 		return;
 	view(wp, &v);
 	statuspage_history_sample(wp->history, &v, wall_now());
+}
+
+/*
+ * Reading on demand (issue 25): the caches of nodes and requests read what
+ * changed only when something reads them (a listing, the status page's
+ * sample every STATUSPAGE_SAMPLE_INTERVAL), so ZooKeeper's churn costs this
+ * process one event per change and one read per record changed between two
+ * readers, not a read and a decode per change. A reader waits for the
+ * reads, at most REFRESH_MAX seconds (a connection lost meanwhile: then it
+ * is shown what is held, as while disconnected).
+ */
+#define REFRESH_MAX 2.0
+
+static void
+refresh_over(struct webproc *wp)
+{
+	wp->refreshing = 0;
+	evtimer_del(wp->refresh_ev);
+	if (wp->sample_due) {
+		wp->sample_due = 0;
+		sample_now(wp);
+	}
+	web_view_current(wp->web);
+}
+
+static void
+cache_refreshed(struct zk_cache *c, void *arg)
+{
+	struct webproc *wp = arg;
+
+	(void)c;
+	if (wp->refreshing > 0 && --wp->refreshing == 0)
+		refresh_over(wp);
+}
+
+static void
+refresh_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct webproc *wp = arg;
+
+	log_warn("web: the view's reads took over %g s; answering from what is held", REFRESH_MAX);
+	refresh_over(wp);
+}
+
+/* web_refresh_fn (web.h); also the sampler's */
+static int
+refresh(void *arg)
+{
+	struct webproc *wp = arg;
+	struct timeval tv = {(time_t)REFRESH_MAX, 0};
+
+	if (!is_ready(wp))
+		return -1;
+	if (wp->refreshing > 0)
+		return 0;
+	wp->refreshing = 2;
+	if (zk_cache_refresh(wp->nodes, cache_refreshed, wp) == 1)
+		wp->refreshing--;
+	if (zk_cache_refresh(wp->requests, cache_refreshed, wp) == 1)
+		wp->refreshing--;
+	if (wp->refreshing == 0)
+		return 1;
+	evtimer_add(wp->refresh_ev, &tv);
+	return 0;
+}
+
+static void
+sample_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct webproc *wp = arg;
+
+	if (refresh(wp) == 0)
+		wp->sample_due = 1; /* once the reads are back */
+	else
+		sample_now(wp);
 }
 
 /* Every worker's live record, as an array (new reference). */
@@ -270,7 +350,7 @@ cache_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 
 	(void)e;
 	if (ev == ZK_CACHE_SYNCED && is_ready(wp))
-		sample_cb(-1, 0, wp); /* the page's first sample at once */
+		sample_now(wp); /* the page's first sample at once */
 	if (ev == ZK_CACHE_SYNCED && !wp->trimmed && is_ready(wp)) {
 		wp->trimmed = 1;
 		np_mem_trim_startup("web API view synced");
@@ -295,10 +375,11 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 			/* nodes: of each record only what the endpoints
 			 * show, compact (nodeview.h) */
 			wp->nodes = zk_cache_new(zk, "/nodepool/nodes",
-						 ZK_CACHE_DATA | ZK_CACHE_LOCKS, cache_event, wp);
+						 ZK_CACHE_DATA | ZK_CACHE_LOCKS | ZK_CACHE_LAZY,
+						 cache_event, wp);
 			zk_cache_set_codec(wp->nodes, decode_node, free_node);
-			wp->requests =
-			    zk_cache_new(zk, "/nodepool/requests", ZK_CACHE_DATA, cache_event, wp);
+			wp->requests = zk_cache_new(zk, "/nodepool/requests",
+						    ZK_CACHE_DATA | ZK_CACHE_LAZY, cache_event, wp);
 			zk_cache_set_codec(wp->requests, np_request_cache_decode,
 					   np_request_cache_free);
 			wp->pools = zk_cache_new(zk, "/nodepool/components/pool", ZK_CACHE_DATA,
@@ -351,6 +432,7 @@ try_listen(struct webproc *wp)
 	web_options_from_json(&wo, webapp);
 	wp->web = web_new(wp->base, &wo, view, live_metrics, wp, err, sizeof(err));
 	if (wp->web != NULL) {
+		web_set_refresh(wp->web, refresh);
 		if (wp->listen_error[0] != '\0')
 			log_info("web: listening after all");
 		wp->listen_error[0] = '\0';
@@ -373,6 +455,8 @@ static void
 teardown(struct webproc *wp)
 {
 	evtimer_del(wp->listen_retry);
+	evtimer_del(wp->refresh_ev);
+	wp->refreshing = wp->sample_due = 0;
 	wp->listen_error[0] = '\0';
 	web_free(wp->web);
 	wp->web = NULL;
@@ -461,7 +545,8 @@ webproc_new(struct event_base *base, int channel_fd)
 		abort();
 	wp->base = base;
 	wp->start = np_mono_s();
-	if ((wp->listen_retry = evtimer_new(base, listen_retry_cb, wp)) == NULL)
+	if ((wp->listen_retry = evtimer_new(base, listen_retry_cb, wp)) == NULL ||
+	    (wp->refresh_ev = evtimer_new(base, refresh_timeout, wp)) == NULL)
 		abort();
 	wp->history = statuspage_history_new(STATUSPAGE_SAMPLE_INTERVAL, STATUSPAGE_WINDOW);
 	if ((wp->sample_ev = event_new(base, -1, EV_PERSIST, sample_cb, wp)) == NULL)
@@ -503,6 +588,11 @@ webproc_dump(struct webproc *wp, struct evbuffer *out)
 			    wp->nodes ? zk_cache_count(wp->nodes) : 0,
 			    wp->requests ? zk_cache_count(wp->requests) : 0,
 			    wp->pools ? zk_cache_count(wp->pools) : 0);
+	/* reading on demand: the records read since the session began, and
+	 * those changed since the last reader (read at the next) */
+	evbuffer_add_printf(out, "records read: %zu; changed records waiting for a reader: %zu\n",
+			    zk_cache_reads(wp->nodes) + zk_cache_reads(wp->requests),
+			    zk_cache_held(wp->nodes) + zk_cache_held(wp->requests));
 	json_object_foreach(wp->live, k, r)
 	    evbuffer_add_printf(out, "metrics of %s: starts %lld\n", k,
 				(long long)json_integer_value(json_object_get(r, "starts")));
@@ -527,6 +617,7 @@ webproc_free(struct webproc *wp)
 		return;
 	teardown(wp);
 	event_free(wp->listen_retry);
+	event_free(wp->refresh_ev);
 	event_free(wp->sample_ev);
 	statuspage_history_free(wp->history);
 	json_decref(wp->status_cfg);

@@ -7,11 +7,20 @@
  * (supervisor/proctab.c), restarted with back-off like any of them, so no
  * provider's fate (a driver that is not available and exits 100, a crash
  * loop) takes the API with it. It has its own ZooKeeper session, on which
- * it only reads: caches of /nodepool/nodes (with locks; the records' text
- * only, decoded when a listing asks, so a big fleet costs it a third of
- * the memory), /nodepool/requests and /nodepool/components/pool (created
- * empty when absent, as every launcher's caches do), the image tree and
- * the metric records under /nodepoold/metrics.
+ * it only reads: caches of /nodepool/nodes (with locks; of each record
+ * only what the listings show, nodeview.h), /nodepool/requests and
+ * /nodepool/components/pool (created empty when absent, as every
+ * launcher's caches do), the image tree and the metric records under
+ * /nodepoold/metrics.
+ *
+ * Reading on demand (issue 25): once synced, the caches of nodes and
+ * requests (zk.h ZK_CACHE_LAZY) read a changed record only when something
+ * reads them: a listing that is not answered from the 1 s answer cache, or
+ * the status page's sample (every STATUSPAGE_SAMPLE_INTERVAL). ZooKeeper's
+ * churn then costs this process the watch's events (a lock taken or
+ * released is counted from them) and one read per record changed between
+ * two readers, not a read and a decode per change. Memory stays that of the
+ * compact views: a record waiting for a reader keeps its last view.
  *
  * Metrics of the workers: each worker's STATUS reply to the supervisor's
  * poll carries its metrics record, and nodepoold passes it on here as a

@@ -84,7 +84,7 @@ struct cached {
 	double expiry; /* seconds: WEB_CACHE_EXPIRY, or more (cost) */
 };
 
-enum need { NEED_NONE, NEED_IMAGES, NEED_METRICS };
+enum need { NEED_NONE, NEED_IMAGES, NEED_METRICS, NEED_VIEW };
 
 struct waiting {
 	struct waiting *next;
@@ -92,6 +92,7 @@ struct waiting {
 	char *path, *query, *key;
 	int json;
 	enum need need;
+	int refreshed; /* the view was made current for it (web_set_refresh) */
 };
 
 struct web {
@@ -122,6 +123,7 @@ struct web {
 	struct metrics_load *mload;
 	struct waiting *waiting;
 	int nwaiting;
+	web_refresh_fn refresh; /* NULL: the view is always current */
 };
 
 static double
@@ -639,11 +641,15 @@ answer(struct web *w, struct evhttp_request *req, enum list_kind kind, const cha
 
 /* ---- waiting for reads ---------------------------------------------------------------- */
 
+static void proceed(struct web *w, struct waiting *x, int fresh);
+static void waiting_free(struct waiting *x);
+
 static void
 finish_waiting(struct web *w, enum need need, int ok)
 {
-	struct waiting **pp = &w->waiting, *x;
+	struct waiting **pp = &w->waiting, *x, *done = NULL;
 
+	/* taken out first: going on (NEED_VIEW) may queue them again */
 	while ((x = *pp) != NULL) {
 		if (x->need != need) {
 			pp = &x->next;
@@ -651,15 +657,21 @@ finish_waiting(struct web *w, enum need need, int ok)
 		}
 		*pp = x->next;
 		w->nwaiting--;
-		if (ok)
+		x->next = done;
+		done = x;
+	}
+	while ((x = done) != NULL) {
+		done = x->next;
+		x->next = NULL;
+		if (ok && need == NEED_VIEW)
+			proceed(w, x, 0);
+		else if (ok)
 			answer(w, x->req, kind_of(x->path), x->key, x->query, x->json);
 		else
 			send_plain(x->req, 503, "Service Unavailable",
 				   "ZooKeeper could not be read; try again\n");
-		free(x->path);
-		free(x->query);
-		free(x->key);
-		free(x);
+		if (!ok || need != NEED_VIEW)
+			waiting_free(x);
 	}
 }
 
@@ -723,6 +735,73 @@ ensure_data(struct web *w, enum need need)
 
 /* ---- requests ------------------------------------------------------------------------- */
 
+/* Listings that read the view's caches (nodes, requests, pools). */
+static int
+reads_view(enum list_kind kind)
+{
+	return kind == L_NODES || kind == L_REQUESTS || kind == L_LABELS || kind == L_METRICS ||
+	       kind == L_PAGE || kind == L_SUMMARY;
+}
+
+static void
+waiting_free(struct waiting *x)
+{
+	free(x->path);
+	free(x->query);
+	free(x->key);
+	free(x);
+}
+
+/*
+ * Answer x (taken) now, or once what it reads is at hand: first the view
+ * made current (web_set_refresh), then the image snapshot or the metric
+ * records. fresh: a request just come (the waiting limit applies), not
+ * one that waited already.
+ */
+static void
+proceed(struct web *w, struct waiting *x, int fresh)
+{
+	enum list_kind kind = kind_of(x->path);
+	enum need need;
+	int rc = 1;
+
+	if (!x->refreshed && w->refresh != NULL && reads_view(kind)) {
+		x->refreshed = 1;
+		/* -1 (not connected): the listing shows what is held */
+		if (w->refresh(w->arg) == 0) {
+			need = NEED_VIEW;
+			rc = 0;
+			goto wait;
+		}
+	}
+	need = kind == L_IMAGES || kind == L_DIB || kind == L_STATUS ? NEED_IMAGES
+	       : kind == L_METRICS				     ? NEED_METRICS
+								     : NEED_NONE;
+	if (kind == L_PAGE || kind == L_SUMMARY) {
+		/* the page waits for the launch figures; the images it shows
+		 * as last read (a read is started for the next answer) */
+		if (ensure_data(w, NEED_IMAGES) < 0)
+			need = NEED_NONE;
+		else
+			need = NEED_METRICS;
+	}
+	rc = ensure_data(w, need);
+wait:
+	if (rc < 0 || (rc == 0 && fresh && w->nwaiting >= WEB_MAX_WAITING)) {
+		send_plain(x->req, 503, "Service Unavailable",
+			   rc < 0 ? "ZooKeeper is not connected\n" : "Too many requests waiting\n");
+		waiting_free(x);
+	} else if (rc == 0) {
+		x->need = need;
+		x->next = w->waiting;
+		w->waiting = x;
+		w->nwaiting++;
+	} else {
+		answer(w, x->req, kind, x->key, x->query, x->json);
+		waiting_free(x);
+	}
+}
+
 static void
 on_request(struct evhttp_request *req, void *arg)
 {
@@ -735,9 +814,9 @@ on_request(struct evhttp_request *req, void *arg)
 	const char *accept;
 	char *path, *key;
 	enum list_kind kind;
-	enum need need;
+	struct waiting *x;
 	struct cached *c;
-	int json, rc;
+	int json;
 
 	if (evcon != NULL) {
 		struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
@@ -785,38 +864,14 @@ on_request(struct evhttp_request *req, void *arg)
 		free(path);
 		return;
 	}
-	need = kind == L_IMAGES || kind == L_DIB || kind == L_STATUS ? NEED_IMAGES
-	       : kind == L_METRICS				     ? NEED_METRICS
-								     : NEED_NONE;
-	if (kind == L_PAGE || kind == L_SUMMARY) {
-		/* the page waits for the launch figures; the images it shows
-		 * as last read (a read is started for the next answer) */
-		if (ensure_data(w, NEED_IMAGES) < 0)
-			need = NEED_NONE;
-		else
-			need = NEED_METRICS;
-	}
-	rc = ensure_data(w, need);
-	if (rc < 0 || (rc == 0 && w->nwaiting >= WEB_MAX_WAITING)) {
-		send_plain(req, 503, "Service Unavailable",
-			   rc < 0 ? "ZooKeeper is not connected\n" : "Too many requests waiting\n");
-	} else if (rc == 0) {
-		struct waiting *x = calloc(1, sizeof(*x));
-		if (x == NULL || (x->path = strdup(path)) == NULL ||
-		    (x->query = strdup(query ? query : "")) == NULL)
-			np_oom();
-		x->req = req;
-		x->key = key;
-		key = NULL;
-		x->json = json;
-		x->need = need;
-		x->next = w->waiting;
-		w->waiting = x;
-		w->nwaiting++;
-	} else {
-		answer(w, req, kind, key, query, json);
-	}
-	free(key);
+	x = calloc(1, sizeof(*x));
+	if (x == NULL || (x->path = strdup(path)) == NULL ||
+	    (x->query = strdup(query ? query : "")) == NULL)
+		np_oom();
+	x->req = req;
+	x->key = key;
+	x->json = json;
+	proceed(w, x, 1);
 	free(path);
 }
 
@@ -926,6 +981,19 @@ web_port(const struct web *w)
 }
 
 void
+web_set_refresh(struct web *w, web_refresh_fn refresh)
+{
+	w->refresh = refresh;
+}
+
+void
+web_view_current(struct web *w)
+{
+	if (w != NULL)
+		finish_waiting(w, NEED_VIEW, 1);
+}
+
+void
 web_reset(struct web *w)
 {
 	int i;
@@ -938,6 +1006,7 @@ web_reset(struct web *w)
 	w->mload = NULL;
 	finish_waiting(w, NEED_IMAGES, 0);
 	finish_waiting(w, NEED_METRICS, 0);
+	finish_waiting(w, NEED_VIEW, 0);
 	for (i = 0; i < WEB_CACHE_SLOTS; i++)
 		cache_slot_clear(&w->cache[i]);
 	imgtree_free(w->tree);

@@ -65,6 +65,18 @@ typedef json_t *(*web_live_metrics_fn)(void *arg);
  * bound. */
 struct web *web_new(struct event_base *base, const struct web_options *opt, status_view_fn view,
 		    web_live_metrics_fn live_metrics, void *arg, char *err, size_t errlen);
+/*
+ * A view whose caches are read on demand (zk.h ZK_CACHE_LAZY: nodepool-web)
+ * is made current before a listing that reads them is rendered (once per
+ * answer; answers are kept 1 s). refresh(arg) (arg: web_new's) returns 1
+ * when it is current now, 0 when reads were started: the owner then calls
+ * web_view_current(w) once they are back (the listings waiting go on), and
+ * -1 when it cannot be (not connected: the listing shows what is held).
+ * Without one the view is taken as always current.
+ */
+typedef int (*web_refresh_fn)(void *arg);
+void web_set_refresh(struct web *w, web_refresh_fn refresh);
+void web_view_current(struct web *w); /* NULL is a no-op */
 /* The session behind the view is about to go: reads on it are abandoned
  * and the requests waiting for them get 503; cached answers are dropped. */
 void web_reset(struct web *w);

@@ -374,6 +374,15 @@ enum zk_cache_event {
 };
 #define ZK_CACHE_DATA  0x1 /* fetch and watch each child's data */
 #define ZK_CACHE_LOCKS 0x2 /* watch each child's "lock" subdir: entry->locked */
+/* Read on demand (issue 25; nodepool-web): once synced, what an event asks
+ * to read (a new child, changed data, lock contenders) waits until
+ * zk_cache_refresh(); meanwhile the entry keeps what was read before (a new
+ * child is not listed yet). A reader that is seldom asked then does work
+ * in proportion to what it is asked, not to the churn: a child changed ten
+ * times between two refreshes is read once. Load phases (the first
+ * listing, the re-sync after a lost connection or an expiry) read
+ * everything at once as without the flag. */
+#define ZK_CACHE_LAZY 0x4
 
 /* The parts of a child's stat a cache keeps (readers: the version for
  * conditional writes; the mzxid tells a re-read that changed nothing). The
@@ -462,6 +471,20 @@ int zk_cache_count(const struct zk_cache *cache);
  * before the last event heard. For a reader that must count every child
  * (worker/quota.c). */
 size_t zk_cache_unloaded(const struct zk_cache *cache);
+/*
+ * ZK_CACHE_LAZY: start the reads the events since the last refresh asked
+ * for. 1 when there is none to make (the view is as current as the events
+ * heard); 0 when they were started: done(cache, arg) follows once, when
+ * every one is back (replacing the done of a refresh still under way, which
+ * then gets none). While disconnected the reads wait for the re-sync, so
+ * done may come late: a caller that answers people should not wait for it
+ * unbounded. Without ZK_CACHE_LAZY: 1.
+ */
+typedef void (*zk_cache_refreshed_fn)(struct zk_cache *cache, void *arg);
+int zk_cache_refresh(struct zk_cache *cache, zk_cache_refreshed_fn done, void *arg);
+/* ZK_CACHE_LAZY: entries with reads waiting for zk_cache_refresh (tests). */
+size_t zk_cache_held(const struct zk_cache *cache);
+
 /* For tests and benchmarks: the reads (get, exists, lock listings) the
  * cache has submitted since it was made; its listings of the path and
  * catch-up requests are not counted. */

@@ -7,12 +7,16 @@
  *                              again and listed;
  *   <path>/<child>             created, deleted, data changed: the entry is
  *                              loaded, removed, its data read again;
- *   <path>/<child>/lock[/<c>]  created, deleted: the contenders are listed
- *                              again, for entries whose lock is followed
- *                              (ZK_CACHE_LOCKS, the lock filter); ignored
- *                              for the others.
+ *   <path>/<child>/lock[/<c>]  created, deleted: the contender count follows
+ *                              the event (listed only while a listing is
+ *                              in flight, or out of step), for entries
+ *                              whose lock is followed (ZK_CACHE_LOCKS, the
+ *                              lock filter); ignored for the others.
  * Anything deeper is ignored. Nothing is polled, and no watch is left per
  * child: the server keeps one watch per cache, the C client one entry.
+ * With ZK_CACHE_LAZY (zk.h) the reads these events ask for wait, the
+ * entries queued, until zk_cache_refresh(): a reader that is seldom asked
+ * reads once what changed many times.
  *
  * An entry being loaded (new, or re-read in a load phase) waits for its
  * reads (data, lock contenders) and is then announced (ADDED), or reported
@@ -89,7 +93,8 @@ struct ent {
 			unsigned short ephemeral : 1; /* its owner is in the cache's eph table */
 			unsigned short
 			    lock_only : 1; /* queued for its lock listing only (catch-up) */
-			char name[];	   /* the child name, inline */
+			unsigned short lock_held : 1; /* ZK_CACHE_LAZY: a lock event waits */
+			char name[];		      /* the child name, inline */
 		};
 	};
 };
@@ -161,6 +166,12 @@ struct zk_cache {
 	const struct zk_cache_entry **arr;
 	size_t arrcap;
 	int arr_dirty;
+
+	/* ZK_CACHE_LAZY: a zk_cache_refresh is under way (queued entries
+	 * are loaded), and whom to tell when it is over */
+	int refreshing;
+	zk_cache_refreshed_fn refresh_done;
+	void *refresh_arg;
 
 	int depth; /* inside our callbacks: free is deferred */
 	int freed;
@@ -530,18 +541,59 @@ lock_follow(struct zk_cache *c, struct ent *e)
 static void
 ent_load(struct zk_cache *c, struct ent *e)
 {
+	/* held for its events (ZK_CACHE_LAZY): its data changed, or it is
+	 * new (no stat first); its lock is read if an event asked (or it
+	 * was not followed yet) */
+	int held_load = c->refreshing && !c->syncing;
+	int lock = !held_load || e->lock_held || !e->lock_on;
+
 	if (!e->loading) {
 		e->loading = 1;
 		e->changed = 0;
 	}
 	e->retry = 0;
-	if (c->flags & ZK_CACHE_DATA)
+	e->lock_held = 0;
+	if ((c->flags & ZK_CACHE_DATA) && held_load)
+		read_data(c, e);
+	else if (c->flags & ZK_CACHE_DATA)
 		check_data(c, e);
-	if (locks_wanted(c, e)) {
+	if (locks_wanted(c, e) && lock) {
 		e->lock_on = 1;
 		read_lock(c, e);
 	}
 	check_loaded(c, e);
+}
+
+/* ZK_CACHE_LAZY, synced and no refresh under way: reads for events wait. */
+static int
+held(const struct zk_cache *c)
+{
+	return (c->flags & ZK_CACHE_LAZY) && !c->syncing && !c->refreshing;
+}
+
+/* An event asks to load e (lock_only: its lock contenders only): now, or,
+ * while held, queued until zk_cache_refresh; a full load asked for
+ * meanwhile wins over a lock-only one. 1 when queued. */
+static int
+hold(struct zk_cache *c, struct ent *e, int lock_only)
+{
+	if (!held(c))
+		return 0;
+	if (!e->loading) {
+		e->loading = 1;
+		e->changed = 0;
+	}
+	if (lock_only)
+		e->lock_held = 1;
+	if (e->queued) {
+		if (!lock_only)
+			e->lock_only = 0;
+		return 1;
+	}
+	e->lock_only = lock_only;
+	e->queued = 1;
+	c->nqueued++;
+	return 1;
 }
 
 /* Start the loads of queued entries while fewer than CACHE_MAX_INFLIGHT
@@ -554,7 +606,7 @@ pump(struct zk_cache *c)
 	size_t scanned = 0;
 	struct ent *e;
 
-	while (!c->freed && c->nqueued > 0 && c->inflight < CACHE_MAX_INFLIGHT &&
+	while (!held(c) && !c->freed && c->nqueued > 0 && c->inflight < CACHE_MAX_INFLIGHT &&
 	       zk_is_connected(c->zk) && scanned <= c->nslots) {
 		if (c->qcursor >= c->nslots)
 			c->qcursor = 0;
@@ -567,14 +619,25 @@ pump(struct zk_cache *c)
 		e->queued = 0;
 		c->nqueued--;
 		if (e->lock_only) {
-			/* a catch-up: only its lock contenders are unknown */
+			/* a catch-up (or ZK_CACHE_LAZY): only its lock
+			 * contenders are unknown */
 			e->lock_only = 0;
+			e->lock_held = 0;
 			if (e->lock_on)
 				read_lock(c, e);
 			check_loaded(c, e);
 		} else {
 			ent_load(c, e);
 		}
+	}
+	if (c->refreshing && !c->freed && c->nqueued == 0 && c->inflight == 0) {
+		/* every read the refresh asked for is back */
+		zk_cache_refreshed_fn done = c->refresh_done;
+
+		c->refreshing = 0;
+		c->refresh_done = NULL;
+		if (done != NULL)
+			done(c, c->refresh_arg);
 	}
 }
 
@@ -819,6 +882,40 @@ out:
 }
 
 /*
+ * A contender in e's followed lock dir came or went (sub "/lock/<name>"),
+ * or the dir itself (sub "/lock"): the count follows the event, with no
+ * listing (issue 25: a lock taken and released cost two listings of the
+ * dir in every process that follows it). The recursive watch tells of
+ * every contender created and deleted while connected, and the count
+ * starts from a listing (the entry's load, the re-sync after a lost
+ * connection, whose events are lost), so it stays exact. 1 when counted;
+ * 0 when the dir must be listed: a listing is in flight (read again once
+ * back, as before), or the count is out of step (a deletion below 0).
+ */
+static int
+lock_event(struct zk_cache *c, struct ent *e, const char *sub, int type)
+{
+	if (e->lock_busy)
+		return 0;
+	if (strcmp(sub, "/lock") == 0) {
+		if (type == ZOO_DELETED_EVENT)
+			set_locked(c, e, 0);
+		return 1; /* a new dir has no contender yet: theirs follow */
+	}
+	if (zk_lock_seq(sub + 6) == NULL)
+		return 1; /* not a contender: not counted by a listing either */
+	if (type == ZOO_CREATED_EVENT && e->pub.locked < SHRT_MAX) {
+		set_locked(c, e, e->pub.locked + 1);
+		return 1;
+	}
+	if (type == ZOO_DELETED_EVENT && e->pub.locked > 0) {
+		set_locked(c, e, e->pub.locked - 1);
+		return 1;
+	}
+	return 0;
+}
+
+/*
  * The cache's recursive watch fired for path (zk_watch_tree): the path
  * itself, a child (created, deleted, data changed), the child's lock dir
  * or a contender in it (created, deleted); anything deeper is not ours.
@@ -857,10 +954,15 @@ tree_event(int type, const char *path, void *arg)
 		} else if (e == NULL) {
 			/* created (or changed before we knew it): load it */
 			e = ent_add(c, path + c->plen + 1);
-			ent_load(c, e);
+			if (!hold(c, e, 0))
+				ent_load(c, e);
 		} else if (type == ZOO_CREATED_EVENT) {
 			/* deleted and made again between two of our looks */
-			ent_load(c, e);
+			if (!hold(c, e, 0))
+				ent_load(c, e);
+		} else if (type == ZOO_CHANGED_EVENT && (c->flags & ZK_CACHE_DATA) &&
+			   hold(c, e, 0)) {
+			/* read at the next refresh */
 		} else if (type == ZOO_CHANGED_EVENT && (c->flags & ZK_CACHE_DATA)) {
 			if (c->syncing && c->catchup) {
 				/* named by the catch-up (or changed during
@@ -880,8 +982,10 @@ tree_event(int type, const char *path, void *arg)
 		   (strcmp(sub, "/lock") == 0 ||
 		    (strncmp(sub, "/lock/", 6) == 0 && strchr(sub + 6, '/') == NULL)) &&
 		   type != ZOO_CHANGED_EVENT) {
-		/* the lock dir or a contender came or went */
-		read_lock(c, e);
+		/* the lock dir or a contender came or went: counted from
+		 * the event, else listed */
+		if (!lock_event(c, e, sub, type) && !hold(c, e, 1))
+			read_lock(c, e);
 	}
 out:
 	pump(c);
@@ -1134,7 +1238,7 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 				continue;
 			e->data_busy = e->data_again = 0;
 			e->lock_busy = e->lock_again = 0;
-			e->queued = e->in_sync = e->retry = e->lock_only = 0;
+			e->queued = e->in_sync = e->retry = e->lock_only = e->lock_held = 0;
 			e->loading = !e->visible || e->loading;
 		}
 		c->synced = 0;
@@ -1323,6 +1427,31 @@ size_t
 zk_cache_unloaded(const struct zk_cache *cache)
 {
 	return cache != NULL && cache->count > cache->nvisible ? cache->count - cache->nvisible : 0;
+}
+
+int
+zk_cache_refresh(struct zk_cache *cache, zk_cache_refreshed_fn done, void *arg)
+{
+	if (!(cache->flags & ZK_CACHE_LAZY) || cache->freed ||
+	    (cache->nqueued == 0 && cache->inflight == 0))
+		return 1;
+	cache->refreshing = 1;
+	cache->refresh_done = NULL;
+	cache->qcursor = 0;
+	enter(cache);
+	pump(cache);
+	leave(cache);
+	if (!cache->refreshing)
+		return 1; /* nothing to read after all (a lock no longer followed) */
+	cache->refresh_done = done;
+	cache->refresh_arg = arg;
+	return 0;
+}
+
+size_t
+zk_cache_held(const struct zk_cache *cache)
+{
+	return cache != NULL && held(cache) ? cache->nqueued : 0;
 }
 
 size_t

@@ -336,6 +336,7 @@ Test(zk_cache, lock_contenders_counted)
 	struct rec r = {0};
 	struct zk_cache *c;
 	struct zk_lock *l1, *l2;
+	size_t reads;
 	int mark;
 
 	cr_assert_eq(zk_sync_create(zk, "/n/0000000001", "{}", 2, 0, 1, NULL), ZOK);
@@ -349,6 +350,7 @@ Test(zk_cache, lock_contenders_counted)
 	cr_assert_eq(last_of(&r, ZK_CACHE_ADDED, "0000000002")->locked, 1);
 	/* "lock" is a lock dir, not a cached child */
 	cr_assert_eq(zk_cache_count(c), 2);
+	reads = zk_cache_reads(c);
 
 	/* first lock on a node: its lock dir appears */
 	l2 = zk_lock_new(zk, "/n/0000000001/lock", NULL, 0);
@@ -372,6 +374,8 @@ Test(zk_cache, lock_contenders_counted)
 		zk_lock_free(w);
 		expect(&r, ZK_CACHE_UPDATED, "0000000002", NULL, 1);
 	}
+	/* counted from the events: no listing of a lock dir (issue 25) */
+	cr_assert_eq(zk_cache_reads(c), reads, "%zu reads", zk_cache_reads(c) - reads);
 	/* deleting the node with its lock dir: one REMOVED */
 	cr_assert_eq(zk_lock_sync_release(l1), ZOK);
 	cr_assert_eq(zk_sync_delete(zk, "/n/0000000002", -1, 1), ZOK);
@@ -1167,4 +1171,74 @@ Test(zk_cache, catch_up_after_a_connection_that_came_and_went)
 	zk_free(zk);
 	event_base_free(base2);
 	testzk_proxy_stop(px);
+}
+
+static int
+held_is_2(void *arg)
+{
+	return zk_cache_held(arg) == 2;
+}
+
+static void
+refreshed(struct zk_cache *c, void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/* ZK_CACHE_LAZY (nodepool-web, issue 25): once synced, changes are heard
+ * but not read until a refresh; a child changed three times is then read
+ * once, a new child is read then; a deletion needs no read and is seen at
+ * once, and so is a lock taken (counted from the events). */
+Test(zk_cache, lazy_reads_at_refresh)
+{
+	const char *hosts;
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct rec r = {0};
+	struct zk_cache *c;
+	struct zk_lock *l;
+	size_t reads;
+	int done = 0;
+
+	cr_assert_eq(zk_sync_create(zk, "/lz/a", "1", 1, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/lz/b", "1", 1, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/lz/d", "1", 1, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/lz", ZK_CACHE_DATA | ZK_CACHE_LOCKS | ZK_CACHE_LAZY, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert_eq(zk_cache_count(c), 3);
+	cr_assert_eq(zk_cache_refresh(c, refreshed, &done), 1, "nothing to read yet");
+	reads = zk_cache_reads(c);
+
+	cr_assert_eq(zk_sync_set(zk, "/lz/a", "2", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_set(zk, "/lz/a", "3", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_set(zk, "/lz/a", "4", 1, -1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(zk, "/lz/c", "x", 1, 0, 1, NULL), ZOK);
+	l = zk_lock_new(zk, "/lz/b/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
+	cr_assert_eq(zk_sync_delete(zk, "/lz/d", -1, 1), ZOK);
+	cr_assert(testzk_run_until(base, held_is_2, c, 15), "held %zu", zk_cache_held(c));
+	expect(&r, ZK_CACHE_REMOVED, "d", NULL, -1);
+	/* the events of all the above are in before the answer to this */
+	cr_assert_eq(zk_sync_exists(zk, "/lz", NULL), ZOK);
+	/* nothing read meanwhile: the view is as it was */
+	cr_assert_eq(zk_cache_reads(c), reads);
+	cr_assert_str_eq(zk_cache_get(c, "a")->data, "1");
+	cr_assert_eq(zk_cache_get(c, "b")->locked, 1);
+	cr_assert_null(zk_cache_get(c, "c"));
+
+	cr_assert_eq(zk_cache_refresh(c, refreshed, &done), 0);
+	cr_assert(testzk_run_flag(base, &done, 15));
+	cr_assert_eq(done, 1);
+	cr_assert_str_eq(zk_cache_get(c, "a")->data, "4");
+	cr_assert_eq(zk_cache_get(c, "b")->locked, 1);
+	cr_assert_not_null(zk_cache_get(c, "c"));
+	cr_assert_str_eq(zk_cache_get(c, "c")->data, "x");
+	expect(&r, ZK_CACHE_ADDED, "c", "x", 0);
+	expect(&r, ZK_CACHE_UPDATED, "a", "4", -1);
+	/* a's data once, c's data and lock */
+	cr_assert_eq(zk_cache_reads(c) - reads, 3, "%zu reads", zk_cache_reads(c) - reads);
+	cr_assert_eq(zk_cache_held(c), 0);
+	zk_lock_free(l);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(zk);
 }
