@@ -249,6 +249,9 @@ struct launcher {
 	double pools_removed_at;
 	double connected_at; /* monotonic s of the last (re)connection */
 	int stopping;
+	/* set while the handlers are dropped after a session expiry: their
+	 * launches are abandoned (driver slot launch_abandon), not cancelled */
+	int abandon_launches;
 
 	struct event *assign_ev;	  /* deferred assignment pass */
 	struct event *cleanup_ev;	  /* cleanup timer */
