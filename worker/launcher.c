@@ -166,7 +166,7 @@ lc_upstream_peer(struct launcher *lc, char *who, size_t wholen)
 		    json_object_get(c->extra, "nodepoold") != NULL)
 			continue;
 		snprintf(who, wholen, "%s (%s)", c->hostname ? c->hostname : "?", c->id);
-		return 1;
+		return c->version != NULL && strncmp(c->version, "0.", 2) == 0 ? 2 : 1;
 	}
 	return 0;
 }
