@@ -248,14 +248,15 @@ def test_three_instances_two_providers_two_hosts_lost(deployment, zuul, sims, tm
             for nid, n in lost[k].items():
                 if not n.get("external_id"):
                     continue  # no instance named yet: nothing to adopt
+                why = [line for line in logs.splitlines() if nid in line][-40:]
                 r = by_rid[n["allocated_to"]]
-                assert r["state"] == "fulfilled" and r["nodes"] == [nid], (k, nid, n, r)
+                assert r["state"] == "fulfilled" and r["nodes"] == [nid], (k, nid, n, r, why)
                 # taken over by a live launcher (a survivor, or the cut
                 # host's own launcher in its new session)
-                assert "adopting node %s " % nid in logs, nid
+                assert "adopting node %s " % nid in logs, (nid, why)
                 if n["provider"] == "os1":
                     # with the server the lost host created
-                    assert smp.ext[nid] == {n["external_id"]}, (nid, smp.ext[nid])
+                    assert smp.ext[nid] == {n["external_id"]}, (nid, smp.ext[nid], why)
                 adopted_nodes.append((k, n["provider"], nid))
         assert [a for a in adopted_nodes if a[1] == "os1"], (
             "no OpenStack launch was adopted",
@@ -267,7 +268,9 @@ def test_three_instances_two_providers_two_hosts_lost(deployment, zuul, sims, tm
             nid = c["metadata"].get("nodepool_node_id")
             creates[nid] = creates.get(nid, 0) + 1
         assert None not in creates, creates.get(None)
-        assert max(creates.values()) == 1, {k: v for k, v in creates.items() if v > 1}
+        assert max(creates.values()) == 1, [
+            (nid, v, [line for line in logs.splitlines() if nid in line][-40:])
+            for nid, v in creates.items() if v > 1]
         # nothing left: no server without a node, in the simulator or in
         # the fake clouds of the hosts that are still up
         wait_clean(sim, zuul, timeout=120)
