@@ -306,8 +306,8 @@ def test_three_instances_two_providers_two_hosts_lost(deployment, zuul, sims, tm
     finally:
         smp.stop.set()
         load.stop.set()
+        for s in sups:
+            s.stop()
         proxy.close()
         szk.stop()
         szk.close()
-        for s in sups:
-            s.stop()
