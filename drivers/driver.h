@@ -219,6 +219,18 @@ struct driver {
 	 * then deletes the node normally. May be NULL if launch completes
 	 * synchronously. */
 	void (*launch_cancel)(struct drv_provider *dp, struct drv_launch *l);
+	/*
+	 * Give a launch in progress up without undoing it, because the
+	 * launcher's ZooKeeper session has ended: its node lock is gone and
+	 * a peer (or this launcher, re-registered) adopts the BUILDING node
+	 * from its record, external_id included, and may already be watching
+	 * the instance. No completion follows; what the cloud has named is
+	 * left alone (deleting it would destroy the server the adopter
+	 * resumes); what it has not named yet is deleted as by launch_cancel.
+	 * No upstream counterpart (upstream deletes lost launches). NULL:
+	 * launch_cancel is used.
+	 */
+	void (*launch_abandon)(struct drv_provider *dp, struct drv_launch *l);
 
 	/* Delete the node's resource; complete with drv_delete_done(). Not
 	 * found counts as success. NULL = nothing to delete. */

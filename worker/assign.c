@@ -582,23 +582,31 @@ assign_pass(struct launcher *lc)
 {
 	size_t i;
 	char who[512];
+	int kind;
 
 	if (lc->prov.max_concurrency == 0 || lc->prov.dp == NULL)
 		return;
-	if (lc_upstream_peer(lc, who, sizeof(who))) {
+	if ((kind = lc_upstream_peer(lc, who, sizeof(who))) != 0) {
 		/* its launches and ours would not see each other's quota:
 		 * the error once, then in the status until it goes */
-		if (!lc->upstream_refused)
+		if (!lc->upstream_refused && kind == 2)
+			lc_set_error(lc,
+				     "provider %s is also served by an earlier nodepoold %s, "
+				     "which takes no provider lock: not serving it alongside "
+				     "(upgrade or stop that instance)",
+				     lc->prov.name, who);
+		else if (!lc->upstream_refused)
 			lc_set_error(lc,
 				     "provider %s is also served by an upstream Nodepool "
 				     "launcher %s: not serving it alongside (stop that launcher, "
 				     "or remove the provider here)",
 				     lc->prov.name, who);
-		lc->upstream_refused = 1;
+		lc->upstream_refused = kind;
 		return;
 	}
 	if (lc->upstream_refused) {
-		log_info("provider %s: the upstream launcher is gone; serving it", lc->prov.name);
+		log_info("provider %s: the %s is gone; serving it", lc->prov.name,
+			 lc->upstream_refused == 2 ? "earlier nodepoold" : "upstream launcher");
 		lc->upstream_refused = 0;
 		lc->last_error[0] = '\0';
 	}

@@ -474,10 +474,17 @@ lost_node_read(int rc, const char *data, int len, const struct zk_stat *st, void
 		lost_node_done(y);
 		return;
 	}
-	if (n->state == NP_NODE_BUILDING && lc_node_adoptable(y->x->lc, n)) {
+	if (n->state == NP_NODE_BUILDING &&
+	    (lc_node_adoptable(y->x->lc, n) || n->provider == NULL ||
+	     strcmp(n->provider, y->x->lc->prov.name) != 0)) {
 		/* the lost launcher's launch goes on: the request keeps the
 		 * node, and whoever takes the request again adopts it
-		 * (upstream clears the allocation; the node is then deleted) */
+		 * (upstream clears the allocation; the node is then deleted).
+		 * Another provider's building node is its own workers' to
+		 * judge (only its driver knows whether it can resume it; when
+		 * not, their delete pass removes it, unlocked): a lost request
+		 * wanting two providers' labels is reset by whichever worker
+		 * sees it first. */
 		np_node_free(n);
 		lost_node_done(y);
 		return;

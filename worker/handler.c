@@ -163,7 +163,12 @@ handler_finish(struct handler *h)
 	for (i = 0; i < h->n_nodes; i++) {
 		struct hnode *hn = &h->nodes[i];
 		if (hn->launching && lc->prov.drv->launch_cancel != NULL && lc->prov.dp != NULL) {
-			lc->prov.drv->launch_cancel(lc->prov.dp, &hn->launch);
+			/* our session ended: the node is another launcher's to
+			 * adopt, the instance with it (launches survive) */
+			if (lc->abandon_launches && lc->prov.drv->launch_abandon != NULL)
+				lc->prov.drv->launch_abandon(lc->prov.dp, &hn->launch);
+			else
+				lc->prov.drv->launch_cancel(lc->prov.dp, &hn->launch);
 			hn->launching = 0;
 			/* no completion will come: drop its reference */
 			lc_ctx_free(lc, hn->launch.owner);

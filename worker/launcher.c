@@ -166,7 +166,7 @@ lc_upstream_peer(struct launcher *lc, char *who, size_t wholen)
 		    json_object_get(c->extra, "nodepoold") != NULL)
 			continue;
 		snprintf(who, wholen, "%s (%s)", c->hostname ? c->hostname : "?", c->id);
-		return 1;
+		return c->version != NULL && strncmp(c->version, "0.", 2) == 0 ? 2 : 1;
 	}
 	return 0;
 }
@@ -853,7 +853,9 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		/* Our ephemerals (components, lock contenders) are gone: every
 		 * request in hand is lost to us; lost-request cleanup (ours or
 		 * another launcher's) returns them to `requested`. */
+		lc->abandon_launches = 1;
 		drop_all_handlers(lc);
+		lc->abandon_launches = 0;
 		free(lc->launcher_component_path);
 		lc->launcher_component_path = NULL;
 		for (i = 0; i < lc->prov.n_pools; i++) {

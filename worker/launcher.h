@@ -255,6 +255,9 @@ struct launcher {
 	double pools_removed_at;
 	double connected_at; /* monotonic s of the last (re)connection */
 	int stopping;
+	/* set while the handlers are dropped after a session expiry: their
+	 * launches are abandoned (driver slot launch_abandon), not cancelled */
+	int abandon_launches;
 
 	struct event *assign_ev;	  /* deferred assignment pass */
 	struct event *cleanup_ev;	  /* cleanup timer */
@@ -278,7 +281,7 @@ struct launcher {
 	struct lc_ctx_list ctxs; /* see lc_ctx_new */
 
 	struct lc_quota *quota; /* quota.c */
-	int upstream_refused;	/* an upstream launcher serves our provider */
+	int upstream_refused;	/* lc_upstream_peer's answer while we refuse (1, 2), 0 */
 	/* request id -> monotonic s when an assignment pass first found it
 	 * ranked below a peer (assign.c); entries of gone requests pruned */
 	json_t *req_seen;
@@ -357,10 +360,12 @@ int lc_node_adoptable(struct launcher *lc, const struct np_node *n);
 /* An unlocked adoptable node waiting for its request: allocated to a
  * request that is still requested or pending. */
 int lc_node_awaits_adoption(struct launcher *lc, const struct np_node *n);
-/* 1 when an upstream Nodepool launcher (a pool component of our provider
- * without nodepoold's marker key) serves our provider: its launches take
- * no provider lock, so nodepoold serves nothing of it meanwhile (who gets
- * "hostname (launcher id)"). */
+/* Nonzero when a launcher that takes no provider lock (a pool component of
+ * our provider without nodepoold's marker key) serves our provider, so
+ * nodepoold serves nothing of it meanwhile (who gets "hostname (launcher
+ * id)"): 2 when its version is 0.x, what a nodepoold from before the
+ * marker writes (Nodepool's own releases with pool components are 3.x and
+ * later), 1 otherwise (an upstream Nodepool launcher). */
 int lc_upstream_peer(struct launcher *lc, char *who, size_t wholen);
 /* The other launchers serving our provider (pool components not ours),
  * appended to out as "hostname pool launcher-id". */

@@ -216,6 +216,7 @@ static const struct sm_adapter_ops aws_adapter = {
     .adapter_stop = aws_adapter_stop,
     .adapter_free = aws_adapter_free,
     .create_machine = aws_create_machine,
+    .resume_machine = aws_resume_machine,
     .delete_machine = aws_delete_machine,
     .list_instances = aws_list_instances,
     .list_resources = aws_list_resources,

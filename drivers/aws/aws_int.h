@@ -173,6 +173,8 @@ void image_key(const struct sm_label *l, const char *ext, char *buf, size_t len)
 const json_t *fleet_of(const struct sm_label *l);
 struct sm_machine *aws_create_machine(struct sm_adapter *a, const struct sm_create_args *args);
 struct sm_machine *aws_delete_machine(struct sm_adapter *a, const char *external_id);
+struct sm_machine *aws_resume_machine(struct sm_adapter *a, const struct sm_create_args *args,
+				      const char *external_id);
 void spot_arm(struct sm_adapter *a);
 void spot_cb(evutil_socket_t fd, short what, void *arg);
 int has_spot_labels(const struct sm_config *cfg);

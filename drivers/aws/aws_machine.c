@@ -990,6 +990,26 @@ aws_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	return &am->m;
 }
 
+/*
+ * The resume_machine slot (launches survive their launcher): instance
+ * external_id, which an earlier launcher's RunInstances / CreateFleet made
+ * for the node, followed in the shared DescribeInstances poll as a new
+ * one is (pending: wait; running: done; gone or terminated: failed).
+ * Nothing is submitted. Only plain instance ids come here: a node on a
+ * dedicated host (an {"instance", "host"} external id) is not resumable
+ * (sm_drv_launch_resumable) and is deleted, host and all, as upstream.
+ */
+struct sm_machine *
+aws_resume_machine(struct sm_adapter *a, const struct sm_create_args *args, const char *external_id)
+{
+	struct amachine *am = (struct amachine *)aws_create_machine(a, args);
+
+	set_ids(am, external_id);
+	am->since = np_mono_s();
+	wait_on_poll(am);
+	return &am->m;
+}
+
 struct sm_machine *
 aws_delete_machine(struct sm_adapter *a, const char *external_id)
 {

@@ -68,6 +68,9 @@
  *                         and every second, for tests ("nothing left
  *                         behind") and benchmarks
  *   seed                  seed of the fault dice (0: random)
+ *   instance-id-base      ids are numbered from it (0): fake clouds of one
+ *                         provider on several nodepoold instances (each its
+ *                         own cloud) then never share an id
  *   cloud-availability-zones
  *                         the zones the cloud has (none): what it reports
  *                         as its AZ list (upstream's Adapter.getAZs, which
@@ -1899,6 +1902,7 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	f->dice = seed != 0 ? (uint64_t)seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid();
 	if (f->dice == 0)
 		f->dice = 1;
+	f->seq = (unsigned long long)np_json_num(p, "instance-id-base", 0);
 	if (f->state_file != NULL && np_json_bool(p, "persistent", 0) && load_state(f))
 		unmanaged = 0; /* they are in the file */
 	for (i = 0; i < unmanaged; i++) {

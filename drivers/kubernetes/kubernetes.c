@@ -442,7 +442,11 @@ struct kmachine {
 	char *ns, *pod; /* namespace (project); pod name or NULL */
 	char *token, *ca_crt, *host_id;
 	double pod_created; /* monotonic */
-	size_t pool_i;	    /* openshiftpods deletes: the pool project tried */
+	/* resuming an earlier launcher's launch (k8s_resume_machine): 1 while
+	 * what it made is still to be found (a create finding its object
+	 * there goes on; the pod is looked for before one is made), 0 after */
+	int resume;
+	size_t pool_i; /* openshiftpods deletes: the pool project tried */
 	/* the call in flight or answered */
 	struct http_req *req_h;
 	int got, status;
@@ -646,7 +650,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 						  : "/api/v1/namespaces",
 					      namespace_body(k));
 			}
-			if (!ok_status(k))
+			if (!(k->resume ? ok_or_exists(k) : ok_status(k)))
 				return m_fail(k);
 			k->got = 0;
 			k->step = K_SA;
@@ -736,6 +740,23 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			k->step = k->pod != NULL ? K_POD : K_DONE;
 			continue;
 		case K_POD:
+			if (k->resume) {
+				/* the earlier launcher's pod, if it made it */
+				if (!k->got) {
+					snprintf(path, sizeof(path),
+						 "/api/v1/namespaces/%s/pods/%s", k->ns, k->pod);
+					return m_call(k, "GET", path, NULL);
+				}
+				if (k->err != NULL || (k->status != 404 && !ok_status(k)))
+					return m_fail(k);
+				k->resume = 0;
+				k->got = 0;
+				if (k->status == 404)
+					continue; /* not made yet: make it */
+				k->pod_created = np_mono_s();
+				k->step = K_WAIT;
+				continue;
+			}
 			if (!k->got) {
 				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", k->ns);
 				return m_call(k, "POST", path,
@@ -920,6 +941,30 @@ k8s_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	}
 	k->step = K_NS;
 	a->creates++;
+	return &k->m;
+}
+
+/*
+ * The resume_machine slot (launches survive their launcher): the launch
+ * an earlier launcher began for the node goes on from what the cluster
+ * holds. Every name derives from the node id, so external_id (the
+ * namespace or project, or the openshiftpods pod) is what a create for
+ * the node names; the steps run again, each finding its object there
+ * (409) instead of failing, and the pod is looked up before one is
+ * created: a pod that exists is waited for, never made twice. No
+ * upstream counterpart (upstream deletes the namespace).
+ */
+static struct sm_machine *
+k8s_resume_machine(struct sm_adapter *a, const struct sm_create_args *args, const char *external_id)
+{
+	struct kmachine *k = (struct kmachine *)k8s_create_machine(a, args);
+
+	a->creates--; /* not a create */
+	k->resume = 1;
+	if (strcmp(external_id, a->flavor == K8S_OPENSHIFTPODS ? k->pod : k->ns) != 0)
+		log_warn("kubernetes: resuming %s, which the node's id names %s", external_id,
+			 a->flavor == K8S_OPENSHIFTPODS ? k->pod : k->ns);
+	sm_set_str(&k->m.external_id, external_id);
 	return &k->m;
 }
 
@@ -1274,9 +1319,9 @@ k8s_dump(struct sm_adapter *a, struct evbuffer *out)
 
 #define K8S_ADAPTER_SLOTS                                                                          \
 	.adapter_stop = k8s_adapter_stop, .adapter_free = k8s_adapter_free,                        \
-	.create_machine = k8s_create_machine, .delete_machine = k8s_delete_machine,                \
-	.list_resources = k8s_list_resources, .delete_resource = k8s_delete_resource,              \
-	.label_quota = k8s_label_quota, .dump = k8s_dump
+	.create_machine = k8s_create_machine, .resume_machine = k8s_resume_machine,                \
+	.delete_machine = k8s_delete_machine, .list_resources = k8s_list_resources,                \
+	.delete_resource = k8s_delete_resource, .label_quota = k8s_label_quota, .dump = k8s_dump
 
 static const struct sm_adapter_ops kubernetes_adapter = {
     .name = "kubernetes",

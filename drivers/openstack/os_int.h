@@ -159,6 +159,7 @@ struct osm {
 	char errmsg[240];
 	json_t *answer;		/* the last call's body */
 	unsigned long long seq; /* a listing started after this is fresh */
+	int resumed;		/* an earlier launcher's server (os_resume_machine) */
 	double next_poll;
 	/* create */
 	char *name, *az, *image_id, *image_name;

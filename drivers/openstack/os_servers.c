@@ -459,6 +459,11 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			return SM_AGAIN;
 		}
 		m->seq = a->list_done_seq;
+		if (s == NULL && m->resumed)
+			/* a listing begun after the takeover lacks a server
+			 * created long before it: gone (a new server may still
+			 * be missing from a listing; this one is not new) */
+			return osm_fail(m, SM_E_FAILED, "server %s is gone", mm->external_id);
 		st = jstr(s, "status");
 		if (s == NULL || st == NULL || strcmp(st, "BUILD") == 0) {
 			list_start(a); /* not listed yet, or still building */
@@ -734,6 +739,7 @@ os_resume_machine(struct sm_adapter *a, const struct sm_create_args *args, const
 
 	m->m.external_id = np_strdupz(external_id);
 	m->seq = a->list_seq;
+	m->resumed = 1;
 	osm_set(m, OS_BUILDING);
 	return &m->m;
 }

@@ -930,6 +930,23 @@ sm_launch_cancel(struct sm_launch *l)
 	}
 }
 
+void
+sm_launch_abandon(struct sm_launch *l)
+{
+	if (l == NULL || l->cancelled)
+		return;
+	if (l->instance_id == NULL || (l->phase != LP_CREATE && l->phase != LP_SCAN)) {
+		/* nothing named that an adopter could take over, or a failed
+		 * attempt's instance on its way out: as a cancel */
+		sm_launch_cancel(l);
+		return;
+	}
+	log_info("node %s: launch of instance %s left to the launcher that adopts the node "
+		 "(phase %s)",
+		 l->node_id, l->instance_id, phase_name(l->phase));
+	launch_free(l); /* stops the run or the scan; the instance stays */
+}
+
 /* ---- deletes ------------------------------------------------------------------------ */
 
 static void

@@ -609,6 +609,19 @@ sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l)
 	glaunch_free(g);
 }
 
+void
+sm_drv_launch_abandon(struct drv_provider *dp, struct drv_launch *l)
+{
+	struct glaunch *g = l->drv;
+
+	if (g == NULL)
+		return;
+	l->drv = NULL;
+	if (g->sl != NULL)
+		sm_launch_abandon(g->sl);
+	glaunch_free(g);
+}
+
 /* ---- validation before service (beyond upstream) ---------------------------------
  *
  * An upload pending validation (images.c) is booted once, here, from the

@@ -232,6 +232,15 @@ struct sm_launch *sm_launch_start(struct sm_runner *r, struct np_node *node,
  * NULL is a no-op.
  */
 void sm_launch_cancel(struct sm_launch *l);
+/*
+ * Abandon (the launcher's session ended, so its node may be adopted by
+ * another launcher): no callback follows and node is no longer touched.
+ * An instance the cloud has named is left as it is, for the adopter
+ * (drv_launch.resume) or, when its record never named it, for leak
+ * cleanup; a create not named yet, or an attempt already unwinding, goes
+ * on as after sm_launch_cancel. NULL is a no-op.
+ */
+void sm_launch_abandon(struct sm_launch *l);
 
 /* Delete external_id (NULL: nothing to do) with delete machines until
  * done, not found, or timeout seconds; done(ok, error, arg) once, on the
@@ -273,6 +282,8 @@ void sm_drv_provider_limits(struct drv_provider *dp, struct drv_quota *out);
 void sm_drv_pool_azs(struct drv_provider *dp, const char *pool, struct np_strv *out);
 void sm_drv_launch(struct drv_provider *dp, struct drv_launch *l);
 void sm_drv_launch_cancel(struct drv_provider *dp, struct drv_launch *l);
+/* The driver slot launch_abandon: sm_launch_abandon. */
+void sm_drv_launch_abandon(struct drv_provider *dp, struct drv_launch *l);
 /* The driver slot launch_resumable: the adapter has resume_machine and the
  * node names its instance (external_id a string) in one of our pools. */
 int sm_drv_launch_resumable(struct drv_provider *dp, const struct np_node *node);
@@ -293,10 +304,10 @@ void sm_drv_image_delete(struct drv_provider *dp, const char *external_id, drv_i
 	.label_ready = sm_drv_label_ready, .label_quota = sm_drv_label_quota,                      \
 	.label_error = sm_drv_label_error, .provider_limits = sm_drv_provider_limits,              \
 	.pool_azs = sm_drv_pool_azs, .launch = sm_drv_launch,                                      \
-	.launch_cancel = sm_drv_launch_cancel, .launch_resumable = sm_drv_launch_resumable,        \
-	.node_delete = sm_drv_node_delete, .dump = sm_drv_dump,                                    \
-	.image_upload = sm_drv_image_upload, .image_delete = sm_drv_image_delete,                  \
-	.image_list = sm_drv_image_list
+	.launch_cancel = sm_drv_launch_cancel, .launch_abandon = sm_drv_launch_abandon,            \
+	.launch_resumable = sm_drv_launch_resumable, .node_delete = sm_drv_node_delete,            \
+	.dump = sm_drv_dump, .image_upload = sm_drv_image_upload,                                  \
+	.image_delete = sm_drv_image_delete, .image_list = sm_drv_image_list
 
 /*
  * The driver's image_format slot for adapters whose format is the

@@ -110,6 +110,9 @@
  *   state-file           path: a JSON picture of the simulated cloud,
  *                        rewritten as it changes (tests, benchmarks)
  *   seed                 integer seed of the failure dice (0: random)
+ *   instance-id-base     int >= 0: ids are numbered from it (0: i-000001),
+ *                        so fake clouds of one provider on several
+ *                        nodepoold instances never name two servers alike
  *   cloud-availability-zones
  *                        list of non-empty strings: the simulated cloud's
  *                        zones, offered when a pool names no

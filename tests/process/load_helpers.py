@@ -22,19 +22,21 @@ class Load:
     """Zuul-like jobs, per_label per label: each submits a request for its
     label, waits for it (wait_timeout seconds, polling every poll s),
     takes the node (in-use), runs briefly, hands it back (used), again,
-    until finish(). Each request is a record in self.records: label, t
-    (submitted), rid, state (final), fulfilled_at (the request's
-    state_time), done (when the job saw it end) and, with
+    until finish(), or until max_requests requests were submitted in all.
+    Each request is a record in self.records: label, t (submitted), rid,
+    state (final), fulfilled_at (the request's state_time), nodes (the
+    fulfilled request's), done (when the job saw it end) and, with
     record_provider, provider (its node's). A job's exception goes to
     self.errors ("label: repr")."""
 
     def __init__(self, zuul, labels, per_label=2, wait_timeout=90, poll=0.02,
-                 join_timeout=120, record_provider=False):
+                 join_timeout=120, record_provider=False, max_requests=None):
         self.zuul = zuul
         self.wait_timeout = wait_timeout
         self.poll = poll
         self.join_timeout = join_timeout
         self.record_provider = record_provider
+        self.max_requests = max_requests
         self.stop = threading.Event()
         self.records = []
         self.errors = []
@@ -58,16 +60,19 @@ class Load:
     def job(self, label):
         try:
             while not self.stop.is_set():
-                rec = {"label": label, "t": time.time(), "state": "requested"}
-                rec["rid"] = self.zuul.submit([label], requestor="zuul-load")
+                rec = {"label": label, "t": time.time(), "state": "requested", "rid": None}
                 with self.lock:
+                    if self.max_requests is not None and len(self.records) >= self.max_requests:
+                        return
                     self.records.append(rec)
+                rec["rid"] = self.zuul.submit([label], requestor="zuul-load")
                 req = self.wait_done(rec["rid"])
                 # under the lock: fulfilled_after() must never see the
                 # final state without its time
                 with self.lock:
                     rec["state"] = req["state"]
                     rec["fulfilled_at"] = req.get("state_time")
+                    rec["nodes"] = req.get("nodes")
                     rec["done"] = time.time()
                 if req["state"] != "fulfilled":
                     continue

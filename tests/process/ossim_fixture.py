@@ -56,6 +56,11 @@ class OSSim(SimFixture):
     def servers(self, **sel):
         return self.ctl("GET", "/servers", **sel)["servers"]
 
+    def created(self, **sel):
+        """Every server ever created (deleted ones too): [{time, id, name,
+        metadata, cloud, region}], in creation order."""
+        return self.ctl("GET", "/servers/created", **sel)["created"]
+
     def ports(self, **sel):
         return self.ctl("GET", "/ports", **sel)["ports"]
 

@@ -227,6 +227,9 @@ class Region:
         self.secgroups = collections.OrderedDict()
         self.volumes = collections.OrderedDict()
         self.servers = collections.OrderedDict()
+        # every server ever created here, deleted ones too: (time, id,
+        # name, metadata) for GET /_sim/servers/created
+        self.created = []
         self.keypairs = collections.OrderedDict()
         for kp in cfg.get("keypairs", []):
             self.keypairs[kp] = {"name": kp, "public_key": "ssh-ed25519 AAAA sim", "fingerprint":
@@ -1498,6 +1501,7 @@ def create_server(ctx, mv):
         s["_volumes"].append(vid)
         s["_vol_delete"][vid] = truthy(b.get("delete_on_termination", False))
     reg.servers[sid] = s
+    reg.created.append((now, sid, name, dict(md)))
     base = ctx.base("compute")
     body = {"server": {"id": sid, "links": [
         {"rel": "self", "href": "%s/v2.1/servers/%s" % (base, sid)},
@@ -2240,6 +2244,11 @@ def control(sim, req):
                     o["region"] = reg.name
                     out.append(o)
             return Response(200, {segs[0]: out})
+        if segs == ["servers", "created"] and m == "GET":
+            return Response(200, {"created": [
+                {"time": t, "id": sid, "name": n, "metadata": md,
+                 "cloud": reg.cloud.name, "region": reg.name}
+                for reg in ctl_regions(sim, b) for (t, sid, n, md) in reg.created]})
         if segs == ["behavior"] and m in ("POST", "PUT"):
             regs = ctl_regions(sim, b)
             for reg in regs:
