@@ -34,6 +34,10 @@
  *     by the pool, with the nodepool_* labels; the credential is the
  *     provider's own (its kubeconfig token and CA), plus "pod".
  *
+ * Pods and namespaces (projects) are followed by list + watch (see
+ * "watches" below), not read per node: a launch sleeps until the watch
+ * says its pod runs, a delete until it says the object went.
+ *
  * A pod that fails (phase Failed, an image that cannot be pulled:
  * ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull) fails
  * its launch attempt at once; a pod still Pending (unschedulable...) after

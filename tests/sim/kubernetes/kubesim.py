@@ -282,6 +282,17 @@ class Sim:
             self.compacted = self.events.popleft()[0]
         self.cond.notify_all()
 
+    def events_after(self, pos):
+        """The recorded changes after resourceVersion pos, oldest first
+        (read from the newest end: watchers are usually near it)."""
+        out = []
+        for e in reversed(self.events):
+            if e[0] <= pos:
+                break
+            out.append(e)
+        out.reverse()
+        return out
+
     def _service_account(self, ns, name, body=None):
         """A service account as the API server and its controllers make it:
         before 1.24 a token secret "<sa>-token-xxxxx" (and on OpenShift a
@@ -1208,18 +1219,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     if pos < sim.compacted:
                         # fell out of the history window while connected
                         break
-                    evs = [e for e in sim.events if e[0] > pos]
+                    evs = sim.events_after(pos)
                     if not evs:
+                        # time-driven changes are the main loop's
                         now = time.time()
                         if now >= deadline:
                             break
-                        due = sim.next_due()
                         wait = min(deadline, next_bm if bookmarks else deadline) - now
-                        if due is not None:
-                            wait = min(wait, due)
                         sim.cond.wait(max(0.0, min(wait, 1.0)))
-                        sim.advance()
-                        evs = [e for e in sim.events if e[0] > pos]
+                        evs = sim.events_after(pos)
                 for erv, etype, eplural, ens, obj in evs:
                     pos = erv
                     if eplural != src or (ns is not None and ens != ns):
