@@ -532,9 +532,11 @@ struct kwatch {
 	struct event *retry_ev;
 	int started, synced, unsupported;
 	unsigned failures;
-	double list_started; /* monotonic: the last list that answered was asked then */
-	json_t *objs;	     /* key -> summary (pods: {s: state, r: why, n: node}) */
-	json_t *gone;	     /* key -> monotonic time its deletion was seen */
+	double list_started;  /* monotonic: the last list that answered was asked then */
+	double watch_started; /* monotonic */
+	unsigned long long events_at_start;
+	json_t *objs; /* key -> summary (pods: {s: state, r: why, n: node}) */
+	json_t *gone; /* key -> monotonic time its deletion was seen */
 	unsigned long long lists, watches, events, expired, drops;
 };
 
@@ -844,8 +846,13 @@ kwatch_end(const struct http_response *res, void *arg)
 	w->req = NULL;
 	w->watching = 0;
 	if (res->error == NULL && res->status >= 200 && res->status < 300) {
-		/* the server's timeout (or an ERROR event: rv cleared) */
-		w->failures = 0;
+		/* the server's timeout (or an ERROR event: rv cleared); one that
+		 * ends at once with nothing said (a proxy that closes watches)
+		 * backs off instead of spinning */
+		if (w->events == w->events_at_start && np_mono_s() - w->watch_started < 1.0)
+			w->failures++;
+		else
+			w->failures = 0;
 		kwatch_restart(w, w->rv[0] == '\0');
 		return;
 	}
@@ -894,6 +901,8 @@ kwatch_watch(struct kwatch *w)
 	w->a->calls++;
 	w->watches++;
 	w->watching = 1;
+	w->watch_started = np_mono_s();
+	w->events_at_start = w->events;
 	w->req = http_stream(w->a->http, &p, kwatch_line, kwatch_end, w);
 	if (w->req == NULL) {
 		w->watching = 0;
@@ -924,6 +933,8 @@ pod_watch(struct sm_adapter *a, const char *ns)
 
 	if (a->flavor != K8S_OPENSHIFTPODS)
 		return a->nwatches > 0 ? a->watches[0] : NULL;
+	if (ns == NULL)
+		return NULL;
 	for (i = 0; i < a->nwatches; i++) {
 		if (a->watches[i]->pods &&
 		    strncmp(a->watches[i]->path, "/api/v1/namespaces/", 19) == 0) {
