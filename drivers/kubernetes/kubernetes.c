@@ -396,13 +396,11 @@ pod_body(const struct sm_adapter *a, const struct sm_label *l, const char *name,
 
 enum kstep {
 	K_NS,	   /* namespace or project request */
-	K_SA,	   /* service account */
-	K_SECRET,  /* its token secret */
+	K_OBJECTS, /* at once: service account, role, role binding */
+	K_SECRET,  /* at once: the account's token secret, the pod */
 	K_TOKEN,   /* read the secret until the token controller filled it */
-	K_ROLE,	   /* role */
-	K_BINDING, /* role binding */
-	K_POD,	   /* pod */
-	K_WAIT,	   /* read the pod until Running */
+	K_POD,	   /* pod (openshiftpods) */
+	K_WAIT,	   /* until the pod runs */
 	K_DONE,
 	/* deletes */
 	D_DELETE,
@@ -410,8 +408,20 @@ enum kstep {
 };
 
 static const char *const kstep_names[] = {
-    "namespace", "service-account", "secret", "token",	  "role",	 "role-binding",
-    "pod",	 "pod-wait",	    "done",   "deleting", "delete-wait",
+    "namespace", "objects", "secret-and-pod", "token",	     "pod",
+    "pod-wait",	 "done",    "deleting",	      "delete-wait",
+};
+
+/* One of the calls K_OBJECTS makes at once. */
+enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_SECRET, KS_POD };
+struct kslot {
+	struct kmachine *k;
+	enum kslot_kind kind;
+	struct http_req *h;
+	int got, status;
+	char *err;
+	json_t *resp;
+	char what[256];
 };
 
 struct kmachine {
@@ -430,8 +440,10 @@ struct kmachine {
 	TAILQ_ENTRY(kmachine) wentry;
 	struct kwatch *waiting_on;
 	char wkey[600];
-	double next_read;  /* monotonic: when a waiting machine reads by itself */
-	double deleted_at; /* monotonic: the delete call answered */
+	double next_read;      /* monotonic: when a waiting machine reads by itself */
+	double deleted_at;     /* monotonic: the delete call answered */
+	struct kslot slots[4]; /* K_OBJECTS' calls */
+	int nslots, slots_left;
 	/* the call in flight or answered */
 	struct http_req *req_h;
 	int got, status;
@@ -489,19 +501,104 @@ ok_status(const struct kmachine *k)
 	return k->err == NULL && k->status >= 200 && k->status < 300;
 }
 
-/* A create may find the object made by this same attempt (a 409 on
- * a retried call) */
-static int
-ok_or_exists(const struct kmachine *k)
-{
-	return ok_status(k) || (k->err == NULL && k->status == 409);
-}
-
 static void
 m_poll(struct kmachine *k, double s)
 {
 	k->got = 0;
 	k->m.retry_in = s;
+}
+
+static void
+slot_answer(const struct http_response *res, void *arg)
+{
+	struct kslot *s = arg;
+
+	s->h = NULL;
+	s->got = 1;
+	s->status = res->status;
+	free(s->err);
+	s->err = res->error != NULL ? strdup(res->error) : NULL;
+	json_decref(s->resp);
+	s->resp = k8s_answer_json(res->body, res->body_len);
+	if (--s->k->slots_left == 0)
+		sm_machine_wake(&s->k->m);
+}
+
+static void
+slots_clear(struct kmachine *k)
+{
+	int i;
+
+	for (i = 0; i < k->nslots; i++) {
+		struct kslot *s = &k->slots[i];
+		http_cancel(s->h);
+		free(s->err);
+		json_decref(s->resp);
+		memset(s, 0, sizeof(*s));
+	}
+	k->nslots = 0;
+	k->slots_left = 0;
+}
+
+/* All answered: 0 when each succeeded (409 AlreadyExists is success for
+ * all but the pod: a retried call that made it), else -1 with the first
+ * failure copied to k for m_fail. The slots are cleared either way. */
+static int
+slots_failed(struct kmachine *k)
+{
+	int i;
+
+	for (i = 0; i < k->nslots; i++) {
+		struct kslot *s = &k->slots[i];
+		int ok = s->err == NULL && ((s->status >= 200 && s->status < 300) ||
+					    (s->kind != KS_POD && s->status == 409));
+		if (ok)
+			continue;
+		k->status = s->status;
+		free(k->err);
+		k->err = s->err;
+		s->err = NULL;
+		json_decref(k->resp);
+		k->resp = s->resp;
+		s->resp = NULL;
+		snprintf(k->what, sizeof(k->what), "%s", s->what);
+		slots_clear(k);
+		return -1;
+	}
+	slots_clear(k);
+	return 0;
+}
+
+/* A pod refused because the namespace's service account is not made yet
+ * (the ServiceAccount admission plugin answers 403 "error looking up
+ * service account <ns>/default: serviceaccount \"default\" not found"):
+ * worth repeating in a moment. */
+static int
+k8s_sa_missing(int status, const json_t *resp)
+{
+	const char *msg = np_json_str(resp, "message", "");
+
+	return status == 403 && strstr(msg, "service account") != NULL &&
+	       strstr(msg, "not found") != NULL;
+}
+
+/* Start one of K_OBJECTS' calls (body owned). */
+static void
+slot_start(struct kmachine *k, enum kslot_kind kind, const char *path, json_t *body)
+{
+	struct kslot *s = &k->slots[k->nslots++];
+
+	s->k = k;
+	s->kind = kind;
+	snprintf(s->what, sizeof(s->what), "POST %s", path);
+	k->slots_left++;
+	s->h = kcall(k->a, "POST", path, body, slot_answer, s);
+	json_decref(body);
+	if (s->h == NULL) {
+		s->got = 1;
+		s->err = strdup("cannot start the call");
+		k->slots_left--;
+	}
 }
 
 /* ---- watches ------------------------------------------------------------------------------------
@@ -1085,7 +1182,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 	struct sm_adapter *a = k->a;
 	char path[1024], buf[512];
 
-	if (k->req_h != NULL) {
+	if (k->req_h != NULL || k->slots_left > 0) {
 		m->retry_in = 3600;
 		return SM_AGAIN;
 	}
@@ -1110,41 +1207,86 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			if (!ok_status(k))
 				return m_fail(k);
 			k->got = 0;
-			k->step = K_SA;
+			k->step = K_OBJECTS;
 			continue;
-		case K_SA:
-			if (!k->got) {
+		case K_OBJECTS: {
+			/* The namespace's objects at once: none needs another
+			 * (a binding may name an account or role still to come). */
+			if (k->nslots == 0) {
 				snprintf(path, sizeof(path),
 					 "/api/v1/namespaces/%s/serviceaccounts", k->ns);
-				return m_call(k, "POST", path,
-					      json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1",
-							"kind", "ServiceAccount", "metadata",
-							"name", K8S_USER));
+				slot_start(k, KS_SA, path,
+					   json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1",
+						     "kind", "ServiceAccount", "metadata", "name",
+						     K8S_USER));
+				if (a->flavor != K8S_OPENSHIFT) {
+					snprintf(path, sizeof(path),
+						 "/apis/rbac.authorization.k8s.io/v1/namespaces/"
+						 "%s/roles",
+						 k->ns);
+					slot_start(k, KS_ROLE, path, role_body(k));
+				}
+				snprintf(path, sizeof(path),
+					 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/"
+					 "rolebindings",
+					 k->ns);
+				slot_start(k, KS_BINDING, path, binding_body(k));
+				if (k->slots_left > 0) {
+					m->retry_in = 3600; /* woken by the last answer */
+					return SM_AGAIN;
+				}
 			}
-			if (!ok_or_exists(k))
+			if (slots_failed(k))
 				return m_fail(k);
 			k->got = 0;
 			k->step = K_SECRET;
 			continue;
-		case K_SECRET:
-			if (!k->got) {
+		}
+		case K_SECRET: {
+			/* the token secret once its account exists, and the pod
+			 * meanwhile (it runs as the namespace's default account) */
+			int again = 0;
+			if (k->nslots == 0) {
 				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets",
 					 k->ns);
-				return m_call(
-				    k, "POST", path,
-				    json_pack("{s:s, s:s, s:s, s:{s:s, s:{s:s}}}", "apiVersion",
-					      "v1", "kind", "Secret", "type",
-					      "kubernetes.io/service-account-token", "metadata",
-					      "name", K8S_USER, "annotations",
-					      "kubernetes.io/service-account.name", K8S_USER));
+				slot_start(k, KS_SECRET, path,
+					   json_pack("{s:s, s:s, s:s, s:{s:s, s:{s:s}}}",
+						     "apiVersion", "v1", "kind", "Secret", "type",
+						     "kubernetes.io/service-account-token",
+						     "metadata", "name", K8S_USER, "annotations",
+						     "kubernetes.io/service-account.name",
+						     K8S_USER));
+				if (k->pod != NULL) {
+					snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods",
+						 k->ns);
+					slot_start(k, KS_POD, path,
+						   pod_body(a, k->label, k->pod, k->meta, k->req));
+					k->pod_created = np_mono_s();
+				}
+				if (k->slots_left > 0) {
+					m->retry_in = 3600;
+					return SM_AGAIN;
+				}
 			}
-			if (!ok_or_exists(k))
+			if (k->pod != NULL && k->nslots == 2 && k->slots[1].err == NULL &&
+			    k8s_sa_missing(k->slots[1].status, k->slots[1].resp)) {
+				/* the default account is not made yet: the pod again */
+				k->slots[1].status = 201;
+				again = 1;
+			}
+			if (slots_failed(k))
 				return m_fail(k);
 			k->got = 0;
+			if (again) {
+				k->step = K_POD;
+				m->retry_in = K8S_POLL_TOKEN;
+				return SM_AGAIN;
+			}
 			/* the token is read last: the token controller fills it
 			 * meanwhile */
-			k->step = a->flavor == K8S_OPENSHIFT ? K_BINDING : K_ROLE;
+			k->step = k->pod != NULL ? K_WAIT : K_TOKEN;
 			continue;
+		}
 		case K_TOKEN: {
 			int r;
 			if (!k->got) {
@@ -1173,36 +1315,16 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			k->step = K_DONE;
 			continue;
 		}
-		case K_ROLE:
-			if (!k->got) {
-				snprintf(path, sizeof(path),
-					 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles",
-					 k->ns);
-				return m_call(k, "POST", path, role_body(k));
-			}
-			if (!ok_or_exists(k))
-				return m_fail(k);
-			k->got = 0;
-			k->step = K_BINDING;
-			continue;
-		case K_BINDING:
-			if (!k->got) {
-				snprintf(path, sizeof(path),
-					 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/"
-					 "rolebindings",
-					 k->ns);
-				return m_call(k, "POST", path, binding_body(k));
-			}
-			if (!ok_or_exists(k))
-				return m_fail(k);
-			k->got = 0;
-			k->step = k->pod != NULL ? K_POD : K_TOKEN;
-			continue;
 		case K_POD:
 			if (!k->got) {
 				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", k->ns);
 				return m_call(k, "POST", path,
 					      pod_body(a, k->label, k->pod, k->meta, k->req));
+			}
+			if (k->err == NULL && k8s_sa_missing(k->status, k->resp) &&
+			    a->flavor != K8S_OPENSHIFTPODS) {
+				m_poll(k, K8S_POLL_TOKEN); /* launch-timeout bounds it */
+				return SM_AGAIN;
 			}
 			if (!ok_status(k))
 				return m_fail(k);
@@ -1415,6 +1537,7 @@ machine_free(struct sm_machine *m)
 
 	waiter_remove(k);
 	http_cancel(k->req_h);
+	slots_clear(k);
 	json_decref(k->meta);
 	json_decref(k->resp);
 	np_request_free(k->req);

@@ -132,3 +132,18 @@ def test_openshiftpods_by_the_watch(deployment, zuul, sim):
     c = calls(sim)
     assert c.get(POD_READ, 0) == 0
     assert c[("WATCH", "/api/v1/namespaces/{ns}/pods")] >= 1
+
+
+def test_pod_before_the_default_account_exists_is_made_again(deployment, zuul, sim):
+    """The pod is created while the namespace's other objects are still
+    being made: a cluster whose service account controller has not made
+    the namespace's default account yet refuses it (403); the driver makes
+    it again and the node is ready."""
+    sim.behavior(default_sa_delay=0.5)
+    deployment.start_launcher("k8s", deployment.write_config(k8s_config([POD])))
+    rid, nid, node = serve(deployment, zuul, sim, "pod")
+    assert node["state"] == "ready"
+    log = [c for c in sim.ctl("GET", "/calls/log")
+           if c["method"] == "POST" and c["path"] == "/api/v1/namespaces/main-%s/pods" % nid]
+    assert len(log) >= 2  # refused, then made
+    release_and_check_gone(zuul, sim, rid)

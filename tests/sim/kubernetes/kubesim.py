@@ -221,6 +221,10 @@ class Sim:
         self.pod_outcome = cfg.get("pod_outcome", "running")
         self.token_delay = float(cfg.get("token_delay", 0.1))
         self.ns_delete_delay = float(cfg.get("namespace_delete_delay", 0.2))
+        # seconds before the service account controller makes a new
+        # namespace's "default" account (pods are refused until then)
+        self.default_sa_delay = float(cfg.get("default_sa_delay", 0))
+        self.pending_sa = []  # (due time, namespace)
         self.image_outcomes = dict(cfg.get("image_outcomes", {}))  # image regex -> outcome
         self.outcomes = collections.deque()
         self.node_name = cfg.get("node_name", "sim-node-1")
@@ -342,13 +346,21 @@ class Sim:
         self.namespaces[name] = obj
         self.emit("ADDED", "namespaces", obj)
         # The service account controller makes "default" in every namespace.
-        self._service_account(name, "default")
+        if self.default_sa_delay > 0:
+            self.pending_sa.append((time.time() + self.default_sa_delay, name))
+        else:
+            self._service_account(name, "default")
         return obj
 
     def advance(self):
         """Time-driven transitions: pods start, tokens appear, namespaces go."""
         now = time.time()
         changed = False
+        for due, ns in [p for p in self.pending_sa if p[0] <= now]:
+            self.pending_sa.remove((due, ns))
+            if ns in self.namespaces and ("serviceaccounts", ns, "default") not in self.objs:
+                self._service_account(ns, "default")
+                changed = True
         for (ns, name), st in list(self.pod_state.items()):
             pod = self.objs.get(("pods", ns, name))
             if pod is None:
@@ -389,6 +401,7 @@ class Sim:
         due = [st["ready_at"] for st in self.pod_state.values() if not st.get("done")]
         due += [o["_token_at"] for k, o in self.objs.items()
                 if k[0] == "secrets" and "_token_at" in o and not o.get("data", {}).get("token")]
+        due += [p[0] for p in self.pending_sa]
         due += [o.get("_gone_at", 0) for o in self.namespaces.values()
                 if o["status"]["phase"] == "Terminating"]
         return max(0.0, min(due) - time.time()) if due else None
@@ -596,6 +609,12 @@ class Sim:
                 if not c.get("image"):
                     raise status_error(422, 'Pod "%s" is invalid: spec.containers[0].image: '
                                        "Required value" % name, "Invalid", name, plural)
+            sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+            if ("serviceaccounts", ns, sa) not in self.objs:
+                # the ServiceAccount admission plugin
+                raise status_error(403, 'pods "%s" is forbidden: error looking up service '
+                                   'account %s/%s: serviceaccount "%s" not found'
+                                   % (name, ns, sa, sa), "Forbidden", name, "pods")
             pod_defaults(obj)
             outcome = self.pick_outcome(spec)
             self.pod_state[(ns, name)] = {"outcome": outcome["outcome"],
@@ -1302,6 +1321,7 @@ def control(sim, method, path, query, body):
             return 200, f.view()
         if path == "/behavior" and method == "POST":
             for k, attr in (("pod_delay", "pod_delay"), ("token_delay", "token_delay"),
+                            ("default_sa_delay", "default_sa_delay"),
                             ("namespace_delete_delay", "ns_delete_delay")):
                 if k in body:
                     setattr(sim, attr, float(body[k]))
