@@ -3,7 +3,8 @@
 # Kubernetes API server simulator (tests/sim/kubernetes), through the
 # kubernetes driver.
 #
-#   bench/k8s_load.sh [N requests] [C concurrency] [DELAY pod start seconds] [TYPE pod|namespace]
+#   bench/k8s_load.sh [N requests] [C concurrency] [DELAY pod start seconds]
+#                     [TYPE pod|namespace|openshiftpods]
 #
 # Starts a private ZooKeeper (tests/zkfixture.sh), kubesim with pods
 # Running DELAY seconds after their create, one launcher serving a
@@ -13,7 +14,9 @@
 # latency (request to fulfilled), the launcher's and ZooKeeper's peak RSS
 # and CPU, and the API calls the simulator served per node (create to
 # delete: namespace, service account, token secret and its reads, role,
-# binding, pod, pod reads, namespace delete and its reads).
+# binding, pod, pod reads, namespace delete and its reads; openshiftpods:
+# the pod in the existing project "default" and its delete). Watches
+# (method WATCH) and the lists before them are counted too.
 set -eu
 N=${1:-500}
 C=${2:-50}
@@ -29,8 +32,14 @@ bench_zk_start
 sh tests/sim/kubernetes/kubesim.sh start "$tmp/sim" --pod-delay "$DELAY"
 . "$tmp/sim/env"
 bench_zk_mkdir /bench
+driver=kubernetes
+pool=main
 if [ "$TYPE" = pod ]; then
 	label="{name: pod, type: pod, image: docker.io/fedora:40, cpu: 1, memory: 512}"
+elif [ "$TYPE" = openshiftpods ]; then
+	driver=openshiftpods
+	pool=default
+	label="{name: pod, image: docker.io/fedora:40, cpu: 1, memory: 512}"
 else
 	label="{name: pod, type: namespace}"
 fi
@@ -40,10 +49,10 @@ fi
 labels: [{name: pod}]
 providers:
   - name: k8s-bench
-    driver: kubernetes
+    driver: $driver
     context: kubesim
     pools:
-      - name: main
+      - name: $pool
         labels: [$label]
 CFG
 } >"$tmp/nodepool.yaml"
@@ -52,14 +61,14 @@ pid=$!
 curl -s -X DELETE "$KUBESIM_CONTROL/calls" >/dev/null
 echo "load: $N $TYPE requests, concurrency $C, pod start delay ${DELAY}s (kubesim)"
 bench_zuul_load -l pod -n "$N" -c "$C" --pid "$pid" --pid "$(cat "$tmp/zk/zk.pid")" --idle 2
-# every node deleted (namespaces gone) before counting calls
+# every node deleted (namespaces or pods gone) before counting calls
 i=0
 while :; do
-	left=$(curl -s "$KUBESIM_CONTROL/namespaces" | /usr/bin/python3 -c \
-		'import json,sys; print(sum(1 for n in json.load(sys.stdin) if "nodepool_node_id" in (n["metadata"].get("labels") or {})))')
+	left=$(curl -s "$KUBESIM_CONTROL/state" | /usr/bin/python3 -c \
+		'import json,sys; s = json.load(sys.stdin); print(sum(1 for n in s["namespaces"] + [o for k, o in s["objects"].items() if k.startswith("pods/")] if "nodepool_node_id" in (n["metadata"].get("labels") or {})))')
 	[ "$left" = 0 ] && break
 	i=$((i + 1))
-	[ $i -lt 600 ] || { echo "namespaces left: $left" >&2; break; }
+	[ $i -lt 600 ] || { echo "nodes left in the cluster: $left" >&2; break; }
 	sleep 0.1
 done
 curl -s "$KUBESIM_CONTROL/calls" | /usr/bin/python3 -c '

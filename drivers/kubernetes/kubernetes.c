@@ -34,6 +34,10 @@
  *     by the pool, with the nodepool_* labels; the credential is the
  *     provider's own (its kubeconfig token and CA), plus "pod".
  *
+ * Pods and namespaces (projects) are followed by list + watch (see
+ * "watches" below), not read per node: a launch sleeps until the watch
+ * says its pod runs, a delete until it says the object went.
+ *
  * A pod that fails (phase Failed, an image that cannot be pulled:
  * ErrImagePull, ImagePullBackOff, InvalidImageName, ErrImageNeverPull) fails
  * its launch attempt at once; a pod still Pending (unschedulable...) after
@@ -62,6 +66,7 @@
 #include <time.h>
 
 #include <event2/buffer.h>
+#include <event2/event.h>
 #include <openssl/evp.h>
 
 #include "lib/net/http.h"
@@ -91,10 +96,19 @@ k8s_seg(const char *s, char *buf)
 #define K8S_POLL_DELETE	 0.5  /* s between reads of a deleted namespace */
 #define K8S_BOOT_TIMEOUT 300  /* upstream waits a fixed 300 reads, 1 s apart */
 #define K8S_MAX_INFLIGHT 32
+/* Watches (the API concepts' "efficient detection of changes"): pods and
+ * namespaces (projects) are followed by one watch each instead of reads
+ * per node. */
+#define K8S_WATCH_SECONDS  300	 /* timeoutSeconds asked for; then resumed */
+#define K8S_WATCH_FALLBACK 30.0	 /* s: a waiting node reads its object itself this often */
+#define K8S_WATCH_BACKOFF  5.0	 /* s: cap on the delay before a failed watch restarts */
+#define K8S_GONE_KEEP	   120.0 /* s: deletions remembered for deletes that race the watch */
 
 enum k8s_flavor { K8S_KUBERNETES, K8S_OPENSHIFT, K8S_OPENSHIFTPODS };
 
-struct kop; /* a listing or resource delete in flight */
+struct kop;	 /* a listing or resource delete in flight */
+struct kwatch;	 /* a list + watch of one collection */
+struct kmachine; /* a create or delete */
 
 static int k8s_label_quota_fill(const struct sm_label *l, struct drv_quota *out);
 
@@ -107,6 +121,12 @@ struct sm_adapter {
 	int stopped;
 	unsigned long long calls, creates, deletes;
 	TAILQ_HEAD(, kop) ops;
+	/* pods (one per pool project for openshiftpods), then namespaces or
+	 * projects (not for openshiftpods) */
+	struct kwatch **watches;
+	size_t nwatches;
+	struct kwatch *ns_watch;
+	TAILQ_HEAD(, kmachine) waiters; /* machines asleep until their object changes */
 };
 
 static const char *
@@ -413,13 +433,11 @@ pod_body(const struct sm_adapter *a, const struct sm_label *l, const char *name,
 
 enum kstep {
 	K_NS,	   /* namespace or project request */
-	K_SA,	   /* service account */
-	K_SECRET,  /* its token secret */
+	K_OBJECTS, /* at once: service account, role, role binding */
+	K_SECRET,  /* at once: the account's token secret, the pod */
 	K_TOKEN,   /* read the secret until the token controller filled it */
-	K_ROLE,	   /* role */
-	K_BINDING, /* role binding */
-	K_POD,	   /* pod */
-	K_WAIT,	   /* read the pod until Running */
+	K_POD,	   /* pod (openshiftpods) */
+	K_WAIT,	   /* until the pod runs */
 	K_DONE,
 	/* deletes */
 	D_DELETE,
@@ -427,8 +445,20 @@ enum kstep {
 };
 
 static const char *const kstep_names[] = {
-    "namespace", "service-account", "secret", "token",	  "role",	 "role-binding",
-    "pod",	 "pod-wait",	    "done",   "deleting", "delete-wait",
+    "namespace", "objects", "secret-and-pod", "token",	     "pod",
+    "pod-wait",	 "done",    "deleting",	      "delete-wait",
+};
+
+/* One of the calls K_OBJECTS makes at once. */
+enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_SECRET, KS_POD };
+struct kslot {
+	struct kmachine *k;
+	enum kslot_kind kind;
+	struct http_req *h;
+	int got, status;
+	char *err;
+	json_t *resp;
+	char what[256];
 };
 
 struct kmachine {
@@ -447,6 +477,14 @@ struct kmachine {
 	 * there goes on; the pod is looked for before one is made), 0 after */
 	int resume;
 	size_t pool_i; /* openshiftpods deletes: the pool project tried */
+	/* waiting on a watch: key "ns/name" (pods) or "name" */
+	TAILQ_ENTRY(kmachine) wentry;
+	struct kwatch *waiting_on;
+	char wkey[600];
+	double next_read;      /* monotonic: when a waiting machine reads by itself */
+	double deleted_at;     /* monotonic: the delete call answered */
+	struct kslot slots[4]; /* K_OBJECTS' calls */
+	int nslots, slots_left;
 	/* the call in flight or answered */
 	struct http_req *req_h;
 	int got, status;
@@ -504,19 +542,576 @@ ok_status(const struct kmachine *k)
 	return k->err == NULL && k->status >= 200 && k->status < 300;
 }
 
-/* A create may find the object made by this same attempt (a 409 on
- * a retried call) */
-static int
-ok_or_exists(const struct kmachine *k)
-{
-	return ok_status(k) || (k->err == NULL && k->status == 409);
-}
-
 static void
 m_poll(struct kmachine *k, double s)
 {
 	k->got = 0;
 	k->m.retry_in = s;
+}
+
+static void
+slot_answer(const struct http_response *res, void *arg)
+{
+	struct kslot *s = arg;
+
+	s->h = NULL;
+	s->got = 1;
+	s->status = res->status;
+	free(s->err);
+	s->err = res->error != NULL ? strdup(res->error) : NULL;
+	json_decref(s->resp);
+	s->resp = k8s_answer_json(res->body, res->body_len);
+	if (--s->k->slots_left == 0)
+		sm_machine_wake(&s->k->m);
+}
+
+static void
+slots_clear(struct kmachine *k)
+{
+	int i;
+
+	for (i = 0; i < k->nslots; i++) {
+		struct kslot *s = &k->slots[i];
+		http_cancel(s->h);
+		free(s->err);
+		json_decref(s->resp);
+		memset(s, 0, sizeof(*s));
+	}
+	k->nslots = 0;
+	k->slots_left = 0;
+}
+
+/* All answered: 0 when each succeeded (409 AlreadyExists is success for
+ * all but the pod: a retried call that made it), else -1 with the first
+ * failure copied to k for m_fail. The slots are cleared either way. */
+static int
+slots_failed(struct kmachine *k)
+{
+	int i;
+
+	for (i = 0; i < k->nslots; i++) {
+		struct kslot *s = &k->slots[i];
+		int ok = s->err == NULL && ((s->status >= 200 && s->status < 300) ||
+					    (s->kind != KS_POD && s->status == 409));
+		if (ok)
+			continue;
+		k->status = s->status;
+		free(k->err);
+		k->err = s->err;
+		s->err = NULL;
+		json_decref(k->resp);
+		k->resp = s->resp;
+		s->resp = NULL;
+		snprintf(k->what, sizeof(k->what), "%s", s->what);
+		slots_clear(k);
+		return -1;
+	}
+	slots_clear(k);
+	return 0;
+}
+
+/* A pod refused because the namespace's service account is not made yet
+ * (the ServiceAccount admission plugin answers 403 "error looking up
+ * service account <ns>/default: serviceaccount \"default\" not found"):
+ * worth repeating in a moment. */
+static int
+k8s_sa_missing(int status, const json_t *resp)
+{
+	const char *msg = np_json_str(resp, "message", "");
+
+	return status == 403 && strstr(msg, "service account") != NULL &&
+	       strstr(msg, "not found") != NULL;
+}
+
+/* Start one of K_OBJECTS' calls (body owned). */
+static void
+slot_start(struct kmachine *k, enum kslot_kind kind, const char *path, json_t *body)
+{
+	struct kslot *s = &k->slots[k->nslots++];
+
+	s->k = k;
+	s->kind = kind;
+	snprintf(s->what, sizeof(s->what), "POST %s", path);
+	k->slots_left++;
+	s->h = kcall(k->a, "POST", path, body, slot_answer, s);
+	json_decref(body);
+	if (s->h == NULL) {
+		s->got = 1;
+		s->err = strdup("cannot start the call");
+		k->slots_left--;
+	}
+}
+
+/* ---- watches ------------------------------------------------------------------------------------
+ *
+ * As client-go's informers, for the launches and deletes of this provider:
+ * a list of the collection (resourceVersion R), then a watch from R
+ * (allowWatchBookmarks, timeoutSeconds K8S_WATCH_SECONDS) whose events
+ * keep a cache of what each object looks like, resumed from the last
+ * resourceVersion seen (an event's or a bookmark's) whenever it ends or
+ * drops; a 410 Expired (as an ERROR event or an answer) means that version
+ * is too old: list again. A machine that waits for a pod to run or an
+ * object to go reads the cache and sleeps until an event for its object
+ * wakes it; it reads its object itself only every K8S_WATCH_FALLBACK
+ * seconds (a watch that silently stalls) and falls back to reads every
+ * K8S_POLL_* when the collection cannot be listed (403/404: a user without
+ * cluster-wide rights). resourceVersions are compared for equality only,
+ * as the API asks: whether a deleted object is gone is told by its
+ * DELETED event, or by a list made after the delete answered.
+ */
+struct kwatch {
+	struct sm_adapter *a;
+	char path[1024];  /* the collection, with its query so far ("?labelSelector=..." or "?") */
+	const char *what; /* "pods", "namespaces", "projects" (for logs) */
+	int pods;	  /* key "ns/name" and a pod summary; else key "name" */
+	char rv[256];	  /* resourceVersion to resume from; "" lists first */
+	struct http_req *req; /* the list or the watch */
+	int watching;	      /* req is the watch */
+	struct event *retry_ev;
+	int started, synced, unsupported;
+	unsigned failures;
+	double list_started;  /* monotonic: the last list that answered was asked then */
+	double watch_started; /* monotonic */
+	unsigned long long events_at_start;
+	json_t *objs; /* key -> summary (pods: {s: state, r: why, n: node}) */
+	json_t *gone; /* key -> monotonic time its deletion was seen */
+	unsigned long long lists, watches, events, expired, drops;
+};
+
+static void kwatch_list(struct kwatch *w);
+static void kwatch_watch(struct kwatch *w);
+
+static struct kwatch *
+kwatch_new(struct sm_adapter *a, const char *collection, const char *what, int pods,
+	   const char *selector)
+{
+	struct kwatch *w = calloc(1, sizeof(*w));
+
+	if (w == NULL)
+		abort();
+	w->a = a;
+	w->what = what;
+	w->pods = pods;
+	snprintf(w->path, sizeof(w->path), "%s?", collection);
+	if (selector != NULL) {
+		snprintf(w->path + strlen(w->path), sizeof(w->path) - strlen(w->path),
+			 "labelSelector=");
+		urlenc(w->path, sizeof(w->path), selector);
+		snprintf(w->path + strlen(w->path), sizeof(w->path) - strlen(w->path), "&");
+	}
+	w->objs = json_object();
+	w->gone = json_object();
+	return w;
+}
+
+static void
+kwatch_free(struct kwatch *w)
+{
+	if (w == NULL)
+		return;
+	http_cancel(w->req);
+	if (w->retry_ev != NULL)
+		event_free(w->retry_ev);
+	json_decref(w->objs);
+	json_decref(w->gone);
+	free(w);
+}
+
+/* Wake the machines waiting on w: those for key, or all (key NULL). */
+static void
+kwatch_wake(struct kwatch *w, const char *key)
+{
+	struct kmachine *k, *next;
+
+	for (k = TAILQ_FIRST(&w->a->waiters); k != NULL; k = next) {
+		next = TAILQ_NEXT(k, wentry);
+		if (k->waiting_on != w || (key != NULL && strcmp(k->wkey, key) != 0))
+			continue;
+		TAILQ_REMOVE(&w->a->waiters, k, wentry);
+		k->waiting_on = NULL;
+		sm_machine_wake(&k->m);
+	}
+}
+
+static void
+waiter_remove(struct kmachine *k)
+{
+	if (k->waiting_on == NULL)
+		return;
+	TAILQ_REMOVE(&k->a->waiters, k, wentry);
+	k->waiting_on = NULL;
+}
+
+static void
+waiter_add(struct kmachine *k, struct kwatch *w, const char *key)
+{
+	waiter_remove(k);
+	snprintf(k->wkey, sizeof(k->wkey), "%s", key);
+	k->waiting_on = w;
+	TAILQ_INSERT_TAIL(&k->a->waiters, k, wentry);
+}
+
+/* The cache key of an object (its namespace and name), in buf. */
+static const char *
+kwatch_key(const struct kwatch *w, const json_t *obj, char *buf, size_t len)
+{
+	const json_t *md = json_object_get(obj, "metadata");
+	const char *name = np_json_str(md, "name", NULL);
+
+	if (name == NULL)
+		return NULL;
+	if (w->pods)
+		snprintf(buf, len, "%s/%s", np_json_str(md, "namespace", ""), name);
+	else
+		snprintf(buf, len, "%s", name);
+	return buf;
+}
+
+static json_t *
+kwatch_summary(const struct kwatch *w, const json_t *obj)
+{
+	char why[512];
+	const char *nn = NULL;
+	enum k8s_pod_state ps;
+
+	if (!w->pods)
+		return json_object();
+	ps = k8s_pod_read(obj, why, sizeof(why), &nn);
+	return json_pack("{s:i, s:s, s:s?}", "s", (int)ps, "r", why, "n", nn);
+}
+
+static void
+kwatch_prune_gone(struct kwatch *w)
+{
+	const char *key;
+	json_t *v;
+	void *tmp;
+	double now = np_mono_s();
+
+	if (json_object_size(w->gone) < 256)
+		return;
+	json_object_foreach_safe(w->gone, tmp, key, v)
+	{
+		if (now - json_real_value(v) > K8S_GONE_KEEP)
+			json_object_del(w->gone, key);
+	}
+}
+
+static void
+kwatch_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kwatch *w = arg;
+
+	(void)fd;
+	(void)what;
+	if (w->a->stopped)
+		return;
+	if (w->rv[0] != '\0')
+		kwatch_watch(w);
+	else
+		kwatch_list(w);
+}
+
+/* Start again after a failure: at once the first time, then backing off. */
+static void
+kwatch_restart(struct kwatch *w, int relist)
+{
+	double d = w->failures == 0
+		       ? 0
+		       : fmin(0.1 * ldexp(1.0, (int)fmin(w->failures, 10)), K8S_WATCH_BACKOFF);
+	struct timeval tv;
+
+	if (relist)
+		w->rv[0] = '\0';
+	if (w->a->stopped)
+		return;
+	if (w->retry_ev == NULL) {
+		w->retry_ev = evtimer_new(w->a->env->base, kwatch_retry_cb, w);
+		if (w->retry_ev == NULL)
+			abort();
+	}
+	tv.tv_sec = (time_t)d;
+	tv.tv_usec = (suseconds_t)((d - (double)tv.tv_sec) * 1e6);
+	evtimer_add(w->retry_ev, &tv);
+}
+
+/* The collection cannot be listed or watched with these credentials:
+ * the machines read their objects themselves, as before watches. */
+static void
+kwatch_unsupported(struct kwatch *w, int status, const char *msg)
+{
+	if (!w->unsupported)
+		log_warn("provider %s: cannot watch %s (%d: %s): reading each node's object "
+			 "instead",
+			 w->a->env->provider_name, w->what, status, msg);
+	w->unsupported = 1;
+	kwatch_wake(w, NULL);
+}
+
+static void
+kwatch_list_answer(const struct http_response *res, void *arg)
+{
+	struct kwatch *w = arg;
+	json_t *body = k8s_answer_json(res->body, res->body_len), *items, *it, *objs;
+	const char *rv, *key;
+	char kb[600], msg[512];
+	json_t *v;
+	size_t i;
+
+	w->req = NULL;
+	items = json_object_get(body, "items");
+	rv = np_json_str(json_object_get(body, "metadata"), "resourceVersion", NULL);
+	if (res->error == NULL && (res->status == 403 || res->status == 404 || res->status == 405 ||
+				   res->status == 401)) {
+		k8s_status_describe("list", res->status, res->error, body, msg, sizeof(msg));
+		json_decref(body);
+		kwatch_unsupported(w, res->status, msg);
+		return;
+	}
+	if (res->error != NULL || res->status != 200 || !json_is_array(items) || rv == NULL ||
+	    strlen(rv) >= sizeof(w->rv)) {
+		k8s_status_describe("list", res->status, res->error, body, msg, sizeof(msg));
+		log_info("provider %s: listing %s failed: %s", w->a->env->provider_name, w->what,
+			 msg);
+		json_decref(body);
+		w->failures++;
+		kwatch_restart(w, 1);
+		return;
+	}
+	objs = json_object();
+	json_array_foreach(items, i, it)
+	{
+		if (kwatch_key(w, it, kb, sizeof(kb)) != NULL)
+			json_object_set_new(objs, kb, kwatch_summary(w, it));
+	}
+	/* what went while no watch ran is gone */
+	json_object_foreach(w->objs, key, v)
+	{
+		if (json_object_get(objs, key) == NULL)
+			json_object_set_new(w->gone, key, json_real(np_mono_s()));
+	}
+	json_decref(w->objs);
+	w->objs = objs;
+	snprintf(w->rv, sizeof(w->rv), "%s", rv);
+	w->synced = 1;
+	w->unsupported = 0;
+	json_decref(body);
+	kwatch_wake(w, NULL);
+	kwatch_watch(w);
+}
+
+static void
+kwatch_list(struct kwatch *w)
+{
+	w->watching = 0;
+	w->lists++;
+	w->list_started = np_mono_s();
+	w->req = kcall(w->a, "GET", w->path, NULL, kwatch_list_answer, w);
+	if (w->req == NULL) {
+		w->failures++;
+		kwatch_restart(w, 1);
+	}
+}
+
+/* One watch event (a line of the stream). */
+static void
+kwatch_line(const char *line, size_t len, void *arg)
+{
+	struct kwatch *w = arg;
+	json_error_t jerr;
+	json_t *ev, *obj;
+	const char *type, *rv, *key;
+	char kb[600];
+
+	if (len == 0)
+		return;
+	ev = json_loadb(line, len, 0, &jerr);
+	type = np_json_str(ev, "type", NULL);
+	obj = json_object_get(ev, "object");
+	if (type == NULL || !json_is_object(obj)) {
+		log_info("provider %s: watch of %s: not an event: %.100s", w->a->env->provider_name,
+			 w->what, line);
+		json_decref(ev);
+		return;
+	}
+	w->events++;
+	if (strcmp(type, "ERROR") == 0) {
+		/* a Status: 410 Expired is "list again", anything else too */
+		long long code = json_integer_value(json_object_get(obj, "code"));
+		if (code == 410)
+			w->expired++;
+		else
+			log_info("provider %s: watch of %s: error %lld: %.200s",
+				 w->a->env->provider_name, w->what, code,
+				 np_json_str(obj, "message", ""));
+		json_decref(ev);
+		w->rv[0] = '\0';
+		/* the server ends the stream after an ERROR; the end lists */
+		return;
+	}
+	rv = np_json_str(json_object_get(obj, "metadata"), "resourceVersion", NULL);
+	if (rv != NULL && strlen(rv) < sizeof(w->rv))
+		snprintf(w->rv, sizeof(w->rv), "%s", rv);
+	if (strcmp(type, "BOOKMARK") == 0) {
+		kwatch_prune_gone(w);
+		json_decref(ev);
+		return;
+	}
+	key = kwatch_key(w, obj, kb, sizeof(kb));
+	if (key == NULL) {
+		json_decref(ev);
+		return;
+	}
+	if (strcmp(type, "DELETED") == 0) {
+		json_object_del(w->objs, key);
+		json_object_set_new(w->gone, key, json_real(np_mono_s()));
+		kwatch_prune_gone(w);
+	} else {
+		json_object_set_new(w->objs, key, kwatch_summary(w, obj));
+		json_object_del(w->gone, key);
+	}
+	json_decref(ev);
+	kwatch_wake(w, key);
+}
+
+static void
+kwatch_end(const struct http_response *res, void *arg)
+{
+	struct kwatch *w = arg;
+	json_t *body;
+	char msg[512];
+
+	w->req = NULL;
+	w->watching = 0;
+	if (res->error == NULL && res->status >= 200 && res->status < 300) {
+		/* the server's timeout (or an ERROR event: rv cleared); one that
+		 * ends at once with nothing said (a proxy that closes watches)
+		 * backs off instead of spinning */
+		if (w->events == w->events_at_start && np_mono_s() - w->watch_started < 1.0)
+			w->failures++;
+		else
+			w->failures = 0;
+		kwatch_restart(w, w->rv[0] == '\0');
+		return;
+	}
+	body = k8s_answer_json(res->body, res->body_len);
+	k8s_status_describe("watch", res->status, res->error, body, msg, sizeof(msg));
+	json_decref(body);
+	if (res->error == NULL && res->status == 410) {
+		w->expired++;
+		kwatch_restart(w, 1);
+		return;
+	}
+	if (res->error == NULL && (res->status == 401 || res->status == 403 || res->status == 404 ||
+				   res->status == 405)) {
+		kwatch_unsupported(w, res->status, msg);
+		return;
+	}
+	/* dropped, or a server error: resume from the last version seen */
+	w->drops++;
+	w->failures++;
+	log_debug("provider %s: watch of %s ended: %s; resuming", w->a->env->provider_name, w->what,
+		  msg);
+	kwatch_restart(w, 0);
+}
+
+static void
+kwatch_watch(struct kwatch *w)
+{
+	struct http_request_params p;
+	const char *hdrs[3];
+	char url[2048];
+	int n = 0;
+
+	snprintf(url, sizeof(url),
+		 "%s%swatch=1&allowWatchBookmarks=true&timeoutSeconds=%d&resourceVersion=",
+		 w->a->conn.server, w->path, K8S_WATCH_SECONDS);
+	urlenc(url, sizeof(url), w->rv);
+	hdrs[n++] = "Accept: application/json";
+	if (w->a->auth[0] != '\0')
+		hdrs[n++] = w->a->auth;
+	hdrs[n] = NULL;
+	memset(&p, 0, sizeof(p));
+	p.method = "GET";
+	p.url = url;
+	p.headers = hdrs;
+	p.timeout = K8S_WATCH_SECONDS + K8S_CALL_TIMEOUT;
+	w->a->calls++;
+	w->watches++;
+	w->watching = 1;
+	w->watch_started = np_mono_s();
+	w->events_at_start = w->events;
+	w->req = http_stream(w->a->http, &p, kwatch_line, kwatch_end, w);
+	if (w->req == NULL) {
+		w->watching = 0;
+		w->failures++;
+		kwatch_restart(w, 0);
+	}
+}
+
+/* w, started if it was not (the first machine that needs it starts it);
+ * NULL when w is NULL or cannot be used (the machine reads by itself). */
+static struct kwatch *
+kwatch_use(struct kwatch *w)
+{
+	if (w == NULL || w->unsupported)
+		return NULL;
+	if (!w->started && !w->a->stopped) {
+		w->started = 1;
+		kwatch_list(w);
+	}
+	return w;
+}
+
+/* The pods watch covering namespace ns. */
+static struct kwatch *
+pod_watch(struct sm_adapter *a, const char *ns)
+{
+	size_t i;
+
+	if (a->flavor != K8S_OPENSHIFTPODS)
+		return a->nwatches > 0 ? a->watches[0] : NULL;
+	if (ns == NULL)
+		return NULL;
+	for (i = 0; i < a->nwatches; i++) {
+		if (a->watches[i]->pods &&
+		    strncmp(a->watches[i]->path, "/api/v1/namespaces/", 19) == 0) {
+			const char *p = a->watches[i]->path + 19;
+			size_t l = strlen(ns);
+			if (strncmp(p, ns, l) == 0 && strncmp(p + l, "/pods?", 6) == 0)
+				return a->watches[i];
+		}
+	}
+	return NULL;
+}
+
+static void
+watches_setup(struct sm_adapter *a)
+{
+	char sel[512], coll[1024];
+	size_t i, n = a->flavor == K8S_OPENSHIFTPODS ? a->env->cfg->npools : 1;
+
+	snprintf(sel, sizeof(sel), "nodepool_provider_name=%s", a->env->provider_name);
+	a->watches = calloc(n + 1, sizeof(*a->watches));
+	if (a->watches == NULL)
+		abort();
+	if (a->flavor == K8S_OPENSHIFTPODS) {
+		/* the provider's token may only see its projects */
+		for (i = 0; i < n; i++) {
+			snprintf(coll, sizeof(coll), "/api/v1/namespaces/%s/pods",
+				 SEG(a->env->cfg->pools[i].name));
+			a->watches[a->nwatches++] = kwatch_new(a, coll, "pods", 1, sel);
+		}
+		return;
+	}
+	a->watches[a->nwatches++] = kwatch_new(a, "/api/v1/pods", "pods", 1, sel);
+	if (a->flavor == K8S_OPENSHIFT)
+		/* a ProjectRequest carries no labels: every project */
+		a->ns_watch =
+		    kwatch_new(a, "/apis/project.openshift.io/v1/projects", "projects", 0, NULL);
+	else
+		a->ns_watch = kwatch_new(a, "/api/v1/namespaces", "namespaces", 0, sel);
+	a->watches[a->nwatches++] = a->ns_watch;
 }
 
 static json_t *
@@ -628,7 +1223,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 	struct sm_adapter *a = k->a;
 	char path[1024], buf[512];
 
-	if (k->req_h != NULL) {
+	if (k->req_h != NULL || k->slots_left > 0) {
 		m->retry_in = 3600;
 		return SM_AGAIN;
 	}
@@ -650,42 +1245,94 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 						  : "/api/v1/namespaces",
 					      namespace_body(k));
 			}
-			if (!(k->resume ? ok_or_exists(k) : ok_status(k)))
+			if (!(ok_status(k) || (k->resume && k->err == NULL && k->status == 409)))
 				return m_fail(k);
 			k->got = 0;
-			k->step = K_SA;
+			k->step = K_OBJECTS;
 			continue;
-		case K_SA:
-			if (!k->got) {
+		case K_OBJECTS: {
+			/* The namespace's objects at once: none needs another
+			 * (a binding may name an account or role still to come). */
+			if (k->nslots == 0) {
 				snprintf(path, sizeof(path),
 					 "/api/v1/namespaces/%s/serviceaccounts", k->ns);
-				return m_call(k, "POST", path,
-					      json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1",
-							"kind", "ServiceAccount", "metadata",
-							"name", K8S_USER));
+				slot_start(k, KS_SA, path,
+					   json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1",
+						     "kind", "ServiceAccount", "metadata", "name",
+						     K8S_USER));
+				if (a->flavor != K8S_OPENSHIFT) {
+					snprintf(path, sizeof(path),
+						 "/apis/rbac.authorization.k8s.io/v1/namespaces/"
+						 "%s/roles",
+						 k->ns);
+					slot_start(k, KS_ROLE, path, role_body(k));
+				}
+				snprintf(path, sizeof(path),
+					 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/"
+					 "rolebindings",
+					 k->ns);
+				slot_start(k, KS_BINDING, path, binding_body(k));
+				if (k->slots_left > 0) {
+					m->retry_in = 3600; /* woken by the last answer */
+					return SM_AGAIN;
+				}
 			}
-			if (!ok_or_exists(k))
+			if (slots_failed(k))
 				return m_fail(k);
 			k->got = 0;
 			k->step = K_SECRET;
 			continue;
-		case K_SECRET:
-			if (!k->got) {
+		}
+		case K_SECRET: {
+			/* the token secret once its account exists, and the pod
+			 * meanwhile (it runs as the namespace's default account) */
+			int again = 0;
+			if (k->nslots == 0) {
 				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets",
 					 k->ns);
-				return m_call(
-				    k, "POST", path,
-				    json_pack("{s:s, s:s, s:s, s:{s:s, s:{s:s}}}", "apiVersion",
-					      "v1", "kind", "Secret", "type",
-					      "kubernetes.io/service-account-token", "metadata",
-					      "name", K8S_USER, "annotations",
-					      "kubernetes.io/service-account.name", K8S_USER));
+				slot_start(k, KS_SECRET, path,
+					   json_pack("{s:s, s:s, s:s, s:{s:s, s:{s:s}}}",
+						     "apiVersion", "v1", "kind", "Secret", "type",
+						     "kubernetes.io/service-account-token",
+						     "metadata", "name", K8S_USER, "annotations",
+						     "kubernetes.io/service-account.name",
+						     K8S_USER));
+				if (k->pod != NULL && !k->resume) {
+					snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods",
+						 k->ns);
+					slot_start(k, KS_POD, path,
+						   pod_body(a, k->label, k->pod, k->meta, k->req));
+					k->pod_created = np_mono_s();
+				}
+				if (k->slots_left > 0) {
+					m->retry_in = 3600;
+					return SM_AGAIN;
+				}
 			}
-			if (!ok_or_exists(k))
+			if (k->pod != NULL && k->nslots == 2 && k->slots[1].err == NULL &&
+			    k8s_sa_missing(k->slots[1].status, k->slots[1].resp)) {
+				/* the default account is not made yet: the pod again */
+				k->slots[1].status = 201;
+				again = 1;
+			}
+			if (slots_failed(k))
 				return m_fail(k);
 			k->got = 0;
-			k->step = K_TOKEN;
+			if (again) {
+				k->step = K_POD;
+				m->retry_in = K8S_POLL_TOKEN;
+				return SM_AGAIN;
+			}
+			if (k->resume && k->pod != NULL) {
+				/* resuming: the pod is looked for before one is made */
+				k->step = K_POD;
+				continue;
+			}
+			/* the token is read last: the token controller fills it
+			 * meanwhile */
+			k->step = k->pod != NULL ? K_WAIT : K_TOKEN;
 			continue;
+		}
 		case K_TOKEN: {
 			int r;
 			if (!k->got) {
@@ -711,34 +1358,9 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 				return SM_ERROR;
 			}
 			k->got = 0;
-			k->step = a->flavor == K8S_OPENSHIFT ? K_BINDING : K_ROLE;
+			k->step = K_DONE;
 			continue;
 		}
-		case K_ROLE:
-			if (!k->got) {
-				snprintf(path, sizeof(path),
-					 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles",
-					 k->ns);
-				return m_call(k, "POST", path, role_body(k));
-			}
-			if (!ok_or_exists(k))
-				return m_fail(k);
-			k->got = 0;
-			k->step = K_BINDING;
-			continue;
-		case K_BINDING:
-			if (!k->got) {
-				snprintf(path, sizeof(path),
-					 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/"
-					 "rolebindings",
-					 k->ns);
-				return m_call(k, "POST", path, binding_body(k));
-			}
-			if (!ok_or_exists(k))
-				return m_fail(k);
-			k->got = 0;
-			k->step = k->pod != NULL ? K_POD : K_DONE;
-			continue;
 		case K_POD:
 			if (k->resume) {
 				/* the earlier launcher's pod, if it made it */
@@ -762,6 +1384,11 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 				return m_call(k, "POST", path,
 					      pod_body(a, k->label, k->pod, k->meta, k->req));
 			}
+			if (k->err == NULL && k8s_sa_missing(k->status, k->resp) &&
+			    a->flavor != K8S_OPENSHIFTPODS) {
+				m_poll(k, K8S_POLL_TOKEN); /* launch-timeout bounds it */
+				return SM_AGAIN;
+			}
 			if (!ok_status(k))
 				return m_fail(k);
 			k->pod_created = np_mono_s();
@@ -769,26 +1396,46 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			k->step = K_WAIT;
 			continue;
 		case K_WAIT: {
-			enum k8s_pod_state ps;
-			const char *nn;
-			double boot = a->env->cfg->boot_timeout;
-			if (!k->got) {
-				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", k->ns,
-					 k->pod);
+			enum k8s_pod_state ps = K8S_POD_PENDING;
+			const char *nn = NULL;
+			double boot = a->env->cfg->boot_timeout, now = np_mono_s(), wait;
+			struct kwatch *w = kwatch_use(pod_watch(a, k->ns));
+			int known = 0;
+			snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", k->ns,
+				 k->pod);
+			if (k->got) {
+				/* a read of our own (no watch, or its fallback) */
+				if (!ok_status(k))
+					return m_fail(k);
+				ps = k8s_pod_read(k->resp, buf, sizeof(buf), &nn);
+				known = 1;
+				k->got = 0;
+			} else if (w != NULL) {
+				char key[600];
+				const json_t *sum;
+				snprintf(key, sizeof(key), "%s/%s", k->ns, k->pod);
+				sum = json_object_get(w->objs, key);
+				if (sum != NULL) {
+					ps = (enum k8s_pod_state)json_integer_value(
+					    json_object_get(sum, "s"));
+					snprintf(buf, sizeof(buf), "%s", np_json_str(sum, "r", ""));
+					nn = np_json_str(sum, "n", NULL);
+					known = 1;
+				}
+			} else {
 				return m_call(k, "GET", path, NULL);
 			}
-			if (!ok_status(k))
-				return m_fail(k);
-			ps = k8s_pod_read(k->resp, buf, sizeof(buf), &nn);
+			if (!known)
+				buf[0] = '\0';
 			if (ps == K8S_POD_RUNNING) {
+				waiter_remove(k);
 				free(k->host_id);
 				k->host_id = nn ? strdup(nn) : NULL;
-				k->got = 0;
-				k->step = K_DONE;
+				k->step = a->flavor == K8S_OPENSHIFTPODS ? K_DONE : K_TOKEN;
 				continue;
 			}
-			if (ps == K8S_POD_FAILED ||
-			    (boot > 0 && np_mono_s() - k->pod_created > boot)) {
+			if (ps == K8S_POD_FAILED || (boot > 0 && now - k->pod_created > boot)) {
+				waiter_remove(k);
 				m->error = SM_E_FAILED;
 				if (ps == K8S_POD_FAILED)
 					snprintf(m->error_msg, sizeof(m->error_msg),
@@ -800,7 +1447,29 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 						 k->ns, k->pod, boot, buf);
 				return SM_ERROR;
 			}
-			m_poll(k, K8S_POLL_POD);
+			if (w == NULL || kwatch_use(pod_watch(a, k->ns)) == NULL) {
+				waiter_remove(k);
+				m_poll(k, K8S_POLL_POD);
+				return SM_AGAIN;
+			}
+			{
+				char key[600];
+				snprintf(key, sizeof(key), "%s/%s", k->ns, k->pod);
+				waiter_add(k, w, key);
+			}
+			if (k->next_read == 0)
+				k->next_read = now + K8S_WATCH_FALLBACK;
+			if (now >= k->next_read) {
+				/* the watch has said nothing for long: look */
+				waiter_remove(k);
+				k->next_read = now + K8S_WATCH_FALLBACK;
+				return m_call(k, "GET", path, NULL);
+			}
+			wait = k->next_read - now;
+			if (boot > 0 && k->pod_created + boot - now + 0.01 < wait)
+				wait = k->pod_created + boot - now + 0.01;
+			k->got = 0;
+			m->retry_in = wait;
 			return SM_AGAIN;
 		}
 		case K_DONE:
@@ -872,18 +1541,56 @@ delete_advance(struct sm_machine *m, struct sm_instance **out)
 			return m_fail(k);
 		k->got = 0;
 		k->step = D_WAIT;
-		m->retry_in = K8S_POLL_DELETE;
+		k->deleted_at = np_mono_s();
+		m->retry_in = 0;
 		return SM_AGAIN;
 	}
-	/* D_WAIT: read until gone (upstream's waitForNodeCleanup) */
-	if (!k->got)
-		return m_call(k, "GET", path, NULL);
-	if (k->err == NULL && k->status == 404)
-		return SM_DONE;
-	if (!ok_status(k))
-		return m_fail(k);
-	m_poll(k, K8S_POLL_DELETE);
-	return SM_AGAIN;
+	/* D_WAIT: until gone (upstream's waitForNodeCleanup reads it until
+	 * 404): told by the watch, else by reading */
+	{
+		struct kwatch *w = kwatch_use(a->flavor == K8S_OPENSHIFTPODS
+						  ? pod_watch(a, pods_project(a, k->pool_i))
+						  : a->ns_watch);
+		double now = np_mono_s();
+		char key[600];
+
+		if (k->got) {
+			if (k->err == NULL && k->status == 404) {
+				waiter_remove(k);
+				return SM_DONE;
+			}
+			if (!ok_status(k))
+				return m_fail(k);
+			k->got = 0;
+			if (w == NULL) {
+				m_poll(k, K8S_POLL_DELETE);
+				return SM_AGAIN;
+			}
+		}
+		if (w == NULL)
+			return m_call(k, "GET", path, NULL);
+		if (a->flavor == K8S_OPENSHIFTPODS)
+			snprintf(key, sizeof(key), "%s/%s", pods_project(a, k->pool_i),
+				 m->external_id);
+		else
+			snprintf(key, sizeof(key), "%s", m->external_id);
+		if (json_object_get(w->gone, key) != NULL ||
+		    (w->synced && w->list_started >= k->deleted_at &&
+		     json_object_get(w->objs, key) == NULL)) {
+			waiter_remove(k);
+			return SM_DONE;
+		}
+		waiter_add(k, w, key);
+		if (k->next_read == 0)
+			k->next_read = now + K8S_WATCH_FALLBACK;
+		if (now >= k->next_read) {
+			waiter_remove(k);
+			k->next_read = now + K8S_WATCH_FALLBACK;
+			return m_call(k, "GET", path, NULL);
+		}
+		m->retry_in = k->next_read - now;
+		return SM_AGAIN;
+	}
 }
 
 static void
@@ -891,7 +1598,9 @@ machine_free(struct sm_machine *m)
 {
 	struct kmachine *k = (struct kmachine *)m;
 
+	waiter_remove(k);
 	http_cancel(k->req_h);
+	slots_clear(k);
 	json_decref(k->meta);
 	json_decref(k->resp);
 	np_request_free(k->req);
@@ -1210,6 +1919,7 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 	a->env = env;
 	a->flavor = flavor;
 	TAILQ_INIT(&a->ops);
+	TAILQ_INIT(&a->waiters);
 	if (k8s_conn_load(ctx, &a->conn, e2, sizeof(e2)) != 0) {
 		snprintf(err, errlen, "%s", e2);
 		free(a);
@@ -1250,6 +1960,7 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 		free(a);
 		return NULL;
 	}
+	watches_setup(a);
 	log_info("provider %s: %s API at %s (context %s, %s)", env->provider_name,
 		 flavor_name(flavor), a->conn.server, a->conn.context,
 		 a->conn.token	    ? "token"
@@ -1284,7 +1995,15 @@ openshiftpods_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 static void
 k8s_adapter_stop(struct sm_adapter *a)
 {
+	size_t i;
+
 	a->stopped = 1;
+	for (i = 0; i < a->nwatches; i++) {
+		http_cancel(a->watches[i]->req);
+		a->watches[i]->req = NULL;
+		if (a->watches[i]->retry_ev != NULL)
+			evtimer_del(a->watches[i]->retry_ev);
+	}
 }
 
 static void
@@ -1298,6 +2017,9 @@ k8s_adapter_free(struct sm_adapter *a)
 		http_cancel(o->req);
 		kop_free(o);
 	}
+	while (a->nwatches > 0)
+		kwatch_free(a->watches[--a->nwatches]);
+	free(a->watches);
 	http_client_free(a->http);
 	k8s_conn_clear(&a->conn);
 	free(a);
@@ -1307,6 +2029,7 @@ static void
 k8s_dump(struct sm_adapter *a, struct evbuffer *out)
 {
 	struct http_stats st;
+	size_t i;
 
 	http_get_stats(a->http, &st);
 	evbuffer_add_printf(out,
@@ -1315,6 +2038,21 @@ k8s_dump(struct sm_adapter *a, struct evbuffer *out)
 			    flavor_name(a->flavor), a->conn.server, a->conn.context, a->calls,
 			    st.inflight, st.queued, (unsigned long long)st.errors,
 			    (unsigned long long)st.throttled, a->creates, a->deletes);
+	for (i = 0; i < a->nwatches; i++) {
+		const struct kwatch *w = a->watches[i];
+		if (!w->started)
+			continue;
+		evbuffer_add_printf(
+		    out,
+		    "    watch %s (%.60s): %s, %zu objects, lists %llu, watches %llu, "
+		    "events %llu, expired %llu, dropped %llu\n",
+		    w->what, w->path,
+		    w->unsupported ? "unsupported (reading instead)"
+		    : w->watching  ? "watching"
+				   : "listing or restarting",
+		    json_object_size(w->objs), w->lists, w->watches, w->events, w->expired,
+		    w->drops);
+	}
 }
 
 #define K8S_ADAPTER_SLOTS                                                                          \

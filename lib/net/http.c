@@ -56,7 +56,18 @@ struct http_req {
 	double t_start;
 	http_cb cb;
 	void *arg;
+	/* streaming calls (http_stream): a 2xx body goes to on_line, line by
+	 * line, from line_ev on the loop (never from inside libcurl, where no
+	 * new call could be started) */
+	http_line_cb on_line;
+	struct event *line_ev;
+	int streaming;	/* -1 status not known yet, 1 a 2xx being streamed, 0 not */
+	int delivering; /* inside on_line: a cancel only marks */
+	int cancelled;
 };
+
+static int stream_write(struct http_req *r, const char *data, size_t len);
+static int stream_drain(struct http_req *r, int at_end);
 
 struct http_sock {
 	struct http_client *c;
@@ -188,6 +199,8 @@ write_cb(char *data, size_t size, size_t n, void *arg)
 	struct http_req *r = arg;
 	size_t len = size * n;
 
+	if (r->on_line != NULL && stream_write(r, data, len) == 1)
+		return len;
 	if (r->rlen + len > r->c->max_body) {
 		r->too_big = 1;
 		return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
@@ -277,6 +290,8 @@ req_free(struct http_req *r)
 {
 	if (r->easy != NULL)
 		curl_easy_cleanup(r->easy);
+	if (r->line_ev != NULL)
+		event_free(r->line_ev);
 	headers_clear(r);
 	free(r->rh);
 	curl_slist_free_all(r->hdrs);
@@ -319,6 +334,9 @@ start(struct http_req *r)
 	r->easy = e;
 	r->rlen = 0;
 	r->too_big = 0;
+	r->streaming = -1;
+	if (r->on_line != NULL)
+		curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	headers_clear(r);
 	r->errbuf[0] = '\0';
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
@@ -398,6 +416,13 @@ deliver(struct http_req *r, int status, const char *error)
 	struct http_client *c = r->c;
 	struct http_response res;
 
+	if (r->on_line != NULL && r->streaming == 1) {
+		/* the lines still buffered first (a last one without its
+		 * newline only when the answer ended cleanly) */
+		if (stream_drain(r, error == NULL) != 0)
+			return; /* cancelled by on_line: freed */
+		r->rlen = 0;
+	}
 	memset(&res, 0, sizeof(res));
 	res.status = status;
 	res.error = error;
@@ -788,6 +813,8 @@ http_cancel(struct http_req *r)
 	if (r == NULL)
 		return;
 	c = r->c;
+	if (r->cancelled)
+		return;
 	if (r->queued) {
 		TAILQ_REMOVE(&c->queue, r, entry);
 		c->st.queued--;
@@ -797,6 +824,16 @@ http_cancel(struct http_req *r)
 		curl_multi_remove_handle(c->multi, r->easy);
 		TAILQ_REMOVE(&c->inflight, r, entry);
 		c->st.inflight--;
+	}
+	if (r->delivering) {
+		/* from inside on_line: stream_drain frees it on return */
+		r->cancelled = 1;
+		if (r->easy != NULL) {
+			curl_easy_cleanup(r->easy);
+			r->easy = NULL;
+		}
+		pump(c);
+		return;
 	}
 	req_free(r);
 	pump(c);
@@ -823,4 +860,109 @@ void
 http_client_set_rate(struct http_client *c, double rate)
 {
 	ratelimit_set_rate(c->rl, rate);
+}
+
+/* ---- streaming (http_stream) ------------------------------------------------------------------
+ */
+
+/* write_cb's part for a streaming call: 1 when the data was taken (a 2xx
+ * answer: buffered for stream_drain), 0 when the usual body collection
+ * applies (another status, or a line over max_body, which aborts). */
+static int
+stream_write(struct http_req *r, const char *data, size_t len)
+{
+	if (r->streaming == -1) {
+		long status = 0;
+
+		curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+		r->streaming = status >= 200 && status < 300;
+	}
+	if (r->streaming != 1 || r->rlen + len > r->c->max_body)
+		return 0;
+	if (r->rlen + len + 1 > r->rcap) {
+		size_t cap = r->rcap ? r->rcap : 4096;
+		while (cap < r->rlen + len + 1)
+			cap *= 2;
+		r->rbuf = realloc(r->rbuf, cap);
+		if (r->rbuf == NULL)
+			abort();
+		r->rcap = cap;
+	}
+	memcpy(r->rbuf + r->rlen, data, len);
+	r->rlen += len;
+	r->rbuf[r->rlen] = '\0';
+	if (memchr(data, '\n', len) != NULL)
+		event_active(r->line_ev, EV_TIMEOUT, 0);
+	return 1;
+}
+
+/* Hand every complete buffered line to on_line (and, at_end, a last one
+ * without its newline). Returns -1 when on_line cancelled the call (it is
+ * freed), else 0. */
+static int
+stream_drain(struct http_req *r, int at_end)
+{
+	size_t off = 0;
+	char *nl;
+
+	r->delivering = 1;
+	while (off < r->rlen && !r->cancelled) {
+		nl = memchr(r->rbuf + off, '\n', r->rlen - off);
+		if (nl == NULL) {
+			if (at_end)
+				r->on_line(r->rbuf + off, r->rlen - off, r->arg);
+			if (at_end)
+				off = r->rlen;
+			break;
+		}
+		*nl = '\0';
+		r->on_line(r->rbuf + off, (size_t)(nl - (r->rbuf + off)), r->arg);
+		off = (size_t)(nl - r->rbuf) + 1;
+	}
+	r->delivering = 0;
+	if (r->cancelled) {
+		req_free(r);
+		return -1;
+	}
+	memmove(r->rbuf, r->rbuf + off, r->rlen - off);
+	r->rlen -= off;
+	if (r->rbuf != NULL)
+		r->rbuf[r->rlen] = '\0';
+	return 0;
+}
+
+static void
+line_ev_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_req *r = arg;
+
+	(void)fd;
+	(void)what;
+	if (r->streaming == 1)
+		stream_drain(r, 0);
+}
+
+struct http_req *
+http_stream(struct http_client *c, const struct http_request_params *p, http_line_cb on_line,
+	    http_cb cb, void *arg)
+{
+	struct http_req *r;
+
+	if (on_line == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	r = http_request(c, p, cb, arg);
+	if (r == NULL)
+		return NULL;
+	/* not started before the loop turns (pump only hands it to libcurl,
+	 * which writes nothing before its next socket action) */
+	r->on_line = on_line;
+	r->streaming = -1;
+	if (r->easy != NULL) /* handed to libcurl, which has not connected yet */
+		curl_easy_setopt(r->easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	r->line_ev = event_new(c->base, -1, 0, line_ev_cb, r);
+	if (r->line_ev == NULL)
+		abort();
+	return r;
 }

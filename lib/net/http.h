@@ -160,6 +160,26 @@ struct http_req *http_request(struct http_client *c, const struct http_request_p
  * its callback never called. NULL is a no-op. */
 void http_cancel(struct http_req *req);
 
+/* One line of a streamed answer, without its newline (NUL-terminated there),
+ * borrowed for the call. */
+typedef void (*http_line_cb)(const char *line, size_t len, void *arg);
+
+/*
+ * A streaming call (a Kubernetes watch: newline-delimited JSON that lasts
+ * for minutes): as http_request(), but the body of a 2xx answer is handed
+ * to on_line(line, len, arg) one line at a time, on the loop, as it
+ * arrives; a line longer than the client's max_body aborts the call. At the
+ * end cb(res, arg) is called once as for any call: a 2xx that ended
+ * cleanly with status and body "" (a last line without a newline went to
+ * on_line first), a dropped connection or the timeout (the whole stream's:
+ * p->timeout) with error set; any other status with its body collected as
+ * usual (429/503 retried first). on_line may start calls and may cancel
+ * this one (http_cancel: then neither on_line nor cb is called again).
+ * Returns the handle, or NULL with errno EINVAL.
+ */
+struct http_req *http_stream(struct http_client *c, const struct http_request_params *p,
+			     http_line_cb on_line, http_cb cb, void *arg);
+
 /* The value of the first header named name (case-insensitive), or NULL. */
 const char *http_response_header(const struct http_response *res, const char *name);
 

@@ -34,9 +34,12 @@ CONTEXTS = [
 
 
 @pytest.fixture
-def sim(tmp_path, monkeypatch):
+def sim(tmp_path, monkeypatch, request):
+    # parametrized (indirect) with a Kubernetes version: "1.23" makes token
+    # secrets for every service account (OpenShift up to 4.15), "1.28" not
+    version = getattr(request, "param", "1.28")
     s = KubeSim(tmp_path, {"pod_delay": 0.2, "token_delay": 0.05,
-                           "namespace_delete_delay": 0.1,
+                           "namespace_delete_delay": 0.1, "kubernetes_version": version,
                            "namespaces": ["default", "kube-system", "thoth-zuul", "main"]}
                 ).start()
     monkeypatch.setenv("KUBECONFIG", write_kubeconfig(s, str(tmp_path / "kubeconfig")))
@@ -145,8 +148,11 @@ def test_namespace_node_credential_works_with_kubectl(deployment, zuul, sim):
     release_and_check_gone(zuul, sim, rid)
 
 
+@pytest.mark.parametrize("sim", ["1.23", "1.28"], indirect=True)
 def test_openshift_wild_config_project_and_pod(deployment, zuul, sim):
-    """thoth-station (openshift): a project label and a pod label."""
+    """thoth-station (openshift): a project label and a pod label, against
+    both service account behaviours (token secrets made by the cluster
+    before 1.24, not after); the node's token works in its project."""
     cfg = wild_config(deployment, "thoth-station__zuul-config__nodepool__thoth__at-9479f30.yaml")
     for l in cfg["labels"]:
         l["min-ready"] = 0
@@ -154,7 +160,12 @@ def test_openshift_wild_config_project_and_pod(deployment, zuul, sim):
     rid1, nid1, n1 = serve(deployment, zuul, sim, "openshift-project")
     assert n1["connection_type"] == "project"
     assert n1["external_id"] == "zuul-ci-" + nid1
-    assert n1["connection_port"]["token"]
+    cred = n1["connection_port"]
+    r = subprocess.run(["kubectl", "--token", cred["token"], "--server", cred["host"],
+                        "--certificate-authority", sim.info["ca"], "get", "pods", "-n",
+                        cred["namespace"], "-o", "json"], capture_output=True, text=True,
+                       timeout=30, env=dict(os.environ, HOME=sim.dir, KUBECONFIG="/dev/null"))
+    assert r.returncode == 0 and json.loads(r.stdout)["items"] == [], r.stderr
     rid2, nid2, n2 = serve(deployment, zuul, sim, "thoth-python-36-centos7-pod")
     assert n2["connection_type"] == "kubectl"
     assert n2["interface_ip"] == "thoth-python-36-centos7-pod"
@@ -170,6 +181,7 @@ def test_openshift_wild_config_project_and_pod(deployment, zuul, sim):
              what="projects deleted")
 
 
+@pytest.mark.parametrize("sim", ["1.23", "1.28"], indirect=True)
 def test_openshiftpods_wild_config(deployment, zuul, sim):
     """thoth-station (openshiftpods): pods in the existing project named by
     the pool; min-ready nodes are made at start."""
@@ -398,9 +410,13 @@ def test_pod_label_keys_reach_the_pod(deployment, zuul, sim):
     assert c["resources"]["limits"] == {"cpu": 4, "memory": "2048Mi",
                                         "ephemeral-storage": "100M", "example.com/gpu": "1"}
     assert c["securityContext"] == {"privileged": True}
-    assert c["volumeMounts"] == [{"name": "v", "mountPath": "/v"}]
+    # the label's mounts and volumes, then the service account token's
+    # that the API server's admission adds
+    assert c["volumeMounts"][0] == {"name": "v", "mountPath": "/v"}
+    assert c["volumeMounts"][1]["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount"
     assert spec["nodeSelector"] == {"disk": "ssd"} and spec["schedulerName"] == "custom"
-    assert spec["volumes"] == [{"name": "v", "emptyDir": {}}]
+    assert spec["volumes"][0] == {"name": "v", "emptyDir": {}}
+    assert spec["volumes"][1]["name"].startswith("kube-api-access-")
     release_and_check_gone(zuul, sim, rid)
 
 

@@ -130,6 +130,8 @@ def test_namespace_lifecycle_as_upstream(sim):
 def test_pod_runs_after_delay(sim):
     core, rbac, _ = api(sim)
     make_namespace(core, rbac, "main-0000000002", "0000000002")
+    # long enough for the read below to see it Pending on a loaded machine
+    sim.ctl("POST", "/outcomes", {"outcomes": [{"outcome": "running", "delay": 2}]})
     core.create_namespaced_pod("main-0000000002", pod_body(node_id="0000000002"))
     pod = core.read_namespaced_pod("pod-fedora", "main-0000000002")
     assert pod.status.phase == "Pending"

@@ -101,6 +101,36 @@ delayed_cb(evutil_socket_t fd, short what, void *arg)
 	free(d);
 }
 
+/* /stream: a chunked answer in three parts, 30 ms apart, lines split
+ * across chunks, the last one without its newline */
+struct streaming {
+	struct server *s;
+	struct evhttp_request *req;
+	struct event *ev;
+	int step;
+};
+
+static void
+stream_cb(evutil_socket_t fd, short what, void *arg)
+{
+	static const char *const parts[] = {"{\"n\":1}\n{\"n\"", ":2}\n\n", "tail"};
+	struct streaming *st = arg;
+	struct evbuffer *b = evbuffer_new();
+	struct timeval tv = {0, 30000};
+
+	evbuffer_add(b, parts[st->step], strlen(parts[st->step]));
+	evhttp_send_reply_chunk(st->req, b);
+	evbuffer_free(b);
+	if (++st->step < 3) {
+		evtimer_add(st->ev, &tv);
+		return;
+	}
+	evhttp_send_reply_end(st->req);
+	st->s->open--;
+	event_free(st->ev);
+	free(st);
+}
+
 static void
 handle(struct evhttp_request *req, void *arg)
 {
@@ -175,6 +205,14 @@ handle(struct evhttp_request *req, void *arg)
 		body[len] = '\0';
 		snprintf(msg, sizeof(msg), "%s %s %s", method, body, hello ? hello : "-");
 		reply(s, req, 200, msg);
+	} else if (strcmp(path, "/stream") == 0) {
+		struct streaming *st = calloc(1, sizeof(*st));
+		struct timeval tv = {0, 0};
+		st->s = s;
+		st->req = req;
+		st->ev = evtimer_new(s->base, stream_cb, st);
+		evhttp_send_reply_start(req, 200, "OK");
+		evtimer_add(st->ev, &tv);
 	} else if (strcmp(path, "/big") == 0) {
 		char *big = malloc(100001);
 		memset(big, 'x', 100000);
@@ -784,4 +822,132 @@ Test(http, free_with_calls_in_flight_and_queued)
 	tv.tv_usec = 100000;
 	event_base_loopexit(base, &tv);
 	event_base_dispatch(base);
+}
+
+/* ---- streaming (http_stream) ---------------------------------------------------------------- */
+
+struct lines {
+	char got[8][32];
+	int n;
+	int cancel_after; /* cancel the call from inside on_line after this many; 0 never */
+	struct http_req *h;
+	struct result *r;
+};
+
+static void
+on_line(const char *line, size_t len, void *arg)
+{
+	struct lines *l = arg;
+
+	cr_assert_eq(strlen(line), len, "NUL-terminated where the newline was");
+	if (l->n < 8)
+		snprintf(l->got[l->n], sizeof(l->got[0]), "%s", line);
+	l->n++;
+	if (l->cancel_after > 0 && l->n == l->cancel_after) {
+		http_cancel(l->h);
+		event_base_loopexit(base, NULL);
+	}
+}
+
+static void
+on_stream_done(const struct http_response *res, void *arg)
+{
+	struct lines *l = arg;
+
+	on_done(res, l->r);
+}
+
+static struct http_req *
+stream(struct http_client *c, const char *path, struct lines *l, struct result *r)
+{
+	struct http_request_params p;
+	char u[256];
+
+	url(u, sizeof(u), path);
+	memset(&p, 0, sizeof(p));
+	p.url = u;
+	r->counter = &done_count;
+	r->stop_at = 1;
+	r->base = base;
+	l->r = r;
+	l->h = http_stream(c, &p, on_line, on_stream_done, l);
+	cr_assert_not_null(l->h);
+	return l->h;
+}
+
+Test(http, stream_hands_over_lines_as_they_come)
+{
+	struct http_client *c = client(0, 0, 0);
+	struct result r = {0};
+	struct lines l = {0};
+
+	stream(c, "/stream", &l, &r);
+	run();
+	cr_assert_eq(l.n, 4);
+	cr_assert_str_eq(l.got[0], "{\"n\":1}");
+	cr_assert_str_eq(l.got[1], "{\"n\":2}", "a line split across chunks comes whole");
+	cr_assert_str_eq(l.got[2], "", "an empty line is a line");
+	cr_assert_str_eq(l.got[3], "tail", "the last line without a newline at a clean end");
+	cr_assert_eq(r.called, 1);
+	cr_assert_eq(r.status, 200);
+	cr_assert_str_eq(r.body, "", "the lines went to on_line");
+	cr_assert_str_eq(r.error, "");
+	http_client_free(c);
+}
+
+Test(http, stream_cancelled_from_inside_on_line)
+{
+	struct http_client *c = client(0, 0, 0);
+	struct result r = {0};
+	struct lines l = {0};
+	struct timeval tv = {0, 200000};
+
+	l.cancel_after = 1;
+	stream(c, "/stream", &l, &r);
+	run();
+	cr_assert_eq(l.n, 1, "no line after the cancel");
+	/* the rest of the answer arrives for nobody */
+	event_base_loopexit(base, &tv);
+	event_base_dispatch(base);
+	cr_assert_eq(l.n, 1);
+	cr_assert_eq(r.called, 0, "no end callback after a cancel");
+	http_client_free(c);
+}
+
+Test(http, stream_error_status_collected_as_a_body)
+{
+	struct http_client *c = client(0, 0, 0);
+	struct result r = {0};
+	struct lines l = {0};
+
+	stream(c, "/nothing-here", &l, &r);
+	run();
+	cr_assert_eq(l.n, 0, "no lines from a non-2xx answer");
+	cr_assert_eq(r.called, 1);
+	cr_assert_eq(r.status, 404);
+	cr_assert_str_eq(r.body, "no");
+	http_client_free(c);
+}
+
+Test(http, stream_connection_refused_is_an_error)
+{
+	struct http_client *c = client(0, 0, 0);
+	struct http_request_params p;
+	struct result r = {0};
+	struct lines l = {0};
+
+	memset(&p, 0, sizeof(p));
+	p.url = "http://127.0.0.1:1/watch";
+	r.counter = &done_count;
+	r.stop_at = 1;
+	r.base = base;
+	l.r = &r;
+	cr_assert_null(http_stream(c, &p, NULL, on_stream_done, &l), "on_line is required");
+	l.h = http_stream(c, &p, on_line, on_stream_done, &l);
+	run();
+	cr_assert_eq(l.n, 0);
+	cr_assert_eq(r.called, 1);
+	cr_assert_eq(r.status, 0);
+	cr_assert(strstr(r.error, "connection refused") != NULL, "%s", r.error);
+	http_client_free(c);
 }

@@ -43,6 +43,14 @@ import urllib.parse
 import uuid
 
 ADMIN_USER = "kubernetes-admin"
+# A boolean query parameter is true as Go's strconv.ParseBool reads it
+# (python3-kubernetes sends "True").
+QTRUE = ("1", "t", "T", "true", "TRUE", "True")
+
+
+def rand5():
+    """The 5-character suffix the API server's name generator adds."""
+    return "".join(pysecrets.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
 
 
 def now_iso(t=None):
@@ -113,15 +121,20 @@ RESOURCES = {
     "rolebindings": ("rbac.authorization.k8s.io", "v1", "RoleBinding", True, []),
     "projects": ("project.openshift.io", "v1", "Project", False, []),
     "projectrequests": ("project.openshift.io", "v1", "ProjectRequest", False, []),
+    # OpenShift's legacy authorization API: a view of the rbac RoleBindings
+    # (stored as rbac ones, as OpenShift does), keyed "<plural>.<group>".
+    "rolebindings.authorization.openshift.io": ("authorization.openshift.io", "v1",
+                                                "RoleBinding", True, []),
 }
+OS_RB = "rolebindings.authorization.openshift.io"
 # Kept (listed, got) but never populated by the simulator.
 ALWAYS_EMPTY = ("events", "resourcequotas", "limitranges")
-OPENSHIFT_ONLY = ("projects", "projectrequests")
+OPENSHIFT_ONLY = ("projects", "projectrequests", OS_RB)
 
 
 class Fault:
     FIELDS = ("method", "path", "status", "body", "retry_after", "count", "after", "hang",
-              "drop", "delay", "then", "message")
+              "drop", "delay", "then", "message", "watch")
 
     def __init__(self, fid, spec):
         self.id = fid
@@ -132,8 +145,10 @@ class Fault:
         self.released = threading.Event()
         self.rx = re.compile(self.path) if self.path else None
 
-    def matches(self, method, path):
+    def matches(self, method, path, watch=False):
         if self.method and self.method.upper() != method:
+            return False
+        if self.watch is not None and bool(self.watch) != watch:
             return False
         if self.rx and not self.rx.search(path):
             return False
@@ -206,10 +221,31 @@ class Sim:
         self.pod_outcome = cfg.get("pod_outcome", "running")
         self.token_delay = float(cfg.get("token_delay", 0.1))
         self.ns_delete_delay = float(cfg.get("namespace_delete_delay", 0.2))
+        # seconds before the service account controller makes a new
+        # namespace's "default" account (pods are refused until then)
+        self.default_sa_delay = float(cfg.get("default_sa_delay", 0))
+        self.pending_sa = []  # (due time, namespace)
         self.image_outcomes = dict(cfg.get("image_outcomes", {}))  # image regex -> outcome
         self.outcomes = collections.deque()
         self.node_name = cfg.get("node_name", "sim-node-1")
+        # "1.23": Kubernetes before 1.24 (and OpenShift up to 4.15): the
+        # token controller makes a token secret for every service account
+        # and lists it under the account's `secrets`; "1.24" and later do not.
+        self.version = str(cfg.get("kubernetes_version", "1.28"))
+        m = re.match(r"^v?(\d+)\.(\d+)", self.version)
+        if not m:
+            raise SystemExit("kubesim: kubernetes_version %r is not MAJOR.MINOR" % self.version)
+        self.major, self.minor = int(m.group(1)), int(m.group(2))
+        self.legacy_tokens = (self.major, self.minor) < (1, 24)
+        self.bookmark_interval = float(cfg.get("bookmark_interval", 5.0))
         self.rv = 1000
+        # Watch history: (rv, type, key, ns, object); a watch from a
+        # resourceVersion older than `compacted` is answered 410 Expired.
+        self.events = collections.deque()
+        self.max_events = int(cfg.get("watch_history", 5000))
+        self.compacted = self.rv
+        self.watch_gen = 0  # bumped to close every open watch
+        self.open_watches = 0
         self.namespaces = {}  # name -> object
         self.objs = {}  # (plural, ns, name) -> object
         self.pod_state = {}  # (ns, name) -> dict(outcome, ready_at)
@@ -222,8 +258,9 @@ class Sim:
         self.calls = collections.Counter()
         self.call_log = collections.deque(maxlen=20000)
         self.ca_pem = ""
-        for name in cfg.get("namespaces", ["default", "kube-system"]):
-            self._create_namespace(name, {}, {})
+        with self.lock:
+            for name in cfg.get("namespaces", ["default", "kube-system"]):
+                self._create_namespace(name, {}, {})
 
     # ---- helpers
 
@@ -240,6 +277,65 @@ class Sim:
             m["namespace"] = ns
         return m
 
+    def emit(self, etype, plural, obj):
+        """Record a change for watchers: obj as it is now (its
+        resourceVersion is the event's)."""
+        rv = int(obj["metadata"]["resourceVersion"])
+        self.events.append((rv, etype, plural, obj["metadata"].get("namespace"), clean(obj)))
+        while len(self.events) > self.max_events:
+            self.compacted = self.events.popleft()[0]
+        self.cond.notify_all()
+
+    def events_after(self, pos):
+        """The recorded changes after resourceVersion pos, oldest first
+        (read from the newest end: watchers are usually near it)."""
+        out = []
+        for e in reversed(self.events):
+            if e[0] <= pos:
+                break
+            out.append(e)
+        out.reverse()
+        return out
+
+    def _service_account(self, ns, name, body=None):
+        """A service account as the API server and its controllers make it:
+        before 1.24 a token secret "<sa>-token-xxxxx" (and on OpenShift a
+        pull secret "<sa>-dockercfg-xxxxx" first) listed under `secrets`."""
+        sa = json.loads(json.dumps(body)) if body else {}
+        sa["kind"] = "ServiceAccount"
+        sa["apiVersion"] = "v1"
+        sa["metadata"] = self.new_meta(dict((body or {}).get("metadata") or {}, name=name), ns)
+        self.objs[("serviceaccounts", ns, name)] = sa
+        self.emit("ADDED", "serviceaccounts", sa)
+        if not self.legacy_tokens:
+            return sa
+        refs = []
+        if self.openshift:
+            dname = "%s-dockercfg-%s" % (name, rand5())
+            dsec = {"kind": "Secret", "apiVersion": "v1", "type": "kubernetes.io/dockercfg",
+                    "metadata": self.new_meta({"name": dname, "annotations": {
+                        "kubernetes.io/service-account.name": name,
+                        "kubernetes.io/service-account.uid": sa["metadata"]["uid"],
+                        "openshift.io/token-secret.name": "%s-token-%s" % (name, rand5())}},
+                        ns),
+                    "data": {".dockercfg": base64.b64encode(b"{}").decode()}}
+            self.objs[("secrets", ns, dname)] = dsec
+            self.emit("ADDED", "secrets", dsec)
+            refs.append({"name": dname})
+            sa["imagePullSecrets"] = [{"name": dname}]
+        tname = "%s-token-%s" % (name, rand5())
+        tsec = {"kind": "Secret", "apiVersion": "v1", "type": "kubernetes.io/service-account-token",
+                "metadata": self.new_meta({"name": tname, "annotations": {
+                    "kubernetes.io/service-account.name": name}}, ns),
+                "_token_at": time.time() + self.token_delay}
+        self.objs[("secrets", ns, tname)] = tsec
+        self.emit("ADDED", "secrets", tsec)
+        refs.append({"name": tname})
+        sa["secrets"] = refs
+        sa["metadata"]["resourceVersion"] = self.next_rv()
+        self.emit("MODIFIED", "serviceaccounts", sa)
+        return sa
+
     def _create_namespace(self, name, labels, annotations):
         obj = {"kind": "Namespace", "apiVersion": "v1",
                "metadata": self.new_meta({"name": name, "labels": dict(labels or {},
@@ -248,16 +344,23 @@ class Sim:
         if annotations:
             obj["metadata"]["annotations"] = dict(annotations)
         self.namespaces[name] = obj
+        self.emit("ADDED", "namespaces", obj)
         # The service account controller makes "default" in every namespace.
-        sa = {"kind": "ServiceAccount", "apiVersion": "v1",
-              "metadata": self.new_meta({"name": "default"}, name)}
-        self.objs[("serviceaccounts", name, "default")] = sa
+        if self.default_sa_delay > 0:
+            self.pending_sa.append((time.time() + self.default_sa_delay, name))
+        else:
+            self._service_account(name, "default")
         return obj
 
     def advance(self):
         """Time-driven transitions: pods start, tokens appear, namespaces go."""
         now = time.time()
         changed = False
+        for due, ns in [p for p in self.pending_sa if p[0] <= now]:
+            self.pending_sa.remove((due, ns))
+            if ns in self.namespaces and ("serviceaccounts", ns, "default") not in self.objs:
+                self._service_account(ns, "default")
+                changed = True
         for (ns, name), st in list(self.pod_state.items()):
             pod = self.objs.get(("pods", ns, name))
             if pod is None:
@@ -268,24 +371,40 @@ class Sim:
             st["done"] = True
             changed = True
             self._pod_outcome(pod, st["outcome"], now)
+            self.emit("MODIFIED", "pods", pod)
         for key, obj in list(self.objs.items()):
             if key[0] != "secrets" or obj.get("type") != "kubernetes.io/service-account-token":
                 continue
             if obj.get("data", {}).get("token") or now < obj.get("_token_at", 0):
                 continue
             self._fill_token(obj)
+            self.emit("MODIFIED", "secrets", obj)
             changed = True
         for name, obj in list(self.namespaces.items()):
             if obj["status"]["phase"] == "Terminating" and now >= obj.get("_gone_at", 0):
                 for key in [k for k in self.objs if k[1] == name]:
-                    del self.objs[key]
+                    o = self.objs.pop(key)
+                    self.pod_state.pop((name, key[2]), None) if key[0] == "pods" else None
+                    o["metadata"]["resourceVersion"] = self.next_rv()
+                    self.emit("DELETED", key[0], o)
                 for t in [t for t, v in self.tokens.items() if v.get("namespace") == name]:
                     del self.tokens[t]
                 del self.namespaces[name]
+                obj["metadata"]["resourceVersion"] = self.next_rv()
+                self.emit("DELETED", "namespaces", obj)
                 changed = True
         if changed:
-            self.rv += 1
             self.cond.notify_all()
+
+    def next_due(self):
+        """Seconds until the next time-driven transition (None: none due)."""
+        due = [st["ready_at"] for st in self.pod_state.values() if not st.get("done")]
+        due += [o["_token_at"] for k, o in self.objs.items()
+                if k[0] == "secrets" and "_token_at" in o and not o.get("data", {}).get("token")]
+        due += [p[0] for p in self.pending_sa]
+        due += [o.get("_gone_at", 0) for o in self.namespaces.values()
+                if o["status"]["phase"] == "Terminating"]
+        return max(0.0, min(due) - time.time()) if due else None
 
     def _pod_outcome(self, pod, outcome, now):
         spec = pod["spec"]
@@ -295,14 +414,16 @@ class Sim:
         pod["metadata"]["resourceVersion"] = self.next_rv()
         if outcome == "running":
             spec["nodeName"] = self.node_name
-            st.update(phase="Running", hostIP="10.0.0.10", podIP="10.244.0.%d" % (self.rv % 250 + 2),
-                      startTime=now_iso(now))
+            ip = "10.244.0.%d" % (self.rv % 250 + 2)
+            st.update(phase="Running", hostIP="10.0.0.10", hostIPs=[{"ip": "10.0.0.10"}],
+                      podIP=ip, podIPs=[{"ip": ip}], startTime=now_iso(now))
             st["conditions"] = [{"type": t, "status": "True", "lastProbeTime": None,
                                  "lastTransitionTime": now_iso(now)}
                                 for t in ("Initialized", "Ready", "ContainersReady",
                                           "PodScheduled")]
             st["containerStatuses"] = [{
-                "name": c["name"], "image": c.get("image", ""), "imageID": "",
+                "name": c["name"], "image": c.get("image", ""),
+                "imageID": image_id(c.get("image", "")),
                 "ready": True, "restartCount": 0, "started": True,
                 "state": {"running": {"startedAt": now_iso(now)}},
                 "lastState": {}, "containerID": "containerd://" + uuid.uuid4().hex}
@@ -337,6 +458,9 @@ class Sim:
                             "sa": sa}
         b64 = lambda s: base64.b64encode(s.encode()).decode()
         obj["data"] = {"token": b64(tok), "ca.crt": b64(self.ca_pem), "namespace": b64(ns)}
+        if self.openshift:
+            # OpenShift's token secrets also carry the service CA bundle
+            obj["data"]["service-ca.crt"] = b64(self.ca_pem)
         obj["metadata"]["resourceVersion"] = self.next_rv()
         annotations = obj["metadata"].setdefault("annotations", {})
         saobj = self.objs.get(("serviceaccounts", ns, sa))
@@ -463,6 +587,14 @@ class Sim:
                                "Forbidden", name, plural, group)
         if (plural, ns, name) in self.objs:
             raise already_exists(plural, name, group)
+        if plural == OS_RB:
+            body = os_rb_to_rbac(body, ns)
+            plural, group, kind = "rolebindings", "rbac.authorization.k8s.io", "RoleBinding"
+            if ("rolebindings", ns, name) in self.objs:
+                raise already_exists("rolebindings", name, "authorization.openshift.io")
+        if plural == "serviceaccounts":
+            sa = self._service_account(ns, name, body)
+            return 201, clean(sa)
         obj = json.loads(json.dumps(body))
         obj["kind"] = kind
         obj["apiVersion"] = ("%s/%s" % (group, version)) if group else version
@@ -477,10 +609,13 @@ class Sim:
                 if not c.get("image"):
                     raise status_error(422, 'Pod "%s" is invalid: spec.containers[0].image: '
                                        "Required value" % name, "Invalid", name, plural)
-            spec.setdefault("restartPolicy", "Always")
-            spec.setdefault("serviceAccountName", "default")
-            spec.setdefault("schedulerName", "default-scheduler")
-            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            sa = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+            if ("serviceaccounts", ns, sa) not in self.objs:
+                # the ServiceAccount admission plugin
+                raise status_error(403, 'pods "%s" is forbidden: error looking up service '
+                                   'account %s/%s: serviceaccount "%s" not found'
+                                   % (name, ns, sa, sa), "Forbidden", name, "pods")
+            pod_defaults(obj)
             outcome = self.pick_outcome(spec)
             self.pod_state[(ns, name)] = {"outcome": outcome["outcome"],
                                           "ready_at": time.time() + outcome["delay"]}
@@ -499,8 +634,11 @@ class Sim:
                 raise status_error(422, 'RoleBinding "%s" is invalid: roleRef.name: Required '
                                    "value" % name, "Invalid", name, plural, group)
         self.objs[(plural, ns, name)] = obj
+        self.emit("ADDED", plural, obj)
         self.advance()
-        self.cond.notify_all()
+        if kind == "RoleBinding" and group == "rbac.authorization.k8s.io" and \
+                RESOURCES[OS_RB][0] in (body.get("apiVersion") or ""):
+            return 201, rbac_to_os_rb(clean(obj))
         return 201, clean(obj)
 
     def pick_outcome(self, spec):
@@ -525,6 +663,7 @@ class Sim:
                 o["metadata"]["deletionTimestamp"] = now_iso()
                 o["metadata"]["resourceVersion"] = self.next_rv()
                 o["_gone_at"] = time.time() + self.ns_delete_delay
+                self.emit("MODIFIED", "namespaces", o)
             self.cond.notify_all()
             if plural == "projects":
                 return {"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -543,13 +682,146 @@ class Sim:
                 del self.tokens[t]
         o["metadata"]["deletionTimestamp"] = now_iso()
         o["metadata"]["resourceVersion"] = self.next_rv()
-        self.cond.notify_all()
+        self.emit("DELETED", plural, o)
         return clean(o)
 
     def state(self):
         self.advance()
         return {"namespaces": [clean(o) for o in self.namespaces.values()],
                 "objects": {"%s/%s/%s" % k: clean(o) for k, o in self.objs.items()}}
+
+
+def image_id(image):
+    """The imageID a container runtime reports: the normalized repository
+    and a digest (stable per image name)."""
+    import hashlib
+    repo = image.split("@")[0]
+    last = repo.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo = repo[:len(repo) - len(last)] + last.split(":")[0]
+    parts = repo.split("/")
+    if len(parts) == 1 or not ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = ["docker.io"] + parts
+    if parts[0] == "docker.io" and len(parts) == 2:
+        parts.insert(1, "library")
+    return "%s@sha256:%s" % ("/".join(parts), hashlib.sha256(image.encode()).hexdigest())
+
+
+def pod_defaults(pod):
+    """What the API server's defaulting and admission (ServiceAccount,
+    DefaultTolerationSeconds) fill in a new pod, as the Pod reference
+    documents the defaults; status starts Pending with its QoS class."""
+    spec = pod["spec"]
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("serviceAccountName", "default")
+    spec["serviceAccount"] = spec["serviceAccountName"]
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    spec.setdefault("securityContext", {})
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    tol = spec.setdefault("tolerations", [])
+    for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if not any(t.get("key") == key for t in tol):
+            tol.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                        "tolerationSeconds": 300})
+    vol = "kube-api-access-" + rand5()
+    if spec.get("automountServiceAccountToken", True):
+        spec.setdefault("volumes", []).append({"name": vol, "projected": {
+            "defaultMode": 420, "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt",
+                               "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+                    "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}})
+    qos = "BestEffort"
+    guaranteed = True
+    for c in spec["containers"]:
+        image = c.get("image", "")
+        tag = image.rsplit("/", 1)[-1]
+        latest = "@" not in tag and (":" not in tag or tag.endswith(":latest"))
+        c.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+        c.setdefault("terminationMessagePath", "/dev/termination-log")
+        c.setdefault("terminationMessagePolicy", "File")
+        res = c.setdefault("resources", {})
+        lim, req = res.get("limits") or {}, res.get("requests")
+        if lim and req is None:
+            res["requests"] = req = dict(lim)  # requests default to limits
+        req = req or {}
+        if lim or req:
+            qos = "Burstable"
+        if not all(str(lim.get(r, "")) == str(req.get(r, "-")) and lim.get(r) is not None
+                   for r in ("cpu", "memory")):
+            guaranteed = False
+        if spec.get("automountServiceAccountToken", True):
+            c.setdefault("volumeMounts", []).append({
+                "name": vol, "readOnly": True,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"})
+    if guaranteed and qos == "Burstable":
+        qos = "Guaranteed"
+    pod["status"] = {"phase": "Pending", "qosClass": qos}
+
+
+def os_rb_to_rbac(body, ns):
+    """An authorization.openshift.io/v1 RoleBinding as the rbac one
+    OpenShift stores: roleRef {name, namespace?} is a ClusterRole unless it
+    names a namespace; userNames/groupNames become User/Group subjects."""
+    body = json.loads(json.dumps(body or {}))
+    ref = body.get("roleRef") or {}
+    if not ref.get("name"):
+        raise status_error(422, 'RoleBinding "%s" is invalid: roleRef.name: Required value'
+                           % (body.get("metadata") or {}).get("name"), "Invalid",
+                           (body.get("metadata") or {}).get("name"), "rolebindings",
+                           "authorization.openshift.io")
+    subjects = []
+    for sj in body.get("subjects") or []:
+        d = {"kind": sj.get("kind", "User"), "name": sj.get("name")}
+        if d["kind"] == "ServiceAccount":
+            d["namespace"] = sj.get("namespace") or ns
+        else:
+            d["apiGroup"] = "rbac.authorization.k8s.io"
+        subjects.append(d)
+    for u in body.get("userNames") or []:
+        m = re.match(r"^system:serviceaccount:([^:]+):([^:]+)$", u)
+        d = ({"kind": "ServiceAccount", "namespace": m.group(1), "name": m.group(2)} if m else
+             {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": u})
+        if d not in subjects:
+            subjects.append(d)
+    for g in body.get("groupNames") or []:
+        subjects.append({"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": g})
+    return {"apiVersion": "authorization.openshift.io/v1", "kind": "RoleBinding",
+            "metadata": body.get("metadata") or {},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                        "kind": "Role" if ref.get("namespace") else "ClusterRole",
+                        "name": ref["name"]},
+            "subjects": subjects}
+
+
+def rbac_to_os_rb(o):
+    """The authorization.openshift.io/v1 view of a stored rbac RoleBinding:
+    roleRef {name, namespace for a Role}, subjects, userNames, groupNames
+    (null when empty, as OpenShift answers)."""
+    ref = o.get("roleRef") or {}
+    users, groups, subjects = [], [], []
+    for sj in o.get("subjects") or []:
+        if sj.get("kind") == "ServiceAccount":
+            users.append("system:serviceaccount:%s:%s" % (sj.get("namespace"), sj.get("name")))
+            subjects.append({"kind": "ServiceAccount", "name": sj.get("name"),
+                             "namespace": sj.get("namespace")})
+        elif sj.get("kind") == "Group":
+            groups.append(sj.get("name"))
+            subjects.append({"kind": "Group", "name": sj.get("name")})
+        else:
+            users.append(sj.get("name"))
+            subjects.append({"kind": "User", "name": sj.get("name")})
+    rr = {"name": ref.get("name")}
+    if ref.get("kind") == "Role":
+        rr["namespace"] = o["metadata"].get("namespace")
+    return {"kind": "RoleBinding", "apiVersion": "authorization.openshift.io/v1",
+            "metadata": o["metadata"], "roleRef": rr, "subjects": subjects,
+            "userNames": users or None, "groupNames": groups or None}
 
 
 def clean(o):
@@ -565,11 +837,12 @@ def clean(o):
 
 def api_resource_list(gv, openshift):
     res = []
-    for plural, (g, v, kind, namespaced, short) in sorted(RESOURCES.items()):
+    for key, (g, v, kind, namespaced, short) in sorted(RESOURCES.items()):
         if ("%s/%s" % (g, v) if g else v) != gv:
             continue
-        if plural in OPENSHIFT_ONLY and not openshift:
+        if key in OPENSHIFT_ONLY and not openshift:
             continue
+        plural = key.split(".")[0]
         verbs = ["create"] if plural == "projectrequests" else list(ALL_VERBS)
         if plural == "projects":
             verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
@@ -587,6 +860,7 @@ def api_resource_list(gv, openshift):
 def api_groups(openshift):
     groups = [("rbac.authorization.k8s.io", "v1")]
     if openshift:
+        groups.append(("authorization.openshift.io", "v1"))
         groups.append(("project.openshift.io", "v1"))
     return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
         {"name": g, "versions": [{"groupVersion": "%s/%s" % (g, v), "version": v}],
@@ -727,12 +1001,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             body = self.read_body()
             entry = {"t": time.time(), "method": method, "path": path, "user": None}
             with self.sim.lock:  # every call that reached the server, faulted or not
-                self.sim.calls[(method, route_of(path))] += 1
+                self.sim.calls[(("WATCH" if method == "GET" and query.get("watch") in
+                                 QTRUE else method), route_of(path))] += 1
                 self.sim.call_log.append(entry)
-            self.apply_faults(method, path)
+            is_watch = method == "GET" and query.get("watch") in QTRUE
+            self.apply_faults(method, path, is_watch)
             who = self.authenticate()
             entry["user"] = who.get("user")
-            if method == "GET" and query.get("watch") in ("true", "1"):
+            if is_watch:
                 return self.watch(path, query, who)
             code, out = self.api(method, path, query, body, who)
             accept = self.headers.get("Accept") or ""
@@ -749,12 +1025,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def apply_faults(self, method, path):
+    def apply_faults(self, method, path, watch=False):
         sim = self.sim
         hit = None
         with sim.lock:
             for f in list(sim.faults.values()):
-                if not f.matches(method, path):
+                if not f.matches(method, path, watch):
                     continue
                 f.seen += 1
                 if f.after and f.seen <= f.after:
@@ -810,8 +1086,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def api(self, method, path, query, body, who):
         sim = self.sim
         if path == "/version" and method == "GET":
-            return 200, {"major": "1", "minor": "28", "gitVersion": "v1.28.0-kubesim",
-                         "gitCommit": "0", "gitTreeState": "clean",
+            return 200, {"major": str(sim.major), "minor": str(sim.minor),
+                         "gitVersion": "v%d.%d.0" % (sim.major, sim.minor),
+                         "gitCommit": "0" * 40, "gitTreeState": "clean",
                          "buildDate": "2024-01-01T00:00:00Z", "goVersion": "go1.20",
                          "compiler": "gc", "platform": "linux/amd64"}
         if path == "/api" and method == "GET":
@@ -836,6 +1113,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                "NotFound")
         plural, name, ns, sub = m.group("plural"), m.group("name"), m.group("ns"), m.group("sub")
         group = m.group("group") or ""
+        plural = resource_key(plural, group)
         spec = RESOURCES.get(plural)
         if (spec is None or spec[0] != group or (plural in OPENSHIFT_ONLY and not sim.openshift)
                 or sub is not None or (spec[3] and ns is None and name is not None)
@@ -845,6 +1123,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
         verb = {"GET": "get" if name else "list", "POST": "create", "DELETE": "delete",
                 "PUT": "update", "PATCH": "patch"}[method]
         with sim.lock:
+            if plural == OS_RB:
+                sim.authorize(who, verb, "rolebindings", ns)
+                if method == "GET" and name:
+                    return 200, rbac_to_os_rb(sim.get("rolebindings", ns, name))
+                if method == "GET":
+                    out = sim.list("rolebindings", ns, query)
+                    out.update(kind="RoleBindingList", apiVersion="authorization.openshift.io/v1",
+                               items=[rbac_to_os_rb(o) for o in out["items"]])
+                    return 200, out
+                if method == "DELETE" and name:
+                    sim.delete("rolebindings", ns, name)
+                    return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                 "status": "Success", "details": {
+                                     "name": name, "group": "authorization.openshift.io",
+                                     "kind": "rolebindings"}}
             sim.authorize(who, verb, plural, ns)
             if method == "GET":
                 if name:
@@ -862,23 +1155,57 @@ class Handler(http.server.BaseHTTPRequestHandler):
                            "resource", "MethodNotAllowed")
 
     def watch(self, path, query, who):
-        """A minimal watch: events for the collection's objects (filtered
-        like a list), as JSON lines in a chunked response, until
-        timeoutSeconds (default 30) pass."""
+        """A watch as the API server serves one (API concepts, "Efficient
+        detection of changes"): 200 and newline-delimited JSON events
+        {type: ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, object}, chunked, until
+        timeoutSeconds (default 1800) pass. Without resourceVersion (or "0")
+        it starts with an ADDED event per current object; with one, it
+        replays every change after it; one older than the history kept
+        is answered with an ERROR event carrying a 410 Expired Status. With
+        allowWatchBookmarks, BOOKMARK events (the kind with only
+        metadata.resourceVersion) come every bookmark_interval seconds and
+        before the server closes the watch."""
         m = ROUTE.match(path)
         if not m or m.group("name"):
             raise status_error(404, "the server could not find the requested resource",
                                "NotFound")
-        plural, ns = m.group("plural"), m.group("ns")
-        if plural not in RESOURCES:
+        plural, ns = resource_key(m.group("plural"), m.group("group") or ""), m.group("ns")
+        sim = self.sim
+        if plural not in RESOURCES or plural == "projectrequests" or (
+                plural in OPENSHIFT_ONLY and not sim.openshift):
             raise status_error(404, "the server could not find the requested resource",
                                "NotFound")
-        with self.sim.lock:
-            self.sim.authorize(who, "watch", plural, ns)
-            seen = {o["metadata"]["name"]: o for o in self.sim.list(plural, ns, query)["items"]}
+        src = {"projects": "namespaces", OS_RB: "rolebindings"}.get(plural, plural)
+        view = {"projects": sim.project_view, OS_RB: rbac_to_os_rb}.get(plural, lambda o: o)
+        sel = parse_selector(query.get("labelSelector"))
+        fsel = query.get("fieldSelector")
+        bookmarks = query.get("allowWatchBookmarks") in QTRUE
+        table = "as=Table" in (self.headers.get("Accept") or "")
+        g, v, kind = RESOURCES[plural][:3]
+        api_version = ("%s/%s" % (g, v)) if g else v
+        rv = query.get("resourceVersion") or "0"
+        initial = []
+        expired = None
+        with sim.lock:
+            sim.authorize(who, "watch", src, ns)
+            sim.advance()
+            if rv == "0":
+                initial = [view(o) if plural == OS_RB else o for o in
+                           sim.list(src if plural == OS_RB else plural, ns, query)["items"]]
+                pos = sim.rv
+            else:
+                try:
+                    pos = int(rv)
+                except ValueError:
+                    raise status_error(400, 'invalid resource version "%s"' % rv, "BadRequest")
+                if pos < sim.compacted:
+                    expired = ("too old resource version: %s (%d)" % (rv, sim.compacted))
+            gen = sim.watch_gen
+            sim.open_watches += 1
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Audit-Id", str(uuid.uuid4()))
         self.end_headers()
 
         def chunk(ev):
@@ -886,27 +1213,72 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
-        deadline = time.time() + float(query.get("timeoutSeconds") or 30)
+        def bookmark(at):
+            chunk({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version,
+                                                  "metadata": {"resourceVersion": str(at)}}})
+
+        timeout = float(query.get("timeoutSeconds") or 1800)
+        deadline = time.time() + timeout
+        next_bm = time.time() + sim.bookmark_interval
         try:
-            while time.time() < deadline and not self.sim.stopping:
-                with self.sim.lock:
-                    self.sim.cond.wait(0.1)
-                    now = {o["metadata"]["name"]: o
-                           for o in self.sim.list(plural, ns, query)["items"]}
-                for n, o in now.items():
-                    if n not in seen:
-                        chunk({"type": "ADDED", "object": o})
-                    elif o["metadata"]["resourceVersion"] != seen[n]["metadata"][
-                            "resourceVersion"]:
-                        chunk({"type": "MODIFIED", "object": o})
-                for n, o in seen.items():
-                    if n not in now:
-                        chunk({"type": "DELETED", "object": o})
-                seen = now
+            if expired is not None:
+                chunk({"type": "ERROR", "object": {
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": expired, "reason": "Expired", "code": 410}})
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            for o in initial:
+                if table:
+                    o = as_table(m.group("plural"), o, query.get("includeObject"))
+                chunk({"type": "ADDED", "object": o})
+            while not sim.stopping:
+                with sim.lock:
+                    if sim.watch_gen != gen:
+                        raise ConnectionResetError("dropped by the control API")
+                    if pos < sim.compacted:
+                        # fell out of the history window while connected
+                        break
+                    evs = sim.events_after(pos)
+                    if not evs:
+                        # time-driven changes are the main loop's
+                        now = time.time()
+                        if now >= deadline:
+                            break
+                        wait = min(deadline, next_bm if bookmarks else deadline) - now
+                        sim.cond.wait(max(0.0, min(wait, 1.0)))
+                        evs = sim.events_after(pos)
+                for erv, etype, eplural, ens, obj in evs:
+                    pos = erv
+                    if eplural != src or (ns is not None and ens != ns):
+                        continue
+                    if not selector_match(sel, obj["metadata"].get("labels")):
+                        continue
+                    if fsel and not field_match(fsel, obj):
+                        continue
+                    out = view(obj)
+                    if table:
+                        out = as_table(m.group("plural"), out, query.get("includeObject"))
+                    chunk({"type": etype, "object": out})
+                if bookmarks and time.time() >= next_bm:
+                    bookmark(pos)
+                    next_bm = time.time() + sim.bookmark_interval
+            if bookmarks:
+                bookmark(pos)
             self.wfile.write(b"0\r\n\r\n")
         except (BrokenPipeError, ConnectionResetError, OSError):
             pass
-        self.close_connection = True
+        finally:
+            with sim.lock:
+                sim.open_watches -= 1
+            self.close_connection = True
+
+
+def resource_key(plural, group):
+    """RESOURCES' key for a URL's plural and group."""
+    spec = RESOURCES.get(plural)
+    if spec is not None and spec[0] == group:
+        return plural
+    return "%s.%s" % (plural, group)
 
 
 def route_of(path):
@@ -949,6 +1321,7 @@ def control(sim, method, path, query, body):
             return 200, f.view()
         if path == "/behavior" and method == "POST":
             for k, attr in (("pod_delay", "pod_delay"), ("token_delay", "token_delay"),
+                            ("default_sa_delay", "default_sa_delay"),
                             ("namespace_delete_delay", "ns_delete_delay")):
                 if k in body:
                     setattr(sim, attr, float(body[k]))
@@ -960,6 +1333,24 @@ def control(sim, method, path, query, body):
                          "token_delay": sim.token_delay,
                          "namespace_delete_delay": sim.ns_delete_delay,
                          "image_outcomes": sim.image_outcomes}
+        if path == "/watches" and method == "GET":
+            return 200, {"open": sim.open_watches, "compacted": str(sim.compacted),
+                         "resourceVersion": str(sim.rv)}
+        if path == "/watches/drop" and method == "POST":
+            # every open watch connection is closed unanswered (no final
+            # chunk), as a load balancer or a restarting API server does
+            sim.watch_gen += 1
+            sim.cond.notify_all()
+            return 200, {"open": sim.open_watches}
+        if path == "/watches/expire" and method == "POST":
+            # the history is compacted: a watch from any resourceVersion
+            # older than now gets 410 Expired (open ones are closed first)
+            sim.next_rv()
+            sim.compacted = sim.rv
+            sim.events.clear()
+            sim.watch_gen += 1
+            sim.cond.notify_all()
+            return 200, {"compacted": str(sim.compacted)}
         if path == "/outcomes" and method == "POST":
             sim.outcomes.extend(body.get("outcomes", []))
             return 200, {"queued": len(sim.outcomes)}
@@ -1127,9 +1518,11 @@ def main(argv=None):
     import signal
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    while not stop.wait(0.2):
+    while not stop.is_set():
         with sim.lock:
             sim.advance()
+            due = sim.next_due()
+            sim.cond.wait(0.2 if due is None else min(0.2, due + 0.001))
     sim.stopping = True
     with sim.lock:
         for f in sim.faults.values():

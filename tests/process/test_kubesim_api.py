@@ -1,0 +1,415 @@
+"""The Kubernetes simulator answers as the API reference documents, call by
+call, for the calls upstream Nodepool's drivers make
+(nodepool/driver/openshift/provider.py: ProjectRequest, ServiceAccount and
+its token secrets, authorization.openshift.io RoleBinding, Project list and
+delete; kubernetes and openshiftpods: pods), driven through Debian's
+python3-kubernetes (its typed and dynamic clients, its watch.Watch) and
+kubectl. Both service account behaviours are served: Kubernetes 1.23 (and
+OpenShift up to 4.15) where a token secret is made for every account and
+listed under its `secrets`, and 1.24+ where none is. The watch follows the
+API concepts page (resourceVersion, bookmarks, 410 Expired).
+See tests/sim/kubernetes/README.md for the reference pages."""
+import base64
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+kubernetes = pytest.importorskip("kubernetes")
+from kubernetes import client as k8s  # noqa: E402
+from kubernetes import config as k8s_config  # noqa: E402
+from kubernetes import watch as k8s_watch  # noqa: E402
+from kubernetes.client.rest import ApiException  # noqa: E402
+from kubernetes.dynamic import DynamicClient  # noqa: E402
+
+from conftest import wait_for  # noqa: E402
+from kubesim_fixture import KubeSim  # noqa: E402
+
+KUBECTL = shutil.which("kubectl")
+USER = "zuul-worker"
+
+
+def start(tmp_path, version, **cfg):
+    base = {"pod_delay": 0.3, "token_delay": 0.1, "namespace_delete_delay": 0.2,
+            "kubernetes_version": version, "bookmark_interval": 0.5}
+    base.update(cfg)
+    return KubeSim(tmp_path, base).start()
+
+
+@pytest.fixture
+def sim123(tmp_path):
+    s = start(tmp_path, "1.23")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def sim128(tmp_path):
+    s = start(tmp_path, "1.28")
+    yield s
+    s.stop()
+
+
+def clients(sim):
+    cfg = k8s.Configuration()
+    k8s_config.load_kube_config(config_file=sim.info["kubeconfig"], context="kubesim",
+                                client_configuration=cfg)
+    ac = k8s.ApiClient(configuration=cfg)
+    return k8s.CoreV1Api(ac), DynamicClient(ac), ac
+
+
+def token_client(sim, token):
+    cfg = k8s.Configuration()
+    cfg.host = sim.info["server"]
+    cfg.ssl_ca_cert = sim.info["ca"]
+    cfg.api_key = {"authorization": "Bearer " + token}
+    return k8s.CoreV1Api(k8s.ApiClient(cfg))
+
+
+def upstream_openshift_project(core, dyn, project):
+    """upstream OpenshiftProvider.createProject + prepareProject, in order:
+    a ProjectRequest, the service account, then the account re-read until
+    one of the secrets it lists carries a token and ca.crt, then the
+    authorization.openshift.io RoleBinding of admin. Returns the token."""
+    preq = dyn.resources.get(api_version="project.openshift.io/v1", kind="ProjectRequest")
+    preq.create(body={"apiVersion": "project.openshift.io/v1", "kind": "ProjectRequest",
+                      "metadata": {"name": project}})
+    core.create_namespaced_service_account(project, {
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": USER}})
+
+    def token():
+        sa = core.read_namespaced_service_account(USER, project)
+        for ref in sa.secrets or []:
+            secret = core.read_namespaced_secret(ref.name, project)
+            data = secret.data or {}
+            if data.get("token") and data.get("ca.crt"):
+                return base64.b64decode(data["token"]).decode(), secret
+        return None
+    tok, secret = wait_for(token, timeout=10, what="the service account's token secret")
+    rbs = dyn.resources.get(api_version="authorization.openshift.io/v1", kind="RoleBinding")
+    rb = rbs.create(body={
+        "apiVersion": "authorization.openshift.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "admin-0"}, "roleRef": {"name": "admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": USER, "namespace": project}],
+        "userNames": ["system:serviceaccount:%s:%s" % (project, USER)]}, namespace=project)
+    return tok, secret, rb
+
+
+def test_version_1_23_token_secret_listed_on_the_service_account(sim123):
+    """Issue 24's gap: before 1.24 (OpenShift up to 4.15) the token
+    controller makes and lists a token secret for each service account;
+    upstream's openshift driver waits for it."""
+    core, dyn, _ = clients(sim123)
+    v = core.api_client.call_api("/version", "GET", response_type=object, auth_settings=["BearerToken"],
+                                 _return_http_data_only=True)
+    assert (v["major"], v["minor"]) == ("1", "23") and v["gitVersion"].startswith("v1.23")
+    tok, secret, _ = upstream_openshift_project(core, dyn, "zuul-ci-0000000001")
+    sa = core.read_namespaced_service_account(USER, "zuul-ci-0000000001")
+    names = [r.name for r in sa.secrets]
+    # OpenShift lists the pull secret first, then the token secret; both
+    # named <sa>-<kind>-<5 random characters>
+    assert len(names) == 2
+    assert names[0].startswith(USER + "-dockercfg-") and len(names[0]) == len(USER) + 16
+    assert names[1].startswith(USER + "-token-") and len(names[1]) == len(USER) + 12
+    assert [r.name for r in sa.image_pull_secrets] == [names[0]]
+    assert secret.metadata.name == names[1]
+    assert secret.type == "kubernetes.io/service-account-token"
+    ann = secret.metadata.annotations
+    assert ann["kubernetes.io/service-account.name"] == USER
+    assert ann["kubernetes.io/service-account.uid"] == sa.metadata.uid
+    assert set(secret.data) == {"token", "ca.crt", "namespace", "service-ca.crt"}
+    assert base64.b64decode(secret.data["namespace"]).decode() == "zuul-ci-0000000001"
+    assert base64.b64decode(secret.data["ca.crt"]).decode() == open(sim123.info["ca"]).read()
+    pull = core.read_namespaced_secret(names[0], "zuul-ci-0000000001")
+    assert pull.type == "kubernetes.io/dockercfg" and ".dockercfg" in pull.data
+    # every namespace's "default" account has its own, too
+    dflt = core.read_namespaced_service_account("default", "zuul-ci-0000000001")
+    assert any(r.name.startswith("default-token-") for r in dflt.secrets)
+    # the token is the account's: it may list pods in its project only
+    sa_api = token_client(sim123, tok)
+    assert sa_api.list_namespaced_pod("zuul-ci-0000000001").items == []
+    with pytest.raises(ApiException) as e:
+        sa_api.list_namespaced_pod("default")
+    assert e.value.status == 403
+
+
+def test_version_1_24_and_later_make_no_token_secret(sim128):
+    core, dyn, _ = clients(sim128)
+    preq = dyn.resources.get(api_version="project.openshift.io/v1", kind="ProjectRequest")
+    preq.create(body={"apiVersion": "project.openshift.io/v1", "kind": "ProjectRequest",
+                      "metadata": {"name": "p128"}})
+    sa = core.create_namespaced_service_account("p128", {
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": USER}})
+    assert sa.secrets is None
+    time.sleep(0.3)  # longer than token_delay: nothing appears later either
+    assert core.read_namespaced_service_account(USER, "p128").secrets is None
+    assert core.list_namespaced_secret("p128").items == []
+    # a token secret asked for explicitly is filled (what nodepoold does)
+    core.create_namespaced_secret("p128", {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": USER, "annotations": {"kubernetes.io/service-account.name": USER}}})
+    s = wait_for(lambda: (lambda s: s if (s.data or {}).get("token") else None)(
+        core.read_namespaced_secret(USER, "p128")), timeout=10, what="token")
+    assert set(s.data) >= {"token", "ca.crt", "namespace"}
+
+
+def test_openshift_authorization_rolebinding(sim128):
+    """Issue 24's gap: upstream's openshift driver binds admin through
+    authorization.openshift.io/v1; the simulator serves it (discovery,
+    create, get, list, delete) as a view of the rbac RoleBinding, and the
+    binding grants what the admin ClusterRole grants."""
+    core, dyn, ac = clients(sim128)
+    groups = ac.call_api("/apis", "GET", response_type=object, auth_settings=["BearerToken"],
+                    _return_http_data_only=True)
+    assert "authorization.openshift.io" in [g["name"] for g in groups["groups"]]
+    preq = dyn.resources.get(api_version="project.openshift.io/v1", kind="ProjectRequest")
+    preq.create(body={"apiVersion": "project.openshift.io/v1", "kind": "ProjectRequest",
+                      "metadata": {"name": "zuul-ci-0000000002"}})
+    core.create_namespaced_service_account("zuul-ci-0000000002", {
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": USER}})
+    core.create_namespaced_secret("zuul-ci-0000000002", {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": USER, "annotations": {"kubernetes.io/service-account.name": USER}}})
+    s = wait_for(lambda: (lambda s: s if (s.data or {}).get("token") else None)(
+        core.read_namespaced_secret(USER, "zuul-ci-0000000002")), timeout=10, what="token")
+    sa_api = token_client(sim128, base64.b64decode(s.data["token"]).decode())
+    with pytest.raises(ApiException) as e:
+        sa_api.list_namespaced_pod("zuul-ci-0000000002")
+    assert e.value.status == 403  # not bound yet
+    rbs = dyn.resources.get(api_version="authorization.openshift.io/v1", kind="RoleBinding")
+    rb = rbs.create(body={
+        "apiVersion": "authorization.openshift.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "admin-0"}, "roleRef": {"name": "admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": USER,
+                      "namespace": "zuul-ci-0000000002"}],
+        "userNames": ["system:serviceaccount:zuul-ci-0000000002:%s" % USER]},
+        namespace="zuul-ci-0000000002")
+    assert (rb.kind, rb.apiVersion) == ("RoleBinding", "authorization.openshift.io/v1")
+    assert rb.roleRef.name == "admin" and rb.roleRef.namespace is None
+    assert rb.userNames == ["system:serviceaccount:zuul-ci-0000000002:%s" % USER]
+    assert rb.groupNames is None
+    assert rb.metadata.uid and rb.metadata.resourceVersion and rb.metadata.creationTimestamp
+    assert [s_.name for s_ in rb.subjects] == [USER]
+    # the rbac view: a RoleBinding of the ClusterRole admin
+    rbac = k8s.RbacAuthorizationV1Api(ac).read_namespaced_role_binding(
+        "admin-0", "zuul-ci-0000000002")
+    assert (rbac.role_ref.kind, rbac.role_ref.name) == ("ClusterRole", "admin")
+    assert [(x.kind, x.name, x.namespace) for x in rbac.subjects] == [
+        ("ServiceAccount", USER, "zuul-ci-0000000002")]
+    assert rbs.get(name="admin-0", namespace="zuul-ci-0000000002").roleRef.name == "admin"
+    assert [i.metadata.name for i in rbs.get(namespace="zuul-ci-0000000002").items] == [
+        "admin-0"]
+    assert sa_api.list_namespaced_pod("zuul-ci-0000000002").items == []
+    with pytest.raises(ApiException) as e:
+        rbs.create(body={"apiVersion": "authorization.openshift.io/v1", "kind": "RoleBinding",
+                         "metadata": {"name": "admin-0"}, "roleRef": {"name": "admin"}},
+                   namespace="zuul-ci-0000000002")
+    assert e.value.status == 409
+    rbs.delete(name="admin-0", namespace="zuul-ci-0000000002")
+    with pytest.raises(ApiException) as e:
+        sa_api.list_namespaced_pod("zuul-ci-0000000002")
+    assert e.value.status == 403
+
+
+def test_upstream_openshift_list_and_cleanup(sim123):
+    """upstream listNodes (Project list by kind) and cleanupNode /
+    waitForNodeCleanup (Project delete, then get until it fails)."""
+    core, dyn, _ = clients(sim123)
+    upstream_openshift_project(core, dyn, "main-0000000003")
+    projects = dyn.resources.get(api_version="v1", kind="Project")
+    items = projects.get().items
+    p = [i for i in items if i.metadata.name == "main-0000000003"][0]
+    assert p.kind == "Project" and p.status.phase == "Active"
+    assert p.spec.finalizers == ["kubernetes"]
+    assert p.metadata.annotations["openshift.io/requester"] == "kubernetes-admin"
+    projects.delete(name="main-0000000003")
+
+    def gone():
+        try:
+            projects.get(name="main-0000000003")
+        except ApiException as e:
+            return e.status == 404
+        return False
+    wait_for(gone, timeout=10, what="project gone")
+
+
+def test_pod_has_the_documented_members(sim128):
+    """A pod as upstream's createPod sends it: the answer carries the
+    defaults the Pod reference documents, and once Running the status
+    members a client reads (phase, conditions, IPs, container states)."""
+    core, _, _ = clients(sim128)
+    core.create_namespace({"metadata": {"name": "pods"}})
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fedora-0000000004"},
+            "spec": {"containers": [{
+                "name": "fedora", "image": "docker.io/fedora:40",
+                "imagePullPolicy": "IfNotPresent", "command": ["/bin/sh", "-c"],
+                "args": ["while true; do sleep 30; done;"], "env": [],
+                "resources": {"requests": {"cpu": 1, "memory": "512Mi"},
+                              "limits": {"cpu": 1, "memory": "512Mi"}}}],
+                "imagePullSecrets": [], "restartPolicy": "Never"}}
+    pod = core.create_namespaced_pod("pods", body)
+    spec, c = pod.spec, pod.spec.containers[0]
+    assert spec.restart_policy == "Never"
+    assert (spec.dns_policy, spec.scheduler_name, spec.service_account_name) == (
+        "ClusterFirst", "default-scheduler", "default")
+    assert spec.termination_grace_period_seconds == 30 and spec.priority == 0
+    assert spec.enable_service_links is True
+    assert spec.preemption_policy == "PreemptLowerPriority"
+    assert sorted(t.key for t in spec.tolerations) == [
+        "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]
+    assert all(t.toleration_seconds == 300 and t.effect == "NoExecute"
+               for t in spec.tolerations)
+    assert (c.termination_message_path, c.termination_message_policy) == (
+        "/dev/termination-log", "File")
+    assert c.volume_mounts[0].mount_path == "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert spec.volumes[0].projected.sources[0].service_account_token.path == "token"
+    assert pod.status.phase == "Pending" and pod.status.qos_class == "Guaranteed"
+    pod = wait_for(lambda: (lambda p: p if p.status.phase == "Running" else None)(
+        core.read_namespaced_pod("fedora-0000000004", "pods")), timeout=10, what="Running")
+    st = pod.status
+    assert pod.spec.node_name == "sim-node-1"
+    assert st.host_ip and st.pod_ip and st.start_time
+    assert [ip.ip for ip in st.pod_i_ps] == [st.pod_ip]
+    assert {x.type: x.status for x in st.conditions} == {
+        "Initialized": "True", "Ready": "True", "ContainersReady": "True",
+        "PodScheduled": "True"}
+    cs = st.container_statuses[0]
+    assert cs.ready and cs.started and cs.restart_count == 0
+    assert cs.container_id.startswith("containerd://")
+    assert cs.image_id.startswith("docker.io/library/fedora@sha256:") or \
+        cs.image_id.startswith("docker.io/fedora@sha256:")
+    assert cs.state.running.started_at is not None
+    # a pod without resources is BestEffort; only limits: requests follow
+    body["metadata"]["name"] = "be"
+    body["spec"]["containers"][0]["resources"] = {}
+    assert core.create_namespaced_pod("pods", body).status.qos_class == "BestEffort"
+    body["metadata"]["name"] = "lim"
+    body["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
+    p = core.create_namespaced_pod("pods", body)
+    assert p.spec.containers[0].resources.requests == {"cpu": "1", "memory": "1Gi"}
+    assert p.status.qos_class == "Guaranteed"
+
+
+def test_openshiftpods_calls(sim128):
+    """upstream openshiftpods: pods created, read, listed and deleted in an
+    existing project with the provider's own credentials."""
+    core, dyn, _ = clients(sim128)
+    dyn.resources.get(api_version="project.openshift.io/v1", kind="ProjectRequest").create(
+        body={"apiVersion": "project.openshift.io/v1", "kind": "ProjectRequest",
+              "metadata": {"name": "zuul-pods"}})
+    core.create_namespaced_pod("zuul-pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "fedora-0000000005", "labels": {"nodepool_node_id": "0000000005"}},
+        "spec": {"containers": [{"name": "fedora", "image": "docker.io/fedora:40"}]}})
+    listed = core.list_namespaced_pod("zuul-pods", label_selector="nodepool_node_id")
+    assert [p.metadata.name for p in listed.items] == ["fedora-0000000005"]
+    assert listed.metadata.resource_version
+    d = core.delete_namespaced_pod("fedora-0000000005", "zuul-pods")
+    assert d.metadata.deletion_timestamp is not None
+    with pytest.raises(ApiException) as e:
+        core.read_namespaced_pod("fedora-0000000005", "zuul-pods")
+    assert e.value.status == 404
+
+
+# ---- watch -------------------------------------------------------------------------------------
+
+
+def test_watch_from_a_list_sees_the_pod_start(sim128):
+    """python3-kubernetes' watch.Watch from the list's resourceVersion:
+    ADDED (Pending), MODIFIED (Running), bookmarks carry a newer
+    resourceVersion, DELETED when the pod goes."""
+    core, _, _ = clients(sim128)
+    core.create_namespace({"metadata": {"name": "w"}})
+    rv = core.list_namespaced_pod("w").metadata.resource_version
+    core.create_namespaced_pod("w", {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "docker.io/fedora:40"}]}})
+    w = k8s_watch.Watch()
+    seen = []
+    for ev in w.stream(core.list_namespaced_pod, "w", resource_version=rv,
+                       allow_watch_bookmarks=True, timeout_seconds=10):
+        seen.append((ev["type"], ev["object"].status.phase))
+        if ev["object"].status.phase == "Running":
+            break
+    w.stop()
+    assert seen[0] == ("ADDED", "Pending")
+    assert seen[-1] == ("MODIFIED", "Running")
+    # raw stream: bookmarks, then DELETED
+    resp = core.list_namespaced_pod("w", watch=True, resource_version=rv,
+                                    allow_watch_bookmarks=True, timeout_seconds=2,
+                                    _preload_content=False)
+    types = []
+    deleted = False
+    for line in resp:
+        for ln in line.splitlines():
+            if not ln.strip():
+                continue
+            ev = json.loads(ln)
+            types.append(ev["type"])
+            if ev["type"] == "BOOKMARK":
+                assert set(ev["object"]) == {"kind", "apiVersion", "metadata"}
+                assert ev["object"]["kind"] == "Pod"
+                assert ev["object"]["metadata"]["resourceVersion"] != rv
+                if not deleted:
+                    core.delete_namespaced_pod("p", "w")
+                    deleted = True
+    assert types[:2] == ["ADDED", "MODIFIED"]
+    assert "BOOKMARK" in types and "DELETED" in types
+    assert types[-1] == "BOOKMARK"  # one before the server closes the watch
+
+
+def test_watch_without_resource_version_starts_with_the_objects(sim128):
+    core, _, _ = clients(sim128)
+    w = k8s_watch.Watch()
+    names = []
+    for ev in w.stream(core.list_namespace, timeout_seconds=1):
+        assert ev["type"] == "ADDED"
+        names.append(ev["object"].metadata.name)
+    assert {"default", "kube-system"} <= set(names)
+
+
+def test_watch_too_old_resource_version_is_410_expired(sim128):
+    core, _, _ = clients(sim128)
+    rv = core.list_namespace().metadata.resource_version
+    sim128.ctl("POST", "/watches/expire", {})
+    w = k8s_watch.Watch()
+    with pytest.raises(ApiException) as e:
+        for _ in w.stream(core.list_namespace, resource_version=rv, timeout_seconds=5):
+            pass
+    assert e.value.status == 410 and "Expired" in e.value.reason
+    # the documented recovery: list again, watch from the new version
+    rv2 = core.list_namespace().metadata.resource_version
+    assert rv2 != rv
+    core.create_namespace({"metadata": {"name": "after"}})
+    got = []
+    for ev in w.stream(core.list_namespace, resource_version=rv2, timeout_seconds=2):
+        got.append((ev["type"], ev["object"].metadata.name))
+        w.stop()
+    assert got == [("ADDED", "after")]
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
+def test_kubectl_get_pods_watch(sim128):
+    env = dict(os.environ, KUBECONFIG=sim128.info["kubeconfig"], HOME=sim128.dir)
+    core, _, _ = clients(sim128)
+    core.create_namespace({"metadata": {"name": "kw"}})
+    proc = subprocess.Popen([KUBECTL, "get", "pods", "-n", "kw", "-w",
+                             "--request-timeout=0"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        core.create_namespaced_pod("kw", {"metadata": {"name": "kp"}, "spec": {
+            "containers": [{"name": "c", "image": "docker.io/fedora:40"}]}})
+        lines = []
+        while True:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            lines.append(line.split())
+            if lines[-1][:3] == ["kp", "1/1", "Running"]:
+                break
+        assert ["kp", "0/1", "Pending"] == lines[0][:3] or lines[0][0] == "NAME"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
