@@ -78,7 +78,6 @@
 #include "lib/net/urlsafe.h"
 
 #define OS_TOKEN_MARGIN	  300.0 /* s: fetch a new token this long before expiry */
-#define OS_LIST_MIN	  1.0	/* s: at least this between two server listings */
 #define OS_IMAGE_RECHECK  300.0 /* s: a missing cloud image is looked up again (upstream) */
 #define OS_AUTH_RETRY	  5.0	/* s: after a failed authentication */
 #define OS_FIP_POLL	  1.0	/* s */
@@ -159,7 +158,7 @@ struct sm_adapter {
 	json_t *servers; /* object id -> server */
 	json_t *page;	 /* listing being assembled */
 	unsigned long long list_seq, list_done_seq;
-	double list_started;
+	double list_started, list_done_started; /* the last listing's, the newest in's */
 	struct os_call *list_call;
 	struct event *list_timer;
 	int list_wanted;
@@ -1089,6 +1088,7 @@ list_done(struct os_call *c, int status, const char *error, json_t *body,
 	a->servers = a->page;
 	a->page = NULL;
 	a->list_done_seq = (unsigned long long)json_integer_value(json_object_get(c->extra, "seq"));
+	a->list_done_started = a->list_started;
 	a->listings++;
 	list_deliver_waiters(a, NULL);
 	wake_all(a);
@@ -1104,12 +1104,13 @@ list_timer_cb(evutil_socket_t fd, short what, void *arg)
 	list_start(arg);
 }
 
-/* Ask for a listing that starts from now: at once when the last one started
- * OS_LIST_MIN (or rate) ago and none runs, else as soon as allowed. */
+/* Ask for a listing that starts from now: when the framework's pace says
+ * one is useful (sm_listing_wait: the servers' expected boots), at least
+ * rate after the last one, and when none runs. */
 static void
 list_start(struct sm_adapter *a)
 {
-	double gap = fmax(OS_LIST_MIN, a->rate_s), wait;
+	double wait;
 
 	if (a->stopped && TAILQ_EMPTY(&a->machines) && TAILQ_EMPTY(&a->listwaits))
 		return;
@@ -1117,11 +1118,10 @@ list_start(struct sm_adapter *a)
 		a->list_wanted = 1; /* after this one */
 		return;
 	}
-	wait = a->list_started + gap - np_mono_s();
-	if (a->list_seq > 0 && wait > 0) {
+	wait = sm_listing_wait(a->env, a->list_started, a->rate_s);
+	if (a->list_seq > 0 && wait > 0.001) {
 		struct timeval tv = {(time_t)wait, (suseconds_t)((wait - floor(wait)) * 1e6)};
-		if (!event_pending(a->list_timer, EV_TIMEOUT, NULL))
-			event_add(a->list_timer, &tv);
+		event_add(a->list_timer, &tv); /* (re)armed: the pace may have moved */
 		return;
 	}
 	a->list_wanted = 0;
@@ -1570,6 +1570,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			mm->retry_in = 30;
 			return SM_AGAIN;
 		}
+		mm->seen_at = a->list_done_started; /* the boot estimate's sample */
 		if (!needs_fip(m, s)) {
 			*out = server_instance(a, s, m->label, NULL);
 			osm_set(m, OS_DONE);
