@@ -120,7 +120,7 @@ struct sm_adapter {
 	json_t *cur[K_NKINDS];	       /* the latest listing of each kind (array) */
 	int npoll;		       /* listings of the round in flight */
 	int phase, need_np;	       /* the round's phase (1: VMs, 2: NICs and IPs) */
-	double last_poll, done_poll; /* the last round's start, the newest done's */
+	double last_poll, done_poll;   /* the last round's start, the newest done's */
 	/* image-filter listings (cached AZ_IMAGE_TTL) and diskimage ids */
 	json_t *images;
 	double images_at;

@@ -31,21 +31,31 @@
  *     is overdue, up to SM_DEFAULT_POLL (upstream's period): a server
  *     stuck in BUILD costs no more than it does upstream.
  *
- *   - Share. The next listing starts when the earliest machine wants one,
- *     never sooner than SM_PACE_MIN_GAP after the last one started (so a
- *     wave of servers created together is answered by one or two listings,
- *     not one each) nor sooner than the provider's rate allows. A machine
- *     with no estimate (its label's first launch: the provider-wide
+ *   - Share. The next listing starts when the earliest machine wants one;
+ *     but servers named over a short while (a wave of requests the
+ *     launcher works through) are first looked for together: the first
+ *     looks wait for the last of them, at most SM_PACE_HOLD after the
+ *     earliest (sm_pace_batch). Never sooner than SM_PACE_MIN_GAP after the
+ *     last listing started, nor sooner than the provider's rate allows. A
+ *     machine with no estimate (its label's first launch: the provider-wide
  *     estimate stands in once there is one), and anything else waiting on
  *     a listing (deletes, quota and leak listings) is answered on
- *     upstream's period, from the last listing; deletes, which nobody waits
- *     for, are left to SM_PACE_IDLE, and ride along with launches'
- *     listings meanwhile. When nothing waits, the adapter does not list.
+ *     upstream's period (SM_PACE_IDLE, SM_DEFAULT_POLL) from the last
+ *     listing, and rides along with launches' listings meanwhile. When
+ *     nothing waits, the adapter does not list.
+ *
+ *   - Budget. However the servers come, listings are never more frequent
+ *     than upstream's period on average: a token bucket refilled at one
+ *     listing per SM_DEFAULT_POLL, holding SM_PACE_BURST (sm_pace_budget),
+ *     so that the calls per node never exceed upstream's fixed period's at
+ *     the same throughput. The burst is what lets a wave of servers be
+ *     looked for a little early and again just after.
  *
  * So in a steady state a wave of servers booting together costs one or two
- * listings, each a little after the servers come up: noticed within about
- * SM_PACE_FOLLOW of being ready, with no more calls than one listing a
- * second.
+ * listings, just after the servers come up, where a fixed period lists
+ * every second whoever waits: servers noticed within about SM_PACE_FOLLOW
+ * (plus the wave's spread, up to SM_PACE_HOLD) of being ready, with no more
+ * listings than upstream's.
  */
 #include "drivers/statemachine/statemachine.h"
 
@@ -92,4 +102,31 @@ double
 sm_pace_start(double want, double last_start, double min_gap)
 {
 	return fmax(want, last_start + fmax(min_gap, SM_PACE_MIN_GAP));
+}
+
+double
+sm_pace_batch(double first_min, double first_max, double other_min)
+{
+	double first = fmin(first_max, first_min + SM_PACE_HOLD);
+
+	return fmin(first, other_min);
+}
+
+double
+sm_pace_budget(struct sm_pace_bucket *b, double last_start)
+{
+	if (last_start > b->last) {
+		/* a listing started at last_start: it took a token */
+		if (b->n == 0)
+			b->tokens = SM_PACE_BURST;
+		else
+			b->tokens = fmin(SM_PACE_BURST,
+					 b->tokens + (last_start - b->last) / SM_DEFAULT_POLL);
+		b->tokens -= 1;
+		b->last = last_start;
+		b->n++;
+	}
+	if (b->n == 0 || b->tokens >= 1)
+		return last_start;
+	return b->last + (1 - b->tokens) * SM_DEFAULT_POLL;
 }

@@ -193,6 +193,7 @@ struct sm_runner {
 	/* sm_runner_listing_wait's last answer, valid while gen is */
 	unsigned long long gen, pace_gen;
 	double pace_last, pace_gap, pace_start;
+	struct sm_pace_bucket budget;
 	/* the boots (named -> the create machine done) of the last
 	 * SM_BOOT_RING launches, for the dump's percentiles */
 	double boots[SM_BOOT_RING];
@@ -530,8 +531,10 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 	const struct sm_run *run;
 	const struct sm_launch *l;
 	const struct sm_boot_est *e;
-	double now = np_mono_s(), want = INFINITY, w, named;
+	double now = np_mono_s(), want, w, named, budget;
+	double first_min = INFINITY, first_max = -INFINITY, other_min = INFINITY;
 
+	budget = sm_pace_budget(&r->budget, last_start);
 	if (r->pace_gen == r->gen && r->pace_last == last_start && r->pace_gap == min_gap)
 		return fmax(0, r->pace_start - now);
 	TAILQ_FOREACH(run, &r->runs, entry)
@@ -549,14 +552,21 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 			if (e == NULL && !(l->resume_id != NULL && l->attempt == 1))
 				e = sm_runner_boot_est(r, NULL);
 			w = sm_pace_want(e, named, last_start);
+			if (e != NULL && w == named + sm_boot_est_lead(e)) {
+				first_min = fmin(first_min, w); /* its first look */
+				first_max = fmax(first_max, w);
+				continue;
+			}
 		} else {
 			w = last_start + SM_PACE_IDLE; /* deletes: nobody waits */
 		}
-		want = fmin(want, w);
+		other_min = fmin(other_min, w);
 	}
+	want = sm_pace_batch(first_min, first_max, other_min);
 	if (want == INFINITY) /* a waiter the runner does not know (a quota
 				 listing) or a machine before its first advance */
 		want = last_start + SM_DEFAULT_POLL;
+	want = fmax(want, budget);
 	r->pace_gen = r->gen;
 	r->pace_last = last_start;
 	r->pace_gap = min_gap;

@@ -137,6 +137,10 @@ const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const ch
 #define SM_PACE_FOLLOW	0.1
 #define SM_PACE_MIN_GAP 0.1
 #define SM_PACE_IDLE	1.0
+/* Seconds the first look of a server waits for others named after it;
+ * listings a burst may take beyond upstream's period. */
+#define SM_PACE_HOLD  0.25
+#define SM_PACE_BURST 3.0
 
 /*
  * A moving estimate of a boot time (pace.c: what it is and why): mean and
@@ -161,6 +165,23 @@ double sm_pace_want(const struct sm_boot_est *e, double named_at, double last_st
 /* When the next listing may start given the earliest want: not before
  * last_start + max(min_gap, SM_PACE_MIN_GAP). */
 double sm_pace_start(double want, double last_start, double min_gap);
+/*
+ * The next listing's want from the machines': the earliest first look
+ * (first_min) waits for the latest one (first_max) at most SM_PACE_HOLD;
+ * other_min (follow-ups, deletes, others) is kept. INFINITY: none of
+ * that kind.
+ */
+double sm_pace_batch(double first_min, double first_max, double other_min);
+/* The listing budget: tokens after the last listing that took one (at
+ * last, monotonic seconds), over n listings. Zero it to start (full). */
+struct sm_pace_bucket {
+	double tokens, last;
+	unsigned long long n;
+};
+/* Take note of a listing started at last_start (when later than the last
+ * one noted: it takes a token) and answer the earliest time the next may
+ * start within the budget (last_start when a token is there). */
+double sm_pace_budget(struct sm_pace_bucket *b, double last_start);
 
 /* ---- the runner (runner.c) ------------------------------------------------------ */
 
