@@ -107,7 +107,7 @@ sm_pace_start(double want, double last_start, double min_gap)
 double
 sm_pace_batch(double first_min, double first_max, double other_min)
 {
-	double first = fmin(first_max, first_min + SM_PACE_HOLD);
+	double first = first_min == INFINITY ? INFINITY : fmin(first_max, first_min + SM_PACE_HOLD);
 
 	return fmin(first, other_min);
 }

@@ -176,3 +176,38 @@ Test(sm_pace, a_server_stuck_in_build_costs_no_more_than_upstreams_period)
 	cr_assert(NEAR(sm_pace_want(&e, 0, last) - last, SM_DEFAULT_POLL),
 		  "settled on upstream's period");
 }
+
+Test(sm_pace, batch_waits_for_the_wave_at_most_the_hold)
+{
+	/* first looks due over 0.1 s: the listing waits for the last */
+	cr_assert(NEAR(sm_pace_batch(10.0, 10.1, INFINITY), 10.1));
+	/* over a second: at most SM_PACE_HOLD after the earliest */
+	cr_assert(NEAR(sm_pace_batch(10.0, 11.0, INFINITY), 10.0 + SM_PACE_HOLD));
+	/* a follow-up or a delete due sooner goes first */
+	cr_assert(NEAR(sm_pace_batch(10.0, 10.1, 9.5), 9.5));
+	cr_assert(NEAR(sm_pace_batch(INFINITY, -INFINITY, 9.5), 9.5));
+	cr_assert(isinf(sm_pace_batch(INFINITY, -INFINITY, INFINITY)));
+}
+
+Test(sm_pace, budget_allows_a_burst_then_upstreams_period)
+{
+	struct sm_pace_bucket b = {0};
+	double t = 100, at;
+	int i, n = 0;
+
+	cr_assert(NEAR(sm_pace_budget(&b, 0), 0), "nothing listed yet: a full bucket");
+	/* listings as often as the budget allows, over 60 s */
+	for (i = 0; i < 1000 && t < 160; i++) {
+		at = sm_pace_budget(&b, t);
+		if (i > 0)
+			cr_assert(at >= t - 1e-9);
+		t = fmax(at, t) + 0.01; /* the next asks as soon as allowed */
+		n++;
+	}
+	/* upstream's period makes 60 in 60 s; the burst adds its 3 */
+	cr_assert(n <= 60 + SM_PACE_BURST + 1, "%d listings in 60 s", n);
+	cr_assert(n >= 60, "the budget is upstream's rate, not less: %d", n);
+	/* asking again for the same listing does not take another token */
+	at = sm_pace_budget(&b, b.last);
+	cr_assert(NEAR(sm_pace_budget(&b, b.last), at));
+}
