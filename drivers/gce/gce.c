@@ -31,7 +31,8 @@
  *     then) the image named like the cloud image, images.get; answers
  *     cached 5 minutes (upstream asks at every launch).
  *   - state: one instances.list of the zone per poll for every instance
- *     being created or deleted (upstream's shared listInstances); RUNNING
+ *     being created or deleted (upstream's shared listInstances), when the framework's pace says
+ *     (drivers/statemachine/pace.c: the instances' expected boot); RUNNING
  *     is ready; STOPPING, TERMINATED, SUSPENDED while creating fail the
  *     attempt. A delete is instances.delete, then the shared listing until
  *     the instance is gone.
