@@ -544,6 +544,8 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 			named = l->t_named;
 			if (named == 0 && run->m->external_id == NULL)
 				continue; /* its create call runs: no listing shows it */
+			if (run->m->seen_at > 0)
+				continue; /* seen up (a floating IP follows): no more */
 			if (named == 0)
 				named = now; /* named in this advance: t_named follows */
 			e = l->resume_id != NULL && l->attempt == 1
