@@ -140,7 +140,7 @@ const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const ch
 /* Seconds the first look of a server waits for others named after it;
  * listings a burst may take beyond upstream's period. */
 #define SM_PACE_HOLD  0.25
-#define SM_PACE_BURST 3.0
+#define SM_PACE_BURST 5.0
 
 /*
  * A moving estimate of a boot time (pace.c: what it is and why): mean and

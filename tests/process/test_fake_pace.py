@@ -34,8 +34,8 @@ def test_waves_of_launches_share_few_status_listings(deployment, zuul):
     # shared: a wave's servers are answered together, not one listing each
     assert 0 < listings <= launched // 2, c
     # the budget: never more often than upstream's one-second period on
-    # average, beyond a burst of three
-    assert listings <= elapsed + 3 + 1, (listings, elapsed)
+    # average, beyond a burst of five
+    assert listings <= elapsed + 5 + 1, (listings, elapsed)
     # the launcher learnt the label's boot time from every launch
     out = dump(p, marker="boot estimate of label small")
     m = re.findall(r"boot estimate of label small: ([0-9.]+)s \(deviation [0-9.]+s, "
@@ -61,4 +61,4 @@ def test_a_server_that_never_boots_is_followed_on_upstreams_period(deployment, z
     elapsed = time.monotonic() - t0
     c = cloud.counters()
     assert c["creates"] == 1
-    assert 0 < c["status_listings"] <= elapsed + 3 + 1, (c, elapsed)
+    assert 0 < c["status_listings"] <= elapsed + 5 + 1, (c, elapsed)

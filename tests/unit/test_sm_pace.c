@@ -204,7 +204,7 @@ Test(sm_pace, budget_allows_a_burst_then_upstreams_period)
 		t = fmax(at, t) + 0.01; /* the next asks as soon as allowed */
 		n++;
 	}
-	/* upstream's period makes 60 in 60 s; the burst adds its 3 */
+	/* upstream's period makes 60 in 60 s; the burst adds its SM_PACE_BURST */
 	cr_assert(n <= 60 + SM_PACE_BURST + 1, "%d listings in 60 s", n);
 	cr_assert(n >= 60, "the budget is upstream's rate, not less: %d", n);
 	/* asking again for the same listing does not take another token */
