@@ -169,13 +169,18 @@ bench_zuul_load() {
 # configured boot time BOOT (seconds): request->fulfilled p50 and p99 minus
 # BOOT, in ms (issue 25's measure); then, from the launcher's last dump
 # (bench_dump), how long after the cloud named a server the framework saw it
-# ready (p50 minus BOOT: what the pace of status listings adds).
+# ready (p50 minus BOOT: what the pace of status listings and the listing's
+# own round trip add), and the label's boot estimate (sampled at the start
+# of the listing that showed a server ready).
 bench_overhead() {
 	awk -v boot="$1" '/^latency request->fulfilled/ {
 		printf "launch overhead above the %gs boot: p50 %.0f ms  p99 %.0f ms\n", boot, $4 - boot * 1000, $10 - boot * 1000 }' "$tmp/load.txt"
 	grep "boots noticed" "$tmp/launcher.log" | tail -1 | sed 's/^ *//' | awk -v boot="$1" '{
 		p50 = $0; sub(/.* p50 /, "", p50); sub(/s .*/, "", p50)
 		printf "%s (p50 %.0f ms after the boot)\n", $0, (p50 - boot) * 1000 }'
+	# the estimate is sampled at the START of the listing that showed a
+	# server ready: noticed minus estimate is the listing's own round trip
+	grep "boot estimate of label" "$tmp/launcher.log" | tail -1 | sed 's/^ *//'
 }
 
 # bench_warmup DEFAULT C LABEL: BENCH_WARMUP (default DEFAULT) requests of
