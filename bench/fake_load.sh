@@ -17,6 +17,14 @@
 # load (its 100 ms probe, read from two SIGUSR2 dumps: one before the load
 # resets the window, the one after reports it).
 #
+# Issue 25 (`bench/fake_load.sh 500 50 1`, BENCH_WARMUP=100, 2026-11-28,
+# the VM shared by ~8 sessions, load average 20-27): before (the fake's
+# machines read their server directly, no listing) overhead above the 1 s
+# boot p50 2171 ms, p99 5357 ms (the launcher and ZooKeeper under that
+# load); with the shared status listing paced by the boot estimate p50 839
+# ms, p99 2904 ms, servers noticed p50 94 ms after their boot, 14 status
+# listings for 500 nodes (2.03 calls per node with creates and deletes).
+#
 # Environment: BENCH_WARMUP=M runs M requests first, unmeasured (1000: the
 # ZooKeeper server's JVM compiles its hot paths; 0 skips); BENCH_ZK=plain talks to ZooKeeper without TLS (the server's
 # TLS costs about half its CPU); NP_ZK_EXTRA_CFG=forceSync=no spares the
