@@ -151,14 +151,36 @@ PY
 }
 
 # bench_zuul_load [zuul_load options...]: bench/zuul_load against
-# $zkurl$bench_chroot (default /bench) with $tlsopt, its report on stdout;
+# $zkurl$bench_chroot (default /bench) with $tlsopt, its report on stdout
+# (and in $tmp/load.txt);
 # on failure shows the launcher's log's tail and exits 1.
 bench_zuul_load() {
 	# shellcheck disable=SC2086 # tlsopt is a list of words
-	"$BUILD/bench/zuul_load" -z "$zkurl${bench_chroot:-/bench}" $tlsopt "$@" || {
+	"$BUILD/bench/zuul_load" -z "$zkurl${bench_chroot:-/bench}" $tlsopt "$@" >"$tmp/load.txt" || {
+		cat "$tmp/load.txt"
 		tail -30 "$tmp/launcher.log"
 		exit 1
 	}
+	cat "$tmp/load.txt"
+}
+
+# bench_overhead BOOT: from the report of the last bench_zuul_load (its
+# stdout, kept in $tmp/load.txt), the launch overhead above the cloud's
+# configured boot time BOOT (seconds): request->fulfilled p50 and p99 minus
+# BOOT, in ms (issue 25's measure); then, from the launcher's last dump
+# (bench_dump), how long after the cloud named a server the framework saw it
+# ready (p50 minus BOOT: what the pace of status listings and the listing's
+# own round trip add), and the label's boot estimate (sampled at the start
+# of the listing that showed a server ready).
+bench_overhead() {
+	awk -v boot="$1" '/^latency request->fulfilled/ {
+		printf "launch overhead above the %gs boot: p50 %.0f ms  p99 %.0f ms\n", boot, $4 - boot * 1000, $10 - boot * 1000 }' "$tmp/load.txt"
+	grep "boots noticed" "$tmp/launcher.log" | tail -1 | sed 's/^ *//' | awk -v boot="$1" '{
+		p50 = $0; sub(/.* p50 /, "", p50); sub(/s .*/, "", p50)
+		printf "%s (p50 %.0f ms after the boot)\n", $0, (p50 - boot) * 1000 }'
+	# the estimate is sampled at the START of the listing that showed a
+	# server ready: noticed minus estimate is the listing's own round trip
+	grep "boot estimate of label" "$tmp/launcher.log" | tail -1 | sed 's/^ *//'
 }
 
 # bench_warmup DEFAULT C LABEL: BENCH_WARMUP (default DEFAULT) requests of

@@ -19,7 +19,8 @@
 
 #include "drivers/aws/aws_api.h"
 
-#define AWS_POLL	  1.0	/* s between shared describes while machines wait */
+#define AWS_POLL	  1.0	/* s: a failed shared describe is retried after this */
+#define AWS_PACE	  -1.0	/* poll_schedule: when the framework's pace says */
 #define AWS_IDS_PER_CALL  200	/* instance-id filter values per describe */
 #define AWS_IMAGE_TTL	  300.0 /* s: image-filters answers cached (upstream: 5 min) */
 #define AWS_MISSING_GRACE 60.0	/* s a new instance may be absent from describes */

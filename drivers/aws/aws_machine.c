@@ -35,6 +35,7 @@ static const char *const am_names[] = {
 /* ---- the shared poll ---- */
 
 static void poll_schedule(struct sm_adapter *a, double in);
+static double poll_pace(struct sm_adapter *a);
 
 static void
 machine_wake(struct amachine *am)
@@ -63,7 +64,7 @@ wait_on_poll(struct amachine *am)
 	am->m.state = am_names[AM_WAIT];
 	TAILQ_INSERT_TAIL(&am->a->waiting, am, entry);
 	am->listed = 1;
-	poll_schedule(am->a, AWS_POLL);
+	poll_schedule(am->a, AWS_PACE);
 }
 
 static void
@@ -91,6 +92,9 @@ poll_done(const struct aws_result *r, void *arg)
 					continue;
 				am->seen = 2;
 				aws_xtext(it, "instanceState/name", am->istate, sizeof(am->istate));
+				if (am->m.seen_at == 0 && strcmp(am->istate, "running") == 0)
+					am->m.seen_at =
+					    a->last_poll; /* the boot estimate's sample */
 				aws_xtext(it, "stateReason/message", am->reason,
 					  sizeof(am->reason));
 				sm_instance_free(am->inst);
@@ -104,7 +108,7 @@ poll_done(const struct aws_result *r, void *arg)
 		machine_wake(am);
 	}
 	if (!TAILQ_EMPTY(&a->waiting))
-		poll_schedule(a, AWS_POLL);
+		poll_schedule(a, AWS_PACE);
 }
 
 void
@@ -119,6 +123,10 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (a->npoll > 0 || TAILQ_EMPTY(&a->waiting))
 		return;
+	if (poll_pace(a) > 0.001) { /* the pace moved later meanwhile */
+		poll_schedule(a, AWS_PACE);
+		return;
+	}
 	a->polls++;
 	a->last_poll = np_mono_s();
 	TAILQ_FOREACH(am, &a->waiting, entry)
@@ -146,15 +154,33 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 	free(form);
 }
 
+/* Seconds until the next shared describe is useful (sm_listing_wait: the
+ * instances' expected boots), describes going at ten times `rate`. */
+static double
+poll_pace(struct sm_adapter *a)
+{
+	double rate = a->env->cfg->rate;
+
+	return sm_listing_wait(a->env, a->last_poll, rate > 0 ? 1 / (10 * rate) : 0);
+}
+
+/* The next shared describe: in seconds after the last one started, or
+ * AWS_PACE: when the pace says (re-armed at every ask). */
 static void
 poll_schedule(struct sm_adapter *a, double in)
 {
 	struct timeval tv;
 	double since = np_mono_s() - a->last_poll;
 
-	if (a->npoll > 0 || evtimer_pending(a->poll_ev, NULL))
+	if (a->npoll > 0)
 		return;
-	in = since >= in ? 0 : in - since;
+	if (in == AWS_PACE) {
+		in = poll_pace(a);
+	} else {
+		if (evtimer_pending(a->poll_ev, NULL))
+			return;
+		in = since >= in ? 0 : in - since;
+	}
 	tv.tv_sec = (time_t)in;
 	tv.tv_usec = (suseconds_t)((in - floor(in)) * 1e6);
 	evtimer_add(a->poll_ev, &tv);

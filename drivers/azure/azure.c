@@ -69,7 +69,7 @@
 #define V_USAGE	 "2020-12-01"
 #define V_SKU	 "2019-04-01"
 
-#define AZ_POLL		 1.0   /* s between shared listings while machines wait */
+#define AZ_PACE		 -1.0  /* poll_schedule: when the framework's pace says */
 #define AZ_IMAGE_TTL	 10.0  /* s an image listing serves image-filters (upstream's ttl_cache) */
 #define AZ_MISSING_GRACE 60.0  /* s a new VM may be absent from listings */
 #define AZ_SUBNET_RETRY	 10.0  /* s between subnet lookups that failed */
@@ -120,7 +120,7 @@ struct sm_adapter {
 	json_t *cur[K_NKINDS];	       /* the latest listing of each kind (array) */
 	int npoll;		       /* listings of the round in flight */
 	int phase, need_np;	       /* the round's phase (1: VMs, 2: NICs and IPs) */
-	double last_poll;
+	double last_poll, done_poll;   /* the last round's start, the newest done's */
 	/* image-filter listings (cached AZ_IMAGE_TTL) and diskimage ids */
 	json_t *images;
 	double images_at;
@@ -356,6 +356,7 @@ rg_path(const struct sm_adapter *a, const char *sub, const char *name)
 /* ---- the shared poll ---- */
 
 static void poll_schedule(struct sm_adapter *a, double in);
+static double poll_pace(struct sm_adapter *a);
 
 /* Wait for the next listings (from the next round on). */
 static void
@@ -370,7 +371,7 @@ wait_on_poll(struct amachine *am, enum am_state st)
 		TAILQ_INSERT_TAIL(&a->waiting, am, entry);
 		am->listed = 1;
 	}
-	poll_schedule(a, AZ_POLL);
+	poll_schedule(a, AZ_PACE);
 }
 
 static void
@@ -415,10 +416,11 @@ poll_list_done(struct lister *ls, const char *error)
 			return;
 		}
 	}
+	a->done_poll = a->last_poll;
 	TAILQ_FOREACH(am, &a->waiting, entry)
 	machine_wake(am);
 	if (!TAILQ_EMPTY(&a->waiting))
-		poll_schedule(a, AZ_POLL);
+		poll_schedule(a, AZ_PACE);
 }
 
 static void
@@ -460,6 +462,10 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (a->npoll > 0 || TAILQ_EMPTY(&a->waiting))
 		return;
+	if (poll_pace(a) > 0.001) { /* the pace moved later meanwhile */
+		poll_schedule(a, AZ_PACE);
+		return;
+	}
 	a->need_np = 0;
 	TAILQ_FOREACH(am, &a->waiting, entry)
 	{
@@ -479,15 +485,33 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Seconds until the next round of listings is useful (sm_listing_wait:
+ * the VMs' expected boots), ARM calls going at `rate` a second. */
+static double
+poll_pace(struct sm_adapter *a)
+{
+	double rate = a->env->cfg->rate;
+
+	return sm_listing_wait(a->env, a->last_poll, rate > 0 ? 1 / rate : 0);
+}
+
+/* The next round: in seconds after the last one started, or AZ_PACE: when
+ * the pace says (re-armed at every ask). */
 static void
 poll_schedule(struct sm_adapter *a, double in)
 {
 	struct timeval tv;
 	double since = now_s() - a->last_poll;
 
-	if (a->npoll > 0 || evtimer_pending(a->poll_ev, NULL))
+	if (a->npoll > 0)
 		return;
-	in = since >= in ? 0 : in - since;
+	if (in == AZ_PACE) {
+		in = poll_pace(a);
+	} else {
+		if (evtimer_pending(a->poll_ev, NULL))
+			return;
+		in = since >= in ? 0 : in - since;
+	}
 	tv.tv_sec = (time_t)in;
 	tv.tv_usec = (suseconds_t)((in - floor(in)) * 1e6);
 	evtimer_add(a->poll_ev, &tv);
@@ -1156,6 +1180,7 @@ complete:
 	unlist(am);
 	am->st = AM_DONE;
 	am->m.state = am_names[AM_DONE];
+	am->m.seen_at = a->done_poll; /* the boot estimate's sample */
 	*out = instance_of(a, am->vm, am->nic, am->pips);
 	return SM_DONE;
 }

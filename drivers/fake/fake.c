@@ -14,6 +14,11 @@
  * and then answer after `api-delay` seconds (0: on the next loop turn).
  * A server is ACTIVE `boot-delay` seconds after its create (unless a fault
  * says otherwise) and is gone `delete-delay` seconds after its delete.
+ * As a real cloud's, a create machine learns its server's status only from
+ * a status listing (one call, like OpenStack's GET /servers/detail) shared
+ * by every machine waiting, paced by the framework from the servers'
+ * expected boot (sm_listing_wait, drivers/statemachine/pace.c); the state
+ * file counts them (status_listings).
  *
  * OpenStack's keys (upstream's fake driver is its OpenStack driver against
  * an in-process cloud, so its configs carry them; the schema is
@@ -255,6 +260,13 @@ struct sm_adapter {
 	/* counters */
 	unsigned long long creates, create_errors, quota_refusals, boot_errors, deletes,
 	    delete_errors, leaked_on_delete, volumes_leaked, listings;
+	/* the shared status listing of create machines waiting on a boot */
+	TAILQ_HEAD(, fmachine) building;
+	struct fcall *poll_call;
+	struct event *poll_ev;
+	double poll_started, poll_done_started; /* the last started, the newest in */
+	unsigned long long poll_seq, poll_done_seq, status_listings;
+	int poll_wanted;
 	/* state file */
 	struct event *flush_ev; /* every FAKE_FLUSH_EVERY */
 	struct event *dirty_ev; /* FAKE_FLUSH_DIRTY after a change */
@@ -683,13 +695,14 @@ cloud_json(struct sm_adapter *f)
 	json_object_set_new(o, "images", imgs);
 	json_object_set_new(
 	    o, "counters",
-	    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "creates",
+	    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "creates",
 		      (json_int_t)f->creates, "create_errors", (json_int_t)f->create_errors,
 		      "quota_errors", (json_int_t)f->quota_refusals, "boot_errors",
 		      (json_int_t)f->boot_errors, "deletes", (json_int_t)f->deletes,
 		      "delete_errors", (json_int_t)f->delete_errors, "leaked_on_delete",
 		      (json_int_t)f->leaked_on_delete, "volumes_leaked",
-		      (json_int_t)f->volumes_leaked, "listings", (json_int_t)f->listings));
+		      (json_int_t)f->volumes_leaked, "listings", (json_int_t)f->listings,
+		      "status_listings", (json_int_t)f->status_listings));
 	json_object_set(o, "framework", (json_t *)f->env->stats);
 	return o;
 }
@@ -986,6 +999,13 @@ struct fmachine {
 	/* the last call's answer */
 	enum sm_error err;
 	char errmsg[200];
+	/* building: on f->building; the status the newest listing showed
+	 * (-1 not listed), of listing number lst_seq, started at lst_at; a
+	 * listing numbered above seq answers the machine */
+	TAILQ_ENTRY(fmachine) bentry;
+	int in_building, lst;
+	unsigned long long seq, lst_seq;
+	double lst_at;
 };
 
 static void
@@ -1119,6 +1139,80 @@ fm_fail(struct fmachine *fm, enum sm_error e, const char *msg)
 	return SM_ERROR;
 }
 
+/* ---- the shared status listing ---------------------------------------------------------- */
+
+static void poll_ask(struct sm_adapter *f);
+
+/* The listing's answer: each building machine gets its server's status
+ * (as the call found it: after api-delay), and is woken. */
+static void
+status_call(struct fcall *c)
+{
+	struct sm_adapter *f = c->f;
+	struct fmachine *fm;
+	const struct fserver *s;
+
+	f->poll_call = NULL;
+	f->status_listings++;
+	f->poll_done_seq = strtoull(c->s1, NULL, 10);
+	f->poll_done_started = f->poll_started;
+	TAILQ_FOREACH(fm, &f->building, bentry)
+	{
+		s = fm->m.external_id != NULL ? server_get(f, fm->m.external_id) : NULL;
+		fm->lst = s == NULL ? -1 : (int)s->status;
+		fm->lst_seq = f->poll_done_seq;
+		fm->lst_at = f->poll_done_started;
+		sm_machine_wake(&fm->m);
+	}
+	if (f->poll_wanted)
+		poll_ask(f);
+}
+
+static void
+poll_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	poll_ask(arg);
+}
+
+/* A machine waits on a listing that starts from now: when the framework's
+ * pace says one is useful, at the provider's rate, one at a time. */
+static void
+poll_ask(struct sm_adapter *f)
+{
+	double wait;
+	char seq[32];
+
+	if (TAILQ_EMPTY(&f->building))
+		return;
+	if (f->poll_call != NULL) {
+		f->poll_wanted = 1; /* after this one */
+		return;
+	}
+	wait = sm_listing_wait(f->env, f->poll_started, f->env->cfg->rate);
+	if (f->poll_seq > 0 && wait > 0.001) {
+		struct timeval tv = {(time_t)wait, (suseconds_t)((wait - floor(wait)) * 1e6)};
+		event_add(f->poll_ev, &tv); /* (re)armed: the pace may have moved */
+		return;
+	}
+	f->poll_wanted = 0;
+	f->poll_seq++;
+	f->poll_started = np_mono_s();
+	snprintf(seq, sizeof(seq), "%llu", f->poll_seq);
+	f->poll_call = call_start(f, NULL, status_call, NULL);
+	f->poll_call->s1 = strdup(seq);
+}
+
+static void
+building_leave(struct fmachine *fm)
+{
+	if (fm->in_building) {
+		TAILQ_REMOVE(&fm->f->building, fm, bentry);
+		fm->in_building = 0;
+	}
+}
+
 static enum sm_status
 create_advance(struct sm_machine *m, struct sm_instance **out)
 {
@@ -1142,19 +1236,34 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 		if (fm->err != SM_E_NONE)
 			return fm_fail(fm, fm->err, fm->errmsg);
 		fm_set(fm, FM_BUILDING);
+		fm->seq = f->poll_seq; /* a listing started from now on */
+		fm->lst_seq = 0;
+		TAILQ_INSERT_TAIL(&f->building, fm, bentry);
+		fm->in_building = 1;
 		/* fall through */
 	case FM_BUILDING:
-		settle(f);
+		m->retry_in = 5; /* woken by the listing; this is a safety net */
+		if (fm->lst_seq <= fm->seq) {
+			poll_ask(f);
+			return SM_AGAIN;
+		}
+		fm->seq = fm->lst_seq;
 		s = server_get(f, m->external_id);
-		if (s == NULL || s->status == F_DELETING)
+		if (fm->lst < 0 || fm->lst == F_DELETING || s == NULL) {
+			building_leave(fm);
 			return fm_fail(fm, SM_E_FAILED, "the server vanished while building");
-		if (s->status == F_ERROR)
+		}
+		if (fm->lst == F_ERROR) {
+			building_leave(fm);
 			return fm_fail(fm, SM_E_FAILED, "the server went to ERROR while booting");
-		if (s->status == F_ACTIVE) {
+		}
+		if (fm->lst == F_ACTIVE) {
+			building_leave(fm);
+			m->seen_at = fm->lst_at; /* the boot estimate's sample */
 			*out = server_instance(f, s);
 			return SM_DONE;
 		}
-		m->retry_in = s->never_ready ? 5.0 : fmax(0, s->ready_at - np_mono_s());
+		poll_ask(f);
 		return SM_AGAIN;
 	default:
 		return fm_fail(fm, SM_E_FAILED, "advanced after failing");
@@ -1203,6 +1312,7 @@ fm_free(struct sm_machine *m)
 
 	if (fm->call != NULL)
 		call_free(fm->call);
+	building_leave(fm);
 	free(fm->m.external_id);
 	free(fm->name);
 	free(fm->image);
@@ -1843,6 +1953,8 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	TAILQ_INIT(&f->calls);
 	TAILQ_INIT(&f->uploads);
 	TAILQ_INIT(&f->lists);
+	TAILQ_INIT(&f->building);
+	f->poll_ev = event_new(env->base, -1, 0, poll_timer_cb, f);
 	{
 		const char *idir = json_string_value(json_object_get(p, "image-dir"));
 		f->image_dir = idir != NULL ? strdup(idir) : NULL;
@@ -1954,6 +2066,9 @@ fake_adapter_free(struct sm_adapter *f)
 			c->owner->call = NULL;
 		call_free(c);
 	}
+	f->poll_call = NULL;
+	if (f->poll_ev != NULL)
+		event_free(f->poll_ev);
 	while (!TAILQ_EMPTY(&f->uploads))
 		fupload_free(TAILQ_FIRST(&f->uploads));
 	if (f->state_file != NULL)
@@ -2011,9 +2126,11 @@ fake_dump(struct sm_adapter *f, struct evbuffer *out)
 	n++;
 	evbuffer_add_printf(out,
 			    "  fake cloud: %zu servers; creates %llu (errors %llu, quota "
-			    "%llu, boot %llu), deletes %llu (errors %llu, leaked %llu)\n",
+			    "%llu, boot %llu), deletes %llu (errors %llu, leaked %llu), status "
+			    "listings %llu, other listings %llu\n",
 			    n, f->creates, f->create_errors, f->quota_refusals, f->boot_errors,
-			    f->deletes, f->delete_errors, f->leaked_on_delete);
+			    f->deletes, f->delete_errors, f->leaked_on_delete, f->status_listings,
+			    f->listings);
 	n = 0;
 	TAILQ_FOREACH(s, &f->servers, entry)
 	{

@@ -31,7 +31,8 @@
  *     then) the image named like the cloud image, images.get; answers
  *     cached 5 minutes (upstream asks at every launch).
  *   - state: one instances.list of the zone per poll for every instance
- *     being created or deleted (upstream's shared listInstances); RUNNING
+ *     being created or deleted (upstream's shared listInstances), when the framework's pace says
+ *     (drivers/statemachine/pace.c: the instances' expected boot); RUNNING
  *     is ready; STOPPING, TERMINATED, SUSPENDED while creating fail the
  *     attempt. A delete is instances.delete, then the shared listing until
  *     the instance is gone.
@@ -64,7 +65,8 @@
 #include "lib/core/clock.h"
 #include "lib/core/xalloc.h"
 
-#define GCE_POLL	  1.0	/* s between shared listings while machines wait */
+#define GCE_POLL	  1.0	/* s: a failed shared listing is retried after this */
+#define GCE_PACE	  -1.0	/* poll_schedule: when the framework's pace says */
 #define GCE_OP_POLL	  1.0	/* s between zone operation checks */
 #define GCE_IMAGE_TTL	  300.0 /* s an image answer is reused */
 #define GCE_MISSING_GRACE 60.0	/* s a new instance may be absent from listings */
@@ -194,6 +196,7 @@ fail(struct gmachine *gm, enum sm_error e, const char *fmt, ...)
 }
 
 static void poll_schedule(struct sm_adapter *a, double in);
+static double poll_pace(struct sm_adapter *a);
 
 static void
 unlist(struct gmachine *gm)
@@ -451,6 +454,8 @@ poll_end(struct lister *ls, const json_t *items, const char *error)
 			gm->seen = 2;
 			snprintf(gm->status, sizeof(gm->status), "%s",
 				 np_json_str(it, "status", ""));
+			if (gm->m.seen_at == 0 && strcmp(gm->status, "RUNNING") == 0)
+				gm->m.seen_at = a->last_poll; /* the boot estimate's sample */
 			sm_instance_free(gm->inst);
 			gm->inst = instance_of(a, it);
 		}
@@ -462,7 +467,7 @@ poll_end(struct lister *ls, const json_t *items, const char *error)
 		machine_wake(gm);
 	}
 	if (!TAILQ_EMPTY(&a->waiting))
-		poll_schedule(a, GCE_POLL);
+		poll_schedule(a, GCE_PACE);
 }
 
 static void
@@ -475,6 +480,10 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (a->polling || TAILQ_EMPTY(&a->waiting))
 		return;
+	if (poll_pace(a) > 0.001) { /* the pace moved later meanwhile */
+		poll_schedule(a, GCE_PACE);
+		return;
+	}
 	a->polls++;
 	a->polling = 1;
 	a->last_poll = now_s();
@@ -483,15 +492,34 @@ poll_cb(evutil_socket_t fd, short what, void *arg)
 	lister_start(a, poll_end, NULL, NULL);
 }
 
+/* Seconds until the next shared listing is useful (sm_listing_wait: the
+ * instances' expected boots), at most rate-limit listings a second. */
+static double
+poll_pace(struct sm_adapter *a)
+{
+	const json_t *rl = json_object_get(a->env->provider, "rate-limit");
+	double rate = json_is_number(rl) ? json_number_value(rl) : 1.0;
+
+	return sm_listing_wait(a->env, a->last_poll, rate > 0 ? 1 / rate : 0);
+}
+
+/* The next shared listing: in seconds after the last one started, or
+ * GCE_PACE: when the pace says (re-armed at every ask). */
 static void
 poll_schedule(struct sm_adapter *a, double in)
 {
 	struct timeval tv;
 	double since = now_s() - a->last_poll;
 
-	if (a->polling || evtimer_pending(a->poll_ev, NULL))
+	if (a->polling)
 		return;
-	in = since >= in ? 0 : in - since;
+	if (in == GCE_PACE) {
+		in = poll_pace(a);
+	} else {
+		if (evtimer_pending(a->poll_ev, NULL))
+			return;
+		in = since >= in ? 0 : in - since;
+	}
 	tv.tv_sec = (time_t)in;
 	tv.tv_usec = (suseconds_t)((in - floor(in)) * 1e6);
 	evtimer_add(a->poll_ev, &tv);
@@ -506,7 +534,7 @@ wait_on_poll(struct gmachine *gm)
 	gm->seen = 0;
 	TAILQ_INSERT_TAIL(&gm->a->waiting, gm, entry);
 	gm->listed = 1;
-	poll_schedule(gm->a, GCE_POLL);
+	poll_schedule(gm->a, GCE_PACE);
 }
 
 /* ---- images ---- */

@@ -149,7 +149,7 @@ struct ib_list {
 	const char *path, *key;
 	json_t *items; /* array, the last complete listing */
 	unsigned long long seq, done_seq;
-	double started, done_at;
+	double started, done_at, done_started; /* done_started: the newest in's start */
 	struct ib_pager *pager;
 	struct event *timer;
 	int wanted;
@@ -687,6 +687,7 @@ list_done(struct ib_pager *p, const char *error)
 		L->items = json_incref(p->items);
 		L->done_seq = L->seq;
 		L->done_at = now_mono();
+		L->done_started = L->started;
 		a->listings++;
 	}
 	pager_free(p);
@@ -705,8 +706,10 @@ list_timer_cb(evutil_socket_t fd, short what, void *arg)
 	list_start(L->a, (int)(L - L->a->lists));
 }
 
-/* A listing that starts from now: at once when the last one started
- * IBM_LIST_MIN ago and none runs, else as soon as allowed. */
+/* A listing that starts from now, when none runs: the instances' when the
+ * framework's pace says one is useful (sm_listing_wait: their expected
+ * boots, at `rate`), the others at once when the last one started
+ * IBM_LIST_MIN ago, else as soon as allowed. */
 static void
 list_start(struct sm_adapter *a, int k)
 {
@@ -717,10 +720,15 @@ list_start(struct sm_adapter *a, int k)
 		L->wanted = 1;
 		return;
 	}
-	wait = L->started + IBM_LIST_MIN - now_mono();
-	if (L->seq > 0 && wait > 0) {
+	if (k == L_INSTANCES)
+		wait = sm_listing_wait(a->env, L->started, a->rate > 0 ? 1 / a->rate : 0);
+	else
+		wait = L->started + IBM_LIST_MIN - now_mono();
+	if (L->seq > 0 && wait > 0.001) {
 		struct timeval tv = {(time_t)wait, (suseconds_t)((wait - floor(wait)) * 1e6)};
-		if (!event_pending(L->timer, EV_TIMEOUT, NULL))
+		if (k == L_INSTANCES) /* (re)armed: the pace may have moved */
+			event_add(L->timer, &tv);
+		else if (!event_pending(L->timer, EV_TIMEOUT, NULL))
 			event_add(L->timer, &tv);
 		return;
 	}
@@ -1395,6 +1403,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			list_start(a, L_INSTANCES);
 			WAIT(m);
 		}
+		m->m.seen_at = a->lists[L_INSTANCES].done_started; /* the boot estimate's sample */
 		if (m->fip_id == NULL) {
 			*out = vm_instance(a, m->vm, NULL);
 			m_set(m, M_DONE);

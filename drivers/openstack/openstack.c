@@ -33,8 +33,10 @@
  *                exceeded") is a quota error.
  *   polling      one GET /servers/detail answers every machine waiting on a
  *                server's status (upstream's cached _listServers); a
- *                listing starts at most every max(1 s, rate) and only while
- *                somebody waits, so API calls per node stay low.
+ *                listing starts when the framework's pace says (drivers/
+ *                statemachine/pace.c: the servers' expected boot), at most
+ *                every `rate`, and only while somebody waits, so API calls
+ *                per node stay low.
  *   delete       the server's floating IPs (via its ports), DELETE
  *                /servers/<id>, then polled until it leaves the listing.
  *   cleanup      leaked servers by metadata (list_resources); compute

@@ -24,7 +24,6 @@
 #include "drivers/openstack/os_cloud.h"
 
 #define OS_TOKEN_MARGIN	  300.0 /* s: fetch a new token this long before expiry */
-#define OS_LIST_MIN	  1.0	/* s: at least this between two server listings */
 #define OS_IMAGE_RECHECK  300.0 /* s: a missing cloud image is looked up again (upstream) */
 #define OS_AUTH_RETRY	  5.0	/* s: after a failed authentication */
 #define OS_FIP_POLL	  1.0	/* s */
@@ -104,7 +103,7 @@ struct sm_adapter {
 	json_t *servers; /* object id -> server */
 	json_t *page;	 /* listing being assembled */
 	unsigned long long list_seq, list_done_seq;
-	double list_started;
+	double list_started, list_done_started; /* the last listing's, the newest in's */
 	struct os_call *list_call;
 	struct event *list_timer;
 	int list_wanted;

@@ -1,7 +1,7 @@
 /*
  * The openstack driver's listings (os_int.h): the one shared GET
  * /servers/detail that answers every machine and list_instances waiting
- * on it (started at most every max(OS_LIST_MIN, rate), only while somebody
+ * on it (started when the framework's pace says, at most every rate, only while somebody
  * waits), and the cleanup's listings: leaked servers, compute ports DOWN
  * at two looks, unattached floating IPs, and deleting them.
  */
@@ -187,6 +187,7 @@ list_done(struct os_call *c, int status, const char *error, json_t *body,
 	a->servers = a->page;
 	a->page = NULL;
 	a->list_done_seq = (unsigned long long)json_integer_value(json_object_get(c->extra, "seq"));
+	a->list_done_started = a->list_started;
 	a->listings++;
 	list_deliver_waiters(a, NULL);
 	wake_all(a);
@@ -202,12 +203,13 @@ list_timer_cb(evutil_socket_t fd, short what, void *arg)
 	list_start(arg);
 }
 
-/* Ask for a listing that starts from now: at once when the last one started
- * OS_LIST_MIN (or rate) ago and none runs, else as soon as allowed. */
+/* Ask for a listing that starts from now: when the framework's pace says
+ * one is useful (sm_listing_wait: the servers' expected boots), at least
+ * rate after the last one, and when none runs. */
 void
 list_start(struct sm_adapter *a)
 {
-	double gap = fmax(OS_LIST_MIN, a->rate_s), wait;
+	double wait;
 
 	if (a->stopped && TAILQ_EMPTY(&a->machines) && TAILQ_EMPTY(&a->listwaits))
 		return;
@@ -215,11 +217,10 @@ list_start(struct sm_adapter *a)
 		a->list_wanted = 1; /* after this one */
 		return;
 	}
-	wait = a->list_started + gap - np_mono_s();
-	if (a->list_seq > 0 && wait > 0) {
+	wait = sm_listing_wait(a->env, a->list_started, a->rate_s);
+	if (a->list_seq > 0 && wait > 0.001) {
 		struct timeval tv = {(time_t)wait, (suseconds_t)((wait - floor(wait)) * 1e6)};
-		if (!event_pending(a->list_timer, EV_TIMEOUT, NULL))
-			event_add(a->list_timer, &tv);
+		event_add(a->list_timer, &tv); /* (re)armed: the pace may have moved */
 		return;
 	}
 	a->list_wanted = 0;

@@ -489,6 +489,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			mm->retry_in = 30;
 			return SM_AGAIN;
 		}
+		mm->seen_at = a->list_done_started; /* the boot estimate's sample */
 		if (!needs_fip(m, s)) {
 			*out = server_instance(a, s, m->label, NULL);
 			osm_set(m, OS_DONE);

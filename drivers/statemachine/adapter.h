@@ -139,6 +139,12 @@ struct sm_machine {
 			      as known, so a failed or abandoned attempt can
 			      be deleted; delete: the id being deleted */
 	double retry_in;   /* see advance() */
+	/* create: when (monotonic seconds, np_mono_s) the cloud answer that
+	 * showed the instance ready was asked for (a shared listing's
+	 * start); set before SM_DONE. 0: unknown, the framework takes the
+	 * time advance() returned SM_DONE. Feeds the boot estimate that
+	 * paces listings (listing_wait). */
+	double seen_at;
 	enum sm_error error;
 	char error_msg[256];
 	/* framework's */
@@ -203,7 +209,26 @@ struct sm_env {
 	 */
 	void (*instance_notice)(const struct sm_env *env, const char *external_id,
 				const char *what);
+	/*
+	 * Beyond upstream (drivers/statemachine/pace.c): seconds from now
+	 * (>= 0) until the adapter's next shared listing of instance states
+	 * is useful, given the start of its last one (monotonic seconds,
+	 * np_mono_s; 0: none yet) and the least gap between two that its
+	 * rate allows (seconds). An adapter that polls its machines through
+	 * one shared listing asks whenever somebody waits on it and no
+	 * listing runs, and (re)arms its listing timer for the answer; its
+	 * timer asks again when it fires (a machine may have finished
+	 * meanwhile). Never sooner than SM_PACE_MIN_GAP after the last start.
+	 */
+	double (*listing_wait)(const struct sm_env *env, double last_start, double min_gap);
 };
+
+/*
+ * env->listing_wait(env, last_start, min_gap) (runner.c), or where an
+ * environment has none (an adapter's unit test) upstream's fixed period:
+ * what remains of max(SM_DEFAULT_POLL, min_gap) since last_start.
+ */
+double sm_listing_wait(const struct sm_env *env, double last_start, double min_gap);
 
 /* ---- callbacks of the asynchronous slots -------------------------------------- */
 

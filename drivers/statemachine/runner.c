@@ -8,6 +8,12 @@
  * adapter wakes it (a cloud call answered), so a thousand machines waiting
  * for their clouds cost nothing between events, and an instant cloud
  * completes a launch in a few loop turns.
+ *
+ * Most clouds answer a machine's "is it up yet?" through one listing
+ * shared by every machine waiting (the adapter's); when that listing runs
+ * is paced from here (sm_runner_listing_wait): from each label's learnt
+ * boot time, so that a server is seen soon after it comes up without
+ * listing more often than upstream's period. pace.c says how.
  */
 #include "drivers/statemachine/statemachine.h"
 #include "lib/core/xalloc.h"
@@ -109,6 +115,8 @@ struct sm_run {
 	sm_run_done done;
 	sm_run_progress progress;
 	void *arg;
+	struct sm_launch *launch; /* the launch whose create machine this
+				     runs, or NULL (deletes) */
 };
 
 enum lphase {
@@ -161,6 +169,8 @@ struct sm_delete {
 	void *arg;
 };
 
+#define SM_BOOT_RING 1024
+
 struct sm_runner {
 	struct event_base *base;
 	const struct sm_adapter_ops *ops;
@@ -173,6 +183,21 @@ struct sm_runner {
 	TAILQ_HEAD(, sm_launch) launches;
 	TAILQ_HEAD(, sm_delete) deletes;
 	struct sm_runner_stats st;
+	/* boot estimates (pace.c): per label name, and provider-wide */
+	struct boot_est {
+		char *label;
+		struct sm_boot_est e;
+	} * ests;
+	size_t nests;
+	struct sm_boot_est est_all;
+	/* sm_runner_listing_wait's last answer, valid while gen is */
+	unsigned long long gen, pace_gen;
+	double pace_last, pace_gap, pace_start;
+	struct sm_pace_bucket budget;
+	/* the boots (named -> the create machine done) of the last
+	 * SM_BOOT_RING launches, for the dump's percentiles */
+	double boots[SM_BOOT_RING];
+	unsigned long long nboots;
 };
 
 static void
@@ -184,6 +209,7 @@ run_free(struct sm_run *run)
 	if (run->queued)
 		TAILQ_REMOVE(&r->ready, run, ready_entry);
 	r->st.runs--;
+	r->gen++;
 	event_free(run->ev);
 	run->m->fw_run = NULL;
 	run->m->ops->free(run->m);
@@ -279,6 +305,7 @@ advance_run(struct sm_run *run)
 			m->error = SM_E_FAILED;
 	}
 	/* finished: report, then free the machine */
+	run->r->gen++;
 	TAILQ_REMOVE(&run->r->runs, run, entry);
 	if (run->queued) /* woken from inside advance() */
 		TAILQ_REMOVE(&run->r->ready, run, ready_entry);
@@ -311,6 +338,7 @@ sm_run_start(struct sm_runner *r, struct sm_machine *m, double timeout, sm_run_d
 	m->fw_run = run;
 	TAILQ_INSERT_TAIL(&r->runs, run, entry);
 	r->st.runs++;
+	r->gen++;
 	enqueue(run);
 	return run;
 }
@@ -375,6 +403,9 @@ sm_runner_free(struct sm_runner *r)
 		delete_free(d);
 	while ((run = TAILQ_FIRST(&r->runs)) != NULL)
 		run_free(run);
+	while (r->nests > 0)
+		free(r->ests[--r->nests].label);
+	free(r->ests);
 	event_free(r->pump_ev);
 	free(r);
 }
@@ -401,6 +432,14 @@ phase_name(enum lphase p)
 	return "?";
 }
 
+static int
+dbl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 void
 sm_runner_dump(const struct sm_runner *r, struct evbuffer *out)
 {
@@ -422,6 +461,119 @@ sm_runner_dump(const struct sm_runner *r, struct evbuffer *out)
 	TAILQ_FOREACH(d, &r->deletes, entry)
 	evbuffer_add_printf(out, "    delete instance %s: machine %s\n", d->id ? d->id : "-",
 			    d->run != NULL && d->run->m->state != NULL ? d->run->m->state : "-");
+	if (r->nboots > 0) {
+		size_t n = r->nboots < SM_BOOT_RING ? (size_t)r->nboots : SM_BOOT_RING;
+		double v[SM_BOOT_RING];
+		memcpy(v, r->boots, n * sizeof(v[0]));
+		qsort(v, n, sizeof(v[0]), dbl_cmp);
+		evbuffer_add_printf(
+		    out,
+		    "    boots noticed (named -> seen ready), last %zu: p50 %.3fs p90 "
+		    "%.3fs p99 %.3fs max %.3fs\n",
+		    n, v[n / 2], v[n * 9 / 10], v[n * 99 / 100], v[n - 1]);
+	}
+	for (size_t i = 0; i < r->nests; i++)
+		evbuffer_add_printf(out,
+				    "    boot estimate of label %s: %.3fs (deviation %.3fs, "
+				    "%lu samples)\n",
+				    r->ests[i].label, r->ests[i].e.mean, r->ests[i].e.dev,
+				    r->ests[i].e.n);
+}
+
+/* ---- the pace of shared listings (pace.c) ------------------------------------------- */
+
+const struct sm_boot_est *
+sm_runner_boot_est(const struct sm_runner *r, const char *label)
+{
+	size_t i;
+
+	if (label != NULL)
+		for (i = 0; i < r->nests; i++)
+			if (strcmp(r->ests[i].label, label) == 0)
+				return r->ests[i].e.n > 0 ? &r->ests[i].e : NULL;
+	return label == NULL && r->est_all.n > 0 ? &r->est_all : NULL;
+}
+
+/* A launch's boot: from the cloud naming its instance until a listing
+ * that started at `seen` showed it ready. */
+static void
+boot_sample(struct sm_runner *r, const char *label, double secs)
+{
+	size_t i;
+
+	for (i = 0; i < r->nests && strcmp(r->ests[i].label, label) != 0; i++)
+		;
+	if (i == r->nests) {
+		struct boot_est *v = realloc(r->ests, (r->nests + 1) * sizeof(*v));
+		if (v == NULL)
+			abort();
+		r->ests = v;
+		r->ests[i].label = xstrdup(label);
+		memset(&r->ests[i].e, 0, sizeof(r->ests[i].e));
+		r->nests++;
+	}
+	sm_boot_est_add(&r->ests[i].e, secs);
+	sm_boot_est_add(&r->est_all, secs);
+	r->gen++;
+}
+
+double
+sm_listing_wait(const struct sm_env *env, double last_start, double min_gap)
+{
+	if (env != NULL && env->listing_wait != NULL)
+		return env->listing_wait(env, last_start, min_gap);
+	return fmax(0, last_start + fmax(min_gap, SM_DEFAULT_POLL) - np_mono_s());
+}
+
+double
+sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
+{
+	const struct sm_run *run;
+	const struct sm_launch *l;
+	const struct sm_boot_est *e;
+	double now = np_mono_s(), want, w, named, budget;
+	double first_min = INFINITY, first_max = -INFINITY, other_min = INFINITY;
+
+	budget = sm_pace_budget(&r->budget, last_start);
+	if (r->pace_gen == r->gen && r->pace_last == last_start && r->pace_gap == min_gap)
+		return fmax(0, r->pace_start - now);
+	TAILQ_FOREACH(run, &r->runs, entry)
+	{
+		l = run->launch;
+		if (l != NULL && l->run == run && l->phase == LP_CREATE && !l->cancelled) {
+			named = l->t_named;
+			if (named == 0 && run->m->external_id == NULL)
+				continue; /* its create call runs: no listing shows it */
+			if (run->m->seen_at > 0)
+				continue; /* seen up (a floating IP follows): no more */
+			if (named == 0)
+				named = now; /* named in this advance: t_named follows */
+			e = l->resume_id != NULL && l->attempt == 1
+				? NULL /* an earlier launcher's: booting since when? */
+				: sm_runner_boot_est(r, l->label->name);
+			if (e == NULL && !(l->resume_id != NULL && l->attempt == 1))
+				e = sm_runner_boot_est(r, NULL);
+			w = sm_pace_want(e, named, last_start);
+			if (e != NULL && w == named + sm_boot_est_lead(e)) {
+				first_min = fmin(first_min, w); /* its first look */
+				first_max = fmax(first_max, w);
+				continue;
+			}
+		} else {
+			w = last_start + SM_PACE_IDLE; /* deletes: nobody waits */
+		}
+		other_min = fmin(other_min, w);
+	}
+	want = sm_pace_batch(first_min, first_max, other_min);
+	if (want == INFINITY) /* a waiter the runner does not know (a quota
+				 listing) or a machine before its first advance */
+		want = last_start + SM_DEFAULT_POLL;
+	want = fmax(want, budget);
+	r->pace_gen = r->gen;
+	r->pace_last = last_start;
+	r->pace_gap = min_gap;
+	r->pace_start = sm_pace_start(want, last_start, min_gap);
+	return fmax(0, r->pace_start - now);
 }
 
 /* ---- launches ----------------------------------------------------------------------- */
@@ -521,6 +673,7 @@ set_instance_id(struct sm_launch *l, const char *id)
 		/* create: from the create call until the cloud has the server */
 		phase_done(l, METRICS_PHASE_CREATE, l->t_attempt);
 		l->t_named = np_mono_s();
+		l->r->gen++;
 	}
 	node_set_external_id(l->node, id);
 	if (l->named != NULL)
@@ -813,6 +966,11 @@ create_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 	if (st == SM_DONE) {
 		/* boot: from the server's creation until it is active */
 		phase_done(l, METRICS_PHASE_BOOT, l->t_named);
+		if (l->t_named > 0 && !(l->resume_id != NULL && l->attempt == 1)) {
+			boot_sample(l->r, l->label->name,
+				    (m->seen_at > 0 ? m->seen_at : np_mono_s()) - l->t_named);
+			l->r->boots[l->r->nboots++ % SM_BOOT_RING] = np_mono_s() - l->t_named;
+		}
 		update_node(l, inst);
 		sm_instance_free(inst);
 		log_debug("node %s: instance %s complete (attempt %d)", l->node_id, l->instance_id,
@@ -859,6 +1017,7 @@ begin_attempt(struct sm_launch *l)
 		m = r->ops->create_machine(r->a, &args);
 	}
 	l->run = sm_run_start(r, m, l->launch_timeout, create_done, create_progress, l);
+	l->run->launch = l;
 }
 
 struct sm_launch *

@@ -1089,6 +1089,19 @@ sm_drv_cleanup(struct drv_provider *dp)
 /* ---- life cycle
  * ----------------------------------------------------------------------------------- */
 
+/* ---- the pace of shared listings (sm_env.listing_wait) ------------------------------ */
+
+static double
+listing_wait(const struct sm_env *env, double last_start, double min_gap)
+{
+	struct drv_provider *dp =
+	    (struct drv_provider *)(void *)((char *)env - offsetof(struct drv_provider, env));
+
+	if (dp->runner == NULL) /* from inside adapter_new */
+		return fmax(0, last_start + fmax(min_gap, SM_DEFAULT_POLL) - np_mono_s());
+	return sm_runner_listing_wait(dp->runner, last_start, min_gap);
+}
+
 /* ---- instance notices (sm_env.instance_notice) --------------------------------------- */
 
 /* A counter among the extra ones stats_refresh copies into the stats
@@ -1231,6 +1244,7 @@ sm_provider_new(const struct sm_adapter_ops *ops, const struct sm_defaults *def,
 	dp->env.host = lc;
 	dp->env.stats = dp->stats;
 	dp->env.instance_notice = instance_notice;
+	dp->env.listing_wait = listing_wait;
 	dp->ad = ops->adapter_new(&dp->env, err, errlen);
 	if (dp->ad == NULL) {
 		json_decref(dp->stats);

@@ -128,6 +128,61 @@ const struct sm_label *sm_config_label(const struct sm_config *cfg, const char *
 /* The first pool's entry for a label name, or NULL. */
 const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const char *label);
 
+/* ---- the pace of shared listings (pace.c) ------------------------------------------ */
+
+/* Seconds: a first look this much (at least) before a server's expected
+ * boot; a follow-up this long after a look that did not find it ready; at
+ * least this between two listings; and the period of deletes (upstream's). */
+#define SM_PACE_MARGIN	0.05
+#define SM_PACE_FOLLOW	0.1
+#define SM_PACE_MIN_GAP 0.1
+#define SM_PACE_IDLE	1.0
+/* Seconds the first look of a server waits for others named after it;
+ * listings a burst may take beyond upstream's period. */
+#define SM_PACE_HOLD  0.25
+#define SM_PACE_BURST 5.0
+
+/*
+ * A moving estimate of a boot time (pace.c: what it is and why): mean and
+ * mean deviation in seconds, over n samples. Zero it to start.
+ */
+struct sm_boot_est {
+	double mean, dev;
+	unsigned long n;
+};
+/* Add a sample (seconds, >= 0; others are ignored). */
+void sm_boot_est_add(struct sm_boot_est *e, double sample);
+/* Seconds after a server is named when it is first worth looking for:
+ * mean - max(SM_PACE_MARGIN, 2 dev), >= 0; -1 with no sample (or NULL). */
+double sm_boot_est_lead(const struct sm_boot_est *e);
+/*
+ * When (monotonic seconds) a server named at named_at, of a label with
+ * estimate e (NULL or empty: none), next wants a listing, the last one
+ * having started at last_start: its first look, else a follow-up; with no
+ * estimate, last_start + SM_DEFAULT_POLL.
+ */
+double sm_pace_want(const struct sm_boot_est *e, double named_at, double last_start);
+/* When the next listing may start given the earliest want: not before
+ * last_start + max(min_gap, SM_PACE_MIN_GAP). */
+double sm_pace_start(double want, double last_start, double min_gap);
+/*
+ * The next listing's want from the machines': the earliest first look
+ * (first_min) waits for the latest one (first_max) at most SM_PACE_HOLD;
+ * other_min (follow-ups, deletes, others) is kept. INFINITY: none of
+ * that kind.
+ */
+double sm_pace_batch(double first_min, double first_max, double other_min);
+/* The listing budget: tokens after the last listing that took one (at
+ * last, monotonic seconds), over n listings. Zero it to start (full). */
+struct sm_pace_bucket {
+	double tokens, last;
+	unsigned long long n;
+};
+/* Take note of a listing started at last_start (when later than the last
+ * one noted: it takes a token) and answer the earliest time the next may
+ * start within the budget (last_start when a token is there). */
+double sm_pace_budget(struct sm_pace_bucket *b, double last_start);
+
 /* ---- the runner (runner.c) ------------------------------------------------------ */
 
 struct sm_runner;
@@ -158,6 +213,18 @@ struct sm_runner *sm_runner_new(struct event_base *base, const struct sm_adapter
  * after this, in the same loop turn. */
 void sm_runner_free(struct sm_runner *r);
 void sm_runner_get_stats(const struct sm_runner *r, struct sm_runner_stats *st);
+/*
+ * Seconds from now (>= 0) until the adapter's next shared listing of
+ * instance states is useful (pace.c), its last having started at
+ * last_start (monotonic; 0: none yet), its rate allowing one min_gap
+ * seconds after the last: from the expected boot of every named instance
+ * being created, SM_PACE_IDLE for deletes alone, SM_DEFAULT_POLL when no
+ * machine runs (another listing's waiter).
+ */
+double sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap);
+/* The boot estimate of a label (NULL: the provider-wide one); NULL when
+ * none has a sample yet. */
+const struct sm_boot_est *sm_runner_boot_est(const struct sm_runner *r, const char *label);
 /* One line per launch and delete in flight. */
 void sm_runner_dump(const struct sm_runner *r, struct evbuffer *out);
 

@@ -971,3 +971,47 @@ Test(sm_runner, free_with_everything_in_flight)
 	np_node_free(n1);
 	np_node_free(n2);
 }
+
+/* ---- the pace of shared listings (pace.c) ------------------------------------------ */
+
+Test(sm_runner, launches_teach_the_label_boot_estimate_and_pace_listings)
+{
+	struct np_node *n = node42(), *n2 = node42();
+	struct sm_launch_params p = params("plain");
+	struct outcome o = {0}, o2 = {0};
+	const struct sm_boot_est *e;
+	double w, now;
+
+	/* nothing runs: another listing's waiter gets upstream's period */
+	now = np_mono_s();
+	w = sm_runner_listing_wait(runner, now, 0);
+	cr_assert(w > 0 && w <= SM_DEFAULT_POLL, "%g", w);
+	cr_assert_null(sm_runner_boot_est(runner, "plain"), "no launch, no estimate");
+	cr_assert_null(sm_runner_boot_est(runner, NULL));
+
+	sm_launch_start(runner, n, &p, on_launch, &o);
+	run_loop(5);
+	cr_assert_eq(o.res, DRV_LAUNCH_READY);
+	e = sm_runner_boot_est(runner, "plain");
+	cr_assert_not_null(e, "a ready launch is a sample of its label");
+	cr_assert_eq(e->n, 1);
+	cr_assert(e->mean >= 0);
+	cr_assert_null(sm_runner_boot_est(runner, "win"), "other labels learn nothing");
+	cr_assert_not_null(sm_runner_boot_est(runner, NULL), "the provider-wide estimate");
+
+	/* a failed launch teaches nothing */
+	ad.script[1] = T_FAIL;
+	ad.script[2] = T_FAIL;
+	ad.script[3] = T_FAIL;
+	ad.nscript = 4;
+	sm_launch_start(runner, n2, &p, on_launch, &o2);
+	run_loop(5);
+	cr_assert_eq(o2.res, DRV_LAUNCH_FAILED);
+	cr_assert_eq(sm_runner_boot_est(runner, "plain")->n, 1);
+	/* the rate is kept: never sooner than min_gap after the last start */
+	now = np_mono_s();
+	w = sm_runner_listing_wait(runner, now, 30);
+	cr_assert(w > SM_DEFAULT_POLL, "%g", w);
+	np_node_free(n);
+	np_node_free(n2);
+}

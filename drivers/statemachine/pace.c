@@ -1,0 +1,132 @@
+/*
+ * The pace of shared status listings (beyond upstream): when a cloud
+ * adapter's next listing of its instances is useful. Pure functions, no
+ * I/O; the runner (runner.c, sm_runner_listing_wait) applies them to the
+ * machines in flight, and an adapter asks through its env's listing_wait
+ * (adapter.h).
+ *
+ * Upstream Nodepool polls every instance being created on a fixed period
+ * (about a second, one cached listing shared by all), so a server that
+ * comes up waits on average half a period, and up to a whole one, before
+ * anybody notices: most of a launch's overhead above the cloud's own boot
+ * time. Listing more often costs API calls, listing per server costs one
+ * call per server and poll. Here the listing follows the servers' expected
+ * boot times instead:
+ *
+ *   - Learn. For each label, a moving estimate of how long its servers
+ *     take from the cloud naming them (the create call's answer) until a
+ *     listing first shows them ready: mean and mean deviation, each moved
+ *     a quarter of the way towards every new sample (as TCP's round-trip
+ *     estimator, RFC 6298). A sample is taken from the START of the
+ *     listing that showed the server ready (the adapter sets the machine's
+ *     seen_at), not from when its answer came in, so that the estimate
+ *     does not creep up by the listing's own duration at every round.
+ *
+ *   - Aim. A server named at t is first looked for at t + mean - margin,
+ *     margin = max(SM_PACE_MARGIN, 2 x deviation): a little early, so that
+ *     a server that boots faster than the estimate is still seen at once,
+ *     and the estimate follows it down (a listing that finds it ready gives
+ *     an earlier sample). A server not ready by then is looked for again
+ *     SM_PACE_FOLLOW later, the follow-ups spacing out by half the time it
+ *     is overdue, up to SM_DEFAULT_POLL (upstream's period): a server
+ *     stuck in BUILD costs no more than it does upstream.
+ *
+ *   - Share. The next listing starts when the earliest machine wants one;
+ *     but servers named over a short while (a wave of requests the
+ *     launcher works through) are first looked for together: the first
+ *     looks wait for the last of them, at most SM_PACE_HOLD after the
+ *     earliest (sm_pace_batch). Never sooner than SM_PACE_MIN_GAP after the
+ *     last listing started, nor sooner than the provider's rate allows. A
+ *     machine with no estimate (its label's first launch: the provider-wide
+ *     estimate stands in once there is one), and anything else waiting on
+ *     a listing (deletes, quota and leak listings) is answered on
+ *     upstream's period (SM_PACE_IDLE, SM_DEFAULT_POLL) from the last
+ *     listing, and rides along with launches' listings meanwhile. When
+ *     nothing waits, the adapter does not list.
+ *
+ *   - Budget. However the servers come, listings are never more frequent
+ *     than upstream's period on average: a token bucket refilled at one
+ *     listing per SM_DEFAULT_POLL, holding SM_PACE_BURST (sm_pace_budget),
+ *     so that the calls per node never exceed upstream's fixed period's at
+ *     the same throughput. The burst is what lets a wave of servers be
+ *     looked for a little early and again just after.
+ *
+ * So in a steady state a wave of servers booting together costs one or two
+ * listings, just after the servers come up, where a fixed period lists
+ * every second whoever waits: servers noticed within about SM_PACE_FOLLOW
+ * (plus the wave's spread, up to SM_PACE_HOLD) of being ready, with no more
+ * listings than upstream's.
+ */
+#include "drivers/statemachine/statemachine.h"
+
+#include <math.h>
+
+void
+sm_boot_est_add(struct sm_boot_est *e, double sample)
+{
+	if (!(sample >= 0) || !isfinite(sample))
+		return;
+	if (e->n == 0) {
+		e->mean = sample;
+		e->dev = sample / 4;
+	} else {
+		e->dev += (fabs(sample - e->mean) - e->dev) / 4;
+		e->mean += (sample - e->mean) / 4;
+	}
+	e->n++;
+}
+
+double
+sm_boot_est_lead(const struct sm_boot_est *e)
+{
+	if (e == NULL || e->n == 0)
+		return -1;
+	return fmax(0, e->mean - fmax(SM_PACE_MARGIN, 2 * e->dev));
+}
+
+double
+sm_pace_want(const struct sm_boot_est *e, double named_at, double last_start)
+{
+	double first, overdue;
+
+	if (e == NULL || e->n == 0)
+		return last_start + SM_DEFAULT_POLL;
+	first = named_at + sm_boot_est_lead(e);
+	if (last_start < first)
+		return first; /* not looked for since it is due */
+	overdue = fmax(0, last_start - (named_at + e->mean));
+	return last_start + fmin(SM_DEFAULT_POLL, SM_PACE_FOLLOW + overdue / 2);
+}
+
+double
+sm_pace_start(double want, double last_start, double min_gap)
+{
+	return fmax(want, last_start + fmax(min_gap, SM_PACE_MIN_GAP));
+}
+
+double
+sm_pace_batch(double first_min, double first_max, double other_min)
+{
+	double first = first_min == INFINITY ? INFINITY : fmin(first_max, first_min + SM_PACE_HOLD);
+
+	return fmin(first, other_min);
+}
+
+double
+sm_pace_budget(struct sm_pace_bucket *b, double last_start)
+{
+	if (last_start > b->last) {
+		/* a listing started at last_start: it took a token */
+		if (b->n == 0)
+			b->tokens = SM_PACE_BURST;
+		else
+			b->tokens = fmin(SM_PACE_BURST,
+					 b->tokens + (last_start - b->last) / SM_DEFAULT_POLL);
+		b->tokens -= 1;
+		b->last = last_start;
+		b->n++;
+	}
+	if (b->n == 0 || b->tokens >= 1)
+		return last_start;
+	return b->last + (1 - b->tokens) * SM_DEFAULT_POLL;
+}

@@ -1,0 +1,213 @@
+/*
+ * The pace of shared status listings (drivers/statemachine/pace.c): the
+ * boot estimate, when a server wants its next listing, when a listing may
+ * start; and, played on a simulated clock (pure arithmetic, no real time),
+ * that a learnt pace sees servers soon after they boot with few listings,
+ * follows a boot time that changes, and backs off for a server that never
+ * comes up.
+ */
+#include <math.h>
+
+#include <criterion/criterion.h>
+
+#include "drivers/statemachine/statemachine.h"
+
+#define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
+
+Test(sm_pace, estimate_starts_at_the_first_sample_and_ignores_nonsense)
+{
+	struct sm_boot_est e = {0};
+
+	cr_assert_eq(sm_boot_est_lead(&e), -1, "no sample: no lead");
+	cr_assert_eq(sm_boot_est_lead(NULL), -1);
+	sm_boot_est_add(&e, -1);
+	sm_boot_est_add(&e, NAN);
+	sm_boot_est_add(&e, INFINITY);
+	cr_assert_eq(e.n, 0, "negative, NaN and infinite samples are ignored");
+	sm_boot_est_add(&e, 2.0);
+	cr_assert_eq(e.n, 1);
+	cr_assert(NEAR(e.mean, 2.0), "the first sample is the mean: %g", e.mean);
+	sm_boot_est_add(&e, 4.0);
+	cr_assert(NEAR(e.mean, 2.5), "a quarter of the way to the new sample: %g", e.mean);
+	cr_assert_eq(e.n, 2);
+}
+
+Test(sm_pace, estimate_converges_on_a_steady_boot)
+{
+	struct sm_boot_est e = {0};
+	int i;
+
+	sm_boot_est_add(&e, 3.0);
+	for (i = 0; i < 200; i++)
+		sm_boot_est_add(&e, 1.0);
+	cr_assert(fabs(e.mean - 1.0) < 1e-6, "mean %g", e.mean);
+	cr_assert(e.dev < 1e-6, "deviation %g", e.dev);
+	/* steady: looked for SM_PACE_MARGIN early */
+	cr_assert(NEAR(sm_boot_est_lead(&e), 1.0 - SM_PACE_MARGIN), "lead %g",
+		  sm_boot_est_lead(&e));
+}
+
+Test(sm_pace, lead_widens_with_the_deviation_and_is_never_negative)
+{
+	struct sm_boot_est e = {.mean = 1.0, .dev = 0.2, .n = 5};
+	struct sm_boot_est tiny = {.mean = 0.01, .dev = 0, .n = 5};
+
+	cr_assert(NEAR(sm_boot_est_lead(&e), 0.6), "two deviations early: %g",
+		  sm_boot_est_lead(&e));
+	cr_assert_eq(sm_boot_est_lead(&tiny), 0, "an instant boot: looked for at once");
+}
+
+Test(sm_pace, want_without_an_estimate_is_upstreams_period)
+{
+	cr_assert(NEAR(sm_pace_want(NULL, 5, 7), 7 + SM_DEFAULT_POLL));
+	struct sm_boot_est none = {0};
+	cr_assert(NEAR(sm_pace_want(&none, 5, 7), 7 + SM_DEFAULT_POLL));
+}
+
+Test(sm_pace, want_first_look_then_follow_ups_spacing_out)
+{
+	struct sm_boot_est e = {.mean = 1.0, .dev = 0, .n = 10};
+	double first = 10 + 1.0 - SM_PACE_MARGIN;
+
+	/* the last listing started before the server was due: its first look */
+	cr_assert(NEAR(sm_pace_want(&e, 10, 3), first));
+	cr_assert(NEAR(sm_pace_want(&e, 10, 10.5), first));
+	/* looked for at the first look and not ready: soon again */
+	cr_assert(NEAR(sm_pace_want(&e, 10, first), first + SM_PACE_FOLLOW));
+	/* a second overdue: half of it more */
+	cr_assert(NEAR(sm_pace_want(&e, 10, 12), 12 + SM_PACE_FOLLOW + 0.5));
+	/* long overdue: upstream's period, no more often */
+	cr_assert(NEAR(sm_pace_want(&e, 10, 30), 30 + SM_DEFAULT_POLL));
+}
+
+Test(sm_pace, start_keeps_the_least_gap_and_the_rate)
+{
+	cr_assert(NEAR(sm_pace_start(5, 1, 0), 5), "a want far off is kept");
+	cr_assert(NEAR(sm_pace_start(1.01, 1, 0), 1 + SM_PACE_MIN_GAP), "the least gap");
+	cr_assert(NEAR(sm_pace_start(1.01, 1, 0.5), 1.5), "the provider's rate");
+	cr_assert(NEAR(sm_pace_start(0, 0, 0), SM_PACE_MIN_GAP));
+}
+
+/*
+ * One server at a time on a simulated clock: named at `named`, ready
+ * `boot` later; listings start where the pace says (a cloud answering at
+ * once); the first that finds the server ready gives the sample. Returns
+ * the listings it took; *lag gets how long after the boot it was seen.
+ */
+static int
+one_server(struct sm_boot_est *e, double *last, double named, double boot, double *lag)
+{
+	int listings = 0;
+	double t;
+
+	for (;;) {
+		t = sm_pace_start(sm_pace_want(e->n > 0 ? e : NULL, named, *last), *last, 0);
+		if (t < named)
+			t = named; /* nothing to look for before it exists */
+		*last = t;
+		listings++;
+		if (t >= named + boot) {
+			sm_boot_est_add(e, t - named);
+			*lag = t - (named + boot);
+			return listings;
+		}
+		cr_assert(listings < 1000, "the pace never found a server that booted");
+	}
+}
+
+Test(sm_pace, learnt_pace_sees_servers_soon_with_few_listings)
+{
+	struct sm_boot_est e = {0};
+	double last = 0, lag = 0, named = 100;
+	int i, n, total = 0;
+
+	/* learning: the first server is found on upstream's period */
+	n = one_server(&e, &last, named, 1.0, &lag);
+	cr_assert(n >= 1);
+	for (i = 1; i < 30; i++) {
+		named += 3;
+		n = one_server(&e, &last, named, 1.0, &lag);
+		if (i >= 10) {
+			total += n;
+			cr_assert(lag <= SM_PACE_FOLLOW + 1e-9,
+				  "server %d seen %g s after its boot", i, lag);
+		}
+	}
+	/* at most a first look and one follow-up per server */
+	cr_assert(total <= 2 * 20, "%d listings for 20 servers", total);
+}
+
+Test(sm_pace, follows_a_boot_time_that_changes)
+{
+	struct sm_boot_est e = {0};
+	double last = 0, lag = 0, named = 100;
+	int i;
+
+	for (i = 0; i < 20; i++, named += 5)
+		one_server(&e, &last, named, 2.0, &lag);
+	/* the cloud gets faster, then slower: the estimate follows both */
+	for (i = 0; i < 40; i++, named += 5)
+		one_server(&e, &last, named, 0.5, &lag);
+	cr_assert(lag <= SM_PACE_FOLLOW + 1e-9, "faster: seen %g s late", lag);
+	cr_assert(e.mean < 0.5 + SM_PACE_FOLLOW + SM_PACE_MARGIN, "mean %g", e.mean);
+	for (i = 0; i < 40; i++, named += 5)
+		one_server(&e, &last, named, 1.5, &lag);
+	cr_assert(lag <= SM_PACE_FOLLOW + 1e-9, "slower: seen %g s late", lag);
+	cr_assert(e.mean > 1.5 - SM_PACE_MARGIN, "mean %g", e.mean);
+}
+
+Test(sm_pace, a_server_stuck_in_build_costs_no_more_than_upstreams_period)
+{
+	struct sm_boot_est e = {.mean = 1.0, .dev = 0, .n = 10};
+	double last = 0, t;
+	int listings = 0;
+
+	/* named at 0, never ready: 60 s of follow-ups */
+	for (;;) {
+		t = sm_pace_start(sm_pace_want(&e, 0, last), last, 0);
+		if (t > 60)
+			break;
+		last = t;
+		listings++;
+	}
+	/* upstream's fixed period would list 60 times; the follow-ups space
+	 * out to it within a few seconds */
+	cr_assert(listings <= 60 + 5, "%d listings in 60 s", listings);
+	cr_assert(NEAR(sm_pace_want(&e, 0, last) - last, SM_DEFAULT_POLL),
+		  "settled on upstream's period");
+}
+
+Test(sm_pace, batch_waits_for_the_wave_at_most_the_hold)
+{
+	/* first looks due over 0.1 s: the listing waits for the last */
+	cr_assert(NEAR(sm_pace_batch(10.0, 10.1, INFINITY), 10.1));
+	/* over a second: at most SM_PACE_HOLD after the earliest */
+	cr_assert(NEAR(sm_pace_batch(10.0, 11.0, INFINITY), 10.0 + SM_PACE_HOLD));
+	/* a follow-up or a delete due sooner goes first */
+	cr_assert(NEAR(sm_pace_batch(10.0, 10.1, 9.5), 9.5));
+	cr_assert(NEAR(sm_pace_batch(INFINITY, -INFINITY, 9.5), 9.5));
+	cr_assert(isinf(sm_pace_batch(INFINITY, -INFINITY, INFINITY)));
+}
+
+Test(sm_pace, budget_allows_a_burst_then_upstreams_period)
+{
+	struct sm_pace_bucket b = {0};
+	double t = 100, at;
+	int i, n = 0;
+
+	cr_assert(NEAR(sm_pace_budget(&b, 0), 0), "nothing listed yet: a full bucket");
+	/* listings as often as the budget allows, over 60 s */
+	for (i = 0; i < 1000 && t < 160; i++) {
+		at = sm_pace_budget(&b, t);
+		if (i > 0)
+			cr_assert(at >= t - 1e-9);
+		t = fmax(at, t) + 0.01; /* the next asks as soon as allowed */
+		n++;
+	}
+	/* upstream's period makes 60 in 60 s; the burst adds its SM_PACE_BURST */
+	cr_assert(n <= 60 + SM_PACE_BURST + 1, "%d listings in 60 s", n);
+	cr_assert(n >= 60, "the budget is upstream's rate, not less: %d", n);
+	/* asking again for the same listing does not take another token */
+	at = sm_pace_budget(&b, b.last);
+	cr_assert(NEAR(sm_pace_budget(&b, b.last), at));
+}
