@@ -200,7 +200,7 @@ void
 bld_run_build(struct task *t)
 {
 	struct builder *b = t->b;
-	const struct np_diskimage *d = np_config_diskimage(b->cfg, t->image);
+	const struct np_diskimage *d = np_cfg_diskimage(b->cfg, t->image);
 	char path[NP_PATH_MAX];
 	struct np_image_build *rec;
 	char *json;

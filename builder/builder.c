@@ -487,7 +487,7 @@ apply_config(struct builder *b, struct np_config *cfg, char *err, size_t errlen)
 		log_warn("build-log-dir %s: %s", cfg->build_log_dir, strerror(errno));
 	if (b->cfg != NULL && strcmp(b->cfg->zk_hosts, cfg->zk_hosts) != 0)
 		log_warn("zookeeper-servers changes take effect when the builder restarts");
-	np_config_free(b->cfg);
+	np_cfg_free(b->cfg);
 	b->cfg = cfg;
 	if (b->builder_id[0] == '\0' && builder_id_load(b, err, errlen) != 0)
 		return -1;
@@ -531,7 +531,7 @@ load_file_config(struct builder *b, int initial, char *err, size_t errlen)
 {
 	struct timespec m1, m2;
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 
 	mtime_of(b->opt.config, &m1);
 	mtime_of(b->opt.secure, &m2);
@@ -540,19 +540,19 @@ load_file_config(struct builder *b, int initial, char *err, size_t errlen)
 		return 0;
 	b->cfg_mtime = m1;
 	b->sec_mtime = m2;
-	if (np_config_load(b->opt.config, b->opt.secure, &cfg, &errs) != 0) {
-		char *e = errs != NULL && errs->n > 0 ? np_config_error_format(&errs->v[0]) : NULL;
+	if (np_cfg_load(b->opt.config, b->opt.secure, &cfg, &errs) != 0) {
+		char *e = errs != NULL && errs->n > 0 ? np_cfg_error_format(&errs->v[0]) : NULL;
 		snprintf(err, errlen, "%s%s", e ? e : "configuration refused",
-			 np_config_errors_count(errs) > 1 ? " (and more)" : "");
+			 np_cfg_errors_count(errs) > 1 ? " (and more)" : "");
 		if (errs != NULL)
-			np_config_errors_print(errs, stderr);
+			np_cfg_errors_print(errs, stderr);
 		free(e);
-		np_config_errors_free(errs);
+		np_cfg_errors_free(errs);
 		return -1;
 	}
 	if (apply_config(b, cfg, err, errlen) != 0) {
 		if (b->cfg != cfg)
-			np_config_free(cfg);
+			np_cfg_free(cfg);
 		return -1;
 	}
 	if (!initial)
@@ -611,7 +611,7 @@ on_config(void *arg, const struct ipc_config *c)
 	struct ipc_msg ack;
 	json_t *o = json_loads(c->config, 0, NULL), *sec;
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	char *text = NULL, *stext = NULL, err[1024] = "";
 	size_t i;
 
@@ -625,10 +625,10 @@ on_config(void *arg, const struct ipc_config *c)
 	sec = json_object_get(o, "secure");
 	if (json_is_object(sec))
 		stext = json_dumps(sec, JSON_COMPACT);
-	if (np_config_load_buffer("nodepool.yaml", text, strlen(text), "secure.conf", stext,
-				  stext ? strlen(stext) : 0, &cfg, &errs) != 0) {
+	if (np_cfg_load_buffer("nodepool.yaml", text, strlen(text), "secure.conf", stext,
+			       stext ? strlen(stext) : 0, &cfg, &errs) != 0) {
 		for (i = 0; errs != NULL && i < errs->n; i++) {
-			char *e = np_config_error_format(&errs->v[i]);
+			char *e = np_cfg_error_format(&errs->v[i]);
 			ipc_strv_push(&ack.u.config_ack.errors, e);
 			free(e);
 		}
@@ -636,7 +636,7 @@ on_config(void *arg, const struct ipc_config *c)
 	}
 	if (apply_config(b, cfg, err, sizeof(err)) != 0) {
 		if (b->cfg != cfg)
-			np_config_free(cfg);
+			np_cfg_free(cfg);
 		ipc_strv_push(&ack.u.config_ack.errors, err);
 		goto out;
 	}
@@ -652,7 +652,7 @@ out:
 		event_base_loopexit(b->base, NULL);
 	}
 	ipc_msg_clear(&ack);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	free(text);
 	free(stext);
 	json_decref(o);
@@ -807,7 +807,7 @@ builder_free(struct builder *b)
 	event_free(b->soon_ev);
 	strset_free(b->building);
 	strset_free(b->uploading);
-	np_config_free(b->cfg);
+	np_cfg_free(b->cfg);
 	free(b->component_path);
 	free(b->hostname);
 	free(b);

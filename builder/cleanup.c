@@ -89,7 +89,7 @@ void
 bld_run_upload_delete(struct task *t)
 {
 	struct builder *b = t->b;
-	const struct np_provider *p = np_config_provider(b->cfg, t->provider);
+	const struct np_provider *p = np_cfg_provider(b->cfg, t->provider);
 	struct np_image_upload *u = NULL;
 	char path[NP_PATH_MAX], err[256], *json;
 	size_t len;
@@ -470,7 +470,7 @@ format_name_ok(const char *f)
 static void
 prune_local_formats(struct builder *b, const struct imgtree_build *ib, const char *image)
 {
-	const struct np_diskimage *d = np_config_diskimage(b->cfg, image);
+	const struct np_diskimage *d = np_cfg_diskimage(b->cfg, image);
 	struct np_strv keep = {NULL, 0};
 	char fmt[64];
 	size_t i;
@@ -635,7 +635,7 @@ recent_upload(const struct imgtree_image *im, const char *provider, const char *
 static void
 cleanup_image(struct builder *b, const struct imgtree_image *im)
 {
-	const struct np_diskimage *d = np_config_diskimage(b->cfg, im->name);
+	const struct np_diskimage *d = np_cfg_diskimage(b->cfg, im->name);
 	const struct imgtree_build *keep[KEEP_BUILDS] = {NULL};
 	size_t k, m, n;
 	int i, j, nkeep = 0;
@@ -666,7 +666,7 @@ cleanup_image(struct builder *b, const struct imgtree_image *im)
 		    ib->b->state != NP_BUILD_DELETING && !kept && build_in_progress(b, im, ib);
 		for (m = 0; m < ib->nproviders; m++) {
 			const struct imgtree_provider *ip = &ib->providers[m];
-			const struct np_provider *p = np_config_provider(b->cfg, ip->name);
+			const struct np_provider *p = np_cfg_provider(b->cfg, ip->name);
 			int obsolete = p == NULL || !p->manage_images ||
 				       bld_provider_diskimage(p, im->name) == NULL;
 			for (n = 0; n < ip->nuploads; n++) {

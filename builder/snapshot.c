@@ -201,7 +201,7 @@ bld_validation_tries(const struct np_image_build *bd, const char *provider)
 int
 bld_upload_validates(const struct builder *b, const struct np_provider *p, const char *image)
 {
-	const struct np_diskimage *d = np_config_diskimage(b->cfg, image);
+	const struct np_diskimage *d = np_cfg_diskimage(b->cfg, image);
 	size_t i;
 
 	for (i = 0; p != NULL && i < p->ndiskimages; i++)

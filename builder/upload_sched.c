@@ -62,7 +62,7 @@ external_name(const char *fmt, const char *image, const char *upload_id, char *o
 static json_t *
 upload_spec(struct builder *b, struct task *t, const struct np_provider *p)
 {
-	const struct np_diskimage *d = np_config_diskimage(b->cfg, t->image);
+	const struct np_diskimage *d = np_cfg_diskimage(b->cfg, t->image);
 	const struct np_provider_image *pi = bld_provider_diskimage(p, t->image);
 	json_t *meta = json_object();
 	char file[4096], sum[4200], name[1024];
@@ -102,7 +102,7 @@ void
 bld_run_upload(struct task *t)
 {
 	struct builder *b = t->b;
-	const struct np_provider *p = np_config_provider(b->cfg, t->provider);
+	const struct np_provider *p = np_cfg_provider(b->cfg, t->provider);
 	char path[NP_PATH_MAX];
 	struct np_image_upload *rec;
 	char *json;

@@ -129,9 +129,9 @@ ctl_reload(struct sup *sup, const struct ipc_msg *req, struct ipc_msg *reply)
 		       (long long)sup->gen, res.unchanged, res.changed, res.added, res.removed);
 	} else {
 		result(reply, false, "reload failed: %zu configuration error(s)",
-		       np_config_errors_count(res.errs));
+		       np_cfg_errors_count(res.errs));
 		for (i = 0; i < res.errs->n; i++) {
-			char *line = np_config_error_format(&res.errs->v[i]);
+			char *line = np_cfg_error_format(&res.errs->v[i]);
 			ipc_strv_push(&reply->u.ctl_result.errors, line);
 			free(line);
 		}

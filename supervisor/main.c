@@ -281,7 +281,7 @@ run(struct sup *sup, struct np_config *cfg, bool daemonize)
 	sup_timers_free(sup);
 	cfgwatch_free(sup->watch);
 	sup->watch = NULL;
-	np_config_free(sup->cfg);
+	np_cfg_free(sup->cfg);
 	event_base_free(sup->base);
 	return 0;
 }
@@ -293,7 +293,7 @@ main(int argc, char **argv)
 	const char *user = NULL, *web_user = NULL, *builder_user = NULL;
 	bool debug = false, foreground = false, check = false, no_builder = false;
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	struct sup sup;
 	struct cfgwatch_snapshot snap = {0};
 	const char *paths[2];
@@ -365,12 +365,12 @@ main(int argc, char **argv)
 	log_init("nodepoold", debug ? LOG_LVL_DEBUG : LOG_LVL_INFO);
 
 	if (check) {
-		if (np_config_load(config, secure, &cfg, &errs) != 0) {
-			np_config_errors_print(errs, stderr);
-			np_config_errors_free(errs);
+		if (np_cfg_load(config, secure, &cfg, &errs) != 0) {
+			np_cfg_errors_print(errs, stderr);
+			np_cfg_errors_free(errs);
 			return 1;
 		}
-		np_config_free(cfg);
+		np_cfg_free(cfg);
 		return 0;
 	}
 	if (verb != NULL && strcmp(verb, "start") != 0) {
@@ -402,14 +402,14 @@ main(int argc, char **argv)
 	sup.seen = snap; /* taken */
 	if (rc != 0) {
 		fprintf(stderr, "nodepoold: %s: %zu configuration error(s); not started\n", config,
-			np_config_errors_count(errs));
-		np_config_errors_print(errs, stderr);
-		np_config_errors_free(errs);
+			np_cfg_errors_count(errs));
+		np_cfg_errors_print(errs, stderr);
+		np_cfg_errors_free(errs);
 		cfgwatch_snapshot_clear(&sup.seen);
 		return 1;
 	}
 	if (resolve_users(&sup, user, web_user, builder_user) < 0) {
-		np_config_free(cfg);
+		np_cfg_free(cfg);
 		cfgwatch_snapshot_clear(&sup.seen);
 		return 1;
 	}
@@ -431,7 +431,7 @@ main(int argc, char **argv)
 	if (!foreground && (pid = sup_pidfile_read(sup.pid_file, err, sizeof(err))) > 0 &&
 	    sup_pid_alive(pid)) {
 		printf("nodepoold is already running (pid %ld)\n", (long)pid);
-		np_config_free(cfg);
+		np_cfg_free(cfg);
 		rc = 0;
 	} else {
 		rc = run(&sup, cfg, !foreground);

@@ -39,7 +39,7 @@ static const char *const sup_only_settings[] = {
 json_t *
 sup_worker_slice(const struct np_config *cfg, const char *provider)
 {
-	json_t *slice = np_config_worker_slice(cfg, provider), *np;
+	json_t *slice = np_cfg_worker_slice(cfg, provider), *np;
 	size_t i;
 
 	if (slice == NULL)
@@ -57,7 +57,7 @@ sup_worker_slice(const struct np_config *cfg, const char *provider)
  * The builder's slice: the whole configuration, because building and
  * uploading images concerns every provider:
  *   {"config": <nodepool.yaml as JSON>, "secure": <secure.conf as JSON, or null>}
- * The builder loads it with np_config_load_buffer() (JSON is YAML), which
+ * The builder loads it with np_cfg_load_buffer() (JSON is YAML), which
  * merges secure.conf exactly as nodepoold did; environment substitution
  * has already been applied.
  */
@@ -77,13 +77,13 @@ sup_builder_slice(const struct np_config *cfg)
 json_t *
 sup_web_slice(const struct np_config *cfg)
 {
-	return np_config_web_slice(cfg);
+	return np_cfg_web_slice(cfg);
 }
 
 void
 sup_reload_result_clear(struct sup_reload_result *res)
 {
-	np_config_errors_free(res->errs);
+	np_cfg_errors_free(res->errs);
 	memset(res, 0, sizeof(*res));
 }
 
@@ -210,8 +210,7 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 		next = TAILQ_NEXT(c, entry);
 		if (c->want == SUP_WANT_GONE)
 			continue;
-		if ((c->role->kind == IPC_KIND_PROVIDER &&
-		     np_config_provider(cfg, c->name) == NULL) ||
+		if ((c->role->kind == IPC_KIND_PROVIDER && np_cfg_provider(cfg, c->name) == NULL) ||
 		    (c->role->kind == IPC_KIND_BUILDER && !want_builder))
 			remove_child(c, res);
 	}
@@ -256,7 +255,7 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 			log_warn("control-socket and pid-file changes take effect when nodepoold "
 				 "restarts (in use: %s, %s)",
 				 sup->ctl_path, sup->pid_file);
-		np_config_free(sup->cfg);
+		np_cfg_free(sup->cfg);
 	}
 	sup->cfg = cfg;
 	/* the STATUS poll follows worker-status-timeout */
@@ -287,7 +286,7 @@ sup_reload_snapshot(struct sup *sup, const struct cfgwatch_snapshot *snap,
 		    struct sup_reload_result *res)
 {
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 
 	memset(res, 0, sizeof(*res));
 	if (snap != &sup->seen) {
@@ -332,9 +331,9 @@ log_result(struct sup *sup, const struct sup_reload_result *res)
 	}
 	log_error("reload failed: %zu configuration error(s); the running configuration "
 		  "stays in force",
-		  np_config_errors_count(res->errs));
+		  np_cfg_errors_count(res->errs));
 	for (i = 0; i < res->errs->n; i++) {
-		char *line = np_config_error_format(&res->errs->v[i]);
+		char *line = np_cfg_error_format(&res->errs->v[i]);
 		log_error("%s", line);
 		free(line);
 	}

@@ -62,7 +62,7 @@ struct event_base;
 struct evbuffer;
 struct chan;
 struct np_config;
-struct np_config_errors;
+struct np_cfg_errors;
 struct statsd;
 struct cfgwatch;
 struct cfgwatch_snapshot;
@@ -245,7 +245,7 @@ bool sup_any_running(const struct sup *sup);
 struct sup_reload_result {
 	int ok;
 	size_t unchanged, changed, added, removed;
-	struct np_config_errors *errs; /* owned, when !ok */
+	struct np_cfg_errors *errs; /* owned, when !ok */
 };
 
 /*
@@ -273,12 +273,12 @@ void sup_watch_update(struct sup *sup);
  * logged and not applied. */
 void sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_result *res);
 void sup_reload_result_clear(struct sup_reload_result *res);
-/* The JSON a provider's worker gets (np_config_worker_slice without the
+/* The JSON a provider's worker gets (np_cfg_worker_slice without the
  * settings only nodepoold reads). New reference, NULL if no such provider. */
 json_t *sup_worker_slice(const struct np_config *cfg, const char *provider);
 /* The JSON the builder gets (see reload.c). New reference. */
 json_t *sup_builder_slice(const struct np_config *cfg);
-/* The JSON nodepool-web gets: np_config_web_slice (lib/config/slice.h).
+/* The JSON nodepool-web gets: np_cfg_web_slice (lib/config/slice.h).
  * New reference. */
 json_t *sup_web_slice(const struct np_config *cfg);
 /* A provider's worker reported a metrics record (its STATUS "metrics",

@@ -515,19 +515,19 @@ webproc_load_file(struct webproc *wp, const char *path, const char *secure, char
 		  size_t errlen)
 {
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	json_t *slice;
 	int rc;
 
-	if (np_config_load(path, secure, &cfg, &errs) != 0) {
-		np_config_errors_print(errs, stderr);
+	if (np_cfg_load(path, secure, &cfg, &errs) != 0) {
+		np_cfg_errors_print(errs, stderr);
 		snprintf(err, errlen, "%s: %zu configuration error(s)", path,
-			 np_config_errors_count(errs));
-		np_config_errors_free(errs);
+			 np_cfg_errors_count(errs));
+		np_cfg_errors_free(errs);
 		return -1;
 	}
-	slice = np_config_web_slice(cfg);
-	np_config_free(cfg);
+	slice = np_cfg_web_slice(cfg);
+	np_cfg_free(cfg);
 	rc = webproc_apply(wp, slice, err, errlen);
 	json_decref(slice);
 	return rc;

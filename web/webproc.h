@@ -37,7 +37,7 @@
  * have their first listing (the API answers from a complete view), 503
  * otherwise (before, and while the session is suspended).
  *
- * Configuration: a JSON slice, np_config_web_slice() (lib/config/slice.h),
+ * Configuration: a JSON slice, np_cfg_web_slice() (lib/config/slice.h),
  * from a CONFIG message under nodepoold, or made from nodepool.yaml when
  * standalone. A changed slice is applied in place: the session, the caches
  * and the listener are made anew.

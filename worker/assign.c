@@ -76,7 +76,7 @@ count_label(const struct np_request *r, const char *label)
 }
 
 const char *
-assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
+lc_assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
 {
 	static char buf[512];
 	struct launcher *lc = pool->prov->lc;
@@ -123,8 +123,8 @@ assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
 }
 
 int
-assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
-		   const struct drv_quota *used, const struct np_request *r)
+lc_assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
+		      const struct drv_quota *used, const struct np_request *r)
 {
 	const struct launcher *lc = pool->prov->lc;
 	struct drv_quota left, need;
@@ -221,7 +221,7 @@ tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request
 		return 1;
 	drv_quota_init(&used, 0, 0, 0);
 	lc_tenant_usage(lc, r->tenant_name, &used);
-	ok = assign_tenant_fits(pool, tl, &used, r);
+	ok = lc_assign_tenant_fits(pool, tl, &used, r);
 	drv_quota_clear(&used);
 	if (!ok)
 		log_debug("request %s deferred: tenant %s at its limits", r->id, r->tenant_name);
@@ -229,8 +229,8 @@ tenant_allows(struct launcher *lc, struct lc_pool *pool, const struct np_request
 }
 
 const char *
-assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
-		    const struct np_component *const *comps, int ncomp)
+lc_assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
+		       const struct np_component *const *comps, int ncomp)
 {
 	int j, other_candidate = 0, preferred_exists = 0, better = 0;
 
@@ -348,7 +348,7 @@ rv_defer(struct launcher *lc, const struct lc_pool *pool, const struct np_reques
 	due = json_real_value(seen) + rank * lc->settings.peer_takeover_delay;
 	if (now >= due)
 		return 0;
-	launcher_schedule_assign_in(lc, due - now);
+	lc_schedule_assign_in(lc, due - now);
 	return 1;
 }
 
@@ -476,12 +476,12 @@ rerun_paused(struct lc_pool *pool)
 		v[n++] = h;
 	qsort(v, (size_t)n, sizeof(*v), paused_cmp);
 	for (i = 0; i < n; i++)
-		handler_rerun(v[i]);
+		lc_handler_rerun(v[i]);
 	free(v);
 }
 
 static void
-assign_pool(struct launcher *lc, struct lc_pool *pool)
+lc_assign_pool(struct launcher *lc, struct lc_pool *pool)
 {
 	const struct driver *drv = lc->prov.drv;
 	const struct zk_cache_entry *const *ents;
@@ -545,11 +545,11 @@ assign_pool(struct launcher *lc, struct lc_pool *pool)
 
 		if (lc_find_handler(lc, r->id) != NULL)
 			continue; /* taken by another of our pools this pass */
-		if (assign_defer_reason(pool, r, comps, ncomp) != NULL)
+		if (lc_assign_defer_reason(pool, r, comps, ncomp) != NULL)
 			continue; /* left to another launcher's pool */
 		if (rv_defer(lc, pool, r, comps, ncomp))
 			continue; /* a peer ranked before us takes it first */
-		reason = assign_decline_reason(pool, r);
+		reason = lc_assign_decline_reason(pool, r);
 		if (reason == NULL) {
 			if (drv->reuse_only) {
 				for (k = 0; k < r->node_types.n; k++)
@@ -567,18 +567,18 @@ assign_pool(struct launcher *lc, struct lc_pool *pool)
 			    total_handlers(lc) >= lc->prov.max_concurrency)
 				continue;
 		}
-		h = handler_new(pool, r->id);
+		h = lc_handler_new(pool, r->id);
 		if (drv->reuse_only && reason == NULL)
 			for (k = 0; k < r->node_types.n; k++)
 				avail_take(av, nav, r->node_types.v[k]);
-		handler_start(h);
+		lc_handler_start(h);
 	}
 	free(cands);
 	free(av);
 }
 
 void
-assign_pass(struct launcher *lc)
+lc_assign_pass(struct launcher *lc)
 {
 	size_t i;
 	char who[512];
@@ -610,10 +610,10 @@ assign_pass(struct launcher *lc)
 		lc->upstream_refused = 0;
 		lc->last_error[0] = '\0';
 	}
-	handler_resynced(lc); /* declines waiting for a pool to come back */
+	lc_handler_resynced(lc); /* declines waiting for a pool to come back */
 	rv_prune(lc);
 	for (i = 0; i < lc->prov.n_pools; i++)
 		rerun_paused(&lc->prov.pools[i]);
 	for (i = 0; i < lc->prov.n_pools; i++)
-		assign_pool(lc, &lc->prov.pools[i]);
+		lc_assign_pool(lc, &lc->prov.pools[i]);
 }

@@ -24,7 +24,7 @@ ours(struct launcher *lc, const struct np_node *n)
 }
 
 static int
-cleanup_state(int st)
+lc_cleanup_state(int st)
 {
 	switch (st) {
 	case NP_NODE_USED:
@@ -134,7 +134,7 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 	{
 		int ns = x->node->state, ok;
 		if (x->why == 0)
-			ok = cleanup_state(ns);
+			ok = lc_cleanup_state(ns);
 		else if (x->why == 1)
 			ok = ns == NP_NODE_READY && x->node->allocated_to == NULL;
 		else if (x->why == 3)
@@ -211,7 +211,7 @@ ndel_fast(struct ndel *x)
 	struct zk_multi_op ops[4];
 
 	if (x->why != 0 || lc->prov.drv->node_delete != NULL || n == NULL || me == NULL ||
-	    !cleanup_state(n->state) || n->state == NP_NODE_BUILDING)
+	    !lc_cleanup_state(n->state) || n->state == NP_NODE_BUILDING)
 		return 0;
 	snprintf(node, sizeof(node), "/nodepool/nodes/%s", x->id);
 	snprintf(dir, sizeof(dir), "%s/lock", node);
@@ -268,7 +268,7 @@ delete_node(struct launcher *lc, const char *node_id, int why)
 }
 
 void
-cleanup_delete_node(struct launcher *lc, const char *node_id)
+lc_cleanup_delete_node(struct launcher *lc, const char *node_id)
 {
 	delete_node(lc, node_id, 1);
 }
@@ -358,7 +358,7 @@ deallocate_orphan(struct launcher *lc, const char *node_id)
 /* As DeletedNodeWorker: orphan allocations, then unlocked nodes in cleanup
  * states. */
 void
-delete_pass(struct launcher *lc)
+lc_delete_pass(struct launcher *lc)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n = zk_cache_entries(lc->nodes, &ents);
@@ -371,7 +371,7 @@ delete_pass(struct launcher *lc)
 		if (nd->state == NP_NODE_READY && nd->allocated_to != NULL &&
 		    lc_request(lc, nd->allocated_to) == NULL && zk_cache_synced(lc->requests))
 			deallocate_orphan(lc, nd->id);
-		else if (cleanup_state(nd->state) && !lc_node_awaits_adoption(lc, nd))
+		else if (lc_cleanup_state(nd->state) && !lc_node_awaits_adoption(lc, nd))
 			delete_node(lc, nd->id, 0);
 	}
 }
@@ -564,7 +564,7 @@ lost_locked(struct zk_lock *lock, int rc, void *arg)
 }
 
 static void
-cleanup_lost_requests(struct launcher *lc)
+lc_cleanup_lost_requests(struct launcher *lc)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n = zk_cache_entries(lc->requests, &ents);
@@ -695,7 +695,7 @@ node_duty_mine(struct launcher *lc, const char *id)
 }
 
 static void
-cleanup_ages(struct launcher *lc)
+lc_cleanup_ages(struct launcher *lc)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n = zk_cache_entries(lc->nodes, &ents);
@@ -789,7 +789,7 @@ orphan_inits(struct launcher *lc)
 }
 
 static void
-cleanup_empty_nodes(struct launcher *lc)
+lc_cleanup_empty_nodes(struct launcher *lc)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n = zk_cache_entries(lc->nodes, &ents);
@@ -807,11 +807,11 @@ cleanup_empty_nodes(struct launcher *lc)
 }
 
 void
-cleanup_pass(struct launcher *lc)
+lc_cleanup_pass(struct launcher *lc)
 {
 	zk_children(lc->zk, "/nodepool/requests-lock", NULL, NULL, lockgc_children, lc);
-	cleanup_lost_requests(lc);
+	lc_cleanup_lost_requests(lc);
 	orphan_inits(lc);
-	cleanup_ages(lc);
-	cleanup_empty_nodes(lc);
+	lc_cleanup_ages(lc);
+	lc_cleanup_empty_nodes(lc);
 }

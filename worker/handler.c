@@ -45,7 +45,7 @@ static void label_need(struct launcher *lc, const struct lc_pool *pool, const ch
 		       struct drv_quota *q);
 static void vanish_step(struct handler *h);
 static void find_own_create(struct handler *h, size_t i);
-static void handler_finish(struct handler *h);
+static void lc_handler_finish(struct handler *h);
 
 static struct hop *
 hop_new(struct handler *h, size_t idx)
@@ -59,7 +59,7 @@ hop_new(struct handler *h, size_t idx)
 }
 
 static void
-handler_destroy(struct handler *h)
+lc_handler_destroy(struct handler *h)
 {
 	size_t i;
 
@@ -97,7 +97,7 @@ hop_done(struct hop *o, struct handler **hp, size_t *idxp)
 		if (h->ops == 0) {
 			if (h->detached)
 				TAILQ_REMOVE(&h->lc->zombies, h, entry);
-			handler_destroy(h);
+			lc_handler_destroy(h);
 		}
 		return 1;
 	}
@@ -132,7 +132,7 @@ update_pool_paused(struct lc_pool *pool)
 }
 
 struct handler *
-handler_new(struct lc_pool *pool, const char *req_id)
+lc_handler_new(struct lc_pool *pool, const char *req_id)
 {
 	struct handler *h = calloc(1, sizeof(*h));
 
@@ -149,7 +149,7 @@ handler_new(struct lc_pool *pool, const char *req_id)
 
 /* Detach from the pool; free now or when the last operation completes. */
 static void
-handler_finish(struct handler *h)
+lc_handler_finish(struct handler *h)
 {
 	struct lc_pool *pool = h->pool;
 	struct launcher *lc = h->lc;
@@ -180,33 +180,33 @@ handler_finish(struct handler *h)
 		h->detached = 1;
 		TAILQ_INSERT_TAIL(&lc->zombies, h, entry);
 	} else
-		handler_destroy(h);
+		lc_handler_destroy(h);
 	update_pool_paused(pool);
-	launcher_schedule_assign(lc);
+	lc_schedule_assign(lc);
 	if (lc->on_change != NULL)
 		lc->on_change(lc);
 }
 
 void
-handler_reap_zombies(struct launcher *lc)
+lc_handler_reap_zombies(struct launcher *lc)
 {
 	struct handler *h;
 
 	while ((h = TAILQ_FIRST(&lc->zombies)) != NULL) {
 		TAILQ_REMOVE(&lc->zombies, h, entry);
-		handler_destroy(h);
+		lc_handler_destroy(h);
 	}
 }
 
 /* External teardown (session expiry, stop): no further writes. */
 void
-handler_free(struct handler *h)
+lc_handler_free(struct handler *h)
 {
-	handler_finish(h);
+	lc_handler_finish(h);
 }
 
 int
-handler_active_launches(const struct handler *h)
+lc_handler_active_launches(const struct handler *h)
 {
 	size_t i;
 	int n = 0;
@@ -246,7 +246,7 @@ req_lock_released(int rc, void *arg)
 
 	if (hop_done(o, &h, NULL))
 		return;
-	handler_finish(h);
+	lc_handler_finish(h);
 }
 
 /* Release the request lock, then finish. */
@@ -256,7 +256,7 @@ release_request_lock(struct handler *h)
 	if (h->req_lock != NULL && zk_lock_is_held(h->req_lock))
 		zk_lock_release(h->req_lock, req_lock_released, hop_new(h, (size_t)-1));
 	else
-		handler_finish(h);
+		lc_handler_finish(h);
 }
 
 /* Unlock a node of the nodeset (and forget it), optionally clearing its
@@ -342,9 +342,9 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 		wait = lc->pools_removed_at + lc->zk_timeout - lc_monotonic();
 	if (!lc_in_sync(lc) || wait > 0) {
 		/* Whether every pool declined is read from the component
-		 * cache: not before it is current again (handler_resynced). */
+		 * cache: not before it is current again (lc_handler_resynced). */
 		if (wait > 0)
-			launcher_schedule_assign_in(lc, wait + 0.05);
+			lc_schedule_assign_in(lc, wait + 0.05);
 		if (h->decline_reason != reason) {
 			free(h->decline_reason);
 			if ((h->decline_reason = strdup(reason)) == NULL)
@@ -386,7 +386,7 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 /* The caches re-synced, or an assignment pass runs (a pool registered, or
  * the wait for one is over): declines held back are tried again. */
 void
-handler_resynced(struct launcher *lc)
+lc_handler_resynced(struct launcher *lc)
 {
 	struct handler *h, *next;
 	size_t i, k;
@@ -409,7 +409,7 @@ handler_resynced(struct launcher *lc)
 				if (h->ops == 0) {
 					if (h->detached)
 						TAILQ_REMOVE(&lc->zombies, h, entry);
-					handler_destroy(h);
+					lc_handler_destroy(h);
 				}
 				continue;
 			}
@@ -482,7 +482,7 @@ fulfilled_stored(int rc, const struct zk_stat *st, void *arg)
  * fulfilment is made under. A lock lost meanwhile fails it, as upstream's
  * write after a lost session raises. */
 static struct zk_lock **
-handler_locks(const struct handler *h, int *n)
+lc_handler_locks(const struct handler *h, int *n)
 {
 	struct zk_lock **v = calloc(h->n_nodes + 1, sizeof(*v));
 	size_t i;
@@ -512,7 +512,7 @@ fulfil(struct handler *h)
 	np_request_set_state(h->req, NP_REQ_FULFILLED);
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(h->req, &len);
-	locks = handler_locks(h, &nlocks);
+	locks = lc_handler_locks(h, &nlocks);
 	zk_set_under(h->lc->zk, locks, nlocks, path, json, (int)len, -1, fulfilled_stored,
 		     hop_new(h, (size_t)-1));
 	free(locks);
@@ -551,7 +551,7 @@ vanish_step(struct handler *h)
 }
 
 void
-handler_request_removed(struct handler *h)
+lc_handler_request_removed(struct handler *h)
 {
 	if (h->state == H_DONE)
 		return;
@@ -707,7 +707,7 @@ after_node_step(struct handler *h)
 /* Reserve n for the request: allocated_to, and tenant and requestor copied
  * from it (Zuul reads them for tenant accounting). */
 static void
-assign_to_request(const struct handler *h, struct np_node *n)
+lc_assign_to_request(const struct handler *h, struct np_node *n)
 {
 	free(n->allocated_to);
 	n->allocated_to = strdup(h->req_id);
@@ -720,7 +720,7 @@ assign_to_request(const struct handler *h, struct np_node *n)
 static void
 allocate_node(struct handler *h, size_t i)
 {
-	assign_to_request(h, h->nodes[i].node);
+	lc_assign_to_request(h, h->nodes[i].node);
 	lc_store_node(h->lc, h->nodes[i].node, h->nodes[i].lock, node_allocated, hop_new(h, i));
 }
 
@@ -919,7 +919,7 @@ adopt_read(int rc, const char *data, int len, const struct zk_stat *st, void *ar
 	}
 	log_info("request %s: adopting node %s (%s, instance %s) from launcher %s", h->req_id,
 		 hn->node_id, hn->label, n->external_id, n->launcher ? n->launcher : "-");
-	assign_to_request(h, n);
+	lc_assign_to_request(h, n);
 	free(n->launcher);
 	n->launcher = strdup(h->pool->launcher_id);
 	hn->node = n;
@@ -1049,7 +1049,7 @@ lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const c
 		if (h->ops == 0) {
 			if (h->detached)
 				TAILQ_REMOVE(&lc->zombies, h, entry);
-			handler_destroy(h);
+			lc_handler_destroy(h);
 		}
 		return;
 	}
@@ -1214,7 +1214,7 @@ new_node_created(int rc, const char *path, void *arg)
 	hn = &h->nodes[i];
 	if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
 		/* The create may have happened, its reply lost: find out once
-		 * the view is current again (handler_resynced), then go on
+		 * the view is current again (lc_handler_resynced), then go on
 		 * with the node or launch anew. */
 		log_warn("request %s: creating a node for %s: %s; looking for it once "
 			 "reconnected",
@@ -1298,7 +1298,7 @@ start_launch(struct handler *h, size_t i)
 	n->pool = strdup(pool->name);
 	n->launcher = strdup(pool->launcher_id);
 	np_strv_push(&n->type, hn->label);
-	assign_to_request(h, n);
+	lc_assign_to_request(h, n);
 	if (pool->node_attributes != NULL)
 		n->attributes = json_deep_copy(pool->node_attributes);
 	{
@@ -1502,7 +1502,7 @@ delete_oldest_unused(struct handler *h)
 	if (oldest != NULL) {
 		log_info("pool %s at capacity: deleting oldest unused node %s", h->pool->name,
 			 oldest->id);
-		cleanup_delete_node(lc, oldest->id);
+		lc_cleanup_delete_node(lc, oldest->id);
 	}
 }
 
@@ -1539,7 +1539,7 @@ run(struct handler *h)
 			h->state = H_PAUSED;
 			update_pool_paused(h->pool);
 		}
-		launcher_schedule_assign_in(lc, 1.0);
+		lc_schedule_assign_in(lc, 1.0);
 		return;
 	}
 	for (i = 0; i < h->n_nodes; i++) {
@@ -1646,7 +1646,7 @@ run(struct handler *h)
 }
 
 void
-handler_quota_round(struct launcher *lc)
+lc_handler_quota_round(struct launcher *lc)
 {
 	struct handler *h, *next;
 	size_t p, i;
@@ -1662,7 +1662,7 @@ handler_quota_round(struct launcher *lc)
 			if (!wanted || h->vanished)
 				continue;
 			if (h->state == H_PAUSED)
-				handler_rerun(h);
+				lc_handler_rerun(h);
 			else if (h->state == H_RUNNING)
 				run(h);
 		}
@@ -1670,12 +1670,12 @@ handler_quota_round(struct launcher *lc)
 }
 
 void
-handler_rerun(struct handler *h)
+lc_handler_rerun(struct handler *h)
 {
 	if (h->state != H_PAUSED)
 		return;
 	if (lc_monotonic() < h->resume_after) {
-		launcher_schedule_assign_in(h->lc, h->resume_after - lc_monotonic() + 0.01);
+		lc_schedule_assign_in(h->lc, h->resume_after - lc_monotonic() + 0.01);
 		return;
 	}
 	run(h);
@@ -1743,7 +1743,7 @@ accepted(int rc, const struct zk_stat *st, void *arg)
 }
 
 /* Recheck decline reasons against the fresh request (set by assign.c). */
-const char *assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
+const char *lc_assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
 
 static void
 request_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
@@ -1775,7 +1775,7 @@ request_read(int rc, const char *data, int len, const struct zk_stat *st, void *
 	}
 	h->req = r;
 	h->min_ready = r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0;
-	reason = assign_decline_reason(h->pool, r);
+	reason = lc_assign_decline_reason(h->pool, r);
 	if (reason != NULL) {
 		h->state = H_RUNNING;
 		decline(h, reason, 1);
@@ -1877,7 +1877,7 @@ fast_commit(struct handler *h)
 	np_strv_clear(&h->req->nodes);
 	for (i = 0; i < n; i++) {
 		struct hnode *hn = &h->nodes[i];
-		assign_to_request(h, hn->node);
+		lc_assign_to_request(h, hn->node);
 		jsons[i] = np_node_encode(hn->node, &len);
 		snprintf(paths[i], sizeof(paths[i]), "/nodepool/nodes/%s", hn->node_id);
 		ops[i].type = ZK_MULTI_SET;
@@ -1896,7 +1896,7 @@ fast_commit(struct handler *h)
 	ops[n].data = jsons[n];
 	ops[n].len = (int)len;
 	ops[n].version = h->req_version;
-	locks = handler_locks(h, &nlocks);
+	locks = lc_handler_locks(h, &nlocks);
 	zk_multi_under(h->lc->zk, locks, nlocks, ops, (int)n + 1, fast_done,
 		       hop_new(h, (size_t)-1));
 	free(locks);
@@ -1978,7 +1978,7 @@ fast_start(struct handler *h)
 
 	if (!lc->prov.drv->reuse_only || r == NULL || r->state != NP_REQ_REQUESTED ||
 	    r->node_types.n == 0 || np_strv_contains(&r->declined_by, h->pool->launcher_id) ||
-	    assign_decline_reason(h->pool, r) != NULL)
+	    lc_assign_decline_reason(h->pool, r) != NULL)
 		return 0;
 	/* a tenant with limits: allocations decided in quota rounds */
 	if (lc_tenant_limit(lc, r->tenant_name) != NULL)
@@ -2060,7 +2060,7 @@ request_locked(struct zk_lock *lock, int rc, void *arg)
 		return;
 	if (rc != ZOK) {
 		h->lc->counters.req_lock_lost++;
-		handler_finish(h); /* another launcher has it */
+		lc_handler_finish(h); /* another launcher has it */
 		return;
 	}
 	if (h->vanished) {
@@ -2073,7 +2073,7 @@ request_locked(struct zk_lock *lock, int rc, void *arg)
 }
 
 void
-handler_start(struct handler *h)
+lc_handler_start(struct handler *h)
 {
 	char path[160];
 

@@ -263,7 +263,7 @@ schedule(struct event *ev)
 }
 
 void
-launcher_schedule_assign(struct launcher *lc)
+lc_schedule_assign(struct launcher *lc)
 {
 	if (lc->started && !lc->stopping)
 		schedule(lc->assign_ev);
@@ -272,7 +272,7 @@ launcher_schedule_assign(struct launcher *lc)
 static void timer_add(struct event *ev, double secs);
 
 void
-launcher_schedule_assign_in(struct launcher *lc, double secs)
+lc_schedule_assign_in(struct launcher *lc, double secs)
 {
 	double at = lc_monotonic() + secs;
 
@@ -286,7 +286,7 @@ launcher_schedule_assign_in(struct launcher *lc, double secs)
 }
 
 void
-launcher_schedule_delete(struct launcher *lc)
+lc_schedule_delete(struct launcher *lc)
 {
 	if (lc->started && !lc->stopping)
 		schedule(lc->deferred_delete_ev);
@@ -308,13 +308,13 @@ lc_in_sync(const struct launcher *lc)
 }
 
 static void
-assign_cb(evutil_socket_t fd, short what, void *arg)
+lc_assign_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
 	if (!lc->started || lc->stopping || !lc_in_sync(lc))
 		return;
-	assign_pass(lc);
+	lc_assign_pass(lc);
 	lc->ready = 1;
 }
 
@@ -324,16 +324,16 @@ deferred_delete_cb(evutil_socket_t fd, short what, void *arg)
 	struct launcher *lc = arg;
 
 	if (lc->started && !lc->stopping && lc_in_sync(lc))
-		delete_pass(lc);
+		lc_delete_pass(lc);
 }
 
 static void
-minready_cb(evutil_socket_t fd, short what, void *arg)
+lc_minready_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
 	if (lc->started && !lc->stopping && lc_in_sync(lc))
-		minready_pass(lc);
+		lc_minready_pass(lc);
 }
 
 static void
@@ -347,12 +347,12 @@ timer_add(struct event *ev, double secs)
 }
 
 static void
-cleanup_timer_cb(evutil_socket_t fd, short what, void *arg)
+lc_cleanup_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
 	if (lc->started && !lc->stopping && lc_in_sync(lc)) {
-		cleanup_pass(lc);
+		lc_cleanup_pass(lc);
 		if (lc->prov.drv->cleanup != NULL && lc->prov.dp != NULL)
 			lc->prov.drv->cleanup(lc->prov.dp);
 	}
@@ -365,11 +365,11 @@ delete_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct launcher *lc = arg;
 
 	if (lc->started && !lc->stopping && lc_in_sync(lc)) {
-		delete_pass(lc);
+		lc_delete_pass(lc);
 		/* Safety net for events we could not act on (e.g. a lock we
 		 * lost a race for): re-run assignment and min-ready too. */
-		assign_pass(lc);
-		minready_pass(lc);
+		lc_assign_pass(lc);
+		lc_minready_pass(lc);
 	}
 	timer_add(lc->delete_ev, lc->settings.delete_interval);
 }
@@ -377,7 +377,7 @@ delete_timer_cb(evutil_socket_t fd, short what, void *arg)
 /* ---- components ----------------------------------------------------------- */
 
 static char *
-launcher_component_json(struct launcher *lc)
+lc_component_json(struct launcher *lc)
 {
 	struct np_component *c = np_component_new("launcher");
 	char *s;
@@ -456,7 +456,7 @@ component_created(int rc, const char *path, void *arg)
 		lc->launcher_component_path = strdup(path);
 	}
 	lc_ctx_free(lc, cc);
-	launcher_schedule_assign(lc);
+	lc_schedule_assign(lc);
 }
 
 /*
@@ -502,7 +502,7 @@ register_components(struct launcher *lc)
 	if (lc->launcher_component_path == NULL) {
 		cc = lc_ctx_new(lc, sizeof(*cc), NULL);
 		cc->lc = lc;
-		json = launcher_component_json(lc);
+		json = lc_component_json(lc);
 		snprintf(path, sizeof(path), "/nodepool/components/launcher/%s", lc->hostname);
 		zk_create(lc->zk, path, json, (int)strlen(json), ZOO_EPHEMERAL | ZOO_SEQUENCE, 1,
 			  component_created, cc);
@@ -583,9 +583,9 @@ resynced(struct launcher *lc)
 	register_components(lc);
 	if (lc->prov.dp != NULL && lc->prov.drv->provider_start != NULL)
 		lc->prov.drv->provider_start(lc->prov.dp);
-	handler_resynced(lc);
-	launcher_schedule_assign(lc);
-	launcher_schedule_delete(lc);
+	lc_handler_resynced(lc);
+	lc_schedule_assign(lc);
+	lc_schedule_delete(lc);
 	schedule(lc->minready_ev);
 	notify_change(lc);
 	/* what only the reconnection ran (a TLS handshake, the catch-up's
@@ -618,8 +618,8 @@ maybe_started(struct launcher *lc)
 		lc->prov.drv->provider_start(lc->prov.dp);
 	log_info("provider %s started (driver %s, %zu pools)", lc->prov.name, lc->prov.driver_name,
 		 lc->prov.n_pools);
-	launcher_schedule_assign(lc);
-	launcher_schedule_delete(lc);
+	lc_schedule_assign(lc);
+	lc_schedule_delete(lc);
 	schedule(lc->minready_ev);
 	notify_change(lc);
 }
@@ -654,10 +654,10 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 		/* any provider's node gone: its tenant may have room again
 		 * (tenant limits are global) */
 		if (lc->n_tenant_limits > 0 && n != NULL && np_node_sum_tenant_name(n) != NULL)
-			launcher_schedule_assign(lc);
+			lc_schedule_assign(lc);
 		if (sum_is_ours(lc, n)) {
 			/* room freed: paused handlers may go on */
-			launcher_schedule_assign(lc);
+			lc_schedule_assign(lc);
 			if (np_node_sum_state(n) == NP_NODE_READY)
 				schedule(lc->minready_ev);
 		}
@@ -666,7 +666,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	if (!lc->started)
 		return;
 	if (n == NULL) {
-		launcher_schedule_delete(lc); /* empty or malformed: cleanup looks */
+		lc_schedule_delete(lc); /* empty or malformed: cleanup looks */
 		return;
 	}
 	switch (np_node_sum_state(n)) {
@@ -674,7 +674,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 		/* a node became available (or was deallocated): requests
 		 * deferred for lack of nodes may be served now */
 		if (np_node_sum_allocated_to(n) == NULL && e->locked == 0)
-			launcher_schedule_assign(lc);
+			lc_schedule_assign(lc);
 		if (sum_is_ours(lc, n))
 			schedule(lc->minready_ev);
 		break;
@@ -686,7 +686,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	case NP_NODE_DELETED:
 	case NP_NODE_BUILDING:
 		if (sum_is_ours(lc, n) && e->locked == 0)
-			launcher_schedule_delete(lc);
+			lc_schedule_delete(lc);
 		break;
 	default:
 		break;
@@ -710,15 +710,15 @@ requests_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache
 		lc_busy_del(lc, e->name); /* a completed min-ready request */
 		h = lc_find_handler(lc, e->name);
 		if (h != NULL)
-			handler_request_removed(h);
+			lc_handler_request_removed(h);
 		schedule(lc->minready_ev);
-		launcher_schedule_assign(lc);
+		lc_schedule_assign(lc);
 		return;
 	}
 	if (e->obj != NULL) {
 		const struct np_request *r = e->obj;
 		if (r->state == NP_REQ_REQUESTED)
-			launcher_schedule_assign(lc);
+			lc_schedule_assign(lc);
 		else if (r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0)
 			schedule(lc->minready_ev); /* fulfilled/failed: remove it */
 	}
@@ -785,7 +785,7 @@ components_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cac
 		if (pc->provider_name != NULL && strcmp(pc->provider_name, lc->prov.name) == 0)
 			peers_barrier_for(lc, 1);
 	}
-	launcher_schedule_assign(lc);
+	lc_schedule_assign(lc);
 }
 
 /* ---- session -------------------------------------------------------------- */
@@ -801,7 +801,7 @@ drop_all_handlers(struct launcher *lc)
 		/* glibc's sys/queue.h has no TAILQ_FOREACH_SAFE */
 		for (h = TAILQ_FIRST(&pool->handlers); h != NULL; h = tmp) {
 			tmp = TAILQ_NEXT(h, entry);
-			handler_free(h);
+			lc_handler_free(h);
 		}
 		pool->paused = 0;
 	}
@@ -886,8 +886,8 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 /* ---- life cycle ----------------------------------------------------------- */
 
 struct launcher *
-launcher_new(struct event_base *base, const json_t *config, const char *provider, char *err,
-	     size_t errlen)
+lc_new(struct event_base *base, const json_t *config, const char *provider, char *err,
+       size_t errlen)
 {
 	struct launcher *lc = calloc(1, sizeof(*lc));
 	size_t i;
@@ -904,7 +904,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	TAILQ_INIT(&lc->zombies);
 	lc->start_time = lc_now();
 	if (lc_config_load(lc, config, provider, err, errlen) != 0) {
-		launcher_free(lc);
+		lc_free(lc);
 		return NULL;
 	}
 	lc->prov.lc = lc;
@@ -912,7 +912,7 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 	if (lc->prov.drv == NULL) {
 		snprintf(err, errlen, "provider %s: driver %s is not available in this build",
 			 provider, lc->prov.driver_name);
-		launcher_free(lc);
+		lc_free(lc);
 		return NULL;
 	}
 	for (i = 0; i < lc->prov.n_pools; i++) {
@@ -921,16 +921,16 @@ launcher_new(struct event_base *base, const json_t *config, const char *provider
 		if (np_launcher_id(id, sizeof(id), lc->hostname, lc->prov.name, pool->name) < 0 ||
 		    strlen(id) >= sizeof(id) - 1) {
 			snprintf(err, errlen, "pool %s: cannot make a launcher id", pool->name);
-			launcher_free(lc);
+			lc_free(lc);
 			return NULL;
 		}
 		pool->launcher_id = strdup(id);
 	}
-	lc->assign_ev = event_new(base, -1, 0, assign_cb, lc);
+	lc->assign_ev = event_new(base, -1, 0, lc_assign_cb, lc);
 	lc->deferred_delete_ev = event_new(base, -1, 0, deferred_delete_cb, lc);
-	lc->minready_ev = event_new(base, -1, 0, minready_cb, lc);
-	lc->assign_later_ev = event_new(base, -1, 0, assign_cb, lc);
-	lc->cleanup_ev = event_new(base, -1, 0, cleanup_timer_cb, lc);
+	lc->minready_ev = event_new(base, -1, 0, lc_minready_cb, lc);
+	lc->assign_later_ev = event_new(base, -1, 0, lc_assign_cb, lc);
+	lc->cleanup_ev = event_new(base, -1, 0, lc_cleanup_timer_cb, lc);
 	lc->delete_ev = event_new(base, -1, 0, delete_timer_cb, lc);
 	return lc;
 }
@@ -977,7 +977,7 @@ zk_hosts_from_config(const json_t *config)
 }
 
 int
-launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errlen)
+lc_start(struct launcher *lc, const json_t *config, char *err, size_t errlen)
 {
 	struct zk_options opt;
 	const json_t *tls = json_object_get(config, "zookeeper-tls");
@@ -1017,7 +1017,7 @@ launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errl
 }
 
 void
-launcher_stop(struct launcher *lc)
+lc_stop(struct launcher *lc)
 {
 	size_t i;
 
@@ -1039,7 +1039,7 @@ launcher_stop(struct launcher *lc)
 }
 
 void
-launcher_free(struct launcher *lc)
+lc_free(struct launcher *lc)
 {
 	if (lc == NULL)
 		return;
@@ -1049,7 +1049,7 @@ launcher_free(struct launcher *lc)
 	/* work whose callbacks will never run now: release what it holds
 	 * (locks are released fire-and-forget while the session lives) */
 	lc_ctx_reap_all(lc);
-	handler_reap_zombies(lc);
+	lc_handler_reap_zombies(lc);
 	zk_cache_free(lc->nodes);
 	zk_cache_free(lc->requests);
 	zk_cache_free(lc->pool_components);
@@ -1077,7 +1077,7 @@ launcher_free(struct launcher *lc)
 }
 
 void
-launcher_dump(struct launcher *lc, struct evbuffer *out)
+lc_dump(struct launcher *lc, struct evbuffer *out)
 {
 	size_t i;
 	struct handler *h;

@@ -145,7 +145,7 @@ struct hnode {
 	int in_round;
 };
 
-enum handler_state {
+enum lc_handler_state {
 	H_LOCKING,	/* request lock being taken */
 	H_READING,	/* request re-read under the lock */
 	H_ACCEPTING,	/* writing state pending */
@@ -165,7 +165,7 @@ struct handler {
 	char *req_id;
 	struct np_request *req; /* fresh copy read under the lock */
 	struct zk_lock *req_lock;
-	int state;	     /* enum handler_state */
+	int state;	     /* enum lc_handler_state */
 	int min_ready;	     /* requestor NodePool:min-ready */
 	struct hnode *nodes; /* one per node_types entry, same order */
 	size_t n_nodes;
@@ -201,7 +201,7 @@ struct handler {
  * Contexts of asynchronous work (a lock being taken, a record being
  * written...) are registered with the launcher, so that those still in
  * flight when it stops (their callbacks will never run) are cleaned up by
- * launcher_free instead of leaking. cleanup (may be NULL) releases what the
+ * lc_free instead of leaking. cleanup (may be NULL) releases what the
  * context holds (locks, records), not the context itself.
  */
 struct lc_ctx_hdr {
@@ -276,7 +276,7 @@ struct launcher {
 	struct strset *gone;
 
 	/* handlers detached while ZooKeeper operations were still in flight;
-	 * freed when those complete, or at launcher_free */
+	 * freed when those complete, or at lc_free */
 	TAILQ_HEAD(, handler) zombies;
 	struct lc_ctx_list ctxs; /* see lc_ctx_new */
 
@@ -302,19 +302,19 @@ void *lc_ctx_new(struct launcher *lc, size_t size, void (*cleanup)(void *ctx));
 void lc_ctx_free(struct launcher *lc, void *ctx);
 
 /* launcher.c */
-struct launcher *launcher_new(struct event_base *base, const json_t *config, const char *provider,
-			      char *err, size_t errlen);
+struct launcher *lc_new(struct event_base *base, const json_t *config, const char *provider,
+			char *err, size_t errlen);
 /* Connect to ZooKeeper (zookeeper-servers, zookeeper-tls, zookeeper-timeout
  * of config) and start the timers; work begins once the caches are synced. */
-int launcher_start(struct launcher *lc, const json_t *config, char *err, size_t errlen);
+int lc_start(struct launcher *lc, const json_t *config, char *err, size_t errlen);
 /* Graceful: unregister components, release request locks, stop driver. */
-void launcher_stop(struct launcher *lc);
-void launcher_free(struct launcher *lc);
-void launcher_dump(struct launcher *lc, struct evbuffer *out);
-void launcher_schedule_assign(struct launcher *lc);
-void launcher_schedule_delete(struct launcher *lc);
+void lc_stop(struct launcher *lc);
+void lc_free(struct launcher *lc);
+void lc_dump(struct launcher *lc, struct evbuffer *out);
+void lc_schedule_assign(struct launcher *lc);
+void lc_schedule_delete(struct launcher *lc);
 /* An assignment pass in secs seconds (paused handlers waiting out a delay). */
-void launcher_schedule_assign_in(struct launcher *lc, double secs);
+void lc_schedule_assign_in(struct launcher *lc, double secs);
 /* 1 while connected and every cache is synced with ZooKeeper: decisions
  * (assign, decline, fail, delete, static slots) are taken only then. */
 int lc_in_sync(const struct launcher *lc);
@@ -381,7 +381,7 @@ void lc_config_free(struct launcher *lc);
 const struct lc_label *lc_label_get(const struct launcher *lc, const char *name);
 
 /* assign.c */
-void assign_pass(struct launcher *lc);
+void lc_assign_pass(struct launcher *lc);
 /*
  * One actor per duty (issue 22): 1 when this launcher is the one live
  * launcher of its provider that acts on duty item key, the launcher whose
@@ -401,7 +401,7 @@ int lc_duty_mine(struct launcher *lc, const char *key);
  * The decisions of an assign pass, one request at a time (assign.c), as
  * upstream's PoolWorker._assignHandlers and NodeRequestHandler:
  *
- * assign_defer_reason: why pool leaves r to another launcher's pool this
+ * lc_assign_defer_reason: why pool leaves r to another launcher's pool this
  * pass, or NULL when this pool takes it (to serve or to decline). comps:
  * every launcher's pool components (ours included, skipped by
  * pool->launcher_id). Left: r names another provider and one of its pools
@@ -409,24 +409,24 @@ int lc_duty_mine(struct launcher *lc, const char *key);
  * or this pool lacks a label and another pool has them all. The reason is
  * a static string.
  *
- * assign_decline_reason: why pool must decline r (reference 2.2 step 4),
+ * lc_assign_decline_reason: why pool must decline r (reference 2.2 step 4),
  * or NULL: upstream's texts "pool is disabled" (max-servers 0),
  * "node type(s) [a, b] not available" (not in the pool, or one of the
  * driver's error labels), "images are not available" (label_ready), "it
  * would exceed quota" (more nodes than max-servers, or than the driver's
  * label_capacity). Static string, valid until the next call.
  *
- * assign_tenant_fits: 1 when tenant limit tl leaves room for r in pool on
+ * lc_assign_tenant_fits: 1 when tenant limit tl leaves room for r in pool on
  * top of used (the tenant's current usage: the `resources` of its nodes),
  * each label needing the driver's label_quota (1 instance without one); 0
  * when a limit would be exceeded (the request is deferred, not declined).
  */
 struct np_component;
-const char *assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
-				const struct np_component *const *comps, int ncomp);
-const char *assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
-int assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
-		       const struct drv_quota *used, const struct np_request *r);
+const char *lc_assign_defer_reason(const struct lc_pool *pool, const struct np_request *r,
+				   const struct np_component *const *comps, int ncomp);
+const char *lc_assign_decline_reason(struct lc_pool *pool, const struct np_request *r);
+int lc_assign_tenant_fits(const struct lc_pool *pool, const struct lc_tenant_limit *tl,
+			  const struct drv_quota *used, const struct np_request *r);
 /* The tenant-resource-limits entry of tenant, or NULL (none, or tenant
  * NULL). */
 const struct lc_tenant_limit *lc_tenant_limit(const struct launcher *lc, const char *tenant);
@@ -443,18 +443,18 @@ const struct lc_tenant_limit *lc_tenant_limit(const struct launcher *lc, const c
 void lc_tenant_usage(struct launcher *lc, const char *tenant, struct drv_quota *used);
 
 /* handler.c */
-struct handler *handler_new(struct lc_pool *pool, const char *req_id);
-void handler_start(struct handler *h);
-void handler_request_removed(struct handler *h);
-void handler_rerun(struct handler *h); /* a paused handler tries again */
+struct handler *lc_handler_new(struct lc_pool *pool, const char *req_id);
+void lc_handler_start(struct handler *h);
+void lc_handler_request_removed(struct handler *h);
+void lc_handler_rerun(struct handler *h); /* a paused handler tries again */
 /* The caches re-synced: declines held back meanwhile are decided now. */
-void handler_resynced(struct launcher *lc);
-void handler_free(struct handler *h);
-int handler_active_launches(const struct handler *h);
+void lc_handler_resynced(struct launcher *lc);
+void lc_handler_free(struct handler *h);
+int lc_handler_active_launches(const struct handler *h);
 struct handler *lc_find_handler(struct launcher *lc, const char *req_id);
-/* At launcher_free: destroy detached handlers whose operations will never
+/* At lc_free: destroy detached handlers whose operations will never
  * complete. */
-void handler_reap_zombies(struct launcher *lc);
+void lc_handler_reap_zombies(struct launcher *lc);
 
 /* The launcher's driver host services (drivers/host.h), every slot filled
  * (launcher.c); main.c registers them before the provider is made. */
@@ -464,12 +464,12 @@ void lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, co
 int lc_host_store_node(struct drv_host *h, const struct drv_launch *l);
 
 /* cleanup.c */
-void cleanup_pass(struct launcher *lc);
+void lc_cleanup_pass(struct launcher *lc);
 /* The delete_done slot of lc_host_ops. */
 void lc_host_delete_done(struct drv_delete *d, int ok, const char *error);
-void delete_pass(struct launcher *lc);
+void lc_delete_pass(struct launcher *lc);
 /* Start deleting one node (locks it, drives the driver); safe to call twice. */
-void cleanup_delete_node(struct launcher *lc, const char *node_id);
+void lc_cleanup_delete_node(struct launcher *lc, const char *node_id);
 
 /* quota.c: launch decisions serialized across the provider's launchers
  * (the design is at the top of quota.c). */
@@ -478,7 +478,7 @@ void lc_quota_free(struct launcher *lc); /* before zk_free; NULL quota: no-op */
 /* 1 while a round is open (or for a launcher without one): a launch may
  * be decided and its INIT node created now. */
 int lc_quota_open(const struct launcher *lc);
-/* Ask for a round: handler_quota_round runs once the lock is held. */
+/* Ask for a round: lc_handler_quota_round runs once the lock is held. */
 void lc_quota_want(struct launcher *lc);
 /* A create of the open round was sent / answered (any outcome): the lock
  * is released once every one is answered. */
@@ -486,27 +486,27 @@ void lc_quota_create_sent(struct launcher *lc);
 void lc_quota_create_done(struct launcher *lc);
 uint64_t lc_quota_rounds(const struct launcher *lc);
 /* handler.c: run every handler with nodes to launch (a round is open). */
-void handler_quota_round(struct launcher *lc);
+void lc_handler_quota_round(struct launcher *lc);
 
 /* minready.c */
-void minready_pass(struct launcher *lc);
+void lc_minready_pass(struct launcher *lc);
 
 /* worker.c: the process around the launcher (config source, supervisor
  * channel, exit code). */
 struct worker;
-struct worker *worker_new(struct event_base *base, const char *provider, int channel_fd);
+struct worker *lc_worker_new(struct event_base *base, const char *provider, int channel_fd);
 /* Standalone: load nodepool.yaml (+ secure), validate, start. */
-int worker_load_file(struct worker *w, const char *path, const char *secure, char *err,
-		     size_t errlen);
+int lc_worker_load_file(struct worker *w, const char *path, const char *secure, char *err,
+			size_t errlen);
 /* Start (or restart) the launcher from a config slice (JSON). */
-int worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t errlen);
-void worker_stop(struct worker *w);
+int lc_worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t errlen);
+void lc_worker_stop(struct worker *w);
 /* After the loop has stopped: run it until the ZooKeeper operations still
  * in flight have completed (their callbacks free what they own; zk_free
  * would drop them), at most timeout seconds. */
-void worker_drain(struct worker *w, double timeout);
-void worker_dump(struct worker *w, struct evbuffer *out);
-int worker_exit_code(const struct worker *w);
-void worker_free(struct worker *w);
+void lc_worker_drain(struct worker *w, double timeout);
+void lc_worker_dump(struct worker *w, struct evbuffer *out);
+int lc_worker_exit_code(const struct worker *w);
+void lc_worker_free(struct worker *w);
 
 #endif

@@ -49,13 +49,13 @@ usage(void)
 static void
 stop_worker(void *arg)
 {
-	worker_stop(arg);
+	lc_worker_stop(arg);
 }
 
 static void
 dump_worker(void *arg, struct evbuffer *out)
 {
-	worker_dump(arg, out);
+	lc_worker_dump(arg, out);
 }
 
 int
@@ -115,9 +115,9 @@ main(int argc, char **argv)
 	base = event_base_new();
 	if (base == NULL)
 		fatalx("event_base_new failed");
-	w = worker_new(base, provider, channel_fd);
+	w = lc_worker_new(base, provider, channel_fd);
 	if (config != NULL) {
-		if (worker_load_file(w, config, secure, err, sizeof(err)) != 0) {
+		if (lc_worker_load_file(w, config, secure, err, sizeof(err)) != 0) {
 			log_error("%s", err);
 			return EXIT_PERMANENT;
 		}
@@ -126,10 +126,10 @@ main(int argc, char **argv)
 		fatalx("signal events failed");
 
 	event_base_dispatch(base);
-	worker_drain(w, 2.0);
+	lc_worker_drain(w, 2.0);
 
-	rc = worker_exit_code(w);
-	worker_free(w);
+	rc = lc_worker_exit_code(w);
+	lc_worker_free(w);
 	childproc_signals_clear(&sigs);
 	event_base_free(base);
 	return rc;

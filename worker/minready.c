@@ -170,7 +170,7 @@ mr_created(int rc, const char *path, void *arg)
 }
 
 void
-minready_pass(struct launcher *lc)
+lc_minready_pass(struct launcher *lc)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n;

@@ -63,7 +63,7 @@
  * Rounds batch: a handler that wants to launch while no round is open asks
  * for one (lc_quota_want) and waits; the round, once the lock is held and
  * the view loaded, runs every handler with nodes to launch (handler.c,
- * handler_quota_round) and closes. One launcher's steady state is then one
+ * lc_handler_quota_round) and closes. One launcher's steady state is then one
  * lock round trip per batch of launches, not per node.
  */
 #include "worker/launcher.h"
@@ -173,7 +173,7 @@ quota_round(struct lc_quota *q)
 	q->want = 0;
 	q->open = 1;
 	q->rounds++;
-	handler_quota_round(lc);
+	lc_handler_quota_round(lc);
 	/* a driver waiting to register (static) goes on now */
 	if (lc->prov.dp != NULL && lc->prov.drv->peers_changed != NULL)
 		lc->prov.drv->peers_changed(lc->prov.dp);

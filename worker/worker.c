@@ -47,7 +47,7 @@ struct worker {
 	struct metrics_pub *metrics_pub;
 };
 
-static void worker_on_change(struct launcher *lc);
+static void lc_worker_on_change(struct launcher *lc);
 
 /* ---- the channel to nodepoold ----------------------------------------------- */
 
@@ -114,7 +114,7 @@ send_status(void *arg, int64_t seq)
 			ip->requests = pool->n_handlers;
 			all_paused &= pool->paused;
 			TAILQ_FOREACH(h, &pool->handlers, entry)
-			st->launching += handler_active_launches(h);
+			st->launching += lc_handler_active_launches(h);
 		}
 		if (st->state == IPC_WS_RUNNING && lc->prov.n_pools > 0 && all_paused)
 			st->state = IPC_WS_PAUSED;
@@ -152,11 +152,11 @@ send_status(void *arg, int64_t seq)
 	ipc_msg_clear(&m);
 }
 
-/* worker_apply_config as a childproc_apply_fn */
+/* lc_worker_apply_config as a childproc_apply_fn */
 static int
-worker_apply_cb(void *arg, const json_t *slice, char *err, size_t errlen)
+lc_worker_apply_cb(void *arg, const json_t *slice, char *err, size_t errlen)
 {
-	return worker_apply_config(arg, slice, err, errlen);
+	return lc_worker_apply_config(arg, slice, err, errlen);
 }
 
 static void
@@ -167,7 +167,8 @@ on_config(void *arg, const struct ipc_config *c)
 	char err[512];
 	bool ok;
 
-	ok = childproc_config(c, "config slice", worker_apply_cb, w, &ack, err, sizeof(err)) == 0;
+	ok =
+	    childproc_config(c, "config slice", lc_worker_apply_cb, w, &ack, err, sizeof(err)) == 0;
 	if (ok)
 		w->generation = c->generation;
 	childproc_link_send(w->link, &ack);
@@ -180,29 +181,29 @@ on_config(void *arg, const struct ipc_config *c)
 	}
 }
 
-/* worker_dump as a childproc_dump_fn */
+/* lc_worker_dump as a childproc_dump_fn */
 static void
-worker_dump_cb(void *arg, struct evbuffer *out)
+lc_worker_dump_cb(void *arg, struct evbuffer *out)
 {
-	worker_dump(arg, out);
+	lc_worker_dump(arg, out);
 }
 
 /* STOP, or the channel closed (childproc.h) */
 static void
 on_stop(void *arg)
 {
-	worker_stop(arg);
+	lc_worker_stop(arg);
 }
 
-static const struct childproc_ops worker_link_ops = {
+static const struct childproc_ops lc_worker_link_ops = {
     .config = on_config,
     .status = send_status,
-    .dump = worker_dump_cb,
+    .dump = lc_worker_dump_cb,
     .stop = on_stop,
 };
 
 static void
-worker_on_change(struct launcher *lc)
+lc_worker_on_change(struct launcher *lc)
 {
 	struct worker *w = lc->hook_arg;
 
@@ -215,7 +216,7 @@ worker_on_change(struct launcher *lc)
 
 /* What the web API, statsd and metrics see of the launcher now. */
 static void
-worker_view(void *arg, struct status_view *v)
+lc_worker_view(void *arg, struct status_view *v)
 {
 	struct worker *w = arg;
 	struct launcher *lc = w->lc;
@@ -237,7 +238,7 @@ worker_view(void *arg, struct status_view *v)
 }
 
 static json_t *
-worker_live_metrics(void *arg)
+lc_worker_live_metrics(void *arg)
 {
 	struct worker *w = arg;
 	const json_t *r = metrics_pub_record(w->metrics_pub);
@@ -274,25 +275,25 @@ interfaces_attach(struct worker *w, const json_t *slice)
 		struct web_options o = {0};
 		char err[256];
 		web_options_from_json(&o, webapp);
-		w->web =
-		    web_new(w->base, &o, worker_view, worker_live_metrics, w, err, sizeof(err));
+		w->web = web_new(w->base, &o, lc_worker_view, lc_worker_live_metrics, w, err,
+				 sizeof(err));
 		if (w->web == NULL)
 			log_error("%s", err);
 		else
 			w->webapp = json_deep_copy(webapp);
 	}
 	if (w->statsd != NULL) {
-		w->reporter = statsd_reporter_new(w->base, w->statsd, slice, worker_view, w);
+		w->reporter = statsd_reporter_new(w->base, w->statsd, slice, lc_worker_view, w);
 		/* under nodepoold, nodepoold sends the host's launcher gauges */
 		statsd_reporter_set_local(w->reporter, w->channel_fd < 0);
 	}
-	w->metrics_pub = metrics_pub_new(w->base, w->provider, interval, worker_view, w);
+	w->metrics_pub = metrics_pub_new(w->base, w->provider, interval, lc_worker_view, w);
 }
 
 /* lib/net/http.h's retry observer: every cloud API call tried again by
  * this provider's drivers counts (nodepool_api_retries_total). */
 static void
-worker_api_retry(const char *api, int status, double wait, void *arg)
+lc_worker_api_retry(const char *api, int status, double wait, void *arg)
 {
 	struct worker *w = arg;
 
@@ -302,7 +303,7 @@ worker_api_retry(const char *api, int status, double wait, void *arg)
 }
 
 struct worker *
-worker_new(struct event_base *base, const char *provider, int channel_fd)
+lc_worker_new(struct event_base *base, const char *provider, int channel_fd)
 {
 	struct worker *w = calloc(1, sizeof(*w));
 
@@ -319,11 +320,11 @@ worker_new(struct event_base *base, const char *provider, int channel_fd)
 			log_warn("statsd disabled: %s", err);
 		metrics_set_statsd(w->statsd);
 	}
-	http_set_retry_observer(worker_api_retry, w);
+	http_set_retry_observer(lc_worker_api_retry, w);
 	if (channel_fd >= 0) {
 		char err[256];
-		w->link = childproc_link_new(base, channel_fd, &worker_link_ops, w, &w->exit_code,
-					     err, sizeof(err));
+		w->link = childproc_link_new(base, channel_fd, &lc_worker_link_ops, w,
+					     &w->exit_code, err, sizeof(err));
 		if (w->link == NULL)
 			fatalx("channel: %s", err);
 	}
@@ -331,24 +332,24 @@ worker_new(struct event_base *base, const char *provider, int channel_fd)
 }
 
 int
-worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t errlen)
+lc_worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t errlen)
 {
 	struct launcher *lc;
 
 	if (w->slice != NULL && json_equal(w->slice, slice))
 		return 0; /* unchanged: nothing to do */
-	lc = launcher_new(w->base, slice, w->provider, err, errlen);
+	lc = lc_new(w->base, slice, w->provider, err, errlen);
 	if (lc == NULL)
 		return -1;
 	interfaces_detach(w);
 	if (w->lc != NULL) {
 		/* a changed provider: the old launcher lets go of everything
 		 * (components, request locks) before the new one registers */
-		launcher_stop(w->lc);
-		launcher_free(w->lc);
+		lc_stop(w->lc);
+		lc_free(w->lc);
 	}
 	w->lc = lc;
-	lc->on_change = worker_on_change;
+	lc->on_change = lc_worker_on_change;
 	lc->hook_arg = w;
 	json_decref(w->slice);
 	w->slice = json_deep_copy(slice);
@@ -357,54 +358,55 @@ worker_apply_config(struct worker *w, const json_t *slice, char *err, size_t err
 	 * (/node-list); the others keep full records of their own nodes only */
 	lc->full_records = json_is_object(json_object_get(slice, "webapp")) ||
 			   (lc->prov.drv != NULL && lc->prov.drv->full_records);
-	if (launcher_start(lc, slice, err, errlen) != 0)
+	if (lc_start(lc, slice, err, errlen) != 0)
 		return -1;
 	interfaces_attach(w, slice);
 	return 0;
 }
 
 int
-worker_load_file(struct worker *w, const char *path, const char *secure, char *err, size_t errlen)
+lc_worker_load_file(struct worker *w, const char *path, const char *secure, char *err,
+		    size_t errlen)
 {
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	json_t *slice;
 	int rc;
 
-	if (np_config_load(path, secure, &cfg, &errs) != 0) {
-		np_config_errors_print(errs, stderr);
+	if (np_cfg_load(path, secure, &cfg, &errs) != 0) {
+		np_cfg_errors_print(errs, stderr);
 		snprintf(err, errlen, "%s: %zu configuration error(s)", path,
-			 np_config_errors_count(errs));
-		np_config_errors_free(errs);
+			 np_cfg_errors_count(errs));
+		np_cfg_errors_free(errs);
 		return -1;
 	}
-	slice = np_config_worker_slice(cfg, w->provider);
-	np_config_free(cfg);
+	slice = np_cfg_worker_slice(cfg, w->provider);
+	np_cfg_free(cfg);
 	if (slice == NULL) {
 		snprintf(err, errlen, "%s: no provider named %s", path, w->provider);
 		return -1;
 	}
-	rc = worker_apply_config(w, slice, err, errlen);
+	rc = lc_worker_apply_config(w, slice, err, errlen);
 	json_decref(slice);
 	return rc;
 }
 
 void
-worker_stop(struct worker *w)
+lc_worker_stop(struct worker *w)
 {
 	if (w->stopping)
 		return;
 	w->stopping = 1;
 	if (w->lc != NULL)
-		launcher_stop(w->lc);
+		lc_stop(w->lc);
 	event_base_loopexit(w->base, NULL);
 }
 
 void
-worker_dump(struct worker *w, struct evbuffer *out)
+lc_worker_dump(struct worker *w, struct evbuffer *out)
 {
 	if (w->lc != NULL)
-		launcher_dump(w->lc, out);
+		lc_dump(w->lc, out);
 	else
 		evbuffer_add_printf(out, "no configuration yet\n");
 }
@@ -415,7 +417,7 @@ drain_tick(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-worker_drain(struct worker *w, double timeout)
+lc_worker_drain(struct worker *w, double timeout)
 {
 	double deadline = np_mono_s() + timeout;
 	struct timeval tv = {0, 50000};
@@ -434,13 +436,13 @@ worker_drain(struct worker *w, double timeout)
 }
 
 int
-worker_exit_code(const struct worker *w)
+lc_worker_exit_code(const struct worker *w)
 {
 	return w->exit_code;
 }
 
 void
-worker_free(struct worker *w)
+lc_worker_free(struct worker *w)
 {
 	if (w == NULL)
 		return;
@@ -449,7 +451,7 @@ worker_free(struct worker *w)
 	json_decref(w->webapp);
 	metrics_set_statsd(NULL);
 	statsd_free(w->statsd);
-	launcher_free(w->lc);
+	lc_free(w->lc);
 	http_set_retry_observer(NULL, NULL);
 	childproc_link_free(w->link);
 	json_decref(w->slice);

@@ -261,7 +261,7 @@ cmd_alien_image_list(struct cli *c, int argc, char **argv)
 	if ((rc = cli_parse("alien-image-list", argc, argv, names, flags, values, pos, 1, NULL,
 			    &npos)))
 		return rc;
-	if (pos[0] != NULL && np_config_provider(c->cfg, pos[0]) == NULL)
+	if (pos[0] != NULL && np_cfg_provider(c->cfg, pos[0]) == NULL)
 		return cli_error("no provider %s in the configuration", pos[0]);
 	if ((rc = load_tree(c, &tree)) != CLI_OK)
 		return rc;
@@ -299,7 +299,7 @@ cmd_image_build(struct cli *c, int argc, char **argv)
 
 	if ((rc = one_arg("image-build", "image", argc, argv, &image)))
 		return rc;
-	d = np_config_diskimage(c->cfg, image);
+	d = np_cfg_diskimage(c->cfg, image);
 	if (d == NULL)
 		return cli_error("Trying to build a non disk-image-builder image: %s", image);
 	if (d->pause)

@@ -364,7 +364,7 @@ cmd_config_validate(struct cli *c, int argc, char **argv)
 {
 	static const char *const names[] = {NULL};
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	int flags[1], npos, rc;
 	const char *values[1];
 
@@ -372,13 +372,13 @@ cmd_config_validate(struct cli *c, int argc, char **argv)
 			    &npos)))
 		return rc;
 	fprintf(stderr, "validating %s\n", c->config_path);
-	if (np_config_load(c->config_path, c->secure_path, &cfg, &errs) != 0) {
-		size_t n = np_config_errors_print(errs, stderr);
+	if (np_cfg_load(c->config_path, c->secure_path, &cfg, &errs) != 0) {
+		size_t n = np_cfg_errors_print(errs, stderr);
 		fprintf(stderr, "%s: %zu error%s\n", c->config_path, n, n == 1 ? "" : "s");
-		np_config_errors_free(errs);
+		np_cfg_errors_free(errs);
 		return CLI_ERROR;
 	}
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 	return CLI_OK;
 }
 
@@ -418,7 +418,7 @@ main(int argc, char **argv)
 {
 	struct cli c;
 	const struct cli_cmd *cmd;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	int i, rc;
 
 	memset(&c, 0, sizeof(c));
@@ -483,9 +483,9 @@ main(int argc, char **argv)
 	if (rc != CLI_PARSED)
 		return rc;
 
-	if (np_config_load(c.config_path, c.secure_path, &c.cfg, &errs) != 0) {
-		np_config_errors_print(errs, stderr);
-		np_config_errors_free(errs);
+	if (np_cfg_load(c.config_path, c.secure_path, &c.cfg, &errs) != 0) {
+		np_cfg_errors_print(errs, stderr);
+		np_cfg_errors_free(errs);
 		return cli_error("%s: invalid configuration (see `nodepool config-validate`)",
 				 c.config_path);
 	}
@@ -500,6 +500,6 @@ main(int argc, char **argv)
 	fflush(stdout);
 	zk_free(c.zk);
 	event_base_free(c.base);
-	np_config_free(c.cfg);
+	np_cfg_free(c.cfg);
 	return rc;
 }

@@ -337,7 +337,7 @@ set_node_state(struct cli *c, const char *cmd, const char *id, int state, int no
 	}
 	if (now) {
 		/* `delete --now`: the node's provider must be ours to ask */
-		prov = n->provider ? np_config_provider(c->cfg, n->provider) : NULL;
+		prov = n->provider ? np_cfg_provider(c->cfg, n->provider) : NULL;
 		if (prov == NULL) {
 			printf("Provider %s for node %s not defined on this launcher\n",
 			       n->provider ? n->provider : "None", id);

@@ -9,11 +9,11 @@
 
 #include "lib/config/drvtraits.h"
 
-static const struct sc_schema aws_cloud_image = {
+static const struct np_cfg_schema aws_cloud_image = {
     .type = SC_MAP,
     .keys = KEYS(
 	REQ("name", STR), REQ("username", STR), OPT("image-id", STR),
-	OPT("image-filters", SEQ((&(const struct sc_schema){
+	OPT("image-filters", SEQ((&(const struct np_cfg_schema){
 				 .type = SC_MAP,
 				 .keys = KEYS(OPT("name", STR), OPT("Name", STR),
 					      OPT("values", SEQ(STR)), OPT("Values", SEQ(STR))),
@@ -23,7 +23,7 @@ static const struct sc_schema aws_cloud_image = {
     .groups = GROUPS(EXCL("image-id", "image-filters"), ONE("image-id", "image-filters")),
 };
 
-static const struct sc_schema aws_diskimage = {
+static const struct np_cfg_schema aws_diskimage = {
     .type = SC_MAP,
     .keys = KEYS(
 	REQ("name", STR), OPT("username", STR), OPT("pause", BOOL), OPT("connection-type", STR),
@@ -35,7 +35,7 @@ static const struct sc_schema aws_diskimage = {
 	OPT("validate-command", STR), OPT("validate-key", STR), OPT("validate-timeout", INT)),
 };
 
-static const struct sc_schema aws_label = {
+static const struct np_cfg_schema aws_label = {
     .type = SC_MAP,
     .keys = KEYS(
 	REQ("name", STR), OPT("cloud-image", STR), OPT("diskimage", STR), OPT("instance-type", STR),
@@ -45,7 +45,7 @@ static const struct sc_schema aws_label = {
 				  "diversified", "lowest-price")))),
 	REQ("key-name", STR), OPT("ebs-optimized", BOOL), OPT("volume-type", STR),
 	OPT("volume-size", INT), OPT("iops", INT), OPT("throughput", INT), OPT("userdata", STR),
-	OPT("iam-instance-profile", (&(const struct sc_schema){
+	OPT("iam-instance-profile", (&(const struct np_cfg_schema){
 					.type = SC_MAP,
 					.keys = KEYS(OPT("name", STR), OPT("arn", STR)),
 					.groups = GROUPS(EXCL("name", "arn")),
@@ -55,9 +55,9 @@ static const struct sc_schema aws_label = {
     .groups = GROUPS(EXCL("cloud-image", "diskimage"), EXCL("instance-type", "fleet")),
 };
 
-static const struct sc_schema aws_pool = {
+static const struct np_cfg_schema aws_pool = {
     .type = SC_MAP,
-    .base = &sc_common_pool,
+    .base = &np_cfg_schema_common_pool,
     .keys =
 	KEYS(REQ("name", STR), REQ("labels", SEQ(&aws_label)), OPT("security-group-id", STR),
 	     OPT("subnet-id", STR), OPT("public-ip-address", BOOL), OPT("public-ipv4", BOOL),
@@ -65,9 +65,9 @@ static const struct sc_schema aws_pool = {
 	     OPT("max-ram", INT), OPT("max-resources", STRMAP(INT)), OPT("availability-zone", STR)),
 };
 
-static const struct sc_schema aws_provider = {
+static const struct np_cfg_schema aws_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys =
 	KEYS(REQ("pools", SEQ(&aws_pool)), REQ("region-name", STR), OPT("rate", NUMBER),
 	     OPT("profile-name", STR), OPT("cloud-images", SEQ(&aws_cloud_image)),

@@ -9,12 +9,12 @@
 
 #include "lib/config/drvtraits.h"
 
-static const struct sc_schema azure_gallery_image = {
+static const struct np_cfg_schema azure_gallery_image = {
     .type = SC_MAP,
     .keys = KEYS(REQ("gallery-name", STR), REQ("name", STR), OPT("version", STR)),
 };
 
-static const struct sc_schema azure_cloud_image = {
+static const struct np_cfg_schema azure_cloud_image = {
     .type = SC_MAP,
     .keys =
 	KEYS(REQ("name", STR), REQ("username", STR), OPT("password", STR),
@@ -32,14 +32,14 @@ static const struct sc_schema azure_cloud_image = {
 			 "shared-gallery-image")),
 };
 
-static const struct sc_schema azure_provider = {
+static const struct np_cfg_schema azure_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys = KEYS(
 	REQ("pools",
-	    SEQ((&(const struct sc_schema){
+	    SEQ((&(const struct np_cfg_schema){
 		.type = SC_MAP,
-		.base = &sc_common_pool,
+		.base = &np_cfg_schema_common_pool,
 		.keys = KEYS(
 		    REQ("name", STR), REQ("max-servers", INT),
 		    REQ("labels",
@@ -53,7 +53,7 @@ static const struct sc_schema azure_provider = {
 	    }))),
 	REQ("location", STR), REQ("resource-group", STR), REQ("resource-group-location", STR),
 	OPT("subnet-id", STR),
-	OPT("network", (&(const struct sc_schema){
+	OPT("network", (&(const struct np_cfg_schema){
 			   .type = SC_ANYOF,
 			   .alts = ALTS(STR, MAP(OPT("resource-group", STR), OPT("network", STR),
 						 OPT("subnet", STR))),

@@ -20,7 +20,7 @@
  * server needs no flavor).
  */
 
-static const struct sc_schema fake_label = {
+static const struct np_cfg_schema fake_label = {
     .type = SC_MAP,
     .base = &openstack_label_keys,
     .keys = KEYS(OPT("instance-type", STR), OPT("cores", INT), OPT("ram", INT),
@@ -29,19 +29,19 @@ static const struct sc_schema fake_label = {
     .groups = GROUPS(EXCL("diskimage", "cloud-image")),
 };
 
-static const struct sc_schema fake_pool = {
+static const struct np_cfg_schema fake_pool = {
     .type = SC_MAP,
     .base = &openstack_pool,
     .keys = KEYS(OPT("labels", SEQ(&fake_label))),
 };
 
-static const struct sc_schema fake_provider_diskimage = {
+static const struct np_cfg_schema fake_provider_diskimage = {
     .type = SC_MAP,
     .base = &openstack_provider_diskimage,
     .keys = KEYS(OPT("username", STR)),
 };
 
-static const struct sc_schema fake_provider = {
+static const struct np_cfg_schema fake_provider = {
     .type = SC_MAP,
     .base = &openstack_provider,
     .keys = KEYS(

@@ -9,14 +9,14 @@
 
 #include "lib/config/drvtraits.h"
 
-static const struct sc_schema gce_provider = {
+static const struct np_cfg_schema gce_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys =
 	KEYS(REQ("pools",
-		 SEQ((&(const struct sc_schema){
+		 SEQ((&(const struct np_cfg_schema){
 		     .type = SC_MAP,
-		     .base = &sc_common_pool,
+		     .base = &np_cfg_schema_common_pool,
 		     .keys = KEYS(
 			 REQ("name", STR),
 			 REQ("labels", SEQ(MAP(REQ("name", STR), REQ("cloud-image", STR),

@@ -18,9 +18,9 @@ chk_no_underscore(const struct np_cfg_node *n)
 	return NULL;
 }
 
-static const struct sc_schema s_ibm_name = {.type = SC_STR, .check = chk_no_underscore};
+static const struct np_cfg_schema s_ibm_name = {.type = SC_STR, .check = chk_no_underscore};
 
-static const struct sc_schema ibmvpc_cloud_image = {
+static const struct np_cfg_schema ibmvpc_cloud_image = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), REQ("username", STR), OPT("keys", SEQ(STR)),
 		 OPT("image-href", STR), OPT("image-id", STR), OPT("image-name", STR),
@@ -36,15 +36,15 @@ static const struct sc_schema ibmvpc_cloud_image = {
 		     ONE("image-href", "image-id", "image-name", "image-filter")),
 };
 
-static const struct sc_schema ibmvpc_provider = {
+static const struct np_cfg_schema ibmvpc_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys =
 	KEYS(REQ("name", &s_ibm_name),
 	     REQ("pools",
-		 SEQ((&(const struct sc_schema){
+		 SEQ((&(const struct np_cfg_schema){
 		     .type = SC_MAP,
-		     .base = &sc_common_pool,
+		     .base = &np_cfg_schema_common_pool,
 		     .keys = KEYS(REQ("name", &s_ibm_name), REQ("max-servers", INT),
 				  REQ("labels", SEQ(MAP(REQ("name", STR), OPT("cloud-image", STR),
 							OPT("diskimage", STR), REQ("profile", STR),

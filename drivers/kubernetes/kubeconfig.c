@@ -112,7 +112,7 @@ load_yaml(const char *path, char *err, size_t errlen)
 {
 	size_t len;
 	char *buf = slurp(path, &len);
-	struct np_config_errors *errs;
+	struct np_cfg_errors *errs;
 	struct np_cfg_doc *doc;
 	json_t *j = NULL;
 
@@ -120,11 +120,11 @@ load_yaml(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%.300s: %s", path, strerror(errno));
 		return NULL;
 	}
-	errs = np_config_errors_new();
+	errs = np_cfg_errors_new();
 	doc = np_cfg_parse(path, buf, len, errs);
 	free(buf);
 	if (doc == NULL) {
-		char *m = errs->n > 0 ? np_config_error_format(&errs->v[0]) : NULL;
+		char *m = errs->n > 0 ? np_cfg_error_format(&errs->v[0]) : NULL;
 		snprintf(err, errlen, "%s", m != NULL ? m : "kubeconfig: YAML error");
 		free(m);
 	} else {
@@ -135,7 +135,7 @@ load_yaml(const char *path, char *err, size_t errlen)
 		}
 	}
 	np_cfg_doc_free(doc);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	return j;
 }
 

@@ -12,7 +12,7 @@
 
 #include "lib/config/drvtraits.h"
 
-static const struct sc_schema env_var = {
+static const struct np_cfg_schema env_var = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), REQ("value", STR)),
 };
@@ -27,30 +27,30 @@ static const struct sc_schema env_var = {
 	    OPT("volume-mounts", LIST), OPT("labels", DICT), OPT("dynamic-labels", DICT),          \
 	    OPT("annotations", DICT), OPT("extra-resources", STRMAP(INT))
 
-static const struct sc_schema k8s_label_nodepool = {
+static const struct np_cfg_schema k8s_label_nodepool = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR), K8S_LABEL_RESOURCE_KEYS),
 };
 
-static const struct sc_schema k8s_label_user = {
+static const struct np_cfg_schema k8s_label_user = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), REQ("type", STR), REQ("spec", DICT), OPT("labels", DICT),
 		 OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
 };
 
-static const struct sc_schema openshift_label_nodepool = {
+static const struct np_cfg_schema openshift_label_nodepool = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR),
 		 OPT("image-pull-secrets", LIST), K8S_LABEL_RESOURCE_KEYS),
 };
 
-static const struct sc_schema pods_label_nodepool = {
+static const struct np_cfg_schema pods_label_nodepool = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), REQ("image", STR), OPT("image-pull-secrets", LIST),
 		 K8S_LABEL_RESOURCE_KEYS),
 };
 
-static const struct sc_schema pods_label_user = {
+static const struct np_cfg_schema pods_label_user = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), REQ("spec", DICT), OPT("labels", DICT),
 		 OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
@@ -69,16 +69,16 @@ static const struct sc_schema pods_label_user = {
 	    OPT("default-label-storage-limit", INT),                                               \
 	    OPT("default-label-extra-resources", STRMAP(INT))
 
-static const struct sc_schema kubernetes_provider = {
+static const struct np_cfg_schema kubernetes_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys = KEYS(
 	REQ("pools",
-	    SEQ((&(const struct sc_schema){
+	    SEQ((&(const struct np_cfg_schema){
 		.type = SC_MAP,
-		.base = &sc_common_pool,
+		.base = &np_cfg_schema_common_pool,
 		.keys = KEYS(K8S_POOL_KEYS,
-			     REQ("labels", SEQ((&(const struct sc_schema){
+			     REQ("labels", SEQ((&(const struct np_cfg_schema){
 					       .type = SC_ANYOF,
 					       .alts = ALTS(&k8s_label_nodepool, &k8s_label_user),
 					   })))),
@@ -88,15 +88,15 @@ static const struct sc_schema kubernetes_provider = {
 	OPT("max-resources", STRMAP(INT))),
 };
 
-static const struct sc_schema openshift_provider = {
+static const struct np_cfg_schema openshift_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys =
-	KEYS(REQ("pools", SEQ((&(const struct sc_schema){
+	KEYS(REQ("pools", SEQ((&(const struct np_cfg_schema){
 			      .type = SC_MAP,
-			      .base = &sc_common_pool,
+			      .base = &np_cfg_schema_common_pool,
 			      .keys = KEYS(K8S_POOL_KEYS,
-					   REQ("labels", SEQ((&(const struct sc_schema){
+					   REQ("labels", SEQ((&(const struct np_cfg_schema){
 							     .type = SC_ANYOF,
 							     .alts = ALTS(&openshift_label_nodepool,
 									  &k8s_label_user),
@@ -107,16 +107,16 @@ static const struct sc_schema openshift_provider = {
 	     OPT("max-resources", STRMAP(INT))),
 };
 
-static const struct sc_schema openshiftpods_provider = {
+static const struct np_cfg_schema openshiftpods_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys = KEYS(
 	REQ("pools",
-	    SEQ((&(const struct sc_schema){
+	    SEQ((&(const struct np_cfg_schema){
 		.type = SC_MAP,
-		.base = &sc_common_pool,
+		.base = &np_cfg_schema_common_pool,
 		.keys = KEYS(K8S_POOL_KEYS,
-			     REQ("labels", SEQ((&(const struct sc_schema){
+			     REQ("labels", SEQ((&(const struct np_cfg_schema){
 					       .type = SC_ANYOF,
 					       .alts = ALTS(&pods_label_nodepool, &pods_label_user),
 					   })))),

@@ -10,15 +10,15 @@
 
 #include "lib/config/drvtraits.h"
 
-static const struct sc_schema metastatic_provider = {
+static const struct np_cfg_schema metastatic_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys =
 	KEYS(OPT("boot-timeout", INT), OPT("launch-timeout", INT), OPT("launch-retries", INT),
 	     REQ("pools",
-		 SEQ((&(const struct sc_schema){
+		 SEQ((&(const struct np_cfg_schema){
 		     .type = SC_MAP,
-		     .base = &sc_common_pool,
+		     .base = &np_cfg_schema_common_pool,
 		     .keys = KEYS(REQ("name", STR),
 				  REQ("labels",
 				      SEQ(MAP(REQ("name", STR), REQ("backing-label", STR),

@@ -22,7 +22,7 @@ read_yaml(const char *path, int *missing, char *err, size_t errlen)
 	FILE *f = fopen(path, "rb");
 	char *buf = NULL;
 	size_t len = 0, cap = 0, n;
-	struct np_config_errors *errs;
+	struct np_cfg_errors *errs;
 	struct np_cfg_doc *doc;
 	json_t *j = NULL;
 
@@ -43,17 +43,17 @@ read_yaml(const char *path, int *missing, char *err, size_t errlen)
 		len += n;
 	}
 	fclose(f);
-	errs = np_config_errors_new();
+	errs = np_cfg_errors_new();
 	doc = np_cfg_parse(path, buf ? buf : "", len, errs);
-	if (doc == NULL || np_config_errors_count(errs) > 0) {
-		char *m = errs->n > 0 ? np_config_error_format(&errs->v[0]) : NULL;
+	if (doc == NULL || np_cfg_errors_count(errs) > 0) {
+		char *m = errs->n > 0 ? np_cfg_error_format(&errs->v[0]) : NULL;
 		snprintf(err, errlen, "%s", m ? m : path);
 		free(m);
 	} else {
 		j = np_cfg_to_json(np_cfg_doc_root(doc));
 	}
 	np_cfg_doc_free(doc);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	free(buf);
 	return j;
 }

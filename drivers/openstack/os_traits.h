@@ -9,10 +9,10 @@
 #include "lib/config/schema.h"
 
 /* a pool label's keys, without the label's groups of keys */
-extern const struct sc_schema openstack_label_keys;
+extern const struct np_cfg_schema openstack_label_keys;
 /* a pool, a provider diskimages[] entry, the whole provider section */
-extern const struct sc_schema openstack_pool;
-extern const struct sc_schema openstack_provider_diskimage;
-extern const struct sc_schema openstack_provider;
+extern const struct np_cfg_schema openstack_pool;
+extern const struct np_cfg_schema openstack_provider_diskimage;
+extern const struct np_cfg_schema openstack_provider;
 
 #endif

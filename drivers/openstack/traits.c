@@ -11,7 +11,7 @@
 #include "lib/config/drvtraits.h"
 #include "drivers/openstack/os_traits.h"
 /* An OpenStack pool label's keys; the label groups are openstack_label's. */
-const struct sc_schema openstack_label_keys = {
+const struct np_cfg_schema openstack_label_keys = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), OPT("diskimage", STR), OPT("cloud-image", STR),
 		 OPT("min-ram", INT), OPT("flavor-name", STR), OPT("key-name", STR),
@@ -20,16 +20,16 @@ const struct sc_schema openstack_label_keys = {
 		 OPT("userdata", STR), OPT("networks", SEQ(STR)), OPT("host-key-checking", BOOL)),
 };
 
-static const struct sc_schema openstack_label = {
+static const struct np_cfg_schema openstack_label = {
     .type = SC_MAP,
     .base = &openstack_label_keys,
     .groups = GROUPS(EXCL("diskimage", "cloud-image"), ONE("min-ram", "flavor-name"),
 		     ONE("diskimage", "cloud-image")),
 };
 
-const struct sc_schema openstack_pool = {
+const struct np_cfg_schema openstack_pool = {
     .type = SC_MAP,
-    .base = &sc_common_pool,
+    .base = &np_cfg_schema_common_pool,
     .keys = KEYS(REQ("name", STR), OPT("networks", SEQ(STR)), OPT("auto-floating-ip", BOOL),
 		 OPT("host-key-checking", BOOL), OPT("ignore-provider-quota", BOOL),
 		 OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-volumes", INT),
@@ -37,7 +37,7 @@ const struct sc_schema openstack_pool = {
 		 OPT("availability-zones", SEQ(STR)), OPT("security-groups", SEQ(STR))),
 };
 
-const struct sc_schema openstack_provider_diskimage = {
+const struct np_cfg_schema openstack_provider_diskimage = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), OPT("pause", BOOL), OPT("meta", DICT), OPT("config-drive", BOOL),
 		 OPT("connection-type", STR), OPT("connection-port", INT), OPT("validate", BOOL),
@@ -45,7 +45,7 @@ const struct sc_schema openstack_provider_diskimage = {
 		 OPT("validate-timeout", INT)),
 };
 
-static const struct sc_schema openstack_cloud_image = {
+static const struct np_cfg_schema openstack_cloud_image = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), OPT("config-drive", BOOL), OPT("connection-type", STR),
 		 OPT("connection-port", INT), OPT("image-id", STR), OPT("image-name", STR),
@@ -53,9 +53,9 @@ static const struct sc_schema openstack_cloud_image = {
     .groups = GROUPS(EXCL("image-id", "image-name")),
 };
 
-const struct sc_schema openstack_provider = {
+const struct np_cfg_schema openstack_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys = KEYS(OPT("region-name", STR), REQ("cloud", STR), OPT("boot-timeout", INT),
 		 OPT("image-upload-timeout", INT), OPT("launch-timeout", INT),
 		 OPT("launch-retries", INT), OPT("nodepool-id", STR), OPT("rate", COERCE_FLOAT),

@@ -9,14 +9,14 @@
 #include <string.h>
 
 #include "lib/config/drvtraits.h"
-static const struct sc_schema static_provider = {
+static const struct np_cfg_schema static_provider = {
     .type = SC_MAP,
-    .base = &sc_common_provider,
+    .base = &np_cfg_schema_common_provider,
     .keys = KEYS(OPT(
 	"pools",
-	SEQ((&(const struct sc_schema){
+	SEQ((&(const struct np_cfg_schema){
 	    .type = SC_MAP,
-	    .base = &sc_common_pool,
+	    .base = &np_cfg_schema_common_pool,
 	    .keys = KEYS(
 		REQ("name", STR),
 		OPT("nodes", SEQ(MAP(REQ("name", NONEMPTY_STR), REQ("labels", STR_OR_STRSEQ),

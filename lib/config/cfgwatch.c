@@ -178,29 +178,28 @@ cfgwatch_snapshot_clear(struct cfgwatch_snapshot *snap)
 
 int
 cfgwatch_load_config(const struct cfgwatch_snapshot *snap, struct np_config **cfg,
-		     struct np_config_errors **errs)
+		     struct np_cfg_errors **errs)
 {
-	struct np_config_errors *e = np_config_errors_new();
+	struct np_cfg_errors *e = np_cfg_errors_new();
 	const struct cfgwatch_file *main_f, *sec;
 	size_t i;
 
 	for (i = 0; i < snap->n && i < 2; i++)
 		if (snap->files[i].err != 0)
-			np_config_errors_add(e, snap->files[i].path, 0, 0, "", "cannot open: %s",
-					     strerror(snap->files[i].err));
+			np_cfg_errors_add(e, snap->files[i].path, 0, 0, "", "cannot open: %s",
+					  strerror(snap->files[i].err));
 	if (snap->n == 0)
-		np_config_errors_add(e, "<config>", 0, 0, "", "no configuration file");
-	if (np_config_errors_count(e) > 0) {
+		np_cfg_errors_add(e, "<config>", 0, 0, "", "no configuration file");
+	if (np_cfg_errors_count(e) > 0) {
 		*cfg = NULL;
 		*errs = e;
 		return -1;
 	}
-	np_config_errors_free(e);
+	np_cfg_errors_free(e);
 	main_f = &snap->files[0];
 	sec = snap->n > 1 ? &snap->files[1] : NULL;
-	return np_config_load_buffer(main_f->path, main_f->data, main_f->len,
-				     sec ? sec->path : NULL, sec ? sec->data : NULL,
-				     sec ? sec->len : 0, cfg, errs);
+	return np_cfg_load_buffer(main_f->path, main_f->data, main_f->len, sec ? sec->path : NULL,
+				  sec ? sec->data : NULL, sec ? sec->len : 0, cfg, errs);
 }
 
 /* ---- the watch set --------------------------------------------------------------- */

@@ -38,7 +38,7 @@
 
 struct event_base;
 struct np_config;
-struct np_config_errors;
+struct np_cfg_errors;
 
 /* Seconds of quiet after the last event before the files are read. */
 #define CFGWATCH_QUIET 0.2
@@ -84,13 +84,13 @@ int cfgwatch_snapshot_equal(const struct cfgwatch_snapshot *a, const struct cfgw
 
 /*
  * Load a snapshot of nodepool.yaml (files[0]) and, when n > 1, secure.conf
- * (files[1]), as np_config_load does from the files: 0 with *cfg, or -1
+ * (files[1]), as np_cfg_load does from the files: 0 with *cfg, or -1
  * with every error in *errs (a file that could not be read is one error
  * "path: cannot read: <strerror>"). Positions name the paths of the
  * snapshot.
  */
 int cfgwatch_load_config(const struct cfgwatch_snapshot *snap, struct np_config **cfg,
-			 struct np_config_errors **errs);
+			 struct np_cfg_errors **errs);
 
 /* Called with the new contents (valid during the call only); they count
  * as seen whatever the callback makes of them. */

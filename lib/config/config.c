@@ -21,14 +21,14 @@
 /* ---- small helpers ------------------------------------------------------ */
 
 void
-cfg_strv_push(struct np_cfg_strv *sv, const char *s)
+np_cfg_strv_push(struct np_cfg_strv *sv, const char *s)
 {
 	char **nv = realloc(sv->v, (sv->n + 1) * sizeof(*nv));
 
 	if (nv == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	sv->v = nv;
-	sv->v[sv->n++] = cfg_strdup(s);
+	sv->v[sv->n++] = np_cfg_strdup(s);
 }
 
 void
@@ -55,20 +55,20 @@ np_cfg_strv_contains(const struct np_cfg_strv *sv, const char *s)
 }
 
 int
-cfg_strp_cmp(const void *a, const void *b)
+np_cfg_strp_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* Sort and drop duplicates (a Python set, printed sorted). */
 void
-cfg_strv_sort_unique(struct np_cfg_strv *sv)
+np_cfg_strv_sort_unique(struct np_cfg_strv *sv)
 {
 	size_t i, j;
 
 	if (sv->n < 2)
 		return;
-	qsort(sv->v, sv->n, sizeof(*sv->v), cfg_strp_cmp);
+	qsort(sv->v, sv->n, sizeof(*sv->v), np_cfg_strp_cmp);
 	for (i = 1, j = 1; i < sv->n; i++) {
 		if (strcmp(sv->v[i], sv->v[j - 1]) == 0)
 			free(sv->v[i]);
@@ -80,7 +80,7 @@ cfg_strv_sort_unique(struct np_cfg_strv *sv)
 
 /* A list node's strings appended to sv (non-strings skipped). */
 void
-cfg_strv_from_seq(struct np_cfg_strv *sv, const struct np_cfg_node *seq)
+np_cfg_strv_from_seq(struct np_cfg_strv *sv, const struct np_cfg_node *seq)
 {
 	size_t i;
 
@@ -88,11 +88,11 @@ cfg_strv_from_seq(struct np_cfg_strv *sv, const struct np_cfg_node *seq)
 		return;
 	for (i = 0; i < seq->n; i++)
 		if (seq->items[i]->kind == NP_CFG_STR)
-			cfg_strv_push(sv, seq->items[i]->text);
+			np_cfg_strv_push(sv, seq->items[i]->text);
 }
 
 const struct np_cfg_node *
-cfg_get_seq(const struct np_cfg_node *map, const char *key)
+np_cfg_get_seq(const struct np_cfg_node *map, const char *key)
 {
 	const struct np_cfg_node *n = np_cfg_get(map, key);
 
@@ -100,7 +100,7 @@ cfg_get_seq(const struct np_cfg_node *map, const char *key)
 }
 
 const struct np_cfg_node *
-cfg_get_map(const struct np_cfg_node *map, const char *key)
+np_cfg_get_map(const struct np_cfg_node *map, const char *key)
 {
 	const struct np_cfg_node *n = np_cfg_get(map, key);
 
@@ -108,26 +108,26 @@ cfg_get_map(const struct np_cfg_node *map, const char *key)
 }
 
 char *
-cfg_dup_str(const struct np_cfg_node *map, const char *key, const char *def)
+np_cfg_dup_str(const struct np_cfg_node *map, const char *key, const char *def)
 {
-	return cfg_strdup(np_cfg_str(map, key, def));
+	return np_cfg_strdup(np_cfg_str(map, key, def));
 }
 
 /* A mapping as a JSON object; an empty object when absent. */
 json_t *
-cfg_json_obj_of(const struct np_cfg_node *map, const char *key)
+np_cfg_json_obj_of(const struct np_cfg_node *map, const char *key)
 {
-	const struct np_cfg_node *n = cfg_get_map(map, key);
+	const struct np_cfg_node *n = np_cfg_get_map(map, key);
 	json_t *j = n ? np_cfg_to_json(n) : json_object();
 
 	if (j == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	return j;
 }
 
 /* v.Coerce(float): int, float, bool or numeric string. */
 double
-cfg_coerce_num(const struct np_cfg_node *map, const char *key, double def)
+np_cfg_coerce_num(const struct np_cfg_node *map, const char *key, double def)
 {
 	const struct np_cfg_node *n = np_cfg_get(map, key);
 
@@ -147,7 +147,7 @@ cfg_coerce_num(const struct np_cfg_node *map, const char *key, double def)
 }
 
 const char *
-cfg_provider_driver(const struct np_cfg_node *prov)
+np_cfg_provider_driver(const struct np_cfg_node *prov)
 {
 	return np_cfg_str(prov, "driver", "openstack");
 }
@@ -155,7 +155,7 @@ cfg_provider_driver(const struct np_cfg_node *prov)
 /* ---- ZooKeeper host string ------------------------------------------------------- */
 
 char *
-np_config_zk_hosts(const struct np_zk_server *servers, size_t n)
+np_cfg_zk_hosts(const struct np_zk_server *servers, size_t n)
 {
 	size_t i, len = 0, cap = 64;
 	char *out;
@@ -163,7 +163,7 @@ np_config_zk_hosts(const struct np_zk_server *servers, size_t n)
 	if (n == 0)
 		return NULL;
 	if ((out = malloc(cap)) == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	out[0] = '\0';
 	for (i = 0; i < n; i++) {
 		char host[INET6_ADDRSTRLEN + 2], item[600];
@@ -183,7 +183,7 @@ np_config_zk_hosts(const struct np_zk_server *servers, size_t n)
 		while (len + il + 1 > cap)
 			cap *= 2;
 		if ((out = realloc(out, cap)) == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		memcpy(out + len, item, il + 1);
 		len += il;
 	}
@@ -191,7 +191,7 @@ np_config_zk_hosts(const struct np_zk_server *servers, size_t n)
 		size_t cl = strlen(servers[0].chroot);
 
 		if ((out = realloc(out, len + cl + 1)) == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		memcpy(out + len, servers[0].chroot, cl + 1);
 	}
 	return out;
@@ -200,7 +200,7 @@ np_config_zk_hosts(const struct np_zk_server *servers, size_t n)
 /* ---- loading ------------------------------------------------------------------------ */
 
 void
-np_config_free(struct np_config *cfg)
+np_cfg_free(struct np_config *cfg)
 {
 	size_t i;
 
@@ -208,7 +208,7 @@ np_config_free(struct np_config *cfg)
 		return;
 	free(cfg->path);
 	free(cfg->secure_path);
-	cfg_zk_servers_free(cfg);
+	np_cfg_zk_servers_free(cfg);
 	free(cfg->zk_hosts);
 	free(cfg->zk_tls_ca);
 	free(cfg->zk_tls_cert);
@@ -217,10 +217,10 @@ np_config_free(struct np_config *cfg)
 		free(cfg->labels[i].name);
 	free(cfg->labels);
 	for (i = 0; i < cfg->nproviders; i++)
-		cfg_provider_free(&cfg->providers[i]);
+		np_cfg_provider_free(&cfg->providers[i]);
 	free(cfg->providers);
 	for (i = 0; i < cfg->ndiskimages; i++)
-		cfg_diskimage_free(&cfg->diskimages[i]);
+		np_cfg_diskimage_free(&cfg->diskimages[i]);
 	free(cfg->diskimages);
 	for (i = 0; i < cfg->ntenant_limits; i++) {
 		free(cfg->tenant_limits[i].tenant);
@@ -239,19 +239,19 @@ np_config_free(struct np_config *cfg)
 }
 
 static int
-finish(struct np_config *cfg, struct np_config_errors *e, struct np_config **out,
-       struct np_config_errors **errs)
+finish(struct np_config *cfg, struct np_cfg_errors *e, struct np_config **out,
+       struct np_cfg_errors **errs)
 {
-	if (np_config_errors_count(e) > 0) {
-		np_config_free(cfg);
+	if (np_cfg_errors_count(e) > 0) {
+		np_cfg_free(cfg);
 		*out = NULL;
 		if (errs != NULL)
 			*errs = e;
 		else
-			np_config_errors_free(e);
+			np_cfg_errors_free(e);
 		return -1;
 	}
-	np_config_errors_free(e);
+	np_cfg_errors_free(e);
 	*out = cfg;
 	if (errs != NULL)
 		*errs = NULL;
@@ -259,56 +259,56 @@ finish(struct np_config *cfg, struct np_config_errors *e, struct np_config **out
 }
 
 int
-np_config_load_buffer(const char *name, const char *buf, size_t len, const char *secure_name,
-		      const char *secure, size_t secure_len, struct np_config **out,
-		      struct np_config_errors **errs)
+np_cfg_load_buffer(const char *name, const char *buf, size_t len, const char *secure_name,
+		   const char *secure, size_t secure_len, struct np_config **out,
+		   struct np_cfg_errors **errs)
 {
-	struct np_config_errors *e = np_config_errors_new();
+	struct np_cfg_errors *e = np_cfg_errors_new();
 	struct np_config *cfg = calloc(1, sizeof(*cfg));
-	struct cfg_path path;
+	struct np_cfg_path path;
 	const struct np_cfg_node *root;
 	size_t i;
 
 	if (cfg == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	memset(&path, 0, sizeof(path));
-	cfg->path = cfg_strdup(name ? name : "<config>");
+	cfg->path = np_cfg_strdup(name ? name : "<config>");
 	cfg->doc = np_cfg_parse(cfg->path, buf, len, e);
 	if (secure != NULL) {
-		cfg->secure_path = cfg_strdup(secure_name ? secure_name : "<secure>");
+		cfg->secure_path = np_cfg_strdup(secure_name ? secure_name : "<secure>");
 		cfg->secure_doc = np_cfg_parse(cfg->secure_path, secure, secure_len, e);
 	}
 	if (cfg->doc != NULL) {
 		root = np_cfg_doc_root(cfg->doc);
-		sc_validate(&sc_top, root, &path, e);
-		cfg_check_references(root, e);
+		np_cfg_schema_validate(&np_cfg_schema_top, root, &path, e);
+		np_cfg_check_references(root, e);
 	}
 	if (cfg->secure_doc != NULL) {
 		struct np_drv_check c;
 
 		root = np_cfg_doc_root(cfg->secure_doc);
-		sc_validate(&sc_secure, root, &path, e);
+		np_cfg_schema_validate(&np_cfg_schema_secure, root, &path, e);
 		memset(&c, 0, sizeof(c));
 		c.root = root;
 		c.errs = e;
-		cfg_check_zk_servers(&c, root);
+		np_cfg_check_zk_servers(&c, root);
 	}
-	if (np_config_errors_count(e) > 0)
+	if (np_cfg_errors_count(e) > 0)
 		return finish(cfg, e, out, errs);
 
-	cfg_config_build(cfg, np_cfg_doc_root(cfg->doc));
+	np_cfg_config_build(cfg, np_cfg_doc_root(cfg->doc));
 	if (cfg->secure_doc != NULL)
-		cfg_secure_merge(cfg, np_cfg_doc_root(cfg->secure_doc), e);
-	cfg->zk_hosts = np_config_zk_hosts(cfg->zk_servers, cfg->nzk_servers);
+		np_cfg_secure_merge(cfg, np_cfg_doc_root(cfg->secure_doc), e);
+	cfg->zk_hosts = np_cfg_zk_hosts(cfg->zk_servers, cfg->nzk_servers);
 	for (i = 0; i < cfg->nproviders; i++)
-		cfg_fingerprint(cfg, &cfg->providers[i]);
+		np_cfg_fingerprint(cfg, &cfg->providers[i]);
 	return finish(cfg, e, out, errs);
 }
 
 /* Read a whole file; a missing one is retried twice 0.5 s apart (as
  * Nodepool's openConfig, for editors that replace the file). */
 static char *
-read_file(const char *path, size_t *len, struct np_config_errors *e)
+read_file(const char *path, size_t *len, struct np_cfg_errors *e)
 {
 	FILE *f = NULL;
 	char *buf = NULL;
@@ -325,7 +325,7 @@ read_file(const char *path, size_t *len, struct np_config_errors *e)
 		}
 	}
 	if (f == NULL) {
-		np_config_errors_add(e, path, 0, 0, "", "cannot open: %s", strerror(errno));
+		np_cfg_errors_add(e, path, 0, 0, "", "cannot open: %s", strerror(errno));
 		return NULL;
 	}
 	for (;;) {
@@ -334,13 +334,13 @@ read_file(const char *path, size_t *len, struct np_config_errors *e)
 		if (n == cap) {
 			cap = cap ? cap * 2 : 65536;
 			if (cap > (32u << 20)) {
-				np_config_errors_add(e, path, 0, 0, "", "file too large");
+				np_cfg_errors_add(e, path, 0, 0, "", "file too large");
 				free(buf);
 				fclose(f);
 				return NULL;
 			}
 			if ((buf = realloc(buf, cap)) == NULL)
-				cfg_oom();
+				np_cfg_oom();
 		}
 		r = fread(buf + n, 1, cap - n, f);
 		n += r;
@@ -348,7 +348,7 @@ read_file(const char *path, size_t *len, struct np_config_errors *e)
 			break;
 	}
 	if (ferror(f)) {
-		np_config_errors_add(e, path, 0, 0, "", "cannot read: %s", strerror(errno));
+		np_cfg_errors_add(e, path, 0, 0, "", "cannot read: %s", strerror(errno));
 		free(buf);
 		fclose(f);
 		return NULL;
@@ -359,10 +359,10 @@ read_file(const char *path, size_t *len, struct np_config_errors *e)
 }
 
 int
-np_config_load(const char *path, const char *secure_path, struct np_config **cfg,
-	       struct np_config_errors **errs)
+np_cfg_load(const char *path, const char *secure_path, struct np_config **cfg,
+	    struct np_cfg_errors **errs)
 {
-	struct np_config_errors *e = np_config_errors_new();
+	struct np_cfg_errors *e = np_cfg_errors_new();
 	char *buf, *sbuf = NULL;
 	size_t len = 0, slen = 0;
 	int rc;
@@ -377,11 +377,11 @@ np_config_load(const char *path, const char *secure_path, struct np_config **cfg
 		if (errs != NULL)
 			*errs = e;
 		else
-			np_config_errors_free(e);
+			np_cfg_errors_free(e);
 		return -1;
 	}
-	np_config_errors_free(e);
-	rc = np_config_load_buffer(path, buf, len, secure_path, sbuf, slen, cfg, errs);
+	np_cfg_errors_free(e);
+	rc = np_cfg_load_buffer(path, buf, len, secure_path, sbuf, slen, cfg, errs);
 	free(buf);
 	free(sbuf);
 	return rc;
@@ -390,7 +390,7 @@ np_config_load(const char *path, const char *secure_path, struct np_config **cfg
 /* ---- lookups -------------------------------------------------------------------------- */
 
 const struct np_provider *
-np_config_provider(const struct np_config *cfg, const char *name)
+np_cfg_provider(const struct np_config *cfg, const char *name)
 {
 	size_t i;
 
@@ -401,7 +401,7 @@ np_config_provider(const struct np_config *cfg, const char *name)
 }
 
 const struct np_label *
-np_config_label(const struct np_config *cfg, const char *name)
+np_cfg_label(const struct np_config *cfg, const char *name)
 {
 	size_t i;
 
@@ -412,7 +412,7 @@ np_config_label(const struct np_config *cfg, const char *name)
 }
 
 const struct np_diskimage *
-np_config_diskimage(const struct np_config *cfg, const char *name)
+np_cfg_diskimage(const struct np_config *cfg, const char *name)
 {
 	size_t i;
 

@@ -3,7 +3,7 @@
  *
  * One loader for every process: the supervisor (`nodepoold`, `-n` checks a
  * config and exits), each provider worker (which loads its slice, see
- * np_config_slice), the builder and `nodepool config-validate`.
+ * np_cfg_slice), the builder and `nodepool config-validate`.
  *
  * Loading, as Nodepool's config.loadConfig/loadSecureConfig plus the checks
  * of its cmd/config_validator.py:
@@ -148,7 +148,7 @@
 /* One problem. line/col are 1-based; 0 when not tied to a position (e.g. an
  * unreadable file). path is the key path ("providers[0].pools[1].name"),
  * "" for the document itself or a YAML syntax error. */
-struct np_config_error {
+struct np_cfg_error {
 	char *file;
 	int line, col;
 	char *path;
@@ -157,30 +157,30 @@ struct np_config_error {
 
 /* A list of errors, in the order found. At most NP_CONFIG_MAX_ERRORS are
  * kept; `dropped` counts the ones beyond. */
-struct np_config_errors {
-	struct np_config_error *v;
+struct np_cfg_errors {
+	struct np_cfg_error *v;
 	size_t n, cap;
 	size_t dropped;
 };
 #define NP_CONFIG_MAX_ERRORS 500
 
-/* An empty list; np_config_errors_free(NULL) is a no-op. */
-struct np_config_errors *np_config_errors_new(void);
-void np_config_errors_free(struct np_config_errors *errs);
+/* An empty list; np_cfg_errors_free(NULL) is a no-op. */
+struct np_cfg_errors *np_cfg_errors_new(void);
+void np_cfg_errors_free(struct np_cfg_errors *errs);
 /* Append one error (strings copied). path may be NULL (= ""). */
-void np_config_errors_add(struct np_config_errors *errs, const char *file, int line, int col,
-			  const char *path, const char *fmt, ...)
+void np_cfg_errors_add(struct np_cfg_errors *errs, const char *file, int line, int col,
+		       const char *path, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 /* Total number of errors found (kept + dropped). NULL counts 0. */
-size_t np_config_errors_count(const struct np_config_errors *errs);
+size_t np_cfg_errors_count(const struct np_cfg_errors *errs);
 /* "file:line:col: path: msg" (parts omitted when empty/0); malloc'd. */
-char *np_config_error_format(const struct np_config_error *e);
+char *np_cfg_error_format(const struct np_cfg_error *e);
 /*
  * Print every error, one per line, in the format above, then, if errors were
  * dropped, "... and N more errors". Used by `nodepoold -n` and `nodepool
  * config-validate`. Returns the number of errors. NULL prints nothing.
  */
-size_t np_config_errors_print(const struct np_config_errors *errs, FILE *out);
+size_t np_cfg_errors_print(const struct np_cfg_errors *errs, FILE *out);
 
 /* ---- the raw tree ---------------------------------------------------------- */
 
@@ -227,7 +227,7 @@ struct np_cfg_doc;
  * errors.
  */
 struct np_cfg_doc *np_cfg_parse(const char *file, const char *buf, size_t len,
-				struct np_config_errors *errs);
+				struct np_cfg_errors *errs);
 void np_cfg_doc_free(struct np_cfg_doc *doc);
 const struct np_cfg_node *np_cfg_doc_root(const struct np_cfg_doc *doc);
 const char *np_cfg_kind_name(enum np_cfg_kind kind); /* "a string", "an integer", ... */
@@ -456,7 +456,7 @@ struct np_config {
 	char *secure_path;		 /* NULL if none */
 	struct np_zk_server *zk_servers; /* secure.conf's replace the main file's */
 	size_t nzk_servers;
-	char *zk_hosts;				    /* np_config_zk_hosts() of them, NULL if none */
+	char *zk_hosts;				    /* np_cfg_zk_hosts() of them, NULL if none */
 	char *zk_tls_ca, *zk_tls_cert, *zk_tls_key; /* NULL if unset */
 	double zk_timeout;			    /* seconds, 10.0 */
 	struct np_label *labels;
@@ -492,28 +492,28 @@ struct np_config {
  * (non-abstract) diskimage's env-vars; an unknown name is an error.
  * A missing file is retried twice 0.5 s apart (an editor replacing it).
  * Returns 0 with *cfg set and *errs NULL, or -1 with *cfg NULL and *errs a
- * non-empty list (free with np_config_errors_free). errs may be NULL.
+ * non-empty list (free with np_cfg_errors_free). errs may be NULL.
  */
-int np_config_load(const char *path, const char *secure_path, struct np_config **cfg,
-		   struct np_config_errors **errs);
+int np_cfg_load(const char *path, const char *secure_path, struct np_config **cfg,
+		struct np_cfg_errors **errs);
 /*
  * The same from memory (tests, fuzzing, a worker's slice). name labels
  * positions; secure (secure_len bytes, named secure_name) may be NULL.
  */
-int np_config_load_buffer(const char *name, const char *buf, size_t len, const char *secure_name,
-			  const char *secure, size_t secure_len, struct np_config **cfg,
-			  struct np_config_errors **errs);
-void np_config_free(struct np_config *cfg);
+int np_cfg_load_buffer(const char *name, const char *buf, size_t len, const char *secure_name,
+		       const char *secure, size_t secure_len, struct np_config **cfg,
+		       struct np_cfg_errors **errs);
+void np_cfg_free(struct np_config *cfg);
 
 /* Lookups by name; NULL if absent. */
-const struct np_provider *np_config_provider(const struct np_config *cfg, const char *name);
-const struct np_label *np_config_label(const struct np_config *cfg, const char *name);
-const struct np_diskimage *np_config_diskimage(const struct np_config *cfg, const char *name);
+const struct np_provider *np_cfg_provider(const struct np_config *cfg, const char *name);
+const struct np_label *np_cfg_label(const struct np_config *cfg, const char *name);
+const struct np_diskimage *np_cfg_diskimage(const struct np_config *cfg, const char *name);
 const struct np_pool *np_provider_pool(const struct np_provider *p, const char *name);
 
 /*
  * The settings a worker for one provider needs, as a JSON document that
- * np_config_load_buffer accepts (JSON is YAML): zookeeper-servers (merged
+ * np_cfg_load_buffer accepts (JSON is YAML): zookeeper-servers (merged
  * with secure.conf), zookeeper-tls, zookeeper-timeout, max-hold-age,
  * tenant-resource-limits, the nodepoold intervals (cleanup, delete, stats,
  * worker-status-timeout; not the supervisor's own keys), the top-level
@@ -521,7 +521,7 @@ const struct np_pool *np_provider_pool(const struct np_provider *p, const char *
  * uses, secure.conf env-vars included, and the provider entry itself. New reference, NULL if there
  * is no such provider. Loading a slice gives the same fingerprint for that provider.
  */
-json_t *np_config_slice(const struct np_config *cfg, const char *provider_name);
+json_t *np_cfg_slice(const struct np_config *cfg, const char *provider_name);
 
 /*
  * The ZooKeeper connection string for the C client, as Nodepool's
@@ -529,6 +529,6 @@ json_t *np_config_slice(const struct np_config *cfg, const char *provider_name);
  * The chroot (the first server's, validation makes them agree) is written
  * once at the end. malloc'd; NULL when n is 0.
  */
-char *np_config_zk_hosts(const struct np_zk_server *servers, size_t n);
+char *np_cfg_zk_hosts(const struct np_zk_server *servers, size_t n);
 
 #endif

@@ -25,19 +25,19 @@ zk_servers_build(struct np_config *cfg, const struct np_cfg_node *seq)
 
 	cfg->zk_servers = calloc(seq->n ? seq->n : 1, sizeof(*cfg->zk_servers));
 	if (cfg->zk_servers == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	cfg->nzk_servers = seq->n;
 	for (i = 0; i < seq->n; i++) {
 		const struct np_cfg_node *s = seq->items[i];
 
-		cfg->zk_servers[i].host = cfg_dup_str(s, "host", "");
+		cfg->zk_servers[i].host = np_cfg_dup_str(s, "host", "");
 		cfg->zk_servers[i].port = (int)np_cfg_int(s, "port", DEFAULT_ZK_PORT);
-		cfg->zk_servers[i].chroot = cfg_dup_str(s, "chroot", NULL);
+		cfg->zk_servers[i].chroot = np_cfg_dup_str(s, "chroot", NULL);
 	}
 }
 
 void
-cfg_zk_servers_free(struct np_config *cfg)
+np_cfg_zk_servers_free(struct np_config *cfg)
 {
 	size_t i;
 
@@ -56,9 +56,9 @@ zk_tls_build(struct np_config *cfg, const struct np_cfg_node *tls)
 	free(cfg->zk_tls_ca);
 	free(cfg->zk_tls_cert);
 	free(cfg->zk_tls_key);
-	cfg->zk_tls_ca = cfg_dup_str(tls, "ca", NULL);
-	cfg->zk_tls_cert = cfg_dup_str(tls, "cert", NULL);
-	cfg->zk_tls_key = cfg_dup_str(tls, "key", NULL);
+	cfg->zk_tls_ca = np_cfg_dup_str(tls, "ca", NULL);
+	cfg->zk_tls_cert = np_cfg_dup_str(tls, "cert", NULL);
+	cfg->zk_tls_key = np_cfg_dup_str(tls, "key", NULL);
 }
 
 /* One DiskImage.setFromConfig step (truthy values override, as upstream). */
@@ -73,24 +73,24 @@ diskimage_apply(struct np_diskimage *d, const struct np_cfg_node *src)
 		d->build_timeout = v;
 	if ((s = np_cfg_str(src, "dib-cmd", NULL)) != NULL && *s) {
 		free(d->dib_cmd);
-		d->dib_cmd = cfg_strdup(s);
+		d->dib_cmd = np_cfg_strdup(s);
 	}
-	cfg_strv_from_seq(&d->elements, cfg_get_seq(src, "elements"));
-	if ((n = cfg_get_map(src, "env-vars")) != NULL) {
+	np_cfg_strv_from_seq(&d->elements, np_cfg_get_seq(src, "elements"));
+	if ((n = np_cfg_get_map(src, "env-vars")) != NULL) {
 		json_t *ev = np_cfg_to_json(n);
 
 		json_object_update(d->env_vars, ev);
 		json_decref(ev);
 	}
-	if ((n = cfg_get_seq(src, "formats")) != NULL && n->n > 0) {
+	if ((n = np_cfg_get_seq(src, "formats")) != NULL && n->n > 0) {
 		np_cfg_strv_free(&d->formats);
-		cfg_strv_from_seq(&d->formats, n);
-		cfg_strv_sort_unique(&d->formats);
+		np_cfg_strv_from_seq(&d->formats, n);
+		np_cfg_strv_sort_unique(&d->formats);
 	}
-	if ((n = cfg_get_seq(src, "keep-formats")) != NULL && n->n > 0) {
+	if ((n = np_cfg_get_seq(src, "keep-formats")) != NULL && n->n > 0) {
 		np_cfg_strv_free(&d->keep_formats);
-		cfg_strv_from_seq(&d->keep_formats, n);
-		cfg_strv_sort_unique(&d->keep_formats);
+		np_cfg_strv_from_seq(&d->keep_formats, n);
+		np_cfg_strv_sort_unique(&d->keep_formats);
 	}
 	if ((n = np_cfg_get(src, "delete-after-upload")) != NULL && n->kind == NP_CFG_BOOL)
 		d->delete_after_upload = (int)n->i;
@@ -100,11 +100,11 @@ diskimage_apply(struct np_diskimage *d, const struct np_cfg_node *src)
 		d->validate = 1;
 	if ((s = np_cfg_str(src, "python-path", NULL)) != NULL && *s) {
 		free(d->python_path);
-		d->python_path = cfg_strdup(s);
+		d->python_path = np_cfg_strdup(s);
 	}
 	if ((s = np_cfg_str(src, "shell-type", NULL)) != NULL && *s) {
 		free(d->shell_type);
-		d->shell_type = cfg_strdup(s);
+		d->shell_type = np_cfg_strdup(s);
 	}
 	if ((v = np_cfg_int(src, "rebuild-age", 0)) != 0)
 		d->rebuild_age = v;
@@ -120,15 +120,15 @@ diskimage_apply(struct np_diskimage *d, const struct np_cfg_node *src)
 		}
 		if (s != NULL) {
 			free(d->release);
-			d->release = cfg_strdup(s);
+			d->release = np_cfg_strdup(s);
 		}
 	}
 	if ((s = np_cfg_str(src, "username", NULL)) != NULL && *s) {
 		free(d->username);
-		d->username = cfg_strdup(s);
+		d->username = np_cfg_strdup(s);
 	}
 	json_decref(d->metadata);
-	d->metadata = cfg_json_obj_of(src, "metadata");
+	d->metadata = np_cfg_json_obj_of(src, "metadata");
 }
 
 static void
@@ -139,15 +139,15 @@ diskimage_build(struct np_diskimage *d, const struct name_index *ix, const struc
 	const struct np_cfg_node *cur = img;
 
 	memset(d, 0, sizeof(*d));
-	d->name = cfg_dup_str(img, "name", "");
-	d->parent = cfg_dup_str(img, "parent", NULL);
-	d->dib_cmd = cfg_strdup("disk-image-create");
+	d->name = np_cfg_dup_str(img, "name", "");
+	d->parent = np_cfg_dup_str(img, "parent", NULL);
+	d->dib_cmd = np_cfg_strdup("disk-image-create");
 	d->env_vars = json_object();
-	d->release = cfg_strdup("");
+	d->release = np_cfg_strdup("");
 	d->rebuild_age = 24 * 60 * 60;
 	d->build_timeout = 8 * 60 * 60;
-	d->username = cfg_strdup("zuul");
-	d->python_path = cfg_strdup("auto");
+	d->username = np_cfg_strdup("zuul");
+	d->python_path = np_cfg_strdup("auto");
 	d->metadata = json_object();
 	d->raw = img;
 	/* parents root first; the checks ruled out loops and missing parents */
@@ -155,14 +155,14 @@ diskimage_build(struct np_diskimage *d, const struct name_index *ix, const struc
 		const char *p = np_cfg_str(cur, "parent", NULL);
 
 		chain[n++] = cur;
-		cur = p ? cfg_nix_find(ix, p) : NULL;
+		cur = p ? np_cfg_nix_find(ix, p) : NULL;
 	}
 	for (i = n; i-- > 0;)
 		diskimage_apply(d, chain[i]);
 }
 
 void
-cfg_diskimage_free(struct np_diskimage *d)
+np_cfg_diskimage_free(struct np_diskimage *d)
 {
 	free(d->name);
 	free(d->parent);
@@ -201,33 +201,34 @@ provider_image_build(struct np_provider_image *im, const struct np_cfg_node *raw
 {
 	memset(im, 0, sizeof(*im));
 	im->raw = raw;
-	im->name = cfg_dup_str(raw, "name", "");
+	im->name = np_cfg_dup_str(raw, "name", "");
 	im->pause = np_cfg_bool(raw, "pause", 0);
 	im->config_drive = np_cfg_bool(raw, "config-drive", -1);
 	im->validate = np_cfg_bool(raw, "validate", -1);
-	im->image_id = cfg_dup_str(raw, "image-id", NULL);
-	im->image_name = cfg_dup_str(raw, "image-name", NULL);
-	im->connection_type = cfg_dup_str(raw, "connection-type", "ssh");
+	im->image_id = np_cfg_dup_str(raw, "image-id", NULL);
+	im->image_name = np_cfg_dup_str(raw, "image-name", NULL);
+	im->connection_type = np_cfg_dup_str(raw, "connection-type", "ssh");
 	im->connection_port =
 	    (int)np_cfg_int(raw, "connection-port", default_port(im->connection_type));
 	if (!cloud && top != NULL && (t->flags & NP_DRV_IMAGE_USER_FROM_DISKIMAGE)) {
 		/* these take the user (and interpreter) from the diskimage itself */
 		int interp = (t->flags & NP_DRV_IMAGE_INTERP_FROM_DISKIMAGE) != 0;
 
-		im->username = cfg_strdup(top->username);
-		im->python_path =
-		    cfg_strdup(interp ? top->python_path : np_cfg_str(raw, "python-path", "auto"));
-		im->shell_type =
-		    interp ? cfg_strdup(top->shell_type) : cfg_dup_str(raw, "shell-type", NULL);
+		im->username = np_cfg_strdup(top->username);
+		im->python_path = np_cfg_strdup(interp ? top->python_path
+						       : np_cfg_str(raw, "python-path", "auto"));
+		im->shell_type = interp ? np_cfg_strdup(top->shell_type)
+					: np_cfg_dup_str(raw, "shell-type", NULL);
 	} else {
-		im->username = cfg_dup_str(raw, "username", !cloud && top ? top->username : NULL);
-		im->python_path = cfg_dup_str(raw, "python-path", "auto");
-		im->shell_type = cfg_dup_str(raw, "shell-type", NULL);
+		im->username =
+		    np_cfg_dup_str(raw, "username", !cloud && top ? top->username : NULL);
+		im->python_path = np_cfg_dup_str(raw, "python-path", "auto");
+		im->shell_type = np_cfg_dup_str(raw, "shell-type", NULL);
 	}
-	if (cfg_get_map(raw, "meta"))
-		im->meta = cfg_json_obj_of(raw, "meta");
+	if (np_cfg_get_map(raw, "meta"))
+		im->meta = np_cfg_json_obj_of(raw, "meta");
 	else
-		im->meta = cfg_json_obj_of(raw, "tags");
+		im->meta = np_cfg_json_obj_of(raw, "tags");
 }
 
 static void
@@ -249,15 +250,15 @@ pool_label_build(struct np_pool_label *pl, const struct np_cfg_node *raw,
 {
 	memset(pl, 0, sizeof(*pl));
 	pl->raw = raw;
-	pl->name = cfg_dup_str(raw, "name", "");
-	pl->diskimage = cfg_dup_str(raw, "diskimage", NULL);
-	pl->cloud_image = cfg_dup_str(raw, "cloud-image", NULL);
-	pl->flavor_name = cfg_dup_str(raw, "flavor-name", NULL);
-	pl->instance_type = cfg_dup_str(raw, "instance-type", NULL);
+	pl->name = np_cfg_dup_str(raw, "name", "");
+	pl->diskimage = np_cfg_dup_str(raw, "diskimage", NULL);
+	pl->cloud_image = np_cfg_dup_str(raw, "cloud-image", NULL);
+	pl->flavor_name = np_cfg_dup_str(raw, "flavor-name", NULL);
+	pl->instance_type = np_cfg_dup_str(raw, "instance-type", NULL);
 	pl->min_ram = np_cfg_int(raw, "min-ram", 0);
-	pl->key_name = cfg_dup_str(raw, "key-name", NULL);
+	pl->key_name = np_cfg_dup_str(raw, "key-name", NULL);
 	pl->host_key_checking = np_cfg_bool(raw, "host-key-checking", pool->host_key_checking);
-	pl->backing_label = cfg_dup_str(raw, "backing-label", NULL);
+	pl->backing_label = np_cfg_dup_str(raw, "backing-label", NULL);
 	pl->max_parallel_jobs = np_cfg_int(raw, "max-parallel-jobs", 1);
 	pl->grace_time = np_cfg_int(raw, "grace-time", 60);
 	pl->min_retention_time = np_cfg_int(raw, "min-retention-time", 0);
@@ -287,19 +288,19 @@ static_node_build(struct np_static_node *sn, const struct np_cfg_node *raw)
 
 	memset(sn, 0, sizeof(*sn));
 	sn->raw = raw;
-	sn->name = cfg_dup_str(raw, "name", "");
+	sn->name = np_cfg_dup_str(raw, "name", "");
 	np_cfg_static_node_labels(raw, &sn->labels);
-	sn->username = cfg_dup_str(raw, "username", "zuul");
+	sn->username = np_cfg_dup_str(raw, "username", "zuul");
 	sn->timeout = np_cfg_int(raw, "timeout", 5);
 	if (hk != NULL && hk->kind == NP_CFG_STR && hk->text[0])
-		cfg_strv_push(&sn->host_keys, hk->text);
+		np_cfg_strv_push(&sn->host_keys, hk->text);
 	else
-		cfg_strv_from_seq(&sn->host_keys, hk);
+		np_cfg_strv_from_seq(&sn->host_keys, hk);
 	sn->host_key_checking = np_cfg_bool(raw, "host-key-checking", 1);
-	sn->connection_type = cfg_dup_str(raw, "connection-type", "ssh");
+	sn->connection_type = np_cfg_dup_str(raw, "connection-type", "ssh");
 	sn->connection_port = np_cfg_static_port(raw);
-	sn->shell_type = cfg_dup_str(raw, "shell-type", NULL);
-	sn->python_path = cfg_dup_str(raw, "python-path", "auto");
+	sn->shell_type = np_cfg_dup_str(raw, "shell-type", NULL);
+	sn->python_path = np_cfg_dup_str(raw, "python-path", "auto");
 	sn->max_parallel_jobs = np_cfg_int(raw, "max-parallel-jobs", 1);
 }
 
@@ -320,15 +321,15 @@ pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_
 	   const struct np_cfg_node *prov_raw)
 {
 	const struct np_drv_traits *t = typed_traits(p->driver);
-	const struct np_cfg_node *labels = cfg_get_seq(raw, "labels");
-	const struct np_cfg_node *nodes = cfg_get_seq(raw, "nodes");
+	const struct np_cfg_node *labels = np_cfg_get_seq(raw, "labels");
+	const struct np_cfg_node *nodes = np_cfg_get_seq(raw, "nodes");
 	const struct np_cfg_node *n;
 	int hkc_default = 1, internal_default = 0;
 	size_t i;
 
 	memset(pool, 0, sizeof(*pool));
 	pool->raw = raw;
-	pool->name = cfg_dup_str(raw, "name", "");
+	pool->name = np_cfg_dup_str(raw, "name", "");
 	/* as their upstream loaders, some drivers' pools inherit the provider's limits */
 	pool->max_servers = np_cfg_int(
 	    raw, "max-servers", t->flags & NP_DRV_POOL_INHERITS_MAX_SERVERS ? p->max_servers : -1);
@@ -338,8 +339,8 @@ pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_
 				   t->flags & NP_DRV_POOL_INHERITS_MAX_CORES_RAM ? p->max_ram : -1);
 	pool->max_volumes = np_cfg_int(raw, "max-volumes", -1);
 	pool->max_volume_gb = np_cfg_int(raw, "max-volume-gb", -1);
-	pool->max_resources = cfg_json_obj_of(prov_raw, "max-resources");
-	if ((n = cfg_get_map(raw, "max-resources")) != NULL) {
+	pool->max_resources = np_cfg_json_obj_of(prov_raw, "max-resources");
+	if ((n = np_cfg_get_map(raw, "max-resources")) != NULL) {
 		json_t *j = np_cfg_to_json(n);
 
 		json_object_update(pool->max_resources, j);
@@ -347,12 +348,12 @@ pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_
 	}
 	n = np_cfg_get(raw, "priority");
 	pool->priority = n && n->kind == NP_CFG_INT ? n->i : p->priority;
-	if ((n = cfg_get_map(raw, "node-attributes")) != NULL)
+	if ((n = np_cfg_get_map(raw, "node-attributes")) != NULL)
 		pool->node_attributes = np_cfg_to_json(n);
 	pool->ignore_provider_quota = np_cfg_bool(raw, "ignore-provider-quota", 0);
-	cfg_strv_from_seq(&pool->azs, cfg_get_seq(raw, "availability-zones"));
+	np_cfg_strv_from_seq(&pool->azs, np_cfg_get_seq(raw, "availability-zones"));
 	if (np_cfg_str(raw, "availability-zone", NULL) != NULL)
-		cfg_strv_push(&pool->azs, np_cfg_str(raw, "availability-zone", NULL));
+		np_cfg_strv_push(&pool->azs, np_cfg_str(raw, "availability-zone", NULL));
 	if (t->pool_hkc == NP_DRV_POOL_HKC_PROVIDER) {
 		hkc_default = p->host_key_checking;
 		internal_default = np_cfg_bool(prov_raw, "use-internal-ip", 0);
@@ -365,25 +366,25 @@ pool_build(struct np_pool *pool, const struct np_cfg_node *raw, const struct np_
 	if (labels != NULL && labels->n > 0) {
 		pool->labels = calloc(labels->n, sizeof(*pool->labels));
 		if (pool->labels == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		for (i = 0; i < labels->n; i++) {
 			pool_label_build(&pool->labels[pool->nlabels++], labels->items[i], p, pool);
-			cfg_strv_push(&pool->label_names, pool->labels[i].name);
+			np_cfg_strv_push(&pool->label_names, pool->labels[i].name);
 		}
 	}
 	if ((t->flags & NP_DRV_STATIC_NODES) && nodes != NULL && nodes->n > 0) {
 		pool->nodes = calloc(nodes->n, sizeof(*pool->nodes));
 		if (pool->nodes == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		for (i = 0; i < nodes->n; i++) {
 			struct np_static_node *sn = &pool->nodes[pool->nnodes++];
 			size_t k;
 
 			static_node_build(sn, nodes->items[i]);
 			for (k = 0; k < sn->labels.n; k++)
-				cfg_strv_push(&pool->label_names, sn->labels.v[k]);
+				np_cfg_strv_push(&pool->label_names, sn->labels.v[k]);
 		}
-		cfg_strv_sort_unique(&pool->label_names); /* a set, as StaticPool.labels */
+		np_cfg_strv_sort_unique(&pool->label_names); /* a set, as StaticPool.labels */
 	}
 }
 
@@ -427,7 +428,7 @@ typed_index_build(struct typed_index *ix, struct np_config *cfg)
 
 	ix->n = cfg->ndiskimages;
 	if ((ix->v = malloc((ix->n ? ix->n : 1) * sizeof(*ix->v))) == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	for (i = 0; i < ix->n; i++)
 		ix->v[i] = &cfg->diskimages[i];
 	qsort(ix->v, ix->n, sizeof(*ix->v), typed_cmp);
@@ -455,15 +456,15 @@ typed_index_find(const struct typed_index *ix, const char *name)
 static void
 provider_build(const struct typed_index *dix, struct np_provider *p, const struct np_cfg_node *raw)
 {
-	const char *drv = cfg_provider_driver(raw);
+	const char *drv = np_cfg_provider_driver(raw);
 	const struct np_drv_traits *t = typed_traits(drv);
 	const struct np_cfg_node *seq, *n, *quota;
 	size_t i;
 
 	memset(p, 0, sizeof(*p));
 	p->raw = raw;
-	p->name = cfg_dup_str(raw, "name", "");
-	p->driver = cfg_strdup(drv);
+	p->name = np_cfg_dup_str(raw, "name", "");
+	p->driver = np_cfg_strdup(drv);
 	p->max_concurrency = np_cfg_int(raw, "max-concurrency", -1);
 	n = np_cfg_get(raw, "priority");
 	p->priority_set = n && n->kind == NP_CFG_INT;
@@ -471,26 +472,26 @@ provider_build(const struct typed_index *dix, struct np_provider *p, const struc
 	p->launch_retries = np_cfg_int(raw, "launch-retries", 3);
 	p->boot_timeout = np_cfg_int(raw, "boot-timeout", t->boot_timeout);
 	p->launch_timeout = np_cfg_int(raw, "launch-timeout", 3600);
-	p->rate = cfg_coerce_num(raw, "rate", t->rate);
+	p->rate = np_cfg_coerce_num(raw, "rate", t->rate);
 	p->host_key_checking =
 	    np_cfg_bool(raw, "host-key-checking", t->flags & NP_DRV_NO_HOST_KEY_CHECK ? 0 : 1);
-	p->cloud = cfg_dup_str(raw, t->cloud_key ? t->cloud_key : "context", NULL);
-	p->region = cfg_dup_str(raw, t->region_key ? t->region_key : "region-name", NULL);
+	p->cloud = np_cfg_dup_str(raw, t->cloud_key ? t->cloud_key : "context", NULL);
+	p->region = np_cfg_dup_str(raw, t->region_key ? t->region_key : "region-name", NULL);
 	p->manage_images = (t->flags & NP_DRV_MANAGES_IMAGES) != 0;
 	if (t->image_format != NULL)
 		p->image_format = t->flags & NP_DRV_IMAGE_FORMAT_FIXED
-				      ? cfg_strdup(t->image_format)
-				      : cfg_dup_str(raw, "image-format", t->image_format);
+				      ? np_cfg_strdup(t->image_format)
+				      : np_cfg_dup_str(raw, "image-format", t->image_format);
 	if (t->image_timeout_key != NULL)
 		p->image_upload_timeout = np_cfg_int(raw, t->image_timeout_key, t->image_timeout);
 	else
 		p->image_upload_timeout = np_cfg_int(raw, "image-import-timeout", -1);
 	if (t->image_name_format != NULL)
-		p->image_name_format = cfg_strdup(t->image_name_format);
+		p->image_name_format = np_cfg_strdup(t->image_name_format);
 	else if (p->manage_images)
 		p->image_name_format =
-		    cfg_dup_str(raw, "image-name-format", DEFAULT_IMAGE_NAME_FORMAT);
-	p->post_upload_hook = cfg_dup_str(raw, "post-upload-hook", NULL);
+		    np_cfg_dup_str(raw, "image-name-format", DEFAULT_IMAGE_NAME_FORMAT);
+	p->post_upload_hook = np_cfg_dup_str(raw, "post-upload-hook", NULL);
 	p->max_servers =
 	    np_cfg_int(raw, t->max_servers_key ? t->max_servers_key : "max-servers", -1);
 	p->max_cores = np_cfg_int(raw, "max-cores", -1);
@@ -499,16 +500,16 @@ provider_build(const struct typed_index *dix, struct np_provider *p, const struc
 	p->delete_delay = np_cfg_num(raw, "delete-delay", 0);
 	p->failure_rate = np_cfg_num(raw, "failure-rate", 0);
 	p->delete_failure_rate = np_cfg_num(raw, "delete-failure-rate", 0);
-	quota = t->flags & NP_DRV_PROVIDER_QUOTA ? cfg_get_map(raw, "quota") : NULL;
+	quota = t->flags & NP_DRV_PROVIDER_QUOTA ? np_cfg_get_map(raw, "quota") : NULL;
 	p->quota_instances = np_cfg_int(quota, "instances", -1);
 	p->quota_cores = np_cfg_int(quota, "cores", -1);
 	p->quota_ram = np_cfg_int(quota, "ram", -1);
 	p->seed = np_cfg_int(raw, "seed", 0);
 
-	if (p->manage_images && (seq = cfg_get_seq(raw, "diskimages")) != NULL && seq->n > 0) {
+	if (p->manage_images && (seq = np_cfg_get_seq(raw, "diskimages")) != NULL && seq->n > 0) {
 		p->diskimages = calloc(seq->n, sizeof(*p->diskimages));
 		if (p->diskimages == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		for (i = 0; i < seq->n; i++) {
 			const char *name = np_cfg_str(seq->items[i], "name", "");
 
@@ -516,25 +517,25 @@ provider_build(const struct typed_index *dix, struct np_provider *p, const struc
 					     typed_index_find(dix, name));
 		}
 	}
-	if ((seq = cfg_get_seq(raw, "cloud-images")) != NULL && seq->n > 0) {
+	if ((seq = np_cfg_get_seq(raw, "cloud-images")) != NULL && seq->n > 0) {
 		p->cloud_images = calloc(seq->n, sizeof(*p->cloud_images));
 		if (p->cloud_images == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		for (i = 0; i < seq->n; i++)
 			provider_image_build(&p->cloud_images[p->ncloud_images++], seq->items[i], t,
 					     1, NULL);
 	}
-	if ((seq = cfg_get_seq(raw, "pools")) != NULL && seq->n > 0) {
+	if ((seq = np_cfg_get_seq(raw, "pools")) != NULL && seq->n > 0) {
 		p->pools = calloc(seq->n, sizeof(*p->pools));
 		if (p->pools == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		for (i = 0; i < seq->n; i++)
 			pool_build(&p->pools[p->npools++], seq->items[i], p, raw);
 	}
 }
 
 void
-cfg_provider_free(struct np_provider *p)
+np_cfg_provider_free(struct np_provider *p)
 {
 	size_t i;
 
@@ -563,12 +564,12 @@ tenant_limits_build(struct np_config *cfg, const struct np_cfg_node *seq)
 
 	cfg->tenant_limits = calloc(seq->n ? seq->n : 1, sizeof(*cfg->tenant_limits));
 	if (cfg->tenant_limits == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	for (i = 0; i < seq->n; i++) {
 		const struct np_cfg_node *m = seq->items[i];
 		struct np_tenant_limit *t = &cfg->tenant_limits[cfg->ntenant_limits++];
 
-		t->tenant = cfg_dup_str(m, "tenant-name", "");
+		t->tenant = np_cfg_dup_str(m, "tenant-name", "");
 		t->limits = json_object();
 		for (j = 0; j < m->n; j++) {
 			const char *k = m->keys[j]->text;
@@ -597,8 +598,8 @@ nodepoold_build(struct np_nodepoold_settings *s, const struct np_cfg_node *m)
 	s->delete_interval = np_cfg_num(m, "delete-interval", 5);
 	s->stats_interval = np_cfg_num(m, "stats-interval", 5);
 	s->worker_status_timeout = np_cfg_num(m, "worker-status-timeout", 30);
-	s->control_socket = cfg_dup_str(m, "control-socket", "/run/nodepoold/nodepoold.sock");
-	s->pid_file = cfg_dup_str(m, "pid-file", "/run/nodepoold/nodepoold.pid");
+	s->control_socket = np_cfg_dup_str(m, "control-socket", "/run/nodepoold/nodepoold.sock");
+	s->pid_file = np_cfg_dup_str(m, "pid-file", "/run/nodepoold/nodepoold.pid");
 	s->restart_backoff_max = np_cfg_num(m, "restart-backoff-max", 60);
 	s->request_lock_cleanup_age = np_cfg_num(m, "request-lock-cleanup-age", 8 * 3600);
 	s->peer_takeover_delay = np_cfg_num(m, "peer-takeover-delay", 2);
@@ -606,49 +607,49 @@ nodepoold_build(struct np_nodepoold_settings *s, const struct np_cfg_node *m)
 }
 
 void
-cfg_config_build(struct np_config *cfg, const struct np_cfg_node *root)
+np_cfg_config_build(struct np_config *cfg, const struct np_cfg_node *root)
 {
 	const struct np_cfg_node *seq, *n;
 	size_t i;
 
-	if ((seq = cfg_get_seq(root, "zookeeper-servers")) != NULL)
+	if ((seq = np_cfg_get_seq(root, "zookeeper-servers")) != NULL)
 		zk_servers_build(cfg, seq);
-	if ((n = cfg_get_map(root, "zookeeper-tls")) != NULL)
+	if ((n = np_cfg_get_map(root, "zookeeper-tls")) != NULL)
 		zk_tls_build(cfg, n);
 	cfg->zk_timeout = np_cfg_num(root, "zookeeper-timeout", 10.0);
-	if ((seq = cfg_get_seq(root, "labels")) != NULL && seq->n > 0) {
+	if ((seq = np_cfg_get_seq(root, "labels")) != NULL && seq->n > 0) {
 		cfg->labels = calloc(seq->n, sizeof(*cfg->labels));
 		if (cfg->labels == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		for (i = 0; i < seq->n; i++) {
 			struct np_label *l = &cfg->labels[cfg->nlabels++];
 
 			l->raw = seq->items[i];
-			l->name = cfg_dup_str(l->raw, "name", "");
+			l->name = np_cfg_dup_str(l->raw, "name", "");
 			l->min_ready = np_cfg_int(l->raw, "min-ready", 0);
 			l->max_ready_age = np_cfg_int(l->raw, "max-ready-age", 0);
 		}
 	}
-	if ((seq = cfg_get_seq(root, "diskimages")) != NULL && seq->n > 0) {
+	if ((seq = np_cfg_get_seq(root, "diskimages")) != NULL && seq->n > 0) {
 		cfg->diskimages = calloc(seq->n, sizeof(*cfg->diskimages));
 		if (cfg->diskimages == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		struct name_index ix;
 
-		cfg_nix_build(&ix, seq);
+		np_cfg_nix_build(&ix, seq);
 		for (i = 0; i < seq->n; i++)
 			if (!np_cfg_bool(seq->items[i], "abstract", 0))
 				diskimage_build(&cfg->diskimages[cfg->ndiskimages++], &ix,
 						seq->items[i]);
-		cfg_nix_free(&ix);
+		np_cfg_nix_free(&ix);
 	}
-	if ((seq = cfg_get_seq(root, "providers")) != NULL && seq->n > 0) {
+	if ((seq = np_cfg_get_seq(root, "providers")) != NULL && seq->n > 0) {
 		struct typed_index dix;
 
 		typed_index_build(&dix, cfg);
 		cfg->providers = calloc(seq->n, sizeof(*cfg->providers));
 		if (cfg->providers == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		for (i = 0; i < seq->n; i++)
 			provider_build(&dix, &cfg->providers[cfg->nproviders++], seq->items[i]);
 		free(dix.v);
@@ -656,46 +657,46 @@ cfg_config_build(struct np_config *cfg, const struct np_cfg_node *root)
 	cfg->max_hold_age = np_cfg_int(root, "max-hold-age", 0);
 	if (cfg->max_hold_age < 0)
 		cfg->max_hold_age = 0;
-	if ((seq = cfg_get_seq(root, "tenant-resource-limits")) != NULL)
+	if ((seq = np_cfg_get_seq(root, "tenant-resource-limits")) != NULL)
 		tenant_limits_build(cfg, seq);
-	n = cfg_get_map(root, "webapp");
+	n = np_cfg_get_map(root, "webapp");
 	cfg->webapp_port = (int)np_cfg_int(n, "port", 8005);
-	cfg->webapp_listen_address = cfg_dup_str(n, "listen_address", "0.0.0.0");
+	cfg->webapp_listen_address = np_cfg_dup_str(n, "listen_address", "0.0.0.0");
 	cfg->webapp_max_connections = np_cfg_int(n, "max_connections", 64);
 	cfg->webapp_max_connections_per_client = np_cfg_int(n, "max_connections_per_client", 8);
 	cfg->webapp_request_timeout = np_cfg_num(n, "request_timeout", 10);
 	cfg->webapp_max_response_size = np_cfg_int(n, "max_response_size", 32 << 20);
-	cfg->elements_dir = cfg_dup_str(root, "elements-dir", NULL);
-	cfg->images_dir = cfg_dup_str(root, "images-dir", NULL);
-	cfg->build_log_dir = cfg_dup_str(root, "build-log-dir", "/var/log/nodepool/builds");
+	cfg->elements_dir = np_cfg_dup_str(root, "elements-dir", NULL);
+	cfg->images_dir = np_cfg_dup_str(root, "images-dir", NULL);
+	cfg->build_log_dir = np_cfg_dup_str(root, "build-log-dir", "/var/log/nodepool/builds");
 	cfg->build_log_retention = np_cfg_int(root, "build-log-retention", 7);
-	nodepoold_build(&cfg->nodepoold, cfg_get_map(root, "nodepoold"));
+	nodepoold_build(&cfg->nodepoold, np_cfg_get_map(root, "nodepoold"));
 }
 
 /* secure.conf over the main file, as Nodepool's loadSecureConfig. */
 void
-cfg_secure_merge(struct np_config *cfg, const struct np_cfg_node *sroot,
-		 struct np_config_errors *errs)
+np_cfg_secure_merge(struct np_config *cfg, const struct np_cfg_node *sroot,
+		    struct np_cfg_errors *errs)
 {
 	const struct np_cfg_node *seq, *n;
-	struct cfg_path path;
+	struct np_cfg_path path;
 	size_t i, old;
 
 	memset(&path, 0, sizeof(path));
 	if (sroot->kind != NP_CFG_MAP)
 		return;
-	if ((seq = cfg_get_seq(sroot, "zookeeper-servers")) != NULL && seq->n > 0) {
-		cfg_zk_servers_free(cfg);
+	if ((seq = np_cfg_get_seq(sroot, "zookeeper-servers")) != NULL && seq->n > 0) {
+		np_cfg_zk_servers_free(cfg);
 		zk_servers_build(cfg, seq);
 	}
-	if ((n = cfg_get_map(sroot, "zookeeper-tls")) != NULL)
+	if ((n = np_cfg_get_map(sroot, "zookeeper-tls")) != NULL)
 		zk_tls_build(cfg, n);
-	if ((seq = cfg_get_seq(sroot, "diskimages")) == NULL)
+	if ((seq = np_cfg_get_seq(sroot, "diskimages")) == NULL)
 		return;
-	old = cfg_path_key(&path, "diskimages");
+	old = np_cfg_path_key(&path, "diskimages");
 	for (i = 0; i < seq->n; i++) {
 		const char *name = np_cfg_str(seq->items[i], "name", NULL);
-		const struct np_cfg_node *ev = cfg_get_map(seq->items[i], "env-vars");
+		const struct np_cfg_node *ev = np_cfg_get_map(seq->items[i], "env-vars");
 		struct np_diskimage *d = NULL;
 		size_t k;
 
@@ -705,12 +706,12 @@ cfg_secure_merge(struct np_config *cfg, const struct np_cfg_node *sroot,
 			if (strcmp(cfg->diskimages[k].name, name) == 0)
 				d = &cfg->diskimages[k];
 		if (d == NULL) {
-			size_t o1 = cfg_path_idx(&path, i), o2 = cfg_path_key(&path, "name");
+			size_t o1 = np_cfg_path_idx(&path, i), o2 = np_cfg_path_key(&path, "name");
 
-			cfg_err(errs, np_cfg_get(seq->items[i], "name"), &path,
-				"unknown diskimage %s", name);
-			cfg_path_pop(&path, o2);
-			cfg_path_pop(&path, o1);
+			np_cfg_err(errs, np_cfg_get(seq->items[i], "name"), &path,
+				   "unknown diskimage %s", name);
+			np_cfg_path_pop(&path, o2);
+			np_cfg_path_pop(&path, o1);
 			continue;
 		}
 		if (ev != NULL) {
@@ -720,5 +721,5 @@ cfg_secure_merge(struct np_config *cfg, const struct np_cfg_node *sroot,
 			json_decref(j);
 		}
 	}
-	cfg_path_pop(&path, old);
+	np_cfg_path_pop(&path, old);
 }

@@ -35,7 +35,7 @@ name_ent_cmp(const void *pa, const void *pb)
 }
 
 void
-cfg_nix_build(struct name_index *ix, const struct np_cfg_node *seq)
+np_cfg_nix_build(struct name_index *ix, const struct np_cfg_node *seq)
 {
 	size_t i;
 
@@ -44,7 +44,7 @@ cfg_nix_build(struct name_index *ix, const struct np_cfg_node *seq)
 	if (seq == NULL || seq->kind != NP_CFG_SEQ || seq->n == 0)
 		return;
 	if ((ix->v = malloc(seq->n * sizeof(*ix->v))) == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	for (i = 0; i < seq->n; i++) {
 		const char *name = np_cfg_str(seq->items[i], "name", NULL);
 
@@ -59,7 +59,7 @@ cfg_nix_build(struct name_index *ix, const struct np_cfg_node *seq)
 }
 
 void
-cfg_nix_free(struct name_index *ix)
+np_cfg_nix_free(struct name_index *ix)
 {
 	free(ix->v);
 	ix->v = NULL;
@@ -84,7 +84,7 @@ nix_find_ent(const struct name_index *ix, const char *name)
 }
 
 const struct np_cfg_node *
-cfg_nix_find(const struct name_index *ix, const char *name)
+np_cfg_nix_find(const struct name_index *ix, const char *name)
 {
 	const struct name_ent *e = nix_find_ent(ix, name);
 
@@ -99,18 +99,18 @@ static void
 err_at_name(struct np_drv_check *c, const struct np_cfg_node *item, size_t i, const char *fmt, ...)
 {
 	const struct np_cfg_node *name = np_cfg_get(item, "name");
-	size_t o1 = cfg_path_idx(&c->path, i), o2 = cfg_path_key(&c->path, "name");
+	size_t o1 = np_cfg_path_idx(&c->path, i), o2 = np_cfg_path_key(&c->path, "name");
 	va_list ap;
 	char *msg;
 
 	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
-		cfg_oom();
+		np_cfg_oom();
 	va_end(ap);
-	cfg_err(c->errs, name ? name : item, &c->path, "%s", msg);
+	np_cfg_err(c->errs, name ? name : item, &c->path, "%s", msg);
 	free(msg);
-	cfg_path_pop(&c->path, o2);
-	cfg_path_pop(&c->path, o1);
+	np_cfg_path_pop(&c->path, o2);
+	np_cfg_path_pop(&c->path, o1);
 }
 
 /* Names in a list of {name: ...} must be unique. what: "label", "pool"... */
@@ -121,13 +121,13 @@ check_unique_names(struct np_drv_check *c, const struct np_cfg_node *seq, const 
 	const struct np_cfg_node **first;
 	size_t i, j;
 
-	cfg_nix_build(&ix, seq);
+	np_cfg_nix_build(&ix, seq);
 	if (ix.n < 2) {
-		cfg_nix_free(&ix);
+		np_cfg_nix_free(&ix);
 		return;
 	}
 	if ((first = calloc(seq->n, sizeof(*first))) == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	for (i = 0; i < ix.n; i = j)
 		for (j = i + 1; j < ix.n && strcmp(ix.v[i].name, ix.v[j].name) == 0; j++)
 			first[ix.v[j].pos] = ix.v[i].item;
@@ -137,14 +137,14 @@ check_unique_names(struct np_drv_check *c, const struct np_cfg_node *seq, const 
 				    np_cfg_str(seq->items[i], "name", "?"),
 				    np_cfg_get(first[i], "name")->line);
 	free(first);
-	cfg_nix_free(&ix);
+	np_cfg_nix_free(&ix);
 }
 
 /* A top-level diskimage a provider may use: defined and not abstract. */
 static const struct np_cfg_node *
 top_diskimage(struct np_drv_check *c, const char *name, int *abstract)
 {
-	const struct np_cfg_node *d = cfg_nix_find(&c->diskimages, name);
+	const struct np_cfg_node *d = np_cfg_nix_find(&c->diskimages, name);
 
 	*abstract = d ? np_cfg_bool(d, "abstract", 0) : 0;
 	return d;
@@ -153,7 +153,7 @@ top_diskimage(struct np_drv_check *c, const char *name, int *abstract)
 static int
 top_label_exists(struct np_drv_check *c, const char *name)
 {
-	return cfg_nix_find(&c->labels, name) != NULL;
+	return np_cfg_nix_find(&c->labels, name) != NULL;
 }
 
 static void diskimage_err(struct np_drv_check *c, const struct np_cfg_node *d, size_t i,
@@ -162,29 +162,29 @@ static void diskimage_err(struct np_drv_check *c, const struct np_cfg_node *d, s
 static void
 diskimage_err(struct np_drv_check *c, const struct np_cfg_node *d, size_t i, const char *fmt, ...)
 {
-	size_t o1 = cfg_path_idx(&c->path, i), o2 = cfg_path_key(&c->path, "parent");
+	size_t o1 = np_cfg_path_idx(&c->path, i), o2 = np_cfg_path_key(&c->path, "parent");
 	va_list ap;
 	char *msg;
 
 	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
-		cfg_oom();
+		np_cfg_oom();
 	va_end(ap);
-	cfg_err(c->errs, np_cfg_get(d, "parent"), &c->path, "%s", msg);
+	np_cfg_err(c->errs, np_cfg_get(d, "parent"), &c->path, "%s", msg);
 	free(msg);
-	cfg_path_pop(&c->path, o2);
-	cfg_path_pop(&c->path, o1);
+	np_cfg_path_pop(&c->path, o2);
+	np_cfg_path_pop(&c->path, o1);
 }
 
 static void
 check_diskimages(struct np_drv_check *c)
 {
-	const struct np_cfg_node *seq = cfg_get_seq(c->root, "diskimages");
+	const struct np_cfg_node *seq = np_cfg_get_seq(c->root, "diskimages");
 	size_t i, old;
 
 	if (seq == NULL)
 		return;
-	old = cfg_path_key(&c->path, "diskimages");
+	old = np_cfg_path_key(&c->path, "diskimages");
 	check_unique_names(c, seq, "diskimage");
 	for (i = 0; i < seq->n; i++) {
 		const struct np_cfg_node *d = seq->items[i], *cur;
@@ -196,7 +196,7 @@ check_diskimages(struct np_drv_check *c)
 
 		if (parent == NULL)
 			continue;
-		if (cfg_nix_find(&c->diskimages, parent) == NULL) {
+		if (np_cfg_nix_find(&c->diskimages, parent) == NULL) {
 			diskimage_err(c, d, i, "diskimage %s has non-existent parent: %s", name,
 				      parent);
 			continue;
@@ -209,7 +209,7 @@ check_diskimages(struct np_drv_check *c)
 				if (seen[k] == cur)
 					loop = 1;
 			seen[steps] = cur;
-			cur = p ? cfg_nix_find(&c->diskimages, p) : NULL;
+			cur = p ? np_cfg_nix_find(&c->diskimages, p) : NULL;
 		}
 		if (loop)
 			diskimage_err(c, d, i, "diskimage %s has a parent loop", name);
@@ -217,49 +217,49 @@ check_diskimages(struct np_drv_check *c)
 			diskimage_err(c, d, i, "diskimage %s has more than %d levels of parents",
 				      name, NP_CONFIG_MAX_PARENTS);
 	}
-	cfg_path_pop(&c->path, old);
+	np_cfg_path_pop(&c->path, old);
 }
 
 /* All servers of one list must agree on the chroot. */
 void
-cfg_check_zk_servers(struct np_drv_check *c, const struct np_cfg_node *doc)
+np_cfg_check_zk_servers(struct np_drv_check *c, const struct np_cfg_node *doc)
 {
-	const struct np_cfg_node *seq = cfg_get_seq(doc, "zookeeper-servers");
+	const struct np_cfg_node *seq = np_cfg_get_seq(doc, "zookeeper-servers");
 	const char *first = NULL;
 	size_t i, old;
 
 	if (seq == NULL)
 		return;
-	old = cfg_path_key(&c->path, "zookeeper-servers");
+	old = np_cfg_path_key(&c->path, "zookeeper-servers");
 	for (i = 0; i < seq->n; i++) {
 		const char *ch = np_cfg_str(seq->items[i], "chroot", "");
 
 		if (i == 0) {
 			first = ch;
 		} else if (strcmp(first, ch) != 0) {
-			size_t o1 = cfg_path_idx(&c->path, i);
+			size_t o1 = np_cfg_path_idx(&c->path, i);
 
-			cfg_err(
+			np_cfg_err(
 			    c->errs, seq->items[i], &c->path,
 			    "every ZooKeeper server must use the same chroot ('%s' here, '%s' on "
 			    "the first)",
 			    ch, first);
-			cfg_path_pop(&c->path, o1);
+			np_cfg_path_pop(&c->path, o1);
 		}
 	}
-	cfg_path_pop(&c->path, old);
+	np_cfg_path_pop(&c->path, old);
 }
 
 /* path is at providers[i]; checks a provider's diskimages[] (top-level). */
 static void
 check_provider_diskimages(struct np_drv_check *c, const struct np_cfg_node *prov, const char *pname)
 {
-	const struct np_cfg_node *seq = cfg_get_seq(prov, "diskimages");
+	const struct np_cfg_node *seq = np_cfg_get_seq(prov, "diskimages");
 	size_t i, old;
 
 	if (seq == NULL)
 		return;
-	old = cfg_path_key(&c->path, "diskimages");
+	old = np_cfg_path_key(&c->path, "diskimages");
 	check_unique_names(c, seq, "diskimage");
 	for (i = 0; i < seq->n; i++) {
 		const char *name = np_cfg_str(seq->items[i], "name", NULL);
@@ -278,7 +278,7 @@ check_provider_diskimages(struct np_drv_check *c, const struct np_cfg_node *prov
 			    "diskimage %s in provider %s is abstract and cannot be uploaded", name,
 			    pname);
 	}
-	cfg_path_pop(&c->path, old);
+	np_cfg_path_pop(&c->path, old);
 }
 
 /* ---- what driver traits' checks may use (drvtraits.h) ------------------------ */
@@ -291,14 +291,14 @@ vcheck_err(struct np_drv_check *c, const struct np_cfg_node *at, const char *key
 	char *msg;
 
 	if (vasprintf(&msg, fmt, ap) < 0)
-		cfg_oom();
+		np_cfg_oom();
 	if (key != NULL) {
-		old = cfg_path_key(&c->path, key);
+		old = np_cfg_path_key(&c->path, key);
 		at = np_cfg_get(at, key);
 	}
-	cfg_err(c->errs, at, &c->path, "%s", msg);
+	np_cfg_err(c->errs, at, &c->path, "%s", msg);
 	free(msg);
-	cfg_path_pop(&c->path, old);
+	np_cfg_path_pop(&c->path, old);
 }
 
 void
@@ -315,25 +315,25 @@ np_drv_check_err(struct np_drv_check *c, const struct np_cfg_node *at, const cha
 size_t
 np_drv_check_key(struct np_drv_check *c, const char *key)
 {
-	return cfg_path_key(&c->path, key);
+	return np_cfg_path_key(&c->path, key);
 }
 
 size_t
 np_drv_check_idx(struct np_drv_check *c, size_t i)
 {
-	return cfg_path_idx(&c->path, i);
+	return np_cfg_path_idx(&c->path, i);
 }
 
 void
 np_drv_check_pop(struct np_drv_check *c, size_t old)
 {
-	cfg_path_pop(&c->path, old);
+	np_cfg_path_pop(&c->path, old);
 }
 
 int
 np_drv_check_top_label(const struct np_drv_check *c, const char *name)
 {
-	return cfg_nix_find(&c->labels, name) != NULL;
+	return np_cfg_nix_find(&c->labels, name) != NULL;
 }
 
 static int
@@ -350,13 +350,13 @@ pool_item_cmp(const void *pa, const void *pb)
 struct np_drv_pool_item *
 np_drv_pool_items(const struct np_cfg_node *prov, const char *list, const char *key, size_t *n)
 {
-	const struct np_cfg_node *pools = cfg_get_seq(prov, "pools");
+	const struct np_cfg_node *pools = np_cfg_get_seq(prov, "pools");
 	struct np_drv_pool_item *v = NULL;
 	size_t i, j, cap = 0;
 
 	*n = 0;
 	for (i = 0; pools && i < pools->n; i++) {
-		const struct np_cfg_node *seq = cfg_get_seq(pools->items[i], list);
+		const struct np_cfg_node *seq = np_cfg_get_seq(pools->items[i], list);
 
 		for (j = 0; seq && j < seq->n; j++) {
 			const char *k = np_cfg_str(seq->items[j], key, NULL);
@@ -366,7 +366,7 @@ np_drv_pool_items(const struct np_cfg_node *prov, const char *list, const char *
 			if (*n == cap) {
 				cap = cap ? cap * 2 : 16;
 				if ((v = realloc(v, cap * sizeof(*v))) == NULL)
-					cfg_oom();
+					np_cfg_oom();
 			}
 			v[*n].item = seq->items[j];
 			v[*n].key = k;
@@ -384,11 +384,11 @@ np_drv_pool_items(const struct np_cfg_node *prov, const char *list, const char *
 size_t
 np_drv_check_pool_item(struct np_drv_check *c, const struct np_drv_pool_item *it, const char *list)
 {
-	size_t old = cfg_path_key(&c->path, "pools");
+	size_t old = np_cfg_path_key(&c->path, "pools");
 
-	cfg_path_idx(&c->path, it->pool);
-	cfg_path_key(&c->path, list);
-	cfg_path_idx(&c->path, it->idx);
+	np_cfg_path_idx(&c->path, it->pool);
+	np_cfg_path_key(&c->path, list);
+	np_cfg_path_idx(&c->path, it->idx);
 	return old;
 }
 
@@ -414,13 +414,13 @@ np_cfg_static_node_labels(const struct np_cfg_node *node, struct np_cfg_strv *ou
 				break;
 			w = strndup(p, n);
 			if (w == NULL)
-				cfg_oom();
-			cfg_strv_push(out, w);
+				np_cfg_oom();
+			np_cfg_strv_push(out, w);
 			free(w);
 			p += n;
 		}
 	} else {
-		cfg_strv_from_seq(out, l);
+		np_cfg_strv_from_seq(out, l);
 	}
 }
 
@@ -443,7 +443,7 @@ check_label(struct np_drv_check *c, const struct np_drv_traits *t, const struct 
 	const char *ci = np_cfg_str(label, "cloud-image", NULL);
 	int abstract;
 
-	if (ci != NULL && cfg_nix_find(&c->prov_cloud_images, ci) == NULL)
+	if (ci != NULL && np_cfg_nix_find(&c->prov_cloud_images, ci) == NULL)
 		np_drv_check_err(
 		    c, label, "cloud-image",
 		    "cloud-image %s does not exist in provider %s but is referenced in label %s",
@@ -461,7 +461,7 @@ check_label(struct np_drv_check *c, const struct np_drv_traits *t, const struct 
 				    c, label, "diskimage",
 				    "label %s in provider %s uses diskimage %s which is abstract",
 				    lname, pname, di);
-		} else if (cfg_nix_find(&c->prov_diskimages, di) == NULL) {
+		} else if (np_cfg_nix_find(&c->prov_diskimages, di) == NULL) {
 			np_drv_check_err(c, label, "diskimage",
 					 "diskimage %s does not exist in provider %s but is "
 					 "referenced in label %s",
@@ -476,37 +476,37 @@ check_label(struct np_drv_check *c, const struct np_drv_traits *t, const struct 
 static void
 check_provider(struct np_drv_check *c, const struct np_cfg_node *prov)
 {
-	const struct np_drv_traits *t = np_drv_traits_find(cfg_provider_driver(prov));
+	const struct np_drv_traits *t = np_drv_traits_find(np_cfg_provider_driver(prov));
 	const char *pname = np_cfg_str(prov, "name", "?");
-	const struct np_cfg_node *pools = cfg_get_seq(prov, "pools");
+	const struct np_cfg_node *pools = np_cfg_get_seq(prov, "pools");
 	size_t i, j, old;
 
 	if (t == NULL)
 		return; /* reported by the schema */
-	cfg_nix_build(&c->prov_cloud_images, cfg_get_seq(prov, "cloud-images"));
-	cfg_nix_build(&c->prov_diskimages, cfg_get_seq(prov, "diskimages"));
+	np_cfg_nix_build(&c->prov_cloud_images, np_cfg_get_seq(prov, "cloud-images"));
+	np_cfg_nix_build(&c->prov_diskimages, np_cfg_get_seq(prov, "diskimages"));
 	if (t->flags & NP_DRV_MANAGES_IMAGES)
 		check_provider_diskimages(c, prov, pname);
-	if (cfg_get_seq(prov, "cloud-images") != NULL) {
-		old = cfg_path_key(&c->path, "cloud-images");
-		check_unique_names(c, cfg_get_seq(prov, "cloud-images"), "cloud-image");
-		cfg_path_pop(&c->path, old);
+	if (np_cfg_get_seq(prov, "cloud-images") != NULL) {
+		old = np_cfg_path_key(&c->path, "cloud-images");
+		check_unique_names(c, np_cfg_get_seq(prov, "cloud-images"), "cloud-image");
+		np_cfg_path_pop(&c->path, old);
 	}
 	if (t->check_provider != NULL)
 		t->check_provider(c, prov);
 	if (pools == NULL)
 		goto out;
-	old = cfg_path_key(&c->path, "pools");
+	old = np_cfg_path_key(&c->path, "pools");
 	check_unique_names(c, pools, "pool");
 	for (i = 0; i < pools->n; i++) {
 		const struct np_cfg_node *pool = pools->items[i];
-		const struct np_cfg_node *labels = cfg_get_seq(pool, "labels");
-		size_t o1 = cfg_path_idx(&c->path, i), o2;
+		const struct np_cfg_node *labels = np_cfg_get_seq(pool, "labels");
+		size_t o1 = np_cfg_path_idx(&c->path, i), o2;
 
 		if (t->check_pool != NULL)
 			t->check_pool(c, prov, pool);
 		if (labels != NULL) {
-			o2 = cfg_path_key(&c->path, "labels");
+			o2 = np_cfg_path_key(&c->path, "labels");
 			check_unique_names(c, labels, "label");
 			for (j = 0; j < labels->n; j++) {
 				const struct np_cfg_node *l = labels->items[j];
@@ -520,22 +520,22 @@ check_provider(struct np_drv_check *c, const struct np_cfg_node *prov)
 					    c, l, j,
 					    "label %s in provider %s not in top-level labels",
 					    lname, pname);
-				o3 = cfg_path_idx(&c->path, j);
+				o3 = np_cfg_path_idx(&c->path, j);
 				check_label(c, t, prov, pool, l);
-				cfg_path_pop(&c->path, o3);
+				np_cfg_path_pop(&c->path, o3);
 			}
-			cfg_path_pop(&c->path, o2);
+			np_cfg_path_pop(&c->path, o2);
 		}
-		cfg_path_pop(&c->path, o1);
+		np_cfg_path_pop(&c->path, o1);
 	}
-	cfg_path_pop(&c->path, old);
+	np_cfg_path_pop(&c->path, old);
 out:
-	cfg_nix_free(&c->prov_cloud_images);
-	cfg_nix_free(&c->prov_diskimages);
+	np_cfg_nix_free(&c->prov_cloud_images);
+	np_cfg_nix_free(&c->prov_diskimages);
 }
 
 void
-cfg_check_references(const struct np_cfg_node *root, struct np_config_errors *errs)
+np_cfg_check_references(const struct np_cfg_node *root, struct np_cfg_errors *errs)
 {
 	struct np_drv_check c;
 	const struct np_cfg_node *provs;
@@ -546,28 +546,28 @@ cfg_check_references(const struct np_cfg_node *root, struct np_config_errors *er
 	c.errs = errs;
 	if (root->kind != NP_CFG_MAP)
 		return;
-	cfg_nix_build(&c.labels, cfg_get_seq(root, "labels"));
-	cfg_nix_build(&c.diskimages, cfg_get_seq(root, "diskimages"));
-	if (cfg_get_seq(root, "labels") != NULL) {
-		old = cfg_path_key(&c.path, "labels");
-		check_unique_names(&c, cfg_get_seq(root, "labels"), "label");
-		cfg_path_pop(&c.path, old);
+	np_cfg_nix_build(&c.labels, np_cfg_get_seq(root, "labels"));
+	np_cfg_nix_build(&c.diskimages, np_cfg_get_seq(root, "diskimages"));
+	if (np_cfg_get_seq(root, "labels") != NULL) {
+		old = np_cfg_path_key(&c.path, "labels");
+		check_unique_names(&c, np_cfg_get_seq(root, "labels"), "label");
+		np_cfg_path_pop(&c.path, old);
 	}
 	check_diskimages(&c);
-	cfg_check_zk_servers(&c, root);
-	if ((provs = cfg_get_seq(root, "providers")) == NULL)
+	np_cfg_check_zk_servers(&c, root);
+	if ((provs = np_cfg_get_seq(root, "providers")) == NULL)
 		goto out;
-	old = cfg_path_key(&c.path, "providers");
+	old = np_cfg_path_key(&c.path, "providers");
 	check_unique_names(&c, provs, "provider");
 	for (i = 0; i < provs->n; i++) {
-		size_t o1 = cfg_path_idx(&c.path, i);
+		size_t o1 = np_cfg_path_idx(&c.path, i);
 
 		if (provs->items[i]->kind == NP_CFG_MAP)
 			check_provider(&c, provs->items[i]);
-		cfg_path_pop(&c.path, o1);
+		np_cfg_path_pop(&c.path, o1);
 	}
-	cfg_path_pop(&c.path, old);
+	np_cfg_path_pop(&c.path, old);
 out:
-	cfg_nix_free(&c.labels);
-	cfg_nix_free(&c.diskimages);
+	np_cfg_nix_free(&c.labels);
+	np_cfg_nix_free(&c.diskimages);
 }

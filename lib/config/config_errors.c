@@ -10,18 +10,18 @@
 #include "lib/config/config.h"
 #include "lib/config/config_int.h"
 
-struct np_config_errors *
-np_config_errors_new(void)
+struct np_cfg_errors *
+np_cfg_errors_new(void)
 {
-	struct np_config_errors *e = calloc(1, sizeof(*e));
+	struct np_cfg_errors *e = calloc(1, sizeof(*e));
 
 	if (e == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	return e;
 }
 
 void
-np_config_errors_free(struct np_config_errors *errs)
+np_cfg_errors_free(struct np_cfg_errors *errs)
 {
 	size_t i;
 
@@ -37,10 +37,10 @@ np_config_errors_free(struct np_config_errors *errs)
 }
 
 void
-np_config_errors_add(struct np_config_errors *errs, const char *file, int line, int col,
-		     const char *path, const char *fmt, ...)
+np_cfg_errors_add(struct np_cfg_errors *errs, const char *file, int line, int col, const char *path,
+		  const char *fmt, ...)
 {
-	struct np_config_error *e;
+	struct np_cfg_error *e;
 	va_list ap;
 	char *msg;
 
@@ -52,33 +52,33 @@ np_config_errors_add(struct np_config_errors *errs, const char *file, int line, 
 	}
 	if (errs->n == errs->cap) {
 		size_t ncap = errs->cap ? errs->cap * 2 : 8;
-		struct np_config_error *nv = realloc(errs->v, ncap * sizeof(*nv));
+		struct np_cfg_error *nv = realloc(errs->v, ncap * sizeof(*nv));
 
 		if (nv == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		errs->v = nv;
 		errs->cap = ncap;
 	}
 	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
-		cfg_oom();
+		np_cfg_oom();
 	va_end(ap);
 	e = &errs->v[errs->n++];
-	e->file = cfg_strdup(file ? file : "");
+	e->file = np_cfg_strdup(file ? file : "");
 	e->line = line;
 	e->col = col;
-	e->path = cfg_strdup(path ? path : "");
+	e->path = np_cfg_strdup(path ? path : "");
 	e->msg = msg;
 }
 
 size_t
-np_config_errors_count(const struct np_config_errors *errs)
+np_cfg_errors_count(const struct np_cfg_errors *errs)
 {
 	return errs ? errs->n + errs->dropped : 0;
 }
 
 char *
-np_config_error_format(const struct np_config_error *e)
+np_cfg_error_format(const struct np_cfg_error *e)
 {
 	char *s = NULL;
 	char pos[64] = "";
@@ -88,19 +88,19 @@ np_config_error_format(const struct np_config_error *e)
 		snprintf(pos, sizeof(pos), ":%d:%d", e->line, e->col);
 	r = asprintf(&s, "%s%s: %s%s%s", e->file, pos, e->path, e->path[0] ? ": " : "", e->msg);
 	if (r < 0)
-		cfg_oom();
+		np_cfg_oom();
 	return s;
 }
 
 size_t
-np_config_errors_print(const struct np_config_errors *errs, FILE *out)
+np_cfg_errors_print(const struct np_cfg_errors *errs, FILE *out)
 {
 	size_t i;
 
 	if (errs == NULL)
 		return 0;
 	for (i = 0; i < errs->n; i++) {
-		char *s = np_config_error_format(&errs->v[i]);
+		char *s = np_cfg_error_format(&errs->v[i]);
 
 		fprintf(out, "%s\n", s);
 		free(s);

@@ -1,5 +1,5 @@
 /*
- * The schema engine: checks a parsed tree against a struct sc_schema and
+ * The schema engine: checks a parsed tree against a struct np_cfg_schema and
  * reports every problem with its position and key path. Behaviour mirrors
  * voluptuous as Nodepool uses it: unknown keys are errors ("extra keys not
  * allowed"), missing required keys are errors, v.Exclusive groups allow at
@@ -16,12 +16,12 @@
 #include "lib/config/drvtraits.h"
 
 /* Append to the path's end (printf-style), clamped to its buffer; returns
- * the old length, for cfg_path_pop. */
-static size_t path_append(struct cfg_path *p, const char *fmt, ...)
+ * the old length, for np_cfg_path_pop. */
+static size_t path_append(struct np_cfg_path *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static size_t
-path_append(struct cfg_path *p, const char *fmt, ...)
+path_append(struct np_cfg_path *p, const char *fmt, ...)
 {
 	size_t old = p->len;
 	va_list ap;
@@ -38,42 +38,42 @@ path_append(struct cfg_path *p, const char *fmt, ...)
 }
 
 size_t
-cfg_path_key(struct cfg_path *p, const char *key)
+np_cfg_path_key(struct np_cfg_path *p, const char *key)
 {
 	return path_append(p, "%s%s", p->len ? "." : "", key);
 }
 
 size_t
-cfg_path_idx(struct cfg_path *p, size_t i)
+np_cfg_path_idx(struct np_cfg_path *p, size_t i)
 {
 	return path_append(p, "[%zu]", i);
 }
 
 void
-cfg_path_pop(struct cfg_path *p, size_t len)
+np_cfg_path_pop(struct np_cfg_path *p, size_t len)
 {
 	p->len = len;
 	p->buf[len] = '\0';
 }
 
 void
-cfg_err(struct np_config_errors *errs, const struct np_cfg_node *n, const struct cfg_path *path,
-	const char *fmt, ...)
+np_cfg_err(struct np_cfg_errors *errs, const struct np_cfg_node *n, const struct np_cfg_path *path,
+	   const char *fmt, ...)
 {
 	va_list ap;
 	char *msg;
 
 	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
-		cfg_oom();
+		np_cfg_oom();
 	va_end(ap);
-	np_config_errors_add(errs, n ? n->file : NULL, n ? n->line : 0, n ? n->col : 0,
-			     path ? path->buf : "", "%s", msg);
+	np_cfg_errors_add(errs, n ? n->file : NULL, n ? n->line : 0, n ? n->col : 0,
+			  path ? path->buf : "", "%s", msg);
 	free(msg);
 }
 
 static const char *
-expected_name(const struct sc_schema *s)
+expected_name(const struct np_cfg_schema *s)
 {
 	switch (s->type) {
 	case SC_STR:
@@ -104,10 +104,11 @@ expected_name(const struct sc_schema *s)
 }
 
 static void
-type_error(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-	   struct np_config_errors *errs)
+type_error(const struct np_cfg_schema *s, const struct np_cfg_node *n, struct np_cfg_path *path,
+	   struct np_cfg_errors *errs)
 {
-	cfg_err(errs, n, path, "expected %s, got %s", expected_name(s), np_cfg_kind_name(n->kind));
+	np_cfg_err(errs, n, path, "expected %s, got %s", expected_name(s),
+		   np_cfg_kind_name(n->kind));
 }
 
 static int
@@ -124,10 +125,10 @@ is_numeric_string(const char *s)
 }
 
 /* The key's schema in s or its bases; NULL if unknown. */
-static const struct sc_key *
-find_key(const struct sc_schema *s, const char *name)
+static const struct np_cfg_schema_key *
+find_key(const struct np_cfg_schema *s, const char *name)
 {
-	const struct sc_key *k;
+	const struct np_cfg_schema_key *k;
 
 	for (; s != NULL; s = s->base)
 		for (k = s->keys; k && k->name; k++)
@@ -167,11 +168,11 @@ join_keys(char *buf, size_t len, const char *const *keys, const char *sep_last)
 }
 
 static void
-check_groups(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-	     struct np_config_errors *errs)
+check_groups(const struct np_cfg_schema *s, const struct np_cfg_node *n, struct np_cfg_path *path,
+	     struct np_cfg_errors *errs)
 {
-	const struct sc_schema *b;
-	const struct sc_group *g;
+	const struct np_cfg_schema *b;
+	const struct np_cfg_schema_group *g;
 	char names[256];
 
 	for (b = s; b != NULL; b = b->base) {
@@ -192,51 +193,51 @@ check_groups(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_
 				}
 			}
 			if (g->kind == GR_EXCL && second >= 0) {
-				size_t old = cfg_path_key(path, n->keys[second]->text);
+				size_t old = np_cfg_path_key(path, n->keys[second]->text);
 
-				cfg_err(errs, n->keys[second], path,
-					"'%s' and '%s' are mutually exclusive",
-					n->keys[first]->text, n->keys[second]->text);
-				cfg_path_pop(path, old);
+				np_cfg_err(errs, n->keys[second], path,
+					   "'%s' and '%s' are mutually exclusive",
+					   n->keys[first]->text, n->keys[second]->text);
+				np_cfg_path_pop(path, old);
 			} else if (g->kind == GR_ONE && first < 0) {
 				join_keys(names, sizeof(names), g->keys, " or ");
-				cfg_err(errs, n, path, "one of %s is required", names);
+				np_cfg_err(errs, n, path, "one of %s is required", names);
 			}
 		}
 	}
 }
 
 static void
-check_map(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-	  struct np_config_errors *errs)
+check_map(const struct np_cfg_schema *s, const struct np_cfg_node *n, struct np_cfg_path *path,
+	  struct np_cfg_errors *errs)
 {
-	const struct sc_schema *b;
-	const struct sc_key *k;
+	const struct np_cfg_schema *b;
+	const struct np_cfg_schema_key *k;
 	size_t i, old;
 
 	for (i = 0; i < n->n; i++) {
 		const struct np_cfg_node *key = n->keys[i];
-		const struct sc_key *def;
+		const struct np_cfg_schema_key *def;
 
 		if (key->kind != NP_CFG_STR) {
-			old = cfg_path_key(path, key->kind == NP_CFG_NULL ? "null" : key->text);
+			old = np_cfg_path_key(path, key->kind == NP_CFG_NULL ? "null" : key->text);
 			if (s->item != NULL)
-				cfg_err(errs, key, path, "expected a string key, got %s",
-					np_cfg_kind_name(key->kind));
+				np_cfg_err(errs, key, path, "expected a string key, got %s",
+					   np_cfg_kind_name(key->kind));
 			else
-				cfg_err(errs, key, path, "extra keys not allowed");
-			cfg_path_pop(path, old);
+				np_cfg_err(errs, key, path, "extra keys not allowed");
+			np_cfg_path_pop(path, old);
 			continue;
 		}
-		old = cfg_path_key(path, key->text);
+		old = np_cfg_path_key(path, key->text);
 		def = find_key(s, key->text);
 		if (def != NULL)
-			sc_validate(def->s, n->items[i], path, errs);
+			np_cfg_schema_validate(def->s, n->items[i], path, errs);
 		else if (s->item != NULL)
-			sc_validate(s->item, n->items[i], path, errs);
+			np_cfg_schema_validate(s->item, n->items[i], path, errs);
 		else
-			cfg_err(errs, key, path, "extra keys not allowed");
-		cfg_path_pop(path, old);
+			np_cfg_err(errs, key, path, "extra keys not allowed");
+		np_cfg_path_pop(path, old);
 	}
 	for (b = s; b != NULL; b = b->base)
 		for (k = b->keys; k && k->name; k++) {
@@ -245,15 +246,15 @@ check_map(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_pat
 			/* a key required in a base may be redefined (optional) above */
 			if (find_key(s, k->name) != k)
 				continue;
-			old = cfg_path_key(path, k->name);
-			cfg_err(errs, n, path, "required key not provided");
-			cfg_path_pop(path, old);
+			old = np_cfg_path_key(path, k->name);
+			np_cfg_err(errs, n, path, "required key not provided");
+			np_cfg_path_pop(path, old);
 		}
 	check_groups(s, n, path, errs);
 }
 
 static void
-check_provider(const struct np_cfg_node *n, struct cfg_path *path, struct np_config_errors *errs)
+check_provider(const struct np_cfg_node *n, struct np_cfg_path *path, struct np_cfg_errors *errs)
 {
 	const struct np_cfg_node *drv = np_cfg_get(n, "driver");
 	const struct np_drv_traits *t;
@@ -264,63 +265,63 @@ check_provider(const struct np_cfg_node *n, struct cfg_path *path, struct np_con
 			/* reported by the common schema; check the rest as openstack */
 			t = np_drv_traits_find(name);
 			if (t != NULL)
-				sc_validate(t->schema, n, path, errs);
+				np_cfg_schema_validate(t->schema, n, path, errs);
 			return;
 		}
 		name = drv->text;
 	}
 	t = np_drv_traits_find(name);
 	if (t == NULL) {
-		size_t old = cfg_path_key(path, "driver");
+		size_t old = np_cfg_path_key(path, "driver");
 
-		cfg_err(errs, drv, path, "%s: unknown driver", name);
-		cfg_path_pop(path, old);
+		np_cfg_err(errs, drv, path, "%s: unknown driver", name);
+		np_cfg_path_pop(path, old);
 		return;
 	}
-	sc_validate(t->schema, n, path, errs);
+	np_cfg_schema_validate(t->schema, n, path, errs);
 }
 
 static void
-check_anyof(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-	    struct np_config_errors *errs)
+check_anyof(const struct np_cfg_schema *s, const struct np_cfg_node *n, struct np_cfg_path *path,
+	    struct np_cfg_errors *errs)
 {
-	const struct sc_schema *const *a;
-	struct np_config_errors *best = NULL;
+	const struct np_cfg_schema *const *a;
+	struct np_cfg_errors *best = NULL;
 	size_t best_n = (size_t)-1;
 
 	for (a = s->alts; *a; a++) {
-		struct np_config_errors *tmp = np_config_errors_new();
+		struct np_cfg_errors *tmp = np_cfg_errors_new();
 		size_t c;
 
-		sc_validate(*a, n, path, tmp);
-		c = np_config_errors_count(tmp);
+		np_cfg_schema_validate(*a, n, path, tmp);
+		c = np_cfg_errors_count(tmp);
 		if (c == 0) {
-			np_config_errors_free(tmp);
-			np_config_errors_free(best);
+			np_cfg_errors_free(tmp);
+			np_cfg_errors_free(best);
 			return;
 		}
 		if (c < best_n) {
-			np_config_errors_free(best);
+			np_cfg_errors_free(best);
 			best = tmp;
 			best_n = c;
 		} else {
-			np_config_errors_free(tmp);
+			np_cfg_errors_free(tmp);
 		}
 	}
 	if (best != NULL) {
 		size_t i;
 
 		for (i = 0; i < best->n; i++)
-			np_config_errors_add(errs, best->v[i].file, best->v[i].line, best->v[i].col,
-					     best->v[i].path, "%s", best->v[i].msg);
+			np_cfg_errors_add(errs, best->v[i].file, best->v[i].line, best->v[i].col,
+					  best->v[i].path, "%s", best->v[i].msg);
 		errs->dropped += best->dropped;
-		np_config_errors_free(best);
+		np_cfg_errors_free(best);
 	}
 }
 
 void
-sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_path *path,
-	    struct np_config_errors *errs)
+np_cfg_schema_validate(const struct np_cfg_schema *s, const struct np_cfg_node *n,
+		       struct np_cfg_path *path, struct np_cfg_errors *errs)
 {
 	size_t i, old;
 	int ok = 1;
@@ -336,7 +337,7 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 	case SC_INT:
 		ok = n->kind == NP_CFG_INT;
 		if (ok && n->overflow) {
-			cfg_err(errs, n, path, "integer out of range");
+			np_cfg_err(errs, n, path, "integer out of range");
 			return;
 		}
 		break;
@@ -347,7 +348,7 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 	case SC_NUMBER:
 		ok = n->kind == NP_CFG_INT || n->kind == NP_CFG_FLOAT;
 		if (ok && s->type == SC_FLOAT && !isfinite(n->f)) {
-			cfg_err(errs, n, path, "expected a finite number");
+			np_cfg_err(errs, n, path, "expected a finite number");
 			return;
 		}
 		break;
@@ -364,10 +365,10 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 		ok = n->kind == NP_CFG_SEQ;
 		for (i = 0; ok && i < n->n; i++)
 			if (n->items[i]->kind != NP_CFG_STR) {
-				old = cfg_path_idx(path, i);
-				cfg_err(errs, n->items[i], path, "expected a string, got %s",
-					np_cfg_kind_name(n->items[i]->kind));
-				cfg_path_pop(path, old);
+				old = np_cfg_path_idx(path, i);
+				np_cfg_err(errs, n->items[i], path, "expected a string, got %s",
+					   np_cfg_kind_name(n->items[i]->kind));
+				np_cfg_path_pop(path, old);
 			}
 		break;
 	case SC_DICT:
@@ -380,9 +381,9 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 		if (!(ok = n->kind == NP_CFG_SEQ))
 			break;
 		for (i = 0; i < n->n; i++) {
-			old = cfg_path_idx(path, i);
-			sc_validate(s->item, n->items[i], path, errs);
-			cfg_path_pop(path, old);
+			old = np_cfg_path_idx(path, i);
+			np_cfg_schema_validate(s->item, n->items[i], path, errs);
+			np_cfg_path_pop(path, old);
 		}
 		break;
 	case SC_STRMAP:
@@ -391,13 +392,13 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 		for (i = 0; i < n->n; i++) {
 			const struct np_cfg_node *key = n->keys[i];
 
-			old = cfg_path_key(path, key->kind == NP_CFG_NULL ? "null" : key->text);
+			old = np_cfg_path_key(path, key->kind == NP_CFG_NULL ? "null" : key->text);
 			if (key->kind != NP_CFG_STR)
-				cfg_err(errs, key, path, "expected a string key, got %s",
-					np_cfg_kind_name(key->kind));
+				np_cfg_err(errs, key, path, "expected a string key, got %s",
+					   np_cfg_kind_name(key->kind));
 			else
-				sc_validate(s->item, n->items[i], path, errs);
-			cfg_path_pop(path, old);
+				np_cfg_schema_validate(s->item, n->items[i], path, errs);
+			np_cfg_path_pop(path, old);
 		}
 		break;
 	case SC_MAP:
@@ -415,8 +416,8 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 					break;
 		if (n->kind != NP_CFG_STR || *c == NULL) {
 			join_keys(names, sizeof(names), s->choices, " or ");
-			cfg_err(errs, n, path, "expected one of %s%s", names,
-				(s->flags & SCF_NULL) ? " (or null)" : "");
+			np_cfg_err(errs, n, path, "expected one of %s%s", names,
+				   (s->flags & SCF_NULL) ? " (or null)" : "");
 			return;
 		}
 		break;
@@ -438,6 +439,6 @@ sc_validate(const struct sc_schema *s, const struct np_cfg_node *n, struct cfg_p
 		const char *msg = s->check(n);
 
 		if (msg != NULL)
-			cfg_err(errs, n, path, "%s", msg);
+			np_cfg_err(errs, n, path, "%s", msg);
 	}
 }

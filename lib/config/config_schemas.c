@@ -15,16 +15,16 @@
 
 /* ---- building blocks ---------------------------------------------------- */
 
-const struct sc_schema sc_str = {.type = SC_STR};
-const struct sc_schema sc_int = {.type = SC_INT};
-const struct sc_schema sc_bool = {.type = SC_BOOL};
-const struct sc_schema sc_float = {.type = SC_FLOAT};
-const struct sc_schema sc_number = {.type = SC_NUMBER};
-const struct sc_schema sc_coerce_float = {.type = SC_COERCE_FLOAT};
-const struct sc_schema sc_str_or_int = {.type = SC_STR_OR_INT};
-const struct sc_schema sc_str_or_strseq = {.type = SC_STR_OR_STRSEQ};
-const struct sc_schema sc_dict = {.type = SC_DICT};
-const struct sc_schema sc_list = {.type = SC_LIST};
+const struct np_cfg_schema np_cfg_schema_str = {.type = SC_STR};
+const struct np_cfg_schema np_cfg_schema_int = {.type = SC_INT};
+const struct np_cfg_schema np_cfg_schema_bool = {.type = SC_BOOL};
+const struct np_cfg_schema np_cfg_schema_float = {.type = SC_FLOAT};
+const struct np_cfg_schema np_cfg_schema_number = {.type = SC_NUMBER};
+const struct np_cfg_schema np_cfg_schema_coerce_float = {.type = SC_COERCE_FLOAT};
+const struct np_cfg_schema np_cfg_schema_str_or_int = {.type = SC_STR_OR_INT};
+const struct np_cfg_schema np_cfg_schema_str_or_strseq = {.type = SC_STR_OR_STRSEQ};
+const struct np_cfg_schema np_cfg_schema_dict = {.type = SC_DICT};
+const struct np_cfg_schema np_cfg_schema_list = {.type = SC_LIST};
 
 /* ---- checks on values ------------------------------------------------------- */
 
@@ -75,44 +75,45 @@ chk_coerce_nonneg(const struct np_cfg_node *n)
 	return v >= 0 ? NULL : "must not be negative";
 }
 
-const struct sc_schema sc_positive = {.type = SC_FLOAT, .check = chk_positive};
-const struct sc_schema sc_nonneg = {.type = SC_FLOAT, .check = chk_nonneg};
-const struct sc_schema sc_rate01 = {.type = SC_FLOAT, .check = chk_rate01};
-const struct sc_schema sc_nonempty_str = {.type = SC_STR, .check = chk_nonempty};
-const struct sc_schema sc_nonneg_int = {.type = SC_INT, .check = chk_nonneg};
-const struct sc_schema sc_port_no = {.type = SC_INT, .check = chk_port};
-const struct sc_schema sc_coerce_nonneg = {.type = SC_COERCE_FLOAT, .check = chk_coerce_nonneg};
+const struct np_cfg_schema np_cfg_schema_positive = {.type = SC_FLOAT, .check = chk_positive};
+const struct np_cfg_schema np_cfg_schema_nonneg = {.type = SC_FLOAT, .check = chk_nonneg};
+const struct np_cfg_schema np_cfg_schema_rate01 = {.type = SC_FLOAT, .check = chk_rate01};
+const struct np_cfg_schema np_cfg_schema_nonempty_str = {.type = SC_STR, .check = chk_nonempty};
+const struct np_cfg_schema np_cfg_schema_nonneg_int = {.type = SC_INT, .check = chk_nonneg};
+const struct np_cfg_schema np_cfg_schema_port_no = {.type = SC_INT, .check = chk_port};
+const struct np_cfg_schema np_cfg_schema_coerce_nonneg = {.type = SC_COERCE_FLOAT,
+							  .check = chk_coerce_nonneg};
 
 /* ---- common provider and pool keys (driver/__init__.py) --------------------- */
 
-const struct sc_schema sc_common_provider = {
+const struct np_cfg_schema np_cfg_schema_common_provider = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", NONEMPTY_STR), OPT("driver", STR), OPT("max-concurrency", INT),
 		 OPT("priority", INT)),
 };
 
-const struct sc_schema sc_common_pool = {
+const struct np_cfg_schema np_cfg_schema_common_pool = {
     .type = SC_MAP,
     .keys = KEYS(OPT("max-servers", INT), OPT("node-attributes", DICT), OPT("priority", INT)),
 };
 
 /* ---- top level ------------------------------------------------------------------------ */
 
-static const struct sc_schema s_chroot = {.type = SC_STR, .check = chk_chroot};
-static const struct sc_schema s_port = {.type = SC_INT, .check = chk_port};
-static const struct sc_schema s_pos_int = {.type = SC_INT, .check = chk_positive};
+static const struct np_cfg_schema s_chroot = {.type = SC_STR, .check = chk_chroot};
+static const struct np_cfg_schema s_port = {.type = SC_INT, .check = chk_port};
+static const struct np_cfg_schema s_pos_int = {.type = SC_INT, .check = chk_positive};
 
-static const struct sc_schema zk_servers = {
+static const struct np_cfg_schema zk_servers = {
     .type = SC_SEQ,
     .item = MAP(REQ("host", NONEMPTY_STR), OPT("port", INT), OPT("chroot", &s_chroot)),
 };
 
-static const struct sc_schema zk_tls = {
+static const struct np_cfg_schema zk_tls = {
     .type = SC_MAP,
     .keys = KEYS(REQ("cert", STR), REQ("key", STR), REQ("ca", STR)),
 };
 
-static const struct sc_schema diskimage = {
+static const struct np_cfg_schema diskimage = {
     .type = SC_MAP,
     .keys =
 	KEYS(REQ("name", NONEMPTY_STR), OPT("abstract", BOOL), OPT("dib-cmd", STR),
@@ -123,7 +124,7 @@ static const struct sc_schema diskimage = {
 	     OPT("build-timeout", INT), OPT("metadata", DICT), OPT("validate", BOOL)),
 };
 
-const struct sc_schema sc_top = {
+const struct np_cfg_schema np_cfg_schema_top = {
     .type = SC_MAP,
     .keys = KEYS(
 	OPT("webapp",
@@ -133,12 +134,12 @@ const struct sc_schema sc_top = {
 	OPT("elements-dir", STR), OPT("images-dir", STR), OPT("build-log-dir", STR),
 	OPT("build-log-retention", INT), OPT("zookeeper-servers", &zk_servers),
 	OPT("zookeeper-tls", &zk_tls), OPT("zookeeper-timeout", POSITIVE),
-	OPT("providers", SEQ((&(const struct sc_schema){.type = SC_PROVIDER}))),
+	OPT("providers", SEQ((&(const struct np_cfg_schema){.type = SC_PROVIDER}))),
 	OPT("labels",
 	    SEQ(MAP(REQ("name", NONEMPTY_STR), OPT("min-ready", INT), OPT("max-ready-age", INT)))),
 	OPT("diskimages", SEQ(&diskimage)), OPT("max-hold-age", INT),
 	OPT("tenant-resource-limits",
-	    SEQ((&(const struct sc_schema){
+	    SEQ((&(const struct np_cfg_schema){
 		.type = SC_MAP,
 		.keys = KEYS(REQ("tenant-name", STR), OPT("max-cores", INT), OPT("max-ram", INT),
 			     OPT("max-servers", INT)),
@@ -152,7 +153,7 @@ const struct sc_schema sc_top = {
 		OPT("peer-takeover-delay", NONNEG), OPT("reload-on-change", BOOL)))),
 };
 
-const struct sc_schema sc_secure = {
+const struct np_cfg_schema np_cfg_schema_secure = {
     .type = SC_MAP,
     .flags = SCF_NULL,
     .keys = KEYS(OPT("zookeeper-servers", &zk_servers), OPT("zookeeper-tls", &zk_tls),

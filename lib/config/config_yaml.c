@@ -61,7 +61,7 @@ doc_alloc(struct np_cfg_doc *d, size_t size)
 
 		b = malloc(sizeof(*b) + cap);
 		if (b == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		b->next = d->blocks;
 		b->used = 0;
 		b->cap = cap;
@@ -205,7 +205,7 @@ env_substitute(const char *buf, size_t len, size_t *olen, struct subst_map *map)
 		if (need > cap) {
 			cap = need + len;
 			if ((out = realloc(out, cap)) == NULL)
-				cfg_oom();
+				np_cfg_oom();
 		}
 		pos_advance(buf + last, i - last, &il, &ic);
 		pos_advance(buf + last, i - last, &ol, &oc);
@@ -215,7 +215,7 @@ env_substitute(const char *buf, size_t len, size_t *olen, struct subst_map *map)
 			map->cap = map->cap ? map->cap * 2 : 8;
 			map->v = realloc(map->v, map->cap * sizeof(*map->v));
 			if (map->v == NULL)
-				cfg_oom();
+				np_cfg_oom();
 		}
 		s = &map->v[map->n++];
 		s->ol0 = ol, s->oc0 = oc, s->il0 = il, s->ic0 = ic;
@@ -232,7 +232,7 @@ env_substitute(const char *buf, size_t len, size_t *olen, struct subst_map *map)
 	if (n + (len - last) + 1 > cap) {
 		cap = n + (len - last) + 1;
 		if ((out = realloc(out, cap)) == NULL)
-			cfg_oom();
+			np_cfg_oom();
 	}
 	memcpy(out + n, buf + last, len - last);
 	n += len - last;
@@ -630,7 +630,7 @@ struct anchor {
 
 struct tree_builder {
 	struct np_cfg_doc *doc;
-	struct np_config_errors *errs;
+	struct np_cfg_errors *errs;
 	const struct subst_map *map;
 	struct frame *stack;
 	size_t depth, cap;
@@ -655,10 +655,10 @@ b_error(struct tree_builder *b, yaml_mark_t mark, const char *fmt, ...)
 	b->failed = 1;
 	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
-		cfg_oom();
+		np_cfg_oom();
 	va_end(ap);
 	subst_map_pos(b->map, &line, &col);
-	np_config_errors_add(b->errs, b->doc->file, line + 1, col + 1, "", "%s", msg);
+	np_cfg_errors_add(b->errs, b->doc->file, line + 1, col + 1, "", "%s", msg);
 	free(msg);
 }
 
@@ -683,7 +683,7 @@ anchor_set(struct tree_builder *b, const char *name, struct node_ext *node)
 
 		b->anchors = calloc(ncap, sizeof(*b->anchors));
 		if (b->anchors == NULL)
-			cfg_oom();
+			np_cfg_oom();
 		b->acap = ncap;
 		b->nanchors = 0;
 		for (i = 0; i < ocap; i++)
@@ -703,7 +703,7 @@ anchor_set(struct tree_builder *b, const char *name, struct node_ext *node)
 			b->anchors[i].node = node; /* redefinition: later wins */
 			return;
 		}
-	b->anchors[i].name = cfg_strdup(name);
+	b->anchors[i].name = np_cfg_strdup(name);
 	b->anchors[i].node = node;
 	b->nanchors++;
 }
@@ -756,7 +756,7 @@ frame_push_item(struct tree_builder *b, struct np_cfg_node *n)
 		f->cap = f->cap ? f->cap * 2 : 8;
 		f->v = realloc(f->v, f->cap * sizeof(*f->v));
 		if (f->v == NULL)
-			cfg_oom();
+			np_cfg_oom();
 	}
 	f->v[f->n++] = n;
 	f->node->expanded = sat_add(f->node->expanded, ((struct node_ext *)n)->expanded);
@@ -881,7 +881,7 @@ start_container(struct tree_builder *b, const yaml_event_t *ev, enum np_cfg_kind
 		b->cap = b->cap ? b->cap * 2 : 16;
 		b->stack = realloc(b->stack, b->cap * sizeof(*b->stack));
 		if (b->stack == NULL)
-			cfg_oom();
+			np_cfg_oom();
 	}
 	f = &b->stack[b->depth++];
 	memset(f, 0, sizeof(*f));
@@ -936,7 +936,7 @@ kv_push(struct kv **v, size_t *n, size_t *cap, struct np_cfg_node *k, struct np_
 		*cap = *cap ? *cap * 2 : 16;
 		*v = realloc(*v, *cap * sizeof(**v));
 		if (*v == NULL)
-			cfg_oom();
+			np_cfg_oom();
 	}
 	(*v)[*n].k = k;
 	(*v)[*n].v = val;
@@ -1002,7 +1002,7 @@ finish_map(struct tree_builder *b, struct frame *f, yaml_mark_t mark)
 	sorted = malloc((nall ? nall : 1) * sizeof(*sorted));
 	keep = malloc((nall ? nall : 1) * sizeof(*keep));
 	if (sorted == NULL || keep == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	if (nall > 0)
 		memcpy(sorted, all, nall * sizeof(*sorted));
 	qsort(sorted, nall, sizeof(*sorted), kv_cmp);
@@ -1104,7 +1104,7 @@ yaml_problem(const yaml_parser_t *p)
 }
 
 struct np_cfg_doc *
-np_cfg_parse(const char *file, const char *buf, size_t len, struct np_config_errors *errs)
+np_cfg_parse(const char *file, const char *buf, size_t len, struct np_cfg_errors *errs)
 {
 	struct subst_map map = {NULL, 0, 0};
 	struct tree_builder b;
@@ -1118,14 +1118,14 @@ np_cfg_parse(const char *file, const char *buf, size_t len, struct np_config_err
 	if (file == NULL)
 		file = "<config>";
 	if (len > CFG_MAX_INPUT) {
-		np_config_errors_add(errs, file, 0, 0, "", "file too large (over %u bytes)",
-				     CFG_MAX_INPUT);
+		np_cfg_errors_add(errs, file, 0, 0, "", "file too large (over %u bytes)",
+				  CFG_MAX_INPUT);
 		return NULL;
 	}
 	doc = calloc(1, sizeof(*doc));
 	if (doc == NULL)
-		cfg_oom();
-	doc->file = cfg_strdup(file);
+		np_cfg_oom();
+	doc->file = np_cfg_strdup(file);
 	sub = env_substitute(buf, len, &sublen, &map);
 	memset(&b, 0, sizeof(b));
 	b.doc = doc;
@@ -1133,7 +1133,7 @@ np_cfg_parse(const char *file, const char *buf, size_t len, struct np_config_err
 	b.map = &map;
 
 	if (!yaml_parser_initialize(&parser))
-		cfg_oom();
+		np_cfg_oom();
 	if (sub != NULL)
 		yaml_parser_set_input_string(&parser, (const unsigned char *)sub, sublen);
 	else

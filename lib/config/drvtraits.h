@@ -21,7 +21,7 @@
  * program that loads a config links drivers/traits.o and the
  * drivers/<name>/traits.o it names (schemas, flags and small check
  * functions: no driver code, no libraries). Chosen over passing the table
- * into np_config_load() because a config is loaded in a dozen places
+ * into np_cfg_load() because a config is loaded in a dozen places
  * (every binary, the CLI, cfgwatch, tests, benches, fuzzers) that would
  * all have to pass the same table, and one that forgot would see every
  * driver as unknown. The Makefile links binaries with --start-group (the
@@ -124,7 +124,8 @@ size_t np_drv_check_pool_item(struct np_drv_check *ck, const struct np_drv_pool_
 
 struct np_drv_traits {
 	const char *name;		/* the `driver:` value */
-	const struct sc_schema *schema; /* the provider section (.base = &sc_common_provider) */
+	const struct np_cfg_schema
+	    *schema; /* the provider section (.base = &np_cfg_schema_common_provider) */
 	unsigned flags;			/* NP_DRV_* above */
 	enum np_drv_pool_hkc pool_hkc;
 

@@ -20,7 +20,7 @@
 
 #include "lib/config/config.h"
 
-enum sc_type {
+enum np_cfg_schema_type {
 	SC_ANY, /* anything (voluptuous `object`) */
 	SC_STR,
 	SC_INT, /* not bool */
@@ -42,32 +42,32 @@ enum sc_type {
 
 #define SK_REQ 0x1 /* required key */
 
-struct sc_schema;
-struct sc_key {
+struct np_cfg_schema;
+struct np_cfg_schema_key {
 	const char *name;
-	const struct sc_schema *s;
+	const struct np_cfg_schema *s;
 	unsigned flags;
 };
 
-enum sc_group_kind {
+enum np_cfg_schema_group_kind {
 	GR_EXCL, /* at most one of the keys */
 	GR_ONE,	 /* at least one of the keys */
 };
-struct sc_group {
-	enum sc_group_kind kind;
+struct np_cfg_schema_group {
+	enum np_cfg_schema_group_kind kind;
 	const char *const *keys; /* NULL-terminated */
 };
 
 #define SCF_NULL 0x1 /* null is accepted too */
 
-struct sc_schema {
-	enum sc_type type;
-	const struct sc_key *keys;	     /* SC_MAP, {NULL} terminated */
-	const struct sc_schema *base;	     /* SC_MAP: more keys (own keys win) */
-	const struct sc_schema *item;	     /* SC_SEQ, SC_STRMAP values, SC_MAP extra keys */
+struct np_cfg_schema {
+	enum np_cfg_schema_type type;
+	const struct np_cfg_schema_key *keys; /* SC_MAP, {NULL} terminated */
+	const struct np_cfg_schema *base;     /* SC_MAP: more keys (own keys win) */
+	const struct np_cfg_schema *item;     /* SC_SEQ, SC_STRMAP values, SC_MAP extra keys */
 	const char *const *choices;	     /* SC_ENUM */
-	const struct sc_schema *const *alts; /* SC_ANYOF */
-	const struct sc_group *groups;	     /* SC_MAP, {.keys = NULL} terminated */
+	const struct np_cfg_schema *const *alts;  /* SC_ANYOF */
+	const struct np_cfg_schema_group *groups; /* SC_MAP, {.keys = NULL} terminated */
 	unsigned flags;
 	/* after the type check passed: NULL, or a message (static storage) */
 	const char *(*check)(const struct np_cfg_node *n);
@@ -76,42 +76,44 @@ struct sc_schema {
 /* ---- building blocks, defined once in config_schemas.c ---------------------- */
 
 /* plain types */
-extern const struct sc_schema sc_str, sc_int, sc_bool, sc_float, sc_number, sc_coerce_float,
-    sc_str_or_int, sc_str_or_strseq, sc_dict, sc_list;
+extern const struct np_cfg_schema np_cfg_schema_str, np_cfg_schema_int, np_cfg_schema_bool,
+    np_cfg_schema_float, np_cfg_schema_number, np_cfg_schema_coerce_float, np_cfg_schema_str_or_int,
+    np_cfg_schema_str_or_strseq, np_cfg_schema_dict, np_cfg_schema_list;
 /* checked values: > 0, >= 0, within [0, 1], a non-empty string, an int >= 0,
  * a port number (1-65535), v.Coerce(float) >= 0 */
-extern const struct sc_schema sc_positive, sc_nonneg, sc_rate01, sc_nonempty_str, sc_nonneg_int,
-    sc_port_no, sc_coerce_nonneg;
+extern const struct np_cfg_schema np_cfg_schema_positive, np_cfg_schema_nonneg,
+    np_cfg_schema_rate01, np_cfg_schema_nonempty_str, np_cfg_schema_nonneg_int,
+    np_cfg_schema_port_no, np_cfg_schema_coerce_nonneg;
 /* The keys every provider and every pool has (upstream's driver/__init__.py
  * ProviderConfig.getCommonSchemaDict and ConfigPool.getCommonSchemaDict):
- * a provider's schema names sc_common_provider as its .base, a pool's
- * sc_common_pool. */
-extern const struct sc_schema sc_common_provider, sc_common_pool;
+ * a provider's schema names np_cfg_schema_common_provider as its .base, a pool's
+ * np_cfg_schema_common_pool. */
+extern const struct np_cfg_schema np_cfg_schema_common_provider, np_cfg_schema_common_pool;
 
 /* ---- the schema-writing macros ------------------------------------------------ */
 
-#define STR	      (&sc_str)
-#define INT	      (&sc_int)
-#define BOOL	      (&sc_bool)
-#define FLOAT	      (&sc_float)
-#define NUMBER	      (&sc_number)
-#define COERCE_FLOAT  (&sc_coerce_float)
-#define STR_OR_INT    (&sc_str_or_int)
-#define STR_OR_STRSEQ (&sc_str_or_strseq)
-#define DICT	      (&sc_dict)
-#define LIST	      (&sc_list)
-#define SEQ(x)	      (&(const struct sc_schema){.type = SC_SEQ, .item = (x)})
-#define STRMAP(x)     (&(const struct sc_schema){.type = SC_STRMAP, .item = (x)})
+#define STR	      (&np_cfg_schema_str)
+#define INT	      (&np_cfg_schema_int)
+#define BOOL	      (&np_cfg_schema_bool)
+#define FLOAT	      (&np_cfg_schema_float)
+#define NUMBER	      (&np_cfg_schema_number)
+#define COERCE_FLOAT  (&np_cfg_schema_coerce_float)
+#define STR_OR_INT    (&np_cfg_schema_str_or_int)
+#define STR_OR_STRSEQ (&np_cfg_schema_str_or_strseq)
+#define DICT	      (&np_cfg_schema_dict)
+#define LIST	      (&np_cfg_schema_list)
+#define SEQ(x)	      (&(const struct np_cfg_schema){.type = SC_SEQ, .item = (x)})
+#define STRMAP(x)     (&(const struct np_cfg_schema){.type = SC_STRMAP, .item = (x)})
 #define ENUM(...)                                                                                  \
-	(&(const struct sc_schema){.type = SC_ENUM,                                                \
-				   .choices = (const char *const[]){__VA_ARGS__, NULL}})
+	(&(const struct np_cfg_schema){.type = SC_ENUM,                                            \
+				       .choices = (const char *const[]){__VA_ARGS__, NULL}})
 #define ENUM_OR_NULL(...)                                                                          \
-	(&(const struct sc_schema){.type = SC_ENUM,                                                \
-				   .flags = SCF_NULL,                                              \
-				   .choices = (const char *const[]){__VA_ARGS__, NULL}})
-#define KEYS(...)   ((const struct sc_key[]){__VA_ARGS__, {NULL, NULL, 0}})
-#define MAP(...)    (&(const struct sc_schema){.type = SC_MAP, .keys = KEYS(__VA_ARGS__)})
-#define GROUPS(...) ((const struct sc_group[]){__VA_ARGS__, {GR_EXCL, NULL}})
+	(&(const struct np_cfg_schema){.type = SC_ENUM,                                            \
+				       .flags = SCF_NULL,                                          \
+				       .choices = (const char *const[]){__VA_ARGS__, NULL}})
+#define KEYS(...)   ((const struct np_cfg_schema_key[]){__VA_ARGS__, {NULL, NULL, 0}})
+#define MAP(...)    (&(const struct np_cfg_schema){.type = SC_MAP, .keys = KEYS(__VA_ARGS__)})
+#define GROUPS(...) ((const struct np_cfg_schema_group[]){__VA_ARGS__, {GR_EXCL, NULL}})
 #define EXCL(...)                                                                                  \
 	{                                                                                          \
 		GR_EXCL, (const char *const[])                                                     \
@@ -126,7 +128,7 @@ extern const struct sc_schema sc_common_provider, sc_common_pool;
 			__VA_ARGS__, NULL                                                          \
 		}                                                                                  \
 	}
-#define ALTS(...) ((const struct sc_schema *const[]){__VA_ARGS__, NULL})
+#define ALTS(...) ((const struct np_cfg_schema *const[]){__VA_ARGS__, NULL})
 #define REQ(k, s)                                                                                  \
 	{                                                                                          \
 		k, s, SK_REQ                                                                       \
@@ -135,12 +137,12 @@ extern const struct sc_schema sc_common_provider, sc_common_pool;
 	{                                                                                          \
 		k, s, 0                                                                            \
 	}
-#define COERCE_NONNEG (&sc_coerce_nonneg)
-#define NONNEG_INT    (&sc_nonneg_int)
-#define PORT	      (&sc_port_no)
-#define POSITIVE      (&sc_positive)
-#define NONNEG	      (&sc_nonneg)
-#define RATE01	      (&sc_rate01)
-#define NONEMPTY_STR  (&sc_nonempty_str)
+#define COERCE_NONNEG (&np_cfg_schema_coerce_nonneg)
+#define NONNEG_INT    (&np_cfg_schema_nonneg_int)
+#define PORT	      (&np_cfg_schema_port_no)
+#define POSITIVE      (&np_cfg_schema_positive)
+#define NONNEG	      (&np_cfg_schema_nonneg)
+#define RATE01	      (&np_cfg_schema_rate01)
+#define NONEMPTY_STR  (&np_cfg_schema_nonempty_str)
 
 #endif

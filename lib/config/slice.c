@@ -27,7 +27,7 @@ webapp_json(const struct np_config *cfg)
 }
 
 const char *
-np_config_min_ready_owner(const struct np_config *cfg, const char *label)
+np_cfg_min_ready_owner(const struct np_config *cfg, const char *label)
 {
 	size_t i, j;
 
@@ -39,9 +39,9 @@ np_config_min_ready_owner(const struct np_config *cfg, const char *label)
 }
 
 json_t *
-np_config_worker_slice(const struct np_config *cfg, const char *provider)
+np_cfg_worker_slice(const struct np_config *cfg, const char *provider)
 {
-	json_t *slice = np_config_slice(cfg, provider), *l;
+	json_t *slice = np_cfg_slice(cfg, provider), *l;
 	size_t i;
 
 	if (slice == NULL)
@@ -53,7 +53,7 @@ np_config_worker_slice(const struct np_config *cfg, const char *provider)
 	json_array_foreach(json_object_get(slice, "labels"), i, l)
 	{
 		const char *name = json_string_value(json_object_get(l, "name"));
-		const char *owner = name ? np_config_min_ready_owner(cfg, name) : NULL;
+		const char *owner = name ? np_cfg_min_ready_owner(cfg, name) : NULL;
 		if (json_object_get(l, "min-ready") != NULL &&
 		    (owner == NULL || strcmp(owner, provider) != 0))
 			json_object_set_new(l, "min-ready", json_integer(0));
@@ -104,7 +104,7 @@ status_section(const struct np_config *cfg)
 }
 
 json_t *
-np_config_web_slice(const struct np_config *cfg)
+np_cfg_web_slice(const struct np_config *cfg)
 {
 	json_t *tls = json_null(), *slice;
 
@@ -162,20 +162,20 @@ static void
 name_add(struct np_cfg_strv *sv, const char *s)
 {
 	if (s != NULL)
-		cfg_strv_push(sv, s);
+		np_cfg_strv_push(sv, s);
 }
 
-/* Is s in sv (sorted by cfg_strv_sort_unique)? */
+/* Is s in sv (sorted by np_cfg_strv_sort_unique)? */
 static int
 strv_sorted_has(const struct np_cfg_strv *sv, const char *s)
 {
-	return sv->n > 0 && bsearch(&s, sv->v, sv->n, sizeof(*sv->v), cfg_strp_cmp) != NULL;
+	return sv->n > 0 && bsearch(&s, sv->v, sv->n, sizeof(*sv->v), np_cfg_strp_cmp) != NULL;
 }
 
 json_t *
-np_config_slice(const struct np_config *cfg, const char *provider_name)
+np_cfg_slice(const struct np_config *cfg, const char *provider_name)
 {
-	const struct np_provider *p = np_config_provider(cfg, provider_name);
+	const struct np_provider *p = np_cfg_provider(cfg, provider_name);
 	struct np_cfg_strv labels = {NULL, 0}, images = {NULL, 0};
 	const struct np_cfg_node *root = np_cfg_doc_root(cfg->doc), *n;
 	json_t *j, *a, *np;
@@ -227,8 +227,8 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
 	}
 	for (i = 0; i < p->ndiskimages; i++)
 		name_add(&images, p->diskimages[i].name);
-	cfg_strv_sort_unique(&labels);
-	cfg_strv_sort_unique(&images);
+	np_cfg_strv_sort_unique(&labels);
+	np_cfg_strv_sort_unique(&images);
 	a = json_array();
 	for (i = 0; i < cfg->nlabels; i++)
 		if (strv_sorted_has(&labels, cfg->labels[i].name))
@@ -251,15 +251,15 @@ np_config_slice(const struct np_config *cfg, const char *provider_name)
  * name for the slice in logs, not a decision (the supervisor compares the
  * slices themselves), so no cryptographic hash (nor OpenSSL in nodepoold). */
 void
-cfg_fingerprint(const struct np_config *cfg, struct np_provider *p)
+np_cfg_fingerprint(const struct np_config *cfg, struct np_provider *p)
 {
-	json_t *slice = np_config_slice(cfg, p->name);
+	json_t *slice = np_cfg_slice(cfg, p->name);
 	char *text = json_dumps(slice, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII);
 	uint64_t h = 0xcbf29ce484222325ULL;
 	const unsigned char *c;
 
 	if (text == NULL)
-		cfg_oom();
+		np_cfg_oom();
 	for (c = (const unsigned char *)text; *c != '\0'; c++) {
 		h ^= *c;
 		h *= 0x100000001b3ULL;

@@ -1,5 +1,5 @@
 /*
- * The configuration a provider's worker receives: np_config_slice() (the
+ * The configuration a provider's worker receives: np_cfg_slice() (the
  * settings it needs and its own provider) with min-ready given to one
  * worker per label. Upstream runs every provider in one launcher process
  * that creates min-ready requests once per label; with a process per
@@ -12,7 +12,7 @@
  * nodepool.yaml has a `webapp` section (the configured values or the
  * defaults 8005 and 0.0.0.0), the others have none. Under nodepoold the
  * web API is a process of its own (nodepool-web, web/), which gets
- * np_config_web_slice(), and no worker's slice has `webapp`.
+ * np_cfg_web_slice(), and no worker's slice has `webapp`.
  */
 #ifndef NP_SLICE_H
 #define NP_SLICE_H
@@ -22,7 +22,7 @@
 struct np_config;
 
 /* New reference, or NULL if there is no such provider. */
-json_t *np_config_worker_slice(const struct np_config *cfg, const char *provider);
+json_t *np_cfg_worker_slice(const struct np_config *cfg, const char *provider);
 /*
  * What nodepool-web needs (new reference):
  *   {"zookeeper": {"hosts": "h:p,...[/chroot]" or null, "timeout": seconds,
@@ -37,8 +37,8 @@ json_t *np_config_worker_slice(const struct np_config *cfg, const char *provider
  * (status: the status page's view of nodepool.yaml; a limit that is
  * unlimited is null)
  */
-json_t *np_config_web_slice(const struct np_config *cfg);
+json_t *np_cfg_web_slice(const struct np_config *cfg);
 /* The provider that owns min-ready for label, or NULL if none offers it. */
-const char *np_config_min_ready_owner(const struct np_config *cfg, const char *label);
+const char *np_cfg_min_ready_owner(const struct np_config *cfg, const char *label);
 
 #endif

@@ -50,7 +50,7 @@ np_daemon_paths(const char *config, int must_exist, char **control_socket, char 
 		char *err, size_t errlen)
 {
 	const char *sock = NP_DEFAULT_CONTROL_SOCKET, *pid = NP_DEFAULT_PID_FILE;
-	struct np_config_errors *errs = np_config_errors_new();
+	struct np_cfg_errors *errs = np_cfg_errors_new();
 	struct np_cfg_doc *doc = NULL;
 	const struct np_cfg_node *sec;
 	char *buf = NULL;
@@ -59,7 +59,7 @@ np_daemon_paths(const char *config, int must_exist, char **control_socket, char 
 	if (read_file(config, &buf, &len) < 0) {
 		if (errno != ENOENT || must_exist) {
 			snprintf(err, errlen, "cannot read %s: %s", config, strerror(errno));
-			np_config_errors_free(errs);
+			np_cfg_errors_free(errs);
 			return -1;
 		}
 	} else if ((doc = np_cfg_parse(config, buf, len, errs)) != NULL) {
@@ -72,7 +72,7 @@ np_daemon_paths(const char *config, int must_exist, char **control_socket, char 
 	if (pid_file != NULL)
 		*pid_file = xstrdup(pid);
 	np_cfg_doc_free(doc);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	free(buf);
 	return 0;
 }

@@ -199,7 +199,7 @@ Test(cfgwatch, load_config_reports_positions_and_unreadable_files)
 {
 	struct cfgwatch_snapshot s = {0};
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	const char *p[2];
 	char *line;
 
@@ -209,30 +209,30 @@ Test(cfgwatch, load_config_reports_positions_and_unreadable_files)
 	p[1] = path_of("secure.conf"); /* missing */
 	cfgwatch_snapshot_read(p, 2, &s);
 	cr_assert_eq(cfgwatch_load_config(&s, &cfg, &errs), -1);
-	cr_assert_eq(np_config_errors_count(errs), 1);
-	line = np_config_error_format(&errs->v[0]);
+	cr_assert_eq(np_cfg_errors_count(errs), 1);
+	line = np_cfg_error_format(&errs->v[0]);
 	cr_assert(strstr(line, "secure.conf: cannot open: No such file") != NULL, "%s", line);
 	free(line);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	cfgwatch_snapshot_clear(&s);
 
 	write_file(at("secure.conf"), "zookeeper-servers:\n  - host: zk2\n");
 	cfgwatch_snapshot_read(p, 2, &s);
 	cr_assert_eq(cfgwatch_load_config(&s, &cfg, &errs), -1);
-	line = np_config_error_format(&errs->v[0]);
+	line = np_cfg_error_format(&errs->v[0]);
 	cr_assert(strncmp(line, at("np.yaml"), strlen(at("np.yaml"))) == 0 &&
 		      strstr(line, ".yaml:3:9: labels:") != NULL,
 		  "%s", line);
 	free(line);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	cfgwatch_snapshot_clear(&s);
 
 	write_file(at("np.yaml"), "zookeeper-servers:\n  - host: localhost\nlabels: []\n");
 	cfgwatch_snapshot_read(p, 2, &s);
 	cr_assert_eq(cfgwatch_load_config(&s, &cfg, &errs), 0, "%s",
-		     errs ? np_config_error_format(&errs->v[0]) : "");
+		     errs ? np_cfg_error_format(&errs->v[0]) : "");
 	cr_assert_str_eq(cfg->zk_servers[0].host, "zk2", "secure.conf merged");
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 	cfgwatch_snapshot_clear(&s);
 	free((char *)p[0]);
 	free((char *)p[1]);

@@ -56,23 +56,23 @@ read_all(const char *path, size_t *len)
 }
 
 static struct np_config *
-load_str(const char *yaml, struct np_config_errors **errs)
+load_str(const char *yaml, struct np_cfg_errors **errs)
 {
 	struct np_config *cfg = NULL;
 
-	np_config_load_buffer("t.yaml", yaml, strlen(yaml), NULL, NULL, 0, &cfg, errs);
+	np_cfg_load_buffer("t.yaml", yaml, strlen(yaml), NULL, NULL, 0, &cfg, errs);
 	return cfg;
 }
 
 static struct np_config *
 load_ok(const char *yaml)
 {
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	struct np_config *cfg = load_str(yaml, &errs);
 
 	if (cfg == NULL) {
-		np_config_errors_print(errs, stderr);
-		np_config_errors_free(errs);
+		np_cfg_errors_print(errs, stderr);
+		np_cfg_errors_free(errs);
 		cr_assert_fail("config did not load");
 	}
 	cr_assert_null(errs);
@@ -80,13 +80,13 @@ load_ok(const char *yaml)
 }
 
 static char *
-errs_text(const struct np_config_errors *errs)
+errs_text(const struct np_cfg_errors *errs)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 
-	np_config_errors_print(errs, f);
+	np_cfg_errors_print(errs, f);
 	fclose(f);
 	return buf;
 }
@@ -95,7 +95,7 @@ errs_text(const struct np_config_errors *errs)
 static char *
 load_fail(const char *yaml, size_t *count)
 {
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	struct np_config *cfg = load_str(yaml, &errs);
 	char *text;
 
@@ -103,8 +103,8 @@ load_fail(const char *yaml, size_t *count)
 	cr_assert_not_null(errs);
 	text = errs_text(errs);
 	if (count)
-		*count = np_config_errors_count(errs);
-	np_config_errors_free(errs);
+		*count = np_cfg_errors_count(errs);
+	np_cfg_errors_free(errs);
 	return text;
 }
 
@@ -128,19 +128,19 @@ Test(config, opendev_configs_load)
 	for (f = opendev_files; *f; f++) {
 		char rel[256], *path;
 		struct np_config *cfg = NULL;
-		struct np_config_errors *errs = NULL;
+		struct np_cfg_errors *errs = NULL;
 		int rc;
 
 		snprintf(rel, sizeof(rel), "tests/data/configs/opendev/%s", *f);
 		path = data_path(rel);
-		rc = np_config_load(path, NULL, &cfg, &errs);
+		rc = np_cfg_load(path, NULL, &cfg, &errs);
 		if (rc != 0)
-			np_config_errors_print(errs, stderr);
+			np_cfg_errors_print(errs, stderr);
 		cr_assert_eq(rc, 0, "%s did not load", *f);
 		cr_assert_gt(cfg->nproviders, 0);
 		cr_assert_gt(cfg->ndiskimages, 0, "%s has diskimages", *f);
 		cr_assert_not_null(cfg->zk_hosts);
-		np_config_free(cfg);
+		np_cfg_free(cfg);
 		free(path);
 	}
 }
@@ -152,7 +152,7 @@ Test(config, opendev_nl01_typed)
 	const struct np_provider *p;
 	const struct np_label *l;
 
-	cr_assert_eq(np_config_load(path, NULL, &cfg, NULL), 0);
+	cr_assert_eq(np_cfg_load(path, NULL, &cfg, NULL), 0);
 	cr_assert_str_eq(cfg->zk_hosts, "zk01.example.org:2281,zk02.example.org:2281,"
 					"zk03.example.org:2281");
 	cr_assert_eq(cfg->nproviders, 5);
@@ -166,10 +166,10 @@ Test(config, opendev_nl01_typed)
 	cr_assert_eq(p->pools[0].priority, 100);
 	/* labels come from an anchor shared by every provider */
 	cr_assert_eq(cfg->providers[1].pools[0].nlabels, p->pools[0].nlabels);
-	l = np_config_label(cfg, p->pools[0].labels[0].name);
+	l = np_cfg_label(cfg, p->pools[0].labels[0].name);
 	cr_assert_not_null(l);
-	cr_assert_not_null(np_config_diskimage(cfg, p->diskimages[0].name));
-	np_config_free(cfg);
+	cr_assert_not_null(np_cfg_diskimage(cfg, p->diskimages[0].name));
+	np_cfg_free(cfg);
 	free(path);
 }
 
@@ -249,7 +249,7 @@ Test(config, wild_configs_match_upstream_verdicts)
 		char file[512], *path, *cell, *verdict;
 		const char *end;
 		struct np_config *cfg = NULL;
-		struct np_config_errors *errs = NULL;
+		struct np_cfg_errors *errs = NULL;
 		int rc, i;
 
 		if (strncmp(line, "| ", 2) != 0 || strstr(line, ".yaml |") == NULL)
@@ -261,13 +261,13 @@ Test(config, wild_configs_match_upstream_verdicts)
 		*cell = '\0';
 		verdict = strrchr(line, '|') + 2;
 		cr_assert(asprintf(&path, "%s/%s", dir, file) > 0);
-		rc = np_config_load(path, NULL, &cfg, &errs);
+		rc = np_cfg_load(path, NULL, &cfg, &errs);
 		rows++;
 		if (strncmp(verdict, "valid", 5) == 0) {
 			if (rc != 0)
-				np_config_errors_print(errs, stderr);
+				np_cfg_errors_print(errs, stderr);
 			cr_assert_eq(rc, 0, "%s: upstream says valid", file);
-			np_config_free(cfg);
+			np_cfg_free(cfg);
 			valid++;
 		} else {
 			const struct wild_expect *x;
@@ -280,7 +280,7 @@ Test(config, wild_configs_match_upstream_verdicts)
 					break;
 			cr_assert_not_null(x->file_prefix, "no expectation for %s", file);
 			for (i = 0; i < (int)errs->n; i++) {
-				const struct np_config_error *e = &errs->v[i];
+				const struct np_cfg_error *e = &errs->v[i];
 
 				/* every error is positioned in this file */
 				cr_assert_str_eq(e->file, path);
@@ -298,9 +298,9 @@ Test(config, wild_configs_match_upstream_verdicts)
 				found = 1;
 			}
 			if (!found)
-				np_config_errors_print(errs, stderr);
+				np_cfg_errors_print(errs, stderr);
 			cr_assert(found, "%s: no error %s: %s", file, x->path, x->msg);
-			np_config_errors_free(errs);
+			np_cfg_errors_free(errs);
 			invalid++;
 		}
 		free(path);
@@ -434,7 +434,7 @@ Test(config, empty_document_is_invalid_but_empty_sections_are_fine)
 	free(t);
 	cfg = load_ok("labels: []\nproviders: []\ndiskimages: []\n");
 	cr_assert_eq(cfg->nproviders, 0);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 Test(config, yaml_syntax_error_has_position)
@@ -456,7 +456,7 @@ Test(config, yaml_scalars_follow_yaml_1_1)
 	static const char text[] =
 	    "a: yes\nb: Off\nc: 012\nd: 0x1f\ne: 1:30\nf: 1.5\ng: 1e3\nh: ~\ni: 2001-12-14\n"
 	    "j: '12'\nk: 1_000\nl: -.5\nm: .inf\nn: 0b101\no: 09\np: !!str 12\nq: !!float 3\n";
-	struct np_config_errors *errs = np_config_errors_new();
+	struct np_cfg_errors *errs = np_cfg_errors_new();
 	struct np_cfg_doc *doc = np_cfg_parse("s.yaml", text, strlen(text), errs);
 	const struct np_cfg_node *r;
 
@@ -480,14 +480,14 @@ Test(config, yaml_scalars_follow_yaml_1_1)
 	cr_assert_eq(np_cfg_get(r, "o")->kind, NP_CFG_STR); /* not octal, not decimal */
 	cr_assert_str_eq(np_cfg_str(r, "p", ""), "12");
 	cr_assert_float_eq(np_cfg_num(r, "q", 0), 3.0, 1e-9);
-	cr_assert_eq(np_config_errors_count(errs), 0);
+	cr_assert_eq(np_cfg_errors_count(errs), 0);
 	np_cfg_doc_free(doc);
 	/* unknown tags are refused, as PyYAML's safe loader */
 	doc = np_cfg_parse("s.yaml", "a: !ruby/object 1\n", 18, errs);
 	cr_assert_null(doc);
 	cr_assert_str_eq(errs->v[0].msg,
 			 "could not determine a constructor for the tag '!ruby/object'");
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 }
 
 Test(config, timestamp_where_a_string_is_expected)
@@ -511,7 +511,7 @@ Test(config, duplicate_keys_keep_the_last_value)
 					"    min-ready: 3\n");
 
 	cr_assert_eq(cfg->labels[0].min_ready, 3);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 /* ---- anchors, aliases, merge keys -------------------------------------------------------- */
@@ -572,7 +572,7 @@ Test(config, merge_keys_resolve_like_pyyaml)
 	/* shared node: same position for both */
 	cr_assert_eq(cfg->providers[0].pools[0].labels[1].raw,
 		     cfg->providers[1].pools[0].labels[1].raw);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 Test(config, alias_errors)
@@ -653,7 +653,7 @@ Test(config, env_substitution)
 	cr_assert_str_eq(cfg->zk_hosts, "zk.example.org:2281");
 	cr_assert_eq(cfg->webapp_port, 8123); /* substituted before parsing: an int */
 	cr_assert_str_eq(cfg->webapp_listen_address, "%(NOT_NODEPOOL_X)%(NODEPOOL_UNSET_VAR)");
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 
 	/* positions refer to the file as written, after a substitution too */
 	setenv("NODEPOOL_LONG", "a-much-longer-value-than-the-reference", 1);
@@ -698,21 +698,21 @@ Test(config, secure_conf_merge)
 			  "  - name: focal\n"
 			  "    env-vars: {B: secret, C: secret}\n";
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	const struct np_diskimage *d;
 
-	cr_assert_eq(np_config_load_buffer("main.yaml", secure_main, strlen(secure_main),
-					   "secure.conf", sec, strlen(sec), &cfg, &errs),
+	cr_assert_eq(np_cfg_load_buffer("main.yaml", secure_main, strlen(secure_main),
+					"secure.conf", sec, strlen(sec), &cfg, &errs),
 		     0);
 	cr_assert_eq(cfg->nzk_servers, 2);
 	cr_assert_str_eq(cfg->zk_hosts, "zk1.internal:2282,[2001:db8::1]:2281/nodepool");
 	cr_assert_str_eq(cfg->zk_tls_ca, "/s/ca.pem");
 	cr_assert_str_eq(cfg->zk_tls_key, "/s/k.pem");
-	d = np_config_diskimage(cfg, "focal");
+	d = np_cfg_diskimage(cfg, "focal");
 	cr_assert_str_eq(json_string_value(json_object_get(d->env_vars, "A")), "main");
 	cr_assert_str_eq(json_string_value(json_object_get(d->env_vars, "B")), "secret");
 	cr_assert_str_eq(json_string_value(json_object_get(d->env_vars, "C")), "secret");
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 Test(config, secure_conf_errors)
@@ -724,39 +724,39 @@ Test(config, secure_conf_errors)
 			  "    env-vars: {X: y}\n"
 			  "providers: []\n";
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	char *t;
 
-	cr_assert_neq(np_config_load_buffer("main.yaml", secure_main, strlen(secure_main),
-					    "secure.conf", sec, strlen(sec), &cfg, &errs),
+	cr_assert_neq(np_cfg_load_buffer("main.yaml", secure_main, strlen(secure_main),
+					 "secure.conf", sec, strlen(sec), &cfg, &errs),
 		      0);
 	t = errs_text(errs);
 	cr_assert_str_eq(t, "secure.conf:6:1: providers: extra keys not allowed\n");
 	free(t);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	sec = "diskimages:\n  - name: base\n    env-vars: {X: y}\n  - name: nope\n"
 	      "    env-vars: {X: y}\n";
-	cr_assert_neq(np_config_load_buffer("main.yaml", secure_main, strlen(secure_main),
-					    "secure.conf", sec, strlen(sec), &cfg, &errs),
+	cr_assert_neq(np_cfg_load_buffer("main.yaml", secure_main, strlen(secure_main),
+					 "secure.conf", sec, strlen(sec), &cfg, &errs),
 		      0);
 	t = errs_text(errs);
 	cr_assert_str_eq(t, "secure.conf:2:11: diskimages[0].name: unknown diskimage base\n"
 			    "secure.conf:4:11: diskimages[1].name: unknown diskimage nope\n");
 	free(t);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	/* an empty secure.conf is fine */
-	cr_assert_eq(np_config_load_buffer("main.yaml", secure_main, strlen(secure_main),
-					   "secure.conf", "", 0, &cfg, &errs),
+	cr_assert_eq(np_cfg_load_buffer("main.yaml", secure_main, strlen(secure_main),
+					"secure.conf", "", 0, &cfg, &errs),
 		     0);
 	cr_assert_str_eq(cfg->zk_hosts, "zk-public:2281");
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 Test(config, load_from_files_and_missing_file)
 {
 	char dir[] = "/tmp/np-config-XXXXXX", main_path[600], sec_path[600];
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	FILE *f;
 	char *t;
 
@@ -769,18 +769,18 @@ Test(config, load_from_files_and_missing_file)
 	f = fopen(sec_path, "w");
 	fputs("zookeeper-servers: [{host: zk-secret, port: 1}]\n", f);
 	fclose(f);
-	cr_assert_eq(np_config_load(main_path, sec_path, &cfg, &errs), 0);
+	cr_assert_eq(np_cfg_load(main_path, sec_path, &cfg, &errs), 0);
 	cr_assert_str_eq(cfg->zk_hosts, "zk-secret:1");
 	cr_assert_str_eq(cfg->path, main_path);
 	cr_assert_str_eq(cfg->secure_path, sec_path);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 	unlink(main_path);
-	cr_assert_neq(np_config_load(main_path, sec_path, &cfg, &errs), 0);
+	cr_assert_neq(np_cfg_load(main_path, sec_path, &cfg, &errs), 0);
 	t = errs_text(errs);
 	cr_assert(strstr(t, "nodepool.yaml: cannot open: No such file or directory") != NULL, "%s",
 		  t);
 	free(t);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	unlink(sec_path);
 	rmdir(dir);
 }
@@ -814,7 +814,7 @@ Test(config, static_driver_fields_and_defaults)
 					"          - name: host1.example.org\n"
 					"            labels: small\n"
 					"            connection-port: 2222\n");
-	const struct np_provider *p = np_config_provider(cfg, "rack");
+	const struct np_provider *p = np_cfg_provider(cfg, "rack");
 	const struct np_pool *pool = np_provider_pool(p, "main");
 	const struct np_static_node *a = &pool->nodes[0], *b = &pool->nodes[1];
 
@@ -844,7 +844,7 @@ Test(config, static_driver_fields_and_defaults)
 	cr_assert_eq(b->max_parallel_jobs, 2);
 	cr_assert_eq(pool->nodes[2].connection_port, 2222);
 	cr_assert_eq(pool->label_names.n, 3);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 Test(config, static_driver_errors)
@@ -952,14 +952,14 @@ Test(config, every_upstream_driver_validates)
 	const struct np_provider *p;
 
 	cr_assert_eq(cfg->nproviders, 10);
-	p = np_config_provider(cfg, "os");
+	p = np_cfg_provider(cfg, "os");
 	cr_assert_float_eq(p->rate, 0.5, 1e-9); /* v.Coerce(float) of a string */
 	cr_assert_eq(p->diskimages[0].connection_port, 5986);
 	cr_assert_str_eq(p->diskimages[0].username, "zuul");
 	cr_assert_eq(p->boot_timeout, 60);
 	cr_assert_eq(p->manage_images, 1);
 	cr_assert_null(p->image_format);
-	p = np_config_provider(cfg, "ec2");
+	p = np_cfg_provider(cfg, "ec2");
 	cr_assert_eq(p->boot_timeout, 180);
 	cr_assert_float_eq(p->rate, 2, 1e-9);
 	cr_assert_str_eq(p->image_format, "raw");
@@ -968,14 +968,14 @@ Test(config, every_upstream_driver_validates)
 		     10);
 	cr_assert_eq(json_integer_value(json_object_get(p->pools[0].max_resources, "L-34B43A08")),
 		     5);
-	cr_assert_eq(np_config_provider(cfg, "az")->pools[0].max_servers, 2);
-	cr_assert_str_eq(np_config_provider(cfg, "az")->image_format, "vhd");
-	cr_assert_eq(np_config_provider(cfg, "osh")->pools[0].max_servers, 4);
-	cr_assert_eq(np_config_provider(cfg, "pods")->pools[0].max_servers, 6);
-	cr_assert_eq(np_config_provider(cfg, "meta")->pools[0].host_key_checking, 0);
-	cr_assert_eq(np_config_provider(cfg, "meta")->pools[0].labels[0].max_parallel_jobs, 2);
-	cr_assert_str_eq(np_config_provider(cfg, "ibm")->image_name_format, "npimage{upload_id}");
-	p = np_config_provider(cfg, "sim");
+	cr_assert_eq(np_cfg_provider(cfg, "az")->pools[0].max_servers, 2);
+	cr_assert_str_eq(np_cfg_provider(cfg, "az")->image_format, "vhd");
+	cr_assert_eq(np_cfg_provider(cfg, "osh")->pools[0].max_servers, 4);
+	cr_assert_eq(np_cfg_provider(cfg, "pods")->pools[0].max_servers, 6);
+	cr_assert_eq(np_cfg_provider(cfg, "meta")->pools[0].host_key_checking, 0);
+	cr_assert_eq(np_cfg_provider(cfg, "meta")->pools[0].labels[0].max_parallel_jobs, 2);
+	cr_assert_str_eq(np_cfg_provider(cfg, "ibm")->image_name_format, "npimage{upload_id}");
+	p = np_cfg_provider(cfg, "sim");
 	cr_assert_float_eq(p->boot_delay, 0.5, 1e-9);
 	cr_assert_eq(p->quota_instances, 4);
 	cr_assert_eq(p->quota_cores, -1);
@@ -984,7 +984,7 @@ Test(config, every_upstream_driver_validates)
 	cr_assert_float_eq(p->pools[0].labels[0].boot_delay, 0.5, 1e-9);
 	cr_assert_eq(p->pools[0].labels[0].cores, 2);
 	cr_assert_eq(p->pools[0].labels[0].ram, 1024);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 Test(config, driver_specific_errors)
@@ -1103,10 +1103,10 @@ Test(config, diskimage_inheritance)
 					"    shell-type: sh\n"
 					"    pause: true\n"
 					"  - name: plain\n");
-	const struct np_diskimage *d = np_config_diskimage(cfg, "focal");
+	const struct np_diskimage *d = np_cfg_diskimage(cfg, "focal");
 
 	cr_assert_eq(cfg->ndiskimages, 2); /* abstract ones are not built */
-	cr_assert_null(np_config_diskimage(cfg, "base"));
+	cr_assert_null(np_cfg_diskimage(cfg, "base"));
 	cr_assert_eq(d->elements.n, 4);
 	cr_assert_str_eq(d->elements.v[0], "vm");
 	cr_assert_str_eq(d->elements.v[2], "ubuntu-minimal");
@@ -1123,13 +1123,13 @@ Test(config, diskimage_inheritance)
 	cr_assert_eq(d->pause, 1);
 	cr_assert_eq(json_object_size(d->metadata), 0); /* not inherited, as upstream */
 	cr_assert_str_eq(d->parent, "ubuntu");
-	d = np_config_diskimage(cfg, "plain");
+	d = np_cfg_diskimage(cfg, "plain");
 	cr_assert_str_eq(d->dib_cmd, "disk-image-create");
 	cr_assert_str_eq(d->release, "");
 	cr_assert_eq(d->rebuild_age, 86400);
 	cr_assert_eq(d->build_timeout, 28800);
 	cr_assert_str_eq(d->python_path, "auto");
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 Test(config, diskimage_errors)
@@ -1209,8 +1209,8 @@ Test(config, large_config_loads)
 	cr_assert_eq(cfg->providers[0].pools[0].label_names.n, N);
 	cr_assert_eq(cfg->providers[1].pools[0].nlabels, N);
 	cr_assert_eq(cfg->ndiskimages, N / 10);
-	cr_assert_eq(np_config_diskimage(cfg, "d3")->elements.n, 0);
-	np_config_free(cfg);
+	cr_assert_eq(np_cfg_diskimage(cfg, "d3")->elements.n, 0);
+	np_cfg_free(cfg);
 	free(y);
 }
 
@@ -1238,7 +1238,7 @@ Test(config, nodepoold_section_defaults)
 	cr_assert_eq(cfg->build_log_retention, 7);
 	cr_assert_eq(cfg->max_hold_age, 0);
 	cr_assert_null(cfg->images_dir);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 
 	cfg = load_ok("nodepoold:\n"
 		      "  cleanup-interval: 2.5\n"
@@ -1270,7 +1270,7 @@ Test(config, nodepoold_section_defaults)
 	cr_assert_eq(
 	    json_integer_value(json_object_get(cfg->tenant_limits[0].limits, "L-1216C47A")), 3);
 	cr_assert_null(json_object_get(cfg->tenant_limits[0].limits, "ram"));
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 Test(config, nodepoold_section_errors)
@@ -1303,15 +1303,15 @@ Test(config, zk_hosts_string)
 {
 	struct np_zk_server s[3] = {
 	    {"zk1", 2281, "/np"}, {"::1", 2182, "/np"}, {"10.0.0.3", 2181, "/np"}};
-	char *h = np_config_zk_hosts(s, 3);
+	char *h = np_cfg_zk_hosts(s, 3);
 
 	cr_assert_str_eq(h, "zk1:2281,[::1]:2182,10.0.0.3:2181/np");
 	free(h);
 	s[0].chroot = NULL;
-	h = np_config_zk_hosts(s, 1);
+	h = np_cfg_zk_hosts(s, 1);
 	cr_assert_str_eq(h, "zk1:2281");
 	free(h);
-	cr_assert_null(np_config_zk_hosts(s, 0));
+	cr_assert_null(np_cfg_zk_hosts(s, 0));
 }
 
 Test(config, zk_chroot_rules)
@@ -1333,7 +1333,7 @@ Test(config, zk_chroot_rules)
 static char *
 slice_text(const struct np_config *cfg, const char *provider)
 {
-	json_t *s = np_config_slice(cfg, provider);
+	json_t *s = np_cfg_slice(cfg, provider);
 	char *t;
 
 	cr_assert_not_null(s);
@@ -1353,17 +1353,17 @@ Test(config, slice_round_trip)
 
 		snprintf(rel, sizeof(rel), "tests/data/configs/opendev/%s", *f);
 		path = data_path(rel);
-		cr_assert_eq(np_config_load(path, NULL, &cfg, NULL), 0);
+		cr_assert_eq(np_cfg_load(path, NULL, &cfg, NULL), 0);
 		for (i = 0; i < cfg->nproviders; i++) {
 			const struct np_provider *p = &cfg->providers[i];
 			char *text = slice_text(cfg, p->name), *again;
 			struct np_config *w = NULL;
-			struct np_config_errors *errs = NULL;
+			struct np_cfg_errors *errs = NULL;
 			const struct np_provider *wp;
 
-			if (np_config_load_buffer("slice.json", text, strlen(text), NULL, NULL, 0,
-						  &w, &errs) != 0) {
-				np_config_errors_print(errs, stderr);
+			if (np_cfg_load_buffer("slice.json", text, strlen(text), NULL, NULL, 0, &w,
+					       &errs) != 0) {
+				np_cfg_errors_print(errs, stderr);
 				cr_assert_fail("slice of %s in %s does not load", p->name, *f);
 			}
 			cr_assert_eq(w->nproviders, 1);
@@ -1375,10 +1375,10 @@ Test(config, slice_round_trip)
 			again = slice_text(w, p->name);
 			cr_assert_str_eq(again, text);
 			free(again);
-			np_config_free(w);
+			np_cfg_free(w);
 			free(text);
 		}
-		np_config_free(cfg);
+		np_cfg_free(cfg);
 		free(path);
 	}
 }
@@ -1400,9 +1400,9 @@ Test(config, slice_contents)
 					"  - name: st\n"
 					"    driver: static\n"
 					"    pools: [{name: p, nodes: [{name: h, labels: s}]}]\n");
-	json_t *s = np_config_slice(cfg, "os"), *img;
+	json_t *s = np_cfg_slice(cfg, "os"), *img;
 
-	cr_assert_null(np_config_slice(cfg, "nope"));
+	cr_assert_null(np_cfg_slice(cfg, "nope"));
 	cr_assert_eq(json_array_size(json_object_get(s, "providers")), 1);
 	cr_assert_eq(json_array_size(json_object_get(s, "labels")), 1);
 	cr_assert_str_eq(json_string_value(json_object_get(
@@ -1416,11 +1416,11 @@ Test(config, slice_contents)
 			     json_array_get(json_object_get(s, "zookeeper-servers"), 0), "chroot")),
 			 "/c");
 	json_decref(s);
-	s = np_config_slice(cfg, "st");
+	s = np_cfg_slice(cfg, "st");
 	cr_assert_eq(json_array_size(json_object_get(s, "labels")), 1);
 	cr_assert_eq(json_array_size(json_object_get(s, "diskimages")), 0);
 	json_decref(s);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 /* Load a config made of a template with one substitution. */
@@ -1470,11 +1470,11 @@ Test(config, fingerprint_changes_only_with_the_provider)
 	/* a label nobody uses changes nothing */
 	cr_assert_str_eq(new_label->providers[0].fingerprint, os);
 	cr_assert_str_eq(new_label->providers[1].fingerprint, st);
-	np_config_free(base);
-	np_config_free(same);
-	np_config_free(os_changed);
-	np_config_free(label_changed);
-	np_config_free(new_label);
+	np_cfg_free(base);
+	np_cfg_free(same);
+	np_cfg_free(os_changed);
+	np_cfg_free(label_changed);
+	np_cfg_free(new_label);
 }
 
 Test(config, fingerprint_follows_used_diskimages_and_shared_settings)
@@ -1507,8 +1507,8 @@ Test(config, fingerprint_follows_used_diskimages_and_shared_settings)
 		c5 = load_ok(t5);
 		cr_assert_str_eq(c4->providers[0].fingerprint, c1->providers[0].fingerprint);
 		cr_assert_str_neq(c5->providers[0].fingerprint, c1->providers[0].fingerprint);
-		np_config_free(c4);
-		np_config_free(c5);
+		np_cfg_free(c4);
+		np_cfg_free(c5);
 		free(t4);
 		free(t5);
 	}
@@ -1517,9 +1517,9 @@ Test(config, fingerprint_follows_used_diskimages_and_shared_settings)
 	/* ZooKeeper is in every slice */
 	cr_assert_str_neq(c1->providers[0].fingerprint, c3->providers[0].fingerprint);
 	cr_assert_str_neq(c1->providers[1].fingerprint, c3->providers[1].fingerprint);
-	np_config_free(c1);
-	np_config_free(c2);
-	np_config_free(c3);
+	np_cfg_free(c1);
+	np_cfg_free(c2);
+	np_cfg_free(c3);
 	free(t1);
 	free(t2);
 	free(t3);
@@ -1530,26 +1530,26 @@ Test(config, fingerprint_follows_used_diskimages_and_shared_settings)
 
 Test(config, error_list_format_and_cap)
 {
-	struct np_config_errors *e = np_config_errors_new();
+	struct np_cfg_errors *e = np_cfg_errors_new();
 	char *t;
 	int i;
 
-	np_config_errors_add(e, "a.yaml", 3, 7, "x.y", "bad %d", 1);
-	np_config_errors_add(e, "a.yaml", 0, 0, "", "unreadable");
-	np_config_errors_add(e, "a.yaml", 1, 1, NULL, "syntax");
+	np_cfg_errors_add(e, "a.yaml", 3, 7, "x.y", "bad %d", 1);
+	np_cfg_errors_add(e, "a.yaml", 0, 0, "", "unreadable");
+	np_cfg_errors_add(e, "a.yaml", 1, 1, NULL, "syntax");
 	t = errs_text(e);
 	cr_assert_str_eq(t, "a.yaml:3:7: x.y: bad 1\na.yaml: unreadable\na.yaml:1:1: syntax\n");
 	free(t);
 	for (i = 0; i < NP_CONFIG_MAX_ERRORS + 5; i++)
-		np_config_errors_add(e, "a.yaml", 1, 1, "", "e");
+		np_cfg_errors_add(e, "a.yaml", 1, 1, "", "e");
 	cr_assert_eq(e->n, NP_CONFIG_MAX_ERRORS);
-	cr_assert_eq(np_config_errors_count(e), NP_CONFIG_MAX_ERRORS + 8);
+	cr_assert_eq(np_cfg_errors_count(e), NP_CONFIG_MAX_ERRORS + 8);
 	t = errs_text(e);
 	cr_assert(strstr(t, "... and 8 more errors\n") != NULL);
 	free(t);
-	np_config_errors_free(e);
-	np_config_errors_free(NULL);
-	np_config_free(NULL);
+	np_cfg_errors_free(e);
+	np_cfg_errors_free(NULL);
+	np_cfg_free(NULL);
 	np_cfg_doc_free(NULL);
-	cr_assert_eq(np_config_errors_print(NULL, stdout), 0);
+	cr_assert_eq(np_cfg_errors_print(NULL, stdout), 0);
 }

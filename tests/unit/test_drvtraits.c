@@ -17,17 +17,17 @@
 static char *
 errors_of(const char *yaml, struct np_config **cfg)
 {
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f;
 
 	*cfg = NULL;
-	np_config_load_buffer("t.yaml", yaml, strlen(yaml), NULL, NULL, 0, cfg, &errs);
+	np_cfg_load_buffer("t.yaml", yaml, strlen(yaml), NULL, NULL, 0, cfg, &errs);
 	f = open_memstream(&buf, &len);
-	np_config_errors_print(errs, f);
+	np_cfg_errors_print(errs, f);
 	fclose(f);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	return buf;
 }
 
@@ -53,16 +53,17 @@ Test(drvtraits, table_entries_are_complete_and_unique)
 	const struct np_drv_traits *const *t, *const *u;
 
 	for (t = np_drv_traits_table; *t != NULL; t++) {
-		const struct sc_schema *s;
+		const struct np_cfg_schema *s;
 
 		cr_assert((*t)->name != NULL && (*t)->name[0] != '\0');
 		cr_assert((*t)->schema != NULL, "%s has no schema", (*t)->name);
 		cr_assert_eq((*t)->schema->type, SC_MAP, "%s: a provider schema is a map",
 			     (*t)->name);
 		/* the common provider keys are a base of every provider schema */
-		for (s = (*t)->schema; s != NULL && s != &sc_common_provider; s = s->base)
+		for (s = (*t)->schema; s != NULL && s != &np_cfg_schema_common_provider;
+		     s = s->base)
 			;
-		cr_assert(s != NULL, "%s's schema does not build on sc_common_provider",
+		cr_assert(s != NULL, "%s's schema does not build on np_cfg_schema_common_provider",
 			  (*t)->name);
 		for (u = t + 1; *u != NULL; u++)
 			cr_assert_str_neq((*t)->name, (*u)->name, "two traits named %s",
@@ -115,5 +116,5 @@ Test(drvtraits, drivers_validate_and_type_as_upstream)
 	cr_assert_float_eq(cfg->providers[0].rate, 2.0, 1e-9);
 	cr_assert_eq(cfg->providers[1].boot_timeout, 120);
 	cr_assert_eq(cfg->providers[1].pools[0].host_key_checking, 0);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }

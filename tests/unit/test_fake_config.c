@@ -15,17 +15,17 @@ static char *
 errors_of(const char *yaml, int *ok)
 {
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f;
 
-	*ok = np_config_load_buffer("f.yaml", yaml, strlen(yaml), NULL, NULL, 0, &cfg, &errs) == 0;
-	np_config_free(cfg);
+	*ok = np_cfg_load_buffer("f.yaml", yaml, strlen(yaml), NULL, NULL, 0, &cfg, &errs) == 0;
+	np_cfg_free(cfg);
 	f = open_memstream(&buf, &len);
-	np_config_errors_print(errs, f);
+	np_cfg_errors_print(errs, f);
 	fclose(f);
-	np_config_errors_free(errs);
+	np_cfg_errors_free(errs);
 	return buf;
 }
 

@@ -20,12 +20,12 @@
 static struct np_config *
 load(const char *yaml)
 {
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	struct np_config *cfg = NULL;
 
-	np_config_load_buffer("t.yaml", yaml, strlen(yaml), NULL, NULL, 0, &cfg, &errs);
+	np_cfg_load_buffer("t.yaml", yaml, strlen(yaml), NULL, NULL, 0, &cfg, &errs);
 	if (errs != NULL)
-		np_config_errors_print(errs, stderr);
+		np_cfg_errors_print(errs, stderr);
 	cr_assert_null(errs, "config errors");
 	cr_assert_not_null(cfg);
 	return cfg;
@@ -35,7 +35,7 @@ static int
 ask(const struct np_config *cfg, const char *provider, char *out, size_t outlen, char *err,
     size_t errlen)
 {
-	const struct np_provider *p = np_config_provider(cfg, provider);
+	const struct np_provider *p = np_cfg_provider(cfg, provider);
 	const struct driver *d = driver_lookup(p->driver);
 
 	cr_assert_not_null(d->image_format, "driver %s", p->driver);
@@ -111,7 +111,7 @@ Test(image_format, config_and_clouds_yaml)
 	cr_assert_eq(ask(cfg, "gone", out, sizeof(out), err, sizeof(err)), -1);
 	cr_assert(strstr(err, "nosuch") != NULL, "%s", err);
 
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 	unlink(clouds);
 }
 
@@ -119,7 +119,7 @@ Test(image_format, config_and_clouds_yaml)
  * diskimages entry: booleans, checked as `nodepoold -n` checks. */
 Test(image_format, validate_keys)
 {
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	struct np_config *cfg = NULL;
 	char *buf = NULL;
 	size_t len = 0;
@@ -139,21 +139,21 @@ Test(image_format, validate_keys)
 		 "     diskimages: [{name: img, validate: false}, {name: other, validate: true}],\n"
 		 "     pools: [{name: p, labels: [{name: l, diskimage: img},\n"
 		 "                                {name: m, diskimage: other}]}]}\n");
-	cr_assert_eq(np_config_diskimage(cfg, "img")->validate, 1);
-	cr_assert_eq(np_config_diskimage(cfg, "other")->validate, 0);
-	cr_assert_eq(np_config_provider(cfg, "sim")->diskimages[0].validate, 0);
-	cr_assert_eq(np_config_provider(cfg, "sim")->diskimages[1].validate, 1);
-	np_config_free(cfg);
+	cr_assert_eq(np_cfg_diskimage(cfg, "img")->validate, 1);
+	cr_assert_eq(np_cfg_diskimage(cfg, "other")->validate, 0);
+	cr_assert_eq(np_cfg_provider(cfg, "sim")->diskimages[0].validate, 0);
+	cr_assert_eq(np_cfg_provider(cfg, "sim")->diskimages[1].validate, 1);
+	np_cfg_free(cfg);
 
 	cfg = NULL;
-	np_config_load_buffer("t.yaml", bad, strlen(bad), NULL, NULL, 0, &cfg, &errs);
+	np_cfg_load_buffer("t.yaml", bad, strlen(bad), NULL, NULL, 0, &cfg, &errs);
 	cr_assert_not_null(errs);
 	f = open_memstream(&buf, &len);
-	np_config_errors_print(errs, f);
+	np_cfg_errors_print(errs, f);
 	fclose(f);
 	cr_assert(strstr(buf, "diskimages[0].validate") != NULL, "%s", buf);
 	cr_assert(strstr(buf, "providers[0].diskimages[0].validate") != NULL, "%s", buf);
 	free(buf);
-	np_config_errors_free(errs);
-	np_config_free(cfg);
+	np_cfg_errors_free(errs);
+	np_cfg_free(cfg);
 }

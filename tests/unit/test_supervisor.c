@@ -216,11 +216,11 @@ static const char slice_yaml[] = "zookeeper-servers:\n"
 Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 {
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	json_t *a, *b, *np;
 
-	cr_assert_eq(np_config_load_buffer("nodepool.yaml", slice_yaml, strlen(slice_yaml), NULL,
-					   NULL, 0, &cfg, &errs),
+	cr_assert_eq(np_cfg_load_buffer("nodepool.yaml", slice_yaml, strlen(slice_yaml), NULL, NULL,
+					0, &cfg, &errs),
 		     0);
 	a = sup_worker_slice(cfg, "a");
 	b = sup_worker_slice(cfg, "b");
@@ -248,31 +248,31 @@ Test(slices, worker_slice_leaves_out_what_only_nodepoold_reads)
 		     0);
 	json_decref(a);
 	json_decref(b);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }
 
 Test(slices, builder_gets_the_whole_configuration)
 {
 	struct np_config *cfg = NULL, *again = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	json_t *s;
 	char *text;
 
-	cr_assert_eq(np_config_load_buffer("nodepool.yaml", slice_yaml, strlen(slice_yaml), NULL,
-					   NULL, 0, &cfg, &errs),
+	cr_assert_eq(np_cfg_load_buffer("nodepool.yaml", slice_yaml, strlen(slice_yaml), NULL, NULL,
+					0, &cfg, &errs),
 		     0);
 	s = sup_builder_slice(cfg);
 	cr_assert(json_is_null(json_object_get(s, "secure")));
 	text = json_dumps(json_object_get(s, "config"), JSON_COMPACT);
 	/* what the builder does with it: load it as a configuration */
 	cr_assert_eq(
-	    np_config_load_buffer("builder", text, strlen(text), NULL, NULL, 0, &again, &errs), 0);
+	    np_cfg_load_buffer("builder", text, strlen(text), NULL, NULL, 0, &again, &errs), 0);
 	cr_assert_eq(again->nproviders, 2);
 	cr_assert_str_eq(again->zk_hosts, cfg->zk_hosts);
 	free(text);
 	json_decref(s);
-	np_config_free(cfg);
-	np_config_free(again);
+	np_cfg_free(cfg);
+	np_cfg_free(again);
 }
 
 Test(daemon_paths, from_the_nodepoold_section_or_defaults)
@@ -310,11 +310,11 @@ Test(daemon_paths, from_the_nodepoold_section_or_defaults)
 Test(slices, web_gets_zookeeper_and_webapp)
 {
 	struct np_config *cfg = NULL;
-	struct np_config_errors *errs = NULL;
+	struct np_cfg_errors *errs = NULL;
 	json_t *w;
 
-	cr_assert_eq(np_config_load_buffer("nodepool.yaml", slice_yaml, strlen(slice_yaml), NULL,
-					   NULL, 0, &cfg, &errs),
+	cr_assert_eq(np_cfg_load_buffer("nodepool.yaml", slice_yaml, strlen(slice_yaml), NULL, NULL,
+					0, &cfg, &errs),
 		     0);
 	w = sup_web_slice(cfg);
 	cr_assert_str_eq(
@@ -328,5 +328,5 @@ Test(slices, web_gets_zookeeper_and_webapp)
 	    "0.0.0.0");
 	cr_assert_null(json_object_get(w, "providers"), "the web process needs no provider");
 	json_decref(w);
-	np_config_free(cfg);
+	np_cfg_free(cfg);
 }

@@ -126,7 +126,7 @@ Test(worker_assign, a_request_the_pool_can_serve_is_not_declined)
 
 	world_init(&w);
 	r = request("{\"state\": \"requested\", \"node_types\": [\"small\", \"large\"]}");
-	cr_assert_null(assign_decline_reason(&w.pool, r));
+	cr_assert_null(lc_assign_decline_reason(&w.pool, r));
 	cr_assert_str_eq(w.dp.last_pool, "main", "the capacity is asked by pool name (-1: none)");
 	np_request_free(r);
 	world_fini(&w);
@@ -140,7 +140,7 @@ Test(worker_assign, a_disabled_pool_declines_everything)
 	world_init(&w);
 	w.pool.max_servers = 0;
 	r = request("{\"state\": \"requested\", \"node_types\": [\"small\"]}");
-	cr_assert_str_eq(assign_decline_reason(&w.pool, r), "pool is disabled");
+	cr_assert_str_eq(lc_assign_decline_reason(&w.pool, r), "pool is disabled");
 	np_request_free(r);
 	world_fini(&w);
 }
@@ -152,7 +152,7 @@ Test(worker_assign, labels_the_pool_lacks_are_named)
 
 	world_init(&w);
 	r = request("{\"state\": \"requested\", \"node_types\": [\"small\", \"gpu\", \"arm\"]}");
-	cr_assert_str_eq(assign_decline_reason(&w.pool, r),
+	cr_assert_str_eq(lc_assign_decline_reason(&w.pool, r),
 			 "node type(s) [gpu, arm] not available");
 	np_request_free(r);
 	world_fini(&w);
@@ -166,7 +166,8 @@ Test(worker_assign, a_driver_error_label_is_not_available)
 	world_init(&w);
 	w.dp.error_label = "large";
 	r = request("{\"state\": \"requested\", \"node_types\": [\"small\", \"large\"]}");
-	cr_assert_str_eq(assign_decline_reason(&w.pool, r), "node type(s) [large] not available");
+	cr_assert_str_eq(lc_assign_decline_reason(&w.pool, r),
+			 "node type(s) [large] not available");
 	np_request_free(r);
 	world_fini(&w);
 }
@@ -179,7 +180,7 @@ Test(worker_assign, a_label_without_its_image_declines)
 	world_init(&w);
 	w.dp.unready_label = "large";
 	r = request("{\"state\": \"requested\", \"node_types\": [\"large\"]}");
-	cr_assert_str_eq(assign_decline_reason(&w.pool, r), "images are not available");
+	cr_assert_str_eq(lc_assign_decline_reason(&w.pool, r), "images are not available");
 	np_request_free(r);
 	world_fini(&w);
 }
@@ -192,11 +193,11 @@ Test(worker_assign, more_nodes_than_max_servers_would_exceed_quota)
 	world_init(&w);
 	w.pool.max_servers = 2;
 	r = request("{\"state\": \"requested\", \"node_types\": [\"small\", \"small\"]}");
-	cr_assert_null(assign_decline_reason(&w.pool, r), "two nodes fit in max-servers 2");
+	cr_assert_null(lc_assign_decline_reason(&w.pool, r), "two nodes fit in max-servers 2");
 	np_request_free(r);
 	r = request(
 	    "{\"state\": \"requested\", \"node_types\": [\"small\", \"small\", \"large\"]}");
-	cr_assert_str_eq(assign_decline_reason(&w.pool, r), "it would exceed quota");
+	cr_assert_str_eq(lc_assign_decline_reason(&w.pool, r), "it would exceed quota");
 	np_request_free(r);
 	world_fini(&w);
 }
@@ -209,11 +210,11 @@ Test(worker_assign, more_of_a_label_than_the_driver_can_hold_would_exceed_quota)
 	world_init(&w);
 	w.dp.capacity = 1; /* e.g. one static host with max-parallel-jobs 1 */
 	r = request("{\"state\": \"requested\", \"node_types\": [\"small\", \"large\"]}");
-	cr_assert_null(assign_decline_reason(&w.pool, r), "one of each label fits");
+	cr_assert_null(lc_assign_decline_reason(&w.pool, r), "one of each label fits");
 	cr_assert_str_eq(w.dp.last_pool, "main", "the driver is asked about the pool by name");
 	np_request_free(r);
 	r = request("{\"state\": \"requested\", \"node_types\": [\"small\", \"small\"]}");
-	cr_assert_str_eq(assign_decline_reason(&w.pool, r), "it would exceed quota");
+	cr_assert_str_eq(lc_assign_decline_reason(&w.pool, r), "it would exceed quota");
 	np_request_free(r);
 	world_fini(&w);
 }
@@ -238,7 +239,7 @@ defer(struct world *w, const char *req_json, const char *comp_json)
 			   "\"large\"]}");
 	if (comp_json != NULL)
 		c[n++] = component(comp_json);
-	why = assign_defer_reason(&w->pool, r, (const struct np_component *const *)c, n);
+	why = lc_assign_defer_reason(&w->pool, r, (const struct np_component *const *)c, n);
 	while (n > 0)
 		np_component_free(c[--n]);
 	np_request_free(r);
@@ -324,7 +325,7 @@ fits(struct world *w, double max_cores, double max_instances, double used_cores,
 	tl.limits.cores = max_cores;
 	tl.limits.instances = max_instances;
 	drv_quota_init(&used, used_cores, used_instances, 0);
-	ok = assign_tenant_fits(&w->pool, &tl, &used, r);
+	ok = lc_assign_tenant_fits(&w->pool, &tl, &used, r);
 	np_request_free(r);
 	return ok;
 }
