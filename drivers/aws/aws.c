@@ -71,19 +71,19 @@
 #include "lib/core/clock.h"
 
 const json_t *
-lraw(const struct sm_label *l, const char *k)
+aws_lraw(const struct sm_label *l, const char *k)
 {
 	return json_object_get(l->raw, k);
 }
 
 const char *
-lstr(const struct sm_label *l, const char *k)
+aws_lstr(const struct sm_label *l, const char *k)
 {
-	return json_string_value(lraw(l, k));
+	return json_string_value(aws_lraw(l, k));
 }
 
 const char *
-pstr(const struct sm_label *l, const char *k)
+aws_pstr(const struct sm_label *l, const char *k)
 {
 	return json_string_value(json_object_get(l->pool->raw, k));
 }
@@ -91,15 +91,15 @@ pstr(const struct sm_label *l, const char *k)
 /* A label on dedicated hosts. Not a fleet label: Nodepool allocates the
  * host, then launches the fleet elsewhere; we allocate none. */
 int
-label_dedicated(const struct sm_label *l)
+aws_label_dedicated(const struct sm_label *l)
 {
-	return json_is_true(lraw(l, "dedicated-host")) && lraw(l, "fleet") == NULL;
+	return json_is_true(aws_lraw(l, "dedicated-host")) && aws_lraw(l, "fleet") == NULL;
 }
 
 int
-label_spot(const struct sm_label *l)
+aws_label_spot(const struct sm_label *l)
 {
-	return json_is_true(lraw(l, "use-spot"));
+	return json_is_true(aws_lraw(l, "use-spot"));
 }
 
 /* ---- the adapter ---- */
@@ -134,17 +134,17 @@ aws_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	}
 	TAILQ_INIT(&a->waiting);
 	TAILQ_INIT(&a->terminating);
-	a->poll_ev = evtimer_new(env->base, poll_cb, a);
-	a->term_ev = event_new(env->base, -1, 0, term_cb, a);
+	a->poll_ev = evtimer_new(env->base, aws_poll_cb, a);
+	a->term_ev = event_new(env->base, -1, 0, aws_term_cb, a);
 	a->images = json_object();
 	a->templates = json_object();
 	a->itypes = json_object();
 	a->noticed = json_object();
 	a->not_ours = json_object();
-	a->spot_ev = evtimer_new(env->base, spot_cb, a);
-	itypes_fetch(a);
-	if (has_spot_labels(env->cfg))
-		spot_arm(a);
+	a->spot_ev = evtimer_new(env->base, aws_spot_cb, a);
+	aws_itypes_fetch(a);
+	if (aws_has_spot_labels(env->cfg))
+		aws_spot_arm(a);
 	return a;
 }
 
@@ -161,8 +161,8 @@ aws_adapter_free(struct sm_adapter *a)
 	int i;
 
 	for (i = 0; i < 32; i++)
-		if (all_listers.v[i] != NULL && all_listers.v[i]->a == a)
-			lister_free(all_listers.v[i]);
+		if (aws_all_listers.v[i] != NULL && aws_all_listers.v[i]->a == a)
+			aws_lister_free(aws_all_listers.v[i]);
 	aws_api_free(a->api); /* cancels every call, poll and terminate included */
 	while (!LIST_EMPTY(&a->pend)) {
 		struct pend *p = LIST_FIRST(&a->pend);

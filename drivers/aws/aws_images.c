@@ -190,7 +190,7 @@ up_free(struct pend *p)
 }
 
 void
-noop_cb(const struct aws_result *r, void *arg)
+aws_noop_cb(const struct aws_result *r, void *arg)
 {
 	(void)r;
 	(void)arg;
@@ -213,7 +213,7 @@ up_finish(struct upload *u, const char *error)
 	if (u->upload_id != NULL) {
 		char q[2048];
 		snprintf(q, sizeof(q), "%s?uploadId=%s", u->path, u->upload_id);
-		aws_s3(u->a->api, "DELETE", q, NULL, 0, NULL, noop_cb, NULL);
+		aws_s3(u->a->api, "DELETE", q, NULL, 0, NULL, aws_noop_cb, NULL);
 	}
 	LIST_REMOVE(&u->p, entry);
 	u->cb(u->error == NULL ? u->ami : NULL, u->error, u->arg);
@@ -478,7 +478,7 @@ up_timer_fail(evutil_socket_t fd, short what, void *arg)
 }
 
 char *
-s3_path(const char *bucket, const char *key)
+aws_s3_path(const char *bucket, const char *key)
 {
 	char *eb = curl_easy_escape(NULL, bucket, 0), *ek = curl_easy_escape(NULL, key, 0), *out;
 
@@ -518,7 +518,7 @@ aws_upload_image(struct sm_adapter *a, const struct sm_upload_args *ua, sm_uploa
 	snprintf(key, sizeof(key), "%s.%s", ua->image_name, u->format);
 	u->key = strdup(key);
 	u->bucket = strdup(bucket != NULL ? bucket : "");
-	u->path = s3_path(u->bucket, u->key);
+	u->path = aws_s3_path(u->bucket, u->key);
 	u->f = fopen(ua->filename, "rb");
 	if (bucket == NULL || u->f == NULL) {
 		/* answered on the loop, never from inside the slot */

@@ -158,48 +158,48 @@ struct listers {
 };
 
 /* Every lister in flight, to free with the adapter (aws_list.c). */
-extern struct listers all_listers;
+extern struct listers aws_all_listers;
 
 /* aws.c: a label's raw keys */
-const json_t *lraw(const struct sm_label *l, const char *k);
-const char *lstr(const struct sm_label *l, const char *k);
-const char *pstr(const struct sm_label *l, const char *k);
-int label_dedicated(const struct sm_label *l);
-int label_spot(const struct sm_label *l);
+const json_t *aws_lraw(const struct sm_label *l, const char *k);
+const char *aws_lstr(const struct sm_label *l, const char *k);
+const char *aws_pstr(const struct sm_label *l, const char *k);
+int aws_label_dedicated(const struct sm_label *l);
+int aws_label_spot(const struct sm_label *l);
 
 /* aws_machine.c: create, poll, terminate; spot notices */
-void poll_cb(evutil_socket_t fd, short what, void *arg);
-void term_cb(evutil_socket_t fd, short what, void *arg);
-void image_key(const struct sm_label *l, const char *ext, char *buf, size_t len);
-const json_t *fleet_of(const struct sm_label *l);
+void aws_poll_cb(evutil_socket_t fd, short what, void *arg);
+void aws_term_cb(evutil_socket_t fd, short what, void *arg);
+void aws_image_key(const struct sm_label *l, const char *ext, char *buf, size_t len);
+const json_t *aws_fleet_of(const struct sm_label *l);
 struct sm_machine *aws_create_machine(struct sm_adapter *a, const struct sm_create_args *args);
 struct sm_machine *aws_delete_machine(struct sm_adapter *a, const char *external_id);
 struct sm_machine *aws_resume_machine(struct sm_adapter *a, const struct sm_create_args *args,
 				      const char *external_id);
-void spot_arm(struct sm_adapter *a);
-void spot_cb(evutil_socket_t fd, short what, void *arg);
-int has_spot_labels(const struct sm_config *cfg);
+void aws_spot_arm(struct sm_adapter *a);
+void aws_spot_cb(evutil_socket_t fd, short what, void *arg);
+int aws_has_spot_labels(const struct sm_config *cfg);
 
 /* aws_list.c: listings and leaked resources */
-struct sm_instance *instance_of(struct sm_adapter *a, const xmlNode *it);
-void lister_free(struct lister *ls);
+struct sm_instance *aws_instance_of(struct sm_adapter *a, const xmlNode *it);
+void aws_lister_free(struct lister *ls);
 void aws_list_instances(struct sm_adapter *a, sm_instances_cb cb, void *arg);
 void aws_list_resources(struct sm_adapter *a, sm_resources_cb cb, void *arg);
 void aws_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_cb cb,
 			 void *arg);
 
 /* aws_quota.c: quota codes and instance types */
-void host_quota(const char *itype, struct drv_quota *q);
-void type_quota(struct sm_adapter *a, const char *itype, int spot, struct drv_quota *q);
+void aws_host_quota(const char *itype, struct drv_quota *q);
+void aws_type_quota(struct sm_adapter *a, const char *itype, int spot, struct drv_quota *q);
 void aws_quota_limits(struct sm_adapter *a, sm_quota_cb cb, void *arg);
 int aws_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_quota *out,
 		    char *err, size_t errlen);
-void itypes_fetch(struct sm_adapter *a);
+void aws_itypes_fetch(struct sm_adapter *a);
 
 /* aws_images.c: AMI listing, upload, delete */
 void aws_list_images(struct sm_adapter *a, drv_image_list_cb cb, void *arg);
-void noop_cb(const struct aws_result *r, void *arg);
-char *s3_path(const char *bucket, const char *key);
+void aws_noop_cb(const struct aws_result *r, void *arg);
+char *aws_s3_path(const char *bucket, const char *key);
 void aws_upload_image(struct sm_adapter *a, const struct sm_upload_args *ua, sm_upload_cb cb,
 		      void *arg);
 void aws_delete_image(struct sm_adapter *a, const char *external_id, sm_done_cb cb, void *arg);

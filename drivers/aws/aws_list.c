@@ -29,7 +29,7 @@
 /* ---- describe items -> instances ---- */
 
 struct sm_instance *
-instance_of(struct sm_adapter *a, const xmlNode *it)
+aws_instance_of(struct sm_adapter *a, const xmlNode *it)
 {
 	struct sm_instance *i = sm_instance_new();
 	char buf[256], k[256], v[512];
@@ -62,9 +62,9 @@ instance_of(struct sm_adapter *a, const xmlNode *it)
 	aws_xtext(it, "instanceType", buf, sizeof(buf));
 	drv_quota_clear(&i->quota);
 	if (i->host_id != NULL)
-		host_quota(buf, &i->quota);
+		aws_host_quota(buf, &i->quota);
 	else
-		type_quota(a, buf, spot, &i->quota);
+		aws_type_quota(a, buf, spot, &i->quota);
 	i->driver_data =
 	    json_pack("{s:s, s:s}", "instance_type", buf, "lifecycle", spot ? "spot" : "on-demand");
 	return i;
@@ -137,9 +137,9 @@ li_item(struct lister *ls, const xmlNode *it)
 		ls->cap = ls->cap ? ls->cap * 2 : 64;
 		ls->inst = realloc(ls->inst, ls->cap * sizeof(*ls->inst));
 	}
-	ls->inst[ls->ninst++] = instance_of(ls->a, it);
+	ls->inst[ls->ninst++] = aws_instance_of(ls->a, it);
 }
-struct listers all_listers; /* one worker per provider: one adapter */
+struct listers aws_all_listers; /* one worker per provider: one adapter */
 
 static void
 lister_forget(struct lister *ls)
@@ -147,8 +147,8 @@ lister_forget(struct lister *ls)
 	int i;
 
 	for (i = 0; i < 32; i++)
-		if (all_listers.v[i] == ls)
-			all_listers.v[i] = NULL;
+		if (aws_all_listers.v[i] == ls)
+			aws_all_listers.v[i] = NULL;
 }
 
 static struct lister *
@@ -160,15 +160,15 @@ lister_new(struct sm_adapter *a)
 	ls->a = a;
 	ls->meta = json_array();
 	for (i = 0; i < 32; i++)
-		if (all_listers.v[i] == NULL) {
-			all_listers.v[i] = ls;
+		if (aws_all_listers.v[i] == NULL) {
+			aws_all_listers.v[i] = ls;
 			break;
 		}
 	return ls;
 }
 
 void
-lister_free(struct lister *ls)
+aws_lister_free(struct lister *ls)
 {
 	size_t i;
 
@@ -195,7 +195,7 @@ li_end(struct lister *ls, const char *error)
 		cb(NULL, 0, error, ls->arg);
 	else
 		cb(ls->inst, ls->ninst, NULL, ls->arg);
-	lister_free(ls);
+	aws_lister_free(ls);
 }
 
 void
@@ -346,7 +346,7 @@ lt_end(struct lister *ls, const char *error)
 			aws_form_addf(&form, json_string_value(v), "Tag.%d.Value", n);
 			n++;
 		}
-		aws_ec2(ls->a->api, "CreateTags", form, 1, noop_cb, NULL);
+		aws_ec2(ls->a->api, "CreateTags", form, 1, aws_noop_cb, NULL);
 		free(form);
 		lr_add(ls,
 		       strcmp(json_string_value(json_object_get(u, "type")), "ami") == 0
@@ -399,7 +399,8 @@ lr_tag_next(struct lister *ls)
 		lr_finish(ls, NULL);
 		return;
 	}
-	path = s3_path(object_bucket(ls->a), json_string_value(json_array_get(ls->keys, ls->kidx)));
+	path = aws_s3_path(object_bucket(ls->a),
+			   json_string_value(json_array_get(ls->keys, ls->kidx)));
 	q = malloc(strlen(path) + 10);
 	sprintf(q, "%s?tagging=", path); /* "tagging=": the canonical query libcurl signs */
 	ls->call = aws_s3(ls->a->api, "GET", q, NULL, 0, NULL, lr_tag_done, ls);
@@ -512,7 +513,7 @@ lr_finish(struct lister *ls, const char *error)
 		cb(NULL, 0, error, ls->arg);
 	else
 		cb(ls->res, ls->nres, NULL, ls->arg);
-	lister_free(ls);
+	aws_lister_free(ls);
 }
 
 void
@@ -564,7 +565,7 @@ aws_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_c
 	LIST_INSERT_HEAD(&a->pend, &d->p, entry);
 	log_info("aws %s: deleting leaked %s %s", a->provider, r->type, r->id);
 	if (strcmp(r->type, "object") == 0) {
-		char *path = s3_path(object_bucket(a), r->id);
+		char *path = aws_s3_path(object_bucket(a), r->id);
 		d->call = aws_s3(a->api, "DELETE", path, NULL, 0, NULL, del_done, d);
 		free(path);
 		return;

@@ -98,7 +98,7 @@ poll_done(const struct aws_result *r, void *arg)
 				aws_xtext(it, "stateReason/message", am->reason,
 					  sizeof(am->reason));
 				sm_instance_free(am->inst);
-				am->inst = instance_of(a, it);
+				am->inst = aws_instance_of(a, it);
 			}
 		}
 	TAILQ_FOREACH(am, &a->waiting, entry)
@@ -112,7 +112,7 @@ poll_done(const struct aws_result *r, void *arg)
 }
 
 void
-poll_cb(evutil_socket_t fd, short what, void *arg)
+aws_poll_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct sm_adapter *a = arg;
 	struct amachine *am;
@@ -233,7 +233,7 @@ term_done(const struct aws_result *r, void *arg)
 }
 
 void
-term_cb(evutil_socket_t fd, short what, void *arg)
+aws_term_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct sm_adapter *a = arg;
 	struct amachine *am;
@@ -279,7 +279,7 @@ term_cb(evutil_socket_t fd, short what, void *arg)
 /* ---- images ---- */
 
 void
-image_key(const struct sm_label *l, const char *ext, char *buf, size_t len)
+aws_image_key(const struct sm_label *l, const char *ext, char *buf, size_t len)
 {
 	if (ext != NULL)
 		snprintf(buf, len, "id:%s", ext);
@@ -390,15 +390,15 @@ launch_params(struct amachine *am, const char *pfx, char **form, const char *ima
 	      const char *root)
 {
 	const struct sm_label *l = am->label;
-	const json_t *pool = l->pool->raw, *iam = lraw(l, "iam-instance-profile");
-	const char *sg = pstr(l, "security-group-id"), *subnet = pstr(l, "subnet-id");
+	const json_t *pool = l->pool->raw, *iam = aws_lraw(l, "iam-instance-profile");
+	const char *sg = aws_pstr(l, "security-group-id"), *subnet = aws_pstr(l, "subnet-id");
 	int pub4 = np_json_bool(pool, "public-ipv4", np_json_bool(pool, "public-ip-address", 1));
 	int pub6 = np_json_bool(pool, "public-ipv6", 0);
 	char k[128], num[32];
 
 	aws_form_addf(form, image, "%sImageId", pfx);
-	if (lstr(l, "key-name") != NULL)
-		aws_form_addf(form, lstr(l, "key-name"), "%sKeyName", pfx);
+	if (aws_lstr(l, "key-name") != NULL)
+		aws_form_addf(form, aws_lstr(l, "key-name"), "%sKeyName", pfx);
 	aws_form_addf(form, "0", "%sNetworkInterface.1.DeviceIndex", pfx);
 	aws_form_addf(form, pub4 ? "true" : "false",
 		      "%sNetworkInterface.1.AssociatePublicIpAddress", pfx);
@@ -408,35 +408,35 @@ launch_params(struct amachine *am, const char *pfx, char **form, const char *ima
 		aws_form_addf(form, subnet, "%sNetworkInterface.1.SubnetId", pfx);
 	if (sg != NULL)
 		aws_form_addf(form, sg, "%sNetworkInterface.1.SecurityGroupId.1", pfx);
-	if (lraw(l, "volume-size") != NULL || lraw(l, "volume-type") != NULL ||
-	    lraw(l, "iops") != NULL || lraw(l, "throughput") != NULL) {
+	if (aws_lraw(l, "volume-size") != NULL || aws_lraw(l, "volume-type") != NULL ||
+	    aws_lraw(l, "iops") != NULL || aws_lraw(l, "throughput") != NULL) {
 		aws_form_addf(form, root != NULL && root[0] != '\0' ? root : "/dev/xvda",
 			      "%sBlockDeviceMapping.1.DeviceName", pfx);
 		aws_form_addf(form, "true", "%sBlockDeviceMapping.1.Ebs.DeleteOnTermination", pfx);
-		if (lraw(l, "volume-size") != NULL) {
+		if (aws_lraw(l, "volume-size") != NULL) {
 			snprintf(num, sizeof(num), "%lld",
-				 (long long)json_integer_value(lraw(l, "volume-size")));
+				 (long long)json_integer_value(aws_lraw(l, "volume-size")));
 			aws_form_addf(form, num, "%sBlockDeviceMapping.1.Ebs.VolumeSize", pfx);
 		}
-		if (lstr(l, "volume-type") != NULL)
-			aws_form_addf(form, lstr(l, "volume-type"),
+		if (aws_lstr(l, "volume-type") != NULL)
+			aws_form_addf(form, aws_lstr(l, "volume-type"),
 				      "%sBlockDeviceMapping.1.Ebs.VolumeType", pfx);
-		if (lraw(l, "iops") != NULL) {
+		if (aws_lraw(l, "iops") != NULL) {
 			snprintf(num, sizeof(num), "%lld",
-				 (long long)json_integer_value(lraw(l, "iops")));
+				 (long long)json_integer_value(aws_lraw(l, "iops")));
 			aws_form_addf(form, num, "%sBlockDeviceMapping.1.Ebs.Iops", pfx);
 		}
-		if (lraw(l, "throughput") != NULL) {
+		if (aws_lraw(l, "throughput") != NULL) {
 			snprintf(num, sizeof(num), "%lld",
-				 (long long)json_integer_value(lraw(l, "throughput")));
+				 (long long)json_integer_value(aws_lraw(l, "throughput")));
 			aws_form_addf(form, num, "%sBlockDeviceMapping.1.Ebs.Throughput", pfx);
 		}
 	}
-	if (lstr(l, "userdata") != NULL) {
+	if (aws_lstr(l, "userdata") != NULL) {
 		/* base64, as the EC2 API wants it */
 		static const char b64[] =
 		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-		const unsigned char *s = (const unsigned char *)lstr(l, "userdata");
+		const unsigned char *s = (const unsigned char *)aws_lstr(l, "userdata");
 		size_t n = strlen((const char *)s), i, o = 0;
 		char *out = malloc(4 * (n / 3 + 1) + 1);
 		for (i = 0; i < n; i += 3) {
@@ -457,11 +457,11 @@ launch_params(struct amachine *am, const char *pfx, char **form, const char *ima
 	else if (json_string_value(json_object_get(iam, "name")) != NULL)
 		aws_form_addf(form, json_string_value(json_object_get(iam, "name")),
 			      "%sIamInstanceProfile.Name", pfx);
-	if (lstr(l, "imdsv2") != NULL) {
-		aws_form_addf(form, lstr(l, "imdsv2"), "%sMetadataOptions.HttpTokens", pfx);
+	if (aws_lstr(l, "imdsv2") != NULL) {
+		aws_form_addf(form, aws_lstr(l, "imdsv2"), "%sMetadataOptions.HttpTokens", pfx);
 		aws_form_addf(form, "enabled", "%sMetadataOptions.HttpEndpoint", pfx);
 	}
-	if (json_is_true(lraw(l, "ebs-optimized")))
+	if (json_is_true(aws_lraw(l, "ebs-optimized")))
 		aws_form_addf(form, "true", "%sEbsOptimized", pfx);
 	snprintf(k, sizeof(k), "%s", pfx);
 }
@@ -538,10 +538,10 @@ static void
 host_allocate(struct amachine *am)
 {
 	const struct sm_label *l = am->label;
-	const char *az = am->az != NULL ? am->az : pstr(l, "availability-zone");
+	const char *az = am->az != NULL ? am->az : aws_pstr(l, "availability-zone");
 	char *form = NULL;
 
-	aws_form_add(&form, "InstanceType", lstr(l, "instance-type"));
+	aws_form_add(&form, "InstanceType", aws_lstr(l, "instance-type"));
 	aws_form_add(&form, "Quantity", "1");
 	aws_form_add(&form, "AutoPlacement", "off");
 	aws_form_add(&form, "HostRecovery", "off");
@@ -608,9 +608,9 @@ submit_done(const struct aws_result *r, void *arg)
 }
 
 const json_t *
-fleet_of(const struct sm_label *l)
+aws_fleet_of(const struct sm_label *l)
 {
-	return lraw(l, "fleet");
+	return aws_lraw(l, "fleet");
 }
 
 static void
@@ -669,15 +669,15 @@ submit(struct amachine *am, const json_t *img)
 {
 	const struct sm_label *l = am->label;
 	const char *image = json_string_value(json_object_get(img, "id"));
-	const json_t *fleet = fleet_of(l);
+	const json_t *fleet = aws_fleet_of(l);
 	char *form = NULL, name[256];
-	const char *az = am->az != NULL ? am->az : pstr(l, "availability-zone");
+	const char *az = am->az != NULL ? am->az : aws_pstr(l, "availability-zone");
 
 	aws_form_add(&form, "ClientToken", am->token);
 	if (fleet == NULL) {
 		launch_params(am, "", &form, image,
 			      json_string_value(json_object_get(img, "root")));
-		aws_form_add(&form, "InstanceType", lstr(l, "instance-type"));
+		aws_form_add(&form, "InstanceType", aws_lstr(l, "instance-type"));
 		aws_form_add(&form, "MinCount", "1");
 		aws_form_add(&form, "MaxCount", "1");
 		if (am->spot)
@@ -964,18 +964,18 @@ aws_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	am->st = AM_START;
 	am->m.state = am_names[AM_START];
 	am->label = l;
-	am->spot = label_spot(l);
-	am->dedicated = label_dedicated(l);
+	am->spot = aws_label_spot(l);
+	am->dedicated = aws_label_dedicated(l);
 	am->hostname = strdup(args->hostname);
 	am->az = args->az != NULL ? strdup(args->az) : NULL;
 	am->image_ref = args->image_external_id != NULL ? strdup(args->image_external_id)
 			: l->image != NULL && l->image->image_id != NULL
 			    ? strdup(l->image->image_id)
 			    : NULL;
-	image_key(l, args->image_external_id, key, sizeof(key));
+	aws_image_key(l, args->image_external_id, key, sizeof(key));
 	am->image_key = strdup(key);
 	am->tags = json_object();
-	json_object_foreach((json_t *)lraw(l, "tags"), k, v)
+	json_object_foreach((json_t *)aws_lraw(l, "tags"), k, v)
 	{
 		if (json_is_string(v))
 			json_object_set_new(am->tags, k, json_incref((json_t *)v));
@@ -985,7 +985,7 @@ aws_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 			free(s);
 		}
 	}
-	json_object_foreach((json_t *)lraw(l, "dynamic-tags"), k, v)
+	json_object_foreach((json_t *)aws_lraw(l, "dynamic-tags"), k, v)
 	{
 		char ferr[256] = "not a string";
 		char *s = json_is_string(v) ? sm_request_format(json_string_value(v), args->request,
@@ -1075,7 +1075,7 @@ aws_delete_machine(struct sm_adapter *a, const char *external_id)
  * take it and notes the notice in the record of one in use.
  */
 void
-spot_arm(struct sm_adapter *a)
+aws_spot_arm(struct sm_adapter *a)
 {
 	struct timeval tv = {(time_t)AWS_SPOT_WATCH, 0};
 
@@ -1108,11 +1108,11 @@ spot_done(const struct aws_result *r, void *arg)
 				a->env->instance_notice(a->env, id, what);
 		}
 	}
-	spot_arm(a);
+	aws_spot_arm(a);
 }
 
 void
-spot_cb(evutil_socket_t fd, short what, void *arg)
+aws_spot_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct sm_adapter *a = arg;
 	char *form = NULL;
@@ -1128,13 +1128,13 @@ spot_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 int
-has_spot_labels(const struct sm_config *cfg)
+aws_has_spot_labels(const struct sm_config *cfg)
 {
 	size_t p, l;
 
 	for (p = 0; p < cfg->npools; p++)
 		for (l = 0; l < cfg->pools[p].nlabels; l++)
-			if (label_spot(&cfg->pools[p].labels[l]))
+			if (aws_label_spot(&cfg->pools[p].labels[l]))
 				return 1;
 	return 0;
 }

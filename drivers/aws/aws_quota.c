@@ -124,7 +124,7 @@ host_quota_code(const char *itype)
  * one host of its family; as upstream, its vCPUs are not counted against
  * the instance quotas. */
 void
-host_quota(const char *itype, struct drv_quota *q)
+aws_host_quota(const char *itype, struct drv_quota *q)
 {
 	const char *code = host_quota_code(itype);
 
@@ -138,7 +138,7 @@ host_quota(const char *itype, struct drv_quota *q)
 
 /* The quota one instance of itype uses. */
 void
-type_quota(struct sm_adapter *a, const char *itype, int spot, struct drv_quota *q)
+aws_type_quota(struct sm_adapter *a, const char *itype, int spot, struct drv_quota *q)
 {
 	const json_t *t = json_object_get(a->itypes, itype != NULL ? itype : "");
 	const char *code = quota_code(itype, spot);
@@ -216,18 +216,18 @@ quota_ctx_free(struct pend *p)
 static void
 add_label_codes(const struct sm_label *l, json_t *codes)
 {
-	const json_t *fleet = fleet_of(l), *t;
+	const json_t *fleet = aws_fleet_of(l), *t;
 	size_t i;
-	int spot = label_spot(l);
+	int spot = aws_label_spot(l);
 
-	if (label_dedicated(l)) {
-		const char *c = host_quota_code(lstr(l, "instance-type"));
+	if (aws_label_dedicated(l)) {
+		const char *c = host_quota_code(aws_lstr(l, "instance-type"));
 		if (c != NULL)
 			json_object_set_new(codes, c, json_true());
 		return;
 	}
 	if (fleet == NULL) {
-		const char *c = quota_code(lstr(l, "instance-type"), spot);
+		const char *c = quota_code(aws_lstr(l, "instance-type"), spot);
 		if (c != NULL)
 			json_object_set_new(codes, c, json_true());
 		return;
@@ -281,17 +281,17 @@ int
 aws_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_quota *out,
 		char *err, size_t errlen)
 {
-	const json_t *fleet = fleet_of(label), *t;
+	const json_t *fleet = aws_fleet_of(label), *t;
 	size_t i;
 
 	(void)err;
 	(void)errlen;
-	if (label_dedicated(label)) {
-		host_quota(lstr(label, "instance-type"), out);
+	if (aws_label_dedicated(label)) {
+		aws_host_quota(aws_lstr(label, "instance-type"), out);
 		return 0;
 	}
 	if (fleet == NULL) {
-		type_quota(a, lstr(label, "instance-type"), label_spot(label), out);
+		aws_type_quota(a, aws_lstr(label, "instance-type"), aws_label_spot(label), out);
 		return 0;
 	}
 	/* a fleet may get any of its types: count the largest */
@@ -299,7 +299,7 @@ aws_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_q
 	{
 		struct drv_quota q;
 		drv_quota_init(&q, 0, 0, 0);
-		type_quota(a, json_string_value(t), label_spot(label), &q);
+		aws_type_quota(a, json_string_value(t), aws_label_spot(label), &q);
 		if (q.cores >= out->cores) {
 			drv_quota_clear(out);
 			*out = q;
@@ -335,7 +335,7 @@ itypes_done(const struct aws_result *r, void *arg)
 }
 
 void
-itypes_fetch(struct sm_adapter *a)
+aws_itypes_fetch(struct sm_adapter *a)
 {
 	const struct sm_config *cfg = a->env->cfg;
 	json_t *types = json_object();
@@ -348,9 +348,11 @@ itypes_fetch(struct sm_adapter *a)
 		for (l = 0; l < cfg->pools[p].nlabels; l++) {
 			const struct sm_label *lb = &cfg->pools[p].labels[l];
 			const json_t *t;
-			if (lstr(lb, "instance-type") != NULL)
-				json_object_set_new(types, lstr(lb, "instance-type"), json_true());
-			json_array_foreach(json_object_get(fleet_of(lb), "instance-types"), i, t)
+			if (aws_lstr(lb, "instance-type") != NULL)
+				json_object_set_new(types, aws_lstr(lb, "instance-type"),
+						    json_true());
+			json_array_foreach(json_object_get(aws_fleet_of(lb), "instance-types"), i,
+					   t)
 			    json_object_set_new(types, json_string_value(t), json_true());
 		}
 	json_object_foreach(types, k, v) aws_form_addf(&form, k, "InstanceType.%zu", ++n);

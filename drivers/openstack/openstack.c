@@ -95,17 +95,17 @@ startup_fetch(struct sm_adapter *a)
 	const char *id;
 	size_t i;
 
-	flavors_fetch(a);
+	os_flavors_fetch(a);
 	for (i = 0; cfg != NULL && i < cfg->ncloud_images; i++) {
 		const struct sm_image *im = &cfg->cloud_images[i];
 		if (np_json_str(im->raw, "image-id", NULL) == NULL)
-			(void)lookup(a, a->images, SVC_IMAGE,
-				     np_json_str(im->raw, "image-name", im->name), &id);
+			(void)os_lookup(a, a->images, SVC_IMAGE,
+					np_json_str(im->raw, "image-name", im->name), &id);
 	}
-	ext_fetch(a);
+	os_ext_fetch(a);
 	if (a->azs_call == NULL && !a->azs_read)
-		a->azs_call =
-		    call_new(a, SVC_COMPUTE, "GET", "/os-availability-zone", NULL, azs_done, NULL);
+		a->azs_call = os_call_new(a, SVC_COMPUTE, "GET", "/os-availability-zone", NULL,
+					  os_azs_done, NULL);
 }
 
 static struct sm_adapter *
@@ -162,7 +162,7 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		if (s == SVC_IDENTITY)
 			o.rate = 0; /* tokens are not rate limited by upstream */
 		/* the API named by retry logs and counts (lib/net/http.h) */
-		o.api = svc_names[s];
+		o.api = os_svc_names[s];
 		a->http[s] = http_client_new(a->base, &o, err, errlen);
 		if (a->http[s] == NULL) {
 			while (--s >= 0)
@@ -174,7 +174,7 @@ os_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	}
 	a->images = json_object();
 	a->nets = json_object();
-	a->list_timer = event_new(a->base, -1, 0, list_timer_cb, a);
+	a->list_timer = event_new(a->base, -1, 0, os_list_timer_cb, a);
 	log_info("openstack %s: cloud %s from %s, region %s, rate %gs between calls per API",
 		 env->provider_name, a->cloud.name, a->cloud.file,
 		 a->cloud.region ? a->cloud.region : "(any)", a->rate_s);
@@ -203,13 +203,13 @@ os_adapter_free(struct sm_adapter *a)
 	if (a == NULL)
 		return;
 	while ((c = TAILQ_FIRST(&a->calls)) != NULL)
-		call_free(c);
+		os_call_free(c);
 	while ((w = TAILQ_FIRST(&a->listwaits)) != NULL) {
 		TAILQ_REMOVE(&a->listwaits, w, entry);
 		free(w);
 	}
 	while ((u = TAILQ_FIRST(&a->uploads_inflight)) != NULL)
-		upload_free(u);
+		os_upload_free(u);
 	for (s = 0; s < NSVC; s++) {
 		http_client_free(a->http[s]);
 		free(a->ep[s]);
@@ -256,7 +256,7 @@ os_dump(struct sm_adapter *a, struct evbuffer *out)
 		evbuffer_add_printf(out,
 				    "openstack: api %s %s: calls %llu, in flight %u, queued %u, "
 				    "throttled %llu, errors %llu\n",
-				    svc_names[s], a->ep[s] ? a->ep[s] : "-", a->calls_by_svc[s],
+				    os_svc_names[s], a->ep[s] ? a->ep[s] : "-", a->calls_by_svc[s],
 				    st.inflight, st.queued, (unsigned long long)st.throttled,
 				    (unsigned long long)st.errors);
 	}

@@ -35,12 +35,12 @@
 #include "lib/core/clock.h"
 #include "lib/net/urlsafe.h"
 
-const char *const svc_names[NSVC] = {"compute", "network", "image", "volume", "identity"};
+const char *const os_svc_names[NSVC] = {"compute", "network", "image", "volume", "identity"};
 
 /* ---- small helpers ---------------------------------------------------------------------- */
 
 const char *
-jstr(const json_t *o, const char *k)
+os_jstr(const json_t *o, const char *k)
 {
 	const json_t *v = json_object_get(o, k);
 
@@ -53,7 +53,7 @@ static void call_send(struct os_call *c);
 static void auth_start(struct sm_adapter *a);
 
 void
-call_free(struct os_call *c)
+os_call_free(struct os_call *c)
 {
 	TAILQ_REMOVE(&c->a->calls, c, entry);
 	http_cancel(c->req);
@@ -70,10 +70,10 @@ call_free(struct os_call *c)
 
 /* Cancel a call: no callback. NULL is a no-op. */
 void
-call_cancel(struct os_call *c)
+os_call_cancel(struct os_call *c)
 {
 	if (c != NULL)
-		call_free(c);
+		os_call_free(c);
 }
 
 static void
@@ -86,7 +86,7 @@ call_finish(struct os_call *c, int status, const char *error, const struct http_
 	c->req = NULL;
 	c->cb(c, status, error, body, res);
 	json_decref(body);
-	call_free(c);
+	os_call_free(c);
 }
 
 static void
@@ -99,7 +99,7 @@ deferred_error_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (c->svc != SVC_IDENTITY && c->a->ep[c->svc] == NULL && c->a->token != NULL)
 		snprintf(msg, sizeof(msg), "the cloud's catalog has no %s endpoint",
-			 svc_names[c->svc]);
+			 os_svc_names[c->svc]);
 	else
 		snprintf(msg, sizeof(msg), "authentication failed: %s", c->a->auth_error);
 	call_finish(c, 0, msg, NULL);
@@ -213,16 +213,16 @@ auth_done(struct os_call *c, int status, const char *error, json_t *body,
 	}
 	privsep_free_secret_str(a->token);
 	a->token = xstrdup(tok);
-	a->token_exp = parse_iso(jstr(token, "expires_at"));
+	a->token_exp = parse_iso(os_jstr(token, "expires_at"));
 	if (a->token_exp <= 0)
 		a->token_exp = (double)time(NULL) + 3600;
 	free(a->project_id);
-	a->project_id = xstrdup(jstr(json_object_get(token, "project"), "id"));
+	a->project_id = xstrdup(os_jstr(json_object_get(token, "project"), "id"));
 	for (i = 0; i < NSVC; i++) {
 		char *u;
-		const char *ov = jstr(a->cloud.overrides, svc_names[i]);
+		const char *ov = os_jstr(a->cloud.overrides, os_svc_names[i]);
 		if (i == SVC_VOLUME && ov == NULL)
-			ov = jstr(a->cloud.overrides, "block-storage");
+			ov = os_jstr(a->cloud.overrides, "block-storage");
 		u = ov != NULL ? xstrdup(ov)
 			       : os_catalog_url(json_object_get(token, "catalog"), types[i],
 						a->cloud.interface, a->cloud.region);
@@ -302,8 +302,8 @@ auth_start(struct sm_adapter *a)
  * loop unless the call is cancelled first.
  */
 struct os_call *
-call_prep(struct sm_adapter *a, enum os_svc svc, const char *method, const char *path, json_t *body,
-	  os_call_cb cb, void *owner)
+os_call_prep(struct sm_adapter *a, enum os_svc svc, const char *method, const char *path,
+	     json_t *body, os_call_cb cb, void *owner)
 {
 	struct os_call *c = calloc(1, sizeof(*c));
 
@@ -326,7 +326,7 @@ call_prep(struct sm_adapter *a, enum os_svc svc, const char *method, const char 
 
 /* Send a prepared call now, or once a token is in hand. */
 void
-call_go(struct os_call *c)
+os_call_go(struct os_call *c)
 {
 	struct sm_adapter *a = c->a;
 
@@ -352,18 +352,18 @@ call_go(struct os_call *c)
  * loop unless the call is cancelled first.
  */
 struct os_call *
-call_new(struct sm_adapter *a, enum os_svc svc, const char *method, const char *path, json_t *body,
-	 os_call_cb cb, void *owner)
+os_call_new(struct sm_adapter *a, enum os_svc svc, const char *method, const char *path,
+	    json_t *body, os_call_cb cb, void *owner)
 {
-	struct os_call *c = call_prep(a, svc, method, path, body, cb, owner);
+	struct os_call *c = os_call_prep(a, svc, method, path, body, cb, owner);
 
-	call_go(c);
+	os_call_go(c);
 	return c;
 }
 
 void
-ignore_answer(struct os_call *c, int status, const char *error, json_t *body,
-	      const struct http_response *res)
+os_ignore_answer(struct os_call *c, int status, const char *error, json_t *body,
+		 const struct http_response *res)
 {
 	(void)c;
 	(void)status;
@@ -379,7 +379,7 @@ os_seg(const char *s, char *buf)
 
 /* URL-encode s into out. */
 void
-urlenc(const char *s, char *out, size_t n)
+os_urlenc(const char *s, char *out, size_t n)
 {
 	size_t o = 0;
 

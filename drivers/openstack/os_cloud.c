@@ -113,7 +113,7 @@ find_file(const char *env, const char *name, char *found, size_t flen, char *err
 }
 
 static const char *
-jstr(const json_t *o, const char *k)
+os_jstr(const json_t *o, const char *k)
 {
 	const json_t *v = json_object_get(o, k);
 
@@ -125,10 +125,10 @@ jstr(const json_t *o, const char *k)
 static char *
 jdup2(const json_t *o, const char *k1, const char *k2)
 {
-	const char *v = jstr(o, k1);
+	const char *v = os_jstr(o, k1);
 
 	if (v == NULL && k2 != NULL)
-		v = jstr(o, k2);
+		v = os_jstr(o, k2);
 	return xstrdup(v);
 }
 
@@ -138,7 +138,7 @@ region_name(const json_t *r)
 {
 	if (json_is_string(r))
 		return json_string_value(r);
-	return jstr(r, "name");
+	return os_jstr(r, "name");
 }
 
 int
@@ -196,12 +196,12 @@ os_cloud_load(const char *cloud, const char *region, struct os_cloud *out, char 
 	out->appcred_id = jdup2(auth, "application_credential_id", NULL);
 	out->appcred_name = jdup2(auth, "application_credential_name", NULL);
 	out->appcred_secret = jdup2(auth, "application_credential_secret", NULL);
-	k = jstr(c, "auth_type");
+	k = os_jstr(c, "auth_type");
 	out->appcred = (k != NULL && strstr(k, "applicationcredential") != NULL) ||
 		       (k == NULL && out->appcred_secret != NULL);
-	out->interface = xstrdup(jstr(c, "interface")	    ? jstr(c, "interface")
-				 : jstr(c, "endpoint_type") ? jstr(c, "endpoint_type")
-							    : "public");
+	out->interface = xstrdup(os_jstr(c, "interface")       ? os_jstr(c, "interface")
+				 : os_jstr(c, "endpoint_type") ? os_jstr(c, "endpoint_type")
+							       : "public");
 	out->cacert = jdup2(c, "cacert", NULL);
 	v = json_object_get(c, "verify");
 	out->verify = !(json_is_false(v) ||
@@ -210,7 +210,8 @@ os_cloud_load(const char *cloud, const char *region, struct os_cloud *out, char 
 	out->api_timeout = json_is_number(v)   ? json_number_value(v)
 			   : json_is_string(v) ? atof(json_string_value(v))
 					       : 0;
-	out->image_format = xstrdup(jstr(c, "image_format") ? jstr(c, "image_format") : "qcow2");
+	out->image_format =
+	    xstrdup(os_jstr(c, "image_format") ? os_jstr(c, "image_format") : "qcow2");
 	out->overrides = json_object();
 	json_object_foreach(c, k, v)
 	{
@@ -243,8 +244,8 @@ os_cloud_load(const char *cloud, const char *region, struct os_cloud *out, char 
 			return -1;
 		}
 		out->region = xstrdup(region);
-	} else if (jstr(c, "region_name") != NULL) {
-		out->region = xstrdup(jstr(c, "region_name"));
+	} else if (os_jstr(c, "region_name") != NULL) {
+		out->region = xstrdup(os_jstr(c, "region_name"));
 	} else if (json_array_size(regions) > 0) {
 		out->region = xstrdup(region_name(json_array_get(regions, 0)));
 	}
@@ -379,14 +380,16 @@ os_catalog_url(const json_t *catalog, const char *const *types, const char *inte
 	for (t = 0; types[t] != NULL; t++) {
 		for (i = 0; i < json_array_size(catalog); i++) {
 			const json_t *svc = json_array_get(catalog, i), *eps;
-			const char *type = jstr(svc, "type");
+			const char *type = os_jstr(svc, "type");
 			if (type == NULL || strcmp(type, types[t]) != 0)
 				continue;
 			eps = json_object_get(svc, "endpoints");
 			for (j = 0; j < json_array_size(eps); j++) {
 				const json_t *ep = json_array_get(eps, j);
-				const char *itf = jstr(ep, "interface"), *url = jstr(ep, "url"),
-					   *r1 = jstr(ep, "region_id"), *r2 = jstr(ep, "region");
+				const char *itf = os_jstr(ep, "interface"),
+					   *url = os_jstr(ep, "url"),
+					   *r1 = os_jstr(ep, "region_id"),
+					   *r2 = os_jstr(ep, "region");
 				char *u;
 				size_t n;
 				if (url == NULL || itf == NULL ||

@@ -45,7 +45,7 @@ images_listed(struct os_call *c, int status, const char *error, json_t *body,
 {
 	drv_image_list_cb cb = (drv_image_list_cb)c->ucb;
 	json_t *acc = json_object_get(c->extra, "images");
-	const char *next = jstr(body, "next");
+	const char *next = os_jstr(body, "next");
 	const json_t *im;
 	size_t i, n;
 	char msg[300];
@@ -60,7 +60,7 @@ images_listed(struct os_call *c, int status, const char *error, json_t *body,
 		char path[1024];
 		struct os_call *nc;
 		snprintf(path, sizeof(path), "/images%s", strchr(next, '?'));
-		nc = call_new(c->a, SVC_IMAGE, "GET", path, NULL, images_listed, NULL);
+		nc = os_call_new(c->a, SVC_IMAGE, "GET", path, NULL, images_listed, NULL);
 		nc->ucb = c->ucb;
 		nc->uarg = c->uarg;
 		nc->extra = json_incref(c->extra);
@@ -74,10 +74,10 @@ images_listed(struct os_call *c, int status, const char *error, json_t *body,
 			abort();
 		json_array_foreach(acc, i, im)
 		{
-			if (jstr(im, "id") == NULL)
+			if (os_jstr(im, "id") == NULL)
 				continue;
 			v[k++] = (struct drv_cloud_image){
-			    jstr(im, "id"), jstr(im, "name") ? jstr(im, "name") : "", im};
+			    os_jstr(im, "id"), os_jstr(im, "name") ? os_jstr(im, "name") : "", im};
 		}
 		cb(v, k, NULL, c->uarg);
 		free(v);
@@ -88,7 +88,7 @@ void
 os_list_images(struct sm_adapter *a, drv_image_list_cb cb, void *arg)
 {
 	struct os_call *c =
-	    call_new(a, SVC_IMAGE, "GET", "/images?limit=1000", NULL, images_listed, NULL);
+	    os_call_new(a, SVC_IMAGE, "GET", "/images?limit=1000", NULL, images_listed, NULL);
 
 	c->ucb = (void *)cb;
 	c->uarg = arg;
@@ -98,7 +98,7 @@ os_list_images(struct sm_adapter *a, drv_image_list_cb cb, void *arg)
 static void upload_poll_cb(evutil_socket_t fd, short what, void *arg);
 
 void
-upload_free(struct upload *u)
+os_upload_free(struct upload *u)
 {
 	TAILQ_REMOVE(&u->a->uploads_inflight, u, entry);
 	if (u->poll != NULL)
@@ -115,10 +115,10 @@ upload_end(struct upload *u, const char *id, const char *error)
 		/* do not leave a half-made image behind */
 		char path[300];
 		snprintf(path, sizeof(path), "/images/%s", ID(u->id));
-		call_new(u->a, SVC_IMAGE, "DELETE", path, NULL, ignore_answer, NULL);
+		os_call_new(u->a, SVC_IMAGE, "DELETE", path, NULL, os_ignore_answer, NULL);
 	}
 	u->cb(id, error, u->arg);
-	upload_free(u);
+	os_upload_free(u);
 }
 
 static void
@@ -126,7 +126,7 @@ upload_status_done(struct os_call *c, int status, const char *error, json_t *bod
 		   const struct http_response *res)
 {
 	struct upload *u = c->owner;
-	const char *st = jstr(body, "status");
+	const char *st = os_jstr(body, "status");
 	char msg[300];
 	struct timeval tv = {(time_t)OS_UPLOAD_POLL, 0};
 
@@ -163,7 +163,7 @@ upload_poll_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	snprintf(path, sizeof(path), "/images/%s", ID(u->id));
-	call_new(u->a, SVC_IMAGE, "GET", path, NULL, upload_status_done, u);
+	os_call_new(u->a, SVC_IMAGE, "GET", path, NULL, upload_status_done, u);
 }
 
 static void
@@ -189,17 +189,17 @@ upload_create_done(struct os_call *c, int status, const char *error, json_t *bod
 	struct os_call *put;
 	char msg[300], path[300];
 
-	if (error != NULL || status != 201 || jstr(body, "id") == NULL) {
+	if (error != NULL || status != 201 || os_jstr(body, "id") == NULL) {
 		error_text(status, error, body, res ? res->body : NULL, msg, sizeof(msg));
 		upload_end(u, NULL, msg);
 		return;
 	}
-	u->id = xstrdup(jstr(body, "id"));
+	u->id = xstrdup(os_jstr(body, "id"));
 	snprintf(path, sizeof(path), "/images/%s/file", ID(u->id));
-	put = call_prep(u->a, SVC_IMAGE, "PUT", path, NULL, upload_put_done, u);
+	put = os_call_prep(u->a, SVC_IMAGE, "PUT", path, NULL, upload_put_done, u);
 	put->body_file = xstrdup(u->file);
 	put->ctype = "application/octet-stream";
-	call_go(put);
+	os_call_go(put);
 }
 
 /* upstream's uploadImage: openstacksdk create_image(name, filename,
@@ -255,7 +255,7 @@ os_upload_image(struct sm_adapter *a, const struct sm_upload_args *ua, sm_upload
 			    json_string(ua->format ? ua->format : a->cloud.image_format));
 	json_object_set_new(body, "container_format", json_string("bare"));
 	json_object_set_new(body, "visibility", json_string("private"));
-	c = call_new(a, SVC_IMAGE, "POST", "/images", body, upload_create_done, u);
+	c = os_call_new(a, SVC_IMAGE, "POST", "/images", body, upload_create_done, u);
 	(void)c;
 }
 
@@ -266,7 +266,7 @@ os_delete_image(struct sm_adapter *a, const char *external_id, sm_done_cb cb, vo
 	struct os_call *c;
 
 	snprintf(path, sizeof(path), "/images/%s", ID(external_id));
-	c = call_new(a, SVC_IMAGE, "DELETE", path, NULL, resource_deleted, NULL);
+	c = os_call_new(a, SVC_IMAGE, "DELETE", path, NULL, os_resource_deleted, NULL);
 	c->ucb = (void *)cb;
 	c->uarg = arg;
 }

@@ -193,34 +193,35 @@ struct upload {
 };
 
 /* The services' names, by enum os_svc (os_api.c). */
-extern const char *const svc_names[NSVC];
+extern const char *const os_svc_names[NSVC];
 
 /* os_api.c: Keystone, the catalog, calls */
-const char *jstr(const json_t *o, const char *k);
-void call_free(struct os_call *c);
-void call_cancel(struct os_call *c);
-struct os_call *call_prep(struct sm_adapter *a, enum os_svc svc, const char *method,
-			  const char *path, json_t *body, os_call_cb cb, void *owner);
-void call_go(struct os_call *c);
-struct os_call *call_new(struct sm_adapter *a, enum os_svc svc, const char *method,
-			 const char *path, json_t *body, os_call_cb cb, void *owner);
-void ignore_answer(struct os_call *c, int status, const char *error, json_t *body,
-		   const struct http_response *res);
+const char *os_jstr(const json_t *o, const char *k);
+void os_call_free(struct os_call *c);
+void os_call_cancel(struct os_call *c);
+struct os_call *os_call_prep(struct sm_adapter *a, enum os_svc svc, const char *method,
+			     const char *path, json_t *body, os_call_cb cb, void *owner);
+void os_call_go(struct os_call *c);
+struct os_call *os_call_new(struct sm_adapter *a, enum os_svc svc, const char *method,
+			    const char *path, json_t *body, os_call_cb cb, void *owner);
+void os_ignore_answer(struct os_call *c, int status, const char *error, json_t *body,
+		      const struct http_response *res);
 const char *os_seg(const char *s, char *buf);
-void urlenc(const char *s, char *out, size_t n);
+void os_urlenc(const char *s, char *out, size_t n);
 
 /* os_quota.c: flavors, networks, AZs, name lookups, quota */
-void wake_all(struct sm_adapter *a);
-void flavors_fetch(struct sm_adapter *a);
-void ext_fetch(struct sm_adapter *a);
-void azs_done(struct os_call *c, int status, const char *error, json_t *body,
-	      const struct http_response *res);
-int lookup(struct sm_adapter *a, json_t *cache, enum os_svc svc, const char *name, const char **id);
-void caches_clear(struct sm_adapter *a);
-const json_t *find_flavor(struct sm_adapter *a, const struct sm_label *l, int *loaded);
-const json_t *flavor_by_id(struct sm_adapter *a, const char *id);
-void quota_from_flavor(const json_t *f, const struct sm_label *l, struct drv_quota *q);
-int ext_net_cb(void *arg, const char *net);
+void os_wake_all(struct sm_adapter *a);
+void os_flavors_fetch(struct sm_adapter *a);
+void os_ext_fetch(struct sm_adapter *a);
+void os_azs_done(struct os_call *c, int status, const char *error, json_t *body,
+		 const struct http_response *res);
+int os_lookup(struct sm_adapter *a, json_t *cache, enum os_svc svc, const char *name,
+	      const char **id);
+void os_caches_clear(struct sm_adapter *a);
+const json_t *os_find_flavor(struct sm_adapter *a, const struct sm_label *l, int *loaded);
+const json_t *os_flavor_by_id(struct sm_adapter *a, const char *id);
+void os_quota_from_flavor(const json_t *f, const struct sm_label *l, struct drv_quota *q);
+int os_ext_net_cb(void *arg, const char *net);
 void os_quota_limits(struct sm_adapter *a, sm_quota_cb cb, void *arg);
 int os_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_quota *out,
 		   char *err, size_t errlen);
@@ -228,16 +229,16 @@ int os_label_ready(struct sm_adapter *a, const struct sm_label *label);
 void os_azs(struct sm_adapter *a, struct np_strv *out);
 
 /* os_list.c: the shared server listing, cleanup listings */
-void server_addresses(struct sm_adapter *a, const json_t *server, const char **pub4,
-		      const char **priv4, const char **pub6);
-struct sm_instance *server_instance(struct sm_adapter *a, const json_t *s, const struct sm_label *l,
-				    const char *fip);
-void list_timer_cb(evutil_socket_t fd, short what, void *arg);
-void list_start(struct sm_adapter *a);
+void os_adapter_server_addresses(struct sm_adapter *a, const json_t *server, const char **pub4,
+				 const char **priv4, const char **pub6);
+struct sm_instance *os_server_instance(struct sm_adapter *a, const json_t *s,
+				       const struct sm_label *l, const char *fip);
+void os_list_timer_cb(evutil_socket_t fd, short what, void *arg);
+void os_list_start(struct sm_adapter *a);
 void os_list_instances(struct sm_adapter *a, sm_instances_cb cb, void *arg);
 void os_list_resources(struct sm_adapter *a, sm_resources_cb cb, void *arg);
-void resource_deleted(struct os_call *c, int status, const char *error, json_t *body,
-		      const struct http_response *res);
+void os_resource_deleted(struct os_call *c, int status, const char *error, json_t *body,
+			 const struct http_response *res);
 void os_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_cb cb,
 			void *arg);
 
@@ -251,7 +252,7 @@ void os_console_log(struct sm_adapter *a, const struct sm_label *label, const ch
 
 /* os_images.c: image listing, upload, delete */
 void os_list_images(struct sm_adapter *a, drv_image_list_cb cb, void *arg);
-void upload_free(struct upload *u);
+void os_upload_free(struct upload *u);
 void os_upload_image(struct sm_adapter *a, const struct sm_upload_args *ua, sm_upload_cb cb,
 		     void *arg);
 void os_delete_image(struct sm_adapter *a, const char *external_id, sm_done_cb cb, void *arg);

@@ -34,23 +34,23 @@
 #include "lib/net/urlsafe.h"
 
 void
-server_addresses(struct sm_adapter *a, const json_t *server, const char **pub4, const char **priv4,
-		 const char **pub6)
+os_adapter_server_addresses(struct sm_adapter *a, const json_t *server, const char **pub4,
+			    const char **priv4, const char **pub6)
 {
-	os_server_addresses(server, ext_net_cb, a, pub4, priv4, pub6);
+	os_server_addresses(server, os_ext_net_cb, a, pub4, priv4, pub6);
 }
 
 struct sm_instance *
-server_instance(struct sm_adapter *a, const json_t *s, const struct sm_label *l, const char *fip)
+os_server_instance(struct sm_adapter *a, const json_t *s, const struct sm_label *l, const char *fip)
 {
 	struct sm_instance *in = sm_instance_new();
-	const char *pub4, *priv4, *pub6, *st = jstr(s, "status");
+	const char *pub4, *priv4, *pub6, *st = os_jstr(s, "status");
 	const json_t *meta = json_object_get(s, "metadata"), *fl = json_object_get(s, "flavor");
 
-	server_addresses(a, s, &pub4, &priv4, &pub6);
+	os_adapter_server_addresses(a, s, &pub4, &priv4, &pub6);
 	if (fip != NULL)
 		pub4 = fip;
-	sm_set_str(&in->external_id, jstr(s, "id"));
+	sm_set_str(&in->external_id, os_jstr(s, "id"));
 	in->ready = st != NULL && strcmp(st, "ACTIVE") == 0;
 	in->deleted = st != NULL && (strcmp(st, "DELETED") == 0 || strcmp(st, "SOFT_DELETED") == 0);
 	sm_set_str(&in->public_ipv4, pub4);
@@ -59,17 +59,17 @@ server_instance(struct sm_adapter *a, const json_t *s, const struct sm_label *l,
 	sm_set_str(&in->interface_ip, pub4 ? pub4 : pub6 ? pub6 : priv4);
 	sm_set_str(&in->cloud, a->cloud.name);
 	sm_set_str(&in->region, a->cloud.region);
-	sm_set_str(&in->az, jstr(s, "OS-EXT-AZ:availability_zone"));
-	sm_set_str(&in->host_id, jstr(s, "hostId"));
+	sm_set_str(&in->az, os_jstr(s, "OS-EXT-AZ:availability_zone"));
+	sm_set_str(&in->host_id, os_jstr(s, "hostId"));
 	if (json_is_object(meta)) {
 		json_decref(in->metadata);
 		in->metadata = json_deep_copy(meta);
 	}
 	/* the flavor: embedded (microversion >= 2.47) or by id */
 	if (json_object_get(fl, "vcpus") != NULL)
-		quota_from_flavor(fl, l, &in->quota);
+		os_quota_from_flavor(fl, l, &in->quota);
 	else
-		quota_from_flavor(flavor_by_id(a, jstr(fl, "id")), l, &in->quota);
+		os_quota_from_flavor(os_flavor_by_id(a, os_jstr(fl, "id")), l, &in->quota);
 	return in;
 }
 
@@ -93,10 +93,10 @@ list_deliver_waiters(struct sm_adapter *a, const char *error)
 				v = calloc(json_object_size(a->servers) + 1, sizeof(*v));
 				json_object_foreach(a->servers, k, s)
 				{
-					const char *st = jstr(s, "status");
+					const char *st = os_jstr(s, "status");
 					if (st != NULL && strcmp(st, "DELETED") == 0)
 						continue;
-					v[n++] = server_instance(a, s, NULL, NULL);
+					v[n++] = os_server_instance(a, s, NULL, NULL);
 				}
 			}
 			cb(v, n, error, w->arg);
@@ -113,7 +113,7 @@ list_deliver_waiters(struct sm_adapter *a, const char *error)
 				v = calloc(json_object_size(a->servers) + 1, sizeof(*v));
 				json_object_foreach(a->servers, k, s)
 				{
-					const char *st = jstr(s, "status");
+					const char *st = os_jstr(s, "status");
 					const json_t *md = json_object_get(s, "metadata");
 					if (st != NULL && strcmp(st, "DELETED") == 0)
 						continue;
@@ -146,21 +146,22 @@ list_done(struct os_call *c, int status, const char *error, json_t *body,
 		json_decref(a->page);
 		a->page = NULL;
 		list_deliver_waiters(a, msg);
-		/* the machines waiting ask again (list_start spaces the tries) */
-		wake_all(a);
+		/* the machines waiting ask again (os_list_start spaces the tries) */
+		os_wake_all(a);
 		return;
 	}
 	if (a->page == NULL)
 		a->page = json_object();
 	json_array_foreach(v, i, s)
 	{
-		const char *id = jstr(s, "id");
+		const char *id = os_jstr(s, "id");
 		if (id != NULL)
 			json_object_set(a->page, id, s);
 	}
 	links = json_object_get(body, "servers_links");
-	json_array_foreach(links, i, l) if (jstr(l, "rel") && strcmp(jstr(l, "rel"), "next") == 0)
-	    next = jstr(l, "href");
+	json_array_foreach(links, i,
+			   l) if (os_jstr(l, "rel") && strcmp(os_jstr(l, "rel"), "next") == 0)
+	    next = os_jstr(l, "href");
 	/* the token goes with the request: only to the endpoint's own scheme,
 	 * host and port (issue 23) */
 	if (next != NULL && !url_same_origin(next, a->ep[SVC_COMPUTE])) {
@@ -171,13 +172,13 @@ list_done(struct os_call *c, int status, const char *error, json_t *body,
 		json_decref(a->page);
 		a->page = NULL;
 		list_deliver_waiters(a, msg);
-		wake_all(a);
+		os_wake_all(a);
 		return;
 	}
 	if (next != NULL && json_array_size(v) > 0 &&
 	    json_integer_value(json_object_get(c->extra, "pages")) < OS_MAX_LIST_PAGES) {
 		json_int_t pages = json_integer_value(json_object_get(c->extra, "pages"));
-		a->list_call = call_new(a, SVC_COMPUTE, "GET", next, NULL, list_done, NULL);
+		a->list_call = os_call_new(a, SVC_COMPUTE, "GET", next, NULL, list_done, NULL);
 		a->list_call->extra =
 		    json_pack("{s:I, s:I}", "pages", pages + 1, "seq",
 			      json_integer_value(json_object_get(c->extra, "seq")));
@@ -190,24 +191,24 @@ list_done(struct os_call *c, int status, const char *error, json_t *body,
 	a->list_done_started = a->list_started;
 	a->listings++;
 	list_deliver_waiters(a, NULL);
-	wake_all(a);
+	os_wake_all(a);
 	if (a->list_wanted)
-		list_start(a);
+		os_list_start(a);
 }
 
 void
-list_timer_cb(evutil_socket_t fd, short what, void *arg)
+os_list_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	list_start(arg);
+	os_list_start(arg);
 }
 
 /* Ask for a listing that starts from now: when the framework's pace says
  * one is useful (sm_listing_wait: the servers' expected boots), at least
  * rate after the last one, and when none runs. */
 void
-list_start(struct sm_adapter *a)
+os_list_start(struct sm_adapter *a)
 {
 	double wait;
 
@@ -228,7 +229,7 @@ list_start(struct sm_adapter *a)
 	a->list_started = np_mono_s();
 	json_decref(a->page);
 	a->page = NULL;
-	a->list_call = call_new(a, SVC_COMPUTE, "GET", "/servers/detail", NULL, list_done, NULL);
+	a->list_call = os_call_new(a, SVC_COMPUTE, "GET", "/servers/detail", NULL, list_done, NULL);
 	a->list_call->extra = json_pack("{s:i, s:I}", "pages", 0, "seq", (json_int_t)a->list_seq);
 }
 
@@ -246,21 +247,21 @@ listwait_add(struct sm_adapter *a, int kind, void *cb, void *arg)
 	w->cb = cb;
 	w->arg = arg;
 	TAILQ_INSERT_TAIL(&a->listwaits, w, entry);
-	list_start(a);
+	os_list_start(a);
 }
 
 void
 os_list_instances(struct sm_adapter *a, sm_instances_cb cb, void *arg)
 {
 	if (a->flavors == NULL)
-		flavors_fetch(a); /* for the instances' quota */
+		os_flavors_fetch(a); /* for the instances' quota */
 	listwait_add(a, 0, (void *)cb, arg);
 }
 
 static int
 compute_port(const json_t *p)
 {
-	const char *o = jstr(p, "device_owner");
+	const char *o = os_jstr(p, "device_owner");
 
 	return o == NULL || o[0] == '\0' || strncmp(o, "compute:", 8) == 0;
 }
@@ -274,7 +275,7 @@ port_deleted(struct os_call *c, int status, const char *error, json_t *body,
 	if (error == NULL && (status == 204 || status == 404)) {
 		c->a->leaked_ports++;
 		log_info("openstack %s: removed DOWN port %s", c->a->env->provider_name,
-			 jstr(c->extra, "id"));
+			 os_jstr(c->extra, "id"));
 	}
 }
 
@@ -307,8 +308,8 @@ ports_done(struct os_call *c, int status, const char *error, json_t *body,
 		return;
 	}
 	json_array_foreach(json_object_get(body, "ports"), i,
-			   p) if (compute_port(p) && jstr(p, "id"))
-	    json_array_append_new(cur, json_string(jstr(p, "id")));
+			   p) if (compute_port(p) && os_jstr(p, "id"))
+	    json_array_append_new(cur, json_string(os_jstr(p, "id")));
 	if (a->down_ports != NULL) {
 		json_array_foreach(cur, i, id)
 		    json_array_foreach(a->down_ports, j, p) if (json_equal(p, id))
@@ -318,7 +319,7 @@ ports_done(struct os_call *c, int status, const char *error, json_t *body,
 			if (!leak_mine(a, "port", json_string_value(id)))
 				break; /* another launcher of the provider's */
 			snprintf(path, sizeof(path), "/ports/%s", ID(json_string_value(id)));
-			d = call_new(a, SVC_NETWORK, "DELETE", path, NULL, port_deleted, NULL);
+			d = os_call_new(a, SVC_NETWORK, "DELETE", path, NULL, port_deleted, NULL);
 			d->extra = json_pack("{s:O}", "id", id);
 			break;
 		}
@@ -354,13 +355,13 @@ fips_done(struct os_call *c, int status, const char *error, json_t *body,
 	json_array_foreach(json_object_get(body, "floatingips"), i, f)
 	{
 		char path[300];
-		if (!json_is_null(json_object_get(f, "port_id")) || jstr(f, "id") == NULL ||
-		    !leak_mine(a, "floatingip", jstr(f, "id")))
+		if (!json_is_null(json_object_get(f, "port_id")) || os_jstr(f, "id") == NULL ||
+		    !leak_mine(a, "floatingip", os_jstr(f, "id")))
 			continue;
 		log_info("openstack %s: deleting unattached floating IP %s", a->env->provider_name,
-			 jstr(f, "floating_ip_address"));
-		snprintf(path, sizeof(path), "/floatingips/%s", ID(jstr(f, "id")));
-		call_new(a, SVC_NETWORK, "DELETE", path, NULL, fip_deleted, NULL);
+			 os_jstr(f, "floating_ip_address"));
+		snprintf(path, sizeof(path), "/floatingips/%s", ID(os_jstr(f, "id")));
+		os_call_new(a, SVC_NETWORK, "DELETE", path, NULL, fip_deleted, NULL);
 	}
 }
 
@@ -372,16 +373,16 @@ os_list_resources(struct sm_adapter *a, sm_resources_cb cb, void *arg)
 		return;
 	if (a->port_cleanup_interval > 0 && a->ports_call == NULL &&
 	    (a->down_ports == NULL || np_mono_s() - a->down_ports_at >= a->port_cleanup_interval))
-		a->ports_call =
-		    call_new(a, SVC_NETWORK, "GET", "/ports?status=DOWN", NULL, ports_done, NULL);
+		a->ports_call = os_call_new(a, SVC_NETWORK, "GET", "/ports?status=DOWN", NULL,
+					    ports_done, NULL);
 	if (a->clean_fips && a->fips_call == NULL)
 		a->fips_call =
-		    call_new(a, SVC_NETWORK, "GET", "/floatingips", NULL, fips_done, NULL);
+		    os_call_new(a, SVC_NETWORK, "GET", "/floatingips", NULL, fips_done, NULL);
 }
 
 void
-resource_deleted(struct os_call *c, int status, const char *error, json_t *body,
-		 const struct http_response *res)
+os_resource_deleted(struct os_call *c, int status, const char *error, json_t *body,
+		    const struct http_response *res)
 {
 	sm_done_cb cb = (sm_done_cb)c->ucb;
 	char msg[300];
@@ -402,7 +403,7 @@ os_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_cb
 
 	log_info("openstack %s: deleting leaked %s %s", a->env->provider_name, r->type, r->id);
 	snprintf(path, sizeof(path), "/servers/%s", ID(r->id));
-	c = call_new(a, SVC_COMPUTE, "DELETE", path, NULL, resource_deleted, NULL);
+	c = os_call_new(a, SVC_COMPUTE, "DELETE", path, NULL, os_resource_deleted, NULL);
 	c->ucb = (void *)cb;
 	c->uarg = arg;
 }

@@ -34,7 +34,7 @@
 #include "lib/net/urlsafe.h"
 
 void
-wake_all(struct sm_adapter *a)
+os_wake_all(struct sm_adapter *a)
 {
 	struct osm *m;
 
@@ -67,7 +67,7 @@ flavors_done(struct os_call *c, int status, const char *error, json_t *body,
 		error_text(status, error, body, res ? res->body : NULL, msg, sizeof(msg));
 		log_warn("openstack %s: listing flavors failed: %s", a->env->provider_name, msg);
 		a->flavors_failed_at = np_mono_s();
-		wake_all(a);
+		os_wake_all(a);
 		return;
 	}
 	tmp = calloc(n + 1, sizeof(*tmp));
@@ -79,15 +79,15 @@ flavors_done(struct os_call *c, int status, const char *error, json_t *body,
 	for (i = 0; i < n; i++)
 		json_array_append(a->flavors, tmp[i]);
 	free(tmp);
-	wake_all(a);
+	os_wake_all(a);
 }
 
 void
-flavors_fetch(struct sm_adapter *a)
+os_flavors_fetch(struct sm_adapter *a)
 {
 	if (a->flavors_call == NULL && !a->stopped)
 		a->flavors_call =
-		    call_new(a, SVC_COMPUTE, "GET", "/flavors/detail", NULL, flavors_done, NULL);
+		    os_call_new(a, SVC_COMPUTE, "GET", "/flavors/detail", NULL, flavors_done, NULL);
 }
 
 static void
@@ -112,20 +112,20 @@ ext_done(struct os_call *c, int status, const char *error, json_t *body,
 		json_decref(a->ext_nets);
 		a->ext_nets = json_incref(v);
 	}
-	wake_all(a);
+	os_wake_all(a);
 }
 
 void
-ext_fetch(struct sm_adapter *a)
+os_ext_fetch(struct sm_adapter *a)
 {
 	if (a->ext_call == NULL && !a->stopped)
-		a->ext_call = call_new(a, SVC_NETWORK, "GET", "/networks?router%3Aexternal=true",
-				       NULL, ext_done, NULL);
+		a->ext_call = os_call_new(a, SVC_NETWORK, "GET", "/networks?router%3Aexternal=true",
+					  NULL, ext_done, NULL);
 }
 
 void
-azs_done(struct os_call *c, int status, const char *error, json_t *body,
-	 const struct http_response *res)
+os_azs_done(struct os_call *c, int status, const char *error, json_t *body,
+	    const struct http_response *res)
 {
 	struct sm_adapter *a = c->a;
 	json_t *v = json_object_get(body, "availabilityZoneInfo"), *z;
@@ -138,7 +138,7 @@ azs_done(struct os_call *c, int status, const char *error, json_t *body,
 	np_strv_clear(&a->azs);
 	json_array_foreach(v, i, z)
 	{
-		const char *n = jstr(z, "zoneName");
+		const char *n = os_jstr(z, "zoneName");
 		if (n != NULL &&
 		    json_is_true(json_object_get(json_object_get(z, "zoneState"), "available")))
 			np_strv_push(&a->azs, n);
@@ -164,7 +164,7 @@ lookup_done(struct os_call *c, int status, const char *error, json_t *body,
 {
 	struct sm_adapter *a = c->a;
 	json_t *cache = json_object_get(c->extra, "cache") == json_true() ? a->images : a->nets;
-	const char *name = jstr(c->extra, "name");
+	const char *name = os_jstr(c->extra, "name");
 	int by_id = json_is_true(json_object_get(c->extra, "by_id"));
 	const char *kind = cache == a->images ? "images" : "networks";
 	const char *id = NULL;
@@ -177,17 +177,17 @@ lookup_done(struct os_call *c, int status, const char *error, json_t *body,
 		log_warn("openstack %s: looking up %s %s failed: %s", a->env->provider_name,
 			 kind + 0, name, msg);
 		json_object_del(cache, name); /* the next user asks again */
-		wake_all(a);
+		os_wake_all(a);
 		return;
 	}
 	if (by_id) {
 		if (status == 200)
-			id = jstr(body, "id") ? jstr(body, "id")
-					      : jstr(json_object_get(body, "network"), "id");
+			id = os_jstr(body, "id") ? os_jstr(body, "id")
+						 : os_jstr(json_object_get(body, "network"), "id");
 	} else {
 		v = json_object_get(body, kind);
 		if (json_array_size(v) > 0)
-			id = jstr(json_array_get(v, 0), "id");
+			id = os_jstr(json_array_get(v, 0), "id");
 		if (id == NULL) {
 			/* openstacksdk's find: a name, else an id */
 			char *nm = xstrdup(name);
@@ -202,7 +202,7 @@ lookup_done(struct os_call *c, int status, const char *error, json_t *body,
 	if (id == NULL)
 		log_warn("openstack %s: no %s named %s in the cloud", a->env->provider_name,
 			 cache == a->images ? "image" : "network", name);
-	wake_all(a);
+	os_wake_all(a);
 }
 
 static void
@@ -211,14 +211,14 @@ lookup_start(struct sm_adapter *a, json_t *cache, enum os_svc svc, const char *n
 	char path[1200], enc[900];
 	struct os_call *c;
 
-	urlenc(name, enc, sizeof(enc));
+	os_urlenc(name, enc, sizeof(enc));
 	if (cache == a->images)
 		snprintf(path, sizeof(path), by_id ? "/images/%s" : "/images?name=%s&status=active",
 			 enc);
 	else
 		snprintf(path, sizeof(path), by_id ? "/networks/%s" : "/networks?name=%s", enc);
 	json_object_set_new(cache, name, json_pack("{s:n, s:f, s:b}", "id", "at", 0.0, "busy", 1));
-	c = call_new(a, svc, "GET", path, NULL, lookup_done, NULL);
+	c = os_call_new(a, svc, "GET", path, NULL, lookup_done, NULL);
 	c->extra =
 	    json_pack("{s:b, s:s, s:b}", "cache", cache == a->images, "name", name, "by_id", by_id);
 }
@@ -229,7 +229,7 @@ lookup_start(struct sm_adapter *a, json_t *cache, enum os_svc svc, const char *n
  * such thing (looked up again after OS_IMAGE_RECHECK seconds).
  */
 int
-lookup(struct sm_adapter *a, json_t *cache, enum os_svc svc, const char *name, const char **id)
+os_lookup(struct sm_adapter *a, json_t *cache, enum os_svc svc, const char *name, const char **id)
 {
 	const json_t *e = cache_get(cache, name);
 
@@ -239,7 +239,7 @@ lookup(struct sm_adapter *a, json_t *cache, enum os_svc svc, const char *name, c
 	}
 	if (json_is_true(json_object_get(e, "busy")))
 		return 0;
-	if ((*id = jstr(e, "id")) != NULL)
+	if ((*id = os_jstr(e, "id")) != NULL)
 		return 1;
 	if (np_mono_s() - np_json_num(e, "at", 0) > OS_IMAGE_RECHECK) {
 		lookup_start(a, cache, svc, name, 0);
@@ -248,9 +248,9 @@ lookup(struct sm_adapter *a, json_t *cache, enum os_svc svc, const char *name, c
 	return -1;
 }
 
-/* Forget every cached lookup (after a 400 from Nova, as upstream). */
+/* Forget every cached os_lookup (after a 400 from Nova, as upstream). */
 void
-caches_clear(struct sm_adapter *a)
+os_caches_clear(struct sm_adapter *a)
 {
 	const char *k;
 	json_t *v;
@@ -263,7 +263,7 @@ caches_clear(struct sm_adapter *a)
 	    json_object_del(a->nets, k);
 	json_decref(a->flavors);
 	a->flavors = NULL;
-	flavors_fetch(a);
+	os_flavors_fetch(a);
 }
 
 /* ---- flavors for labels
@@ -276,7 +276,7 @@ caches_clear(struct sm_adapter *a)
  * read yet; NULL with *loaded 1 when none matches.
  */
 const json_t *
-find_flavor(struct sm_adapter *a, const struct sm_label *l, int *loaded)
+os_find_flavor(struct sm_adapter *a, const struct sm_label *l, int *loaded)
 {
 	const char *fname = np_json_str(l->raw, "flavor-name", NULL);
 	double min_ram = np_json_num(l->raw, "min-ram", 0);
@@ -286,7 +286,7 @@ find_flavor(struct sm_adapter *a, const struct sm_label *l, int *loaded)
 	*loaded = a->flavors != NULL;
 	json_array_foreach(a->flavors, i, f)
 	{
-		const char *n = jstr(f, "name"), *id = jstr(f, "id");
+		const char *n = os_jstr(f, "name"), *id = os_jstr(f, "id");
 		if (min_ram > 0) {
 			if (np_json_num(f, "ram", 0) >= min_ram &&
 			    (fname == NULL || (n && strstr(n, fname) != NULL)))
@@ -300,14 +300,14 @@ find_flavor(struct sm_adapter *a, const struct sm_label *l, int *loaded)
 }
 
 const json_t *
-flavor_by_id(struct sm_adapter *a, const char *id)
+os_flavor_by_id(struct sm_adapter *a, const char *id)
 {
 	const json_t *f;
 	size_t i;
 
 	json_array_foreach(a->flavors, i, f)
 	{
-		const char *fid = jstr(f, "id");
+		const char *fid = os_jstr(f, "id");
 		if (id != NULL && fid != NULL && strcmp(fid, id) == 0)
 			return f;
 	}
@@ -315,7 +315,7 @@ flavor_by_id(struct sm_adapter *a, const char *id)
 }
 
 void
-quota_from_flavor(const json_t *f, const struct sm_label *l, struct drv_quota *q)
+os_quota_from_flavor(const json_t *f, const struct sm_label *l, struct drv_quota *q)
 {
 	q->instances = 1;
 	if (f != NULL) {
@@ -342,7 +342,7 @@ is_ext_net(struct sm_adapter *a, const char *name)
 
 	json_array_foreach(a->ext_nets, i, n)
 	{
-		const char *nn = jstr(n, "name"), *id = jstr(n, "id");
+		const char *nn = os_jstr(n, "name"), *id = os_jstr(n, "id");
 		if ((nn && strcmp(nn, name) == 0) || (id && strcmp(id, name) == 0))
 			return 1;
 	}
@@ -350,7 +350,7 @@ is_ext_net(struct sm_adapter *a, const char *name)
 }
 
 int
-ext_net_cb(void *arg, const char *net)
+os_ext_net_cb(void *arg, const char *net)
 {
 	return is_ext_net(arg, net);
 }
@@ -417,7 +417,7 @@ compute_limits_done(struct os_call *c, int status, const char *error, json_t *bo
 	q.ram = lim(abs, "maxTotalRAMSize");
 	if (a->any_bfv && a->ep[SVC_VOLUME] != NULL) {
 		struct os_call *v =
-		    call_new(a, SVC_VOLUME, "GET", "/limits", NULL, volume_limits_done, NULL);
+		    os_call_new(a, SVC_VOLUME, "GET", "/limits", NULL, volume_limits_done, NULL);
 		v->ucb = c->ucb;
 		v->uarg = c->uarg;
 		v->extra = json_object();
@@ -436,7 +436,7 @@ void
 os_quota_limits(struct sm_adapter *a, sm_quota_cb cb, void *arg)
 {
 	struct os_call *c =
-	    call_new(a, SVC_COMPUTE, "GET", "/limits", NULL, compute_limits_done, NULL);
+	    os_call_new(a, SVC_COMPUTE, "GET", "/limits", NULL, compute_limits_done, NULL);
 
 	c->ucb = (void *)cb;
 	c->uarg = arg;
@@ -447,7 +447,7 @@ os_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_qu
 	       size_t errlen)
 {
 	int loaded;
-	const json_t *f = find_flavor(a, label, &loaded);
+	const json_t *f = os_find_flavor(a, label, &loaded);
 
 	if (f == NULL && loaded) {
 		const char *fname = np_json_str(label->raw, "flavor-name", NULL);
@@ -460,8 +460,8 @@ os_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_qu
 		return -1;
 	}
 	if (!loaded)
-		flavors_fetch(a);
-	quota_from_flavor(f, label, out);
+		os_flavors_fetch(a);
+	os_quota_from_flavor(f, label, out);
 	return 0;
 }
 
@@ -480,7 +480,7 @@ os_label_ready(struct sm_adapter *a, const struct sm_label *label)
 	 * at start and answered from the cache: until the answer is in the
 	 * label counts as ready (a create waits for the lookup and fails if
 	 * the image is missing), after it only when the image exists */
-	return lookup(a, a->images, SVC_IMAGE, nm, &id) >= 0;
+	return os_lookup(a, a->images, SVC_IMAGE, nm, &id) >= 0;
 }
 
 void

@@ -54,7 +54,7 @@ static int
 listed_server(struct sm_adapter *a, unsigned long long seq, const char *id, const json_t **s)
 {
 	if (a->list_done_seq <= seq || a->servers == NULL) {
-		list_start(a);
+		os_list_start(a);
 		return 0;
 	}
 	*s = json_object_get(a->servers, id);
@@ -110,7 +110,7 @@ static void
 osm_call(struct osm *m, enum os_svc svc, const char *method, const char *path, json_t *body)
 {
 	m->answered = 0;
-	m->call = call_new(m->a, svc, method, path, body, osm_answer, m);
+	m->call = os_call_new(m->a, svc, method, path, body, osm_answer, m);
 }
 
 /* Wait for the call in flight: SM_AGAIN until answered. */
@@ -280,7 +280,7 @@ create_body(struct osm *m, const json_t *flavor)
 	size_t i;
 
 	json_object_set_new(s, "name", json_string(m->name));
-	json_object_set_new(s, "flavorRef", json_string(jstr(flavor, "id")));
+	json_object_set_new(s, "flavorRef", json_string(os_jstr(flavor, "id")));
 	if (np_json_bool(l->raw, "boot-from-volume", 0)) {
 		json_object_set_new(s, "block_device_mapping_v2",
 				    json_pack("[{s:i, s:s, s:s, s:s, s:I, s:b}]", "boot_index", 0,
@@ -337,7 +337,7 @@ resolve_networks(struct osm *m)
 		int r;
 		if (!json_is_string(v))
 			continue;
-		r = lookup(m->a, m->a->nets, SVC_NETWORK, json_string_value(v), &id);
+		r = os_lookup(m->a, m->a->nets, SVC_NETWORK, json_string_value(v), &id);
 		if (r == 0)
 			return 0;
 		if (r < 0) {
@@ -360,7 +360,7 @@ needs_fip(struct osm *m, const json_t *server)
 		return 0;
 	if (json_array_size(m->a->ext_nets) == 0)
 		return 0;
-	server_addresses(m->a, server, &pub4, &priv4, &pub6);
+	os_adapter_server_addresses(m->a, server, &pub4, &priv4, &pub6);
 	return pub4 == NULL && priv4 != NULL;
 }
 
@@ -378,12 +378,12 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 	case OS_START:
 		if (a->stopped)
 			return osm_fail(m, SM_E_FAILED, "the provider is stopping");
-		flavor = find_flavor(a, m->label, &loaded);
+		flavor = os_find_flavor(a, m->label, &loaded);
 		if (!loaded) {
 			if (a->flavors_call == NULL && a->flavors_failed_at > 0 &&
 			    np_mono_s() - a->flavors_failed_at < 1.0)
 				return osm_fail(m, SM_E_FAILED, "cannot list the cloud's flavors");
-			flavors_fetch(a);
+			os_flavors_fetch(a);
 			mm->retry_in = 3600;
 			return SM_AGAIN;
 		}
@@ -394,7 +394,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 		    np_json_bool(m->label->pool->raw, "auto-floating-ip", 1)) {
 			if (a->ext_call == NULL &&
 			    (a->ext_failed_at == 0 || np_mono_s() - a->ext_failed_at > 1.0))
-				ext_fetch(a);
+				os_ext_fetch(a);
 			if (a->ext_call != NULL) {
 				mm->retry_in = 3600;
 				return SM_AGAIN;
@@ -408,7 +408,7 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			} else {
 				const char *nm = im ? np_json_str(im->raw, "image-name", im->name)
 						    : m->label->cloud_image;
-				r = lookup(a, a->images, SVC_IMAGE, nm ? nm : "", &id);
+				r = os_lookup(a, a->images, SVC_IMAGE, nm ? nm : "", &id);
 				if (r == 0) {
 					mm->retry_in = 3600;
 					return SM_AGAIN;
@@ -436,11 +436,11 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 		return SM_AGAIN;
 	case OS_SUBMITTED:
 		WAIT_CALL(m);
-		id = jstr(json_object_get(m->answer, "server"), "id");
+		id = os_jstr(json_object_get(m->answer, "server"), "id");
 		if (m->status != 202 && m->status != 200) {
 			a->create_errors++;
 			if (m->status == 400)
-				caches_clear(a); /* stale image, flavor or network (upstream) */
+				os_caches_clear(a); /* stale image, flavor or network (upstream) */
 			if (is_quota_msg(m->errmsg)) {
 				a->quota_errors++;
 				return osm_fail(m, SM_E_QUOTA, "%s", m->errmsg);
@@ -464,16 +464,16 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			 * created long before it: gone (a new server may still
 			 * be missing from a listing; this one is not new) */
 			return osm_fail(m, SM_E_FAILED, "server %s is gone", mm->external_id);
-		st = jstr(s, "status");
+		st = os_jstr(s, "status");
 		if (s == NULL || st == NULL || strcmp(st, "BUILD") == 0) {
-			list_start(a); /* not listed yet, or still building */
+			os_list_start(a); /* not listed yet, or still building */
 			mm->retry_in = 30;
 			return SM_AGAIN;
 		}
 		json_decref(m->server);
 		m->server = json_deep_copy(s);
 		if (strcmp(st, "ERROR") == 0) {
-			const char *fault = jstr(json_object_get(s, "fault"), "message");
+			const char *fault = os_jstr(json_object_get(s, "fault"), "message");
 			a->create_errors++;
 			if (fault != NULL && is_quota_msg(fault)) {
 				a->quota_errors++;
@@ -485,13 +485,13 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 					fault ? fault : "(none)");
 		}
 		if (strcmp(st, "ACTIVE") != 0) {
-			list_start(a);
+			os_list_start(a);
 			mm->retry_in = 30;
 			return SM_AGAIN;
 		}
 		mm->seen_at = a->list_done_started; /* the boot estimate's sample */
 		if (!needs_fip(m, s)) {
-			*out = server_instance(a, s, m->label, NULL);
+			*out = os_server_instance(a, s, m->label, NULL);
 			osm_set(m, OS_DONE);
 			return SM_DONE;
 		}
@@ -508,12 +508,12 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 			return osm_fail(m, SM_E_FAILED, "no port for a floating IP: %s",
 					m->errmsg[0] ? m->errmsg : "the server has no port");
 		free(m->port_id);
-		m->port_id = xstrdup(jstr(json_array_get(ports, 0), "id"));
+		m->port_id = xstrdup(os_jstr(json_array_get(ports, 0), "id"));
 		net = json_array_get(a->ext_nets, 0);
 		osm_set(m, OS_FIP_CREATE);
 		osm_call(m, SVC_NETWORK, "POST", "/floatingips",
 			 json_pack("{s:{s:s, s:s}}", "floatingip", "floating_network_id",
-				   jstr(net, "id") ? jstr(net, "id") : "", "port_id",
+				   os_jstr(net, "id") ? os_jstr(net, "id") : "", "port_id",
 				   m->port_id ? m->port_id : ""));
 		mm->retry_in = 3600;
 		return SM_AGAIN;
@@ -531,13 +531,13 @@ create_advance(struct sm_machine *mm, struct sm_instance **out)
 		if (m->st == OS_FIP_CREATE) {
 			a->fips_created++;
 			free(m->fip_id);
-			m->fip_id = xstrdup(jstr(f, "id"));
+			m->fip_id = xstrdup(os_jstr(f, "id"));
 			osm_set(m, OS_FIP_WAIT);
 		}
-		st = jstr(f, "status");
-		if (st != NULL && strcmp(st, "ACTIVE") == 0 && jstr(f, "floating_ip_address")) {
-			*out =
-			    server_instance(a, m->server, m->label, jstr(f, "floating_ip_address"));
+		st = os_jstr(f, "status");
+		if (st != NULL && strcmp(st, "ACTIVE") == 0 && os_jstr(f, "floating_ip_address")) {
+			*out = os_server_instance(a, m->server, m->label,
+						  os_jstr(f, "floating_ip_address"));
 			osm_set(m, OS_DONE);
 			return SM_DONE;
 		}
@@ -573,7 +573,7 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 		 * ports; only in a cloud that has floating IPs */
 		if (a->ext_nets == NULL && a->ext_call == NULL &&
 		    (a->ext_failed_at == 0 || np_mono_s() - a->ext_failed_at > 1.0))
-			ext_fetch(a);
+			os_ext_fetch(a);
 		if (a->ext_nets == NULL && a->ext_call != NULL) {
 			mm->retry_in = 3600;
 			return SM_AGAIN;
@@ -596,7 +596,7 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 			/* remember the ports; their floating IPs are asked next */
 			json_array_foreach(json_object_get(m->answer, "ports"), i, v)
 			    json_array_append_new(m->fip_ids,
-						  json_pack("{s:s?}", "port", jstr(v, "id")));
+						  json_pack("{s:s?}", "port", os_jstr(v, "id")));
 		}
 		osm_set(m, OS_DEL_FIPS);
 		m->answered = 1;
@@ -607,22 +607,23 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 		WAIT_CALL(m);
 		if (m->answer != NULL) {
 			const json_t *fips = json_object_get(m->answer, "floatingips");
-			json_array_foreach(fips, i, v) if (jstr(v, "id")) json_array_append_new(
-			    m->fip_ids, json_pack("{s:s}", "fip", jstr(v, "id")));
+			json_array_foreach(fips, i, v) if (os_jstr(v, "id")) json_array_append_new(
+			    m->fip_ids, json_pack("{s:s}", "fip", os_jstr(v, "id")));
 			json_decref(m->answer);
 			m->answer = NULL;
 		}
 		while (m->fip_next < json_array_size(m->fip_ids)) {
 			v = json_array_get(m->fip_ids, m->fip_next++);
-			if (jstr(v, "port") != NULL) {
+			if (os_jstr(v, "port") != NULL) {
 				snprintf(path, sizeof(path), "/floatingips?port_id=%s",
-					 jstr(v, "port"));
+					 os_jstr(v, "port"));
 				osm_call(m, SVC_NETWORK, "GET", path, NULL);
 				mm->retry_in = 3600;
 				return SM_AGAIN;
 			}
-			if (jstr(v, "fip") != NULL) {
-				snprintf(path, sizeof(path), "/floatingips/%s", ID(jstr(v, "fip")));
+			if (os_jstr(v, "fip") != NULL) {
+				snprintf(path, sizeof(path), "/floatingips/%s",
+					 ID(os_jstr(v, "fip")));
 				a->fips_deleted++;
 				osm_call(m, SVC_NETWORK, "DELETE", path, NULL);
 				mm->retry_in = 3600;
@@ -655,11 +656,12 @@ delete_advance(struct sm_machine *mm, struct sm_instance **out)
 			return SM_AGAIN;
 		}
 		m->seq = a->list_done_seq;
-		if (s == NULL || (jstr(s, "status") && strcmp(jstr(s, "status"), "DELETED") == 0)) {
+		if (s == NULL ||
+		    (os_jstr(s, "status") && strcmp(os_jstr(s, "status"), "DELETED") == 0)) {
 			osm_set(m, OS_DONE);
 			return SM_DONE;
 		}
-		list_start(a);
+		os_list_start(a);
 		mm->retry_in = 30;
 		return SM_AGAIN;
 	default:
@@ -672,7 +674,7 @@ osm_free(struct sm_machine *mm)
 {
 	struct osm *m = (struct osm *)mm;
 
-	call_cancel(m->call);
+	os_call_cancel(m->call);
 	TAILQ_REMOVE(&m->a->machines, m, entry);
 	free(m->m.external_id);
 	free(m->name);
@@ -765,7 +767,7 @@ console_done(struct os_call *c, int status, const char *error, json_t *body,
 	char msg[300];
 
 	if (error == NULL && status == 200) {
-		cb(jstr(body, "output") ? jstr(body, "output") : "", NULL, c->uarg);
+		cb(os_jstr(body, "output") ? os_jstr(body, "output") : "", NULL, c->uarg);
 		return;
 	}
 	error_text(status, error, body, res ? res->body : NULL, msg, sizeof(msg));
@@ -781,8 +783,9 @@ os_console_log(struct sm_adapter *a, const struct sm_label *label, const char *e
 
 	(void)label;
 	snprintf(path, sizeof(path), "/servers/%s/action", ID(external_id));
-	c = call_new(a, SVC_COMPUTE, "POST", path,
-		     json_pack("{s:{s:n}}", "os-getConsoleOutput", "length"), console_done, NULL);
+	c = os_call_new(a, SVC_COMPUTE, "POST", path,
+			json_pack("{s:{s:n}}", "os-getConsoleOutput", "length"), console_done,
+			NULL);
 	c->ucb = (void *)cb;
 	c->uarg = arg;
 }
