@@ -1395,6 +1395,11 @@ fake_resume_machine(struct sm_adapter *f, const struct sm_create_args *args,
 
 	m->external_id = strdup(external_id);
 	fm_set(fm, FM_BUILDING);
+	/* on the shared status listing, as a create's building state is */
+	fm->seq = f->poll_seq;
+	fm->lst_seq = 0;
+	TAILQ_INSERT_TAIL(&f->building, fm, bentry);
+	fm->in_building = 1;
 	return m;
 }
 
@@ -2155,6 +2160,7 @@ fake_dump(struct sm_adapter *f, struct evbuffer *out)
 
 static const struct sm_adapter_ops fake_adapter = {
     .name = "fake",
+    .cloud_per_launcher = 1,
     .adapter_new = fake_adapter_new,
     .adapter_stop = fake_adapter_stop,
     .adapter_free = fake_adapter_free,

@@ -250,6 +250,11 @@ typedef void (*sm_console_cb)(const char *text, const char *error, void *arg);
 
 struct sm_adapter_ops {
 	const char *name; /* the driver name ("fake", "openstack") */
+	/* 1 when each launcher sees a cloud of its own (the fake cloud lives
+	 * in its worker, one state file per instance): the leaks a launcher
+	 * lists are its own to delete, whatever the duty hash (leak/<id>)
+	 * says, since no peer can see them. 0 for every real cloud. */
+	int cloud_per_launcher;
 
 	/* Create the adapter for env's provider (env stays valid until
 	 * adapter_free). May start calls (a first listing, flavors). NULL
