@@ -123,10 +123,10 @@ size_t np_drv_check_pool_item(struct np_drv_check *ck, const struct np_drv_pool_
 /* ---- the traits ------------------------------------------------------------------- */
 
 struct np_drv_traits {
-	const char *name;		/* the `driver:` value */
+	const char *name; /* the `driver:` value */
 	const struct np_cfg_schema
-	    *schema; /* the provider section (.base = &np_cfg_schema_common_provider) */
-	unsigned flags;			/* NP_DRV_* above */
+	    *schema;	/* the provider section (.base = &np_cfg_schema_common_provider) */
+	unsigned flags; /* NP_DRV_* above */
 	enum np_drv_pool_hkc pool_hkc;
 
 	/* Defaults of the typed provider; 0 / NULL mean the common one. */

@@ -62,10 +62,10 @@ struct np_cfg_schema_group {
 
 struct np_cfg_schema {
 	enum np_cfg_schema_type type;
-	const struct np_cfg_schema_key *keys; /* SC_MAP, {NULL} terminated */
-	const struct np_cfg_schema *base;     /* SC_MAP: more keys (own keys win) */
-	const struct np_cfg_schema *item;     /* SC_SEQ, SC_STRMAP values, SC_MAP extra keys */
-	const char *const *choices;	     /* SC_ENUM */
+	const struct np_cfg_schema_key *keys;	  /* SC_MAP, {NULL} terminated */
+	const struct np_cfg_schema *base;	  /* SC_MAP: more keys (own keys win) */
+	const struct np_cfg_schema *item;	  /* SC_SEQ, SC_STRMAP values, SC_MAP extra keys */
+	const char *const *choices;		  /* SC_ENUM */
 	const struct np_cfg_schema *const *alts;  /* SC_ANYOF */
 	const struct np_cfg_schema_group *groups; /* SC_MAP, {.keys = NULL} terminated */
 	unsigned flags;
