@@ -169,21 +169,10 @@ poll_pace(struct sm_adapter *a)
 static void
 poll_schedule(struct sm_adapter *a, double in)
 {
-	struct timeval tv;
-	double since = np_mono_s() - a->last_poll;
-
 	if (a->npoll > 0)
 		return;
-	if (in == AWS_PACE) {
-		in = poll_pace(a);
-	} else {
-		if (evtimer_pending(a->poll_ev, NULL))
-			return;
-		in = since >= in ? 0 : in - since;
-	}
-	tv.tv_sec = (time_t)in;
-	tv.tv_usec = (suseconds_t)((in - floor(in)) * 1e6);
-	evtimer_add(a->poll_ev, &tv);
+	sm_listing_arm(a->poll_ev, in, np_mono_s() - a->last_poll,
+		       in == AWS_PACE ? poll_pace(a) : 0);
 }
 
 /* ---- batched terminates ---- */

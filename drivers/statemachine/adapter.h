@@ -230,6 +230,16 @@ struct sm_env {
  */
 double sm_listing_wait(const struct sm_env *env, double last_start, double min_gap);
 
+struct event;
+/*
+ * Arm an adapter's shared-listing timer ev (a libevent evtimer): when in < 0,
+ * after pace_wait seconds (what its sm_listing_wait answered; re-armed at
+ * every ask, as the pace may move); else in seconds after the last listing
+ * started, since seconds ago (now when that is past), unless ev is already
+ * pending. The adapter keeps the clock it reads since with.
+ */
+void sm_listing_arm(struct event *ev, double in, double since, double pace_wait);
+
 /* ---- callbacks of the asynchronous slots -------------------------------------- */
 
 /* error NULL on success; then v[0..n) is the listing. */

@@ -61,6 +61,8 @@
 
 #include <math.h>
 
+#include <event2/event.h>
+
 void
 sm_boot_est_add(struct sm_boot_est *e, double sample)
 {
@@ -129,4 +131,20 @@ sm_pace_budget(struct sm_pace_bucket *b, double last_start)
 	if (b->n == 0 || b->tokens >= 1)
 		return last_start;
 	return b->last + (1 - b->tokens) * SM_DEFAULT_POLL;
+}
+
+void
+sm_listing_arm(struct event *ev, double in, double since, double pace_wait)
+{
+	struct timeval tv;
+
+	if (in < 0)
+		in = pace_wait;
+	else if (evtimer_pending(ev, NULL))
+		return;
+	else
+		in = since >= in ? 0 : in - since;
+	tv.tv_sec = (time_t)in;
+	tv.tv_usec = (suseconds_t)((in - floor(in)) * 1e6);
+	evtimer_add(ev, &tv);
 }
