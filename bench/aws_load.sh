@@ -60,7 +60,7 @@ providers:
           - {name: small, cloud-image: debian, instance-type: t3.small, key-name: zuul}
 CFG
 } >"$tmp/nodepool.yaml"
-"$BUILD/bin/nodepool-launcher" -p aws-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
+bench_launcher_env "$BUILD/bin/nodepool-launcher" -p aws-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
 bench_wait_pool
 bench_warmup 0 "$C" small
@@ -71,6 +71,7 @@ bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --idle 2
 bench_dump
 bench_lag
 bench_overhead "$BOOT"
+bench_timeline "$N" "$BOOT"
 # let the last deletes finish, then count the calls
 i=0
 while [ $i -lt 100 ]; do

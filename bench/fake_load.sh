@@ -53,7 +53,7 @@ providers:
         labels: [{name: small, cores: 1, ram: 1024}]
 CFG
 } >"$tmp/nodepool.yaml"
-"$BUILD/bin/nodepool-launcher" -p fake-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
+bench_launcher_env "$BUILD/bin/nodepool-launcher" -p fake-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
 bench_wait_pool
 bench_warmup 1000 "$C" small
@@ -63,6 +63,7 @@ bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --pid "$(cat "$tmp/zk/zk.p
 bench_dump
 bench_lag
 bench_overhead "$BOOT"
+bench_timeline "$N" "$BOOT"
 grep -E "launches: ready|fake cloud:" "$tmp/launcher.log" | tail -2 | sed 's/^ *//'
 # the fake cloud's calls during the load: its counters at the two dumps
 grep "fake cloud:" "$tmp/launcher.log" | tail -2 | awk -v n="$N" '

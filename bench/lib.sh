@@ -215,3 +215,21 @@ bench_lag() {
 	lag=$(grep "event loop lag" "$tmp/launcher.log" | tail -1 | sed 's/.*since start, //; s/ since the last dump//')
 	echo "worker event-loop lag during the load: max $lag"
 }
+
+# bench_launcher_env CMD...: execs CMD (the launcher, started with & so
+# that $! is its pid); with BENCH_TIMELINE set, at debug level without the
+# ZooKeeper client's own chatter (NP_ZK_QUIET), so that bench_timeline can
+# read each launch's steps from its log.
+bench_launcher_env() {
+	if [ -n "${BENCH_TIMELINE:-}" ]; then
+		NP_DEBUG=1 NP_ZK_QUIET=1 exec "$@"
+	fi
+	exec "$@"
+}
+
+# bench_timeline N BOOT: with BENCH_TIMELINE set, where the last N
+# launches' time went, step by step (bench/launch_timeline.py).
+bench_timeline() {
+	[ -n "${BENCH_TIMELINE:-}" ] || return 0
+	/usr/bin/python3 bench/launch_timeline.py "$tmp/launcher.log" --last "$1" --boot "$2"
+}

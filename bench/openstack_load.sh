@@ -73,7 +73,7 @@ providers:
 CFG
 } >"$tmp/nodepool.yaml"
 OS_CLIENT_CONFIG_FILE=$tmp/sim/clouds.yaml \
-	"$BUILD/bin/nodepool-launcher" -p os-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
+	bench_launcher_env "$BUILD/bin/nodepool-launcher" -p os-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
 bench_wait_pool
 bench_warmup 0 "$C" small
@@ -83,6 +83,7 @@ echo "load: $N requests, concurrency $C, simulated OpenStack boot ${BOOT}s, rate
 bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --idle 2
 bench_dump
 bench_overhead "$BOOT"
+bench_timeline "$N" "$BOOT"
 /usr/bin/python3 - "$OSSIM_CONTROL" "$N" <<'PY'
 import json, sys, urllib.request
 calls = json.load(urllib.request.urlopen(sys.argv[1] + "/calls"))

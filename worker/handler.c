@@ -1156,6 +1156,7 @@ node_building_stored(int rc, const struct zk_stat *st, void *arg)
 	hn->launch.resume = hn->resume;
 	hn->launch.owner = hop_new(h, i);
 	hn->launching = 1;
+	log_debug("request %s: node %s building; launching", h->req_id, hn->node_id);
 	lc->prov.drv->launch(lc->prov.dp, &hn->launch);
 }
 
@@ -1773,6 +1774,8 @@ request_read(int rc, const char *data, int len, const struct zk_stat *st, void *
 		release_request_lock(h);
 		return;
 	}
+	log_debug("request %s: locked and read (created %.0f ms before)", h->req_id,
+		  lc_now() * 1000 - (double)st->ctime_ms);
 	h->req = r;
 	h->min_ready = r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0;
 	reason = lc_assign_decline_reason(h->pool, r);
@@ -2078,6 +2081,7 @@ lc_handler_start(struct handler *h)
 	char path[160];
 
 	h->state = H_LOCKING;
+	log_debug("request %s: seen by pool %s; locking", h->req_id, h->pool->name);
 	snprintf(path, sizeof(path), "/nodepool/requests-lock/%s", h->req_id);
 	h->req_lock = zk_lock_new(h->lc->zk, path, NULL, 0);
 	h->lc->counters.req_lock_attempts++;

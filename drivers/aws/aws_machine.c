@@ -107,6 +107,8 @@ poll_done(const struct aws_result *r, void *arg)
 			am->seen = 3;
 		machine_wake(am);
 	}
+	log_debug("aws %s: describe %llu answered (started %.3fs ago)", a->provider,
+		  (unsigned long long)a->polls, np_mono_s() - a->last_poll);
 	if (!TAILQ_EMPTY(&a->waiting))
 		poll_schedule(a, AWS_PACE);
 }
@@ -129,6 +131,7 @@ aws_poll_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	a->polls++;
 	a->last_poll = np_mono_s();
+	log_debug("aws %s: describe %llu starts", a->provider, (unsigned long long)a->polls);
 	TAILQ_FOREACH(am, &a->waiting, entry)
 	{
 		if (am->iid == NULL)

@@ -1154,6 +1154,8 @@ status_call(struct fcall *c)
 
 	f->poll_call = NULL;
 	f->status_listings++;
+	log_debug("fake: status listing %s answered (started %.3fs ago)", c->s1,
+		  np_mono_s() - f->poll_started);
 	f->poll_done_seq = strtoull(c->s1, NULL, 10);
 	f->poll_done_started = f->poll_started;
 	TAILQ_FOREACH(fm, &f->building, bentry)
@@ -1200,6 +1202,7 @@ poll_ask(struct sm_adapter *f)
 	f->poll_seq++;
 	f->poll_started = np_mono_s();
 	snprintf(seq, sizeof(seq), "%llu", f->poll_seq);
+	log_debug("fake: status listing %llu starts", f->poll_seq);
 	f->poll_call = call_start(f, NULL, status_call, NULL);
 	f->poll_call->s1 = strdup(seq);
 }

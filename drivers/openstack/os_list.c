@@ -190,6 +190,8 @@ list_done(struct os_call *c, int status, const char *error, json_t *body,
 	a->list_done_seq = (unsigned long long)json_integer_value(json_object_get(c->extra, "seq"));
 	a->list_done_started = a->list_started;
 	a->listings++;
+	log_debug("openstack %s: server listing %llu answered (started %.3fs ago)",
+		  a->env->provider_name, a->list_done_seq, np_mono_s() - a->list_started);
 	list_deliver_waiters(a, NULL);
 	os_wake_all(a);
 	if (a->list_wanted)
@@ -227,6 +229,7 @@ os_list_start(struct sm_adapter *a)
 	a->list_wanted = 0;
 	a->list_seq++;
 	a->list_started = np_mono_s();
+	log_debug("openstack %s: server listing %llu starts", a->env->provider_name, a->list_seq);
 	json_decref(a->page);
 	a->page = NULL;
 	a->list_call = os_call_new(a, SVC_COMPUTE, "GET", "/servers/detail", NULL, list_done, NULL);

@@ -524,8 +524,9 @@ zk_new(struct event_base *base, const struct zk_options *opt, zk_session_cb sess
 		return NULL;
 
 	pthread_once(&stream_once, stream_init);
-	zoo_set_debug_level(log_get_level() >= LOG_LVL_DEBUG ? ZOO_LOG_LEVEL_DEBUG
-							     : ZOO_LOG_LEVEL_ERROR);
+	zoo_set_debug_level(log_get_level() >= LOG_LVL_DEBUG && getenv("NP_ZK_QUIET") == NULL
+				? ZOO_LOG_LEVEL_DEBUG
+				: ZOO_LOG_LEVEL_ERROR);
 
 	zk = xcalloc(1, sizeof(*zk));
 	zk->log_slot = -1;
