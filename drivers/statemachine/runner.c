@@ -154,6 +154,10 @@ struct sm_launch {
 	 * create call, the cloud naming the server (0: not yet), the scan */
 	char *provider;
 	double t_attempt, t_named, t_scan;
+	/* the starts of the last two listings that began after t_named and
+	 * did not show the server ready (0: none), the boot sample's lower
+	 * bound (the last may be the one that did: see create_done) */
+	double t_lo, t_lo_prev;
 	sm_launch_done done;
 	void (*named)(void *arg);
 	void *arg;
@@ -194,6 +198,8 @@ struct sm_runner {
 	unsigned long long gen, pace_gen;
 	double pace_last, pace_gap, pace_start;
 	struct sm_pace_bucket budget;
+	unsigned long long named; /* servers named by launches, in all */
+	double lo_last;		  /* the last listing start noted in t_lo */
 	/* the boots (named -> the create machine done) of the last
 	 * SM_BOOT_RING launches, for the dump's percentiles */
 	double boots[SM_BOOT_RING];
@@ -494,10 +500,11 @@ sm_runner_boot_est(const struct sm_runner *r, const char *label)
 	return label == NULL && r->est_all.n > 0 ? &r->est_all : NULL;
 }
 
-/* A launch's boot: from the cloud naming its instance until a listing
- * that started at `seen` showed it ready. */
+/* A launch's boot: from the cloud naming its instance, not ready in a
+ * listing lo seconds after (0: none showed it), ready in one hi seconds
+ * after (sm_boot_est_add_seen). */
 static void
-boot_sample(struct sm_runner *r, const char *label, double secs)
+boot_sample(struct sm_runner *r, const char *label, double lo, double hi)
 {
 	size_t i;
 
@@ -512,8 +519,8 @@ boot_sample(struct sm_runner *r, const char *label, double secs)
 		memset(&r->ests[i].e, 0, sizeof(r->ests[i].e));
 		r->nests++;
 	}
-	sm_boot_est_add(&r->ests[i].e, secs);
-	sm_boot_est_add(&r->est_all, secs);
+	sm_boot_est_add_seen(&r->ests[i].e, lo, hi);
+	sm_boot_est_add_seen(&r->est_all, lo, hi);
 	r->gen++;
 }
 
@@ -531,10 +538,24 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 	const struct sm_run *run;
 	const struct sm_launch *l;
 	const struct sm_boot_est *e;
+	struct sm_launch *nl;
 	double now = np_mono_s(), want, w, named, budget;
 	double first_min = INFINITY, first_max = -INFINITY, other_min = INFINITY;
+	double del_min = INFINITY;
 
-	budget = sm_pace_budget(&r->budget, last_start);
+	budget = sm_pace_budget(&r->budget, last_start, r->named);
+	if (last_start > r->lo_last) {
+		/* a listing that started at last_start is answered: the servers
+		 * named before it and still waiting were not ready in it (or
+		 * were, and have not advanced yet: create_done tells) */
+		TAILQ_FOREACH(nl, &r->launches, entry)
+		if (nl->phase == LP_CREATE && nl->t_named > 0 && nl->t_named < last_start &&
+		    nl->t_lo < last_start && nl->run != NULL && nl->run->m->seen_at == 0) {
+			nl->t_lo_prev = nl->t_lo;
+			nl->t_lo = last_start;
+		}
+		r->lo_last = last_start;
+	}
 	if (r->pace_gen == r->gen && r->pace_last == last_start && r->pace_gap == min_gap)
 		return fmax(0, r->pace_start - now);
 	TAILQ_FOREACH(run, &r->runs, entry)
@@ -559,12 +580,14 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 				first_max = fmax(first_max, w);
 				continue;
 			}
+			other_min = fmin(other_min, w); /* a follow-up */
 		} else {
-			w = last_start + SM_PACE_IDLE; /* deletes: nobody waits */
+			/* deletes: nobody waits; on upstream's period, or
+			 * along with a launch's listing a little later */
+			del_min = fmin(del_min, last_start + SM_PACE_IDLE);
 		}
-		other_min = fmin(other_min, w);
 	}
-	want = sm_pace_batch(first_min, first_max, other_min);
+	want = sm_pace_ride(sm_pace_batch(first_min, first_max, other_min), del_min);
 	if (want == INFINITY) /* a waiter the runner does not know (a quota
 				 listing) or a machine before its first advance */
 		want = last_start + SM_DEFAULT_POLL;
@@ -673,7 +696,11 @@ set_instance_id(struct sm_launch *l, const char *id)
 		/* create: from the create call until the cloud has the server */
 		phase_done(l, METRICS_PHASE_CREATE, l->t_attempt);
 		l->t_named = np_mono_s();
+		l->t_lo = l->t_lo_prev = 0;
+		l->r->named++;
 		l->r->gen++;
+		log_debug("node %s: instance %s named, %.3fs after the create call", l->node_id, id,
+			  l->t_named - l->t_attempt);
 	}
 	node_set_external_id(l->node, id);
 	if (l->named != NULL)
@@ -967,14 +994,23 @@ create_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 		/* boot: from the server's creation until it is active */
 		phase_done(l, METRICS_PHASE_BOOT, l->t_named);
 		if (l->t_named > 0 && !(l->resume_id != NULL && l->attempt == 1)) {
-			boot_sample(l->r, l->label->name,
-				    (m->seen_at > 0 ? m->seen_at : np_mono_s()) - l->t_named);
+			double seen = m->seen_at > 0 ? m->seen_at : np_mono_s(), lo = 0;
+			/* the last listing noted may be the one that showed
+			 * it ready (noted before this machine advanced) */
+			if (l->t_lo > 0 && l->t_lo < seen)
+				lo = l->t_lo - l->t_named;
+			else if (l->t_lo_prev > 0 && l->t_lo_prev < seen)
+				lo = l->t_lo_prev - l->t_named;
+			boot_sample(l->r, l->label->name, lo, seen - l->t_named);
 			l->r->boots[l->r->nboots++ % SM_BOOT_RING] = np_mono_s() - l->t_named;
 		}
 		update_node(l, inst);
 		sm_instance_free(inst);
-		log_debug("node %s: instance %s complete (attempt %d)", l->node_id, l->instance_id,
-			  l->attempt);
+		log_debug("node %s: instance %s complete (attempt %d): named -> seen ready %.3fs "
+			  "(the listing that showed it started %.3fs after naming)",
+			  l->node_id, l->instance_id, l->attempt,
+			  l->t_named > 0 ? np_mono_s() - l->t_named : -1,
+			  l->t_named > 0 && m->seen_at > 0 ? m->seen_at - l->t_named : -1);
 		if (l->label->host_key_checking)
 			start_scan(l);
 		else
@@ -1015,6 +1051,7 @@ begin_attempt(struct sm_launch *l)
 		set_instance_id(l, l->resume_id);
 	} else {
 		m = r->ops->create_machine(r->a, &args);
+		log_debug("node %s: create (attempt %d/%d)", l->node_id, l->attempt, l->retries);
 	}
 	l->run = sm_run_start(r, m, l->launch_timeout, create_done, create_progress, l);
 	l->run->launch = l;

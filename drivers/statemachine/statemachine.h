@@ -138,9 +138,16 @@ const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const ch
 #define SM_PACE_MIN_GAP 0.1
 #define SM_PACE_IDLE	1.0
 /* Seconds the first look of a server waits for others named after it;
- * listings a burst may take beyond upstream's period. */
-#define SM_PACE_HOLD  0.25
-#define SM_PACE_BURST 5.0
+ * listings a burst may take beyond upstream's period; servers named that
+ * pay for one listing (the budget: pace.c); seconds a delete's look may
+ * wait to ride along with a launch's listing. */
+#define SM_PACE_HOLD	    0.25
+#define SM_PACE_BURST	    5.0
+#define SM_PACE_PER_LISTING 25.0
+#define SM_PACE_RIDE	    0.5
+/* Seconds: a server seen ready this soon after a look that did not see it
+ * gives its boot as it came (sm_boot_est_add_seen). */
+#define SM_PACE_TIGHT (2 * SM_PACE_FOLLOW)
 
 /*
  * A moving estimate of a boot time (pace.c: what it is and why): mean and
@@ -152,6 +159,17 @@ struct sm_boot_est {
 };
 /* Add a sample (seconds, >= 0; others are ignored). */
 void sm_boot_est_add(struct sm_boot_est *e, double sample);
+/*
+ * Add what one server's listings showed: not ready at lo, ready at hi
+ * (seconds after it was named; lo 0: no listing showed it not ready).
+ * Within SM_PACE_TIGHT (follow-ups looked closely) the sample is hi;
+ * otherwise the estimate itself clamped to [lo, hi], so that a listing
+ * that came late (the budget, a wave held for its last server) moves the
+ * estimate only as far as the evidence goes; with no estimate yet, lo
+ * when there is one (an estimate too early corrects itself at the next
+ * look), else hi. Returns the sample taken (-1: none, bad bounds).
+ */
+double sm_boot_est_add_seen(struct sm_boot_est *e, double lo, double hi);
 /* Seconds after a server is named when it is first worth looking for:
  * mean - max(SM_PACE_MARGIN, 2 dev), >= 0; -1 with no sample (or NULL). */
 double sm_boot_est_lead(const struct sm_boot_est *e);
@@ -162,6 +180,12 @@ double sm_boot_est_lead(const struct sm_boot_est *e);
  * estimate, last_start + SM_DEFAULT_POLL.
  */
 double sm_pace_want(const struct sm_boot_est *e, double named_at, double last_start);
+/*
+ * The next listing's want from the launches' (create) and the deletes'
+ * (del_min: INFINITY, none): a delete's look rides along with a launch's
+ * listing up to SM_PACE_RIDE later.
+ */
+double sm_pace_ride(double create_want, double del_min);
 /* When the next listing may start given the earliest want: not before
  * last_start + max(min_gap, SM_PACE_MIN_GAP). */
 double sm_pace_start(double want, double last_start, double min_gap);
@@ -172,16 +196,25 @@ double sm_pace_start(double want, double last_start, double min_gap);
  * that kind.
  */
 double sm_pace_batch(double first_min, double first_max, double other_min);
-/* The listing budget: tokens after the last listing that took one (at
- * last, monotonic seconds), over n listings. Zero it to start (full). */
+/* The listing budget: two buckets, tokens of time and stokens of servers
+ * named, after the last listing (at last, monotonic seconds, when `named`
+ * servers had been named in all), over n listings. Zero it to start
+ * (full). */
 struct sm_pace_bucket {
-	double tokens, last;
-	unsigned long long n;
+	double tokens, stokens, last;
+	unsigned long long n, named;
 };
-/* Take note of a listing started at last_start (when later than the last
- * one noted: it takes a token) and answer the earliest time the next may
- * start within the budget (last_start when a token is there). */
-double sm_pace_budget(struct sm_pace_bucket *b, double last_start);
+/*
+ * Take note of a listing started at last_start (when later than the last
+ * one noted: it takes a token from each bucket, after their refills: one
+ * per SM_DEFAULT_POLL since the last, one per SM_PACE_PER_LISTING servers
+ * named since, each holding SM_PACE_BURST and owing as much) and answer
+ * the earliest time the next may start within the budget (last_start when
+ * either bucket has a token): so listings keep to the larger of the two
+ * rates, beyond two bursts. named:
+ * servers named so far (a running count).
+ */
+double sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long named);
 
 /* ---- the runner (runner.c) ------------------------------------------------------ */
 
@@ -218,8 +251,11 @@ void sm_runner_get_stats(const struct sm_runner *r, struct sm_runner_stats *st);
  * instance states is useful (pace.c), its last having started at
  * last_start (monotonic; 0: none yet), its rate allowing one min_gap
  * seconds after the last: from the expected boot of every named instance
- * being created, SM_PACE_IDLE for deletes alone, SM_DEFAULT_POLL when no
- * machine runs (another listing's waiter).
+ * being created, SM_PACE_IDLE for deletes (which ride along with a launch's
+ * listing up to SM_PACE_RIDE later), SM_DEFAULT_POLL when no machine runs
+ * (another listing's waiter); within the budget (sm_pace_budget). Each
+ * new last_start also tells the runner which servers that listing did not
+ * show ready (their boot samples' lower bounds).
  */
 double sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap);
 /* The boot estimate of a label (NULL: the provider-wide one); NULL when

@@ -98,7 +98,7 @@ static int
 one_server(struct sm_boot_est *e, double *last, double named, double boot, double *lag)
 {
 	int listings = 0;
-	double t;
+	double t, lo = 0;
 
 	for (;;) {
 		t = sm_pace_start(sm_pace_want(e->n > 0 ? e : NULL, named, *last), *last, 0);
@@ -107,10 +107,11 @@ one_server(struct sm_boot_est *e, double *last, double named, double boot, doubl
 		*last = t;
 		listings++;
 		if (t >= named + boot) {
-			sm_boot_est_add(e, t - named);
+			sm_boot_est_add_seen(e, lo, t - named);
 			*lag = t - (named + boot);
 			return listings;
 		}
+		lo = t - named; /* looked for, not ready */
 		cr_assert(listings < 1000, "the pace never found a server that booted");
 	}
 }
@@ -195,19 +196,120 @@ Test(sm_pace, budget_allows_a_burst_then_upstreams_period)
 	double t = 100, at;
 	int i, n = 0;
 
-	cr_assert(NEAR(sm_pace_budget(&b, 0), 0), "nothing listed yet: a full bucket");
-	/* listings as often as the budget allows, over 60 s */
+	cr_assert(NEAR(sm_pace_budget(&b, 0, 0), 0), "nothing listed yet: a full bucket");
+	/* listings as often as the budget allows, over 60 s, no server named */
 	for (i = 0; i < 1000 && t < 160; i++) {
-		at = sm_pace_budget(&b, t);
+		at = sm_pace_budget(&b, t, 0);
 		if (i > 0)
 			cr_assert(at >= t - 1e-9);
 		t = fmax(at, t) + 0.01; /* the next asks as soon as allowed */
 		n++;
 	}
-	/* upstream's period makes 60 in 60 s; the burst adds its SM_PACE_BURST */
-	cr_assert(n <= 60 + SM_PACE_BURST + 1, "%d listings in 60 s", n);
+	/* upstream's period makes 60 in 60 s; the bursts add theirs */
+	cr_assert(n <= 60 + 2 * SM_PACE_BURST + 1, "%d listings in 60 s", n);
 	cr_assert(n >= 60, "the budget is upstream's rate, not less: %d", n);
 	/* asking again for the same listing does not take another token */
-	at = sm_pace_budget(&b, b.last);
-	cr_assert(NEAR(sm_pace_budget(&b, b.last), at));
+	at = sm_pace_budget(&b, b.last, 0);
+	cr_assert(NEAR(sm_pace_budget(&b, b.last, 0), at));
+}
+
+Test(sm_pace, budget_pays_a_listing_per_servers_named)
+{
+	struct sm_pace_bucket b = {0};
+	unsigned long long named = 0;
+	double last = 0, next;
+	int i, n = 0;
+
+	/* waves of 50 servers every 1.5 s for 60 s, listings as often as the
+	 * budget allows: one per SM_PACE_PER_LISTING servers named (two a
+	 * wave), more than the second's period alone would pay */
+	for (i = 0; i < 40; i++) {
+		double wave = 100 + 1.5 * i;
+		named += 50;
+		for (;;) {
+			next = fmax(sm_pace_budget(&b, last, named),
+				    fmax(last + SM_PACE_MIN_GAP, wave));
+			if (next >= wave + 1.5 - 1e-9)
+				break;
+			last = next; /* a listing starts */
+			n++;
+		}
+	}
+	cr_assert(n >= 40 * 50 / SM_PACE_PER_LISTING, "%d listings for %d servers", n, 40 * 50);
+	cr_assert(n <= 40 * 50 / SM_PACE_PER_LISTING + 2 * SM_PACE_BURST + 1,
+		  "%d listings for %d servers: one per %g, beyond the bursts", n, 40 * 50,
+		  SM_PACE_PER_LISTING);
+	/* with the bucket empty, a server named does not pay a listing
+	 * alone, 25 do */
+	b = (struct sm_pace_bucket){.tokens = 0, .stokens = 0, .last = 500, .n = 9, .named = 1000};
+	cr_assert(sm_pace_budget(&b, 500, 1001) > 500, "one server: wait for the period");
+	cr_assert(
+	    NEAR(sm_pace_budget(&b, 500, 1000 + (unsigned long long)SM_PACE_PER_LISTING), 500),
+	    "a listing's worth of servers: at once");
+}
+
+Test(sm_pace, a_delete_rides_along_with_a_launch_a_little_later)
+{
+	cr_assert(NEAR(sm_pace_ride(10.3, 10.0), 10.3), "within SM_PACE_RIDE: along");
+	cr_assert(NEAR(sm_pace_ride(9.0, 10.0), 9.0), "a launch's sooner: it");
+	cr_assert(NEAR(sm_pace_ride(12.0, 10.0), 10.0), "too far: the delete's own");
+	cr_assert(NEAR(sm_pace_ride(INFINITY, 10.0), 10.0), "no launch: the delete's own");
+	cr_assert(isinf(sm_pace_ride(INFINITY, INFINITY)));
+}
+
+Test(sm_pace, seen_sample_keeps_the_estimate_within_the_evidence)
+{
+	struct sm_boot_est e = {.mean = 1.0, .dev = 0.01, .n = 10};
+
+	/* a late listing (the budget): ready at 1.9, not ready at 0.9: the
+	 * estimate 1.0 fits, and stays */
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0.9, 1.9), 1.0));
+	cr_assert(NEAR(e.mean, 1.0), "mean %g", e.mean);
+	/* not ready at 1.2: it moves up to 1.2, no further */
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.2, 1.9), 1.2));
+	/* ready at 0.8 already: down to 0.8 */
+	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 0.8), 0.8));
+	/* a close look (a follow-up): the sample as it came */
+	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.0, 1.1), 1.1));
+	/* no estimate yet: the lower bound, else the upper */
+	e = (struct sm_boot_est){0};
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0.5, 1.5), 0.5));
+	e = (struct sm_boot_est){0};
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 1.5), 1.5));
+	/* nonsense bounds are ignored */
+	cr_assert_eq(sm_boot_est_add_seen(&e, 2, 1), -1);
+	cr_assert_eq(sm_boot_est_add_seen(&e, -1, 1), -1);
+	cr_assert_eq(sm_boot_est_add_seen(&e, 0, NAN), -1);
+	cr_assert_eq(e.n, 1);
+}
+
+/*
+ * Servers named steadily (25 a second), booting in 1 s, listings on a
+ * fixed second (the budget binding): each server is seen up to a second
+ * after its boot. Fed what the listings showed, the estimate stays at the
+ * boot; fed when they were seen (the estimate before issue 25's second
+ * round), it drifts up towards boot plus the listings' lag, and the first
+ * looks with it.
+ */
+Test(sm_pace, estimate_does_not_drift_when_listings_come_late)
+{
+	struct sm_boot_est seen = {.mean = 1.0, .dev = 0.01, .n = 10}, late = seen;
+	double named, lo, hi, listing;
+	int i;
+
+	for (i = 0; i < 2000; i++) {
+		named = 100 + i * 0.04;
+		/* listings at every whole second + 0.5 */
+		listing = floor(named + 1.0 - 0.5) + 0.5;
+		if (listing < named + 1.0)
+			listing += 1.0;
+		hi = listing - named;
+		lo = hi - 1.0 > 0 ? hi - 1.0 : 0;
+		sm_boot_est_add_seen(&seen, lo, hi);
+		sm_boot_est_add(&late, hi);
+	}
+	cr_assert(fabs(seen.mean - 1.0) < SM_PACE_FOLLOW, "mean %g", seen.mean);
+	cr_assert(late.mean > 1.3, "the old sample drifts: %g", late.mean);
 }
