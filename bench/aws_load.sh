@@ -20,9 +20,19 @@
 # wave of 50 creates takes 2.5 s): before overhead above the 1 s boot p50
 # 1646 ms, p99 12270 ms, 1.22 calls per node; with the paced describes p50
 # 1035 ms, p99 2549 ms, instances noticed p50 537 ms after their boot
-# (describes at the one-a-second budget), 1.26 calls per node.
+# (describes at the one-a-second budget), 1.26 calls per node. Second
+# round (`bench/aws_load.sh 500 50 1 1000`, 2026-11-28 15:39-15:51, load
+# average 14-23, base and new alternated, two runs each): overhead p50
+# 1305-1405 ms before, 978-1001 ms after, p99 2490-2793 / 2279-4489 ms;
+# instances noticed p50 494-671 / 424-541 ms after their boot (the
+# estimate had drifted to 1.1-1.5 s, now 0.96-0.97 s); 1.25-1.27 / 1.28-1.30
+# calls per node (the terminates' batching varies run to run: 75-108 for
+# 500; describes 32 / 29). As at the OpenStack bench, ZooKeeper's latency
+# at that load smears the waves into a stream the one-a-second describe
+# budget cannot see within 100 ms.
 #
-# Environment: BENCH_WARMUP=M runs M requests first, unmeasured (0 skips,
+# Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
+# the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (0 skips,
 # the default); BUILD picks the build.
 set -eu
 N=${1:-500}

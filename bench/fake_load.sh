@@ -24,8 +24,20 @@
 # load); with the shared status listing paced by the boot estimate p50 839
 # ms, p99 2904 ms, servers noticed p50 94 ms after their boot, 14 status
 # listings for 500 nodes (2.03 calls per node with creates and deletes).
+# Issue 25's second round (`bench/fake_load.sh 500 50 1`, 2026-11-28
+# 15:34-15:46, load average 15-23 from the other sessions; base and new
+# builds alternated, two runs each): overhead above the boot p50 445-496 ms
+# before, 481-532 ms after, p99 880-983 / 1174-1624 ms; servers noticed
+# p50 79-104 ms / 67-92 ms after their boot; status listings 15 / 17-19
+# for 500 nodes (2.08-2.10 / 2.11 calls per node: the deletes counted
+# include the warm-up's). The fake's overhead is ZooKeeper's: with
+# BENCH_TIMELINE=1 (bench/launch_timeline.py), p50 created -> seen 33 ms,
+# -> locked and read 54, -> accepted 15, -> node building 96, the create
+# call 1, seen ready 58 after the boot (the pace before this round), ->
+# request fulfilled 26.
 #
-# Environment: BENCH_WARMUP=M runs M requests first, unmeasured (1000: the
+# Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
+# the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (1000: the
 # ZooKeeper server's JVM compiles its hot paths; 0 skips); BENCH_ZK=plain talks to ZooKeeper without TLS (the server's
 # TLS costs about half its CPU); NP_ZK_EXTRA_CFG=forceSync=no spares the
 # server an fsync per write (tests/zkfixture.sh); BUILD picks the build.

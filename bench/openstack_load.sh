@@ -27,8 +27,21 @@
 # ms, 2.05 calls per node (24 listings); with the paced listing p50 900 ms,
 # p99 3636 ms, servers noticed p50 277 ms after their boot, 2.05 calls per
 # node (26 listings): the budget of one listing a second binds at this load.
+# Second round (2026-11-28 15:37-15:48, load average 16-21, base and new
+# alternated, two runs each): the boot estimate no longer follows late
+# listings (it had drifted to 1.5-1.7 s for the 1 s boot, the first looks
+# aimed half a second late): servers noticed p50 493-515 ms after their
+# boot before, 205-210 ms after; overhead p50 942-966 ms before, 714-960
+# ms after, p99 2925-3376 / 2484-4607 ms; 2.05-2.06 calls per node both.
+# What is left is ZooKeeper's under that load (BENCH_TIMELINE=1, p50:
+# created -> seen 52 ms, -> locked and read 150, -> accepted 43, ->
+# building 184, the create call 14, -> fulfilled 83) and the budget: with
+# ZooKeeper's latency smearing each wave over a second, the servers come
+# as a stream of ~20 a second, and one listing a second (0.04 a node, the
+# calls per node above) leaves each waiting half a second at most.
 #
-# Environment: BENCH_WARMUP=M runs M requests first, unmeasured (default
+# Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
+# the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (default
 # 0); BUILD picks the build; BENCH_KEEP keeps the temporary directory;
 # BENCH_ZK=plain talks to ZooKeeper without TLS (bench/lib.sh).
 set -eu
