@@ -1015,3 +1015,32 @@ Test(sm_runner, launches_teach_the_label_boot_estimate_and_pace_listings)
 	np_node_free(n);
 	np_node_free(n2);
 }
+
+Test(sm_runner, a_listing_that_did_not_show_the_server_bounds_its_boot_sample)
+{
+	struct np_node *n = node42();
+	struct sm_launch_params p = params("plain");
+	struct outcome o = {0};
+	const struct sm_boot_est *e;
+	double t0, listed;
+
+	/* named at once, ready 2 s later (the machine's own timer) */
+	ad.delay = 2;
+	t0 = np_mono_s();
+	sm_launch_start(runner, n, &p, on_launch, &o);
+	run_loop(0.1);
+	cr_assert_eq(o.called, 0, "still booting");
+	/* a listing that started now was answered without the server ready */
+	listed = np_mono_s();
+	sm_runner_listing_wait(runner, listed, 0);
+	run_loop(5);
+	cr_assert_eq(o.res, DRV_LAUNCH_READY);
+	e = sm_runner_boot_est(runner, "plain");
+	cr_assert_not_null(e);
+	/* seen ready 2 s after naming, not ready `listed` after: a wide
+	 * bracket and no estimate yet, so the sample is its lower bound (the
+	 * listings to come correct an early estimate; a late one drifted) */
+	cr_assert(e->mean > 0 && e->mean <= listed - t0, "mean %g, listed %g after the start",
+		  e->mean, listed - t0);
+	np_node_free(n);
+}
