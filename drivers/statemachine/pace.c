@@ -23,7 +23,10 @@
  *     notes lo). A close bracket (a follow-up found it: SM_PACE_TIGHT)
  *     gives hi; a wide one (a listing that came late: the budget, a wave
  *     held for its last server) gives the estimate itself clamped to the
- *     bracket (sm_boot_est_add_seen), so that late listings do not drag
+ *     bracket, its lower end moved SM_PACE_FOLLOW on so that the next
+ *     first look comes after the failed one (an estimate a little short
+ *     made every first look fail and every follow-up wait for the budget)
+ *     (sm_boot_est_add_seen), so that late listings do not drag
  *     the estimate up after them: left to itself, an estimate sampled at
  *     hi drifted to the budget's pace (a 1 s boot learnt as 1.75 s, its
  *     first looks aimed 0.7 s late, at the OpenStack bench, issue 25).
@@ -49,10 +52,10 @@
  *     attempts' unwinding) wait on upstream's period too (SM_PACE_IDLE),
  *     but nobody waits on them: a launch's listing due up to SM_PACE_RIDE
  *     later takes them along instead of a listing of their own
- *     (sm_pace_ride), which at the bench found nothing for the launches
- *     and spent their budget. Anything else waiting on a listing (quota
- *     and leak listings) rides along with those. When nothing waits, the
- *     adapter does not list.
+ *     (sm_pace_ride: two periods, so that the deletes of a wave just
+ *     fulfilled wait for the next wave's first look), which at the bench
+ *     found nothing for the launches and spent their budget. Anything else waiting on a listing
+ * (quota and leak listings) rides along with those. When nothing waits, the adapter does not list.
  *
  *   - Budget. However the servers come, listings cost no more calls per
  *     node than upstream's period at the same throughput: two token
@@ -107,12 +110,19 @@ sm_boot_est_add_seen(struct sm_boot_est *e, double lo, double hi)
 
 	if (!isfinite(lo) || !isfinite(hi) || !(lo >= 0) || !(hi >= lo))
 		return -1;
-	if (lo > 0 && hi - lo <= SM_PACE_TIGHT)
+	if (lo > 0 && hi - lo <= SM_PACE_TIGHT) {
 		sample = hi; /* looked for closely: as it came */
-	else if (e->n == 0)
-		sample = lo > 0 ? lo : hi;
-	else
-		sample = fmin(hi, fmax(lo, e->mean));
+	} else {
+		/* not ready at lo: the next first look (SM_PACE_MARGIN early)
+		 * should come after it, or the estimate sits where every first
+		 * look fails and every follow-up waits for the budget */
+		if (lo > 0)
+			lo = fmin(hi, lo + SM_PACE_FOLLOW);
+		if (e->n == 0)
+			sample = lo > 0 ? lo : hi;
+		else
+			sample = fmin(hi, fmax(lo, e->mean));
+	}
 	sm_boot_est_add(e, sample);
 	return sample;
 }

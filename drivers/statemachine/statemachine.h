@@ -144,7 +144,7 @@ const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const ch
 #define SM_PACE_HOLD	    0.25
 #define SM_PACE_BURST	    5.0
 #define SM_PACE_PER_LISTING 25.0
-#define SM_PACE_RIDE	    0.5
+#define SM_PACE_RIDE	    2.0
 /* Seconds: a server seen ready this soon after a look that did not see it
  * gives its boot as it came (sm_boot_est_add_seen). */
 #define SM_PACE_TIGHT (2 * SM_PACE_FOLLOW)
@@ -163,7 +163,8 @@ void sm_boot_est_add(struct sm_boot_est *e, double sample);
  * Add what one server's listings showed: not ready at lo, ready at hi
  * (seconds after it was named; lo 0: no listing showed it not ready).
  * Within SM_PACE_TIGHT (follow-ups looked closely) the sample is hi;
- * otherwise the estimate itself clamped to [lo, hi], so that a listing
+ * otherwise the estimate itself clamped to [lo + SM_PACE_FOLLOW (the next
+ * first look after the one that failed), hi], so that a listing
  * that came late (the budget, a wave held for its last server) moves the
  * estimate only as far as the evidence goes; with no estimate yet, lo
  * when there is one (an estimate too early corrects itself at the next

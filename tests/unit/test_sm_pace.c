@@ -252,7 +252,8 @@ Test(sm_pace, a_delete_rides_along_with_a_launch_a_little_later)
 {
 	cr_assert(NEAR(sm_pace_ride(10.3, 10.0), 10.3), "within SM_PACE_RIDE: along");
 	cr_assert(NEAR(sm_pace_ride(9.0, 10.0), 9.0), "a launch's sooner: it");
-	cr_assert(NEAR(sm_pace_ride(12.0, 10.0), 10.0), "too far: the delete's own");
+	cr_assert(NEAR(sm_pace_ride(10.0 + SM_PACE_RIDE + 0.5, 10.0), 10.0),
+		  "too far: the delete's own");
 	cr_assert(NEAR(sm_pace_ride(INFINITY, 10.0), 10.0), "no launch: the delete's own");
 	cr_assert(isinf(sm_pace_ride(INFINITY, INFINITY)));
 }
@@ -265,17 +266,18 @@ Test(sm_pace, seen_sample_keeps_the_estimate_within_the_evidence)
 	 * estimate 1.0 fits, and stays */
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0.9, 1.9), 1.0));
 	cr_assert(NEAR(e.mean, 1.0), "mean %g", e.mean);
-	/* not ready at 1.2: it moves up to 1.2, no further */
-	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.2, 1.9), 1.2));
+	/* not ready at 1.2: it moves up to where the next first look comes
+	 * after 1.2 (a follow-up's spacing on), no further */
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.2, 1.9), 1.2 + SM_PACE_FOLLOW));
 	/* ready at 0.8 already: down to 0.8 */
 	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 0.8), 0.8));
 	/* a close look (a follow-up): the sample as it came */
 	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.0, 1.1), 1.1));
-	/* no estimate yet: the lower bound, else the upper */
+	/* no estimate yet: the lower bound (as above), else the upper */
 	e = (struct sm_boot_est){0};
-	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0.5, 1.5), 0.5));
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0.5, 1.5), 0.5 + SM_PACE_FOLLOW));
 	e = (struct sm_boot_est){0};
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 1.5), 1.5));
 	/* nonsense bounds are ignored */
