@@ -62,8 +62,12 @@
  *     buckets (sm_pace_budget), one refilled at one listing per
  *     SM_DEFAULT_POLL (upstream's period), one at one listing per
  *     SM_PACE_PER_LISTING servers named; a listing may start when either
- *     has a token and takes one from both (each may owe a burst), so
- *     listings keep to the larger of the two rates. The server bucket is
+ *     has a token and takes one from both (the second's may owe a
+ *     burst, so that while waves pay their own way its refill does not
+ *     add a second budget; the servers' owes nothing, so that a wave
+ *     named after a stretch of listings the second paid for still pays
+ *     its own first look at once), so listings keep to about the larger
+ *     of the two rates. The server bucket is
  *     what a wave pays with: 50 servers named together bring two listings
  *     (a first look and a follow-up) exactly when they are due, where the
  *     second's bucket, drained by the waves before, would make the
@@ -190,10 +194,12 @@ sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long n
 					 b->tokens + (last_start - b->last) / SM_DEFAULT_POLL);
 			b->stokens = fmin(SM_PACE_BURST, b->stokens + named_tokens(b, named));
 		}
-		/* each may owe up to a burst: the one that pays keeps the
-		 * other's refill from adding up to a second budget */
+		/* the second's may owe up to a burst: while the servers pay
+		 * (waves), its refill does not add up to a second budget; the
+		 * servers' owes nothing, so that a wave named after listings
+		 * the second paid for (a stream) pays its own first look */
 		b->tokens = fmax(-SM_PACE_BURST, b->tokens - 1);
-		b->stokens = fmax(-SM_PACE_BURST, b->stokens - 1);
+		b->stokens = fmax(0, b->stokens - 1);
 		b->last = last_start;
 		b->named = named;
 		b->n++;

@@ -209,10 +209,10 @@ struct sm_pace_bucket {
  * Take note of a listing started at last_start (when later than the last
  * one noted: it takes a token from each bucket, after their refills: one
  * per SM_DEFAULT_POLL since the last, one per SM_PACE_PER_LISTING servers
- * named since, each holding SM_PACE_BURST and owing as much) and answer
- * the earliest time the next may start within the budget (last_start when
- * either bucket has a token): so listings keep to the larger of the two
- * rates, beyond two bursts. named:
+ * named since, each holding SM_PACE_BURST, the second's owing as much) and
+ * answer the earliest time the next may start within the budget
+ * (last_start when either bucket has a token): so listings keep to about
+ * the larger of the two rates, beyond the bursts. named:
  * servers named so far (a running count).
  */
 double sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long named);
