@@ -31,8 +31,8 @@
 # at that load smears the waves into a stream the one-a-second describe
 # budget cannot see within 100 ms. Final build, 16:16-16:23, load average
 # 1-5: base p50 933 ms, p99 979, noticed 595 ms after the boot (estimate
-# 1.56 s), 1.28 calls per node; new p50 480-529 ms, p99 4140-4912 (a few
-# terminated instances' nodes kept a wave's requests waiting), noticed
+# 1.56 s), 1.28 calls per node; new p50 480-529 ms, p99 4140-4912 (a tail
+# of a few requests, not looked into), noticed
 # 135-175 ms, 1.22-1.24 calls per node.
 #
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
