@@ -114,12 +114,20 @@ for p, comm in out:
 PY
 pidopt=$(awk '{printf "--pid %s ", $1}' "$tmp/tree")
 # BENCH_PERF=DIR: perf record -g of every process during the load, into
-# DIR/perf-PID.data (perf report -i ... to read)
+# DIR/perf-PID.data (perf report -i ... to read); BENCH_PERF_EVENTS=LIST
+# records those events instead (perf record -e LIST, no call graphs), e.g.
+# uprobes on the ZooKeeper C client's zoo_a* calls to count the requests
+# per request by kind (perf script -i ... to read)
 perfpids=""
 if [ -n "${BENCH_PERF:-}" ]; then
 	mkdir -p "$BENCH_PERF"
 	while read -r p _; do
-		perf record -q -g -o "$BENCH_PERF/perf-$p.data" -p "$p" >/dev/null 2>&1 &
+		if [ -n "${BENCH_PERF_EVENTS:-}" ]; then
+			perf record -q -g -e "$BENCH_PERF_EVENTS" -o "$BENCH_PERF/perf-$p.data" -p "$p" \
+				>/dev/null 2>&1 &
+		else
+			perf record -q -g -o "$BENCH_PERF/perf-$p.data" -p "$p" >/dev/null 2>&1 &
+		fi
 		perfpids="$perfpids $!"
 	done <"$tmp/tree"
 	sleep 1

@@ -175,6 +175,7 @@ ndel_fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 
 	if (rc != ZOK) {
 		/* changed under us, or someone else contends: the full path */
+		lc_node_deleted(lc, x->id, 0);
 		np_node_free(x->node);
 		x->node = NULL;
 		ndel_slow(x);
@@ -183,7 +184,7 @@ ndel_fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 	zk_lock_disown(x->lock); /* our contender went with the node */
 	lc->counters.deleted++;
 	log_debug("node %s deleted", x->id);
-	lc_node_gone(lc, x->id);
+	lc_node_deleted(lc, x->id, 1);
 	if (lc->prov.dp != NULL && lc->prov.drv->node_deleted != NULL)
 		lc->prov.drv->node_deleted(lc->prov.dp, x->node);
 	lc_busy_del(lc, x->id);
@@ -232,6 +233,7 @@ ndel_fast(struct ndel *x)
 	x->node = np_node_dup(n);
 	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
 		 np_node_state_name(n->state));
+	lc_node_deleting(lc, x->id);
 	zk_multi_under(lc->zk, &x->lock, 1, ops, 4, ndel_fast_done, x);
 	return 1;
 }

@@ -202,6 +202,33 @@ lc_node_gone(struct launcher *lc, const char *node_id)
 	strset_add(lc->gone, node_id);
 }
 
+static void peers_barrier_for(struct launcher *lc, int lost);
+
+void
+lc_node_deleting(struct launcher *lc, const char *node_id)
+{
+	strset_add(lc->deleting, node_id);
+}
+
+void
+lc_node_deleted(struct launcher *lc, const char *node_id, int ok)
+{
+	if (strset_has(lc->deleting, node_id)) {
+		/* its REMOVED is still to come (not so far: ZooKeeper sends
+		 * the event before the reply) */
+		strset_del(lc->deleting, node_id);
+		if (ok)
+			lc_node_gone(lc, node_id);
+		return;
+	}
+	/* its REMOVED came and was taken for ours: if our delete failed,
+	 * someone else deleted it, which the driver hears of as REMOVED
+	 * would have told it */
+	if (!ok && lc->started && lc->prov.dp != NULL && lc->prov.drv->peers_changed != NULL &&
+	    (lc->nodes == NULL || zk_cache_get(lc->nodes, node_id) == NULL))
+		peers_barrier_for(lc, 0);
+}
+
 void
 lc_busy_add(struct launcher *lc, const char *node_id)
 {
@@ -624,7 +651,6 @@ maybe_started(struct launcher *lc)
 	notify_change(lc);
 }
 
-static void peers_barrier_for(struct launcher *lc, int lost);
 
 static void
 nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e, void *arg)
@@ -641,8 +667,9 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	}
 	n = LC_SUM(e);
 	if (ev == ZK_CACHE_REMOVED) {
-		int by_us = strset_has(lc->gone, e->name);
+		int by_us = strset_has(lc->gone, e->name) || strset_has(lc->deleting, e->name);
 		strset_del(lc->gone, e->name);
+		strset_del(lc->deleting, e->name);
 		/* a peer deleted a node of our provider (a static slot it
 		 * recycled): the driver looks again, so that the slot's owner
 		 * (drv_duty_mine) registers it anew */
@@ -868,6 +895,8 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		json_object_clear(lc->req_seen);
 		strset_free(lc->gone);
 		lc->gone = strset_new();
+		strset_free(lc->deleting);
+		lc->deleting = strset_new();
 		break;
 	case ZK_EV_AUTH_FAILED:
 		/* also a server that is away behind a proxy or load balancer
@@ -900,6 +929,7 @@ lc_new(struct event_base *base, const json_t *config, const char *provider, char
 	lc->busy = strset_new();
 	lc->req_seen = json_object();
 	lc->gone = strset_new();
+	lc->deleting = strset_new();
 	TAILQ_INIT(&lc->ctxs);
 	TAILQ_INIT(&lc->zombies);
 	lc->start_time = lc_now();
@@ -1071,6 +1101,7 @@ lc_free(struct launcher *lc)
 	json_decref(lc->req_seen);
 	strset_free(lc->busy);
 	strset_free(lc->gone);
+	strset_free(lc->deleting);
 	free(lc->launcher_component_path);
 	free(lc->hostname);
 	free(lc);

@@ -274,6 +274,12 @@ struct launcher {
 	/* nodes we deleted that the cache has not yet seen go: treated as
 	 * absent (else the static driver would find its slot still taken) */
 	struct strset *gone;
+	/* nodes whose delete we sent and whose REMOVED has not come: ZooKeeper
+	 * tells our session of a deletion before it answers the delete, and
+	 * REMOVED must know the deletion was ours (issue 25: taken for a
+	 * peer's, it cost a barrier round trip and a driver re-scan per
+	 * request, and the gone mark set after it stayed for good) */
+	struct strset *deleting;
 
 	/* handlers detached while ZooKeeper operations were still in flight;
 	 * freed when those complete, or at lc_free */
@@ -339,6 +345,10 @@ void lc_busy_add(struct launcher *lc, const char *node_id);
 void lc_busy_del(struct launcher *lc, const char *node_id);
 /* The node's znode is deleted (see struct launcher's gone). */
 void lc_node_gone(struct launcher *lc, const char *node_id);
+/* A delete of the node's znode is about to be sent (see struct launcher's
+ * deleting); lc_node_deleted when its reply is back (ok: it was deleted). */
+void lc_node_deleting(struct launcher *lc, const char *node_id);
+void lc_node_deleted(struct launcher *lc, const char *node_id, int ok);
 /* Write a node (encode + set) under lock (the node's lock, held: the write
  * is never sent once the session that holds it has ended; zk_set_under),
  * or NULL for none; cb may be NULL (it gets ZK_LOCK_LOST for a lock lost). */
