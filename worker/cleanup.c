@@ -234,7 +234,7 @@ ndel_fast(struct ndel *x)
 	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
 		 np_node_state_name(n->state));
 	lc_node_deleting(lc, x->id);
-	zk_multi_under(lc->zk, &x->lock, 1, ops, 4, ndel_fast_done, x);
+	lc_multi_under(lc, &x->lock, 1, ops, 4, ndel_fast_done, x);
 	return 1;
 }
 
@@ -426,7 +426,7 @@ lost_store(struct lost *x)
 	np_strv_clear(&x->req->nodes);
 	snprintf(path, sizeof(path), "/nodepool/requests/%s", x->id);
 	json = np_request_encode(x->req, &len);
-	zk_set_under(x->lc->zk, &x->lock, 1, path, json, (int)len, -1, lost_stored, x);
+	lc_set_under(x->lc, &x->lock, 1, path, json, (int)len, -1, lost_stored, x);
 	free(json);
 }
 

@@ -349,6 +349,17 @@ void lc_node_gone(struct launcher *lc, const char *node_id);
  * deleting); lc_node_deleted when its reply is back (ok: it was deleted). */
 void lc_node_deleting(struct launcher *lc, const char *node_id);
 void lc_node_deleted(struct launcher *lc, const char *node_id, int ok);
+/*
+ * zk_set_under and zk_multi_under for the launcher's writes of node and
+ * request records (/nodepool/nodes/<id>, /nodepool/requests/<id>): the
+ * caches take the data written from the reply instead of reading it back
+ * (zk_cache_write_begin); other paths are written as by zk_set_under and
+ * zk_multi_under. cb and arg as theirs; cb is always called.
+ */
+void lc_set_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks, const char *path,
+		  const void *data, int len, int version, zk_stat_cb cb, void *arg);
+void lc_multi_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
+		    const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);
 /* Write a node (encode + set) under lock (the node's lock, held: the write
  * is never sent once the session that holds it has ended; zk_set_under),
  * or NULL for none; cb may be NULL (it gets ZK_LOCK_LOST for a lock lost). */

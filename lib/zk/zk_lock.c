@@ -58,6 +58,7 @@ struct zk_lock {
 	char *node;	   /* our contender's name in the directory, or NULL */
 	enum lock_state state;
 	int create_tried; /* a create was sent: look for it before creating again */
+	int dir_known;	  /* ZK_LOCK_NEW_DIR: the dir was seen to exist (or made) */
 	int piped;	  /* listings sent right behind our create, not yet back */
 	int piped_used;	  /* the one for the current contender was consumed */
 	int blocking;
@@ -420,9 +421,10 @@ dir_done(const struct zk_result *r, void *arg)
 {
 	struct zk_lock *lock = arg;
 
-	if (r->rc == ZOK || r->rc == ZNODEEXISTS)
+	if (r->rc == ZOK || r->rc == ZNODEEXISTS) {
+		lock->dir_known = 1;
 		step_create(lock);
-	else if (r->rc == ZNONODE)
+	} else if (r->rc == ZNONODE)
 		give_up(lock, ZNONODE); /* NO_RESURRECT: the parent is gone */
 	else if (transient(r->rc))
 		wait_conn(lock, step_create);
@@ -473,6 +475,8 @@ dir_and_contender_done(const struct zk_result *r, void *arg)
 		lock->state = L_IDLE;
 		return;
 	}
+	if (created != NULL || r->rc == ZNODEEXISTS)
+		lock->dir_known = 1;
 	if (created != NULL) {
 		/* the dir is ours, made in the same transaction as our
 		 * contender: no one else's contender can be in it with a lower
@@ -575,6 +579,7 @@ create_done(const struct zk_result *r, void *arg)
 		return;
 	}
 	if (r->rc == ZOK) {
+		lock->dir_known = 1;
 		slash = strrchr(r->value, '/');
 		lock->node = strdup(slash != NULL ? slash + 1 : r->value);
 		if (lock->node == NULL)
@@ -650,6 +655,10 @@ step_create(struct zk_lock *lock)
 				     .owner = lock};
 
 		zk_submit(lock->zk, &req);
+		return;
+	}
+	if ((lock->flags & ZK_LOCK_NEW_DIR) && !lock->dir_known) {
+		step_create_dir(lock);
 		return;
 	}
 	lc = calloc(1, sizeof(*lc));

@@ -1242,3 +1242,111 @@ Test(zk_cache, lazy_reads_at_refresh)
 	rec_reset(&r);
 	zk_free(zk);
 }
+
+/* ---- our own writes (issue 25) ------------------------------------------------ */
+
+struct ownw {
+	struct zk_cache *c;
+	const char *name, *data;
+	int done, rc;
+};
+
+static void
+ownw_done(int rc, const struct zk_stat *st, void *arg)
+{
+	struct ownw *w = arg;
+
+	zk_cache_write_end(w->c, w->name, rc == ZOK, w->data, (int)strlen(w->data),
+			   st != NULL ? st->mzxid : 0, st != NULL ? st->version : 0);
+	w->rc = rc;
+	w->done = 1;
+}
+
+/* Our write, as the launcher sends it: begun, sent, ended with the reply. */
+static void
+own_set(struct zk *zk, struct ownw *w, const char *path, int version)
+{
+	w->done = 0;
+	zk_cache_write_begin(w->c, w->name);
+	zk_set(zk, path, w->data, (int)strlen(w->data), version, ownw_done, w);
+}
+
+/*
+ * The cache takes our own write from its reply, not by reading it back;
+ * changes by others, before our write (overwritten) or after it, and a
+ * write of ours that fails, are read as any. The other session runs on a
+ * loop of its own, so that its writes are all in ZooKeeper before our
+ * loop hears of any.
+ */
+Test(zk_cache, own_writes_are_not_read_back)
+{
+	const char *hosts;
+	struct event_base *obase = event_base_new();
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct zk *other;
+	struct rec r = {0};
+	struct ownw w = {0};
+	struct zk_cache *c;
+	size_t reads;
+	int from;
+
+	other = testzk_session(obase, hosts, 0, NULL, NULL);
+	cr_assert_eq(zk_sync_create(zk, "/o/a", "v0", 2, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/o", ZK_CACHE_DATA, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	w.c = c;
+	w.name = "a";
+
+	/* ours alone: UPDATED with what we wrote, no read */
+	reads = zk_cache_reads(c);
+	w.data = "mine1";
+	own_set(zk, &w, "/o/a", -1);
+	cr_assert(testzk_run_flag(base, &w.done, 10));
+	cr_assert_eq(w.rc, ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "a", "mine1", -1);
+	cr_assert_eq(zk_cache_get(c, "a")->stat.version, 1);
+	testzk_run_for(base, 0.2);
+	cr_assert_eq(zk_cache_reads(c), reads, "our own write read back");
+	cr_assert_eq(zk_cache_own_applied(c), 1);
+
+	/* someone else's change after ours: read */
+	from = r.n;
+	cr_assert_eq(zk_sync_set(other, "/o/a", "theirs1", 7, -1, NULL), ZOK);
+	expect_from(&r, from, ZK_CACHE_UPDATED, "a", -1);
+	expect(&r, ZK_CACHE_UPDATED, "a", "theirs1", -1);
+	cr_assert_eq(zk_cache_get(c, "a")->stat.version, 2);
+	cr_assert_eq(zk_cache_reads(c), reads + 1);
+
+	/* someone else's change, then ours over it before we heard of
+	 * theirs: ours is the data, and theirs is not read */
+	cr_assert_eq(zk_sync_set(other, "/o/a", "theirs2", 7, -1, NULL), ZOK);
+	w.data = "mine2";
+	own_set(zk, &w, "/o/a", -1);
+	cr_assert(testzk_run_flag(base, &w.done, 10));
+	cr_assert_eq(w.rc, ZOK);
+	cr_assert_str_eq(zk_cache_get(c, "a")->data, "mine2");
+	cr_assert_eq(zk_cache_get(c, "a")->stat.version, 4);
+	testzk_run_for(base, 0.2);
+	cr_assert_str_eq(zk_cache_get(c, "a")->data, "mine2");
+	cr_assert_eq(zk_cache_reads(c), reads + 1);
+
+	/* ours fails (a stale version: someone else changed it first): their
+	 * change is read */
+	cr_assert_eq(zk_sync_set(other, "/o/a", "theirs3", 7, -1, NULL), ZOK);
+	w.data = "mine3";
+	own_set(zk, &w, "/o/a", 4);
+	cr_assert(testzk_run_flag(base, &w.done, 10));
+	cr_assert_eq(w.rc, ZBADVERSION);
+	expect(&r, ZK_CACHE_UPDATED, "a", "theirs3", -1);
+	cr_assert_eq(zk_cache_get(c, "a")->stat.version, 5);
+	cr_assert_eq(zk_cache_own_applied(c), 2);
+
+	/* and a change after all that is still seen */
+	cr_assert_eq(zk_sync_set(other, "/o/a", "theirs4", 7, -1, NULL), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "a", "theirs4", -1);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	event_base_free(obase);
+}

@@ -354,6 +354,44 @@ Test(zk_lock, missing_dir_made_with_the_contender)
 	zk_free(a);
 }
 
+/* ZK_LOCK_NEW_DIR is a hint: right (no dir) or wrong (the dir is there,
+ * held or free), the lock behaves as any. */
+Test(zk_lock, new_dir_hint_right_or_wrong)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts), *b = second(hosts);
+	struct zk_lock *fresh =
+	    zk_lock_new(a, "/nodes/0000000001/lock", "a", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	struct zk_lock *other =
+	    zk_lock_new(b, "/nodes/0000000001/lock", "b", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	struct zk_lock *gone =
+	    zk_lock_new(a, "/nodes/0000000009/lock", "a", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	struct zk_lock *deep = zk_lock_new(a, "/deep/er/lock", "a", ZK_LOCK_NEW_DIR);
+
+	cr_assert_eq(zk_sync_create(a, "/nodes/0000000001", "{}", 2, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(fresh, 0), ZOK);
+	cr_assert_eq(nchildren(a, "/nodes/0000000001/lock"), 1);
+	/* wrong: the dir is there and held */
+	cr_assert_eq(zk_lock_sync_acquire(other, 0), ZK_LOCK_BUSY);
+	cr_assert_eq(nchildren(a, "/nodes/0000000001/lock"), 1, "b's contender removed");
+	/* wrong: the dir is there and free */
+	cr_assert_eq(zk_lock_sync_release(fresh), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(other, 0), ZOK);
+	cr_assert_eq(nchildren(a, "/nodes/0000000001/lock"), 1);
+	/* NO_RESURRECT still holds: a node that is gone is not made */
+	cr_assert_eq(zk_lock_sync_acquire(gone, 0), ZNONODE);
+	cr_assert_eq(zk_sync_exists(a, "/nodes/0000000009", NULL), ZNONODE);
+	/* without it, the whole path is made, as kazoo */
+	cr_assert_eq(zk_lock_sync_acquire(deep, 0), ZOK);
+	cr_assert_eq(nchildren(a, "/deep/er/lock"), 1);
+	zk_lock_free(fresh);
+	zk_lock_free(other);
+	zk_lock_free(gone);
+	zk_lock_free(deep);
+	zk_free(b);
+	zk_free(a);
+}
+
 struct sess {
 	int expired, connected;
 	struct zk_lock *lock;
