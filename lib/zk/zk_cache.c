@@ -553,13 +553,13 @@ lock_follow(struct zk_cache *c, struct ent *e)
  * any read to make, a new entry is announced at once.
  */
 static void
-ent_load(struct zk_cache *c, struct ent *e)
+ent_load_ex(struct zk_cache *c, struct ent *e, int fresh)
 {
 	/* held for its events (ZK_CACHE_LAZY): its data changed, or it is
 	 * new (no stat first); its lock is read if an event asked (or it
-	 * was not followed yet) */
+	 * was not followed yet); a fresh entry's is counted from events */
 	int held_load = c->refreshing && !c->syncing;
-	int lock = !held_load || e->lock_held || !e->lock_on;
+	int lock = (!held_load || e->lock_held || !e->lock_on) && !fresh;
 
 	if (!e->loading) {
 		e->loading = 1;
@@ -576,6 +576,31 @@ ent_load(struct zk_cache *c, struct ent *e)
 		read_lock(c, e);
 	}
 	check_loaded(c, e);
+}
+
+static void
+ent_load(struct zk_cache *c, struct ent *e)
+{
+	ent_load_ex(c, e, 0);
+}
+
+/*
+ * A child ZooKeeper told us was created (synced, connected): its lock
+ * contenders are counted from 0 by their events, with no listing (issue
+ * 25: one per node made), since the events of everything made below it
+ * come after the event of its creation. Followed until its data says
+ * otherwise (the lock filter, asked then as for any entry).
+ */
+static void
+ent_load_created(struct zk_cache *c, struct ent *e)
+{
+	int fresh = (c->flags & ZK_CACHE_LOCKS) && !c->syncing && zk_is_connected(c->zk);
+
+	if (fresh) {
+		e->lock_on = 1;
+		e->pub.locked = 0;
+	}
+	ent_load_ex(c, e, fresh);
 }
 
 /* ZK_CACHE_LAZY, synced and no refresh under way: reads for events wait. */
@@ -1005,7 +1030,11 @@ tree_event(int type, const char *path, void *arg)
 		} else if (e == NULL) {
 			/* created (or changed before we knew it): load it */
 			e = ent_add(c, path + c->plen + 1);
-			if (!hold(c, e, 0))
+			if (hold(c, e, 0))
+				; /* read at the next refresh */
+			else if (type == ZOO_CREATED_EVENT)
+				ent_load_created(c, e);
+			else
 				ent_load(c, e);
 		} else if (type == ZOO_CREATED_EVENT) {
 			/* deleted and made again between two of our looks */

@@ -1350,3 +1350,62 @@ Test(zk_cache, own_writes_are_not_read_back)
 	zk_free(zk);
 	event_base_free(obase);
 }
+
+/*
+ * A node made while we watch has its lock counted from its creation, with
+ * no listing of its lock dir (issue 25), including contenders that came
+ * before its data was read, and a filter that declines it (known only from
+ * its data) leaves it at 0. The other session runs on a loop of its own,
+ * so that all its writes are in before our loop hears of the first.
+ */
+Test(zk_cache, new_nodes_lock_counted_from_their_creation)
+{
+	const char *hosts;
+	struct event_base *obase = event_base_new();
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct zk *other;
+	struct rec r = {0};
+	struct zk_cache *c;
+	struct zk_lock *lm, *lo, *w;
+	size_t reads;
+	int asked = 0;
+
+	other = testzk_session(obase, hosts, 0, NULL, NULL);
+	c = zk_cache_new(zk, "/g", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	zk_cache_set_codec(c, decode_int, free_int);
+	zk_cache_set_lock_filter(c, mine_only, &asked);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	reads = zk_cache_reads(c);
+
+	/* made and locked (a holder and a waiter) before we hear of it */
+	cr_assert_eq(zk_sync_create(other, "/g/mine", "1", 1, 0, 0, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/g/theirs", "2", 1, 0, 0, NULL), ZOK);
+	lm = zk_lock_new(other, "/g/mine/lock", NULL, 0);
+	lo = zk_lock_new(other, "/g/theirs/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(lm, 0), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(lo, 0), ZOK);
+	w = zk_lock_new(other, "/g/mine/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(w, 0), ZK_LOCK_BUSY); /* came and went */
+	expect(&r, ZK_CACHE_ADDED, "mine", NULL, 1);
+	expect(&r, ZK_CACHE_ADDED, "theirs", NULL, 0);
+	testzk_run_for(base, 0.2);
+	cr_assert_eq(zk_cache_get(c, "mine")->locked, 1);
+	cr_assert_eq(zk_cache_get(c, "theirs")->locked, 0, "declined by the filter");
+	cr_assert_eq(zk_cache_reads(c), reads + 2, "only the two data reads: %zu",
+		     zk_cache_reads(c) - reads);
+
+	/* and later changes are followed as any */
+	cr_assert_eq(zk_lock_sync_release(lm), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "mine", NULL, 0);
+	cr_assert_eq(zk_lock_sync_release(lo), ZOK);
+	testzk_run_for(base, 0.2);
+	cr_assert_eq(zk_cache_get(c, "theirs")->locked, 0);
+	zk_lock_free(lm);
+	zk_lock_free(lo);
+	zk_lock_free(w);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	event_base_free(obase);
+}
