@@ -1622,13 +1622,11 @@ zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void 
 		free(o);
 	}
 	enter(c);
-	e = lookup(c, name);
-	if (e == NULL || !c->synced || c->syncing) {
-		/* gone, or a load phase reads it anyway */
-		if (e != NULL && deferred && !ok && !hold(c, e, 0))
-			read_data(c, e);
-		goto out;
-	}
+	/* also in a load phase: after a lost connection the catch-up names
+	 * only what changed after the last zxid seen, and a change event
+	 * deferred before the loss is not named again */
+	if ((e = lookup(c, name)) == NULL)
+		goto out; /* gone */
 	if (ok && mzxid > e->pub.stat.mzxid && e->have_data && len >= 0) {
 		struct zk_result r;
 		char *text = xmalloc((size_t)len + 1); /* set_data wants it NUL-ended */
