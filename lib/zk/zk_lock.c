@@ -18,6 +18,8 @@
  *                             -> (not lowest, non-blocking: delete ours, BUSY)
  * A lost connection parks the chain until the session is back; an expiry
  * restarts it from the create (our contender went with the session).
+ * A missing dir (the create fails with ZNONODE, or ZK_LOCK_NEW_DIR says so
+ * first) is made with our contender in one multi: held, with no listing.
  */
 #include "lib/zk/zk_private.h"
 #include "lib/core/log.h"
