@@ -22,13 +22,24 @@
 #   events, no /dev/urandom per big-number decode): tree 2.78 / 2.10 /
 #                 2.28: launcher 2.18 / 1.64 / 1.80, nodepool-web 0.56 /
 #                 0.42 / 0.44 (19-20 %).
-# Where the rest goes (perf record -g, BENCH_PERF): over half of each
+#   issue 25, the launcher's ZooKeeper requests (own writes taken from
+#   their replies, new lock dirs made with the contender in one multi, a
+#   new node's lock counted from events, a used node deleted with its lock
+#   dir in one multi, no request started on a node another is locking
+#   for): ZooKeeper requests per request 28.5 / 28.7 -> 12.0 (uprobes on
+#   the C client's zoo_a* calls, BENCH_PERF_EVENTS); ms per request on a
+#   machine at load average 13-20, alternated with a copy of the build
+#   before (5980ff7): launcher 1.68 / 2.00 / 1.84 -> 1.12 / 1.34 / 1.50,
+#   tree 2.12 / 2.60 / 2.40 -> 1.56 / 1.84 / 2.02.
+# Where the rest goes (perf record -g, BENCH_PERF): about half of each
 # process's CPU is in the kernel, per ZooKeeper message: the C client's I/O
 # and completion threads and our eventfd hand-off (futex, poll, epoll,
-# pipe and eventfd writes; strace -c: ~680 system calls per request in the
-# launcher before, 26 ZooKeeper requests per request after), and TLS
-# records sent as two writes (length, then body). JSON and our own code
-# are a few per cent.
+# pipe and eventfd writes), and TLS records. In the launcher, libc's
+# malloc/free ~10 %, jansson ~7 %, OpenSSL ~9 %, our own code ~9 %. Per
+# request the launcher now sends: the new request's read, its lock (one
+# multi) and release, the node lock (one multi) and release, the
+# fulfilment (one multi), the new node's create and read, two reads of
+# Zuul's node changes, and the used node's delete (one multi).
 set -eu
 N=${1:-500}
 C=${2:-20}
