@@ -22,13 +22,25 @@
 #   events, no /dev/urandom per big-number decode): tree 2.78 / 2.10 /
 #                 2.28: launcher 2.18 / 1.64 / 1.80, nodepool-web 0.56 /
 #                 0.42 / 0.44 (19-20 %).
-# Where the rest goes (perf record -g, BENCH_PERF): over half of each
-# process's CPU is in the kernel, per ZooKeeper message: the C client's I/O
-# and completion threads and our eventfd hand-off (futex, poll, epoll,
-# pipe and eventfd writes; strace -c: ~680 system calls per request in the
-# launcher before, 26 ZooKeeper requests per request after), and TLS
-# records sent as two writes (length, then body). JSON and our own code
-# are a few per cent.
+#   issue 25, the ZooKeeper client's transport (mk/zkclient-io.patch:
+#   completions on the I/O thread, its self-pipe written only when it may
+#   sleep, the queued requests in one TLS record, read-ahead; three runs
+#   each, alternated with 5980ff7 on the same ZooKeeper):
+#     5980ff7:    tree 2.06 / 2.28 / 2.24: launcher 1.62 / 1.86 / 1.82,
+#                 nodepool-web 0.40 / 0.38 / 0.40, nodepoold 0.02-0.04.
+#     zkclient-io: tree 1.28 / 1.18 / 1.40: launcher 0.94 / 0.86 / 1.10,
+#                 nodepool-web 0.30 / 0.28 / 0.28 (20-24 %), nodepoold
+#                 0.02-0.04.
+#   System calls per request (BENCH_STRACE, strace -f -c, all threads):
+#   launcher 665 -> 45 (futex 234 -> 0.5, write 152 -> 17, read 176 -> 14,
+#   poll 58 -> 9, epoll_wait 41 -> 2.6), nodepool-web 179 -> 20,
+#   nodepoold 9.5 -> 7.8.
+# Where the launcher's system calls go now, per request: ~6 TLS writes and
+# ~7 reads of ZooKeeper's socket (requests and answers are batched), ~5
+# wake-ups of the client's I/O thread (a pipe write, a poll, a read
+# each), ~3 hand-offs to the loop (eventfd write, epoll_wait, read), ~3
+# log lines, and ~3 getpid from OpenSSL's RAND_bytes (OpenSSL's fork check)
+# for each lock's node name (zk_lock_new).
 set -eu
 N=${1:-500}
 C=${2:-20}
@@ -120,6 +132,19 @@ if [ -n "${BENCH_PERF:-}" ]; then
 	mkdir -p "$BENCH_PERF"
 	while read -r p _; do
 		perf record -q -g -o "$BENCH_PERF/perf-$p.data" -p "$p" >/dev/null 2>&1 &
+		perfpids="$perfpids $!"
+	done <"$tmp/tree"
+	sleep 1
+fi
+# BENCH_STRACE=DIR: strace -f -c of every process (all its threads) during
+# the load, a table of system calls by kind into DIR/strace-PID.txt (the
+# tracing slows the tree: its CPU figures are not comparable then);
+# BENCH_STRACE_ARGS replaces -c (-e trace=write, say, for each call)
+if [ -n "${BENCH_STRACE:-}" ]; then
+	mkdir -p "$BENCH_STRACE"
+	while read -r p _; do
+		# shellcheck disable=SC2086 # a list of words
+		strace -f ${BENCH_STRACE_ARGS:--c} -o "$BENCH_STRACE/strace-$p.txt" -p "$p" >/dev/null 2>&1 &
 		perfpids="$perfpids $!"
 	done <"$tmp/tree"
 	sleep 1
