@@ -31,7 +31,8 @@
 #   machine at load average 13-20, alternated with a copy of the build
 #   before (5980ff7): launcher 1.68 / 2.00 / 1.84 -> 1.12 / 1.34 / 1.50,
 #   tree 2.12 / 2.60 / 2.40 -> 1.56 / 1.84 / 2.02.
-# Where the rest goes (perf record -g, BENCH_PERF): about half of each
+# Where the launcher's CPU went after that, before the transport patch
+# below (perf record -g, BENCH_PERF): about half of each
 # process's CPU is in the kernel, per ZooKeeper message: the C client's I/O
 # and completion threads and our eventfd hand-off (futex, poll, epoll,
 # pipe and eventfd writes), and TLS records. In the launcher, libc's
@@ -40,6 +41,25 @@
 # multi) and release, the node lock (one multi) and release, the
 # fulfilment (one multi), the new node's create and read, two reads of
 # Zuul's node changes, and the used node's delete (one multi).
+#   issue 25, the ZooKeeper client's transport (mk/zkclient-io.patch:
+#   completions on the I/O thread, its self-pipe written only when it may
+#   sleep, the queued requests in one TLS record, read-ahead; three runs
+#   each, alternated with 5980ff7 on the same ZooKeeper):
+#     5980ff7:    tree 2.06 / 2.28 / 2.24: launcher 1.62 / 1.86 / 1.82,
+#                 nodepool-web 0.40 / 0.38 / 0.40, nodepoold 0.02-0.04.
+#     zkclient-io: tree 1.28 / 1.18 / 1.40: launcher 0.94 / 0.86 / 1.10,
+#                 nodepool-web 0.30 / 0.28 / 0.28 (20-24 %), nodepoold
+#                 0.02-0.04.
+#   System calls per request (BENCH_STRACE, strace -f -c, all threads):
+#   launcher 665 -> 45 (futex 234 -> 0.5, write 152 -> 17, read 176 -> 14,
+#   poll 58 -> 9, epoll_wait 41 -> 2.6), nodepool-web 179 -> 20,
+#   nodepoold 9.5 -> 7.8.
+# Where the launcher's system calls go now, per request: ~6 TLS writes and
+# ~7 reads of ZooKeeper's socket (requests and answers are batched), ~5
+# wake-ups of the client's I/O thread (a pipe write, a poll, a read
+# each), ~3 hand-offs to the loop (eventfd write, epoll_wait, read), ~3
+# log lines, and ~3 getpid from OpenSSL's RAND_bytes (OpenSSL's fork check)
+# for each lock's node name (zk_lock_new).
 set -eu
 N=${1:-500}
 C=${2:-20}
@@ -139,6 +159,19 @@ if [ -n "${BENCH_PERF:-}" ]; then
 		else
 			perf record -q -g -o "$BENCH_PERF/perf-$p.data" -p "$p" >/dev/null 2>&1 &
 		fi
+		perfpids="$perfpids $!"
+	done <"$tmp/tree"
+	sleep 1
+fi
+# BENCH_STRACE=DIR: strace -f -c of every process (all its threads) during
+# the load, a table of system calls by kind into DIR/strace-PID.txt (the
+# tracing slows the tree: its CPU figures are not comparable then);
+# BENCH_STRACE_ARGS replaces -c (-e trace=write, say, for each call)
+if [ -n "${BENCH_STRACE:-}" ]; then
+	mkdir -p "$BENCH_STRACE"
+	while read -r p _; do
+		# shellcheck disable=SC2086 # a list of words
+		strace -f ${BENCH_STRACE_ARGS:--c} -o "$BENCH_STRACE/strace-$p.txt" -p "$p" >/dev/null 2>&1 &
 		perfpids="$perfpids $!"
 	done <"$tmp/tree"
 	sleep 1

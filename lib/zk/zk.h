@@ -2,8 +2,9 @@
  * Asynchronous ZooKeeper client on a libevent loop.
  *
  * Wraps the official ZooKeeper C client (multi-threaded flavour, built with
- * TLS by mk/zkclient.sh). The C client's own I/O and completion threads only
- * hand results over: every completion, watch and session event is delivered
+ * TLS by mk/zkclient.sh). The C client's own I/O thread (which also runs its
+ * completions: mk/zkclient-io.patch) only hands results over: every
+ * completion, watch and session event is delivered
  * on the libevent loop of the thread that created the struct zk, so callers
  * never need locks.
  *
