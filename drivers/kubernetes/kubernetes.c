@@ -90,11 +90,12 @@ k8s_seg(const char *s, char *buf)
 }
 
 #define K8S_USER	 "zuul-worker"
-#define K8S_CALL_TIMEOUT 30.0 /* s per API call */
-#define K8S_POLL_TOKEN	 0.2  /* s between reads of the token secret */
-#define K8S_POLL_POD	 0.5  /* s between reads of a Pending pod */
-#define K8S_POLL_DELETE	 0.5  /* s between reads of a deleted namespace */
-#define K8S_BOOT_TIMEOUT 300  /* upstream waits a fixed 300 reads, 1 s apart */
+#define K8S_DEFAULT_SA	 "default" /* the account the controller makes in every namespace */
+#define K8S_CALL_TIMEOUT 30.0	   /* s per API call */
+#define K8S_POLL_TOKEN	 0.2	   /* s between reads of the token secret */
+#define K8S_POLL_POD	 0.5	   /* s between reads of a Pending pod */
+#define K8S_POLL_DELETE	 0.5	   /* s between reads of a deleted namespace */
+#define K8S_BOOT_TIMEOUT 300	   /* upstream waits a fixed 300 reads, 1 s apart */
 #define K8S_MAX_INFLIGHT 32
 /* Watches (the API concepts' "efficient detection of changes"): pods and
  * namespaces (projects) are followed by one watch each instead of reads
@@ -492,6 +493,7 @@ struct kmachine {
 	struct np_request *req;
 	char node_id[64];
 	char *ns, *pod; /* namespace (project); pod name or NULL */
+	const char *sa; /* the service account the node's token is of (static string) */
 	char *token, *ca_crt, *host_id;
 	double pod_created; /* monotonic */
 	/* resuming an earlier launcher's launch (k8s_resume_machine): 1 while
@@ -1336,7 +1338,7 @@ binding_body(struct kmachine *k, int cluster)
 			 "metadata", "name", "zuul-role", "roleRef", "apiGroup",
 			 "rbac.authorization.k8s.io", "kind",
 			 os || cluster ? "ClusterRole" : "Role", "name", role, "subjects", "kind",
-			 "ServiceAccount", "name", K8S_USER, "namespace", k->ns);
+			 "ServiceAccount", "name", k->sa, "namespace", k->ns);
 }
 
 static struct sm_instance *
@@ -1357,7 +1359,7 @@ make_instance(struct kmachine *k)
 	json_object_set_new(cred, "host", json_string(a->conn.server));
 	json_object_set_new(cred, "skiptls", json_boolean(a->conn.insecure));
 	json_object_set_new(cred, "token", json_string(k->token ? k->token : ""));
-	json_object_set_new(cred, "user", json_string(K8S_USER));
+	json_object_set_new(cred, "user", json_string(k->sa));
 	if (!a->conn.insecure)
 		json_object_set_new(cred, "ca_crt", json_string(k->ca_crt ? k->ca_crt : ""));
 	if (k->pod != NULL)
@@ -1427,10 +1429,11 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 				}
 				snprintf(path, sizeof(path),
 					 "/api/v1/namespaces/%s/serviceaccounts", k->ns);
-				slot_start(k, KS_SA, path,
-					   json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1",
-						     "kind", "ServiceAccount", "metadata", "name",
-						     K8S_USER));
+				if (strcmp(k->sa, K8S_DEFAULT_SA) != 0)
+					slot_start(k, KS_SA, path,
+						   json_pack("{s:s, s:s, s:{s:s}}", "apiVersion",
+							     "v1", "kind", "ServiceAccount",
+							     "metadata", "name", k->sa));
 				if (a->flavor != K8S_OPENSHIFT && !cluster) {
 					snprintf(path, sizeof(path),
 						 "/apis/rbac.authorization.k8s.io/v1/namespaces/"
@@ -1478,17 +1481,27 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			if (!k->got) {
 				snprintf(path, sizeof(path),
 					 "/api/v1/namespaces/%s/serviceaccounts/%s/token", k->ns,
-					 K8S_USER);
+					 k->sa);
 				return m_call(k, "POST", path,
 					      json_pack("{s:s, s:s, s:{s:I}}", "apiVersion",
 							"authentication.k8s.io/v1", "kind",
 							"TokenRequest", "spec", "expirationSeconds",
 							(json_int_t)a->token_lifetime));
 			}
-			if (k->err == NULL && (k->status == 404 || k->status == 405) &&
+			if (k->err == NULL && k->status == 404 &&
 			    strcmp(np_json_str(json_object_get(k->resp, "details"), "name", ""),
-				   K8S_USER) != 0) {
-				/* no TokenRequest API (before 1.20, or turned off) */
+				   k->sa) == 0 &&
+			    strcmp(k->sa, K8S_DEFAULT_SA) == 0) {
+				/* the controller has not made the namespace's
+				 * default account yet; launch-timeout bounds it */
+				m_poll(k, K8S_POLL_TOKEN);
+				return SM_AGAIN;
+			}
+			if (k->err == NULL && (k->status == 404 || k->status == 405) &&
+			    np_json_str(json_object_get(k->resp, "details"), "name", NULL) ==
+				NULL) {
+				/* no TokenRequest API (before 1.20, or turned off):
+				 * a 404 that names no object */
 				if (!a->token_secret)
 					log_info("provider %s: no TokenRequest API (%d): token "
 						 "secrets, as upstream (one more call per node)",
@@ -1552,7 +1565,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					      "v1", "kind", "Secret", "type",
 					      "kubernetes.io/service-account-token", "metadata",
 					      "name", K8S_USER, "annotations",
-					      "kubernetes.io/service-account.name", K8S_USER));
+					      "kubernetes.io/service-account.name", k->sa));
 			}
 			if (!(ok_status(k) || (k->err == NULL && k->status == 409)))
 				return m_fail(k);
@@ -1887,6 +1900,17 @@ k8s_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 		if (is_pod_label(a, args->label))
 			k->pod = strdup(args->label->name);
 	}
+	/* A pod node's token may exec into, read the logs of and forward
+	 * ports to the pods of its namespace: its one pod, which runs as the
+	 * namespace's default account. That account, made by the cluster,
+	 * is the node's (one call fewer) on kubernetes when its token comes
+	 * from a TokenRequest: its pod's own mounted token then gets rights
+	 * over the pod itself only, which its processes have already.
+	 * Namespace nodes (whose token may make workloads there, which would
+	 * run with it) and openshift (which binds admin) keep upstream's
+	 * zuul-worker. */
+	k->sa = a->flavor == K8S_KUBERNETES && k->pod != NULL && !a->token_secret ? K8S_DEFAULT_SA
+										  : K8S_USER;
 	k->step = K_NS;
 	a->creates++;
 	return &k->m;
