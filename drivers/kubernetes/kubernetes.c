@@ -11,18 +11,32 @@
  * What a node of each label type is:
  *   kubernetes `namespace`: a namespace "<pool>-<node id>" labelled
  *     nodepool_node_id / nodepool_provider_name / nodepool_pool_name,
- *     a service account zuul-worker, its token secret
- *     (kubernetes.io/service-account-token, filled by the cluster's token
- *     controller), a Role "zuul" over the namespace's workload resources
- *     and a RoleBinding of it to the account. external_id: the namespace;
- *     connection_type "namespace"; connection_port the credential object
- *     Zuul reads: {name, namespace, host, skiptls, token, user, ca_crt}
- *     (ca_crt left out when skiptls, as upstream).
- *   kubernetes `pod`: the same namespace with a restricted Role (pods
- *     get/list, exec, logs, port-forward), plus a pod named after the
- *     label; the node is ready when the pod is Running. connection_type
- *     "kubectl", interface_ip the pod name, connection_port the credential
- *     with "pod" added; host_id the Kubernetes node the pod runs on.
+ *     a service account zuul-worker, a RoleBinding to it of upstream's
+ *     Role "zuul" rules (the namespace's workload resources), and its
+ *     token (see "tokens" and "cluster roles" below). external_id: the
+ *     namespace; connection_type "namespace"; connection_port the
+ *     credential object Zuul reads: {name, namespace, host, skiptls,
+ *     token, user, ca_crt} (ca_crt left out when skiptls, as upstream).
+ *   kubernetes `pod`: the same namespace with upstream's restricted rules
+ *     (pods get/list, exec, logs, port-forward), bound to the namespace's
+ *     default account (TokenRequest tokens) or zuul-worker, plus a pod
+ *     named after the label; the node is ready when the pod is Running.
+ *     connection_type "kubectl", interface_ip the pod name,
+ *     connection_port the credential with "pod" added; host_id the
+ *     Kubernetes node the pod runs on.
+ *
+ * Tokens: a TokenRequest (POST serviceaccounts/<sa>/token) for
+ * token-lifetime seconds, one call; the credential's ca_crt is then the
+ * context's CA. Upstream's token secret (kubernetes.io/service-account-
+ * token, filled by the token controller, read once the pod runs; never
+ * expires) when token-lifetime is 0, the server has no TokenRequest API,
+ * grants less than half the lifetime asked for, or the context has no
+ * CA. API calls per node (bench/k8s_load.sh): pod 5 (namespace, binding,
+ * pod, token, delete), namespace 5 (namespace, account, binding, token,
+ * delete); upstream's 8 and more. Fewer would lose what upstream
+ * guarantees: the namespace is the unit of confinement, a RoleBinding in
+ * it the only grant RBAC confines to it, and the pod and the token are
+ * what Zuul uses.
  *   openshift `project` / `pod`: as above with a ProjectRequest instead of
  *     a namespace (connection_type "project" for projects), and a
  *     RoleBinding of the ClusterRole admin instead of a Role. A
@@ -473,7 +487,7 @@ static const char *const kstep_names[] = {
 };
 
 /* One of the calls K_OBJECTS makes at once. */
-enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_SECRET, KS_POD };
+enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_POD };
 struct kslot {
 	struct kmachine *k;
 	enum kslot_kind kind;
