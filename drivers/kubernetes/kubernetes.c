@@ -16,7 +16,9 @@
  *     token (see "tokens" and "cluster roles" below). external_id: the
  *     namespace; connection_type "namespace"; connection_port the
  *     credential object Zuul reads: {name, namespace, host, skiptls,
- *     token, user, ca_crt} (ca_crt left out when skiptls, as upstream).
+ *     token, user, ca_crt} (ca_crt: the CA's PEM in base64, which Zuul
+ *     writes as certificate-authority-data; left out when skiptls, as
+ *     upstream).
  *   kubernetes `pod`: the same namespace with upstream's restricted rules
  *     (pods get/list, exec, logs, port-forward), bound to the namespace's
  *     default account (TokenRequest tokens) or zuul-worker, plus a pod
@@ -1355,6 +1357,28 @@ binding_body(struct kmachine *k, int cluster)
 			 "ServiceAccount", "name", k->sa, "namespace", k->ns);
 }
 
+/* The credential's ca_crt as upstream hands it: the CA's PEM base64-encoded
+ * (upstream passes the token secret's data["ca.crt"] on undecoded, and for
+ * openshiftpods encodes the kubeconfig's CA), which Zuul's executor writes
+ * into its kubeconfig as certificate-authority-data. pem NULL: "". */
+static json_t *
+ca_crt_b64(const char *pem)
+{
+	size_t n = pem != NULL ? strlen(pem) : 0;
+	unsigned char *enc;
+	json_t *j;
+
+	if (n == 0 || n > 1 << 24)
+		return json_string("");
+	enc = malloc(4 * ((n + 2) / 3) + 1);
+	if (enc == NULL)
+		abort();
+	EVP_EncodeBlock(enc, (const unsigned char *)pem, (int)n);
+	j = json_string((const char *)enc);
+	free(enc);
+	return j;
+}
+
 static struct sm_instance *
 make_instance(struct kmachine *k)
 {
@@ -1375,7 +1399,7 @@ make_instance(struct kmachine *k)
 	json_object_set_new(cred, "token", json_string(k->token ? k->token : ""));
 	json_object_set_new(cred, "user", json_string(k->sa));
 	if (!a->conn.insecure)
-		json_object_set_new(cred, "ca_crt", json_string(k->ca_crt ? k->ca_crt : ""));
+		json_object_set_new(cred, "ca_crt", ca_crt_b64(k->ca_crt));
 	if (k->pod != NULL)
 		json_object_set_new(cred, "pod", json_string(k->pod));
 	in->connection_port_obj = cred;
@@ -1490,7 +1514,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 		}
 		case K_TREQ: {
 			/* the account's token, one call (TokenRequest) */
-			double exp = 0, now = (double)time(NULL);
+			double exp = 0, now = (double)time(NULL), granted;
 			char *tok = NULL;
 			if (!k->got) {
 				snprintf(path, sizeof(path),
@@ -1533,7 +1557,11 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					 "%.200s: the answer has no status.token", k->what);
 				return SM_ERROR;
 			}
-			if (exp > 0 && exp - now < (double)a->token_lifetime / 2) {
+			/* what was granted: spec.expirationSeconds, which the
+			 * server shortens to its maximum, else the expiry */
+			granted = np_json_num(json_object_get(k->resp, "spec"), "expirationSeconds",
+					      exp > 0 ? exp - now : -1);
+			if (granted >= 0 && granted < (double)a->token_lifetime / 2) {
 				/* the server grants much less than asked (its
 				 * --service-account-max-token-expiration): a ready
 				 * node could outlive its token; upstream's token
@@ -1543,8 +1571,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					log_warn("provider %s: the API server grants tokens for "
 						 "%.0f s, not the %lld s of token-lifetime: token "
 						 "secrets, as upstream (one more call per node)",
-						 a->env->provider_name, exp - now,
-						 a->token_lifetime);
+						 a->env->provider_name, granted, a->token_lifetime);
 				a->token_secret = 1;
 				k->got = 0;
 				k->step = K_SECRET;

@@ -13,8 +13,10 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.parse
 
 import pytest
+import yaml
 
 from conftest import wait_for
 from test_kubernetes_driver import k8s_config, release_and_check_gone, serve, write_kubeconfig
@@ -53,12 +55,37 @@ def calls(sim):
     return {(c["method"], c["route"]): c["count"] for c in sim.calls()["calls"]}
 
 
+def zuul_kubeconfig(path, cred):
+    """The kubeconfig Zuul's executor writes for a node (zuul/executor/
+    server.py prepareKubeConfig): cluster (certificate-authority-data is
+    the credential's ca_crt as it is), user "<namespace>:<user>" with the
+    token, and a context in the node's namespace."""
+    cluster_name = urllib.parse.urlsplit(cred["host"]).netloc.replace(".", "-")
+    cluster = {"server": cred["host"]}
+    if cred.get("ca_crt"):
+        cluster["certificate-authority-data"] = cred["ca_crt"]
+    if cred["skiptls"]:
+        cluster["insecure-skip-tls-verify"] = True
+    user_name = "%s:%s" % (cred["namespace"], cred["user"])
+    ctx = "%s/%s" % (user_name, cluster_name)
+    cfg = {"apiVersion": "v1", "kind": "Config", "preferences": {},
+           "clusters": [{"name": cluster_name, "cluster": cluster}],
+           "users": [{"name": user_name, "user": {"token": cred["token"]}}],
+           "contexts": [{"name": ctx, "context": {"user": user_name, "cluster": cluster_name,
+                                                 "namespace": cred["namespace"]}}],
+           "current-context": ctx}
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f, default_flow_style=False)
+    return path
+
+
 def kubectl(sim, cred, *args):
-    """kubectl as Zuul uses a node's credential: its token, server and CA."""
-    env = dict(os.environ, HOME=sim.dir, KUBECONFIG="/dev/null")
-    return subprocess.run([KUBECTL, "--token", cred["token"], "--server", cred["host"],
-                           "--certificate-authority", sim.info["ca"]] + list(args),
-                          capture_output=True, text=True, env=env, timeout=30)
+    """kubectl as a Zuul job uses a node: with the kubeconfig Zuul writes
+    from its credential."""
+    path = zuul_kubeconfig(os.path.join(sim.dir, "zuul-kubeconfig"), cred)
+    env = dict(os.environ, HOME=sim.dir, KUBECONFIG=path)
+    return subprocess.run([KUBECTL] + list(args), capture_output=True, text=True, env=env,
+                          timeout=30)
 
 
 def objects(sim, plural, ns=None):
