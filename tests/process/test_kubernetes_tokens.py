@@ -249,3 +249,19 @@ def test_cluster_roles_forbidden_uses_a_role_per_namespace(deployment, zuul, ksi
     assert "a Role in each node's namespace instead" in p.output()
     zuul.finish(zuul.accept(rid1) + zuul.accept(rid2))
     wait_for(lambda: ksim.leaks([]) == [], what="nothing left in the cluster")
+
+
+@pytest.mark.parametrize("ksim", [{"default_sa_delay": 0.5}], indirect=True)
+def test_default_account_made_late(deployment, zuul, ksim):
+    """The cluster makes a namespace's default account a moment after the
+    namespace: the pod is refused until then (the ServiceAccount admission
+    plugin) and so is its token (404); both are asked again until it is
+    there, and the node is served with a token that works."""
+    deployment.start_launcher("k8s", deployment.write_config(k8s_config([POD])))
+    rid1, _, n1 = serve(deployment, zuul, ksim, "pod")
+    rid2, _, n2 = serve(deployment, zuul, ksim, "pod")
+    assert n1["connection_port"]["user"] == "default"
+    check_confined(ksim, n1["connection_port"], n2["connection_port"]["namespace"])
+    check_confined(ksim, n2["connection_port"], n1["connection_port"]["namespace"])
+    zuul.finish(zuul.accept(rid1) + zuul.accept(rid2))
+    wait_for(lambda: ksim.leaks([]) == [], what="nothing left in the cluster")
