@@ -994,6 +994,13 @@ web_view_current(struct web *w)
 }
 
 void
+web_view_failed(struct web *w)
+{
+	if (w != NULL)
+		finish_waiting(w, NEED_VIEW, 0);
+}
+
+void
 web_reset(struct web *w)
 {
 	int i;

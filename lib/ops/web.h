@@ -77,6 +77,10 @@ struct web *web_new(struct event_base *base, const struct web_options *opt, stat
 typedef int (*web_refresh_fn)(void *arg);
 void web_set_refresh(struct web *w, web_refresh_fn refresh);
 void web_view_current(struct web *w); /* NULL is a no-op */
+/* The view could not be made current after all (nodepool-web's view woken
+ * from sleep did not sync in time): the listings waiting for it get 503.
+ * NULL is a no-op. */
+void web_view_failed(struct web *w);
 /* The session behind the view is about to go: reads on it are abandoned
  * and the requests waiting for them get 503; cached answers are dropped. */
 void web_reset(struct web *w);
