@@ -90,6 +90,24 @@ else:
     sys.exit("nodepoold did not get its processes running and nodes ready")
 k.stop()
 PY
+# BENCH_POLL=S: a reader fetches /node-list (JSON) from nodepool-web every
+# S seconds from here to the end of the load, as a dashboard would (its
+# own CPU is not counted: it is not in the tree)
+pollpid=""
+if [ -n "${BENCH_POLL:-}" ]; then
+	/usr/bin/python3 - "$webport" "$BENCH_POLL" <<'PY' &
+import sys, time, urllib.request
+while True:
+    req = urllib.request.Request("http://127.0.0.1:%s/node-list" % sys.argv[1],
+                                 headers={"Accept": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=10).read()
+    except OSError:
+        pass
+    time.sleep(float(sys.argv[2]))
+PY
+	pollpid=$!
+fi
 bench_warmup 40 "$C" small
 sleep 2
 # the tree: nodepoold and its descendants, pid and name
@@ -127,6 +145,7 @@ fi
 echo "load: $N requests, concurrency $C, $H static nodes; nodepoold and its children:"
 # shellcheck disable=SC2086 # pidopt is a list of words
 bench_zuul_load -l small -n "$N" -c "$C" $pidopt --idle 5 | tee "$tmp/load.out"
+[ -z "$pollpid" ] || { kill "$pollpid"; wait "$pollpid" || true; }
 for p in $perfpids; do
 	kill -INT "$p"
 	wait "$p" || true
