@@ -10,7 +10,9 @@
 # zoo_aadd_watch(), re-registered with SetWatches2; and the catch-up after a
 # lost connection: zoo_aset_data_watches() (SetWatches with a normal xid),
 # zoo_catchup_zxid() and zoo_resync_done() (the zxid to catch up from, held
-# in the I/O thread from the first lost connection until caught up).
+# in the I/O thread from the first lost connection until caught up);
+# mk/zkclient-certleak.patch stops a leak of the TLS file names per handle
+# closed.
 #
 # Usage: mk/zkclient.sh OUTDIR
 # OUTDIR receives lib/libzookeeper.a, lib/libhashtable.a and include/.
@@ -27,6 +29,7 @@ patches="
 zkclient-tls.patch
 zkclient-reconnect.patch
 zkclient-watch.patch
+zkclient-certleak.patch
 "
 key=$(cd "$here" && cat zkclient.sh $patches | sha256sum | cut -c1-16)
 cdir="$cache/zkclient-$srcver-$key"
