@@ -10,6 +10,8 @@
 # right before and right after the load, each process's CPU and CPU per
 # request, the tree's, and nodepool-web's share of it. Stops everything it
 # started, by pid. BENCH_WARMUP=M (default 40) unmeasured requests first.
+# Nobody reads the web API unless BENCH_POLL says so (below): nodepool-web's
+# view of nodes and requests then sleeps (webapp view_idle_timeout).
 #
 # Measured (release build, 2-core VM shared with other builds, 2026-11-28;
 # 500 requests at concurrency 20, 20 hosts; three runs each, alternated,
@@ -22,6 +24,16 @@
 #   events, no /dev/urandom per big-number decode): tree 2.78 / 2.10 /
 #                 2.28: launcher 2.18 / 1.64 / 1.80, nodepool-web 0.56 /
 #                 0.42 / 0.44 (19-20 %).
+#   issue 25, nodepool-web's view asleep while nobody reads it (release,
+#   2026-11-28, alternated with a copy of the build before, 5980ff7):
+#                 before: nodepool-web 0.48 / 0.38 / 0.32 / 0.28 (21.1 /
+#                 16.8 / 16.3 / 15.4 % of the tree's 2.28 / 2.26 / 1.96 /
+#                 1.82); after: nodepool-web 0.000 in each of three runs
+#                 (0 %; the tree 1.76 / 1.62 / 2.14, the launcher's share
+#                 varying with the machine). With a reader polling
+#                 /node-list every 2 s (BENCH_POLL=2) the view stays awake
+#                 and costs what it did: before 0.32 / 0.40 (17.6 / 19.0 %),
+#                 after 0.30 / 0.34 (15.2 / 17.0 %).
 # Where the rest goes (perf record -g, BENCH_PERF): over half of each
 # process's CPU is in the kernel, per ZooKeeper message: the C client's I/O
 # and completion threads and our eventfd hand-off (futex, poll, epoll,
