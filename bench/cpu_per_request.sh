@@ -34,6 +34,15 @@
 #                 /node-list every 2 s (BENCH_POLL=2) the view stays awake
 #                 and costs what it did: before 0.32 / 0.40 (17.6 / 19.0 %),
 #                 after 0.30 / 0.34 (15.2 / 17.0 %).
+#                 What it did per node request before (BENCH_STRACE, 500
+#                 requests): ~99,000 system calls in all, ~198 per request:
+#                 poll 19.6 (the C client's I/O thread woken per watch
+#                 event: about 20 events per request, the request's and its
+#                 nodes' changes and their lock contenders), read 57 (TLS
+#                 records), eventfd and pipe writes 18.6 (one hand-off per
+#                 event to the loop), futex 85; none of it asked for by
+#                 anyone. After: ~160 in all (the status polls and session
+#                 pings), 0.3 per request.
 # Where the rest goes (perf record -g, BENCH_PERF): over half of each
 # process's CPU is in the kernel, per ZooKeeper message: the C client's I/O
 # and completion threads and our eventfd hand-off (futex, poll, epoll,
@@ -150,6 +159,17 @@ if [ -n "${BENCH_PERF:-}" ]; then
 	mkdir -p "$BENCH_PERF"
 	while read -r p _; do
 		perf record -q -g -o "$BENCH_PERF/perf-$p.data" -p "$p" >/dev/null 2>&1 &
+		perfpids="$perfpids $!"
+	done <"$tmp/tree"
+	sleep 1
+fi
+# BENCH_STRACE=DIR: strace -c -f of every process during the load, into
+# DIR/strace-PID.txt (system calls by kind; slows what it counts: its CPU
+# figures are not this benchmark's)
+if [ -n "${BENCH_STRACE:-}" ]; then
+	mkdir -p "$BENCH_STRACE"
+	while read -r p _; do
+		strace -c -f -o "$BENCH_STRACE/strace-$p.txt" -p "$p" >/dev/null 2>&1 &
 		perfpids="$perfpids $!"
 	done <"$tmp/tree"
 	sleep 1
