@@ -48,7 +48,8 @@ struct webproc {
 	struct zk_cache *nodes, *requests;
 	double idle_timeout; /* seconds; 0: never asleep */
 	double last_read;    /* np_mono_s() of the last listing that read the view */
-	int waking;	     /* listings wait for the view's first sync */
+	int loaded;	     /* the view synced since its session was opened */
+	int waking;	     /* listings wait for that first sync */
 	struct event *idle_ev, *wake_ev;
 	unsigned long long wakes, sleeps;
 	struct web *web;
@@ -264,11 +265,10 @@ arm_idle(struct webproc *wp, double in)
 }
 
 /* Open the view's session; its caches are made once it is connected.
- * for_reader: a listing waits for the first sync (waking). */
+ * for_reader: a listing asked (logged). */
 static int
 view_wake(struct webproc *wp, int for_reader)
 {
-	struct timeval tv = {(time_t)WAKE_MAX, 0};
 	char err[256];
 
 	wp->vzk = zk_new(wp->base, &wp->zo, view_session_event, wp, err, sizeof(err));
@@ -277,14 +277,25 @@ view_wake(struct webproc *wp, int for_reader)
 		return -1;
 	}
 	wp->wakes++;
-	if (for_reader) {
-		wp->waking = 1;
-		evtimer_add(wp->wake_ev, &tv);
+	wp->loaded = 0;
+	if (for_reader)
 		log_info("web: view awake: watching nodes and requests again (a listing asked)");
-	}
 	if (wp->idle_timeout > 0)
 		arm_idle(wp, wp->idle_timeout);
 	return 0;
+}
+
+/* Listings wait for the view's first sync, at most WAKE_MAX seconds from
+ * the first of them. */
+static void
+view_wait(struct webproc *wp)
+{
+	struct timeval tv = {(time_t)WAKE_MAX, 0};
+
+	if (wp->waking)
+		return;
+	wp->waking = 1;
+	evtimer_add(wp->wake_ev, &tv);
 }
 
 /* Close the view's session: the server drops its watches. */
@@ -293,7 +304,7 @@ view_sleep(struct webproc *wp)
 {
 	evtimer_del(wp->wake_ev);
 	evtimer_del(wp->idle_ev);
-	wp->waking = 0;
+	wp->waking = wp->loaded = 0;
 	zk_cache_free(wp->nodes);
 	zk_cache_free(wp->requests);
 	wp->nodes = wp->requests = NULL;
@@ -327,15 +338,21 @@ wake_timeout(evutil_socket_t fd, short what, void *arg)
 	struct webproc *wp = arg;
 
 	wp->waking = 0;
-	log_warn("web: the view's first sync took over %g s; answering 503", WAKE_MAX);
+	log_warn("web: the view's first read took over %g s; answering 503 (the reading goes "
+		 "on)",
+		 WAKE_MAX);
 	web_view_failed(wp->web);
 }
 
-/* The view synced (a cache's SYNCED): listings waiting for its wake go on. */
+/* A cache synced: once the view is, the listings waiting for its first
+ * sync go on. */
 static void
 view_synced(struct webproc *wp)
 {
-	if (!wp->waking || !main_ready(wp) || !view_ready(wp))
+	if (!view_ready(wp))
+		return;
+	wp->loaded = 1;
+	if (!wp->waking)
 		return;
 	wp->waking = 0;
 	evtimer_del(wp->wake_ev);
@@ -349,11 +366,12 @@ refresh(void *arg)
 	struct webproc *wp = arg;
 
 	wp->last_read = np_mono_s();
-	if (wp->waking)
-		return 0;
-	if (wp->vzk == NULL) {
-		if (!main_ready(wp) || view_wake(wp, 1) != 0)
-			return -1;
+	/* asleep while the main session is down: nothing held, nothing to
+	 * read (503, where an awake view shows what it holds) */
+	if (wp->vzk == NULL && (!main_ready(wp) || view_wake(wp, 1) != 0))
+		return -2;
+	if (!wp->loaded) {
+		view_wait(wp);
 		return 0;
 	}
 	return refresh_view(wp);

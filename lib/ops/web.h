@@ -70,8 +70,9 @@ struct web *web_new(struct event_base *base, const struct web_options *opt, stat
  * is made current before a listing that reads them is rendered (once per
  * answer; answers are kept 1 s). refresh(arg) (arg: web_new's) returns 1
  * when it is current now, 0 when reads were started: the owner then calls
- * web_view_current(w) once they are back (the listings waiting go on), and
- * -1 when it cannot be (not connected: the listing shows what is held).
+ * web_view_current(w) once they are back (the listings waiting go on),
+ * -1 when it cannot be (not connected: the listing shows what is held),
+ * and -2 when nothing is held and it cannot be read (503).
  * Without one the view is taken as always current.
  */
 typedef int (*web_refresh_fn)(void *arg);

@@ -8,7 +8,7 @@ a process that watched all along would."""
 import json
 import signal
 
-from conftest import bin_path, free_port, wait_for
+from conftest import TcpProxy, bin_path, free_port, wait_for
 from operator_helpers import host, parse_table, ready_nodes, static_config
 from test_web import get, wait_ready
 
@@ -117,3 +117,35 @@ def test_view_idle_timeout_0_keeps_the_view_awake(deployment, zuul):
     wait_for(lambda: "view: awake (asleep after 0 s without a listing: never)" in web.output(),
              what="the dump's view line")
     assert awake_count(web) == 0 and asleep_count(web) == 0
+
+
+def test_asleep_and_zookeeper_unreachable_answers_503(deployment, zuul):
+    """A listing that finds the view asleep and ZooKeeper out of reach has
+    nothing to show: 503, not an empty listing; once ZooKeeper is back the
+    next listing reads the view and shows it."""
+    zhost, zport, _ = deployment.zk_server
+    proxy = TcpProxy(zhost, zport)
+    try:
+        port = free_port()
+        cfg = static_config([host("host-a", ["small"])])
+        cfg["zookeeper-servers"] = [{"host": "127.0.0.1", "port": proxy.port,
+                                     "chroot": deployment.chroot}]
+        cfg["zookeeper-timeout"] = 30  # the session outlives the cut
+        cfg["webapp"] = {"port": port, "listen_address": "127.0.0.1",
+                         "view_idle_timeout": 0.5}
+        path = deployment.write_config(cfg)
+        zuul.zk.create("/nodepool/nodes/0000090001", foreign("ready"), makepath=True)
+        web = deployment.start([bin_path("nodepool-web"), "-c", path], "web")
+        wait_ready(port)
+        assert [n["id"] for n in listing(port, "/node-list")] == ["0000090001"]
+        wait_for(lambda: asleep_count(web) >= 1, what="the view asleep")
+        proxy.cut()
+        wait_for(lambda: get(port, "/ready")[0] == 503, what="/ready 503 while cut")
+        status, _, body = get(port, "/request-list", "application/json")
+        assert status == 503 and "ZooKeeper is not connected" in body
+        proxy.restore()
+        wait_ready(port)
+        assert [r["id"] for r in listing(port, "/request-list")] == []
+        assert [n["id"] for n in listing(port, "/node-list")] == ["0000090001"]
+    finally:
+        proxy.close()
