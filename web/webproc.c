@@ -278,6 +278,7 @@ view_wake(struct webproc *wp, int for_reader)
 	}
 	wp->wakes++;
 	wp->loaded = 0;
+	wp->trimmed = 0; /* the first read is a load phase: trimmed after it */
 	if (for_reader)
 		log_info("web: view awake: watching nodes and requests again (a listing asked)");
 	if (wp->idle_timeout > 0)
