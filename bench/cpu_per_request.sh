@@ -10,6 +10,8 @@
 # right before and right after the load, each process's CPU and CPU per
 # request, the tree's, and nodepool-web's share of it. Stops everything it
 # started, by pid. BENCH_WARMUP=M (default 40) unmeasured requests first.
+# Nobody reads the web API unless BENCH_POLL says so (below): nodepool-web's
+# view of nodes and requests then sleeps (webapp view_idle_timeout).
 #
 # Measured (release build, 2-core VM shared with other builds, 2026-11-28;
 # 500 requests at concurrency 20, 20 hosts; three runs each, alternated,
@@ -22,6 +24,25 @@
 #   events, no /dev/urandom per big-number decode): tree 2.78 / 2.10 /
 #                 2.28: launcher 2.18 / 1.64 / 1.80, nodepool-web 0.56 /
 #                 0.42 / 0.44 (19-20 %).
+#   issue 25, nodepool-web's view asleep while nobody reads it (release,
+#   2026-11-28, alternated with a copy of the build before, 5980ff7):
+#                 before: nodepool-web 0.48 / 0.38 / 0.32 / 0.28 (21.1 /
+#                 16.8 / 16.3 / 15.4 % of the tree's 2.28 / 2.26 / 1.96 /
+#                 1.82); after: nodepool-web 0.000 in each of three runs
+#                 (0 %; the tree 1.76 / 1.62 / 2.14, the launcher's share
+#                 varying with the machine). With a reader polling
+#                 /node-list every 2 s (BENCH_POLL=2) the view stays awake
+#                 and costs what it did: before 0.32 / 0.40 (17.6 / 19.0 %),
+#                 after 0.30 / 0.34 (15.2 / 17.0 %).
+#                 What it did per node request before (BENCH_STRACE, 500
+#                 requests): ~99,000 system calls in all, ~198 per request:
+#                 poll 19.6 (the C client's I/O thread woken per watch
+#                 event: about 20 events per request, the request's and its
+#                 nodes' changes and their lock contenders), read 57 (TLS
+#                 records), eventfd and pipe writes 18.6 (one hand-off per
+#                 event to the loop), futex 85; none of it asked for by
+#                 anyone. After: ~160 in all (the status polls and session
+#                 pings), 0.3 per request.
 #   issue 25, the launcher's ZooKeeper requests (own writes taken from
 #   their replies, new lock dirs made with the contender in one multi, a
 #   new node's lock counted from events, a used node deleted with its lock
@@ -121,6 +142,24 @@ else:
     sys.exit("nodepoold did not get its processes running and nodes ready")
 k.stop()
 PY
+# BENCH_POLL=S: a reader fetches /node-list (JSON) from nodepool-web every
+# S seconds from here to the end of the load, as a dashboard would (its
+# own CPU is not counted: it is not in the tree)
+pollpid=""
+if [ -n "${BENCH_POLL:-}" ]; then
+	/usr/bin/python3 - "$webport" "$BENCH_POLL" <<'PY' &
+import sys, time, urllib.request
+while True:
+    req = urllib.request.Request("http://127.0.0.1:%s/node-list" % sys.argv[1],
+                                 headers={"Accept": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=10).read()
+    except OSError:
+        pass
+    time.sleep(float(sys.argv[2]))
+PY
+	pollpid=$!
+fi
 bench_warmup 40 "$C" small
 sleep 2
 # the tree: nodepoold and its descendants, pid and name
@@ -176,9 +215,21 @@ if [ -n "${BENCH_STRACE:-}" ]; then
 	done <"$tmp/tree"
 	sleep 1
 fi
+# BENCH_STRACE=DIR: strace -c -f of every process during the load, into
+# DIR/strace-PID.txt (system calls by kind; slows what it counts: its CPU
+# figures are not this benchmark's)
+if [ -n "${BENCH_STRACE:-}" ]; then
+	mkdir -p "$BENCH_STRACE"
+	while read -r p _; do
+		strace -c -f -o "$BENCH_STRACE/strace-$p.txt" -p "$p" >/dev/null 2>&1 &
+		perfpids="$perfpids $!"
+	done <"$tmp/tree"
+	sleep 1
+fi
 echo "load: $N requests, concurrency $C, $H static nodes; nodepoold and its children:"
 # shellcheck disable=SC2086 # pidopt is a list of words
 bench_zuul_load -l small -n "$N" -c "$C" $pidopt --idle 5 | tee "$tmp/load.out"
+[ -z "$pollpid" ] || { kill "$pollpid"; wait "$pollpid" || true; }
 for p in $perfpids; do
 	kill -INT "$p"
 	wait "$p" || true
