@@ -90,58 +90,10 @@ H=${3:-20}
 bench_init nodepoold-cpu
 [ -n "${BENCH_NOMAKE:-}" ] || make -s "$BUILD/bin/nodepoold" "$BUILD/bin/nodepool-web" \
 	"$BUILD/bin/nodepoolctl" >/dev/null
-if [ -n "${BENCH_ZK_DIR:-}" ]; then
-	. "$BENCH_ZK_DIR/env"
-	bench_zk_vars
-else
-	bench_zk_start
-fi
-chroot=/cpu-$$
-bench_chroot=$chroot
-bench_zk_mkdir "$chroot"
-{
-	bench_config_head
-	cat <<CFG
-nodepoold: {control-socket: $tmp/ctl.sock, pid-file: $tmp/npd.pid}
-labels: [{name: small}]
-providers:
-  - name: static-bench
-    driver: static
-    pools:
-      - name: main
-        nodes:
-CFG
-	i=0
-	while [ $i -lt "$H" ]; do
-		echo "          - {name: host$i.example, labels: [small], host-key-checking: false}"
-		i=$((i + 1))
-	done
-} >"$tmp/nodepool.yaml"
+bench_static_setup "/cpu-$$" "$H" "nodepoold: {control-socket: $tmp/ctl.sock, pid-file: $tmp/npd.pid}"
 "$BUILD/bin/nodepoold" -f -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
-# wait for every process running and H ready nodes
-bench_kz "$NP_TEST_ZK_TLS$chroot" "$H" "$BUILD/bin/nodepoolctl" "$tmp/ctl.sock" <<'PY'
-import json, subprocess, time
-k = bench_kz_client(sys.argv[1], sys.argv[2])
-end = time.time() + 60
-while time.time() < end:
-    r = subprocess.run([sys.argv[4], "-s", sys.argv[5], "status", "--json"],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    ws = json.loads(r.stdout)["workers"] if r.returncode == 0 else []
-    n = 0
-    if k.exists("/nodepool/nodes"):
-        for ch in k.get_children("/nodepool/nodes"):
-            d = k.get("/nodepool/nodes/" + ch)[0]
-            if d and json.loads(d)["state"] == "ready":
-                n += 1
-    if (n >= int(sys.argv[3]) and len(ws) >= 2 and
-            all(w["state"] == "running" and w["zk"] == "connected" for w in ws)):
-        break
-    time.sleep(0.2)
-else:
-    sys.exit("nodepoold did not get its processes running and nodes ready")
-k.stop()
-PY
+bench_wait_static_ready "$H" 60 "$BUILD/bin/nodepoolctl" "$tmp/ctl.sock"
 # BENCH_POLL=S: a reader fetches /node-list (JSON) from nodepool-web every
 # S seconds from here to the end of the load, as a dashboard would (its
 # own CPU is not counted: it is not in the tree)
