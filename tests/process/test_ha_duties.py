@@ -250,10 +250,20 @@ def test_static_hosts_one_registrant_each_and_handed_over(deployment, zuul, tmp_
 
 
 class TenantSampler(threading.Thread):
-    """How many nodes of tenant each listing of /nodepool/nodes holds: the
-    listing is one atomic snapshot; a node's tenant_name is set when it
-    is created (INIT) or allocated and kept until it goes, so it is read
-    once per node (a node gone before its first read is not counted)."""
+    """How many nodes of tenant /nodepool/nodes holds at one instant, sampled.
+    A node's tenant_name is set when it is created (INIT) or allocated and
+    kept until the node goes, so it is read once per node (until then it
+    is read again each time: a ready node may be allocated later). The
+    reads of a listing's nodes come after the listing, while nodes keep
+    coming and going: a node counted from an earlier read may be deleted
+    and another allocated before it is read, and the two were never the
+    tenant's together. So a sample counts only when no child was created
+    or deleted from its listing until after its last read (the parent's
+    pzxid, ZooKeeper's zxid of its last child change, is the same in the
+    listing that follows): the nodes it lists then all existed, together,
+    at the instant of its last read, each of them the tenant's by then if
+    it was read so. Samples whose listing changed meanwhile are left out
+    (self.torn)."""
 
     def __init__(self, zk, tenant):
         super().__init__(daemon=True)
@@ -263,10 +273,11 @@ class TenantSampler(threading.Thread):
         self.known = {}
         self.max = 0
         self.samples = 0
+        self.torn = 0
 
     def run(self):
+        kids, st = self.zk.get_children("/nodepool/nodes", include_data=True)
         while not self.stop.is_set():
-            kids = self.zk.get_children("/nodepool/nodes")
             n = 0
             for k in kids:
                 if self.known.get(k) is None:
@@ -276,8 +287,13 @@ class TenantSampler(threading.Thread):
                     except (NoNodeError, ValueError):
                         continue
                 n += self.known[k] == self.tenant
-            self.max = max(self.max, n)
-            self.samples += 1
+            after, st2 = self.zk.get_children("/nodepool/nodes", include_data=True)
+            if st2.pzxid == st.pzxid:
+                self.max = max(self.max, n)
+                self.samples += 1
+            else:
+                self.torn += 1
+            kids, st = after, st2
 
 
 def test_tenant_limit_exact_across_launchers_and_providers(deployment, zuul, sims, tmp_path,
