@@ -10,6 +10,8 @@
 # right before and right after the load, each process's CPU and CPU per
 # request, the tree's, and nodepool-web's share of it. Stops everything it
 # started, by pid. BENCH_WARMUP=M (default 40) unmeasured requests first.
+# Nobody reads the web API unless BENCH_POLL says so (below): nodepool-web's
+# view of nodes and requests then sleeps (webapp view_idle_timeout).
 #
 # Measured (release build, 2-core VM shared with other builds, 2026-11-28;
 # 500 requests at concurrency 20, 20 hosts; three runs each, alternated,
@@ -22,13 +24,63 @@
 #   events, no /dev/urandom per big-number decode): tree 2.78 / 2.10 /
 #                 2.28: launcher 2.18 / 1.64 / 1.80, nodepool-web 0.56 /
 #                 0.42 / 0.44 (19-20 %).
-# Where the rest goes (perf record -g, BENCH_PERF): over half of each
+#   issue 25, nodepool-web's view asleep while nobody reads it (release,
+#   2026-11-28, alternated with a copy of the build before, 5980ff7):
+#                 before: nodepool-web 0.48 / 0.38 / 0.32 / 0.28 (21.1 /
+#                 16.8 / 16.3 / 15.4 % of the tree's 2.28 / 2.26 / 1.96 /
+#                 1.82); after: nodepool-web 0.000 in each of three runs
+#                 (0 %; the tree 1.76 / 1.62 / 2.14, the launcher's share
+#                 varying with the machine). With a reader polling
+#                 /node-list every 2 s (BENCH_POLL=2) the view stays awake
+#                 and costs what it did: before 0.32 / 0.40 (17.6 / 19.0 %),
+#                 after 0.30 / 0.34 (15.2 / 17.0 %).
+#                 What it did per node request before (BENCH_STRACE, 500
+#                 requests): ~99,000 system calls in all, ~198 per request:
+#                 poll 19.6 (the C client's I/O thread woken per watch
+#                 event: about 20 events per request, the request's and its
+#                 nodes' changes and their lock contenders), read 57 (TLS
+#                 records), eventfd and pipe writes 18.6 (one hand-off per
+#                 event to the loop), futex 85; none of it asked for by
+#                 anyone. After: ~160 in all (the status polls and session
+#                 pings), 0.3 per request.
+#   issue 25, the launcher's ZooKeeper requests (own writes taken from
+#   their replies, new lock dirs made with the contender in one multi, a
+#   new node's lock counted from events, a used node deleted with its lock
+#   dir in one multi, no request started on a node another is locking
+#   for): ZooKeeper requests per request 28.5 / 28.7 -> 12.0 (uprobes on
+#   the C client's zoo_a* calls, BENCH_PERF_EVENTS); ms per request on a
+#   machine at load average 13-20, alternated with a copy of the build
+#   before (5980ff7): launcher 1.68 / 2.00 / 1.84 -> 1.12 / 1.34 / 1.50,
+#   tree 2.12 / 2.60 / 2.40 -> 1.56 / 1.84 / 2.02.
+# Where the launcher's CPU went after that, before the transport patch
+# below (perf record -g, BENCH_PERF): about half of each
 # process's CPU is in the kernel, per ZooKeeper message: the C client's I/O
 # and completion threads and our eventfd hand-off (futex, poll, epoll,
-# pipe and eventfd writes; strace -c: ~680 system calls per request in the
-# launcher before, 26 ZooKeeper requests per request after), and TLS
-# records sent as two writes (length, then body). JSON and our own code
-# are a few per cent.
+# pipe and eventfd writes), and TLS records. In the launcher, libc's
+# malloc/free ~10 %, jansson ~7 %, OpenSSL ~9 %, our own code ~9 %. Per
+# request the launcher now sends: the new request's read, its lock (one
+# multi) and release, the node lock (one multi) and release, the
+# fulfilment (one multi), the new node's create and read, two reads of
+# Zuul's node changes, and the used node's delete (one multi).
+#   issue 25, the ZooKeeper client's transport (mk/zkclient-io.patch:
+#   completions on the I/O thread, its self-pipe written only when it may
+#   sleep, the queued requests in one TLS record, read-ahead; three runs
+#   each, alternated with 5980ff7 on the same ZooKeeper):
+#     5980ff7:    tree 2.06 / 2.28 / 2.24: launcher 1.62 / 1.86 / 1.82,
+#                 nodepool-web 0.40 / 0.38 / 0.40, nodepoold 0.02-0.04.
+#     zkclient-io: tree 1.28 / 1.18 / 1.40: launcher 0.94 / 0.86 / 1.10,
+#                 nodepool-web 0.30 / 0.28 / 0.28 (20-24 %), nodepoold
+#                 0.02-0.04.
+#   System calls per request (BENCH_STRACE, strace -f -c, all threads):
+#   launcher 665 -> 45 (futex 234 -> 0.5, write 152 -> 17, read 176 -> 14,
+#   poll 58 -> 9, epoll_wait 41 -> 2.6), nodepool-web 179 -> 20,
+#   nodepoold 9.5 -> 7.8.
+# Where the launcher's system calls go now, per request: ~6 TLS writes and
+# ~7 reads of ZooKeeper's socket (requests and answers are batched), ~5
+# wake-ups of the client's I/O thread (a pipe write, a poll, a read
+# each), ~3 hand-offs to the loop (eventfd write, epoll_wait, read), ~3
+# log lines, and ~3 getpid from OpenSSL's RAND_bytes (OpenSSL's fork check)
+# for each lock's node name (zk_lock_new).
 set -eu
 N=${1:-500}
 C=${2:-20}
@@ -38,58 +90,28 @@ H=${3:-20}
 bench_init nodepoold-cpu
 [ -n "${BENCH_NOMAKE:-}" ] || make -s "$BUILD/bin/nodepoold" "$BUILD/bin/nodepool-web" \
 	"$BUILD/bin/nodepoolctl" >/dev/null
-if [ -n "${BENCH_ZK_DIR:-}" ]; then
-	. "$BENCH_ZK_DIR/env"
-	bench_zk_vars
-else
-	bench_zk_start
-fi
-chroot=/cpu-$$
-bench_chroot=$chroot
-bench_zk_mkdir "$chroot"
-{
-	bench_config_head
-	cat <<CFG
-nodepoold: {control-socket: $tmp/ctl.sock, pid-file: $tmp/npd.pid}
-labels: [{name: small}]
-providers:
-  - name: static-bench
-    driver: static
-    pools:
-      - name: main
-        nodes:
-CFG
-	i=0
-	while [ $i -lt "$H" ]; do
-		echo "          - {name: host$i.example, labels: [small], host-key-checking: false}"
-		i=$((i + 1))
-	done
-} >"$tmp/nodepool.yaml"
+bench_static_setup "/cpu-$$" "$H" "nodepoold: {control-socket: $tmp/ctl.sock, pid-file: $tmp/npd.pid}"
 "$BUILD/bin/nodepoold" -f -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
-# wait for every process running and H ready nodes
-bench_kz "$NP_TEST_ZK_TLS$chroot" "$H" "$BUILD/bin/nodepoolctl" "$tmp/ctl.sock" <<'PY'
-import json, subprocess, time
-k = bench_kz_client(sys.argv[1], sys.argv[2])
-end = time.time() + 60
-while time.time() < end:
-    r = subprocess.run([sys.argv[4], "-s", sys.argv[5], "status", "--json"],
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    ws = json.loads(r.stdout)["workers"] if r.returncode == 0 else []
-    n = 0
-    if k.exists("/nodepool/nodes"):
-        for ch in k.get_children("/nodepool/nodes"):
-            d = k.get("/nodepool/nodes/" + ch)[0]
-            if d and json.loads(d)["state"] == "ready":
-                n += 1
-    if (n >= int(sys.argv[3]) and len(ws) >= 2 and
-            all(w["state"] == "running" and w["zk"] == "connected" for w in ws)):
-        break
-    time.sleep(0.2)
-else:
-    sys.exit("nodepoold did not get its processes running and nodes ready")
-k.stop()
+bench_wait_static_ready "$H" 60 "$BUILD/bin/nodepoolctl" "$tmp/ctl.sock"
+# BENCH_POLL=S: a reader fetches /node-list (JSON) from nodepool-web every
+# S seconds from here to the end of the load, as a dashboard would (its
+# own CPU is not counted: it is not in the tree)
+pollpid=""
+if [ -n "${BENCH_POLL:-}" ]; then
+	/usr/bin/python3 - "$webport" "$BENCH_POLL" <<'PY' &
+import sys, time, urllib.request
+while True:
+    req = urllib.request.Request("http://127.0.0.1:%s/node-list" % sys.argv[1],
+                                 headers={"Accept": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=10).read()
+    except OSError:
+        pass
+    time.sleep(float(sys.argv[2]))
 PY
+	pollpid=$!
+fi
 bench_warmup 40 "$C" small
 sleep 2
 # the tree: nodepoold and its descendants, pid and name
@@ -114,12 +136,44 @@ for p, comm in out:
 PY
 pidopt=$(awk '{printf "--pid %s ", $1}' "$tmp/tree")
 # BENCH_PERF=DIR: perf record -g of every process during the load, into
-# DIR/perf-PID.data (perf report -i ... to read)
+# DIR/perf-PID.data (perf report -i ... to read); BENCH_PERF_EVENTS=LIST
+# records those events instead (perf record -e LIST, no call graphs), e.g.
+# uprobes on the ZooKeeper C client's zoo_a* calls to count the requests
+# per request by kind (perf script -i ... to read)
 perfpids=""
 if [ -n "${BENCH_PERF:-}" ]; then
 	mkdir -p "$BENCH_PERF"
 	while read -r p _; do
-		perf record -q -g -o "$BENCH_PERF/perf-$p.data" -p "$p" >/dev/null 2>&1 &
+		if [ -n "${BENCH_PERF_EVENTS:-}" ]; then
+			perf record -q -g -e "$BENCH_PERF_EVENTS" -o "$BENCH_PERF/perf-$p.data" -p "$p" \
+				>/dev/null 2>&1 &
+		else
+			perf record -q -g -o "$BENCH_PERF/perf-$p.data" -p "$p" >/dev/null 2>&1 &
+		fi
+		perfpids="$perfpids $!"
+	done <"$tmp/tree"
+	sleep 1
+fi
+# BENCH_STRACE=DIR: strace -f -c of every process (all its threads) during
+# the load, a table of system calls by kind into DIR/strace-PID.txt (the
+# tracing slows the tree: its CPU figures are not comparable then);
+# BENCH_STRACE_ARGS replaces -c (-e trace=write, say, for each call)
+if [ -n "${BENCH_STRACE:-}" ]; then
+	mkdir -p "$BENCH_STRACE"
+	while read -r p _; do
+		# shellcheck disable=SC2086 # a list of words
+		strace -f ${BENCH_STRACE_ARGS:--c} -o "$BENCH_STRACE/strace-$p.txt" -p "$p" >/dev/null 2>&1 &
+		perfpids="$perfpids $!"
+	done <"$tmp/tree"
+	sleep 1
+fi
+# BENCH_STRACE=DIR: strace -c -f of every process during the load, into
+# DIR/strace-PID.txt (system calls by kind; slows what it counts: its CPU
+# figures are not this benchmark's)
+if [ -n "${BENCH_STRACE:-}" ]; then
+	mkdir -p "$BENCH_STRACE"
+	while read -r p _; do
+		strace -c -f -o "$BENCH_STRACE/strace-$p.txt" -p "$p" >/dev/null 2>&1 &
 		perfpids="$perfpids $!"
 	done <"$tmp/tree"
 	sleep 1
@@ -127,6 +181,7 @@ fi
 echo "load: $N requests, concurrency $C, $H static nodes; nodepoold and its children:"
 # shellcheck disable=SC2086 # pidopt is a list of words
 bench_zuul_load -l small -n "$N" -c "$C" $pidopt --idle 5 | tee "$tmp/load.out"
+[ -z "$pollpid" ] || { kill "$pollpid"; wait "$pollpid" || true; }
 for p in $perfpids; do
 	kill -INT "$p"
 	wait "$p" || true

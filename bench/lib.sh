@@ -18,7 +18,8 @@
 #
 # Environment: BUILD picks the build (default build); BENCH_NOMAKE skips
 # make; BENCH_KEEP keeps $tmp; BENCH_DEBUG traces; BENCH_ZK=plain talks to
-# ZooKeeper without TLS (default tls); BENCH_WARMUP=M warm-up requests.
+# ZooKeeper without TLS (default tls); BENCH_WARMUP=M warm-up requests;
+# BENCH_ZK_DIR reuses a running fixture (bench_zk_reuse_or_start).
 
 # bench_init PREFIX: cd to the repository's top, build zuul_load and the
 # launcher, make $tmp (/tmp/PREFIX.XXXXXX), set the cleanup trap. Sets
@@ -85,6 +86,17 @@ bench_zk_start() {
 	bench_zk_vars
 }
 
+# bench_zk_reuse_or_start: the running fixture named by BENCH_ZK_DIR (its
+# env; a warm JVM, left running at the end), else bench_zk_start.
+bench_zk_reuse_or_start() {
+	if [ -n "${BENCH_ZK_DIR:-}" ]; then
+		. "$BENCH_ZK_DIR/env"
+		bench_zk_vars
+	else
+		bench_zk_start
+	fi
+}
+
 # bench_kz HOSTS [args...] <<'PY': runs a kazoo script on stdin with
 # sys.argv[1] HOSTS, sys.argv[2] the certificates' directory, then args.
 # bench_kz_client(hosts, certs) below connects with TLS.
@@ -131,6 +143,68 @@ bench_config_head() {
 	echo "zookeeper-servers: [{host: 127.0.0.1, port: $port, chroot: ${bench_chroot:-/bench}}]"
 	echo "$tlscfg"
 	echo "webapp: {port: $webport, listen_address: 127.0.0.1}"
+}
+
+# bench_static_setup CHROOT H [LINE]: what the static benchmarks share
+# before they start their daemon: ZooKeeper (bench_zk_reuse_or_start),
+# CHROOT made and set as bench_chroot, and $tmp/nodepool.yaml with
+# bench_config_head, LINE (a top-level nodepool.yaml line, if any), label
+# small and the static provider static-bench of H hosts host0.example ...
+# (host-key-checking off: no host is contacted).
+bench_static_setup() {
+	bench_zk_reuse_or_start
+	bench_chroot=$1
+	bench_zk_mkdir "$bench_chroot"
+	{
+		bench_config_head
+		[ -z "${3:-}" ] || echo "$3"
+		cat <<CFG
+labels: [{name: small}]
+providers:
+  - name: static-bench
+    driver: static
+    pools:
+      - name: main
+        nodes:
+CFG
+		i=0
+		while [ $i -lt "$2" ]; do
+			echo "          - {name: host$i.example, labels: [small], host-key-checking: false}"
+			i=$((i + 1))
+		done
+	} >"$tmp/nodepool.yaml"
+}
+
+# bench_wait_static_ready H SECONDS [NODEPOOLCTL SOCKET]: waits until H nodes
+# under $bench_chroot are ready and, given nodepoolctl and nodepoold's
+# control socket, every worker nodepoold runs (two at least) is running and
+# connected to ZooKeeper; exits 1 after SECONDS.
+bench_wait_static_ready() {
+	bench_kz "$NP_TEST_ZK_TLS$bench_chroot" "$@" <<'PY'
+import json, subprocess, time
+k = bench_kz_client(sys.argv[1], sys.argv[2])
+end = time.time() + float(sys.argv[4])
+while time.time() < end:
+    ok = True
+    if len(sys.argv) > 6:
+        r = subprocess.run([sys.argv[5], "-s", sys.argv[6], "status", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        ws = json.loads(r.stdout)["workers"] if r.returncode == 0 else []
+        ok = len(ws) >= 2 and all(w["state"] == "running" and w["zk"] == "connected"
+                                  for w in ws)
+    n = 0
+    if k.exists("/nodepool/nodes"):
+        for ch in k.get_children("/nodepool/nodes"):
+            d = k.get("/nodepool/nodes/" + ch)[0]
+            if d and json.loads(d)["state"] == "ready":
+                n += 1
+    if ok and n >= int(sys.argv[3]):
+        break
+    time.sleep(0.1)
+else:
+    sys.exit("the static nodes were not ready in time")
+k.stop()
+PY
 }
 
 # bench_wait_pool: waits (30 s) until the launcher registered its pool

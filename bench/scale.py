@@ -357,6 +357,20 @@ def main():
             table(proc, "after %sserving %d node requests as Zuul does (%.1fs), 5 s later:"
                   % ("the restart, then " if server is not None else "", served,
                      time.time() - t1))
+        if os.environ.get("BENCH_WEB_READ"):
+            # a reader at last: nodepool-web reads its view of nodes and
+            # requests (asleep until asked, issue 25) for this listing
+            import urllib.request
+            t1 = time.time()
+            req = urllib.request.Request(
+                "http://127.0.0.1:%d/node-list" % cfg["webapp"]["port"],
+                headers={"Accept": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as r:
+                listed = len(json.loads(r.read()))
+            took = time.time() - t1
+            time.sleep(5)
+            table(proc, "after one /node-list (%d nodes, answered in %.2fs), 5 s later:"
+                  % (listed, took))
         if os.environ.get("BENCH_HOLD"):  # time to inspect /proc by hand
             print("holding %s s; pids above" % os.environ["BENCH_HOLD"], flush=True)
             time.sleep(float(os.environ["BENCH_HOLD"]))

@@ -9,6 +9,8 @@
 # of 2*M node requests (submit, accept, return, as Zuul's code does) and
 # prints them again, 5 s after; and stops everything it started, by pid.
 # BENCH_ZK_DIR: reuse a running fixture instead of starting one.
+# BENCH_WEB_READ=1: at the end, one /node-list from nodepool-web (which
+# reads its view for it) and the table again, 5 s later.
 #
 # BENCH_RESTART=1: after start-up, restart ZooKeeper (1 s down, same data
 # and ports) and print each worker's reconnect and re-sync time; the load
@@ -46,6 +48,17 @@
 #                 re-synced 1,187-1,279 ms, 1.0 s of CPU in all; then,
 #                 after serving 60 requests, RSS 99.5 MiB, PSS 56.6 (without
 #                 the trim after a re-sync: 116.7 right after it).
+#   10 x 20,000, issue 25 (nodepool-web's view of nodes and requests
+#                 asleep until a listing asks; BENCH_WEB_READ=1 asks for
+#                 one /node-list at the end): before (5980ff7) nodepool-web
+#                 PSS 12.5-12.7 MiB after start-up and after serving, 1.4-1.5
+#                 s of start-up CPU; then 93.8 after one /node-list (3.6 s to
+#                 answer). After: 2.1-2.2 MiB and 0.03 s of CPU (nothing
+#                 read: no session of the view yet), total PSS 48.5-49.5
+#                 against 58.8-59.1; after one /node-list 24.9 (answered in
+#                 5.1 s: the view's session, every record read, the listing;
+#                 the trim after that first read also returns the
+#                 listing's buffers).
 # What a worker still holds per foreign node (20,000 nodes): the cache entry
 # (40 B + name: a 64-byte malloc chunk) and its slot in the cache's table
 # (11-21 B), no watch (one recursive watch per cache); its summary is

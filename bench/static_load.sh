@@ -15,51 +15,9 @@ bench_init nodepoold-bench
 bench_cleanup_hook() {
 	[ -z "${BENCH_KEEP_LOG:-}" ] || cp "$tmp/launcher.log" "$BENCH_KEEP_LOG"
 }
-# BENCH_ZK_DIR: reuse a running fixture (a warm JVM) instead of starting one
-if [ -n "${BENCH_ZK_DIR:-}" ]; then
-	. "$BENCH_ZK_DIR/env"
-	bench_zk_vars
-else
-	bench_zk_start
-fi
-chroot=/bench-$$
-bench_chroot=$chroot
-bench_zk_mkdir "$chroot"
-{
-	bench_config_head
-	cat <<CFG
-labels: [{name: small}]
-providers:
-  - name: static-bench
-    driver: static
-    pools:
-      - name: main
-        nodes:
-CFG
-	i=0
-	while [ $i -lt "$H" ]; do
-		echo "          - {name: host$i.example, labels: [small], host-key-checking: false}"
-		i=$((i + 1))
-	done
-} >"$tmp/nodepool.yaml"
+bench_static_setup "/bench-$$" "$H"
 NP_DEBUG=${NP_DEBUG:-} "$BUILD/bin/nodepool-launcher" -p static-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
-# wait for H ready nodes
-bench_kz "$NP_TEST_ZK_TLS$chroot" "$H" <<'PY'
-import json, time
-k = bench_kz_client(sys.argv[1], sys.argv[2])
-end = time.time() + 30
-while time.time() < end:
-    n = 0
-    if k.exists("/nodepool/nodes"):
-        for ch in k.get_children("/nodepool/nodes"):
-            d = k.get("/nodepool/nodes/" + ch)[0]
-            if d and json.loads(d)["state"] == "ready":
-                n += 1
-    if n >= int(sys.argv[3]):
-        break
-    time.sleep(0.1)
-k.stop()
-PY
+bench_wait_static_ready "$H" 30
 echo "load: $N requests, concurrency $C, $H static nodes"
 bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --idle 5

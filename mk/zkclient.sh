@@ -11,6 +11,9 @@
 # lost connection: zoo_aset_data_watches() (SetWatches with a normal xid),
 # zoo_catchup_zxid() and zoo_resync_done() (the zxid to catch up from, held
 # in the I/O thread from the first lost connection until caught up).
+# mk/zkclient-io.patch cuts the system calls per message: completions called
+# on the I/O thread (no completion thread), the I/O thread woken only when
+# asleep, one TLS record per request and read-ahead on receipt.
 #
 # Usage: mk/zkclient.sh OUTDIR
 # OUTDIR receives lib/libzookeeper.a, lib/libhashtable.a and include/.
@@ -27,6 +30,7 @@ patches="
 zkclient-tls.patch
 zkclient-reconnect.patch
 zkclient-watch.patch
+zkclient-io.patch
 "
 key=$(cd "$here" && cat zkclient.sh $patches | sha256sum | cut -c1-16)
 cdir="$cache/zkclient-$srcver-$key"

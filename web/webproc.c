@@ -37,9 +37,21 @@ struct webproc {
 	struct childproc_link *link; /* to nodepoold, or NULL when standalone */
 	json_t *slice;		     /* in force, or NULL */
 	int64_t generation;
-	struct zk *zk;
+	struct zk *zk;	      /* the main session: pools, images, metric records */
+	struct zk_options zo; /* the slice's (strings borrowed from slice) */
 	enum zk_event zk_state;
-	struct zk_cache *nodes, *requests, *pools;
+	struct zk_cache *pools;
+	/* the view of nodes and requests, on a session of its own that is
+	 * closed while nobody reads (see "Asleep while idle" below): vzk and
+	 * the caches are NULL while asleep */
+	struct zk *vzk;
+	struct zk_cache *nodes, *requests;
+	double idle_timeout; /* seconds; 0: never asleep */
+	double last_read;    /* np_mono_s() of the last listing that read the view */
+	int loaded;	     /* the view synced since its session was opened */
+	int waking;	     /* listings wait for that first sync */
+	struct event *idle_ev, *wake_ev;
+	unsigned long long wakes, sleeps;
 	struct web *web;
 	json_t *live;		    /* provider -> its worker's metrics record (METRICS) */
 	struct event *listen_retry; /* the address could not be bound: try again */
@@ -102,12 +114,29 @@ free_node(void *o)
 
 /* ---- the view the web API reads ------------------------------------------------- */
 
+/* The main session connected and the pools listed. */
+static int
+main_ready(const struct webproc *wp)
+{
+	return wp->zk != NULL && zk_is_connected(wp->zk) && wp->pools != NULL &&
+	       zk_cache_synced(wp->pools);
+}
+
+/* The view awake, its session connected and both caches synced. */
+static int
+view_ready(const struct webproc *wp)
+{
+	return wp->vzk != NULL && zk_is_connected(wp->vzk) && wp->nodes != NULL &&
+	       zk_cache_synced(wp->nodes) && zk_cache_synced(wp->requests);
+}
+
+/* /ready and STATUS: the main session is up and the view is complete, or
+ * asleep (read in full when asked), or being woken for a listing (which
+ * waits for it). */
 static int
 is_ready(const struct webproc *wp)
 {
-	return wp->zk != NULL && zk_is_connected(wp->zk) && wp->nodes != NULL &&
-	       zk_cache_synced(wp->nodes) && zk_cache_synced(wp->requests) &&
-	       zk_cache_synced(wp->pools);
+	return main_ready(wp) && (wp->vzk == NULL || wp->waking || view_ready(wp));
 }
 
 static void
@@ -131,7 +160,7 @@ sample_now(struct webproc *wp)
 {
 	struct status_view v;
 
-	if (!is_ready(wp))
+	if (!main_ready(wp) || !view_ready(wp))
 		return;
 	view(wp, &v);
 	statuspage_history_sample(wp->history, &v, wall_now());
@@ -179,14 +208,15 @@ refresh_timeout(evutil_socket_t fd, short what, void *arg)
 	refresh_over(wp);
 }
 
-/* web_refresh_fn (web.h); also the sampler's */
+/* The awake view made current: 1 now, 0 reads started (web_view_current
+ * follows), -1 not synced (the listing shows what is held). The sampler's;
+ * a listing's through refresh(). */
 static int
-refresh(void *arg)
+refresh_view(struct webproc *wp)
 {
-	struct webproc *wp = arg;
 	struct timeval tv = {(time_t)REFRESH_MAX, 0};
 
-	if (!is_ready(wp))
+	if (!main_ready(wp) || !view_ready(wp))
 		return -1;
 	if (wp->refreshing > 0)
 		return 0;
@@ -201,12 +231,161 @@ refresh(void *arg)
 	return 0;
 }
 
+/*
+ * Asleep while idle (issue 25): the recursive watches of the nodes and
+ * requests caches bring every change of every node and request (its
+ * locks' too: about 20 events per node request), whether or not anyone
+ * reads the API, and ZooKeeper offers no way to drop a persistent watch
+ * short of closing its session. So the view has a session of its own
+ * (vzk), opened by the first listing that reads it (it waits for the
+ * first sync: a listing of everything, as at start-up) and closed once no
+ * listing has read it for idle_timeout seconds (webapp view_idle_timeout,
+ * 60; 0: always awake, opened at start). While asleep nodepool-web holds
+ * no watch on nodes or requests and no record of them, so the churn costs
+ * it nothing; a client polling more often than the window keeps it awake
+ * and pays what it paid before: the events and the reads of what changed
+ * between two polls, not a re-sync per poll. The status page's sample
+ * (every STATUSPAGE_SAMPLE_INTERVAL) is taken while awake only, and does
+ * not keep the view awake: its history shows the times someone read.
+ */
+#define WAKE_MAX 10.0 /* seconds a listing waits for the view's first sync */
+
+static void view_session_event(struct zk *zk, enum zk_event ev, void *arg);
+
+static void
+arm_idle(struct webproc *wp, double in)
+{
+	struct timeval tv;
+
+	if (in < 0.05)
+		in = 0.05;
+	tv.tv_sec = (time_t)in;
+	tv.tv_usec = (suseconds_t)((in - (double)tv.tv_sec) * 1e6);
+	evtimer_add(wp->idle_ev, &tv);
+}
+
+/* Open the view's session; its caches are made once it is connected.
+ * for_reader: a listing asked (logged). */
+static int
+view_wake(struct webproc *wp, int for_reader)
+{
+	char err[256];
+
+	wp->vzk = zk_new(wp->base, &wp->zo, view_session_event, wp, err, sizeof(err));
+	if (wp->vzk == NULL) {
+		log_warn("web: the view's ZooKeeper session: %s", err);
+		return -1;
+	}
+	wp->wakes++;
+	wp->loaded = 0;
+	wp->trimmed = 0; /* the first read is a load phase: trimmed after it */
+	if (for_reader)
+		log_info("web: view awake: watching nodes and requests again (a listing asked)");
+	if (wp->idle_timeout > 0)
+		arm_idle(wp, wp->idle_timeout);
+	return 0;
+}
+
+/* Listings wait for the view's first sync, at most WAKE_MAX seconds from
+ * the first of them. */
+static void
+view_wait(struct webproc *wp)
+{
+	struct timeval tv = {(time_t)WAKE_MAX, 0};
+
+	if (wp->waking)
+		return;
+	wp->waking = 1;
+	evtimer_add(wp->wake_ev, &tv);
+}
+
+/* Close the view's session: the server drops its watches. */
+static void
+view_sleep(struct webproc *wp)
+{
+	evtimer_del(wp->wake_ev);
+	evtimer_del(wp->idle_ev);
+	wp->waking = wp->loaded = 0;
+	zk_cache_free(wp->nodes);
+	zk_cache_free(wp->requests);
+	wp->nodes = wp->requests = NULL;
+	zk_free(wp->vzk);
+	wp->vzk = NULL;
+}
+
+static void
+idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct webproc *wp = arg;
+	double left = wp->last_read + wp->idle_timeout - np_mono_s();
+
+	if (wp->vzk == NULL || wp->idle_timeout <= 0)
+		return;
+	if (left > 0 || wp->waking || wp->refreshing > 0) {
+		arm_idle(wp, left > 0 ? left : 1.0);
+		return;
+	}
+	view_sleep(wp);
+	wp->sleeps++;
+	log_info("web: view asleep: no listing for %g s; nodes and requests are not watched "
+		 "until the next one",
+		 wp->idle_timeout);
+	np_mem_trim_startup("web API view asleep");
+}
+
+static void
+wake_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct webproc *wp = arg;
+
+	wp->waking = 0;
+	log_warn("web: the view's first read took over %g s; answering 503 (the reading goes "
+		 "on)",
+		 WAKE_MAX);
+	web_view_failed(wp->web);
+}
+
+/* A cache synced: once the view is, the listings waiting for its first
+ * sync go on. */
+static void
+view_synced(struct webproc *wp)
+{
+	if (!view_ready(wp))
+		return;
+	wp->loaded = 1;
+	if (!wp->waking)
+		return;
+	wp->waking = 0;
+	evtimer_del(wp->wake_ev);
+	web_view_current(wp->web);
+}
+
+/* web_refresh_fn (web.h): a listing reads the view */
+static int
+refresh(void *arg)
+{
+	struct webproc *wp = arg;
+
+	wp->last_read = np_mono_s();
+	/* asleep while the main session is down: nothing held, nothing to
+	 * read (503, where an awake view shows what it holds) */
+	if (wp->vzk == NULL && (!main_ready(wp) || view_wake(wp, 1) != 0))
+		return -2;
+	if (!wp->loaded) {
+		view_wait(wp);
+		return 0;
+	}
+	return refresh_view(wp);
+}
+
 static void
 sample_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct webproc *wp = arg;
 
-	if (refresh(wp) == 0)
+	if (!view_ready(wp))
+		return; /* asleep (or not synced): no sample */
+	if (refresh_view(wp) == 0)
 		wp->sample_due = 1; /* once the reads are back */
 	else
 		sample_now(wp);
@@ -349,9 +528,11 @@ cache_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	struct webproc *wp = arg;
 
 	(void)e;
-	if (ev == ZK_CACHE_SYNCED && is_ready(wp))
+	if (ev == ZK_CACHE_SYNCED)
+		view_synced(wp);
+	if (ev == ZK_CACHE_SYNCED && main_ready(wp) && view_ready(wp))
 		sample_now(wp); /* the page's first sample at once */
-	if (ev == ZK_CACHE_SYNCED && !wp->trimmed && is_ready(wp)) {
+	if (ev == ZK_CACHE_SYNCED && !wp->trimmed && main_ready(wp) && view_ready(wp)) {
 		wp->trimmed = 1;
 		np_mem_trim_startup("web API view synced");
 		/* again after a lost connection: see session_event */
@@ -371,22 +552,14 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 	case ZK_EV_CONNECTED:
 		log_info("ZooKeeper session established (0x%llx)",
 			 (unsigned long long)zk_session_id(zk));
-		if (wp->nodes == NULL) {
-			/* nodes: of each record only what the endpoints
-			 * show, compact (nodeview.h) */
-			wp->nodes = zk_cache_new(zk, "/nodepool/nodes",
-						 ZK_CACHE_DATA | ZK_CACHE_LOCKS | ZK_CACHE_LAZY,
-						 cache_event, wp);
-			zk_cache_set_codec(wp->nodes, decode_node, free_node);
-			wp->requests = zk_cache_new(zk, "/nodepool/requests",
-						    ZK_CACHE_DATA | ZK_CACHE_LAZY, cache_event, wp);
-			zk_cache_set_codec(wp->requests, np_request_cache_decode,
-					   np_request_cache_free);
+		if (wp->pools == NULL) {
 			wp->pools = zk_cache_new(zk, "/nodepool/components/pool", ZK_CACHE_DATA,
 						 cache_event, wp);
 			zk_cache_set_codec(wp->pools, np_component_cache_decode,
 					   np_component_cache_free);
 		}
+		if (wp->idle_timeout <= 0 && wp->vzk == NULL)
+			view_wake(wp, 0); /* always awake */
 		maybe_ready(wp);
 		break;
 	case ZK_EV_RECONNECTED:
@@ -408,6 +581,46 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		if (!suspended)
 			log_warn("ZooKeeper TLS handshake or authentication failed; retrying");
 		break;
+	}
+}
+
+/* The view's session (vzk): its caches are made once it is first
+ * connected; lost connections and expiries re-sync them (zk.h). */
+static void
+view_session_event(struct zk *zk, enum zk_event ev, void *arg)
+{
+	struct webproc *wp = arg;
+
+	switch (ev) {
+	case ZK_EV_CONNECTED:
+		log_debug("web: the view's ZooKeeper session established (0x%llx)",
+			  (unsigned long long)zk_session_id(zk));
+		if (wp->nodes == NULL) {
+			/* nodes: of each record only what the endpoints
+			 * show, compact (nodeview.h) */
+			wp->nodes = zk_cache_new(zk, "/nodepool/nodes",
+						 ZK_CACHE_DATA | ZK_CACHE_LOCKS | ZK_CACHE_LAZY,
+						 cache_event, wp);
+			zk_cache_set_codec(wp->nodes, decode_node, free_node);
+			wp->requests = zk_cache_new(zk, "/nodepool/requests",
+						    ZK_CACHE_DATA | ZK_CACHE_LAZY, cache_event, wp);
+			zk_cache_set_codec(wp->requests, np_request_cache_decode,
+					   np_request_cache_free);
+		}
+		break;
+	case ZK_EV_RECONNECTED:
+		break;
+	case ZK_EV_SUSPENDED:
+		log_warn("web: the view's ZooKeeper connection suspended: listings show what is "
+			 "held until it is back");
+		wp->trimmed = 0;
+		break;
+	case ZK_EV_EXPIRED:
+		log_warn("web: the view's ZooKeeper session expired: reading everything again");
+		wp->trimmed = 0;
+		break;
+	case ZK_EV_AUTH_FAILED:
+		break; /* lib/zk logs it; the main session's line says more */
 	}
 }
 
@@ -460,10 +673,9 @@ teardown(struct webproc *wp)
 	wp->listen_error[0] = '\0';
 	web_free(wp->web);
 	wp->web = NULL;
-	zk_cache_free(wp->nodes);
-	zk_cache_free(wp->requests);
+	view_sleep(wp);
 	zk_cache_free(wp->pools);
-	wp->nodes = wp->requests = wp->pools = NULL;
+	wp->pools = NULL;
 	zk_free(wp->zk);
 	wp->zk = NULL;
 }
@@ -475,6 +687,7 @@ webproc_apply(struct webproc *wp, const json_t *slice, char *err, size_t errlen)
 	const json_t *tls = json_object_get(zkc, "tls");
 	const json_t *webapp = json_object_get(slice, "webapp");
 	const json_t *t = json_object_get(zkc, "timeout");
+	const json_t *idle = json_object_get(webapp, "view_idle_timeout");
 	struct zk_options zo;
 
 	if (wp->slice != NULL && json_equal(wp->slice, slice))
@@ -496,10 +709,22 @@ webproc_apply(struct webproc *wp, const json_t *slice, char *err, size_t errlen)
 	json_decref(wp->slice);
 	wp->slice = NULL;
 	wp->ready_sent = 0;
+	wp->idle_timeout =
+	    json_is_number(idle) && json_number_value(idle) >= 0 ? json_number_value(idle) : 60.0;
+	wp->last_read = np_mono_s();
 	wp->zk = zk_new(wp->base, &zo, session_event, wp, err, errlen);
 	if (wp->zk == NULL)
 		return -1;
 	wp->slice = json_deep_copy(slice);
+	/* the view's session is made by the same options, later: its
+	 * strings point into our copy */
+	zkc = json_object_get(wp->slice, "zookeeper");
+	tls = json_object_get(zkc, "tls");
+	wp->zo = zo;
+	wp->zo.hosts = json_string_value(json_object_get(zkc, "hosts"));
+	wp->zo.tls_ca = json_string_value(json_object_get(tls, "ca"));
+	wp->zo.tls_cert = json_string_value(json_object_get(tls, "cert"));
+	wp->zo.tls_key = json_string_value(json_object_get(tls, "key"));
 	json_decref(wp->status_cfg);
 	wp->status_cfg = json_deep_copy(json_object_get(slice, "status"));
 	if (wp->status_cfg == NULL)
@@ -546,7 +771,9 @@ webproc_new(struct event_base *base, int channel_fd)
 	wp->base = base;
 	wp->start = np_mono_s();
 	if ((wp->listen_retry = evtimer_new(base, listen_retry_cb, wp)) == NULL ||
-	    (wp->refresh_ev = evtimer_new(base, refresh_timeout, wp)) == NULL)
+	    (wp->refresh_ev = evtimer_new(base, refresh_timeout, wp)) == NULL ||
+	    (wp->idle_ev = evtimer_new(base, idle_cb, wp)) == NULL ||
+	    (wp->wake_ev = evtimer_new(base, wake_timeout, wp)) == NULL)
 		abort();
 	wp->history = statuspage_history_new(STATUSPAGE_SAMPLE_INTERVAL, STATUSPAGE_WINDOW);
 	if ((wp->sample_ev = event_new(base, -1, EV_PERSIST, sample_cb, wp)) == NULL)
@@ -593,6 +820,14 @@ webproc_dump(struct webproc *wp, struct evbuffer *out)
 	evbuffer_add_printf(out, "records read: %zu; changed records waiting for a reader: %zu\n",
 			    zk_cache_reads(wp->nodes) + zk_cache_reads(wp->requests),
 			    zk_cache_held(wp->nodes) + zk_cache_held(wp->requests));
+	evbuffer_add_printf(out,
+			    "view: %s (asleep after %g s without a listing%s); woken %llu, "
+			    "put to sleep %llu times\n",
+			    wp->vzk == NULL ? "asleep, nothing watched"
+			    : wp->waking    ? "waking"
+					    : "awake",
+			    wp->idle_timeout, wp->idle_timeout > 0 ? "" : ": never", wp->wakes,
+			    wp->sleeps);
 	json_object_foreach(wp->live, k, r)
 	    evbuffer_add_printf(out, "metrics of %s: starts %lld\n", k,
 				(long long)json_integer_value(json_object_get(r, "starts")));
@@ -618,6 +853,8 @@ webproc_free(struct webproc *wp)
 	teardown(wp);
 	event_free(wp->listen_retry);
 	event_free(wp->refresh_ev);
+	event_free(wp->idle_ev);
+	event_free(wp->wake_ev);
 	event_free(wp->sample_ev);
 	statuspage_history_free(wp->history);
 	json_decref(wp->status_cfg);

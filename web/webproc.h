@@ -13,6 +13,13 @@
  * launcher's caches do), the image tree and the metric records under
  * /nodepoold/metrics.
  *
+ * Asleep while idle (issue 25): the caches of nodes and requests live on a
+ * second ZooKeeper session, opened by the first listing that reads them
+ * (it waits for their first sync) and closed after webapp
+ * view_idle_timeout seconds (60; 0: never) without one, so that while
+ * nobody reads the API no watch brings ZooKeeper's churn here (webproc.c
+ * says why a session: a persistent watch cannot be removed otherwise).
+ *
  * Reading on demand (issue 25): once synced, the caches of nodes and
  * requests (zk.h ZK_CACHE_LAZY) read a changed record only when something
  * reads them: a listing that is not answered from the 1 s answer cache, or
@@ -33,9 +40,10 @@
  * record stays); and the figures arrive at the poll's pace, fresher than
  * the znodes.
  *
- * /ready: 200 once the ZooKeeper session is connected and the three caches
- * have their first listing (the API answers from a complete view), 503
- * otherwise (before, and while the session is suspended).
+ * /ready: 200 once the ZooKeeper session is connected and the caches held
+ * have their first listing (the API answers from a complete view; the view
+ * asleep, or being woken for a listing that waits, counts as complete),
+ * 503 otherwise (before, and while a session is suspended).
  *
  * Configuration: a JSON slice, np_cfg_web_slice() (lib/config/slice.h),
  * from a CONFIG message under nodepoold, or made from nodepool.yaml when

@@ -516,6 +516,23 @@ lc_assign_pool(struct launcher *lc, struct lc_pool *pool)
 				if (np_strv_contains(np_node_sum_type(nd), av[k].label))
 					av[k].n++;
 		}
+		/* a request whose lock is still being taken picks its nodes
+		 * once it has it: they are spoken for (issue 25: every pass
+		 * in that window gave the same free node to one more request,
+		 * which then found it taken and went the full way back to
+		 * requested, eight ZooKeeper requests for nothing) */
+		{
+			struct handler *h;
+			TAILQ_FOREACH(h, &pool->handlers, entry)
+			{
+				const struct np_request *hr;
+				if (h->state != H_LOCKING ||
+				    (hr = lc_request(lc, h->req_id)) == NULL)
+					continue;
+				for (k = 0; k < hr->node_types.n; k++)
+					avail_take(av, nav, hr->node_types.v[k]);
+			}
+		}
 	}
 
 	n = zk_cache_entries(lc->requests, &ents);

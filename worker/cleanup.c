@@ -175,6 +175,7 @@ ndel_fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 
 	if (rc != ZOK) {
 		/* changed under us, or someone else contends: the full path */
+		lc_node_deleted(lc, x->id, 0);
 		np_node_free(x->node);
 		x->node = NULL;
 		ndel_slow(x);
@@ -183,7 +184,7 @@ ndel_fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 	zk_lock_disown(x->lock); /* our contender went with the node */
 	lc->counters.deleted++;
 	log_debug("node %s deleted", x->id);
-	lc_node_gone(lc, x->id);
+	lc_node_deleted(lc, x->id, 1);
 	if (lc->prov.dp != NULL && lc->prov.drv->node_deleted != NULL)
 		lc->prov.drv->node_deleted(lc->prov.dp, x->node);
 	lc_busy_del(lc, x->id);
@@ -232,7 +233,76 @@ ndel_fast(struct ndel *x)
 	x->node = np_node_dup(n);
 	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
 		 np_node_state_name(n->state));
-	zk_multi_under(lc->zk, &x->lock, 1, ops, 4, ndel_fast_done, x);
+	lc_node_deleting(lc, x->id);
+	lc_multi_under(lc, &x->lock, 1, ops, 4, ndel_fast_done, x);
+	return 1;
+}
+
+static void ndel_locked(struct zk_lock *lock, int rc, void *arg);
+
+/*
+ * Before taking the lock: a node whose cached lock has no contender,
+ * deleted with its lock dir in one multi that checks the node is the
+ * version the cache showed; the dir's delete fails (ZNOTEMPTY) if anyone
+ * holds the lock or is taking it, so nobody can have the lock when the
+ * node goes, as if we had held it (issue 25: the lock's create and
+ * listing, two requests per node). Any failure: the locked way.
+ */
+static void
+ndel_bare_done(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct ndel *x = arg;
+	struct launcher *lc = x->lc;
+
+	if (rc != ZOK) {
+		lc_node_deleted(lc, x->id, 0);
+		np_node_free(x->node);
+		x->node = NULL;
+		zk_lock_acquire(x->lock, 0, ndel_locked, x);
+		return;
+	}
+	lc->counters.deleted++;
+	log_debug("node %s deleted", x->id);
+	lc_node_deleted(lc, x->id, 1);
+	if (lc->prov.dp != NULL && lc->prov.drv->node_deleted != NULL)
+		lc->prov.drv->node_deleted(lc->prov.dp, x->node);
+	lc_busy_del(lc, x->id);
+	ndel_cleanup(x);
+	lc_ctx_free(lc, x);
+	if (lc->on_change != NULL)
+		lc->on_change(lc);
+}
+
+static int
+ndel_bare(struct ndel *x)
+{
+	struct launcher *lc = x->lc;
+	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, x->id);
+	const struct np_node *n = e != NULL && e->obj != NULL ? np_node_sum_full(LC_SUM(e)) : NULL;
+	char node[128], dir[160];
+	struct zk_multi_op ops[3];
+
+	if (x->why != 0 || lc->prov.drv->node_delete != NULL || n == NULL || e->locked != 0 ||
+	    !lc_cleanup_state(n->state) || n->state == NP_NODE_BUILDING ||
+	    !zk_cache_synced(lc->nodes))
+		return 0;
+	snprintf(node, sizeof(node), "/nodepool/nodes/%s", x->id);
+	snprintf(dir, sizeof(dir), "%s/lock", node);
+	memset(ops, 0, sizeof(ops));
+	ops[0].type = ZK_MULTI_CHECK;
+	ops[0].path = node;
+	ops[0].version = e->stat.version;
+	ops[1].type = ZK_MULTI_DELETE;
+	ops[1].path = dir;
+	ops[1].version = -1;
+	ops[2].type = ZK_MULTI_DELETE;
+	ops[2].path = node;
+	ops[2].version = -1;
+	x->node = np_node_dup(n);
+	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
+		 np_node_state_name(n->state));
+	lc_node_deleting(lc, x->id);
+	lc_multi_under(lc, NULL, 0, ops, 3, ndel_bare_done, x);
 	return 1;
 }
 
@@ -264,7 +334,8 @@ delete_node(struct launcher *lc, const char *node_id, int why)
 	lc_busy_add(lc, node_id);
 	snprintf(path, sizeof(path), "/nodepool/nodes/%s/lock", node_id);
 	x->lock = zk_lock_new(lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
-	zk_lock_acquire(x->lock, 0, ndel_locked, x);
+	if (!ndel_bare(x))
+		zk_lock_acquire(x->lock, 0, ndel_locked, x);
 }
 
 void
@@ -424,7 +495,7 @@ lost_store(struct lost *x)
 	np_strv_clear(&x->req->nodes);
 	snprintf(path, sizeof(path), "/nodepool/requests/%s", x->id);
 	json = np_request_encode(x->req, &len);
-	zk_set_under(x->lc->zk, &x->lock, 1, path, json, (int)len, -1, lost_stored, x);
+	lc_set_under(x->lc, &x->lock, 1, path, json, (int)len, -1, lost_stored, x);
 	free(json);
 }
 

@@ -378,7 +378,7 @@ decline(struct handler *h, const char *reason, int clear_allocation)
 	lc->counters.declined++;
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(h->req, &len);
-	zk_set_under(lc->zk, &h->req_lock, 1, path, json, (int)len, -1, declined_stored,
+	lc_set_under(lc, &h->req_lock, 1, path, json, (int)len, -1, declined_stored,
 		     hop_new(h, (size_t)-1));
 	free(json);
 }
@@ -441,7 +441,7 @@ release_to_requested(struct handler *h)
 	np_strv_clear(&h->req->nodes);
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(h->req, &len);
-	zk_set_under(h->lc->zk, &h->req_lock, 1, path, json, (int)len, -1, declined_stored,
+	lc_set_under(h->lc, &h->req_lock, 1, path, json, (int)len, -1, declined_stored,
 		     hop_new(h, (size_t)-1));
 	free(json);
 	log_debug("request %s returned to requested: nodes busy", h->req_id);
@@ -513,7 +513,7 @@ fulfil(struct handler *h)
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(h->req, &len);
 	locks = lc_handler_locks(h, &nlocks);
-	zk_set_under(h->lc->zk, locks, nlocks, path, json, (int)len, -1, fulfilled_stored,
+	lc_set_under(h->lc, locks, nlocks, path, json, (int)len, -1, fulfilled_stored,
 		     hop_new(h, (size_t)-1));
 	free(locks);
 	free(json);
@@ -1000,7 +1000,9 @@ start_reuse(struct handler *h, size_t i, const char *node_id)
 	hn->state = HN_LOCKING;
 	lc_busy_add(h->lc, node_id);
 	node_lock_path(node_id, path, sizeof(path));
-	hn->lock = zk_lock_new(h->lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+	/* a ready node is locked first by the launcher that allocates it
+	 * (Zuul locks it once it is fulfilled): its lock dir is new */
+	hn->lock = zk_lock_new(h->lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
 	zk_lock_acquire(hn->lock, 0, node_locked_for_reuse, hop_new(h, i));
 }
 
@@ -1196,7 +1198,8 @@ new_node_take(struct handler *h, size_t i, const char *id)
 	hn->node->id = strdup(id);
 	lc_busy_add(h->lc, id);
 	node_lock_path(id, lpath, sizeof(lpath));
-	hn->lock = zk_lock_new(h->lc->zk, lpath, NULL, ZK_LOCK_NO_RESURRECT);
+	/* a node we just made: no lock dir yet */
+	hn->lock = zk_lock_new(h->lc->zk, lpath, NULL, ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
 	zk_lock_acquire(hn->lock, 0, new_node_locked, hop_new(h, i));
 }
 
@@ -1788,7 +1791,7 @@ request_read(int rc, const char *data, int len, const struct zk_stat *st, void *
 	np_request_set_state(r, NP_REQ_PENDING);
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(r, &jlen);
-	zk_set_under(h->lc->zk, &h->req_lock, 1, path, json, (int)jlen, -1, accepted,
+	lc_set_under(h->lc, &h->req_lock, 1, path, json, (int)jlen, -1, accepted,
 		     hop_new(h, (size_t)-1));
 	free(json);
 }
@@ -1900,8 +1903,7 @@ fast_commit(struct handler *h)
 	ops[n].len = (int)len;
 	ops[n].version = h->req_version;
 	locks = lc_handler_locks(h, &nlocks);
-	zk_multi_under(h->lc->zk, locks, nlocks, ops, (int)n + 1, fast_done,
-		       hop_new(h, (size_t)-1));
+	lc_multi_under(h->lc, locks, nlocks, ops, (int)n + 1, fast_done, hop_new(h, (size_t)-1));
 	free(locks);
 	for (i = 0; i <= n; i++)
 		free(jsons[i]);
@@ -2037,7 +2039,8 @@ fast_start(struct handler *h)
 	free(picked);
 	for (i = 0; i < n; i++) {
 		node_lock_path(h->nodes[i].node_id, path, sizeof(path));
-		h->nodes[i].lock = zk_lock_new(lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT);
+		h->nodes[i].lock =
+		    zk_lock_new(lc->zk, path, NULL, ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
 		zk_lock_acquire(h->nodes[i].lock, 0, fast_locked, hop_new(h, i));
 	}
 	return 1;
@@ -2083,7 +2086,9 @@ lc_handler_start(struct handler *h)
 	h->state = H_LOCKING;
 	log_debug("request %s: seen by pool %s; locking", h->req_id, h->pool->name);
 	snprintf(path, sizeof(path), "/nodepool/requests-lock/%s", h->req_id);
-	h->req_lock = zk_lock_new(h->lc->zk, path, NULL, 0);
+	/* Zuul never locks a request: unless another launcher tried it
+	 * first, its lock dir is new */
+	h->req_lock = zk_lock_new(h->lc->zk, path, NULL, ZK_LOCK_NEW_DIR);
 	h->lc->counters.req_lock_attempts++;
 	zk_lock_acquire(h->req_lock, 0, request_locked, hop_new(h, (size_t)-1));
 }

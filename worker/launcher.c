@@ -26,6 +26,7 @@
 #include "lib/core/strset.h"
 #include "lib/core/version.h"
 #include "lib/core/clock.h"
+#include "lib/core/xalloc.h"
 
 double
 lc_now(void)
@@ -200,6 +201,33 @@ void
 lc_node_gone(struct launcher *lc, const char *node_id)
 {
 	strset_add(lc->gone, node_id);
+}
+
+static void peers_barrier_for(struct launcher *lc, int lost);
+
+void
+lc_node_deleting(struct launcher *lc, const char *node_id)
+{
+	strset_add(lc->deleting, node_id);
+}
+
+void
+lc_node_deleted(struct launcher *lc, const char *node_id, int ok)
+{
+	if (strset_has(lc->deleting, node_id)) {
+		/* its REMOVED is still to come (not so far: ZooKeeper sends
+		 * the event before the reply) */
+		strset_del(lc->deleting, node_id);
+		if (ok)
+			lc_node_gone(lc, node_id);
+		return;
+	}
+	/* its REMOVED came and was taken for ours: if our delete failed,
+	 * someone else deleted it, which the driver hears of as REMOVED
+	 * would have told it */
+	if (!ok && lc->started && lc->prov.dp != NULL && lc->prov.drv->peers_changed != NULL &&
+	    (lc->nodes == NULL || zk_cache_get(lc->nodes, node_id) == NULL))
+		peers_barrier_for(lc, 0);
 }
 
 void
@@ -624,8 +652,6 @@ maybe_started(struct launcher *lc)
 	notify_change(lc);
 }
 
-static void peers_barrier_for(struct launcher *lc, int lost);
-
 static void
 nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_entry *e, void *arg)
 {
@@ -641,8 +667,9 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	}
 	n = LC_SUM(e);
 	if (ev == ZK_CACHE_REMOVED) {
-		int by_us = strset_has(lc->gone, e->name);
+		int by_us = strset_has(lc->gone, e->name) || strset_has(lc->deleting, e->name);
 		strset_del(lc->gone, e->name);
+		strset_del(lc->deleting, e->name);
 		/* a peer deleted a node of our provider (a static slot it
 		 * recycled): the driver looks again, so that the slot's owner
 		 * (drv_duty_mine) registers it anew */
@@ -868,6 +895,8 @@ session_event(struct zk *zk, enum zk_event ev, void *arg)
 		json_object_clear(lc->req_seen);
 		strset_free(lc->gone);
 		lc->gone = strset_new();
+		strset_free(lc->deleting);
+		lc->deleting = strset_new();
 		break;
 	case ZK_EV_AUTH_FAILED:
 		/* also a server that is away behind a proxy or load balancer
@@ -900,6 +929,7 @@ lc_new(struct event_base *base, const json_t *config, const char *provider, char
 	lc->busy = strset_new();
 	lc->req_seen = json_object();
 	lc->gone = strset_new();
+	lc->deleting = strset_new();
 	TAILQ_INIT(&lc->ctxs);
 	TAILQ_INIT(&lc->zombies);
 	lc->start_time = lc_now();
@@ -1071,6 +1101,7 @@ lc_free(struct launcher *lc)
 	json_decref(lc->req_seen);
 	strset_free(lc->busy);
 	strset_free(lc->gone);
+	strset_free(lc->deleting);
 	free(lc->launcher_component_path);
 	free(lc->hostname);
 	free(lc);
@@ -1142,6 +1173,176 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
 		lc->prov.drv->dump(lc->prov.dp, out);
 }
 
+/* ---- writes of records the caches hold ------------------------------------ */
+
+/*
+ * The launcher's writes of nodes and requests go through here, so that its
+ * caches take what was written from the write's own reply instead of
+ * reading it back when the watch tells of the change (issue 25: two reads
+ * per request; zk_cache_write_begin).
+ */
+struct own_data {
+	char *name; /* the child, in cache */
+	char *data;
+	int len;
+	int nodes; /* lc->nodes, else lc->requests (looked up at the reply) */
+};
+
+struct own_set {
+	struct launcher *lc;
+	struct own_data d;
+	zk_stat_cb cb;
+	void *arg;
+};
+
+struct own_multi {
+	struct launcher *lc;
+	struct own_data *d; /* one per op (name NULL: not a cached record) */
+	int n;
+	zk_multi_cb cb;
+	void *arg;
+};
+
+/* The cache holding path's record (name: its child name), or NULL. */
+static struct zk_cache *
+own_cache(struct launcher *lc, const char *path, const char **name, int *nodes)
+{
+	static const char np[] = "/nodepool/nodes/", rp[] = "/nodepool/requests/";
+	const char *rest;
+
+	if (strncmp(path, np, sizeof(np) - 1) == 0) {
+		rest = path + sizeof(np) - 1;
+		*nodes = 1;
+	} else if (strncmp(path, rp, sizeof(rp) - 1) == 0) {
+		rest = path + sizeof(rp) - 1;
+		*nodes = 0;
+	} else {
+		return NULL;
+	}
+	if (*rest == '\0' || strchr(rest, '/') != NULL)
+		return NULL;
+	*name = rest;
+	return *nodes ? lc->nodes : lc->requests;
+}
+
+static void
+own_begin(struct launcher *lc, struct own_data *d, const char *path, const void *data, int len)
+{
+	const char *name;
+	struct zk_cache *c = own_cache(lc, path, &name, &d->nodes);
+
+	if (c == NULL || len < 0)
+		return;
+	d->name = xstrdup(name);
+	d->data = xmalloc((size_t)len + 1);
+	if (len > 0)
+		memcpy(d->data, data, (size_t)len);
+	d->len = len;
+	zk_cache_write_begin(c, name);
+}
+
+static void
+own_end(struct launcher *lc, struct own_data *d, int ok, int64_t mzxid, int32_t version)
+{
+	if (d->name == NULL)
+		return;
+	zk_cache_write_end(d->nodes ? lc->nodes : lc->requests, d->name, ok, d->data, d->len, mzxid,
+			   version);
+	free(d->name);
+	free(d->data);
+	d->name = d->data = NULL;
+}
+
+static void
+own_set_cleanup(void *ctx)
+{
+	struct own_set *o = ctx;
+
+	free(o->d.name);
+	free(o->d.data);
+}
+
+static void
+own_set_done(int rc, const struct zk_stat *st, void *arg)
+{
+	struct own_set *o = arg;
+	struct launcher *lc = o->lc;
+	zk_stat_cb cb = o->cb;
+	void *cbarg = o->arg;
+
+	own_end(lc, &o->d, rc == ZOK && st != NULL, st != NULL ? st->mzxid : 0,
+		st != NULL ? st->version : 0);
+	lc_ctx_free(lc, o);
+	if (cb != NULL)
+		cb(rc, st, cbarg);
+}
+
+void
+lc_set_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks, const char *path,
+	     const void *data, int len, int version, zk_stat_cb cb, void *arg)
+{
+	struct own_set *o = lc_ctx_new(lc, sizeof(*o), own_set_cleanup);
+
+	o->lc = lc;
+	o->cb = cb;
+	o->arg = arg;
+	own_begin(lc, &o->d, path, data, len);
+	zk_set_under(lc->zk, locks, nlocks, path, data, len, version, own_set_done, o);
+}
+
+static void
+own_multi_cleanup(void *ctx)
+{
+	struct own_multi *o = ctx;
+	int i;
+
+	for (i = 0; i < o->n; i++) {
+		free(o->d[i].name);
+		free(o->d[i].data);
+	}
+	free(o->d);
+}
+
+static void
+own_multi_done(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct own_multi *o = arg;
+	struct launcher *lc = o->lc;
+	zk_multi_cb cb = o->cb;
+	void *cbarg = o->arg;
+	int i, ok;
+
+	for (i = 0; i < o->n; i++) {
+		ok = rc == ZOK && res != NULL && i < count && res[i].rc == ZOK && res[i].mzxid != 0;
+		own_end(lc, &o->d[i], ok, ok ? res[i].mzxid : 0, ok ? res[i].version : 0);
+	}
+	free(o->d);
+	o->d = NULL;
+	o->n = 0;
+	lc_ctx_free(lc, o);
+	if (cb != NULL)
+		cb(rc, count, res, cbarg);
+}
+
+void
+lc_multi_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
+	       const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg)
+{
+	struct own_multi *o = lc_ctx_new(lc, sizeof(*o), own_multi_cleanup);
+	int i;
+
+	o->lc = lc;
+	o->cb = cb;
+	o->arg = arg;
+	o->n = count > 0 ? count : 0;
+	o->d = xcalloc((size_t)(o->n ? o->n : 1), sizeof(*o->d));
+	for (i = 0; i < o->n; i++) {
+		if (ops[i].type == ZK_MULTI_SET)
+			own_begin(lc, &o->d[i], ops[i].path, ops[i].data, ops[i].len);
+	}
+	zk_multi_under(lc->zk, locks, nlocks, ops, count, own_multi_done, o);
+}
+
 /* ---- node writes ---------------------------------------------------------- */
 
 void
@@ -1153,7 +1354,7 @@ lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock *lock
 	char *json = np_node_encode(n, &len);
 
 	snprintf(path, sizeof(path), "/nodepool/nodes/%s", n->id);
-	zk_set_under(lc->zk, &lock, lock != NULL, path, json, (int)len, -1, cb, arg);
+	lc_set_under(lc, &lock, lock != NULL, path, json, (int)len, -1, cb, arg);
 	free(json);
 }
 

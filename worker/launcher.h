@@ -274,6 +274,12 @@ struct launcher {
 	/* nodes we deleted that the cache has not yet seen go: treated as
 	 * absent (else the static driver would find its slot still taken) */
 	struct strset *gone;
+	/* nodes whose delete we sent and whose REMOVED has not come: ZooKeeper
+	 * tells our session of a deletion before it answers the delete, and
+	 * REMOVED must know the deletion was ours (issue 25: taken for a
+	 * peer's, it cost a barrier round trip and a driver re-scan per
+	 * request, and the gone mark set after it stayed for good) */
+	struct strset *deleting;
 
 	/* handlers detached while ZooKeeper operations were still in flight;
 	 * freed when those complete, or at lc_free */
@@ -339,6 +345,21 @@ void lc_busy_add(struct launcher *lc, const char *node_id);
 void lc_busy_del(struct launcher *lc, const char *node_id);
 /* The node's znode is deleted (see struct launcher's gone). */
 void lc_node_gone(struct launcher *lc, const char *node_id);
+/* A delete of the node's znode is about to be sent (see struct launcher's
+ * deleting); lc_node_deleted when its reply is back (ok: it was deleted). */
+void lc_node_deleting(struct launcher *lc, const char *node_id);
+void lc_node_deleted(struct launcher *lc, const char *node_id, int ok);
+/*
+ * zk_set_under and zk_multi_under for the launcher's writes of node and
+ * request records (/nodepool/nodes/<id>, /nodepool/requests/<id>): the
+ * caches take the data written from the reply instead of reading it back
+ * (zk_cache_write_begin); other paths are written as by zk_set_under and
+ * zk_multi_under. cb and arg as theirs; cb is always called.
+ */
+void lc_set_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks, const char *path,
+		  const void *data, int len, int version, zk_stat_cb cb, void *arg);
+void lc_multi_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
+		    const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);
 /* Write a node (encode + set) under lock (the node's lock, held: the write
  * is never sent once the session that holds it has ended; zk_set_under),
  * or NULL for none; cb may be NULL (it gets ZK_LOCK_LOST for a lock lost). */

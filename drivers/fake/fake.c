@@ -148,7 +148,7 @@ struct fserver {
 	char id[32];
 	char *name;
 	enum fstatus status;
-	double created;	 /* epoch seconds (state-file) */
+	double created;	 /* epoch seconds its create reached the cloud (state-file) */
 	double ready_at; /* monotonic: BUILD -> ACTIVE (or ERROR) */
 	double gone_at;	 /* monotonic: DELETING -> removed */
 	int will_fail, never_ready, unmanaged, delete_failed_once, leak_volume;
@@ -211,6 +211,7 @@ struct fcall {
 	struct fmachine *owner; /* the machine waiting for it, or NULL */
 	struct ratelimit_wait *wait;
 	struct event *ev;
+	double at;		      /* monotonic: the call reached the cloud (its rate grant) */
 	void (*run)(struct fcall *c); /* does the work and calls back */
 	/* arguments and callback, by kind */
 	char *s1, *s2;
@@ -231,6 +232,7 @@ struct sm_adapter {
 	const struct sm_env *env;
 	struct event_base *base;
 	struct ratelimit *rl;
+	double wall_off; /* the cloud's clock: epoch seconds = np_mono_s() + wall_off */
 	TAILQ_HEAD(, fserver) servers;
 	TAILQ_HEAD(, fvolume) volumes;
 	TAILQ_HEAD(, fimage) images;
@@ -502,9 +504,11 @@ server_os(const struct sm_adapter *f, const struct sm_label *l, const char *flav
 
 static json_t *image_metadata(struct sm_adapter *f, const char *id);
 
+/* A server the cloud made on a create that reached it at `at` (monotonic):
+ * created then, on the cloud's clock. */
 static struct fserver *
-server_new(struct sm_adapter *f, const char *name, const struct sm_label *label, const char *image,
-	   const json_t *meta, const char *az)
+server_new(struct sm_adapter *f, double at, const char *name, const struct sm_label *label,
+	   const char *image, const json_t *meta, const char *az)
 {
 	struct fserver *s = calloc(1, sizeof(*s));
 	struct fvolume *v = calloc(1, sizeof(*v));
@@ -544,11 +548,9 @@ server_new(struct sm_adapter *f, const char *name, const struct sm_label *label,
 	}
 	s->image = image != NULL ? strdup(image) : NULL;
 	s->az = strdup(az != NULL ? az : f->zones.n > 0 ? f->zones.v[0] : "fake-az-1");
-	{
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		s->created = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-	}
+	/* the moment `rate` let the create go, not when this runs (a loop turn
+	 * and api-delay later): what the provider's rate spaces */
+	s->created = at + f->wall_off;
 	s->ready_at = np_mono_s() + boot;
 	if (f->boot_failures > 0) {
 		f->boot_failures--;
@@ -952,6 +954,7 @@ call_granted(void *arg)
 	double d = c->f->api_delay;
 
 	c->wait = NULL;
+	c->at = ratelimit_last_grant(c->f->rl);
 	if (d <= 0) {
 		event_active(c->ev, EV_TIMEOUT, 0);
 		return;
@@ -1090,7 +1093,7 @@ create_call(struct fcall *c)
 		snprintf(fm->errmsg, sizeof(fm->errmsg), "availability zone %s does not exist",
 			 fm->az);
 	} else {
-		s = server_new(f, fm->name, fm->label, fm->image, fm->meta, fm->az);
+		s = server_new(f, c->at, fm->name, fm->label, fm->image, fm->meta, fm->az);
 		sm_set_str(&fm->m.external_id, s->id);
 		fm->err = SM_E_NONE;
 	}
@@ -1972,6 +1975,11 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	/* `rate`: seconds between calls, as OpenStack's (its adapter gives
 	 * openstacksdk 1/rate calls per second) */
 	f->rl = ratelimit_new(env->base, env->cfg->rate > 0 ? 1.0 / env->cfg->rate : 0, 1);
+	{
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		f->wall_off = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - np_mono_s();
+	}
 	f->boot_delay = np_json_num(p, "boot-delay", 0);
 	f->delete_delay = np_json_num(p, "delete-delay", 0);
 	f->api_delay = np_json_num(p, "api-delay", 0);
@@ -2029,7 +2037,7 @@ fake_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 		char name[32];
 		struct fserver *s;
 		snprintf(name, sizeof(name), "unmanaged-%lld", i + 1);
-		s = server_new(f, name, NULL, NULL, NULL, NULL);
+		s = server_new(f, np_mono_s(), name, NULL, NULL, NULL, NULL);
 		s->unmanaged = 1;
 		s->status = F_ACTIVE;
 	}

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib/config/jsonget.h"
 #include "drivers/kubernetes/kubeconfig.h"
@@ -117,6 +118,64 @@ k8s_secret_token(const json_t *secret, int need_ca, char **token, char **ca_crt)
 	if (*token == NULL)
 		return -1;
 	*ca_crt = ca != NULL ? k8s_b64decode(ca, NULL) : NULL;
+	return 0;
+}
+
+/* An RFC 3339 time as the API server writes it, in seconds since the
+ * epoch; 0 when it is not one. */
+static double
+k8s_rfc3339(const char *s)
+{
+	int y, mo, d, h, mi, sec, n = 0, oh = 0, om = 0;
+	struct tm tm;
+	const char *p;
+	double t;
+
+	if (s == NULL ||
+	    sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 || n == 0)
+		return 0;
+	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 ||
+	    h < 0 || mi < 0 || sec < 0)
+		return 0;
+	p = s + n;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			;
+	if (*p == '+' || *p == '-') {
+		if (sscanf(p + 1, "%2d:%2d", &oh, &om) != 2 || oh < 0 || oh > 23 || om < 0 ||
+		    om > 59)
+			return 0;
+		if (*p == '-') {
+			oh = -oh;
+			om = -om;
+		}
+	} else if (*p != 'Z' && *p != 'z')
+		return 0;
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	t = (double)timegm(&tm);
+	return t - (double)(oh * 3600 + om * 60);
+}
+
+int
+k8s_token_request_read(const json_t *tr, char **token, double *expires)
+{
+	const json_t *st = json_object_get(tr, "status");
+	const char *tok = json_string_value(json_object_get(st, "token"));
+
+	*token = NULL;
+	*expires = 0;
+	if (tok == NULL || tok[0] == '\0')
+		return -1;
+	*token = strdup(tok);
+	if (*token == NULL)
+		abort();
+	*expires = k8s_rfc3339(json_string_value(json_object_get(st, "expirationTimestamp")));
 	return 0;
 }
 

@@ -68,6 +68,16 @@ enum k8s_pod_state k8s_pod_read(const json_t *pod, char *why, size_t whylen,
 int k8s_secret_token(const json_t *secret, int need_ca, char **token, char **ca_crt);
 
 /*
+ * Read an authentication.k8s.io/v1 TokenRequest answer (the create of
+ * serviceaccounts/<sa>/token): 0 with *token malloc'd (status.token) and
+ * *expires the time it stops working (status.expirationTimestamp,
+ * RFC 3339 "YYYY-MM-DDTHH:MM:SS[.frac](Z|+hh:mm)", as seconds since the
+ * epoch; 0 when absent or unreadable); -1 (*token NULL, *expires 0) when
+ * the answer has no token.
+ */
+int k8s_token_request_read(const json_t *tr, char **token, double *expires);
+
+/*
  * The nodepool_* metadata of one listed Namespace, Pod or (openshift
  * true) Project: from its nodepool_node_id / nodepool_provider_name /
  * nodepool_pool_name labels, or, for a project, the JSON object after

@@ -11,18 +11,34 @@
  * What a node of each label type is:
  *   kubernetes `namespace`: a namespace "<pool>-<node id>" labelled
  *     nodepool_node_id / nodepool_provider_name / nodepool_pool_name,
- *     a service account zuul-worker, its token secret
- *     (kubernetes.io/service-account-token, filled by the cluster's token
- *     controller), a Role "zuul" over the namespace's workload resources
- *     and a RoleBinding of it to the account. external_id: the namespace;
- *     connection_type "namespace"; connection_port the credential object
- *     Zuul reads: {name, namespace, host, skiptls, token, user, ca_crt}
- *     (ca_crt left out when skiptls, as upstream).
- *   kubernetes `pod`: the same namespace with a restricted Role (pods
- *     get/list, exec, logs, port-forward), plus a pod named after the
- *     label; the node is ready when the pod is Running. connection_type
- *     "kubectl", interface_ip the pod name, connection_port the credential
- *     with "pod" added; host_id the Kubernetes node the pod runs on.
+ *     a service account zuul-worker, a RoleBinding to it of upstream's
+ *     Role "zuul" rules (the namespace's workload resources), and its
+ *     token (see "tokens" and "cluster roles" below). external_id: the
+ *     namespace; connection_type "namespace"; connection_port the
+ *     credential object Zuul reads: {name, namespace, host, skiptls,
+ *     token, user, ca_crt} (ca_crt: the CA's PEM in base64, which Zuul
+ *     writes as certificate-authority-data; left out when skiptls, as
+ *     upstream).
+ *   kubernetes `pod`: the same namespace with upstream's restricted rules
+ *     (pods get/list, exec, logs, port-forward), bound to the namespace's
+ *     default account (TokenRequest tokens) or zuul-worker, plus a pod
+ *     named after the label; the node is ready when the pod is Running.
+ *     connection_type "kubectl", interface_ip the pod name,
+ *     connection_port the credential with "pod" added; host_id the
+ *     Kubernetes node the pod runs on.
+ *
+ * Tokens: a TokenRequest (POST serviceaccounts/<sa>/token) for
+ * token-lifetime seconds, one call; the credential's ca_crt is then the
+ * context's CA. Upstream's token secret (kubernetes.io/service-account-
+ * token, filled by the token controller, read once the pod runs; never
+ * expires) when token-lifetime is 0, the server has no TokenRequest API,
+ * grants less than half the lifetime asked for, or the context has no
+ * CA. API calls per node (bench/k8s_load.sh): pod 5 (namespace, binding,
+ * pod, token, delete), namespace 5 (namespace, account, binding, token,
+ * delete); upstream's 8 and more. Fewer would lose what upstream
+ * guarantees: the namespace is the unit of confinement, a RoleBinding in
+ * it the only grant RBAC confines to it, and the pod and the token are
+ * what Zuul uses.
  *   openshift `project` / `pod`: as above with a ProjectRequest instead of
  *     a namespace (connection_type "project" for projects), and a
  *     RoleBinding of the ClusterRole admin instead of a Role. A
@@ -90,11 +106,12 @@ k8s_seg(const char *s, char *buf)
 }
 
 #define K8S_USER	 "zuul-worker"
-#define K8S_CALL_TIMEOUT 30.0 /* s per API call */
-#define K8S_POLL_TOKEN	 0.2  /* s between reads of the token secret */
-#define K8S_POLL_POD	 0.5  /* s between reads of a Pending pod */
-#define K8S_POLL_DELETE	 0.5  /* s between reads of a deleted namespace */
-#define K8S_BOOT_TIMEOUT 300  /* upstream waits a fixed 300 reads, 1 s apart */
+#define K8S_DEFAULT_SA	 "default" /* the account the controller makes in every namespace */
+#define K8S_CALL_TIMEOUT 30.0	   /* s per API call */
+#define K8S_POLL_TOKEN	 0.2	   /* s between reads of the token secret */
+#define K8S_POLL_POD	 0.5	   /* s between reads of a Pending pod */
+#define K8S_POLL_DELETE	 0.5	   /* s between reads of a deleted namespace */
+#define K8S_BOOT_TIMEOUT 300	   /* upstream waits a fixed 300 reads, 1 s apart */
 #define K8S_MAX_INFLIGHT 32
 /* Watches (the API concepts' "efficient detection of changes"): pods and
  * namespaces (projects) are followed by one watch each instead of reads
@@ -103,6 +120,15 @@ k8s_seg(const char *s, char *buf)
 #define K8S_WATCH_FALLBACK 30.0	 /* s: a waiting node reads its object itself this often */
 #define K8S_WATCH_BACKOFF  5.0	 /* s: cap on the delay before a failed watch restarts */
 #define K8S_GONE_KEEP	   120.0 /* s: deletions remembered for deletes that race the watch */
+/* Tokens (TokenRequest): asked for this long by default (token-lifetime);
+ * a token dies with its service account, so with the node's namespace,
+ * whatever it asks for. */
+#define K8S_TOKEN_LIFETIME 31536000LL /* s: 365 days */
+#define K8S_TOKEN_MIN	   600	      /* s: the API's minimum */
+#define K8S_TOKEN_MAX	   4294967295LL
+/* after a ClusterRole could not be made for a reason other than being
+ * forbidden, per-namespace Roles for this long before asking again */
+#define K8S_CROLE_RETRY 60.0
 
 enum k8s_flavor { K8S_KUBERNETES, K8S_OPENSHIFT, K8S_OPENSHIFTPODS };
 
@@ -127,6 +153,18 @@ struct sm_adapter {
 	size_t nwatches;
 	struct kwatch *ns_watch;
 	TAILQ_HEAD(, kmachine) waiters; /* machines asleep until their object changes */
+	/* the node's token: asked for with the TokenRequest API for
+	 * token_lifetime seconds, or (token_lifetime 0, a server without
+	 * it, one that grants less, no CA to hand on) upstream's token
+	 * secret; see "tokens" below */
+	long long token_lifetime;
+	int token_secret; /* 1: the token secret for every node from now on */
+	/* kubernetes: the ClusterRoles bound in each node's namespace, made
+	 * once (see "cluster roles" below); [0] pod labels, [1] namespace */
+	enum { CR_UNKNOWN, CR_ASKING, CR_READY, CR_NONE } crole[2];
+	double crole_retry_at[2]; /* monotonic: CR_NONE after a failure lasts until then */
+	struct http_req *crole_req[2];
+	TAILQ_HEAD(, kmachine) crole_waiters; /* machines waiting for a ClusterRole */
 };
 
 static const char *
@@ -434,7 +472,8 @@ pod_body(const struct sm_adapter *a, const struct sm_label *l, const char *name,
 enum kstep {
 	K_NS,	   /* namespace or project request */
 	K_OBJECTS, /* at once: service account, role, role binding */
-	K_SECRET,  /* at once: the account's token secret, the pod */
+	K_TREQ,	   /* the account's token (TokenRequest) */
+	K_SECRET,  /* or upstream's: the account's token secret */
 	K_TOKEN,   /* read the secret until the token controller filled it */
 	K_POD,	   /* pod (openshiftpods) */
 	K_WAIT,	   /* until the pod runs */
@@ -445,12 +484,12 @@ enum kstep {
 };
 
 static const char *const kstep_names[] = {
-    "namespace", "objects", "secret-and-pod", "token",	     "pod",
-    "pod-wait",	 "done",    "deleting",	      "delete-wait",
+    "namespace", "objects",  "token-request", "secret",	  "token",
+    "pod",	 "pod-wait", "done",	      "deleting", "delete-wait",
 };
 
 /* One of the calls K_OBJECTS makes at once. */
-enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_SECRET, KS_POD };
+enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_POD };
 struct kslot {
 	struct kmachine *k;
 	enum kslot_kind kind;
@@ -470,6 +509,7 @@ struct kmachine {
 	struct np_request *req;
 	char node_id[64];
 	char *ns, *pod; /* namespace (project); pod name or NULL */
+	const char *sa; /* the service account the node's token is of (static string) */
 	char *token, *ca_crt, *host_id;
 	double pod_created; /* monotonic */
 	/* resuming an earlier launcher's launch (k8s_resume_machine): 1 while
@@ -481,9 +521,12 @@ struct kmachine {
 	TAILQ_ENTRY(kmachine) wentry;
 	struct kwatch *waiting_on;
 	char wkey[600];
+	TAILQ_ENTRY(kmachine) centry; /* on crole_waiters */
+	int crole_waiting;
+	int pod_again;	       /* the pod was refused for want of the default account: again */
 	double next_read;      /* monotonic: when a waiting machine reads by itself */
 	double deleted_at;     /* monotonic: the delete call answered */
-	struct kslot slots[4]; /* K_OBJECTS' calls */
+	struct kslot slots[4]; /* K_OBJECTS' calls (account, role, binding, pod) */
 	int nslots, slots_left;
 	/* the call in flight or answered */
 	struct http_req *req_h;
@@ -1137,14 +1180,16 @@ namespace_body(struct kmachine *k)
 			 json_object_get(k->meta, "nodepool_pool_name"));
 }
 
+/* The rules of the role a node's account gets (upstream's Role "zuul" or,
+ * pod set, "zuul-restricted"). New reference. */
 static json_t *
-role_body(struct kmachine *k)
+role_rules(int pod)
 {
 	json_t *verbs = json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch",
 				  "update", "watch");
 	json_t *rules;
 
-	if (is_pod_label(k->a, k->label))
+	if (pod)
 		/* as upstream's restricted role for pod labels */
 		rules = json_pack("[{s:[s], s:[s], s:[s,s]}, {s:[s], s:[s,s,s,s], s:O}]",
 				  "apiGroups", "", "resources", "pods", "verbs", "get", "list",
@@ -1156,22 +1201,182 @@ role_body(struct kmachine *k)
 				  "services", "endpoints", "crontabs", "jobs", "deployments",
 				  "replicasets", "configmaps", "secrets", "verbs", verbs);
 	json_decref(verbs);
-	return json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion", "rbac.authorization.k8s.io/v1",
-			 "kind", "Role", "metadata", "name",
-			 is_pod_label(k->a, k->label) ? "zuul-restricted" : "zuul", "rules", rules);
+	return rules;
 }
 
 static json_t *
-binding_body(struct kmachine *k)
+role_body(struct kmachine *k)
 {
-	int os = k->a->flavor == K8S_OPENSHIFT;
+	int pod = is_pod_label(k->a, k->label);
 
-	return json_pack(
-	    "{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}]}", "apiVersion",
-	    "rbac.authorization.k8s.io/v1", "kind", "RoleBinding", "metadata", "name", "zuul-role",
-	    "roleRef", "apiGroup", "rbac.authorization.k8s.io", "kind", os ? "ClusterRole" : "Role",
-	    "name", os ? "admin" : (is_pod_label(k->a, k->label) ? "zuul-restricted" : "zuul"),
-	    "subjects", "kind", "ServiceAccount", "name", K8S_USER, "namespace", k->ns);
+	return json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion", "rbac.authorization.k8s.io/v1",
+			 "kind", "Role", "metadata", "name", pod ? "zuul-restricted" : "zuul",
+			 "rules", role_rules(pod));
+}
+
+/* ---- cluster roles ------------------------------------------------------------------------------
+ *
+ * Upstream makes a Role in each node's namespace and binds it. Here the
+ * kubernetes driver makes the same rules once as a ClusterRole
+ * (K8S_CROLE_POD for pod labels, K8S_CROLE_NS for namespace labels), the
+ * first time a node needs it, and each node's RoleBinding binds it in the
+ * node's namespace only: a RoleBinding grants a ClusterRole's rules in its
+ * own namespace, so the token is confined as upstream's, one call per
+ * node fewer. A ClusterRole that exists (409: made by an earlier run or
+ * another launcher) is used as it is. A provider that may not make
+ * ClusterRoles (403, or no such API: 404) binds per-namespace Roles as
+ * upstream does; any other failure does too, for K8S_CROLE_RETRY seconds.
+ */
+#define K8S_CROLE_POD "nodepool-zuul-restricted"
+#define K8S_CROLE_NS  "nodepool-zuul"
+
+static void
+crole_wake(struct sm_adapter *a)
+{
+	struct kmachine *k;
+
+	while ((k = TAILQ_FIRST(&a->crole_waiters)) != NULL) {
+		TAILQ_REMOVE(&a->crole_waiters, k, centry);
+		k->crole_waiting = 0;
+		sm_machine_wake(&k->m);
+	}
+}
+
+static void
+crole_answer(const struct http_response *res, void *arg, int i)
+{
+	struct sm_adapter *a = arg;
+	json_t *body = k8s_answer_json(res->body, res->body_len);
+	char msg[512];
+
+	a->crole_req[i] = NULL;
+	if (res->error == NULL &&
+	    ((res->status >= 200 && res->status < 300) || res->status == 409)) {
+		a->crole[i] = CR_READY;
+		log_info("provider %s: ClusterRole %s %s: nodes' RoleBindings bind it",
+			 a->env->provider_name, i == 0 ? K8S_CROLE_POD : K8S_CROLE_NS,
+			 res->status == 409 ? "exists" : "made");
+	} else {
+		k8s_status_describe("POST clusterroles", res->status, res->error, body, msg,
+				    sizeof(msg));
+		a->crole[i] = CR_NONE;
+		if (res->error == NULL &&
+		    (res->status == 403 || res->status == 404 || res->status == 405)) {
+			a->crole_retry_at[i] = 0;
+			log_info("provider %s: %s: a Role in each node's namespace instead (one "
+				 "more call per node)",
+				 a->env->provider_name, msg);
+		} else {
+			a->crole_retry_at[i] = np_mono_s() + K8S_CROLE_RETRY;
+			log_warn("provider %s: %s: a Role in each node's namespace for %.0f s",
+				 a->env->provider_name, msg, K8S_CROLE_RETRY);
+		}
+	}
+	json_decref(body);
+	crole_wake(a);
+}
+
+static void
+crole_answer_pod(const struct http_response *res, void *arg)
+{
+	crole_answer(res, arg, 0);
+}
+
+static void
+crole_answer_ns(const struct http_response *res, void *arg)
+{
+	crole_answer(res, arg, 1);
+}
+
+/* Whether k's binding can name the ClusterRole of its label type: 1 yes,
+ * 0 no (a Role of its own), -1 not known yet (k waits on crole_waiters;
+ * the first to ask starts the call). */
+static int
+crole_ready(struct kmachine *k)
+{
+	struct sm_adapter *a = k->a;
+	int i = is_pod_label(a, k->label) ? 0 : 1;
+	json_t *body;
+
+	if (a->flavor != K8S_KUBERNETES)
+		return 0;
+	if (a->crole[i] == CR_NONE && a->crole_retry_at[i] > 0 &&
+	    np_mono_s() >= a->crole_retry_at[i])
+		a->crole[i] = CR_UNKNOWN;
+	if (a->crole[i] == CR_READY || a->crole[i] == CR_NONE)
+		return a->crole[i] == CR_READY;
+	if (a->crole[i] == CR_UNKNOWN) {
+		body = json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion",
+				 "rbac.authorization.k8s.io/v1", "kind", "ClusterRole", "metadata",
+				 "name", i == 0 ? K8S_CROLE_POD : K8S_CROLE_NS, "rules",
+				 role_rules(i == 0));
+		a->crole[i] = CR_ASKING;
+		a->crole_req[i] =
+		    kcall(a, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body,
+			  i == 0 ? crole_answer_pod : crole_answer_ns, a);
+		json_decref(body);
+		if (a->crole_req[i] == NULL) {
+			a->crole[i] = CR_NONE;
+			a->crole_retry_at[i] = np_mono_s() + K8S_CROLE_RETRY;
+			return 0;
+		}
+	}
+	if (!k->crole_waiting) {
+		TAILQ_INSERT_TAIL(&a->crole_waiters, k, centry);
+		k->crole_waiting = 1;
+	}
+	return -1;
+}
+
+static void
+crole_waiter_remove(struct kmachine *k)
+{
+	if (!k->crole_waiting)
+		return;
+	TAILQ_REMOVE(&k->a->crole_waiters, k, centry);
+	k->crole_waiting = 0;
+}
+
+/* The binding of the account to its role: openshift's ClusterRole admin
+ * (as upstream), else the ClusterRole made once (cluster true) or the
+ * namespace's own Role. */
+static json_t *
+binding_body(struct kmachine *k, int cluster)
+{
+	int os = k->a->flavor == K8S_OPENSHIFT, pod = is_pod_label(k->a, k->label);
+	const char *role = os	     ? "admin"
+			   : cluster ? (pod ? K8S_CROLE_POD : K8S_CROLE_NS)
+			   : pod     ? "zuul-restricted"
+				     : "zuul";
+
+	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}]}",
+			 "apiVersion", "rbac.authorization.k8s.io/v1", "kind", "RoleBinding",
+			 "metadata", "name", "zuul-role", "roleRef", "apiGroup",
+			 "rbac.authorization.k8s.io", "kind",
+			 os || cluster ? "ClusterRole" : "Role", "name", role, "subjects", "kind",
+			 "ServiceAccount", "name", k->sa, "namespace", k->ns);
+}
+
+/* The credential's ca_crt as upstream hands it: the CA's PEM base64-encoded
+ * (upstream passes the token secret's data["ca.crt"] on undecoded, and for
+ * openshiftpods encodes the kubeconfig's CA), which Zuul's executor writes
+ * into its kubeconfig as certificate-authority-data. pem NULL: "". */
+static json_t *
+ca_crt_b64(const char *pem)
+{
+	size_t n = pem != NULL ? strlen(pem) : 0;
+	unsigned char *enc;
+	json_t *j;
+
+	if (n == 0 || n > 1 << 24)
+		return json_string("");
+	enc = malloc(4 * ((n + 2) / 3) + 1);
+	if (enc == NULL)
+		abort();
+	EVP_EncodeBlock(enc, (const unsigned char *)pem, (int)n);
+	j = json_string((const char *)enc);
+	free(enc);
+	return j;
 }
 
 static struct sm_instance *
@@ -1192,9 +1397,9 @@ make_instance(struct kmachine *k)
 	json_object_set_new(cred, "host", json_string(a->conn.server));
 	json_object_set_new(cred, "skiptls", json_boolean(a->conn.insecure));
 	json_object_set_new(cred, "token", json_string(k->token ? k->token : ""));
-	json_object_set_new(cred, "user", json_string(K8S_USER));
+	json_object_set_new(cred, "user", json_string(k->sa));
 	if (!a->conn.insecure)
-		json_object_set_new(cred, "ca_crt", json_string(k->ca_crt ? k->ca_crt : ""));
+		json_object_set_new(cred, "ca_crt", ca_crt_b64(k->ca_crt));
 	if (k->pod != NULL)
 		json_object_set_new(cred, "pod", json_string(k->pod));
 	in->connection_port_obj = cred;
@@ -1252,15 +1457,22 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			continue;
 		case K_OBJECTS: {
 			/* The namespace's objects at once: none needs another
-			 * (a binding may name an account or role still to come). */
+			 * (a binding may name an account or role still to come;
+			 * the pod runs as the namespace's default account). */
 			if (k->nslots == 0) {
+				int cluster = crole_ready(k);
+				if (cluster < 0) {
+					m->retry_in = 3600; /* woken by crole_answer */
+					return SM_AGAIN;
+				}
 				snprintf(path, sizeof(path),
 					 "/api/v1/namespaces/%s/serviceaccounts", k->ns);
-				slot_start(k, KS_SA, path,
-					   json_pack("{s:s, s:s, s:{s:s}}", "apiVersion", "v1",
-						     "kind", "ServiceAccount", "metadata", "name",
-						     K8S_USER));
-				if (a->flavor != K8S_OPENSHIFT) {
+				if (strcmp(k->sa, K8S_DEFAULT_SA) != 0)
+					slot_start(k, KS_SA, path,
+						   json_pack("{s:s, s:s, s:{s:s}}", "apiVersion",
+							     "v1", "kind", "ServiceAccount",
+							     "metadata", "name", k->sa));
+				if (a->flavor != K8S_OPENSHIFT && !cluster) {
 					snprintf(path, sizeof(path),
 						 "/apis/rbac.authorization.k8s.io/v1/namespaces/"
 						 "%s/roles",
@@ -1271,32 +1483,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/"
 					 "rolebindings",
 					 k->ns);
-				slot_start(k, KS_BINDING, path, binding_body(k));
-				if (k->slots_left > 0) {
-					m->retry_in = 3600; /* woken by the last answer */
-					return SM_AGAIN;
-				}
-			}
-			if (slots_failed(k))
-				return m_fail(k);
-			k->got = 0;
-			k->step = K_SECRET;
-			continue;
-		}
-		case K_SECRET: {
-			/* the token secret once its account exists, and the pod
-			 * meanwhile (it runs as the namespace's default account) */
-			int again = 0;
-			if (k->nslots == 0) {
-				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets",
-					 k->ns);
-				slot_start(k, KS_SECRET, path,
-					   json_pack("{s:s, s:s, s:s, s:{s:s, s:{s:s}}}",
-						     "apiVersion", "v1", "kind", "Secret", "type",
-						     "kubernetes.io/service-account-token",
-						     "metadata", "name", K8S_USER, "annotations",
-						     "kubernetes.io/service-account.name",
-						     K8S_USER));
+				slot_start(k, KS_BINDING, path, binding_body(k, cluster));
 				if (k->pod != NULL && !k->resume) {
 					snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods",
 						 k->ns);
@@ -1305,32 +1492,135 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					k->pod_created = np_mono_s();
 				}
 				if (k->slots_left > 0) {
-					m->retry_in = 3600;
+					m->retry_in = 3600; /* woken by the last answer */
 					return SM_AGAIN;
 				}
 			}
-			if (k->pod != NULL && k->nslots == 2 && k->slots[1].err == NULL &&
-			    k8s_sa_missing(k->slots[1].status, k->slots[1].resp)) {
-				/* the default account is not made yet: the pod again */
-				k->slots[1].status = 201;
-				again = 1;
+			for (int i = 0; i < k->nslots; i++) {
+				struct kslot *sl = &k->slots[i];
+				if (sl->kind == KS_POD && sl->err == NULL &&
+				    k8s_sa_missing(sl->status, sl->resp)) {
+					/* the default account is not made yet: the pod
+					 * again once the token is asked for */
+					sl->status = 201;
+					k->pod_again = 1;
+				}
 			}
 			if (slots_failed(k))
 				return m_fail(k);
 			k->got = 0;
-			if (again) {
-				k->step = K_POD;
+			k->step = a->token_secret ? K_SECRET : K_TREQ;
+			continue;
+		}
+		case K_TREQ: {
+			/* the account's token, one call (TokenRequest) */
+			double exp = 0, now = (double)time(NULL), granted;
+			char *tok = NULL;
+			if (!k->got) {
+				snprintf(path, sizeof(path),
+					 "/api/v1/namespaces/%s/serviceaccounts/%s/token", k->ns,
+					 k->sa);
+				return m_call(k, "POST", path,
+					      json_pack("{s:s, s:s, s:{s:I}}", "apiVersion",
+							"authentication.k8s.io/v1", "kind",
+							"TokenRequest", "spec", "expirationSeconds",
+							(json_int_t)a->token_lifetime));
+			}
+			if (k->err == NULL && k->status == 404 &&
+			    strcmp(np_json_str(json_object_get(k->resp, "details"), "name", ""),
+				   k->sa) == 0 &&
+			    strcmp(k->sa, K8S_DEFAULT_SA) == 0) {
+				/* the controller has not made the namespace's
+				 * default account yet; launch-timeout bounds it */
+				m_poll(k, K8S_POLL_TOKEN);
+				return SM_AGAIN;
+			}
+			if (k->err == NULL && (k->status == 404 || k->status == 405) &&
+			    np_json_str(json_object_get(k->resp, "details"), "name", NULL) ==
+				NULL) {
+				/* no TokenRequest API (before 1.20, or turned off):
+				 * a 404 that names no object */
+				if (!a->token_secret)
+					log_info("provider %s: no TokenRequest API (%d): token "
+						 "secrets, as upstream (one more call per node)",
+						 a->env->provider_name, k->status);
+				a->token_secret = 1;
+				k->got = 0;
+				k->step = K_SECRET;
+				continue;
+			}
+			if (!ok_status(k))
+				return m_fail(k);
+			if (k8s_token_request_read(k->resp, &tok, &exp) != 0) {
+				m->error = SM_E_FAILED;
+				snprintf(m->error_msg, sizeof(m->error_msg),
+					 "%.200s: the answer has no status.token", k->what);
+				return SM_ERROR;
+			}
+			/* what was granted: spec.expirationSeconds, which the
+			 * server shortens to its maximum, else the expiry */
+			granted = np_json_num(json_object_get(k->resp, "spec"), "expirationSeconds",
+					      exp > 0 ? exp - now : -1);
+			if (granted >= 0 && granted < (double)a->token_lifetime / 2) {
+				/* the server grants much less than asked (its
+				 * --service-account-max-token-expiration): a ready
+				 * node could outlive its token; upstream's token
+				 * secret never expires */
+				privsep_free_secret_str(tok);
+				if (!a->token_secret)
+					log_warn("provider %s: the API server grants tokens for "
+						 "%.0f s, not the %lld s of token-lifetime: token "
+						 "secrets, as upstream (one more call per node)",
+						 a->env->provider_name, granted, a->token_lifetime);
+				a->token_secret = 1;
+				k->got = 0;
+				k->step = K_SECRET;
+				continue;
+			}
+			privsep_free_secret_str(k->token);
+			k->token = tok;
+			free(k->ca_crt);
+			/* no ca.crt comes with it: the cluster's CA the provider
+			 * trusts (adapter_new asks for the secret without one) */
+			k->ca_crt = a->conn.ca_pem != NULL ? strdup(a->conn.ca_pem) : NULL;
+			k->got = 0;
+			k->step = k->pod == NULL	      ? K_DONE
+				  : k->pod_again || k->resume ? K_POD
+							      : K_WAIT;
+			if (k->pod_again && !k->resume) {
+				k->pod_again = 0;
+				m->retry_in = 0;
+				return SM_AGAIN;
+			}
+			continue;
+		}
+		case K_SECRET: {
+			/* upstream's token secret, filled by the token controller
+			 * while the pod starts; read once the pod runs */
+			if (!k->got) {
+				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets",
+					 k->ns);
+				return m_call(
+				    k, "POST", path,
+				    json_pack("{s:s, s:s, s:s, s:{s:s, s:{s:s}}}", "apiVersion",
+					      "v1", "kind", "Secret", "type",
+					      "kubernetes.io/service-account-token", "metadata",
+					      "name", K8S_USER, "annotations",
+					      "kubernetes.io/service-account.name", k->sa));
+			}
+			if (!(ok_status(k) || (k->err == NULL && k->status == 409)))
+				return m_fail(k);
+			k->got = 0;
+			if (k->pod == NULL) {
+				k->step = K_TOKEN;
+				continue;
+			}
+			k->step = k->pod_again || k->resume ? K_POD : K_WAIT;
+			if (k->pod_again && !k->resume) {
+				k->pod_again = 0;
 				m->retry_in = K8S_POLL_TOKEN;
 				return SM_AGAIN;
 			}
-			if (k->resume && k->pod != NULL) {
-				/* resuming: the pod is looked for before one is made */
-				k->step = K_POD;
-				continue;
-			}
-			/* the token is read last: the token controller fills it
-			 * meanwhile */
-			k->step = k->pod != NULL ? K_WAIT : K_TOKEN;
 			continue;
 		}
 		case K_TOKEN: {
@@ -1431,7 +1721,9 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 				waiter_remove(k);
 				free(k->host_id);
 				k->host_id = nn ? strdup(nn) : NULL;
-				k->step = a->flavor == K8S_OPENSHIFTPODS ? K_DONE : K_TOKEN;
+				/* the token: asked for already (TokenRequest,
+				 * openshiftpods' own), else read from its secret */
+				k->step = k->token != NULL ? K_DONE : K_TOKEN;
 				continue;
 			}
 			if (ps == K8S_POD_FAILED || (boot > 0 && now - k->pod_created > boot)) {
@@ -1599,6 +1891,7 @@ machine_free(struct sm_machine *m)
 	struct kmachine *k = (struct kmachine *)m;
 
 	waiter_remove(k);
+	crole_waiter_remove(k);
 	http_cancel(k->req_h);
 	slots_clear(k);
 	json_decref(k->meta);
@@ -1648,6 +1941,17 @@ k8s_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 		if (is_pod_label(a, args->label))
 			k->pod = strdup(args->label->name);
 	}
+	/* A pod node's token may exec into, read the logs of and forward
+	 * ports to the pods of its namespace: its one pod, which runs as the
+	 * namespace's default account. That account, made by the cluster,
+	 * is the node's (one call fewer) on kubernetes when its token comes
+	 * from a TokenRequest: its pod's own mounted token then gets rights
+	 * over the pod itself only, which its processes have already.
+	 * Namespace nodes (whose token may make workloads there, which would
+	 * run with it) and openshift (which binds admin) keep upstream's
+	 * zuul-worker. */
+	k->sa = a->flavor == K8S_KUBERNETES && k->pod != NULL && !a->token_secret ? K8S_DEFAULT_SA
+										  : K8S_USER;
 	k->step = K_NS;
 	a->creates++;
 	return &k->m;
@@ -1920,6 +2224,22 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 	a->flavor = flavor;
 	TAILQ_INIT(&a->ops);
 	TAILQ_INIT(&a->waiters);
+	TAILQ_INIT(&a->crole_waiters);
+	a->token_lifetime = K8S_TOKEN_LIFETIME;
+	if (json_object_get(env->provider, "token-lifetime") != NULL) {
+		a->token_lifetime =
+		    (long long)json_integer_value(json_object_get(env->provider, "token-lifetime"));
+		if (a->token_lifetime != 0 &&
+		    (a->token_lifetime < K8S_TOKEN_MIN || a->token_lifetime > K8S_TOKEN_MAX)) {
+			snprintf(err, errlen,
+				 "token-lifetime %lld: 0 (token secrets, as upstream) or %d to "
+				 "%lld seconds",
+				 a->token_lifetime, K8S_TOKEN_MIN, K8S_TOKEN_MAX);
+			free(a);
+			return NULL;
+		}
+	}
+	a->token_secret = a->token_lifetime == 0;
 	if (k8s_conn_load(ctx, &a->conn, e2, sizeof(e2)) != 0) {
 		snprintf(err, errlen, "%s", e2);
 		free(a);
@@ -1933,6 +2253,15 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 		k8s_conn_clear(&a->conn);
 		free(a);
 		return NULL;
+	}
+	if (!a->token_secret && !a->conn.insecure && a->conn.ca_pem == NULL &&
+	    flavor != K8S_OPENSHIFTPODS) {
+		/* a TokenRequest gives no ca.crt: the token secret's is the
+		 * one to hand on */
+		log_info("provider %s: context %s names no CA: token secrets, which carry "
+			 "the cluster's",
+			 env->provider_name, a->conn.context);
+		a->token_secret = 1;
 	}
 	if (a->conn.token != NULL)
 		snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s", a->conn.token);
@@ -1998,6 +2327,10 @@ k8s_adapter_stop(struct sm_adapter *a)
 	size_t i;
 
 	a->stopped = 1;
+	for (i = 0; i < 2; i++) {
+		http_cancel(a->crole_req[i]);
+		a->crole_req[i] = NULL;
+	}
 	for (i = 0; i < a->nwatches; i++) {
 		http_cancel(a->watches[i]->req);
 		a->watches[i]->req = NULL;
@@ -2017,6 +2350,8 @@ k8s_adapter_free(struct sm_adapter *a)
 		http_cancel(o->req);
 		kop_free(o);
 	}
+	http_cancel(a->crole_req[0]);
+	http_cancel(a->crole_req[1]);
 	while (a->nwatches > 0)
 		kwatch_free(a->watches[--a->nwatches]);
 	free(a->watches);
@@ -2038,6 +2373,13 @@ k8s_dump(struct sm_adapter *a, struct evbuffer *out)
 			    flavor_name(a->flavor), a->conn.server, a->conn.context, a->calls,
 			    st.inflight, st.queued, (unsigned long long)st.errors,
 			    (unsigned long long)st.throttled, a->creates, a->deletes);
+	if (a->flavor != K8S_OPENSHIFTPODS)
+		evbuffer_add_printf(out, "    node tokens: %s; roles: %s\n",
+				    a->token_secret ? "token secrets" : "TokenRequest",
+				    a->flavor == K8S_OPENSHIFT ? "ClusterRole admin"
+				    : a->crole[0] == CR_READY || a->crole[1] == CR_READY
+					? "ClusterRoles bound per namespace"
+					: "a Role per namespace");
 	for (i = 0; i < a->nwatches; i++) {
 		const struct kwatch *w = a->watches[i];
 		if (!w->started)

@@ -60,6 +60,9 @@ static const struct np_cfg_schema pods_label_user = {
  * a pod may stay Pending (upstream waits a fixed 300 s) and a launch
  * attempt may take. */
 #define K8S_NODEPOOLD_KEYS OPT("boot-timeout", INT), OPT("launch-timeout", INT)
+/* and, where nodepoold makes a service account per node, how long the
+ * node's token is asked for (TokenRequest); 0: upstream's token secret */
+#define K8S_TOKEN_KEYS OPT("token-lifetime", INT)
 
 #define K8S_POOL_KEYS                                                                              \
 	REQ("name", STR), OPT("max-cores", INT), OPT("max-ram", INT),                              \
@@ -83,7 +86,7 @@ static const struct np_cfg_schema kubernetes_provider = {
 					       .alts = ALTS(&k8s_label_nodepool, &k8s_label_user),
 					   })))),
 	    }))),
-	OPT("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS,
+	OPT("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS, K8S_TOKEN_KEYS,
 	OPT("max-servers", INT), OPT("max-cores", INT), OPT("max-ram", INT),
 	OPT("max-resources", STRMAP(INT))),
 };
@@ -102,7 +105,7 @@ static const struct np_cfg_schema openshift_provider = {
 									  &k8s_label_user),
 							 })))),
 			  }))),
-	     REQ("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS,
+	     REQ("context", STR), OPT("launch-retries", INT), K8S_NODEPOOLD_KEYS, K8S_TOKEN_KEYS,
 	     OPT("max-projects", INT), OPT("max-cores", INT), OPT("max-ram", INT),
 	     OPT("max-resources", STRMAP(INT))),
 };

@@ -483,6 +483,9 @@ struct np_config {
 	long long webapp_max_connections_per_client; /* 8 */
 	double webapp_request_timeout;		     /* 10 s */
 	long long webapp_max_response_size;	     /* 32 MiB */
+	/* seconds without a listing before nodepool-web stops watching nodes
+	 * and requests (web/webproc.h); 0: never */
+	double webapp_view_idle_timeout; /* 60 s */
 };
 
 /*

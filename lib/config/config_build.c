@@ -666,6 +666,7 @@ np_cfg_config_build(struct np_config *cfg, const struct np_cfg_node *root)
 	cfg->webapp_max_connections_per_client = np_cfg_int(n, "max_connections_per_client", 8);
 	cfg->webapp_request_timeout = np_cfg_num(n, "request_timeout", 10);
 	cfg->webapp_max_response_size = np_cfg_int(n, "max_response_size", 32 << 20);
+	cfg->webapp_view_idle_timeout = np_cfg_num(n, "view_idle_timeout", 60);
 	cfg->elements_dir = np_cfg_dup_str(root, "elements-dir", NULL);
 	cfg->images_dir = np_cfg_dup_str(root, "images-dir", NULL);
 	cfg->build_log_dir = np_cfg_dup_str(root, "build-log-dir", "/var/log/nodepool/builds");

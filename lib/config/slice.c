@@ -18,12 +18,13 @@ static json_t *
 webapp_json(const struct np_config *cfg)
 {
 	return json_pack(
-	    "{s:i, s:s, s:I, s:I, s:f, s:I}", "port", cfg->webapp_port, "listen_address",
+	    "{s:i, s:s, s:I, s:I, s:f, s:I, s:f}", "port", cfg->webapp_port, "listen_address",
 	    cfg->webapp_listen_address ? cfg->webapp_listen_address : "0.0.0.0", "max_connections",
 	    (json_int_t)cfg->webapp_max_connections, "max_connections_per_client",
 	    (json_int_t)cfg->webapp_max_connections_per_client, "request_timeout",
 	    cfg->webapp_request_timeout, "max_response_size",
-	    (json_int_t)cfg->webapp_max_response_size);
+	    (json_int_t)cfg->webapp_max_response_size, "view_idle_timeout",
+	    cfg->webapp_view_idle_timeout);
 }
 
 const char *

@@ -25,6 +25,7 @@ struct ratelimit {
 	double tokens; /* at time `stamp` */
 	double stamp;
 	double paused_until;
+	double last_grant; /* ratelimit_now() of the latest grant */
 	struct event *timer;
 	TAILQ_HEAD(, ratelimit_wait) queue;
 	size_t nqueued;
@@ -93,6 +94,7 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		rl->tokens -= 1.0;
 		rl->granted++;
+		rl->last_grant = now;
 		TAILQ_REMOVE(&rl->queue, w, entry);
 		rl->nqueued--;
 		/* the callback may queue more or cancel others; re-read the
@@ -160,6 +162,7 @@ ratelimit_take(struct ratelimit *rl, void (*cb)(void *arg), void *arg, struct ra
 	if (TAILQ_EMPTY(&rl->queue) && (t = wait_time(rl, ratelimit_now())) <= 0) {
 		rl->tokens -= 1.0;
 		rl->granted++;
+		rl->last_grant = rl->stamp; /* wait_time's now */
 		return 1;
 	}
 	w = calloc(1, sizeof(*w));
@@ -202,6 +205,12 @@ ratelimit_pause_until(struct ratelimit *rl, double until)
 		event_del(rl->timer);
 		arm(rl, wait_time(rl, ratelimit_now()));
 	}
+}
+
+double
+ratelimit_last_grant(const struct ratelimit *rl)
+{
+	return rl->last_grant;
 }
 
 size_t

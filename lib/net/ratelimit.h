@@ -59,6 +59,11 @@ void ratelimit_pause_until(struct ratelimit *rl, double until);
 /* Monotonic seconds (np_mono_s, lib/core/clock.h), the limiter's time base. */
 double ratelimit_now(void);
 
+/* The ratelimit_now() time of the latest grant (0 before the first): for
+ * a caller that stamps a call with the moment `rate` let it go, the moment
+ * the spacing holds for (its callback runs later, on a busy loop). */
+double ratelimit_last_grant(const struct ratelimit *rl);
+
 /* Waiters queued now; grants made so far. */
 size_t ratelimit_queued(const struct ratelimit *rl);
 unsigned long long ratelimit_granted(const struct ratelimit *rl);

@@ -767,12 +767,15 @@ proceed(struct web *w, struct waiting *x, int fresh)
 
 	if (!x->refreshed && w->refresh != NULL && reads_view(kind)) {
 		x->refreshed = 1;
-		/* -1 (not connected): the listing shows what is held */
-		if (w->refresh(w->arg) == 0) {
+		/* -1 (not connected): the listing shows what is held; -2:
+		 * nothing held (503) */
+		rc = w->refresh(w->arg);
+		if (rc == 0 || rc == -2) {
 			need = NEED_VIEW;
-			rc = 0;
+			rc = rc == 0 ? 0 : -1;
 			goto wait;
 		}
+		rc = 1;
 	}
 	need = kind == L_IMAGES || kind == L_DIB || kind == L_STATUS ? NEED_IMAGES
 	       : kind == L_METRICS				     ? NEED_METRICS
@@ -991,6 +994,13 @@ web_view_current(struct web *w)
 {
 	if (w != NULL)
 		finish_waiting(w, NEED_VIEW, 1);
+}
+
+void
+web_view_failed(struct web *w)
+{
+	if (w != NULL)
+		finish_waiting(w, NEED_VIEW, 0);
 }
 
 void

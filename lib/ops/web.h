@@ -70,13 +70,18 @@ struct web *web_new(struct event_base *base, const struct web_options *opt, stat
  * is made current before a listing that reads them is rendered (once per
  * answer; answers are kept 1 s). refresh(arg) (arg: web_new's) returns 1
  * when it is current now, 0 when reads were started: the owner then calls
- * web_view_current(w) once they are back (the listings waiting go on), and
- * -1 when it cannot be (not connected: the listing shows what is held).
+ * web_view_current(w) once they are back (the listings waiting go on),
+ * -1 when it cannot be (not connected: the listing shows what is held),
+ * and -2 when nothing is held and it cannot be read (503).
  * Without one the view is taken as always current.
  */
 typedef int (*web_refresh_fn)(void *arg);
 void web_set_refresh(struct web *w, web_refresh_fn refresh);
 void web_view_current(struct web *w); /* NULL is a no-op */
+/* The view could not be made current after all (nodepool-web's view woken
+ * from sleep did not sync in time): the listings waiting for it get 503.
+ * NULL is a no-op. */
+void web_view_failed(struct web *w);
 /* The session behind the view is about to go: reads on it are abandoned
  * and the requests waiting for them get 503; cached answers are dropped. */
 void web_reset(struct web *w);

@@ -409,6 +409,12 @@ zk_rq_result(struct zk *zk, struct zk_item *it)
 			if (mr[i].rc == ZOK && rq->mops[i].type != ZOO_DELETE_OP &&
 			    rq->mops[i].type != ZOO_SETDATA_OP && rq->mops[i].type != ZOO_CHECK_OP)
 				mr[i].path = rq->mbufs[i];
+			if (mr[i].rc == ZOK && it->rc == ZOK &&
+			    rq->mops[i].type == ZOO_SETDATA_OP && rq->mbufs[i] != NULL) {
+				const struct Stat *st = (const struct Stat *)(void *)rq->mbufs[i];
+				mr[i].mzxid = st->mzxid;
+				mr[i].version = st->version;
+			}
 		}
 		r.mcount = rq->mcount;
 		r.mres = mr;
@@ -567,8 +573,11 @@ zk_multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, i
 			zoo_delete_op_init(&rq->mops[i], rq->mpaths[i], o->version);
 			break;
 		case ZK_MULTI_SET:
+			/* the znode's stat after the write lands here (the
+			 * caller's cache applies its own write with it) */
+			rq->mbufs[i] = xcalloc(1, sizeof(struct Stat));
 			zoo_set_op_init(&rq->mops[i], rq->mpaths[i], rq->mdata[i], len, o->version,
-					NULL);
+					(struct Stat *)(void *)rq->mbufs[i]);
 			break;
 		case ZK_MULTI_CHECK:
 			zoo_check_op_init(&rq->mops[i], rq->mpaths[i], o->version);

@@ -2,8 +2,9 @@
  * Asynchronous ZooKeeper client on a libevent loop.
  *
  * Wraps the official ZooKeeper C client (multi-threaded flavour, built with
- * TLS by mk/zkclient.sh). The C client's own I/O and completion threads only
- * hand results over: every completion, watch and session event is delivered
+ * TLS by mk/zkclient.sh). The C client's own I/O thread (which also runs its
+ * completions: mk/zkclient-io.patch) only hands results over: every
+ * completion, watch and session event is delivered
  * on the libevent loop of the thread that created the struct zk, so callers
  * never need locks.
  *
@@ -222,6 +223,10 @@ struct zk_multi_op {
 struct zk_multi_result {
 	int rc;
 	const char *path; /* create: the created path */
+	/* set that succeeded (and the multi with it): the znode's mzxid and
+	 * data version after the write, else 0 */
+	int64_t mzxid;
+	int32_t version;
 };
 typedef void (*zk_multi_cb)(int rc, int count, const struct zk_multi_result *results, void *arg);
 void zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);
@@ -296,6 +301,13 @@ enum {
  * Its holder keeps it past zk_lock_free() only after zk_lock_disown(); it is
  * released by deleting the contender (upstream's forceUnlockNode). */
 #define ZK_LOCK_PERSISTENT 0x2
+/* ZK_LOCK_NEW_DIR: the lock dir is probably missing (the first lock of a
+ * request, of a node just made): the first attempt makes the dir and our
+ * contender in one multi and holds the lock without listing it (one
+ * request instead of five: issue 25). A dir that exists after all costs
+ * one request more (the multi fails), then it is contended as usual; so
+ * do later attempts of the same lock. The znodes made are kazoo's. */
+#define ZK_LOCK_NEW_DIR 0x4
 
 struct zk_lock;
 /* rc: ZOK (held), ZK_LOCK_BUSY, ZK_LOCK_TIMEOUT, ZNONODE (see flag), or a ZK error. */
@@ -494,6 +506,26 @@ size_t zk_cache_reads(const struct zk_cache *cache);
  * event. For a reader that must see every record's latest data
  * (worker/quota.c, tenant limits). */
 size_t zk_cache_reads_pending(const struct zk_cache *cache);
+
+/*
+ * Our own writes of a child's data (issue 25: the launcher read back every
+ * record it had just written, as the watch told of the change). A writer
+ * calls zk_cache_write_begin(cache, name) right before it sends a set (or
+ * a multi with a set) of <path>/<name>, and zk_cache_write_end once the
+ * reply is back, always, once per begin: ok when the set succeeded, with
+ * the data written (len bytes, need not be NUL-ended) and the stat's mzxid
+ * and version the reply gave. Meanwhile a change event for that child
+ * waits for the reply instead of being read; on success the entry takes
+ * the written data (decoded, UPDATED) unless it holds newer already, and
+ * no read is made, since the events of changes up to the write's zxid all
+ * come before its reply (the comment at zk_cache_write_end); on failure
+ * the change is read as any. Without ZK_CACHE_DATA, a no-op.
+ */
+void zk_cache_write_begin(struct zk_cache *cache, const char *name);
+void zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void *data, int len,
+			int64_t mzxid, int32_t version);
+/* For tests: own writes applied without a read since the cache was made. */
+size_t zk_cache_own_applied(const struct zk_cache *cache);
 
 /* For tests: 1 when the C client's own I/O thread holds a live connection
  * now (zoo_state), whether or not the loop has heard of it yet; safe from

@@ -105,7 +105,7 @@ zk_enqueue(struct zk *zk, struct zk_item *it)
 	}
 }
 
-/* C client completions (its completion thread, or ours on submission). */
+/* C client completions (its I/O thread, or ours on submission). */
 
 void
 zk_c_string_done(int rc, const char *value, const void *data)

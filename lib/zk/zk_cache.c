@@ -14,6 +14,9 @@
  *                              lock filter); ignored for the others.
  * Anything deeper is ignored. Nothing is polled, and no watch is left per
  * child: the server keeps one watch per cache, the C client one entry.
+ * Issue 25: a child created while we watch has its lock contenders
+ * counted from its creation's event on, with no listing; our own writes
+ * (zk_cache_write_begin/_end) are taken from their replies, not read back.
  * With ZK_CACHE_LAZY (zk.h) the reads these events ask for wait, the
  * entries queued, until zk_cache_refresh(): a reader that is seldom asked
  * reads once what changed many times.
@@ -121,6 +124,18 @@ struct ghost {
 	char name[];
 };
 
+/*
+ * A child we are writing (zk_cache_write_begin/_end): writes in flight,
+ * and whether a change event came meanwhile whose read waits for the
+ * write's outcome. Few at a time (the writes in flight).
+ */
+struct own {
+	struct own *next;
+	unsigned n;	   /* writes in flight */
+	unsigned deferred; /* a change event waits for their outcome */
+	char name[];
+};
+
 struct zk_cache {
 	struct zk *zk;
 	char *path;
@@ -160,7 +175,9 @@ struct zk_cache {
 	size_t nqueued; /* entries waiting for their load (queued) */
 	size_t qcursor; /* the slot the queue scan goes on from */
 	struct ghost *ghosts;
-	struct eph *eph; /* ephemeral children's owners, unordered */
+	struct own *owns;    /* children we are writing */
+	size_t nown_applied; /* own writes applied without a read (tests) */
+	struct eph *eph;     /* ephemeral children's owners, unordered */
 	size_t neph, ephcap;
 
 	const struct zk_cache_entry **arr;
@@ -539,13 +556,13 @@ lock_follow(struct zk_cache *c, struct ent *e)
  * any read to make, a new entry is announced at once.
  */
 static void
-ent_load(struct zk_cache *c, struct ent *e)
+ent_load_ex(struct zk_cache *c, struct ent *e, int fresh)
 {
 	/* held for its events (ZK_CACHE_LAZY): its data changed, or it is
 	 * new (no stat first); its lock is read if an event asked (or it
-	 * was not followed yet) */
+	 * was not followed yet); a fresh entry's is counted from events */
 	int held_load = c->refreshing && !c->syncing;
-	int lock = !held_load || e->lock_held || !e->lock_on;
+	int lock = (!held_load || e->lock_held || !e->lock_on) && !fresh;
 
 	if (!e->loading) {
 		e->loading = 1;
@@ -562,6 +579,31 @@ ent_load(struct zk_cache *c, struct ent *e)
 		read_lock(c, e);
 	}
 	check_loaded(c, e);
+}
+
+static void
+ent_load(struct zk_cache *c, struct ent *e)
+{
+	ent_load_ex(c, e, 0);
+}
+
+/*
+ * A child ZooKeeper told us was created (synced, connected): its lock
+ * contenders are counted from 0 by their events, with no listing (issue
+ * 25: one per node made), since the events of everything made below it
+ * come after the event of its creation. Followed until its data says
+ * otherwise (the lock filter, asked then as for any entry).
+ */
+static void
+ent_load_created(struct zk_cache *c, struct ent *e)
+{
+	int fresh = (c->flags & ZK_CACHE_LOCKS) && !c->syncing && zk_is_connected(c->zk);
+
+	if (fresh) {
+		e->lock_on = 1;
+		e->pub.locked = 0;
+	}
+	ent_load_ex(c, e, fresh);
 }
 
 /* ZK_CACHE_LAZY, synced and no refresh under way: reads for events wait. */
@@ -691,6 +733,27 @@ ghosts_free(struct zk_cache *c)
 	}
 }
 
+static struct own *
+own_find(const struct zk_cache *c, const char *name)
+{
+	struct own *o;
+
+	for (o = c->owns; o != NULL && strcmp(o->name, name) != 0; o = o->next)
+		;
+	return o;
+}
+
+static void
+owns_free(struct zk_cache *c)
+{
+	struct own *o;
+
+	while ((o = c->owns) != NULL) {
+		c->owns = o->next;
+		free(o);
+	}
+}
+
 static void
 remove_ent(struct zk_cache *c, struct ent *e)
 {
@@ -797,7 +860,10 @@ data_read(const struct zk_result *r, void *arg)
 		goto out;
 	e->data_busy = 0;
 	if (r->rc == ZOK) {
-		if (!e->have_data || r->stat->mzxid != e->pub.stat.mzxid) {
+		/* a read sent before one of our writes may come back after
+		 * the write was applied (zk_cache_write_end): only newer data
+		 * replaces what we hold (zxids only grow) */
+		if (!e->have_data || r->stat->mzxid > e->pub.stat.mzxid) {
 			set_data(c, e, r);
 			e->pub.stat.mzxid = r->stat->mzxid;
 			e->pub.stat.version = r->stat->version;
@@ -915,6 +981,19 @@ lock_event(struct zk_cache *c, struct ent *e, const char *sub, int type)
 	return 0;
 }
 
+/* A change event for e while we write it: its read waits for the write's
+ * reply (1), or there is no write of ours in flight (0). */
+static int
+own_defer(struct zk_cache *c, struct ent *e)
+{
+	struct own *o = own_find(c, e->name);
+
+	if (o == NULL || o->n == 0)
+		return 0;
+	o->deferred = 1;
+	return 1;
+}
+
 /*
  * The cache's recursive watch fired for path (zk_watch_tree): the path
  * itself, a child (created, deleted, data changed), the child's lock dir
@@ -954,7 +1033,11 @@ tree_event(int type, const char *path, void *arg)
 		} else if (e == NULL) {
 			/* created (or changed before we knew it): load it */
 			e = ent_add(c, path + c->plen + 1);
-			if (!hold(c, e, 0))
+			if (hold(c, e, 0))
+				; /* read at the next refresh */
+			else if (type == ZOO_CREATED_EVENT)
+				ent_load_created(c, e);
+			else
 				ent_load(c, e);
 		} else if (type == ZOO_CREATED_EVENT) {
 			/* deleted and made again between two of our looks */
@@ -963,6 +1046,10 @@ tree_event(int type, const char *path, void *arg)
 		} else if (type == ZOO_CHANGED_EVENT && (c->flags & ZK_CACHE_DATA) &&
 			   hold(c, e, 0)) {
 			/* read at the next refresh */
+		} else if (type == ZOO_CHANGED_EVENT && (c->flags & ZK_CACHE_DATA) &&
+			   !(c->syncing && c->catchup) && c->owns != NULL && own_defer(c, e)) {
+			/* we are writing it: the write's reply says whether
+			 * this change is ours (zk_cache_write_end) */
 		} else if (type == ZOO_CHANGED_EVENT && (c->flags & ZK_CACHE_DATA)) {
 			if (c->syncing && c->catchup) {
 				/* named by the catch-up (or changed during
@@ -1217,6 +1304,16 @@ catch_up(struct zk_cache *c)
 
 /* ---- session events ---------------------------------------------------------- */
 
+/* A load phase re-reads every entry: no change event waits any more. */
+static void
+owns_clear_deferred(struct zk_cache *c)
+{
+	struct own *o;
+
+	for (o = c->owns; o != NULL; o = o->next)
+		o->deferred = 0;
+}
+
 static void
 cache_session(struct zk *zk, enum zk_event ev, void *arg)
 {
@@ -1245,6 +1342,7 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 		c->syncing = 0;
 		c->sync_pending = 0;
 		c->catchup = c->cu_counted = c->sw_pending = 0;
+		owns_clear_deferred(c);
 	} else if (ev == ZK_EV_SUSPENDED) {
 		/* what changed meanwhile is unknown until re-read */
 		c->synced = 0;
@@ -1272,6 +1370,8 @@ cache_session(struct zk *zk, enum zk_event ev, void *arg)
 		c->syncing = 1;
 		c->sync_listed = 0;
 		c->catchup = ev == ZK_EV_RECONNECTED && kept;
+		if (!c->catchup)
+			owns_clear_deferred(c);
 		c->cu_counted = 0; /* a round before this one is over */
 		if (c->catchup && (c->flags & ZK_CACHE_DATA)) {
 			/* from the last zxid seen before the first lost
@@ -1345,6 +1445,7 @@ cache_destroy(struct zk_cache *c)
 	}
 	free(c->slots);
 	ghosts_free(c);
+	owns_free(c);
 	free(c->arr);
 	free(c->eph);
 	free(c->path);
@@ -1470,4 +1571,94 @@ int
 zk_cache_count(const struct zk_cache *cache)
 {
 	return (int)cache->nvisible;
+}
+
+void
+zk_cache_write_begin(struct zk_cache *cache, const char *name)
+{
+	struct own *o;
+	size_t n;
+
+	if (cache == NULL || cache->freed || !(cache->flags & ZK_CACHE_DATA))
+		return;
+	if ((o = own_find(cache, name)) == NULL) {
+		n = strlen(name);
+		o = xcalloc(1, sizeof(*o) + n + 1);
+		memcpy(o->name, name, n + 1);
+		o->next = cache->owns;
+		cache->owns = o;
+	}
+	o->n++;
+}
+
+/*
+ * Why this is exact: ZooKeeper sends a session the events of a change
+ * before its reply to any later request, and its reply to our write right
+ * after the events of the write itself, all in zxid order. So when the
+ * write's reply (mzxid Z) comes, every change event of the child up to Z
+ * has come, and none after: those deferred meanwhile are our write's or
+ * older ones it overwrote (a set replaces the whole data), and the data at
+ * Z is what we wrote. An event after the reply is a change after Z: read
+ * as any. A write that failed (or whose outcome is unknown) leaves the
+ * deferred events to be read now.
+ */
+void
+zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void *data, int len,
+		   int64_t mzxid, int32_t version)
+{
+	struct zk_cache *c = cache;
+	struct own *o, **po;
+	struct ent *e;
+	int deferred;
+
+	if (c == NULL || c->freed || !(c->flags & ZK_CACHE_DATA))
+		return;
+	for (po = &c->owns; (o = *po) != NULL && strcmp(o->name, name) != 0; po = &o->next)
+		;
+	if (o == NULL || o->n == 0)
+		return; /* not begun (or begun before the cache was) */
+	o->n--;
+	deferred = o->deferred;
+	o->deferred = 0; /* covered by the write, or read below */
+	if (o->n == 0) {
+		*po = o->next;
+		free(o);
+	}
+	enter(c);
+	/* also in a load phase: after a lost connection the catch-up names
+	 * only what changed after the last zxid seen, and a change event
+	 * deferred before the loss is not named again */
+	if ((e = lookup(c, name)) == NULL)
+		goto out; /* gone */
+	if (ok && mzxid > e->pub.stat.mzxid && e->have_data && len >= 0) {
+		struct zk_result r;
+		char *text = xmalloc((size_t)len + 1); /* set_data wants it NUL-ended */
+
+		if (len > 0)
+			memcpy(text, data, (size_t)len);
+		text[len] = '\0';
+		memset(&r, 0, sizeof(r));
+		r.rc = ZOK;
+		r.value = text;
+		r.len = len;
+		set_data(c, e, &r);
+		free(text);
+		e->pub.stat.mzxid = mzxid;
+		e->pub.stat.version = version;
+		c->nown_applied++;
+		ent_changed(c, e);
+		if (!c->freed)
+			lock_follow(c, e);
+	} else if (deferred && !ok && !hold(c, e, 0)) {
+		read_data(c, e);
+	}
+out:
+	pump(c);
+	leave(c);
+}
+
+size_t
+zk_cache_own_applied(const struct zk_cache *cache)
+{
+	return cache != NULL ? cache->nown_applied : 0;
 }

@@ -18,6 +18,8 @@
  *                             -> (not lowest, non-blocking: delete ours, BUSY)
  * A lost connection parks the chain until the session is back; an expiry
  * restarts it from the create (our contender went with the session).
+ * A missing dir (the create fails with ZNONODE, or ZK_LOCK_NEW_DIR says so
+ * first) is made with our contender in one multi: held, with no listing.
  */
 #include "lib/zk/zk_private.h"
 #include "lib/core/log.h"
@@ -58,6 +60,7 @@ struct zk_lock {
 	char *node;	   /* our contender's name in the directory, or NULL */
 	enum lock_state state;
 	int create_tried; /* a create was sent: look for it before creating again */
+	int dir_known;	  /* ZK_LOCK_NEW_DIR: the dir was seen to exist (or made) */
 	int piped;	  /* listings sent right behind our create, not yet back */
 	int piped_used;	  /* the one for the current contender was consumed */
 	int blocking;
@@ -98,6 +101,7 @@ zk_lock_seq(const char *name)
 }
 
 static void step_create(struct zk_lock *lock);
+static void step_create_dir(struct zk_lock *lock);
 static void step_list(struct zk_lock *lock);
 static void step_drop(struct zk_lock *lock);
 
@@ -419,14 +423,133 @@ dir_done(const struct zk_result *r, void *arg)
 {
 	struct zk_lock *lock = arg;
 
-	if (r->rc == ZOK || r->rc == ZNODEEXISTS)
+	if (r->rc == ZOK || r->rc == ZNODEEXISTS) {
+		lock->dir_known = 1;
 		step_create(lock);
-	else if (r->rc == ZNONODE)
+	} else if (r->rc == ZNONODE)
 		give_up(lock, ZNONODE); /* NO_RESURRECT: the parent is gone */
 	else if (transient(r->rc))
 		wait_conn(lock, step_create);
 	else
 		give_up(lock, r->rc);
+}
+
+/* Make the lock dir (makepath unless NO_RESURRECT), then create again. */
+static void
+step_make_dir(struct zk_lock *lock)
+{
+	struct zk_req req = {.kind = ZK_OP_CREATE,
+			     .path = lock->path,
+			     .makepath = !(lock->flags & ZK_LOCK_NO_RESURRECT),
+			     .cb = dir_done,
+			     .arg = lock,
+			     .owner = lock};
+
+	zk_submit(lock->zk, &req);
+}
+
+static void
+dir_and_contender_done(const struct zk_result *r, void *arg)
+{
+	struct lock_create *lc = arg;
+	struct zk_lock *lock = lc->lock;
+	const char *created = r->rc == ZOK && r->mcount == 2 ? r->mres[1].path : NULL;
+	const char *slash;
+
+	if (lock == NULL) { /* given up meanwhile: do not leave it behind */
+		if (created != NULL && !zk_closing(lc->zk)) {
+			struct zk_req req = {
+			    .kind = ZK_OP_DELETE, .path = created, .version = -1, .retry = 1};
+			zk_submit(lc->zk, &req);
+		} else if (transient(r->rc) && r->rc != ZSESSIONEXPIRED && !zk_closing(lc->zk)) {
+			sweep_orphan(lc->zk, lc->path, lc->prefix);
+		}
+		free(lc->path);
+		free(lc->prefix);
+		free(lc);
+		return;
+	}
+	lock->creating = NULL;
+	free(lc->path);
+	free(lc->prefix);
+	free(lc);
+	if (zk_closing(lock->zk)) {
+		lock->state = L_IDLE;
+		return;
+	}
+	if (created != NULL || r->rc == ZNODEEXISTS)
+		lock->dir_known = 1;
+	if (created != NULL) {
+		/* the dir is ours, made in the same transaction as our
+		 * contender: no one else's contender can be in it with a lower
+		 * sequence, so it is held without a listing */
+		slash = strrchr(created, '/');
+		lock->node = strdup(slash != NULL ? slash + 1 : created);
+		if (lock->node == NULL)
+			abort();
+		log_debug("zk lock %s: acquired (%s, with its dir)", lock->path, lock->node);
+		finish(lock, ZOK);
+	} else if (r->rc == ZNODEEXISTS) {
+		/* someone made the dir meanwhile: contend in it */
+		lock->create_tried = 0;
+		step_create(lock);
+	} else if (r->rc == ZNONODE) {
+		/* the dir's parent is missing: made (makepath) unless
+		 * NO_RESURRECT, as before */
+		lock->create_tried = 0;
+		if (lock->flags & ZK_LOCK_NO_RESURRECT)
+			give_up(lock, ZNONODE);
+		else
+			step_make_dir(lock);
+	} else if (transient(r->rc)) {
+		wait_conn(lock, step_create); /* create_tried: look before creating */
+	} else {
+		give_up(lock, r->rc);
+	}
+}
+
+/*
+ * The lock dir is missing (our create found no parent): the dir and our
+ * contender in one multi (issue 25: a create of the dir, a create of the
+ * contender and a listing before, for every first lock of a request or a
+ * node). kazoo makes the same two znodes (ensure_path, then the create);
+ * a dir made by someone else meanwhile fails the multi and we contend as
+ * usual.
+ */
+static void
+step_create_dir(struct zk_lock *lock)
+{
+	struct lock_create *lc = calloc(1, sizeof(*lc));
+	struct zk_multi_op ops[2];
+
+	if (lc == NULL)
+		abort();
+	lc->zk = lock->zk;
+	lc->lock = lock;
+	if ((lc->path = strdup(lock->path)) == NULL || (lc->prefix = strdup(lock->prefix)) == NULL)
+		abort();
+	memset(ops, 0, sizeof(ops));
+	ops[0].type = ZK_MULTI_CREATE;
+	ops[0].path = lock->path;
+	ops[1].type = ZK_MULTI_CREATE;
+	ops[1].path = lock->create_path;
+	ops[1].data = lock->ident;
+	ops[1].len = lock->identlen;
+	ops[1].flags =
+	    (lock->flags & ZK_LOCK_PERSISTENT) ? ZOO_SEQUENCE : ZOO_EPHEMERAL | ZOO_SEQUENCE;
+	lock->creating = lc;
+	lock->create_tried = 1;
+	{
+		struct zk_req req = {.kind = ZK_OP_MULTI,
+				     .path = "/",
+				     .mops = ops,
+				     .mcount = 2,
+				     .cb = dir_and_contender_done,
+				     .arg = lc,
+				     .always = 1};
+
+		zk_submit(lock->zk, &req);
+	}
 }
 
 static void
@@ -458,6 +581,7 @@ create_done(const struct zk_result *r, void *arg)
 		return;
 	}
 	if (r->rc == ZOK) {
+		lock->dir_known = 1;
 		slash = strrchr(r->value, '/');
 		lock->node = strdup(slash != NULL ? slash + 1 : r->value);
 		if (lock->node == NULL)
@@ -467,15 +591,8 @@ create_done(const struct zk_result *r, void *arg)
 		if (lock->piped == 0)
 			step_list(lock);
 	} else if (r->rc == ZNONODE) {
-		struct zk_req req = {.kind = ZK_OP_CREATE,
-				     .path = lock->path,
-				     .makepath = !(lock->flags & ZK_LOCK_NO_RESURRECT),
-				     .cb = dir_done,
-				     .arg = lock,
-				     .owner = lock};
-
 		lock->create_tried = 0; /* certainly not created */
-		zk_submit(lock->zk, &req);
+		step_create_dir(lock);
 	} else if (transient(r->rc)) {
 		wait_conn(lock, step_create); /* create_tried: look before creating */
 	} else {
@@ -540,6 +657,10 @@ step_create(struct zk_lock *lock)
 				     .owner = lock};
 
 		zk_submit(lock->zk, &req);
+		return;
+	}
+	if ((lock->flags & ZK_LOCK_NEW_DIR) && !lock->dir_known) {
+		step_create_dir(lock);
 		return;
 	}
 	lc = calloc(1, sizeof(*lc));

@@ -213,10 +213,11 @@ slot_release(int i)
 }
 
 /*
- * On expiry the C client fails every request of the session, and its
- * completion thread hands them to us at once; give it a moment to, since
- * what is still queued for that thread when the handle is closed is lost
- * inside the C client (completed by zk_close_handle, but leaked there).
+ * On expiry the C client fails every request of the session, and its I/O
+ * thread (which runs the completions, mk/zkclient-io.patch) hands them to
+ * us at once; give it a moment to, since what is still queued inside the
+ * C client when the handle is closed is lost there (completed by
+ * zk_close_handle, but leaked there).
  */
 static void
 wait_failed(struct zk *zk)
@@ -239,8 +240,8 @@ wait_failed(struct zk *zk)
 
 /*
  * Close the current handle. Requests it never completed get rc: the
- * multi-threaded C client drops the completions still queued for its
- * completion thread when that thread stops.
+ * multi-threaded C client drops the completions still queued when its I/O
+ * thread (which runs them) stops.
  */
 static void
 zk_close_handle(struct zk *zk, int rc)

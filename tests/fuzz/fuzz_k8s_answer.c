@@ -3,7 +3,7 @@
  * (drivers/kubernetes/k8s_answer.h): the input is an answer body, decoded
  * as the drivers decode it and read as every kind of answer they expect
  * (a Status error for describe and quota, a Pod for its state, a token
- * Secret, a NamespaceList / PodList / ProjectList for leak cleanup, with
+ * Secret, a TokenRequest, a NamespaceList / PodList / ProjectList for leak cleanup, with
  * and without the openshift reading). Any body must give an answer or a
  * clear "not this", never a crash; reasons are NUL-terminated and fit.
  * Seeds: tests/fuzz/corpus/k8s_answer/ (real-shaped answers).
@@ -70,6 +70,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		free(tok);
 		free(ca);
+	}
+
+	{
+		double exp = -1;
+		r = k8s_token_request_read(body, &tok, &exp);
+		if ((r != 0 && (tok != NULL || exp != 0)) || (r == 0 && tok == NULL) || exp < 0)
+			abort();
+		free(tok);
 	}
 
 	read_listing(json_object_get(body, "items"), 0);

@@ -185,6 +185,11 @@ def test_external_and_gallery_images(deployment, zuul, sim):
     log = os.path.join(deployment.dir, "launcher-gallery.log")
     deployment.procs.append(Proc([bin_path("nodepool-launcher"), "-d", "-p", "azure-gallery",
                                   "-c", deployment.write_config(cfg)], log, env=sim.env()))
+    # both pools registered first: a request whose label no registered pool
+    # serves is declined by every pool and fails (upstream's rule), which a
+    # slow start of the second launcher would otherwise let happen
+    wait_for(lambda: {p["provider_name"] for p in zuul.pools()} == {"azure", "azure-gallery"},
+             60, what="both providers' pools registered")
     rids = {lb: zuul.submit([lb]) for lb in ("bionic", "community-bionic", "shared-bionic")}
     for lb, rid in rids.items():
         assert zuul.wait_request(rid, timeout=40)["state"] == "fulfilled", lb

@@ -20,10 +20,10 @@ from kazoo.exceptions import NoNodeError
 
 from conftest import TcpProxy, kazoo_client, wait_for
 from fakecloud import Cloud
+from ha_helpers import os_config, os_sim, sims  # noqa: F401 (sims: a fixture)
 from load_helpers import Load
 from npd import Supervisor
 from openstack_helpers import wait_clean, write_clouds
-from test_ha import os_config, os_sim, sims  # noqa: F401 (sims: a fixture)
 
 
 # NP_HA_REQUESTS: how many requests the load makes in all (the 1000)

@@ -6,60 +6,15 @@ again, and the BUILDING nodes it left are adopted from their records:
 the instances (AWS) and pods (Kubernetes) the cloud is already starting
 become the nodes Zuul gets, with their original external ids, and none is
 created twice (the simulators count RunInstances and pod creates)."""
-import os
-import signal
-
 import pytest
 
 from awssim_fixture import AwsSim
 from conftest import wait_for
+from ha_helpers import N, check_resumed, finish, kill_worker_and_wait_restart, launched_nodes
 from kubesim_fixture import KubeSim
 from npd import Supervisor
 from test_aws import PROVIDER as AWS_PROVIDER, upload_image, wild_config as aws_wild_config
 from test_kubernetes_driver import k8s_config, write_kubeconfig
-
-N = 20
-
-
-def launched_nodes(zuul, rids):
-    """The N nodes building (or, on a slow machine, up already) for rids,
-    each named by the cloud: {request id: (node id, external id)}."""
-    def building():
-        ns = {nid: n for nid, n in zuul.nodes().items()
-              if n.get("state") in ("building", "ready") and n.get("external_id")}
-        return len(ns) == N and ns
-    nodes = wait_for(building, 90, what="%d nodes building with their instances" % N)
-    launched = {n["allocated_to"]: (nid, n["external_id"]) for nid, n in nodes.items()}
-    assert sorted(launched) == sorted(rids)
-    return launched
-
-
-def kill_worker_and_wait_restart(sup, provider, before):
-    victim = before[provider]["pid"]
-    os.kill(victim, signal.SIGKILL)
-    wait_for(lambda: (lambda st: st[provider]["pid"] not in (0, victim) and
-                      st[provider]["state"] == "running")(sup.status()), 60,
-             what="%s restarted by nodepoold" % provider)
-
-
-def check_resumed(zuul, sup, rids, launched):
-    """Every request fulfilled with the very node (and instance) the killed
-    worker was launching, adopted."""
-    for rid in rids:
-        req = zuul.wait_request(rid, timeout=180)
-        assert req["state"] == "fulfilled", req
-        nid, eid = launched[rid]
-        assert req["nodes"] == [nid]
-        n = zuul.node(nid)
-        assert n["state"] == "ready" and n["external_id"] == eid
-        assert n["allocated_to"] == rid
-    assert "adopting node" in sup.log()
-
-
-def finish(zuul, rids):
-    for rid in rids:
-        zuul.finish(zuul.accept(rid))
-    wait_for(lambda: not zuul.nodes(), 120, what="nodes deleted")
 
 
 @pytest.fixture

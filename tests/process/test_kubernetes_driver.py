@@ -6,6 +6,7 @@ labels, a namespace node's credential works with kubectl, and faults
 (image pull errors, unschedulable pods, an API server that stops
 answering, a launcher killed mid-launch) end in fulfilled or cleanly
 failed requests with nothing left behind."""
+import base64
 import json
 import os
 import shutil
@@ -111,7 +112,9 @@ def test_kubernetes_wild_config_pod_label(deployment, zuul, sim):
     cred = node["connection_port"]
     assert cred["namespace"] == ns and cred["pod"] == "pod-fedora-38"
     assert cred["host"] == sim.info["server"] and cred["skiptls"] is False
-    assert cred["ca_crt"] == open(sim.info["ca"]).read()
+    # base64, as upstream hands the token secret's ca.crt on and Zuul
+    # writes it: certificate-authority-data
+    assert base64.b64decode(cred["ca_crt"]).decode() == open(sim.info["ca"]).read()
     pods = [x for x in sim.pods() if x["metadata"]["namespace"] == ns]
     assert len(pods) == 1
     spec = pods[0]["spec"]["containers"][0]
@@ -133,7 +136,7 @@ def test_namespace_node_credential_works_with_kubectl(deployment, zuul, sim):
     assert cred["user"] == "zuul-worker" and cred["namespace"] == "main-" + nid
     ca = os.path.join(deployment.dir, "node-ca.crt")
     with open(ca, "w") as f:
-        f.write(cred["ca_crt"])
+        f.write(base64.b64decode(cred["ca_crt"]).decode())
     env = dict(os.environ, HOME=deployment.dir, KUBECONFIG="/dev/null")
     r = subprocess.run([KUBECTL, "--token", cred["token"], "--server", cred["host"],
                         "--certificate-authority", ca, "get", "pods", "-n",

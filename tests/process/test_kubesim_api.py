@@ -413,3 +413,123 @@ def test_kubectl_get_pods_watch(sim128):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_token_request_and_cluster_role(sim128):
+    """Issue 25: nodepoold asks for a node's token with the TokenRequest
+    API (authentication-resources/token-request-v1: POST
+    serviceaccounts/<sa>/token) and binds a ClusterRole it makes once
+    (authorization-resources/cluster-role-v1) in each node's namespace. The
+    token works in its namespace only, as the rules of the bound role
+    allow, and no longer once its account goes."""
+    core, _, ac = clients(sim128)
+    rbac = k8s.RbacAuthorizationV1Api(ac)
+    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+             {"apiGroups": [""], "resources": ["pods/exec", "pods/log", "pods/portforward"],
+              "verbs": ["create", "get"]}]
+    cr = rbac.create_cluster_role({"apiVersion": "rbac.authorization.k8s.io/v1",
+                                   "kind": "ClusterRole",
+                                   "metadata": {"name": "nodepool-test-restricted"},
+                                   "rules": rules})
+    assert cr.kind == "ClusterRole" and cr.metadata.namespace is None
+    assert [r.resources for r in cr.rules] == [["pods"], ["pods/exec", "pods/log",
+                                                           "pods/portforward"]]
+    with pytest.raises(ApiException) as e:
+        rbac.create_cluster_role({"metadata": {"name": "nodepool-test-restricted"},
+                                  "rules": rules})
+    assert e.value.status == 409 and json.loads(e.value.body)["reason"] == "AlreadyExists"
+    assert "nodepool-test-restricted" in [
+        r.metadata.name for r in rbac.list_cluster_role().items]
+    for ns in ("tr-1", "tr-2"):
+        core.create_namespace({"metadata": {"name": ns}})
+        core.create_namespaced_service_account(ns, {"metadata": {"name": USER}})
+        rbac.create_namespaced_role_binding(ns, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "zuul-role"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "nodepool-test-restricted"},
+            "subjects": [{"kind": "ServiceAccount", "name": USER, "namespace": ns}]})
+    tr = core.create_namespaced_service_account_token(USER, "tr-1", {
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": 86400}})
+    assert tr.kind == "TokenRequest" and tr.spec.expiration_seconds == 86400
+    assert tr.status.token and tr.status.expiration_timestamp is not None
+    left = tr.status.expiration_timestamp.timestamp() - time.time()
+    assert 86400 - 60 < left <= 86400
+    api = token_client(sim128, tr.status.token)
+    assert api.list_namespaced_pod("tr-1").items == []
+    for forbidden in (lambda: api.list_namespaced_pod("tr-2"),
+                      lambda: api.list_namespaced_secret("tr-1"),
+                      lambda: api.create_namespaced_pod("tr-1", {"metadata": {"name": "x"}, "spec": {
+                          "containers": [{"name": "c", "image": "docker.io/fedora:40"}]}})):
+        with pytest.raises(ApiException) as e:
+            forbidden()
+        assert e.value.status == 403
+    # the API's limits: at least 10 minutes; an unknown account is 404
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_service_account_token(USER, "tr-1", {
+            "spec": {"expirationSeconds": 60}})
+    assert e.value.status == 422 and "less than 10 minutes" in json.loads(e.value.body)["message"]
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_service_account_token("nobody", "tr-1", {"spec": {}})
+    assert e.value.status == 404
+    # a service account's token cannot mint tokens
+    with pytest.raises(ApiException) as e:
+        api.create_namespaced_service_account_token(USER, "tr-1", {"spec": {}})
+    assert e.value.status == 403
+    core.delete_namespaced_service_account(USER, "tr-1")
+    with pytest.raises(ApiException) as e:
+        api.list_namespaced_pod("tr-1")
+    assert e.value.status == 401
+
+
+def test_token_request_cut_to_the_servers_maximum(tmp_path):
+    """--service-account-max-token-expiration: a longer request is granted
+    for the maximum, which status.expirationTimestamp says."""
+    sim = start(tmp_path, "1.28", max_token_expiration=3600)
+    try:
+        core, _, _ = clients(sim)
+        core.create_namespace({"metadata": {"name": "tm"}})
+        core.create_namespaced_service_account("tm", {"metadata": {"name": USER}})
+        tr = core.create_namespaced_service_account_token(USER, "tm", {
+            "spec": {"expirationSeconds": 86400 * 30}})
+        assert tr.spec.expiration_seconds == 3600
+        assert tr.status.expiration_timestamp.timestamp() - time.time() <= 3600
+    finally:
+        sim.stop()
+
+
+def test_token_request_absent_before_1_20(tmp_path):
+    """Before 1.20 (TokenRequest GA) the subresource is modelled as not
+    served: 404, and discovery does not list it."""
+    sim = start(tmp_path, "1.19")
+    try:
+        core, _, ac = clients(sim)
+        core.create_namespace({"metadata": {"name": "t19"}})
+        core.create_namespaced_service_account("t19", {"metadata": {"name": USER}})
+        with pytest.raises(ApiException) as e:
+            core.create_namespaced_service_account_token(USER, "t19", {"spec": {}})
+        assert e.value.status == 404
+        names = [r.name for r in core.get_api_resources().resources]
+        assert "serviceaccounts" in names and "serviceaccounts/token" not in names
+    finally:
+        sim.stop()
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
+def test_kubectl_create_token(sim128):
+    env = dict(os.environ, KUBECONFIG=sim128.info["kubeconfig"], HOME=sim128.dir)
+    core, _, _ = clients(sim128)
+    core.create_namespace({"metadata": {"name": "kt"}})
+    core.create_namespaced_service_account("kt", {"metadata": {"name": USER}})
+    r = subprocess.run([KUBECTL, "create", "token", USER, "-n", "kt", "--duration", "2h"],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    tok = r.stdout.strip()
+    assert tok in [t["token"] for t in sim128.ctl("GET", "/tokens")]
+    # the account has no binding yet: authenticated, but forbidden
+    r = subprocess.run([KUBECTL, "--token", tok, "--server", sim128.info["server"],
+                        "--certificate-authority", sim128.info["ca"], "get", "pods", "-n", "kt"],
+                       env=dict(env, KUBECONFIG="/dev/null"), capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0 and "Forbidden" in r.stderr, r.stderr

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -461,12 +462,14 @@ struct testzk_proxy {
 	pthread_t thread;
 	int lfd;    /* listening socket */
 	int ctl[2]; /* commands to the thread: 'd'rop, 'r'efuse, 'a'ccept,
-		       'h'old, 'u'nhold, 'q'uit */
+		       'h'old, 'u'nhold, 'k'eep requests, 'p'ass them, 'q'uit */
 	int port;
 	struct sockaddr_in target;
 	int pairs[PROXY_MAX][2]; /* client fd, server fd; -1 when unused */
 	int refuse;
 	int hold;
+	int keep;	    /* requests (client to server) not passed on */
+	atomic_int keeping; /* keep, as the thread last applied it */
 };
 
 static void
@@ -497,7 +500,7 @@ proxy_main(void *arg)
 			if (p->pairs[i][0] < 0)
 				continue;
 			for (k = 0; k < 2; k++) {
-				if (k == 1 && p->hold)
+				if ((k == 1 && p->hold) || (k == 0 && p->keep))
 					continue;
 				idx[n] = i * 2 + k;
 				pfd[n].fd = p->pairs[i][k];
@@ -521,6 +524,10 @@ proxy_main(void *arg)
 					p->refuse = 0;
 				if (cmd == 'h' || cmd == 'u')
 					p->hold = cmd == 'h';
+				if (cmd == 'k' || cmd == 'p') {
+					p->keep = cmd == 'k';
+					atomic_store(&p->keeping, p->keep);
+				}
 			}
 			continue; /* the pair set may have changed */
 		}
@@ -565,7 +572,7 @@ testzk_proxy_start(const char *target)
 	socklen_t sl = sizeof(sa);
 	char host[64];
 	const char *colon = strrchr(target, ':');
-	int i, one = 1;
+	int i, one = 1, rcvbuf = 64 * 1024;
 
 	cr_assert_not_null(p);
 	cr_assert_not_null(colon, "target %s", target);
@@ -579,6 +586,10 @@ testzk_proxy_start(const char *target)
 	p->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	cr_assert_geq(p->lfd, 0);
 	setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* a receive buffer of a fixed, modest size (inherited by the accepted
+	 * sockets): while requests are kept, a client fills it and its own
+	 * send buffer with a few megabytes, and then its writes would block */
+	setsockopt(p->lfd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -628,6 +639,16 @@ void
 testzk_proxy_hold(struct testzk_proxy *p, int hold)
 {
 	proxy_cmd(p, hold ? 'h' : 'u');
+}
+
+void
+testzk_proxy_keep_requests(struct testzk_proxy *p, int keep)
+{
+	struct timespec ms = {0, 1000000};
+
+	proxy_cmd(p, keep ? 'k' : 'p');
+	while (atomic_load(&p->keeping) != keep)
+		nanosleep(&ms, NULL);
 }
 
 void

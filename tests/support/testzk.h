@@ -123,6 +123,11 @@ void testzk_proxy_refuse(struct testzk_proxy *p, int refuse);
 /* While holding, nothing is passed from the server to the client (requests
  * still reach the server): answers are in flight for as long as wanted. */
 void testzk_proxy_hold(struct testzk_proxy *p, int hold);
+/* While keeping, nothing is passed from the client to the server (answers
+ * already due still reach the client): the client's writes fill the
+ * socket's buffers and would block. Returns once the proxy keeps (or
+ * passes) what arrives next. */
+void testzk_proxy_keep_requests(struct testzk_proxy *p, int keep);
 void testzk_proxy_stop(struct testzk_proxy *p);
 
 /* A TCP port on 127.0.0.1 free at the time of the call. */

@@ -241,3 +241,34 @@ Test(k8s_answer, bodies_that_are_not_json)
 	cr_assert_null(k8s_answer_json("<html>502 Bad Gateway</html>", 28));
 	cr_assert_null(k8s_answer_json(NULL, 3));
 }
+
+Test(k8s_answer, token_request_gives_its_token_and_expiry)
+{
+	json_t *tr = answer("token_request.json");
+	char *tok;
+	double exp;
+
+	cr_assert_eq(k8s_token_request_read(tr, &tok, &exp), 0);
+	cr_assert_str_eq(tok, "eyJhbGciOiJSUzI1NiIsImtpZCI6IkRPbm9zdWNoIn0.eyJpc3MiOiJrdWJlcm5ldGV"
+			      "zL3NlcnZpY2VhY2NvdW50In0.c2lnbmF0dXJl");
+	cr_assert_eq(exp, 1827415800.0); /* 2027-11-28T15:30:00Z */
+	free(tok);
+	/* other spellings of the same time RFC 3339 allows */
+	json_object_set_new(json_object_get(tr, "status"), "expirationTimestamp",
+			    json_string("2027-11-28T17:30:00.250+02:00"));
+	cr_assert_eq(k8s_token_request_read(tr, &tok, &exp), 0);
+	cr_assert_eq(exp, 1827415800.0);
+	free(tok);
+	/* an unreadable time is no expiry known; no token is no answer */
+	json_object_set_new(json_object_get(tr, "status"), "expirationTimestamp",
+			    json_string("next year"));
+	cr_assert_eq(k8s_token_request_read(tr, &tok, &exp), 0);
+	cr_assert_eq(exp, 0.0);
+	free(tok);
+	json_object_del(json_object_get(tr, "status"), "token");
+	tok = (char *)1;
+	cr_assert_eq(k8s_token_request_read(tr, &tok, &exp), -1);
+	cr_assert_null(tok);
+	cr_assert_eq(exp, 0.0);
+	json_decref(tr);
+}

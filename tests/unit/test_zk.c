@@ -670,6 +670,8 @@ struct multi_out {
 	int done, rc, count;
 	int rcs[8];
 	char paths[8][128];
+	int64_t mzxid[8];
+	int32_t version[8];
 };
 
 static void
@@ -683,6 +685,8 @@ multi_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 	for (i = 0; i < count && i < 8; i++) {
 		o->rcs[i] = res[i].rc;
 		snprintf(o->paths[i], sizeof(o->paths[i]), "%s", res[i].path ? res[i].path : "");
+		o->mzxid[i] = res[i].mzxid;
+		o->version[i] = res[i].version;
 	}
 	o->done = 1;
 }
@@ -722,6 +726,10 @@ Test(zk, multi_is_atomic)
 	cr_assert_eq(zk_sync_get(zk, "/m", &data, &len, &st), ZOK);
 	cr_assert_str_eq(data, "top");
 	cr_assert_eq(st.version, 1);
+	/* a set reports the stat it left, as zk_set does */
+	cr_assert_eq(o.version[2], 1);
+	cr_assert_eq(o.mzxid[2], st.mzxid);
+	cr_assert_eq(o.mzxid[0], 0, "only a set has a stat");
 	free(data);
 
 	memset(&o, 0, sizeof(o));

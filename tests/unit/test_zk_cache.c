@@ -1242,3 +1242,170 @@ Test(zk_cache, lazy_reads_at_refresh)
 	rec_reset(&r);
 	zk_free(zk);
 }
+
+/* ---- our own writes (issue 25) ------------------------------------------------ */
+
+struct ownw {
+	struct zk_cache *c;
+	const char *name, *data;
+	int done, rc;
+};
+
+static void
+ownw_done(int rc, const struct zk_stat *st, void *arg)
+{
+	struct ownw *w = arg;
+
+	zk_cache_write_end(w->c, w->name, rc == ZOK, w->data, (int)strlen(w->data),
+			   st != NULL ? st->mzxid : 0, st != NULL ? st->version : 0);
+	w->rc = rc;
+	w->done = 1;
+}
+
+/* Our write, as the launcher sends it: begun, sent, ended with the reply. */
+static void
+own_set(struct zk *zk, struct ownw *w, const char *path, int version)
+{
+	w->done = 0;
+	zk_cache_write_begin(w->c, w->name);
+	zk_set(zk, path, w->data, (int)strlen(w->data), version, ownw_done, w);
+}
+
+/*
+ * The cache takes our own write from its reply, not by reading it back;
+ * changes by others, before our write (overwritten) or after it, and a
+ * write of ours that fails, are read as any. The other session runs on a
+ * loop of its own, so that its writes are all in ZooKeeper before our
+ * loop hears of any.
+ */
+Test(zk_cache, own_writes_are_not_read_back)
+{
+	const char *hosts;
+	struct event_base *obase = event_base_new();
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct zk *other;
+	struct rec r = {0};
+	struct ownw w = {0};
+	struct zk_cache *c;
+	size_t reads;
+	int from;
+
+	other = testzk_session(obase, hosts, 0, NULL, NULL);
+	cr_assert_eq(zk_sync_create(zk, "/o/a", "v0", 2, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/o", ZK_CACHE_DATA, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	w.c = c;
+	w.name = "a";
+
+	/* ours alone: UPDATED with what we wrote, no read */
+	reads = zk_cache_reads(c);
+	w.data = "mine1";
+	own_set(zk, &w, "/o/a", -1);
+	cr_assert(testzk_run_flag(base, &w.done, 10));
+	cr_assert_eq(w.rc, ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "a", "mine1", -1);
+	cr_assert_eq(zk_cache_get(c, "a")->stat.version, 1);
+	testzk_run_for(base, 0.2);
+	cr_assert_eq(zk_cache_reads(c), reads, "our own write read back");
+	cr_assert_eq(zk_cache_own_applied(c), 1);
+
+	/* someone else's change after ours: read */
+	from = r.n;
+	cr_assert_eq(zk_sync_set(other, "/o/a", "theirs1", 7, -1, NULL), ZOK);
+	expect_from(&r, from, ZK_CACHE_UPDATED, "a", -1);
+	expect(&r, ZK_CACHE_UPDATED, "a", "theirs1", -1);
+	cr_assert_eq(zk_cache_get(c, "a")->stat.version, 2);
+	cr_assert_eq(zk_cache_reads(c), reads + 1);
+
+	/* someone else's change, then ours over it before we heard of
+	 * theirs: ours is the data, and theirs is not read */
+	cr_assert_eq(zk_sync_set(other, "/o/a", "theirs2", 7, -1, NULL), ZOK);
+	w.data = "mine2";
+	own_set(zk, &w, "/o/a", -1);
+	cr_assert(testzk_run_flag(base, &w.done, 10));
+	cr_assert_eq(w.rc, ZOK);
+	cr_assert_str_eq(zk_cache_get(c, "a")->data, "mine2");
+	cr_assert_eq(zk_cache_get(c, "a")->stat.version, 4);
+	testzk_run_for(base, 0.2);
+	cr_assert_str_eq(zk_cache_get(c, "a")->data, "mine2");
+	cr_assert_eq(zk_cache_reads(c), reads + 1);
+
+	/* ours fails (a stale version: someone else changed it first): their
+	 * change is read */
+	cr_assert_eq(zk_sync_set(other, "/o/a", "theirs3", 7, -1, NULL), ZOK);
+	w.data = "mine3";
+	own_set(zk, &w, "/o/a", 4);
+	cr_assert(testzk_run_flag(base, &w.done, 10));
+	cr_assert_eq(w.rc, ZBADVERSION);
+	expect(&r, ZK_CACHE_UPDATED, "a", "theirs3", -1);
+	cr_assert_eq(zk_cache_get(c, "a")->stat.version, 5);
+	cr_assert_eq(zk_cache_own_applied(c), 2);
+
+	/* and a change after all that is still seen */
+	cr_assert_eq(zk_sync_set(other, "/o/a", "theirs4", 7, -1, NULL), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "a", "theirs4", -1);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	event_base_free(obase);
+}
+
+/*
+ * A node made while we watch has its lock counted from its creation, with
+ * no listing of its lock dir (issue 25), including contenders that came
+ * before its data was read, and a filter that declines it (known only from
+ * its data) leaves it at 0. The other session runs on a loop of its own,
+ * so that all its writes are in before our loop hears of the first.
+ */
+Test(zk_cache, new_nodes_lock_counted_from_their_creation)
+{
+	const char *hosts;
+	struct event_base *obase = event_base_new();
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct zk *other;
+	struct rec r = {0};
+	struct zk_cache *c;
+	struct zk_lock *lm, *lo, *w;
+	size_t reads;
+	int asked = 0;
+
+	other = testzk_session(obase, hosts, 0, NULL, NULL);
+	c = zk_cache_new(zk, "/g", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	zk_cache_set_codec(c, decode_int, free_int);
+	zk_cache_set_lock_filter(c, mine_only, &asked);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	reads = zk_cache_reads(c);
+
+	/* made and locked (a holder and a waiter) before we hear of it */
+	cr_assert_eq(zk_sync_create(other, "/g/mine", "1", 1, 0, 0, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(other, "/g/theirs", "2", 1, 0, 0, NULL), ZOK);
+	lm = zk_lock_new(other, "/g/mine/lock", NULL, 0);
+	lo = zk_lock_new(other, "/g/theirs/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(lm, 0), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(lo, 0), ZOK);
+	w = zk_lock_new(other, "/g/mine/lock", NULL, 0);
+	cr_assert_eq(zk_lock_sync_acquire(w, 0), ZK_LOCK_BUSY); /* came and went */
+	expect(&r, ZK_CACHE_ADDED, "mine", NULL, 1);
+	expect(&r, ZK_CACHE_ADDED, "theirs", NULL, 0);
+	testzk_run_for(base, 0.2);
+	cr_assert_eq(zk_cache_get(c, "mine")->locked, 1);
+	cr_assert_eq(zk_cache_get(c, "theirs")->locked, 0, "declined by the filter");
+	cr_assert_eq(zk_cache_reads(c), reads + 2, "only the two data reads: %zu",
+		     zk_cache_reads(c) - reads);
+
+	/* and later changes are followed as any */
+	cr_assert_eq(zk_lock_sync_release(lm), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "mine", NULL, 0);
+	cr_assert_eq(zk_lock_sync_release(lo), ZOK);
+	testzk_run_for(base, 0.2);
+	cr_assert_eq(zk_cache_get(c, "theirs")->locked, 0);
+	zk_lock_free(lm);
+	zk_lock_free(lo);
+	zk_lock_free(w);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	event_base_free(obase);
+}

@@ -314,6 +314,84 @@ Test(zk_lock, no_resurrect)
 	zk_free(zk);
 }
 
+/* A lock whose dir is missing (the first lock of a request or a node):
+ * the dir and our contender are made together, as kazoo's ensure_path and
+ * create leave them, and the lock excludes others as any. */
+Test(zk_lock, missing_dir_made_with_the_contender)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts), *b = second(hosts);
+	struct zk_lock *la = zk_lock_new(a, "/requests-lock/100-0000000001", "launcher-a", 0);
+	struct zk_lock *lb = zk_lock_new(b, "/requests-lock/100-0000000001", "launcher-b", 0);
+	char **names, *data, path[256];
+	int n, len;
+	struct zk_stat st;
+
+	cr_assert_eq(zk_sync_create(a, "/requests-lock", NULL, 0, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZOK);
+	cr_assert(zk_lock_is_held(la));
+	cr_assert_eq(zk_sync_get(a, "/requests-lock/100-0000000001", &data, &len, &st), ZOK);
+	cr_assert_eq(len, 0, "the dir is empty, as kazoo's ensure_path makes it");
+	cr_assert_eq(st.ephemeral_owner, 0, "the dir is persistent");
+	free(data);
+	cr_assert_eq(zk_sync_children(a, "/requests-lock/100-0000000001", &n, &names), ZOK);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(names[0], zk_lock_contender(la));
+	cr_assert(strstr(names[0], "__lock__") != NULL, "a kazoo contender: %s", names[0]);
+	snprintf(path, sizeof(path), "/requests-lock/100-0000000001/%s", names[0]);
+	zk_strings_free(n, names);
+	cr_assert_eq(zk_sync_get(a, path, &data, &len, &st), ZOK);
+	cr_assert_str_eq(data, "launcher-a");
+	cr_assert_eq(st.ephemeral_owner, zk_session_id(a), "the contender is ours, ephemeral");
+	free(data);
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZK_LOCK_BUSY);
+	cr_assert_eq(zk_lock_sync_release(la), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(lb, 0), ZOK, "taken in the dir that stayed");
+	cr_assert_eq(nchildren(a, "/requests-lock/100-0000000001"), 1);
+	zk_lock_free(la);
+	zk_lock_free(lb);
+	zk_free(b);
+	zk_free(a);
+}
+
+/* ZK_LOCK_NEW_DIR is a hint: right (no dir) or wrong (the dir is there,
+ * held or free), the lock behaves as any. */
+Test(zk_lock, new_dir_hint_right_or_wrong)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts), *b = second(hosts);
+	struct zk_lock *fresh =
+	    zk_lock_new(a, "/nodes/0000000001/lock", "a", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	struct zk_lock *other =
+	    zk_lock_new(b, "/nodes/0000000001/lock", "b", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	struct zk_lock *gone =
+	    zk_lock_new(a, "/nodes/0000000009/lock", "a", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	struct zk_lock *deep = zk_lock_new(a, "/deep/er/lock", "a", ZK_LOCK_NEW_DIR);
+
+	cr_assert_eq(zk_sync_create(a, "/nodes/0000000001", "{}", 2, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(fresh, 0), ZOK);
+	cr_assert_eq(nchildren(a, "/nodes/0000000001/lock"), 1);
+	/* wrong: the dir is there and held */
+	cr_assert_eq(zk_lock_sync_acquire(other, 0), ZK_LOCK_BUSY);
+	cr_assert_eq(nchildren(a, "/nodes/0000000001/lock"), 1, "b's contender removed");
+	/* wrong: the dir is there and free */
+	cr_assert_eq(zk_lock_sync_release(fresh), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(other, 0), ZOK);
+	cr_assert_eq(nchildren(a, "/nodes/0000000001/lock"), 1);
+	/* NO_RESURRECT still holds: a node that is gone is not made */
+	cr_assert_eq(zk_lock_sync_acquire(gone, 0), ZNONODE);
+	cr_assert_eq(zk_sync_exists(a, "/nodes/0000000009", NULL), ZNONODE);
+	/* without it, the whole path is made, as kazoo */
+	cr_assert_eq(zk_lock_sync_acquire(deep, 0), ZOK);
+	cr_assert_eq(nchildren(a, "/deep/er/lock"), 1);
+	zk_lock_free(fresh);
+	zk_lock_free(other);
+	zk_lock_free(gone);
+	zk_lock_free(deep);
+	zk_free(b);
+	zk_free(a);
+}
+
 struct sess {
 	int expired, connected;
 	struct zk_lock *lock;

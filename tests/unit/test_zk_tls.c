@@ -4,7 +4,8 @@
  * IP address or another host name than the one we connected to, is
  * refused; a certificate carrying only a DNS name is accepted for that
  * name. The refusing servers are `openssl s_server`
- * children on free loopback ports, stopped by pid.
+ * children on free loopback ports, stopped by pid. A burst of small and
+ * large requests is answered whole and in order.
  */
 #include <criterion/criterion.h>
 #include <event2/event.h>
@@ -63,6 +64,130 @@ Test(zk_tls, session_over_tls)
 	cr_assert_str_eq(data, "over tls");
 	free(data);
 	zk_free(zk);
+}
+
+/*
+ * A burst over TLS: many requests issued at once, some far larger than a
+ * socket buffer, while a proxy passes nothing to the server (the client
+ * writes its queue in records of up to 16 KiB until the socket would
+ * block, then writes the same bytes again when it can), and read back
+ * (the client reads every response a read brings): every request is
+ * answered, in the order issued, and each node reads back as written.
+ */
+#define BURST_N	  120
+#define BURST_BIG (900 * 1024)
+
+struct burst {
+	int done, bad_order, failed;
+	int order[BURST_N];
+};
+
+struct burst_rq {
+	struct burst *b;
+	int i;
+};
+
+static int
+burst_len(int i)
+{
+	return i % 12 == 5 ? BURST_BIG + i : 1 + i * 37;
+}
+
+static char *
+burst_data(int i)
+{
+	int len = burst_len(i), k;
+	char *d = malloc((size_t)len);
+
+	cr_assert_not_null(d);
+	for (k = 0; k < len; k++)
+		d[k] = (char)('a' + (i + k / 64) % 26);
+	return d;
+}
+
+static int
+burst_all(void *arg)
+{
+	return ((struct burst *)arg)->done == BURST_N;
+}
+
+static void
+burst_note(struct burst_rq *r, int ok)
+{
+	struct burst *b = r->b;
+
+	if (!ok)
+		b->failed++;
+	if (b->done != r->i)
+		b->bad_order++;
+	b->order[b->done++] = r->i;
+}
+
+static void
+burst_created(int rc, const char *path, void *arg)
+{
+	burst_note(arg, rc == ZOK);
+}
+
+static void
+burst_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
+{
+	struct burst_rq *r = arg;
+	char *want = burst_data(r->i);
+
+	burst_note(r, rc == ZOK && len == burst_len(r->i) && memcmp(data, want, (size_t)len) == 0);
+	free(want);
+}
+
+Test(zk_tls, burst_of_small_and_large_requests_answered_in_order)
+{
+	const char *chroot;
+	struct testzk_proxy *px = testzk_proxy_start(testzk_hosts(1));
+	struct sess s = {0};
+	struct zk *zk;
+	struct burst b;
+	struct burst_rq rq[BURST_N];
+	char path[64];
+	int i, count;
+	char **names;
+
+	testzk_chroot(1, &chroot);
+	zk = testzk_session(base, testzk_proxy_hosts(px, chroot), 1, sess_cb, &s);
+	cr_assert_eq(s.connected, 1);
+	cr_assert_eq(zk_sync_create(zk, "/burst", NULL, 0, 0, 0, NULL), ZOK);
+	memset(&b, 0, sizeof(b));
+	testzk_proxy_keep_requests(px, 1);
+	for (i = 0; i < BURST_N; i++) {
+		char *d = burst_data(i);
+
+		rq[i] = (struct burst_rq){.b = &b, .i = i};
+		snprintf(path, sizeof(path), "/burst/n%03d", i);
+		zk_create(zk, path, d, burst_len(i), 0, 0, burst_created, &rq[i]);
+		free(d);
+	}
+	testzk_run_for(base, 0.3); /* the client writes until the socket is full */
+	cr_assert_eq(b.done, 0);
+	testzk_proxy_keep_requests(px, 0);
+	cr_assert(testzk_run_until(base, burst_all, &b, 50), "%d of %d creates answered", b.done,
+		  BURST_N);
+	cr_assert_eq(b.failed, 0);
+	cr_assert_eq(b.bad_order, 0, "answers out of the order issued");
+
+	memset(&b, 0, sizeof(b));
+	for (i = 0; i < BURST_N; i++) {
+		snprintf(path, sizeof(path), "/burst/n%03d", i);
+		zk_get(zk, path, NULL, NULL, burst_read, &rq[i]);
+	}
+	cr_assert(testzk_run_until(base, burst_all, &b, 50), "%d of %d reads answered", b.done,
+		  BURST_N);
+	cr_assert_eq(b.failed, 0, "%d nodes read back other than written", b.failed);
+	cr_assert_eq(b.bad_order, 0, "answers out of the order issued");
+	cr_assert_eq(zk_sync_children(zk, "/burst", &count, &names), ZOK);
+	cr_assert_eq(count, BURST_N);
+	zk_strings_free(count, names);
+	cr_assert_eq(zk_sync_delete(zk, "/burst", -1, 1), ZOK);
+	zk_free(zk);
+	testzk_proxy_stop(px);
 }
 
 static int

@@ -119,6 +119,7 @@ RESOURCES = {
     "limitranges": ("", "v1", "LimitRange", True, ["limits"]),
     "roles": ("rbac.authorization.k8s.io", "v1", "Role", True, []),
     "rolebindings": ("rbac.authorization.k8s.io", "v1", "RoleBinding", True, []),
+    "clusterroles": ("rbac.authorization.k8s.io", "v1", "ClusterRole", False, []),
     "projects": ("project.openshift.io", "v1", "Project", False, []),
     "projectrequests": ("project.openshift.io", "v1", "ProjectRequest", False, []),
     # OpenShift's legacy authorization API: a view of the rbac RoleBindings
@@ -237,6 +238,13 @@ class Sim:
             raise SystemExit("kubesim: kubernetes_version %r is not MAJOR.MINOR" % self.version)
         self.major, self.minor = int(m.group(1)), int(m.group(2))
         self.legacy_tokens = (self.major, self.minor) < (1, 24)
+        # TokenRequest (serviceaccounts/<sa>/token, authentication.k8s.io/v1)
+        # is served from 1.20 on, when it went GA; before that it needed
+        # API server flags: modelled as absent (404).
+        self.token_request = (self.major, self.minor) >= (1, 20)
+        # --service-account-max-token-expiration: longer requests are cut
+        # to it (0: no cap)
+        self.max_token_expiration = int(cfg.get("max_token_expiration", 0))
         self.bookmark_interval = float(cfg.get("bookmark_interval", 5.0))
         self.rv = 1000
         # Watch history: (rv, type, key, ns, object); a watch from a
@@ -485,7 +493,9 @@ class Sim:
                 ref = rb.get("roleRef", {})
                 if ref.get("kind") == "ClusterRole" and ref.get("name") in ("admin", "edit"):
                     return  # the default cluster roles cover the namespace's resources
-                role = self.objs.get(("roles", ns, ref.get("name")))
+                role = (self.objs.get(("clusterroles", None, ref.get("name")))
+                        if ref.get("kind") == "ClusterRole"
+                        else self.objs.get(("roles", ns, ref.get("name"))))
                 for rule in (role or {}).get("rules") or []:
                     if plural in rule.get("resources", []) and (
                             verb in rule.get("verbs", []) or "*" in rule.get("verbs", [])):
@@ -579,9 +589,9 @@ class Sim:
             if plural == "projectrequests":
                 return 201, clean(self.project_view(obj))
             return 201, clean(obj)
-        if ns not in self.namespaces:
+        if RESOURCES[plural][3] and ns not in self.namespaces:
             raise not_found("namespaces", ns)
-        if self.namespaces[ns]["status"]["phase"] == "Terminating":
+        if RESOURCES[plural][3] and self.namespaces[ns]["status"]["phase"] == "Terminating":
             raise status_error(403, '%s "%s" is forbidden: unable to create new content in '
                                'namespace %s because it is being terminated' % (plural, name, ns),
                                "Forbidden", name, plural, group)
@@ -641,6 +651,51 @@ class Sim:
             return 201, rbac_to_os_rb(clean(obj))
         return 201, clean(obj)
 
+    def create_token(self, ns, name, body):
+        """POST serviceaccounts/<name>/token (authentication-resources/
+        token-request-v1): a token for the account, valid for
+        spec.expirationSeconds (default 3600, at least 600; cut to
+        max_token_expiration when set), answered as the TokenRequest with
+        status.token and status.expirationTimestamp. The token stops
+        authenticating when it expires or its account (or namespace) goes."""
+        self.advance()
+        if not isinstance(body, dict):
+            raise status_error(400, "the body of the request was in an unknown format",
+                               "BadRequest")
+        if ns not in self.namespaces:
+            raise not_found("namespaces", ns)
+        if ("serviceaccounts", ns, name) not in self.objs:
+            raise not_found("serviceaccounts", name)
+        spec = body.get("spec") or {}
+        secs = spec.get("expirationSeconds")
+        secs = 3600 if secs is None else secs
+        if not isinstance(secs, int) or isinstance(secs, bool):
+            raise status_error(400, "TokenRequest in version \"v1\" cannot be handled as a "
+                               "TokenRequest: spec.expirationSeconds: an integer", "BadRequest")
+        if secs < 600:
+            raise status_error(422, 'TokenRequest.authentication.k8s.io "%s" is invalid: '
+                               "spec.expirationSeconds: Invalid value: %d: may not specify a "
+                               "duration less than 10 minutes" % (name, secs), "Invalid", name,
+                               "serviceaccounts", "authentication.k8s.io")
+        if secs > 2 ** 32:
+            raise status_error(422, 'TokenRequest.authentication.k8s.io "%s" is invalid: '
+                               "spec.expirationSeconds: Invalid value: %d: may not specify a "
+                               "duration larger than 2^32 seconds" % (name, secs), "Invalid",
+                               name, "serviceaccounts", "authentication.k8s.io")
+        if self.max_token_expiration and secs > self.max_token_expiration:
+            secs = self.max_token_expiration
+        now = time.time()
+        tok = "kubesim-tr-" + pysecrets.token_hex(16)
+        self.tokens[tok] = {"user": "system:serviceaccount:%s:%s" % (ns, name),
+                            "namespace": ns, "sa": name, "exp": now + secs}
+        return 201, {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                     "metadata": {"name": name, "namespace": ns,
+                                  "creationTimestamp": None},
+                     "spec": {"audiences": spec.get("audiences") or ["https://kubernetes.default.svc"],
+                              "expirationSeconds": secs,
+                              "boundObjectRef": spec.get("boundObjectRef")},
+                     "status": {"token": tok, "expirationTimestamp": now_iso(now + secs)}}
+
     def pick_outcome(self, spec):
         delay = self.pod_delay
         if self.outcomes:
@@ -675,6 +730,11 @@ class Sim:
         if o is None:
             raise not_found(plural, name, RESOURCES[plural][0])
         self.pod_state.pop((ns, name), None) if plural == "pods" else None
+        if plural == "serviceaccounts":
+            # tokens of a deleted account no longer authenticate
+            for t in [t for t, v in self.tokens.items()
+                      if v.get("namespace") == ns and v.get("sa") == name]:
+                del self.tokens[t]
         if plural == "secrets":
             for t in [t for t, v in self.tokens.items()
                       if v.get("namespace") == ns and o.get("data", {}).get("token") ==
@@ -835,7 +895,7 @@ def clean(o):
 # ---------------------------------------------------------------- discovery
 
 
-def api_resource_list(gv, openshift):
+def api_resource_list(gv, openshift, token_request=False):
     res = []
     for key, (g, v, kind, namespaced, short) in sorted(RESOURCES.items()):
         if ("%s/%s" % (g, v) if g else v) != gv:
@@ -853,6 +913,10 @@ def api_resource_list(gv, openshift):
         if plural == "pods":
             d["categories"] = ["all"]
         res.append(d)
+        if plural == "serviceaccounts" and token_request:
+            res.append({"name": "serviceaccounts/token", "singularName": "", "namespaced": True,
+                        "group": "authentication.k8s.io", "version": "v1",
+                        "kind": "TokenRequest", "verbs": ["create"]})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
             "resources": res}
 
@@ -1065,7 +1129,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization") or ""
         if auth.startswith("Bearer "):
             who = self.sim.tokens.get(auth[7:].strip())
-            if who is not None:
+            if who is not None and who.get("exp", float("inf")) > time.time():
                 return who
             raise status_error(401, "Unauthorized", "Unauthorized")
         try:
@@ -1096,7 +1160,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                          "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
                                                          "serverAddress": "127.0.0.1"}]}
         if path == "/api/v1" and method == "GET":
-            return 200, api_resource_list("v1", sim.openshift)
+            return 200, api_resource_list("v1", sim.openshift, sim.token_request)
         if path == "/apis" and method == "GET":
             return 200, api_groups(sim.openshift)
         m = re.match(r"^/apis/([^/]+)/([^/]+)$", path)
@@ -1115,6 +1179,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         group = m.group("group") or ""
         plural = resource_key(plural, group)
         spec = RESOURCES.get(plural)
+        if (plural == "serviceaccounts" and group == "" and sub == "token" and ns is not None
+                and name is not None and sim.token_request):
+            if method != "POST":
+                raise status_error(405, "the server does not allow this method on the "
+                                   "requested resource", "MethodNotAllowed")
+            with sim.lock:
+                sim.authorize(who, "create", "serviceaccounts/token", ns)
+                return sim.create_token(ns, name, body)
         if (spec is None or spec[0] != group or (plural in OPENSHIFT_ONLY and not sim.openshift)
                 or sub is not None or (spec[3] and ns is None and name is not None)
                 or (not spec[3] and ns is not None)):
@@ -1290,6 +1362,8 @@ def route_of(path):
     r += m.group("plural")
     if m.group("name"):
         r += "/{name}"
+    if m.group("sub"):
+        r += "/" + m.group("sub")
     return r
 
 

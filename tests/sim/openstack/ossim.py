@@ -25,13 +25,16 @@ import collections
 import datetime
 import hashlib
 import http.server
+import io
 import ipaddress
 import json
 import os
 import re
 import signal
+import socket
 import socketserver
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -546,6 +549,7 @@ class Request:
         self.query = query  # dict of str -> list
         self.body = body
         self.headers = headers
+        self.arrived = None  # time.time() its request line came in (Handler)
 
     def q(self, k, default=None):
         v = self.query.get(k)
@@ -565,6 +569,36 @@ class Response:
         self.headers = headers or {}
 
 
+# SO_TIMESTAMPNS (asm-generic/socket.h; the socket module does not name
+# it): the kernel stamps each received segment, read back with recvmsg
+SO_TIMESTAMPNS = 35
+
+
+class StampedReader(io.RawIOBase):
+    """A plain TCP socket read with recvmsg so that each read also gives
+    the kernel's receive time of what it read (SO_TIMESTAMPNS): when a
+    request reached the simulator's host, however long its thread then
+    waited for a CPU, the GIL or sim.lock. last: that time (epoch
+    seconds) of the latest read, None before the first."""
+
+    def __init__(self, sock):
+        super().__init__()
+        self.sock = sock
+        self.last = None
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n, anc, _, _ = self.sock.recvmsg_into([b], socket.CMSG_SPACE(16))
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+                sec, nsec = struct.unpack("qq", data[:16])
+                self.last = sec + nsec / 1e9
+        return n
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body leave at once, no 40 ms ACK waits
@@ -576,8 +610,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if os.environ.get("OSSIM_DEBUG"):
             sys.stderr.write("ossim: %s\n" % (fmt % args))
 
+    def parse_request(self):
+        # the request line is in: the call's arrival is when the kernel
+        # received it (plain HTTP; a client does not pipeline, so the line
+        # came with the latest read), else now, before its headers, body
+        # and sim.lock: how busy the simulator is is not the client's
+        # spacing of its calls
+        st = getattr(self, "stamped", None)
+        self.arrived = st.last if st is not None and st.last is not None else time.time()
+        return super().parse_request()
+
     def setup(self):
         super().setup()
+        if not isinstance(self.connection, ssl.SSLSocket):
+            self.stamped = StampedReader(self.connection)
+            self.rfile.close()  # the makefile() one, unused
+            self.rfile = io.BufferedReader(self.stamped)
         if isinstance(self.connection, ssl.SSLSocket):
             self.connection.settimeout(30)
             try:
@@ -602,6 +650,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         streaming = self.command == "PUT" and path.endswith("/file")
         body = reader if streaming else reader.read_all()
         req = Request(self, self.command, path, query, body, self.headers)
+        req.arrived = self.arrived
         try:
             resp = dispatch(self.sim, req, control_only=self.control_only)
         except HTTPError as e:
@@ -765,7 +814,7 @@ def dispatch(sim, req, control_only=False, skip_faults=False):
         if not skip_faults:
             key = (cloud.name, region or "-", interface, service, req.method, route_of(sub))
             sim.calls[key] += 1
-            sim.log.append((time.time(),) + key)
+            sim.log.append((req.arrived or time.time(),) + key)
             for f in list(sim.faults.values()):
                 if not f.matches(cloud.name, region, interface, service, req.method, sub):
                     continue
@@ -2229,7 +2278,8 @@ def control(sim, req):
             return Response(200, {"log": [
                 {"time": t, "cloud": c, "region": None if r == "-" else r, "interface": i,
                  "service": s, "method": meth, "route": route}
-                for (t, c, r, i, s, meth, route) in sim.log]})
+                # in arrival order (the log is in sim.lock's order)
+                for (t, c, r, i, s, meth, route) in sorted(sim.log)]})
         if segs == ["state"]:
             out = {}
             for reg in ctl_regions(sim, b):
