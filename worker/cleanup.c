@@ -63,6 +63,27 @@ ndel_cleanup(void *p)
 	free(x->id);
 }
 
+/*
+ * The node is gone from ZooKeeper (by either delete path): count it, tell
+ * the launcher and the driver, and free the deletion's context `x`.
+ */
+static void
+ndel_done(struct ndel *x)
+{
+	struct launcher *lc = x->lc;
+
+	lc->counters.deleted++;
+	log_debug("node %s deleted", x->id);
+	lc_node_deleted(lc, x->id, 1);
+	if (lc->prov.dp != NULL && lc->prov.drv->node_deleted != NULL)
+		lc->prov.drv->node_deleted(lc->prov.dp, x->node);
+	lc_busy_del(lc, x->id);
+	ndel_cleanup(x);
+	lc_ctx_free(lc, x);
+	if (lc->on_change != NULL)
+		lc->on_change(lc);
+}
+
 static void
 ndel_abort(struct ndel *x)
 {
@@ -182,16 +203,7 @@ ndel_fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 		return;
 	}
 	zk_lock_disown(x->lock); /* our contender went with the node */
-	lc->counters.deleted++;
-	log_debug("node %s deleted", x->id);
-	lc_node_deleted(lc, x->id, 1);
-	if (lc->prov.dp != NULL && lc->prov.drv->node_deleted != NULL)
-		lc->prov.drv->node_deleted(lc->prov.dp, x->node);
-	lc_busy_del(lc, x->id);
-	ndel_cleanup(x);
-	lc_ctx_free(lc, x);
-	if (lc->on_change != NULL)
-		lc->on_change(lc);
+	ndel_done(x);
 }
 
 /*
@@ -261,16 +273,7 @@ ndel_bare_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 		zk_lock_acquire(x->lock, 0, ndel_locked, x);
 		return;
 	}
-	lc->counters.deleted++;
-	log_debug("node %s deleted", x->id);
-	lc_node_deleted(lc, x->id, 1);
-	if (lc->prov.dp != NULL && lc->prov.drv->node_deleted != NULL)
-		lc->prov.drv->node_deleted(lc->prov.dp, x->node);
-	lc_busy_del(lc, x->id);
-	ndel_cleanup(x);
-	lc_ctx_free(lc, x);
-	if (lc->on_change != NULL)
-		lc->on_change(lc);
+	ndel_done(x);
 }
 
 static int
