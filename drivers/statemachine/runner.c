@@ -591,6 +591,11 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 	if (want == INFINITY) /* a waiter the runner does not know (a quota
 				 listing) or a machine before its first advance */
 		want = last_start + SM_DEFAULT_POLL;
+	if (first_min < INFINITY || other_min < INFINITY)
+		/* a launch waits: the budget's debt (waves the servers paid
+		 * for) never holds it past upstream's period since the last
+		 * listing; deletes and quota listings still wait it out */
+		budget = fmin(budget, last_start + SM_DEFAULT_POLL);
 	want = fmax(want, budget);
 	r->pace_gen = r->gen;
 	r->pace_last = last_start;
