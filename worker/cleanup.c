@@ -207,6 +207,50 @@ ndel_fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 }
 
 /*
+ * Send the one-round-trip delete of node x->id: a multi that checks the
+ * node is still the version `e` (the cache's entry) showed, then deletes
+ * our lock contender `me` (NULL: we hold none), the lock dir and the node.
+ * `n` is the node's summary (copied into x->node). `done` gets the multi's
+ * results; with a contender, the multi runs under x->lock.
+ */
+static void
+ndel_multi(struct ndel *x, const struct zk_cache_entry *e, const struct np_node *n, const char *me,
+	   zk_multi_cb done)
+{
+	struct launcher *lc = x->lc;
+	char node[128], dir[160], mine[320];
+	struct zk_multi_op ops[4];
+	int k = 0;
+
+	snprintf(node, sizeof(node), "/nodepool/nodes/%s", x->id);
+	snprintf(dir, sizeof(dir), "%s/lock", node);
+	memset(ops, 0, sizeof(ops));
+	ops[k].type = ZK_MULTI_CHECK;
+	ops[k].path = node;
+	ops[k++].version = e->stat.version;
+	if (me != NULL) {
+		snprintf(mine, sizeof(mine), "%s/%s", dir, me);
+		ops[k].type = ZK_MULTI_DELETE;
+		ops[k].path = mine;
+		ops[k++].version = -1;
+	}
+	ops[k].type = ZK_MULTI_DELETE;
+	ops[k].path = dir;
+	ops[k++].version = -1;
+	ops[k].type = ZK_MULTI_DELETE;
+	ops[k].path = node;
+	ops[k++].version = -1;
+	x->node = np_node_dup(n);
+	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
+		 np_node_state_name(n->state));
+	lc_node_deleting(lc, x->id);
+	if (me != NULL)
+		lc_multi_under(lc, &x->lock, 1, ops, k, done, x);
+	else
+		lc_multi_under(lc, NULL, 0, ops, k, done, x);
+}
+
+/*
  * A node in a cleanup state whose driver has nothing to delete (static):
  * remove it in one round trip — a multi that checks the node is the version
  * the cache showed and deletes our lock contender, the lock dir and the
@@ -220,33 +264,11 @@ ndel_fast(struct ndel *x)
 	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, x->id);
 	const struct np_node *n = e != NULL && e->obj != NULL ? np_node_sum_full(LC_SUM(e)) : NULL;
 	const char *me = zk_lock_contender(x->lock);
-	char node[128], dir[160], mine[320];
-	struct zk_multi_op ops[4];
 
 	if (x->why != 0 || lc->prov.drv->node_delete != NULL || n == NULL || me == NULL ||
 	    !lc_cleanup_state(n->state) || n->state == NP_NODE_BUILDING)
 		return 0;
-	snprintf(node, sizeof(node), "/nodepool/nodes/%s", x->id);
-	snprintf(dir, sizeof(dir), "%s/lock", node);
-	snprintf(mine, sizeof(mine), "%s/%s", dir, me);
-	memset(ops, 0, sizeof(ops));
-	ops[0].type = ZK_MULTI_CHECK;
-	ops[0].path = node;
-	ops[0].version = e->stat.version;
-	ops[1].type = ZK_MULTI_DELETE;
-	ops[1].path = mine;
-	ops[1].version = -1;
-	ops[2].type = ZK_MULTI_DELETE;
-	ops[2].path = dir;
-	ops[2].version = -1;
-	ops[3].type = ZK_MULTI_DELETE;
-	ops[3].path = node;
-	ops[3].version = -1;
-	x->node = np_node_dup(n);
-	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
-		 np_node_state_name(n->state));
-	lc_node_deleting(lc, x->id);
-	lc_multi_under(lc, &x->lock, 1, ops, 4, ndel_fast_done, x);
+	ndel_multi(x, e, n, me, ndel_fast_done);
 	return 1;
 }
 
@@ -282,30 +304,12 @@ ndel_bare(struct ndel *x)
 	struct launcher *lc = x->lc;
 	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, x->id);
 	const struct np_node *n = e != NULL && e->obj != NULL ? np_node_sum_full(LC_SUM(e)) : NULL;
-	char node[128], dir[160];
-	struct zk_multi_op ops[3];
 
 	if (x->why != 0 || lc->prov.drv->node_delete != NULL || n == NULL || e->locked != 0 ||
 	    !lc_cleanup_state(n->state) || n->state == NP_NODE_BUILDING ||
 	    !zk_cache_synced(lc->nodes))
 		return 0;
-	snprintf(node, sizeof(node), "/nodepool/nodes/%s", x->id);
-	snprintf(dir, sizeof(dir), "%s/lock", node);
-	memset(ops, 0, sizeof(ops));
-	ops[0].type = ZK_MULTI_CHECK;
-	ops[0].path = node;
-	ops[0].version = e->stat.version;
-	ops[1].type = ZK_MULTI_DELETE;
-	ops[1].path = dir;
-	ops[1].version = -1;
-	ops[2].type = ZK_MULTI_DELETE;
-	ops[2].path = node;
-	ops[2].version = -1;
-	x->node = np_node_dup(n);
-	log_info("deleting node %s (%s, was %s)", x->id, n->type.n ? n->type.v[0] : "?",
-		 np_node_state_name(n->state));
-	lc_node_deleting(lc, x->id);
-	lc_multi_under(lc, NULL, 0, ops, 3, ndel_bare_done, x);
+	ndel_multi(x, e, n, NULL, ndel_bare_done);
 	return 1;
 }
 
