@@ -23,6 +23,7 @@
  */
 #include "lib/zk/zk_private.h"
 #include "lib/core/log.h"
+#include "lib/core/xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +124,16 @@ struct sweep {
 	char *path;
 	char *prefix;
 };
+
+/* Our contender is the last component of `path` (the create's answer):
+ * lock->node takes a copy. */
+static void
+set_contender(struct zk_lock *lock, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	lock->node = xstrdup(slash != NULL ? slash + 1 : path);
+}
 
 static void
 sweep_deleted(const struct zk_result *r, void *arg)
@@ -454,7 +465,6 @@ dir_and_contender_done(const struct zk_result *r, void *arg)
 	struct lock_create *lc = arg;
 	struct zk_lock *lock = lc->lock;
 	const char *created = r->rc == ZOK && r->mcount == 2 ? r->mres[1].path : NULL;
-	const char *slash;
 
 	if (lock == NULL) { /* given up meanwhile: do not leave it behind */
 		if (created != NULL && !zk_closing(lc->zk)) {
@@ -483,10 +493,7 @@ dir_and_contender_done(const struct zk_result *r, void *arg)
 		/* the dir is ours, made in the same transaction as our
 		 * contender: no one else's contender can be in it with a lower
 		 * sequence, so it is held without a listing */
-		slash = strrchr(created, '/');
-		lock->node = strdup(slash != NULL ? slash + 1 : created);
-		if (lock->node == NULL)
-			abort();
+		set_contender(lock, created);
 		log_debug("zk lock %s: acquired (%s, with its dir)", lock->path, lock->node);
 		finish(lock, ZOK);
 	} else if (r->rc == ZNODEEXISTS) {
@@ -557,7 +564,6 @@ create_done(const struct zk_result *r, void *arg)
 {
 	struct lock_create *lc = arg;
 	struct zk_lock *lock = lc->lock;
-	const char *slash;
 
 	if (lock == NULL) { /* given up meanwhile: do not leave it behind */
 		if (r->rc == ZOK && r->value != NULL && !zk_closing(lc->zk)) {
@@ -582,10 +588,7 @@ create_done(const struct zk_result *r, void *arg)
 	}
 	if (r->rc == ZOK) {
 		lock->dir_known = 1;
-		slash = strrchr(r->value, '/');
-		lock->node = strdup(slash != NULL ? slash + 1 : r->value);
-		if (lock->node == NULL)
-			abort();
+		set_contender(lock, r->value);
 		/* the piped listing (already sent) decides; without one, list */
 		lock->piped_used = 0;
 		if (lock->piped == 0)
