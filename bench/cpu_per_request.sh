@@ -167,17 +167,6 @@ if [ -n "${BENCH_STRACE:-}" ]; then
 	done <"$tmp/tree"
 	sleep 1
 fi
-# BENCH_STRACE=DIR: strace -c -f of every process during the load, into
-# DIR/strace-PID.txt (system calls by kind; slows what it counts: its CPU
-# figures are not this benchmark's)
-if [ -n "${BENCH_STRACE:-}" ]; then
-	mkdir -p "$BENCH_STRACE"
-	while read -r p _; do
-		strace -c -f -o "$BENCH_STRACE/strace-$p.txt" -p "$p" >/dev/null 2>&1 &
-		perfpids="$perfpids $!"
-	done <"$tmp/tree"
-	sleep 1
-fi
 echo "load: $N requests, concurrency $C, $H static nodes; nodepoold and its children:"
 # shellcheck disable=SC2086 # pidopt is a list of words
 bench_zuul_load -l small -n "$N" -c "$C" $pidopt --idle 5 | tee "$tmp/load.out"
