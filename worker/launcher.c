@@ -1241,6 +1241,15 @@ own_begin(struct launcher *lc, struct own_data *d, const char *path, const void 
 	zk_cache_write_begin(c, name);
 }
 
+/* Frees what own_begin copied (nothing told to the cache). */
+static void
+own_data_clear(struct own_data *d)
+{
+	free(d->name);
+	free(d->data);
+	d->name = d->data = NULL;
+}
+
 static void
 own_end(struct launcher *lc, struct own_data *d, int ok, int64_t mzxid, int32_t version)
 {
@@ -1248,9 +1257,7 @@ own_end(struct launcher *lc, struct own_data *d, int ok, int64_t mzxid, int32_t 
 		return;
 	zk_cache_write_end(d->nodes ? lc->nodes : lc->requests, d->name, ok, d->data, d->len, mzxid,
 			   version);
-	free(d->name);
-	free(d->data);
-	d->name = d->data = NULL;
+	own_data_clear(d);
 }
 
 static void
@@ -1258,8 +1265,7 @@ own_set_cleanup(void *ctx)
 {
 	struct own_set *o = ctx;
 
-	free(o->d.name);
-	free(o->d.data);
+	own_data_clear(&o->d);
 }
 
 static void
@@ -1296,10 +1302,8 @@ own_multi_cleanup(void *ctx)
 	struct own_multi *o = ctx;
 	int i;
 
-	for (i = 0; i < o->n; i++) {
-		free(o->d[i].name);
-		free(o->d[i].data);
-	}
+	for (i = 0; i < o->n; i++)
+		own_data_clear(&o->d[i]);
 	free(o->d);
 }
 
