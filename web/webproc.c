@@ -255,12 +255,8 @@ static void view_session_event(struct zk *zk, enum zk_event ev, void *arg);
 static void
 arm_idle(struct webproc *wp, double in)
 {
-	struct timeval tv;
+	struct timeval tv = np_tv_of(in < 0.05 ? 0.05 : in);
 
-	if (in < 0.05)
-		in = 0.05;
-	tv.tv_sec = (time_t)in;
-	tv.tv_usec = (suseconds_t)((in - (double)tv.tv_sec) * 1e6);
 	evtimer_add(wp->idle_ev, &tv);
 }
 

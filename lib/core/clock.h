@@ -8,6 +8,7 @@
 #define NP_CLOCK_H
 
 #include <stdint.h>
+#include <sys/time.h>
 #include <time.h>
 
 /* Monotonic seconds (an arbitrary origin, fractions to the nanosecond). */
@@ -28,6 +29,20 @@ np_mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A duration in seconds as a struct timeval (libevent's timers); a
+ * negative one is 0. */
+static inline struct timeval
+np_tv_of(double s)
+{
+	struct timeval tv;
+
+	if (s < 0)
+		s = 0;
+	tv.tv_sec = (time_t)s;
+	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
+	return tv;
 }
 
 #endif

@@ -31,18 +31,6 @@ zk_now(void)
 	return np_mono_s();
 }
 
-struct timeval
-zk_tv_of(double s)
-{
-	struct timeval tv;
-
-	if (s < 0)
-		s = 0;
-	tv.tv_sec = (time_t)s;
-	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
-	return tv;
-}
-
 static void
 stat_copy(struct zk_stat *d, const struct Stat *s)
 {

@@ -168,8 +168,6 @@ double zk_now(void);
  */
 const char *zk_lock_seq(const char *name);
 
-/* A timeval of s seconds (negative as 0). */
-struct timeval zk_tv_of(double s);
 /* For zk_sync.c: the handle's event loop (borrowed), its "connected" flag
  * (1 while connected; borrowed, lives as long as zk), and its session
  * timeout in seconds. */

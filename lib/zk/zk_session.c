@@ -314,7 +314,7 @@ zk_start_handle(struct zk *zk)
 	if (zh == NULL) {
 		log_warn("zookeeper: cannot start a session with %s: %s; retrying in %.0f s",
 			 zk->hosts, strerror(errno), zk->restart_delay);
-		tv = zk_tv_of(zk->restart_delay);
+		tv = np_tv_of(zk->restart_delay);
 		evtimer_add(zk->restart_ev, &tv);
 		zk->restart_delay *= 2;
 		if (zk->restart_delay > ZK_RESTART_MAX)
@@ -407,7 +407,7 @@ zk_session_item(struct zk *zk, struct zk_item *it)
 		zk_fail_parked(zk, ZSESSIONEXPIRED);
 		zk_emit(zk, ZK_EV_EXPIRED);
 	} else if (it->state == ZOO_AUTH_FAILED_STATE) {
-		struct timeval tv = zk_tv_of(zk->restart_delay);
+		struct timeval tv = np_tv_of(zk->restart_delay);
 
 		log_warn("zookeeper: authentication failed; retrying in %.0f s", zk->restart_delay);
 		zk_close_handle(zk, ZAUTHFAILED);

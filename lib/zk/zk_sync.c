@@ -86,7 +86,7 @@ run_until(struct event_base *base, const int *flag, double timeout)
 	struct timeval tv;
 
 	while (!*flag && (left = deadline - zk_now()) > 0) {
-		tv = zk_tv_of(left);
+		tv = np_tv_of(left);
 		evtimer_add(t, &tv);
 		if (event_base_loop(base, EVLOOP_ONCE) < 0)
 			break;
