@@ -113,10 +113,8 @@ set_error(struct sup_child *c, const char *fmt, ...)
 static void
 arm_timer(struct sup_child *c, double secs)
 {
-	struct timeval tv;
+	struct timeval tv = np_tv_of(secs);
 
-	tv.tv_sec = (time_t)secs;
-	tv.tv_usec = (suseconds_t)((secs - (double)tv.tv_sec) * 1e6);
 	evtimer_add(c->timer, &tv);
 }
 

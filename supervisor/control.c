@@ -26,6 +26,7 @@
 #include "lib/core/chan.h"
 #include "lib/config/config.h"
 #include "lib/ops/ctlsock.h"
+#include "lib/core/clock.h"
 #include "lib/core/log.h"
 
 struct sup_ctl {
@@ -215,9 +216,7 @@ ctl_on_msg(struct chan *ch, struct ipc_msg *msg, void *arg)
 	struct sup_ctl *x = arg;
 	const struct sup_ctl_cmd *cmd = NULL;
 	struct ipc_msg reply;
-	struct timeval tv = {
-	    (time_t)SUP_CTL_STATUS_WAIT,
-	    (suseconds_t)((SUP_CTL_STATUS_WAIT - (double)(time_t)SUP_CTL_STATUS_WAIT) * 1e6)};
+	struct timeval tv = np_tv_of(SUP_CTL_STATUS_WAIT);
 	size_t i;
 
 	for (i = 0; i < sizeof(sup_ctl_cmds) / sizeof(sup_ctl_cmds[0]); i++)

@@ -23,6 +23,7 @@
 
 #include "lib/config/cfgwatch.h"
 #include "lib/config/config.h"
+#include "lib/core/clock.h"
 #include "lib/core/log.h"
 #include "lib/config/slice.h"
 
@@ -261,12 +262,12 @@ sup_apply_config(struct sup *sup, struct np_config *cfg, struct sup_reload_resul
 	/* the STATUS poll follows worker-status-timeout */
 	if (sup->tick != NULL) {
 		double p = sup_poll_interval(sup->status_timeout);
-		struct timeval tv = {(time_t)p, (suseconds_t)((p - (double)(time_t)p) * 1e6)};
+		struct timeval tv = np_tv_of(p);
 		event_add(sup->tick, &tv);
 	}
 	if (sup->stats_ev != NULL && sup->statsd != NULL) {
 		double p = cfg->nodepoold.stats_interval > 0 ? cfg->nodepoold.stats_interval : 5;
-		struct timeval tv = {(time_t)p, (suseconds_t)((p - (double)(time_t)p) * 1e6)};
+		struct timeval tv = np_tv_of(p);
 		event_add(sup->stats_ev, &tv);
 	}
 	res->ok = 1;

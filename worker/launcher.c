@@ -369,8 +369,7 @@ timer_add(struct event *ev, double secs)
 {
 	struct timeval tv;
 
-	tv.tv_sec = (time_t)secs;
-	tv.tv_usec = (suseconds_t)((secs - (double)tv.tv_sec) * 1e6);
+	tv = np_tv_of(secs);
 	event_add(ev, &tv);
 }
 

@@ -74,6 +74,7 @@
 
 #include <event2/event.h>
 
+#include "lib/core/clock.h"
 #include "lib/core/log.h"
 
 #define TENANT_LOCK "/nodepool/launcher-quota-tenants"
@@ -142,7 +143,7 @@ quota_release(struct lc_quota *q)
 static void
 retry_later(struct lc_quota *q, double secs)
 {
-	struct timeval tv = {(time_t)secs, (suseconds_t)((secs - (time_t)secs) * 1e6)};
+	struct timeval tv = np_tv_of(secs);
 
 	if (q->retry_ev != NULL && !event_pending(q->retry_ev, EV_TIMEOUT, NULL))
 		event_add(q->retry_ev, &tv);

@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "lib/config/config.h"
+#include "lib/core/clock.h"
 #include "lib/core/log.h"
 #include "lib/ops/status.h"
 #include "lib/core/version.h"
@@ -260,8 +261,7 @@ cli_run_until(struct cli *c, const int *flag, double timeout)
 
 	if (t == NULL)
 		abort();
-	tv.tv_sec = (time_t)timeout;
-	tv.tv_usec = (suseconds_t)((timeout - (double)tv.tv_sec) * 1e6);
+	tv = np_tv_of(timeout);
 	evtimer_add(t, &tv);
 	while (!*flag && !expired)
 		if (event_base_loop(c->base, EVLOOP_ONCE) < 0)
