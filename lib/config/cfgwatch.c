@@ -415,8 +415,7 @@ arm(struct cfgwatch *w)
 		delay = burst_cap(w) - now;
 	if (delay < 0)
 		delay = 0;
-	tv.tv_sec = (time_t)delay;
-	tv.tv_usec = (suseconds_t)((delay - (double)tv.tv_sec) * 1e6);
+	tv = np_tv_of(delay);
 	evtimer_add(w->ev_timer, &tv);
 }
 

@@ -201,18 +201,6 @@ ns_elapsed(const struct nodescan_req *req)
 	return np_mono_s() - req->t0;
 }
 
-static struct timeval
-ns_tv(double s)
-{
-	struct timeval tv;
-
-	if (s < 0)
-		s = 0;
-	tv.tv_sec = (time_t)s;
-	tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
-	return tv;
-}
-
 const char *
 nodescan_status_str(enum nodescan_status st)
 {
@@ -414,7 +402,7 @@ ns_set_error(struct nodescan_req *req, enum nodescan_status st, const char *fmt,
 static void
 ns_wait(struct nodescan_req *req, double seconds)
 {
-	struct timeval tv = ns_tv(seconds);
+	struct timeval tv = np_tv_of(seconds);
 
 	req->state = NS_WAITING;
 	event_add(req->timer_ev, &tv);
@@ -652,7 +640,7 @@ static void
 ns_connect(struct nodescan_req *req)
 {
 	const struct sockaddr *sa = (const struct sockaddr *)&req->addrs[req->addr_idx];
-	struct timeval tv = ns_tv(req->attempt_timeout);
+	struct timeval tv = np_tv_of(req->attempt_timeout);
 	char ip[INET6_ADDRSTRLEN];
 	const void *a;
 
@@ -999,7 +987,7 @@ nodescan_start(struct nodescan *ns, const struct nodescan_params *p, nodescan_cb
 		freeaddrinfo(ai);
 
 	req->t0 = np_mono_s();
-	tv = ns_tv(req->deadline);
+	tv = np_tv_of(req->deadline);
 	event_add(req->deadline_ev, &tv);
 	req->queued = 1;
 	TAILQ_INSERT_TAIL(&ns->pending, req, entry);

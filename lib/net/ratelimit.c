@@ -71,8 +71,7 @@ arm(struct ratelimit *rl, double secs)
 	/* round up to the microsecond so the timer never fires a hair early
 	 * and spins */
 	secs = ceil(secs * 1e6) / 1e6;
-	tv.tv_sec = (time_t)secs;
-	tv.tv_usec = (suseconds_t)((secs - (double)tv.tv_sec) * 1e6);
+	tv = np_tv_of(secs);
 	event_add(rl->timer, &tv);
 }
 

@@ -12,6 +12,7 @@
 
 #include <event2/event.h>
 
+#include "lib/core/clock.h"
 #include "lib/core/log.h"
 #include "protocol/model.h"
 #include "protocol/nodesum.h"
@@ -351,8 +352,7 @@ pub_timer(evutil_socket_t fd, short what, void *arg)
 	 * yet, a write may have failed), look again soon rather than a whole
 	 * stats-interval later */
 	next = p->record == NULL || p->last == NULL ? fmin(0.2, p->interval) : p->interval;
-	tv.tv_sec = (time_t)next;
-	tv.tv_usec = (suseconds_t)((next - (double)tv.tv_sec) * 1e6);
+	tv = np_tv_of(next);
 	evtimer_add(p->timer, &tv);
 }
 

@@ -13,6 +13,7 @@
 
 #include <event2/event.h>
 
+#include "lib/core/clock.h"
 #include "lib/core/log.h"
 #include "protocol/model.h"
 #include "protocol/nodesum.h"
@@ -42,10 +43,8 @@ static void reporter_timer(evutil_socket_t fd, short what, void *arg);
 static void
 arm(struct statsd_reporter *r)
 {
-	struct timeval tv;
+	struct timeval tv = np_tv_of(r->interval);
 
-	tv.tv_sec = (time_t)r->interval;
-	tv.tv_usec = (suseconds_t)((r->interval - (double)tv.tv_sec) * 1e6);
 	evtimer_add(r->timer, &tv);
 }
 

@@ -15,6 +15,7 @@
 
 #include <event2/event.h>
 
+#include "lib/core/clock.h"
 #include "protocol/paths.h"
 #include "lib/zk/zk.h"
 #include "lib/core/xalloc.h"
@@ -397,8 +398,7 @@ imgtree_load_sync(struct event_base *base, struct zk *zk, double timeout, struct
 	*out = NULL;
 	if (t == NULL)
 		np_oom();
-	tv.tv_sec = (time_t)timeout;
-	tv.tv_usec = (suseconds_t)((timeout - (double)tv.tv_sec) * 1e6);
+	tv = np_tv_of(timeout);
 	evtimer_add(t, &tv);
 	while (!s.done && !expired)
 		if (event_base_loop(base, EVLOOP_ONCE) < 0)
