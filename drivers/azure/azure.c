@@ -57,6 +57,7 @@
 
 #include "drivers/azure/azure_api.h"
 #include "lib/config/jsonget.h"
+#include "lib/core/clock.h"
 #include "lib/core/log.h"
 #include "lib/net/ratelimit.h"
 
@@ -1644,7 +1645,7 @@ static void
 lro_wait(struct lro *l, double retry_after)
 {
 	double in = retry_after >= 0 ? retry_after : 2;
-	struct timeval tv = {(time_t)in, (suseconds_t)((in - floor(in)) * 1e6)};
+	struct timeval tv = np_tv_of(in);
 
 	if (now_s() - l->started > AZ_ASYNC_TIMEOUT) {
 		l->done(l, NULL, "timeout waiting for async operation");

@@ -6,7 +6,6 @@
 
 #include <sys/queue.h>
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include <event2/event.h>
 
 #include "lib/net/http.h"
+#include "lib/core/clock.h"
 #include "lib/core/log.h"
 #include "lib/net/ratelimit.h"
 
@@ -281,7 +281,7 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 static void
 call_retry_later(struct az_call *c, double in)
 {
-	struct timeval tv = {(time_t)in, (suseconds_t)((in - floor(in)) * 1e6)};
+	struct timeval tv = np_tv_of(in);
 
 	if (c->retry_ev == NULL)
 		c->retry_ev = evtimer_new(c->api->base, retry_cb, c);

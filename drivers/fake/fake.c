@@ -295,7 +295,7 @@ chance(struct sm_adapter *f, double p)
 static void
 mark_dirty(struct sm_adapter *f)
 {
-	struct timeval tv = {0, (suseconds_t)(FAKE_FLUSH_DIRTY * 1e6)};
+	struct timeval tv = np_tv_of(FAKE_FLUSH_DIRTY);
 
 	f->dirty = 1;
 	if (f->dirty_ev != NULL && !event_pending(f->dirty_ev, EV_TIMEOUT, NULL))
@@ -959,8 +959,7 @@ call_granted(void *arg)
 		event_active(c->ev, EV_TIMEOUT, 0);
 		return;
 	}
-	tv.tv_sec = (time_t)d;
-	tv.tv_usec = (suseconds_t)((d - (double)tv.tv_sec) * 1e6);
+	tv = np_tv_of(d);
 	event_add(c->ev, &tv);
 }
 
@@ -1197,7 +1196,7 @@ poll_ask(struct sm_adapter *f)
 	}
 	wait = sm_listing_wait(f->env, f->poll_started, f->env->cfg->rate);
 	if (f->poll_seq > 0 && wait > 0.001) {
-		struct timeval tv = {(time_t)wait, (suseconds_t)((wait - floor(wait)) * 1e6)};
+		struct timeval tv = np_tv_of(wait);
 		event_add(f->poll_ev, &tv); /* (re)armed: the pace may have moved */
 		return;
 	}
@@ -1873,7 +1872,7 @@ fake_upload_image(struct sm_adapter *f, const struct sm_upload_args *u, sm_uploa
 	 * outcome is reported from the loop, never from inside this slot */
 	{
 		double d = f->upload_delay;
-		struct timeval tv = {(time_t)d, (suseconds_t)((d - (double)(time_t)d) * 1e6)};
+		struct timeval tv = np_tv_of(d);
 		event_add(fu->ev, &tv);
 	}
 }

@@ -400,7 +400,7 @@ call_retry_later(struct gce_call *c, int status, const char *why)
 	struct gce_api *a = c->a;
 	double cap = fmin(a->backoff_max, 0.5 * pow(2.0, c->attempts - 1));
 	double d = cap * (0.5 + 0.5 * ((double)rand() / RAND_MAX));
-	struct timeval tv = {(time_t)d, (suseconds_t)((d - floor(d)) * 1e6)};
+	struct timeval tv = np_tv_of(d);
 
 	http_note_retry(c->kind, status, why, c->attempts, d);
 	if (c->retry_ev == NULL)
@@ -592,7 +592,7 @@ token_done(const struct http_response *res, void *arg)
 	if (retryable(res->error != NULL ? 0 : res->status, reason) &&
 	    a->token_attempts <= (unsigned)a->max_retries) {
 		double d = fmin(a->backoff_max, 0.5 * pow(2.0, a->token_attempts - 1));
-		struct timeval tv = {(time_t)d, (suseconds_t)((d - floor(d)) * 1e6)};
+		struct timeval tv = np_tv_of(d);
 
 		http_note_retry("oauth2.token", res->error != NULL ? 0 : res->status,
 				a->token_error, a->token_attempts, d);

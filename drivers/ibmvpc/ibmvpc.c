@@ -83,6 +83,7 @@
 #include "lib/net/http.h"
 #include "drivers/ibmvpc/ibmvpc.h"
 #include "lib/config/jsonget.h"
+#include "lib/core/clock.h"
 #include "lib/core/log.h"
 #include "lib/net/ratelimit.h"
 
@@ -725,7 +726,7 @@ list_start(struct sm_adapter *a, int k)
 	else
 		wait = L->started + IBM_LIST_MIN - now_mono();
 	if (L->seq > 0 && wait > 0.001) {
-		struct timeval tv = {(time_t)wait, (suseconds_t)((wait - floor(wait)) * 1e6)};
+		struct timeval tv = np_tv_of(wait);
 		if (k == L_INSTANCES) /* (re)armed: the pace may have moved */
 			event_add(L->timer, &tv);
 		else if (!event_pending(L->timer, EV_TIMEOUT, NULL))
@@ -2080,7 +2081,7 @@ up_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 up_later(struct upload *u, double s)
 {
-	struct timeval tv = {(time_t)s, (suseconds_t)((s - floor(s)) * 1e6)};
+	struct timeval tv = np_tv_of(s);
 
 	event_add(u->timer, &tv);
 }

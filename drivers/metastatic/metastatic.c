@@ -1417,7 +1417,7 @@ ms_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	struct sm_adapter *a = xcalloc(1, sizeof(*a));
 	const json_t *pools = json_object_get(env->provider, "pools"), *pool;
 	size_t i, j, n = 0;
-	struct timeval tv = {0, (suseconds_t)(MS_TICK * 1e6)};
+	struct timeval tv = np_tv_of(MS_TICK);
 	char buf[512];
 
 	a->env = env;

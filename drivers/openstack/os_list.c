@@ -222,7 +222,7 @@ os_list_start(struct sm_adapter *a)
 	}
 	wait = sm_listing_wait(a->env, a->list_started, a->rate_s);
 	if (a->list_seq > 0 && wait > 0.001) {
-		struct timeval tv = {(time_t)wait, (suseconds_t)((wait - floor(wait)) * 1e6)};
+		struct timeval tv = np_tv_of(wait);
 		event_add(a->list_timer, &tv); /* (re)armed: the pace may have moved */
 		return;
 	}

@@ -139,7 +139,7 @@ stats_refresh(struct drv_provider *dp)
 static void
 lag_arm(struct drv_provider *dp)
 {
-	struct timeval tv = {0, (suseconds_t)(LAG_INTERVAL * 1e6)};
+	struct timeval tv = np_tv_of(LAG_INTERVAL);
 
 	dp->lag_due = np_mono_s() + LAG_INTERVAL;
 	event_add(dp->lag_ev, &tv);
