@@ -164,8 +164,7 @@ testzk_run_until(struct event_base *base, int (*cond)(void *), void *arg, double
 	while (!(ok = cond(arg)) && (left = deadline - np_mono_s()) > 0) {
 		if (left > 0.05)
 			left = 0.05; /* also notice conditions changed outside the loop */
-		tv.tv_sec = (time_t)left;
-		tv.tv_usec = (suseconds_t)((left - (double)tv.tv_sec) * 1e6);
+		tv = np_tv_of(left);
 		evtimer_add(t, &tv);
 		event_base_loop(base, EVLOOP_ONCE);
 	}

@@ -19,6 +19,7 @@
 
 #include <event2/event.h>
 
+#include "lib/core/clock.h"
 #include "lib/config/cfgwatch.h"
 #include "lib/config/config.h"
 
@@ -121,7 +122,7 @@ wait_reports(struct event_base *base, struct seen *s, int reports)
 static void
 run_for(struct event_base *base, double seconds)
 {
-	struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (time_t)seconds) * 1e6)};
+	struct timeval tv = np_tv_of(seconds);
 
 	event_base_loopexit(base, &tv);
 	event_base_dispatch(base);

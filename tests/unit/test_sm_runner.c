@@ -337,7 +337,7 @@ teardown(void)
 static void
 run_loop(double secs)
 {
-	struct timeval tv = {(time_t)secs, (suseconds_t)((secs - (double)(time_t)secs) * 1e6)};
+	struct timeval tv = np_tv_of(secs);
 
 	event_base_loopexit(base, &tv);
 	event_base_dispatch(base);

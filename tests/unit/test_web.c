@@ -18,6 +18,7 @@
 
 #include <event2/event.h>
 
+#include "lib/core/clock.h"
 #include "lib/ops/metrics.h"
 #include "lib/ops/statsd.h"
 #include "lib/ops/web.h"
@@ -48,7 +49,7 @@ connect_to(int port)
 static void
 spin(struct event_base *base, double seconds)
 {
-	struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (int)seconds) * 1e6)};
+	struct timeval tv = np_tv_of(seconds);
 
 	event_base_loopexit(base, &tv);
 	event_base_dispatch(base);
