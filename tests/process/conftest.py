@@ -29,8 +29,14 @@ if os.geteuid() == 0:
     os.environ.setdefault("NODEPOOL_ALLOW_ROOT", "1")
 
 
+# NP_BUILD may be relative (to where pytest was started): made absolute
+# now, before any test changes directory (monkeypatch.chdir), as tests/run.sh
+# makes it absolute.
+BUILD = os.path.abspath(os.environ.get("NP_BUILD", os.path.join(TOP, "build")))
+
+
 def _build():
-    return os.environ.get("NP_BUILD", os.path.join(TOP, "build"))
+    return BUILD
 
 
 def bin_path(name):

@@ -14,10 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from conftest import bin_path
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(TOP, "tests", "data", "upstream-fixtures")
-BUILD = os.environ.get("NP_BUILD", os.path.join(TOP, "build"))
-NODEPOOLD = os.path.join(BUILD, "bin", "nodepoold")
+NODEPOOLD = bin_path("nodepoold")
 
 # What upstream's setup_config/setup_secure put in place of {placeholders}
 # (and the per-driver tests their extra keywords: context_name for openshift,
