@@ -6,6 +6,16 @@ probe (one Python interpreter would share one lock between all of them):
       GET /ready every half second, each with a 1 s client timeout (the
       issue's "within 1 s"); prints the outcomes as a JSON list (the status,
       or the error's repr).
+  web_abuse.py held-probe PORT SECONDS HOLD TIMEOUT
+      Rounds for SECONDS: HOLD slow connections from 127.0.0.3 (a request
+      line and one header line, never the end of the head), then GET /ready
+      every half second with a TIMEOUT s client timeout while all HOLD are
+      still open, each answer followed by a look at which of them are still
+      open (nothing to read, no end of stream); then a wait (up to 60 s
+      each) for the server to close the held ones itself, its
+      request_timeout, which shows it had them, not the kernel's backlog.
+      Prints {"probes": [[status, open after the answer], ...], "rounds":
+      [[open after the round's last answer, closed by the server], ...]}.
   web_abuse.py slowloris PORT CONNECTIONS EVERY SECONDS
       CONNECTIONS connections from 127.0.0.2, each sending a request line
       and then one header line every EVERY seconds, reconnecting (after
@@ -16,6 +26,7 @@ probe (one Python interpreter would share one lock between all of them):
       prints {"sizes": [...], "errors": [...], "first": <first body>}.
 """
 import json
+import select
 import socket
 import sys
 import threading
@@ -25,23 +36,67 @@ import urllib.request
 
 PROBE_TIMEOUT = 1.0
 ATTACKER = "127.0.0.2"
+HOLDER = "127.0.0.3"  # the held-probe's slow connections: a client of its own
+
+
+def get_ready(port, timeout):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/ready" % port, timeout=timeout) as r:
+            r.read()
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError as e:
+        return repr(e)
 
 
 def probe(port, seconds):
     out = []
     end = time.time() + seconds
     while time.time() < end:
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/ready" % port,
-                                        timeout=PROBE_TIMEOUT) as r:
-                r.read()
-                out.append(r.status)
-        except urllib.error.HTTPError as e:
-            out.append(e.code)
-        except OSError as e:
-            out.append(repr(e))
+        out.append(get_ready(port, PROBE_TIMEOUT))
         time.sleep(0.5)
     print(json.dumps(out))
+
+
+def still_open(s):
+    """Nothing to read and no end of stream: the server still holds it (a
+    slow connection gets no answer before its head is whole)."""
+    p = select.poll()
+    p.register(s, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return not p.poll(0)
+
+
+def held_probe(port, seconds, hold, timeout):
+    probes, rounds = [], []
+    end = time.time() + seconds
+    while time.time() < end:
+        held = []
+        for _ in range(hold):
+            s = socket.socket()
+            s.bind((HOLDER, 0))
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"GET /node-list HTTP/1.1\r\nHost: x\r\n")
+            held.append(s)
+        live = held
+        while len(live) == hold and time.time() < end:
+            status = get_ready(port, timeout)
+            live = [s for s in held if still_open(s)]
+            probes.append([status, len(live)])
+            time.sleep(0.5)
+        by_server = 0
+        for s in held:
+            s.settimeout(60)
+            try:
+                if not s.recv(4096):
+                    by_server += 1
+            except socket.timeout:
+                pass
+            except OSError:
+                by_server += 1  # reset by the server
+            s.close()
+        rounds.append([len(live), by_server])
+    print(json.dumps({"probes": probes, "rounds": rounds}))
 
 
 def slowloris(port, n, every, seconds):
@@ -111,4 +166,5 @@ def hammer(port, clients, seconds):
 
 if __name__ == "__main__":
     what, args = sys.argv[1], [float(a) if "." in a else int(a) for a in sys.argv[2:]]
-    {"probe": probe, "slowloris": slowloris, "hammer": hammer}[what](*args)
+    {"probe": probe, "held-probe": held_probe, "slowloris": slowloris,
+     "hammer": hammer}[what](*args)
