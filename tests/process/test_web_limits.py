@@ -149,12 +149,19 @@ def test_text_table_amplification_leaves_ready_answering(deployment, zk):
     with urllib.request.urlopen("http://127.0.0.1:%d/node-list" % port, timeout=60) as r:
         r.read()
 
-    attack = client("hammer", port, 4, 16)
-    time.sleep(1)
-    results = result(client("probe", port, 15))
-    got = result(attack)
-    assert len(results) >= 10
-    assert all(r == 200 for r in results), [r for r in results if r != 200]
+    # The attack runs until the probes are done; the probe waits up to 30 s
+    # an answer, so what shows /ready was not starved is the order: every
+    # probe was answered after the attack's first answer and before its last.
+    attack = subprocess.Popen([sys.executable, ABUSE, "hammer", str(port), "4", "300"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert attack.stdout.readline().strip() == "answered"
+    results = result(client("probe", port, 15, 30.0))
+    out, _ = attack.communicate(timeout=120)
+    assert attack.returncode == 0
+    got = json.loads(out)
+    assert all(r[0] == 200 for r in results), [r for r in results if r[0] != 200]
+    assert all(r[1] < got["last"] for r in results), \
+        "a probe was answered only after the attack had ended"
     assert not got["errors"], got["errors"][:5]
     sizes = got["sizes"]
     assert sizes, "no /node-list answer"

@@ -2,10 +2,10 @@
 that neither the abusers nor the test's own threads hold up the operator's
 probe (one Python interpreter would share one lock between all of them):
 
-  web_abuse.py probe PORT SECONDS
-      GET /ready every half second, each with a 1 s client timeout (the
-      issue's "within 1 s"); prints the outcomes as a JSON list (the status,
-      or the error's repr).
+  web_abuse.py probe PORT COUNT TIMEOUT
+      COUNT GETs of /ready, half a second apart, each with a TIMEOUT s client
+      timeout; prints the outcomes as a JSON list of [status (or the
+      error's repr), the wall-clock time of the answer].
   web_abuse.py held-probe PORT SECONDS HOLD TIMEOUT
       Rounds for SECONDS: HOLD slow connections from 127.0.0.3 (a request
       line and one header line, never the end of the head), then GET /ready
@@ -22,8 +22,11 @@ probe (one Python interpreter would share one lock between all of them):
       EVERY seconds) when the server closes it; prints how many times the
       server closed one.
   web_abuse.py hammer PORT CLIENTS SECONDS
-      CLIENTS clients asking for /node-list?x=N with a new N each time;
-      prints {"sizes": [...], "errors": [...], "first": <first body>}.
+      CLIENTS clients asking for /node-list?x=N with a new N each time, for
+      SECONDS or until standard input ends, whichever is first; prints
+      "answered" on a line of its own after its first answer, then at the
+      end {"sizes": [...], "errors": [...], "first": <first body>, "last":
+      <wall-clock time of the last answer>}.
 """
 import json
 import select
@@ -34,7 +37,6 @@ import time
 import urllib.error
 import urllib.request
 
-PROBE_TIMEOUT = 1.0
 ATTACKER = "127.0.0.2"
 HOLDER = "127.0.0.3"  # the held-probe's slow connections: a client of its own
 
@@ -50,11 +52,10 @@ def get_ready(port, timeout):
         return repr(e)
 
 
-def probe(port, seconds):
+def probe(port, count, timeout):
     out = []
-    end = time.time() + seconds
-    while time.time() < end:
-        out.append(get_ready(port, PROBE_TIMEOUT))
+    for _ in range(count):
+        out.append([get_ready(port, timeout), time.time()])
         time.sleep(0.5)
     print(json.dumps(out))
 
@@ -139,7 +140,8 @@ def slowloris(port, n, every, seconds):
 
 def hammer(port, clients, seconds):
     stop = threading.Event()
-    sizes, errors, first = [], [], []
+    sizes, errors, first, last = [], [], [], [0.0]
+    lock = threading.Lock()
 
     def one(k):
         i = 0
@@ -149,19 +151,29 @@ def hammer(port, clients, seconds):
                 with urllib.request.urlopen("http://127.0.0.1:%d/node-list?x=%d-%d" %
                                             (port, k, i), timeout=60) as r:
                     body = r.read()
+                with lock:
                     sizes.append(len(body))
+                    last[0] = time.time()
                     if not first:
                         first.append(body.decode())
+                        print("answered", flush=True)
             except (OSError, urllib.error.HTTPError) as e:
                 errors.append(repr(e))
     threads = [threading.Thread(target=one, args=(k,), daemon=True) for k in range(clients)]
     for t in threads:
         t.start()
-    time.sleep(seconds)
+
+    def until_eof():
+        sys.stdin.read()
+        stop.set()
+    threading.Thread(target=until_eof, daemon=True).start()
+    stop.wait(seconds)
     stop.set()
     for t in threads:
         t.join(60)
-    print(json.dumps({"sizes": sizes, "errors": errors, "first": first[0] if first else ""}))
+    with lock:
+        print(json.dumps({"sizes": sizes, "errors": errors, "first": first[0] if first else "",
+                          "last": last[0]}))
 
 
 if __name__ == "__main__":
