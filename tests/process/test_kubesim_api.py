@@ -483,6 +483,67 @@ def test_token_request_and_cluster_role(sim128):
     assert e.value.status == 401
 
 
+def test_token_request_bound_to_a_pod(sim128):
+    """Issue 25 (namespace-reuse): a TokenRequest's spec.boundObjectRef
+    (token-request-v1 BoundObjectReference, kind Pod) ties the token to
+    that pod: "the token is only valid for as long as the bound object
+    exists". The object must exist (404), run as the account (400), and
+    have the uid given (409 Conflict: deleted and made again); the token
+    is refused (401) once the pod is gone, and a pod made again under the
+    same name does not revive it."""
+    core, _, ac = clients(sim128)
+    rbac = k8s.RbacAuthorizationV1Api(ac)
+    core.create_namespace({"metadata": {"name": "bound"}})
+    rbac.create_namespaced_role(
+        "bound", {"metadata": {"name": "r"}, "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
+    rbac.create_namespaced_role_binding("bound", {
+        "metadata": {"name": "rb"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "bound"}]})
+    body = {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "docker.io/fedora:40"}]}}
+    pod = core.create_namespaced_pod("bound", body)
+    assert pod.spec.service_account_name == "default" and pod.metadata.uid
+
+    def request(name, uid, kind="Pod", sa="default"):
+        return core.create_namespaced_service_account_token(sa, "bound", {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600, "boundObjectRef": {
+                "apiVersion": "v1", "kind": kind, "name": name, "uid": uid}}})
+
+    tr = request("p", pod.metadata.uid)
+    assert tr.spec.bound_object_ref.name == "p"
+    assert tr.spec.bound_object_ref.uid == pod.metadata.uid
+    api = token_client(sim128, tr.status.token)
+    assert [p.metadata.name for p in api.list_namespaced_pod("bound").items] == ["p"]
+    for args, status in (((("nothere", None)), 404),
+                         (("p", "00000000-0000-0000-0000-000000000000"), 409),
+                         (("p", pod.metadata.uid, "Deployment"), 400)):
+        with pytest.raises(ApiException) as e:
+            request(*args)
+        assert e.value.status == status, e.value.body
+    core.create_namespaced_service_account("bound", {"metadata": {"name": USER}})
+    with pytest.raises(ApiException) as e:
+        request("p", pod.metadata.uid, sa=USER)
+    assert e.value.status == 400 and "different serviceaccount" in e.value.body
+    # the pod goes: so does the token; a new pod of the same name is
+    # another object (another uid), which the token is not bound to
+    core.delete_namespaced_pod("p", "bound")
+    with pytest.raises(ApiException) as e:
+        api.list_namespaced_pod("bound")
+    assert e.value.status == 401
+    again = core.create_namespaced_pod("bound", body)
+    assert again.metadata.uid != pod.metadata.uid
+    with pytest.raises(ApiException) as e:
+        api.list_namespaced_pod("bound")
+    assert e.value.status == 401
+    # an unbound token of the same account still works: the pod took only its own
+    tr2 = core.create_namespaced_service_account_token("default", "bound", {
+        "spec": {"expirationSeconds": 3600}})
+    assert len(token_client(sim128, tr2.status.token).list_namespaced_pod("bound").items) == 1
+
+
 def test_token_request_cut_to_the_servers_maximum(tmp_path):
     """--service-account-max-token-expiration: a longer request is granted
     for the maximum, which status.expirationTimestamp says."""
