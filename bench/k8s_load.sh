@@ -37,6 +37,9 @@ N=${1:-500}
 C=${2:-50}
 DELAY=${3:-0.5}
 TYPE=${4:-pod}
+# K8S_REUSE=1: the pod label has namespace-reuse (warm namespaces)
+reuse=
+[ "${K8S_REUSE:-0}" = 1 ] && reuse=", namespace-reuse: true"
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 bench_init nodepoold-k8sbench
@@ -50,7 +53,7 @@ bench_zk_mkdir /bench
 driver=kubernetes
 pool=main
 if [ "$TYPE" = pod ]; then
-	label="{name: pod, type: pod, image: docker.io/fedora:40, cpu: 1, memory: 512}"
+	label="{name: pod, type: pod, image: docker.io/fedora:40, cpu: 1, memory: 512$reuse}"
 elif [ "$TYPE" = openshiftpods ]; then
 	driver=openshiftpods
 	pool=default
@@ -74,7 +77,7 @@ CFG
 "$BUILD/bin/nodepool-launcher" -p k8s-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
 curl -s -X DELETE "$KUBESIM_CONTROL/calls" >/dev/null
-echo "load: $N $TYPE requests, concurrency $C, pod start delay ${DELAY}s (kubesim)"
+echo "load: $N $TYPE requests, concurrency $C, pod start delay ${DELAY}s (kubesim)${reuse:+, namespace-reuse}"
 bench_zuul_load -l pod -n "$N" -c "$C" --pid "$pid" --pid "$(cat "$tmp/zk/zk.pid")" --idle 2
 # every node deleted (namespaces or pods gone) before counting calls
 i=0

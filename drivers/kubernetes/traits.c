@@ -27,15 +27,21 @@ static const struct np_cfg_schema env_var = {
 	    OPT("volume-mounts", LIST), OPT("labels", DICT), OPT("dynamic-labels", DICT),          \
 	    OPT("annotations", DICT), OPT("extra-resources", STRMAP(INT))
 
+/* nodepoold's own: pod nodes of the label share namespaces kept warm
+ * (drivers/kubernetes/kubernetes.c "warm namespaces"); kubernetes pod
+ * labels only (the driver refuses it elsewhere) */
+#define K8S_REUSE_KEY OPT("namespace-reuse", BOOL)
+
 static const struct np_cfg_schema k8s_label_nodepool = {
     .type = SC_MAP,
-    .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR), K8S_LABEL_RESOURCE_KEYS),
+    .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR), K8S_LABEL_RESOURCE_KEYS,
+		 K8S_REUSE_KEY),
 };
 
 static const struct np_cfg_schema k8s_label_user = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), REQ("type", STR), REQ("spec", DICT), OPT("labels", DICT),
-		 OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
+		 OPT("dynamic-labels", DICT), OPT("annotations", DICT), K8S_REUSE_KEY),
 };
 
 static const struct np_cfg_schema openshift_label_nodepool = {
