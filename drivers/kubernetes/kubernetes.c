@@ -1676,12 +1676,15 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					 "rolebindings",
 					 k->ns);
 				slot_start(k, KS_BINDING, path, binding_body(k, cluster));
-				if (k->pod != NULL && !k->resume && !k->reuse) {
+				if (k->pod != NULL && !k->resume) {
+					/* (namespace-reuse: a warm namespace this launch
+					 * makes; its uid is read from the answer) */
 					snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods",
 						 k->ns);
 					slot_start(k, KS_POD, path,
 						   pod_body(a, k->label, k->pod, k->meta, k->req));
 					k->pod_created = np_mono_s();
+					k->pod_maybe = 1;
 				}
 				if (k->slots_left > 0) {
 					m->retry_in = 3600; /* woken by the last answer */
@@ -1696,13 +1699,23 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					 * again once the token is asked for */
 					sl->status = 201;
 					k->pod_again = 1;
+				} else if (sl->kind == KS_POD && sl->err == NULL &&
+					   sl->status >= 200 && sl->status < 300) {
+					free(k->pod_uid);
+					k->pod_uid = k8s_meta_uid(sl->resp);
 				}
 			}
 			if (slots_failed(k))
 				return m_fail(k);
 			k->got = 0;
 			k->ns_ready = 1;
-			k->step = k->reuse ? K_POD : a->token_secret ? K_SECRET : K_TREQ;
+			if (k->reuse) {
+				/* the token once the pod is there (bound to it) */
+				k->step = k->pod_again || k->pod_uid == NULL ? K_POD : K_TREQ;
+				k->pod_again = 0;
+				continue;
+			}
+			k->step = a->token_secret ? K_SECRET : K_TREQ;
 			continue;
 		}
 		case K_TREQ: {
