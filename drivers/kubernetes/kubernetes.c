@@ -26,6 +26,10 @@
  *     connection_type "kubectl", interface_ip the pod name,
  *     connection_port the credential with "pod" added; host_id the
  *     Kubernetes node the pod runs on.
+ *   kubernetes `pod` with namespace-reuse (nodepoold's own, opt-in): a
+ *     pod "<label>-<node id>" in a warm namespace of its label, its token
+ *     bound to the pod; external_id "<namespace>/<pod>"; the credential
+ *     as above (see "warm namespaces").
  *
  * Tokens: a TokenRequest (POST serviceaccounts/<sa>/token) for
  * token-lifetime seconds, one call; the credential's ca_crt is then the
@@ -38,7 +42,9 @@
  * delete); upstream's 8 and more. Fewer would lose what upstream
  * guarantees: the namespace is the unit of confinement, a RoleBinding in
  * it the only grant RBAC confines to it, and the pod and the token are
- * what Zuul uses.
+ * what Zuul uses. A pod label with namespace-reuse keeps the namespace
+ * (and its binding) between nodes and binds each token to its node's pod
+ * instead: 3 calls (pod, token, pod delete) once its namespaces are warm.
  *   openshift `project` / `pod`: as above with a ProjectRequest instead of
  *     a namespace (connection_type "project" for projects), and a
  *     RoleBinding of the ClusterRole admin instead of a Role. A
