@@ -143,6 +143,7 @@ k8s_seg(const char *s, char *buf)
 enum k8s_flavor { K8S_KUBERNETES, K8S_OPENSHIFT, K8S_OPENSHIFTPODS };
 
 struct kop;	 /* a listing or resource delete in flight */
+struct kwarm;	 /* a warm namespace made ahead of demand */
 struct kwatch;	 /* a list + watch of one collection */
 struct kmachine; /* a create or delete */
 
@@ -179,7 +180,8 @@ struct sm_adapter {
 	 * name of the node that holds it (launching, ready or deleting), or
 	 * "" for one being deleted by us; never handed to another node */
 	json_t *claims;
-	unsigned long long warm_made, warm_reused, warm_deleted;
+	unsigned long long warm_made, warm_reused, warm_deleted, warm_ahead;
+	TAILQ_HEAD(, kwarm) warming; /* warm namespaces being made ahead */
 };
 
 static const char *
@@ -1262,6 +1264,8 @@ namespace_body(struct kmachine *k)
 static void warm_ns_delete(struct sm_adapter *a, const char *ns, const char *why);
 static int warm_wanted(const struct sm_adapter *a, const json_t *nsitems);
 static json_t *warm_cleanup(struct sm_adapter *a, const json_t *nsitems, const json_t *pods);
+static void warm_ahead(struct sm_adapter *a, const json_t *total);
+static long long warm_cap(const struct sm_adapter *a, const struct sm_label *l);
 
 static void
 warm_claim(struct sm_adapter *a, const char *ns, const char *pod)
@@ -2565,6 +2569,222 @@ k8s_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_c
 	json_decref(body);
 }
 
+/* ---- warm namespaces made ahead of demand -------------------------------------------------------
+ *
+ * A label's warm-namespaces: N (with namespace-reuse) has leak cleanup
+ * keep at least N warm namespaces of the label (at most its max-servers),
+ * made before any launch needs them, as min-ready keeps nodes: the
+ * namespace, then its binding (and a Role when ClusterRoles cannot be
+ * made); claimed ("") until the binding is made, deleted if it cannot be.
+ * Launches still make one when they find none free, so the count also
+ * follows the high-water mark of nodes in use.
+ */
+struct kwarm {
+	TAILQ_ENTRY(kwarm) entry;
+	struct sm_adapter *a;
+	char ns[300];
+	const struct sm_label *label;
+	struct http_req *req[2];
+	int left, failed, conflict, stage; /* stage 0: namespace; 1: binding (and role) */
+};
+
+static void warm_ahead_answer0(const struct http_response *res, void *arg);
+static void warm_ahead_answer1(const struct http_response *res, void *arg);
+
+static void
+kwarm_free(struct kwarm *w)
+{
+	TAILQ_REMOVE(&w->a->warming, w, entry);
+	http_cancel(w->req[0]);
+	http_cancel(w->req[1]);
+	free(w);
+}
+
+static void
+kwarm_call(struct kwarm *w, int i, const char *path, json_t *body)
+{
+	w->left++;
+	w->req[i] =
+	    kcall(w->a, "POST", path, body, i == 0 ? warm_ahead_answer0 : warm_ahead_answer1, w);
+	json_decref(body);
+	if (w->req[i] == NULL) {
+		w->left--;
+		w->failed = 1;
+	}
+}
+
+/* Start the namespace's binding (and Role): cluster as crole_ready. */
+static void
+kwarm_objects(struct kwarm *w)
+{
+	struct sm_adapter *a = w->a;
+	int cluster = a->crole[0] == CR_READY;
+	char path[1024];
+
+	w->stage = 1;
+	if (!cluster) {
+		snprintf(path, sizeof(path),
+			 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles", w->ns);
+		kwarm_call(w, 0, path,
+			   json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion",
+				     "rbac.authorization.k8s.io/v1", "kind", "Role", "metadata",
+				     "name", "zuul-restricted", "rules", role_rules(1)));
+	}
+	snprintf(path, sizeof(path),
+		 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings", w->ns);
+	kwarm_call(w, 1, path,
+		   json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}]}",
+			     "apiVersion", "rbac.authorization.k8s.io/v1", "kind", "RoleBinding",
+			     "metadata", "name", "zuul-role", "roleRef", "apiGroup",
+			     "rbac.authorization.k8s.io", "kind", cluster ? "ClusterRole" : "Role",
+			     "name", cluster ? K8S_CROLE_POD : "zuul-restricted", "subjects",
+			     "kind", "ServiceAccount", "name", K8S_DEFAULT_SA, "namespace", w->ns));
+}
+
+static void
+warm_ahead_answer(const struct http_response *res, struct kwarm *w)
+{
+	struct sm_adapter *a = w->a;
+	json_t *body = k8s_answer_json(res->body, res->body_len);
+	char msg[512];
+
+	w->left--;
+	if (res->error != NULL || res->status < 200 || res->status >= 300) {
+		k8s_status_describe(w->stage == 0 ? "POST namespaces" : "POST rolebindings",
+				    res->status, res->error, body, msg, sizeof(msg));
+		log_warn("provider %s: warm namespace %s: %s", a->env->provider_name, w->ns, msg);
+		w->failed = 1;
+		w->conflict = w->stage == 0 && res->error == NULL && res->status == 409;
+	}
+	json_decref(body);
+	if (w->left > 0)
+		return;
+	if (w->failed) {
+		if (w->conflict)
+			json_object_del(a->claims, w->ns); /* not ours: leave it */
+		else
+			warm_ns_delete(a, w->ns, "its binding could not be made");
+		kwarm_free(w);
+		return;
+	}
+	if (w->stage == 0) {
+		kwarm_objects(w);
+		if (w->left == 0) {
+			warm_ns_delete(a, w->ns, "its binding could not be made");
+			kwarm_free(w);
+		}
+		return;
+	}
+	json_object_del(a->claims, w->ns); /* ready: free */
+	a->warm_ahead++;
+	log_info("provider %s: warm namespace %s made ahead for label %s", a->env->provider_name,
+		 w->ns, w->label->name);
+	kwarm_free(w);
+}
+
+static void
+warm_ahead_answer0(const struct http_response *res, void *arg)
+{
+	struct kwarm *w = arg;
+
+	w->req[0] = NULL;
+	warm_ahead_answer(res, w);
+}
+
+static void
+warm_ahead_answer1(const struct http_response *res, void *arg)
+{
+	struct kwarm *w = arg;
+
+	w->req[1] = NULL;
+	warm_ahead_answer(res, w);
+}
+
+/* Start one warm namespace of label l ahead of demand. */
+static void
+warm_ahead_one(struct sm_adapter *a, const struct sm_label *l)
+{
+	struct kwarm *w = calloc(1, sizeof(*w));
+	unsigned char rb[4] = {0, 0, 0, 0};
+	json_t *body;
+
+	if (w == NULL)
+		abort();
+	w->a = a;
+	w->label = l;
+	if (RAND_bytes(rb, sizeof(rb)) != 1)
+		rb[0] = (unsigned char)(np_mono_s() * 1000);
+	snprintf(w->ns, sizeof(w->ns), "%.200s-reuse-%02x%02x%02x%02x", l->pool->name, rb[0], rb[1],
+		 rb[2], rb[3]);
+	TAILQ_INSERT_TAIL(&a->warming, w, entry);
+	json_object_set_new(a->claims, w->ns, json_string("")); /* not before its binding */
+	body = json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s, s:s}}}", "apiVersion", "v1", "kind",
+			 "Namespace", "metadata", "name", w->ns, "labels", "nodepool_provider_name",
+			 a->env->provider_name, "nodepool_pool_name", l->pool->name, K8S_WARM_LABEL,
+			 l->name);
+	kwarm_call(w, 0, "/api/v1/namespaces", body);
+	if (w->left == 0) {
+		json_object_del(a->claims, w->ns);
+		kwarm_free(w);
+	}
+}
+
+/* Top each label's warm namespaces up to its warm-namespaces (total: the
+ * listed ones per "<pool>\n<label>"), once the ClusterRole question is
+ * settled (asked here when no launch has asked it yet). */
+static void
+warm_ahead(struct sm_adapter *a, const json_t *total)
+{
+	size_t i, j;
+	struct kwarm *w;
+	char key[600];
+	int any = 0;
+
+	if (a->stopped)
+		return;
+	for (i = 0; i < a->env->cfg->npools; i++)
+		for (j = 0; j < a->env->cfg->pools[i].nlabels; j++)
+			if (is_reuse_label(a, &a->env->cfg->pools[i].labels[j]) &&
+			    json_integer_value(json_object_get(a->env->cfg->pools[i].labels[j].raw,
+							       "warm-namespaces")) > 0)
+				any = 1;
+	if (!any || a->crole[0] == CR_ASKING)
+		return;
+	if (a->crole[0] == CR_UNKNOWN) {
+		json_t *body = json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion",
+					 "rbac.authorization.k8s.io/v1", "kind", "ClusterRole",
+					 "metadata", "name", K8S_CROLE_POD, "rules", role_rules(1));
+		a->crole[0] = CR_ASKING;
+		a->crole_req[0] =
+		    kcall(a, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body,
+			  crole_answer_pod, a);
+		json_decref(body);
+		if (a->crole_req[0] == NULL)
+			a->crole[0] = CR_UNKNOWN;
+		return; /* the next pass makes them */
+	}
+	for (i = 0; i < a->env->cfg->npools; i++)
+		for (j = 0; j < a->env->cfg->pools[i].nlabels; j++) {
+			const struct sm_label *l = &a->env->cfg->pools[i].labels[j];
+			long long want = (long long)json_integer_value(
+				      json_object_get(l->raw, "warm-namespaces")),
+				  cap = warm_cap(a, l), have;
+			if (!is_reuse_label(a, l) || want <= 0)
+				continue;
+			if (cap >= 0 && want > cap)
+				want = cap;
+			snprintf(key, sizeof(key), "%s\n%s", l->pool->name, l->name);
+			have = (long long)json_integer_value(json_object_get(total, key));
+			TAILQ_FOREACH(w, &a->warming, entry)
+			{
+				if (w->label == l)
+					have++;
+			}
+			for (; have < want; have++)
+				warm_ahead_one(a, l);
+		}
+}
+
 /* ---- warm namespaces' cleanup ------------------------------------------------------------------
  */
 
@@ -2712,6 +2932,7 @@ warm_cleanup(struct sm_adapter *a, const json_t *nsitems, const json_t *pods)
 			}
 		}
 	}
+	warm_ahead(a, total);
 	json_decref(occ);
 	json_decref(total);
 	json_decref(warm);
@@ -2778,6 +2999,22 @@ reuse_check(const struct sm_env *env, enum k8s_flavor flavor, long long token_li
 			const struct sm_label *l = &env->cfg->pools[i].labels[j];
 			const json_t *v = json_object_get(l->raw, "namespace-reuse");
 			const char *t = np_json_str(l->raw, "type", "pod");
+			json_int_t ahead =
+			    json_integer_value(json_object_get(l->raw, "warm-namespaces"));
+			if (!json_is_true(v) &&
+			    json_object_get(l->raw, "warm-namespaces") != NULL) {
+				snprintf(err, errlen,
+					 "pool %s label %s: warm-namespaces needs namespace-reuse: "
+					 "true",
+					 env->cfg->pools[i].name, l->name);
+				return -1;
+			}
+			if (ahead < 0) {
+				snprintf(err, errlen,
+					 "pool %s label %s: warm-namespaces %lld: 0 or more",
+					 env->cfg->pools[i].name, l->name, (long long)ahead);
+				return -1;
+			}
 			if (!json_is_true(v))
 				continue;
 			if (flavor != K8S_KUBERNETES || strcmp(t, "pod") != 0) {
@@ -2820,6 +3057,7 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 	TAILQ_INIT(&a->ops);
 	TAILQ_INIT(&a->waiters);
 	TAILQ_INIT(&a->crole_waiters);
+	TAILQ_INIT(&a->warming);
 	a->token_lifetime = K8S_TOKEN_LIFETIME;
 	if (json_object_get(env->provider, "token-lifetime") != NULL) {
 		a->token_lifetime =
@@ -2960,6 +3198,8 @@ k8s_adapter_free(struct sm_adapter *a)
 		http_cancel(o->req);
 		kop_free(o);
 	}
+	while (!TAILQ_EMPTY(&a->warming))
+		kwarm_free(TAILQ_FIRST(&a->warming));
 	http_cancel(a->crole_req[0]);
 	http_cancel(a->crole_req[1]);
 	while (a->nwatches > 0)
@@ -2991,11 +3231,12 @@ k8s_dump(struct sm_adapter *a, struct evbuffer *out)
 				    : a->crole[0] == CR_READY || a->crole[1] == CR_READY
 					? "ClusterRoles bound per namespace"
 					: "a Role per namespace");
-	if (a->warm_made + a->warm_reused + a->warm_deleted > 0 || json_object_size(a->claims) > 0)
+	if (a->warm_made + a->warm_reused + a->warm_deleted + a->warm_ahead > 0 ||
+	    json_object_size(a->claims) > 0)
 		evbuffer_add_printf(out,
-				    "    warm namespaces: made %llu, reused %llu, deleted %llu, "
-				    "claimed now %zu\n",
-				    a->warm_made, a->warm_reused, a->warm_deleted,
+				    "    warm namespaces: made by launches %llu, made ahead %llu, "
+				    "reused %llu, deleted %llu, claimed now %zu\n",
+				    a->warm_made, a->warm_ahead, a->warm_reused, a->warm_deleted,
 				    json_object_size(a->claims));
 	for (i = 0; i < a->nwatches; i++) {
 		const struct kwatch *w = a->watches[i];

@@ -27,10 +27,11 @@ static const struct np_cfg_schema env_var = {
 	    OPT("volume-mounts", LIST), OPT("labels", DICT), OPT("dynamic-labels", DICT),          \
 	    OPT("annotations", DICT), OPT("extra-resources", STRMAP(INT))
 
-/* nodepoold's own: pod nodes of the label share namespaces kept warm
- * (drivers/kubernetes/kubernetes.c "warm namespaces"); kubernetes pod
- * labels only (the driver refuses it elsewhere) */
-#define K8S_REUSE_KEY OPT("namespace-reuse", BOOL)
+/* nodepoold's own: pod nodes of the label share namespaces kept warm, at
+ * least warm-namespaces of them made ahead (drivers/kubernetes/
+ * kubernetes.c "warm namespaces"); kubernetes pod labels only (the driver
+ * refuses them elsewhere) */
+#define K8S_REUSE_KEY OPT("namespace-reuse", BOOL), OPT("warm-namespaces", INT)
 
 static const struct np_cfg_schema k8s_label_nodepool = {
     .type = SC_MAP,

@@ -150,3 +150,32 @@ def test_namespace_reuse_on_a_namespace_label_is_refused(deployment, ksim):
     p = deployment.start_launcher("k8s", deployment.write_config(cfg))
     wait_for(lambda: "pool main label ns: namespace-reuse is for kubernetes labels of type pod"
              in p.output(), what="the reason logged")
+
+
+def test_warm_namespaces_made_ahead(deployment, zuul, ksim):
+    """warm-namespaces: N has warm namespaces made before any request (at
+    most max-servers of them), each with its binding; a node then costs
+    its pod, its token and its pod's delete, and no namespace."""
+    label = dict(POD, **{"warm-namespaces": 3})
+    cfg = k8s_config([label], pool={"max-servers": 2})
+    p = deployment.start_launcher("k8s", deployment.write_config(cfg))
+    wait_for(lambda: p.output().count("made ahead for label pod") == 2, timeout=30,
+             what="two warm namespaces made ahead")
+    warm = warm_namespaces(ksim)
+    assert len(warm) == 2, warm
+    for ns in warm:
+        (rb,) = objects(ksim, "rolebindings", ns).values()
+        assert rb["roleRef"]["name"] == "nodepool-zuul-restricted"
+        assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]
+    before = calls(ksim)
+    rid, nid, n = serve(deployment, zuul, ksim, "pod")
+    c = n["connection_port"]
+    assert c["namespace"] in warm
+    r = kubectl(ksim, c, "get", "pod", c["pod"], "-n", c["namespace"])
+    assert r.returncode == 0 and "Running" in r.stdout, r.stderr
+    release(zuul, rid, nid)
+    wait_for(lambda: pods_in(ksim, c["namespace"]) == [], what="the node's pod gone")
+    after = calls(ksim)
+    assert after.get(NS_CREATE, 0) == before.get(NS_CREATE, 0)
+    assert after[POD_CREATE] - before.get(POD_CREATE, 0) == 1
+    assert len(warm_namespaces(ksim)) == 2
