@@ -148,6 +148,7 @@ struct kwatch;	 /* a list + watch of one collection */
 struct kmachine; /* a create or delete */
 
 static int k8s_label_quota_fill(const struct sm_label *l, struct drv_quota *out);
+static void warm_ahead(struct sm_adapter *a);
 
 struct sm_adapter {
 	const struct sm_env *env;
@@ -989,6 +990,8 @@ kwatch_list_answer(const struct http_response *res, void *arg)
 	json_decref(body);
 	kwatch_wake(w, NULL);
 	kwatch_watch(w);
+	if (w == w->a->ns_watch)
+		warm_ahead(w->a);
 }
 
 static void
@@ -1264,7 +1267,6 @@ namespace_body(struct kmachine *k)
 static void warm_ns_delete(struct sm_adapter *a, const char *ns, const char *why);
 static int warm_wanted(const struct sm_adapter *a, const json_t *nsitems);
 static json_t *warm_cleanup(struct sm_adapter *a, const json_t *nsitems, const json_t *pods);
-static void warm_ahead(struct sm_adapter *a, const json_t *total);
 static long long warm_cap(const struct sm_adapter *a, const struct sm_label *l);
 
 static void
@@ -1420,6 +1422,8 @@ crole_answer(const struct http_response *res, void *arg, int i)
 	}
 	json_decref(body);
 	crole_wake(a);
+	if (i == 0)
+		warm_ahead(a);
 }
 
 static void
@@ -2729,26 +2733,39 @@ warm_ahead_one(struct sm_adapter *a, const struct sm_label *l)
 	}
 }
 
-/* Top each label's warm namespaces up to its warm-namespaces (total: the
- * listed ones per "<pool>\n<label>"), once the ClusterRole question is
- * settled (asked here when no launch has asked it yet). */
+/* Whether a label of the provider asks for warm namespaces ahead. */
+static int
+warm_ahead_wanted(const struct sm_adapter *a)
+{
+	size_t i, j;
+
+	for (i = 0; i < a->env->cfg->npools; i++)
+		for (j = 0; j < a->env->cfg->pools[i].nlabels; j++) {
+			const struct sm_label *l = &a->env->cfg->pools[i].labels[j];
+			if (is_reuse_label(a, l) &&
+			    json_integer_value(json_object_get(l->raw, "warm-namespaces")) > 0)
+				return 1;
+		}
+	return 0;
+}
+
+/* Top each label's warm namespaces up to its warm-namespaces, counting
+ * those the namespaces watch sees (not going) and those being made. Runs
+ * at start, when the watch has listed, when the ClusterRole question is
+ * settled (asked here when no launch has asked it yet) and on every leak
+ * cleanup pass; each waits for what it needs. */
 static void
-warm_ahead(struct sm_adapter *a, const json_t *total)
+warm_ahead(struct sm_adapter *a)
 {
 	size_t i, j;
 	struct kwarm *w;
+	struct kwatch *nw;
+	json_t *total, *v;
+	const char *name;
 	char key[600];
-	int any = 0;
 
-	if (a->stopped)
-		return;
-	for (i = 0; i < a->env->cfg->npools; i++)
-		for (j = 0; j < a->env->cfg->pools[i].nlabels; j++)
-			if (is_reuse_label(a, &a->env->cfg->pools[i].labels[j]) &&
-			    json_integer_value(json_object_get(a->env->cfg->pools[i].labels[j].raw,
-							       "warm-namespaces")) > 0)
-				any = 1;
-	if (!any || a->crole[0] == CR_ASKING)
+	if (a->stopped || a->flavor != K8S_KUBERNETES || !warm_ahead_wanted(a) ||
+	    a->crole[0] == CR_ASKING)
 		return;
 	if (a->crole[0] == CR_UNKNOWN) {
 		json_t *body = json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion",
@@ -2761,7 +2778,20 @@ warm_ahead(struct sm_adapter *a, const json_t *total)
 		json_decref(body);
 		if (a->crole_req[0] == NULL)
 			a->crole[0] = CR_UNKNOWN;
-		return; /* the next pass makes them */
+		return; /* crole_answer calls again */
+	}
+	nw = kwatch_use(a->ns_watch);
+	if (nw == NULL || !nw->synced)
+		return; /* its list calls again */
+	total = json_object();
+	json_object_foreach(nw->objs, name, v)
+	{
+		if (json_object_get(v, "w") == NULL || json_object_get(v, "t") != NULL)
+			continue;
+		snprintf(key, sizeof(key), "%s\n%s", np_json_str(v, "p", ""),
+			 np_json_str(v, "w", ""));
+		json_object_set_new(
+		    total, key, json_integer(json_integer_value(json_object_get(total, key)) + 1));
 	}
 	for (i = 0; i < a->env->cfg->npools; i++)
 		for (j = 0; j < a->env->cfg->pools[i].nlabels; j++) {
@@ -2783,6 +2813,7 @@ warm_ahead(struct sm_adapter *a, const json_t *total)
 			for (; have < want; have++)
 				warm_ahead_one(a, l);
 		}
+	json_decref(total);
 }
 
 /* ---- warm namespaces' cleanup ------------------------------------------------------------------
@@ -2932,7 +2963,7 @@ warm_cleanup(struct sm_adapter *a, const json_t *nsitems, const json_t *pods)
 			}
 		}
 	}
-	warm_ahead(a, total);
+	warm_ahead(a);
 	json_decref(occ);
 	json_decref(total);
 	json_decref(warm);
@@ -3138,6 +3169,7 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 	}
 	a->claims = json_object();
 	watches_setup(a);
+	warm_ahead(a); /* warm-namespaces: from the start */
 	log_info("provider %s: %s API at %s (context %s, %s)", env->provider_name,
 		 flavor_name(flavor), a->conn.server, a->conn.context,
 		 a->conn.token	    ? "token"
