@@ -36,25 +36,31 @@
 # see drivers/kubernetes/kubernetes.c ("Tokens").
 #
 # K8S_REUSE=1 gives the pod label namespace-reuse (warm namespaces, each
-# token bound to its pod: pod, token, pod delete per node; the namespace
-# and its binding only when no warm one is free, so in the first burst).
-# Same machine, same build, runs back to back (load average ~3-4):
-#   requests at C 50   reuse  API calls/node  p50 ms  p90 ms  requests/s
-#   500                off    5.0             691-775 1088-1470  57
-#   500                on     3.2-3.3         631-857 1349-2112  43-55
-#   1000               off    5.0             703     1016       60
-#   1000               on     3.1             589     822        72
-# (500 at 50: the first 50 launches, a tenth of the run, each make their
-# warm namespace, hence the p90; 65 warm namespaces for 50 in flight: a
-# namespace is free only once the watch reports its last pod gone.)
+# token bound to its pod: pod, token, pod delete per node; a namespace and
+# its binding only when no warm one is free), K8S_WARM=M also
+# warm-namespaces M (made before the load starts). 500 requests at
+# concurrency 50, pod start 0.5 s, same build, runs back to back (load
+# average 3-8; p50 varies by +-20% from run to run):
+#   mode                API calls per node   p50 ms    p90 ms      requests/s
+#   off (upstream's)    5.0                  691-881   1088-1687   43-57
+#   K8S_REUSE=1         3.2-3.3              631-863   1270-2112   43-55
+#   K8S_REUSE=1 WARM=50 3.1                  686-754   1066-1318   52-64
+#   1000 requests: off 5.0, p50 703, p90 1016 ms, 60/s; reuse 3.1, p50
+#   589, p90 822 ms, 72/s.
+# Without warm-namespaces the first 50 launches (a tenth of a 500 run)
+# make their namespaces, hence the p90; with it or in steady state a node
+# costs 3 calls. 3.1, not 3.0: a namespace is free again only once the
+# watch reports its last pod gone, so 50 in flight keep 60-65 warm.
 set -eu
 N=${1:-500}
 C=${2:-50}
 DELAY=${3:-0.5}
 TYPE=${4:-pod}
 # K8S_REUSE=1: the pod label has namespace-reuse (warm namespaces)
+# K8S_WARM=M with it: warm-namespaces M (made before the load starts)
 reuse=
 [ "${K8S_REUSE:-0}" = 1 ] && reuse=", namespace-reuse: true"
+[ "${K8S_REUSE:-0}" = 1 ] && [ "${K8S_WARM:-0}" -gt 0 ] && reuse="$reuse, warm-namespaces: $K8S_WARM"
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 bench_init nodepoold-k8sbench
@@ -91,6 +97,15 @@ CFG
 } >"$tmp/nodepool.yaml"
 "$BUILD/bin/nodepool-launcher" -p k8s-bench -c "$tmp/nodepool.yaml" >"$tmp/launcher.log" 2>&1 &
 pid=$!
+if [ "${K8S_WARM:-0}" -gt 0 ]; then
+	i=0
+	until [ "$(curl -s "$KUBESIM_CONTROL/state" | /usr/bin/python3 -c \
+		'import json,sys; s = json.load(sys.stdin); print(sum(1 for k in s["objects"] if k.startswith("rolebindings/")))')" -ge "$K8S_WARM" ]; do
+		i=$((i + 1))
+		[ $i -lt 600 ] || { echo "warm namespaces not made" >&2; exit 1; }
+		sleep 0.1
+	done
+fi
 curl -s -X DELETE "$KUBESIM_CONTROL/calls" >/dev/null
 echo "load: $N $TYPE requests, concurrency $C, pod start delay ${DELAY}s (kubesim)${reuse:+, namespace-reuse}"
 bench_zuul_load -l pod -n "$N" -c "$C" --pid "$pid" --pid "$(cat "$tmp/zk/zk.pid")" --idle 2
