@@ -148,7 +148,7 @@ def test_leak_cleanup_of_warm_namespaces(deployment, zuul, ksim):
 def test_namespace_reuse_on_a_namespace_label_is_refused(deployment, ksim):
     cfg = k8s_config([{"name": "ns", "type": "namespace", "namespace-reuse": True}])
     p = deployment.start_launcher("k8s", deployment.write_config(cfg))
-    wait_for(lambda: "pool main label ns: namespace-reuse is for kubernetes labels of type pod"
+    wait_for(lambda: "namespace-reuse: namespace-reuse is for kubernetes labels of type pod"
              in p.output(), what="the reason logged")
 
 
