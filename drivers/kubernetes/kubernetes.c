@@ -2333,6 +2333,18 @@ k8s_resume_machine(struct sm_adapter *a, const struct sm_create_args *args, cons
 
 	a->creates--; /* not a create */
 	k->resume = 1;
+	if (k->reuse && strchr(external_id, '/') == NULL) {
+		/* begun before the label had namespace-reuse: as it was begun */
+		k->reuse = 0;
+		free(k->pod);
+		k->pod = strdup(args->label->name);
+		k->step = K_NS;
+	} else if (!k->reuse && a->flavor == K8S_KUBERNETES && k->pod != NULL &&
+		   strchr(external_id, '/') != NULL) {
+		/* begun while the label had namespace-reuse */
+		k->reuse = 1;
+		k->sa = K8S_DEFAULT_SA;
+	}
 	if (k->reuse) {
 		/* "<warm namespace>/<pod>": made again where missing (409
 		 * otherwise), the pod looked for first */

@@ -179,3 +179,34 @@ def test_warm_namespaces_made_ahead(deployment, zuul, ksim):
     assert after.get(NS_CREATE, 0) == before.get(NS_CREATE, 0)
     assert after[POD_CREATE] - before.get(POD_CREATE, 0) == 1
     assert len(warm_namespaces(ksim)) == 2
+
+
+def test_launcher_killed_mid_launch_resumes_in_its_namespace(deployment, zuul, ksim):
+    """SIGKILL while the pod is Pending: the next launcher adopts the
+    launch (issue 22) in the warm namespace it began in, finds the pod
+    made, binds a new token to it, and the node serves; after it, nothing
+    of the node is left and the namespace is warm."""
+    import signal
+    ksim.behavior(pod_delay=15)
+    cfg = k8s_config([POD])
+    cfg["zookeeper-timeout"] = 4  # the dead launcher's locks go sooner
+    path = deployment.write_config(cfg)
+    p = deployment.start_launcher("k8s", path)
+    rid = zuul.submit(["pod"])
+    pod = wait_for(lambda: ksim.pods(), timeout=20, what="a pod created")[0]["metadata"]
+    p.signal(signal.SIGKILL)
+    p.p.wait()
+    ksim.behavior(pod_delay=0.2)
+    before = calls(ksim)
+    deployment.start_launcher("k8s", path)
+    req = zuul.wait_request(rid, timeout=60)
+    assert req["state"] == "fulfilled", req
+    (nid,) = req["nodes"]
+    c = zuul.node(nid)["connection_port"]
+    assert (c["namespace"], c["pod"]) == (pod["namespace"], pod["name"])
+    assert calls(ksim)[POD_CREATE] == before[POD_CREATE]  # found, not made again
+    r = kubectl(ksim, c, "get", "pod", c["pod"], "-n", c["namespace"])
+    assert r.returncode == 0 and "Running" in r.stdout, r.stderr
+    release(zuul, rid, nid)
+    wait_for(lambda: ksim.leaks([]) == [], timeout=30, what="nothing of the node left")
+    assert c["namespace"] in warm_namespaces(ksim)
