@@ -14,7 +14,8 @@ import pytest
 
 from conftest import wait_for
 from test_kubernetes_driver import k8s_config, serve
-from test_kubernetes_tokens import KUBECTL, calls, check_confined, kubectl, ksim, objects  # noqa: F401
+from test_kubernetes_tokens import (KUBECTL, calls, check_confined, kubectl,  # noqa: F401
+                                    ksim, objects)
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
 

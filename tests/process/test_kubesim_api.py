@@ -507,10 +507,14 @@ def test_token_request_bound_to_a_pod(sim128):
     assert pod.spec.service_account_name == "default" and pod.metadata.uid
 
     def request(name, uid, kind="Pod", sa="default"):
-        return core.create_namespaced_service_account_token(sa, "bound", {
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600, "boundObjectRef": {
-                "apiVersion": "v1", "kind": kind, "name": name, "uid": uid}}})
+        # the client's own models (V1BoundObjectReference), as it sends them
+        body = k8s.AuthenticationV1TokenRequest(
+            api_version="authentication.k8s.io/v1", kind="TokenRequest",
+            spec=k8s.V1TokenRequestSpec(
+                audiences=["https://kubernetes.default.svc"], expiration_seconds=3600,
+                bound_object_ref=k8s.V1BoundObjectReference(
+                    api_version="v1", kind=kind, name=name, uid=uid)))
+        return core.create_namespaced_service_account_token(sa, "bound", body)
 
     tr = request("p", pod.metadata.uid)
     assert tr.spec.bound_object_ref.name == "p"
