@@ -211,3 +211,21 @@ def test_launcher_killed_mid_launch_resumes_in_its_namespace(deployment, zuul, k
     release(zuul, rid, nid)
     wait_for(lambda: ksim.leaks([]) == [], timeout=30, what="nothing of the node left")
     assert c["namespace"] in warm_namespaces(ksim)
+
+
+def test_shrunk_provider_keeps_at_most_max_servers_warm(deployment, zuul, ksim):
+    """Warm namespaces above the label's max-servers (the pool's, else the
+    provider's) are deleted by leak cleanup once the provider shrinks;
+    the rest keep serving."""
+    label = dict(POD, **{"warm-namespaces": 3})
+    p = deployment.start_launcher("k8s", deployment.write_config(
+        k8s_config([label], provider={"max-servers": 3})))
+    wait_for(lambda: len(warm_namespaces(ksim)) == 3, timeout=30, what="three warm namespaces")
+    p.stop()
+    p = deployment.start_launcher("k8s", deployment.write_config(
+        k8s_config([POD], provider={"max-servers": 1})))
+    wait_for(lambda: len(warm_namespaces(ksim)) == 1, timeout=30, what="one warm namespace left")
+    assert p.output().count("more than max-servers of its label") == 2
+    (left,) = warm_namespaces(ksim)
+    rid, nid, n = serve(deployment, zuul, ksim, "pod")
+    assert n["connection_port"]["namespace"] == left
