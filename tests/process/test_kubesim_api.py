@@ -548,6 +548,33 @@ def test_token_request_bound_to_a_pod(sim128):
     assert len(token_client(sim128, tr2.status.token).list_namespaced_pod("bound").items) == 1
 
 
+def test_resource_quota_of_one_pod(sim128):
+    """A ResourceQuota with spec.hard.pods 1 (policy/resource-quota-v1):
+    a second pod in the namespace is refused (403, "exceeded quota", as
+    the admission plugin words it) until the first is gone. nodepoold's
+    warm namespaces carry one, so two launchers can never put two nodes'
+    pods in one."""
+    core, _, _ = clients(sim128)
+    core.create_namespace({"metadata": {"name": "q1"}})
+    q = core.create_namespaced_resource_quota("q1", k8s.V1ResourceQuota(
+        metadata=k8s.V1ObjectMeta(name="one-pod"),
+        spec=k8s.V1ResourceQuotaSpec(hard={"pods": "1"})))
+    assert q.spec.hard == {"pods": "1"}
+    assert [x.metadata.name for x in core.list_namespaced_resource_quota("q1").items] == [
+        "one-pod"]
+    body = lambda n: {"metadata": {"name": n}, "spec": {  # noqa: E731
+        "containers": [{"name": "c", "image": "docker.io/fedora:40"}]}}
+    core.create_namespaced_pod("q1", body("a"))
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_pod("q1", body("b"))
+    assert e.value.status == 403
+    assert json.loads(e.value.body)["message"] == (
+        'pods "b" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, '
+        "limited: pods=1")
+    core.delete_namespaced_pod("a", "q1")
+    assert core.create_namespaced_pod("q1", body("b")).metadata.name == "b"
+
+
 def test_token_request_cut_to_the_servers_maximum(tmp_path):
     """--service-account-max-token-expiration: a longer request is granted
     for the maximum, which status.expirationTimestamp says."""

@@ -129,7 +129,7 @@ RESOURCES = {
 }
 OS_RB = "rolebindings.authorization.openshift.io"
 # Kept (listed, got) but never populated by the simulator.
-ALWAYS_EMPTY = ("events", "resourcequotas", "limitranges")
+ALWAYS_EMPTY = ("events", "limitranges")
 OPENSHIFT_ONLY = ("projects", "projectrequests", OS_RB)
 
 
@@ -625,6 +625,7 @@ class Sim:
                 raise status_error(403, 'pods "%s" is forbidden: error looking up service '
                                    'account %s/%s: serviceaccount "%s" not found'
                                    % (name, ns, sa, sa), "Forbidden", name, "pods")
+            self._pod_quota(ns, name)
             pod_defaults(obj)
             outcome = self.pick_outcome(spec)
             self.pod_state[(ns, name)] = {"outcome": outcome["outcome"],
@@ -650,6 +651,23 @@ class Sim:
                 RESOURCES[OS_RB][0] in (body.get("apiVersion") or ""):
             return 201, rbac_to_os_rb(clean(obj))
         return 201, clean(obj)
+
+    def _pod_quota(self, ns, name):
+        """The ResourceQuota admission plugin for a new pod (policy/
+        resource-quota-v1, "Resource Quotas"): a quota of the namespace
+        whose spec.hard.pods the namespace's pods not Succeeded or Failed
+        already reach refuses it, 403 "exceeded quota"."""
+        used = sum(1 for (p, n, _), o in self.objs.items()
+                   if p == "pods" and n == ns and
+                   (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        for (p, n, qname), q in sorted(self.objs.items(), key=lambda kv: kv[0][2]):
+            if p != "resourcequotas" or n != ns:
+                continue
+            hard = ((q.get("spec") or {}).get("hard") or {}).get("pods")
+            if hard is not None and used + 1 > int(hard):
+                raise status_error(403, 'pods "%s" is forbidden: exceeded quota: %s, requested: '
+                                   "pods=1, used: pods=%d, limited: pods=%s"
+                                   % (name, qname, used, hard), "Forbidden", name, "pods")
 
     def create_token(self, ns, name, body):
         """POST serviceaccounts/<name>/token (authentication-resources/
