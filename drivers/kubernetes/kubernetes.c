@@ -116,6 +116,7 @@ k8s_seg(const char *s, char *buf)
 /* namespace-reuse: the label naming a warm namespace's node label (the
  * namespace has no nodepool_node_id: it outlives its nodes) */
 #define K8S_WARM_LABEL	 "nodepool_warm_label"
+#define K8S_WARM_QUOTA	 "nodepool-one-pod"
 #define K8S_DEFAULT_SA	 "default" /* the account the controller makes in every namespace */
 #define K8S_CALL_TIMEOUT 30.0	   /* s per API call */
 #define K8S_POLL_TOKEN	 0.2	   /* s between reads of the token secret */
@@ -516,7 +517,7 @@ static const char *const kstep_names[] = {
 };
 
 /* One of the calls K_OBJECTS makes at once. */
-enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_POD };
+enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_POD, KS_QUOTA };
 struct kslot {
 	struct kmachine *k;
 	enum kslot_kind kind;
@@ -558,9 +559,10 @@ struct kmachine {
 	int ns_ready;	       /* ... and its binding is made */
 	int pod_maybe;	       /* the pod's create was sent and not refused: it may exist */
 	char *pod_uid;	       /* the pod's metadata.uid (the token's boundObjectRef) */
+	json_t *full;	       /* warm namespaces whose quota refused our pod: not again */
 	double next_read;      /* monotonic: when a waiting machine reads by itself */
 	double deleted_at;     /* monotonic: the delete call answered */
-	struct kslot slots[4]; /* K_OBJECTS' calls (account, role, binding, pod) */
+	struct kslot slots[5]; /* K_OBJECTS' calls (account, role, binding, pod, quota) */
 	int nslots, slots_left;
 	/* the call in flight or answered */
 	struct http_req *req_h;
@@ -1250,9 +1252,12 @@ namespace_body(struct kmachine *k)
  * while that pod object exists), and the pod's delete. A warm namespace
  * holds at most one node's pod: it is claimed (a->claims) from the moment
  * a launch picks it until the pods watch says the node's pod is gone
- * (DELETED, or a read answering 404), and a namespace in which the pods
+ * (DELETED, or a read answering 404), a namespace in which the pods
  * watch sees any pod of ours is never picked, whatever the claims say (a
- * launcher that restarted has none). The restricted rules let a token get
+ * launcher that restarted has none), and each carries a ResourceQuota of
+ * one pod (K8S_WARM_QUOTA), so that two launchers of the provider, whose
+ * claims are their own, cannot both put a pod in one: the API refuses
+ * the second (403 exceeded quota) and that launch picks another. The restricted rules let a token get
  * and list pods and exec into, read the logs of and port-forward to them:
  * it can create, change or delete no object (pods/exec "create" makes no
  * object), so once its pod is gone the namespace holds what it held
@@ -1285,6 +1290,17 @@ warm_release(struct sm_adapter *a, const char *ns, const char *pod)
 		json_object_del(a->claims, ns);
 }
 
+/* The ResourceQuota every warm namespace carries: one pod at a time,
+ * whatever the claims of two launchers of the provider say (the API
+ * refuses a second pod: 403 exceeded quota). New reference. */
+static json_t *
+warm_quota_body(void)
+{
+	return json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:s}}}", "apiVersion", "v1", "kind",
+			 "ResourceQuota", "metadata", "name", K8S_WARM_QUOTA, "spec", "hard",
+			 "pods", "1");
+}
+
 /* The namespaces in which the pods watch (synced) sees a pod: ns -> true. */
 static json_t *
 warm_occupied(const struct kwatch *pw)
@@ -1308,7 +1324,7 @@ warm_occupied(const struct kwatch *pw)
 /* A free warm namespace of label l (new string), or NULL. */
 static char *
 warm_pick(struct sm_adapter *a, const struct kwatch *pw, const struct kwatch *nw,
-	  const struct sm_label *l)
+	  const struct sm_label *l, const json_t *skip)
 {
 	json_t *occ = warm_occupied(pw), *v;
 	const char *name;
@@ -1319,7 +1335,7 @@ warm_pick(struct sm_adapter *a, const struct kwatch *pw, const struct kwatch *nw
 		if (strcmp(np_json_str(v, "w", ""), l->name) != 0 ||
 		    strcmp(np_json_str(v, "p", ""), l->pool->name) != 0 ||
 		    json_object_get(v, "t") != NULL || json_object_get(a->claims, name) != NULL ||
-		    json_object_get(occ, name) != NULL)
+		    json_object_get(occ, name) != NULL || json_object_get(skip, name) != NULL)
 			continue;
 		out = strdup(name);
 		break;
@@ -1615,7 +1631,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 				return SM_AGAIN;
 			}
 			waiter_remove(k);
-			ns = warm_pick(a, pw, nw, k->label);
+			ns = warm_pick(a, pw, nw, k->label, k->full);
 			if (ns != NULL) {
 				free(k->ns);
 				k->ns = ns;
@@ -1690,6 +1706,11 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					 "rolebindings",
 					 k->ns);
 				slot_start(k, KS_BINDING, path, binding_body(k, cluster));
+				if (k->reuse) {
+					snprintf(path, sizeof(path),
+						 "/api/v1/namespaces/%s/resourcequotas", k->ns);
+					slot_start(k, KS_QUOTA, path, warm_quota_body());
+				}
 				if (k->pod != NULL && !k->resume) {
 					/* (namespace-reuse: a warm namespace this launch
 					 * makes; its uid is read from the answer) */
@@ -1928,6 +1949,21 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			}
 			if (k->err == NULL && k->status >= 400 && k->status != 409)
 				k->pod_maybe = 0; /* refused: not made */
+			if (k->reuse && k->err == NULL && k8s_status_is_quota(k->status, k->resp)) {
+				/* another's pod in the warm namespace (another
+				 * launcher of the provider took it): another one */
+				log_info(
+				    "provider %s: node %s: warm namespace %s is taken (%.200s): "
+				    "another",
+				    a->env->provider_name, k->node_id, k->ns,
+				    np_json_str(k->resp, "message", ""));
+				json_object_set_new(k->full, k->ns, json_true());
+				warm_release(a, k->ns, k->pod);
+				k->claimed = 0;
+				k->got = 0;
+				k->step = K_WARM;
+				continue;
+			}
 			if (k->err == NULL && k8s_sa_missing(k->status, k->resp) &&
 			    a->flavor != K8S_OPENSHIFTPODS) {
 				m_poll(k, K8S_POLL_TOKEN); /* launch-timeout bounds it */
@@ -2255,6 +2291,7 @@ machine_free(struct sm_machine *m)
 	free(k->ca_crt);
 	free(k->host_id);
 	free(k->pod_uid);
+	json_decref(k->full);
 	free(k->err);
 	free(m->external_id);
 	free(k);
@@ -2296,6 +2333,7 @@ k8s_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 			snprintf(name, sizeof(name), "%s-%s", args->label->name, k->node_id);
 			k->pod = strdup(name);
 			k->reuse = 1;
+			k->full = json_object();
 		} else if (is_pod_label(a, args->label))
 			k->pod = strdup(args->label->name);
 	}
@@ -2343,6 +2381,7 @@ k8s_resume_machine(struct sm_adapter *a, const struct sm_create_args *args, cons
 		   strchr(external_id, '/') != NULL) {
 		/* begun while the label had namespace-reuse */
 		k->reuse = 1;
+		k->full = json_object();
 		k->sa = K8S_DEFAULT_SA;
 	}
 	if (k->reuse) {
@@ -2600,12 +2639,13 @@ struct kwarm {
 	struct sm_adapter *a;
 	char ns[300];
 	const struct sm_label *label;
-	struct http_req *req[2];
-	int left, failed, conflict, stage; /* stage 0: namespace; 1: binding (and role) */
+	struct http_req *req[3];
+	int left, failed, conflict, stage; /* stage 0: namespace; 1: binding, quota (and role) */
 };
 
 static void warm_ahead_answer0(const struct http_response *res, void *arg);
 static void warm_ahead_answer1(const struct http_response *res, void *arg);
+static void warm_ahead_answer2(const struct http_response *res, void *arg);
 
 static void
 kwarm_free(struct kwarm *w)
@@ -2613,6 +2653,7 @@ kwarm_free(struct kwarm *w)
 	TAILQ_REMOVE(&w->a->warming, w, entry);
 	http_cancel(w->req[0]);
 	http_cancel(w->req[1]);
+	http_cancel(w->req[2]);
 	free(w);
 }
 
@@ -2620,8 +2661,11 @@ static void
 kwarm_call(struct kwarm *w, int i, const char *path, json_t *body)
 {
 	w->left++;
-	w->req[i] =
-	    kcall(w->a, "POST", path, body, i == 0 ? warm_ahead_answer0 : warm_ahead_answer1, w);
+	w->req[i] = kcall(w->a, "POST", path, body,
+			  i == 0   ? warm_ahead_answer0
+			  : i == 1 ? warm_ahead_answer1
+				   : warm_ahead_answer2,
+			  w);
 	json_decref(body);
 	if (w->req[i] == NULL) {
 		w->left--;
@@ -2655,6 +2699,8 @@ kwarm_objects(struct kwarm *w)
 			     "rbac.authorization.k8s.io", "kind", cluster ? "ClusterRole" : "Role",
 			     "name", cluster ? K8S_CROLE_POD : "zuul-restricted", "subjects",
 			     "kind", "ServiceAccount", "name", K8S_DEFAULT_SA, "namespace", w->ns));
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/resourcequotas", w->ns);
+	kwarm_call(w, 2, path, warm_quota_body());
 }
 
 static void
@@ -2713,6 +2759,15 @@ warm_ahead_answer1(const struct http_response *res, void *arg)
 	struct kwarm *w = arg;
 
 	w->req[1] = NULL;
+	warm_ahead_answer(res, w);
+}
+
+static void
+warm_ahead_answer2(const struct http_response *res, void *arg)
+{
+	struct kwarm *w = arg;
+
+	w->req[2] = NULL;
 	warm_ahead_answer(res, w);
 }
 

@@ -68,6 +68,9 @@ def test_reused_namespace_token_bound_to_its_pod(deployment, zuul, ksim):
     assert tok["bound"] == ["pods", c1["namespace"], c1["pod"], pod1["metadata"]["uid"]]
     (rb,) = objects(ksim, "rolebindings", c1["namespace"]).values()
     assert rb["roleRef"]["name"] == "nodepool-zuul-restricted"
+    # one pod at a time in a warm namespace, whatever launcher asks
+    (quota,) = objects(ksim, "resourcequotas", c1["namespace"]).values()
+    assert quota["spec"] == {"hard": {"pods": "1"}}
 
     # node 1 goes: its pod and its token with it, its namespace stays warm
     release(zuul, rid1, nid1)
@@ -229,3 +232,30 @@ def test_shrunk_provider_keeps_at_most_max_servers_warm(deployment, zuul, ksim):
     (left,) = warm_namespaces(ksim)
     rid, nid, n = serve(deployment, zuul, ksim, "pod")
     assert n["connection_port"]["namespace"] == left
+
+
+def test_taken_warm_namespace_is_passed_over(deployment, zuul, ksim):
+    """A free warm namespace in which a pod appears that this launcher
+    cannot see (another launcher's, made an instant earlier: here one
+    without the provider's labels) refuses the node's pod (its quota of
+    one pod); the node goes into another namespace and the other pod is
+    left alone."""
+    deployment.start_launcher("k8s", deployment.write_config(k8s_config([POD])))
+    rid, nid, n = serve(deployment, zuul, ksim, "pod")
+    ns = n["connection_port"]["namespace"]
+    release(zuul, rid, nid)
+    wait_for(lambda: pods_in(ksim, ns) == [], what="the node's pod gone")
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config_mod
+    import os
+    kc = k8s.Configuration()
+    k8s_config_mod.load_kube_config(config_file=os.environ["KUBECONFIG"], context="kubesim",
+                                    client_configuration=kc)
+    core = k8s.CoreV1Api(k8s.ApiClient(kc))
+    core.create_namespaced_pod(ns, {"metadata": {"name": "intruder"}, "spec": {
+        "containers": [{"name": "c", "image": "docker.io/fedora:40"}]}})
+    rid, nid, n = serve(deployment, zuul, ksim, "pod")
+    c = n["connection_port"]
+    assert c["namespace"] != ns
+    check_confined(ksim, c, ns)
+    assert pods_in(ksim, ns) == ["intruder"]
