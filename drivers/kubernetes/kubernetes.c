@@ -1249,25 +1249,31 @@ namespace_body(struct kmachine *k)
  * account) is already there, instead of a namespace of its own. A node
  * then costs three calls: the pod, a TokenRequest bound to it
  * (boundObjectRef kind Pod, its name and uid: the token is valid only
- * while that pod object exists), and the pod's delete. A warm namespace
- * holds at most one node's pod: it is claimed (a->claims) from the moment
- * a launch picks it until the pods watch says the node's pod is gone
- * (DELETED, or a read answering 404), a namespace in which the pods
- * watch sees any pod of ours is never picked, whatever the claims say (a
- * launcher that restarted has none), and each carries a ResourceQuota of
- * one pod (K8S_WARM_QUOTA), so that two launchers of the provider, whose
- * claims are their own, cannot both put a pod in one: the API refuses
- * the second (403 exceeded quota) and that launch picks another. The restricted rules let a token get
- * and list pods and exec into, read the logs of and port-forward to them:
- * it can create, change or delete no object (pods/exec "create" makes no
- * object), so once its pod is gone the namespace holds what it held
- * before the node. Warm namespaces are made on demand, when a launch
- * finds none free, so their number follows the high-water mark of the
- * label's nodes in use (bounded by max-servers); they are labelled
- * K8S_WARM_LABEL (and nodepool_provider_name, nodepool_pool_name) and leak
- * cleanup deletes the free ones of a label that no longer has
- * namespace-reuse and those above the pool's (else the provider's)
- * max-servers.
+ * while that pod object exists), and the pod's delete.
+ *
+ * A warm namespace holds at most one node's pod: it is claimed
+ * (a->claims) from the moment a launch picks it until the pods watch says
+ * the node's pod is gone (DELETED, or a read answering 404); a namespace
+ * in which the pods watch sees any pod of ours is never picked, whatever
+ * the claims say (a launcher that restarted has none); and each carries a
+ * ResourceQuota of one pod (K8S_WARM_QUOTA), so that two launchers of the
+ * provider, whose claims are their own, cannot both put a pod in one: the
+ * API refuses the second (403 exceeded quota) and that launch picks
+ * another.
+ *
+ * The restricted rules (role_rules(1)) let a token get and list pods and
+ * exec into, read the logs of and port-forward to them (the verbs on the
+ * subresources open a connection to an existing pod: none makes,
+ * changes or deletes an object), so once its pod is gone the namespace
+ * holds what it held before the node.
+ *
+ * Warm namespaces are made on demand, when a launch finds none free, so
+ * their number follows the high-water mark of the label's nodes in use
+ * (bounded by max-servers), and ahead of demand up to the label's
+ * warm-namespaces; they are labelled K8S_WARM_LABEL (and
+ * nodepool_provider_name, nodepool_pool_name), and leak cleanup deletes
+ * the free ones of a label that no longer has namespace-reuse and those
+ * above the pool's (else the provider's) max-servers.
  */
 static void warm_ns_delete(struct sm_adapter *a, const char *ns, const char *why);
 static int warm_wanted(const struct sm_adapter *a, const json_t *nsitems);
