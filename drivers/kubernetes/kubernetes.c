@@ -26,6 +26,10 @@
  *     connection_type "kubectl", interface_ip the pod name,
  *     connection_port the credential with "pod" added; host_id the
  *     Kubernetes node the pod runs on.
+ *   kubernetes `pod` with namespace-reuse (nodepoold's own, opt-in): a
+ *     pod "<label>-<node id>" in a warm namespace of its label, its token
+ *     bound to the pod; external_id "<namespace>/<pod>"; the credential
+ *     as above (see "warm namespaces").
  *
  * Tokens: a TokenRequest (POST serviceaccounts/<sa>/token) for
  * token-lifetime seconds, one call; the credential's ca_crt is then the
@@ -38,7 +42,9 @@
  * delete); upstream's 8 and more. Fewer would lose what upstream
  * guarantees: the namespace is the unit of confinement, a RoleBinding in
  * it the only grant RBAC confines to it, and the pod and the token are
- * what Zuul uses.
+ * what Zuul uses. A pod label with namespace-reuse keeps the namespace
+ * (and its binding) between nodes and binds each token to its node's pod
+ * instead: 3 calls (pod, token, pod delete) once its namespaces are warm.
  *   openshift `project` / `pod`: as above with a ProjectRequest instead of
  *     a namespace (connection_type "project" for projects), and a
  *     RoleBinding of the ClusterRole admin instead of a Role. A
@@ -84,6 +90,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include "lib/net/http.h"
 #include "lib/config/jsonget.h"
@@ -105,7 +112,11 @@ k8s_seg(const char *s, char *buf)
 	return url_segment(s != NULL ? s : "", buf, K8S_SEG_MAX) != NULL ? buf : "-";
 }
 
-#define K8S_USER	 "zuul-worker"
+#define K8S_USER "zuul-worker"
+/* namespace-reuse: the label naming a warm namespace's node label (the
+ * namespace has no nodepool_node_id: it outlives its nodes) */
+#define K8S_WARM_LABEL	 "nodepool_warm_label"
+#define K8S_WARM_QUOTA	 "nodepool-one-pod"
 #define K8S_DEFAULT_SA	 "default" /* the account the controller makes in every namespace */
 #define K8S_CALL_TIMEOUT 30.0	   /* s per API call */
 #define K8S_POLL_TOKEN	 0.2	   /* s between reads of the token secret */
@@ -133,10 +144,12 @@ k8s_seg(const char *s, char *buf)
 enum k8s_flavor { K8S_KUBERNETES, K8S_OPENSHIFT, K8S_OPENSHIFTPODS };
 
 struct kop;	 /* a listing or resource delete in flight */
+struct kwarm;	 /* a warm namespace made ahead of demand */
 struct kwatch;	 /* a list + watch of one collection */
 struct kmachine; /* a create or delete */
 
 static int k8s_label_quota_fill(const struct sm_label *l, struct drv_quota *out);
+static void warm_ahead(struct sm_adapter *a);
 
 struct sm_adapter {
 	const struct sm_env *env;
@@ -165,6 +178,12 @@ struct sm_adapter {
 	double crole_retry_at[2]; /* monotonic: CR_NONE after a failure lasts until then */
 	struct http_req *crole_req[2];
 	TAILQ_HEAD(, kmachine) crole_waiters; /* machines waiting for a ClusterRole */
+	/* namespace-reuse (see "warm namespaces"): warm namespace -> the pod
+	 * name of the node that holds it (launching, ready or deleting), or
+	 * "" for one being deleted by us; never handed to another node */
+	json_t *claims;
+	unsigned long long warm_made, warm_reused, warm_deleted, warm_ahead;
+	TAILQ_HEAD(, kwarm) warming; /* warm namespaces being made ahead */
 };
 
 static const char *
@@ -302,6 +321,14 @@ static int
 is_pod_label(const struct sm_adapter *a, const struct sm_label *l)
 {
 	return strcmp(label_type(a, l), "pod") == 0;
+}
+
+/* A kubernetes pod label with namespace-reuse: true (warm namespaces). */
+static int
+is_reuse_label(const struct sm_adapter *a, const struct sm_label *l)
+{
+	return a->flavor == K8S_KUBERNETES && is_pod_label(a, l) &&
+	       json_is_true(json_object_get(l->raw, "namespace-reuse"));
 }
 
 /* "{request.id}"-style fields of a dynamic label value. */
@@ -470,6 +497,7 @@ pod_body(const struct sm_adapter *a, const struct sm_label *l, const char *name,
 /* ---- create and delete machines -------------------------------------------------------------- */
 
 enum kstep {
+	K_WARM,	   /* namespace-reuse: a free warm namespace, else make one */
 	K_NS,	   /* namespace or project request */
 	K_OBJECTS, /* at once: service account, role, role binding */
 	K_TREQ,	   /* the account's token (TokenRequest) */
@@ -484,12 +512,12 @@ enum kstep {
 };
 
 static const char *const kstep_names[] = {
-    "namespace", "objects",  "token-request", "secret",	  "token",
-    "pod",	 "pod-wait", "done",	      "deleting", "delete-wait",
+    "warm-namespace", "namespace", "objects",  "token-request", "secret", "token", "pod",
+    "pod-wait",	      "done",	   "deleting", "delete-wait",
 };
 
 /* One of the calls K_OBJECTS makes at once. */
-enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_POD };
+enum kslot_kind { KS_SA, KS_ROLE, KS_BINDING, KS_POD, KS_QUOTA };
 struct kslot {
 	struct kmachine *k;
 	enum kslot_kind kind;
@@ -523,10 +551,18 @@ struct kmachine {
 	char wkey[600];
 	TAILQ_ENTRY(kmachine) centry; /* on crole_waiters */
 	int crole_waiting;
-	int pod_again;	       /* the pod was refused for want of the default account: again */
+	int pod_again; /* the pod was refused for want of the default account: again */
+	/* namespace-reuse: the node's pod goes into a warm namespace */
+	int reuse;
+	int claimed;	       /* ns is claimed (a->claims) for this machine's pod */
+	int made_ns;	       /* this machine makes the warm namespace */
+	int ns_ready;	       /* ... and its binding is made */
+	int pod_maybe;	       /* the pod's create was sent and not refused: it may exist */
+	char *pod_uid;	       /* the pod's metadata.uid (the token's boundObjectRef) */
+	json_t *full;	       /* warm namespaces whose quota refused our pod: not again */
 	double next_read;      /* monotonic: when a waiting machine reads by itself */
 	double deleted_at;     /* monotonic: the delete call answered */
-	struct kslot slots[4]; /* K_OBJECTS' calls (account, role, binding, pod) */
+	struct kslot slots[5]; /* K_OBJECTS' calls (account, role, binding, pod, quota) */
 	int nslots, slots_left;
 	/* the call in flight or answered */
 	struct http_req *req_h;
@@ -817,8 +853,23 @@ kwatch_summary(const struct kwatch *w, const json_t *obj)
 	const char *nn = NULL;
 	enum k8s_pod_state ps;
 
-	if (!w->pods)
-		return json_object();
+	if (!w->pods) {
+		/* namespaces: a warm one's label and pool, and whether it goes */
+		const json_t *md = json_object_get(obj, "metadata"),
+			     *lb = json_object_get(md, "labels");
+		json_t *sum = json_object();
+		const char *wl = np_json_str(lb, K8S_WARM_LABEL, NULL);
+		if (wl != NULL) {
+			json_object_set_new(sum, "w", json_string(wl));
+			json_object_set_new(sum, "p",
+					    json_string(np_json_str(lb, "nodepool_pool_name", "")));
+		}
+		if (json_object_get(md, "deletionTimestamp") != NULL ||
+		    strcmp(np_json_str(json_object_get(obj, "status"), "phase", ""),
+			   "Terminating") == 0)
+			json_object_set_new(sum, "t", json_true());
+		return sum;
+	}
 	ps = k8s_pod_read(obj, why, sizeof(why), &nn);
 	return json_pack("{s:i, s:s, s:s?}", "s", (int)ps, "r", why, "n", nn);
 }
@@ -941,6 +992,8 @@ kwatch_list_answer(const struct http_response *res, void *arg)
 	json_decref(body);
 	kwatch_wake(w, NULL);
 	kwatch_watch(w);
+	if (w == w->a->ns_watch)
+		warm_ahead(w->a);
 }
 
 static void
@@ -1162,6 +1215,14 @@ namespace_body(struct kmachine *k)
 {
 	struct sm_adapter *a = k->a;
 
+	if (k->reuse)
+		/* a warm namespace: no node id (it outlives its nodes) */
+		return json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s, s:s}}}", "apiVersion", "v1",
+				 "kind", "Namespace", "metadata", "name", k->ns, "labels",
+				 "nodepool_provider_name", a->env->provider_name,
+				 "nodepool_pool_name", k->label->pool->name, K8S_WARM_LABEL,
+				 k->label->name);
+
 	if (a->flavor == K8S_OPENSHIFT) {
 		char *desc = json_dumps(k->meta, JSON_COMPACT | JSON_SORT_KEYS);
 		char buf[1024];
@@ -1178,6 +1239,115 @@ namespace_body(struct kmachine *k)
 			 json_object_get(k->meta, "nodepool_node_id"), "nodepool_provider_name",
 			 json_object_get(k->meta, "nodepool_provider_name"), "nodepool_pool_name",
 			 json_object_get(k->meta, "nodepool_pool_name"));
+}
+
+/* ---- warm namespaces (namespace-reuse) ----------------------------------------------------------
+ *
+ * Beyond upstream, opt-in per pod label (namespace-reuse: true): a pod
+ * node's pod goes into a namespace kept warm for its label, whose
+ * RoleBinding (upstream's restricted rules for the namespace's default
+ * account) is already there, instead of a namespace of its own. A node
+ * then costs three calls: the pod, a TokenRequest bound to it
+ * (boundObjectRef kind Pod, its name and uid: the token is valid only
+ * while that pod object exists), and the pod's delete.
+ *
+ * A warm namespace holds at most one node's pod: it is claimed
+ * (a->claims) from the moment a launch picks it until the pods watch says
+ * the node's pod is gone (DELETED, or a read answering 404); a namespace
+ * in which the pods watch sees any pod of ours is never picked, whatever
+ * the claims say (a launcher that restarted has none); and each carries a
+ * ResourceQuota of one pod (K8S_WARM_QUOTA), so that two launchers of the
+ * provider, whose claims are their own, cannot both put a pod in one: the
+ * API refuses the second (403 exceeded quota) and that launch picks
+ * another.
+ *
+ * The restricted rules (role_rules(1)) let a token get and list pods and
+ * exec into, read the logs of and port-forward to them (the verbs on the
+ * subresources open a connection to an existing pod: none makes,
+ * changes or deletes an object), so once its pod is gone the namespace
+ * holds what it held before the node.
+ *
+ * Warm namespaces are made on demand, when a launch finds none free, so
+ * their number follows the high-water mark of the label's nodes in use
+ * (bounded by max-servers), and ahead of demand up to the label's
+ * warm-namespaces; they are labelled K8S_WARM_LABEL (and
+ * nodepool_provider_name, nodepool_pool_name), and leak cleanup deletes
+ * the free ones of a label that no longer has namespace-reuse and those
+ * above the pool's (else the provider's) max-servers.
+ */
+static void warm_ns_delete(struct sm_adapter *a, const char *ns, const char *why);
+static int warm_wanted(const struct sm_adapter *a, const json_t *nsitems);
+static json_t *warm_cleanup(struct sm_adapter *a, const json_t *nsitems, const json_t *pods);
+static long long warm_cap(const struct sm_adapter *a, const struct sm_label *l);
+
+static void
+warm_claim(struct sm_adapter *a, const char *ns, const char *pod)
+{
+	json_object_set_new(a->claims, ns, json_string(pod));
+}
+
+/* The claim of pod on ns ends (its pod is gone or was never made). */
+static void
+warm_release(struct sm_adapter *a, const char *ns, const char *pod)
+{
+	const char *c = json_string_value(json_object_get(a->claims, ns));
+
+	if (c != NULL && strcmp(c, pod) == 0)
+		json_object_del(a->claims, ns);
+}
+
+/* The ResourceQuota every warm namespace carries: one pod at a time,
+ * whatever the claims of two launchers of the provider say (the API
+ * refuses a second pod: 403 exceeded quota). New reference. */
+static json_t *
+warm_quota_body(void)
+{
+	return json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:s}}}", "apiVersion", "v1", "kind",
+			 "ResourceQuota", "metadata", "name", K8S_WARM_QUOTA, "spec", "hard",
+			 "pods", "1");
+}
+
+/* The namespaces in which the pods watch (synced) sees a pod: ns -> true. */
+static json_t *
+warm_occupied(const struct kwatch *pw)
+{
+	json_t *occ = json_object(), *v;
+	const char *key;
+
+	json_object_foreach(pw->objs, key, v)
+	{
+		char ns[300];
+		size_t n = strcspn(key, "/");
+		if (n < sizeof(ns)) {
+			memcpy(ns, key, n);
+			ns[n] = '\0';
+			json_object_set_new(occ, ns, json_true());
+		}
+	}
+	return occ;
+}
+
+/* A free warm namespace of label l (new string), or NULL. */
+static char *
+warm_pick(struct sm_adapter *a, const struct kwatch *pw, const struct kwatch *nw,
+	  const struct sm_label *l, const json_t *skip)
+{
+	json_t *occ = warm_occupied(pw), *v;
+	const char *name;
+	char *out = NULL;
+
+	json_object_foreach(nw->objs, name, v)
+	{
+		if (strcmp(np_json_str(v, "w", ""), l->name) != 0 ||
+		    strcmp(np_json_str(v, "p", ""), l->pool->name) != 0 ||
+		    json_object_get(v, "t") != NULL || json_object_get(a->claims, name) != NULL ||
+		    json_object_get(occ, name) != NULL || json_object_get(skip, name) != NULL)
+			continue;
+		out = strdup(name);
+		break;
+	}
+	json_decref(occ);
+	return out;
 }
 
 /* The rules of the role a node's account gets (upstream's Role "zuul" or,
@@ -1274,6 +1444,8 @@ crole_answer(const struct http_response *res, void *arg, int i)
 	}
 	json_decref(body);
 	crole_wake(a);
+	if (i == 0)
+		warm_ahead(a);
 }
 
 static void
@@ -1357,6 +1529,15 @@ binding_body(struct kmachine *k, int cluster)
 			 "ServiceAccount", "name", k->sa, "namespace", k->ns);
 }
 
+/* An object's metadata.uid (new string), or NULL. */
+static char *
+k8s_meta_uid(const json_t *obj)
+{
+	const char *u = np_json_str(json_object_get(obj, "metadata"), "uid", NULL);
+
+	return u != NULL && u[0] != '\0' ? strdup(u) : NULL;
+}
+
 /* The credential's ca_crt as upstream hands it: the CA's PEM base64-encoded
  * (upstream passes the token secret's data["ca.crt"] on undecoded, and for
  * openshiftpods encodes the kubeconfig's CA), which Zuul's executor writes
@@ -1387,7 +1568,9 @@ make_instance(struct kmachine *k)
 	json_t *cred = json_object();
 	const char *pp = np_json_str(k->label->raw, "python-path", "auto");
 
-	sm_set_str(&in->external_id, a->flavor == K8S_OPENSHIFTPODS ? k->pod : k->ns);
+	sm_set_str(&in->external_id, k->reuse			      ? k->m.external_id
+				     : a->flavor == K8S_OPENSHIFTPODS ? k->pod
+								      : k->ns);
 	in->ready = 1;
 	json_decref(in->metadata);
 	in->metadata = json_deep_copy(k->meta);
@@ -1435,11 +1618,56 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 	for (;;) {
 		m->state = kstep_names[k->step];
 		switch (k->step) {
+		case K_WARM: {
+			/* namespace-reuse: a free warm namespace (both watches
+			 * synced: a pod of ours in it is seen), else a new one */
+			struct kwatch *pw = kwatch_use(pod_watch(a, NULL)),
+				      *nw = kwatch_use(a->ns_watch);
+			char *ns;
+			if (pw == NULL || nw == NULL) {
+				m->error = SM_E_FAILED;
+				snprintf(m->error_msg, sizeof(m->error_msg),
+					 "namespace-reuse needs to list and watch pods and "
+					 "namespaces, which the provider's credentials may not");
+				return SM_ERROR;
+			}
+			if (!pw->synced || !nw->synced) {
+				waiter_add(k, !pw->synced ? pw : nw, ""); /* the list wakes all */
+				m->retry_in = K8S_WATCH_FALLBACK;
+				return SM_AGAIN;
+			}
+			waiter_remove(k);
+			ns = warm_pick(a, pw, nw, k->label, k->full);
+			if (ns != NULL) {
+				free(k->ns);
+				k->ns = ns;
+				a->warm_reused++;
+				k->step = K_POD;
+			} else {
+				unsigned char rb[3] = {0, 0, 0};
+				char name[300];
+				if (RAND_bytes(rb, sizeof(rb)) != 1)
+					rb[0] = (unsigned char)(np_mono_s() * 1000);
+				snprintf(name, sizeof(name), "%.200s-reuse-%.40s-%02x%02x%02x",
+					 k->label->pool->name, k->node_id, rb[0], rb[1], rb[2]);
+				free(k->ns);
+				k->ns = strdup(name);
+				k->made_ns = 1;
+				a->warm_made++;
+				k->step = K_NS;
+			}
+			warm_claim(a, k->ns, k->pod);
+			k->claimed = 1;
+			snprintf(path, sizeof(path), "%s/%s", k->ns, k->pod);
+			sm_set_str(&m->external_id, path);
+			continue;
+		}
 		case K_NS:
 			if (!k->got) {
 				/* named at once: an abandoned attempt is cleaned up */
-				sm_set_str(&m->external_id,
-					   a->flavor == K8S_OPENSHIFTPODS ? k->pod : k->ns);
+				if (!k->reuse)
+					sm_set_str(&m->external_id,
+						   a->flavor == K8S_OPENSHIFTPODS ? k->pod : k->ns);
 				if (a->flavor == K8S_OPENSHIFTPODS) {
 					k->step = K_POD;
 					continue;
@@ -1484,12 +1712,20 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					 "rolebindings",
 					 k->ns);
 				slot_start(k, KS_BINDING, path, binding_body(k, cluster));
+				if (k->reuse) {
+					snprintf(path, sizeof(path),
+						 "/api/v1/namespaces/%s/resourcequotas", k->ns);
+					slot_start(k, KS_QUOTA, path, warm_quota_body());
+				}
 				if (k->pod != NULL && !k->resume) {
+					/* (namespace-reuse: a warm namespace this launch
+					 * makes; its uid is read from the answer) */
 					snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods",
 						 k->ns);
 					slot_start(k, KS_POD, path,
 						   pod_body(a, k->label, k->pod, k->meta, k->req));
 					k->pod_created = np_mono_s();
+					k->pod_maybe = 1;
 				}
 				if (k->slots_left > 0) {
 					m->retry_in = 3600; /* woken by the last answer */
@@ -1504,11 +1740,22 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 					 * again once the token is asked for */
 					sl->status = 201;
 					k->pod_again = 1;
+				} else if (sl->kind == KS_POD && sl->err == NULL &&
+					   sl->status >= 200 && sl->status < 300) {
+					free(k->pod_uid);
+					k->pod_uid = k8s_meta_uid(sl->resp);
 				}
 			}
 			if (slots_failed(k))
 				return m_fail(k);
 			k->got = 0;
+			k->ns_ready = 1;
+			if (k->reuse) {
+				/* the token once the pod is there (bound to it) */
+				k->step = k->pod_again || k->pod_uid == NULL ? K_POD : K_TREQ;
+				k->pod_again = 0;
+				continue;
+			}
 			k->step = a->token_secret ? K_SECRET : K_TREQ;
 			continue;
 		}
@@ -1516,15 +1763,37 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			/* the account's token, one call (TokenRequest) */
 			double exp = 0, now = (double)time(NULL), granted;
 			char *tok = NULL;
+			json_t *body;
 			if (!k->got) {
 				snprintf(path, sizeof(path),
 					 "/api/v1/namespaces/%s/serviceaccounts/%s/token", k->ns,
 					 k->sa);
-				return m_call(k, "POST", path,
-					      json_pack("{s:s, s:s, s:{s:I}}", "apiVersion",
-							"authentication.k8s.io/v1", "kind",
-							"TokenRequest", "spec", "expirationSeconds",
-							(json_int_t)a->token_lifetime));
+				body = json_pack("{s:s, s:s, s:{s:I}}", "apiVersion",
+						 "authentication.k8s.io/v1", "kind", "TokenRequest",
+						 "spec", "expirationSeconds",
+						 (json_int_t)a->token_lifetime);
+				if (k->reuse)
+					/* the token dies with the pod object */
+					json_object_set_new(
+					    json_object_get(body, "spec"), "boundObjectRef",
+					    json_pack("{s:s, s:s, s:s, s:s}", "apiVersion", "v1",
+						      "kind", "Pod", "name", k->pod, "uid",
+						      k->pod_uid ? k->pod_uid : ""));
+				return m_call(k, "POST", path, body);
+			}
+			if (k->reuse && !ok_status(k)) {
+				/* no fallback: an unbound token would outlive the pod */
+				if (k->err == NULL && (k->status == 404 || k->status == 405) &&
+				    np_json_str(json_object_get(k->resp, "details"), "name",
+						NULL) == NULL) {
+					m->error = SM_E_FAILED;
+					snprintf(m->error_msg, sizeof(m->error_msg),
+						 "namespace-reuse needs the TokenRequest API "
+						 "(Kubernetes 1.20 and later): %d",
+						 k->status);
+					return SM_ERROR;
+				}
+				return m_fail(k);
 			}
 			if (k->err == NULL && k->status == 404 &&
 			    strcmp(np_json_str(json_object_get(k->resp, "details"), "name", ""),
@@ -1561,7 +1830,12 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			 * server shortens to its maximum, else the expiry */
 			granted = np_json_num(json_object_get(k->resp, "spec"), "expirationSeconds",
 					      exp > 0 ? exp - now : -1);
-			if (granted >= 0 && granted < (double)a->token_lifetime / 2) {
+			if (granted >= 0 && granted < (double)a->token_lifetime / 2 && k->reuse)
+				log_warn("provider %s: node %s: the API server grants its token "
+					 "for %.0f s, not the %lld s of token-lifetime",
+					 a->env->provider_name, k->node_id, granted,
+					 a->token_lifetime);
+			else if (granted >= 0 && granted < (double)a->token_lifetime / 2) {
 				/* the server grants much less than asked (its
 				 * --service-account-max-token-expiration): a ready
 				 * node could outlive its token; upstream's token
@@ -1585,6 +1859,7 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 			k->ca_crt = a->conn.ca_pem != NULL ? strdup(a->conn.ca_pem) : NULL;
 			k->got = 0;
 			k->step = k->pod == NULL	      ? K_DONE
+				  : k->reuse		      ? K_WAIT
 				  : k->pod_again || k->resume ? K_POD
 							      : K_WAIT;
 			if (k->pod_again && !k->resume) {
@@ -1666,13 +1941,34 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 				if (k->status == 404)
 					continue; /* not made yet: make it */
 				k->pod_created = np_mono_s();
-				k->step = K_WAIT;
+				k->pod_maybe = 1;
+				free(k->pod_uid);
+				k->pod_uid = k8s_meta_uid(k->resp);
+				k->step = k->reuse && k->token == NULL ? K_TREQ : K_WAIT;
 				continue;
 			}
 			if (!k->got) {
 				snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", k->ns);
+				k->pod_maybe = 1;
 				return m_call(k, "POST", path,
 					      pod_body(a, k->label, k->pod, k->meta, k->req));
+			}
+			if (k->err == NULL && k->status >= 400 && k->status != 409)
+				k->pod_maybe = 0; /* refused: not made */
+			if (k->reuse && k->err == NULL && k8s_status_is_quota(k->status, k->resp)) {
+				/* another's pod in the warm namespace (another
+				 * launcher of the provider took it): another one */
+				log_info(
+				    "provider %s: node %s: warm namespace %s is taken (%.200s): "
+				    "another",
+				    a->env->provider_name, k->node_id, k->ns,
+				    np_json_str(k->resp, "message", ""));
+				json_object_set_new(k->full, k->ns, json_true());
+				warm_release(a, k->ns, k->pod);
+				k->claimed = 0;
+				k->got = 0;
+				k->step = K_WARM;
+				continue;
 			}
 			if (k->err == NULL && k8s_sa_missing(k->status, k->resp) &&
 			    a->flavor != K8S_OPENSHIFTPODS) {
@@ -1683,6 +1979,18 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 				return m_fail(k);
 			k->pod_created = np_mono_s();
 			k->got = 0;
+			free(k->pod_uid);
+			k->pod_uid = k8s_meta_uid(k->resp);
+			if (k->reuse) {
+				if (k->pod_uid == NULL) {
+					m->error = SM_E_FAILED;
+					snprintf(m->error_msg, sizeof(m->error_msg),
+						 "%.200s: the answer has no metadata.uid", k->what);
+					return SM_ERROR;
+				}
+				k->step = K_TREQ;
+				continue;
+			}
 			k->step = K_WAIT;
 			continue;
 		case K_WAIT: {
@@ -1783,17 +2091,92 @@ pods_project(const struct sm_adapter *a, size_t i)
 	return a->env->cfg->pools[i].name;
 }
 
+/* The delete of a namespace-reuse node: its pod (k->ns, k->pod), then
+ * until the pods watch (or a read) says it is gone. */
+static enum sm_status
+delete_pod_advance(struct kmachine *k)
+{
+	struct sm_adapter *a = k->a;
+	struct sm_machine *m = &k->m;
+	struct kwatch *w;
+	double now = np_mono_s();
+	char path[1024], key[600];
+
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", SEG(k->ns), SEG(k->pod));
+	m->state = kstep_names[k->step];
+	if (k->step == D_DELETE) {
+		if (!k->got)
+			return m_call(k, "DELETE", path,
+				      json_pack("{s:s, s:s, s:s}", "apiVersion", "v1", "kind",
+						"DeleteOptions", "propagationPolicy",
+						"Background"));
+		if (k->err == NULL && k->status == 404) {
+			m->error = SM_E_NOTFOUND;
+			snprintf(m->error_msg, sizeof(m->error_msg), "pod %.200s not found",
+				 m->external_id);
+			return SM_ERROR;
+		}
+		if (!ok_status(k))
+			return m_fail(k);
+		k->got = 0;
+		k->step = D_WAIT;
+		k->deleted_at = now;
+	}
+	w = kwatch_use(pod_watch(a, k->ns));
+	if (k->got) {
+		if (k->err == NULL && k->status == 404) {
+			waiter_remove(k);
+			return SM_DONE;
+		}
+		if (!ok_status(k))
+			return m_fail(k);
+		k->got = 0;
+		if (w == NULL) {
+			m_poll(k, K8S_POLL_DELETE);
+			return SM_AGAIN;
+		}
+	}
+	if (w == NULL)
+		return m_call(k, "GET", path, NULL);
+	snprintf(key, sizeof(key), "%s/%s", k->ns, k->pod);
+	if (json_object_get(w->gone, key) != NULL ||
+	    (w->synced && w->list_started >= k->deleted_at &&
+	     json_object_get(w->objs, key) == NULL)) {
+		waiter_remove(k);
+		return SM_DONE;
+	}
+	waiter_add(k, w, key);
+	if (k->next_read == 0)
+		k->next_read = now + K8S_WATCH_FALLBACK;
+	if (now >= k->next_read) {
+		waiter_remove(k);
+		k->next_read = now + K8S_WATCH_FALLBACK;
+		return m_call(k, "GET", path, NULL);
+	}
+	m->retry_in = k->next_read - now;
+	return SM_AGAIN;
+}
+
 static enum sm_status
 delete_advance(struct sm_machine *m, struct sm_instance **out)
 {
 	struct kmachine *k = (struct kmachine *)m;
 	struct sm_adapter *a = k->a;
 	char path[1024];
+	enum sm_status st;
 
 	(void)out;
 	if (k->req_h != NULL) {
 		m->retry_in = 3600;
 		return SM_AGAIN;
+	}
+	if (k->reuse) {
+		/* a pod in a warm namespace: its namespace is free again once
+		 * the pod is seen gone */
+		st = delete_pod_advance(k);
+		if (st != SM_AGAIN)
+			warm_release(a, k->ns, k->pod);
+		return st;
 	}
 	if (a->flavor == K8S_OPENSHIFTPODS) {
 		const char *proj = pods_project(a, k->pool_i);
@@ -1885,11 +2268,22 @@ delete_advance(struct sm_machine *m, struct sm_instance **out)
 	}
 }
 
+static const struct sm_machine_ops create_ops;
+
 static void
 machine_free(struct sm_machine *m)
 {
 	struct kmachine *k = (struct kmachine *)m;
 
+	if (k->m.ops == &create_ops && k->claimed) {
+		if (k->made_ns && !k->ns_ready)
+			/* no binding yet: not fit to be a warm namespace */
+			warm_ns_delete(k->a, k->ns,
+				       "its launch failed before its binding was made");
+		else if (!k->pod_maybe)
+			warm_release(k->a, k->ns, k->pod);
+		/* else the node's delete (of external_id) ends the claim */
+	}
 	waiter_remove(k);
 	crole_waiter_remove(k);
 	http_cancel(k->req_h);
@@ -1902,6 +2296,8 @@ machine_free(struct sm_machine *m)
 	privsep_free_secret_str(k->token);
 	free(k->ca_crt);
 	free(k->host_id);
+	free(k->pod_uid);
+	json_decref(k->full);
 	free(k->err);
 	free(m->external_id);
 	free(k);
@@ -1938,7 +2334,13 @@ k8s_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	} else {
 		snprintf(name, sizeof(name), "%s-%s", args->label->pool->name, k->node_id);
 		k->ns = strdup(name);
-		if (is_pod_label(a, args->label))
+		if (is_reuse_label(a, args->label)) {
+			/* a warm namespace holds pods of successive nodes */
+			snprintf(name, sizeof(name), "%s-%s", args->label->name, k->node_id);
+			k->pod = strdup(name);
+			k->reuse = 1;
+			k->full = json_object();
+		} else if (is_pod_label(a, args->label))
 			k->pod = strdup(args->label->name);
 	}
 	/* A pod node's token may exec into, read the logs of and forward
@@ -1950,9 +2352,10 @@ k8s_create_machine(struct sm_adapter *a, const struct sm_create_args *args)
 	 * Namespace nodes (whose token may make workloads there, which would
 	 * run with it) and openshift (which binds admin) keep upstream's
 	 * zuul-worker. */
-	k->sa = a->flavor == K8S_KUBERNETES && k->pod != NULL && !a->token_secret ? K8S_DEFAULT_SA
-										  : K8S_USER;
-	k->step = K_NS;
+	k->sa = a->flavor == K8S_KUBERNETES && k->pod != NULL && (!a->token_secret || k->reuse)
+		    ? K8S_DEFAULT_SA
+		    : K8S_USER;
+	k->step = k->reuse ? K_WARM : K_NS;
 	a->creates++;
 	return &k->m;
 }
@@ -1974,6 +2377,39 @@ k8s_resume_machine(struct sm_adapter *a, const struct sm_create_args *args, cons
 
 	a->creates--; /* not a create */
 	k->resume = 1;
+	if (k->reuse && strchr(external_id, '/') == NULL) {
+		/* begun before the label had namespace-reuse: as it was begun */
+		k->reuse = 0;
+		free(k->pod);
+		k->pod = strdup(args->label->name);
+		k->step = K_NS;
+	} else if (!k->reuse && a->flavor == K8S_KUBERNETES && k->pod != NULL &&
+		   strchr(external_id, '/') != NULL) {
+		/* begun while the label had namespace-reuse */
+		k->reuse = 1;
+		k->full = json_object();
+		k->sa = K8S_DEFAULT_SA;
+	}
+	if (k->reuse) {
+		/* "<warm namespace>/<pod>": made again where missing (409
+		 * otherwise), the pod looked for first */
+		const char *sl = strchr(external_id, '/');
+		if (sl == NULL || strcmp(sl + 1, k->pod) != 0)
+			log_warn("kubernetes: resuming %s, whose pod the node's id names %s",
+				 external_id, k->pod);
+		free(k->ns);
+		k->ns = strndup(external_id, sl != NULL ? (size_t)(sl - external_id) : 0);
+		if (sl != NULL) {
+			free(k->pod);
+			k->pod = strdup(sl + 1);
+		}
+		warm_claim(a, k->ns, k->pod);
+		k->claimed = 1;
+		k->ns_ready = 1; /* never deleted for a failure here: it may be another's */
+		k->step = K_NS;
+		sm_set_str(&k->m.external_id, external_id);
+		return &k->m;
+	}
 	if (strcmp(external_id, a->flavor == K8S_OPENSHIFTPODS ? k->pod : k->ns) != 0)
 		log_warn("kubernetes: resuming %s, which the node's id names %s", external_id,
 			 a->flavor == K8S_OPENSHIFTPODS ? k->pod : k->ns);
@@ -1993,6 +2429,13 @@ k8s_delete_machine(struct sm_adapter *a, const char *external_id)
 	k->m.external_id = strdup(external_id);
 	k->a = a;
 	k->step = D_DELETE;
+	if (a->flavor == K8S_KUBERNETES && strchr(external_id, '/') != NULL) {
+		/* "<warm namespace>/<pod>": a namespace-reuse node */
+		const char *sl = strchr(external_id, '/');
+		k->reuse = 1;
+		k->ns = strndup(external_id, (size_t)(sl - external_id));
+		k->pod = strdup(sl + 1);
+	}
 	a->deletes++;
 	return &k->m;
 }
@@ -2008,7 +2451,9 @@ struct kop {
 	sm_done_cb dcb;
 	void *arg;
 	size_t pool_i; /* openshiftpods listings: the pool project next */
-	json_t *items; /* collected (openshiftpods) */
+	json_t *items; /* collected (openshiftpods; kubernetes: namespaces) */
+	json_t *pods;  /* kubernetes with warm namespaces: the provider's pods */
+	int stage;     /* kubernetes: 0 namespaces, 1 pods */
 	char *id;      /* deletes */
 	char type[16];
 };
@@ -2018,6 +2463,7 @@ kop_free(struct kop *o)
 {
 	TAILQ_REMOVE(&o->a->ops, o, entry);
 	json_decref(o->items);
+	json_decref(o->pods);
 	free(o->id);
 	free(o);
 }
@@ -2045,19 +2491,35 @@ list_answer(const struct http_response *res, void *arg)
 		kop_free(o);
 		return;
 	}
-	json_array_extend(o->items, json_object_get(body, "items"));
+	if (o->stage == 1) {
+		json_decref(o->pods);
+		o->pods = json_incref(json_object_get(body, "items"));
+	} else
+		json_array_extend(o->items, json_object_get(body, "items"));
 	json_decref(body);
 	if (a->flavor == K8S_OPENSHIFTPODS && pods_project(a, o->pool_i) != NULL) {
 		list_next(o);
 		return;
 	}
+	if (a->flavor == K8S_KUBERNETES && o->stage == 0 && warm_wanted(a, o->items)) {
+		/* warm namespaces: their pods are the nodes' */
+		o->stage = 1;
+		list_next(o);
+		return;
+	}
 	owned = k8s_list_owned(o->items, a->flavor == K8S_OPENSHIFT, a->env->provider_name);
+	if (o->pods != NULL) {
+		json_t *wp = warm_cleanup(a, o->items, o->pods);
+		json_array_extend(owned, wp);
+		json_decref(wp);
+	}
 	v = calloc(json_array_size(owned) + 1, sizeof(*v));
 	if (v == NULL)
 		abort();
 	json_array_foreach(owned, i, it)
 	{
-		v[n].type = o->type;
+		v[n].type =
+		    json_object_get(it, "type") != NULL ? np_json_str(it, "type", "") : o->type;
 		v[n].id = json_string_value(json_object_get(it, "name"));
 		v[n].metadata = json_object_get(it, "metadata");
 		n++;
@@ -2078,7 +2540,9 @@ list_next(struct kop *o)
 		snprintf(path, sizeof(path),
 			 "/api/v1/namespaces/%s/pods?labelSelector=", pods_project(a, o->pool_i));
 		o->pool_i++;
-	} else if (a->flavor == K8S_OPENSHIFTPODS) {
+	} else if (o->stage == 1)
+		snprintf(path, sizeof(path), "/api/v1/pods?labelSelector=");
+	else if (a->flavor == K8S_OPENSHIFTPODS) {
 		/* no pools: whatever pods of the provider the account can see */
 		snprintf(path, sizeof(path), "/api/v1/pods?labelSelector=");
 	} else if (a->flavor == K8S_OPENSHIFT)
@@ -2146,7 +2610,16 @@ k8s_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_c
 	if (a->flavor == K8S_OPENSHIFTPODS)
 		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s",
 			 SEG(np_json_str(r->metadata, "nodepool_pool_name", "")), SEG(r->id));
-	else if (a->flavor == K8S_OPENSHIFT)
+	else if (strcmp(r->type, "pod") == 0 && strchr(r->id, '/') != NULL) {
+		/* a leaked pod in a warm namespace ("<namespace>/<pod>"); its
+		 * namespace is free once the pods watch sees no pod in it (a
+		 * claim this launcher holds on it stays: the namespace then
+		 * waits for the next start) */
+		char ns[300];
+		const char *sl = strchr(r->id, '/');
+		snprintf(ns, sizeof(ns), "%.*s", (int)(sl - r->id), r->id);
+		snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", SEG(ns), SEG(sl + 1));
+	} else if (a->flavor == K8S_OPENSHIFT)
 		snprintf(path, sizeof(path), "/apis/project.openshift.io/v1/projects/%s",
 			 SEG(r->id));
 	else
@@ -2155,6 +2628,419 @@ k8s_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_c
 			 "propagationPolicy", "Background");
 	o->req = kcall(a, "DELETE", path, body, delete_answer, o);
 	json_decref(body);
+}
+
+/* ---- warm namespaces made ahead of demand -------------------------------------------------------
+ *
+ * A label's warm-namespaces: N (with namespace-reuse) has leak cleanup
+ * keep at least N warm namespaces of the label (at most its max-servers),
+ * made before any launch needs them, as min-ready keeps nodes: the
+ * namespace, then its binding (and a Role when ClusterRoles cannot be
+ * made); claimed ("") until the binding is made, deleted if it cannot be.
+ * Launches still make one when they find none free, so the count also
+ * follows the high-water mark of nodes in use.
+ */
+struct kwarm {
+	TAILQ_ENTRY(kwarm) entry;
+	struct sm_adapter *a;
+	char ns[300];
+	const struct sm_label *label;
+	struct http_req *req[3];
+	int left, failed, conflict, stage; /* stage 0: namespace; 1: binding, quota (and role) */
+};
+
+static void warm_ahead_answer0(const struct http_response *res, void *arg);
+static void warm_ahead_answer1(const struct http_response *res, void *arg);
+static void warm_ahead_answer2(const struct http_response *res, void *arg);
+
+static void
+kwarm_free(struct kwarm *w)
+{
+	TAILQ_REMOVE(&w->a->warming, w, entry);
+	http_cancel(w->req[0]);
+	http_cancel(w->req[1]);
+	http_cancel(w->req[2]);
+	free(w);
+}
+
+static void
+kwarm_call(struct kwarm *w, int i, const char *path, json_t *body)
+{
+	w->left++;
+	w->req[i] = kcall(w->a, "POST", path, body,
+			  i == 0   ? warm_ahead_answer0
+			  : i == 1 ? warm_ahead_answer1
+				   : warm_ahead_answer2,
+			  w);
+	json_decref(body);
+	if (w->req[i] == NULL) {
+		w->left--;
+		w->failed = 1;
+	}
+}
+
+/* Start the namespace's binding (and Role): cluster as crole_ready. */
+static void
+kwarm_objects(struct kwarm *w)
+{
+	struct sm_adapter *a = w->a;
+	int cluster = a->crole[0] == CR_READY;
+	char path[1024];
+
+	w->stage = 1;
+	if (!cluster) {
+		snprintf(path, sizeof(path),
+			 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/roles", w->ns);
+		kwarm_call(w, 0, path,
+			   json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion",
+				     "rbac.authorization.k8s.io/v1", "kind", "Role", "metadata",
+				     "name", "zuul-restricted", "rules", role_rules(1)));
+	}
+	snprintf(path, sizeof(path),
+		 "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings", w->ns);
+	kwarm_call(w, 1, path,
+		   json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}]}",
+			     "apiVersion", "rbac.authorization.k8s.io/v1", "kind", "RoleBinding",
+			     "metadata", "name", "zuul-role", "roleRef", "apiGroup",
+			     "rbac.authorization.k8s.io", "kind", cluster ? "ClusterRole" : "Role",
+			     "name", cluster ? K8S_CROLE_POD : "zuul-restricted", "subjects",
+			     "kind", "ServiceAccount", "name", K8S_DEFAULT_SA, "namespace", w->ns));
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/resourcequotas", w->ns);
+	kwarm_call(w, 2, path, warm_quota_body());
+}
+
+static void
+warm_ahead_answer(const struct http_response *res, struct kwarm *w)
+{
+	struct sm_adapter *a = w->a;
+	json_t *body = k8s_answer_json(res->body, res->body_len);
+	char msg[512];
+
+	w->left--;
+	if (res->error != NULL || res->status < 200 || res->status >= 300) {
+		k8s_status_describe(w->stage == 0 ? "POST namespaces" : "POST rolebindings",
+				    res->status, res->error, body, msg, sizeof(msg));
+		log_warn("provider %s: warm namespace %s: %s", a->env->provider_name, w->ns, msg);
+		w->failed = 1;
+		w->conflict = w->stage == 0 && res->error == NULL && res->status == 409;
+	}
+	json_decref(body);
+	if (w->left > 0)
+		return;
+	if (w->failed) {
+		if (w->conflict)
+			json_object_del(a->claims, w->ns); /* not ours: leave it */
+		else
+			warm_ns_delete(a, w->ns, "its binding could not be made");
+		kwarm_free(w);
+		return;
+	}
+	if (w->stage == 0) {
+		kwarm_objects(w);
+		if (w->left == 0) {
+			warm_ns_delete(a, w->ns, "its binding could not be made");
+			kwarm_free(w);
+		}
+		return;
+	}
+	json_object_del(a->claims, w->ns); /* ready: free */
+	a->warm_ahead++;
+	log_info("provider %s: warm namespace %s made ahead for label %s", a->env->provider_name,
+		 w->ns, w->label->name);
+	kwarm_free(w);
+}
+
+static void
+warm_ahead_answer0(const struct http_response *res, void *arg)
+{
+	struct kwarm *w = arg;
+
+	w->req[0] = NULL;
+	warm_ahead_answer(res, w);
+}
+
+static void
+warm_ahead_answer1(const struct http_response *res, void *arg)
+{
+	struct kwarm *w = arg;
+
+	w->req[1] = NULL;
+	warm_ahead_answer(res, w);
+}
+
+static void
+warm_ahead_answer2(const struct http_response *res, void *arg)
+{
+	struct kwarm *w = arg;
+
+	w->req[2] = NULL;
+	warm_ahead_answer(res, w);
+}
+
+/* Start one warm namespace of label l ahead of demand. */
+static void
+warm_ahead_one(struct sm_adapter *a, const struct sm_label *l)
+{
+	struct kwarm *w = calloc(1, sizeof(*w));
+	unsigned char rb[4] = {0, 0, 0, 0};
+	json_t *body;
+
+	if (w == NULL)
+		abort();
+	w->a = a;
+	w->label = l;
+	if (RAND_bytes(rb, sizeof(rb)) != 1)
+		rb[0] = (unsigned char)(np_mono_s() * 1000);
+	snprintf(w->ns, sizeof(w->ns), "%.200s-reuse-%02x%02x%02x%02x", l->pool->name, rb[0], rb[1],
+		 rb[2], rb[3]);
+	TAILQ_INSERT_TAIL(&a->warming, w, entry);
+	json_object_set_new(a->claims, w->ns, json_string("")); /* not before its binding */
+	body = json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s, s:s}}}", "apiVersion", "v1", "kind",
+			 "Namespace", "metadata", "name", w->ns, "labels", "nodepool_provider_name",
+			 a->env->provider_name, "nodepool_pool_name", l->pool->name, K8S_WARM_LABEL,
+			 l->name);
+	kwarm_call(w, 0, "/api/v1/namespaces", body);
+	if (w->left == 0) {
+		json_object_del(a->claims, w->ns);
+		kwarm_free(w);
+	}
+}
+
+/* Whether a label of the provider asks for warm namespaces ahead. */
+static int
+warm_ahead_wanted(const struct sm_adapter *a)
+{
+	size_t i, j;
+
+	for (i = 0; i < a->env->cfg->npools; i++)
+		for (j = 0; j < a->env->cfg->pools[i].nlabels; j++) {
+			const struct sm_label *l = &a->env->cfg->pools[i].labels[j];
+			if (is_reuse_label(a, l) &&
+			    json_integer_value(json_object_get(l->raw, "warm-namespaces")) > 0)
+				return 1;
+		}
+	return 0;
+}
+
+/* Top each label's warm namespaces up to its warm-namespaces, counting
+ * those the namespaces watch sees (not going) and those being made. Runs
+ * at start, when the watch has listed, when the ClusterRole question is
+ * settled (asked here when no launch has asked it yet) and on every leak
+ * cleanup pass; each waits for what it needs. */
+static void
+warm_ahead(struct sm_adapter *a)
+{
+	size_t i, j;
+	struct kwarm *w;
+	struct kwatch *nw;
+	json_t *total, *v;
+	const char *name;
+	char key[600];
+
+	if (a->stopped || a->flavor != K8S_KUBERNETES || !warm_ahead_wanted(a) ||
+	    a->crole[0] == CR_ASKING)
+		return;
+	if (a->crole[0] == CR_UNKNOWN) {
+		json_t *body = json_pack("{s:s, s:s, s:{s:s}, s:o}", "apiVersion",
+					 "rbac.authorization.k8s.io/v1", "kind", "ClusterRole",
+					 "metadata", "name", K8S_CROLE_POD, "rules", role_rules(1));
+		a->crole[0] = CR_ASKING;
+		a->crole_req[0] =
+		    kcall(a, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body,
+			  crole_answer_pod, a);
+		json_decref(body);
+		if (a->crole_req[0] == NULL)
+			a->crole[0] = CR_UNKNOWN;
+		return; /* crole_answer calls again */
+	}
+	nw = kwatch_use(a->ns_watch);
+	if (nw == NULL || !nw->synced)
+		return; /* its list calls again */
+	total = json_object();
+	json_object_foreach(nw->objs, name, v)
+	{
+		if (json_object_get(v, "w") == NULL || json_object_get(v, "t") != NULL)
+			continue;
+		snprintf(key, sizeof(key), "%s\n%s", np_json_str(v, "p", ""),
+			 np_json_str(v, "w", ""));
+		json_object_set_new(
+		    total, key, json_integer(json_integer_value(json_object_get(total, key)) + 1));
+	}
+	for (i = 0; i < a->env->cfg->npools; i++)
+		for (j = 0; j < a->env->cfg->pools[i].nlabels; j++) {
+			const struct sm_label *l = &a->env->cfg->pools[i].labels[j];
+			long long want = (long long)json_integer_value(
+				      json_object_get(l->raw, "warm-namespaces")),
+				  cap = warm_cap(a, l), have;
+			if (!is_reuse_label(a, l) || want <= 0)
+				continue;
+			if (cap >= 0 && want > cap)
+				want = cap;
+			snprintf(key, sizeof(key), "%s\n%s", l->pool->name, l->name);
+			have = (long long)json_integer_value(json_object_get(total, key));
+			TAILQ_FOREACH(w, &a->warming, entry)
+			{
+				if (w->label == l)
+					have++;
+			}
+			for (; have < want; have++)
+				warm_ahead_one(a, l);
+		}
+	json_decref(total);
+}
+
+/* ---- warm namespaces' cleanup ------------------------------------------------------------------
+ */
+
+static void
+warm_deleted(int ok, const char *error, void *arg)
+{
+	char *ns = arg;
+
+	if (!ok)
+		log_warn("warm namespace %s: delete failed: %s", ns, error);
+	free(ns);
+}
+
+/* Delete warm namespace ns (never handed out again: claimed by nobody). */
+static void
+warm_ns_delete(struct sm_adapter *a, const char *ns, const char *why)
+{
+	struct sm_resource r = {.type = "namespace", .id = ns, .metadata = NULL};
+
+	if (a->stopped)
+		return;
+	log_info("provider %s: deleting warm namespace %s: %s", a->env->provider_name, ns, why);
+	json_object_set_new(a->claims, ns, json_string(""));
+	a->warm_deleted++;
+	k8s_delete_resource(a, &r, warm_deleted, strdup(ns));
+}
+
+/* Whether the provider has warm namespaces to look after: a label with
+ * namespace-reuse, or one listed in nsitems. */
+static int
+warm_wanted(const struct sm_adapter *a, const json_t *nsitems)
+{
+	const json_t *it;
+	size_t i, j;
+
+	for (i = 0; i < a->env->cfg->npools; i++)
+		for (j = 0; j < a->env->cfg->pools[i].nlabels; j++)
+			if (is_reuse_label(a, &a->env->cfg->pools[i].labels[j]))
+				return 1;
+	json_array_foreach(nsitems, i, it)
+	{
+		if (json_object_get(json_object_get(json_object_get(it, "metadata"), "labels"),
+				    K8S_WARM_LABEL) != NULL)
+			return 1;
+	}
+	return 0;
+}
+
+/* The most warm namespaces a label keeps: the pool's max-servers, else
+ * the provider's, else no bound (-1). */
+static long long
+warm_cap(const struct sm_adapter *a, const struct sm_label *l)
+{
+	const json_t *v = json_object_get(l->pool->raw, "max-servers");
+
+	if (!json_is_integer(v))
+		v = json_object_get(a->env->provider, "max-servers");
+	return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
+/*
+ * Leak cleanup's part for warm namespaces, given the provider's namespaces
+ * and pods as listed: deletes the free warm namespaces (no pod of ours in
+ * them, not claimed) of a label that no longer has namespace-reuse (or no
+ * longer exists) and those beyond warm_cap; returns the pods in warm
+ * namespaces as resources for the framework's leak check ({name
+ * "<namespace>/<pod>", type "pod", metadata: the pod's labels}).
+ */
+static json_t *
+warm_cleanup(struct sm_adapter *a, const json_t *nsitems, const json_t *pods)
+{
+	json_t *out = json_array(), *occ = json_object(), *total = json_object(),
+	       *warm = json_object();
+	const json_t *it, *md, *lb;
+	size_t i;
+	char key[600];
+
+	json_array_foreach(nsitems, i, it)
+	{
+		md = json_object_get(it, "metadata");
+		lb = json_object_get(md, "labels");
+		if (np_json_str(lb, K8S_WARM_LABEL, NULL) == NULL ||
+		    strcmp(np_json_str(lb, "nodepool_provider_name", ""), a->env->provider_name) !=
+			0 ||
+		    np_json_str(md, "name", NULL) == NULL)
+			continue;
+		json_object_set(warm, np_json_str(md, "name", ""), (json_t *)it);
+	}
+	json_array_foreach(pods, i, it)
+	{
+		const char *ns, *name;
+		md = json_object_get(it, "metadata");
+		ns = np_json_str(md, "namespace", "");
+		name = np_json_str(md, "name", NULL);
+		if (name == NULL || json_object_get(warm, ns) == NULL)
+			continue;
+		json_object_set_new(occ, ns, json_true());
+		snprintf(key, sizeof(key), "%s/%s", ns, name);
+		json_array_append_new(out, json_pack("{s:s, s:s, s:O}", "name", key, "type", "pod",
+						     "metadata",
+						     json_is_object(json_object_get(md, "labels"))
+							 ? json_object_get(md, "labels")
+							 : json_object()));
+	}
+	{
+		const char *name;
+		json_t *v;
+		json_object_foreach(warm, name, v)
+		{
+			lb = json_object_get(json_object_get(v, "metadata"), "labels");
+			snprintf(key, sizeof(key), "%s\n%s",
+				 np_json_str(lb, "nodepool_pool_name", ""),
+				 np_json_str(lb, K8S_WARM_LABEL, ""));
+			json_object_set_new(
+			    total, key,
+			    json_integer(json_integer_value(json_object_get(total, key)) + 1));
+		}
+		json_object_foreach(warm, name, v)
+		{
+			const struct sm_label *l;
+			const char *pool, *label;
+			long long cap, n;
+			md = json_object_get(v, "metadata");
+			lb = json_object_get(md, "labels");
+			pool = np_json_str(lb, "nodepool_pool_name", "");
+			label = np_json_str(lb, K8S_WARM_LABEL, "");
+			snprintf(key, sizeof(key), "%s\n%s", pool, label);
+			n = (long long)json_integer_value(json_object_get(total, key));
+			if (json_object_get(md, "deletionTimestamp") != NULL ||
+			    json_object_get(occ, name) != NULL ||
+			    json_object_get(a->claims, name) != NULL)
+				continue;
+			l = sm_config_label(a->env->cfg, pool, label);
+			if (l == NULL || !is_reuse_label(a, l)) {
+				warm_ns_delete(a, name,
+					       l == NULL
+						   ? "its label is no longer in the pool"
+						   : "its label no longer has namespace-reuse");
+				continue;
+			}
+			cap = warm_cap(a, l);
+			if (cap >= 0 && n > cap) {
+				warm_ns_delete(a, name, "more than max-servers of its label");
+				json_object_set_new(total, key, json_integer(n - 1));
+			}
+		}
+	}
+	warm_ahead(a);
+	json_decref(occ);
+	json_decref(total);
+	json_decref(warm);
+	return out;
 }
 
 /* ---- quota
@@ -2204,6 +3090,56 @@ k8s_label_quota(struct sm_adapter *a, const struct sm_label *label, struct drv_q
 /* ---- the adapter -------------------------------------------------------------------------------
  */
 
+/* namespace-reuse is for kubernetes pod labels with TokenRequest tokens
+ * (a token bound to the pod): 0, or -1 with err. */
+static int
+reuse_check(const struct sm_env *env, enum k8s_flavor flavor, long long token_lifetime, char *err,
+	    size_t errlen)
+{
+	size_t i, j;
+
+	for (i = 0; i < env->cfg->npools; i++)
+		for (j = 0; j < env->cfg->pools[i].nlabels; j++) {
+			const struct sm_label *l = &env->cfg->pools[i].labels[j];
+			const json_t *v = json_object_get(l->raw, "namespace-reuse");
+			const char *t = np_json_str(l->raw, "type", "pod");
+			json_int_t ahead =
+			    json_integer_value(json_object_get(l->raw, "warm-namespaces"));
+			if (!json_is_true(v) &&
+			    json_object_get(l->raw, "warm-namespaces") != NULL) {
+				snprintf(err, errlen,
+					 "pool %s label %s: warm-namespaces needs namespace-reuse: "
+					 "true",
+					 env->cfg->pools[i].name, l->name);
+				return -1;
+			}
+			if (ahead < 0) {
+				snprintf(err, errlen,
+					 "pool %s label %s: warm-namespaces %lld: 0 or more",
+					 env->cfg->pools[i].name, l->name, (long long)ahead);
+				return -1;
+			}
+			if (!json_is_true(v))
+				continue;
+			if (flavor != K8S_KUBERNETES || strcmp(t, "pod") != 0) {
+				snprintf(err, errlen,
+					 "pool %s label %s: namespace-reuse is for kubernetes "
+					 "labels of type pod",
+					 env->cfg->pools[i].name, l->name);
+				return -1;
+			}
+			if (token_lifetime == 0) {
+				snprintf(err, errlen,
+					 "pool %s label %s: namespace-reuse needs TokenRequest "
+					 "tokens (bound to the pod): token-lifetime 0 asks for "
+					 "token secrets",
+					 env->cfg->pools[i].name, l->name);
+				return -1;
+			}
+		}
+	return 0;
+}
+
 static struct sm_adapter *
 adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t errlen)
 {
@@ -2225,6 +3161,7 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 	TAILQ_INIT(&a->ops);
 	TAILQ_INIT(&a->waiters);
 	TAILQ_INIT(&a->crole_waiters);
+	TAILQ_INIT(&a->warming);
 	a->token_lifetime = K8S_TOKEN_LIFETIME;
 	if (json_object_get(env->provider, "token-lifetime") != NULL) {
 		a->token_lifetime =
@@ -2240,6 +3177,10 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 		}
 	}
 	a->token_secret = a->token_lifetime == 0;
+	if (reuse_check(env, flavor, a->token_lifetime, err, errlen) != 0) {
+		free(a);
+		return NULL;
+	}
 	if (k8s_conn_load(ctx, &a->conn, e2, sizeof(e2)) != 0) {
 		snprintf(err, errlen, "%s", e2);
 		free(a);
@@ -2249,6 +3190,16 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 		snprintf(err, errlen,
 			 "context %s has no token: openshiftpods hands the provider's own "
 			 "token to Zuul",
+			 a->conn.context);
+		k8s_conn_clear(&a->conn);
+		free(a);
+		return NULL;
+	}
+	if (!a->token_secret && !a->conn.insecure && a->conn.ca_pem == NULL &&
+	    flavor != K8S_OPENSHIFTPODS && warm_wanted(a, NULL)) {
+		snprintf(err, errlen,
+			 "context %s names no CA: namespace-reuse hands nodes TokenRequest "
+			 "tokens, which carry none",
 			 a->conn.context);
 		k8s_conn_clear(&a->conn);
 		free(a);
@@ -2289,7 +3240,9 @@ adapter_new(const struct sm_env *env, enum k8s_flavor flavor, char *err, size_t 
 		free(a);
 		return NULL;
 	}
+	a->claims = json_object();
 	watches_setup(a);
+	warm_ahead(a); /* warm-namespaces: from the start */
 	log_info("provider %s: %s API at %s (context %s, %s)", env->provider_name,
 		 flavor_name(flavor), a->conn.server, a->conn.context,
 		 a->conn.token	    ? "token"
@@ -2350,11 +3303,14 @@ k8s_adapter_free(struct sm_adapter *a)
 		http_cancel(o->req);
 		kop_free(o);
 	}
+	while (!TAILQ_EMPTY(&a->warming))
+		kwarm_free(TAILQ_FIRST(&a->warming));
 	http_cancel(a->crole_req[0]);
 	http_cancel(a->crole_req[1]);
 	while (a->nwatches > 0)
 		kwatch_free(a->watches[--a->nwatches]);
 	free(a->watches);
+	json_decref(a->claims);
 	http_client_free(a->http);
 	k8s_conn_clear(&a->conn);
 	free(a);
@@ -2380,6 +3336,13 @@ k8s_dump(struct sm_adapter *a, struct evbuffer *out)
 				    : a->crole[0] == CR_READY || a->crole[1] == CR_READY
 					? "ClusterRoles bound per namespace"
 					: "a Role per namespace");
+	if (a->warm_made + a->warm_reused + a->warm_deleted + a->warm_ahead > 0 ||
+	    json_object_size(a->claims) > 0)
+		evbuffer_add_printf(out,
+				    "    warm namespaces: made by launches %llu, made ahead %llu, "
+				    "reused %llu, deleted %llu, claimed now %zu\n",
+				    a->warm_made, a->warm_ahead, a->warm_reused, a->warm_deleted,
+				    json_object_size(a->claims));
 	for (i = 0; i < a->nwatches; i++) {
 		const struct kwatch *w = a->watches[i];
 		if (!w->started)

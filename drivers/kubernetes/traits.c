@@ -27,15 +27,22 @@ static const struct np_cfg_schema env_var = {
 	    OPT("volume-mounts", LIST), OPT("labels", DICT), OPT("dynamic-labels", DICT),          \
 	    OPT("annotations", DICT), OPT("extra-resources", STRMAP(INT))
 
+/* nodepoold's own: pod nodes of the label share namespaces kept warm, at
+ * least warm-namespaces of them made ahead (drivers/kubernetes/
+ * kubernetes.c "warm namespaces"); kubernetes pod labels only (the driver
+ * refuses them elsewhere) */
+#define K8S_REUSE_KEY OPT("namespace-reuse", BOOL), OPT("warm-namespaces", INT)
+
 static const struct np_cfg_schema k8s_label_nodepool = {
     .type = SC_MAP,
-    .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR), K8S_LABEL_RESOURCE_KEYS),
+    .keys = KEYS(REQ("name", STR), REQ("type", STR), OPT("image", STR), K8S_LABEL_RESOURCE_KEYS,
+		 K8S_REUSE_KEY),
 };
 
 static const struct np_cfg_schema k8s_label_user = {
     .type = SC_MAP,
     .keys = KEYS(REQ("name", STR), REQ("type", STR), REQ("spec", DICT), OPT("labels", DICT),
-		 OPT("dynamic-labels", DICT), OPT("annotations", DICT)),
+		 OPT("dynamic-labels", DICT), OPT("annotations", DICT), K8S_REUSE_KEY),
 };
 
 static const struct np_cfg_schema openshift_label_nodepool = {
@@ -128,14 +135,37 @@ static const struct np_cfg_schema openshiftpods_provider = {
 	OPT("max-cores", INT), OPT("max-ram", INT), OPT("max-resources", STRMAP(INT))),
 };
 
+/* path at ...labels[k]: namespace-reuse on kubernetes pod labels only,
+ * warm-namespaces with it (nodepoold's own keys; the kubernetes driver
+ * checks them again when it starts). */
+static void
+k8s_check_label(struct np_drv_check *ck, const struct np_cfg_node *prov,
+		const struct np_cfg_node *pool, const struct np_cfg_node *label)
+{
+	int kube = strcmp(np_cfg_str(prov, "driver", ""), "kubernetes") == 0;
+	int reuse = np_cfg_bool(label, "namespace-reuse", 0);
+
+	(void)pool;
+	if (reuse && (!kube || strcmp(np_cfg_str(label, "type", "pod"), "pod") != 0))
+		np_drv_check_err(ck, label, "namespace-reuse",
+				 "namespace-reuse is for kubernetes labels of type pod");
+	if (np_cfg_get(label, "warm-namespaces") != NULL && !reuse)
+		np_drv_check_err(ck, label, "warm-namespaces",
+				 "warm-namespaces needs namespace-reuse: true");
+	if (np_cfg_int(label, "warm-namespaces", 0) < 0)
+		np_drv_check_err(ck, label, "warm-namespaces", "warm-namespaces: 0 or more");
+}
+
 const struct np_drv_traits np_traits_kubernetes = {
     .name = "kubernetes",
     .schema = &kubernetes_provider,
     .flags = NP_DRV_POOL_INHERITS_MAX_CORES_RAM,
+    .check_label = k8s_check_label,
 };
 
 const struct np_drv_traits np_traits_openshift = {
     .name = "openshift",
+    .check_label = k8s_check_label,
     .schema = &openshift_provider,
     .flags = NP_DRV_POOL_INHERITS_MAX_SERVERS | NP_DRV_POOL_INHERITS_MAX_CORES_RAM,
     .max_servers_key = "max-projects",

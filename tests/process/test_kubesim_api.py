@@ -483,6 +483,98 @@ def test_token_request_and_cluster_role(sim128):
     assert e.value.status == 401
 
 
+def test_token_request_bound_to_a_pod(sim128):
+    """Issue 25 (namespace-reuse): a TokenRequest's spec.boundObjectRef
+    (token-request-v1 BoundObjectReference, kind Pod) ties the token to
+    that pod: "the token is only valid for as long as the bound object
+    exists". The object must exist (404), run as the account (400), and
+    have the uid given (409 Conflict: deleted and made again); the token
+    is refused (401) once the pod is gone, and a pod made again under the
+    same name does not revive it."""
+    core, _, ac = clients(sim128)
+    rbac = k8s.RbacAuthorizationV1Api(ac)
+    core.create_namespace({"metadata": {"name": "bound"}})
+    rbac.create_namespaced_role(
+        "bound", {"metadata": {"name": "r"}, "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]})
+    rbac.create_namespaced_role_binding("bound", {
+        "metadata": {"name": "rb"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "bound"}]})
+    body = {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "docker.io/fedora:40"}]}}
+    pod = core.create_namespaced_pod("bound", body)
+    assert pod.spec.service_account_name == "default" and pod.metadata.uid
+
+    def request(name, uid, kind="Pod", sa="default"):
+        # the client's own models (V1BoundObjectReference), as it sends them
+        body = k8s.AuthenticationV1TokenRequest(
+            api_version="authentication.k8s.io/v1", kind="TokenRequest",
+            spec=k8s.V1TokenRequestSpec(
+                audiences=["https://kubernetes.default.svc"], expiration_seconds=3600,
+                bound_object_ref=k8s.V1BoundObjectReference(
+                    api_version="v1", kind=kind, name=name, uid=uid)))
+        return core.create_namespaced_service_account_token(sa, "bound", body)
+
+    tr = request("p", pod.metadata.uid)
+    assert tr.spec.bound_object_ref.name == "p"
+    assert tr.spec.bound_object_ref.uid == pod.metadata.uid
+    api = token_client(sim128, tr.status.token)
+    assert [p.metadata.name for p in api.list_namespaced_pod("bound").items] == ["p"]
+    for args, status in (((("nothere", None)), 404),
+                         (("p", "00000000-0000-0000-0000-000000000000"), 409),
+                         (("p", pod.metadata.uid, "Deployment"), 400)):
+        with pytest.raises(ApiException) as e:
+            request(*args)
+        assert e.value.status == status, e.value.body
+    core.create_namespaced_service_account("bound", {"metadata": {"name": USER}})
+    with pytest.raises(ApiException) as e:
+        request("p", pod.metadata.uid, sa=USER)
+    assert e.value.status == 400 and "different serviceaccount" in e.value.body
+    # the pod goes: so does the token; a new pod of the same name is
+    # another object (another uid), which the token is not bound to
+    core.delete_namespaced_pod("p", "bound")
+    with pytest.raises(ApiException) as e:
+        api.list_namespaced_pod("bound")
+    assert e.value.status == 401
+    again = core.create_namespaced_pod("bound", body)
+    assert again.metadata.uid != pod.metadata.uid
+    with pytest.raises(ApiException) as e:
+        api.list_namespaced_pod("bound")
+    assert e.value.status == 401
+    # an unbound token of the same account still works: the pod took only its own
+    tr2 = core.create_namespaced_service_account_token("default", "bound", {
+        "spec": {"expirationSeconds": 3600}})
+    assert len(token_client(sim128, tr2.status.token).list_namespaced_pod("bound").items) == 1
+
+
+def test_resource_quota_of_one_pod(sim128):
+    """A ResourceQuota with spec.hard.pods 1 (policy/resource-quota-v1):
+    a second pod in the namespace is refused (403, "exceeded quota", as
+    the admission plugin words it) until the first is gone. nodepoold's
+    warm namespaces carry one, so two launchers can never put two nodes'
+    pods in one."""
+    core, _, _ = clients(sim128)
+    core.create_namespace({"metadata": {"name": "q1"}})
+    q = core.create_namespaced_resource_quota("q1", k8s.V1ResourceQuota(
+        metadata=k8s.V1ObjectMeta(name="one-pod"),
+        spec=k8s.V1ResourceQuotaSpec(hard={"pods": "1"})))
+    assert q.spec.hard == {"pods": "1"}
+    assert [x.metadata.name for x in core.list_namespaced_resource_quota("q1").items] == [
+        "one-pod"]
+    body = lambda n: {"metadata": {"name": n}, "spec": {  # noqa: E731
+        "containers": [{"name": "c", "image": "docker.io/fedora:40"}]}}
+    core.create_namespaced_pod("q1", body("a"))
+    with pytest.raises(ApiException) as e:
+        core.create_namespaced_pod("q1", body("b"))
+    assert e.value.status == 403
+    assert json.loads(e.value.body)["message"] == (
+        'pods "b" is forbidden: exceeded quota: one-pod, requested: pods=1, used: pods=1, '
+        "limited: pods=1")
+    core.delete_namespaced_pod("a", "q1")
+    assert core.create_namespaced_pod("q1", body("b")).metadata.name == "b"
+
+
 def test_token_request_cut_to_the_servers_maximum(tmp_path):
     """--service-account-max-token-expiration: a longer request is granted
     for the maximum, which status.expirationTimestamp says."""

@@ -129,7 +129,7 @@ RESOURCES = {
 }
 OS_RB = "rolebindings.authorization.openshift.io"
 # Kept (listed, got) but never populated by the simulator.
-ALWAYS_EMPTY = ("events", "resourcequotas", "limitranges")
+ALWAYS_EMPTY = ("events", "limitranges")
 OPENSHIFT_ONLY = ("projects", "projectrequests", OS_RB)
 
 
@@ -625,6 +625,7 @@ class Sim:
                 raise status_error(403, 'pods "%s" is forbidden: error looking up service '
                                    'account %s/%s: serviceaccount "%s" not found'
                                    % (name, ns, sa, sa), "Forbidden", name, "pods")
+            self._pod_quota(ns, name)
             pod_defaults(obj)
             outcome = self.pick_outcome(spec)
             self.pod_state[(ns, name)] = {"outcome": outcome["outcome"],
@@ -650,6 +651,23 @@ class Sim:
                 RESOURCES[OS_RB][0] in (body.get("apiVersion") or ""):
             return 201, rbac_to_os_rb(clean(obj))
         return 201, clean(obj)
+
+    def _pod_quota(self, ns, name):
+        """The ResourceQuota admission plugin for a new pod (policy/
+        resource-quota-v1, "Resource Quotas"): a quota of the namespace
+        whose spec.hard.pods the namespace's pods not Succeeded or Failed
+        already reach refuses it, 403 "exceeded quota"."""
+        used = sum(1 for (p, n, _), o in self.objs.items()
+                   if p == "pods" and n == ns and
+                   (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        for (p, n, qname), q in sorted(self.objs.items(), key=lambda kv: kv[0][2]):
+            if p != "resourcequotas" or n != ns:
+                continue
+            hard = ((q.get("spec") or {}).get("hard") or {}).get("pods")
+            if hard is not None and used + 1 > int(hard):
+                raise status_error(403, 'pods "%s" is forbidden: exceeded quota: %s, requested: '
+                                   "pods=1, used: pods=%d, limited: pods=%s"
+                                   % (name, qname, used, hard), "Forbidden", name, "pods")
 
     def create_token(self, ns, name, body):
         """POST serviceaccounts/<name>/token (authentication-resources/
@@ -684,10 +702,13 @@ class Sim:
                                name, "serviceaccounts", "authentication.k8s.io")
         if self.max_token_expiration and secs > self.max_token_expiration:
             secs = self.max_token_expiration
+        bound = self._bound_object(ns, name, spec.get("boundObjectRef"))
         now = time.time()
         tok = "kubesim-tr-" + pysecrets.token_hex(16)
         self.tokens[tok] = {"user": "system:serviceaccount:%s:%s" % (ns, name),
                             "namespace": ns, "sa": name, "exp": now + secs}
+        if bound is not None:
+            self.tokens[tok]["bound"] = bound
         return 201, {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
                      "metadata": {"name": name, "namespace": ns,
                                   "creationTimestamp": None},
@@ -695,6 +716,51 @@ class Sim:
                               "expirationSeconds": secs,
                               "boundObjectRef": spec.get("boundObjectRef")},
                      "status": {"token": tok, "expirationTimestamp": now_iso(now + secs)}}
+
+    def _bound_object(self, ns, sa, ref):
+        """spec.boundObjectRef of a TokenRequest (token-request-v1
+        BoundObjectReference: kind Pod or Secret, apiVersion v1, name, uid),
+        checked as the API server does: the object must exist in the
+        account's namespace (else 404), a pod must run as the account (else
+        400), and a uid given must be the object's (else 409 Conflict: the
+        object was deleted and made again). The key the token's validity
+        then follows: (plural, ns, name, uid); None when unbound."""
+        if ref is None:
+            return None
+        if not isinstance(ref, dict):
+            raise status_error(400, "TokenRequest in version \"v1\" cannot be handled as a "
+                               "TokenRequest: spec.boundObjectRef: an object", "BadRequest")
+        kind, api = ref.get("kind"), ref.get("apiVersion") or "v1"
+        plural = {"Pod": "pods", "Secret": "secrets"}.get(kind)
+        if plural is None or api != "v1":
+            raise status_error(400, 'cannot bind token to object of type %s' % (
+                "%s, Kind=%s" % (api, kind)), "BadRequest")
+        oname = ref.get("name") or ""
+        obj = self.objs.get((plural, ns, oname))
+        if obj is None:
+            raise not_found(plural, oname)
+        if plural == "pods" and obj["spec"].get("serviceAccountName") != sa:
+            raise status_error(400, 'cannot bind token for serviceaccount "%s" to pod running '
+                               'with different serviceaccount name.' % sa, "BadRequest")
+        uid = obj["metadata"]["uid"]
+        if ref.get("uid") and ref["uid"] != uid:
+            raise status_error(409, 'Operation cannot be fulfilled on %s "%s": the UID in the '
+                               "bound object reference (%s) does not match the UID in record. "
+                               "The object might have been deleted and then recreated" % (
+                                   kind, oname, ref["uid"]), "Conflict", oname, kind)
+        return (plural, ns, oname, uid)
+
+    def token_valid(self, who):
+        """Whether an authenticating token still holds: not expired and, if
+        bound (boundObjectRef), its object still there with the same uid
+        ("only valid for as long as that object exists")."""
+        if who.get("exp", float("inf")) <= time.time():
+            return False
+        b = who.get("bound")
+        if b is None:
+            return True
+        obj = self.objs.get(b[:3])
+        return obj is not None and obj["metadata"]["uid"] == b[3]
 
     def pick_outcome(self, spec):
         delay = self.pod_delay
@@ -1128,8 +1194,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def authenticate(self):
         auth = self.headers.get("Authorization") or ""
         if auth.startswith("Bearer "):
-            who = self.sim.tokens.get(auth[7:].strip())
-            if who is not None and who.get("exp", float("inf")) > time.time():
+            with self.sim.lock:
+                who = self.sim.tokens.get(auth[7:].strip())
+                ok = who is not None and self.sim.token_valid(who)
+            if ok:
                 return who
             raise status_error(401, "Unauthorized", "Unauthorized")
         try:
