@@ -80,8 +80,13 @@ bench_wait_pool
 bench_warmup 0 "$C" small
 bench_dump
 curl -s -X DELETE "$AWSSIM_CONTROL/calls" >/dev/null
+# the simulator's CPU (utime + stime, clock ticks) over the load: its
+# share of the machine, which the launcher's creates wait on
+sim_cpu() { awk '{print $14 + $15}' "/proc/$AWSSIM_PID/stat"; }
+sim0=$(sim_cpu)
 echo "load: $N requests, concurrency $C, simulated EC2 boot ${BOOT}s, rate ${RATE} calls/s"
 bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --idle 2
+echo "simulator CPU during the load: $(($(sim_cpu) - sim0)) ticks of $(getconf CLK_TCK)/s"
 bench_dump
 bench_lag
 bench_overhead "$BOOT"
