@@ -47,6 +47,8 @@ RATE=${4:-20}
 . "$(dirname "$0")/lib.sh"
 bench_init nodepoold-bench
 bench_cleanup_hook() {
+	# BENCH_KEEP: the simulator's call log too (GET /_sim/calls/log)
+	[ -z "${BENCH_KEEP:-}" ] || curl -s "$AWSSIM_CONTROL/calls/log" >"$tmp/aws-calls.json" || true
 	sh tests/sim/aws/awssim.sh stop "$tmp/aws"
 }
 bench_zk_start
