@@ -44,12 +44,7 @@
  *     but servers named over a short while (a wave of requests the
  *     launcher works through) are first looked for together: the first
  *     looks wait for the last of them, at most SM_PACE_HOLD after the
- *     earliest (sm_pace_batch); a listing the budget (below) holds past
- *     first looks that are due waits as long again, from when the budget
- *     lets it, for the rest of their wave (sm_pace_within_budget), which
- *     would otherwise wait for the budget's next listing, a second later
- *     (waves that reach the cloud in parts, at the AWS bench, issue 25).
- *     Never sooner than SM_PACE_MIN_GAP after the
+ *     earliest (sm_pace_batch). Never sooner than SM_PACE_MIN_GAP after the
  *     last listing started, nor sooner than the provider's rate allows. A
  *     machine with no estimate (its label's first launch: the provider-wide
  *     estimate stands in once there is one) is answered on upstream's
@@ -170,15 +165,6 @@ sm_pace_batch(double first_min, double first_max, double other_min)
 	double first = first_min == INFINITY ? INFINITY : fmin(first_max, first_min + SM_PACE_HOLD);
 
 	return fmin(first, other_min);
-}
-
-double
-sm_pace_within_budget(double want, double budget, double first_min, double first_max)
-{
-	want = fmax(want, budget);
-	if (first_min < budget)
-		want = fmax(want, sm_pace_batch(budget, first_max, INFINITY));
-	return want;
 }
 
 double

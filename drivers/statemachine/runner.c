@@ -596,7 +596,7 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 		 * for) never holds it past upstream's period since the last
 		 * listing; deletes and quota listings still wait it out */
 		budget = fmin(budget, last_start + SM_DEFAULT_POLL);
-	want = sm_pace_within_budget(want, budget, first_min, first_max);
+	want = fmax(want, budget);
 	r->pace_gen = r->gen;
 	r->pace_last = last_start;
 	r->pace_gap = min_gap;

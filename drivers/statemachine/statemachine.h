@@ -197,14 +197,6 @@ double sm_pace_start(double want, double last_start, double min_gap);
  * that kind.
  */
 double sm_pace_batch(double first_min, double first_max, double other_min);
-/*
- * The next listing's want (from sm_pace_batch and sm_pace_ride) within
- * the budget (sm_pace_budget's answer): not before budget; and when the
- * budget holds it past first looks that are due (first_min < budget), up
- * to SM_PACE_HOLD more, from budget, for the wave's later first looks (up
- * to first_max): no more listings, each later by at most the hold.
- */
-double sm_pace_within_budget(double want, double budget, double first_min, double first_max);
 /* The listing budget: two buckets, tokens of time and stokens of servers
  * named, after the last listing (at last, monotonic seconds, when `named`
  * servers had been named in all), over n listings. Zero it to start

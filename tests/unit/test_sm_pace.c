@@ -190,23 +190,6 @@ Test(sm_pace, batch_waits_for_the_wave_at_most_the_hold)
 	cr_assert(isinf(sm_pace_batch(INFINITY, -INFINITY, INFINITY)));
 }
 
-Test(sm_pace, a_listing_the_budget_holds_waits_for_the_rest_of_the_wave)
-{
-	/* the budget lets a listing go at 10.0; first looks were due from
-	 * 9.2 (held by the budget) to 10.1: it waits for them all */
-	cr_assert(NEAR(sm_pace_within_budget(9.2, 10.0, 9.2, 10.1), 10.1));
-	/* the wave's last due later than a hold past the budget: the hold */
-	cr_assert(NEAR(sm_pace_within_budget(9.2, 10.0, 9.2, 11.0), 10.0 + SM_PACE_HOLD));
-	/* every first look due before the budget: at the budget */
-	cr_assert(NEAR(sm_pace_within_budget(9.2, 10.0, 9.2, 9.8), 10.0));
-	/* the budget not holding anything back (the first look due after
-	 * it): the want as it was */
-	cr_assert(NEAR(sm_pace_within_budget(10.3, 10.0, 10.3, 10.5), 10.3));
-	/* follow-ups and deletes only (no first look): at the budget */
-	cr_assert(NEAR(sm_pace_within_budget(9.5, 10.0, INFINITY, -INFINITY), 10.0));
-	cr_assert(NEAR(sm_pace_within_budget(10.5, 10.0, INFINITY, -INFINITY), 10.5));
-}
-
 Test(sm_pace, budget_allows_a_burst_then_upstreams_period)
 {
 	struct sm_pace_bucket b = {0};
