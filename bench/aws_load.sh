@@ -35,6 +35,28 @@
 # of a few requests, not looked into), noticed
 # 135-175 ms, 1.22-1.24 calls per node.
 #
+# Third round (2026-11-28 18:26-18:53, load average 1-5, base and new
+# alternated, base = the tree and simulator before it, 7 and 6 runs):
+# launch overhead p50 362-704 ms (median 432) -> 352-772 (median 393), p99
+# 771-2346 -> 664-2288 (four of six under 800); building -> named p50
+# 88-126 -> 25-44 ms; ready listing - boot p50 55-123 -> 71-269 ms; calls
+# per node 1.21-1.28 -> 1.19-1.27 (DescribeImages 1-21 -> 1, describes
+# 21-26 / 20-26, terminates 73-102 / 74-106); the simulator's CPU over the
+# load 1.0-1.2 s -> 0.46-0.58 s. Where building -> named went: RunInstances
+# left the rate limiter one per loop turn, ~4 ms apart at rate 1000 (its
+# late timer dropped the slots that passed: lib/net/ratelimit.c), and the
+# simulator spent ~2 ms a call (a regex per live instance and call; its
+# answers in two writes under Nagle). DescribeImages: every launch of the
+# first wave asked while the first lookup was in flight. What is left of
+# noticing: the waves reach the cloud as a stray or two and then the bulk,
+# 0.3-0.5 s later (the worker's pace, not the cloud's); the strays' listing
+# comes before the bulk is due and the bulk's waits for the describe budget
+# (two listings a wave of 50): creates named faster no longer hold the wave
+# together as the slow ones did, so the listings see it later, about what
+# the faster naming saved. A hold of 0.5 s (strays wait for the bulk)
+# doubled the overhead; a budget-held listing waiting for the rest of its
+# wave showed no gain over the noise: both left out.
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (0 skips,
 # the default); BUILD picks the build.
@@ -47,6 +69,8 @@ RATE=${4:-20}
 . "$(dirname "$0")/lib.sh"
 bench_init nodepoold-bench
 bench_cleanup_hook() {
+	# BENCH_KEEP: the simulator's call log too (GET /_sim/calls/log)
+	[ -z "${BENCH_KEEP:-}" ] || curl -s "$AWSSIM_CONTROL/calls/log" >"$tmp/aws-calls.json" || true
 	sh tests/sim/aws/awssim.sh stop "$tmp/aws"
 }
 bench_zk_start
@@ -80,8 +104,13 @@ bench_wait_pool
 bench_warmup 0 "$C" small
 bench_dump
 curl -s -X DELETE "$AWSSIM_CONTROL/calls" >/dev/null
+# the simulator's CPU (utime + stime, clock ticks) over the load: its
+# share of the machine, which the launcher's creates wait on
+sim_cpu() { awk '{print $14 + $15}' "/proc/$AWSSIM_PID/stat"; }
+sim0=$(sim_cpu)
 echo "load: $N requests, concurrency $C, simulated EC2 boot ${BOOT}s, rate ${RATE} calls/s"
 bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --idle 2
+echo "simulator CPU during the load: $(($(sim_cpu) - sim0)) ticks of $(getconf CLK_TCK)/s"
 bench_dump
 bench_lag
 bench_overhead "$BOOT"

@@ -134,6 +134,7 @@ aws_adapter_new(const struct sm_env *env, char *err, size_t errlen)
 	}
 	TAILQ_INIT(&a->waiting);
 	TAILQ_INIT(&a->terminating);
+	TAILQ_INIT(&a->imaging);
 	a->poll_ev = evtimer_new(env->base, aws_poll_cb, a);
 	a->term_ev = event_new(env->base, -1, 0, aws_term_cb, a);
 	a->images = json_object();

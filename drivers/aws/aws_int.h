@@ -61,6 +61,10 @@ struct sm_adapter {
 	} pctx[64];
 	int npoll;
 	double last_poll;
+	/* image lookups: each machine in AM_IMAGE, the one whose
+	 * DescribeImages is in flight (call set) and those that wait for its
+	 * answer (one lookup per cache key at a time) */
+	struct amachine_list imaging;
 	/* batched terminates */
 	struct amachine_list terminating;
 	struct event *term_ev;
@@ -96,7 +100,7 @@ struct amachine {
 	struct sm_adapter *a;
 	int create;
 	enum am_state st;
-	TAILQ_ENTRY(amachine) entry; /* waiting or terminating */
+	TAILQ_ENTRY(amachine) entry; /* waiting, terminating or imaging (by st) */
 	int listed;		     /* on a list */
 	struct aws_call *call;
 	double since;

@@ -52,6 +52,8 @@ unlist(struct amachine *am)
 		return;
 	if (am->st == AM_TERM)
 		TAILQ_REMOVE(&a->terminating, am, entry);
+	else if (am->st == AM_IMAGE)
+		TAILQ_REMOVE(&a->imaging, am, entry);
 	else
 		TAILQ_REMOVE(&a->waiting, am, entry);
 	am->listed = 0;
@@ -281,6 +283,26 @@ aws_image_key(const struct sm_label *l, const char *ext, char *buf, size_t len)
 		snprintf(buf, len, "filters:%s", l->cloud_image != NULL ? l->cloud_image : "");
 }
 
+/* The machines that wait for the image lookup of key (AM_IMAGE, no call
+ * of their own) go back to AM_START and are woken: the cache answers
+ * them, or (the lookup failed or its machine went) the first of them
+ * looks it up again. */
+static void
+image_followers_wake(struct sm_adapter *a, const char *key)
+{
+	struct amachine *am, *next;
+
+	for (am = TAILQ_FIRST(&a->imaging); am != NULL; am = next) {
+		next = TAILQ_NEXT(am, entry);
+		if (am->call != NULL || strcmp(am->image_key, key) != 0)
+			continue;
+		unlist(am);
+		am->st = AM_START;
+		am->m.state = am_names[AM_START];
+		machine_wake(am);
+	}
+}
+
 static void
 image_done(const struct aws_result *r, void *arg)
 {
@@ -290,11 +312,13 @@ image_done(const struct aws_result *r, void *arg)
 	char d[64], bd[64] = "", id[64], root[64];
 
 	am->call = NULL;
+	unlist(am);
 	if (r->code != NULL) {
 		am->st = AM_FAILED;
 		am->m.error = SM_E_FAILED;
 		snprintf(am->m.error_msg, sizeof(am->m.error_msg), "image: %s: %s", r->code,
 			 r->message);
+		image_followers_wake(a, am->image_key);
 		machine_wake(am);
 		return;
 	}
@@ -321,15 +345,43 @@ image_done(const struct aws_result *r, void *arg)
 					      "t", np_mono_s()));
 		am->st = AM_START;
 	}
+	image_followers_wake(a, am->image_key);
 	machine_wake(am);
 }
 
+/* The image of am's label, from the cache: NULL when it is not there or
+ * (image-filters) older than AWS_IMAGE_TTL. As upstream's adapter: the
+ * filters' answer cached for five minutes (image_id_by_filter_cache), an
+ * image id's description for the provider's lifetime (_getImage's
+ * lru_cache). */
+static const json_t *
+image_cached(const struct amachine *am)
+{
+	const json_t *img = json_object_get(am->a->images, am->image_key);
+
+	if (img != NULL && strncmp(am->image_key, "filters:", 8) == 0 &&
+	    np_mono_s() - np_json_num(img, "t", 0) > AWS_IMAGE_TTL)
+		return NULL;
+	return img;
+}
+
+/* DescribeImages for am's image, or (one for that key is in flight: a wave
+ * of launches of one label) wait for its answer: one lookup per key at a
+ * time, where every machine of a wave used to ask for itself. */
 static void
 image_describe(struct amachine *am)
 {
 	const struct sm_label *l = am->label;
+	struct amachine *o;
 	char *form = NULL;
 
+	am->st = AM_IMAGE;
+	am->m.state = am_names[AM_IMAGE];
+	TAILQ_INSERT_TAIL(&am->a->imaging, am, entry);
+	am->listed = 1;
+	TAILQ_FOREACH(o, &am->a->imaging, entry)
+	if (o->call != NULL && strcmp(o->image_key, am->image_key) == 0)
+		return; /* its answer wakes us */
 	if (am->image_ref != NULL) {
 		aws_form_add(&form, "ImageId.1", am->image_ref);
 	} else {
@@ -350,8 +402,6 @@ image_describe(struct amachine *am)
 			    &form, json_string_value(v), "Filter.%zu.Value.%zu", i + 1, j + 1);
 		}
 	}
-	am->st = AM_IMAGE;
-	am->m.state = am_names[AM_IMAGE];
 	am->call = aws_ec2(am->a->api, "DescribeImages", form, 0, image_done, am);
 	free(form);
 }
@@ -749,7 +799,6 @@ static enum sm_status
 create_advance(struct sm_machine *m, struct sm_instance **out)
 {
 	struct amachine *am = (struct amachine *)m;
-	struct sm_adapter *a = am->a;
 
 	m->retry_in = 30; /* we wake the machine when an answer comes */
 	switch (am->st) {
@@ -761,12 +810,12 @@ create_advance(struct sm_machine *m, struct sm_instance **out)
 		host_describe(am);
 		return SM_AGAIN;
 	case AM_START: {
-		const json_t *img = json_object_get(a->images, am->image_key);
+		const json_t *img = image_cached(am);
 		if (am->dedicated && am->host == NULL) {
 			host_allocate(am);
 			return SM_AGAIN;
 		}
-		if (img == NULL || np_mono_s() - np_json_num(img, "t", 0) > AWS_IMAGE_TTL) {
+		if (img == NULL) {
 			image_describe(am);
 			return SM_AGAIN;
 		}
@@ -918,6 +967,12 @@ am_free(struct sm_machine *m)
 		else
 			log_debug("aws: delete machine freed with its terminate in flight");
 		am->call = NULL;
+	} else if (am->st == AM_IMAGE && am->call != NULL) {
+		/* its lookup goes: those waiting for it look again */
+		aws_call_cancel(am->call);
+		am->call = NULL;
+		unlist(am);
+		image_followers_wake(am->a, am->image_key);
 	} else {
 		aws_call_cancel(am->call);
 	}

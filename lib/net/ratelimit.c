@@ -75,25 +75,60 @@ arm(struct ratelimit *rl, double secs)
 	event_add(rl->timer, &tv);
 }
 
+/*
+ * The moment the bucket holds a token for the head of the queue (its
+ * slot): at once when it does, else when the refill brings the token, and
+ * never inside a pause. With waiters queued the bucket holds less than a
+ * token after each grant, so its cap (burst) does not come into it.
+ */
+static double
+next_slot(const struct ratelimit *rl)
+{
+	double slot = rl->stamp;
+
+	if (rl->rate > 0 && rl->tokens < 1.0)
+		slot += (1.0 - rl->tokens) / rl->rate;
+	return fmax(slot, rl->paused_until);
+}
+
+/*
+ * Grants the queue its slots. A loop busy with other work runs this
+ * timer late: every slot that passed meanwhile is granted now, each grant
+ * stamped with its slot (ratelimit_last_grant), so that the queue goes at
+ * `rate` (the slots 1/rate apart, as upstream's RateLimiter spaces its
+ * calls) and not at one grant per loop turn (a launcher's busy loop
+ * granted 250 a second at rate 1000, issue 25). Nothing is ever granted
+ * before its slot.
+ */
 static void
 timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct ratelimit *rl = arg;
 	struct ratelimit_wait *w;
-	double now, t;
+	double now, slot;
 
 	(void)fd;
 	(void)what;
 	while ((w = TAILQ_FIRST(&rl->queue)) != NULL) {
 		now = ratelimit_now();
-		t = wait_time(rl, now);
-		if (t > 0) {
-			arm(rl, t);
+		if (rl->rate <= 0) {
+			refill(rl, now);
+			slot = fmax(now, rl->paused_until);
+		} else {
+			slot = next_slot(rl);
+		}
+		if (slot > now) {
+			arm(rl, slot - now);
 			return;
+		}
+		if (rl->rate > 0 && slot > rl->stamp) {
+			/* the bucket as it was at the slot: one token */
+			rl->tokens = fmin(rl->burst, rl->tokens + (slot - rl->stamp) * rl->rate);
+			rl->stamp = slot;
 		}
 		rl->tokens -= 1.0;
 		rl->granted++;
-		rl->last_grant = now;
+		rl->last_grant = slot;
 		TAILQ_REMOVE(&rl->queue, w, entry);
 		rl->nqueued--;
 		/* the callback may queue more or cancel others; re-read the
@@ -172,8 +207,10 @@ ratelimit_take(struct ratelimit *rl, void (*cb)(void *arg), void *arg, struct ra
 	w->arg = arg;
 	TAILQ_INSERT_TAIL(&rl->queue, w, entry);
 	rl->nqueued++;
+	/* (no refill here while others wait: capped at burst, it would drop
+	 * the slots a late timer owes the queue) */
 	if (!event_pending(rl->timer, EV_TIMEOUT, NULL))
-		arm(rl, wait_time(rl, ratelimit_now()));
+		arm(rl, fmax(0, next_slot(rl) - ratelimit_now()));
 	if (wait != NULL)
 		*wait = w;
 	return 0;

@@ -7,7 +7,11 @@
  *
  * Callers ask for one token per call: granted at once when a token is
  * there (and nobody is queued ahead), else queued FIFO and granted by a
- * callback on the loop when the bucket refills. rate <= 0 means unlimited:
+ * callback on the loop when the bucket refills. The queue is served on
+ * its slots, 1/rate apart: a loop busy with other work runs that callback
+ * late, and then it grants every slot that passed meanwhile at once (each
+ * stamped with its slot, ratelimit_last_grant), so that a busy loop does
+ * not slow the queue below `rate`; nothing is granted before its slot. rate <= 0 means unlimited:
  * every request is granted at once unless the limiter is paused.
  *
  * ratelimit_pause_until() holds every grant until a monotonic time (a

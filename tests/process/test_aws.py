@@ -134,6 +134,46 @@ def test_wild_config_serves_its_labels(deployment, zuul, sim):
     assert calls["ec2:DescribeInstances"] < 30, calls
 
 
+def image_lookups(sim):
+    """The launches' DescribeImages calls in order: by filters ("filters")
+    or by image id ("id"); the leak listing's (Owner self) left out."""
+    return ["filters" if "Filter.1.Name" in c["params"] else "id"
+            for c in sim.ctl("GET", "/calls/log")["log"]
+            if c["action"] == "DescribeImages" and "Owner.1" not in c["params"]]
+
+
+def test_image_looked_up_once_per_wave(deployment, zuul, sim):
+    """Launches that start together share one DescribeImages per image, as
+    upstream caches the answer (by filters for five minutes, by image id for
+    good): a wave of eight (four by filters, four of an uploaded image) asks
+    twice, where each launch used to ask for itself."""
+    ami = upload_image(sim, zuul)
+    launcher(deployment, sim, wild_config())
+    rids = [zuul.submit([lb]) for lb in ["spot-debian", "vm-debian-12-m1s"] * 4]
+    assert [zuul.wait_request(r, timeout=30)["state"] for r in rids] == ["fulfilled"] * 8
+    assert sorted(image_lookups(sim)) == ["filters", "id"]
+    assert sorted(i["image"] for i in sim.instances()) == [ami] * 4 + ["ami-0sim0debian12"] * 4
+    # the next wave asks nothing
+    more = [zuul.submit([lb]) for lb in ["spot-debian", "vm-debian-12-m1s"] * 2]
+    assert [zuul.wait_request(r, timeout=30)["state"] for r in more] == ["fulfilled"] * 4
+    assert sorted(image_lookups(sim)) == ["filters", "id"]
+
+
+def test_failed_image_lookup_is_asked_again(deployment, zuul, sim):
+    """The wave's one DescribeImages fails (an error not retried): its
+    launch's attempt fails, the launches that waited for its answer ask
+    again (one of them, for all), and every request is served."""
+    upload_image(sim, zuul)
+    launcher(deployment, sim, wild_config(extra_pool=False))
+    wait_for(lambda: "ec2:DescribeInstanceTypes" in sim.calls(), timeout=20,
+             what="the launcher up")
+    sim.fault(action="DescribeImages", code="AuthFailure", count=1)
+    rids = [zuul.submit(["vm-debian-12-m1s"]) for _ in range(4)]
+    assert [zuul.wait_request(r, timeout=30)["state"] for r in rids] == ["fulfilled"] * 4
+    assert image_lookups(sim) == ["id", "id"]
+    assert len(sim.instances()) == 4
+
+
 def test_throttling_is_retried(deployment, zuul, sim):
     upload_image(sim, zuul)
     sim.fault(action="RunInstances", code="RequestLimitExceeded", count=3)

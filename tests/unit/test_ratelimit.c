@@ -84,3 +84,82 @@ Test(ratelimit, last_grant_of_an_unlimited_limiter_is_the_take)
 	ratelimit_free(rl);
 	event_base_free(base);
 }
+
+/*
+ * Issue 25: a loop busy with other work runs the limiter's timer late.
+ * The slots that passed meanwhile are the queue's: granted at once, each
+ * stamped with its own slot (1/rate apart from the first grant on, never
+ * later than the grant), so that the queue goes at `rate` and not at one
+ * grant per busy turn; and nothing is granted before its slot (the grants
+ * never outrun 1 + elapsed x rate).
+ */
+#define QUEUED 8
+
+struct stall {
+	struct ratelimit *rl;
+	struct event_base *base;
+	double t0; /* the first grant (the bucket starts full) */
+	double stamp[QUEUED + 1], at[QUEUED + 1];
+	int n;
+};
+
+static void
+stall_granted(void *arg)
+{
+	struct stall *s = arg;
+
+	s->stamp[s->n] = ratelimit_last_grant(s->rl);
+	s->at[s->n] = ratelimit_now();
+	if (++s->n == QUEUED + 1)
+		event_base_loopbreak(s->base);
+}
+
+/* the loop's other work: holds the loop well past the first slots */
+static void
+hold_loop(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	busy(*(double *)arg);
+}
+
+Test(ratelimit, a_late_timer_grants_every_slot_that_passed)
+{
+	struct stall s = {0};
+	double hold = 0.05; /* five slots at 100/s */
+	struct event *ev;
+	struct timeval now0 = {0, 0};
+	int i;
+
+	s.base = event_base_new();
+	s.rl = ratelimit_new(s.base, 100, 1); /* slots 0.01 s apart */
+	cr_assert_eq(ratelimit_take(s.rl, stall_granted, &s, NULL), 1);
+	stall_granted(&s);
+	s.t0 = s.stamp[0];
+	for (i = 0; i < QUEUED; i++)
+		cr_assert_eq(ratelimit_take(s.rl, stall_granted, &s, NULL), 0);
+	/* a callback due at once that keeps the loop busy past the slots */
+	ev = evtimer_new(s.base, hold_loop, &hold);
+	evtimer_add(ev, &now0);
+	event_base_dispatch(s.base);
+	cr_assert_eq(s.n, QUEUED + 1);
+	for (i = 1; i <= QUEUED; i++) {
+		/* each on its own slot, granted at or after it */
+		cr_assert_float_eq(s.stamp[i] - s.stamp[i - 1], 0.01, 1e-6, "grants %d, %d: %.6f",
+				   i - 1, i, s.stamp[i] - s.stamp[i - 1]);
+		cr_assert_leq(s.stamp[i], s.at[i], "grant %d", i);
+		/* never ahead of the rate */
+		cr_assert_leq(i, 1 + (s.at[i] - s.t0) * 100 + 1e-6, "grant %d at %.6f", i,
+			      s.at[i] - s.t0);
+	}
+	/* the slots that passed while the loop was held are not lost: the
+	 * grants stay on the grid from the first (a grant per busy turn, as
+	 * before, stamped each one a turn late and drifted off it) */
+	cr_assert_geq(s.at[1] - s.t0, hold, "held %.6f", s.at[1] - s.t0);
+	for (i = 1; i <= QUEUED; i++)
+		cr_assert_float_eq(s.stamp[i] - s.t0, 0.01 * i, 1e-6, "grant %d at slot %.6f", i,
+				   s.stamp[i] - s.t0);
+	event_free(ev);
+	ratelimit_free(s.rl);
+	event_base_free(s.base);
+}

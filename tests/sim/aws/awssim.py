@@ -22,6 +22,7 @@ disagrees, the simulator is wrong.
 import argparse
 import base64
 import datetime
+import functools
 import hashlib
 import hmac
 import http.server
@@ -220,7 +221,11 @@ def quota_service(code):
 STANDARD = set("acdhimrtz")
 
 
+@functools.lru_cache(maxsize=None)
 def quota_code(itype, spot=False):
+    """The Service Quotas code an instance type's vCPUs count against
+    (None: none). Pure, so cached: every RunInstances sums the live
+    instances' vCPUs by it."""
     fam = re.match(r"([a-z\-]+)\d", itype or "")
     fam = fam.group(1) if fam else ""
     table = [("u-", "L-43DA4232", None), ("inf", "L-1945791B", "L-B5D1601B"),
@@ -447,11 +452,11 @@ class Sim:
         self.calls = {}
         self.call_log = []
 
-    def count(self, service, action, region):
+    def count(self, service, action, region, params=None):
         k = "%s:%s" % (service, action)
         self.calls[k] = self.calls.get(k, 0) + 1
         self.call_log.append({"t": time.time(), "service": service, "action": action,
-                              "region": region})
+                              "region": region, "params": params or {}})
         if len(self.call_log) > 20000:
             del self.call_log[:10000]
 
@@ -557,14 +562,24 @@ def tag_specs(p, prefix="TagSpecification"):
     return out
 
 
+class Values(list):
+    """A filter's values; .plain: those without wildcards, as a set."""
+
+    def __init__(self, vals):
+        super().__init__(vals)
+        self.plain = frozenset(v for v in vals if "*" not in v and "?" not in v)
+
+
 def filters_of(p):
     out = []
     for f in flat_structs(p, "Filter"):
-        out.append((f.get("Name", ""), flat_list(f, "Value")))
+        out.append((f.get("Name", ""), Values(flat_list(f, "Value"))))
     return out
 
 
 def glob_match(pat, v):
+    if "*" not in pat and "?" not in pat:
+        return pat == (v or "")  # the common case, without a regex
     return re.fullmatch(re.escape(pat).replace(r"\*", ".*").replace(r"\?", "."), v or "") \
         is not None
 
@@ -581,7 +596,12 @@ def match_filters(filters, attrs, tags):
         elif name in attrs:
             v = attrs[name]
             vs = v if isinstance(v, list) else [v]
-            if not any(glob_match(x, str(y)) for x in values for y in vs):
+            # a set lookup for plain values (a describe of 50 instance ids
+            # matched each instance against each id, a regex apiece)
+            if any(str(y) in values.plain for y in vs):
+                continue
+            if not any(glob_match(x, str(y)) for x in values if "*" in x or "?" in x
+                       for y in vs):
                 return False
         else:
             raise ApiError(400, "InvalidParameterValue",
@@ -1443,7 +1463,8 @@ def handle_ec2(sim, region, body):
     p = dict(urllib.parse.parse_qsl(body.decode(), keep_blank_values=True))
     action = p.get("Action", "")
     with sim.lock:
-        sim.count("ec2", action, region)
+        sim.count("ec2", action, region,
+                  {k: v for k, v in p.items() if k not in ("Action", "Version")})
         sim.advance()
         if action not in EC2_ACTIONS:
             return ec2_error(ApiError(400, "InvalidAction",
@@ -1732,6 +1753,8 @@ def control(sim, method, path, body):
                 sim.calls.clear()
                 sim.call_log.clear()
                 return {}
+            if parts[1:] == ["log"]:
+                return {"log": list(sim.call_log)}
             return {"calls": dict(sim.calls), "total": sum(sim.calls.values())}
         if what == "faults":
             if method == "POST":
@@ -1799,6 +1822,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "awssim"
     sim = None
+    # As a real endpoint: the answer leaves in one write (the status line,
+    # headers and body buffered, flushed after each request by
+    # handle_one_request) on a TCP_NODELAY socket. Unbuffered, the headers
+    # and the body went out as two small writes, and Nagle held the second
+    # until the client acknowledged the first: up to a delayed ACK (40 ms)
+    # per call for a client that sends its request in two writes too.
+    wbufsize = -1
+    disable_nagle_algorithm = True
+
+    def handle_expect_100(self):
+        # the interim 100 Continue must not wait in the buffer
+        ok = super().handle_expect_100()
+        self.wfile.flush()
+        return ok
 
     def log_message(self, fmt, *args):
         if os.environ.get("AWSSIM_DEBUG"):
