@@ -227,6 +227,7 @@ struct zk_multi_result {
 	 * data version after the write, else 0 */
 	int64_t mzxid;
 	int32_t version;
+	int64_t ctime_ms; /* the same: the znode's creation time (ms since the epoch) */
 };
 typedef void (*zk_multi_cb)(int rc, int count, const struct zk_multi_result *results, void *arg);
 void zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);

@@ -170,6 +170,7 @@ x_applied(struct zk_lock *lock, const struct zk_multi_result *res)
 		lock->xres[i].path = NULL;
 		lock->xres[i].mzxid = res != NULL ? res[i].mzxid : 0;
 		lock->xres[i].version = res != NULL ? res[i].version : -1;
+		lock->xres[i].ctime_ms = res != NULL ? res[i].ctime_ms : 0;
 	}
 }
 
@@ -498,6 +499,48 @@ step_make_dir(struct zk_lock *lock)
 }
 
 static void
+parent_done(const struct zk_result *r, void *arg)
+{
+	struct zk_lock *lock = arg;
+
+	if (r->rc == ZOK || r->rc == ZNODEEXISTS)
+		step_create_dir(lock); /* the caller's ops still with it */
+	else if (transient(r->rc))
+		wait_conn(lock, step_create);
+	else
+		give_up(lock, r->rc);
+}
+
+/* zk_lock_acquire_with on a fresh tree: make the lock dir's parent
+ * (makepath), so that the dir, our contender and the caller's ops can
+ * still go in one multi. */
+static void
+step_make_parent(struct zk_lock *lock)
+{
+	const char *slash = strrchr(lock->path, '/');
+	char *parent;
+
+	if (slash == NULL || slash == lock->path) {
+		xops_free(lock);
+		step_make_dir(lock);
+		return;
+	}
+	parent = xstrdup(lock->path);
+	parent[slash - lock->path] = '\0';
+	{
+		struct zk_req req = {.kind = ZK_OP_CREATE,
+				     .path = parent,
+				     .makepath = 1,
+				     .cb = parent_done,
+				     .arg = lock,
+				     .owner = lock};
+
+		zk_submit(lock->zk, &req);
+	}
+	free(parent);
+}
+
+static void
 dir_and_contender_done(const struct zk_result *r, void *arg)
 {
 	struct lock_create *lc = arg;
@@ -526,16 +569,29 @@ dir_and_contender_done(const struct zk_result *r, void *arg)
 		lock->state = L_IDLE;
 		return;
 	}
-	if (lock->x_sent && !transient(r->rc)) {
+	if (lock->x_sent && transient(r->rc)) {
+		/* applied or not: our contender, if found, tells (find_done);
+		 * never sent again */
+		xops_free(lock);
+	} else if (lock->x_sent) {
+		lock->x_sent = 0;
 		if (created != NULL) {
 			x_applied(lock, r->mres + 2);
 		} else {
-			lock->x_sent = 0;
 			for (i = 0; r->mres != NULL && i < r->mcount && r->mres[i].rc == ZOK; i++)
 				;
+			if (i == 0 && r->rc == ZNONODE && lock->xops != NULL &&
+			    !(lock->flags & ZK_LOCK_NO_RESURRECT)) {
+				/* the dir's parent is missing (a fresh tree):
+				 * made, then the same multi again */
+				lock->create_tried = 0;
+				step_make_parent(lock);
+				return;
+			}
+			xops_free(lock); /* refused: as usual from here */
 			if (i >= 2 && i < r->mcount) {
 				/* one of the caller's ops was refused (the dir and
-				 * our contender were fine): without them, as usual */
+				 * our contender were fine): without them */
 				log_debug("zk lock %s: the ops sent with it were refused (%s)",
 					  lock->path, zk_strerror(r->mres[i].rc));
 				lock->create_tried = 0;
@@ -617,11 +673,8 @@ step_create_dir(struct zk_lock *lock)
 		zk_submit(lock->zk, &req);
 	}
 	free(ops);
-	if (lock->xops != NULL) {
-		/* sent once: whatever happens next, not again */
-		xops_free(lock);
-		lock->x_sent = 1;
-	}
+	if (lock->xops != NULL)
+		lock->x_sent = 1; /* kept until the answer says they were refused */
 }
 
 static void
@@ -822,6 +875,7 @@ lock_session(struct zk *zk, enum zk_event ev, void *arg)
 		} else if (lock->state == L_ACQUIRING) {
 			lock->create_tried = 0; /* gone with the session: no sweep */
 			lock->x_sent = 0;	/* unknown: the caller looks itself */
+			xops_free(lock);	/* and never on a new session */
 			stop_attempt(lock);
 			free(lock->node);
 			lock->node = NULL;

@@ -327,7 +327,6 @@ Test(zk_lock, missing_dir_made_with_the_contender)
 	int n, len;
 	struct zk_stat st;
 
-	cr_assert_eq(zk_sync_create(a, "/requests-lock", NULL, 0, 0, 1, NULL), ZOK);
 	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZOK);
 	cr_assert(zk_lock_is_held(la));
 	cr_assert_eq(zk_sync_get(a, "/requests-lock/100-0000000001", &data, &len, &st), ZOK);
@@ -435,7 +434,8 @@ Test(zk_lock, acquire_with_ops_all_or_nothing)
 	cr_assert_eq(zk_sync_create(a, "/requests/r3", "requested", 9, 0, 1, NULL), ZOK);
 	cr_assert_eq(zk_sync_create(a, "/requests-lock", NULL, 0, 0, 1, NULL), ZOK);
 
-	/* the usual case: dir new, version right: one transaction did all */
+	/* the usual case: dir new, version right: one transaction did all
+	 * (here on a fresh tree: the dir's parent is made first) */
 	cr_assert_eq(with_acquire(l1, "/requests/r1", "pending", 0), ZOK);
 	cr_assert(zk_lock_is_held(l1));
 	cr_assert_eq(zk_lock_applied(l1, &res, &n), 1);
