@@ -924,6 +924,7 @@ adopt_read(int rc, const char *data, int len, const struct zk_stat *st, void *ar
 	n->launcher = strdup(h->pool->launcher_id);
 	hn->node = n;
 	hn->az = n->az; /* where the instance is (or NULL) */
+	hn->stores++;
 	lc_store_node(h->lc, n, hn->lock, node_building_stored, hop_new(h, i));
 }
 
