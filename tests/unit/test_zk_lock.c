@@ -494,6 +494,36 @@ Test(zk_lock, acquire_with_ops_all_or_nothing)
 	zk_free(a);
 }
 
+/* A node just made: its lock (NO_RESURRECT) and `building` at version 0
+ * in one transaction; a node that is gone is neither locked nor made. */
+Test(zk_lock, acquire_with_ops_no_resurrect)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct zk_lock *fresh =
+	    zk_lock_new(a, "/nodes/0000000001/lock", "a", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	struct zk_lock *gone =
+	    zk_lock_new(a, "/nodes/0000000002/lock", "a", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	const struct zk_multi_result *res;
+	char *data;
+	int n, len;
+
+	cr_assert_eq(zk_sync_create(a, "/nodes/0000000001", "init", 4, 0, 1, NULL), ZOK);
+	cr_assert_eq(with_acquire(fresh, "/nodes/0000000001", "building", 0), ZOK);
+	cr_assert_eq(zk_lock_applied(fresh, &res, &n), 1);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(res[0].version, 1);
+	cr_assert_eq(zk_sync_get(a, "/nodes/0000000001", &data, &len, NULL), ZOK);
+	cr_assert_str_eq(data, "building");
+	free(data);
+	cr_assert_eq(with_acquire(gone, "/nodes/0000000002", "building", 0), ZNONODE);
+	cr_assert_eq(zk_lock_applied(gone, NULL, NULL), 0);
+	cr_assert_eq(zk_sync_exists(a, "/nodes/0000000002", NULL), ZNONODE);
+	zk_lock_free(fresh);
+	zk_lock_free(gone);
+	zk_free(a);
+}
+
 struct sess {
 	int expired, connected;
 	struct zk_lock *lock;
