@@ -369,6 +369,9 @@ void lc_multi_under(struct launcher *lc, struct zk_lock *const *locks, int nlock
  * take what they wrote from the reply, as lc_multi_under (a write not
  * applied, or whose reply was lost, is read back as any change). cb and arg
  * as zk_lock_acquire's; zk_lock_applied(lock) says whether the ops went in.
+ * cb is always called (the caches wait for it), so the lock must not be
+ * released or freed while it is being acquired (handlers hold it until
+ * the callback: their operation reference keeps them).
  */
 void lc_lock_acquire_with(struct launcher *lc, struct zk_lock *lock, const struct zk_multi_op *ops,
 			  int count, zk_lock_cb cb, void *arg);
