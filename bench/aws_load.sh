@@ -57,6 +57,17 @@
 # doubled the overhead; a budget-held listing waiting for the rest of its
 # wave showed no gain over the noise: both left out.
 #
+# Issue 25, ZooKeeper round trips (branch i25-rtt: lock + pending, node
+# lock + building, last node ready + fulfilled, each one multi),
+# 2026-11-28 18:28-18:50, load average 2-5, base and new alternated,
+# three runs each: overhead p50 490 / 425 / 442 ms before, 419 / 454 /
+# 378 after; p99 1018 / 770 / 1172 before, 1067 / 670 / 1077 after;
+# instances noticed p50 130-189 / 122-149 ms after the boot; 1.24-1.27 /
+# 1.19-1.24 calls per node. The ZooKeeper steps' p50s sum to 140-154 ms
+# before, 111-177 after (read -> accepted 14-18 -> 0); RunInstances in
+# the simulator (building -> named ~100-130 ms p50) and noticing are most
+# of what is left.
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (0 skips,
 # the default); BUILD picks the build.

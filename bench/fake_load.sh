@@ -40,6 +40,21 @@
 # ms after the boot, 11 status listings; new p50 247 ms, p99 560, noticed
 # 57 ms, 15 status listings (2.12 / 2.13 calls per node).
 #
+# Issue 25, ZooKeeper round trips (branch i25-rtt: the request locked and
+# set pending in one multi, the node locked and set building in one, the
+# last node ready with the request fulfilled in one), 2026-11-28
+# 18:28-18:50, load average 2-5, base and new alternated, three runs each
+# (`bench/fake_load.sh`, 1000 requests after 1000 warm-up, boot 0): p50
+# 260 / 175 / 194 ms before, 186 / 169 / 196 after; p99 1098 / 273 / 516
+# before, 498 / 193 / 368 after; 2.05-2.08 / 2.04-2.09 calls per node.
+# The launcher's ZooKeeper steps (created -> seen, -> read, -> accepted,
+# -> building, ready -> fulfilled; sum of p50s) 156 / 80 / 92 ms before,
+# 84 / 63 / 89 after: read -> accepted is gone (0), ready -> fulfilled
+# one round trip shorter. What is left: noticing the server (the status
+# listing, 85-88 ms after a 0 s boot) and the quota round before the
+# node's create (accepted -> building 28-42 ms: worker/quota.c's lock,
+# released and taken again per batch).
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (1000: the
 # ZooKeeper server's JVM compiles its hot paths; 0 skips); BENCH_ZK=plain talks to ZooKeeper without TLS (the server's

@@ -30,7 +30,7 @@ from datetime import datetime
 TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) (\w+) [^:]+: (.*)$")
 PATTERNS = [
     ("seen", re.compile(r"request (\S+): seen by pool")),
-    ("read", re.compile(r"request (\S+): locked and read \(created (\d+) ms before\)")),
+    ("read", re.compile(r"request (\S+): locked and read \(created (\d+) ms before[;)]")),
     ("accepted", re.compile(r"request (\S+) accepted by pool")),
     ("building", re.compile(r"request (\S+): node (\S+) building; launching")),
     ("named", re.compile(r"node (\S+): instance \S+ named")),

@@ -46,6 +46,16 @@
 # 2.04 calls per node both. The rest is ZooKeeper's (created -> building
 # ~200 ms at p50, -> fulfilled ~40 ms).
 #
+# Issue 25, ZooKeeper round trips (branch i25-rtt: lock + pending, node
+# lock + building, last node ready + fulfilled, each one multi),
+# 2026-11-28 18:28-18:50, load average 2-5, base and new alternated (one
+# base run lost to a bench hiccup): overhead p50 286 / 458 ms before, 282
+# / 291 / 264 after; p99 849 / 902 before, 994 / 1002 / 862 after;
+# servers noticed p50 64 / 225 / 74-95 ms after the boot (not this
+# change's); 2.04-2.05 calls per node both. The ZooKeeper steps' p50s sum
+# to 192-212 ms before, 141-154 after (read -> accepted 27 -> 0, ready ->
+# fulfilled 35 -> 25-30).
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (default
 # 0); BUILD picks the build; BENCH_KEEP keeps the temporary directory;

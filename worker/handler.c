@@ -924,6 +924,7 @@ adopt_read(int rc, const char *data, int len, const struct zk_stat *st, void *ar
 	n->launcher = strdup(h->pool->launcher_id);
 	hn->node = n;
 	hn->az = n->az; /* where the instance is (or NULL) */
+	hn->stores++;
 	lc_store_node(h->lc, n, hn->lock, node_building_stored, hop_new(h, i));
 }
 
@@ -1017,6 +1018,8 @@ launch_stored(int rc, const struct zk_stat *st, void *arg)
 
 	if (hop_done(o, &h, &i))
 		return;
+	h->nodes[i].stores--;
+	h->nodes[i].version = rc == ZOK && st != NULL ? st->version : -1;
 	if (rc != ZOK) {
 		/* Not known to be stored (or stored by a session whose lock is
 		 * gone): the launch failed. The request is never fulfilled with
@@ -1032,6 +1035,99 @@ launch_stored(int rc, const struct zk_stat *st, void *arg)
 	after_node_step(h);
 	if (h->state == H_RUNNING && !h->vanished)
 		poll_handler(h);
+}
+
+/* ---- the last node ready and the request fulfilled in one multi ----------- *
+ *
+ * Upstream writes the node `ready`, then (poll) the request `fulfilled`:
+ * two dependent round trips after the server is seen ready. When the
+ * node that became ready is the last one the request waits for, both go
+ * in one multi, each guarded by the version our own last write of it
+ * gave: Zuul reads the request, then its nodes (zuul/nodepool.py), and a
+ * transaction makes the nodes ready no later than the request fulfilled,
+ * as the two writes in order did. Refused (a version moved, the request
+ * is gone) or unanswered, nothing of it is known to be made: the node is
+ * written as before and the usual poll fulfils (the same data again if
+ * it did land; the locks are still ours).
+ */
+static void launch_stored(int rc, const struct zk_stat *st, void *arg);
+
+static void
+ready_fulfilled(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i, k;
+	struct hnode *hn;
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	if (rc != ZOK) {
+		log_debug("request %s: node %s ready and fulfilled in one: %s; in turn", h->req_id,
+			  hn->node_id, zk_strerror(rc));
+		h->state = H_RUNNING;
+		update_pool_paused(h->pool);
+		hn->stores++;
+		lc_store_node(h->lc, hn->node, hn->lock, launch_stored, hop_new(h, i));
+		return;
+	}
+	hn->version = count > 0 ? res[0].version : -1;
+	h->req_version = count > 1 ? res[1].version : -1;
+	h->lc->counters.fulfilled++;
+	log_info("request %s fulfilled by pool %s: %zu node(s)", h->req_id, h->pool->name,
+		 h->n_nodes);
+	for (k = 0; k < h->n_nodes; k++)
+		hn_release(h, k, 0); /* keep allocated_to */
+	release_request_lock(h);
+}
+
+/* Node i became ready: if it is the last, write it and the fulfilment in
+ * one multi (1), else 0 (nothing done). */
+static int
+fulfil_with_ready(struct handler *h, size_t i)
+{
+	struct hnode *hn = &h->nodes[i];
+	struct zk_multi_op ops[2];
+	char npath[128], rpath[160];
+	char *njson, *rjson;
+	size_t k, nlen, rlen;
+	struct zk_lock **locks;
+	int nlocks;
+
+	if (h->state != H_RUNNING || h->vanished || h->failed || hn->stores != 0 ||
+	    hn->version < 0 || h->req_version < 0)
+		return 0;
+	for (k = 0; k < h->n_nodes; k++)
+		if (k != i && (h->nodes[k].state != HN_READY || hn_in_flight(&h->nodes[k])))
+			return 0;
+	h->state = H_FULFILLING;
+	update_pool_paused(h->pool);
+	np_strv_clear(&h->req->nodes);
+	for (k = 0; k < h->n_nodes; k++)
+		np_strv_push(&h->req->nodes, h->nodes[k].node_id);
+	np_request_set_state(h->req, NP_REQ_FULFILLED);
+	njson = np_node_encode(hn->node, &nlen);
+	rjson = np_request_encode(h->req, &rlen);
+	snprintf(npath, sizeof(npath), "/nodepool/nodes/%s", hn->node_id);
+	req_path(h, rpath, sizeof(rpath));
+	memset(ops, 0, sizeof(ops));
+	ops[0].type = ZK_MULTI_SET;
+	ops[0].path = npath;
+	ops[0].data = njson;
+	ops[0].len = (int)nlen;
+	ops[0].version = hn->version;
+	ops[1].type = ZK_MULTI_SET;
+	ops[1].path = rpath;
+	ops[1].data = rjson;
+	ops[1].len = (int)rlen;
+	ops[1].version = h->req_version;
+	locks = lc_handler_locks(h, &nlocks);
+	lc_multi_under(h->lc, locks, nlocks, ops, 2, ready_fulfilled, hop_new(h, i));
+	free(locks);
+	free(njson);
+	free(rjson);
+	return 1;
 }
 
 /* The host's launch_done service (drivers/host.h): drv_launch_done. */
@@ -1084,6 +1180,9 @@ lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const c
 		free(hn->node->allocated_to);
 		hn->node->allocated_to = NULL;
 	}
+	if (result == DRV_LAUNCH_READY && fulfil_with_ready(h, i))
+		return;
+	hn->stores++;
 	lc_store_node(lc, hn->node, hn->lock, launch_stored, hop_new(h, i));
 }
 
@@ -1097,6 +1196,8 @@ launch_node_stored(int rc, const struct zk_stat *st, void *arg)
 
 	if (hop_done(o, &h, &i))
 		return;
+	h->nodes[i].stores--;
+	h->nodes[i].version = rc == ZOK && st != NULL ? st->version : -1;
 	if (rc != ZOK)
 		lc_set_error(h->lc, "storing building node %s: %s", h->nodes[i].node_id,
 			     zk_strerror(rc));
@@ -1126,29 +1227,20 @@ lc_host_store_node(struct drv_host *host, const struct drv_launch *l)
 	}
 	log_debug("node %s: stored while building (external id %s)", hn->node->id,
 		  hn->node->external_id ? hn->node->external_id : "-");
+	hn->stores++;
 	lc_store_node(lc, hn->node, hn->lock, launch_node_stored, hop_new(h, o->idx));
 	return 0;
 }
 
+/* Node i is `building` under our lock (version: its data version now,
+ * -1 if unknown): hand it to the driver. */
 static void
-node_building_stored(int rc, const struct zk_stat *st, void *arg)
+building_go(struct handler *h, size_t i, int version)
 {
-	struct hop *o = arg;
-	struct handler *h;
-	size_t i;
-	struct hnode *hn;
-	struct launcher *lc;
+	struct hnode *hn = &h->nodes[i];
+	struct launcher *lc = h->lc;
 
-	if (hop_done(o, &h, &i))
-		return;
-	hn = &h->nodes[i];
-	lc = h->lc;
-	if (rc != ZOK) {
-		hn->state = HN_FAILED;
-		h->failed = 1;
-		after_node_step(h);
-		return;
-	}
+	hn->version = version;
 	hn->state = HN_BUILDING;
 	memset(&hn->launch, 0, sizeof(hn->launch));
 	hn->launch.node = hn->node;
@@ -1163,7 +1255,7 @@ node_building_stored(int rc, const struct zk_stat *st, void *arg)
 }
 
 static void
-new_node_locked(struct zk_lock *lock, int rc, void *arg)
+node_building_stored(int rc, const struct zk_stat *st, void *arg)
 {
 	struct hop *o = arg;
 	struct handler *h;
@@ -1173,15 +1265,45 @@ new_node_locked(struct zk_lock *lock, int rc, void *arg)
 	if (hop_done(o, &h, &i))
 		return;
 	hn = &h->nodes[i];
+	hn->stores--;
 	if (rc != ZOK) {
+		hn->state = HN_FAILED;
+		h->failed = 1;
+		after_node_step(h);
+		return;
+	}
+	building_go(h, i, st != NULL ? st->version : -1);
+}
+
+static void
+new_node_locked(struct zk_lock *lock, int rc, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+	const struct zk_multi_result *res;
+	int n;
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	if (rc != ZOK) {
+		np_node_set_state(hn->node, NP_NODE_INIT); /* as stored */
 		lc_set_error(h->lc, "locking new node %s: %s", hn->node_id, zk_strerror(rc));
 		hn->state = HN_FAILED;
 		h->failed = 1;
 		after_node_step(h);
 		return;
 	}
+	if (zk_lock_applied(lock, &res, &n)) {
+		/* locked and BUILDING in one transaction */
+		building_go(h, i, res[0].version);
+		return;
+	}
 	/* lock first, then BUILDING: an unlocked BUILDING node is an orphan */
 	np_node_set_state(hn->node, NP_NODE_BUILDING);
+	hn->stores++;
 	lc_store_node(h->lc, hn->node, hn->lock, node_building_stored, hop_new(h, i));
 }
 
@@ -1190,7 +1312,10 @@ static void
 new_node_take(struct handler *h, size_t i, const char *id)
 {
 	struct hnode *hn = &h->nodes[i];
-	char lpath[128];
+	char lpath[128], npath[128];
+	struct zk_multi_op op;
+	char *json;
+	size_t jlen;
 
 	hn->create_unknown = 0;
 	hn->node_id = strdup(id);
@@ -1198,9 +1323,22 @@ new_node_take(struct handler *h, size_t i, const char *id)
 	hn->node->id = strdup(id);
 	lc_busy_add(h->lc, id);
 	node_lock_path(id, lpath, sizeof(lpath));
-	/* a node we just made: no lock dir yet */
+	/* a node we just made: no lock dir yet; its lock and `building`
+	 * (guarded by version 0: nothing but our create wrote it) in one
+	 * multi (issue 25). Refused (it changed, or someone made its lock
+	 * dir), it is locked as usual and written after. */
 	hn->lock = zk_lock_new(h->lc->zk, lpath, NULL, ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
-	zk_lock_acquire(hn->lock, 0, new_node_locked, hop_new(h, i));
+	np_node_set_state(hn->node, NP_NODE_BUILDING);
+	json = np_node_encode(hn->node, &jlen);
+	snprintf(npath, sizeof(npath), "/nodepool/nodes/%s", id);
+	memset(&op, 0, sizeof(op));
+	op.type = ZK_MULTI_SET;
+	op.path = npath;
+	op.data = json;
+	op.len = (int)jlen;
+	op.version = 0;
+	lc_lock_acquire_with(h->lc, hn->lock, &op, 1, new_node_locked, hop_new(h, i));
+	free(json);
 }
 
 static void
@@ -1715,21 +1853,14 @@ poll_handler(struct handler *h)
 
 /* ---- accept --------------------------------------------------------------- */
 
+/* The request is `pending` under our lock (version: its data version
+ * now, -1 if unknown): collect its nodeset. */
 static void
-accepted(int rc, const struct zk_stat *st, void *arg)
+accept_go(struct handler *h, int version)
 {
-	struct hop *o = arg;
-	struct handler *h;
 	size_t i;
 
-	if (hop_done(o, &h, NULL))
-		return;
-	if (rc != ZOK || h->vanished) {
-		if (rc != ZOK && rc != ZNONODE)
-			lc_set_error(h->lc, "accepting request %s: %s", h->req_id, zk_strerror(rc));
-		release_request_lock(h);
-		return;
-	}
+	h->req_version = version;
 	h->lc->counters.accepted++;
 	h->state = H_RUNNING;
 	h->n_nodes = h->req->node_types.n;
@@ -1744,6 +1875,23 @@ accepted(int rc, const struct zk_stat *st, void *arg)
 		return;
 	}
 	run(h);
+}
+
+static void
+accepted(int rc, const struct zk_stat *st, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK || h->vanished) {
+		if (rc != ZOK && rc != ZNONODE)
+			lc_set_error(h->lc, "accepting request %s: %s", h->req_id, zk_strerror(rc));
+		release_request_lock(h);
+		return;
+	}
+	accept_go(h, st != NULL ? st->version : -1);
 }
 
 /* Recheck decline reasons against the fresh request (set by assign.c). */
@@ -2078,6 +2226,94 @@ request_locked(struct zk_lock *lock, int rc, void *arg)
 	slow_read(h);
 }
 
+/* ---- lock and accept in one round trip (launching drivers) ---------------- *
+ *
+ * Today's sequence is three dependent round trips: the request lock (its
+ * dir and our contender in one multi), a re-read of the request under it,
+ * and `pending` written. When the request is in the cache as `requested`
+ * and this pool would accept it as the cache shows it, `pending` rides in
+ * the lock's multi, guarded by the version the cache showed: the decision
+ * is made on exactly the record the write replaces (upstream decides on
+ * the record read under the lock, the same one unless it changed, and a
+ * change fails the version). If the multi is refused (another launcher
+ * made the lock dir, the request changed or is gone) nothing of it is
+ * made and the lock is taken as usual: the full sequence follows.
+ * Reuse-only drivers keep their own one-round-trip fulfilment (fast_start:
+ * requested -> fulfilled, no `pending` write).
+ */
+
+static void
+request_locked_accepting(struct zk_lock *lock, int rc, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	const struct zk_multi_result *res;
+	int n;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK) {
+		np_request_free(h->req);
+		h->req = NULL;
+		h->lc->counters.req_lock_lost++;
+		lc_handler_finish(h); /* another launcher has it */
+		return;
+	}
+	if (!zk_lock_applied(lock, &res, &n)) {
+		/* not accepted: as if locked the usual way */
+		np_request_free(h->req);
+		h->req = NULL;
+		if (h->vanished) {
+			release_request_lock(h);
+			return;
+		}
+		slow_read(h);
+		return;
+	}
+	if (res[0].ctime_ms > 0)
+		log_debug("request %s: locked and read (created %.0f ms before; accepted with "
+			  "the lock)",
+			  h->req_id, lc_now() * 1000 - (double)res[0].ctime_ms);
+	if (h->vanished) {
+		release_request_lock(h); /* pending, unlocked: as a cancelled accept */
+		return;
+	}
+	accept_go(h, res[0].version);
+}
+
+/* Lock and accept at once; 0 if that does not apply (nothing changed). */
+static int
+accept_with_lock(struct handler *h)
+{
+	struct launcher *lc = h->lc;
+	const struct zk_cache_entry *e = zk_cache_get(lc->requests, h->req_id);
+	const struct np_request *r = e != NULL ? e->obj : NULL;
+	struct zk_multi_op op;
+	char path[160];
+	char *json;
+	size_t jlen;
+
+	if (lc->prov.drv->reuse_only || r == NULL || r->state != NP_REQ_REQUESTED ||
+	    np_strv_contains(&r->declined_by, h->pool->launcher_id) ||
+	    lc_assign_decline_reason(h->pool, r) != NULL)
+		return 0;
+	h->req = np_request_dup(r);
+	h->min_ready = r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0;
+	np_request_set_state(h->req, NP_REQ_PENDING);
+	json = np_request_encode(h->req, &jlen);
+	req_path(h, path, sizeof(path));
+	memset(&op, 0, sizeof(op));
+	op.type = ZK_MULTI_SET;
+	op.path = path;
+	op.data = json;
+	op.len = (int)jlen;
+	op.version = e->stat.version;
+	lc_lock_acquire_with(lc, h->req_lock, &op, 1, request_locked_accepting,
+			     hop_new(h, (size_t)-1));
+	free(json);
+	return 1;
+}
+
 void
 lc_handler_start(struct handler *h)
 {
@@ -2090,5 +2326,7 @@ lc_handler_start(struct handler *h)
 	 * first, its lock dir is new */
 	h->req_lock = zk_lock_new(h->lc->zk, path, NULL, ZK_LOCK_NEW_DIR);
 	h->lc->counters.req_lock_attempts++;
+	if (accept_with_lock(h))
+		return;
 	zk_lock_acquire(h->req_lock, 0, request_locked, hop_new(h, (size_t)-1));
 }

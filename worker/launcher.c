@@ -1346,6 +1346,66 @@ lc_multi_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
 	zk_multi_under(lc->zk, locks, nlocks, ops, count, own_multi_done, o);
 }
 
+struct own_lock {
+	struct launcher *lc;
+	struct own_data *d; /* one per op */
+	int n;
+	zk_lock_cb cb;
+	void *arg;
+};
+
+static void
+own_lock_cleanup(void *ctx)
+{
+	struct own_lock *o = ctx;
+	int i;
+
+	for (i = 0; i < o->n; i++)
+		own_data_clear(&o->d[i]);
+	free(o->d);
+}
+
+static void
+own_lock_done(struct zk_lock *lock, int rc, void *arg)
+{
+	struct own_lock *o = arg;
+	struct launcher *lc = o->lc;
+	zk_lock_cb cb = o->cb;
+	void *cbarg = o->arg;
+	const struct zk_multi_result *res = NULL;
+	int i, n = 0, ok, applied = rc == ZOK && zk_lock_applied(lock, &res, &n);
+
+	for (i = 0; i < o->n; i++) {
+		ok = applied && i < n && res[i].rc == ZOK && res[i].mzxid != 0;
+		own_end(lc, &o->d[i], ok, ok ? res[i].mzxid : 0, ok ? res[i].version : 0);
+	}
+	free(o->d);
+	o->d = NULL;
+	o->n = 0;
+	lc_ctx_free(lc, o);
+	if (cb != NULL)
+		cb(lock, rc, cbarg);
+}
+
+void
+lc_lock_acquire_with(struct launcher *lc, struct zk_lock *lock, const struct zk_multi_op *ops,
+		     int count, zk_lock_cb cb, void *arg)
+{
+	struct own_lock *o = lc_ctx_new(lc, sizeof(*o), own_lock_cleanup);
+	int i;
+
+	o->lc = lc;
+	o->cb = cb;
+	o->arg = arg;
+	o->n = count > 0 ? count : 0;
+	o->d = xcalloc((size_t)(o->n ? o->n : 1), sizeof(*o->d));
+	for (i = 0; i < o->n; i++) {
+		if (ops[i].type == ZK_MULTI_SET)
+			own_begin(lc, &o->d[i], ops[i].path, ops[i].data, ops[i].len);
+	}
+	zk_lock_acquire_with(lock, 0, ops, count, own_lock_done, o);
+}
+
 /* ---- node writes ---------------------------------------------------------- */
 
 void

@@ -121,7 +121,9 @@ struct hnode {
 	struct zk_lock *lock;
 	struct drv_launch launch;
 	int launching; /* launch handed to the driver */
-	int version;   /* fast path: the node's cached version */
+	int version;   /* the node's data version: as cached (fast path), or
+			  after our last write of it (-1: unknown) */
+	int stores;    /* our writes of the node in flight (version is stale) */
 	int fast_ok;   /* fast path: locked and checked */
 	/* AZ grouping (see struct handler): the reuse in flight picked a node
 	 * in the handler's chosen_az */
@@ -360,6 +362,19 @@ void lc_set_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
 		  const void *data, int len, int version, zk_stat_cb cb, void *arg);
 void lc_multi_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
 		    const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);
+/*
+ * zk_lock_acquire_with for the launcher's records: lock (ZK_LOCK_NEW_DIR),
+ * and the sets among ops (a request's `pending`, a new node's `building`)
+ * ride in the multi that makes the lock's dir and contender; the caches
+ * take what they wrote from the reply, as lc_multi_under (a write not
+ * applied, or whose reply was lost, is read back as any change). cb and arg
+ * as zk_lock_acquire's; zk_lock_applied(lock) says whether the ops went in.
+ * cb is always called (the caches wait for it), so the lock must not be
+ * released or freed while it is being acquired (handlers hold it until
+ * the callback: their operation reference keeps them).
+ */
+void lc_lock_acquire_with(struct launcher *lc, struct zk_lock *lock, const struct zk_multi_op *ops,
+			  int count, zk_lock_cb cb, void *arg);
 /* Write a node (encode + set) under lock (the node's lock, held: the write
  * is never sent once the session that holds it has ended; zk_set_under),
  * or NULL for none; cb may be NULL (it gets ZK_LOCK_LOST for a lock lost). */

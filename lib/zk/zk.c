@@ -414,6 +414,7 @@ zk_rq_result(struct zk *zk, struct zk_item *it)
 				const struct Stat *st = (const struct Stat *)(void *)rq->mbufs[i];
 				mr[i].mzxid = st->mzxid;
 				mr[i].version = st->version;
+				mr[i].ctime_ms = st->ctime;
 			}
 		}
 		r.mcount = rq->mcount;

@@ -227,6 +227,7 @@ struct zk_multi_result {
 	 * data version after the write, else 0 */
 	int64_t mzxid;
 	int32_t version;
+	int64_t ctime_ms; /* the same: the znode's creation time (ms since the epoch) */
 };
 typedef void (*zk_multi_cb)(int rc, int count, const struct zk_multi_result *results, void *arg);
 void zk_multi(struct zk *zk, const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);
@@ -327,6 +328,32 @@ struct zk_lock *zk_lock_new(struct zk *zk, const char *path, const char *identif
  * ZBADARGUMENTS before zk_lock_acquire returns.
  */
 void zk_lock_acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *arg);
+/*
+ * As zk_lock_acquire, and with ZK_LOCK_NEW_DIR (the dir not seen yet)
+ * ops[0..count) ride in the multi that makes the dir and our contender
+ * (issue 25: a request locked and set `pending`, a node just made locked
+ * and set `building`, in one round trip). ops are copied. The transaction
+ * is atomic: if any of the ops is refused (a version moved, a znode gone)
+ * or the dir exists, nothing of it is made and the lock is acquired as
+ * zk_lock_acquire would, without the ops; zk_lock_applied then says 0 and
+ * the caller does their work itself. Sent at most once: an answer lost
+ * with the connection is resolved by looking for our contender (found: the
+ * ops were applied too). After a session expiry mid-acquisition whether
+ * they were applied is unknown (reported 0). Without NEW_DIR, or with the
+ * dir seen before, the ops are not sent at all. The lock stays
+ * kazoo's: the same dir and contender, just more in the transaction.
+ */
+void zk_lock_acquire_with(struct zk_lock *lock, double timeout, const struct zk_multi_op *ops,
+			  int count, zk_lock_cb cb, void *arg);
+/*
+ * While held after zk_lock_acquire_with: 1 when its ops were applied with
+ * our contender, *res (owned by the lock, valid until the next acquire or
+ * free) their *n results (rc ZOK; a set's version and mzxid after it, or
+ * version -1 and mzxid 0 when the answer was lost and our contender found
+ * later); 0 (and *res NULL, *n 0) when they were not, or the lock is not
+ * held. res and n may be NULL.
+ */
+int zk_lock_applied(const struct zk_lock *lock, const struct zk_multi_result **res, int *n);
 /*
  * Delete our contender only (the lock dir stays). cb may be NULL; it gets
  * ZOK once the contender is gone (also if the session expired meanwhile).

@@ -77,7 +77,14 @@ struct zk_lock {
 	int drop_rc;	  /* DROPPING for a failed acquisition: what to report */
 	int drop_release; /* DROPPING for a release (else for an acquisition) */
 	unsigned gen;	  /* L_HELD: the session generation it was acquired in */
-	char watch_owner; /* its address tags the predecessor watch */
+	/* zk_lock_acquire_with: the caller's ops (deep copies) until the
+	 * first new-dir multi carries them; then how it went */
+	struct zk_multi_op *xops;
+	int nx;
+	int x_sent;		      /* sent in a multi whose answer was lost: found = applied */
+	int x_applied;		      /* the last acquisition applied them */
+	struct zk_multi_result *xres; /* nx results (version -1: unknown) */
+	char watch_owner;	      /* its address tags the predecessor watch */
 	struct zk_listener listener;
 };
 
@@ -133,6 +140,38 @@ set_contender(struct zk_lock *lock, const char *path)
 	const char *slash = strrchr(path, '/');
 
 	lock->node = xstrdup(slash != NULL ? slash + 1 : path);
+}
+
+/* The caller's extra ops (zk_lock_acquire_with), once sent or dropped. */
+static void
+xops_free(struct zk_lock *lock)
+{
+	int i;
+
+	for (i = 0; lock->xops != NULL && i < lock->nx; i++) {
+		free((void *)lock->xops[i].path);
+		free((void *)lock->xops[i].data);
+	}
+	free(lock->xops);
+	lock->xops = NULL;
+}
+
+/* The extra ops were applied with our contender: res (NULL: the answer
+ * was lost, and the contender found later) gives their versions. */
+static void
+x_applied(struct zk_lock *lock, const struct zk_multi_result *res)
+{
+	int i;
+
+	lock->x_sent = 0;
+	lock->x_applied = 1;
+	for (i = 0; i < lock->nx; i++) {
+		lock->xres[i].rc = ZOK;
+		lock->xres[i].path = NULL;
+		lock->xres[i].mzxid = res != NULL ? res[i].mzxid : 0;
+		lock->xres[i].version = res != NULL ? res[i].version : -1;
+		lock->xres[i].ctime_ms = res != NULL ? res[i].ctime_ms : 0;
+	}
 }
 
 static void
@@ -460,11 +499,54 @@ step_make_dir(struct zk_lock *lock)
 }
 
 static void
+parent_done(const struct zk_result *r, void *arg)
+{
+	struct zk_lock *lock = arg;
+
+	if (r->rc == ZOK || r->rc == ZNODEEXISTS)
+		step_create_dir(lock); /* the caller's ops still with it */
+	else if (transient(r->rc))
+		wait_conn(lock, step_create);
+	else
+		give_up(lock, r->rc);
+}
+
+/* zk_lock_acquire_with on a fresh tree: make the lock dir's parent
+ * (makepath), so that the dir, our contender and the caller's ops can
+ * still go in one multi. */
+static void
+step_make_parent(struct zk_lock *lock)
+{
+	const char *slash = strrchr(lock->path, '/');
+	char *parent;
+
+	if (slash == NULL || slash == lock->path) {
+		xops_free(lock);
+		step_make_dir(lock);
+		return;
+	}
+	parent = xstrdup(lock->path);
+	parent[slash - lock->path] = '\0';
+	{
+		struct zk_req req = {.kind = ZK_OP_CREATE,
+				     .path = parent,
+				     .makepath = 1,
+				     .cb = parent_done,
+				     .arg = lock,
+				     .owner = lock};
+
+		zk_submit(lock->zk, &req);
+	}
+	free(parent);
+}
+
+static void
 dir_and_contender_done(const struct zk_result *r, void *arg)
 {
 	struct lock_create *lc = arg;
 	struct zk_lock *lock = lc->lock;
-	const char *created = r->rc == ZOK && r->mcount == 2 ? r->mres[1].path : NULL;
+	const char *created = r->rc == ZOK && r->mcount >= 2 ? r->mres[1].path : NULL;
+	int i;
 
 	if (lock == NULL) { /* given up meanwhile: do not leave it behind */
 		if (created != NULL && !zk_closing(lc->zk)) {
@@ -486,6 +568,37 @@ dir_and_contender_done(const struct zk_result *r, void *arg)
 	if (zk_closing(lock->zk)) {
 		lock->state = L_IDLE;
 		return;
+	}
+	if (lock->x_sent && transient(r->rc)) {
+		/* applied or not: our contender, if found, tells (find_done);
+		 * never sent again */
+		xops_free(lock);
+	} else if (lock->x_sent) {
+		lock->x_sent = 0;
+		if (created != NULL) {
+			x_applied(lock, r->mres + 2);
+		} else {
+			for (i = 0; r->mres != NULL && i < r->mcount && r->mres[i].rc == ZOK; i++)
+				;
+			if (i == 0 && r->rc == ZNONODE && lock->xops != NULL &&
+			    !(lock->flags & ZK_LOCK_NO_RESURRECT)) {
+				/* the dir's parent is missing (a fresh tree):
+				 * made, then the same multi again */
+				lock->create_tried = 0;
+				step_make_parent(lock);
+				return;
+			}
+			xops_free(lock); /* refused: as usual from here */
+			if (i >= 2 && i < r->mcount) {
+				/* one of the caller's ops was refused (the dir and
+				 * our contender were fine): without them */
+				log_debug("zk lock %s: the ops sent with it were refused (%s)",
+					  lock->path, zk_strerror(r->mres[i].rc));
+				lock->create_tried = 0;
+				step_create_dir(lock);
+				return;
+			}
+		}
 	}
 	if (created != NULL || r->rc == ZNODEEXISTS)
 		lock->dir_known = 1;
@@ -527,15 +640,15 @@ static void
 step_create_dir(struct zk_lock *lock)
 {
 	struct lock_create *lc = calloc(1, sizeof(*lc));
-	struct zk_multi_op ops[2];
+	struct zk_multi_op *ops;
+	int i, n = 2 + (lock->xops != NULL ? lock->nx : 0);
 
-	if (lc == NULL)
+	if (lc == NULL || (ops = calloc((size_t)n, sizeof(*ops))) == NULL)
 		abort();
 	lc->zk = lock->zk;
 	lc->lock = lock;
 	if ((lc->path = strdup(lock->path)) == NULL || (lc->prefix = strdup(lock->prefix)) == NULL)
 		abort();
-	memset(ops, 0, sizeof(ops));
 	ops[0].type = ZK_MULTI_CREATE;
 	ops[0].path = lock->path;
 	ops[1].type = ZK_MULTI_CREATE;
@@ -544,19 +657,24 @@ step_create_dir(struct zk_lock *lock)
 	ops[1].len = lock->identlen;
 	ops[1].flags =
 	    (lock->flags & ZK_LOCK_PERSISTENT) ? ZOO_SEQUENCE : ZOO_EPHEMERAL | ZOO_SEQUENCE;
+	for (i = 2; i < n; i++)
+		ops[i] = lock->xops[i - 2];
 	lock->creating = lc;
 	lock->create_tried = 1;
 	{
 		struct zk_req req = {.kind = ZK_OP_MULTI,
 				     .path = "/",
 				     .mops = ops,
-				     .mcount = 2,
+				     .mcount = n,
 				     .cb = dir_and_contender_done,
 				     .arg = lc,
 				     .always = 1};
 
 		zk_submit(lock->zk, &req);
 	}
+	free(ops);
+	if (lock->xops != NULL)
+		lock->x_sent = 1; /* kept until the answer says they were refused */
 }
 
 static void
@@ -616,6 +734,8 @@ find_done(const struct zk_result *r, void *arg)
 				lock->node = strdup(r->names[i]);
 				if (lock->node == NULL)
 					abort();
+				if (lock->x_sent) /* the multi that made it did them */
+					x_applied(lock, NULL);
 				step_list(lock);
 				return;
 			}
@@ -627,6 +747,7 @@ find_done(const struct zk_result *r, void *arg)
 		give_up(lock, r->rc);
 		return;
 	}
+	lock->x_sent = 0; /* not made: neither were the caller's ops */
 	lock->create_tried = 0;
 	step_create(lock);
 }
@@ -753,6 +874,8 @@ lock_session(struct zk *zk, enum zk_event ev, void *arg)
 			lock->node = NULL;
 		} else if (lock->state == L_ACQUIRING) {
 			lock->create_tried = 0; /* gone with the session: no sweep */
+			lock->x_sent = 0;	/* unknown: the caller looks itself */
+			xops_free(lock);	/* and never on a new session */
 			stop_attempt(lock);
 			free(lock->node);
 			lock->node = NULL;
@@ -838,19 +961,24 @@ fail:
 	return NULL;
 }
 
-void
-zk_lock_acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *arg)
+/* Forget what an earlier acquire_with left. */
+static void
+x_reset(struct zk_lock *lock)
+{
+	xops_free(lock);
+	free(lock->xres);
+	lock->xres = NULL;
+	lock->nx = 0;
+	lock->x_sent = 0;
+	lock->x_applied = 0;
+}
+
+static void
+acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *arg)
 {
 	struct timeval tv;
 	double t;
 
-	if (lock->state != L_IDLE) {
-		log_warn("zk lock %s: acquire while %s", lock->path,
-			 lock->state == L_HELD ? "held" : "busy");
-		if (cb != NULL)
-			cb(lock, ZBADARGUMENTS, arg);
-		return;
-	}
 	lock->state = L_ACQUIRING;
 	lock->cb = cb;
 	lock->cbarg = arg;
@@ -864,6 +992,71 @@ zk_lock_acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *arg)
 		evtimer_add(lock->deadline, &tv);
 	}
 	step_create(lock);
+}
+
+void
+zk_lock_acquire(struct zk_lock *lock, double timeout, zk_lock_cb cb, void *arg)
+{
+	if (lock->state != L_IDLE) {
+		log_warn("zk lock %s: acquire while %s", lock->path,
+			 lock->state == L_HELD ? "held" : "busy");
+		if (cb != NULL)
+			cb(lock, ZBADARGUMENTS, arg);
+		return;
+	}
+	x_reset(lock);
+	acquire(lock, timeout, cb, arg);
+}
+
+void
+zk_lock_acquire_with(struct zk_lock *lock, double timeout, const struct zk_multi_op *ops, int count,
+		     zk_lock_cb cb, void *arg)
+{
+	int i;
+
+	if (lock->state != L_IDLE || count < 0 || (count > 0 && ops == NULL)) {
+		log_warn("zk lock %s: acquire while %s", lock->path,
+			 lock->state == L_IDLE	 ? "idle (bad ops)"
+			 : lock->state == L_HELD ? "held"
+						 : "busy");
+		if (cb != NULL)
+			cb(lock, ZBADARGUMENTS, arg);
+		return;
+	}
+	x_reset(lock);
+	if (count > 0 && (lock->flags & ZK_LOCK_NEW_DIR) && !lock->dir_known) {
+		lock->nx = count;
+		lock->xops = xcalloc((size_t)count, sizeof(*lock->xops));
+		lock->xres = xcalloc((size_t)count, sizeof(*lock->xres));
+		for (i = 0; i < count; i++) {
+			lock->xops[i] = ops[i];
+			lock->xops[i].path = xstrdup(ops[i].path);
+			lock->xops[i].data = NULL;
+			if (ops[i].data != NULL && ops[i].len > 0) {
+				void *d = xmalloc((size_t)ops[i].len);
+				memcpy(d, ops[i].data, (size_t)ops[i].len);
+				lock->xops[i].data = d;
+			}
+		}
+	}
+	acquire(lock, timeout, cb, arg);
+}
+
+int
+zk_lock_applied(const struct zk_lock *lock, const struct zk_multi_result **res, int *n)
+{
+	if (lock == NULL || lock->state != L_HELD || !lock->x_applied) {
+		if (res != NULL)
+			*res = NULL;
+		if (n != NULL)
+			*n = 0;
+		return 0;
+	}
+	if (res != NULL)
+		*res = lock->xres;
+	if (n != NULL)
+		*n = lock->nx;
+	return 1;
 }
 
 void
@@ -962,6 +1155,7 @@ zk_lock_free(struct zk_lock *lock)
 		}
 		free(p);
 	}
+	x_reset(lock);
 	zk_listener_remove(lock->zk, &lock->listener);
 	event_free(lock->deadline);
 	event_free(lock->retry);

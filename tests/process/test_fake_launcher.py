@@ -4,6 +4,7 @@ fields, min-ready, quota pause and resume, wedge avoidance, tenant
 limits, deletion, cancellation, and the debug surface (state-file, dump).
 Faults (retries, timeouts, quota errors, leaks, nodescan) are in
 test_fake_faults.py."""
+import json
 import time
 
 import pytest
@@ -249,3 +250,40 @@ def test_rate_spaces_cloud_calls(deployment, zuul):
     created = sorted(i["created"] for i in cloud.instances())
     gaps = [b - a for a, b in zip(created, created[1:])]
     assert min(gaps) >= 0.099, gaps
+
+
+def test_states_as_zuul_sees_them_in_fewer_transactions(deployment, zk, zuul):
+    """Issue 25: the request still goes requested -> pending -> fulfilled,
+    each written once, and its nodes init -> building -> ready; but the
+    request's lock is taken in the transaction that writes `pending`, and
+    the last node's `ready` in the one that writes `fulfilled` (Zuul reads
+    the request, then its nodes: they are ready whenever it is fulfilled).
+    A two-node request: the first node ready is written alone."""
+    cfg = fake_config(deployment, provider={"boot-delay": 1})
+    deployment.start_launcher("sim", deployment.write_config(cfg))
+    rid = zuul.submit(["small", "small"])
+    path = "/nodepool/requests/" + rid
+    seen = []
+
+    def step():
+        data, st = zk.get(path)
+        state = json.loads(data)["state"]
+        if not seen or seen[-1][0] != state:
+            seen.append((state, st.version, st.mzxid))
+        return state == "fulfilled"
+
+    wait_for(step, interval=0.005, what="request fulfilled")
+    states = [s for s, _, _ in seen]
+    assert states[-2:] == ["pending", "fulfilled"] and states[0] in ("requested", "pending")
+    versions = {s: v for s, v, _ in seen}
+    assert versions["pending"] == 1 and versions["fulfilled"] == 2, seen
+    pending_zxid = dict((s, z) for s, _, z in seen)["pending"]
+    lock_dir = zk.exists("/nodepool/requests-lock/" + rid)
+    assert lock_dir.czxid == pending_zxid, "lock taken with `pending`"
+    data, st = zk.get(path)
+    req = json.loads(data)
+    stats = [zk.get("/nodepool/nodes/" + nid) for nid in req["nodes"]]
+    assert [json.loads(d)["state"] for d, _ in stats] == ["ready", "ready"]
+    assert sorted(s.mzxid == st.mzxid for _, s in stats) == [False, True], \
+        "one node written ready with the fulfilment, the other before it"
+    assert all(s.mzxid <= st.mzxid for _, s in stats)

@@ -327,7 +327,6 @@ Test(zk_lock, missing_dir_made_with_the_contender)
 	int n, len;
 	struct zk_stat st;
 
-	cr_assert_eq(zk_sync_create(a, "/requests-lock", NULL, 0, 0, 1, NULL), ZOK);
 	cr_assert_eq(zk_lock_sync_acquire(la, 0), ZOK);
 	cr_assert(zk_lock_is_held(la));
 	cr_assert_eq(zk_sync_get(a, "/requests-lock/100-0000000001", &data, &len, &st), ZOK);
@@ -389,6 +388,139 @@ Test(zk_lock, new_dir_hint_right_or_wrong)
 	zk_lock_free(gone);
 	zk_lock_free(deep);
 	zk_free(b);
+	zk_free(a);
+}
+
+static int
+lrec_done(void *arg)
+{
+	return ((struct lrec *)arg)->calls > 0;
+}
+
+/* zk_lock_acquire_with: extra ops ride in the multi that makes the lock
+ * dir and our contender (a request locked and set `pending` at once), all
+ * or nothing; refused, the lock is taken as usual and says so. */
+static int
+with_acquire(struct zk_lock *lock, const char *path, const char *data, int version)
+{
+	struct zk_multi_op op = {.type = ZK_MULTI_SET,
+				 .path = path,
+				 .data = data,
+				 .len = (int)strlen(data),
+				 .version = version};
+	struct lrec r = {0};
+
+	zk_lock_acquire_with(lock, 0, &op, 1, lrec_cb, &r);
+	cr_assert(testzk_run_until(base, lrec_done, &r, 10), "acquire_with answered");
+	cr_assert_eq(r.calls, 1);
+	return r.rc;
+}
+
+Test(zk_lock, acquire_with_ops_all_or_nothing)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts), *b = second(hosts);
+	struct zk_lock *l1 = zk_lock_new(a, "/requests-lock/r1", "a", ZK_LOCK_NEW_DIR);
+	struct zk_lock *l2 = zk_lock_new(a, "/requests-lock/r2", "a", ZK_LOCK_NEW_DIR);
+	struct zk_lock *l3 = zk_lock_new(a, "/requests-lock/r3", "a", ZK_LOCK_NEW_DIR);
+	struct zk_lock *other = zk_lock_new(b, "/requests-lock/r3", "b", ZK_LOCK_NEW_DIR);
+	const struct zk_multi_result *res;
+	struct zk_stat st;
+	char *data;
+	int n, len;
+
+	cr_assert_eq(zk_sync_create(a, "/requests/r1", "requested", 9, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(a, "/requests/r2", "requested", 9, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(a, "/requests/r3", "requested", 9, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(a, "/requests-lock", NULL, 0, 0, 1, NULL), ZOK);
+
+	/* the usual case: dir new, version right: one transaction did all
+	 * (here on a fresh tree: the dir's parent is made first) */
+	cr_assert_eq(with_acquire(l1, "/requests/r1", "pending", 0), ZOK);
+	cr_assert(zk_lock_is_held(l1));
+	cr_assert_eq(zk_lock_applied(l1, &res, &n), 1);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(res[0].version, 1);
+	cr_assert_eq(zk_sync_get(a, "/requests/r1", &data, &len, &st), ZOK);
+	cr_assert_str_eq(data, "pending");
+	cr_assert_eq(st.mzxid, res[0].mzxid);
+	free(data);
+	cr_assert_eq(nchildren(a, "/requests-lock/r1"), 1);
+
+	/* the request changed since it was read: the lock is taken, the
+	 * write is not made */
+	cr_assert_eq(with_acquire(l2, "/requests/r2", "pending", 7), ZOK);
+	cr_assert(zk_lock_is_held(l2));
+	cr_assert_eq(zk_lock_applied(l2, &res, &n), 0);
+	cr_assert_null(res);
+	cr_assert_eq(zk_sync_get(a, "/requests/r2", &data, &len, NULL), ZOK);
+	cr_assert_str_eq(data, "requested");
+	free(data);
+	cr_assert_eq(nchildren(a, "/requests-lock/r2"), 1);
+
+	/* another launcher holds it (the dir exists): busy, nothing written */
+	cr_assert_eq(zk_lock_sync_acquire(other, 0), ZOK);
+	cr_assert_eq(with_acquire(l3, "/requests/r3", "pending", 0), ZK_LOCK_BUSY);
+	cr_assert_eq(zk_lock_applied(l3, NULL, NULL), 0);
+	cr_assert_eq(zk_sync_get(a, "/requests/r3", &data, &len, NULL), ZOK);
+	cr_assert_str_eq(data, "requested");
+	free(data);
+	cr_assert_eq(nchildren(a, "/requests-lock/r3"), 1, "only the holder's contender");
+	/* free again, the dir known: taken as usual, the ops not sent */
+	cr_assert_eq(zk_lock_sync_release(other), ZOK);
+	cr_assert_eq(with_acquire(l3, "/requests/r3", "pending", 0), ZOK);
+	cr_assert_eq(zk_lock_applied(l3, NULL, NULL), 0);
+	cr_assert_eq(zk_sync_get(a, "/requests/r3", &data, &len, NULL), ZOK);
+	cr_assert_str_eq(data, "requested");
+	free(data);
+
+	/* the request is gone: the lock alone, as usual */
+	cr_assert_eq(zk_lock_sync_release(l1), ZOK);
+	cr_assert_eq(zk_sync_delete(a, "/requests/r1", -1, 1), ZOK);
+	cr_assert_eq(zk_sync_delete(a, "/requests-lock/r1", -1, 1), ZOK);
+	cr_assert_eq(with_acquire(l1, "/requests/r1", "pending", 1), ZOK);
+	cr_assert_eq(zk_lock_applied(l1, NULL, NULL), 0);
+	cr_assert_eq(zk_sync_exists(a, "/requests/r1", NULL), ZNONODE);
+	/* a plain acquire after one with ops: nothing of them is left */
+	cr_assert_eq(zk_lock_sync_release(l1), ZOK);
+	cr_assert_eq(zk_lock_sync_acquire(l1, 0), ZOK);
+	cr_assert_eq(zk_lock_applied(l1, NULL, NULL), 0);
+
+	zk_lock_free(l1);
+	zk_lock_free(l2);
+	zk_lock_free(l3);
+	zk_lock_free(other);
+	zk_free(b);
+	zk_free(a);
+}
+
+/* A node just made: its lock (NO_RESURRECT) and `building` at version 0
+ * in one transaction; a node that is gone is neither locked nor made. */
+Test(zk_lock, acquire_with_ops_no_resurrect)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct zk_lock *fresh =
+	    zk_lock_new(a, "/nodes/0000000001/lock", "a", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	struct zk_lock *gone =
+	    zk_lock_new(a, "/nodes/0000000002/lock", "a", ZK_LOCK_NO_RESURRECT | ZK_LOCK_NEW_DIR);
+	const struct zk_multi_result *res;
+	char *data;
+	int n, len;
+
+	cr_assert_eq(zk_sync_create(a, "/nodes/0000000001", "init", 4, 0, 1, NULL), ZOK);
+	cr_assert_eq(with_acquire(fresh, "/nodes/0000000001", "building", 0), ZOK);
+	cr_assert_eq(zk_lock_applied(fresh, &res, &n), 1);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(res[0].version, 1);
+	cr_assert_eq(zk_sync_get(a, "/nodes/0000000001", &data, &len, NULL), ZOK);
+	cr_assert_str_eq(data, "building");
+	free(data);
+	cr_assert_eq(with_acquire(gone, "/nodes/0000000002", "building", 0), ZNONODE);
+	cr_assert_eq(zk_lock_applied(gone, NULL, NULL), 0);
+	cr_assert_eq(zk_sync_exists(a, "/nodes/0000000002", NULL), ZNONODE);
+	zk_lock_free(fresh);
+	zk_lock_free(gone);
 	zk_free(a);
 }
 
