@@ -1134,13 +1134,13 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
 	    (unsigned long long)lc->counters.accepted, (unsigned long long)lc->counters.fulfilled,
 	    (unsigned long long)lc->counters.declined, (unsigned long long)lc->counters.failed,
 	    (unsigned long long)lc->counters.deleted);
-	evbuffer_add_printf(out,
-			    "  request locks: attempts %llu lost %llu; provider lock rounds %llu; "
-			    "peer-takeover-delay %gs\n",
-			    (unsigned long long)lc->counters.req_lock_attempts,
-			    (unsigned long long)lc->counters.req_lock_lost,
-			    (unsigned long long)lc_quota_rounds(lc),
-			    lc->settings.peer_takeover_delay);
+	evbuffer_add_printf(
+	    out,
+	    "  request locks: attempts %llu lost %llu; provider lock rounds %llu "
+	    "(taken %llu times); peer-takeover-delay %gs\n",
+	    (unsigned long long)lc->counters.req_lock_attempts,
+	    (unsigned long long)lc->counters.req_lock_lost, (unsigned long long)lc_quota_rounds(lc),
+	    (unsigned long long)lc_quota_taken(lc), lc->settings.peer_takeover_delay);
 	evbuffer_add_printf(out,
 			    "  timers: cleanup every %.0fs, deletion every %.0fs, "
 			    "request locks kept %.0fs\n",

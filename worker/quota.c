@@ -63,8 +63,24 @@
  * Rounds batch: a handler that wants to launch while no round is open asks
  * for one (lc_quota_want) and waits; the round, once the lock is held and
  * the view loaded, runs every handler with nodes to launch (handler.c,
- * lc_handler_quota_round) and closes. One launcher's steady state is then one
- * lock round trip per batch of launches, not per node.
+ * lc_handler_quota_round) and closes.
+ *
+ * The locks are kept across rounds (issue 25) while this launcher keeps
+ * wanting rounds and no other contender waits: once a round's creates are
+ * all answered, a round wanted meanwhile runs at once, under the same
+ * locks, without the contender create and listing a new acquisition costs.
+ * That keeps the invariants: a peer creates nodes of the provider only
+ * under the lock, so while we hold it without a break nobody else created
+ * anything, and our own view plus our own creates in flight count every
+ * node (the next round still waits for the node cache to read every child
+ * it was told of, our own creates' included, as after an acquisition).
+ * When a lock is taken, its dir's children are listed with a one-shot
+ * watch, re-armed at each change while held: a contender that is not ours
+ * (a peer waiting for the provider's lock, or for the tenants' lock, any
+ * provider's launcher) makes us release both after the current round. With
+ * no round wanted the locks linger LINGER seconds (a batch that follows at
+ * once needs no new acquisition), then go. Releasing is as before: both
+ * locks, the tenants' first.
  */
 #include "worker/launcher.h"
 
@@ -78,6 +94,24 @@
 #include "lib/core/log.h"
 
 #define TENANT_LOCK "/nodepool/launcher-quota-tenants"
+/* seconds the locks are kept with no round wanted (issue 25: at most ~0.2) */
+#define LINGER 0.2
+
+struct lc_quota;
+
+/* A lock's dir watched for peers' contenders while we hold the lock. */
+struct quota_peers {
+	struct lc_quota *q;
+	struct zk_lock *lock;
+	int watching; /* a children watch is set (in watch_session) */
+	int64_t watch_session;
+	int reading;	    /* a listing is in flight (at most one) */
+	int read_watch;	    /* ... asked to set the watch */
+	int reread;	    /* list again once it is answered */
+	unsigned read_hold; /* hold it was sent in */
+	unsigned hold;	    /* acquisitions of lock so far */
+	int peer;	    /* a peer's contender seen during this hold */
+};
 
 struct lc_quota {
 	struct launcher *lc;
@@ -91,10 +125,14 @@ struct lc_quota {
 	int creates;   /* creates of the last round not answered yet */
 	int want;      /* a round is wanted (after the current one) */
 	struct event *retry_ev;
+	struct event *linger_ev;     /* releases the idle locks */
+	struct quota_peers peers[2]; /* [0] lock's dir, [1] tlock's */
 	uint64_t rounds;
+	uint64_t taken; /* acquisitions of the provider's lock */
 };
 
 static void quota_acquire(struct lc_quota *q);
+static void retry_later(struct lc_quota *q, double secs);
 
 /* Tenant limits are configured: rounds hold the tenants' lock too. */
 static int
@@ -125,6 +163,8 @@ quota_release(struct lc_quota *q)
 {
 	if (q->releasing)
 		return; /* quota_released goes on */
+	if (q->linger_ev != NULL)
+		event_del(q->linger_ev);
 	if (q->tlock != NULL && zk_lock_is_held(q->tlock)) {
 		q->releasing++;
 		zk_lock_release(q->tlock, quota_released, q);
@@ -138,6 +178,107 @@ quota_release(struct lc_quota *q)
 	/* lost with its session meanwhile: a round still wanted starts over */
 	if (q->want)
 		quota_acquire(q);
+}
+
+/* A peer's contender waits for one of our locks. */
+static int
+peer_waiting(const struct lc_quota *q)
+{
+	return q->peers[0].peer || q->peers[1].peer;
+}
+
+/* The last round is over and its creates are answered: run the next round
+ * under the same locks if one is wanted and no peer waits, else release
+ * now (a peer waits, we stop) or after LINGER (nothing wanted). */
+static void
+quota_idle(struct lc_quota *q)
+{
+	struct timeval tv = np_tv_of(LINGER);
+
+	if (q->lc->stopping || peer_waiting(q) || !round_held(q)) {
+		quota_release(q);
+		return;
+	}
+	if (q->want) {
+		/* from the loop: a create's answer is still being handled */
+		retry_later(q, 0);
+		return;
+	}
+	if (q->linger_ev != NULL)
+		event_add(q->linger_ev, &tv);
+}
+
+static void
+linger_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct lc_quota *q = arg;
+
+	if (!q->open && q->creates == 0 && !q->want)
+		quota_release(q);
+}
+
+static void peers_list(struct quota_peers *p);
+
+static void
+peers_watch(int type, const char *path, void *arg)
+{
+	struct quota_peers *p = arg;
+
+	p->watching = 0;
+	if (zk_lock_is_held(p->lock))
+		peers_list(p);
+}
+
+static void
+peers_listed(int rc, int count, char *const *names, void *arg)
+{
+	struct quota_peers *p = arg;
+	struct lc_quota *q = p->q;
+	const char *ours = zk_lock_contender(p->lock);
+
+	p->reading = 0;
+	if (rc == ZOK && p->read_watch) {
+		p->watching = 1;
+		p->watch_session = zk_session_id(q->lc->zk);
+	}
+	if (p->reread) {
+		p->reread = 0;
+		if (zk_lock_is_held(p->lock))
+			peers_list(p);
+		return; /* that listing decides */
+	}
+	if (p->read_hold != p->hold || ours == NULL)
+		return; /* a listing of an earlier hold */
+	if (rc != ZOK) {
+		p->peer = 1; /* unknown: let it go after this round */
+	} else {
+		for (int i = 0; i < count; i++)
+			if (strcmp(names[i], ours) != 0)
+				p->peer = 1;
+	}
+	if (p->peer && q->linger_ev != NULL && event_pending(q->linger_ev, EV_TIMEOUT, NULL)) {
+		event_del(q->linger_ev); /* held idle, lingering: release now */
+		quota_release(q);
+	}
+}
+
+/* List the lock dir's contenders, setting the watch if none is set. */
+static void
+peers_list(struct quota_peers *p)
+{
+	struct lc_quota *q = p->q;
+
+	if (p->reading) {
+		p->reread = 1;
+		return;
+	}
+	if (p->watching && p->watch_session != zk_session_id(q->lc->zk))
+		p->watching = 0; /* dropped with its session */
+	p->reading = 1;
+	p->read_watch = !p->watching;
+	p->read_hold = p->hold;
+	zk_children(q->lc->zk, zk_lock_path(p->lock), p->read_watch ? peers_watch : NULL, p,
+		    peers_listed, p);
 }
 
 static void
@@ -180,7 +321,7 @@ quota_round(struct lc_quota *q)
 		lc->prov.drv->peers_changed(lc->prov.dp);
 	q->open = 0;
 	if (q->creates == 0)
-		quota_release(q);
+		quota_idle(q);
 }
 
 static void
@@ -198,6 +339,13 @@ quota_locked(struct zk_lock *lock, int rc, void *arg)
 		}
 		return;
 	}
+	struct quota_peers *p = &q->peers[lock == q->tlock];
+
+	if (lock == q->lock)
+		q->taken++;
+	p->hold++;
+	p->peer = 0;
+	peers_list(p);
 	if (!round_held(q))
 		quota_acquire(q); /* the tenants' lock next */
 	else
@@ -210,9 +358,15 @@ quota_acquire(struct lc_quota *q)
 	if (q->acquiring || q->releasing || q->lc->stopping || q->lock == NULL)
 		return;
 	if (round_held(q)) {
-		if (q->creates == 0 && !q->open)
-			quota_round(q);
-		return; /* else: released, then acquired again, when they answer */
+		if (q->creates == 0 && !q->open) {
+			if (q->linger_ev != NULL)
+				event_del(q->linger_ev);
+			if (peer_waiting(q))
+				quota_release(q); /* and acquired again */
+			else
+				quota_round(q);
+		}
+		return; /* else: quota_idle goes on when they are answered */
 	}
 	q->acquiring = 1;
 	/* always the provider's lock first, then the tenants': one order,
@@ -229,10 +383,10 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct lc_quota *q = arg;
 
-	if (round_held(q))
-		quota_round(q);
-	else
+	if (!round_held(q))
 		quota_acquire(q);
+	else if (!q->open && q->creates == 0)
+		quota_round(q); /* else: quota_idle goes on when they are answered */
 }
 
 int
@@ -248,6 +402,9 @@ lc_quota_init(struct launcher *lc)
 	q->lock = zk_lock_new(lc->zk, path, lc->hostname, 0);
 	q->tlock = zk_lock_new(lc->zk, TENANT_LOCK, lc->hostname, 0);
 	q->retry_ev = event_new(lc->base, -1, 0, retry_cb, q);
+	q->linger_ev = event_new(lc->base, -1, 0, linger_cb, q);
+	q->peers[0] = (struct quota_peers){.q = q, .lock = q->lock};
+	q->peers[1] = (struct quota_peers){.q = q, .lock = q->tlock};
 	lc->quota = q;
 	return 0;
 }
@@ -259,10 +416,14 @@ lc_quota_free(struct launcher *lc)
 
 	if (q == NULL)
 		return;
+	zk_cancel(lc->zk, &q->peers[0]);
+	zk_cancel(lc->zk, &q->peers[1]);
 	zk_lock_free(q->tlock);
 	zk_lock_free(q->lock);
 	if (q->retry_ev != NULL)
 		event_free(q->retry_ev);
+	if (q->linger_ev != NULL)
+		event_free(q->linger_ev);
 	free(q);
 	lc->quota = NULL;
 }
@@ -299,11 +460,17 @@ lc_quota_create_done(struct launcher *lc)
 	if (q == NULL || q->creates <= 0)
 		return;
 	if (--q->creates == 0 && !q->open)
-		quota_release(q);
+		quota_idle(q);
 }
 
 uint64_t
 lc_quota_rounds(const struct launcher *lc)
 {
 	return lc->quota != NULL ? lc->quota->rounds : 0;
+}
+
+uint64_t
+lc_quota_taken(const struct launcher *lc)
+{
+	return lc->quota != NULL ? lc->quota->taken : 0;
 }
