@@ -664,6 +664,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 		maybe_started(lc);
 		return;
 	}
+	lc_quota_nodes_read(lc);
 	n = LC_SUM(e);
 	if (ev == ZK_CACHE_REMOVED) {
 		int by_us = strset_has(lc->gone, e->name) || strset_has(lc->deleting, e->name);

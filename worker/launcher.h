@@ -521,6 +521,9 @@ void lc_quota_want(struct launcher *lc);
 void lc_quota_create_sent(struct launcher *lc);
 void lc_quota_create_done(struct launcher *lc);
 uint64_t lc_quota_rounds(const struct launcher *lc);
+/* The node cache read a node: a round waiting for its view tries again
+ * now rather than at its next poll. */
+void lc_quota_nodes_read(struct launcher *lc);
 /* Times the provider's lock was taken (fewer than rounds while it is kept
  * across rounds: issue 25). */
 uint64_t lc_quota_taken(const struct launcher *lc);

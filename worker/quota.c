@@ -124,6 +124,7 @@ struct lc_quota {
 	int open;      /* a round is running: launches may start */
 	int creates;   /* creates of the last round not answered yet */
 	int want;      /* a round is wanted (after the current one) */
+	int view_wait; /* a round waits for the node cache's reads */
 	struct event *retry_ev;
 	struct event *linger_ev;     /* releases the idle locks */
 	struct quota_peers peers[2]; /* [0] lock's dir, [1] tlock's */
@@ -302,16 +303,21 @@ quota_round(struct lc_quota *q)
 		return;
 	}
 	if (!lc_in_sync(lc) || zk_cache_unloaded(lc->nodes) > 0) {
-		retry_later(q, 0.02); /* nodes created by others still loading */
+		/* nodes created by others (or by our last round) still
+		 * loading: lc_quota_nodes_read tries again as each lands */
+		q->view_wait = 1;
+		retry_later(q, 0.02);
 		return;
 	}
 	if (need_tenants(q) && zk_cache_reads_pending(lc->nodes) > 0) {
 		/* a reuse's allocation (a data change, not a new child) makes
 		 * a node its tenant's: the reads of changes heard before the
 		 * lock came land first */
+		q->view_wait = 1;
 		retry_later(q, 0.005);
 		return;
 	}
+	q->view_wait = 0;
 	q->want = 0;
 	q->open = 1;
 	q->rounds++;
@@ -467,6 +473,18 @@ uint64_t
 lc_quota_rounds(const struct launcher *lc)
 {
 	return lc->quota != NULL ? lc->quota->rounds : 0;
+}
+
+void
+lc_quota_nodes_read(struct launcher *lc)
+{
+	struct lc_quota *q = lc->quota;
+
+	if (q == NULL || !q->view_wait || q->retry_ev == NULL)
+		return;
+	/* from the loop, once the cache's callback is over */
+	event_del(q->retry_ev);
+	retry_later(q, 0);
 }
 
 uint64_t
