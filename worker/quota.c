@@ -201,7 +201,10 @@ quota_idle(struct lc_quota *q)
 		return;
 	}
 	if (q->want) {
-		/* from the loop: a create's answer is still being handled */
+		/* from the loop: a create's answer is still being handled
+		 * (and not after a slower retry still pending) */
+		if (q->retry_ev != NULL)
+			event_del(q->retry_ev);
 		retry_later(q, 0);
 		return;
 	}
