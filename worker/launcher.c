@@ -1195,10 +1195,16 @@ struct own_set {
 	void *arg;
 };
 
-struct own_multi {
+/* The records of a batch of ops (a multi, or a lock's ops), one per op
+ * (name NULL: not a cached record); first member of own_multi/own_lock. */
+struct own_ops {
 	struct launcher *lc;
-	struct own_data *d; /* one per op (name NULL: not a cached record) */
+	struct own_data *d;
 	int n;
+};
+
+struct own_multi {
+	struct own_ops ops;
 	zk_multi_cb cb;
 	void *arg;
 };
@@ -1296,33 +1302,57 @@ lc_set_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks, cons
 	zk_set_under(lc->zk, locks, nlocks, path, data, len, version, own_set_done, o);
 }
 
+/* Starts the records of ops[0..count) (the cached ones among the sets). */
 static void
-own_multi_cleanup(void *ctx)
+own_ops_begin(struct own_ops *b, struct launcher *lc, const struct zk_multi_op *ops, int count)
 {
-	struct own_multi *o = ctx;
 	int i;
 
-	for (i = 0; i < o->n; i++)
-		own_data_clear(&o->d[i]);
-	free(o->d);
+	b->lc = lc;
+	b->n = count > 0 ? count : 0;
+	b->d = xcalloc((size_t)(b->n ? b->n : 1), sizeof(*b->d));
+	for (i = 0; i < b->n; i++) {
+		if (ops[i].type == ZK_MULTI_SET)
+			own_begin(lc, &b->d[i], ops[i].path, ops[i].data, ops[i].len);
+	}
+}
+
+/* Ends them with the ops' results (applied: the batch was written; res[0..count)). */
+static void
+own_ops_end(struct own_ops *b, int applied, int count, const struct zk_multi_result *res)
+{
+	int i, ok;
+
+	for (i = 0; i < b->n; i++) {
+		ok = applied && res != NULL && i < count && res[i].rc == ZOK && res[i].mzxid != 0;
+		own_end(b->lc, &b->d[i], ok, ok ? res[i].mzxid : 0, ok ? res[i].version : 0);
+	}
+	free(b->d);
+	b->d = NULL;
+	b->n = 0;
+}
+
+/* lc_ctx cleanup of an own_multi or own_lock (both start with own_ops). */
+static void
+own_ops_cleanup(void *ctx)
+{
+	struct own_ops *b = ctx;
+	int i;
+
+	for (i = 0; i < b->n; i++)
+		own_data_clear(&b->d[i]);
+	free(b->d);
 }
 
 static void
 own_multi_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 {
 	struct own_multi *o = arg;
-	struct launcher *lc = o->lc;
+	struct launcher *lc = o->ops.lc;
 	zk_multi_cb cb = o->cb;
 	void *cbarg = o->arg;
-	int i, ok;
 
-	for (i = 0; i < o->n; i++) {
-		ok = rc == ZOK && res != NULL && i < count && res[i].rc == ZOK && res[i].mzxid != 0;
-		own_end(lc, &o->d[i], ok, ok ? res[i].mzxid : 0, ok ? res[i].version : 0);
-	}
-	free(o->d);
-	o->d = NULL;
-	o->n = 0;
+	own_ops_end(&o->ops, rc == ZOK, count, res);
 	lc_ctx_free(lc, o);
 	if (cb != NULL)
 		cb(rc, count, res, cbarg);
@@ -1332,57 +1362,31 @@ void
 lc_multi_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
 	       const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg)
 {
-	struct own_multi *o = lc_ctx_new(lc, sizeof(*o), own_multi_cleanup);
-	int i;
+	struct own_multi *o = lc_ctx_new(lc, sizeof(*o), own_ops_cleanup);
 
-	o->lc = lc;
 	o->cb = cb;
 	o->arg = arg;
-	o->n = count > 0 ? count : 0;
-	o->d = xcalloc((size_t)(o->n ? o->n : 1), sizeof(*o->d));
-	for (i = 0; i < o->n; i++) {
-		if (ops[i].type == ZK_MULTI_SET)
-			own_begin(lc, &o->d[i], ops[i].path, ops[i].data, ops[i].len);
-	}
+	own_ops_begin(&o->ops, lc, ops, count);
 	zk_multi_under(lc->zk, locks, nlocks, ops, count, own_multi_done, o);
 }
 
 struct own_lock {
-	struct launcher *lc;
-	struct own_data *d; /* one per op */
-	int n;
+	struct own_ops ops;
 	zk_lock_cb cb;
 	void *arg;
 };
 
 static void
-own_lock_cleanup(void *ctx)
-{
-	struct own_lock *o = ctx;
-	int i;
-
-	for (i = 0; i < o->n; i++)
-		own_data_clear(&o->d[i]);
-	free(o->d);
-}
-
-static void
 own_lock_done(struct zk_lock *lock, int rc, void *arg)
 {
 	struct own_lock *o = arg;
-	struct launcher *lc = o->lc;
+	struct launcher *lc = o->ops.lc;
 	zk_lock_cb cb = o->cb;
 	void *cbarg = o->arg;
 	const struct zk_multi_result *res = NULL;
-	int i, n = 0, ok, applied = rc == ZOK && zk_lock_applied(lock, &res, &n);
+	int n = 0, applied = rc == ZOK && zk_lock_applied(lock, &res, &n);
 
-	for (i = 0; i < o->n; i++) {
-		ok = applied && i < n && res[i].rc == ZOK && res[i].mzxid != 0;
-		own_end(lc, &o->d[i], ok, ok ? res[i].mzxid : 0, ok ? res[i].version : 0);
-	}
-	free(o->d);
-	o->d = NULL;
-	o->n = 0;
+	own_ops_end(&o->ops, applied, n, res);
 	lc_ctx_free(lc, o);
 	if (cb != NULL)
 		cb(lock, rc, cbarg);
@@ -1392,18 +1396,11 @@ void
 lc_lock_acquire_with(struct launcher *lc, struct zk_lock *lock, const struct zk_multi_op *ops,
 		     int count, zk_lock_cb cb, void *arg)
 {
-	struct own_lock *o = lc_ctx_new(lc, sizeof(*o), own_lock_cleanup);
-	int i;
+	struct own_lock *o = lc_ctx_new(lc, sizeof(*o), own_ops_cleanup);
 
-	o->lc = lc;
 	o->cb = cb;
 	o->arg = arg;
-	o->n = count > 0 ? count : 0;
-	o->d = xcalloc((size_t)(o->n ? o->n : 1), sizeof(*o->d));
-	for (i = 0; i < o->n; i++) {
-		if (ops[i].type == ZK_MULTI_SET)
-			own_begin(lc, &o->d[i], ops[i].path, ops[i].data, ops[i].len);
-	}
+	own_ops_begin(&o->ops, lc, ops, count);
 	zk_lock_acquire_with(lock, 0, ops, count, own_lock_done, o);
 }
 

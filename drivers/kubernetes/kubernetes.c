@@ -2091,6 +2091,51 @@ pods_project(const struct sm_adapter *a, size_t i)
 	return a->env->cfg->pools[i].name;
 }
 
+/*
+ * A delete's D_WAIT step: SM_DONE once the object at path (key in watch w's
+ * records, "<namespace>/<name>" or a namespace's name) is gone, as the
+ * watch tells (or a read's 404 when there is no watch, and every
+ * K8S_WATCH_FALLBACK seconds with one); SM_AGAIN until then, SM_ERROR
+ * when a read fails. Upstream's waitForNodeCleanup reads until 404.
+ */
+static enum sm_status
+wait_gone(struct kmachine *k, struct kwatch *w, const char *path, const char *key, double now)
+{
+	struct sm_machine *m = &k->m;
+
+	if (k->got) {
+		if (k->err == NULL && k->status == 404) {
+			waiter_remove(k);
+			return SM_DONE;
+		}
+		if (!ok_status(k))
+			return m_fail(k);
+		k->got = 0;
+		if (w == NULL) {
+			m_poll(k, K8S_POLL_DELETE);
+			return SM_AGAIN;
+		}
+	}
+	if (w == NULL)
+		return m_call(k, "GET", path, NULL);
+	if (json_object_get(w->gone, key) != NULL ||
+	    (w->synced && w->list_started >= k->deleted_at &&
+	     json_object_get(w->objs, key) == NULL)) {
+		waiter_remove(k);
+		return SM_DONE;
+	}
+	waiter_add(k, w, key);
+	if (k->next_read == 0)
+		k->next_read = now + K8S_WATCH_FALLBACK;
+	if (now >= k->next_read) {
+		waiter_remove(k);
+		k->next_read = now + K8S_WATCH_FALLBACK;
+		return m_call(k, "GET", path, NULL);
+	}
+	m->retry_in = k->next_read - now;
+	return SM_AGAIN;
+}
+
 /* The delete of a namespace-reuse node: its pod (k->ns, k->pod), then
  * until the pods watch (or a read) says it is gone. */
 static enum sm_status
@@ -2123,38 +2168,8 @@ delete_pod_advance(struct kmachine *k)
 		k->deleted_at = now;
 	}
 	w = kwatch_use(pod_watch(a, k->ns));
-	if (k->got) {
-		if (k->err == NULL && k->status == 404) {
-			waiter_remove(k);
-			return SM_DONE;
-		}
-		if (!ok_status(k))
-			return m_fail(k);
-		k->got = 0;
-		if (w == NULL) {
-			m_poll(k, K8S_POLL_DELETE);
-			return SM_AGAIN;
-		}
-	}
-	if (w == NULL)
-		return m_call(k, "GET", path, NULL);
 	snprintf(key, sizeof(key), "%s/%s", k->ns, k->pod);
-	if (json_object_get(w->gone, key) != NULL ||
-	    (w->synced && w->list_started >= k->deleted_at &&
-	     json_object_get(w->objs, key) == NULL)) {
-		waiter_remove(k);
-		return SM_DONE;
-	}
-	waiter_add(k, w, key);
-	if (k->next_read == 0)
-		k->next_read = now + K8S_WATCH_FALLBACK;
-	if (now >= k->next_read) {
-		waiter_remove(k);
-		k->next_read = now + K8S_WATCH_FALLBACK;
-		return m_call(k, "GET", path, NULL);
-	}
-	m->retry_in = k->next_read - now;
-	return SM_AGAIN;
+	return wait_gone(k, w, path, key, now);
 }
 
 static enum sm_status
@@ -2229,42 +2244,12 @@ delete_advance(struct sm_machine *m, struct sm_instance **out)
 		double now = np_mono_s();
 		char key[600];
 
-		if (k->got) {
-			if (k->err == NULL && k->status == 404) {
-				waiter_remove(k);
-				return SM_DONE;
-			}
-			if (!ok_status(k))
-				return m_fail(k);
-			k->got = 0;
-			if (w == NULL) {
-				m_poll(k, K8S_POLL_DELETE);
-				return SM_AGAIN;
-			}
-		}
-		if (w == NULL)
-			return m_call(k, "GET", path, NULL);
 		if (a->flavor == K8S_OPENSHIFTPODS)
 			snprintf(key, sizeof(key), "%s/%s", pods_project(a, k->pool_i),
 				 m->external_id);
 		else
 			snprintf(key, sizeof(key), "%s", m->external_id);
-		if (json_object_get(w->gone, key) != NULL ||
-		    (w->synced && w->list_started >= k->deleted_at &&
-		     json_object_get(w->objs, key) == NULL)) {
-			waiter_remove(k);
-			return SM_DONE;
-		}
-		waiter_add(k, w, key);
-		if (k->next_read == 0)
-			k->next_read = now + K8S_WATCH_FALLBACK;
-		if (now >= k->next_read) {
-			waiter_remove(k);
-			k->next_read = now + K8S_WATCH_FALLBACK;
-			return m_call(k, "GET", path, NULL);
-		}
-		m->retry_in = k->next_read - now;
-		return SM_AGAIN;
+		return wait_gone(k, w, path, key, now);
 	}
 }
 
