@@ -2625,26 +2625,32 @@ k8s_delete_resource(struct sm_adapter *a, const struct sm_resource *r, sm_done_c
  * Launches still make one when they find none free, so the count also
  * follows the high-water mark of nodes in use.
  */
+struct kwarm;
+
+/* One of a warm namespace's calls in flight (its answer's arg). */
+struct kwarm_call {
+	struct kwarm *w;
+	struct http_req *req; /* NULL once answered */
+};
+
 struct kwarm {
 	TAILQ_ENTRY(kwarm) entry;
 	struct sm_adapter *a;
 	char ns[300];
 	const struct sm_label *label;
-	struct http_req *req[3];
+	struct kwarm_call call[3];
 	int left, failed, conflict, stage; /* stage 0: namespace; 1: binding, quota (and role) */
 };
 
-static void warm_ahead_answer0(const struct http_response *res, void *arg);
-static void warm_ahead_answer1(const struct http_response *res, void *arg);
-static void warm_ahead_answer2(const struct http_response *res, void *arg);
+static void warm_ahead_answered(const struct http_response *res, void *arg);
 
 static void
 kwarm_free(struct kwarm *w)
 {
 	TAILQ_REMOVE(&w->a->warming, w, entry);
-	http_cancel(w->req[0]);
-	http_cancel(w->req[1]);
-	http_cancel(w->req[2]);
+	http_cancel(w->call[0].req);
+	http_cancel(w->call[1].req);
+	http_cancel(w->call[2].req);
 	free(w);
 }
 
@@ -2652,13 +2658,10 @@ static void
 kwarm_call(struct kwarm *w, int i, const char *path, json_t *body)
 {
 	w->left++;
-	w->req[i] = kcall(w->a, "POST", path, body,
-			  i == 0   ? warm_ahead_answer0
-			  : i == 1 ? warm_ahead_answer1
-				   : warm_ahead_answer2,
-			  w);
+	w->call[i].w = w;
+	w->call[i].req = kcall(w->a, "POST", path, body, warm_ahead_answered, &w->call[i]);
 	json_decref(body);
-	if (w->req[i] == NULL) {
+	if (w->call[i].req == NULL) {
 		w->left--;
 		w->failed = 1;
 	}
@@ -2735,31 +2738,14 @@ warm_ahead_answer(const struct http_response *res, struct kwarm *w)
 	kwarm_free(w);
 }
 
+/* The answer of one of w's calls (arg: its kwarm_call). */
 static void
-warm_ahead_answer0(const struct http_response *res, void *arg)
+warm_ahead_answered(const struct http_response *res, void *arg)
 {
-	struct kwarm *w = arg;
+	struct kwarm_call *c = arg;
 
-	w->req[0] = NULL;
-	warm_ahead_answer(res, w);
-}
-
-static void
-warm_ahead_answer1(const struct http_response *res, void *arg)
-{
-	struct kwarm *w = arg;
-
-	w->req[1] = NULL;
-	warm_ahead_answer(res, w);
-}
-
-static void
-warm_ahead_answer2(const struct http_response *res, void *arg)
-{
-	struct kwarm *w = arg;
-
-	w->req[2] = NULL;
-	warm_ahead_answer(res, w);
+	c->req = NULL;
+	warm_ahead_answer(res, c->w);
 }
 
 /* Start one warm namespace of label l ahead of demand. */
