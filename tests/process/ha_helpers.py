@@ -122,6 +122,53 @@ def finish(zuul, rids, timeout=120):
     wait_for(lambda: not zuul.nodes(), timeout, what="nodes deleted")
 
 
+class NodeSampler:
+    """Reads /nodepool/nodes over and over (its own thread, Zuul's kazoo
+    client): the children listing is one atomic snapshot, so its length is
+    the number of nodes (every state counts against max-servers, as
+    upstream's quota) at that instant; max is the most ever seen. Each
+    node's external_id (node id -> set of ids) and launcher (node id -> the
+    pool component's id) are recorded. A subclass samples more in
+    sample_more(), called once a pass."""
+
+    def __init__(self, zk):
+        self.zk = zk
+        self.max = 0
+        self.samples = 0
+        self.launcher = {}
+        self.ext = {}
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+
+    def sample_more(self):
+        pass
+
+    def run(self):
+        while not self.stop.is_set():
+            kids = self.zk.get_children("/nodepool/nodes")
+            self.max = max(self.max, len(kids))
+            self.samples += 1
+            for k in kids:
+                try:
+                    data, _ = self.zk.get("/nodepool/nodes/" + k)
+                    n = json.loads(data) if data else {}
+                except (NoNodeError, ValueError):
+                    continue
+                if n.get("launcher"):
+                    self.launcher[k] = n["launcher"]
+                if n.get("external_id"):
+                    self.ext.setdefault(k, set()).add(n["external_id"])
+            self.sample_more()
+
+    def __enter__(self):
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.t.join(30)
+
+
 class SlotSampler(threading.Thread):
     """Static nodes as one listing of /nodepool/nodes shows them: every
     node in one listing existed at that instant, and a node's host and slot

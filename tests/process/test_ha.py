@@ -7,12 +7,9 @@ the BUILDING nodes it left are adopted from their records (external_id):
 the servers the cloud is already booting become the nodes Zuul gets, and
 none is created twice (the OpenStack simulator counts the creates)."""
 import json
-import threading
-
-from kazoo.exceptions import NoNodeError
 
 from conftest import wait_for
-from ha_helpers import (CREATE, N, SlotSampler, check_resumed, finish, instances,  # noqa: F401
+from ha_helpers import (CREATE, N, NodeSampler, SlotSampler, check_resumed, finish, instances,  # noqa: F401
                         kill_instance, kill_worker_and_wait_restart, launched_nodes,
                         lose_static_instance, os_config, os_sim, pool_component,
                         served_only_once_gone, sims)
@@ -118,44 +115,6 @@ def test_lost_instance_launches_adopted_by_its_peer(deployment, zuul, sims, tmp_
             s.stop()
 
 
-class Sampler:
-    """Reads /nodepool/nodes over and over (its own thread, Zuul's kazoo
-    client): the children listing is one atomic snapshot, so its length is
-    the number of nodes (every state counts against max-servers, as
-    upstream's quota) at that instant; max is the most ever seen. Each
-    node's external_id is recorded (node id -> set of ids)."""
-
-    def __init__(self, zk):
-        self.zk = zk
-        self.max = 0
-        self.samples = 0
-        self.ext = {}
-        self.stop = threading.Event()
-        self.t = threading.Thread(target=self.run, daemon=True)
-
-    def run(self):
-        while not self.stop.is_set():
-            kids = self.zk.get_children("/nodepool/nodes")
-            self.max = max(self.max, len(kids))
-            self.samples += 1
-            for k in kids:
-                try:
-                    data, _ = self.zk.get("/nodepool/nodes/" + k)
-                    n = json.loads(data) if data else {}
-                except (NoNodeError, ValueError):
-                    continue
-                if n.get("external_id"):
-                    self.ext.setdefault(k, set()).add(n["external_id"])
-
-    def __enter__(self):
-        self.t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.t.join(30)
-
-
 def test_three_instances_quota_exact_and_one_lost(deployment, zuul, sims, tmp_path,
                                                   monkeypatch):
     sim = os_sim(tmp_path, boot_delay=1.0)
@@ -170,7 +129,7 @@ def test_three_instances_quota_exact_and_one_lost(deployment, zuul, sims, tmp_pa
             s.wait_running(["os1"], timeout=60)
         wait_for(lambda: len(zuul.zk.get_children("/nodepool/components/pool")) == 3, 30,
                  what="three pool components")
-        with Sampler(zuul.zk) as smp:
+        with NodeSampler(zuul.zk) as smp:
             load.start()
             # the pool fills up to its limit, shared by three launchers
             wait_for(lambda: smp.max >= 20 and len(load.records) > 60, 120,

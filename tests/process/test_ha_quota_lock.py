@@ -7,12 +7,11 @@ serving one provider under steady load both launch, and the provider's
 max-servers holds across them at every instant (the node records are the
 reservations: every state counts, as upstream's quota)."""
 import json
-import threading
 
 from kazoo.exceptions import NoNodeError
 
 from conftest import wait_for
-from ha_helpers import CREATE, instances, os_config, os_sim, sims  # noqa: F401
+from ha_helpers import CREATE, NodeSampler, instances, os_config, os_sim, sims  # noqa: F401
 from load_helpers import Load
 from openstack_helpers import wait_clean, write_clouds
 
@@ -20,55 +19,25 @@ LOCK = "/nodepool/launcher-quota/os1"
 MAX = 8
 
 
-class Watcher:
-    """Samples, over and over (its own thread, Zuul's kazoo client), the
-    number of nodes (one atomic children listing: max is the most ever seen
-    at one instant), each node's launcher, and who holds the provider's
-    quota lock (the lowest contender, as kazoo's Lock.contenders()). Both
-    instances run on this host, so the identifier (the hostname) is the
-    same: the contender's uuid prefix tells them apart."""
+class Watcher(NodeSampler):
+    """NodeSampler, and who holds the provider's quota lock (the lowest
+    contender, as kazoo's Lock.contenders()). Both instances run on this
+    host, so the identifier (the hostname) is the same: the contender's
+    uuid prefix tells them apart."""
 
     def __init__(self, zk):
-        self.zk = zk
-        self.max = 0
-        self.samples = 0
-        self.launcher = {}  # node id -> launcher (the pool component's id)
-        self.ext = {}  # node id -> set of external ids
+        super().__init__(zk)
         self.holders = set()  # contender prefixes seen holding the lock
-        self.stop = threading.Event()
-        self.t = threading.Thread(target=self.run, daemon=True)
 
-    def run(self):
-        while not self.stop.is_set():
-            kids = self.zk.get_children("/nodepool/nodes")
-            self.max = max(self.max, len(kids))
-            self.samples += 1
-            for k in kids:
-                try:
-                    data, _ = self.zk.get("/nodepool/nodes/" + k)
-                    n = json.loads(data) if data else {}
-                except (NoNodeError, ValueError):
-                    continue
-                if n.get("launcher"):
-                    self.launcher[k] = n["launcher"]
-                if n.get("external_id"):
-                    self.ext.setdefault(k, set()).add(n["external_id"])
-            try:
-                cs = self.zk.get_children(LOCK)
-            except NoNodeError:
-                continue
-            if cs:
-                # "<uuid>__lock__<seq>": the uuid is fixed for a lock's
-                # life (kazoo's too), so it names the launcher
-                self.holders.add(min(cs, key=lambda c: c[-10:]).split("__lock__")[0])
-
-    def __enter__(self):
-        self.t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.t.join(30)
+    def sample_more(self):
+        try:
+            cs = self.zk.get_children(LOCK)
+        except NoNodeError:
+            return
+        if cs:
+            # "<uuid>__lock__<seq>": the uuid is fixed for a lock's life
+            # (kazoo's too), so it names the launcher
+            self.holders.add(min(cs, key=lambda c: c[-10:]).split("__lock__")[0])
 
 
 def test_two_instances_hand_the_kept_quota_lock_over(deployment, zuul, sims, tmp_path,
