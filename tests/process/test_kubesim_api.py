@@ -565,6 +565,9 @@ def test_resource_quota_of_one_pod(sim128):
     body = lambda n: {"metadata": {"name": n}, "spec": {  # noqa: E731
         "containers": [{"name": "c", "image": "docker.io/fedora:40"}]}}
     core.create_namespaced_pod("q1", body("a"))
+    # the quota controller's status, as kubectl describe quota shows it
+    st = core.read_namespaced_resource_quota("one-pod", "q1").status
+    assert (st.hard, st.used) == ({"pods": "1"}, {"pods": "1"})
     with pytest.raises(ApiException) as e:
         core.create_namespaced_pod("q1", body("b"))
     assert e.value.status == 403

@@ -525,6 +525,8 @@ class Sim:
         items = [o for o in items
                  if selector_match(sel, o["metadata"].get("labels")) and field_match(fsel, o)]
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        if plural == "resourcequotas":
+            items = [self.quota_view(o) for o in items]
         g, v, kind = RESOURCES[plural][:3]
         return {"kind": kind + "List", "apiVersion": ("%s/%s" % (g, v)) if g else v,
                 "metadata": {"resourceVersion": str(self.rv)},
@@ -547,7 +549,25 @@ class Sim:
             o = self.objs.get((plural, ns, name))
         if o is None:
             raise not_found(plural, name, RESOURCES[plural][0])
-        return clean(o)
+        return clean(self.quota_view(o) if plural == "resourcequotas" else o)
+
+    def pods_counted(self, ns):
+        """The namespace's pods a pods quota counts (not Succeeded or Failed)."""
+        return sum(1 for (p, n, _), o in self.objs.items()
+                   if p == "pods" and n == ns and
+                   (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+
+    def quota_view(self, o):
+        """A ResourceQuota as read: status.hard (spec.hard) and status.used,
+        which the quota controller keeps (v1 ResourceQuotaStatus); pods is
+        the one resource counted here, others show 0."""
+        o = json.loads(json.dumps(o))
+        hard = dict((o.get("spec") or {}).get("hard") or {})
+        ns = o["metadata"].get("namespace")
+        o["status"] = {"hard": hard,
+                       "used": {k: str(self.pods_counted(ns)) if k in ("pods", "count/pods")
+                                else "0" for k in hard}}
+        return o
 
     def create(self, plural, ns, body, who):
         self.advance()
@@ -657,9 +677,7 @@ class Sim:
         resource-quota-v1, "Resource Quotas"): a quota of the namespace
         whose spec.hard.pods the namespace's pods not Succeeded or Failed
         already reach refuses it, 403 "exceeded quota"."""
-        used = sum(1 for (p, n, _), o in self.objs.items()
-                   if p == "pods" and n == ns and
-                   (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        used = self.pods_counted(ns)
         for (p, n, qname), q in sorted(self.objs.items(), key=lambda kv: kv[0][2]):
             if p != "resourcequotas" or n != ns:
                 continue
