@@ -26,6 +26,7 @@ struct ratelimit {
 	double stamp;
 	double paused_until;
 	double last_grant; /* ratelimit_now() of the latest grant */
+	int granting;	   /* inside timer_cb's grant callback */
 	struct event *timer;
 	TAILQ_HEAD(, ratelimit_wait) queue;
 	size_t nqueued;
@@ -91,6 +92,20 @@ next_slot(const struct ratelimit *rl)
 	return fmax(slot, rl->paused_until);
 }
 
+/* One token granted at slot (<= now), the bucket taken as it was then. */
+static void
+grant_at(struct ratelimit *rl, double slot)
+{
+	if (rl->rate > 0 && slot > rl->stamp) {
+		/* the bucket as it was at the slot: one token */
+		rl->tokens = fmin(rl->burst, rl->tokens + (slot - rl->stamp) * rl->rate);
+		rl->stamp = slot;
+	}
+	rl->tokens -= 1.0;
+	rl->granted++;
+	rl->last_grant = slot;
+}
+
 /*
  * Grants the queue its slots. A loop busy with other work runs this
  * timer late: every slot that passed meanwhile is granted now, each grant
@@ -121,19 +136,15 @@ timer_cb(evutil_socket_t fd, short what, void *arg)
 			arm(rl, slot - now);
 			return;
 		}
-		if (rl->rate > 0 && slot > rl->stamp) {
-			/* the bucket as it was at the slot: one token */
-			rl->tokens = fmin(rl->burst, rl->tokens + (slot - rl->stamp) * rl->rate);
-			rl->stamp = slot;
-		}
-		rl->tokens -= 1.0;
-		rl->granted++;
-		rl->last_grant = slot;
+		grant_at(rl, slot);
 		TAILQ_REMOVE(&rl->queue, w, entry);
 		rl->nqueued--;
-		/* the callback may queue more or cancel others; re-read the
-		 * head each time round */
+		/* the callback may take again (ratelimit_take: the next slot,
+		 * when it passed too), queue more or cancel others; re-read
+		 * the head each time round */
+		rl->granting = 1;
 		w->cb(w->arg);
+		rl->granting = 0;
 		free(w);
 	}
 }
@@ -193,7 +204,23 @@ ratelimit_take(struct ratelimit *rl, void (*cb)(void *arg), void *arg, struct ra
 
 	if (wait != NULL)
 		*wait = NULL;
-	if (TAILQ_EMPTY(&rl->queue) && (t = wait_time(rl, ratelimit_now())) <= 0) {
+	if (rl->granting && rl->rate > 0 && TAILQ_EMPTY(&rl->queue)) {
+		/*
+		 * A take from inside a late grant's callback is the queue's
+		 * next in line, as a caller that keeps one waiter at a time
+		 * and its own queue behind it (lib/net/http.c) takes: it gets
+		 * the next slot when that passed too. Refilled to now, the
+		 * bucket (capped at burst) would drop the slots the late timer
+		 * owes, and such a caller went at two grants per busy loop
+		 * turn (RunInstances ~5 ms apart at rate 1000, issue 25).
+		 */
+		double slot = next_slot(rl);
+
+		if (slot <= ratelimit_now()) {
+			grant_at(rl, slot);
+			return 1;
+		}
+	} else if (TAILQ_EMPTY(&rl->queue) && (t = wait_time(rl, ratelimit_now())) <= 0) {
 		rl->tokens -= 1.0;
 		rl->granted++;
 		rl->last_grant = rl->stamp; /* wait_time's now */

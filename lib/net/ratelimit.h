@@ -11,7 +11,11 @@
  * its slots, 1/rate apart: a loop busy with other work runs that callback
  * late, and then it grants every slot that passed meanwhile at once (each
  * stamped with its slot, ratelimit_last_grant), so that a busy loop does
- * not slow the queue below `rate`; nothing is granted before its slot. rate <= 0 means unlimited:
+ * not slow the queue below `rate`; nothing is granted before its slot. A
+ * take from inside a grant callback counts as queued behind it (the next
+ * slot, granted at once when it passed too): a caller that keeps one
+ * waiter at a time and its own queue behind it (lib/net/http.c) goes at
+ * `rate` too. rate <= 0 means unlimited:
  * every request is granted at once unless the limiter is paused.
  *
  * ratelimit_pause_until() holds every grant until a monotonic time (a

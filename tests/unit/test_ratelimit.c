@@ -163,3 +163,86 @@ Test(ratelimit, a_late_timer_grants_every_slot_that_passed)
 	ratelimit_free(s.rl);
 	event_base_free(s.base);
 }
+
+/*
+ * Issue 25: lib/net/http.c keeps one waiter in the limiter and its own
+ * queue behind it: each grant's callback starts a call and takes again
+ * for the next (pump), until a take queues. After a late timer the takes
+ * made inside the grant callback get the slots that passed too, each on
+ * its own slot: the calls go at `rate`, not at two per busy loop turn (the
+ * take refilled the bucket to now, capped at one token, and dropped the
+ * rest).
+ */
+struct pumper {
+	struct ratelimit *rl;
+	struct event_base *base;
+	double t0;
+	double stamp[QUEUED + 1], at[QUEUED + 1];
+	int n;
+	int turns; /* grant callbacks entered (a take answered 0 each) */
+};
+
+static void pump_granted(void *arg);
+
+/* Start calls while the limiter grants at once; queue one waiter. */
+static void
+pump_calls(struct pumper *p)
+{
+	while (p->n <= QUEUED) {
+		if (!ratelimit_take(p->rl, pump_granted, p, NULL))
+			return;
+		p->stamp[p->n] = ratelimit_last_grant(p->rl);
+		p->at[p->n] = ratelimit_now();
+		if (++p->n == QUEUED + 1)
+			event_base_loopbreak(p->base);
+	}
+}
+
+static void
+pump_granted(void *arg)
+{
+	struct pumper *p = arg;
+
+	p->turns++;
+	p->stamp[p->n] = ratelimit_last_grant(p->rl);
+	p->at[p->n] = ratelimit_now();
+	if (++p->n == QUEUED + 1) {
+		event_base_loopbreak(p->base);
+		return;
+	}
+	pump_calls(p);
+}
+
+Test(ratelimit, takes_inside_a_late_grant_get_the_slots_that_passed)
+{
+	struct pumper p = {0};
+	double hold = 0.05; /* five slots at 100/s */
+	struct event *ev;
+	struct timeval now0 = {0, 0};
+	int i;
+
+	p.base = event_base_new();
+	p.rl = ratelimit_new(p.base, 100, 1); /* slots 0.01 s apart */
+	pump_calls(&p);			      /* the first at once (a full bucket), one waiter */
+	cr_assert_eq(p.n, 1);
+	cr_assert_eq(ratelimit_queued(p.rl), 1);
+	p.t0 = p.stamp[0];
+	ev = evtimer_new(p.base, hold_loop, &hold);
+	evtimer_add(ev, &now0);
+	event_base_dispatch(p.base);
+	cr_assert_eq(p.n, QUEUED + 1);
+	for (i = 1; i <= QUEUED; i++) {
+		/* each on its own slot, never ahead of it */
+		cr_assert_float_eq(p.stamp[i] - p.t0, 0.01 * i, 1e-6, "grant %d at slot %.6f", i,
+				   p.stamp[i] - p.t0);
+		cr_assert_leq(p.stamp[i], p.at[i], "grant %d", i);
+		cr_assert_leq(i, 1 + (p.at[i] - p.t0) * 100 + 1e-6, "grant %d at %.6f", i,
+			      p.at[i] - p.t0);
+	}
+	/* the late turn granted every slot that passed while the loop was
+	 * held (at least five), not one and the take after it */
+	cr_assert_lt(p.turns, QUEUED - 3, "%d grant callbacks for %d calls", p.turns, QUEUED);
+	event_free(ev);
+	ratelimit_free(p.rl);
+	event_base_free(p.base);
+}
