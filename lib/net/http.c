@@ -86,6 +86,7 @@ struct http_client {
 	TAILQ_HEAD(, http_req) failed;	 /* could not start (a body file) */
 	struct event *fail_ev;
 	int max_concurrency, max_retries;
+	int in_timer; /* inside timer_event_cb's curl_multi_socket_action */
 	double timeout, backoff_max;
 	size_t max_body;
 	char *ca_file, *user_agent;
@@ -175,6 +176,18 @@ timer_cb(CURLM *multi, long timeout_ms, void *userp)
 		event_del(c->timer);
 		return 0;
 	}
+	if (timeout_ms == 0 && !c->in_timer) {
+		/* "as soon as possible" (a transfer just added): in this loop
+		 * turn, after the callbacks already due. A zero timer ran in
+		 * the next turn, after every callback that turn's poll
+		 * brought: a busy launcher's RunInstances left a turn or two
+		 * (several ms each under load) after their grant (issue 25).
+		 * Asked again from the timer's own run: the next turn, so
+		 * that libcurl can never keep the loop from polling. */
+		event_del(c->timer);
+		event_active(c->timer, EV_TIMEOUT, 0);
+		return 0;
+	}
 	tv.tv_sec = timeout_ms / 1000;
 	tv.tv_usec = (timeout_ms % 1000) * 1000;
 	event_add(c->timer, &tv);
@@ -189,7 +202,9 @@ timer_event_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	c->in_timer = 1;
 	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	c->in_timer = 0;
 	check_done(c);
 }
 

@@ -17,6 +17,7 @@
 #include <sys/queue.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <math.h>
@@ -950,4 +951,72 @@ Test(http, stream_connection_refused_is_an_error)
 	cr_assert_eq(r.status, 0);
 	cr_assert(strstr(r.error, "connection refused") != NULL, "%s", r.error);
 	http_client_free(c);
+}
+
+/*
+ * Issue 25: a call made in a loop turn (a rate-limit grant's callback, a
+ * cloud answer's) leaves in that same turn. libcurl asks to be run "as
+ * soon as possible" for a transfer just added; a zero timer ran it in the
+ * next turn only, after every callback that turn's poll brought (a busy
+ * launcher's RunInstances went a turn or two late). One turn runs the
+ * callback that makes the call; then the listener must have the
+ * connection (the poll's 5 s is a guard against a hang, not a measure).
+ */
+struct turn {
+	struct http_client *c;
+	struct http_req *req;
+	char url[64];
+};
+
+static void
+turn_done(const struct http_response *res, void *arg)
+{
+	(void)res;
+	((struct turn *)arg)->req = NULL;
+}
+
+static void
+turn_call(evutil_socket_t fd, short what, void *arg)
+{
+	struct turn *t = arg;
+	struct http_request_params p = {0};
+
+	(void)fd;
+	(void)what;
+	p.url = t->url;
+	t->req = http_request(t->c, &p, turn_done, t);
+}
+
+Test(http_turn, a_call_made_in_a_loop_turn_leaves_in_that_turn)
+{
+	struct event_base *b = event_base_new();
+	struct sockaddr_in sa = {0};
+	socklen_t len = sizeof(sa);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct turn t = {0};
+	struct pollfd pf;
+	struct event *ev;
+	char err[256];
+
+	cr_assert_geq(lfd, 0);
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(listen(lfd, 4), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
+	snprintf(t.url, sizeof(t.url), "http://127.0.0.1:%d/ok", ntohs(sa.sin_port));
+	t.c = http_client_new(b, NULL, err, sizeof(err));
+	cr_assert_not_null(t.c, "%s", err);
+	ev = event_new(b, -1, 0, turn_call, &t);
+	event_active(ev, EV_TIMEOUT, 0);
+	cr_assert_eq(event_base_loop(b, EVLOOP_ONCE), 0);
+	cr_assert_not_null(t.req, "the call is made and in flight");
+	pf.fd = lfd;
+	pf.events = POLLIN;
+	pf.revents = 0;
+	cr_assert_eq(poll(&pf, 1, 5000), 1, "no connection after the turn that made the call");
+	http_client_free(t.c); /* cancels the call */
+	event_free(ev);
+	close(lfd);
+	event_base_free(b);
 }
