@@ -110,6 +110,40 @@ def test_run_describe_terminate(sim):
                                           "Values": ["0000000001"]}])["Volumes"] == []
 
 
+def test_client_token_id_filters_and_reaping(sim):
+    """What the launcher's calls rest on, as EC2 answers them: a
+    RunInstances repeated with its ClientToken gets the same instance
+    (idempotency); a describe filtered by instance ids (the launcher's
+    shared poll) answers exactly the instances named that exist, alone or
+    with a wildcard or another filter; a terminated instance leaves the
+    describes after it lingers (terminated_linger)."""
+    ec2 = client(sim, "ec2")
+    a = run(ec2, "0000000201", ClientToken="tok-0000000201")
+    again = run(ec2, "0000000201", ClientToken="tok-0000000201")
+    assert again["InstanceId"] == a["InstanceId"]
+    b = run(ec2, "0000000202")
+    ids = [a["InstanceId"], b["InstanceId"]]
+
+    def listed(filters):
+        return sorted(i["InstanceId"] for i in describe_all(ec2, Filters=filters))
+
+    assert listed([{"Name": "instance-id", "Values": ids + ["i-0000000000000dead"]}]) == \
+        sorted(ids)
+    assert listed([{"Name": "instance-id", "Values": [ids[0]]},
+                   {"Name": "instance-id", "Values": ids}]) == [ids[0]]
+    assert listed([{"Name": "instance-id", "Values": [ids[1][:-3] + "*"]},
+                   {"Name": "tag:nodepool_node_id", "Values": ["0000000202"]}]) == [ids[1]]
+    assert listed([{"Name": "instance-id", "Values": ids},
+                   {"Name": "tag:nodepool_node_id", "Values": ["0000000201"]}]) == [ids[0]]
+    sim.ctl("POST", "/behavior", {"terminated_linger": 0.3})
+    try:
+        ec2.terminate_instances(InstanceIds=ids)
+        wait_for(lambda: listed([{"Name": "instance-id", "Values": ids}]) == [], 10)
+        assert not [i for i in sim.instances(alive=False) if i["id"] in ids]
+    finally:
+        sim.ctl("POST", "/behavior", {"terminated_linger": 60.0})
+
+
 def test_paginator_follows_next_token(sim):
     ec2 = client(sim, "ec2")
     ids = {run(ec2, "00000001%02d" % n)["InstanceId"] for n in range(7)}

@@ -380,6 +380,7 @@ class Region:
     def __init__(self, name, cfg):
         self.name = name
         self.instances = {}   # id -> dict
+        self.tokens = {}      # RunInstances ClientToken -> instance id
         self.volumes = {}
         self.images = {}
         self.snapshots = {}
@@ -451,6 +452,16 @@ class Sim:
         self.fault_seq = 0
         self.calls = {}
         self.call_log = []
+        # advance() scans every instance only when a transition is due:
+        # the earliest time one is (0: scan at the next call). Whatever
+        # sets a transition's time calls due().
+        self.next_due = 0.0
+
+    def due(self, t):
+        """A transition (boot, shutdown, reaping, interruption, import) is
+        due at time t."""
+        if t is not None and t < self.next_due:
+            self.next_due = t
 
     def count(self, service, action, region, params=None):
         k = "%s:%s" % (service, action)
@@ -476,8 +487,16 @@ class Sim:
         return None
 
     def advance(self):
-        """Move instances along their lifecycle (called under the lock)."""
+        """Move instances along their lifecycle (called under the lock).
+
+        Every call advances first: scanning every instance (terminated ones
+        linger a minute) cost each call of a 500-node bench up to a
+        millisecond, so the scan runs only when a transition is due
+        (next_due, the earliest the last scan left, lowered by due())."""
         now = time.time()
+        if now < self.next_due:
+            return
+        nxt = float("inf")
         b = self.behavior
         for reg in self.regions.values():
             for i in list(reg.instances.values()):
@@ -498,6 +517,10 @@ class Sim:
                             h["instances"].remove(i["id"])
                 elif i["state"] == "terminated" and now >= i["gone_at"] + b["terminated_linger"]:
                     del reg.instances[i["id"]]
+                    ct = i.get("client_token")
+                    if ct and reg.tokens.get(ct) == i["id"]:
+                        del reg.tokens[ct]
+                    continue
                 if i.get("interrupt_at") and now >= i["interrupt_at"] and \
                         i["state"] in ("pending", "running"):
                     i["state"] = "shutting-down"
@@ -509,10 +532,22 @@ class Sim:
                     if sr:
                         sr["state"] = "closed"
                         sr["status"] = "instance-terminated-by-price"
+                st = i["state"]
+                if st == "pending":
+                    nxt = min(nxt, i["ready_at"])
+                elif st == "shutting-down":
+                    nxt = min(nxt, i["gone_at"])
+                elif st == "terminated":
+                    nxt = min(nxt, i["gone_at"] + b["terminated_linger"])
+                if i.get("interrupt_at") and st in ("pending", "running"):
+                    nxt = min(nxt, i["interrupt_at"])
             for t in reg.import_tasks.values():
                 if t["status"] == "active" and now >= t["done_at"]:
                     t["status"] = "completed"
                     t["snapshot"]["state"] = "completed"
+                elif t["status"] == "active":
+                    nxt = min(nxt, t["done_at"])
+        self.next_due = nxt
 
     def used_vcpus(self, code):
         n = 0
@@ -859,6 +894,7 @@ class Ec2:
         if host:
             reg.hosts[host]["instances"].append(iid)
         reg.instances[iid] = inst
+        sim.due(inst["ready_at"])
         return inst
 
     def RunInstances(self):
@@ -869,14 +905,16 @@ class Ec2:
         if int(p.get("MinCount", 0)) < 1 or int(p.get("MaxCount", 0)) < 1:
             raise ApiError(400, "InvalidParameterValue", "MinCount and MaxCount must be >= 1")
         if p.get("ClientToken"):
-            for i in self.reg.instances.values():
-                if i.get("client_token") == p["ClientToken"]:
-                    return self.ok("RunInstances", self.reservation_xml([i]))
+            i = self.reg.instances.get(self.reg.tokens.get(p["ClientToken"]))
+            if i is not None:
+                return self.ok("RunInstances", self.reservation_xml([i]))
         market = "spot" if p.get("InstanceMarketOptions.MarketType") == "spot" else "on-demand"
         insts = [self.launch(p["InstanceType"], market, tag_specs(p))
                  for _ in range(int(p.get("MaxCount", 1)))]
         for i in insts:
             i["client_token"] = p.get("ClientToken")
+        if p.get("ClientToken"):
+            self.reg.tokens[p["ClientToken"]] = insts[0]["id"]
         return self.ok("RunInstances", self.reservation_xml(insts))
 
     def reservation_xml(self, insts):
@@ -897,7 +935,14 @@ class Ec2:
                 raise ApiError(400, "InvalidInstanceID.NotFound",
                                "The instance ID '%s' does not exist" % iid)
         out = []
-        for i in sorted(self.reg.instances.values(), key=lambda i: i["launched"]):
+        cand = self.reg.instances.values()
+        byid = [v for n, v in filters if n == "instance-id"]
+        if byid and all(len(v.plain) == len(v) for v in byid):
+            # instance ids without wildcards (the launcher's poll): only
+            # those instances, not every one a match apiece
+            want = frozenset.intersection(*(v.plain for v in byid))
+            cand = [self.reg.instances[k] for k in want if k in self.reg.instances]
+        for i in sorted(cand, key=lambda i: i["launched"]):
             if ids and i["id"] not in ids:
                 continue
             attrs = {"instance-state-name": i["state"], "instance-id": i["id"],
@@ -932,6 +977,7 @@ class Ec2:
             if prev not in ("shutting-down", "terminated"):
                 i["state"] = "shutting-down"
                 i["gone_at"] = now + self.sim.behavior["terminate_delay"]
+                self.sim.due(i["gone_at"])
                 i.setdefault("state_reason", ("Client.UserInitiatedShutdown",
                                               "Client.UserInitiatedShutdown: User initiated "
                                               "shutdown"))
@@ -1168,6 +1214,7 @@ class Ec2:
             "done_at": time.time() + self.sim.behavior["import_delay"],
             "format": p.get("DiskContainer.Format", "RAW").upper(), "bucket": bucket, "key": key,
             "description": p.get("Description", "")}
+        self.sim.due(self.reg.import_tasks[tid]["done_at"])
         return self.ok("ImportSnapshot", "%s<snapshotTaskDetail><status>active</status>"
                        "<diskImageSize>0.0</diskImageSize><format>%s</format>"
                        "<userBucket><s3Bucket>%s</s3Bucket><s3Key>%s</s3Key></userBucket>"
@@ -1775,6 +1822,7 @@ def control(sim, method, path, body):
                     if k not in sim.behavior:
                         raise ValueError("unknown behavior key " + k)
                     sim.behavior[k] = v
+                sim.next_due = 0.0  # delays changed: look again
             return sim.behavior
         if what == "quotas":
             if method in ("POST", "PUT"):
@@ -1799,6 +1847,7 @@ def control(sim, method, path, body):
                     raise ValueError("%s is not a spot instance" % i["id"])
                 notice = float(req.get("notice", sim.behavior["interruption_notice"]))
                 i["interrupt_at"] = time.time() + notice
+                sim.due(i["interrupt_at"])
                 sr = reg.spot_requests.get(i.get("spot_request"))
                 if sr:
                     sr["status"] = "marked-for-termination"
