@@ -68,6 +68,32 @@
 # the simulator (building -> named ~100-130 ms p50) and noticing are most
 # of what is left.
 #
+# Issue 25, fourth round (branch i25-aws2, 2026-11-28 21:22-21:49, the
+# VM shared by ~8 sessions, load average 5-11: base and new alternated,
+# six runs each, medians): building -> named p50 43 -> 26 ms, p90 137 ->
+# 106. Where it went: the launcher handed RunInstances to libcurl two per
+# busy loop turn (submit -> HTTP start p50 34 ms, -> 11-14 ms): the HTTP
+# client keeps one waiter in the rate limiter and takes the next token
+# from its grant callback, and that take refilled the bucket to now
+# (capped at one token), dropping the slots the late timer owed
+# (lib/net/ratelimit.c: such a take now gets the next slot when it has
+# passed); and a transfer libcurl wants run at once waited for the next
+# loop turn (lib/net/http.c: activated in the same turn). The simulator
+# scanned every instance (500 lingering at the end) on every call: a
+# describe of 50 among 500 took 6.1 ms, a RunInstances 0.63 ms; now 1.8
+# and 0.26 (its CPU over the load 50-79 -> 44-65 ticks). Launch overhead
+# p50 350-736 (median 636) -> 306-1341 (median 454) ms, p99 603-2968 /
+# 959-3900: at that load the machine, not the launcher, sets them. Ready
+# listing - boot p50 114 -> 182 ms (medians): listings wait for the
+# pace's budget (drivers/statemachine/pace.c): a wave reaches the cloud
+# as groups (1 + 49, 23 + 27), the servers' bucket pays one listing per
+# 25 named and the second's is in debt, so a group of fewer than 25
+# waits for the next wave's servers or SM_DEFAULT_POLL after the last
+# listing (traced: a group of 23 named at 14.76-15.06 s listed at
+# 16.77 s); named faster, a wave splits more. With i25-pace2's pace
+# (servers pay when due, 1e6f204) 73-112 ms at load 9-10. Calls per node 1.18-1.27 /
+# 1.22-1.29 (describes 22-29 / 23-34, terminates 67-106 / 81-112).
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (0 skips,
 # the default); BUILD picks the build.
