@@ -115,8 +115,9 @@ def test_client_token_id_filters_and_reaping(sim):
     RunInstances repeated with its ClientToken gets the same instance
     (idempotency); a describe filtered by instance ids (the launcher's
     shared poll) answers exactly the instances named that exist, alone or
-    with a wildcard or another filter; a terminated instance leaves the
-    describes after it lingers (terminated_linger)."""
+    with a wildcard or another filter, and shows a tag added since the
+    last; a terminated instance leaves the describes after it lingers
+    (terminated_linger)."""
     ec2 = client(sim, "ec2")
     a = run(ec2, "0000000201", ClientToken="tok-0000000201")
     again = run(ec2, "0000000201", ClientToken="tok-0000000201")
@@ -135,6 +136,11 @@ def test_client_token_id_filters_and_reaping(sim):
                    {"Name": "tag:nodepool_node_id", "Values": ["0000000202"]}]) == [ids[1]]
     assert listed([{"Name": "instance-id", "Values": ids},
                    {"Name": "tag:nodepool_node_id", "Values": ["0000000201"]}]) == [ids[0]]
+    # a describe after a change shows it (the items are kept between calls)
+    ec2.create_tags(Resources=[ids[0]], Tags=[{"Key": "extra", "Value": "y"}])
+    got = describe_all(ec2, Filters=[{"Name": "instance-id", "Values": ids}])
+    assert {i["InstanceId"]: {t["Key"]: t["Value"] for t in i["Tags"]}.get("extra")
+            for i in got} == {ids[0]: "y", ids[1]: None}
     sim.ctl("POST", "/behavior", {"terminated_linger": 0.3})
     try:
         ec2.terminate_instances(InstanceIds=ids)
