@@ -79,9 +79,11 @@
 # (lib/net/ratelimit.c: such a take now gets the next slot when it has
 # passed); and a transfer libcurl wants run at once waited for the next
 # loop turn (lib/net/http.c: activated in the same turn). The simulator
-# scanned every instance (500 lingering at the end) on every call: a
-# describe of 50 among 500 took 6.1 ms, a RunInstances 0.63 ms; now 1.8
-# and 0.26 (its CPU over the load 50-79 -> 44-65 ticks). Launch overhead
+# scanned every instance (500 lingering at the end) on every call and
+# built every describe item anew: a describe of 50 (100) among 500 took
+# 4.7 (10.8) ms, a RunInstances 0.63; now 0.3-0.8 (2.2) and 0.1-0.5
+# (best of five, in-process, the machine loaded; its CPU over the load
+# 50-79 -> 44-65 ticks before the items were kept). Launch overhead
 # p50 350-736 (median 636) -> 306-1341 (median 454) ms, p99 603-2968 /
 # 959-3900: at that load the machine, not the launcher, sets them. Ready
 # listing - boot p50 114 -> 182 ms (medians): listings wait for the
