@@ -95,6 +95,12 @@
 # 16.77 s); named faster, a wave splits more. With i25-pace2's pace
 # (servers pay when due, 1e6f204) 73-112 ms at load 9-10. Calls per node 1.18-1.27 /
 # 1.22-1.29 (describes 22-29 / 23-34, terminates 67-106 / 81-112).
+# Final build (describe items kept), 22:00-22:02, load average 7-11, two
+# runs each: overhead p50 371 / 393 -> 308 / 456 ms, p99 954 / 997 ->
+# 1446 / 613; building -> named p50 25 / 41 -> 40 / 25; ready listing -
+# boot p50 193 / 76 -> 53 / 81; 1.24 / 1.16 -> 1.18 / 1.21 calls per node
+# (describes 24 / 20 -> 21 / 22). Below ~10 ms a step is lost in the
+# load's noise: the round needs a quiet machine to be read further.
 #
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (0 skips,
