@@ -92,6 +92,7 @@
 
 #include "lib/core/clock.h"
 #include "lib/core/log.h"
+#include "lib/core/xalloc.h"
 
 #define TENANT_LOCK "/nodepool/launcher-quota-tenants"
 /* seconds the locks are kept with no round wanted (issue 25: at most ~0.2) */
@@ -122,18 +123,25 @@ struct lc_quota {
 	int acquiring; /* zk_lock_acquire in flight */
 	int releasing; /* zk_lock_release calls in flight */
 	int open;      /* a round is running: launches may start */
-	int creates;   /* creates of the last round not answered yet */
 	int want;      /* a round is wanted (after the current one) */
 	int view_wait; /* a round waits for the node cache's reads */
+	/* the next round waits for a complete view (a new hold, or an
+	 * outcome unknown); else it runs at once under the held locks */
+	int fresh;
+	unsigned epoch;	     /* lc->sync_epoch the hold's view was complete in */
+	struct lc_qres *res; /* reservations not shown by the cache yet */
+	int unanswered;	     /* of them, not answered yet */
 	struct event *retry_ev;
 	struct event *linger_ev;     /* releases the idle locks */
 	struct quota_peers peers[2]; /* [0] lock's dir, [1] tlock's */
 	uint64_t rounds;
-	uint64_t taken; /* acquisitions of the provider's lock */
+	uint64_t taken;	     /* acquisitions of the provider's lock */
+	uint64_t overlapped; /* rounds run with reservations outstanding */
 };
 
 static void quota_acquire(struct lc_quota *q);
 static void retry_later(struct lc_quota *q, double secs);
+static int drained(struct lc_quota *q);
 
 /* Tenant limits are configured: rounds hold the tenants' lock too. */
 static int
@@ -188,27 +196,114 @@ peer_waiting(const struct lc_quota *q)
 	return q->peers[0].peer || q->peers[1].peer;
 }
 
-/* The last round is over and its creates are answered: run the next round
- * under the same locks if one is wanted and no peer waits, else release
- * now (a peer waits, we stop) or after LINGER (nothing wanted). */
 static void
-quota_idle(struct lc_quota *q)
+res_free(struct lc_qres *r)
+{
+	free(r->pool);
+	free(r->tenant);
+	json_decref(r->resources);
+	free(r->node_id);
+	free(r);
+}
+
+/*
+ * 1 when the node cache counts reservation r's node (or its node is gone),
+ * so that r must not count too. A create's node is told of (its
+ * NodeCreated event) before the create's reply: once r is answered, the
+ * node is in the view as soon as it is visible there, or gone if the cache
+ * has nothing left to load. An allocation is written through the cache
+ * (zk_cache_write_end, before its reply is handed on): it shows the tenant
+ * at once, unless newer data came, which is read with the rest.
+ */
+static int
+res_in_view(const struct lc_quota *q, const struct lc_qres *r)
+{
+	struct launcher *lc = q->lc;
+	const struct zk_cache_entry *e;
+	const char *t;
+
+	if (!r->answered || r->node_id == NULL)
+		return 0;
+	if (!lc_in_sync(lc))
+		return 0; /* a view being re-listed shows nothing for sure */
+	e = zk_cache_get(lc->nodes, r->node_id);
+	if (r->kind != LC_QRES_ALLOC)
+		return e != NULL || zk_cache_unloaded(lc->nodes) == 0;
+	if (e == NULL)
+		return 1; /* the reused node is gone */
+	t = LC_SUM(e) != NULL ? np_node_sum_tenant_name(LC_SUM(e)) : NULL;
+	return (t != NULL && r->tenant != NULL && strcmp(t, r->tenant) == 0) ||
+	       zk_cache_reads_pending(lc->nodes) == 0;
+}
+
+static int
+res_count(const struct lc_quota *q)
+{
+	int n = 0;
+
+	for (const struct lc_qres *r = q->res; r != NULL; r = r->next)
+		n++;
+	return n;
+}
+
+/* Drop the reservations the view now counts. */
+static void
+res_prune(struct lc_quota *q)
+{
+	struct lc_qres **rp = &q->res;
+
+	while (*rp != NULL) {
+		struct lc_qres *r = *rp;
+		if (res_in_view(q, r)) {
+			*rp = r->next;
+			res_free(r);
+		} else
+			rp = &r->next;
+	}
+}
+
+/* Every create and allocation sent is answered and in the view: the locks
+ * may go (quota_settle says why that is needed). */
+static int
+drained(struct lc_quota *q)
+{
+	res_prune(q);
+	return q->res == NULL;
+}
+
+/*
+ * No round is open: go on as the state asks. A round wanted runs at once
+ * (from the loop, so that the wants of one burst share it) under the held
+ * locks, whether or not the last round's creates are answered: their
+ * reservations count them. The locks go (a peer waits, we stop, or after
+ * LINGER with nothing wanted) only once drained: every create answered, so
+ * that a peer's view, which hears of each node before the lock handover,
+ * holds them all; and every one read by our own cache, so that no
+ * reservation outlives its hold and a later hold of ours starts from the
+ * view alone, as after any acquisition.
+ */
+static void
+quota_settle(struct lc_quota *q)
 {
 	struct timeval tv = np_tv_of(LINGER);
 
+	if (q->open || q->acquiring || q->releasing)
+		return;
 	if (q->lc->stopping || peer_waiting(q) || !round_held(q)) {
-		quota_release(q);
+		if (!round_held(q) || drained(q))
+			quota_release(q); /* a broken hold needs no drain */
 		return;
 	}
 	if (q->want) {
-		/* from the loop: a create's answer is still being handled
-		 * (and not after a slower retry still pending) */
+		if (q->linger_ev != NULL)
+			event_del(q->linger_ev);
+		/* not after a slower retry still pending */
 		if (q->retry_ev != NULL)
 			event_del(q->retry_ev);
 		retry_later(q, 0);
 		return;
 	}
-	if (q->linger_ev != NULL)
+	if (q->linger_ev != NULL && !event_pending(q->linger_ev, EV_TIMEOUT, NULL) && drained(q))
 		event_add(q->linger_ev, &tv);
 }
 
@@ -217,7 +312,7 @@ linger_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct lc_quota *q = arg;
 
-	if (!q->open && q->creates == 0 && !q->want)
+	if (!q->open && !q->want && drained(q))
 		quota_release(q);
 }
 
@@ -263,7 +358,8 @@ peers_listed(int rc, int count, char *const *names, void *arg)
 	if (p->peer && q->linger_ev != NULL && event_pending(q->linger_ev, EV_TIMEOUT, NULL)) {
 		event_del(q->linger_ev); /* held idle, lingering: release now */
 		quota_release(q);
-	}
+	} else if (p->peer)
+		quota_settle(q); /* once drained */
 }
 
 /* List the lock dir's contenders, setting the watch if none is set. */
@@ -294,7 +390,14 @@ retry_later(struct lc_quota *q, double secs)
 		event_add(q->retry_ev, &tv);
 }
 
-/* The lock is ours: open the round once our view holds every node. */
+/*
+ * The locks are ours: open the round. The first round of a hold (and the
+ * first after a re-sync, or after an outcome unknown) waits until the view
+ * holds every node: nodes others created before the lock came, and ours
+ * from an earlier hold. Later rounds of the same hold run at once: nobody
+ * else created a node meanwhile, and our creates not in the view yet are
+ * counted by their reservations.
+ */
 static void
 quota_round(struct lc_quota *q)
 {
@@ -305,32 +408,47 @@ quota_round(struct lc_quota *q)
 		retry_later(q, 0.1);
 		return;
 	}
-	if (!lc_in_sync(lc) || zk_cache_unloaded(lc->nodes) > 0) {
-		/* nodes created by others (or by our last round) still
-		 * loading: lc_quota_nodes_read tries again as each lands */
-		q->view_wait = 1;
+	if (!lc_in_sync(lc)) {
+		q->view_wait = 1; /* lc_quota_nodes_read tries again */
 		retry_later(q, 0.02);
 		return;
 	}
-	if (need_tenants(q) && zk_cache_reads_pending(lc->nodes) > 0) {
-		/* a reuse's allocation (a data change, not a new child) makes
-		 * a node its tenant's: the reads of changes heard before the
-		 * lock came land first */
-		q->view_wait = 1;
-		retry_later(q, 0.005);
-		return;
+	if (q->fresh || q->epoch != lc->sync_epoch) {
+		if (zk_cache_unloaded(lc->nodes) > 0) {
+			/* nodes created by others (or by us) still loading:
+			 * lc_quota_nodes_read tries again as each lands */
+			q->view_wait = 1;
+			retry_later(q, 0.02);
+			return;
+		}
+		if (need_tenants(q) && zk_cache_reads_pending(lc->nodes) > 0) {
+			/* a reuse's allocation (a data change, not a new
+			 * child) makes a node its tenant's: the reads of
+			 * changes heard before the lock came land first */
+			q->view_wait = 1;
+			retry_later(q, 0.005);
+			return;
+		}
+		q->fresh = 0;
+		q->epoch = lc->sync_epoch;
 	}
 	q->view_wait = 0;
 	q->want = 0;
 	q->open = 1;
 	q->rounds++;
+	res_prune(q);
+	if (q->res != NULL) {
+		q->overlapped++;
+		log_debug("quota round %llu overlaps %d creates not answered, %d not read",
+			  (unsigned long long)q->rounds, q->unanswered,
+			  res_count(q) - q->unanswered);
+	}
 	lc_handler_quota_round(lc);
 	/* a driver waiting to register (static) goes on now */
 	if (lc->prov.dp != NULL && lc->prov.drv->peers_changed != NULL)
 		lc->prov.drv->peers_changed(lc->prov.dp);
 	q->open = 0;
-	if (q->creates == 0)
-		quota_idle(q);
+	quota_settle(q);
 }
 
 static void
@@ -352,6 +470,7 @@ quota_locked(struct zk_lock *lock, int rc, void *arg)
 
 	if (lock == q->lock)
 		q->taken++;
+	q->fresh = 1; /* a new hold: its first round waits for the view */
 	p->hold++;
 	p->peer = 0;
 	peers_list(p);
@@ -367,15 +486,8 @@ quota_acquire(struct lc_quota *q)
 	if (q->acquiring || q->releasing || q->lc->stopping || q->lock == NULL)
 		return;
 	if (round_held(q)) {
-		if (q->creates == 0 && !q->open) {
-			if (q->linger_ev != NULL)
-				event_del(q->linger_ev);
-			if (peer_waiting(q))
-				quota_release(q); /* and acquired again */
-			else
-				quota_round(q);
-		}
-		return; /* else: quota_idle goes on when they are answered */
+		quota_settle(q); /* a round at once, or a handover first */
+		return;
 	}
 	q->acquiring = 1;
 	/* always the provider's lock first, then the tenants': one order,
@@ -394,8 +506,10 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 
 	if (!round_held(q))
 		quota_acquire(q);
-	else if (!q->open && q->creates == 0)
-		quota_round(q); /* else: quota_idle goes on when they are answered */
+	else if (!q->open && !q->lc->stopping && !peer_waiting(q))
+		quota_round(q);
+	else
+		quota_settle(q); /* a handover waits for the drain */
 }
 
 int
@@ -425,6 +539,11 @@ lc_quota_free(struct launcher *lc)
 
 	if (q == NULL)
 		return;
+	while (q->res != NULL) {
+		struct lc_qres *r = q->res;
+		q->res = r->next;
+		res_free(r);
+	}
 	zk_cancel(lc->zk, &q->peers[0]);
 	zk_cancel(lc->zk, &q->peers[1]);
 	zk_lock_free(q->tlock);
@@ -454,22 +573,63 @@ lc_quota_want(struct launcher *lc)
 	quota_acquire(q);
 }
 
-void
-lc_quota_create_sent(struct launcher *lc)
+struct lc_qres *
+lc_quota_create_sent(struct launcher *lc, enum lc_qres_kind kind, const struct np_node *n,
+		     const char *tenant)
 {
-	if (lc->quota != NULL)
-		lc->quota->creates++;
+	struct lc_quota *q = lc->quota;
+	struct lc_qres *r;
+
+	if (q == NULL)
+		return NULL;
+	r = xcalloc(1, sizeof(*r));
+	r->kind = kind;
+	if (kind == LC_QRES_LAUNCH && n->pool != NULL)
+		r->pool = xstrdup(n->pool);
+	if (kind != LC_QRES_REGISTER) {
+		r->tenant = tenant != NULL ? xstrdup(tenant) : NULL;
+		r->resources = n->resources != NULL ? json_deep_copy(n->resources) : NULL;
+	}
+	if (kind == LC_QRES_ALLOC && n->id != NULL)
+		r->node_id = xstrdup(n->id);
+	r->next = q->res;
+	q->res = r;
+	q->unanswered++;
+	return r;
 }
 
 void
-lc_quota_create_done(struct launcher *lc)
+lc_quota_create_done(struct launcher *lc, struct lc_qres *r, const char *node_id, int unknown)
 {
 	struct lc_quota *q = lc->quota;
+	struct lc_qres **rp;
 
-	if (q == NULL || q->creates <= 0)
+	if (q == NULL || r == NULL)
 		return;
-	if (--q->creates == 0 && !q->open)
-		quota_idle(q);
+	if (!r->answered) {
+		r->answered = 1;
+		q->unanswered--;
+	}
+	if (unknown)
+		q->fresh = 1; /* the node may exist: a re-synced view tells */
+	if (node_id == NULL) {
+		for (rp = &q->res; *rp != NULL && *rp != r; rp = &(*rp)->next)
+			;
+		if (*rp == r)
+			*rp = r->next;
+		res_free(r);
+	} else if (r->node_id == NULL)
+		r->node_id = xstrdup(node_id);
+	quota_settle(q);
+}
+
+const struct lc_qres *
+lc_quota_reservations(struct launcher *lc)
+{
+	if (lc->quota == NULL)
+		return NULL;
+	res_prune(lc->quota);
+	return lc->quota->res;
 }
 
 uint64_t
@@ -483,11 +643,20 @@ lc_quota_nodes_read(struct launcher *lc)
 {
 	struct lc_quota *q = lc->quota;
 
-	if (q == NULL || !q->view_wait || q->retry_ev == NULL)
+	if (q == NULL || q->retry_ev == NULL)
 		return;
-	/* from the loop, once the cache's callback is over */
-	event_del(q->retry_ev);
-	retry_later(q, 0);
+	if (q->view_wait) {
+		/* from the loop, once the cache's callback is over */
+		event_del(q->retry_ev);
+		retry_later(q, 0);
+	} else if (q->res != NULL && !q->want)
+		quota_settle(q); /* drained now? */
+}
+
+uint64_t
+lc_quota_overlapped(const struct launcher *lc)
+{
+	return lc->quota != NULL ? lc->quota->overlapped : 0;
 }
 
 uint64_t
