@@ -12,16 +12,17 @@
  * A launch reserves its resources before the cloud call: under the lock,
  * the launcher counts what the provider's nodes use (every node of the
  * provider in ZooKeeper, any state, by its `resources`, as upstream's
- * QuotaSupport), plus its own creates not yet in its view, checks pool
- * max-servers / max-cores / max-ram / max-resources, the cloud's limits
- * (provider quota) and tenant limits, and creates the INIT node, with its
- * resources, before anything is asked of the cloud. The lock is released
- * once every create of the round has been answered. The next holder's
- * view includes those nodes: ZooKeeper delivers the watch events of the
- * nodes created before the lock changed hands before the reply that hands
- * it over, and the round waits until the node cache has read every child
- * it was told of (zk_cache_unloaded), so a node created by another
- * launcher is counted before anything is decided. A launch that fails or
+ * QuotaSupport), plus its own creates not yet in its view (reservations,
+ * below), checks pool max-servers / max-cores / max-ram / max-resources,
+ * the cloud's limits (provider quota) and tenant limits, and creates the
+ * INIT node, with its resources, before anything is asked of the cloud.
+ * The lock is released once every create sent under it has been answered
+ * and read. The next holder's view includes those nodes: ZooKeeper
+ * delivers the watch events of the nodes created before the lock changed
+ * hands before the reply that hands it over, and the first round of a hold
+ * waits until the node cache has read every child it was told of
+ * (zk_cache_unloaded), so a node created by another launcher is counted
+ * before anything is decided. A launch that fails or
  * is aborted releases its reservation by its node going (FAILED/ABORTED,
  * then deleted), as upstream; a launcher that dies keeps its reservations
  * (its nodes) until a peer adopts or deletes them.
@@ -47,10 +48,10 @@
  * counts it. A reused READY node becomes the tenant's when it is
  * allocated (tenant_name written into it): for a tenant with limits that
  * write is decided in a round too, after the node is locked and checked
- * (HN_ALLOC_WAIT), and the round lasts until it is answered. As the
- * allocation is a data change, not a new child, a round for tenants also
- * waits until the node cache has read every change it was told of
- * (zk_cache_reads_pending). A request whose tenant is at its limits goes
+ * (HN_ALLOC_WAIT), and counted as a reservation of the tenant until the
+ * view shows it. As the allocation is a data change, not a new child, the
+ * first round of a hold for tenants also waits until the node cache has
+ * read every change it was told of (zk_cache_reads_pending). A request whose tenant is at its limits goes
  * back to `requested` (upstream defers it at assignment) and is taken
  * again when a node of the tenant goes. Assignment's first look
  * (assign.c, tenant_allows) uses the same count, outside the round.
@@ -66,18 +67,53 @@
  * lc_handler_quota_round) and closes.
  *
  * The locks are kept across rounds (issue 25) while this launcher keeps
- * wanting rounds and no other contender waits: once a round's creates are
- * all answered, a round wanted meanwhile runs at once, under the same
- * locks, without the contender create and listing a new acquisition costs.
- * That keeps the invariants: a peer creates nodes of the provider only
- * under the lock, so while we hold it without a break nobody else created
- * anything, and our own view plus our own creates in flight count every
- * node (the next round still waits for the node cache to read every child
- * it was told of, our own creates' included, as after an acquisition).
+ * wanting rounds and no other contender waits: a round wanted meanwhile
+ * runs at once, under the same locks, without the contender create and
+ * listing a new acquisition costs, and without waiting for the last
+ * round's creates to be answered or read: rounds overlap. That keeps the
+ * invariants: a peer creates nodes of the provider (or, under the tenants'
+ * lock, nodes or allocations of a tenant with limits) only under the lock,
+ * so while we hold it without a break nobody else did, and our view plus
+ * our own creates not in it yet count every node exactly once:
+ *
+ * - Each create (a launch's INIT node, a static registration) and each
+ *   allocation write of a tenant with limits sent in a round is a
+ *   reservation (struct lc_qres, lc_quota_create_sent), with the node's
+ *   pool, tenant and `resources`. has_remaining_quota (pool max-servers,
+ *   max-cores, max-ram, max-resources and extra limits; the provider's
+ *   cloud quota: every pool's) and lc_tenant_usage (tenant limits) add
+ *   every reservation to what the view counts, as they add a node of the
+ *   view: by its `resources` (one instance at least), its pool, its tenant.
+ * - A reservation stops counting when the view counts its node
+ *   (res_in_view): a created node is told of (NodeCreated) before the
+ *   create's reply, so once answered it is in the view when visible there,
+ *   or gone if the cache has nothing left to load; an allocation is
+ *   written through the cache (zk_cache_write_end) before its reply is
+ *   handed on. It stops counting at once when the create or write fails
+ *   (lc_quota_create_done with no node). Before its reply a node cannot be
+ *   visible (the cache's read of it is sent after the create, and answered
+ *   after it), so it is never counted twice.
+ * - A create whose outcome is unknown (a lost connection) counts until the
+ *   handler finds its node in the re-synced view, or finds it absent; one
+ *   dropped with its handler, unknown, makes the next round wait for a
+ *   complete view, as the first of a hold.
+ * - The first round of a hold (a new acquisition, or after a re-sync of
+ *   the caches) waits for the view as before; later rounds of the same
+ *   hold do not. overlapped counts the rounds run while reservations were
+ *   outstanding (the dump's "overlapping").
+ *
+ * Releasing (a peer waits, we stop, or nothing was wanted for LINGER) still
+ * waits until every reservation is answered and read (drained): answered,
+ * so that the next holder, who hears of every node created before the
+ * handover, counts them all; and read by our cache, so that no reservation
+ * outlives the hold that made it and our own next hold starts from the
+ * view alone, as any acquisition does.
+ *
  * When a lock is taken, its dir's children are listed with a one-shot
  * watch, re-armed at each change while held: a contender that is not ours
  * (a peer waiting for the provider's lock, or for the tenants' lock, any
- * provider's launcher) makes us release both after the current round. With
+ * provider's launcher) makes us release both after the current round (and
+ * its drain), and no round is run meanwhile. With
  * no round wanted the locks linger LINGER seconds (a batch that follows at
  * once needs no new acquisition), then go. Releasing is as before: both
  * locks, the tenants' first.
