@@ -51,10 +51,10 @@
  * (HN_ALLOC_WAIT), and counted as a reservation of the tenant until the
  * view shows it. As the allocation is a data change, not a new child, the
  * first round of a hold for tenants also waits until the node cache has
- * read every change it was told of (zk_cache_reads_pending). A request whose tenant is at its limits goes
- * back to `requested` (upstream defers it at assignment) and is taken
- * again when a node of the tenant goes. Assignment's first look
- * (assign.c, tenant_allows) uses the same count, outside the round.
+ * read every change it was told of (zk_cache_reads_pending). A request whose tenant is at its
+ * limits goes back to `requested` (upstream defers it at assignment) and is taken again when a node
+ * of the tenant goes. Assignment's first look (assign.c, tenant_allows) uses the same count,
+ * outside the round.
  *
  * The price: with tenant limits configured, the launch decisions of every
  * provider are serialized (one lock round trip per batch of launches, as
@@ -662,10 +662,14 @@ lc_quota_create_done(struct launcher *lc, struct lc_qres *r, const char *node_id
 const struct lc_qres *
 lc_quota_reservations(struct launcher *lc)
 {
-	if (lc->quota == NULL)
+	struct lc_quota *q = lc->quota;
+
+	if (q == NULL || q->res == NULL)
 		return NULL;
-	res_prune(lc->quota);
-	return lc->quota->res;
+	res_prune(q);
+	if (q->res == NULL && !q->open)
+		quota_settle(q); /* drained here (assignment's look): linger */
+	return q->res;
 }
 
 uint64_t
