@@ -83,3 +83,47 @@ def test_burst_over_max_servers_two_launchers(deployment, zuul, sims, tmp_path, 
     counts = run_burst(deployment, zuul, sims, tmp_path, monkeypatch, 2)
     # both launchers ran rounds
     assert all(r > 0 for r, _ in counts), counts
+
+
+def test_burst_over_tenant_limit(deployment, zuul, sims, tmp_path, monkeypatch):
+    """Tenant limits (tenant-resource-limits, as upstream: every node of the
+    tenant counts, any state) under the same overlapping rounds: a burst of
+    three times the tenant's max-servers, the pool itself allowing more,
+    never gives the tenant more nodes than its limit."""
+    limit = 4
+    sim = os_sim(tmp_path, boot_delay=0.3)
+    sims.append(sim)
+    write_clouds(sim, tmp_path, monkeypatch)
+    cfg = os_config(max_servers=5 * limit)
+    cfg["tenant-resource-limits"] = [{"tenant-name": "t1", "max-servers": limit}]
+    (sup,) = instances(deployment, 1, cfg)
+    try:
+        sup.wait_running(["os1"], timeout=60)
+        with NodeSampler(zuul.zk) as w:
+            waiting = [zuul.submit(["small"], tenant="t1") for _ in range(3 * limit)]
+            served = []
+
+            def step():
+                # Zuul's part: each fulfilled request's node taken, used
+                # and handed back, so that the tenant has room again
+                for rid in list(waiting):
+                    req = zuul.request(rid)
+                    if req["state"] == "failed":
+                        raise AssertionError("request failed: %r" % req)
+                    if req["state"] == "fulfilled":
+                        zuul.finish(zuul.accept(rid))
+                        waiting.remove(rid)
+                        served.append(rid)
+                return not waiting
+            wait_for(step, 240, interval=0.05, what="every request of the burst served")
+            wait_for(lambda: not zuul.nodes(), 120, what="every node deleted")
+        # only t1's nodes exist here: never more than its limit at any
+        # instant sampled, and the burst did reach it
+        assert w.max == limit, w.max
+        assert w.samples > 50
+        assert len(served) == 3 * limit
+        wait_clean(sim, zuul)
+        _, overlapped = overlapping(sup)
+        assert overlapped > 0
+    finally:
+        sup.stop()
