@@ -133,6 +133,9 @@
 #define TENANT_LOCK "/nodepool/launcher-quota-tenants"
 /* seconds the locks are kept with no round wanted (issue 25: at most ~0.2) */
 #define LINGER 0.2
+/* seconds between looks at a drain awaited: each node read and each answer
+ * looks too; this covers a re-sync that brings no node event */
+#define DRAIN_POLL 0.05
 
 struct lc_quota;
 
@@ -328,6 +331,8 @@ quota_settle(struct lc_quota *q)
 	if (q->lc->stopping || peer_waiting(q) || !round_held(q)) {
 		if (!round_held(q) || drained(q))
 			quota_release(q); /* a broken hold needs no drain */
+		else
+			retry_later(q, DRAIN_POLL);
 		return;
 	}
 	if (q->want) {
@@ -339,8 +344,12 @@ quota_settle(struct lc_quota *q)
 		retry_later(q, 0);
 		return;
 	}
-	if (q->linger_ev != NULL && !event_pending(q->linger_ev, EV_TIMEOUT, NULL) && drained(q))
+	if (q->linger_ev == NULL || event_pending(q->linger_ev, EV_TIMEOUT, NULL))
+		return;
+	if (drained(q))
 		event_add(q->linger_ev, &tv);
+	else
+		retry_later(q, DRAIN_POLL);
 }
 
 static void
@@ -540,12 +549,14 @@ retry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct lc_quota *q = arg;
 
-	if (!round_held(q))
+	if (q->open)
+		return;
+	if (!round_held(q) && q->want)
 		quota_acquire(q);
-	else if (!q->open && !q->lc->stopping && !peer_waiting(q))
+	else if (round_held(q) && q->want && !q->lc->stopping && !peer_waiting(q))
 		quota_round(q);
 	else
-		quota_settle(q); /* a handover waits for the drain */
+		quota_settle(q); /* a drain awaited, or a handover */
 }
 
 int
@@ -689,7 +700,7 @@ lc_quota_nodes_read(struct launcher *lc)
 		/* from the loop, once the cache's callback is over */
 		event_del(q->retry_ev);
 		retry_later(q, 0);
-	} else if (q->res != NULL && !q->want)
+	} else if (q->res != NULL)
 		quota_settle(q); /* drained now? */
 }
 
