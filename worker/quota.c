@@ -114,8 +114,8 @@
  * (a peer waiting for the provider's lock, or for the tenants' lock, any
  * provider's launcher) makes us release both after the current round (and
  * its drain), and no round is run meanwhile. With
- * no round wanted the locks linger LINGER seconds (a batch that follows at
- * once needs no new acquisition), then go. Releasing is as before: both
+ * no round wanted the locks linger LINGER seconds (a batch that follows
+ * needs no new acquisition), then go. Releasing is as before: both
  * locks, the tenants' first.
  */
 #include "worker/launcher.h"
@@ -131,8 +131,13 @@
 #include "lib/core/xalloc.h"
 
 #define TENANT_LOCK "/nodepool/launcher-quota-tenants"
-/* seconds the locks are kept with no round wanted (issue 25: at most ~0.2) */
-#define LINGER 0.2
+/* seconds the locks are kept with no round wanted: longer than the gap
+ * between the waves of one boot time (1 s boots: ~1.2 s), so that a
+ * launcher alone on its provider takes its lock once, not once a wave (an
+ * acquisition and its view wait: 30-40 ms of each wave's first launch at
+ * c=50). A peer loses nothing it would not lose to a busy holder: its
+ * contender ends an idle hold at once (peers_listed). */
+#define LINGER 2.0
 /* seconds between looks at a drain awaited: each node read and each answer
  * looks too; this covers a re-sync that brings no node event */
 #define DRAIN_POLL 0.05
