@@ -62,8 +62,9 @@
 # load average 4-13 from the other sessions, base and new builds
 # alternated over three rounds: accepted -> building p50 80 / 49 / 93 / 68 /
 # 83 / 54 ms before; 146 / 97 / 85 / 121 with the overlap alone (linger
-# 0.2 s); 51 / 108 / 112 / 88 / 74 final; overhead above the boot p50
-# 305-442 ms before, 287-748 after; 2.04-2.05 calls per node both. No gain shows here: each wave's 50 creates, 50 lock +
+# 0.2 s); 51 / 108 / 112 / 88 / 74 final; launch overhead above the boot
+# p50 319-442 ms before, 306-809 overlap alone, 348-474 final; 2.04-2.05
+# calls per node in every run. No gain shows here: each wave's 50 creates, 50 lock +
 # `building` multis and the last wave's 50 deletes reach ZooKeeper within
 # ~30 ms either way, and its write queue (100-250 ms for the last of a wave
 # on this loaded VM) is the step's cost, not the quota round (now ~3 ms
