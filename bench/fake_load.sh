@@ -64,7 +64,9 @@
 # bench/fake_load.sh 500 50 1`): accepted -> building p50 79 / 78 ms
 # before, 69 / 71 overlap alone, 42 / 45 final; p90 134 / 301, 124 / 517,
 # 72 / 95; overhead above the boot p50 256 / 402 ms before, 274 / 263,
-# 174 / 202 final (a third final run: 181, accepted -> building 49 / 95).
+# 174 / 202 final (a third final run: 187, accepted -> building 49 / 95;
+# an earlier round at load average 9-11: 247 / 535 before, 434 / 292 with
+# the overlap alone).
 # The provider's lock was taken once for the 600 launches (66 rounds, 50
 # of them overlapping). What is left of accepted -> building is the
 # create and the lock + `building` multi: two ZooKeeper round trips.
