@@ -55,6 +55,22 @@
 # node's create (accepted -> building 28-42 ms: worker/quota.c's lock,
 # released and taken again per batch).
 #
+# Issue 25, quota rounds overlapping under a held lock (branch
+# i25-overlap: a round wanted while the last round's creates are in flight
+# runs at once, counting them as reservations; the idle lock lingers 2 s,
+# longer than a wave's gap, so a lone launcher takes it once), 2026-11-28
+# 21:33-21:40, load average 4-12 from the other sessions, base, overlap
+# alone (linger 0.2 s) and final alternated, two runs each (`BENCH_WARMUP=100
+# bench/fake_load.sh 500 50 1`): accepted -> building p50 79 / 78 ms
+# before, 69 / 71 overlap alone, 42 / 45 final; p90 134 / 301, 124 / 517,
+# 72 / 95; overhead above the boot p50 256 / 402 ms before, 274 / 263,
+# 174 / 202 final (a third final run: 187, accepted -> building 49 / 95;
+# an earlier round at load average 9-11: 247 / 535 before, 434 / 292 with
+# the overlap alone).
+# The provider's lock was taken once for the 600 launches (66 rounds, 50
+# of them overlapping). What is left of accepted -> building is the
+# create and the lock + `building` multi: two ZooKeeper round trips.
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (1000: the
 # ZooKeeper server's JVM compiles its hot paths; 0 skips); BENCH_ZK=plain talks to ZooKeeper without TLS (the server's

@@ -56,6 +56,20 @@
 # to 192-212 ms before, 141-154 after (read -> accepted 27 -> 0, ready ->
 # fulfilled 35 -> 25-30).
 #
+# Issue 25, quota rounds overlapping under a held lock (branch
+# i25-overlap; the idle lock lingers 2 s, so the launcher took it once for
+# the 500 launches: 75 rounds, 59 overlapping), 2026-11-28 21:23-21:50,
+# load average 4-13 from the other sessions, base and new builds
+# alternated over three rounds: accepted -> building p50 80 / 49 / 93 / 68 /
+# 83 / 54 ms before; 146 / 97 / 85 / 121 with the overlap alone (linger
+# 0.2 s); 51 / 108 / 112 / 88 / 74 final; launch overhead above the boot
+# p50 319-442 ms before, 306-809 overlap alone, 348-474 final; 2.04-2.05
+# calls per node in every run. No gain shows here: each wave's 50 creates, 50 lock +
+# `building` multis and the last wave's 50 deletes reach ZooKeeper within
+# ~30 ms either way, and its write queue (100-250 ms for the last of a wave
+# on this loaded VM) is the step's cost, not the quota round (now ~3 ms
+# after `accepted` when the lock is held).
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (default
 # 0); BUILD picks the build; BENCH_KEEP keeps the temporary directory;

@@ -180,8 +180,7 @@ lc_tenant_usage(struct launcher *lc, const char *tenant, struct drv_quota *used)
 {
 	const struct zk_cache_entry *const *ents;
 	int i, n = zk_cache_entries(lc->nodes, &ents);
-	struct handler *h;
-	size_t p, k;
+	const struct lc_qres *r;
 
 	for (i = 0; i < n; i++) {
 		const struct np_node_sum *nd = LC_SUM(ents[i]);
@@ -190,19 +189,12 @@ lc_tenant_usage(struct launcher *lc, const char *tenant, struct drv_quota *used)
 		if (t != NULL && strcmp(t, tenant) == 0)
 			add_resources(used, res);
 	}
-	for (p = 0; p < lc->prov.n_pools; p++) {
-		TAILQ_FOREACH(h, &lc->prov.pools[p].handlers, entry)
-		{
-			if (h->req == NULL || h->req->tenant_name == NULL ||
-			    strcmp(h->req->tenant_name, tenant) != 0)
-				continue;
-			for (k = 0; k < h->n_nodes; k++) {
-				const struct hnode *hn = &h->nodes[k];
-				if ((hn->state == HN_CREATING || hn->in_round) && hn->node != NULL)
-					add_resources(used, hn->node->resources);
-			}
-		}
-	}
+	/* our creates and allocations not in the view yet (quota.c's
+	 * reservations: each counted until the view counts it) */
+	for (r = lc_quota_reservations(lc); r != NULL; r = r->next)
+		if (r->kind != LC_QRES_REGISTER && r->tenant != NULL &&
+		    strcmp(r->tenant, tenant) == 0)
+			add_resources(used, r->resources);
 }
 
 /* Tenant resource limits (reference 2.6): usage is the sum of `resources`

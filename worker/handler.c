@@ -67,6 +67,9 @@ lc_handler_destroy(struct handler *h)
 		struct hnode *hn = &h->nodes[i];
 		if (hn->node_id != NULL && hn->state != HN_WANTED)
 			lc_busy_del(h->lc, hn->node_id);
+		/* a create whose outcome never came (a lost connection): its
+		 * node may exist; the next round waits for the view */
+		lc_quota_create_done(h->lc, hn->qres, NULL, 1);
 		zk_lock_free(hn->lock);
 		np_node_free(hn->node);
 		free(hn->node_id);
@@ -841,10 +844,13 @@ node_allocated(int rc, const struct zk_stat *st, void *arg)
 	struct handler *h;
 	size_t i;
 
-	if (o->h->nodes[o->idx].in_round) {
-		/* answered: the quota round may end (quota.c) */
-		o->h->nodes[o->idx].in_round = 0;
-		lc_quota_create_done(o->h->lc);
+	{
+		/* answered: the reservation counts until the view shows the
+		 * allocation, or stops now if it failed (quota.c) */
+		struct hnode *hn = &o->h->nodes[o->idx];
+		lc_quota_create_done(o->h->lc, hn->qres, rc == ZOK ? hn->node_id : NULL,
+				     rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT);
+		hn->qres = NULL;
 	}
 	if (hop_done(o, &h, &i))
 		return;
@@ -1318,6 +1324,9 @@ new_node_take(struct handler *h, size_t i, const char *id)
 	size_t jlen;
 
 	hn->create_unknown = 0;
+	/* its reservation counts until the view shows it (quota.c) */
+	lc_quota_create_done(h->lc, hn->qres, id, 0);
+	hn->qres = NULL;
 	hn->node_id = strdup(id);
 	free(hn->node->id);
 	hn->node->id = strdup(id);
@@ -1349,11 +1358,19 @@ new_node_created(int rc, const char *path, void *arg)
 	size_t i;
 	struct hnode *hn;
 
-	/* the create is answered: the provider's quota lock may go (quota.c) */
-	lc_quota_create_done(o->h->lc);
+	hn = &o->h->nodes[o->idx];
+	if (rc == ZOK) {
+		/* created: its reservation counts until the view shows it;
+		 * failed: it stops counting now (quota.c). Unknown (no
+		 * reply): kept until find_own_create tells. */
+		lc_quota_create_done(o->h->lc, hn->qres, strrchr(path, '/') + 1, 0);
+		hn->qres = NULL;
+	} else if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT) {
+		lc_quota_create_done(o->h->lc, hn->qres, NULL, 0);
+		hn->qres = NULL;
+	}
 	if (hop_done(o, &h, &i))
 		return;
-	hn = &h->nodes[i];
 	if (rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) {
 		/* The create may have happened, its reply lost: find out once
 		 * the view is current again (lc_handler_resynced), then go on
@@ -1407,6 +1424,8 @@ find_own_create(struct handler *h, size_t i)
 	}
 	log_info("request %s: the node for %s was not created; launching again", h->req_id,
 		 hn->label);
+	lc_quota_create_done(lc, hn->qres, NULL, 0);
+	hn->qres = NULL;
 	hn->create_unknown = 0;
 	hn->state = HN_WANTED;
 	np_node_free(hn->node);
@@ -1455,7 +1474,9 @@ start_launch(struct handler *h, size_t i)
 	hn->node = n;
 	hn->state = HN_CREATING;
 	hn->az = az_for_launch(h);
-	lc_quota_create_sent(h->lc);
+	/* an earlier create's reservation still held (its outcome unknown) */
+	lc_quota_create_done(h->lc, hn->qres, NULL, 1);
+	hn->qres = lc_quota_create_sent(h->lc, LC_QRES_LAUNCH, n, h->req->tenant_name);
 	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));
 }
 
@@ -1575,8 +1596,7 @@ has_remaining_quota(struct handler *h, const char *label)
 	const struct zk_cache_entry *const *ents;
 	int i, n = zk_cache_entries(lc->nodes, &ents), ok;
 	struct drv_quota pool_left, prov_left, q;
-	struct handler *o;
-	size_t k, p;
+	const struct lc_qres *r;
 
 	drv_quota_init(&pool_left, pool->max_cores < 0 ? INFINITY : pool->max_cores,
 		       pool->max_servers < 0 ? INFINITY : (double)pool->max_servers,
@@ -1597,18 +1617,21 @@ has_remaining_quota(struct handler *h, const char *label)
 			drv_quota_sub(&pool_left, &q);
 		drv_quota_clear(&q);
 	}
-	/* creations not yet in the cache, in every pool of ours */
-	for (p = 0; p < lc->prov.n_pools; p++) {
-		TAILQ_FOREACH(o, &lc->prov.pools[p].handlers, entry)
-		for (k = 0; k < o->n_nodes; k++) {
-			if (o->nodes[k].state != HN_CREATING)
-				continue;
-			label_need(lc, o->pool, o->nodes[k].label, &q);
-			drv_quota_sub(&prov_left, &q);
-			if (o->pool == pool)
-				drv_quota_sub(&pool_left, &q);
-			drv_quota_clear(&q);
+	/* our creates not in the view yet (quota.c's reservations: each
+	 * counted here until the view counts its node), in every pool */
+	for (r = lc_quota_reservations(lc); r != NULL; r = r->next) {
+		if (r->kind != LC_QRES_LAUNCH)
+			continue;
+		drv_quota_init(&q, 0, 1, 0);
+		if (r->resources != NULL) {
+			drv_quota_from_json(&q, r->resources);
+			if (q.instances == 0)
+				q.instances = 1; /* as node_usage */
 		}
+		drv_quota_sub(&prov_left, &q);
+		if (r->pool != NULL && strcmp(r->pool, pool->name) == 0)
+			drv_quota_sub(&pool_left, &q);
+		drv_quota_clear(&q);
 	}
 	label_need(lc, pool, label, &q);
 	drv_quota_sub(&pool_left, &q);
@@ -1700,8 +1723,8 @@ run(struct handler *h)
 				continue;
 			}
 			hn->state = HN_CHECKING; /* the allocation write in flight */
-			hn->in_round = 1;
-			lc_quota_create_sent(lc);
+			hn->qres =
+			    lc_quota_create_sent(lc, LC_QRES_ALLOC, hn->node, h->req->tenant_name);
 			allocate_node(h, i);
 			continue;
 		}

@@ -1138,10 +1138,11 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
 	evbuffer_add_printf(
 	    out,
 	    "  request locks: attempts %llu lost %llu; provider lock rounds %llu "
-	    "(taken %llu times); peer-takeover-delay %gs\n",
+	    "(taken %llu times, %llu overlapping); peer-takeover-delay %gs\n",
 	    (unsigned long long)lc->counters.req_lock_attempts,
 	    (unsigned long long)lc->counters.req_lock_lost, (unsigned long long)lc_quota_rounds(lc),
-	    (unsigned long long)lc_quota_taken(lc), lc->settings.peer_takeover_delay);
+	    (unsigned long long)lc_quota_taken(lc), (unsigned long long)lc_quota_overlapped(lc),
+	    lc->settings.peer_takeover_delay);
 	evbuffer_add_printf(out,
 			    "  timers: cleanup every %.0fs, deletion every %.0fs, "
 			    "request locks kept %.0fs\n",
@@ -1644,7 +1645,7 @@ struct reg_ctx {
 	struct launcher *lc;
 	void (*done)(const char *node_id, int unknown, void *arg);
 	void *arg;
-	int round; /* sent in a registration round (quota.c) */
+	struct lc_qres *qres; /* sent in a registration round (quota.c) */
 };
 
 static void
@@ -1654,12 +1655,14 @@ registered(int rc, const char *path, void *arg)
 	const char *id = NULL;
 	int unknown = rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED;
 
-	if (r->round)
-		lc_quota_create_done(r->lc);
-
 	if (rc == ZOK && path != NULL) {
 		id = strrchr(path, '/');
 		id = id ? id + 1 : path;
+	}
+	/* the driver keeps its own registrations in flight (static's
+	 * pending): an unknown outcome is its to settle */
+	lc_quota_create_done(r->lc, r->qres, id, unknown);
+	if (id != NULL) {
 		log_debug("registered node %s", id);
 	} else
 		lc_set_error(r->lc, "registering node: %s", zk_strerror(rc));
@@ -1695,9 +1698,7 @@ host_register_node(struct drv_host *h, struct np_node *n,
 	r->lc = lc;
 	r->done = done;
 	r->arg = arg;
-	r->round = lc_quota_open(lc) && lc->quota != NULL;
-	if (r->round)
-		lc_quota_create_sent(lc);
+	r->qres = lc_quota_open(lc) ? lc_quota_create_sent(lc, LC_QRES_REGISTER, n, NULL) : NULL;
 	lc_create_node(lc, n, registered, r);
 	np_node_free(n);
 }

@@ -142,9 +142,10 @@ struct hnode {
 	 * (HN_LOCKING, then HN_BUILDING with drv_launch.resume) */
 	int resume;
 	int no_adopt; /* an adoption failed: launch instead */
-	/* a reuse's allocation write sent in a quota round, not answered
-	 * yet (counted in the round: lc_quota_create_sent) */
-	int in_round;
+	/* the reservation of the create (launching) or of the allocation
+	 * write (a reuse for a tenant with limits) sent in a quota round,
+	 * until its outcome is told to quota.c (lc_quota_create_done) */
+	struct lc_qres *qres;
 };
 
 enum lc_handler_state {
@@ -516,11 +517,45 @@ void lc_quota_free(struct launcher *lc); /* before zk_free; NULL quota: no-op */
 int lc_quota_open(const struct launcher *lc);
 /* Ask for a round: lc_handler_quota_round runs once the lock is held. */
 void lc_quota_want(struct launcher *lc);
-/* A create of the open round was sent / answered (any outcome): the lock
- * is released once every one is answered. */
-void lc_quota_create_sent(struct launcher *lc);
-void lc_quota_create_done(struct launcher *lc);
+/*
+ * A reservation (quota.c's design): a create or allocation write sent in a
+ * round, counted by the rounds that follow until the node cache shows its
+ * node (then the view counts it), or until it fails. Owned by quota.c;
+ * the fields are for the counters (has_remaining_quota, lc_tenant_usage).
+ */
+enum lc_qres_kind {
+	LC_QRES_LAUNCH,	  /* a launch's INIT node: pool and tenant usage */
+	LC_QRES_ALLOC,	  /* a reused node allocated to a tenant with limits */
+	LC_QRES_REGISTER, /* a static node's registration: counts for nothing */
+};
+struct lc_qres {
+	struct lc_qres *next;
+	int kind;	   /* enum lc_qres_kind */
+	int answered;	   /* lc_quota_create_done called */
+	char *pool;	   /* LC_QRES_LAUNCH: the node's pool */
+	char *tenant;	   /* the tenant it counts for; NULL: none */
+	json_t *resources; /* the node's `resources` (owned); NULL: none */
+	char *node_id;	   /* once answered (LC_QRES_ALLOC: from the start) */
+};
+/* A create (LAUNCH, REGISTER) or allocation write (ALLOC) of node n is
+ * about to be sent in the open round (n: its record as sent, read only;
+ * tenant: the request's tenant, NULL for none). The reservation returned
+ * (never NULL: memory exhaustion aborts) is handed back, once, to
+ * lc_quota_create_done. Without a quota (no rounds): NULL. */
+struct lc_qres *lc_quota_create_sent(struct launcher *lc, enum lc_qres_kind kind,
+				     const struct np_node *n, const char *tenant);
+/* Its outcome: node_id the node created or written (it counts until the
+ * cache shows it), NULL when it failed (it stops counting now); unknown
+ * (a lost connection, or dropped without one: the node may exist) makes
+ * the next round wait for a re-synced view. r NULL: a no-op. */
+void lc_quota_create_done(struct launcher *lc, struct lc_qres *r, const char *node_id, int unknown);
+/* The reservations not shown by the node cache yet, in no order (valid
+ * until the loop runs again). */
+const struct lc_qres *lc_quota_reservations(struct launcher *lc);
 uint64_t lc_quota_rounds(const struct launcher *lc);
+/* Rounds that ran while creates of an earlier round of the same hold were
+ * not answered or not read yet (issue 25: rounds overlap). */
+uint64_t lc_quota_overlapped(const struct launcher *lc);
 /* The node cache read a node: a round waiting for its view tries again
  * now rather than at its next poll. */
 void lc_quota_nodes_read(struct launcher *lc);
