@@ -93,6 +93,7 @@ echo "load: $N requests, concurrency $C, fake cloud boot-delay ${BOOT}s api-dela
 bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --pid "$(cat "$tmp/zk/zk.pid")" --idle 2
 bench_dump
 bench_lag
+bench_zkops "$N"
 bench_overhead "$BOOT"
 bench_timeline "$N" "$BOOT"
 grep -E "launches: ready|fake cloud:" "$tmp/launcher.log" | tail -2 | sed 's/^ *//'

@@ -290,6 +290,17 @@ bench_lag() {
 	echo "worker event-loop lag during the load: max $lag"
 }
 
+# bench_zkops N: the launcher's ZooKeeper requests and watch events during
+# the load, per request (the "zk requests:" lines of the last two dumps,
+# zk_op_counts): what the load cost the server, by kind.
+bench_zkops() {
+	grep "zk requests:" "$tmp/launcher.log" | tail -2 | sed 's/.*zk requests: //' | awk -v n="$1" '
+	{ for (i = 1; i < NF; i += 2) { k = $i; v[NR, k] = $(i + 1); if (NR == 1) keys[++nk] = k } }
+	END { printf "launcher ZooKeeper requests per request:"
+		for (j = 1; j <= nk; j++) { k = keys[j]; d = v[2, k] - v[1, k]; if (d != 0) printf " %s %.2f", k, d / n }
+		printf "\n" }'
+}
+
 # bench_launcher_env CMD...: execs CMD (the launcher, started with & so
 # that $! is its pid); with BENCH_TIMELINE set, at debug level without the
 # ZooKeeper client's own chatter (NP_ZK_QUIET), so that bench_timeline can

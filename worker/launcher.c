@@ -1128,6 +1128,14 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
 				    zc.losses, zc.expirations, zc.connect_errors, zc.resent,
 				    zc.lock_lost);
 	}
+	{
+		struct zk_op_counts oc;
+		char line[512];
+
+		zk_op_counts(lc->zk, &oc);
+		zk_op_counts_format(&oc, line, sizeof(line));
+		evbuffer_add_printf(out, "  zk requests: %s\n", line);
+	}
 	evbuffer_add_printf(
 	    out,
 	    "  counters: accepted %llu fulfilled %llu declined %llu failed %llu "

@@ -232,6 +232,8 @@ zk_rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind
 			rc = ZBADARGUMENTS;
 			break;
 		}
+		if (rc == ZOK)
+			zk_count_sent(zk, kind, 0);
 	}
 	if (rc != ZOK) {
 		struct zk_item *it = zk_item_new(IT_RESULT, rc);
@@ -239,6 +241,44 @@ zk_rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind
 		it->rq = rq;
 		zk_enqueue(zk, it);
 	}
+}
+
+void
+zk_count_sent(struct zk *zk, enum zk_op_kind kind, int nops)
+{
+	static const enum zk_op_count map[] = {
+	    [ZK_OP_CREATE] = ZK_COUNT_CREATE,	  [ZK_OP_GET] = ZK_COUNT_GET,
+	    [ZK_OP_SET] = ZK_COUNT_SET,		  [ZK_OP_DELETE] = ZK_COUNT_DELETE,
+	    [ZK_OP_EXISTS] = ZK_COUNT_EXISTS,	  [ZK_OP_CHILDREN] = ZK_COUNT_CHILDREN,
+	    [ZK_OP_MULTI] = ZK_COUNT_MULTI,	  [ZK_OP_WATCH] = ZK_COUNT_ADDWATCH,
+	    [ZK_OP_CATCHUP] = ZK_COUNT_SETWATCHES,
+	};
+
+	if ((size_t)kind < sizeof(map) / sizeof(map[0]))
+		zk->ops.sent[map[kind]]++;
+	zk->ops.multi_ops += (unsigned long long)nops;
+}
+
+void
+zk_op_counts(const struct zk *zk, struct zk_op_counts *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (zk != NULL)
+		*out = zk->ops;
+}
+
+void
+zk_op_counts_format(const struct zk_op_counts *c, char *buf, size_t size)
+{
+	snprintf(buf, size,
+		 "create %llu get %llu set %llu delete %llu exists %llu children %llu "
+		 "multi %llu multi-ops %llu addwatch %llu setwatches %llu ev-created %llu "
+		 "ev-deleted %llu ev-changed %llu ev-child %llu ev-oneshot %llu",
+		 c->sent[ZK_COUNT_CREATE], c->sent[ZK_COUNT_GET], c->sent[ZK_COUNT_SET],
+		 c->sent[ZK_COUNT_DELETE], c->sent[ZK_COUNT_EXISTS], c->sent[ZK_COUNT_CHILDREN],
+		 c->sent[ZK_COUNT_MULTI], c->multi_ops, c->sent[ZK_COUNT_ADDWATCH],
+		 c->sent[ZK_COUNT_SETWATCHES], c->events[0], c->events[1], c->events[2],
+		 c->events[3], c->oneshot);
 }
 
 /* ---- delivering a call's result ------------------------------------------ */
@@ -594,6 +634,8 @@ zk_multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, i
 			rc = ZCONNECTIONLOSS;
 		else
 			rc = zoo_amulti(zh, count, rq->mops, rq->mres, zk_c_void_done, rq);
+		if (rc == ZOK)
+			zk_count_sent(zk, ZK_OP_MULTI, count);
 	}
 	if (rc != ZOK) {
 		struct zk_item *it = zk_item_new(IT_RESULT, rc);

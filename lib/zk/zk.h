@@ -116,6 +116,41 @@ struct zk_counters {
 };
 void zk_counters(const struct zk *zk, struct zk_counters *out);
 /*
+ * Requests sent to the server and watch events heard since zk_new, by
+ * kind (issue 25: what a request costs ZooKeeper; the worker's SIGUSR2 dump
+ * prints them, bench/fake_load.sh divides them by the requests served).
+ * sent[] is indexed as enum zk_op_count: every C client request made,
+ * including a makepath create's parent creates, a recursive delete's
+ * listings and deletes, a lock's requests, a cache's reads, the addWatch of
+ * a tree watch and the SetWatches of a catch-up; resent calls count again.
+ * multi_ops: the operations inside the multis. events[]: persistent
+ * (tree) watch events by type, [0] created, [1] deleted, [2] changed,
+ * [3] child; oneshot: events of one-shot watches (data, exists, children).
+ */
+enum zk_op_count {
+	ZK_COUNT_CREATE,
+	ZK_COUNT_GET,
+	ZK_COUNT_SET,
+	ZK_COUNT_DELETE,
+	ZK_COUNT_EXISTS,
+	ZK_COUNT_CHILDREN,
+	ZK_COUNT_MULTI,
+	ZK_COUNT_ADDWATCH,
+	ZK_COUNT_SETWATCHES,
+	ZK_COUNT_KINDS
+};
+struct zk_op_counts {
+	unsigned long long sent[ZK_COUNT_KINDS];
+	unsigned long long multi_ops;
+	unsigned long long events[4];
+	unsigned long long oneshot;
+};
+void zk_op_counts(const struct zk *zk, struct zk_op_counts *out);
+/* The counts as one line of name-value pairs, "create N get N ...
+ * multi-ops N ... ev-created N ...", into buf (NUL-ended, truncated to
+ * size). */
+void zk_op_counts_format(const struct zk_op_counts *c, char *buf, size_t size);
+/*
  * The C client's session id and password of the current session (what
  * zookeeper_init() takes to resume a session; tests use it to force an
  * expiry). NULL before the first session exists.

@@ -216,10 +216,19 @@ zk_process(struct zk *zk, struct zk_item *it)
 	case IT_WATCH:
 		w = it->w;
 		if (w->persistent) {
+			if (it->type == ZOO_CREATED_EVENT)
+				zk->ops.events[0]++;
+			else if (it->type == ZOO_DELETED_EVENT)
+				zk->ops.events[1]++;
+			else if (it->type == ZOO_CHANGED_EVENT)
+				zk->ops.events[2]++;
+			else
+				zk->ops.events[3]++;
 			if (w->gen == zk->gen && w->cb != NULL && !zk->closing)
 				w->cb(it->type, it->str, w->arg);
 			break;
 		}
+		zk->ops.oneshot++;
 		if (w->gen == zk->gen && w->cb != NULL && !zk->closing) {
 			zk_watch_cb cb = w->cb;
 			void *arg = w->arg;

@@ -355,6 +355,7 @@ struct zk {
 	unsigned long long errors_at_loss; /* conn_errors when the outage began */
 	double away_since;		   /* monotonic s the outage began, 0: none */
 	struct zk_counters counters;	   /* the loop's own (zk_counters) */
+	struct zk_op_counts ops;	   /* zk_op_counts: counted on the loop */
 	int64_t session_id;
 	double restart_delay;
 	struct event *restart_ev;
@@ -407,6 +408,8 @@ void zk_call_finish_rc(struct zk *zk, struct zk_call *c, int rc);
 void zk_rq_result(struct zk *zk, struct zk_item *it);
 int zk_path_ok(const char *path, int sequence);
 void zk_multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int count);
+/* count one request sent (zk_op_counts); nops: a multi's operations */
+void zk_count_sent(struct zk *zk, enum zk_op_kind kind, int nops);
 
 /* the thread bridge (zk_bridge.c) */
 struct zk_item *zk_item_new(enum zk_item_kind kind, int rc);
