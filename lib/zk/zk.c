@@ -247,10 +247,14 @@ void
 zk_count_sent(struct zk *zk, enum zk_op_kind kind, int nops)
 {
 	static const enum zk_op_count map[] = {
-	    [ZK_OP_CREATE] = ZK_COUNT_CREATE,	  [ZK_OP_GET] = ZK_COUNT_GET,
-	    [ZK_OP_SET] = ZK_COUNT_SET,		  [ZK_OP_DELETE] = ZK_COUNT_DELETE,
-	    [ZK_OP_EXISTS] = ZK_COUNT_EXISTS,	  [ZK_OP_CHILDREN] = ZK_COUNT_CHILDREN,
-	    [ZK_OP_MULTI] = ZK_COUNT_MULTI,	  [ZK_OP_WATCH] = ZK_COUNT_ADDWATCH,
+	    [ZK_OP_CREATE] = ZK_COUNT_CREATE,
+	    [ZK_OP_GET] = ZK_COUNT_GET,
+	    [ZK_OP_SET] = ZK_COUNT_SET,
+	    [ZK_OP_DELETE] = ZK_COUNT_DELETE,
+	    [ZK_OP_EXISTS] = ZK_COUNT_EXISTS,
+	    [ZK_OP_CHILDREN] = ZK_COUNT_CHILDREN,
+	    [ZK_OP_MULTI] = ZK_COUNT_MULTI,
+	    [ZK_OP_WATCH] = ZK_COUNT_ADDWATCH,
 	    [ZK_OP_CATCHUP] = ZK_COUNT_SETWATCHES,
 	};
 
