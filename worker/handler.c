@@ -449,15 +449,19 @@ release_to_requested(struct handler *h)
 
 /* ---- fulfil --------------------------------------------------------------- */
 
+typedef void (*landed_fn)(struct handler *h, size_t idx, int landed, int rc);
+static void disown_locks(struct handler *h);
+static void probe_landed(struct handler *h, size_t idx, int rc, landed_fn cb);
+
 static void
-fulfilled_stored(int rc, const struct zk_stat *st, void *arg)
+fulfilled_landed(struct handler *h, size_t idx, int landed, int rc)
 {
-	struct hop *o = arg;
-	struct handler *h;
 	size_t i;
 
-	if (hop_done(o, &h, NULL))
-		return;
+	if (landed) {
+		disown_locks(h); /* released by the multi */
+		rc = ZOK;
+	}
 	if (rc == ZNONODE) {
 		h->vanished = 1;
 		h->state = H_RUNNING;
@@ -476,6 +480,21 @@ fulfilled_stored(int rc, const struct zk_stat *st, void *arg)
 	for (i = 0; i < h->n_nodes; i++)
 		hn_release(h, i, 0); /* keep allocated_to */
 	release_request_lock(h);
+}
+
+static void
+fulfilled_stored(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK && rc != ZK_LOCK_LOST) {
+		probe_landed(h, (size_t)-1, rc, fulfilled_landed);
+		return;
+	}
+	fulfilled_landed(h, (size_t)-1, rc == ZOK, rc);
 }
 
 /* The request's lock and every node's (malloc'd; *n set): what a
@@ -545,12 +564,13 @@ disown_locks(struct handler *h)
  * answer was lost with the connection and the multi, sent again, refused
  * because the first had landed. Our request contender tells which: gone
  * while the lock is still held in this session, only the multi removed
- * it. cb(h, idx, landed) follows, under the hop of the probe.
+ * it. cb(h, idx, landed, rc) follows (rc: the multi's), under the hop of
+ * the probe.
  */
-typedef void (*landed_fn)(struct handler *h, size_t idx, int landed);
 struct landed_probe {
 	struct hop *o;
 	landed_fn cb;
+	int rc; /* the multi's */
 };
 
 static void
@@ -561,11 +581,12 @@ landed_probed(int rc, const struct zk_stat *st, void *arg)
 	size_t idx;
 	landed_fn cb = p->cb;
 	struct hop *o = p->o;
+	int mrc = p->rc;
 
 	free(p);
 	if (hop_done(o, &h, &idx))
 		return;
-	cb(h, idx, rc == ZNONODE && zk_lock_is_held(h->req_lock));
+	cb(h, idx, rc == ZNONODE && zk_lock_is_held(h->req_lock), mrc);
 }
 
 static void
@@ -576,7 +597,7 @@ probe_landed(struct handler *h, size_t idx, int rc, landed_fn cb)
 	const char *me = zk_lock_contender(h->req_lock);
 
 	if (rc == ZK_LOCK_LOST || me == NULL) { /* not sent, or nothing to tell by */
-		cb(h, idx, 0);
+		cb(h, idx, 0, rc);
 		return;
 	}
 	p = calloc(1, sizeof(*p));
@@ -584,18 +605,24 @@ probe_landed(struct handler *h, size_t idx, int rc, landed_fn cb)
 		abort();
 	p->o = hop_new(h, idx);
 	p->cb = cb;
+	p->rc = rc;
 	snprintf(path, sizeof(path), "%s/%s", zk_lock_path(h->req_lock), me);
 	zk_exists(h->lc->zk, path, NULL, NULL, landed_probed, p);
 }
 
+/* Upstream's fulfilment: the request written `fulfilled` (its nodes
+ * written before), then every lock released; the releases ride in the
+ * write's multi (unlock_ops). */
 static void
 fulfil(struct handler *h)
 {
 	char path[160];
+	char(*unlocks)[320];
+	struct zk_multi_op *ops;
 	char *json;
 	size_t i, len;
 	struct zk_lock **locks;
-	int nlocks;
+	int nlocks, nops;
 
 	h->state = H_FULFILLING;
 	np_strv_clear(&h->req->nodes);
@@ -604,10 +631,21 @@ fulfil(struct handler *h)
 	np_request_set_state(h->req, NP_REQ_FULFILLED);
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(h->req, &len);
+	ops = calloc(h->n_nodes + 2, sizeof(*ops));
+	unlocks = calloc(h->n_nodes + 1, sizeof(*unlocks));
+	if (ops == NULL || unlocks == NULL)
+		abort();
+	ops[0].type = ZK_MULTI_SET;
+	ops[0].path = path;
+	ops[0].data = json;
+	ops[0].len = (int)len;
+	ops[0].version = -1;
+	nops = 1 + unlock_ops(h, ops, 1, unlocks);
 	locks = lc_handler_locks(h, &nlocks);
-	lc_set_under(h->lc, locks, nlocks, path, json, (int)len, -1, fulfilled_stored,
-		     hop_new(h, (size_t)-1));
+	lc_multi_under(h->lc, locks, nlocks, ops, nops, fulfilled_stored, hop_new(h, (size_t)-1));
 	free(locks);
+	free(unlocks);
+	free(ops);
 	free(json);
 }
 
@@ -1145,7 +1183,7 @@ launch_stored(int rc, const struct zk_stat *st, void *arg)
 static void launch_stored(int rc, const struct zk_stat *st, void *arg);
 
 static void
-ready_fulfilled_landed(struct handler *h, size_t i, int landed)
+ready_fulfilled_landed(struct handler *h, size_t i, int landed, int rc)
 {
 	struct hnode *hn = &h->nodes[i];
 	size_t k;
@@ -1185,7 +1223,7 @@ ready_fulfilled(int rc, int count, const struct zk_multi_result *res, void *arg)
 	}
 	hn->version = count > 0 ? res[0].version : -1;
 	h->req_version = count > 1 ? res[1].version : -1;
-	ready_fulfilled_landed(h, i, 1);
+	ready_fulfilled_landed(h, i, 1, ZOK);
 }
 
 /* Node i became ready: if it is the last, write it and the fulfilment in
@@ -2102,7 +2140,7 @@ fast_fallback(struct handler *h)
 }
 
 static void
-fast_landed(struct handler *h, size_t idx, int landed)
+fast_landed(struct handler *h, size_t idx, int landed, int rc)
 {
 	size_t i;
 
@@ -2135,7 +2173,7 @@ fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 		probe_landed(h, (size_t)-1, rc, fast_landed);
 		return;
 	}
-	fast_landed(h, (size_t)-1, 1);
+	fast_landed(h, (size_t)-1, 1, ZOK);
 }
 
 static void
