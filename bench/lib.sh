@@ -288,6 +288,7 @@ bench_dump() {
 bench_lag() {
 	lag=$(grep "event loop lag" "$tmp/launcher.log" | tail -1 | sed 's/.*since start, //; s/ since the last dump//')
 	echo "worker event-loop lag during the load: max $lag"
+	grep "loop since the last dump" "$tmp/launcher.log" | tail -1 | sed 's/^ *loop since the last dump: /  of which: /'
 }
 
 # bench_zkops N: the launcher's ZooKeeper requests and watch events during

@@ -340,9 +340,15 @@ lc_assign_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
+	double t0;
+
 	if (!lc->started || lc->stopping || !lc_in_sync(lc))
 		return;
+	t0 = np_mono_s();
 	lc_assign_pass(lc);
+	t0 = np_mono_s() - t0;
+	if (t0 > lc->assign_max)
+		lc->assign_max = t0;
 	lc->ready = 1;
 }
 
@@ -1136,6 +1142,17 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
 		zk_op_counts_format(&oc, line, sizeof(line));
 		evbuffer_add_printf(out, "  zk requests: %s\n", line);
 	}
+	{
+		unsigned items;
+		double ms;
+
+		zk_dispatch_max(lc->zk, 1, &items, &ms);
+		evbuffer_add_printf(out,
+				    "  loop since the last dump: longest zk dispatch %.1f ms (%u "
+				    "replies and events), longest assign pass %.1f ms\n",
+				    ms, items, lc->assign_max * 1000.0);
+		lc->assign_max = 0;
+	}
 	evbuffer_add_printf(
 	    out,
 	    "  counters: accepted %llu fulfilled %llu declined %llu failed %llu "
@@ -1427,14 +1444,54 @@ lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock *lock
 	free(json);
 }
 
+/* A node being made: what the node cache takes from the create's reply
+ * instead of reading the node back (zk_cache_create_begin). */
+struct own_create {
+	struct launcher *lc;
+	char *data;
+	int len;
+	zk_string_cb cb;
+	void *arg;
+};
+
+static void
+own_create_cleanup(void *ctx)
+{
+	struct own_create *o = ctx;
+
+	free(o->data);
+}
+
+static void
+own_create_done(int rc, const char *path, const struct zk_stat *st, void *arg)
+{
+	struct own_create *o = arg;
+	struct launcher *lc = o->lc;
+	zk_string_cb cb = o->cb;
+	void *cbarg = o->arg;
+	const char *name = rc == ZOK && path != NULL ? strrchr(path, '/') : NULL;
+
+	zk_cache_create_end(lc->nodes, name != NULL ? name + 1 : NULL, o->data, o->len, st);
+	free(o->data);
+	lc_ctx_free(lc, o);
+	if (cb != NULL)
+		cb(rc, path, cbarg);
+}
+
 void
 lc_create_node(struct launcher *lc, const struct np_node *n, zk_string_cb cb, void *arg)
 {
+	struct own_create *o = lc_ctx_new(lc, sizeof(*o), own_create_cleanup);
 	size_t len;
-	char *json = np_node_encode(n, &len);
 
-	zk_create(lc->zk, "/nodepool/nodes/", json, (int)len, ZOO_SEQUENCE, 1, cb, arg);
-	free(json);
+	o->lc = lc;
+	o->cb = cb;
+	o->arg = arg;
+	o->data = np_node_encode(n, &len);
+	o->len = (int)len;
+	zk_cache_create_begin(lc->nodes);
+	zk_create2(lc->zk, "/nodepool/nodes/", o->data, o->len, ZOO_SEQUENCE, 1, own_create_done,
+		   o);
 }
 
 struct del_ctx {

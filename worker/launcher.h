@@ -298,6 +298,7 @@ struct launcher {
 	char last_error[256];
 	double start_time;
 	int ready; /* first pass complete (web /ready) */
+	double assign_max; /* s, the longest assign pass since the last dump (lc_dump) */
 
 	/* hooks for the process around the launcher (status to the supervisor). */
 	void (*on_change)(struct launcher *lc);

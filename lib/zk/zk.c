@@ -206,8 +206,10 @@ zk_rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind
 			rq->watch = zk_watch_new(zk, wcb, warg, wowner);
 		switch (kind) {
 		case ZK_OP_CREATE:
-			rc = zoo_acreate(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
-					 &ZOO_OPEN_ACL_UNSAFE, flags, zk_c_string_done, rq);
+			/* create2: the reply carries the new znode's stat */
+			rc =
+			    zoo_acreate2(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
+					 &ZOO_OPEN_ACL_UNSAFE, flags, zk_c_string_stat_done, rq);
 			break;
 		case ZK_OP_GET:
 			rc = zoo_awget(zh, path, rq->watch ? zk_c_path_watcher : NULL, rq->watch,
@@ -296,6 +298,10 @@ pub_dispatch(const struct zk_result *r, void *arg)
 	case PUB_STRING:
 		if (c->pcb.s != NULL)
 			c->pcb.s(r->rc, r->rc == ZOK ? r->value : NULL, c->parg);
+		break;
+	case PUB_CREATE:
+		if (c->pcb.cr != NULL)
+			c->pcb.cr(r->rc, r->rc == ZOK ? r->value : NULL, r->stat, c->parg);
 		break;
 	case PUB_DATA:
 		if (c->pcb.d != NULL)
@@ -419,6 +425,9 @@ zk_rq_result(struct zk *zk, struct zk_item *it)
 		c->final_rc = it->rc;
 		free(c->created);
 		c->created = it->str != NULL ? xstrdup(it->str) : NULL;
+		c->has_cstat = it->has_stat;
+		if (it->has_stat)
+			c->cstat = it->st;
 		if (c->outstanding > 0) { /* parents still to report */
 			rq_free(rq);
 			return;
@@ -428,6 +437,7 @@ zk_rq_result(struct zk *zk, struct zk_item *it)
 		memset(&r, 0, sizeof(r));
 		r.rc = c->final_rc;
 		r.value = r.rc == ZOK ? c->created : NULL;
+		r.stat = r.rc == ZOK && c->has_cstat ? &c->cstat : NULL;
 		call_finish(zk, c, &r);
 		return;
 	}
@@ -792,6 +802,20 @@ zk_create(struct zk *zk, const char *path, const void *data, int len, int flags,
 			     .makepath = makepath};
 
 	pub_call(zk, &req, PUB_STRING, arg)->pcb.s = cb;
+}
+
+void
+zk_create2(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
+	   zk_create_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_CREATE,
+			     .path = path,
+			     .data = data,
+			     .len = len,
+			     .flags = flags,
+			     .makepath = makepath};
+
+	pub_call(zk, &req, PUB_CREATE, arg)->pcb.cr = cb;
 }
 
 void
