@@ -288,7 +288,8 @@ bench_dump() {
 bench_lag() {
 	lag=$(grep "event loop lag" "$tmp/launcher.log" | tail -1 | sed 's/.*since start, //; s/ since the last dump//')
 	echo "worker event-loop lag during the load: max $lag"
-	grep "loop since the last dump" "$tmp/launcher.log" | tail -1 | sed 's/^ *loop since the last dump: /  of which: /'
+	grep "loop since the last dump" "$tmp/launcher.log" | tail -1 |
+		sed 's/^[[:space:]]*loop since the last dump: /worker loop during the load: /'
 }
 
 # bench_zkops N: the launcher's ZooKeeper requests and watch events during
