@@ -297,7 +297,7 @@ struct launcher {
 	struct lc_counters counters;
 	char last_error[256];
 	double start_time;
-	int ready; /* first pass complete (web /ready) */
+	int ready;	   /* first pass complete (web /ready) */
 	double assign_max; /* s, the longest assign pass since the last dump (lc_dump) */
 
 	/* hooks for the process around the launcher (status to the supervisor). */
