@@ -71,6 +71,28 @@
 # of them overlapping). What is left of accepted -> building is the
 # create and the lock + `building` multi: two ZooKeeper round trips.
 #
+# Issue 25, the ZooKeeper requests of a launch (branch i25-zkpath; the
+# worker's dump counts them, zk_op_counts, printed here per request),
+# `BENCH_TIMELINE=1 BENCH_WARMUP=100 bench/fake_load.sh 500 50 1`,
+# 2026-11-28 22:01-22:04, load average 5-9 from the other sessions, base
+# and new alternated, two runs each. Requests per launch before: create
+# 2.02, get 5.00, set 3.12, delete 6.38, children 4.31, multi 3.00 (8.00
+# ops): 23.8, 14.5 of them writes. After: create 2.04, get 3.01, set 2.11,
+# delete 0.04, children 1.06, multi 4.09 (13.3 ops): 12.4, 8.3 of them
+# writes. Gone: the recursive delete of a node (three listings, three
+# deletes and the `deleted` write: one multi), the two unlocks after a
+# fulfilment (in its multi), the re-read of a node locked for deletion
+# (its `deleting` write guarded by the cached version) and of a node we
+# made (the create2 reply's stat). Watch events heard stay ~20 per
+# request (the request's and its node's lifecycle, all needed).
+# Overhead above the boot p50 262 / 256 ms before, 228 / 251 after; p99
+# 504 / 511, 366 / 368; the launcher's CPU 1.38 / 1.60 ms per request,
+# 1.18 / 1.34; ZooKeeper's 11.3 / 13.9, 10.7 / 11.4; the loop's lag max
+# 212 / 86 ms, 26 / 42 ms. Steps p50/p90 (before; after): created -> seen
+# 26/49, 41/67; 40/67, 49/66; seen -> read 19/47, 30/42; 22/42, 26/44;
+# ready -> fulfilled 19/28, 23/44; 34/53, 32/42: on this shared machine
+# the wave's ZooKeeper queue (its CPU, ~11 ms a request) decides them.
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (1000: the
 # ZooKeeper server's JVM compiles its hot paths; 0 skips); BENCH_ZK=plain talks to ZooKeeper without TLS (the server's
@@ -109,6 +131,7 @@ echo "load: $N requests, concurrency $C, fake cloud boot-delay ${BOOT}s api-dela
 bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --pid "$(cat "$tmp/zk/zk.pid")" --idle 2
 bench_dump
 bench_lag
+bench_zkops "$N"
 bench_overhead "$BOOT"
 bench_timeline "$N" "$BOOT"
 grep -E "launches: ready|fake cloud:" "$tmp/launcher.log" | tail -2 | sed 's/^ *//'

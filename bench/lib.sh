@@ -288,6 +288,19 @@ bench_dump() {
 bench_lag() {
 	lag=$(grep "event loop lag" "$tmp/launcher.log" | tail -1 | sed 's/.*since start, //; s/ since the last dump//')
 	echo "worker event-loop lag during the load: max $lag"
+	grep "loop since the last dump" "$tmp/launcher.log" | tail -1 |
+		sed 's/^[[:space:]]*loop since the last dump: /worker loop during the load: /'
+}
+
+# bench_zkops N: the launcher's ZooKeeper requests and watch events during
+# the load, per request (the "zk requests:" lines of the last two dumps,
+# zk_op_counts): what the load cost the server, by kind.
+bench_zkops() {
+	grep "zk requests:" "$tmp/launcher.log" | tail -2 | sed 's/.*zk requests: //' | awk -v n="$1" '
+	{ for (i = 1; i < NF; i += 2) { k = $i; v[NR, k] = $(i + 1); if (NR == 1) keys[++nk] = k } }
+	END { printf "launcher ZooKeeper requests per request:"
+		for (j = 1; j <= nk; j++) { k = keys[j]; d = v[2, k] - v[1, k]; if (d != 0) printf " %s %.2f", k, d / n }
+		printf "\n" }'
 }
 
 # bench_launcher_env CMD...: execs CMD (the launcher, started with & so

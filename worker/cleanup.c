@@ -128,6 +128,21 @@ ndel_stored(int rc, const struct zk_stat *st, void *arg)
 	lc->prov.drv->node_delete(lc->prov.dp, &x->d);
 }
 
+/* x->node, read under the lock, is still what the deletion was for. */
+static int
+ndel_wanted(const struct ndel *x)
+{
+	int ns = x->node->state;
+
+	if (x->why == 0)
+		return lc_cleanup_state(ns);
+	if (x->why == 1)
+		return ns == NP_NODE_READY && x->node->allocated_to == NULL;
+	if (x->why == 3)
+		return ns == NP_NODE_INIT;
+	return ns == NP_NODE_HOLD;
+}
+
 static void
 ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg)
 {
@@ -152,20 +167,9 @@ ndel_read(int rc, const char *data, int len, const struct zk_stat *st, void *arg
 		ndel_abort(x);
 		return;
 	}
-	{
-		int ns = x->node->state, ok;
-		if (x->why == 0)
-			ok = lc_cleanup_state(ns);
-		else if (x->why == 1)
-			ok = ns == NP_NODE_READY && x->node->allocated_to == NULL;
-		else if (x->why == 3)
-			ok = ns == NP_NODE_INIT;
-		else
-			ok = ns == NP_NODE_HOLD;
-		if (!ok) {
-			ndel_abort(x); /* changed under us */
-			return;
-		}
+	if (!ndel_wanted(x)) {
+		ndel_abort(x); /* changed under us */
+		return;
 	}
 	if (x->node->state == NP_NODE_DELETED || x->node->provider == NULL) {
 		lc_delete_node_record(lc, x->node, x->lock);
@@ -313,6 +317,58 @@ ndel_bare(struct ndel *x)
 	return 1;
 }
 
+/*
+ * Under the lock upstream re-reads the node, then writes `deleting`. When
+ * the cache holds our node's full record, the write goes at once, guarded
+ * by the version the cache showed (issue 25: the re-read costs the server
+ * a request a node, and the deletion a round trip): the decision is made
+ * on exactly the record the write replaces, and a record changed since
+ * fails the version; the re-read follows then.
+ */
+static void
+ndel_cached_stored(int rc, const struct zk_stat *st, void *arg)
+{
+	struct ndel *x = arg;
+
+	if (rc == ZBADVERSION) {
+		log_debug("node %s: changed since cached; reading it", x->id);
+		np_node_free(x->node);
+		x->node = NULL;
+		ndel_slow(x);
+		return;
+	}
+	ndel_stored(rc, st, arg);
+}
+
+static int
+ndel_cached(struct ndel *x)
+{
+	struct launcher *lc = x->lc;
+	const struct zk_cache_entry *e = zk_cache_get(lc->nodes, x->id);
+	const struct np_node *n = e != NULL && e->obj != NULL ? np_node_sum_full(LC_SUM(e)) : NULL;
+	char path[128];
+	char *json;
+	size_t len;
+
+	if (n == NULL || e->stat.version < 0 || n->state == NP_NODE_DELETED ||
+	    n->provider == NULL || !zk_cache_synced(lc->nodes))
+		return 0;
+	x->node = np_node_dup(n);
+	if (!ndel_wanted(x)) {
+		np_node_free(x->node); /* the re-read decides */
+		x->node = NULL;
+		return 0;
+	}
+	log_info("deleting node %s (%s, was %s)", x->id, x->node->type.n ? x->node->type.v[0] : "?",
+		 np_node_state_name(x->node->state));
+	np_node_set_state(x->node, NP_NODE_DELETING);
+	json = np_node_encode(x->node, &len);
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", x->id);
+	lc_set_under(lc, &x->lock, 1, path, json, (int)len, e->stat.version, ndel_cached_stored, x);
+	free(json);
+	return 1;
+}
+
 static void
 ndel_locked(struct zk_lock *lock, int rc, void *arg)
 {
@@ -322,7 +378,7 @@ ndel_locked(struct zk_lock *lock, int rc, void *arg)
 		ndel_abort(x);
 		return;
 	}
-	if (!ndel_fast(x))
+	if (!ndel_fast(x) && !ndel_cached(x))
 		ndel_slow(x);
 }
 

@@ -452,15 +452,19 @@ release_to_requested(struct handler *h)
 
 /* ---- fulfil --------------------------------------------------------------- */
 
+typedef void (*landed_fn)(struct handler *h, size_t idx, int landed, int rc);
+static void disown_locks(struct handler *h);
+static void probe_landed(struct handler *h, size_t idx, int rc, landed_fn cb);
+
 static void
-fulfilled_stored(int rc, const struct zk_stat *st, void *arg)
+fulfilled_landed(struct handler *h, size_t idx, int landed, int rc)
 {
-	struct hop *o = arg;
-	struct handler *h;
 	size_t i;
 
-	if (hop_done(o, &h, NULL))
-		return;
+	if (landed) {
+		disown_locks(h); /* released by the multi */
+		rc = ZOK;
+	}
 	if (rc == ZNONODE) {
 		h->vanished = 1;
 		h->state = H_RUNNING;
@@ -481,6 +485,21 @@ fulfilled_stored(int rc, const struct zk_stat *st, void *arg)
 	release_request_lock(h);
 }
 
+static void
+fulfilled_stored(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK && rc != ZK_LOCK_LOST) {
+		probe_landed(h, (size_t)-1, rc, fulfilled_landed);
+		return;
+	}
+	fulfilled_landed(h, (size_t)-1, rc == ZOK, rc);
+}
+
 /* The request's lock and every node's (malloc'd; *n set): what a
  * fulfilment is made under. A lock lost meanwhile fails it, as upstream's
  * write after a lost session raises. */
@@ -499,14 +518,114 @@ lc_handler_locks(const struct handler *h, int *n)
 	return v;
 }
 
+/*
+ * The locks' releases ride in the fulfilment's multi (issue 25): the
+ * deletion of our contender of the request lock and of every node lock
+ * is appended to ops[k..] (paths in bufs, one per lock), and the count
+ * of ops added returned. Upstream writes the fulfilment, then unlocks the
+ * nodes, then the request, at once and unconditionally: in one
+ * transaction Zuul finds the nodes unlocked when it sees the request
+ * fulfilled (its lock of each node needs no wait for our release), and
+ * the server is spared a request per lock.
+ */
+static int
+unlock_ops(const struct handler *h, struct zk_multi_op *ops, int k, char (*bufs)[320])
+{
+	int n = 0;
+	size_t i;
+	const struct zk_lock *l;
+	const char *me;
+
+	for (i = 0; i <= h->n_nodes; i++) {
+		l = i == 0 ? h->req_lock : h->nodes[i - 1].lock;
+		me = zk_lock_contender(l);
+		if (me == NULL)
+			continue;
+		snprintf(bufs[n], sizeof(bufs[n]), "%s/%s", zk_lock_path(l), me);
+		memset(&ops[k + n], 0, sizeof(ops[k + n]));
+		ops[k + n].type = ZK_MULTI_DELETE;
+		ops[k + n].path = bufs[n];
+		ops[k + n].version = -1;
+		n++;
+	}
+	return n;
+}
+
+/* The multi with unlock_ops was applied: our contenders are gone. */
+static void
+disown_locks(struct handler *h)
+{
+	size_t i;
+
+	zk_lock_disown(h->req_lock);
+	for (i = 0; i < h->n_nodes; i++)
+		zk_lock_disown(h->nodes[i].lock);
+}
+
+/*
+ * A multi with unlock_ops failed: refused (nothing of it made), or its
+ * answer was lost with the connection and the multi, sent again, refused
+ * because the first had landed. Our request contender tells which: gone
+ * while the lock is still held in this session, only the multi removed
+ * it. cb(h, idx, landed, rc) follows (rc: the multi's), under the hop of
+ * the probe.
+ */
+struct landed_probe {
+	struct hop *o;
+	landed_fn cb;
+	int rc; /* the multi's */
+};
+
+static void
+landed_probed(int rc, const struct zk_stat *st, void *arg)
+{
+	struct landed_probe *p = arg;
+	struct handler *h;
+	size_t idx;
+	landed_fn cb = p->cb;
+	struct hop *o = p->o;
+	int mrc = p->rc;
+
+	free(p);
+	if (hop_done(o, &h, &idx))
+		return;
+	cb(h, idx, rc == ZNONODE && zk_lock_is_held(h->req_lock), mrc);
+}
+
+static void
+probe_landed(struct handler *h, size_t idx, int rc, landed_fn cb)
+{
+	struct landed_probe *p;
+	char path[320];
+	const char *me = zk_lock_contender(h->req_lock);
+
+	if (rc == ZK_LOCK_LOST || me == NULL) { /* not sent, or nothing to tell by */
+		cb(h, idx, 0, rc);
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		abort();
+	p->o = hop_new(h, idx);
+	p->cb = cb;
+	p->rc = rc;
+	snprintf(path, sizeof(path), "%s/%s", zk_lock_path(h->req_lock), me);
+	zk_exists(h->lc->zk, path, NULL, NULL, landed_probed, p);
+}
+
+/* Upstream's fulfilment: the request written `fulfilled` (its nodes
+ * written before), then every lock released; the releases ride in the
+ * write's multi (unlock_ops). */
 static void
 fulfil(struct handler *h)
 {
 	char path[160];
+	char(*unlocks)[320];
+	struct zk_multi_op *ops;
 	char *json;
 	size_t i, len;
 	struct zk_lock **locks;
-	int nlocks;
+	int nlocks, nops;
 
 	h->state = H_FULFILLING;
 	np_strv_clear(&h->req->nodes);
@@ -515,10 +634,21 @@ fulfil(struct handler *h)
 	np_request_set_state(h->req, NP_REQ_FULFILLED);
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(h->req, &len);
+	ops = calloc(h->n_nodes + 2, sizeof(*ops));
+	unlocks = calloc(h->n_nodes + 1, sizeof(*unlocks));
+	if (ops == NULL || unlocks == NULL)
+		abort();
+	ops[0].type = ZK_MULTI_SET;
+	ops[0].path = path;
+	ops[0].data = json;
+	ops[0].len = (int)len;
+	ops[0].version = -1;
+	nops = 1 + unlock_ops(h, ops, 1, unlocks);
 	locks = lc_handler_locks(h, &nlocks);
-	lc_set_under(h->lc, locks, nlocks, path, json, (int)len, -1, fulfilled_stored,
-		     hop_new(h, (size_t)-1));
+	lc_multi_under(h->lc, locks, nlocks, ops, nops, fulfilled_stored, hop_new(h, (size_t)-1));
 	free(locks);
+	free(unlocks);
+	free(ops);
 	free(json);
 }
 
@@ -1059,27 +1189,19 @@ launch_stored(int rc, const struct zk_stat *st, void *arg)
 static void launch_stored(int rc, const struct zk_stat *st, void *arg);
 
 static void
-ready_fulfilled(int rc, int count, const struct zk_multi_result *res, void *arg)
+ready_fulfilled_landed(struct handler *h, size_t i, int landed, int rc)
 {
-	struct hop *o = arg;
-	struct handler *h;
-	size_t i, k;
-	struct hnode *hn;
+	struct hnode *hn = &h->nodes[i];
+	size_t k;
 
-	if (hop_done(o, &h, &i))
-		return;
-	hn = &h->nodes[i];
-	if (rc != ZOK) {
-		log_debug("request %s: node %s ready and fulfilled in one: %s; in turn", h->req_id,
-			  hn->node_id, zk_strerror(rc));
+	if (!landed) {
 		h->state = H_RUNNING;
 		update_pool_paused(h->pool);
 		hn->stores++;
 		lc_store_node(h->lc, hn->node, hn->lock, launch_stored, hop_new(h, i));
 		return;
 	}
-	hn->version = count > 0 ? res[0].version : -1;
-	h->req_version = count > 1 ? res[1].version : -1;
+	disown_locks(h); /* released by the multi */
 	h->lc->counters.fulfilled++;
 	log_info("request %s fulfilled by pool %s: %zu node(s)", h->req_id, h->pool->name,
 		 h->n_nodes);
@@ -1088,18 +1210,41 @@ ready_fulfilled(int rc, int count, const struct zk_multi_result *res, void *arg)
 	release_request_lock(h);
 }
 
+static void
+ready_fulfilled(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+	size_t i;
+	struct hnode *hn;
+
+	if (hop_done(o, &h, &i))
+		return;
+	hn = &h->nodes[i];
+	if (rc != ZOK) {
+		log_debug("request %s: node %s ready and fulfilled in one: %s; in turn", h->req_id,
+			  hn->node_id, zk_strerror(rc));
+		probe_landed(h, i, rc, ready_fulfilled_landed);
+		return;
+	}
+	hn->version = count > 0 ? res[0].version : -1;
+	h->req_version = count > 1 ? res[1].version : -1;
+	ready_fulfilled_landed(h, i, 1, ZOK);
+}
+
 /* Node i became ready: if it is the last, write it and the fulfilment in
  * one multi (1), else 0 (nothing done). */
 static int
 fulfil_with_ready(struct handler *h, size_t i)
 {
 	struct hnode *hn = &h->nodes[i];
-	struct zk_multi_op ops[2];
+	struct zk_multi_op *ops;
 	char npath[128], rpath[160];
+	char(*unlocks)[320];
 	char *njson, *rjson;
 	size_t k, nlen, rlen;
 	struct zk_lock **locks;
-	int nlocks;
+	int nlocks, nops;
 
 	if (h->state != H_RUNNING || h->vanished || h->failed || hn->stores != 0 ||
 	    hn->version < 0 || h->req_version < 0)
@@ -1117,7 +1262,10 @@ fulfil_with_ready(struct handler *h, size_t i)
 	rjson = np_request_encode(h->req, &rlen);
 	snprintf(npath, sizeof(npath), "/nodepool/nodes/%s", hn->node_id);
 	req_path(h, rpath, sizeof(rpath));
-	memset(ops, 0, sizeof(ops));
+	ops = calloc(h->n_nodes + 3, sizeof(*ops));
+	unlocks = calloc(h->n_nodes + 1, sizeof(*unlocks));
+	if (ops == NULL || unlocks == NULL)
+		abort();
 	ops[0].type = ZK_MULTI_SET;
 	ops[0].path = npath;
 	ops[0].data = njson;
@@ -1128,9 +1276,12 @@ fulfil_with_ready(struct handler *h, size_t i)
 	ops[1].data = rjson;
 	ops[1].len = (int)rlen;
 	ops[1].version = h->req_version;
+	nops = 2 + unlock_ops(h, ops, 2, unlocks);
 	locks = lc_handler_locks(h, &nlocks);
-	lc_multi_under(h->lc, locks, nlocks, ops, 2, ready_fulfilled, hop_new(h, i));
+	lc_multi_under(h->lc, locks, nlocks, ops, nops, ready_fulfilled, hop_new(h, i));
 	free(locks);
+	free(unlocks);
+	free(ops);
 	free(njson);
 	free(rjson);
 	return 1;
@@ -2012,20 +2163,15 @@ fast_fallback(struct handler *h)
 }
 
 static void
-fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
+fast_landed(struct handler *h, size_t idx, int landed, int rc)
 {
-	struct hop *o = arg;
-	struct handler *h;
 	size_t i;
 
-	if (hop_done(o, &h, NULL))
-		return;
-	if (rc != ZOK) {
-		log_debug("request %s: fast fulfilment refused (%s); full sequence", h->req_id,
-			  zk_strerror(rc));
+	if (!landed) {
 		fast_fallback(h);
 		return;
 	}
+	disown_locks(h); /* released by the multi */
 	h->lc->counters.accepted++;
 	h->lc->counters.fulfilled++;
 	log_info("request %s fulfilled by pool %s: %zu node(s)", h->req_id, h->pool->name,
@@ -2037,16 +2183,37 @@ fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
 }
 
 static void
+fast_done(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct hop *o = arg;
+	struct handler *h;
+
+	if (hop_done(o, &h, NULL))
+		return;
+	if (rc != ZOK) {
+		log_debug("request %s: fast fulfilment refused (%s); full sequence", h->req_id,
+			  zk_strerror(rc));
+		probe_landed(h, (size_t)-1, rc, fast_landed);
+		return;
+	}
+	fast_landed(h, (size_t)-1, 1, ZOK);
+}
+
+static void
 fast_commit(struct handler *h)
 {
 	struct zk_multi_op *ops;
 	char(*paths)[128];
+	char(*unlocks)[320];
 	char **jsons;
 	size_t i, n = h->n_nodes, len;
 	struct zk_lock **locks;
-	int nlocks;
+	int nlocks, nops;
 
-	ops = calloc(n + 1, sizeof(*ops));
+	ops = calloc(2 * n + 2, sizeof(*ops));
+	unlocks = calloc(n + 1, sizeof(*unlocks));
+	if (unlocks == NULL)
+		abort();
 	paths = calloc(n + 1, sizeof(*paths));
 	jsons = calloc(n + 1, sizeof(*jsons));
 	if (ops == NULL || paths == NULL || jsons == NULL)
@@ -2073,9 +2240,11 @@ fast_commit(struct handler *h)
 	ops[n].data = jsons[n];
 	ops[n].len = (int)len;
 	ops[n].version = h->req_version;
+	nops = (int)n + 1 + unlock_ops(h, ops, (int)n + 1, unlocks);
 	locks = lc_handler_locks(h, &nlocks);
-	lc_multi_under(h->lc, locks, nlocks, ops, (int)n + 1, fast_done, hop_new(h, (size_t)-1));
+	lc_multi_under(h->lc, locks, nlocks, ops, nops, fast_done, hop_new(h, (size_t)-1));
 	free(locks);
+	free(unlocks);
 	for (i = 0; i <= n; i++)
 		free(jsons[i]);
 	free(jsons);

@@ -340,9 +340,15 @@ lc_assign_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct launcher *lc = arg;
 
+	double t0;
+
 	if (!lc->started || lc->stopping || !lc_in_sync(lc))
 		return;
+	t0 = np_mono_s();
 	lc_assign_pass(lc);
+	t0 = np_mono_s() - t0;
+	if (t0 > lc->assign_max)
+		lc->assign_max = t0;
 	lc->ready = 1;
 }
 
@@ -1128,6 +1134,25 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
 				    zc.losses, zc.expirations, zc.connect_errors, zc.resent,
 				    zc.lock_lost);
 	}
+	{
+		struct zk_op_counts oc;
+		char line[512];
+
+		zk_op_counts(lc->zk, &oc);
+		zk_op_counts_format(&oc, line, sizeof(line));
+		evbuffer_add_printf(out, "  zk requests: %s\n", line);
+	}
+	{
+		unsigned items;
+		double ms;
+
+		zk_dispatch_max(lc->zk, 1, &items, &ms);
+		evbuffer_add_printf(out,
+				    "  loop since the last dump: longest zk dispatch %.1f ms (%u "
+				    "replies and events), longest assign pass %.1f ms\n",
+				    ms, items, lc->assign_max * 1000.0);
+		lc->assign_max = 0;
+	}
 	evbuffer_add_printf(
 	    out,
 	    "  counters: accepted %llu fulfilled %llu declined %llu failed %llu "
@@ -1420,14 +1445,54 @@ lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock *lock
 	free(json);
 }
 
+/* A node being made: what the node cache takes from the create's reply
+ * instead of reading the node back (zk_cache_create_begin). */
+struct own_create {
+	struct launcher *lc;
+	char *data;
+	int len;
+	zk_string_cb cb;
+	void *arg;
+};
+
+static void
+own_create_cleanup(void *ctx)
+{
+	struct own_create *o = ctx;
+
+	free(o->data);
+}
+
+static void
+own_create_done(int rc, const char *path, const struct zk_stat *st, void *arg)
+{
+	struct own_create *o = arg;
+	struct launcher *lc = o->lc;
+	zk_string_cb cb = o->cb;
+	void *cbarg = o->arg;
+	const char *name = rc == ZOK && path != NULL ? strrchr(path, '/') : NULL;
+
+	zk_cache_create_end(lc->nodes, name != NULL ? name + 1 : NULL, o->data, o->len, st);
+	free(o->data);
+	lc_ctx_free(lc, o);
+	if (cb != NULL)
+		cb(rc, path, cbarg);
+}
+
 void
 lc_create_node(struct launcher *lc, const struct np_node *n, zk_string_cb cb, void *arg)
 {
+	struct own_create *o = lc_ctx_new(lc, sizeof(*o), own_create_cleanup);
 	size_t len;
-	char *json = np_node_encode(n, &len);
 
-	zk_create(lc->zk, "/nodepool/nodes/", json, (int)len, ZOO_SEQUENCE, 1, cb, arg);
-	free(json);
+	o->lc = lc;
+	o->cb = cb;
+	o->arg = arg;
+	o->data = np_node_encode(n, &len);
+	o->len = (int)len;
+	zk_cache_create_begin(lc->nodes);
+	zk_create2(lc->zk, "/nodepool/nodes/", o->data, o->len, ZOO_SEQUENCE, 1, own_create_done,
+		   o);
 }
 
 struct del_ctx {
@@ -1460,8 +1525,6 @@ node_record_deleted(int rc, void *arg)
 	notify_change(lc);
 }
 
-/* As upstream's deleteNode: write state `deleted`, then remove the znode
- * recursively (its lock dir and our contender included). Takes n and lock. */
 static void
 del_ctx_cleanup(void *p)
 {
@@ -1471,19 +1534,76 @@ del_ctx_cleanup(void *p)
 	np_node_free(d->node);
 }
 
+/* As upstream's deleteNode: write state `deleted`, then remove the znode
+ * recursively (its lock dir and whatever contenders are in it). */
+static void
+delete_node_tree(struct del_ctx *d)
+{
+	struct launcher *lc = d->lc;
+	char path[128];
+
+	np_node_set_state(d->node, NP_NODE_DELETED);
+	lc_store_node(lc, d->node, d->lock, NULL, NULL);
+	snprintf(path, sizeof(path), "/nodepool/nodes/%s", d->node->id);
+	zk_delete_under(lc->zk, &d->lock, d->lock != NULL, path, -1, 1, node_record_deleted, d);
+}
+
+static void
+node_multi_deleted(int rc, int count, const struct zk_multi_result *res, void *arg)
+{
+	struct del_ctx *d = arg;
+
+	if (rc == ZOK) {
+		zk_lock_disown(d->lock); /* our contender went with the node */
+		node_record_deleted(ZOK, d);
+		return;
+	}
+	/* Someone else's contender in the lock dir (ZNOTEMPTY), or an
+	 * answer lost with the connection: upstream's way, which copes. */
+	log_debug("node %s: one-multi delete: %s; recursively", d->node->id, zk_strerror(rc));
+	delete_node_tree(d);
+}
+
+/*
+ * Takes n and lock. Held (the usual case, a launched node whose instance
+ * is gone): our contender, the lock dir and the node go in one multi
+ * (issue 25: upstream's `deleted` write and recursive delete cost the
+ * server seven requests a node, three of them listings). The `deleted`
+ * write exists so that nobody mistakes the node for unlocked between the
+ * lock dir's removal and the node's; the transaction has no such moment.
+ * Refused (another contender is in the lock dir: the dir is not empty),
+ * upstream's sequence runs.
+ */
 void
 lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lock)
 {
 	struct del_ctx *d = lc_ctx_new(lc, sizeof(*d), del_ctx_cleanup);
-	char path[128];
+	const char *me = zk_lock_contender(lock);
+	char node[128], dir[160], mine[320];
+	struct zk_multi_op ops[3];
 
 	d->lc = lc;
 	d->node = n;
 	d->lock = lock;
+	if (me == NULL) {
+		delete_node_tree(d);
+		return;
+	}
+	snprintf(node, sizeof(node), "/nodepool/nodes/%s", n->id);
+	snprintf(dir, sizeof(dir), "%s/lock", node);
+	snprintf(mine, sizeof(mine), "%s/%s", dir, me);
+	memset(ops, 0, sizeof(ops));
+	ops[0].type = ZK_MULTI_DELETE;
+	ops[0].path = mine;
+	ops[0].version = -1;
+	ops[1].type = ZK_MULTI_DELETE;
+	ops[1].path = dir;
+	ops[1].version = -1;
+	ops[2].type = ZK_MULTI_DELETE;
+	ops[2].path = node;
+	ops[2].version = -1;
 	np_node_set_state(n, NP_NODE_DELETED);
-	lc_store_node(lc, n, lock, NULL, NULL);
-	snprintf(path, sizeof(path), "/nodepool/nodes/%s", n->id);
-	zk_delete_under(lc->zk, &d->lock, lock != NULL, path, -1, 1, node_record_deleted, d);
+	lc_multi_under(lc, &d->lock, 1, ops, 3, node_multi_deleted, d);
 }
 
 /* ---- driver services ------------------------------------------------------ */

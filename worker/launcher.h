@@ -298,7 +298,8 @@ struct launcher {
 	struct lc_counters counters;
 	char last_error[256];
 	double start_time;
-	int ready; /* first pass complete (web /ready) */
+	int ready;	   /* first pass complete (web /ready) */
+	double assign_max; /* s, the longest assign pass since the last dump (lc_dump) */
 
 	/* hooks for the process around the launcher (status to the supervisor). */
 	void (*on_change)(struct launcher *lc);
@@ -408,7 +409,10 @@ int lc_upstream_peer(struct launcher *lc, char *who, size_t wholen);
  * appended to out as "hostname pool launcher-id". */
 struct ipc_strv;
 void lc_peers(struct launcher *lc, struct ipc_strv *out);
-/* Delete a node record entirely (state deleted, then recursive delete). */
+/* Delete a node record entirely, as upstream's deleteNode: with lock held,
+ * our contender, the lock dir and the node in one multi; else (or refused:
+ * another contender) state deleted, then a recursive delete. Takes n and
+ * lock (NULL: none held). */
 void lc_delete_node_record(struct launcher *lc, struct np_node *n, struct zk_lock *lock);
 
 /* lcconfig.c */

@@ -206,8 +206,10 @@ zk_rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind
 			rq->watch = zk_watch_new(zk, wcb, warg, wowner);
 		switch (kind) {
 		case ZK_OP_CREATE:
-			rc = zoo_acreate(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
-					 &ZOO_OPEN_ACL_UNSAFE, flags, zk_c_string_done, rq);
+			/* create2: the reply carries the new znode's stat */
+			rc =
+			    zoo_acreate2(zh, path, data != NULL ? data : "", data != NULL ? len : 0,
+					 &ZOO_OPEN_ACL_UNSAFE, flags, zk_c_string_stat_done, rq);
 			break;
 		case ZK_OP_GET:
 			rc = zoo_awget(zh, path, rq->watch ? zk_c_path_watcher : NULL, rq->watch,
@@ -232,6 +234,8 @@ zk_rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind
 			rc = ZBADARGUMENTS;
 			break;
 		}
+		if (rc == ZOK)
+			zk_count_sent(zk, kind, 0);
 	}
 	if (rc != ZOK) {
 		struct zk_item *it = zk_item_new(IT_RESULT, rc);
@@ -239,6 +243,48 @@ zk_rq_send(struct zk *zk, struct zk_call *c, struct zk_rdel *rd, enum zk_op_kind
 		it->rq = rq;
 		zk_enqueue(zk, it);
 	}
+}
+
+void
+zk_count_sent(struct zk *zk, enum zk_op_kind kind, int nops)
+{
+	static const enum zk_op_count map[] = {
+	    [ZK_OP_CREATE] = ZK_COUNT_CREATE,
+	    [ZK_OP_GET] = ZK_COUNT_GET,
+	    [ZK_OP_SET] = ZK_COUNT_SET,
+	    [ZK_OP_DELETE] = ZK_COUNT_DELETE,
+	    [ZK_OP_EXISTS] = ZK_COUNT_EXISTS,
+	    [ZK_OP_CHILDREN] = ZK_COUNT_CHILDREN,
+	    [ZK_OP_MULTI] = ZK_COUNT_MULTI,
+	    [ZK_OP_WATCH] = ZK_COUNT_ADDWATCH,
+	    [ZK_OP_CATCHUP] = ZK_COUNT_SETWATCHES,
+	};
+
+	if ((size_t)kind < sizeof(map) / sizeof(map[0]))
+		zk->ops.sent[map[kind]]++;
+	zk->ops.multi_ops += (unsigned long long)nops;
+}
+
+void
+zk_op_counts(const struct zk *zk, struct zk_op_counts *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (zk != NULL)
+		*out = zk->ops;
+}
+
+void
+zk_op_counts_format(const struct zk_op_counts *c, char *buf, size_t size)
+{
+	snprintf(buf, size,
+		 "create %llu get %llu set %llu delete %llu exists %llu children %llu "
+		 "multi %llu multi-ops %llu addwatch %llu setwatches %llu ev-created %llu "
+		 "ev-deleted %llu ev-changed %llu ev-child %llu ev-oneshot %llu",
+		 c->sent[ZK_COUNT_CREATE], c->sent[ZK_COUNT_GET], c->sent[ZK_COUNT_SET],
+		 c->sent[ZK_COUNT_DELETE], c->sent[ZK_COUNT_EXISTS], c->sent[ZK_COUNT_CHILDREN],
+		 c->sent[ZK_COUNT_MULTI], c->multi_ops, c->sent[ZK_COUNT_ADDWATCH],
+		 c->sent[ZK_COUNT_SETWATCHES], c->events[0], c->events[1], c->events[2],
+		 c->events[3], c->oneshot);
 }
 
 /* ---- delivering a call's result ------------------------------------------ */
@@ -252,6 +298,10 @@ pub_dispatch(const struct zk_result *r, void *arg)
 	case PUB_STRING:
 		if (c->pcb.s != NULL)
 			c->pcb.s(r->rc, r->rc == ZOK ? r->value : NULL, c->parg);
+		break;
+	case PUB_CREATE:
+		if (c->pcb.cr != NULL)
+			c->pcb.cr(r->rc, r->rc == ZOK ? r->value : NULL, r->stat, c->parg);
 		break;
 	case PUB_DATA:
 		if (c->pcb.d != NULL)
@@ -375,6 +425,9 @@ zk_rq_result(struct zk *zk, struct zk_item *it)
 		c->final_rc = it->rc;
 		free(c->created);
 		c->created = it->str != NULL ? xstrdup(it->str) : NULL;
+		c->has_cstat = it->has_stat;
+		if (it->has_stat)
+			c->cstat = it->st;
 		if (c->outstanding > 0) { /* parents still to report */
 			rq_free(rq);
 			return;
@@ -384,6 +437,7 @@ zk_rq_result(struct zk *zk, struct zk_item *it)
 		memset(&r, 0, sizeof(r));
 		r.rc = c->final_rc;
 		r.value = r.rc == ZOK ? c->created : NULL;
+		r.stat = r.rc == ZOK && c->has_cstat ? &c->cstat : NULL;
 		call_finish(zk, c, &r);
 		return;
 	}
@@ -594,6 +648,8 @@ zk_multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, i
 			rc = ZCONNECTIONLOSS;
 		else
 			rc = zoo_amulti(zh, count, rq->mops, rq->mres, zk_c_void_done, rq);
+		if (rc == ZOK)
+			zk_count_sent(zk, ZK_OP_MULTI, count);
 	}
 	if (rc != ZOK) {
 		struct zk_item *it = zk_item_new(IT_RESULT, rc);
@@ -746,6 +802,20 @@ zk_create(struct zk *zk, const char *path, const void *data, int len, int flags,
 			     .makepath = makepath};
 
 	pub_call(zk, &req, PUB_STRING, arg)->pcb.s = cb;
+}
+
+void
+zk_create2(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
+	   zk_create_cb cb, void *arg)
+{
+	struct zk_req req = {.kind = ZK_OP_CREATE,
+			     .path = path,
+			     .data = data,
+			     .len = len,
+			     .flags = flags,
+			     .makepath = makepath};
+
+	pub_call(zk, &req, PUB_CREATE, arg)->pcb.cr = cb;
 }
 
 void

@@ -68,6 +68,8 @@ typedef void (*zk_session_cb)(struct zk *zk, enum zk_event ev, void *arg);
 typedef void (*zk_data_cb)(int rc, const char *data, int len, const struct zk_stat *st, void *arg);
 /* path: the created znode's path (with its sequence suffix), NULL when rc != ZOK. */
 typedef void (*zk_string_cb)(int rc, const char *path, void *arg);
+/* A create's: the created path and the new znode's stat (NULL unless ZOK). */
+typedef void (*zk_create_cb)(int rc, const char *path, const struct zk_stat *st, void *arg);
 typedef void (*zk_stat_cb)(int rc, const struct zk_stat *st, void *arg);
 typedef void (*zk_void_cb)(int rc, void *arg);
 /* names: child names (not paths), valid only during the call. */
@@ -115,6 +117,48 @@ struct zk_counters {
 	unsigned long long losses, expirations, connect_errors, resent, lock_lost;
 };
 void zk_counters(const struct zk *zk, struct zk_counters *out);
+/*
+ * Requests sent to the server and watch events heard since zk_new, by
+ * kind (issue 25: what a request costs ZooKeeper; the worker's SIGUSR2 dump
+ * prints them, bench/fake_load.sh divides them by the requests served).
+ * sent[] is indexed as enum zk_op_count: every C client request made,
+ * including a makepath create's parent creates, a recursive delete's
+ * listings and deletes, a lock's requests, a cache's reads, the addWatch of
+ * a tree watch and the SetWatches of a catch-up; resent calls count again.
+ * multi_ops: the operations inside the multis. events[]: persistent
+ * (tree) watch events by type, [0] created, [1] deleted, [2] changed,
+ * [3] child; oneshot: events of one-shot watches (data, exists, children).
+ */
+enum zk_op_count {
+	ZK_COUNT_CREATE,
+	ZK_COUNT_GET,
+	ZK_COUNT_SET,
+	ZK_COUNT_DELETE,
+	ZK_COUNT_EXISTS,
+	ZK_COUNT_CHILDREN,
+	ZK_COUNT_MULTI,
+	ZK_COUNT_ADDWATCH,
+	ZK_COUNT_SETWATCHES,
+	ZK_COUNT_KINDS
+};
+struct zk_op_counts {
+	unsigned long long sent[ZK_COUNT_KINDS];
+	unsigned long long multi_ops;
+	unsigned long long events[4];
+	unsigned long long oneshot;
+};
+void zk_op_counts(const struct zk *zk, struct zk_op_counts *out);
+/*
+ * The longest run of the loop's dispatch of what the C client handed over
+ * (replies and watch events taken at one wake-up, each one's callbacks
+ * included) since the last call with reset: *items taken and *ms it took
+ * (CLOCK_MONOTONIC). A diagnostic of the loop's lag in a wave (issue 25).
+ */
+void zk_dispatch_max(struct zk *zk, int reset, unsigned *items, double *ms);
+/* The counts as one line of name-value pairs, "create N get N ...
+ * multi-ops N ... ev-created N ...", into buf (NUL-ended, truncated to
+ * size). */
+void zk_op_counts_format(const struct zk_op_counts *c, char *buf, size_t size);
 /*
  * The C client's session id and password of the current session (what
  * zookeeper_init() takes to resume a session; tests use it to force an
@@ -189,6 +233,10 @@ void zk_set_retry(struct zk *zk, int on);
  */
 void zk_create(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
 	       zk_string_cb cb, void *arg);
+/* zk_create, and the callback has the new znode's stat too (ZooKeeper's
+ * create2, which every create sends). */
+void zk_create2(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
+		zk_create_cb cb, void *arg);
 void zk_get(struct zk *zk, const char *path, zk_watch_cb watch, void *warg, zk_data_cb cb,
 	    void *arg);
 void zk_set(struct zk *zk, const char *path, const void *data, int len, int version, zk_stat_cb cb,
@@ -551,7 +599,25 @@ size_t zk_cache_reads_pending(const struct zk_cache *cache);
 void zk_cache_write_begin(struct zk_cache *cache, const char *name);
 void zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void *data, int len,
 			int64_t mzxid, int32_t version);
-/* For tests: own writes applied without a read since the cache was made. */
+/*
+ * Our own creates of children with a sequence number (issue 25: the
+ * launcher read back every node it had just made, as the watch told of
+ * it). The name is known only from the reply, and the creation's event
+ * comes first: while any create begun is in flight, a child the watch says
+ * was created waits, unannounced, instead of being read; the create's
+ * reply (zk_cache_create_end with the created child's name, the data it
+ * was made with and the reply's stat, zk_create2) announces it from
+ * those, without a read; once none is in flight, the others that waited
+ * are read as usual (a round trip late: another writer's child). A writer
+ * calls zk_cache_create_begin right before it sends the create and
+ * zk_cache_create_end once the reply is back, always, once per begin
+ * (name NULL when the create failed). Without ZK_CACHE_DATA, a no-op.
+ */
+void zk_cache_create_begin(struct zk_cache *cache);
+void zk_cache_create_end(struct zk_cache *cache, const char *name, const void *data, int len,
+			 const struct zk_stat *st);
+/* For tests: own writes (and creates) applied without a read since the
+ * cache was made. */
 size_t zk_cache_own_applied(const struct zk_cache *cache);
 
 /* For tests: 1 when the C client's own I/O thread holds a live connection

@@ -107,6 +107,23 @@ zk_c_string_done(int rc, const char *value, const void *data)
 	zk_enqueue(rq->zk, it);
 }
 
+/* A create's (zoo_acreate2): the created path and the new znode's stat. */
+void
+zk_c_string_stat_done(int rc, const char *value, const struct Stat *st, const void *data)
+{
+	struct zk_rq *rq = (struct zk_rq *)data;
+	struct zk_item *it = zk_item_new(IT_RESULT, rc);
+
+	it->rq = rq;
+	if (rc == ZOK && value != NULL)
+		it->str = xstrdup(value);
+	if (rc == ZOK && st != NULL) {
+		stat_copy(&it->st, st);
+		it->has_stat = 1;
+	}
+	zk_enqueue(rq->zk, it);
+}
+
 void
 zk_c_data_done(int rc, const char *value, int len, const struct Stat *st, const void *data)
 {
@@ -216,10 +233,19 @@ zk_process(struct zk *zk, struct zk_item *it)
 	case IT_WATCH:
 		w = it->w;
 		if (w->persistent) {
+			if (it->type == ZOO_CREATED_EVENT)
+				zk->ops.events[0]++;
+			else if (it->type == ZOO_DELETED_EVENT)
+				zk->ops.events[1]++;
+			else if (it->type == ZOO_CHANGED_EVENT)
+				zk->ops.events[2]++;
+			else
+				zk->ops.events[3]++;
 			if (w->gen == zk->gen && w->cb != NULL && !zk->closing)
 				w->cb(it->type, it->str, w->arg);
 			break;
 		}
+		zk->ops.oneshot++;
 		if (w->gen == zk->gen && w->cb != NULL && !zk->closing) {
 			zk_watch_cb cb = w->cb;
 			void *arg = w->arg;
@@ -276,20 +302,40 @@ zk_on_wake(evutil_socket_t fd, short what, void *arg)
 	struct zk *zk = arg;
 	struct zk_item *it;
 	uint64_t v;
+	unsigned n = 0;
+	double t0;
 
 	if (read(fd, &v, sizeof(v)) < 0) {
 		/* EAGAIN: woken for items already taken */
 	}
 	zk->dispatching++;
 	zk->batch = queue_take(zk);
+	t0 = zk_now();
 	while ((it = zk->batch) != NULL && !zk->free_requested) {
 		zk->batch = it->next;
 		zk_process(zk, it);
 		item_free(it);
+		n++;
+	}
+	t0 = zk_now() - t0;
+	if (t0 > zk->disp_secs) {
+		zk->disp_secs = t0;
+		zk->disp_items = n;
 	}
 	zk->dispatching--;
 	if (zk->free_requested && zk->dispatching == 0)
 		zk_destroy(zk);
+}
+
+void
+zk_dispatch_max(struct zk *zk, int reset, unsigned *items, double *ms)
+{
+	*items = zk->disp_items;
+	*ms = zk->disp_secs * 1000.0;
+	if (reset) {
+		zk->disp_items = 0;
+		zk->disp_secs = 0;
+	}
 }
 
 /*

@@ -175,7 +175,11 @@ struct zk_cache {
 	size_t nqueued; /* entries waiting for their load (queued) */
 	size_t qcursor; /* the slot the queue scan goes on from */
 	struct ghost *ghosts;
-	struct own *owns;    /* children we are writing */
+	struct own *owns; /* children we are writing */
+	/* our creates of sequential children in flight, and the children
+	 * created meanwhile whose read waits for them (zk_cache_create_begin) */
+	unsigned creating;
+	struct own *cwaits;
 	size_t nown_applied; /* own writes applied without a read (tests) */
 	struct eph *eph;     /* ephemeral children's owners, unordered */
 	size_t neph, ephcap;
@@ -752,6 +756,47 @@ owns_free(struct zk_cache *c)
 		c->owns = o->next;
 		free(o);
 	}
+	while ((o = c->cwaits) != NULL) {
+		c->cwaits = o->next;
+		free(o);
+	}
+}
+
+/* A child created while our creates are in flight: unannounced, its read
+ * waits for their replies (zk_cache_create_end). Its lock contenders are
+ * counted from their events from now on, as ent_load_created's. */
+static void
+create_wait(struct zk_cache *c, struct ent *e)
+{
+	size_t n = strlen(e->name);
+	struct own *o = xcalloc(1, sizeof(*o) + n + 1);
+
+	memcpy(o->name, e->name, n + 1);
+	o->next = c->cwaits;
+	c->cwaits = o;
+	if ((c->flags & ZK_CACHE_LOCKS) && zk_is_connected(c->zk)) {
+		e->lock_on = 1;
+		e->pub.locked = 0;
+	}
+	if (!e->loading) {
+		e->loading = 1;
+		e->changed = 0;
+	}
+}
+
+/* Take name off the waiting list: 1 if it was on it. */
+static int
+create_unwait(struct zk_cache *c, const char *name)
+{
+	struct own *o, **po;
+
+	for (po = &c->cwaits; (o = *po) != NULL && strcmp(o->name, name) != 0; po = &o->next)
+		;
+	if (o == NULL)
+		return 0;
+	*po = o->next;
+	free(o);
+	return 1;
 }
 
 static void
@@ -1035,6 +1080,9 @@ tree_event(int type, const char *path, void *arg)
 			e = ent_add(c, path + c->plen + 1);
 			if (hold(c, e, 0))
 				; /* read at the next refresh */
+			else if (type == ZOO_CREATED_EVENT && c->creating > 0 &&
+				 (c->flags & ZK_CACHE_DATA) && !c->syncing)
+				create_wait(c, e); /* ours, maybe: the reply says */
 			else if (type == ZOO_CREATED_EVENT)
 				ent_load_created(c, e);
 			else
@@ -1653,6 +1701,73 @@ zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void 
 		read_data(c, e);
 	}
 out:
+	pump(c);
+	leave(c);
+}
+
+void
+zk_cache_create_begin(struct zk_cache *cache)
+{
+	if (cache == NULL || cache->freed || !(cache->flags & ZK_CACHE_DATA))
+		return;
+	cache->creating++;
+}
+
+/*
+ * Why this is exact: the event of a child's creation comes before the
+ * reply to the create (a session hears a change's events before any later
+ * reply), so our child is on the waiting list when the reply names it,
+ * unless it was deleted meanwhile (then its entry is gone too). The data
+ * it was made with is its data as of the reply's mzxid; a change after
+ * the creation came as an event, which reads it as any (the newer data
+ * wins by its mzxid).
+ */
+void
+zk_cache_create_end(struct zk_cache *cache, const char *name, const void *data, int len,
+		    const struct zk_stat *st)
+{
+	struct zk_cache *c = cache;
+	struct own *o;
+	struct ent *e;
+
+	if (c == NULL || c->freed || !(c->flags & ZK_CACHE_DATA) || c->creating == 0)
+		return;
+	c->creating--;
+	enter(c);
+	if (name != NULL && st != NULL && len >= 0 && create_unwait(c, name) &&
+	    (e = lookup(c, name)) != NULL && (!e->have_data || st->mzxid > e->pub.stat.mzxid)) {
+		struct zk_result r;
+		char *text = xmalloc((size_t)len + 1); /* set_data wants it NUL-ended */
+
+		if (len > 0)
+			memcpy(text, data, (size_t)len);
+		text[len] = '\0';
+		memset(&r, 0, sizeof(r));
+		r.rc = ZOK;
+		r.value = text;
+		r.len = len;
+		if (!e->loading) {
+			e->loading = 1;
+			e->changed = 0;
+		}
+		e->pub.stat.mzxid = st->mzxid;
+		e->pub.stat.version = st->version;
+		if (st->ephemeral_owner != 0)
+			eph_set(c, e, st->ephemeral_owner);
+		c->nown_applied++;
+		set_data(c, e, &r);
+		free(text);
+		check_loaded(c, e); /* announced: ADDED */
+		if (!c->freed)
+			lock_follow(c, e);
+	}
+	/* none of ours in flight: the others created meanwhile are read */
+	while (c->creating == 0 && !c->freed && (o = c->cwaits) != NULL) {
+		c->cwaits = o->next;
+		if ((e = lookup(c, o->name)) != NULL && !e->have_data && !e->data_busy)
+			ent_load_ex(c, e, e->lock_on);
+		free(o);
+	}
 	pump(c);
 	leave(c);
 }

@@ -263,6 +263,7 @@ enum zk_pub {
 	PUB_VOID,
 	PUB_CHILDREN,
 	PUB_MULTI,
+	PUB_CREATE,
 };
 
 struct zk_call {
@@ -283,6 +284,7 @@ struct zk_call {
 		zk_void_cb v;
 		zk_children_cb c;
 		zk_multi_cb m;
+		zk_create_cb cr;
 	} pcb;
 	void *parg;
 	/* create with makepath */
@@ -292,6 +294,8 @@ struct zk_call {
 	int makepath;
 	int attempts;
 	char *created;
+	int has_cstat; /* the target's stat (create2) */
+	struct zk_stat cstat;
 	int final_rc;
 	int outstanding; /* rqs in flight */
 	/* re-sent after a lost connection (zk_set_retry): what to send again */
@@ -355,6 +359,9 @@ struct zk {
 	unsigned long long errors_at_loss; /* conn_errors when the outage began */
 	double away_since;		   /* monotonic s the outage began, 0: none */
 	struct zk_counters counters;	   /* the loop's own (zk_counters) */
+	struct zk_op_counts ops;	   /* zk_op_counts: counted on the loop */
+	unsigned disp_items;		   /* zk_dispatch_max */
+	double disp_secs;
 	int64_t session_id;
 	double restart_delay;
 	struct event *restart_ev;
@@ -407,11 +414,14 @@ void zk_call_finish_rc(struct zk *zk, struct zk_call *c, int rc);
 void zk_rq_result(struct zk *zk, struct zk_item *it);
 int zk_path_ok(const char *path, int sequence);
 void zk_multi_send(struct zk *zk, struct zk_call *c, const struct zk_multi_op *ops, int count);
+/* count one request sent (zk_op_counts); nops: a multi's operations */
+void zk_count_sent(struct zk *zk, enum zk_op_kind kind, int nops);
 
 /* the thread bridge (zk_bridge.c) */
 struct zk_item *zk_item_new(enum zk_item_kind kind, int rc);
 void zk_enqueue(struct zk *zk, struct zk_item *it);
 void zk_c_string_done(int rc, const char *value, const void *data);
+void zk_c_string_stat_done(int rc, const char *value, const struct Stat *st, const void *data);
 void zk_c_data_done(int rc, const char *value, int len, const struct Stat *st, const void *data);
 void zk_c_stat_done(int rc, const struct Stat *st, const void *data);
 void zk_c_void_done(int rc, const void *data);

@@ -140,6 +140,8 @@ tree_send(struct zk *zk, struct zk_tree *t)
 	rq->path = xstrdup(t->path);
 	rc = zoo_aadd_watch(zk->zh, t->path, ZOO_ADD_WATCH_PERSISTENT_RECURSIVE, zk_c_path_watcher,
 			    t->w, zk_c_void_done, rq);
+	if (rc == ZOK)
+		zk_count_sent(zk, ZK_OP_WATCH, 0);
 	if (rc != ZOK) {
 		it = zk_item_new(IT_RESULT, rc);
 		it->rq = rq;
@@ -201,6 +203,8 @@ catchup_send(struct zk *zk, struct zk_call *c, int64_t zxid, const char *const *
 		rc = ZCONNECTIONLOSS;
 	else
 		rc = zoo_aset_data_watches(zk->zh, zxid, paths, n, zk_c_void_done, rq);
+	if (rc == ZOK)
+		zk_count_sent(zk, ZK_OP_CATCHUP, 0);
 	if (rc != ZOK) {
 		struct zk_item *it = zk_item_new(IT_RESULT, rc);
 

@@ -841,3 +841,67 @@ Test(zk, tree_watch_is_persistent_and_recursive)
 	cr_assert_eq(t.n, mark, "cancelled");
 	zk_free(zk);
 }
+
+/* What zk_op_counts reports: each request sent, by kind (a makepath
+ * create's parents and a recursive delete's listings included), the
+ * operations inside multis, and the tree watch's events by type. */
+Test(zk, op_counts_by_kind)
+{
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, NULL);
+	struct tree_rec t = {0};
+	struct zk_op_counts a, b;
+	struct zk_multi_op ops[2];
+	struct multi_out o;
+	char *data, line[512];
+	int len;
+
+	zk_watch_tree(zk, "/oc", tree_cb, &t);
+	cr_assert_eq(zk_sync_exists(zk, "/oc", NULL), ZNONODE); /* the addWatch is back */
+	zk_op_counts(zk, &a);
+	cr_assert_eq(a.sent[ZK_COUNT_ADDWATCH], 1);
+	cr_assert_eq(a.sent[ZK_COUNT_EXISTS], 1);
+
+	/* a makepath create of /oc/x: /oc/x refused (ZNONODE), /oc, /oc/x */
+	cr_assert_eq(zk_sync_create(zk, "/oc/x", "1", 1, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_get(zk, "/oc/x", &data, &len, NULL), ZOK);
+	free(data);
+	cr_assert_eq(zk_sync_set(zk, "/oc/x", "2", 1, -1, NULL), ZOK);
+	memset(ops, 0, sizeof(ops));
+	ops[0].type = ZK_MULTI_SET;
+	ops[0].path = "/oc/x";
+	ops[0].data = "3";
+	ops[0].len = 1;
+	ops[0].version = -1;
+	ops[1].type = ZK_MULTI_CREATE;
+	ops[1].path = "/oc/y";
+	memset(&o, 0, sizeof(o));
+	zk_multi(zk, ops, 2, multi_done, &o);
+	cr_assert(testzk_run_flag(base, &o.done, 10));
+	cr_assert_eq(o.rc, ZOK);
+	/* a session hears a change's events before the reply to the change */
+	zk_op_counts(zk, &b);
+	cr_assert_eq(b.sent[ZK_COUNT_CREATE] - a.sent[ZK_COUNT_CREATE], 3);
+	cr_assert_eq(b.sent[ZK_COUNT_GET] - a.sent[ZK_COUNT_GET], 1);
+	cr_assert_eq(b.sent[ZK_COUNT_SET] - a.sent[ZK_COUNT_SET], 1);
+	cr_assert_eq(b.sent[ZK_COUNT_MULTI] - a.sent[ZK_COUNT_MULTI], 1);
+	cr_assert_eq(b.multi_ops - a.multi_ops, 2);
+	/* /oc, /oc/x, /oc/y created; /oc/x changed twice */
+	cr_assert_eq(b.events[0] - a.events[0], 3);
+	cr_assert_eq(b.events[2] - a.events[2], 2);
+	cr_assert(tree_has(&t, 0, ZOO_CREATED_EVENT, "/oc/y"));
+
+	/* a recursive delete of /oc: list /oc, /oc/x, /oc/y; delete all three */
+	zk_op_counts(zk, &a);
+	cr_assert_eq(zk_sync_delete(zk, "/oc", -1, 1), ZOK);
+	zk_op_counts(zk, &b);
+	cr_assert_eq(b.sent[ZK_COUNT_CHILDREN] - a.sent[ZK_COUNT_CHILDREN], 3);
+	cr_assert_eq(b.sent[ZK_COUNT_DELETE] - a.sent[ZK_COUNT_DELETE], 3);
+	cr_assert_eq(b.events[1] - a.events[1], 3);
+	cr_assert_eq(b.oneshot, 0);
+
+	zk_op_counts_format(&b, line, sizeof(line));
+	cr_assert(strstr(line, "create 3 ") != NULL, "%s", line);
+	cr_assert(strstr(line, "multi-ops 2 ") != NULL, "%s", line);
+	cr_assert(strstr(line, "ev-deleted 3 ") != NULL, "%s", line);
+	zk_free(zk);
+}

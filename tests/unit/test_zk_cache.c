@@ -1409,3 +1409,121 @@ Test(zk_cache, new_nodes_lock_counted_from_their_creation)
 	zk_free(zk);
 	event_base_free(obase);
 }
+
+/* ---- our own creates (issue 25) ------------------------------------------------ */
+
+struct ownc {
+	struct zk_cache *c;
+	const char *data;
+	char created[128];
+	int done, rc;
+	int had_stat;
+};
+
+static void
+ownc_done(int rc, const char *path, const struct zk_stat *st, void *arg)
+{
+	struct ownc *o = arg;
+	const char *name = rc == ZOK && path != NULL ? strrchr(path, '/') : NULL;
+
+	zk_cache_create_end(o->c, name != NULL ? name + 1 : NULL, o->data, (int)strlen(o->data),
+			    st);
+	o->rc = rc;
+	o->had_stat = st != NULL;
+	snprintf(o->created, sizeof(o->created), "%s", path != NULL ? path : "");
+	o->done = 1;
+}
+
+/* Our create, as the launcher sends it: begun, sent, ended with the reply. */
+static void
+own_create(struct zk *zk, struct ownc *o, const char *prefix)
+{
+	o->done = 0;
+	zk_cache_create_begin(o->c);
+	zk_create2(zk, prefix, o->data, (int)strlen(o->data), ZOO_SEQUENCE, 0, ownc_done, o);
+}
+
+/*
+ * A child we make with a sequence number is announced from the create's
+ * reply (its data and stat), not read back; one someone else makes while
+ * ours is in flight is read once ours is back; a create of ours that
+ * fails leaves the others to be read; and a change after our creation is
+ * read as any. The lock of our new child is counted from its creation.
+ */
+Test(zk_cache, own_creates_are_not_read_back)
+{
+	const char *hosts;
+	struct event_base *obase = event_base_new();
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct zk *other;
+	struct rec r = {0};
+	struct ownc o = {0}, bad = {0};
+	struct zk_cache *c;
+	struct zk_lock *l;
+	const struct zk_cache_entry *e;
+	char *theirs, name[64];
+	size_t reads;
+
+	other = testzk_session(obase, hosts, 0, NULL, NULL);
+	cr_assert_eq(zk_sync_create(zk, "/oc", NULL, 0, 0, 0, NULL), ZOK);
+	c = zk_cache_new(zk, "/oc", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	o.c = c;
+	bad.c = c;
+	reads = zk_cache_reads(c);
+
+	/* ours: ADDED with what we wrote, at the reply, no read */
+	o.data = "n1";
+	own_create(zk, &o, "/oc/n-");
+	cr_assert(testzk_run_flag(base, &o.done, 10));
+	cr_assert_eq(o.rc, ZOK);
+	cr_assert(o.had_stat, "create2 gives the stat");
+	snprintf(name, sizeof(name), "%s", strrchr(o.created, '/') + 1);
+	e = zk_cache_get(c, name);
+	cr_assert_not_null(e, "announced by the reply");
+	cr_assert_str_eq(e->data, "n1");
+	cr_assert_eq(e->stat.version, 0);
+	testzk_run_for(base, 0.2);
+	cr_assert_eq(zk_cache_reads(c), reads, "our own create read back");
+	cr_assert_eq(zk_cache_own_applied(c), 1);
+
+	/* its lock counted from its creation, without a listing */
+	l = zk_lock_new(other, "/oc/n-0000000000/lock", NULL, 0);
+	cr_assert_str_eq(name, "n-0000000000");
+	cr_assert_eq(zk_lock_sync_acquire(l, 0), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, name, NULL, 1);
+	cr_assert_eq(zk_lock_sync_release(l), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, name, NULL, 0);
+	cr_assert_eq(zk_cache_reads(c), reads);
+
+	/* someone else's child made while ours is in flight: read after ours */
+	cr_assert_eq(zk_sync_create(other, "/oc/n-", "t1", 2, ZOO_SEQUENCE, 0, &theirs), ZOK);
+	o.data = "n2";
+	own_create(zk, &o, "/oc/n-");
+	cr_assert(testzk_run_flag(base, &o.done, 10));
+	cr_assert_eq(o.rc, ZOK);
+	expect(&r, ZK_CACHE_ADDED, strrchr(theirs, '/') + 1, "t1", -1);
+	cr_assert_str_eq(zk_cache_get(c, strrchr(o.created, '/') + 1)->data, "n2");
+	cr_assert_eq(zk_cache_reads(c), reads + 1, "only theirs read");
+	free(theirs);
+
+	/* a create of ours that fails (no parent): theirs still read */
+	cr_assert_eq(zk_sync_create(other, "/oc/n-", "t2", 2, ZOO_SEQUENCE, 0, &theirs), ZOK);
+	bad.data = "never";
+	own_create(zk, &bad, "/nowhere/n-");
+	cr_assert(testzk_run_flag(base, &bad.done, 10));
+	cr_assert_eq(bad.rc, ZNONODE);
+	expect(&r, ZK_CACHE_ADDED, strrchr(theirs, '/') + 1, "t2", -1);
+	free(theirs);
+
+	/* a change after our creation is read */
+	cr_assert_eq(zk_sync_set(other, "/oc/n-0000000000", "changed", 7, -1, NULL), ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "n-0000000000", "changed", -1);
+	cr_assert_eq(zk_cache_count(c), 4);
+	zk_lock_free(l);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	event_base_free(obase);
+}
