@@ -89,6 +89,7 @@
 #include "drivers/statemachine/statemachine.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include <event2/event.h>
 
@@ -125,7 +126,12 @@ sm_boot_est_add_seen(struct sm_boot_est *e, double lo, double hi)
 		if (e->n == 0)
 			sample = lo > 0 ? lo : hi;
 		else
-			sample = fmin(hi, fmax(lo, e->mean));
+			/* found ready by a look before its first (a wave's
+			 * listing aimed at a server named before it:
+			 * sm_pace_aim) tells no more than its first look
+			 * would have: the estimate stays where first looks
+			 * find their servers */
+			sample = fmin(fmax(hi, sm_boot_est_lead(e)), fmax(lo, e->mean));
 	}
 	sm_boot_est_add(e, sample);
 	return sample;
@@ -159,11 +165,48 @@ sm_pace_start(double want, double last_start, double min_gap)
 	return fmax(want, last_start + fmax(min_gap, SM_PACE_MIN_GAP));
 }
 
-double
-sm_pace_batch(double first_min, double first_max, double other_min)
+static int
+cmp_double(const void *a, const void *b)
 {
-	double first = first_min == INFINITY ? INFINITY : fmin(first_max, first_min + SM_PACE_HOLD);
+	double x = *(const double *)a, y = *(const double *)b;
 
+	return x < y ? -1 : x > y;
+}
+
+double
+sm_pace_aim(double *due, size_t n, double per, int probed)
+{
+	size_t t, k;
+
+	if (n == 0)
+		return INFINITY;
+	if (!(per > 0))
+		per = SM_PACE_PER_LISTING;
+	qsort(due, n, sizeof(*due), cmp_double);
+	/* the wave: the first looks this listing may serve (sm_pace_batch
+	 * holds the earliest at most SM_PACE_HOLD); a wave named later (the
+	 * rest of the requests a quota round let through) pays its own */
+	for (t = 1; t < n && due[t] <= due[0] + SM_PACE_HOLD; t++)
+		;
+	n = t;
+	t = (size_t)floor((double)n / per + 1e-9);
+	if (t < 2)
+		/* the wave's last listing: after a listing of the wave (one
+		 * aimed at a server named before these), SM_PACE_MARGIN late,
+		 * so that it finds the last server booted, with no follow-up
+		 * for the budget to pay */
+		return due[n - 1] + (probed ? SM_PACE_MARGIN : 0);
+	k = (n + t - 1) / t;
+	return due[k - 1];
+}
+
+double
+sm_pace_batch(double first_min, double first_aim, double other_min)
+{
+	double first = first_min == INFINITY ? INFINITY : fmin(first_aim, first_min + SM_PACE_HOLD);
+
+	if (other_min < first && first <= other_min + SM_PACE_HOLD)
+		return first; /* the follow-ups ride along */
 	return fmin(first, other_min);
 }
 
@@ -179,7 +222,9 @@ sm_pace_ride(double create_want, double del_min)
 static double
 named_tokens(const struct sm_pace_bucket *b, unsigned long long named)
 {
-	return named > b->named ? (double)(named - b->named) / SM_PACE_PER_LISTING : 0;
+	double per = b->per > 0 ? b->per : SM_PACE_PER_LISTING;
+
+	return named > b->named ? (double)(named - b->named) / per : 0;
 }
 
 double
@@ -204,9 +249,27 @@ sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long n
 		b->named = named;
 		b->n++;
 	}
-	if (b->n == 0 || b->tokens >= 1 || b->stokens + named_tokens(b, named) >= 1)
+	/* (a wave's fractions of a token add up to whole ones: 1e-9 for
+	 * their rounding) */
+	if (b->n == 0 || b->tokens >= 1 - 1e-9 || b->stokens + named_tokens(b, named) >= 1 - 1e-9)
 		return last_start;
 	return b->last + (1 - b->tokens) * SM_DEFAULT_POLL;
+}
+
+double
+sm_pace_credit_at(const struct sm_pace_bucket *b, unsigned long long named, const double *due,
+		  size_t n)
+{
+	double per = b->per > 0 ? b->per : SM_PACE_PER_LISTING;
+	double have = b->stokens + named_tokens(b, named);
+	size_t k;
+
+	if (b->n == 0 || have >= 1 - 1e-9)
+		return -INFINITY;
+	k = (size_t)ceil((1 - 1e-9 - have) * per);
+	if (k == 0)
+		k = 1;
+	return k <= n ? due[k - 1] : INFINITY;
 }
 
 void

@@ -191,12 +191,24 @@ double sm_pace_ride(double create_want, double del_min);
  * last_start + max(min_gap, SM_PACE_MIN_GAP). */
 double sm_pace_start(double want, double last_start, double min_gap);
 /*
- * The next listing's want from the machines': the earliest first look
- * (first_min) waits for the latest one (first_max) at most SM_PACE_HOLD;
- * other_min (follow-ups, deletes, others) is kept. INFINITY: none of
- * that kind.
+ * Where the next listing of a wave aims (issue 25, third round): due[0..n)
+ * are the first looks of the servers not looked for yet (monotonic
+ * seconds; sorted here, in place), per the servers named that pay one
+ * listing (sm_pace_budget; <= 0: SM_PACE_PER_LISTING). The wave pays
+ * floor(n / per) listings; with T >= 2 of them, the next is aimed at the
+ * first look of its ceil(n / T)-th server (a wave of 50: one at its
+ * median, one at its end), else at its last. INFINITY when n is 0.
  */
-double sm_pace_batch(double first_min, double first_max, double other_min);
+double sm_pace_aim(double *due, size_t n, double per, int probed);
+/*
+ * The next listing's want from the machines': the earliest first look
+ * (first_min) waits for the one aimed at (first_aim: sm_pace_aim) at most
+ * SM_PACE_HOLD; other_min (follow-ups, deletes, others) is kept, except
+ * that it rides along with a first look due at most SM_PACE_HOLD after it
+ * (a server the aim missed goes with the wave's next listing). INFINITY:
+ * none of that kind.
+ */
+double sm_pace_batch(double first_min, double first_aim, double other_min);
 /* The listing budget: two buckets, tokens of time and stokens of servers
  * named, after the last listing (at last, monotonic seconds, when `named`
  * servers had been named in all), over n listings. Zero it to start
@@ -204,18 +216,30 @@ double sm_pace_batch(double first_min, double first_max, double other_min);
 struct sm_pace_bucket {
 	double tokens, stokens, last;
 	unsigned long long n, named;
+	/* servers named that pay one listing (<= 0: SM_PACE_PER_LISTING): an
+	 * adapter's listing_servers (struct sm_adapter_ops) */
+	double per;
 };
 /*
  * Take note of a listing started at last_start (when later than the last
  * one noted: it takes a token from each bucket, after their refills: one
- * per SM_DEFAULT_POLL since the last, one per SM_PACE_PER_LISTING servers
- * named since, each holding SM_PACE_BURST, the second's owing as much) and
+ * per SM_DEFAULT_POLL since the last, one per b->per (SM_PACE_PER_LISTING)
+ * servers named since, each holding SM_PACE_BURST, the second's owing as much) and
  * answer the earliest time the next may start within the budget
  * (last_start when either bucket has a token): so listings keep to about
  * the larger of the two rates, beyond the bursts. named:
  * servers named so far (a running count).
  */
 double sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long named);
+/*
+ * When the servers' bucket will hold a token (monotonic seconds), named
+ * servers having paid so far, one more paying at each of due[0..n)
+ * (ascending: the first looks still to come, each server paying when its
+ * first look is due): -INFINITY when it holds one now, INFINITY when
+ * due[] is not enough.
+ */
+double sm_pace_credit_at(const struct sm_pace_bucket *b, unsigned long long named,
+			 const double *due, size_t n);
 
 /* ---- the runner (runner.c) ------------------------------------------------------ */
 
