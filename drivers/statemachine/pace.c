@@ -29,7 +29,14 @@
  *     (sm_boot_est_add_seen), so that late listings do not drag
  *     the estimate up after them: left to itself, an estimate sampled at
  *     hi drifted to the budget's pace (a 1 s boot learnt as 1.75 s, its
- *     first looks aimed 0.7 s late, at the OpenStack bench, issue 25).
+ *     first looks aimed 0.7 s late, at the OpenStack bench, issue 25). A
+ *     server found ready by a listing before its own first look (a wave
+ *     mate's: Share, below) gives no lower a sample than that first look
+ *     would have: the estimate is where first looks find their servers
+ *     (for the simulators' exact 1 s boot about 1.01-1.07 s: the servers
+ *     are named a create call after the cloud starts their boot, and the
+ *     first look comes SM_PACE_MARGIN before the estimate), which is what
+ *     the aim relies on.
  *
  *   - Aim. A server named at t is first looked for at t + mean - margin,
  *     margin = max(SM_PACE_MARGIN, 2 x deviation): a little early, so that
@@ -43,8 +50,18 @@
  *   - Share. The next listing starts when the earliest machine wants one;
  *     but servers named over a short while (a wave of requests the
  *     launcher works through) are first looked for together: the first
- *     looks wait for the last of them, at most SM_PACE_HOLD after the
- *     earliest (sm_pace_batch). Never sooner than SM_PACE_MIN_GAP after the
+ *     looks due within SM_PACE_HOLD of the earliest are a wave, and the
+ *     listings the wave pays for (one per SM_PACE_PER_LISTING servers:
+ *     the budget below) are spread over it (sm_pace_aim): with T of them,
+ *     the next is aimed at the first look of its (n/T)-th server, so a
+ *     wave of 50 is listed at its median and at its end, and its median
+ *     server waits a quarter of the wave's spread instead of half. The
+ *     wave's last listing, after one aimed into the wave, comes
+ *     SM_PACE_MARGIN after its last first look: no follow-up is left for
+ *     the wave to pay, and a server it missed would wait for the next
+ *     wave's. A server a listing missed (a follow-up) rides along with a
+ *     first look due within SM_PACE_HOLD (sm_pace_batch), else has a
+ *     listing of its own. Never sooner than SM_PACE_MIN_GAP after the
  *     last listing started, nor sooner than the provider's rate allows. A
  *     machine with no estimate (its label's first launch: the provider-wide
  *     estimate stands in once there is one) is answered on upstream's
@@ -54,32 +71,38 @@
  *     later takes them along instead of a listing of their own
  *     (sm_pace_ride: two periods, so that the deletes of a wave just
  *     fulfilled wait for the next wave's first look), which at the bench
- *     found nothing for the launches and spent their budget. Anything else waiting on a listing
- * (quota and leak listings) rides along with those. When nothing waits, the adapter does not list.
+ *     found nothing for the launches and spent their budget. Anything
+ *     else waiting on a listing (quota and leak listings) rides along with
+ *     those. When nothing waits, the adapter does not list.
  *
  *   - Budget. However the servers come, listings cost no more calls per
  *     node than upstream's period at the same throughput: two token
  *     buckets (sm_pace_budget), one refilled at one listing per
  *     SM_DEFAULT_POLL (upstream's period), one at one listing per
- *     SM_PACE_PER_LISTING servers named; a listing may start when either
- *     has a token and takes one from both (the second's may owe a
- *     burst, so that while waves pay their own way its refill does not
- *     add a second budget; the servers' owes nothing, so that a wave
- *     named after a stretch of listings the second paid for still pays
- *     its own first look at once), so listings keep to about the larger
- *     of the two rates. The server bucket is
- *     what a wave pays with: 50 servers named together bring two listings
- *     (a first look and a follow-up) exactly when they are due, where the
- *     second's bucket, drained by the waves before, would make the
- *     follow-up wait up to a second. SM_PACE_PER_LISTING = 25 keeps a
- *     wave's calls per node at the bench's (0.04 listings a node, 2.04
- *     calls with the create and the delete).
+ *     SM_PACE_PER_LISTING servers (an adapter's listing_servers, adapter.h,
+ *     where its calls per node allow more); a listing may start when
+ *     either has a token and takes one from both (the second's may owe a
+ *     burst, so that while waves pay their own way its refill does not add
+ *     a second budget; the servers' owes nothing, so that a wave after a
+ *     stretch of listings the second paid for still pays its own at once),
+ *     so listings keep to about the larger of the two rates. The server
+ *     bucket is what a wave pays with, and a server pays when its first
+ *     look is due (the runner's credit(); sm_pace_credit_at says when the
+ *     servers to come will have paid for the next listing): 50 servers
+ *     bring two listings exactly when their wave wants them. Paid at
+ *     naming, as before issue 25's third round, a wave's tokens went to
+ *     whatever listing waited on the budget when it was named (the last
+ *     wave's stragglers), and its own listings waited for the next wave's
+ *     naming or the period: at the OpenStack bench every listing sat on
+ *     such a boundary, not where it was aimed. SM_PACE_PER_LISTING = 25
+ *     keeps a wave's calls per node at the bench's (0.04 listings a node,
+ *     2.04 calls with the create and the delete).
  *
- * So in a steady state a wave of servers booting together costs one or two
- * listings, just after the servers come up, where a fixed period lists
- * every second whoever waits: servers noticed within about SM_PACE_FOLLOW
- * (plus the wave's spread, up to SM_PACE_HOLD) of being ready, with no more
- * listings than upstream's. A steady stream of servers (no waves: the
+ * So in a steady state a wave of servers booting together costs the
+ * listings it pays for, spread over its servers' boots, where a fixed
+ * period lists every second whoever waits: servers noticed within a
+ * fraction of the wave's spread (up to SM_PACE_HOLD) of being ready, with
+ * no more listings than upstream's. A steady stream of servers (no waves: the
  * requests come one by one, or ZooKeeper's latency smears the waves over
  * a second) is looked for at the larger of the budget's rates, which is
  * upstream's period below SM_PACE_PER_LISTING servers a second: then a

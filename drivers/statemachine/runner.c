@@ -586,7 +586,7 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 	double first_min = INFINITY, other_min = INFINITY;
 	double del_min = INFINITY;
 	size_t ndues = 0, i;
-	int probed = 0;
+	double lo_max = 0; /* the last listing that looked for a first look to come */
 
 	if (last_start > r->lo_last) {
 		/* a listing that started at last_start is answered: the servers
@@ -635,7 +635,7 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 					r->dues = v;
 				}
 				r->dues[ndues++] = w;
-				probed |= l->t_lo > 0; /* a wave mate's listing looked */
+				lo_max = fmax(lo_max, l->t_lo);
 				continue;
 			}
 			other_min = fmin(other_min, w); /* a follow-up */
@@ -645,9 +645,13 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 			del_min = fmin(del_min, last_start + SM_PACE_IDLE);
 		}
 	}
-	want = sm_pace_ride(
-	    sm_pace_batch(first_min, sm_pace_aim(r->dues, ndues, r->budget.per, probed), other_min),
-	    del_min);
+	want = sm_pace_ride(sm_pace_batch(first_min,
+					  sm_pace_aim(r->dues, ndues, r->budget.per,
+						      /* one aimed into the wave (not a
+							 listing well before it) */
+						      lo_max >= first_min - SM_PACE_HOLD),
+					  other_min),
+			    del_min);
 	/* the servers due since: with r->dues sorted, when those due later
 	 * pay for the next listing, if the budget waits for them */
 	budget = sm_pace_budget(&r->budget, last_start, r->named);

@@ -168,7 +168,9 @@ void sm_boot_est_add(struct sm_boot_est *e, double sample);
  * that came late (the budget, a wave held for its last server) moves the
  * estimate only as far as the evidence goes; with no estimate yet, lo
  * when there is one (an estimate too early corrects itself at the next
- * look), else hi. Returns the sample taken (-1: none, bad bounds).
+ * look), else hi. A server ready in a listing before its first look
+ * (hi < the lead) counts as ready at the lead. Returns the sample taken
+ * (-1: none, bad bounds).
  */
 double sm_boot_est_add_seen(struct sm_boot_est *e, double lo, double hi);
 /* Seconds after a server is named when it is first worth looking for:
