@@ -278,11 +278,11 @@ void sm_runner_get_stats(const struct sm_runner *r, struct sm_runner_stats *st);
  * instance states is useful (pace.c), its last having started at
  * last_start (monotonic; 0: none yet), its rate allowing one min_gap
  * seconds after the last: from the expected boot of every named instance
- * being created, SM_PACE_IDLE for deletes (which ride along with a launch's
- * listing up to SM_PACE_RIDE later), SM_DEFAULT_POLL when no machine runs
- * (another listing's waiter); within the budget (sm_pace_budget). Each
- * new last_start also tells the runner which servers that listing did not
- * show ready (their boot samples' lower bounds).
+ * being created (a wave's listings spread over it: sm_pace_aim), SM_PACE_IDLE for deletes (which
+ * ride along with a launch's listing up to SM_PACE_RIDE later), SM_DEFAULT_POLL when no machine
+ * runs (another listing's waiter); within the budget (sm_pace_budget, each server paying its share
+ * when its first look is due: sm_pace_credit_at). Each new last_start also tells the runner which
+ * servers that listing did not show ready (their boot samples' lower bounds).
  */
 double sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap);
 /* The boot estimate of a label (NULL: the provider-wide one); NULL when
