@@ -50,18 +50,20 @@
  *   - Share. The next listing starts when the earliest machine wants one;
  *     but servers named over a short while (a wave of requests the
  *     launcher works through) are first looked for together: the first
- *     looks due within SM_PACE_HOLD of the earliest are a wave, and the
- *     listings the wave pays for (one per SM_PACE_PER_LISTING servers:
- *     the budget below) are spread over it (sm_pace_aim): with T of them,
- *     the next is aimed at the first look of its (n/T)-th server, so a
- *     wave of 50 is listed at its median and at its end, and its median
- *     server waits a quarter of the wave's spread instead of half. The
- *     wave's last listing, after one aimed into the wave, comes
- *     SM_PACE_MARGIN after its last first look: no follow-up is left for
- *     the wave to pay, and a server it missed would wait for the next
- *     wave's. A server a listing missed (a follow-up) rides along with a
- *     first look due within SM_PACE_HOLD (sm_pace_batch), else has a
- *     listing of its own. Never sooner than SM_PACE_MIN_GAP after the
+ *     looks due within SM_PACE_HOLD of the earliest are a wave. The wave
+ *     pays for listings (one per SM_PACE_PER_LISTING servers, or an
+ *     adapter's listing_servers: the budget below); one is kept for a
+ *     follow-up of the servers its last listing finds still booting (they
+ *     would wait for the next wave's otherwise, up to a period: issue 25's
+ *     third round tried spreading all of them, and the OpenStack bench's
+ *     p90 went from 0.12-0.27 s to 0.4-0.96 s), and the others are spread
+ *     over it (sm_pace_aim): with
+ *     T of them, the next is aimed at the first look of its (n/T)-th
+ *     server, so that a server waits a fraction of the wave's spread, not
+ *     half of it. A wave of 50 at 25 servers a listing pays two: one at
+ *     its last first look and the follow-up, as before; at 10 a listing
+ *     (an adapter whose calls per node allow it), five: four spread over
+ *     the wave. Never sooner than SM_PACE_MIN_GAP after the
  *     last listing started, nor sooner than the provider's rate allows. A
  *     machine with no estimate (its label's first launch: the provider-wide
  *     estimate stands in once there is one) is answered on upstream's
@@ -86,16 +88,14 @@
  *     a second budget; the servers' owes nothing, so that a wave after a
  *     stretch of listings the second paid for still pays its own at once),
  *     so listings keep to about the larger of the two rates. The server
- *     bucket is what a wave pays with, and a server pays when its first
- *     look is due (the runner's credit(); sm_pace_credit_at says when the
- *     servers to come will have paid for the next listing): 50 servers
- *     bring two listings exactly when their wave wants them. Paid at
- *     naming, as before issue 25's third round, a wave's tokens went to
- *     whatever listing waited on the budget when it was named (the last
- *     wave's stragglers), and its own listings waited for the next wave's
- *     naming or the period: at the OpenStack bench every listing sat on
- *     such a boundary, not where it was aimed. SM_PACE_PER_LISTING = 25
- *     keeps a wave's calls per node at the bench's (0.04 listings a node,
+ *     bucket is what a wave pays with: 50 servers named together bring two
+ *     listings (its last first look and a follow-up) when they are due,
+ *     where the second's bucket, drained by the waves before, would make
+ *     the follow-up wait up to a second. (Issue 25's third round tried
+ *     servers paying when their first look is due rather than when they
+ *     are named, so that a wave's tokens would not pay the last wave's
+ *     follow-ups: no clear gain at the bench, whose load that day hid it.)
+ *     SM_PACE_PER_LISTING = 25 keeps a wave's calls per node at the bench's (0.04 listings a node,
  *     2.04 calls with the create and the delete).
  *
  * So in a steady state a wave of servers booting together costs the
@@ -197,7 +197,7 @@ cmp_double(const void *a, const void *b)
 }
 
 double
-sm_pace_aim(double *due, size_t n, double per, int probed)
+sm_pace_aim(double *due, size_t n, double per)
 {
 	size_t t, k;
 
@@ -212,13 +212,13 @@ sm_pace_aim(double *due, size_t n, double per, int probed)
 	for (t = 1; t < n && due[t] <= due[0] + SM_PACE_HOLD; t++)
 		;
 	n = t;
+	/* the listings it pays for, but one: kept for a follow-up of the
+	 * servers its last listing finds still booting (without it they
+	 * would wait for the next wave's, up to a period) */
 	t = (size_t)floor((double)n / per + 1e-9);
-	if (t < 2)
-		/* the wave's last listing: after a listing of the wave (one
-		 * aimed at a server named before these), SM_PACE_MARGIN late,
-		 * so that it finds the last server booted, with no follow-up
-		 * for the budget to pay */
-		return due[n - 1] + (probed ? SM_PACE_MARGIN : 0);
+	if (t < 3)
+		return due[n - 1];
+	t--;
 	k = (n + t - 1) / t;
 	return due[k - 1];
 }
@@ -228,8 +228,6 @@ sm_pace_batch(double first_min, double first_aim, double other_min)
 {
 	double first = first_min == INFINITY ? INFINITY : fmin(first_aim, first_min + SM_PACE_HOLD);
 
-	if (other_min < first && first <= other_min + SM_PACE_HOLD)
-		return first; /* the follow-ups ride along */
 	return fmin(first, other_min);
 }
 
@@ -277,22 +275,6 @@ sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long n
 	if (b->n == 0 || b->tokens >= 1 - 1e-9 || b->stokens + named_tokens(b, named) >= 1 - 1e-9)
 		return last_start;
 	return b->last + (1 - b->tokens) * SM_DEFAULT_POLL;
-}
-
-double
-sm_pace_credit_at(const struct sm_pace_bucket *b, unsigned long long named, const double *due,
-		  size_t n)
-{
-	double per = b->per > 0 ? b->per : SM_PACE_PER_LISTING;
-	double have = b->stokens + named_tokens(b, named);
-	size_t k;
-
-	if (b->n == 0 || have >= 1 - 1e-9)
-		return -INFINITY;
-	k = (size_t)ceil((1 - 1e-9 - have) * per);
-	if (k == 0)
-		k = 1;
-	return k <= n ? due[k - 1] : INFINITY;
 }
 
 void

@@ -158,8 +158,6 @@ struct sm_launch {
 	 * did not show the server ready (0: none), the boot sample's lower
 	 * bound (the last may be the one that did: see create_done) */
 	double t_lo, t_lo_prev;
-	/* its server paid its share of the listing budget (credit()) */
-	int credited;
 	sm_launch_done done;
 	void (*named)(void *arg);
 	void *arg;
@@ -202,11 +200,8 @@ struct sm_runner {
 	struct sm_pace_bucket budget;
 	double *dues; /* sm_runner_listing_wait's first looks (sm_pace_aim) */
 	size_t dues_cap;
-	/* servers that paid their share of the listing budget, in all: at
-	 * their first look's due, or when they leave the create phase, or at
-	 * once with no estimate to say when (credit()) */
-	unsigned long long named;
-	double lo_last; /* the last listing start noted in t_lo */
+	unsigned long long named; /* servers named by launches, in all */
+	double lo_last;		  /* the last listing start noted in t_lo */
 	/* the boots (named -> the create machine done) of the last
 	 * SM_BOOT_RING launches, for the dump's percentiles */
 	double boots[SM_BOOT_RING];
@@ -533,40 +528,6 @@ boot_sample(struct sm_runner *r, const char *label, double lo, double hi)
 	r->gen++;
 }
 
-/* A launch's server pays its share of the listing budget (once per
- * naming): when its first look is due, not when it is named, so that a
- * wave's servers pay for the wave's own listings (sm_pace_aim) and not
- * for whatever listing waits on the budget when they are named. */
-static void
-credit(struct sm_launch *l)
-{
-	if (l->t_named > 0 && !l->credited) {
-		l->credited = 1;
-		l->r->named++;
-	}
-}
-
-/* The boot estimate a launch's first look follows (NULL: none). */
-static const struct sm_boot_est *
-launch_est(const struct sm_runner *r, const struct sm_launch *l)
-{
-	const struct sm_boot_est *e;
-
-	if (l->resume_id != NULL && l->attempt == 1)
-		return NULL; /* an earlier launcher's: booting since when? */
-	e = sm_runner_boot_est(r, l->label->name);
-	return e != NULL ? e : sm_runner_boot_est(r, NULL);
-}
-
-/* When a named launch's first look is due (-INFINITY: no estimate). */
-static double
-launch_due(const struct sm_runner *r, const struct sm_launch *l)
-{
-	const struct sm_boot_est *e = launch_est(r, l);
-
-	return e != NULL ? l->t_named + sm_boot_est_lead(e) : -INFINITY;
-}
-
 double
 sm_listing_wait(const struct sm_env *env, double last_start, double min_gap)
 {
@@ -579,34 +540,27 @@ double
 sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 {
 	const struct sm_run *run;
-	struct sm_launch *l;
+	const struct sm_launch *l;
 	const struct sm_boot_est *e;
 	struct sm_launch *nl;
 	double now = np_mono_s(), want, w, named, budget;
 	double first_min = INFINITY, other_min = INFINITY;
 	double del_min = INFINITY;
-	size_t ndues = 0, i;
-	double lo_max = 0; /* the last listing that looked for a first look to come */
+	size_t ndues = 0;
 
+	budget = sm_pace_budget(&r->budget, last_start, r->named);
 	if (last_start > r->lo_last) {
 		/* a listing that started at last_start is answered: the servers
 		 * named before it and still waiting were not ready in it (or
-		 * were, and have not advanced yet: create_done tells); those
-		 * due by then pay for it */
+		 * were, and have not advanced yet: create_done tells) */
 		TAILQ_FOREACH(nl, &r->launches, entry)
-		{
-			if (nl->phase == LP_CREATE && nl->t_named > 0 &&
-			    !(launch_due(r, nl) > last_start))
-				credit(nl);
-			if (nl->phase == LP_CREATE && nl->t_named > 0 && nl->t_named < last_start &&
-			    nl->t_lo < last_start && nl->run != NULL && nl->run->m->seen_at == 0) {
-				nl->t_lo_prev = nl->t_lo;
-				nl->t_lo = last_start;
-			}
+		if (nl->phase == LP_CREATE && nl->t_named > 0 && nl->t_named < last_start &&
+		    nl->t_lo < last_start && nl->run != NULL && nl->run->m->seen_at == 0) {
+			nl->t_lo_prev = nl->t_lo;
+			nl->t_lo = last_start;
 		}
 		r->lo_last = last_start;
 	}
-	budget = sm_pace_budget(&r->budget, last_start, r->named);
 	if (r->pace_gen == r->gen && r->pace_last == last_start && r->pace_gap == min_gap)
 		return fmax(0, r->pace_start - now);
 	TAILQ_FOREACH(run, &r->runs, entry)
@@ -620,22 +574,23 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 				continue; /* seen up (a floating IP follows): no more */
 			if (named == 0)
 				named = now; /* named in this advance: t_named follows */
-			e = launch_est(r, l);
+			e = l->resume_id != NULL && l->attempt == 1
+				? NULL /* an earlier launcher's: booting since when? */
+				: sm_runner_boot_est(r, l->label->name);
+			if (e == NULL && !(l->resume_id != NULL && l->attempt == 1))
+				e = sm_runner_boot_est(r, NULL);
 			w = sm_pace_want(e, named, last_start);
-			if (!(e != NULL && w == named + sm_boot_est_lead(e) && w > now))
-				credit(l); /* due (or no first look to wait for) */
 			if (e != NULL && w == named + sm_boot_est_lead(e)) {
 				first_min = fmin(first_min, w); /* its first look */
 				if (ndues == r->dues_cap) {
+					double *v;
 					r->dues_cap = r->dues_cap ? 2 * r->dues_cap : 64;
-					double *v =
-					    realloc(r->dues, r->dues_cap * sizeof(*r->dues));
+					v = realloc(r->dues, r->dues_cap * sizeof(*r->dues));
 					if (v == NULL)
 						np_oom();
 					r->dues = v;
 				}
 				r->dues[ndues++] = w;
-				lo_max = fmax(lo_max, l->t_lo);
 				continue;
 			}
 			other_min = fmin(other_min, w); /* a follow-up */
@@ -645,19 +600,9 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 			del_min = fmin(del_min, last_start + SM_PACE_IDLE);
 		}
 	}
-	want = sm_pace_ride(sm_pace_batch(first_min,
-					  sm_pace_aim(r->dues, ndues, r->budget.per,
-						      /* one aimed into the wave (not a
-							 listing well before it) */
-						      lo_max >= first_min - SM_PACE_HOLD),
-					  other_min),
-			    del_min);
-	/* the servers due since: with r->dues sorted, when those due later
-	 * pay for the next listing, if the budget waits for them */
-	budget = sm_pace_budget(&r->budget, last_start, r->named);
-	for (i = 0; i < ndues && r->dues[i] <= now; i++)
-		;
-	budget = fmin(budget, sm_pace_credit_at(&r->budget, r->named, r->dues + i, ndues - i));
+	want = sm_pace_ride(
+	    sm_pace_batch(first_min, sm_pace_aim(r->dues, ndues, r->budget.per), other_min),
+	    del_min);
 	if (want == INFINITY) /* a waiter the runner does not know (a quota
 				 listing) or a machine before its first advance */
 		want = last_start + SM_DEFAULT_POLL;
@@ -686,7 +631,6 @@ launch_free(struct sm_launch *l)
 	struct sm_runner *r = l->r;
 
 	TAILQ_REMOVE(&r->launches, l, entry);
-	credit(l);
 	if (l->cancelled)
 		r->st.orphans--;
 	else
@@ -773,7 +717,7 @@ set_instance_id(struct sm_launch *l, const char *id)
 		phase_done(l, METRICS_PHASE_CREATE, l->t_attempt);
 		l->t_named = np_mono_s();
 		l->t_lo = l->t_lo_prev = 0;
-		l->credited = 0;
+		l->r->named++;
 		l->r->gen++;
 		log_debug("node %s: instance %s named, %.3fs after the create call", l->node_id, id,
 			  l->t_named - l->t_attempt);
@@ -1069,7 +1013,6 @@ create_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 	if (st == SM_DONE) {
 		/* boot: from the server's creation until it is active */
 		phase_done(l, METRICS_PHASE_BOOT, l->t_named);
-		credit(l);
 		if (l->t_named > 0 && !(l->resume_id != NULL && l->attempt == 1)) {
 			double seen = m->seen_at > 0 ? m->seen_at : np_mono_s(), lo = 0;
 			/* the last listing noted may be the one that showed
@@ -1117,7 +1060,6 @@ begin_attempt(struct sm_launch *l)
 	args.metadata = l->metadata;
 	args.request = l->request;
 	args.az = l->az;
-	credit(l); /* an earlier attempt's server */
 	l->phase = LP_CREATE;
 	l->t_attempt = np_mono_s();
 	l->t_named = 0;

@@ -196,19 +196,19 @@ double sm_pace_start(double want, double last_start, double min_gap);
  * Where the next listing of a wave aims (issue 25, third round): due[0..n)
  * are the first looks of the servers not looked for yet (monotonic
  * seconds; sorted here, in place), per the servers named that pay one
- * listing (sm_pace_budget; <= 0: SM_PACE_PER_LISTING). The wave pays
- * floor(n / per) listings; with T >= 2 of them, the next is aimed at the
- * first look of its ceil(n / T)-th server (a wave of 50: one at its
- * median, one at its end), else at its last. INFINITY when n is 0.
+ * listing (sm_pace_budget; <= 0: SM_PACE_PER_LISTING). The wave is the
+ * first looks within SM_PACE_HOLD of the earliest; it pays floor(n / per)
+ * listings, one of which is kept for a follow-up; with T >= 2 others, the
+ * next is aimed at the first look of its ceil(n / T)-th server (a wave of
+ * 50 paying one listing per 10 servers: at its 13th), else at its last.
+ * INFINITY when n is 0.
  */
-double sm_pace_aim(double *due, size_t n, double per, int probed);
+double sm_pace_aim(double *due, size_t n, double per);
 /*
  * The next listing's want from the machines': the earliest first look
  * (first_min) waits for the one aimed at (first_aim: sm_pace_aim) at most
- * SM_PACE_HOLD; other_min (follow-ups, deletes, others) is kept, except
- * that it rides along with a first look due at most SM_PACE_HOLD after it
- * (a server the aim missed goes with the wave's next listing). INFINITY:
- * none of that kind.
+ * SM_PACE_HOLD; other_min (follow-ups, deletes, others) is kept.
+ * INFINITY: none of that kind.
  */
 double sm_pace_batch(double first_min, double first_aim, double other_min);
 /* The listing budget: two buckets, tokens of time and stokens of servers
@@ -233,15 +233,6 @@ struct sm_pace_bucket {
  * servers named so far (a running count).
  */
 double sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long named);
-/*
- * When the servers' bucket will hold a token (monotonic seconds), named
- * servers having paid so far, one more paying at each of due[0..n)
- * (ascending: the first looks still to come, each server paying when its
- * first look is due): -INFINITY when it holds one now, INFINITY when
- * due[] is not enough.
- */
-double sm_pace_credit_at(const struct sm_pace_bucket *b, unsigned long long named,
-			 const double *due, size_t n);
 
 /* ---- the runner (runner.c) ------------------------------------------------------ */
 
@@ -278,11 +269,12 @@ void sm_runner_get_stats(const struct sm_runner *r, struct sm_runner_stats *st);
  * instance states is useful (pace.c), its last having started at
  * last_start (monotonic; 0: none yet), its rate allowing one min_gap
  * seconds after the last: from the expected boot of every named instance
- * being created (a wave's listings spread over it: sm_pace_aim), SM_PACE_IDLE for deletes (which
- * ride along with a launch's listing up to SM_PACE_RIDE later), SM_DEFAULT_POLL when no machine
- * runs (another listing's waiter); within the budget (sm_pace_budget, each server paying its share
- * when its first look is due: sm_pace_credit_at). Each new last_start also tells the runner which
- * servers that listing did not show ready (their boot samples' lower bounds).
+ * being created (a wave's listings spread over it: sm_pace_aim),
+ * SM_PACE_IDLE for deletes (which ride along with a launch's listing up to
+ * SM_PACE_RIDE later), SM_DEFAULT_POLL when no machine runs (another
+ * listing's waiter); within the budget (sm_pace_budget). Each new
+ * last_start also tells the runner which servers that listing did not show
+ * ready (their boot samples' lower bounds).
  */
 double sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap);
 /* The boot estimate of a label (NULL: the provider-wide one); NULL when

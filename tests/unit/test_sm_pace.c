@@ -338,78 +338,41 @@ Test(sm_pace, aim_spreads_a_waves_listings_over_its_servers)
 	double due[100];
 	int i;
 
-	cr_assert(isinf(sm_pace_aim(due, 0, 0, 0)), "no first look: none");
-	/* 50 servers pay two listings: the first at the 25th server's first look */
-	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 50), 50, 0, 0), 10 + 24 * 0.002));
-	/* 30 pay one: at the last */
-	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 30), 30, 0, 0), 10 + 29 * 0.002));
-	/* ... SM_PACE_MARGIN late after a listing of the wave looked (no
-	 * follow-up left to pay for the last server) */
-	cr_assert(
-	    NEAR(sm_pace_aim(wave_dues(due, 30), 30, 0, 1), 10 + 29 * 0.002 + SM_PACE_MARGIN));
-	/* 100 pay four: at the 25th */
-	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 100), 100, 0, 0), 10 + 24 * 0.002));
-	/* 60 pay two: at the 30th */
-	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 60), 60, 0, 0), 10 + 29 * 0.002));
-	/* an adapter whose servers pay one listing per 10: at the 10th */
-	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 50), 50, 10, 0), 10 + 9 * 0.002));
+	cr_assert(isinf(sm_pace_aim(due, 0, 0)), "no first look: none");
+	/* 50 servers pay two listings: one at the last, one kept for a
+	 * follow-up */
+	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 50), 50, 0), 10 + 49 * 0.002));
+	/* 75 pay three: two spread (at the 38th, then the rest's last) */
+	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 75), 75, 0), 10 + 37 * 0.002));
+	/* 100 pay four: three spread, the first at the 34th */
+	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 100), 100, 0), 10 + 33 * 0.002));
+	/* an adapter whose servers pay one listing per 10: 50 pay five, four
+	 * spread, the first at the 13th */
+	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 50), 50, 10), 10 + 12 * 0.002));
 	/* the wave is what the earliest first look may wait for (SM_PACE_HOLD):
-	 * 26 due within it, 24 a second later pay their own */
-	for (i = 0; i < 50; i++)
+	 * 26 due within it, 74 a second later pay their own */
+	for (i = 0; i < 100; i++)
 		due[i] = i < 26 ? 10 + i * 0.002 : 11 + i * 0.002;
-	cr_assert(NEAR(sm_pace_aim(due, 50, 0, 0), 10 + 25 * 0.002));
-}
-
-Test(sm_pace, a_follow_up_rides_along_with_the_waves_next_listing)
-{
-	cr_assert(NEAR(sm_pace_batch(10.0, 10.1, 9.95), 10.1), "within SM_PACE_HOLD: along");
-	cr_assert(NEAR(sm_pace_batch(10.0, 10.1, 9.5), 9.5), "further: its own");
-	cr_assert(NEAR(sm_pace_batch(INFINITY, INFINITY, 9.5), 9.5), "no first look: its own");
-}
-
-Test(sm_pace, credit_at_says_when_servers_due_pay_the_next_listing)
-{
-	struct sm_pace_bucket b = {.tokens = -3, .stokens = 0, .last = 100, .n = 5, .named = 40};
-	double due[30];
-	int i;
-
-	for (i = 0; i < 30; i++)
-		due[i] = 101 + i * 0.01;
-	/* an empty bucket: the 25th server due from now pays it */
-	cr_assert(NEAR(sm_pace_credit_at(&b, 40, due, 30), 101 + 24 * 0.01));
-	/* half a token held: 13 more (12.5 rounded up) */
-	b.stokens = 0.5;
-	cr_assert(NEAR(sm_pace_credit_at(&b, 40, due, 30), 101 + 12 * 0.01));
-	/* 10 paid since the last listing (0.4) besides: 3 more */
-	cr_assert(NEAR(sm_pace_credit_at(&b, 50, due, 30), 101 + 2 * 0.01));
-	/* a token held: now */
-	cr_assert(isinf(sm_pace_credit_at(&b, 53, due, 30)) &&
-		  sm_pace_credit_at(&b, 53, due, 30) < 0);
-	/* not enough servers to come: never by them */
-	b.stokens = 0;
-	cr_assert(isinf(sm_pace_credit_at(&b, 40, due, 10)) &&
-		  sm_pace_credit_at(&b, 40, due, 10) > 0);
-	/* an adapter paying per 10 servers */
-	b.per = 10;
-	cr_assert(NEAR(sm_pace_credit_at(&b, 40, due, 30), 101 + 9 * 0.01));
+	cr_assert(NEAR(sm_pace_aim(due, 100, 0), 10 + 25 * 0.002));
 }
 
 /*
  * Waves of 50 servers named over 0.2 s every 1.4 s, each ready exactly 1 s
  * after it is named, the estimate settled there (its first look due at its
- * boot); the budget empty but for what the servers pay when due (the
- * runner's credit()): the listings start where the pace says, as the
- * runner computes it (sm_runner_listing_wait), on a simulated clock.
- * Returns the median of how long after its boot each server was seen,
- * and the listings per wave in *per_wave.
+ * boot), the budget what the servers pay: the listings start where the
+ * pace says, as the runner computes it (sm_runner_listing_wait), on a
+ * simulated clock. median_aim 0: the aim before issue 25's third round
+ * (the wave's last first look). per: servers that pay one listing (0: the
+ * default). Returns the median of how long after its boot each server was
+ * seen, and the listings per wave in *per_wave.
  */
 static double
-waves(int median_aim, double *per_wave)
+waves(int median_aim, double per, double *per_wave)
 {
 	enum { NW = 20, NS = 50 };
 	static double named[NW * NS], seen[NW * NS], lags[NW * NS];
 	struct sm_boot_est e = {.mean = 1.0 + SM_PACE_MARGIN, .dev = 0, .n = 100};
-	struct sm_pace_bucket b = {0};
+	struct sm_pace_bucket b = {.per = per};
 	double last = 0, lead = sm_boot_est_lead(&e), now = 0;
 	unsigned long long paid = 0;
 	int i, j, listings = 0, n;
@@ -422,9 +385,9 @@ waves(int median_aim, double *per_wave)
 	b.n = 1;
 	b.last = 0;
 	for (;;) {
-		double due[NW * NS], fut[NW * NS], first_min = INFINITY, other = INFINITY;
+		double due[NW * NS], first_min = INFINITY, other = INFINITY;
 		double want, budget, aim;
-		int nd = 0, nf = 0, probed = 0;
+		int nd = 0;
 
 		/* the servers named by now and not seen: first looks or follow-ups */
 		for (i = 0; i < NW * NS; i++) {
@@ -434,9 +397,6 @@ waves(int median_aim, double *per_wave)
 			if (w == named[i] + lead) {
 				due[nd++] = w;
 				first_min = fmin(first_min, w);
-				probed |= last > named[i];
-				if (w > now)
-					fut[nf++] = w;
 			} else
 				other = fmin(other, w);
 		}
@@ -449,7 +409,7 @@ waves(int median_aim, double *per_wave)
 			now = named[i];
 			continue;
 		}
-		aim = median_aim ? sm_pace_aim(due, (size_t)nd, 0, probed) : -INFINITY;
+		aim = median_aim ? sm_pace_aim(due, (size_t)nd, per) : -INFINITY;
 		if (!median_aim) { /* the aim before: the wave's last first look */
 			for (j = 0; j < nd; j++)
 				if (due[j] <= first_min + SM_PACE_HOLD)
@@ -458,15 +418,9 @@ waves(int median_aim, double *per_wave)
 				aim = INFINITY;
 		}
 		want = sm_pace_batch(first_min, aim, other);
-		/* sort fut for credit_at */
-		for (i = 1; i < nf; i++)
-			for (j = i; j > 0 && fut[j - 1] > fut[j]; j--) {
-				double t = fut[j];
-				fut[j] = fut[j - 1];
-				fut[j - 1] = t;
-			}
+		for (paid = 0, i = 0; i < NW * NS; i++)
+			paid += named[i] <= now;
 		budget = sm_pace_budget(&b, last, paid);
-		budget = fmin(budget, sm_pace_credit_at(&b, paid, fut, (size_t)nf));
 		budget = fmin(budget, last + SM_DEFAULT_POLL);
 		want = sm_pace_start(fmax(want, budget), last, 0);
 		/* a server named before the listing would start moves it */
@@ -478,19 +432,9 @@ waves(int median_aim, double *per_wave)
 		}
 		now = last = want;
 		listings++;
-		/* the servers due by now paid (the runner credits them when
-		 * the listing is noted) */
-		for (i = 0; i < NW * NS; i++)
-			if (named[i] <= now && named[i] + lead <= now && seen[i] == 0 &&
-			    !(seen[i] < 0))
-				seen[i] = -1; /* paid, not yet seen */
-		paid = 0;
-		for (i = 0; i < NW * NS; i++)
-			if (seen[i] != 0)
-				paid++;
 		sm_pace_budget(&b, last, paid);
 		for (i = 0; i < NW * NS; i++)
-			if (named[i] <= now && named[i] + 1.0 <= now && seen[i] <= 0)
+			if (named[i] <= now && named[i] + 1.0 <= now && seen[i] == 0)
 				seen[i] = now;
 		cr_assert(listings < 10000);
 	}
@@ -509,18 +453,21 @@ waves(int median_aim, double *per_wave)
 	return lags[n / 2];
 }
 
-Test(sm_pace, a_wave_is_listed_at_its_median_and_its_end)
+Test(sm_pace, a_wave_is_listed_over_its_boots_as_far_as_it_pays)
 {
 	double before, after, lpw_before, lpw_after;
 
-	before = waves(0, &lpw_before);
-	after = waves(1, &lpw_after);
-	/* the wave's servers come up over 0.2 s: a listing at its end sees
-	 * the median server 0.1 s late; one at its median and one at its end
-	 * (SM_PACE_MARGIN late, so that it finds the last one), 0.075 s */
-	cr_assert(after <= before * 3 / 4 + 1e-9, "median lag %g s, before %g s", after, before);
-	/* the two listings the wave pays, no more (the aim before took one
-	 * here, the servers' boots exact, and a follow-up where they are not) */
-	cr_assert(lpw_before >= 1 - 1e-9);
+	/* one listing per 25 servers: a wave of 50 pays two, the last's and
+	 * a follow-up's, as before */
+	before = waves(0, 0, &lpw_before);
+	after = waves(1, 0, &lpw_after);
+	cr_assert(NEAR(after, before), "median lag %g s, before %g s", after, before);
 	cr_assert(lpw_after <= 50 / SM_PACE_PER_LISTING + 1e-9, "%g listings a wave", lpw_after);
+	/* one per 10 (an adapter's listing_servers): five, four spread over
+	 * the wave's boots (0.2 s): the median server seen in half the time
+	 * it waited for the wave's last */
+	before = waves(0, 10, &lpw_before);
+	after = waves(1, 10, &lpw_after);
+	cr_assert(after <= before / 2 + 1e-9, "median lag %g s, before %g s", after, before);
+	cr_assert(lpw_after <= 50 / 10 + 1e-9, "%g listings a wave", lpw_after);
 }
