@@ -33,10 +33,10 @@
  *     server found ready by a listing before its own first look (a wave
  *     mate's: Share, below) gives no lower a sample than that first look
  *     would have: the estimate is where first looks find their servers
- *     (for the simulators' exact 1 s boot about 1.01-1.07 s: the servers
- *     are named a create call after the cloud starts their boot, and the
- *     first look comes SM_PACE_MARGIN before the estimate), which is what
- *     the aim relies on.
+ *     (for the simulators' exact 1 s boot, 1.00-1.10 s at the benches: a
+ *     server is named a create call after the cloud starts its boot, the
+ *     first look comes SM_PACE_MARGIN before the estimate, and a failed
+ *     one pushes it up), which is what the aim relies on.
  *
  *   - Aim. A server named at t is first looked for at t + mean - margin,
  *     margin = max(SM_PACE_MARGIN, 2 x deviation): a little early, so that
