@@ -93,6 +93,15 @@
 # ready -> fulfilled 19/28, 23/44; 34/53, 32/42: on this shared machine
 # the wave's ZooKeeper queue (its CPU, ~11 ms a request) decides them.
 #
+# Issue 25's third round (branch i25-pace2, `bench/fake_load.sh 500 50 1`,
+# BENCH_WARMUP=100, BENCH_TIMELINE=1), 2026-11-28 21:35-22:10, load
+# average 4-10, base and new alternated: servers noticed ("ready listing
+# - boot") p50/p90 base 59/213, 92/274, 87/270, 51/126 ms; new 81/198,
+# 59/184 ms (14-19 / 17 status listings, 2.06-2.11 / 2.10-2.11 calls
+# per node); overhead above the boot p50 197-479 / 199-220 ms. At 25 servers a listing a wave of 50 is listed as before; the fake's
+# boot estimate (1.02-1.10 s for its exact 1 s) is where first looks find
+# the wave's last server (pace.c).
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (1000: the
 # ZooKeeper server's JVM compiles its hot paths; 0 skips); BENCH_ZK=plain talks to ZooKeeper without TLS (the server's

@@ -70,6 +70,20 @@
 # on this loaded VM) is the step's cost, not the quota round (now ~3 ms
 # after `accepted` when the lock is held).
 #
+# Issue 25's third round (branch i25-pace2: a wave's paid listings
+# spread over its servers' boots, one kept for a follow-up; an adapter's
+# listing_servers), 2026-11-28 21:35-22:10, load average 3-12 from the
+# other sessions (so the waves were smeared, 60-600 ms), base and new
+# alternated: "ready listing - boot" p50/p90 base 163/396, 52/458, 120/270,
+# 73/118 ms; new 46/185, 79/320 ms; 20-26 / 24-34 listings (2.04-2.05 /
+# 2.05-2.07 calls per node: the run with 34 had its waves 3 s apart, and
+# the deletes listed on the period between them). At 25 servers a listing
+# a wave of 50 is listed as before (its last first look and a follow-up):
+# spreading both (median and end) cut the p50 to 53-96 ms but took p90 to
+# 426-961 ms, the servers the last listing missed waiting a period for
+# the next wave's budget. Overhead above the boot p50 250-1478 ms both:
+# ZooKeeper's steps under that load.
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (default
 # 0); BUILD picks the build; BENCH_KEEP keeps the temporary directory;

@@ -265,6 +265,13 @@ struct sm_adapter_ops {
 	 * lists are its own to delete, whatever the duty hash (leak/<id>)
 	 * says, since no peer can see them. 0 for every real cloud. */
 	int cloud_per_launcher;
+	/* Beyond upstream (pace.c's budget): how many servers named pay for
+	 * one shared listing of instance states; 0: SM_PACE_PER_LISTING (25,
+	 * 0.04 listings a node). An adapter whose calls per node allow more
+	 * (a cheap listing, other calls batched) may set fewer: each server
+	 * then pays 1 / listing_servers listings, and a wave's listings are
+	 * spread over more of its servers (sm_pace_aim). */
+	double listing_servers;
 
 	/* Create the adapter for env's provider (env stays valid until
 	 * adapter_free). May start calls (a first listing, flavors). NULL

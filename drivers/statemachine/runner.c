@@ -198,6 +198,8 @@ struct sm_runner {
 	unsigned long long gen, pace_gen;
 	double pace_last, pace_gap, pace_start;
 	struct sm_pace_bucket budget;
+	double *dues; /* sm_runner_listing_wait's first looks (sm_pace_aim) */
+	size_t dues_cap;
 	unsigned long long named; /* servers named by launches, in all */
 	double lo_last;		  /* the last listing start noted in t_lo */
 	/* the boots (named -> the create machine done) of the last
@@ -379,6 +381,7 @@ sm_runner_new(struct event_base *base, const struct sm_adapter_ops *ops, struct 
 	r->ops = ops;
 	r->a = a;
 	r->ns = ns;
+	r->budget.per = ops->listing_servers;
 	TAILQ_INIT(&r->runs);
 	TAILQ_INIT(&r->ready);
 	r->pump_ev = event_new(base, -1, 0, pump_cb, r);
@@ -412,6 +415,7 @@ sm_runner_free(struct sm_runner *r)
 	while (r->nests > 0)
 		free(r->ests[--r->nests].label);
 	free(r->ests);
+	free(r->dues);
 	event_free(r->pump_ev);
 	free(r);
 }
@@ -540,8 +544,9 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 	const struct sm_boot_est *e;
 	struct sm_launch *nl;
 	double now = np_mono_s(), want, w, named, budget;
-	double first_min = INFINITY, first_max = -INFINITY, other_min = INFINITY;
+	double first_min = INFINITY, other_min = INFINITY;
 	double del_min = INFINITY;
+	size_t ndues = 0;
 
 	budget = sm_pace_budget(&r->budget, last_start, r->named);
 	if (last_start > r->lo_last) {
@@ -577,7 +582,15 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 			w = sm_pace_want(e, named, last_start);
 			if (e != NULL && w == named + sm_boot_est_lead(e)) {
 				first_min = fmin(first_min, w); /* its first look */
-				first_max = fmax(first_max, w);
+				if (ndues == r->dues_cap) {
+					double *v;
+					r->dues_cap = r->dues_cap ? 2 * r->dues_cap : 64;
+					v = realloc(r->dues, r->dues_cap * sizeof(*r->dues));
+					if (v == NULL)
+						np_oom();
+					r->dues = v;
+				}
+				r->dues[ndues++] = w;
 				continue;
 			}
 			other_min = fmin(other_min, w); /* a follow-up */
@@ -587,7 +600,9 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 			del_min = fmin(del_min, last_start + SM_PACE_IDLE);
 		}
 	}
-	want = sm_pace_ride(sm_pace_batch(first_min, first_max, other_min), del_min);
+	want = sm_pace_ride(
+	    sm_pace_batch(first_min, sm_pace_aim(r->dues, ndues, r->budget.per), other_min),
+	    del_min);
 	if (want == INFINITY) /* a waiter the runner does not know (a quota
 				 listing) or a machine before its first advance */
 		want = last_start + SM_DEFAULT_POLL;

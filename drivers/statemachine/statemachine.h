@@ -168,7 +168,9 @@ void sm_boot_est_add(struct sm_boot_est *e, double sample);
  * that came late (the budget, a wave held for its last server) moves the
  * estimate only as far as the evidence goes; with no estimate yet, lo
  * when there is one (an estimate too early corrects itself at the next
- * look), else hi. Returns the sample taken (-1: none, bad bounds).
+ * look), else hi. A server ready in a listing before its first look
+ * (hi < the lead) counts as ready at the lead. Returns the sample taken
+ * (-1: none, bad bounds).
  */
 double sm_boot_est_add_seen(struct sm_boot_est *e, double lo, double hi);
 /* Seconds after a server is named when it is first worth looking for:
@@ -191,12 +193,24 @@ double sm_pace_ride(double create_want, double del_min);
  * last_start + max(min_gap, SM_PACE_MIN_GAP). */
 double sm_pace_start(double want, double last_start, double min_gap);
 /*
- * The next listing's want from the machines': the earliest first look
- * (first_min) waits for the latest one (first_max) at most SM_PACE_HOLD;
- * other_min (follow-ups, deletes, others) is kept. INFINITY: none of
- * that kind.
+ * Where the next listing of a wave aims (issue 25, third round): due[0..n)
+ * are the first looks of the servers not looked for yet (monotonic
+ * seconds; sorted here, in place), per the servers named that pay one
+ * listing (sm_pace_budget; <= 0: SM_PACE_PER_LISTING). The wave is the
+ * first looks within SM_PACE_HOLD of the earliest; it pays floor(n / per)
+ * listings, one of which is kept for a follow-up; with T >= 2 others, the
+ * next is aimed at the first look of its ceil(n / T)-th server (a wave of
+ * 50 paying one listing per 10 servers: at its 13th), else at its last.
+ * INFINITY when n is 0.
  */
-double sm_pace_batch(double first_min, double first_max, double other_min);
+double sm_pace_aim(double *due, size_t n, double per);
+/*
+ * The next listing's want from the machines': the earliest first look
+ * (first_min) waits for the one aimed at (first_aim: sm_pace_aim) at most
+ * SM_PACE_HOLD; other_min (follow-ups, deletes, others) is kept.
+ * INFINITY: none of that kind.
+ */
+double sm_pace_batch(double first_min, double first_aim, double other_min);
 /* The listing budget: two buckets, tokens of time and stokens of servers
  * named, after the last listing (at last, monotonic seconds, when `named`
  * servers had been named in all), over n listings. Zero it to start
@@ -204,12 +218,15 @@ double sm_pace_batch(double first_min, double first_max, double other_min);
 struct sm_pace_bucket {
 	double tokens, stokens, last;
 	unsigned long long n, named;
+	/* servers named that pay one listing (<= 0: SM_PACE_PER_LISTING): an
+	 * adapter's listing_servers (struct sm_adapter_ops) */
+	double per;
 };
 /*
  * Take note of a listing started at last_start (when later than the last
  * one noted: it takes a token from each bucket, after their refills: one
- * per SM_DEFAULT_POLL since the last, one per SM_PACE_PER_LISTING servers
- * named since, each holding SM_PACE_BURST, the second's owing as much) and
+ * per SM_DEFAULT_POLL since the last, one per b->per (SM_PACE_PER_LISTING)
+ * servers named since, each holding SM_PACE_BURST, the second's owing as much) and
  * answer the earliest time the next may start within the budget
  * (last_start when either bucket has a token): so listings keep to about
  * the larger of the two rates, beyond the bursts. named:
@@ -252,11 +269,12 @@ void sm_runner_get_stats(const struct sm_runner *r, struct sm_runner_stats *st);
  * instance states is useful (pace.c), its last having started at
  * last_start (monotonic; 0: none yet), its rate allowing one min_gap
  * seconds after the last: from the expected boot of every named instance
- * being created, SM_PACE_IDLE for deletes (which ride along with a launch's
- * listing up to SM_PACE_RIDE later), SM_DEFAULT_POLL when no machine runs
- * (another listing's waiter); within the budget (sm_pace_budget). Each
- * new last_start also tells the runner which servers that listing did not
- * show ready (their boot samples' lower bounds).
+ * being created (a wave's listings spread over it: sm_pace_aim),
+ * SM_PACE_IDLE for deletes (which ride along with a launch's listing up to
+ * SM_PACE_RIDE later), SM_DEFAULT_POLL when no machine runs (another
+ * listing's waiter); within the budget (sm_pace_budget). Each new
+ * last_start also tells the runner which servers that listing did not show
+ * ready (their boot samples' lower bounds).
  */
 double sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap);
 /* The boot estimate of a label (NULL: the provider-wide one); NULL when

@@ -269,9 +269,15 @@ Test(sm_pace, seen_sample_keeps_the_estimate_within_the_evidence)
 	/* not ready at 1.2: it moves up to where the next first look comes
 	 * after 1.2 (a follow-up's spacing on), no further */
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.2, 1.9), 1.2 + SM_PACE_FOLLOW));
-	/* ready at 0.8 already: down to 0.8 */
+	/* ready at 0.98, its first look due at 0.95 (1.0 - SM_PACE_MARGIN):
+	 * down to 0.98 */
 	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
-	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 0.8), 0.8));
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 0.98), 0.98));
+	/* ready at 0.8 already, in a listing before its first look (a wave
+	 * mate's: sm_pace_aim): no further down than its first look, where
+	 * the estimate keeps first looks finding their servers */
+	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 0.8), 1.0 - SM_PACE_MARGIN));
 	/* a close look (a follow-up): the sample as it came */
 	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.0, 1.1), 1.1));
@@ -314,4 +320,154 @@ Test(sm_pace, estimate_does_not_drift_when_listings_come_late)
 	}
 	cr_assert(fabs(seen.mean - 1.0) < SM_PACE_FOLLOW, "mean %g", seen.mean);
 	cr_assert(late.mean > 1.3, "the old sample drifts: %g", late.mean);
+}
+
+/* n first looks due over 0.2 s from 10, in reverse order */
+static double *
+wave_dues(double *due, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		due[n - 1 - i] = 10 + i * 0.002;
+	return due;
+}
+
+Test(sm_pace, aim_spreads_a_waves_listings_over_its_servers)
+{
+	double due[100];
+	int i;
+
+	cr_assert(isinf(sm_pace_aim(due, 0, 0)), "no first look: none");
+	/* 50 servers pay two listings: one at the last, one kept for a
+	 * follow-up */
+	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 50), 50, 0), 10 + 49 * 0.002));
+	/* 75 pay three: two spread (at the 38th, then the rest's last) */
+	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 75), 75, 0), 10 + 37 * 0.002));
+	/* 100 pay four: three spread, the first at the 34th */
+	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 100), 100, 0), 10 + 33 * 0.002));
+	/* an adapter whose servers pay one listing per 10: 50 pay five, four
+	 * spread, the first at the 13th */
+	cr_assert(NEAR(sm_pace_aim(wave_dues(due, 50), 50, 10), 10 + 12 * 0.002));
+	/* the wave is what the earliest first look may wait for (SM_PACE_HOLD):
+	 * 26 due within it, 74 a second later pay their own */
+	for (i = 0; i < 100; i++)
+		due[i] = i < 26 ? 10 + i * 0.002 : 11 + i * 0.002;
+	cr_assert(NEAR(sm_pace_aim(due, 100, 0), 10 + 25 * 0.002));
+}
+
+/*
+ * Waves of 50 servers named over 0.2 s every 1.4 s, each ready exactly 1 s
+ * after it is named, the estimate settled there (its first look due at its
+ * boot), the budget what the servers pay: the listings start where the
+ * pace says, as the runner computes it (sm_runner_listing_wait), on a
+ * simulated clock. median_aim 0: the aim before issue 25's third round
+ * (the wave's last first look). per: servers that pay one listing (0: the
+ * default). Returns the median of how long after its boot each server was
+ * seen, and the listings per wave in *per_wave.
+ */
+static double
+waves(int median_aim, double per, double *per_wave)
+{
+	enum { NW = 20, NS = 50 };
+	static double named[NW * NS], seen[NW * NS], lags[NW * NS];
+	struct sm_boot_est e = {.mean = 1.0 + SM_PACE_MARGIN, .dev = 0, .n = 100};
+	struct sm_pace_bucket b = {.per = per};
+	double last = 0, lead = sm_boot_est_lead(&e), now = 0;
+	unsigned long long paid = 0;
+	int i, j, listings = 0, n;
+
+	cr_assert(NEAR(lead, 1.0));
+	for (i = 0; i < NW * NS; i++) {
+		named[i] = 10 + (i / NS) * 1.4 + (i % NS) * 0.2 / (NS - 1);
+		seen[i] = 0;
+	}
+	b.n = 1;
+	b.last = 0;
+	for (;;) {
+		double due[NW * NS], first_min = INFINITY, other = INFINITY;
+		double want, budget, aim;
+		int nd = 0;
+
+		/* the servers named by now and not seen: first looks or follow-ups */
+		for (i = 0; i < NW * NS; i++) {
+			if (seen[i] > 0 || named[i] > now)
+				continue;
+			double w = sm_pace_want(&e, named[i], last);
+			if (w == named[i] + lead) {
+				due[nd++] = w;
+				first_min = fmin(first_min, w);
+			} else
+				other = fmin(other, w);
+		}
+		if (nd == 0 && other == INFINITY) {
+			/* nothing in flight: the next wave's naming */
+			for (i = 0; i < NW * NS && named[i] <= now; i++)
+				;
+			if (i == NW * NS)
+				break;
+			now = named[i];
+			continue;
+		}
+		aim = median_aim ? sm_pace_aim(due, (size_t)nd, per) : -INFINITY;
+		if (!median_aim) { /* the aim before: the wave's last first look */
+			for (j = 0; j < nd; j++)
+				if (due[j] <= first_min + SM_PACE_HOLD)
+					aim = fmax(aim, due[j]);
+			if (nd == 0)
+				aim = INFINITY;
+		}
+		want = sm_pace_batch(first_min, aim, other);
+		for (paid = 0, i = 0; i < NW * NS; i++)
+			paid += named[i] <= now;
+		budget = sm_pace_budget(&b, last, paid);
+		budget = fmin(budget, last + SM_DEFAULT_POLL);
+		want = sm_pace_start(fmax(want, budget), last, 0);
+		/* a server named before the listing would start moves it */
+		for (i = 0; i < NW * NS && named[i] <= now; i++)
+			;
+		if (i < NW * NS && named[i] < want) {
+			now = named[i];
+			continue;
+		}
+		now = last = want;
+		listings++;
+		sm_pace_budget(&b, last, paid);
+		for (i = 0; i < NW * NS; i++)
+			if (named[i] <= now && named[i] + 1.0 <= now && seen[i] == 0)
+				seen[i] = now;
+		cr_assert(listings < 10000);
+	}
+	for (n = 0, i = 0; i < NW * NS; i++)
+		lags[n++] = seen[i] - (named[i] + 1.0);
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && lags[j - 1] > lags[j]; j--) {
+			double t = lags[j];
+			lags[j] = lags[j - 1];
+			lags[j - 1] = t;
+		}
+	*per_wave = (double)listings / NW;
+	for (i = 0; i < n; i++)
+		cr_assert(lags[i] >= -1e-9, "seen before its boot: %g", lags[i]);
+	cr_assert(lags[n - 1] <= SM_DEFAULT_POLL + 1e-9, "a server waited %g s", lags[n - 1]);
+	return lags[n / 2];
+}
+
+Test(sm_pace, a_wave_is_listed_over_its_boots_as_far_as_it_pays)
+{
+	double before, after, lpw_before, lpw_after;
+
+	/* one listing per 25 servers: a wave of 50 pays two, the last's and
+	 * a follow-up's, as before */
+	before = waves(0, 0, &lpw_before);
+	after = waves(1, 0, &lpw_after);
+	cr_assert(NEAR(after, before), "median lag %g s, before %g s", after, before);
+	cr_assert(lpw_after <= 50 / SM_PACE_PER_LISTING + 1e-9, "%g listings a wave", lpw_after);
+	/* one per 10 (an adapter's listing_servers): five, four spread over
+	 * the wave's boots (0.2 s): the median server seen in half the time
+	 * it waited for the wave's last */
+	before = waves(0, 10, &lpw_before);
+	after = waves(1, 10, &lpw_after);
+	cr_assert(after <= before / 2 + 1e-9, "median lag %g s, before %g s", after, before);
+	cr_assert(lpw_after <= 50 / 10 + 1e-9, "%g listings a wave", lpw_after);
 }
