@@ -118,7 +118,9 @@ bench_cleanup_hook() {
 	[ -z "${BENCH_KEEP:-}" ] || curl -s "$AWSSIM_CONTROL/calls/log" >"$tmp/aws-calls.json" || true
 	sh tests/sim/aws/awssim.sh stop "$tmp/aws"
 }
-bench_zk_start
+# BENCH_ZK_DIR=DIR: a ZooKeeper already running (`sh tests/zkfixture.sh start
+# DIR`), warm, kept at the end (bench/lib.sh); else a fresh one
+bench_zk_reuse_or_start
 echo '{"boot_delay": '"$BOOT"', "terminate_delay": 0.5, "regions": {"us-east-1": {}}}' >"$tmp/aws.json"
 sh tests/sim/aws/awssim.sh start "$tmp/aws" --config "$tmp/aws.json"
 . "$tmp/aws/env"

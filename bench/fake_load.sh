@@ -115,7 +115,9 @@ API=${4:-0}
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 bench_init nodepoold-bench
-bench_zk_start
+# BENCH_ZK_DIR=DIR: a ZooKeeper already running (`sh tests/zkfixture.sh start
+# DIR`), warm, kept at the end (bench/lib.sh); else a fresh one
+bench_zk_reuse_or_start
 bench_zk_mkdir /bench
 {
 	bench_config_head
@@ -137,7 +139,7 @@ bench_wait_pool
 bench_warmup 1000 "$C" small
 bench_dump
 echo "load: $N requests, concurrency $C, fake cloud boot-delay ${BOOT}s api-delay ${API}s"
-bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --pid "$(cat "$tmp/zk/zk.pid")" --idle 2
+bench_zuul_load -l small -n "$N" -c "$C" --pid "$pid" --pid "$(cat "$zkdir/zk.pid")" --idle 2
 bench_dump
 bench_lag
 bench_zkops "$N"
@@ -148,5 +150,6 @@ grep -E "launches: ready|fake cloud:" "$tmp/launcher.log" | tail -2 | sed 's/^ *
 grep "fake cloud:" "$tmp/launcher.log" | tail -2 | awk -v n="$N" '
 function num(k,   r) { r = $0; sub(".*" k " ", "", r); sub(/[^0-9].*/, "", r); return r + 0 }
 { c[NR] = num("creates"); d[NR] = num("deletes"); s[NR] = num("status listings"); o[NR] = num("other listings") }
-END { cr = c[2] - c[1]; de = d[2] - d[1]; sl = s[2] - s[1]; ol = o[2] - o[1]
+END { if (NR < 2) { print "fake cloud API calls during the load: unknown (the dump after the load is missing)"; exit }
+	cr = c[2] - c[1]; de = d[2] - d[1]; sl = s[2] - s[1]; ol = o[2] - o[1]
 	printf "fake cloud API calls during the load: %d, %.2f per launched node (creates %d, deletes %d, status listings %d, other listings %d)\n", cr + de + sl + ol, (cr + de + sl + ol) / n, cr, de, sl, ol }'

@@ -78,18 +78,22 @@ bench_zk_vars() {
 
 # bench_zk_start: a private ZooKeeper in $tmp/zk (tests/zkfixture.sh, its
 # env sourced: NP_TEST_ZK, NP_TEST_ZK_TLS, NP_TEST_CERTS; pid in
-# $tmp/zk/zk.pid), then bench_zk_vars.
+# $tmp/zk/zk.pid; zkdir names the fixture's directory), then bench_zk_vars.
 bench_zk_start() {
 	bench_zk_started=1
+	zkdir=$tmp/zk
 	sh tests/zkfixture.sh start "$tmp/zk" >/dev/null
 	. "$tmp/zk/env"
 	bench_zk_vars
 }
 
 # bench_zk_reuse_or_start: the running fixture named by BENCH_ZK_DIR (its
-# env; a warm JVM, left running at the end), else bench_zk_start.
+# env; a warm JVM, left running at the end: production's ZooKeeper has run
+# for days, a fresh one spends the first thousands of requests compiling
+# its hot paths, issue 25), else bench_zk_start.
 bench_zk_reuse_or_start() {
 	if [ -n "${BENCH_ZK_DIR:-}" ]; then
+		zkdir=$BENCH_ZK_DIR
 		. "$BENCH_ZK_DIR/env"
 		bench_zk_vars
 	else

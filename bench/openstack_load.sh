@@ -99,7 +99,9 @@ bench_init nodepoold-osbench
 bench_cleanup_hook() {
 	sh tests/sim/openstack/ossim.sh stop "$tmp/sim" || true
 }
-bench_zk_start
+# BENCH_ZK_DIR=DIR: a ZooKeeper already running (`sh tests/zkfixture.sh start
+# DIR`), warm, kept at the end (bench/lib.sh); else a fresh one
+bench_zk_reuse_or_start
 bench_zk_mkdir /bench
 mkdir -p "$tmp/sim"
 cat >"$tmp/sim/sim.json" <<SIM
