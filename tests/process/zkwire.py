@@ -17,7 +17,7 @@ import time
 
 from conftest import TcpProxy
 
-OP_CREATE, OP_SETDATA, OP_CREATE2 = 1, 5, 15
+OP_CREATE, OP_DELETE, OP_SETDATA, OP_CHECK, OP_MULTI, OP_CREATE2 = 1, 2, 5, 13, 14, 15
 CREATES = (OP_CREATE, OP_CREATE2, 19, 21)
 
 
@@ -32,28 +32,78 @@ def _string(buf, off):
 
 class Request:
     """One client request as it passed: xid, type, path and data (create
-    and setData; None otherwise)."""
+    and setData; None otherwise); a multi's ops (each a Request with the
+    multi's xid: create, setData, delete, check) in ops, else []."""
 
-    def __init__(self, xid, op, path, data):
+    def __init__(self, xid, op, path, data, ops=()):
         self.xid, self.op, self.path, self.data = xid, op, path, data
+        self.ops = list(ops)
 
     def __repr__(self):
-        return "Request(xid=%d op=%d path=%r)" % (self.xid, self.op, self.path)
+        return "Request(xid=%d op=%d path=%r ops=%r)" % (self.xid, self.op, self.path, self.ops)
+
+
+def _op_body(xid, op, buf, off):
+    """The body of a request of type op at off (jute: CreateRequest,
+    SetDataRequest, DeleteRequest, CheckVersionRequest): (Request, next
+    offset), or (None, None) for a type not read here."""
+    if op in CREATES:
+        p, off = _string(buf, off)
+        data, off = _string(buf, off)
+        (n,) = struct.unpack_from(">i", buf, off)  # the ACL vector
+        off += 4
+        for _ in range(max(n, 0)):
+            off += 4  # perms
+            _, off = _string(buf, off)  # scheme
+            _, off = _string(buf, off)  # id
+        off += 4  # flags
+        if op == 21:
+            off += 8  # ttl
+    elif op == OP_SETDATA:
+        p, off = _string(buf, off)
+        data, off = _string(buf, off)
+        off += 4  # version
+    elif op in (OP_DELETE, OP_CHECK):
+        p, off = _string(buf, off)
+        data = None
+        off += 4  # version
+    else:
+        return None, None
+    path = p.decode("utf-8", "replace") if p is not None else None
+    return Request(xid, op, path, data), off
 
 
 def parse_request(frame):
+    """A request frame (after the length) as a Request; a multi's ops are
+    read as far as their types are known here (MultiTransactionRecord:
+    each op a MultiHeader {type, done, err} and its body, ended by a
+    header with done set)."""
     xid, op = struct.unpack_from(">ii", frame, 0)
-    path = data = None
+    if op == OP_MULTI:
+        ops, off = [], 8
+        try:
+            while off + 9 <= len(frame):
+                t, done, _err = struct.unpack_from(">i?i", frame, off)
+                off += 9
+                if done:
+                    break
+                sub, off = _op_body(xid, t, frame, off)
+                if sub is None:
+                    break
+                ops.append(sub)
+        except struct.error:
+            pass
+        return Request(xid, op, None, None, ops)
     if op in CREATES or op == OP_SETDATA:
-        p, off = _string(frame, 8)
-        path = p.decode("utf-8", "replace") if p is not None else None
-        data, _ = _string(frame, off)
-    return Request(xid, op, path, data)
+        req, _ = _op_body(xid, op, frame, 8)
+        return req
+    return Request(xid, op, None, None)
 
 
 class ZkWireProxy(TcpProxy):
     """TcpProxy plus aim(pred, lose): the first client request for which
-    pred(Request) is true triggers a partition. lose="request": the
+    pred(Request) is true (for the request, or for one of a multi's ops)
+    triggers a partition. lose="request": the
     request is not passed on, every connection is closed and new ones are
     refused (as cut()). lose="reply": the request is passed on, nothing
     more goes either way, and the connections are closed once the server
@@ -144,7 +194,7 @@ class ZkWireProxy(TcpProxy):
                         continue
                     pred = self.pred
                     req = parse_request(frame) if pred is not None and len(frame) >= 8 else None
-                    if req is not None and pred(req):
+                    if req is not None and (pred(req) or any(pred(o) for o in req.ops)):
                         self.pred = None
                         self.hit = req
                         if self.lose == "request":
