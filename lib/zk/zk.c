@@ -790,9 +790,10 @@ pub_call(struct zk *zk, struct zk_req *req, enum zk_pub pub, void *arg)
 	return c;
 }
 
-void
-zk_create(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
-	  zk_string_cb cb, void *arg)
+/* The call of a create (zk_create, zk_create2): its pcb is the caller's. */
+static struct zk_call *
+create_call(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
+	    enum zk_pub pub, void *arg)
 {
 	struct zk_req req = {.kind = ZK_OP_CREATE,
 			     .path = path,
@@ -801,21 +802,21 @@ zk_create(struct zk *zk, const char *path, const void *data, int len, int flags,
 			     .flags = flags,
 			     .makepath = makepath};
 
-	pub_call(zk, &req, PUB_STRING, arg)->pcb.s = cb;
+	return pub_call(zk, &req, pub, arg);
+}
+
+void
+zk_create(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
+	  zk_string_cb cb, void *arg)
+{
+	create_call(zk, path, data, len, flags, makepath, PUB_STRING, arg)->pcb.s = cb;
 }
 
 void
 zk_create2(struct zk *zk, const char *path, const void *data, int len, int flags, int makepath,
 	   zk_create_cb cb, void *arg)
 {
-	struct zk_req req = {.kind = ZK_OP_CREATE,
-			     .path = path,
-			     .data = data,
-			     .len = len,
-			     .flags = flags,
-			     .makepath = makepath};
-
-	pub_call(zk, &req, PUB_CREATE, arg)->pcb.cr = cb;
+	create_call(zk, path, data, len, flags, makepath, PUB_CREATE, arg)->pcb.cr = cb;
 }
 
 void

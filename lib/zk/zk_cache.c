@@ -716,6 +716,25 @@ set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 	}
 }
 
+/* set_data from bytes that need not end in a NUL (a write's or a create's
+ * own data, len >= 0): as a read's answer would give them. */
+static void
+set_data_bytes(struct zk_cache *c, struct ent *e, const void *data, int len)
+{
+	struct zk_result r;
+	char *text = xmalloc((size_t)len + 1); /* set_data wants it NUL-ended */
+
+	if (len > 0)
+		memcpy(text, data, (size_t)len);
+	text[len] = '\0';
+	memset(&r, 0, sizeof(r));
+	r.rc = ZOK;
+	r.value = text;
+	r.len = len;
+	set_data(c, e, &r);
+	free(text);
+}
+
 /* Our reads fail for a lost connection: the listing after it redoes them
  * (retry: for an entry not loading too, since a catch-up would not). */
 static int
@@ -1679,18 +1698,7 @@ zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void 
 	if ((e = lookup(c, name)) == NULL)
 		goto out; /* gone */
 	if (ok && mzxid > e->pub.stat.mzxid && e->have_data && len >= 0) {
-		struct zk_result r;
-		char *text = xmalloc((size_t)len + 1); /* set_data wants it NUL-ended */
-
-		if (len > 0)
-			memcpy(text, data, (size_t)len);
-		text[len] = '\0';
-		memset(&r, 0, sizeof(r));
-		r.rc = ZOK;
-		r.value = text;
-		r.len = len;
-		set_data(c, e, &r);
-		free(text);
+		set_data_bytes(c, e, data, len);
 		e->pub.stat.mzxid = mzxid;
 		e->pub.stat.version = version;
 		c->nown_applied++;
@@ -1736,16 +1744,6 @@ zk_cache_create_end(struct zk_cache *cache, const char *name, const void *data, 
 	enter(c);
 	if (name != NULL && st != NULL && len >= 0 && create_unwait(c, name) &&
 	    (e = lookup(c, name)) != NULL && (!e->have_data || st->mzxid > e->pub.stat.mzxid)) {
-		struct zk_result r;
-		char *text = xmalloc((size_t)len + 1); /* set_data wants it NUL-ended */
-
-		if (len > 0)
-			memcpy(text, data, (size_t)len);
-		text[len] = '\0';
-		memset(&r, 0, sizeof(r));
-		r.rc = ZOK;
-		r.value = text;
-		r.len = len;
 		if (!e->loading) {
 			e->loading = 1;
 			e->changed = 0;
@@ -1755,8 +1753,7 @@ zk_cache_create_end(struct zk_cache *cache, const char *name, const void *data, 
 		if (st->ephemeral_owner != 0)
 			eph_set(c, e, st->ephemeral_owner);
 		c->nown_applied++;
-		set_data(c, e, &r);
-		free(text);
+		set_data_bytes(c, e, data, len);
 		check_loaded(c, e); /* announced: ADDED */
 		if (!c->freed)
 			lock_follow(c, e);
