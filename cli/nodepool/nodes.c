@@ -376,9 +376,20 @@ set_node_state(struct cli *c, const char *cmd, const char *id, int state, int no
 			return CLI_ERROR;
 		}
 	}
-	np_node_free(fresh);
 	(void)cmd;
-	return print_nodes(c, (const char *const[]){id}, 1, 0, json);
+	if (now) {
+		np_node_free(fresh);
+		return print_nodes(c, (const char *const[]){id}, 1, 0, json);
+	}
+	/* the record as we wrote it, unlocked: a launcher may delete a node
+	 * marked deleting before a re-read (upstream's self.list) would find it */
+	struct status_table *t = status_table_new(STATUS_NODE_LIST);
+
+	status_add_node(t, fresh, 0, cli_now());
+	cli_print_table(t, json, status_node_brief_fields, status_node_brief_nfields);
+	status_table_free(t);
+	np_node_free(fresh);
+	return CLI_OK;
 }
 
 int
