@@ -222,8 +222,14 @@ def test_static_hosts_one_registrant_each_and_handed_over(deployment, zuul, tmp_
         # other's registration shows: a join moves items to the joiner)
         mark = logs(sups)
         load.start()
-        wait_for(lambda: len([r for r in load.records if r["state"] == "fulfilled"]) > 40,
-                 120, what="static nodes served and recycled")
+        # served and recycled until more than half the hosts and hosts of
+        # both owners were registered again: which hosts Zuul's requests
+        # get is the launchers' choice, so a fixed count of requests could
+        # end before one owner's hosts were used
+        wait_for(lambda: len([r for r in load.records if r["state"] == "fulfilled"]) > 40
+                 and (lambda by: len(by) > len(names) // 2 and
+                      {k for ks in by.values() for k in ks} == {0, 1})(acted(sups, reg, mark)),
+                 120, what="static nodes of both owners served and recycled")
         # each host registered again after each recycle by its owner only,
         # whichever instance deleted the used node; both own some
         by = acted(sups, reg, mark)
