@@ -1597,8 +1597,13 @@ unique_created_time(double now)
 	return now;
 }
 
+/*
+ * Node i is to be launched (decided in a quota round: choose): its INIT
+ * record made (hn->node, HN_CREATING) and its reservation taken
+ * (hn->qres), as the create that follows will send it.
+ */
 static void
-start_launch(struct handler *h, size_t i)
+launch_prepare(struct handler *h, size_t i)
 {
 	struct hnode *hn = &h->nodes[i];
 	struct np_node *n = np_node_new();
@@ -1620,15 +1625,21 @@ start_launch(struct handler *h, size_t i)
 		n->resources = drv_quota_to_json(&q);
 		drv_quota_clear(&q);
 	}
-	metrics_launch_phase(pool->prov->name, METRICS_PHASE_QUOTA_WAIT,
-			     lc_monotonic() - h->started);
 	hn->node = n;
 	hn->state = HN_CREATING;
 	hn->az = az_for_launch(h);
 	/* an earlier create's reservation still held (its outcome unknown) */
 	lc_quota_create_done(h->lc, hn->qres, NULL, 1);
 	hn->qres = lc_quota_create_sent(h->lc, LC_QRES_LAUNCH, n, h->req->tenant_name);
-	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));
+}
+
+static void
+start_launch(struct handler *h, size_t i)
+{
+	launch_prepare(h, i);
+	metrics_launch_phase(h->pool->prov->name, METRICS_PHASE_QUOTA_WAIT,
+			     lc_monotonic() - h->started);
+	lc_create_node(h->lc, h->nodes[i].node, new_node_created, hop_new(h, i));
 }
 
 /* The quota one node of label needs (driver's label_quota; default one
@@ -1824,6 +1835,46 @@ delete_oldest_unused(struct handler *h)
 
 /* ---- the run loop (re-entrant, as NodeRequestHandler.run) -------------------- */
 
+/* What a node still wanted (HN_WANTED) gets now: run()'s decision, as
+ * upstream's NodeRequestHandler.run per node (reuse, else launch within
+ * quota), and the launch decided at the accept (plan_launches) asks the
+ * same. */
+enum hn_choice {
+	CHOOSE_ADOPT,	     /* *id: a launch an earlier launcher began */
+	CHOOSE_REUSE,	     /* *id: a ready node of the pool */
+	CHOOSE_SHORT,	     /* nothing to be had: reuse-only, or at quota */
+	CHOOSE_QUOTA_WAIT,   /* decided in the next quota round */
+	CHOOSE_TENANT_SHORT, /* the request's tenant is at its limits */
+	CHOOSE_LAUNCH,	     /* launch it now (a quota round is open) */
+};
+
+static enum hn_choice
+choose(struct handler *h, size_t i, const char **id)
+{
+	struct launcher *lc = h->lc;
+	const struct driver *drv = lc->prov.drv;
+	struct hnode *hn = &h->nodes[i];
+
+	/* a launch an earlier launcher began for this request: go on with it
+	 * (no quota check: its node is counted already) */
+	if (!drv->reuse_only && !hn->no_adopt && (*id = find_adoptable(h, hn->label)) != NULL)
+		return CHOOSE_ADOPT;
+	/* a reuse-only driver (static) has no other way to serve, so reuse:
+	 * false (min-ready) still takes ready nodes, as upstream's static
+	 * handler */
+	if ((h->req->reuse || drv->reuse_only) && (*id = find_reusable(h, hn->label)) != NULL)
+		return CHOOSE_REUSE;
+	if (drv->reuse_only)
+		return CHOOSE_SHORT;
+	if (!lc_quota_open(lc))
+		return CHOOSE_QUOTA_WAIT;
+	if (!has_remaining_quota(h, hn->label))
+		return CHOOSE_SHORT;
+	if (!tenant_has_room(h, i))
+		return CHOOSE_TENANT_SHORT;
+	return CHOOSE_LAUNCH;
+}
+
 static void
 run(struct handler *h)
 {
@@ -1881,38 +1932,26 @@ run(struct handler *h)
 		}
 		if (hn->state != HN_WANTED)
 			continue;
-		/* a launch an earlier launcher began for this request: go on
-		 * with it (no quota check: its node is counted already) */
-		if (!drv->reuse_only && !hn->no_adopt &&
-		    (id = find_adoptable(h, hn->label)) != NULL) {
+		switch (choose(h, i, &id)) {
+		case CHOOSE_ADOPT:
 			start_adopt(h, i, id);
-			continue;
-		}
-		/* a reuse-only driver (static) has no other way to serve, so
-		 * reuse: false (min-ready) still takes ready nodes, as upstream's
-		 * static handler */
-		if ((h->req->reuse || drv->reuse_only) &&
-		    (id = find_reusable(h, hn->label)) != NULL) {
+			break;
+		case CHOOSE_REUSE:
 			start_reuse(h, i, id);
-			continue;
-		}
-		if (drv->reuse_only) {
+			break;
+		case CHOOSE_SHORT:
 			short_of_nodes = 1;
-			continue;
-		}
-		if (!lc_quota_open(lc)) {
+			break;
+		case CHOOSE_QUOTA_WAIT:
 			quota_wait = 1; /* decided in the next round (quota.c) */
-			continue;
-		}
-		if (!has_remaining_quota(h, hn->label)) {
-			short_of_nodes = 1;
-			continue;
-		}
-		if (!tenant_has_room(h, i)) {
+			break;
+		case CHOOSE_TENANT_SHORT:
 			tenant_short = 1;
-			continue;
+			break;
+		case CHOOSE_LAUNCH:
+			start_launch(h, i);
+			break;
 		}
-		start_launch(h, i);
 	}
 	if (quota_wait) {
 		lc_quota_want(lc);
@@ -2029,20 +2068,29 @@ poll_handler(struct handler *h)
 
 /* The request is `pending` under our lock (version: its data version
  * now, -1 if unknown): collect its nodeset. */
+/* The nodeset's slots, one per node_types entry (once). */
 static void
-accept_go(struct handler *h, int version)
+nodes_init(struct handler *h)
 {
 	size_t i;
 
-	h->req_version = version;
-	h->lc->counters.accepted++;
-	h->state = H_RUNNING;
+	if (h->nodes != NULL)
+		return;
 	h->n_nodes = h->req->node_types.n;
 	h->nodes = calloc(h->n_nodes ? h->n_nodes : 1, sizeof(*h->nodes));
 	if (h->nodes == NULL)
 		abort();
 	for (i = 0; i < h->n_nodes; i++)
 		h->nodes[i].label = strdup(h->req->node_types.v[i]);
+}
+
+static void
+accept_go(struct handler *h, int version)
+{
+	h->req_version = version;
+	h->lc->counters.accepted++;
+	h->state = H_RUNNING;
+	nodes_init(h);
 	log_debug("request %s accepted by pool %s", h->req_id, h->pool->name);
 	if (h->n_nodes == 0) {
 		fulfil(h); /* an empty nodeset is fulfilled at once */
@@ -2434,6 +2482,103 @@ request_locked(struct zk_lock *lock, int rc, void *arg)
  * requested -> fulfilled, no `pending` write).
  */
 
+/* ---- launches decided at the accept (issue 25) ---------------------------- *
+ *
+ * After the accept, a launch costs two more dependent round trips before
+ * the cloud is asked: the INIT node's create, then its lock with
+ * `building`. When the accept's multi is sent (accept_with_lock) and
+ * run() would launch every node of the nodeset at once right then (a
+ * quota round can be opened on the spot, lc_quota_enter, and choose()
+ * says launch for each node, each counting the reservations of those
+ * before it, as run() does), the INIT creates ride in that multi: the
+ * request is locked, `pending` and its nodes made in one transaction,
+ * and each node is taken (locked and written `building`) from its reply.
+ * Refused (another launcher made the lock dir, the request changed),
+ * nothing of it was made: the reservations are dropped, the nodes
+ * forgotten, and the usual sequence follows. The nodes are INIT and
+ * unlocked until taken, as after an ordinary create: nothing cleans up
+ * an INIT node of a live request, and a node is written `building` only
+ * under its lock (upstream's rule, driver/__init__.py).
+ */
+
+/* Forget the nodes planned for the accept's multi: it made nothing (or,
+ * unknown, the next round waits for a re-synced view: quota.c). */
+static void
+plan_drop(struct handler *h, int unknown)
+{
+	size_t i;
+
+	for (i = 0; i < h->n_nodes; i++) {
+		struct hnode *hn = &h->nodes[i];
+		lc_quota_create_done(h->lc, hn->qres, NULL, unknown);
+		hn->qres = NULL;
+		np_node_free(hn->node);
+		free(hn->label);
+	}
+	free(h->nodes);
+	h->nodes = NULL;
+	h->n_nodes = 0;
+	h->accept_launches = 0;
+	az_reset(h);
+}
+
+/* Inside an open quota round: plan a launch of every node (1), or none
+ * (0, nothing kept). */
+static int
+plan_launches(struct handler *h)
+{
+	const char *id;
+	size_t i;
+
+	nodes_init(h);
+	for (i = 0; i < h->n_nodes; i++) {
+		if (choose(h, i, &id) != CHOOSE_LAUNCH) {
+			plan_drop(h, 0);
+			return 0;
+		}
+		launch_prepare(h, i);
+	}
+	h->accept_launches = h->n_nodes > 0;
+	return h->accept_launches;
+}
+
+/* The accept's multi made the nodes too: take each (created: lock and
+ * `building`; its name lost with the answer: looked for once the view is
+ * re-synced, as a create whose reply was lost). */
+static void
+accept_launched(struct handler *h, const struct zk_multi_result *res, int n)
+{
+	size_t i;
+	const char *name;
+
+	h->accept_launches = 0;
+	for (i = 0; i < h->n_nodes && h->state != H_DONE; i++) {
+		struct hnode *hn = &h->nodes[i];
+		name = (int)i + 1 < n && res[i + 1].path != NULL ? strrchr(res[i + 1].path, '/')
+								 : NULL;
+		if (name != NULL) {
+			new_node_take(h, i, name + 1);
+			continue;
+		}
+		log_warn("request %s: the node for %s was created with the accept, its name lost "
+			 "with the connection; looking for it",
+			 h->req_id, hn->label);
+		hn->create_unknown = 1;
+		hn->create_epoch = h->lc->sync_epoch;
+	}
+	/* already re-synced since (the lock's own look came after): now */
+	h->ops++;
+	for (i = 0; lc_in_sync(h->lc) && i < h->n_nodes && h->state != H_DONE; i++)
+		if (h->nodes[i].state == HN_CREATING && h->nodes[i].create_unknown)
+			find_own_create(h, i);
+	h->ops--;
+	if (h->state == H_DONE && h->ops == 0) {
+		if (h->detached)
+			TAILQ_REMOVE(&h->lc->zombies, h, entry);
+		lc_handler_destroy(h);
+	}
+}
+
 static void
 request_locked_accepting(struct zk_lock *lock, int rc, void *arg)
 {
@@ -2445,6 +2590,14 @@ request_locked_accepting(struct zk_lock *lock, int rc, void *arg)
 	if (hop_done(o, &h, NULL))
 		return;
 	if (rc != ZOK) {
+		/* not held: the multi did not land, unless its answer was lost
+		 * and the session with it (unknown: quota.c waits for a view) */
+		if (h->accept_launches) {
+			log_info("request %s: accept with %zu launch(es) not applied (%s); "
+				 "another launcher has it",
+				 h->req_id, h->n_nodes, zk_strerror(rc));
+			plan_drop(h, 1);
+		}
 		np_request_free(h->req);
 		h->req = NULL;
 		h->lc->counters.req_lock_lost++;
@@ -2453,6 +2606,11 @@ request_locked_accepting(struct zk_lock *lock, int rc, void *arg)
 	}
 	if (!zk_lock_applied(lock, &res, &n)) {
 		/* not accepted: as if locked the usual way */
+		if (h->accept_launches) {
+			log_info("request %s: accept with %zu launch(es) not applied; in turn",
+				 h->req_id, h->n_nodes);
+			plan_drop(h, 1);
+		}
 		np_request_free(h->req);
 		h->req = NULL;
 		if (h->vanished) {
@@ -2464,8 +2622,21 @@ request_locked_accepting(struct zk_lock *lock, int rc, void *arg)
 	}
 	if (res[0].ctime_ms > 0)
 		log_debug("request %s: locked and read (created %.0f ms before; accepted with "
-			  "the lock)",
-			  h->req_id, lc_now() * 1000 - (double)res[0].ctime_ms);
+			  "the lock%s)",
+			  h->req_id, lc_now() * 1000 - (double)res[0].ctime_ms,
+			  h->accept_launches ? " and its nodes made" : "");
+	if (h->accept_launches) {
+		h->lc->counters.accept_launched++;
+		/* the nodes exist: taken and launched even if the request
+		 * went meanwhile (vanish_step lets launches finish, their
+		 * nodes then reusable), as a create answered after it went */
+		h->req_version = res[0].version;
+		h->lc->counters.accepted++;
+		h->state = H_RUNNING;
+		log_debug("request %s accepted by pool %s", h->req_id, h->pool->name);
+		accept_launched(h, res, n);
+		return;
+	}
 	if (h->vanished) {
 		release_request_lock(h); /* pending, unlocked: as a cancelled accept */
 		return;
@@ -2480,10 +2651,11 @@ accept_with_lock(struct handler *h)
 	struct launcher *lc = h->lc;
 	const struct zk_cache_entry *e = zk_cache_get(lc->requests, h->req_id);
 	const struct np_request *r = e != NULL ? e->obj : NULL;
-	struct zk_multi_op op;
+	struct zk_multi_op *ops;
 	char path[160];
-	char *json;
-	size_t jlen;
+	char **jsons;
+	size_t i, jlen;
+	int nops, round;
 
 	if (lc->prov.drv->reuse_only || r == NULL || r->state != NP_REQ_REQUESTED ||
 	    np_strv_contains(&r->declined_by, h->pool->launcher_id) ||
@@ -2492,17 +2664,47 @@ accept_with_lock(struct handler *h)
 	h->req = np_request_dup(r);
 	h->min_ready = r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0;
 	np_request_set_state(h->req, NP_REQ_PENDING);
-	json = np_request_encode(h->req, &jlen);
+	/* the launches too, if they can be decided now (a round open on the
+	 * spot, and sent before it closes) */
+	round = h->req->node_types.n > 0 && lc_quota_enter(lc);
+	if (round && !plan_launches(h)) {
+		lc_quota_leave(lc);
+		round = 0;
+	}
+	nops = 1 + (int)(h->accept_launches ? h->n_nodes : 0);
+	ops = calloc((size_t)nops, sizeof(*ops));
+	jsons = calloc((size_t)nops, sizeof(*jsons));
+	if (ops == NULL || jsons == NULL)
+		abort();
+	jsons[0] = np_request_encode(h->req, &jlen);
 	req_path(h, path, sizeof(path));
-	memset(&op, 0, sizeof(op));
-	op.type = ZK_MULTI_SET;
-	op.path = path;
-	op.data = json;
-	op.len = (int)jlen;
-	op.version = e->stat.version;
-	lc_lock_acquire_with(lc, h->req_lock, &op, 1, request_locked_accepting,
+	ops[0].type = ZK_MULTI_SET;
+	ops[0].path = path;
+	ops[0].data = jsons[0];
+	ops[0].len = (int)jlen;
+	ops[0].version = e->stat.version;
+	for (i = 1; i < (size_t)nops; i++) {
+		jsons[i] = np_node_encode(h->nodes[i - 1].node, &jlen);
+		ops[i].type = ZK_MULTI_CREATE;
+		ops[i].path = "/nodepool/nodes/";
+		ops[i].data = jsons[i];
+		ops[i].len = (int)jlen;
+		ops[i].flags = ZOO_SEQUENCE;
+	}
+	for (i = 1; i < (size_t)nops; i++)
+		metrics_launch_phase(h->pool->prov->name, METRICS_PHASE_QUOTA_WAIT,
+				     lc_monotonic() - h->started);
+	if (h->accept_launches)
+		log_debug("request %s: %zu launch(es) decided with its accept", h->req_id,
+			  h->n_nodes);
+	lc_lock_acquire_with(lc, h->req_lock, ops, nops, request_locked_accepting,
 			     hop_new(h, (size_t)-1));
-	free(json);
+	if (round)
+		lc_quota_leave(lc);
+	for (i = 0; i < (size_t)nops; i++)
+		free(jsons[i]);
+	free(jsons);
+	free(ops);
 	return 1;
 }
 
