@@ -74,6 +74,7 @@ lc_handler_destroy(struct handler *h)
 		np_node_free(hn->node);
 		free(hn->node_id);
 		free(hn->label);
+		free(hn->early_error);
 	}
 	free(h->nodes);
 	zk_lock_free(h->req_lock);
@@ -167,8 +168,11 @@ lc_handler_finish(struct handler *h)
 		struct hnode *hn = &h->nodes[i];
 		if (hn->launching && lc->prov.drv->launch_cancel != NULL && lc->prov.dp != NULL) {
 			/* our session ended: the node is another launcher's to
-			 * adopt, the instance with it (launches survive) */
-			if (lc->abandon_launches && lc->prov.drv->launch_abandon != NULL)
+			 * adopt, the instance with it (launches survive); not
+			 * an early launch, whose instance its record may not
+			 * name yet (early_store) */
+			if (lc->abandon_launches && lc->prov.drv->launch_abandon != NULL &&
+			    !hn->early)
 				lc->prov.drv->launch_abandon(lc->prov.dp, &hn->launch);
 			else
 				lc->prov.drv->launch_cancel(lc->prov.dp, &hn->launch);
@@ -177,6 +181,11 @@ lc_handler_finish(struct handler *h)
 			lc_ctx_free(lc, hn->launch.owner);
 			hn->launch.owner = NULL;
 			h->ops--;
+		} else if (hn->early && hn->early_done && lc->prov.dp != NULL) {
+			/* an early launch that ended before its lock's answer:
+			 * nobody will take its instance over */
+			hn->early_done = 0;
+			lc_cleanup_delete_instance(lc, np_node_dup(hn->node));
 		}
 	}
 	if (h->ops > 0) {
@@ -1287,6 +1296,9 @@ fulfil_with_ready(struct handler *h, size_t i)
 	return 1;
 }
 
+static void launch_result(struct handler *h, size_t i, enum drv_launch_result result,
+			  const char *error);
+
 /* The host's launch_done service (drivers/host.h): drv_launch_done. */
 void
 lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error)
@@ -1300,6 +1312,7 @@ lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const c
 	lc_ctx_free(lc, o);
 	h->ops--;
 	hn->launching = 0;
+	hn->launch.owner = NULL;
 	if (h->state == H_DONE) {
 		if (h->ops == 0) {
 			if (h->detached)
@@ -1308,6 +1321,25 @@ lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const c
 		}
 		return;
 	}
+	if (hn->early) {
+		/* its lock and `building` not answered yet: kept until then
+		 * (early_confirmed, early_abort) */
+		hn->early_done = 1;
+		hn->early_result = (int)result;
+		hn->early_error = error != NULL ? strdup(error) : NULL;
+		return;
+	}
+	launch_result(h, i, result, error);
+}
+
+/* Node i's launch ended (drv_launch_done, under its lock): the node is
+ * written READY, ABORTED or FAILED. */
+static void
+launch_result(struct handler *h, size_t i, enum drv_launch_result result, const char *error)
+{
+	struct hnode *hn = &h->nodes[i];
+	struct launcher *lc = h->lc;
+
 	switch (result) {
 	case DRV_LAUNCH_READY:
 		lc->counters.launches_ready++;
@@ -1374,6 +1406,12 @@ lc_host_store_node(struct drv_host *host, const struct drv_launch *l)
 		errno = EINVAL;
 		return -1;
 	}
+	if (hn->early) {
+		/* written once its lock and `building` are answered
+		 * (early_confirmed), in order after them */
+		hn->early_store = 1;
+		return 0;
+	}
 	if (hn->lock == NULL || !zk_lock_is_held(hn->lock)) {
 		errno = ESTALE;
 		return -1;
@@ -1411,6 +1449,84 @@ building_go(struct handler *h, size_t i, int version)
 	lc->prov.drv->launch(lc->prov.dp, &hn->launch);
 }
 
+/* ---- the launch begun before the node's lock is answered (issue 25) ------- *
+ *
+ * A node we just made is INIT and unlocked until its lock and `building`
+ * (one multi) are answered, and nothing cleans up an INIT node of a live
+ * request while it is unlocked (upstream's rule: a node is written
+ * BUILDING only under its lock, since unlocked BUILDING nodes are
+ * deleted). So the driver's launch (the cloud's create call) starts at
+ * the create's reply, in parallel with that multi, one ZooKeeper round
+ * trip sooner (early launch). Until the answer, what the driver asks of
+ * the node's record waits: a store (drv_store_node: the instance named)
+ * is made after it, under the lock, and a completion is held, then
+ * handled as usual. If the lock is refused (someone else locked the node,
+ * or it is gone) or `building` not written, the launch is cancelled (the
+ * driver deletes what it made: launch_cancel), or, if it already ended,
+ * its instance is deleted (lc_cleanup_delete_instance); the node failed,
+ * as a node whose lock is refused without an early launch.
+ */
+
+static int
+early_launch_ok(const struct handler *h, const struct hnode *hn)
+{
+	const struct driver *drv = h->lc->prov.drv;
+
+	return drv->launch_cancel != NULL && drv->node_delete != NULL && h->lc->prov.dp != NULL &&
+	       !hn->resume;
+}
+
+/* Node i's lock and `building` are in (version: its data version now, -1
+ * if unknown): what the launch asked meanwhile is done now. */
+static void
+early_confirmed(struct handler *h, size_t i, int version)
+{
+	struct hnode *hn = &h->nodes[i];
+	char *err;
+
+	hn->early = 0;
+	hn->version = version;
+	if (hn->early_done) {
+		hn->early_done = 0;
+		hn->early_store = 0;
+		err = hn->early_error;
+		hn->early_error = NULL;
+		launch_result(h, i, (enum drv_launch_result)hn->early_result, err);
+		free(err);
+		return;
+	}
+	if (hn->early_store) {
+		hn->early_store = 0;
+		hn->stores++;
+		lc_store_node(h->lc, hn->node, hn->lock, launch_node_stored, hop_new(h, i));
+	}
+}
+
+/* Node i's lock or `building` was refused: its launch is undone. */
+static void
+early_abort(struct handler *h, size_t i)
+{
+	struct hnode *hn = &h->nodes[i];
+	struct launcher *lc = h->lc;
+
+	hn->early = 0;
+	hn->early_store = 0;
+	if (hn->launching) {
+		log_warn("node %s: its lock was refused; cancelling its launch", hn->node_id);
+		lc->prov.drv->launch_cancel(lc->prov.dp, &hn->launch);
+		hn->launching = 0;
+		/* no completion will come: drop its reference */
+		lc_ctx_free(lc, hn->launch.owner);
+		hn->launch.owner = NULL;
+		h->ops--;
+	} else if (hn->early_done) {
+		hn->early_done = 0;
+		free(hn->early_error);
+		hn->early_error = NULL;
+		lc_cleanup_delete_instance(lc, np_node_dup(hn->node));
+	}
+}
+
 static void
 node_building_stored(int rc, const struct zk_stat *st, void *arg)
 {
@@ -1424,9 +1540,15 @@ node_building_stored(int rc, const struct zk_stat *st, void *arg)
 	hn = &h->nodes[i];
 	hn->stores--;
 	if (rc != ZOK) {
+		if (hn->early)
+			early_abort(h, i);
 		hn->state = HN_FAILED;
 		h->failed = 1;
 		after_node_step(h);
+		return;
+	}
+	if (hn->early) {
+		early_confirmed(h, i, st != NULL ? st->version : -1);
 		return;
 	}
 	building_go(h, i, st != NULL ? st->version : -1);
@@ -1446,6 +1568,8 @@ new_node_locked(struct zk_lock *lock, int rc, void *arg)
 		return;
 	hn = &h->nodes[i];
 	if (rc != ZOK) {
+		if (hn->early)
+			early_abort(h, i);
 		np_node_set_state(hn->node, NP_NODE_INIT); /* as stored */
 		lc_set_error(h->lc, "locking new node %s: %s", hn->node_id, zk_strerror(rc));
 		hn->state = HN_FAILED;
@@ -1455,7 +1579,10 @@ new_node_locked(struct zk_lock *lock, int rc, void *arg)
 	}
 	if (zk_lock_applied(lock, &res, &n)) {
 		/* locked and BUILDING in one transaction */
-		building_go(h, i, res[0].version);
+		if (hn->early)
+			early_confirmed(h, i, res[0].version);
+		else
+			building_go(h, i, res[0].version);
 		return;
 	}
 	/* lock first, then BUILDING: an unlocked BUILDING node is an orphan */
@@ -1499,6 +1626,11 @@ new_node_take(struct handler *h, size_t i, const char *id)
 	op.version = 0;
 	lc_lock_acquire_with(h->lc, hn->lock, &op, 1, new_node_locked, hop_new(h, i));
 	free(json);
+	if (early_launch_ok(h, hn)) {
+		/* the cloud's create now, the lock's answer on its way */
+		hn->early = 1;
+		building_go(h, i, -1);
+	}
 }
 
 static void

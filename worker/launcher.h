@@ -142,6 +142,19 @@ struct hnode {
 	 * (HN_LOCKING, then HN_BUILDING with drv_launch.resume) */
 	int resume;
 	int no_adopt; /* an adoption failed: launch instead */
+	/*
+	 * The launch began at the node's create reply, while its lock and
+	 * `building` were still on their way (handler.c, early launch): a
+	 * store the driver asks for meanwhile (early_store) and its
+	 * completion (early_done, early_result, early_error: malloc'd or
+	 * NULL) wait for that answer; the lock refused, the launch is
+	 * cancelled or its instance deleted.
+	 */
+	int early;
+	int early_store;
+	int early_done;
+	int early_result; /* enum drv_launch_result */
+	char *early_error;
 	/* the reservation of the create (launching) or of the allocation
 	 * write (a reuse for a tenant with limits) sent in a quota round,
 	 * until its outcome is told to quota.c (lc_quota_create_done) */
@@ -520,6 +533,11 @@ void lc_host_delete_done(struct drv_delete *d, int ok, const char *error);
 void lc_delete_pass(struct launcher *lc);
 /* Start deleting one node (locks it, drives the driver); safe to call twice. */
 void lc_cleanup_delete_node(struct launcher *lc, const char *node_id);
+/* Delete the instance of n (taken; its external_id: none, nothing to do)
+ * through the driver's node_delete, leaving its record alone: a launch
+ * begun before its node's lock was answered, whose lock was refused
+ * (handler.c). A failed delete is logged; the leak cleanup takes it. */
+void lc_cleanup_delete_instance(struct launcher *lc, struct np_node *n);
 
 /* quota.c: launch decisions serialized across the provider's launchers
  * (the design is at the top of quota.c). */

@@ -29,6 +29,7 @@ import os
 import pytest
 
 from conftest import wait_for
+from fakecloud import Cloud
 from npd import Supervisor
 from zkwire import CREATES, OP_MULTI, OP_SETDATA, ZkWireProxy
 
@@ -51,16 +52,17 @@ def wire(zk_server):
     p.close()
 
 
-def start(deployment, wire, chroot, name, timeout=6):
-    """nodepoold with one fake provider, through the proxy, plain TCP (the
-    proxy reads the requests)."""
+def start(deployment, wire, chroot, name, timeout=6, boot=0):
+    """nodepoold with one fake provider (servers ACTIVE boot seconds after
+    their create), through the proxy, plain TCP (the proxy reads the
+    requests)."""
     s = Supervisor(deployment, name=name)
     full = {
         "zookeeper-servers": [{"host": "127.0.0.1", "port": wire.port, "chroot": chroot}],
         "zookeeper-timeout": timeout,
         "labels": [{"name": LABEL}],
         "providers": [{
-            "name": "sim", "driver": "fake",
+            "name": "sim", "driver": "fake", "boot-delay": boot,
             "state-file": os.path.join(deployment.dir, "cloud-%s.json" % name),
             "pools": [{"name": "main", "max-servers": 6, "labels": [{"name": LABEL}]}],
         }],
@@ -89,6 +91,27 @@ def multi_request_id(req):
     for o in req.ops:
         if o.op == OP_SETDATA and "/nodepool/requests/" in (o.path or ""):
             return o.path.rsplit("/", 1)[1]
+    for o in req.ops:
+        # a node's lock and `building`: the request it is allocated to
+        if o.op == OP_SETDATA and "/nodepool/nodes/" in (o.path or ""):
+            return json.loads(o.data).get("allocated_to")
+    return None
+
+
+def node_lock_building(req):
+    """A new node's lock (its dir and our contender) and `building` in one
+    multi."""
+    if req.op != OP_MULTI:
+        return False
+    return any(o.op == OP_SETDATA and "/nodepool/nodes/" in (o.path or "") and
+               json.loads(o.data or b"{}").get("state") == "building" for o in req.ops) and \
+        any(o.op in CREATES and (o.path or "").endswith("/lock") for o in req.ops)
+
+
+def multi_node_id(req):
+    for o in req.ops:
+        if o.op == OP_SETDATA and "/nodepool/nodes/" in (o.path or ""):
+            return o.path.rsplit("/", 1)[1]
     return None
 
 
@@ -103,12 +126,14 @@ def serve(zuul, rid):
     zuul.finish(zuul.accept(rid))
 
 
-def until_aimed(zuul, wire, labels, pred, lose, hook=None):
+def until_aimed(zuul, wire, labels, pred, lose, hook=None, before=None):
     """Submit requests one at a time (each served and its nodes gone
-    before the next) until the aimed multi passes; the request it was
-    for."""
+    before the next; before() called before each) until the aimed multi
+    passes; the request it was for."""
     for _ in range(TRIES):
         wait_for(lambda: no_nodes(zuul), 60, what="no node left")
+        if before is not None:
+            before()
         wire.aim(pred, lose=lose, hook=hook)
         rid = zuul.submit(labels)
         wait_for(lambda: wire.fired.is_set() or
@@ -222,4 +247,67 @@ def test_accept_reply_lost(deployment, wire, zuul, chroot):
         st = s.status()
         assert st["sim"]["restarts"] == 0, st
     finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("when", ["launch-running", "launch-ended"])
+def test_node_lock_refused_while_launching(deployment, wire, zuul, chroot, when):
+    """The node's launch begins at its create's reply, while its lock and
+    `building` are on their way. Another launcher locks the node first
+    (the lock dir exists: the multi is refused, the lock is busy): the
+    launch is cancelled, or, had it ended already, its instance deleted;
+    no instance is left in the cloud, the node is never written
+    `building` by us, and the request ends as for any node whose lock is
+    refused (declined by the only pool: failed)."""
+    boot = 60 if when == "launch-running" else 0
+    s = start(deployment, wire, chroot, "npd-early-" + when, boot=boot)
+    cloud = Cloud(deployment, name="npd-early-" + when)
+    rival = {}
+    ready = {}
+
+    def mark():
+        ready["before"] = (cloud.framework() or {}).get("launches.ready", 0)
+
+    def instance_of(nid):
+        return [i for i in cloud.instances()
+                if (i.get("metadata") or {}).get("nodepool_node_id") == nid]
+
+    def rival_locks(req):
+        nid = multi_node_id(req)
+        # the launch's create reached the cloud (it began before this
+        # multi was answered); with boot 0, the launch has ended too
+        wait_for(lambda: instance_of(nid), 30, what="node %s's instance created" % nid)
+        if when == "launch-ended":
+            wait_for(lambda: (cloud.framework() or {}).get("launches.ready", 0) >
+                     ready["before"], 30, what="node %s's launch ended" % nid)
+        lock = zuul.zk.Lock("/nodepool/nodes/%s/lock" % nid, "rival-launcher")
+        assert lock.acquire(timeout=10)
+        rival["lock"], rival["nid"] = lock, nid
+
+    try:
+        rid = until_aimed(zuul, wire, [LABEL], node_lock_building, "hook", hook=rival_locks,
+                          before=mark)
+        nid = rival["nid"]
+        req = zuul.wait_request(rid, timeout=60)
+        assert req["state"] == "failed", req
+        # the instance the early launch made is gone from the cloud
+        wait_for(lambda: not instance_of(nid), 60, what="node %s's instance deleted" % nid)
+        # the record was never written `building` by the launcher
+        n = zuul.node(nid)
+        assert n is not None and n["state"] == "init", n
+        log = s.log()
+        if when == "launch-running":
+            assert "node %s: its lock was refused; cancelling its launch" % nid in log
+        else:
+            assert "node %s: deleting instance" % nid in log
+        # the rival (a launcher's cleanup) removes the node, Zuul the request
+        zuul.zk.delete("/nodepool/nodes/" + nid, recursive=True)
+        rival.pop("lock").release()
+        zuul.cancel(rid)
+        wait_for(lambda: not cloud.instances(), 60, what="no instance left")
+        st = s.status()
+        assert st["sim"]["restarts"] == 0, st
+    finally:
+        if "lock" in rival:
+            rival["lock"].release()
         s.stop()
