@@ -17,7 +17,13 @@ and check what Zuul and ZooKeeper see:
     served once the other launcher lets it go, with exactly its nodes;
   - the multi lands and its reply is lost (the session lives on): the
     launcher finds the nodes it made and goes on with them; the request is
-    fulfilled with exactly those, nothing else is created.
+    fulfilled with exactly those, nothing else is created;
+  - two nodepoold serving one provider race for every request: the nodes
+    ever made are exactly those the requests were fulfilled with.
+
+A node's launch (the cloud's create) then starts at once, while the node's
+lock and `building` are on their way: when another launcher locks the node
+first, the launch is cancelled, or its instance deleted if it had ended.
 
 The first request of a fresh launcher takes the quota lock the usual way,
 so requests are served one by one until the aimed multi passes (a bounded
@@ -25,6 +31,8 @@ number of tries). Tests wait on conditions with generous deadlines, never
 on times."""
 import json
 import os
+import re
+import signal
 
 import pytest
 
@@ -311,3 +319,62 @@ def test_node_lock_refused_while_launching(deployment, wire, zuul, chroot, when)
         if "lock" in rival:
             rival["lock"].release()
         s.stop()
+
+
+def dump_counts(sup):
+    """The launcher's request-lock and accept counters, from its SIGUSR2
+    dump (sent through nodepoold): (lost races, requests whose nodes were
+    made with their accept)."""
+    before = len(sup.log())
+    os.kill(sup.pid(), signal.SIGUSR2)
+    pat = re.compile(r"request locks: attempts \d+ lost (\d+);.* nodes made with the accept "
+                     r"for (\d+) requests")
+    m = wait_for(lambda: pat.search(sup.log()[before:]), 30, what="the launcher's dump")
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_two_launchers_racing_leave_no_orphan(deployment, zuul, chroot):
+    """Two nodepoold (two hosts) serve one provider and both go for every
+    request (peer-takeover-delay 0: no ranking). Whatever each one's
+    accept carried, the loser's multi made nothing: once every request is
+    served and every node gone, the nodes ever made under /nodepool/nodes
+    (its cversion counts each create and each delete) are exactly the
+    nodes the requests were fulfilled with."""
+    cfg = {
+        "labels": [{"name": LABEL}],
+        "providers": [{
+            "name": "sim", "driver": "fake",
+            "pools": [{"name": "main", "max-servers": 40, "labels": [{"name": LABEL}]}],
+        }],
+    }
+    sups = []
+    for k in range(2):
+        s = Supervisor(deployment, name="npd%d" % k)
+        c = json.loads(json.dumps(cfg))
+        c["providers"][0]["state-file"] = os.path.join(deployment.dir, "cloud-%d.json" % k)
+        s.write(c, settings={"peer-takeover-delay": 0})
+        sups.append(s)
+    try:
+        for s in sups:
+            s.start_fg()
+        for s in sups:
+            s.wait_running(["sim"], timeout=60)
+        wait_for(lambda: zuul.zk.exists("/nodepool/nodes"), 30, what="/nodepool/nodes")
+        c0 = zuul.zk.exists("/nodepool/nodes").cversion
+        handed = 0
+        for wave in range(3):
+            rids = [zuul.submit([LABEL] * (1 + k % 2)) for k in range(20)]
+            for rid in rids:
+                req = zuul.wait_request(rid, timeout=120)
+                assert req["state"] == "fulfilled", req
+                handed += len(req["nodes"])
+                zuul.finish(zuul.accept(rid))
+        wait_for(lambda: no_nodes(zuul), 120, what="every node deleted")
+        made = (zuul.zk.exists("/nodepool/nodes").cversion - c0) // 2
+        counts = [dump_counts(s) for s in sups]
+        print("\nRACE: %d nodes made, %d handed over; (lost races, accepts with nodes) per "
+              "launcher: %s" % (made, handed, counts))
+        assert made == handed, (made, handed, counts)
+    finally:
+        for s in sups:
+            s.stop()
