@@ -64,7 +64,10 @@
  * Rounds batch: a handler that wants to launch while no round is open asks
  * for one (lc_quota_want) and waits; the round, once the lock is held and
  * the view loaded, runs every handler with nodes to launch (handler.c,
- * lc_handler_quota_round) and closes.
+ * lc_handler_quota_round) and closes. Where a round could run at once (the
+ * locks held since a round with a complete view, nobody waiting for
+ * them), a request being accepted opens one on the spot for its own
+ * launches (lc_quota_enter), so that its INIT nodes ride in its accept.
  *
  * The locks are kept across rounds (issue 25) while this launcher keeps
  * wanting rounds and no other contender waits: a round wanted meanwhile
