@@ -51,6 +51,7 @@ struct ndel {
 	/* 0 cleanup state; 1 READY node (age, capacity); 2 HOLD expired;
 	 * 3 INIT node whose request is gone or failed (orphan_inits) */
 	int why;
+	int instance_only; /* lc_cleanup_delete_instance: no record to touch */
 };
 
 static void
@@ -99,6 +100,15 @@ lc_host_delete_done(struct drv_delete *d, int ok, const char *error)
 	struct ndel *x = (struct ndel *)((char *)d - offsetof(struct ndel, d));
 	struct launcher *lc = x->lc;
 
+	if (x->instance_only) {
+		if (!ok)
+			lc_set_error(lc,
+				     "deleting instance %s of node %s: %s (leak cleanup takes it)",
+				     x->node->external_id, x->id, error ? error : "unknown error");
+		ndel_cleanup(x);
+		lc_ctx_free(lc, x);
+		return;
+	}
 	if (!ok) {
 		lc_set_error(lc, "deleting node %s: %s (retrying later)", x->id,
 			     error ? error : "unknown error");
@@ -125,6 +135,26 @@ ndel_stored(int rc, const struct zk_stat *st, void *arg)
 		return;
 	}
 	x->d.node = x->node;
+	lc->prov.drv->node_delete(lc->prov.dp, &x->d);
+}
+
+void
+lc_cleanup_delete_instance(struct launcher *lc, struct np_node *n)
+{
+	struct ndel *x;
+
+	if (lc->prov.drv->node_delete == NULL || lc->prov.dp == NULL || n->external_id == NULL) {
+		np_node_free(n);
+		return;
+	}
+	x = lc_ctx_new(lc, sizeof(*x), ndel_cleanup);
+	x->lc = lc;
+	x->id = strdup(n->id != NULL ? n->id : "?");
+	x->node = n;
+	x->instance_only = 1;
+	x->d.node = x->node;
+	log_info("node %s: deleting instance %s, made by a launch whose node lock was refused",
+		 x->id, n->external_id);
 	lc->prov.drv->node_delete(lc->prov.dp, &x->d);
 }
 

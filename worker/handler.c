@@ -74,6 +74,7 @@ lc_handler_destroy(struct handler *h)
 		np_node_free(hn->node);
 		free(hn->node_id);
 		free(hn->label);
+		free(hn->early_error);
 	}
 	free(h->nodes);
 	zk_lock_free(h->req_lock);
@@ -167,8 +168,11 @@ lc_handler_finish(struct handler *h)
 		struct hnode *hn = &h->nodes[i];
 		if (hn->launching && lc->prov.drv->launch_cancel != NULL && lc->prov.dp != NULL) {
 			/* our session ended: the node is another launcher's to
-			 * adopt, the instance with it (launches survive) */
-			if (lc->abandon_launches && lc->prov.drv->launch_abandon != NULL)
+			 * adopt, the instance with it (launches survive); not
+			 * an early launch, whose instance its record may not
+			 * name yet (early_store) */
+			if (lc->abandon_launches && lc->prov.drv->launch_abandon != NULL &&
+			    !hn->early)
 				lc->prov.drv->launch_abandon(lc->prov.dp, &hn->launch);
 			else
 				lc->prov.drv->launch_cancel(lc->prov.dp, &hn->launch);
@@ -177,6 +181,11 @@ lc_handler_finish(struct handler *h)
 			lc_ctx_free(lc, hn->launch.owner);
 			hn->launch.owner = NULL;
 			h->ops--;
+		} else if (hn->early && hn->early_done && lc->prov.dp != NULL) {
+			/* an early launch that ended before its lock's answer:
+			 * nobody will take its instance over */
+			hn->early_done = 0;
+			lc_cleanup_delete_instance(lc, np_node_dup(hn->node));
 		}
 	}
 	if (h->ops > 0) {
@@ -1287,6 +1296,9 @@ fulfil_with_ready(struct handler *h, size_t i)
 	return 1;
 }
 
+static void launch_result(struct handler *h, size_t i, enum drv_launch_result result,
+			  const char *error);
+
 /* The host's launch_done service (drivers/host.h): drv_launch_done. */
 void
 lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const char *error)
@@ -1300,6 +1312,7 @@ lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const c
 	lc_ctx_free(lc, o);
 	h->ops--;
 	hn->launching = 0;
+	hn->launch.owner = NULL;
 	if (h->state == H_DONE) {
 		if (h->ops == 0) {
 			if (h->detached)
@@ -1308,6 +1321,25 @@ lc_host_launch_done(struct drv_launch *l, enum drv_launch_result result, const c
 		}
 		return;
 	}
+	if (hn->early) {
+		/* its lock and `building` not answered yet: kept until then
+		 * (early_confirmed, early_abort) */
+		hn->early_done = 1;
+		hn->early_result = (int)result;
+		hn->early_error = error != NULL ? strdup(error) : NULL;
+		return;
+	}
+	launch_result(h, i, result, error);
+}
+
+/* Node i's launch ended (drv_launch_done, under its lock): the node is
+ * written READY, ABORTED or FAILED. */
+static void
+launch_result(struct handler *h, size_t i, enum drv_launch_result result, const char *error)
+{
+	struct hnode *hn = &h->nodes[i];
+	struct launcher *lc = h->lc;
+
 	switch (result) {
 	case DRV_LAUNCH_READY:
 		lc->counters.launches_ready++;
@@ -1374,6 +1406,12 @@ lc_host_store_node(struct drv_host *host, const struct drv_launch *l)
 		errno = EINVAL;
 		return -1;
 	}
+	if (hn->early) {
+		/* written once its lock and `building` are answered
+		 * (early_confirmed), in order after them */
+		hn->early_store = 1;
+		return 0;
+	}
 	if (hn->lock == NULL || !zk_lock_is_held(hn->lock)) {
 		errno = ESTALE;
 		return -1;
@@ -1411,6 +1449,84 @@ building_go(struct handler *h, size_t i, int version)
 	lc->prov.drv->launch(lc->prov.dp, &hn->launch);
 }
 
+/* ---- the launch begun before the node's lock is answered (issue 25) ------- *
+ *
+ * A node we just made is INIT and unlocked until its lock and `building`
+ * (one multi) are answered, and nothing cleans up an INIT node of a live
+ * request while it is unlocked (upstream's rule: a node is written
+ * BUILDING only under its lock, since unlocked BUILDING nodes are
+ * deleted). So the driver's launch (the cloud's create call) starts at
+ * the create's reply, in parallel with that multi, one ZooKeeper round
+ * trip sooner (early launch). Until the answer, what the driver asks of
+ * the node's record waits: a store (drv_store_node: the instance named)
+ * is made after it, under the lock, and a completion is held, then
+ * handled as usual. If the lock is refused (someone else locked the node,
+ * or it is gone) or `building` not written, the launch is cancelled (the
+ * driver deletes what it made: launch_cancel), or, if it already ended,
+ * its instance is deleted (lc_cleanup_delete_instance); the node failed,
+ * as a node whose lock is refused without an early launch.
+ */
+
+static int
+early_launch_ok(const struct handler *h, const struct hnode *hn)
+{
+	const struct driver *drv = h->lc->prov.drv;
+
+	return drv->launch_cancel != NULL && drv->node_delete != NULL && h->lc->prov.dp != NULL &&
+	       !hn->resume;
+}
+
+/* Node i's lock and `building` are in (version: its data version now, -1
+ * if unknown): what the launch asked meanwhile is done now. */
+static void
+early_confirmed(struct handler *h, size_t i, int version)
+{
+	struct hnode *hn = &h->nodes[i];
+	char *err;
+
+	hn->early = 0;
+	hn->version = version;
+	if (hn->early_done) {
+		hn->early_done = 0;
+		hn->early_store = 0;
+		err = hn->early_error;
+		hn->early_error = NULL;
+		launch_result(h, i, (enum drv_launch_result)hn->early_result, err);
+		free(err);
+		return;
+	}
+	if (hn->early_store) {
+		hn->early_store = 0;
+		hn->stores++;
+		lc_store_node(h->lc, hn->node, hn->lock, launch_node_stored, hop_new(h, i));
+	}
+}
+
+/* Node i's lock or `building` was refused: its launch is undone. */
+static void
+early_abort(struct handler *h, size_t i)
+{
+	struct hnode *hn = &h->nodes[i];
+	struct launcher *lc = h->lc;
+
+	hn->early = 0;
+	hn->early_store = 0;
+	if (hn->launching) {
+		log_warn("node %s: its lock was refused; cancelling its launch", hn->node_id);
+		lc->prov.drv->launch_cancel(lc->prov.dp, &hn->launch);
+		hn->launching = 0;
+		/* no completion will come: drop its reference */
+		lc_ctx_free(lc, hn->launch.owner);
+		hn->launch.owner = NULL;
+		h->ops--;
+	} else if (hn->early_done) {
+		hn->early_done = 0;
+		free(hn->early_error);
+		hn->early_error = NULL;
+		lc_cleanup_delete_instance(lc, np_node_dup(hn->node));
+	}
+}
+
 static void
 node_building_stored(int rc, const struct zk_stat *st, void *arg)
 {
@@ -1424,9 +1540,15 @@ node_building_stored(int rc, const struct zk_stat *st, void *arg)
 	hn = &h->nodes[i];
 	hn->stores--;
 	if (rc != ZOK) {
+		if (hn->early)
+			early_abort(h, i);
 		hn->state = HN_FAILED;
 		h->failed = 1;
 		after_node_step(h);
+		return;
+	}
+	if (hn->early) {
+		early_confirmed(h, i, st != NULL ? st->version : -1);
 		return;
 	}
 	building_go(h, i, st != NULL ? st->version : -1);
@@ -1446,6 +1568,8 @@ new_node_locked(struct zk_lock *lock, int rc, void *arg)
 		return;
 	hn = &h->nodes[i];
 	if (rc != ZOK) {
+		if (hn->early)
+			early_abort(h, i);
 		np_node_set_state(hn->node, NP_NODE_INIT); /* as stored */
 		lc_set_error(h->lc, "locking new node %s: %s", hn->node_id, zk_strerror(rc));
 		hn->state = HN_FAILED;
@@ -1455,7 +1579,10 @@ new_node_locked(struct zk_lock *lock, int rc, void *arg)
 	}
 	if (zk_lock_applied(lock, &res, &n)) {
 		/* locked and BUILDING in one transaction */
-		building_go(h, i, res[0].version);
+		if (hn->early)
+			early_confirmed(h, i, res[0].version);
+		else
+			building_go(h, i, res[0].version);
 		return;
 	}
 	/* lock first, then BUILDING: an unlocked BUILDING node is an orphan */
@@ -1499,6 +1626,11 @@ new_node_take(struct handler *h, size_t i, const char *id)
 	op.version = 0;
 	lc_lock_acquire_with(h->lc, hn->lock, &op, 1, new_node_locked, hop_new(h, i));
 	free(json);
+	if (early_launch_ok(h, hn)) {
+		/* the cloud's create now, the lock's answer on its way */
+		hn->early = 1;
+		building_go(h, i, -1);
+	}
 }
 
 static void
@@ -1597,8 +1729,13 @@ unique_created_time(double now)
 	return now;
 }
 
+/*
+ * Node i is to be launched (decided in a quota round: choose): its INIT
+ * record made (hn->node, HN_CREATING) and its reservation taken
+ * (hn->qres), as the create that follows will send it.
+ */
 static void
-start_launch(struct handler *h, size_t i)
+launch_prepare(struct handler *h, size_t i)
 {
 	struct hnode *hn = &h->nodes[i];
 	struct np_node *n = np_node_new();
@@ -1620,15 +1757,21 @@ start_launch(struct handler *h, size_t i)
 		n->resources = drv_quota_to_json(&q);
 		drv_quota_clear(&q);
 	}
-	metrics_launch_phase(pool->prov->name, METRICS_PHASE_QUOTA_WAIT,
-			     lc_monotonic() - h->started);
 	hn->node = n;
 	hn->state = HN_CREATING;
 	hn->az = az_for_launch(h);
 	/* an earlier create's reservation still held (its outcome unknown) */
 	lc_quota_create_done(h->lc, hn->qres, NULL, 1);
 	hn->qres = lc_quota_create_sent(h->lc, LC_QRES_LAUNCH, n, h->req->tenant_name);
-	lc_create_node(h->lc, n, new_node_created, hop_new(h, i));
+}
+
+static void
+start_launch(struct handler *h, size_t i)
+{
+	launch_prepare(h, i);
+	metrics_launch_phase(h->pool->prov->name, METRICS_PHASE_QUOTA_WAIT,
+			     lc_monotonic() - h->started);
+	lc_create_node(h->lc, h->nodes[i].node, new_node_created, hop_new(h, i));
 }
 
 /* The quota one node of label needs (driver's label_quota; default one
@@ -1824,6 +1967,46 @@ delete_oldest_unused(struct handler *h)
 
 /* ---- the run loop (re-entrant, as NodeRequestHandler.run) -------------------- */
 
+/* What a node still wanted (HN_WANTED) gets now: run()'s decision, as
+ * upstream's NodeRequestHandler.run per node (reuse, else launch within
+ * quota), and the launch decided at the accept (plan_launches) asks the
+ * same. */
+enum hn_choice {
+	CHOOSE_ADOPT,	     /* *id: a launch an earlier launcher began */
+	CHOOSE_REUSE,	     /* *id: a ready node of the pool */
+	CHOOSE_SHORT,	     /* nothing to be had: reuse-only, or at quota */
+	CHOOSE_QUOTA_WAIT,   /* decided in the next quota round */
+	CHOOSE_TENANT_SHORT, /* the request's tenant is at its limits */
+	CHOOSE_LAUNCH,	     /* launch it now (a quota round is open) */
+};
+
+static enum hn_choice
+choose(struct handler *h, size_t i, const char **id)
+{
+	struct launcher *lc = h->lc;
+	const struct driver *drv = lc->prov.drv;
+	struct hnode *hn = &h->nodes[i];
+
+	/* a launch an earlier launcher began for this request: go on with it
+	 * (no quota check: its node is counted already) */
+	if (!drv->reuse_only && !hn->no_adopt && (*id = find_adoptable(h, hn->label)) != NULL)
+		return CHOOSE_ADOPT;
+	/* a reuse-only driver (static) has no other way to serve, so reuse:
+	 * false (min-ready) still takes ready nodes, as upstream's static
+	 * handler */
+	if ((h->req->reuse || drv->reuse_only) && (*id = find_reusable(h, hn->label)) != NULL)
+		return CHOOSE_REUSE;
+	if (drv->reuse_only)
+		return CHOOSE_SHORT;
+	if (!lc_quota_open(lc))
+		return CHOOSE_QUOTA_WAIT;
+	if (!has_remaining_quota(h, hn->label))
+		return CHOOSE_SHORT;
+	if (!tenant_has_room(h, i))
+		return CHOOSE_TENANT_SHORT;
+	return CHOOSE_LAUNCH;
+}
+
 static void
 run(struct handler *h)
 {
@@ -1881,38 +2064,26 @@ run(struct handler *h)
 		}
 		if (hn->state != HN_WANTED)
 			continue;
-		/* a launch an earlier launcher began for this request: go on
-		 * with it (no quota check: its node is counted already) */
-		if (!drv->reuse_only && !hn->no_adopt &&
-		    (id = find_adoptable(h, hn->label)) != NULL) {
+		switch (choose(h, i, &id)) {
+		case CHOOSE_ADOPT:
 			start_adopt(h, i, id);
-			continue;
-		}
-		/* a reuse-only driver (static) has no other way to serve, so
-		 * reuse: false (min-ready) still takes ready nodes, as upstream's
-		 * static handler */
-		if ((h->req->reuse || drv->reuse_only) &&
-		    (id = find_reusable(h, hn->label)) != NULL) {
+			break;
+		case CHOOSE_REUSE:
 			start_reuse(h, i, id);
-			continue;
-		}
-		if (drv->reuse_only) {
+			break;
+		case CHOOSE_SHORT:
 			short_of_nodes = 1;
-			continue;
-		}
-		if (!lc_quota_open(lc)) {
+			break;
+		case CHOOSE_QUOTA_WAIT:
 			quota_wait = 1; /* decided in the next round (quota.c) */
-			continue;
-		}
-		if (!has_remaining_quota(h, hn->label)) {
-			short_of_nodes = 1;
-			continue;
-		}
-		if (!tenant_has_room(h, i)) {
+			break;
+		case CHOOSE_TENANT_SHORT:
 			tenant_short = 1;
-			continue;
+			break;
+		case CHOOSE_LAUNCH:
+			start_launch(h, i);
+			break;
 		}
-		start_launch(h, i);
 	}
 	if (quota_wait) {
 		lc_quota_want(lc);
@@ -2029,20 +2200,29 @@ poll_handler(struct handler *h)
 
 /* The request is `pending` under our lock (version: its data version
  * now, -1 if unknown): collect its nodeset. */
+/* The nodeset's slots, one per node_types entry (once). */
 static void
-accept_go(struct handler *h, int version)
+nodes_init(struct handler *h)
 {
 	size_t i;
 
-	h->req_version = version;
-	h->lc->counters.accepted++;
-	h->state = H_RUNNING;
+	if (h->nodes != NULL)
+		return;
 	h->n_nodes = h->req->node_types.n;
 	h->nodes = calloc(h->n_nodes ? h->n_nodes : 1, sizeof(*h->nodes));
 	if (h->nodes == NULL)
 		abort();
 	for (i = 0; i < h->n_nodes; i++)
 		h->nodes[i].label = strdup(h->req->node_types.v[i]);
+}
+
+static void
+accept_go(struct handler *h, int version)
+{
+	h->req_version = version;
+	h->lc->counters.accepted++;
+	h->state = H_RUNNING;
+	nodes_init(h);
 	log_debug("request %s accepted by pool %s", h->req_id, h->pool->name);
 	if (h->n_nodes == 0) {
 		fulfil(h); /* an empty nodeset is fulfilled at once */
@@ -2434,6 +2614,103 @@ request_locked(struct zk_lock *lock, int rc, void *arg)
  * requested -> fulfilled, no `pending` write).
  */
 
+/* ---- launches decided at the accept (issue 25) ---------------------------- *
+ *
+ * After the accept, a launch costs two more dependent round trips before
+ * the cloud is asked: the INIT node's create, then its lock with
+ * `building`. When the accept's multi is sent (accept_with_lock) and
+ * run() would launch every node of the nodeset at once right then (a
+ * quota round can be opened on the spot, lc_quota_enter, and choose()
+ * says launch for each node, each counting the reservations of those
+ * before it, as run() does), the INIT creates ride in that multi: the
+ * request is locked, `pending` and its nodes made in one transaction,
+ * and each node is taken (locked and written `building`) from its reply.
+ * Refused (another launcher made the lock dir, the request changed),
+ * nothing of it was made: the reservations are dropped, the nodes
+ * forgotten, and the usual sequence follows. The nodes are INIT and
+ * unlocked until taken, as after an ordinary create: nothing cleans up
+ * an INIT node of a live request, and a node is written `building` only
+ * under its lock (upstream's rule, driver/__init__.py).
+ */
+
+/* Forget the nodes planned for the accept's multi: it made nothing (or,
+ * unknown, the next round waits for a re-synced view: quota.c). */
+static void
+plan_drop(struct handler *h, int unknown)
+{
+	size_t i;
+
+	for (i = 0; i < h->n_nodes; i++) {
+		struct hnode *hn = &h->nodes[i];
+		lc_quota_create_done(h->lc, hn->qres, NULL, unknown);
+		hn->qres = NULL;
+		np_node_free(hn->node);
+		free(hn->label);
+	}
+	free(h->nodes);
+	h->nodes = NULL;
+	h->n_nodes = 0;
+	h->accept_launches = 0;
+	az_reset(h);
+}
+
+/* Inside an open quota round: plan a launch of every node (1), or none
+ * (0, nothing kept). */
+static int
+plan_launches(struct handler *h)
+{
+	const char *id;
+	size_t i;
+
+	nodes_init(h);
+	for (i = 0; i < h->n_nodes; i++) {
+		if (choose(h, i, &id) != CHOOSE_LAUNCH) {
+			plan_drop(h, 0);
+			return 0;
+		}
+		launch_prepare(h, i);
+	}
+	h->accept_launches = h->n_nodes > 0;
+	return h->accept_launches;
+}
+
+/* The accept's multi made the nodes too: take each (created: lock and
+ * `building`; its name lost with the answer: looked for once the view is
+ * re-synced, as a create whose reply was lost). */
+static void
+accept_launched(struct handler *h, const struct zk_multi_result *res, int n)
+{
+	size_t i;
+	const char *name;
+
+	h->accept_launches = 0;
+	for (i = 0; i < h->n_nodes && h->state != H_DONE; i++) {
+		struct hnode *hn = &h->nodes[i];
+		name = (int)i + 1 < n && res[i + 1].path != NULL ? strrchr(res[i + 1].path, '/')
+								 : NULL;
+		if (name != NULL) {
+			new_node_take(h, i, name + 1);
+			continue;
+		}
+		log_warn("request %s: the node for %s was created with the accept, its name lost "
+			 "with the connection; looking for it",
+			 h->req_id, hn->label);
+		hn->create_unknown = 1;
+		hn->create_epoch = h->lc->sync_epoch;
+	}
+	/* already re-synced since (the lock's own look came after): now */
+	h->ops++;
+	for (i = 0; lc_in_sync(h->lc) && i < h->n_nodes && h->state != H_DONE; i++)
+		if (h->nodes[i].state == HN_CREATING && h->nodes[i].create_unknown)
+			find_own_create(h, i);
+	h->ops--;
+	if (h->state == H_DONE && h->ops == 0) {
+		if (h->detached)
+			TAILQ_REMOVE(&h->lc->zombies, h, entry);
+		lc_handler_destroy(h);
+	}
+}
+
 static void
 request_locked_accepting(struct zk_lock *lock, int rc, void *arg)
 {
@@ -2445,6 +2722,14 @@ request_locked_accepting(struct zk_lock *lock, int rc, void *arg)
 	if (hop_done(o, &h, NULL))
 		return;
 	if (rc != ZOK) {
+		/* not held: the multi did not land, unless its answer was lost
+		 * and the session with it (unknown: quota.c waits for a view) */
+		if (h->accept_launches) {
+			log_info("request %s: accept with %zu launch(es) not applied (%s); "
+				 "another launcher has it",
+				 h->req_id, h->n_nodes, zk_strerror(rc));
+			plan_drop(h, 1);
+		}
 		np_request_free(h->req);
 		h->req = NULL;
 		h->lc->counters.req_lock_lost++;
@@ -2453,6 +2738,11 @@ request_locked_accepting(struct zk_lock *lock, int rc, void *arg)
 	}
 	if (!zk_lock_applied(lock, &res, &n)) {
 		/* not accepted: as if locked the usual way */
+		if (h->accept_launches) {
+			log_info("request %s: accept with %zu launch(es) not applied; in turn",
+				 h->req_id, h->n_nodes);
+			plan_drop(h, 1);
+		}
 		np_request_free(h->req);
 		h->req = NULL;
 		if (h->vanished) {
@@ -2464,8 +2754,21 @@ request_locked_accepting(struct zk_lock *lock, int rc, void *arg)
 	}
 	if (res[0].ctime_ms > 0)
 		log_debug("request %s: locked and read (created %.0f ms before; accepted with "
-			  "the lock)",
-			  h->req_id, lc_now() * 1000 - (double)res[0].ctime_ms);
+			  "the lock%s)",
+			  h->req_id, lc_now() * 1000 - (double)res[0].ctime_ms,
+			  h->accept_launches ? " and its nodes made" : "");
+	if (h->accept_launches) {
+		h->lc->counters.accept_launched++;
+		/* the nodes exist: taken and launched even if the request
+		 * went meanwhile (vanish_step lets launches finish, their
+		 * nodes then reusable), as a create answered after it went */
+		h->req_version = res[0].version;
+		h->lc->counters.accepted++;
+		h->state = H_RUNNING;
+		log_debug("request %s accepted by pool %s", h->req_id, h->pool->name);
+		accept_launched(h, res, n);
+		return;
+	}
 	if (h->vanished) {
 		release_request_lock(h); /* pending, unlocked: as a cancelled accept */
 		return;
@@ -2480,10 +2783,11 @@ accept_with_lock(struct handler *h)
 	struct launcher *lc = h->lc;
 	const struct zk_cache_entry *e = zk_cache_get(lc->requests, h->req_id);
 	const struct np_request *r = e != NULL ? e->obj : NULL;
-	struct zk_multi_op op;
+	struct zk_multi_op *ops;
 	char path[160];
-	char *json;
-	size_t jlen;
+	char **jsons;
+	size_t i, jlen;
+	int nops, round;
 
 	if (lc->prov.drv->reuse_only || r == NULL || r->state != NP_REQ_REQUESTED ||
 	    np_strv_contains(&r->declined_by, h->pool->launcher_id) ||
@@ -2492,17 +2796,47 @@ accept_with_lock(struct handler *h)
 	h->req = np_request_dup(r);
 	h->min_ready = r->requestor != NULL && strcmp(r->requestor, "NodePool:min-ready") == 0;
 	np_request_set_state(h->req, NP_REQ_PENDING);
-	json = np_request_encode(h->req, &jlen);
+	/* the launches too, if they can be decided now (a round open on the
+	 * spot, and sent before it closes) */
+	round = h->req->node_types.n > 0 && lc_quota_enter(lc);
+	if (round && !plan_launches(h)) {
+		lc_quota_leave(lc);
+		round = 0;
+	}
+	nops = 1 + (int)(h->accept_launches ? h->n_nodes : 0);
+	ops = calloc((size_t)nops, sizeof(*ops));
+	jsons = calloc((size_t)nops, sizeof(*jsons));
+	if (ops == NULL || jsons == NULL)
+		abort();
+	jsons[0] = np_request_encode(h->req, &jlen);
 	req_path(h, path, sizeof(path));
-	memset(&op, 0, sizeof(op));
-	op.type = ZK_MULTI_SET;
-	op.path = path;
-	op.data = json;
-	op.len = (int)jlen;
-	op.version = e->stat.version;
-	lc_lock_acquire_with(lc, h->req_lock, &op, 1, request_locked_accepting,
+	ops[0].type = ZK_MULTI_SET;
+	ops[0].path = path;
+	ops[0].data = jsons[0];
+	ops[0].len = (int)jlen;
+	ops[0].version = e->stat.version;
+	for (i = 1; i < (size_t)nops; i++) {
+		jsons[i] = np_node_encode(h->nodes[i - 1].node, &jlen);
+		ops[i].type = ZK_MULTI_CREATE;
+		ops[i].path = "/nodepool/nodes/";
+		ops[i].data = jsons[i];
+		ops[i].len = (int)jlen;
+		ops[i].flags = ZOO_SEQUENCE;
+	}
+	for (i = 1; i < (size_t)nops; i++)
+		metrics_launch_phase(h->pool->prov->name, METRICS_PHASE_QUOTA_WAIT,
+				     lc_monotonic() - h->started);
+	if (h->accept_launches)
+		log_debug("request %s: %zu launch(es) decided with its accept", h->req_id,
+			  h->n_nodes);
+	lc_lock_acquire_with(lc, h->req_lock, ops, nops, request_locked_accepting,
 			     hop_new(h, (size_t)-1));
-	free(json);
+	if (round)
+		lc_quota_leave(lc);
+	for (i = 0; i < (size_t)nops; i++)
+		free(jsons[i]);
+	free(jsons);
+	free(ops);
 	return 1;
 }
 

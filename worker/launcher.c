@@ -1163,11 +1163,12 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
 	evbuffer_add_printf(
 	    out,
 	    "  request locks: attempts %llu lost %llu; provider lock rounds %llu "
-	    "(taken %llu times, %llu overlapping); peer-takeover-delay %gs\n",
+	    "(taken %llu times, %llu overlapping); peer-takeover-delay %gs; "
+	    "nodes made with the accept for %llu requests\n",
 	    (unsigned long long)lc->counters.req_lock_attempts,
 	    (unsigned long long)lc->counters.req_lock_lost, (unsigned long long)lc_quota_rounds(lc),
 	    (unsigned long long)lc_quota_taken(lc), (unsigned long long)lc_quota_overlapped(lc),
-	    lc->settings.peer_takeover_delay);
+	    lc->settings.peer_takeover_delay, (unsigned long long)lc->counters.accept_launched);
 	evbuffer_add_printf(out,
 			    "  timers: cleanup every %.0fs, deletion every %.0fs, "
 			    "request locks kept %.0fs\n",
@@ -1212,6 +1213,9 @@ struct own_data {
 	char *data;
 	int len;
 	int nodes; /* lc->nodes, else lc->requests (looked up at the reply) */
+	/* a sequential create of a node in a batch (name NULL, data kept):
+	 * zk_cache_create_begin was called (own_ops_begin) */
+	int create;
 };
 
 struct own_set {
@@ -1340,6 +1344,53 @@ own_ops_begin(struct own_ops *b, struct launcher *lc, const struct zk_multi_op *
 	for (i = 0; i < b->n; i++) {
 		if (ops[i].type == ZK_MULTI_SET)
 			own_begin(lc, &b->d[i], ops[i].path, ops[i].data, ops[i].len);
+		else if (ops[i].type == ZK_MULTI_CREATE && (ops[i].flags & ZOO_SEQUENCE) &&
+			 strcmp(ops[i].path, "/nodepool/nodes/") == 0 && ops[i].len >= 0) {
+			/* a node made in the batch (issue 25: a launch's INIT
+			 * node in the request's accept): as lc_create_node */
+			b->d[i].create = 1;
+			b->d[i].data = xmalloc((size_t)ops[i].len + 1);
+			if (ops[i].len > 0)
+				memcpy(b->d[i].data, ops[i].data, (size_t)ops[i].len);
+			b->d[i].len = ops[i].len;
+			zk_cache_create_begin(lc->nodes);
+		}
+	}
+}
+
+/*
+ * The node creates of a batch end (zk_cache_create_end) with the created
+ * child's name and its stat: version 0, and the mzxid the batch's sets
+ * report, since a multi is one transaction, one zxid for every op in it
+ * (its creates' czxid and mzxid among them). A batch without a set, or
+ * whose results are unknown (not applied, an answer lost), ends them
+ * without a name: the cache reads the node as any.
+ */
+static void
+own_creates_end(struct own_ops *b, int applied, int count, const struct zk_multi_result *res)
+{
+	int64_t zxid = 0;
+	int i;
+	struct zk_stat st;
+	const char *name;
+
+	for (i = 0; applied && res != NULL && i < count && i < b->n; i++)
+		if (res[i].rc == ZOK && res[i].mzxid != 0)
+			zxid = res[i].mzxid;
+	for (i = 0; i < b->n; i++) {
+		if (!b->d[i].create)
+			continue;
+		name = NULL;
+		if (zxid != 0 && i < count && res[i].rc == ZOK && res[i].path != NULL &&
+		    (name = strrchr(res[i].path, '/')) != NULL)
+			name++;
+		memset(&st, 0, sizeof(st));
+		st.czxid = st.mzxid = zxid;
+		zk_cache_create_end(b->lc->nodes, name, b->d[i].data, b->d[i].len,
+				    name != NULL ? &st : NULL);
+		free(b->d[i].data);
+		b->d[i].data = NULL;
+		b->d[i].create = 0;
 	}
 }
 
@@ -1349,6 +1400,7 @@ own_ops_end(struct own_ops *b, int applied, int count, const struct zk_multi_res
 {
 	int i, ok;
 
+	own_creates_end(b, applied, count, res);
 	for (i = 0; i < b->n; i++) {
 		ok = applied && res != NULL && i < count && res[i].rc == ZOK && res[i].mzxid != 0;
 		own_end(b->lc, &b->d[i], ok, ok ? res[i].mzxid : 0, ok ? res[i].version : 0);

@@ -142,6 +142,19 @@ struct hnode {
 	 * (HN_LOCKING, then HN_BUILDING with drv_launch.resume) */
 	int resume;
 	int no_adopt; /* an adoption failed: launch instead */
+	/*
+	 * The launch began at the node's create reply, while its lock and
+	 * `building` were still on their way (handler.c, early launch): a
+	 * store the driver asks for meanwhile (early_store) and its
+	 * completion (early_done, early_result, early_error: malloc'd or
+	 * NULL) wait for that answer; the lock refused, the launch is
+	 * cancelled or its instance deleted.
+	 */
+	int early;
+	int early_store;
+	int early_done;
+	int early_result; /* enum drv_launch_result */
+	char *early_error;
 	/* the reservation of the create (launching) or of the allocation
 	 * write (a reuse for a tenant with limits) sent in a quota round,
 	 * until its outcome is told to quota.c (lc_quota_create_done) */
@@ -183,6 +196,9 @@ struct handler {
 	int fast_failed;     /* fast path: fall back to the full sequence */
 	int releasing;	     /* cancelled: the request lock is being released */
 	double resume_after; /* paused after a quota abort: not rerun before (monotonic s) */
+	/* the INIT creates of every node ride in the accept's multi (H_LOCKING;
+	 * handler.c, plan_launches): nodes HN_CREATING, reservations taken */
+	int accept_launches;
 	/*
 	 * AZ grouping, for drivers with a pool_azs slot (drivers/driver.h), as
 	 * upstream's StateMachineHandler.chosen_az: the availability zone every
@@ -222,6 +238,8 @@ struct lc_counters {
 	/* request locks tried, and those another launcher held (lost races):
 	 * the lock contention rendezvous hashing removes */
 	uint64_t req_lock_attempts, req_lock_lost;
+	/* requests whose nodes were made with their accept (handler.c) */
+	uint64_t accept_launched;
 };
 
 struct launcher {
@@ -369,7 +387,11 @@ void lc_multi_under(struct launcher *lc, struct zk_lock *const *locks, int nlock
  * and the sets among ops (a request's `pending`, a new node's `building`)
  * ride in the multi that makes the lock's dir and contender; the caches
  * take what they wrote from the reply, as lc_multi_under (a write not
- * applied, or whose reply was lost, is read back as any change). cb and arg
+ * applied, or whose reply was lost, is read back as any change); a
+ * sequential create of a node among ops (a launch's INIT node riding in a
+ * request's accept) is announced to the node cache from the reply too
+ * (zk_cache_create_begin/_end, its mzxid the batch's: one transaction,
+ * one zxid), when a set in the same batch reports that zxid. cb and arg
  * as zk_lock_acquire's; zk_lock_applied(lock) says whether the ops went in.
  * cb is always called (the caches wait for it), so the lock must not be
  * released or freed while it is being acquired (handlers hold it until
@@ -511,6 +533,11 @@ void lc_host_delete_done(struct drv_delete *d, int ok, const char *error);
 void lc_delete_pass(struct launcher *lc);
 /* Start deleting one node (locks it, drives the driver); safe to call twice. */
 void lc_cleanup_delete_node(struct launcher *lc, const char *node_id);
+/* Delete the instance of n (taken; its external_id: none, nothing to do)
+ * through the driver's node_delete, leaving its record alone: a launch
+ * begun before its node's lock was answered, whose lock was refused
+ * (handler.c). A failed delete is logged; the leak cleanup takes it. */
+void lc_cleanup_delete_instance(struct launcher *lc, struct np_node *n);
 
 /* quota.c: launch decisions serialized across the provider's launchers
  * (the design is at the top of quota.c). */
@@ -521,6 +548,13 @@ void lc_quota_free(struct launcher *lc); /* before zk_free; NULL quota: no-op */
 int lc_quota_open(const struct launcher *lc);
 /* Ask for a round: lc_handler_quota_round runs once the lock is held. */
 void lc_quota_want(struct launcher *lc);
+/* Open a round now, outside the loop's, if one could run at once (the
+ * locks held without a break since a round with a complete view, no peer
+ * waiting): 1, and lc_quota_open is 1 until lc_quota_leave, which the
+ * caller calls before returning to the loop; 0 when not (nothing
+ * changed: ask with lc_quota_want). Without a quota: 1. */
+int lc_quota_enter(struct launcher *lc);
+void lc_quota_leave(struct launcher *lc);
 /*
  * A reservation (quota.c's design): a create or allocation write sent in a
  * round, counted by the rounds that follow until the node cache shows its

@@ -64,7 +64,10 @@
  * Rounds batch: a handler that wants to launch while no round is open asks
  * for one (lc_quota_want) and waits; the round, once the lock is held and
  * the view loaded, runs every handler with nodes to launch (handler.c,
- * lc_handler_quota_round) and closes.
+ * lc_handler_quota_round) and closes. Where a round could run at once (the
+ * locks held since a round with a complete view, nobody waiting for
+ * them), a request being accepted opens one on the spot for its own
+ * launches (lc_quota_enter), so that its INIT nodes ride in its accept.
  *
  * The locks are kept across rounds (issue 25) while this launcher keeps
  * wanting rounds and no other contender waits: a round wanted meanwhile
@@ -612,6 +615,52 @@ int
 lc_quota_open(const struct launcher *lc)
 {
 	return lc->quota == NULL || lc->quota->open;
+}
+
+/*
+ * A round opened on the spot (issue 25: a request's launches decided at
+ * its accept, so that their INIT nodes ride in the accept's multi): only
+ * where a round would run at once anyway, inside a hold whose view was
+ * complete (its first round has run, no re-sync or unknown outcome
+ * since), nobody else waiting for the locks, nothing being taken, given
+ * up or stopped. The hold is unbroken from its last round to this one,
+ * so nobody else created a node meanwhile and the view plus the
+ * reservations count every node, as in a round the loop runs.
+ */
+int
+lc_quota_enter(struct launcher *lc)
+{
+	struct lc_quota *q = lc->quota;
+
+	if (q == NULL)
+		return 1;
+	if (q->open || q->acquiring || q->releasing || q->view_wait || q->fresh ||
+	    q->epoch != lc->sync_epoch || lc->stopping || !lc_in_sync(lc) || !round_held(q) ||
+	    peer_waiting(q))
+		return 0;
+	q->open = 1;
+	q->rounds++;
+	res_prune(q);
+	if (q->res != NULL)
+		q->overlapped++;
+	return 1;
+}
+
+void
+lc_quota_leave(struct launcher *lc)
+{
+	struct lc_quota *q = lc->quota;
+	struct timeval tv = np_tv_of(LINGER);
+
+	if (q == NULL || !q->open)
+		return;
+	q->open = 0;
+	/* used: the idle hold lingers from now */
+	if (q->linger_ev != NULL && event_pending(q->linger_ev, EV_TIMEOUT, NULL)) {
+		event_del(q->linger_ev);
+		event_add(q->linger_ev, &tv);
+	}
+	quota_settle(q);
 }
 
 void

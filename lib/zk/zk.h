@@ -396,10 +396,10 @@ void zk_lock_acquire_with(struct zk_lock *lock, double timeout, const struct zk_
 /*
  * While held after zk_lock_acquire_with: 1 when its ops were applied with
  * our contender, *res (owned by the lock, valid until the next acquire or
- * free) their *n results (rc ZOK; a set's version and mzxid after it, or
- * version -1 and mzxid 0 when the answer was lost and our contender found
- * later); 0 (and *res NULL, *n 0) when they were not, or the lock is not
- * held. res and n may be NULL.
+ * free) their *n results (rc ZOK; a set's version and mzxid after it, a
+ * create's path, or version -1, mzxid 0 and path NULL when the answer was
+ * lost and our contender found later); 0 (and *res NULL, *n 0) when they
+ * were not, or the lock is not held. res and n may be NULL.
  */
 int zk_lock_applied(const struct zk_lock *lock, const struct zk_multi_result **res, int *n);
 /*

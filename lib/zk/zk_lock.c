@@ -167,7 +167,10 @@ x_applied(struct zk_lock *lock, const struct zk_multi_result *res)
 	lock->x_applied = 1;
 	for (i = 0; i < lock->nx; i++) {
 		lock->xres[i].rc = ZOK;
-		lock->xres[i].path = NULL;
+		/* a create's path (owned here: x_reset frees it) */
+		free((void *)lock->xres[i].path);
+		lock->xres[i].path =
+		    res != NULL && res[i].path != NULL ? xstrdup(res[i].path) : NULL;
 		lock->xres[i].mzxid = res != NULL ? res[i].mzxid : 0;
 		lock->xres[i].version = res != NULL ? res[i].version : -1;
 		lock->xres[i].ctime_ms = res != NULL ? res[i].ctime_ms : 0;
@@ -965,7 +968,11 @@ fail:
 static void
 x_reset(struct zk_lock *lock)
 {
+	int i;
+
 	xops_free(lock);
+	for (i = 0; lock->xres != NULL && i < lock->nx; i++)
+		free((void *)lock->xres[i].path);
 	free(lock->xres);
 	lock->xres = NULL;
 	lock->nx = 0;

@@ -100,17 +100,52 @@ def parse_request(frame):
     return Request(xid, op, None, None)
 
 
+STAT_LEN = 68  # jute Stat: czxid mzxid ctime mtime version cversion aversion owner len children pzxid
+
+
+def parse_multi_reply(frame, off):
+    """The paths a MultiResponse (after its ReplyHeader, at off) names
+    for its creates: each result a MultiHeader {type, done, err} and its
+    body (create: the path; create2: the path and a Stat; setData: a Stat;
+    delete, check: nothing; error: an int), ended by a header with done
+    set."""
+    paths = []
+    try:
+        while off + 9 <= len(frame):
+            t, done, _err = struct.unpack_from(">i?i", frame, off)
+            off += 9
+            if done:
+                break
+            if t in (OP_CREATE, 19):
+                p, off = _string(frame, off)
+                paths.append(p.decode() if p is not None else None)
+            elif t in (OP_CREATE2, 21):
+                p, off = _string(frame, off)
+                paths.append(p.decode() if p is not None else None)
+                off += STAT_LEN
+            elif t == OP_SETDATA:
+                off += STAT_LEN
+            elif t == -1:
+                off += 4
+    except struct.error:
+        pass
+    return paths
+
+
 class ZkWireProxy(TcpProxy):
     """TcpProxy plus aim(pred, lose): the first client request for which
     pred(Request) is true (for the request, or for one of a multi's ops)
-    triggers a partition. lose="request": the
+    triggers a partition (or, lose="hook", a call of hook(Request) in the
+    proxy's thread before the request is passed on, nothing cut: a peer's
+    write made just before it reaches the server). lose="request": the
     request is not passed on, every connection is closed and new ones are
     refused (as cut()). lose="reply": the request is passed on, nothing
     more goes either way, and the connections are closed once the server
     has had time to apply it (settle seconds), new ones refused. restore()
     ends the partition as for cut(). fired (an Event) is set when it
     happened, hit holds the request, created the path a create's reply
-    named (lose="reply": read from the reply the client never got)."""
+    named (lose="reply": read from the reply the client never got; for a
+    multi, created_all the paths of its creates)."""
 
     def __init__(self, target_host, target_port):
         super().__init__(target_host, target_port)
@@ -120,13 +155,17 @@ class ZkWireProxy(TcpProxy):
         self.fired = threading.Event()
         self.hit = None
         self.created = None
+        self.created_all = []
+        self.hook = None
         self.mute = False  # nothing passes either way (the reply is being lost)
 
-    def aim(self, pred, lose="request", settle=0.5):
+    def aim(self, pred, lose="request", settle=0.5, hook=None):
         self.fired.clear()
         self.hit = self.created = None
+        self.created_all = []
         self.lose = lose
         self.settle = settle
+        self.hook = hook
         self.pred = pred
 
     def _accept(self):
@@ -197,6 +236,11 @@ class ZkWireProxy(TcpProxy):
                     if req is not None and (pred(req) or any(pred(o) for o in req.ops)):
                         self.pred = None
                         self.hit = req
+                        if self.lose == "hook":
+                            self.hook(req)
+                            self.fired.set()
+                            b.sendall(struct.pack(">i", len(frame)) + frame)
+                            continue
                         if self.lose == "request":
                             self.cut()
                             self.fired.set()
@@ -238,6 +282,8 @@ class ZkWireProxy(TcpProxy):
                         if xid == hit.xid and err == 0 and hit.op in CREATES:
                             p, _ = _string(frame, 16)
                             self.created = p.decode() if p is not None else None
+                        elif xid == hit.xid and err == 0 and hit.op == OP_MULTI:
+                            self.created_all = parse_multi_reply(frame, 16)
                         continue
                     b.sendall(struct.pack(">i", len(frame)) + frame)
         except OSError:

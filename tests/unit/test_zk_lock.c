@@ -494,6 +494,84 @@ Test(zk_lock, acquire_with_ops_all_or_nothing)
 	zk_free(a);
 }
 
+/* Sequential creates among the extra ops (a request's INIT nodes made with
+ * its accept, issue 25): the results name the znodes made, in the same
+ * transaction (one zxid) as the set beside them; refused, none is made. */
+Test(zk_lock, acquire_with_creates_named)
+{
+	const char *hosts;
+	struct zk *a = testzk_connect(base, 0, NULL, NULL, &hosts), *b = second(hosts);
+	struct zk_lock *l1 = zk_lock_new(a, "/requests-lock/c1", "a", ZK_LOCK_NEW_DIR);
+	struct zk_lock *l2 = zk_lock_new(a, "/requests-lock/c2", "a", ZK_LOCK_NEW_DIR);
+	struct zk_lock *other = zk_lock_new(b, "/requests-lock/c2", "b", ZK_LOCK_NEW_DIR);
+	struct zk_multi_op ops[3] = {
+	    {.type = ZK_MULTI_SET,
+	     .path = "/requests/c1",
+	     .data = "pending",
+	     .len = 7,
+	     .version = 0},
+	    {.type = ZK_MULTI_CREATE,
+	     .path = "/nodes/",
+	     .data = "n1",
+	     .len = 2,
+	     .flags = ZOO_SEQUENCE},
+	    {.type = ZK_MULTI_CREATE,
+	     .path = "/nodes/",
+	     .data = "n2",
+	     .len = 2,
+	     .flags = ZOO_SEQUENCE},
+	};
+	const struct zk_multi_result *res;
+	struct zk_stat st;
+	struct lrec r = {0};
+	char *data;
+	int n, len, count;
+	char **names;
+
+	cr_assert_eq(zk_sync_create(a, "/requests/c1", "requested", 9, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(a, "/requests/c2", "requested", 9, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(a, "/requests-lock", NULL, 0, 0, 1, NULL), ZOK);
+	cr_assert_eq(zk_sync_create(a, "/nodes", NULL, 0, 0, 1, NULL), ZOK);
+
+	zk_lock_acquire_with(l1, 0, ops, 3, lrec_cb, &r);
+	cr_assert(testzk_run_until(base, lrec_done, &r, 10), "acquire_with answered");
+	cr_assert_eq(r.rc, ZOK);
+	cr_assert_eq(zk_lock_applied(l1, &res, &n), 1);
+	cr_assert_eq(n, 3);
+	cr_assert_null(res[0].path);
+	cr_assert_not_null(res[1].path);
+	cr_assert_not_null(res[2].path);
+	cr_assert_eq(strncmp(res[1].path, "/nodes/", 7), 0, "%s", res[1].path);
+	cr_assert_neq(strcmp(res[1].path, res[2].path), 0);
+	cr_assert_eq(zk_sync_get(a, res[1].path, &data, &len, &st), ZOK);
+	cr_assert_str_eq(data, "n1");
+	free(data);
+	/* one transaction: the creates' zxid is the set's */
+	cr_assert_eq(st.czxid, res[0].mzxid);
+	cr_assert_eq(zk_sync_get(a, res[2].path, &data, &len, NULL), ZOK);
+	cr_assert_str_eq(data, "n2");
+	free(data);
+
+	/* another launcher holds the lock: the multi is refused, nothing of
+	 * it is made (no node) */
+	cr_assert_eq(zk_lock_sync_acquire(other, 0), ZOK);
+	ops[0].path = "/requests/c2";
+	memset(&r, 0, sizeof(r));
+	zk_lock_acquire_with(l2, 0, ops, 3, lrec_cb, &r);
+	cr_assert(testzk_run_until(base, lrec_done, &r, 10), "acquire_with answered");
+	cr_assert_eq(r.rc, ZK_LOCK_BUSY);
+	cr_assert_eq(zk_lock_applied(l2, NULL, NULL), 0);
+	cr_assert_eq(zk_sync_children(a, "/nodes", &count, &names), ZOK);
+	cr_assert_eq(count, 2, "only the first multi's nodes");
+	zk_strings_free(count, names);
+
+	zk_lock_free(l1);
+	zk_lock_free(l2);
+	zk_lock_free(other);
+	zk_free(b);
+	zk_free(a);
+}
+
 /* A node just made: its lock (NO_RESURRECT) and `building` at version 0
  * in one transaction; a node that is gone is neither locked nor made. */
 Test(zk_lock, acquire_with_ops_no_resurrect)
