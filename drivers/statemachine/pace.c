@@ -173,8 +173,19 @@ sm_pace_want(const struct sm_boot_est *e, double named_at, double last_start)
 {
 	double first, overdue;
 
-	if (e == NULL || e->n == 0)
-		return last_start + SM_DEFAULT_POLL;
+	if (e == NULL || e->n == 0) {
+		/* no estimate (the provider's first launch, a server taken over
+		 * from an earlier launcher): looked for SM_PACE_COLD after it is
+		 * named, then again as it ages, every half its age (at least
+		 * SM_PACE_FOLLOW, at most upstream's period), so that the first
+		 * wave is seen within about a third of its boot, not up to a
+		 * period after it (issue 25: the OpenStack bench's first 50
+		 * servers were its p90, 0.55-0.6 s late) */
+		overdue = last_start - named_at;
+		if (overdue < SM_PACE_COLD) /* nor later than upstream's */
+			return fmin(named_at + SM_PACE_COLD, last_start + SM_DEFAULT_POLL);
+		return last_start + fmin(SM_DEFAULT_POLL, fmax(SM_PACE_FOLLOW, overdue / 2));
+	}
 	first = named_at + sm_boot_est_lead(e);
 	if (last_start < first)
 		return first; /* not looked for since it is due */
@@ -264,10 +275,18 @@ sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long n
 		 * (waves), its refill does not add up to a second budget; the
 		 * servers' owes nothing, so that a wave named after listings
 		 * the second paid for (a stream) pays its own first look */
+		if (b->borrow && b->stokens < 1 - 1e-9 && b->tokens < 1 - 1e-9)
+			/* neither paid: a follow-up that borrowed from the
+			 * servers to come (sm_pace_may_borrow): owed, at most
+			 * one (a launch held a period owes nothing: its wave
+			 * would pay for it, then miss its own listing) */
+			b->stokens = fmax(-1, b->stokens - 1);
+		else
+			b->stokens = fmax(0, b->stokens - 1);
 		b->tokens = fmax(-SM_PACE_BURST, b->tokens - 1);
-		b->stokens = fmax(0, b->stokens - 1);
 		b->last = last_start;
 		b->named = named;
+		b->borrow = 0;
 		b->n++;
 	}
 	/* (a wave's fractions of a token add up to whole ones: 1e-9 for
@@ -275,6 +294,30 @@ sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long n
 	if (b->n == 0 || b->tokens >= 1 - 1e-9 || b->stokens + named_tokens(b, named) >= 1 - 1e-9)
 		return last_start;
 	return b->last + (1 - b->tokens) * SM_DEFAULT_POLL;
+}
+
+int
+sm_pace_may_borrow(const struct sm_pace_bucket *b, unsigned long long paid)
+{
+	return b->n > 0 && b->stokens + named_tokens(b, paid) >= -1e-9;
+}
+
+double
+sm_pace_paid_at(const struct sm_pace_bucket *b, unsigned long long paid, const double *due,
+		size_t n)
+{
+	double per = b->per > 0 ? b->per : SM_PACE_PER_LISTING, have, need;
+	size_t k;
+
+	have = b->n == 0 ? SM_PACE_BURST : b->stokens + named_tokens(b, paid);
+	if (have >= 1 - 1e-9)
+		return -INFINITY;
+	/* the servers whose first looks come due pay their share then */
+	need = ceil((1 - have) * per - 1e-9);
+	if (need < 1)
+		need = 1;
+	k = (size_t)need;
+	return k <= n ? due[k - 1] : INFINITY;
 }
 
 void
