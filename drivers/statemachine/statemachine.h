@@ -302,7 +302,9 @@ void sm_runner_get_stats(const struct sm_runner *r, struct sm_runner_stats *st);
  * being created (a wave's listings spread over it: sm_pace_aim),
  * SM_PACE_IDLE for deletes (which ride along with a launch's listing up to
  * SM_PACE_RIDE later), SM_DEFAULT_POLL when no machine runs (another
- * listing's waiter); within the budget (sm_pace_budget). Each new
+ * listing's waiter); within the budget (sm_pace_budget: the servers
+ * paying when their first looks come due, sm_pace_paid_at; a follow-up may
+ * borrow one, sm_pace_may_borrow). Each new
  * last_start also tells the runner which servers that listing did not show
  * ready (their boot samples' lower bounds).
  */
