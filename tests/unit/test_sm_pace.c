@@ -111,8 +111,9 @@ Test(sm_pace, want_first_look_then_follow_ups_spacing_out)
 	/* the last listing started before the server was due: its first look */
 	cr_assert(NEAR(sm_pace_want(&e, 10, 3), first));
 	cr_assert(NEAR(sm_pace_want(&e, 10, 10.5), first));
-	/* looked for at the first look and not ready: soon again */
-	cr_assert(NEAR(sm_pace_want(&e, 10, first), first + SM_PACE_FOLLOW));
+	/* looked for at the first look (a little early) and not ready: again
+	 * at the estimate itself, the least gap after */
+	cr_assert(NEAR(sm_pace_want(&e, 10, first), fmax(11, first + SM_PACE_MIN_GAP)));
 	/* a second overdue: half of it more */
 	cr_assert(NEAR(sm_pace_want(&e, 10, 12), 12 + SM_PACE_FOLLOW + 0.5));
 	/* long overdue: upstream's period, no more often */
@@ -432,17 +433,14 @@ Test(sm_pace, aim_spreads_a_waves_listings_over_its_servers)
 
 /*
  * Waves of 50 servers named over 0.2 s every 1.4 s, each ready `boot` after
- * it is named (1 s, or 1 s plus up to 0.06 s for every server but each
- * seventh: jitter), the estimate settled at 1 s (its first look due at 1
- * s), the budget what the servers pay when their first looks come due; as
- * the runner computes it (sm_runner_listing_wait: the aim, the budget, a
- * follow-up's borrowing), on a simulated clock. median_aim 0: the aim
- * before issue 25's third round (the wave's last first look). per:
- * servers that pay one listing (0: the default). split: each wave's first
- * 5 servers named 0.4 s before the other 45 (two waves, the small one
- * listed first). Returns the median of how long after its boot each
- * server was seen, the listings per wave in *per_wave, the longest wait in
- * *worst.
+ * it is named (1 s, or 1 s plus up to SM_PACE_MARGIN for every server but
+ * each seventh: jitter), the estimate settled (its first look due at 1 s), the budget what the
+ * servers pay when their first looks come due; as the runner computes it (sm_runner_listing_wait:
+ * the aim, the budget, a follow-up's borrowing), on a simulated clock. median_aim 0: the aim before
+ * issue 25's third round (the wave's last first look). per: servers that pay one listing (0: the
+ * default). split: each wave's first 5 servers named 0.4 s before the other 45 (two waves, the
+ * small one listed first). Returns the median of how long after its boot each server was seen, the
+ * listings per wave in *per_wave, the longest wait in *worst.
  */
 static double
 waves_of(int median_aim, double per, int jitter, int split, double *per_wave, double *worst)
@@ -461,7 +459,7 @@ waves_of(int median_aim, double per, int jitter, int split, double *per_wave, do
 		named[i] = 10 + (i / NS) * 1.4 + k * 0.2 / (NS - 1);
 		if (split && k < 5)
 			named[i] -= 0.4;
-		boot[i] = 1.0 + (jitter && i % 7 ? (i % 13) * 0.005 : 0);
+		boot[i] = 1.0 + (jitter && i % 7 ? (i % 13) * SM_PACE_MARGIN / 13 : 0);
 		seen[i] = 0;
 	}
 	b.n = 1;
