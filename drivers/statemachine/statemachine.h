@@ -234,11 +234,12 @@ struct sm_pace_bucket {
  * Take note of a listing started at last_start (when later than the last
  * one noted: it takes a token from each bucket, after their refills: one
  * per SM_DEFAULT_POLL since the last, one per b->per (SM_PACE_PER_LISTING)
- * servers named since, each holding SM_PACE_BURST, the second's owing as much) and
- * answer the earliest time the next may start within the budget
+ * servers paid since, each holding SM_PACE_BURST; the period's may owe as
+ * much, the servers' one listing, when b->borrow said a follow-up borrowed
+ * it) and answer the earliest time the next may start within the budget
  * (last_start when either bucket has a token): so listings keep to about
- * the larger of the two rates, beyond the bursts. named:
- * servers named so far (a running count).
+ * the larger of the two rates, beyond the bursts. named: servers that have
+ * paid so far (a running count; the runner's: their first looks come due).
  */
 double sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long named);
 /*
