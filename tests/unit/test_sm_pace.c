@@ -226,6 +226,11 @@ Test(sm_pace, batch_waits_for_the_wave_at_most_the_hold)
 	cr_assert(NEAR(sm_pace_batch(10.0, 11.0, INFINITY), 10.0 + SM_PACE_HOLD));
 	/* a follow-up or a delete due sooner goes first */
 	cr_assert(NEAR(sm_pace_batch(10.0, 10.1, 9.5), 9.5));
+	/* but one due less than SM_PACE_FOLLOW before the wave's next look
+	 * waits for it (the servers a spread listing missed, looked for by
+	 * the next) */
+	cr_assert(NEAR(sm_pace_batch(10.0, 10.05, 10.0), 10.05));
+	cr_assert(NEAR(sm_pace_batch(10.0, 10.0 + SM_PACE_FOLLOW + 0.01, 10.0), 10.0));
 	cr_assert(NEAR(sm_pace_batch(INFINITY, -INFINITY, 9.5), 9.5));
 	cr_assert(isinf(sm_pace_batch(INFINITY, -INFINITY, INFINITY)));
 }
