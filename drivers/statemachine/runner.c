@@ -158,6 +158,9 @@ struct sm_launch {
 	 * did not show the server ready (0: none), the boot sample's lower
 	 * bound (the last may be the one that did: see create_done) */
 	double t_lo, t_lo_prev;
+	/* this attempt's server has paid its share of the listings (the
+	 * budget: pace.c), its first look having come due */
+	int paid;
 	sm_launch_done done;
 	void (*named)(void *arg);
 	void *arg;
@@ -200,8 +203,8 @@ struct sm_runner {
 	struct sm_pace_bucket budget;
 	double *dues; /* sm_runner_listing_wait's first looks (sm_pace_aim) */
 	size_t dues_cap;
-	unsigned long long named; /* servers named by launches, in all */
-	double lo_last;		  /* the last listing start noted in t_lo */
+	unsigned long long paid; /* servers that paid their share (launch_pay), in all */
+	double lo_last;		 /* the last listing start noted in t_lo */
 	/* the boots (named -> the create machine done) of the last
 	 * SM_BOOT_RING launches, for the dump's percentiles */
 	double boots[SM_BOOT_RING];
@@ -528,6 +531,31 @@ boot_sample(struct sm_runner *r, const char *label, double lo, double hi)
 	r->gen++;
 }
 
+/* A launch's server pays its share of the listings (sm_pace_paid_at): its
+ * first look come due, or its server seen ready before. Once an attempt. */
+static void
+launch_pay(struct sm_launch *l)
+{
+	if (l->paid || l->t_named == 0)
+		return;
+	l->paid = 1;
+	l->r->paid++;
+}
+
+/* The boot estimate a launch's server is looked for by (NULL: none): its
+ * label's, else the provider's; none for a server an earlier launcher
+ * named (booting since when?). */
+static const struct sm_boot_est *
+launch_est(const struct sm_runner *r, const struct sm_launch *l)
+{
+	const struct sm_boot_est *e;
+
+	if (l->resume_id != NULL && l->attempt == 1)
+		return NULL;
+	e = sm_runner_boot_est(r, l->label->name);
+	return e != NULL ? e : sm_runner_boot_est(r, NULL);
+}
+
 double
 sm_listing_wait(const struct sm_env *env, double last_start, double min_gap)
 {
@@ -543,24 +571,32 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 	const struct sm_launch *l;
 	const struct sm_boot_est *e;
 	struct sm_launch *nl;
-	double now = np_mono_s(), want, w, named, budget;
+	double now = np_mono_s(), want, w, named, budget, aim;
 	double first_min = INFINITY, other_min = INFINITY;
-	double del_min = INFINITY;
+	double del_min = INFINITY, cold_named = INFINITY;
 	size_t ndues = 0;
 
-	budget = sm_pace_budget(&r->budget, last_start, r->named);
 	if (last_start > r->lo_last) {
 		/* a listing that started at last_start is answered: the servers
 		 * named before it and still waiting were not ready in it (or
-		 * were, and have not advanced yet: create_done tells) */
+		 * were, and have not advanced yet: create_done tells); those
+		 * whose first look it was (or that have no estimate) pay their
+		 * share of it */
 		TAILQ_FOREACH(nl, &r->launches, entry)
-		if (nl->phase == LP_CREATE && nl->t_named > 0 && nl->t_named < last_start &&
-		    nl->t_lo < last_start && nl->run != NULL && nl->run->m->seen_at == 0) {
-			nl->t_lo_prev = nl->t_lo;
-			nl->t_lo = last_start;
+		{
+			if (nl->phase != LP_CREATE || nl->t_named == 0 || nl->t_named >= last_start)
+				continue;
+			e = launch_est(r, nl);
+			if (e == NULL || nl->t_named + sm_boot_est_lead(e) <= last_start + 1e-9)
+				launch_pay(nl);
+			if (nl->t_lo < last_start && nl->run != NULL && nl->run->m->seen_at == 0) {
+				nl->t_lo_prev = nl->t_lo;
+				nl->t_lo = last_start;
+			}
 		}
 		r->lo_last = last_start;
 	}
+	budget = sm_pace_budget(&r->budget, last_start, r->paid);
 	if (r->pace_gen == r->gen && r->pace_last == last_start && r->pace_gap == min_gap)
 		return fmax(0, r->pace_start - now);
 	TAILQ_FOREACH(run, &r->runs, entry)
@@ -574,11 +610,16 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 				continue; /* seen up (a floating IP follows): no more */
 			if (named == 0)
 				named = now; /* named in this advance: t_named follows */
-			e = l->resume_id != NULL && l->attempt == 1
-				? NULL /* an earlier launcher's: booting since when? */
-				: sm_runner_boot_est(r, l->label->name);
-			if (e == NULL && !(l->resume_id != NULL && l->attempt == 1))
-				e = sm_runner_boot_est(r, NULL);
+			e = launch_est(r, l);
+			if (e == NULL) {
+				/* no estimate: it pays when named, and the
+				 * oldest such sets the pace for all (a cold
+				 * wave looked for as its first server ages,
+				 * the others along) */
+				launch_pay(run->launch);
+				cold_named = fmin(cold_named, named);
+				continue;
+			}
 			w = sm_pace_want(e, named, last_start);
 			if (e != NULL && w == named + sm_boot_est_lead(e)) {
 				first_min = fmin(first_min, w); /* its first look */
@@ -600,9 +641,12 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 			del_min = fmin(del_min, last_start + SM_PACE_IDLE);
 		}
 	}
-	want = sm_pace_ride(
-	    sm_pace_batch(first_min, sm_pace_aim(r->dues, ndues, r->budget.per), other_min),
-	    del_min);
+	if (cold_named < INFINITY)
+		other_min = fmin(other_min, sm_pace_want(NULL, cold_named, last_start));
+	aim = sm_pace_aim(r->dues, ndues, r->budget.per); /* sorts r->dues */
+	want = sm_pace_ride(sm_pace_batch(first_min, aim, other_min), del_min);
+	/* the servers pay when their first looks come due */
+	budget = fmin(budget, sm_pace_paid_at(&r->budget, r->paid, r->dues, ndues));
 	if (want == INFINITY) /* a waiter the runner does not know (a quota
 				 listing) or a machine before its first advance */
 		want = last_start + SM_DEFAULT_POLL;
@@ -611,6 +655,11 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 		 * for) never holds it past upstream's period since the last
 		 * listing; deletes and quota listings still wait it out */
 		budget = fmin(budget, last_start + SM_DEFAULT_POLL);
+	r->budget.borrow = 0;
+	if (other_min < INFINITY && budget > other_min && sm_pace_may_borrow(&r->budget, r->paid)) {
+		budget = other_min; /* a follow-up: borrowed */
+		r->budget.borrow = 1;
+	}
 	want = fmax(want, budget);
 	r->pace_gen = r->gen;
 	r->pace_last = last_start;
@@ -717,7 +766,7 @@ set_instance_id(struct sm_launch *l, const char *id)
 		phase_done(l, METRICS_PHASE_CREATE, l->t_attempt);
 		l->t_named = np_mono_s();
 		l->t_lo = l->t_lo_prev = 0;
-		l->r->named++;
+		l->paid = 0;
 		l->r->gen++;
 		log_debug("node %s: instance %s named, %.3fs after the create call", l->node_id, id,
 			  l->t_named - l->t_attempt);
@@ -1013,6 +1062,7 @@ create_done(enum sm_status st, struct sm_instance *inst, struct sm_machine *m, v
 	if (st == SM_DONE) {
 		/* boot: from the server's creation until it is active */
 		phase_done(l, METRICS_PHASE_BOOT, l->t_named);
+		launch_pay(l); /* seen before its first look: served all the same */
 		if (l->t_named > 0 && !(l->resume_id != NULL && l->attempt == 1)) {
 			double seen = m->seen_at > 0 ? m->seen_at : np_mono_s(), lo = 0;
 			/* the last listing noted may be the one that showed

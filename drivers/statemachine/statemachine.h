@@ -133,10 +133,13 @@ const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const ch
 /* Seconds: a first look this much (at least) before a server's expected
  * boot; a follow-up this long after a look that did not find it ready; at
  * least this between two listings; and the period of deletes (upstream's). */
-#define SM_PACE_MARGIN	0.05
+#define SM_PACE_MARGIN	0.02
 #define SM_PACE_FOLLOW	0.1
-#define SM_PACE_MIN_GAP 0.1
+#define SM_PACE_MIN_GAP 0.05
 #define SM_PACE_IDLE	1.0
+/* Seconds after it is named that a server with no boot estimate is first
+ * looked for (then every half its age: sm_pace_want). */
+#define SM_PACE_COLD 0.5
 /* Seconds the first look of a server waits for others named after it;
  * listings a burst may take beyond upstream's period; servers named that
  * pay for one listing (the budget: pace.c); seconds a delete's look may
@@ -180,7 +183,9 @@ double sm_boot_est_lead(const struct sm_boot_est *e);
  * When (monotonic seconds) a server named at named_at, of a label with
  * estimate e (NULL or empty: none), next wants a listing, the last one
  * having started at last_start: its first look, else a follow-up; with no
- * estimate, last_start + SM_DEFAULT_POLL.
+ * estimate, SM_PACE_COLD after it was named (or SM_DEFAULT_POLL after
+ * last_start if sooner), then every half its age (at least SM_PACE_FOLLOW,
+ * at most SM_DEFAULT_POLL).
  */
 double sm_pace_want(const struct sm_boot_est *e, double named_at, double last_start);
 /*
@@ -221,18 +226,44 @@ struct sm_pace_bucket {
 	/* servers named that pay one listing (<= 0: SM_PACE_PER_LISTING): an
 	 * adapter's listing_servers (struct sm_adapter_ops) */
 	double per;
+	/* the caller's: the next listing is a follow-up that borrowed
+	 * (sm_pace_may_borrow); cleared when a listing is noted */
+	int borrow;
 };
 /*
  * Take note of a listing started at last_start (when later than the last
  * one noted: it takes a token from each bucket, after their refills: one
  * per SM_DEFAULT_POLL since the last, one per b->per (SM_PACE_PER_LISTING)
- * servers named since, each holding SM_PACE_BURST, the second's owing as much) and
- * answer the earliest time the next may start within the budget
+ * servers paid since, each holding SM_PACE_BURST; the period's may owe as
+ * much, the servers' one listing, when b->borrow said a follow-up borrowed
+ * it) and answer the earliest time the next may start within the budget
  * (last_start when either bucket has a token): so listings keep to about
- * the larger of the two rates, beyond the bursts. named:
- * servers named so far (a running count).
+ * the larger of the two rates, beyond the bursts. named: servers that have
+ * paid so far (a running count; the runner's: their first looks come due).
  */
 double sm_pace_budget(struct sm_pace_bucket *b, double last_start, unsigned long long named);
+/*
+ * When the servers' bucket of b can pay the next listing, its servers
+ * paying when their first looks come due (issue 25, fourth round: paid
+ * when named, a wave's tokens went to the small waves listed before its
+ * first looks, and the wave waited a period): paid servers have paid so
+ * far (sm_pace_budget's running count), due[0..n) are the first looks
+ * still to come, sorted ascending (sm_pace_aim sorts them). -INFINITY: it
+ * can now; INFINITY: not with these servers (the period's bucket then).
+ */
+/*
+ * Whether a follow-up (servers looked for and not found ready, which have
+ * paid their share) may borrow the next listing from the servers to come:
+ * the servers' bucket of b owes nothing (a listing neither bucket pays
+ * leaves it owing one, at most). So a wave's first look and follow-up (its
+ * two tokens at 25 servers a listing) never leave its last servers waiting
+ * a period for the next wave's budget when a second follow-up is needed
+ * (issue 25: the OpenStack bench's p90 under load); the next wave pays it
+ * back.
+ */
+int sm_pace_may_borrow(const struct sm_pace_bucket *b, unsigned long long paid);
+double sm_pace_paid_at(const struct sm_pace_bucket *b, unsigned long long paid, const double *due,
+		       size_t n);
 
 /* ---- the runner (runner.c) ------------------------------------------------------ */
 
@@ -272,7 +303,9 @@ void sm_runner_get_stats(const struct sm_runner *r, struct sm_runner_stats *st);
  * being created (a wave's listings spread over it: sm_pace_aim),
  * SM_PACE_IDLE for deletes (which ride along with a launch's listing up to
  * SM_PACE_RIDE later), SM_DEFAULT_POLL when no machine runs (another
- * listing's waiter); within the budget (sm_pace_budget). Each new
+ * listing's waiter); within the budget (sm_pace_budget: the servers
+ * paying when their first looks come due, sm_pace_paid_at; a follow-up may
+ * borrow one, sm_pace_may_borrow). Each new
  * last_start also tells the runner which servers that listing did not show
  * ready (their boot samples' lower bounds).
  */

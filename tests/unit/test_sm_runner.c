@@ -1016,6 +1016,36 @@ Test(sm_runner, launches_teach_the_label_boot_estimate_and_pace_listings)
 	np_node_free(n2);
 }
 
+Test(sm_runner, a_server_with_no_estimate_is_looked_for_as_it_ages)
+{
+	struct np_node *n = node42();
+	struct sm_launch_params p = params("plain");
+	struct outcome o = {0};
+	struct sm_launch *l;
+	double listed, w, w2;
+
+	/* the provider's first server, booting for an hour: no estimate */
+	ad.delay = 3600;
+	l = sm_launch_start(runner, n, &p, on_launch, &o);
+	run_loop(0.1);
+	cr_assert_eq(o.called, 0, "still booting");
+	cr_assert_null(sm_runner_boot_est(runner, NULL));
+	/* a listing started as it was named: its next look comes
+	 * SM_PACE_COLD after it was named, sooner than upstream's period
+	 * after that listing (issue 25: the first wave waited a period) */
+	listed = np_mono_s();
+	w = sm_runner_listing_wait(runner, listed, 0);
+	cr_assert(w < SM_DEFAULT_POLL - 0.25, "next look in %g s", w);
+	cr_assert(w <= SM_PACE_COLD + 1e-6, "next look in %g s", w);
+	/* looked for and not ready at SM_PACE_COLD: the next, half its age
+	 * later (the listing noted as started SM_PACE_COLD after now) */
+	w2 = sm_runner_listing_wait(runner, listed + SM_PACE_COLD, 0);
+	cr_assert(w2 >= SM_PACE_COLD + SM_PACE_FOLLOW - 0.1, "then in %g s", w2);
+	cr_assert(w2 <= SM_PACE_COLD + SM_DEFAULT_POLL + 1e-6, "then in %g s", w2);
+	sm_launch_cancel(l);
+	np_node_free(n);
+}
+
 Test(sm_runner, a_listing_that_did_not_show_the_server_bounds_its_boot_sample)
 {
 	struct np_node *n = node42();
