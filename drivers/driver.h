@@ -153,7 +153,11 @@ struct driver {
 	/* Periodic hook on the cleanup timer (leaked resources, static sync). */
 	void (*cleanup)(struct drv_provider *dp);
 
-	/* As Provider.labelReady: the label's prerequisites (images) exist.
+	/* As Provider.labelReady: the label's prerequisites (images) exist:
+	 * 1, or 0 (a request for it is declined). -1: not known yet (the
+	 * provider's view of its image uploads is still being read, right
+	 * after start): a request for it waits instead of being declined
+	 * (upstream reads ZooKeeper synchronously and never answers that).
 	 * NULL = always ready. */
 	int (*label_ready)(struct drv_provider *dp, const char *label);
 	/* As QuotaSupport.quotaNeededByLabel. NULL = 1 instance. */

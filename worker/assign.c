@@ -75,6 +75,22 @@ count_label(const struct np_request *r, const char *label)
 	return n;
 }
 
+/* 1 when the driver cannot tell yet whether one of r's labels is ready
+ * (driver.h's label_ready -1: its view of image uploads still loading) */
+static int
+labels_unknown(struct launcher *lc, const struct np_request *r)
+{
+	const struct driver *drv = lc->prov.drv;
+	size_t i;
+
+	if (drv->label_ready == NULL || lc->prov.dp == NULL)
+		return 0;
+	for (i = 0; i < r->node_types.n; i++)
+		if (drv->label_ready(lc->prov.dp, r->node_types.v[i]) < 0)
+			return 1;
+	return 0;
+}
+
 const char *
 lc_assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
 {
@@ -106,7 +122,7 @@ lc_assign_decline_reason(struct lc_pool *pool, const struct np_request *r)
 	}
 	if (drv->label_ready != NULL && lc->prov.dp != NULL) {
 		for (i = 0; i < r->node_types.n; i++)
-			if (!drv->label_ready(lc->prov.dp, r->node_types.v[i]))
+			if (drv->label_ready(lc->prov.dp, r->node_types.v[i]) == 0)
 				return "images are not available";
 	}
 	/* could the whole nodeset ever fit? */
@@ -558,6 +574,12 @@ lc_assign_pool(struct launcher *lc, struct lc_pool *pool)
 			continue; /* left to another launcher's pool */
 		if (rv_defer(lc, pool, r, comps, ncomp))
 			continue; /* a peer ranked before us takes it first */
+		if (labels_unknown(lc, r)) {
+			/* the provider's images are still being read (its
+			 * start): decided once they are, not declined now */
+			lc_schedule_assign_in(lc, 0.2);
+			continue;
+		}
 		reason = lc_assign_decline_reason(pool, r);
 		if (reason == NULL) {
 			if (drv->reuse_only) {

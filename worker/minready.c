@@ -215,7 +215,7 @@ lc_minready_pass(struct launcher *lc)
 		if (!lc_duty_mine(lc, duty))
 			continue;
 		if (lc->prov.drv->label_ready != NULL && lc->prov.dp != NULL &&
-		    !lc->prov.drv->label_ready(lc->prov.dp, l->name))
+		    lc->prov.drv->label_ready(lc->prov.dp, l->name) != 1)
 			continue;
 		nn = zk_cache_entries(lc->nodes, &ne);
 		for (i = 0; i < nn; i++) {

@@ -295,13 +295,20 @@ latest_upload(struct drv_provider *dp, const char *image, char *eid, size_t idle
 	return sm_images_latest(dp->images, image, eid, idlen, path, pathlen);
 }
 
+/* 1 ready, 0 not, -1 not known yet (driver.h's label_ready) */
 static int
 label_entry_ready(struct drv_provider *dp, const struct sm_label *l)
 {
 	char id[256], path[512];
 
-	if (l->diskimage != NULL)
-		return latest_upload(dp, l->diskimage, id, sizeof(id), path, sizeof(path)) == 0;
+	if (l->diskimage != NULL) {
+		if (latest_upload(dp, l->diskimage, id, sizeof(id), path, sizeof(path)) == 0)
+			return 1;
+		/* the uploads not read once yet: a request that came with
+		 * the launcher's start is not declined for an upload that
+		 * is there */
+		return dp->images != NULL && sm_images_walks(dp->images) == 0 ? -1 : 0;
+	}
 	if (dp->ops->label_ready != NULL)
 		return dp->ops->label_ready(dp->ad, l);
 	return 1;
@@ -311,7 +318,7 @@ int
 sm_drv_label_ready(struct drv_provider *dp, const char *label)
 {
 	size_t i, j;
-	int seen = 0;
+	int seen = 0, unknown = 0, r;
 
 	for (i = 0; i < dp->cfg->npools; i++) {
 		const struct sm_pool *p = &dp->cfg->pools[i];
@@ -319,10 +326,13 @@ sm_drv_label_ready(struct drv_provider *dp, const char *label)
 			if (strcmp(p->labels[j].name, label) != 0)
 				continue;
 			seen = 1;
-			if (label_entry_ready(dp, &p->labels[j]))
+			if ((r = label_entry_ready(dp, &p->labels[j])) > 0)
 				return 1;
+			unknown |= r < 0;
 		}
 	}
+	if (unknown)
+		return -1;
 	return !seen; /* not ours: the launcher declines it for other reasons */
 }
 

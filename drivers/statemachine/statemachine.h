@@ -421,6 +421,7 @@ void sm_drv_provider_start(struct drv_provider *dp);
 void sm_drv_provider_stop(struct drv_provider *dp);
 void sm_drv_provider_free(struct drv_provider *dp);
 void sm_drv_cleanup(struct drv_provider *dp);
+/* driver.h's label_ready: 1, 0, or -1 while the uploads are not read yet */
 int sm_drv_label_ready(struct drv_provider *dp, const char *label);
 /* Through the adapter's label_quota; a permanent error there makes the
  * label an error label (sm_drv_label_error) and answers the empty quota. */
