@@ -1685,3 +1685,133 @@ Test(zuul, request_round_trips_verbatim)
 	free(g);
 	np_request_free(r);
 }
+
+/* ---- a copy stands for a decode of its encoding (issue 25) ------------------ */
+
+/* NULL and NULL, or equal JSON values. */
+static int
+json_same(const json_t *a, const json_t *b)
+{
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && json_equal(a, b));
+}
+
+/* What a cache holds after our own write of n: a copy (np_node_dup), in
+ * place of a decode of what was written (worker/launcher.c own_obj). */
+static void
+check_node_copy(struct np_node *n, const char *what)
+{
+	char err[256], *enc = np_node_encode(n, NULL), *a, *b;
+	struct np_node *d = np_node_dup(n), *y = NULL;
+
+	cr_assert_not_null(enc, "%s", what);
+	cr_assert_eq(np_node_decode(n->id, enc, strlen(enc), &y, err, sizeof(err)), 0, "%s", what);
+	a = np_node_encode(d, NULL);
+	b = np_node_encode(y, NULL);
+	cr_assert_str_eq(a, b, "%s", what);
+	cr_assert_str_eq(d->id, y->id);
+	cr_assert_eq(d->state, y->state, "%s", what);
+	cr_assert_eq(d->state_time, y->state_time, "%s: times to 17 digits", what);
+	cr_assert_eq(d->created_time, y->created_time, "%s", what);
+	cr_assert(json_same(d->odd, y->odd), "%s: odd values", what);
+	cr_assert(json_same(d->odd_as, y->odd_as), "%s: what they read as", what);
+	cr_assert(json_same(d->extra, y->extra), "%s: unknown keys", what);
+	free(enc);
+	free(a);
+	free(b);
+	np_node_free(d);
+	np_node_free(y);
+}
+
+/*
+ * The launcher's caches take a copy of a record it wrote instead of
+ * decoding the bytes back: for every record we read (goldens, Zuul's,
+ * odd values kept verbatim) and then change as the launcher does, the
+ * copy is what the decode would give: the same fields, odd values and
+ * unknown keys, times to the last bit.
+ */
+Test(node, dup_stands_for_a_decode_of_its_encoding)
+{
+	static const char *const names[] = {"node-ready",
+					    "node-type-string",
+					    "node-ssh-port-only",
+					    "node-k8s",
+					    "node-hold-string",
+					    "node-hold-float",
+					    "node-aws",
+					    "node-int-times",
+					    "node-extra-keys",
+					    "node-minimal",
+					    "node-metastatic",
+					    "node-zuul-in-use",
+					    "node-zuul-static-in-use"};
+	static const char *const odd[] = {"{\"state\": \"bogus\"}",
+					  "{\"type\": [\"a\", 1]}",
+					  "{\"connection_port\": \"22\"}",
+					  "{\"hold_expiration\": []}",
+					  "{\"slot\": -2}",
+					  "{\"comment\": \"a\\u0000b\"}",
+					  "{\"allocated_to\": {\"r\": 1}}",
+					  "{\"state_time\": 1e400, \"x\": NaN}"};
+	char err[256];
+	size_t i, len;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char *g = golden(names[i], &len);
+		struct np_node *n = NULL;
+
+		cr_assert_eq(np_node_decode("0000000042", g, len, &n, err, sizeof(err)), 0);
+		check_node_copy(n, names[i]);
+		np_node_set_state(n, NP_NODE_DELETING); /* our change, as cleanup's */
+		check_node_copy(n, names[i]);
+		free(g);
+		np_node_free(n);
+	}
+	for (i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		struct np_node *n = NULL;
+
+		cr_assert_eq(
+		    np_node_decode("0000000007", odd[i], strlen(odd[i]), &n, err, sizeof(err)), 0);
+		check_node_copy(n, odd[i]);
+		free(n->public_ipv4);
+		n->public_ipv4 = strdup("203.0.113.9");
+		check_node_copy(n, odd[i]);
+		np_node_free(n);
+	}
+}
+
+/* The same for node requests. */
+Test(request, dup_stands_for_a_decode_of_its_encoding)
+{
+	static const char *const names[] = {"request-zuul", "request-min-ready",
+					    "request-fulfilled", "request-minimal"};
+	char err[256];
+	size_t i, len;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char *g = golden(names[i], &len), *enc, *a, *b;
+		struct np_request *r = NULL, *d, *y = NULL;
+
+		cr_assert_eq(np_request_decode("200-0000000042", g, len, &r, err, sizeof(err)), 0);
+		np_request_set_state(r, NP_REQ_PENDING);
+		np_strv_push(&r->declined_by, "other-launcher");
+		enc = np_request_encode(r, NULL);
+		d = np_request_dup(r);
+		cr_assert_eq(np_request_decode(r->id, enc, strlen(enc), &y, err, sizeof(err)), 0);
+		a = np_request_encode(d, NULL);
+		b = np_request_encode(y, NULL);
+		cr_assert_str_eq(a, b, "%s", names[i]);
+		cr_assert_str_eq(d->id, y->id);
+		cr_assert_eq(d->state_time, y->state_time);
+		cr_assert(json_same(d->odd, y->odd));
+		cr_assert(json_same(d->odd_as, y->odd_as));
+		cr_assert(json_same(d->extra, y->extra));
+		cr_assert(json_same(d->requestor_data, y->requestor_data));
+		free(g);
+		free(enc);
+		free(a);
+		free(b);
+		np_request_free(r);
+		np_request_free(d);
+		np_request_free(y);
+	}
+}
