@@ -1271,11 +1271,13 @@ own_cache(struct launcher *lc, const char *path, const char **name, int *nodes)
 
 /*
  * The cache object for record (a struct np_node for a node's path, a
- * struct np_request for a request's, whose id is name): a copy, as the
+ * struct np_request for a request's): a copy named name (the id is the
+ * znode's name, not in the body; a new node's record has none), as the
  * cache's codec would decode it from the record's encoding (encode then
  * decode gives back the same record: every field, unknown keys and odd
- * values kept verbatim, times to 17 digits). NULL without a record, or
- * one of another id (then the bytes are decoded as before).
+ * values kept verbatim, times to 17 digits; test_model's
+ * dup_stands_for_a_decode_of_its_encoding). NULL without a record (then
+ * the bytes are decoded as before).
  */
 static void *
 own_obj(const struct launcher *lc, int nodes, const char *name, const void *record)
@@ -1283,13 +1285,15 @@ own_obj(const struct launcher *lc, int nodes, const char *name, const void *reco
 	if (record == NULL)
 		return NULL;
 	if (nodes) {
-		const struct np_node *n = record;
-		return n->id != NULL && strcmp(n->id, name) == 0
-			   ? node_cache_obj(lc, np_node_dup(n))
-			   : NULL;
+		struct np_node *n = np_node_dup(record);
+		free(n->id);
+		n->id = xstrdup(name);
+		return node_cache_obj(lc, n);
 	} else {
-		const struct np_request *r = record;
-		return r->id != NULL && strcmp(r->id, name) == 0 ? np_request_dup(r) : NULL;
+		struct np_request *r = np_request_dup(record);
+		free(r->id);
+		r->id = xstrdup(name);
+		return r;
 	}
 }
 
