@@ -16,7 +16,8 @@
  * child: the server keeps one watch per cache, the C client one entry.
  * Issue 25: a child created while we watch has its lock contenders
  * counted from its creation's event on, with no listing; our own writes
- * (zk_cache_write_begin/_end) are taken from their replies, not read back.
+ * (zk_cache_write_begin/_end) are taken from their replies, not read back,
+ * and with the object the writer encoded them from, not decoded back.
  * With ZK_CACHE_LAZY (zk.h) the reads these events ask for wait, the
  * entries queued, until zk_cache_refresh(): a reader that is seldom asked
  * reads once what changed many times.
