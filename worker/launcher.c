@@ -1342,11 +1342,14 @@ own_data_clear(struct own_data *d)
 static void
 own_end(struct launcher *lc, struct own_data *d, int ok, int64_t mzxid, int32_t version)
 {
+	struct zk_cache *c = d->nodes ? lc->nodes : lc->requests;
+
 	if (d->name == NULL)
 		return;
-	zk_cache_write_end(d->nodes ? lc->nodes : lc->requests, d->name, ok, d->data, d->len,
-			   d->obj, mzxid, version);
-	d->obj = NULL; /* the cache's now */
+	if (c != NULL) {
+		zk_cache_write_end(c, d->name, ok, d->data, d->len, d->obj, mzxid, version);
+		d->obj = NULL; /* the cache's now */
+	}
 	own_data_clear(d);
 }
 
@@ -1542,7 +1545,7 @@ own_create_done(int rc, const char *path, const struct zk_stat *st, void *arg)
 	const char *name = rc == ZOK && path != NULL ? strrchr(path, '/') : NULL;
 	void *obj = NULL;
 
-	if (name != NULL && o->rec != NULL) {
+	if (name != NULL && o->rec != NULL && lc->nodes != NULL) {
 		free(o->rec->id);
 		o->rec->id = xstrdup(name + 1);
 		obj = node_cache_obj(lc, o->rec);
