@@ -688,32 +688,34 @@ pump(struct zk_cache *c)
 	}
 }
 
+/* The entry's data from a read's answer (r->value NUL-ended, r->len
+ * bytes). With a codec, decoded straight from the answer: the text is
+ * copied only when it does not decode (kept undecoded). */
 static void
 set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 {
+	void *obj = NULL;
 	char *text = NULL;
 
-	free((char *)e->pub.data);
-	if (r->len > 0) {
+	if (c->decode != NULL) {
+		obj = c->decode(e->name, r->value, r->len);
+		if (obj == NULL)
+			log_warn("zk cache %s: cannot decode %s (%d bytes); kept undecoded",
+				 c->path, e->name, r->len);
+	}
+	if (obj == NULL && r->len > 0) {
 		if ((text = malloc((size_t)r->len + 1)) == NULL)
 			abort();
 		memcpy(text, r->value, (size_t)r->len + 1);
 	}
-	e->pub.data = text;
+	free((char *)e->pub.data);
+	e->pub.data = text; /* the object stands for the text: not kept twice */
 	e->pub.len = r->len;
 	e->have_data = 1;
 	if (c->decode != NULL) {
 		if (e->pub.obj != NULL && c->free_obj != NULL)
 			c->free_obj(e->pub.obj);
-		e->pub.obj = c->decode(e->name, r->value, r->len);
-		if (e->pub.obj == NULL) {
-			log_warn("zk cache %s: cannot decode %s (%d bytes); kept undecoded",
-				 c->path, e->name, r->len);
-		} else {
-			/* the object stands for the text: not kept twice */
-			free((char *)e->pub.data);
-			e->pub.data = NULL;
-		}
+		e->pub.obj = obj;
 	}
 }
 
