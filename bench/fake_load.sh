@@ -120,7 +120,11 @@
 # ms, new 6.0 / 12.2 (intermediate 25.6 / 7.1, 7.8 / 8.0 / 8.8); overhead
 # above the boot p50 base 162 / 154 / 153 / 158 / 180 ms, new 190 / 164
 # (intermediate 190 / 159, 191 / 147 / 148): the machine's load decides
-# it. ZooKeeper requests per
+# it. Final build (7e0c91d, reads decoded straight from the reply),
+# 01:40-01:43, load average 0.7-2.1: launcher base 1.18 / 1.20, new 0.90 /
+# 0.84 ms per request; longest zk dispatch 14.7 / 11.3, 8.4 / 8.7 ms;
+# overhead above the boot p50 165 / 144, 168 / 172 ms (p99 296 / 294,
+# 262 / 235): the launch waits on ZooKeeper's round trips, not our CPU. ZooKeeper requests per
 # request unchanged (create 2.00 get 3.00 set 2.01 children 1.00 multi
 # 4.01-4.06, 13.0-13.2 ops; events created 6.0 deleted 6.2 changed 8.0).
 # The three gets (uprobes on zk_submit and the cache's tree_event): the
