@@ -81,6 +81,16 @@
 # each), ~3 hand-offs to the loop (eventfd write, epoll_wait, read), ~3
 # log lines, and ~3 getpid from OpenSSL's RAND_bytes (OpenSSL's fork check)
 # for each lock's node name (zk_lock_new).
+#   issue 25, our own writes applied from the record we encoded (no decode
+#   back) and records written straight to text (branch i25-cachewrite;
+#   release, 2026-11-29 00:50-01:16, load average 1.5-4.8, alternated with
+#   a copy of the build before, e3ba4c0): launcher 1.06 / 0.84 / 0.96 /
+#   0.92 / 0.84 -> 0.66 / 0.60 ms per request, tree 1.10 / 0.88 / 1.00 /
+#   0.96 / 0.90 -> 0.70 / 0.64 (intermediate steps: no decode back but a
+#   new node's writes, 0.76 / 0.88, tree 0.78 / 0.94; with the first
+#   writer, 0.76 / 0.68 / 0.78, tree 0.80 / 0.74 / 0.82); nodepool-web 0
+#   (asleep). Final build (7e0c91d), 01:41-01:43, load average 0.8-1.7:
+#   launcher 0.94 / 0.90 -> 0.62 / 0.70, tree 0.98 / 0.94 -> 0.66 / 0.74.
 set -eu
 N=${1:-500}
 C=${2:-20}

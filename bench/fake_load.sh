@@ -102,6 +102,38 @@
 # boot estimate (1.02-1.10 s for its exact 1 s) is where first looks find
 # the wave's last server (pace.c).
 #
+# Issue 25, the launcher's CPU per launch (branch i25-cachewrite: the
+# caches take our own writes and creates from a copy of the record we
+# encoded instead of decoding the bytes back; node and request records
+# written straight to text, not through a jansson tree), `BENCH_TIMELINE=1
+# BENCH_WARMUP=100 bench/fake_load.sh 500 50 1`, 2026-11-29 00:49-01:16,
+# load average 1.5-4.8 from the other sessions, base (e3ba4c0) and new
+# alternated. Where the loop went before (perf record --call-graph dwarf):
+# set_data 30 % of the launcher's samples, 22 points of them decoding our
+# own writes (zk_cache_write_end/create_end -> decode_node, json_loadb);
+# encoding 16 % (np_node_encode 10, np_request_encode 6, a json_t per key).
+# After: no decode left but the three reads of Zuul's writes (data_read
+# 9 %), encoding 5 %. Launcher CPU per request base 1.20 / 1.12 / 1.18 /
+# 0.96 / 1.04 ms, new 0.84 / 0.86 (intermediate steps, a new node's
+# writes still decoded: 0.80 / 0.86, then 0.96 / 0.84 / 0.86 with the
+# first writer); longest zk dispatch base 19.2 / 16.2 / 11.4 / 13.0 / 19.5
+# ms, new 6.0 / 12.2 (intermediate 25.6 / 7.1, 7.8 / 8.0 / 8.8); overhead
+# above the boot p50 base 162 / 154 / 153 / 158 / 180 ms, new 190 / 164
+# (intermediate 190 / 159, 191 / 147 / 148): the machine's load decides
+# it. Final build (7e0c91d, reads decoded straight from the reply),
+# 01:40-01:43, load average 0.7-2.1: launcher base 1.18 / 1.20, new 0.90 /
+# 0.84 ms per request; longest zk dispatch 14.7 / 11.3, 8.4 / 8.7 ms;
+# overhead above the boot p50 165 / 144, 168 / 172 ms (p99 296 / 294,
+# 262 / 235): the launch waits on ZooKeeper's round trips, not our CPU. ZooKeeper requests per
+# request unchanged (create 2.00 get 3.00 set 2.01 children 1.00 multi
+# 4.01-4.06, 13.0-13.2 ops; events created 6.0 deleted 6.2 changed 8.0).
+# The three gets (uprobes on zk_submit and the cache's tree_event): the
+# request Zuul submitted (created event), the node after Zuul's in-use
+# write and after its used write (changed events): Zuul's data, not
+# known without reading it; no read is left for our own writes (pending,
+# building, the launch's store, ready + fulfilled, deleting, the create)
+# or for a record Zuul deleted (the request: its event removes it).
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (1000: the
 # ZooKeeper server's JVM compiles its hot paths; 0 skips); BENCH_ZK=plain talks to ZooKeeper without TLS (the server's

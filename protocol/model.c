@@ -702,6 +702,214 @@ mdl_finish(json_t *o, const json_t *extra, const json_t *odd, const json_t *odd_
 	return s;
 }
 
+/* ---- the direct writer ---------------------------------------------------------
+ *
+ * Issue 25: building a jansson tree of a record only to dump it was most of
+ * an encode (a node's 37 keys: a json_t each, a hash insertion each, the
+ * dump, the frees), and the launcher encodes several records per launch.
+ * The writer appends the same text straight to a buffer: jansson's
+ * json_dumps(o, JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17)) of the tree,
+ * byte for byte (", " and ": " separators, keys in the order written, the
+ * unknown keys last). What it cannot write as jansson would by itself (a
+ * string with escapes or non-ASCII text, a real with an exponent, a json_t
+ * value, through np_json_raw_dumps: big-number stand-ins become their
+ * literals) it has jansson write, value by value. The record files use it
+ * for every record without an odd value to put back (those go through the
+ * tree, mdl_finish).
+ */
+
+#define MDL_W_FLAGS (JSON_ENCODE_ANY | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17))
+
+static void
+w_put(struct mdl_w *w, const char *p, size_t n)
+{
+	if (w->len + n + 1 > w->cap) {
+		size_t cap = w->cap ? w->cap : 1024;
+		while (cap < w->len + n + 1)
+			cap *= 2;
+		if ((w->buf = realloc(w->buf, cap)) == NULL)
+			abort(); /* as xalloc.h: no sane partial record */
+		w->cap = cap;
+	}
+	memcpy(w->buf + w->len, p, n);
+	w->len += n;
+	w->buf[w->len] = '\0';
+}
+
+/* jansson's text for v (JSON_ENCODE_ANY), appended; v is consumed. */
+static void
+w_jansson(struct mdl_w *w, json_t *v)
+{
+	char *t = v != NULL ? json_dumps(v, MDL_W_FLAGS) : NULL;
+
+	json_decref(v);
+	if (t == NULL) {
+		w->bad = 1;
+		return;
+	}
+	w_put(w, t, strlen(t));
+	free(t);
+}
+
+/* A JSON string (null for NULL). Printable ASCII without '"' or '\' is
+ * written as is, as jansson writes it; anything else by jansson (escapes,
+ * \uXXXX for non-ASCII, and its refusal of invalid UTF-8). */
+static void
+w_string(struct mdl_w *w, const char *s)
+{
+	const unsigned char *p;
+
+	if (s == NULL) {
+		w_put(w, "null", 4);
+		return;
+	}
+	for (p = (const unsigned char *)s; *p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\'; p++)
+		;
+	if (*p != '\0') {
+		w_jansson(w, json_string(s));
+		return;
+	}
+	w_put(w, "\"", 1);
+	w_put(w, s, (size_t)((const char *)p - s));
+	w_put(w, "\"", 1);
+}
+
+void
+mdl_w_key(struct mdl_w *w, const char *key)
+{
+	if (w->nkeys++ > 0)
+		w_put(w, ", ", 2);
+	else
+		w_put(w, "{", 1);
+	w_string(w, key);
+	w_put(w, ": ", 2);
+}
+
+void
+mdl_w_str(struct mdl_w *w, const char *key, const char *s)
+{
+	mdl_w_key(w, key);
+	w_string(w, s);
+}
+
+void
+mdl_w_null(struct mdl_w *w, const char *key)
+{
+	mdl_w_key(w, key);
+	w_put(w, "null", 4);
+}
+
+void
+mdl_w_bool(struct mdl_w *w, const char *key, int b)
+{
+	mdl_w_key(w, key);
+	w_put(w, b ? "true" : "false", b ? 4 : 5);
+}
+
+void
+mdl_w_int(struct mdl_w *w, const char *key, long long v)
+{
+	char b[32];
+	int n = snprintf(b, sizeof(b), "%lld", v);
+
+	mdl_w_key(w, key);
+	w_put(w, b, (size_t)n);
+}
+
+/* jansson's real: "%.17g", ".0" added without '.' or an exponent; one with
+ * an exponent (its sign and zeros trimmed by jansson) is left to jansson,
+ * as a value that is not finite (refused). */
+void
+mdl_w_real(struct mdl_w *w, const char *key, double v)
+{
+	char b[64];
+	int n;
+
+	mdl_w_key(w, key);
+	if (!isfinite(v)) {
+		w->bad = 1; /* json_real refuses it */
+		return;
+	}
+	n = snprintf(b, sizeof(b), "%.17g", v);
+	if (n <= 0 || (size_t)n >= sizeof(b) - 2 || strpbrk(b, "eE") != NULL) {
+		w_jansson(w, json_real(v));
+		return;
+	}
+	if (strchr(b, '.') == NULL) {
+		memcpy(b + n, ".0", 3);
+		n += 2;
+	}
+	w_put(w, b, (size_t)n);
+}
+
+void
+mdl_w_json(struct mdl_w *w, const char *key, const json_t *v)
+{
+	const char *lit;
+	char *t;
+
+	mdl_w_key(w, key);
+	if (v == NULL) {
+		w_put(w, "null", 4);
+		return;
+	}
+	if ((lit = np_json_raw_number(v)) != NULL) {
+		w_put(w, lit, strlen(lit)); /* a big number: its literal */
+		return;
+	}
+	/* stand-ins inside it become their literals, as in the tree's dump */
+	if ((t = np_json_raw_dumps(v, MDL_W_FLAGS)) == NULL) {
+		w->bad = 1;
+		return;
+	}
+	w_put(w, t, strlen(t));
+	free(t);
+}
+
+void
+mdl_w_strv(struct mdl_w *w, const char *key, const struct np_strv *sv)
+{
+	size_t i;
+
+	mdl_w_key(w, key);
+	w_put(w, "[", 1);
+	for (i = 0; i < sv->n; i++) {
+		if (i > 0)
+			w_put(w, ", ", 2);
+		w_string(w, sv->v[i]);
+	}
+	w_put(w, "]", 1);
+}
+
+char *
+mdl_w_finish(struct mdl_w *w, const json_t *extra, const char *const *known, size_t nknown,
+	     size_t *len)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (!w->bad && extra != NULL && json_is_object(extra)) {
+		json_object_foreach((json_t *)extra, k, v)
+		{
+			for (i = 0; i < nknown && strcmp(known[i], k) != 0; i++)
+				;
+			if (i == nknown && !w->bad)
+				mdl_w_json(w, k, v); /* never over a known key */
+		}
+	}
+	if (w->nkeys == 0)
+		w_put(w, "{", 1);
+	w_put(w, "}", 1);
+	if (w->bad) {
+		free(w->buf);
+		w->buf = NULL;
+	}
+	if (len != NULL)
+		*len = w->buf != NULL ? w->len : 0;
+	return w->buf;
+}
+
 /* ---- Components ----------------------------------------------------------------- */
 
 static int

@@ -380,8 +380,95 @@ node_obj(const struct np_node *n, int *badp)
 	return o;
 }
 
+/* The keys node_obj and node_write write, in their order. */
+static const char *const node_keys[] = {
+    "state",	    "state_time",      "cloud",	      "provider",	 "pool",
+    "type",	    "allocated_to",    "az",	      "region",		 "public_ipv4",
+    "private_ipv4", "public_ipv6",     "host_id",     "interface_ip",	 "connection_port",
+    "ssh_port",	    "image_id",	       "launcher",    "created_time",	 "external_id",
+    "hostname",	    "comment",	       "user_data",   "hold_job",	 "host_keys",
+    "username",	    "connection_type", "shell_type",  "hold_expiration", "resources",
+    "slot",	    "attributes",      "python_path", "tenant_name",	 "driver_data",
+    "requestor"};
+
+/* node_obj's keys and values, straight to text (model.c's direct writer). */
+static char *
+node_write(const struct np_node *n, size_t *len)
+{
+	struct mdl_w w = {0};
+
+	mdl_w_str(&w, "state", np_node_state_name(n->state));
+	mdl_w_real(&w, "state_time", n->state_time);
+	mdl_w_str(&w, "cloud", n->cloud);
+	mdl_w_str(&w, "provider", n->provider);
+	mdl_w_str(&w, "pool", n->pool);
+	mdl_w_strv(&w, "type", &n->type);
+	mdl_w_str(&w, "allocated_to", n->allocated_to);
+	mdl_w_str(&w, "az", n->az);
+	mdl_w_str(&w, "region", n->region);
+	mdl_w_str(&w, "public_ipv4", n->public_ipv4);
+	mdl_w_str(&w, "private_ipv4", n->private_ipv4);
+	mdl_w_str(&w, "public_ipv6", n->public_ipv6);
+	mdl_w_str(&w, "host_id", n->host_id);
+	mdl_w_str(&w, "interface_ip", n->interface_ip);
+	if (n->connection_port_obj != NULL) {
+		mdl_w_json(&w, "connection_port", n->connection_port_obj);
+		mdl_w_json(&w, "ssh_port", n->connection_port_obj);
+	} else {
+		mdl_w_int(&w, "connection_port", n->connection_port);
+		mdl_w_int(&w, "ssh_port", n->connection_port);
+	}
+	mdl_w_str(&w, "image_id", n->image_id);
+	mdl_w_str(&w, "launcher", n->launcher);
+	if (n->created_time != 0)
+		mdl_w_real(&w, "created_time", n->created_time);
+	else
+		mdl_w_null(&w, "created_time");
+	if (n->external_id_obj != NULL)
+		mdl_w_json(&w, "external_id", n->external_id_obj);
+	else
+		mdl_w_str(&w, "external_id", n->external_id);
+	mdl_w_str(&w, "hostname", n->hostname);
+	mdl_w_str(&w, "comment", n->comment);
+	mdl_w_json(&w, "user_data", n->user_data);
+	mdl_w_str(&w, "hold_job", n->hold_job);
+	mdl_w_strv(&w, "host_keys", &n->host_keys);
+	mdl_w_str(&w, "username", n->username);
+	mdl_w_str(&w, "connection_type", n->connection_type);
+	mdl_w_str(&w, "shell_type", n->shell_type);
+	if (n->has_hold_expiration)
+		mdl_w_int(&w, "hold_expiration", n->hold_expiration);
+	else
+		mdl_w_null(&w, "hold_expiration");
+	mdl_w_json(&w, "resources", n->resources);
+	if (n->slot >= 0)
+		mdl_w_int(&w, "slot", n->slot);
+	else
+		mdl_w_null(&w, "slot");
+	mdl_w_json(&w, "attributes", n->attributes);
+	mdl_w_str(&w, "python_path", n->python_path);
+	mdl_w_str(&w, "tenant_name", n->tenant_name);
+	mdl_w_json(&w, "driver_data", n->driver_data);
+	mdl_w_str(&w, "requestor", n->requestor);
+	return mdl_w_finish(&w, n->extra, node_keys, sizeof(node_keys) / sizeof(node_keys[0]), len);
+}
+
 char *
 np_node_encode(const struct np_node *n, size_t *len)
+{
+	int bad = 0;
+	json_t *o;
+
+	if (n->odd == NULL)
+		return node_write(n, len);
+	o = node_obj(n, &bad);
+	if (o == NULL)
+		return NULL;
+	return mdl_finish(o, n->extra, n->odd, n->odd_as, bad, 0, len);
+}
+
+char *
+np_node_encode_tree(const struct np_node *n, size_t *len)
 {
 	int bad = 0;
 	json_t *o = node_obj(n, &bad);

@@ -394,7 +394,8 @@ ndel_cached(struct ndel *x)
 	np_node_set_state(x->node, NP_NODE_DELETING);
 	json = np_node_encode(x->node, &len);
 	snprintf(path, sizeof(path), "/nodepool/nodes/%s", x->id);
-	lc_set_under(lc, &x->lock, 1, path, json, (int)len, e->stat.version, ndel_cached_stored, x);
+	lc_set_record_under(lc, &x->lock, 1, path, json, (int)len, x->node, e->stat.version,
+			    ndel_cached_stored, x);
 	free(json);
 	return 1;
 }
@@ -588,7 +589,7 @@ lost_store(struct lost *x)
 	np_strv_clear(&x->req->nodes);
 	snprintf(path, sizeof(path), "/nodepool/requests/%s", x->id);
 	json = np_request_encode(x->req, &len);
-	lc_set_under(x->lc, &x->lock, 1, path, json, (int)len, -1, lost_stored, x);
+	lc_set_record_under(x->lc, &x->lock, 1, path, json, (int)len, x->req, -1, lost_stored, x);
 	free(json);
 }
 

@@ -652,6 +652,7 @@ fulfil(struct handler *h)
 	ops[0].data = json;
 	ops[0].len = (int)len;
 	ops[0].version = -1;
+	ops[0].record = h->req; /* the cache copies it (lc_set_record_under) */
 	nops = 1 + unlock_ops(h, ops, 1, unlocks);
 	locks = lc_handler_locks(h, &nlocks);
 	lc_multi_under(h->lc, locks, nlocks, ops, nops, fulfilled_stored, hop_new(h, (size_t)-1));
@@ -1280,11 +1281,13 @@ fulfil_with_ready(struct handler *h, size_t i)
 	ops[0].data = njson;
 	ops[0].len = (int)nlen;
 	ops[0].version = hn->version;
+	ops[0].record = hn->node; /* the caches copy them (lc_set_record_under) */
 	ops[1].type = ZK_MULTI_SET;
 	ops[1].path = rpath;
 	ops[1].data = rjson;
 	ops[1].len = (int)rlen;
 	ops[1].version = h->req_version;
+	ops[1].record = h->req;
 	nops = 2 + unlock_ops(h, ops, 2, unlocks);
 	locks = lc_handler_locks(h, &nlocks);
 	lc_multi_under(h->lc, locks, nlocks, ops, nops, ready_fulfilled, hop_new(h, i));
@@ -1624,6 +1627,7 @@ new_node_take(struct handler *h, size_t i, const char *id)
 	op.data = json;
 	op.len = (int)jlen;
 	op.version = 0;
+	op.record = hn->node; /* the cache copies it (lc_set_record_under) */
 	lc_lock_acquire_with(h->lc, hn->lock, &op, 1, new_node_locked, hop_new(h, i));
 	free(json);
 	if (early_launch_ok(h, hn)) {
@@ -2293,8 +2297,8 @@ request_read(int rc, const char *data, int len, const struct zk_stat *st, void *
 	np_request_set_state(r, NP_REQ_PENDING);
 	req_path(h, path, sizeof(path));
 	json = np_request_encode(r, &jlen);
-	lc_set_under(h->lc, &h->req_lock, 1, path, json, (int)jlen, -1, accepted,
-		     hop_new(h, (size_t)-1));
+	lc_set_record_under(h->lc, &h->req_lock, 1, path, json, (int)jlen, r, -1, accepted,
+			    hop_new(h, (size_t)-1));
 	free(json);
 }
 
@@ -2409,6 +2413,7 @@ fast_commit(struct handler *h)
 		ops[i].data = jsons[i];
 		ops[i].len = (int)len;
 		ops[i].version = hn->version;
+		ops[i].record = hn->node; /* the caches copy them (lc_set_record_under) */
 		np_strv_push(&h->req->nodes, hn->node_id);
 		hn->state = HN_READY;
 	}
@@ -2420,6 +2425,7 @@ fast_commit(struct handler *h)
 	ops[n].data = jsons[n];
 	ops[n].len = (int)len;
 	ops[n].version = h->req_version;
+	ops[n].record = h->req;
 	nops = (int)n + 1 + unlock_ops(h, ops, (int)n + 1, unlocks);
 	locks = lc_handler_locks(h, &nlocks);
 	lc_multi_under(h->lc, locks, nlocks, ops, nops, fast_done, hop_new(h, (size_t)-1));
@@ -2815,6 +2821,7 @@ accept_with_lock(struct handler *h)
 	ops[0].data = jsons[0];
 	ops[0].len = (int)jlen;
 	ops[0].version = e->stat.version;
+	ops[0].record = h->req; /* the cache copies it (lc_set_record_under) */
 	for (i = 1; i < (size_t)nops; i++) {
 		jsons[i] = np_node_encode(h->nodes[i - 1].node, &jlen);
 		ops[i].type = ZK_MULTI_CREATE;

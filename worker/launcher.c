@@ -73,12 +73,23 @@ lc_set_error(struct launcher *lc, const char *fmt, ...)
  * records are kept whole depends on it. */
 static const struct launcher *decoding_lc;
 
+/* The node cache's object for record n (taken): the record is decoded
+ * once, summarised, and kept whole only where we need it (our own nodes;
+ * every node for the web API). */
+static struct np_node_sum *
+node_cache_obj(const struct launcher *lc, struct np_node *n)
+{
+	int whole = lc == NULL || lc->full_records ||
+		    (n->provider != NULL && strcmp(n->provider, lc->prov.name) == 0);
+
+	return np_node_sum_new(n, whole);
+}
+
 static void *
 decode_node(const char *name, const char *data, int len)
 {
 	const struct launcher *lc = decoding_lc;
 	struct np_node *n = NULL;
-	int whole;
 	char err[256];
 
 	if (data == NULL || len == 0)
@@ -91,11 +102,7 @@ decode_node(const char *name, const char *data, int len)
 	}
 	if (err[0] != '\0')
 		log_info("%s", err); /* a value of an odd type, kept as it is */
-	/* the record is decoded once: summarised, and kept whole only where
-	 * we need it (our own nodes; every node for the web API) */
-	whole = lc == NULL || lc->full_records ||
-		(n->provider != NULL && strcmp(n->provider, lc->prov.name) == 0);
-	return np_node_sum_new(n, whole);
+	return node_cache_obj(lc, n);
 }
 
 static void
@@ -1210,12 +1217,17 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
  */
 struct own_data {
 	char *name; /* the child, in cache */
-	char *data;
+	char *data; /* a copy of the bytes written; NULL when obj stands for them */
 	int len;
 	int nodes; /* lc->nodes, else lc->requests (looked up at the reply) */
 	/* a sequential create of a node in a batch (name NULL, data kept):
 	 * zk_cache_create_begin was called (own_ops_begin) */
 	int create;
+	/* the cache's object for what was written (a struct np_node_sum, or a
+	 * struct np_request), made from a copy of the record the writer
+	 * encoded, so that the cache need not decode the bytes back;
+	 * handed over to it at the reply (zk_cache_write_end); NULL: none */
+	void *obj;
 };
 
 struct own_set {
@@ -1261,8 +1273,47 @@ own_cache(struct launcher *lc, const char *path, const char **name, int *nodes)
 	return *nodes ? lc->nodes : lc->requests;
 }
 
+/*
+ * The cache object for record (a struct np_node for a node's path, a
+ * struct np_request for a request's): a copy named name (the id is the
+ * znode's name, not in the body; a new node's record has none), as the
+ * cache's codec would decode it from the record's encoding (encode then
+ * decode gives back the same record: every field, unknown keys and odd
+ * values kept verbatim, times to 17 digits; test_model's
+ * dup_stands_for_a_decode_of_its_encoding). NULL without a record (then
+ * the bytes are decoded as before).
+ */
+static void *
+own_obj(const struct launcher *lc, int nodes, const char *name, const void *record)
+{
+	if (record == NULL)
+		return NULL;
+	if (nodes) {
+		struct np_node *n = np_node_dup(record);
+		free(n->id);
+		n->id = xstrdup(name);
+		return node_cache_obj(lc, n);
+	} else {
+		struct np_request *r = np_request_dup(record);
+		free(r->id);
+		r->id = xstrdup(name);
+		return r;
+	}
+}
+
 static void
-own_begin(struct launcher *lc, struct own_data *d, const char *path, const void *data, int len)
+own_obj_free(int nodes, void *obj)
+{
+	if (nodes)
+		np_node_sum_free(obj);
+	else
+		np_request_free(obj);
+}
+
+/* record: what data encodes (own_obj), or NULL. */
+static void
+own_begin(struct launcher *lc, struct own_data *d, const char *path, const void *data, int len,
+	  const void *record)
 {
 	const char *name;
 	struct zk_cache *c = own_cache(lc, path, &name, &d->nodes);
@@ -1270,9 +1321,12 @@ own_begin(struct launcher *lc, struct own_data *d, const char *path, const void 
 	if (c == NULL || len < 0)
 		return;
 	d->name = xstrdup(name);
-	d->data = xmalloc((size_t)len + 1);
-	if (len > 0)
-		memcpy(d->data, data, (size_t)len);
+	d->obj = data != NULL ? own_obj(lc, d->nodes, name, record) : NULL;
+	if (d->obj == NULL) {
+		d->data = xmalloc((size_t)len + 1);
+		if (len > 0)
+			memcpy(d->data, data, (size_t)len);
+	}
 	d->len = len;
 	zk_cache_write_begin(c, name);
 }
@@ -1283,16 +1337,23 @@ own_data_clear(struct own_data *d)
 {
 	free(d->name);
 	free(d->data);
+	if (d->obj != NULL)
+		own_obj_free(d->nodes, d->obj);
 	d->name = d->data = NULL;
+	d->obj = NULL;
 }
 
 static void
 own_end(struct launcher *lc, struct own_data *d, int ok, int64_t mzxid, int32_t version)
 {
+	struct zk_cache *c = d->nodes ? lc->nodes : lc->requests;
+
 	if (d->name == NULL)
 		return;
-	zk_cache_write_end(d->nodes ? lc->nodes : lc->requests, d->name, ok, d->data, d->len, mzxid,
-			   version);
+	if (c != NULL) {
+		zk_cache_write_end(c, d->name, ok, d->data, d->len, d->obj, mzxid, version);
+		d->obj = NULL; /* the cache's now */
+	}
 	own_data_clear(d);
 }
 
@@ -1320,16 +1381,24 @@ own_set_done(int rc, const struct zk_stat *st, void *arg)
 }
 
 void
-lc_set_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks, const char *path,
-	     const void *data, int len, int version, zk_stat_cb cb, void *arg)
+lc_set_record_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks, const char *path,
+		    const void *data, int len, const void *record, int version, zk_stat_cb cb,
+		    void *arg)
 {
 	struct own_set *o = lc_ctx_new(lc, sizeof(*o), own_set_cleanup);
 
 	o->lc = lc;
 	o->cb = cb;
 	o->arg = arg;
-	own_begin(lc, &o->d, path, data, len);
+	own_begin(lc, &o->d, path, data, len, record);
 	zk_set_under(lc->zk, locks, nlocks, path, data, len, version, own_set_done, o);
+}
+
+void
+lc_set_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks, const char *path,
+	     const void *data, int len, int version, zk_stat_cb cb, void *arg)
+{
+	lc_set_record_under(lc, locks, nlocks, path, data, len, NULL, version, cb, arg);
 }
 
 /* Starts the records of ops[0..count) (the cached ones among the sets). */
@@ -1343,7 +1412,8 @@ own_ops_begin(struct own_ops *b, struct launcher *lc, const struct zk_multi_op *
 	b->d = xcalloc((size_t)(b->n ? b->n : 1), sizeof(*b->d));
 	for (i = 0; i < b->n; i++) {
 		if (ops[i].type == ZK_MULTI_SET)
-			own_begin(lc, &b->d[i], ops[i].path, ops[i].data, ops[i].len);
+			own_begin(lc, &b->d[i], ops[i].path, ops[i].data, ops[i].len,
+				  ops[i].record);
 		else if (ops[i].type == ZK_MULTI_CREATE && (ops[i].flags & ZOO_SEQUENCE) &&
 			 strcmp(ops[i].path, "/nodepool/nodes/") == 0 && ops[i].len >= 0) {
 			/* a node made in the batch (issue 25: a launch's INIT
@@ -1386,7 +1456,7 @@ own_creates_end(struct own_ops *b, int applied, int count, const struct zk_multi
 			name++;
 		memset(&st, 0, sizeof(st));
 		st.czxid = st.mzxid = zxid;
-		zk_cache_create_end(b->lc->nodes, name, b->d[i].data, b->d[i].len,
+		zk_cache_create_end(b->lc->nodes, name, b->d[i].data, b->d[i].len, NULL,
 				    name != NULL ? &st : NULL);
 		free(b->d[i].data);
 		b->d[i].data = NULL;
@@ -1493,7 +1563,7 @@ lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock *lock
 	char *json = np_node_encode(n, &len);
 
 	snprintf(path, sizeof(path), "/nodepool/nodes/%s", n->id);
-	lc_set_under(lc, &lock, lock != NULL, path, json, (int)len, -1, cb, arg);
+	lc_set_record_under(lc, &lock, lock != NULL, path, json, (int)len, n, -1, cb, arg);
 	free(json);
 }
 
@@ -1501,8 +1571,8 @@ lc_store_node(struct launcher *lc, const struct np_node *n, struct zk_lock *lock
  * instead of reading the node back (zk_cache_create_begin). */
 struct own_create {
 	struct launcher *lc;
-	char *data;
-	int len;
+	int len;	     /* of the record's encoding */
+	struct np_node *rec; /* a copy of the record, its id set from the reply */
 	zk_string_cb cb;
 	void *arg;
 };
@@ -1512,9 +1582,11 @@ own_create_cleanup(void *ctx)
 {
 	struct own_create *o = ctx;
 
-	free(o->data);
+	np_node_free(o->rec);
 }
 
+/* The reply: the cache announces the node from the copy (own_obj's
+ * reasoning), named as the reply says, without decoding what was sent. */
 static void
 own_create_done(int rc, const char *path, const struct zk_stat *st, void *arg)
 {
@@ -1523,9 +1595,17 @@ own_create_done(int rc, const char *path, const struct zk_stat *st, void *arg)
 	zk_string_cb cb = o->cb;
 	void *cbarg = o->arg;
 	const char *name = rc == ZOK && path != NULL ? strrchr(path, '/') : NULL;
+	void *obj = NULL;
 
-	zk_cache_create_end(lc->nodes, name != NULL ? name + 1 : NULL, o->data, o->len, st);
-	free(o->data);
+	if (name != NULL && o->rec != NULL && lc->nodes != NULL) {
+		free(o->rec->id);
+		o->rec->id = xstrdup(name + 1);
+		obj = node_cache_obj(lc, o->rec);
+		o->rec = NULL;
+	}
+	zk_cache_create_end(lc->nodes, name != NULL ? name + 1 : NULL, NULL, o->len, obj, st);
+	np_node_free(o->rec);
+	o->rec = NULL;
 	lc_ctx_free(lc, o);
 	if (cb != NULL)
 		cb(rc, path, cbarg);
@@ -1535,16 +1615,17 @@ void
 lc_create_node(struct launcher *lc, const struct np_node *n, zk_string_cb cb, void *arg)
 {
 	struct own_create *o = lc_ctx_new(lc, sizeof(*o), own_create_cleanup);
-	size_t len;
+	size_t len = 0;
+	char *data = np_node_encode(n, &len);
 
 	o->lc = lc;
 	o->cb = cb;
 	o->arg = arg;
-	o->data = np_node_encode(n, &len);
-	o->len = (int)len;
+	o->len = data != NULL ? (int)len : 0;
+	o->rec = data != NULL ? np_node_dup(n) : NULL; /* NULL: empty data sent */
 	zk_cache_create_begin(lc->nodes);
-	zk_create2(lc->zk, "/nodepool/nodes/", o->data, o->len, ZOO_SEQUENCE, 1, own_create_done,
-		   o);
+	zk_create2(lc->zk, "/nodepool/nodes/", data, o->len, ZOO_SEQUENCE, 1, own_create_done, o);
+	free(data);
 }
 
 struct del_ctx {

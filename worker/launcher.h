@@ -383,6 +383,16 @@ void lc_set_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
 void lc_multi_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
 		    const struct zk_multi_op *ops, int count, zk_multi_cb cb, void *arg);
 /*
+ * lc_set_under with the record data encodes (a struct np_node for a
+ * node's path, a struct np_request for a request's; borrowed for the
+ * call): the cache takes a copy of it instead of decoding data back
+ * (issue 25). A set in lc_multi_under or lc_lock_acquire_with names its
+ * record likewise in zk_multi_op.record. NULL: as lc_set_under.
+ */
+void lc_set_record_under(struct launcher *lc, struct zk_lock *const *locks, int nlocks,
+			 const char *path, const void *data, int len, const void *record,
+			 int version, zk_stat_cb cb, void *arg);
+/*
  * zk_lock_acquire_with for the launcher's records: lock (ZK_LOCK_NEW_DIR),
  * and the sets among ops (a request's `pending`, a new node's `building`)
  * ride in the multi that makes the lock's dir and contender; the caches

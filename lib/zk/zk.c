@@ -722,6 +722,7 @@ submit(struct zk *zk, const struct zk_req *req)
 				c->mops[i].path = xstrdup(o->path != NULL ? o->path : "");
 				c->mops[i].data = d;
 				c->mops[i].len = len;
+				c->mops[i].record = NULL; /* borrowed for the call only */
 			}
 		}
 		/* behind calls already waiting, or while disconnected: wait too

@@ -267,6 +267,11 @@ struct zk_multi_op {
 	int len;
 	int flags;   /* create: ZOO_EPHEMERAL | ZOO_SEQUENCE */
 	int version; /* delete, set (-1 any); check (the version required) */
+	/* set: the record data encodes, for a writer whose cache of the path
+	 * takes a copy of it instead of decoding data back (the launcher's
+	 * lc_multi_under: a struct np_node or np_request, by path); borrowed
+	 * for the call, ignored by zk_multi itself. NULL: none. */
+	const void *record;
 };
 struct zk_multi_result {
 	int rc;
@@ -597,8 +602,18 @@ size_t zk_cache_reads_pending(const struct zk_cache *cache);
  * the change is read as any. Without ZK_CACHE_DATA, a no-op.
  */
 void zk_cache_write_begin(struct zk_cache *cache, const char *name);
+/*
+ * obj (may be NULL): the object the cache's codec (zk_cache_set_codec)
+ * would decode from the data written, made by the writer from the record
+ * it encoded (issue 25: decoding our own bytes back was about a fifth of
+ * the launcher's loop). Handed over: the cache keeps it as the entry's
+ * object, without decoding data, or frees it with its free function,
+ * whatever the outcome (a NULL cache takes nothing). With obj and a codec,
+ * data may be NULL (only len is kept: a decoded body is not held as text
+ * as well); otherwise data is NULL only with len 0.
+ */
 void zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void *data, int len,
-			int64_t mzxid, int32_t version);
+			void *obj, int64_t mzxid, int32_t version);
 /*
  * Our own creates of children with a sequence number (issue 25: the
  * launcher read back every node it had just made, as the watch told of
@@ -614,8 +629,9 @@ void zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const 
  * (name NULL when the create failed). Without ZK_CACHE_DATA, a no-op.
  */
 void zk_cache_create_begin(struct zk_cache *cache);
+/* data, len and obj as zk_cache_write_end's (obj handed over likewise). */
 void zk_cache_create_end(struct zk_cache *cache, const char *name, const void *data, int len,
-			 const struct zk_stat *st);
+			 void *obj, const struct zk_stat *st);
 /* For tests: own writes (and creates) applied without a read since the
  * cache was made. */
 size_t zk_cache_own_applied(const struct zk_cache *cache);

@@ -16,7 +16,8 @@
  * child: the server keeps one watch per cache, the C client one entry.
  * Issue 25: a child created while we watch has its lock contenders
  * counted from its creation's event on, with no listing; our own writes
- * (zk_cache_write_begin/_end) are taken from their replies, not read back.
+ * (zk_cache_write_begin/_end) are taken from their replies, not read back,
+ * and with the object the writer encoded them from, not decoded back.
  * With ZK_CACHE_LAZY (zk.h) the reads these events ask for wait, the
  * entries queued, until zk_cache_refresh(): a reader that is seldom asked
  * reads once what changed many times.
@@ -687,33 +688,43 @@ pump(struct zk_cache *c)
 	}
 }
 
+/* The entry's data from a read's answer (r->value NUL-ended, r->len
+ * bytes). With a codec, decoded straight from the answer: the text is
+ * copied only when it does not decode (kept undecoded). */
 static void
 set_data(struct zk_cache *c, struct ent *e, const struct zk_result *r)
 {
+	void *obj = NULL;
 	char *text = NULL;
 
-	free((char *)e->pub.data);
-	if (r->len > 0) {
+	if (c->decode != NULL) {
+		obj = c->decode(e->name, r->value, r->len);
+		if (obj == NULL)
+			log_warn("zk cache %s: cannot decode %s (%d bytes); kept undecoded",
+				 c->path, e->name, r->len);
+	}
+	if (obj == NULL && r->len > 0) {
 		if ((text = malloc((size_t)r->len + 1)) == NULL)
 			abort();
 		memcpy(text, r->value, (size_t)r->len + 1);
 	}
-	e->pub.data = text;
+	free((char *)e->pub.data);
+	e->pub.data = text; /* the object stands for the text: not kept twice */
 	e->pub.len = r->len;
 	e->have_data = 1;
 	if (c->decode != NULL) {
 		if (e->pub.obj != NULL && c->free_obj != NULL)
 			c->free_obj(e->pub.obj);
-		e->pub.obj = c->decode(e->name, r->value, r->len);
-		if (e->pub.obj == NULL) {
-			log_warn("zk cache %s: cannot decode %s (%d bytes); kept undecoded",
-				 c->path, e->name, r->len);
-		} else {
-			/* the object stands for the text: not kept twice */
-			free((char *)e->pub.data);
-			e->pub.data = NULL;
-		}
+		e->pub.obj = obj;
 	}
+}
+
+/* An object handed over with our own write that the cache does not keep. */
+static void
+obj_drop(struct zk_cache *c, void *obj)
+{
+	if (obj != NULL && c->free_obj != NULL)
+		c->free_obj(obj);
 }
 
 /* set_data from bytes that need not end in a NUL (a write's or a create's
@@ -733,6 +744,38 @@ set_data_bytes(struct zk_cache *c, struct ent *e, const void *data, int len)
 	r.len = len;
 	set_data(c, e, &r);
 	free(text);
+}
+
+/* What our own write gives is enough to set an entry's data from. */
+static int
+own_applicable(const struct zk_cache *c, const void *data, int len, const void *obj)
+{
+	return len >= 0 && (data != NULL || len == 0 || (obj != NULL && c->decode != NULL));
+}
+
+/*
+ * The entry takes obj, the object the codec would decode from the len
+ * bytes written (our own write or create, issue 25: decoding our own
+ * bytes back was a fifth of the launcher's loop), instead of decoding
+ * them: as set_data would leave it, with no bytes kept (a decoded body is
+ * not held twice). Without obj (or without a codec), the bytes as a
+ * read's answer; data may be NULL only with obj. obj is the cache's.
+ */
+static void
+set_data_own(struct zk_cache *c, struct ent *e, const void *data, int len, void *obj)
+{
+	if (obj == NULL || c->decode == NULL) {
+		obj_drop(c, obj); /* no codec: no object of its kind */
+		set_data_bytes(c, e, data, len);
+		return;
+	}
+	free((char *)e->pub.data);
+	e->pub.data = NULL;
+	e->pub.len = len;
+	e->have_data = 1;
+	if (e->pub.obj != NULL && c->free_obj != NULL)
+		c->free_obj(e->pub.obj);
+	e->pub.obj = obj;
 }
 
 /* Our reads fail for a lost connection: the listing after it redoes them
@@ -1671,19 +1714,27 @@ zk_cache_write_begin(struct zk_cache *cache, const char *name)
  */
 void
 zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void *data, int len,
-		   int64_t mzxid, int32_t version)
+		   void *obj, int64_t mzxid, int32_t version)
 {
 	struct zk_cache *c = cache;
 	struct own *o, **po;
 	struct ent *e;
 	int deferred;
 
-	if (c == NULL || c->freed || !(c->flags & ZK_CACHE_DATA))
+	if (c == NULL)
 		return;
+	if (c->freed || !(c->flags & ZK_CACHE_DATA)) {
+		obj_drop(c, obj);
+		return;
+	}
+	if (!own_applicable(c, data, len, obj))
+		ok = 0; /* nothing to apply: read as any change */
 	for (po = &c->owns; (o = *po) != NULL && strcmp(o->name, name) != 0; po = &o->next)
 		;
-	if (o == NULL || o->n == 0)
+	if (o == NULL || o->n == 0) {
+		obj_drop(c, obj);
 		return; /* not begun (or begun before the cache was) */
+	}
 	o->n--;
 	deferred = o->deferred;
 	o->deferred = 0; /* covered by the write, or read below */
@@ -1698,7 +1749,8 @@ zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void 
 	if ((e = lookup(c, name)) == NULL)
 		goto out; /* gone */
 	if (ok && mzxid > e->pub.stat.mzxid && e->have_data && len >= 0) {
-		set_data_bytes(c, e, data, len);
+		set_data_own(c, e, data, len, obj);
+		obj = NULL;
 		e->pub.stat.mzxid = mzxid;
 		e->pub.stat.version = version;
 		c->nown_applied++;
@@ -1709,6 +1761,7 @@ zk_cache_write_end(struct zk_cache *cache, const char *name, int ok, const void 
 		read_data(c, e);
 	}
 out:
+	obj_drop(c, obj);
 	pump(c);
 	leave(c);
 }
@@ -1731,17 +1784,23 @@ zk_cache_create_begin(struct zk_cache *cache)
  * wins by its mzxid).
  */
 void
-zk_cache_create_end(struct zk_cache *cache, const char *name, const void *data, int len,
+zk_cache_create_end(struct zk_cache *cache, const char *name, const void *data, int len, void *obj,
 		    const struct zk_stat *st)
 {
 	struct zk_cache *c = cache;
 	struct own *o;
 	struct ent *e;
 
-	if (c == NULL || c->freed || !(c->flags & ZK_CACHE_DATA) || c->creating == 0)
+	if (c == NULL)
 		return;
+	if (c->freed || !(c->flags & ZK_CACHE_DATA) || c->creating == 0) {
+		obj_drop(c, obj);
+		return;
+	}
 	c->creating--;
 	enter(c);
+	if (!own_applicable(c, data, len, obj))
+		name = NULL; /* nothing to apply: read as another's */
 	if (name != NULL && st != NULL && len >= 0 && create_unwait(c, name) &&
 	    (e = lookup(c, name)) != NULL && (!e->have_data || st->mzxid > e->pub.stat.mzxid)) {
 		if (!e->loading) {
@@ -1753,7 +1812,8 @@ zk_cache_create_end(struct zk_cache *cache, const char *name, const void *data, 
 		if (st->ephemeral_owner != 0)
 			eph_set(c, e, st->ephemeral_owner);
 		c->nown_applied++;
-		set_data_bytes(c, e, data, len);
+		set_data_own(c, e, data, len, obj);
+		obj = NULL;
 		check_loaded(c, e); /* announced: ADDED */
 		if (!c->freed)
 			lock_follow(c, e);
@@ -1765,6 +1825,7 @@ zk_cache_create_end(struct zk_cache *cache, const char *name, const void *data, 
 			ent_load_ex(c, e, e->lock_on);
 		free(o);
 	}
+	obj_drop(c, obj);
 	pump(c);
 	leave(c);
 }

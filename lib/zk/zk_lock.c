@@ -1038,6 +1038,7 @@ zk_lock_acquire_with(struct zk_lock *lock, double timeout, const struct zk_multi
 		for (i = 0; i < count; i++) {
 			lock->xops[i] = ops[i];
 			lock->xops[i].path = xstrdup(ops[i].path);
+			lock->xops[i].record = NULL; /* borrowed for the call only */
 			lock->xops[i].data = NULL;
 			if (ops[i].data != NULL && ops[i].len > 0) {
 				void *d = xmalloc((size_t)ops[i].len);

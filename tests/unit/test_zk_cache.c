@@ -1256,7 +1256,7 @@ ownw_done(int rc, const struct zk_stat *st, void *arg)
 {
 	struct ownw *w = arg;
 
-	zk_cache_write_end(w->c, w->name, rc == ZOK, w->data, (int)strlen(w->data),
+	zk_cache_write_end(w->c, w->name, rc == ZOK, w->data, (int)strlen(w->data), NULL,
 			   st != NULL ? st->mzxid : 0, st != NULL ? st->version : 0);
 	w->rc = rc;
 	w->done = 1;
@@ -1427,7 +1427,7 @@ ownc_done(int rc, const char *path, const struct zk_stat *st, void *arg)
 	const char *name = rc == ZOK && path != NULL ? strrchr(path, '/') : NULL;
 
 	zk_cache_create_end(o->c, name != NULL ? name + 1 : NULL, o->data, (int)strlen(o->data),
-			    st);
+			    NULL, st);
 	o->rc = rc;
 	o->had_stat = st != NULL;
 	snprintf(o->created, sizeof(o->created), "%s", path != NULL ? path : "");
@@ -1521,6 +1521,245 @@ Test(zk_cache, own_creates_are_not_read_back)
 	expect(&r, ZK_CACHE_UPDATED, "n-0000000000", "changed", -1);
 	cr_assert_eq(zk_cache_count(c), 4);
 	zk_lock_free(l);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	event_base_free(obase);
+}
+
+/* ---- our own writes applied from the writer's object (issue 25) ------------- */
+
+static int *
+int_obj(int v)
+{
+	int *p = malloc(sizeof(*p));
+
+	cr_assert_not_null(p);
+	*p = v;
+	return p;
+}
+
+/* testzk_run_until: entry name of cache holds the object value. */
+struct int_want {
+	struct zk_cache *c;
+	const char *name;
+	int value;
+};
+
+static int
+int_is(void *arg)
+{
+	const struct int_want *w = arg;
+	const struct zk_cache_entry *e = zk_cache_get(w->c, w->name);
+
+	return e != NULL && e->obj != NULL && *(const int *)e->obj == w->value;
+}
+
+/* A write of ours that hands the cache the object it encoded (the
+ * launcher's way): no bytes kept, only their length. */
+struct ownwo {
+	struct zk_cache *c;
+	const char *name, *data;
+	int value; /* what data encodes */
+	int done, rc;
+	int64_t mzxid;
+};
+
+static void
+ownwo_done(int rc, const struct zk_stat *st, void *arg)
+{
+	struct ownwo *w = arg;
+
+	zk_cache_write_end(w->c, w->name, rc == ZOK, NULL, (int)strlen(w->data), int_obj(w->value),
+			   st != NULL ? st->mzxid : 0, st != NULL ? st->version : 0);
+	w->rc = rc;
+	w->mzxid = st != NULL ? st->mzxid : 0;
+	w->done = 1;
+}
+
+static void
+own_set_obj(struct zk *zk, struct ownwo *w, const char *path, int version)
+{
+	w->done = 0;
+	zk_cache_write_begin(w->c, w->name);
+	zk_set(zk, path, w->data, (int)strlen(w->data), version, ownwo_done, w);
+}
+
+/*
+ * Our own write handed over as the object it encodes: the entry takes it
+ * as its decoded object, with the write's version and mzxid, and nothing
+ * is decoded or read (its watch event is recognised as ours); a foreign
+ * write after it is read and decoded as any; an object whose write
+ * failed is freed, and the foreign change it lost to is read.
+ */
+Test(zk_cache, own_writes_applied_from_the_object)
+{
+	const char *hosts;
+	struct event_base *obase = event_base_new();
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct zk *other;
+	struct rec r = {0};
+	struct ownwo w = {0};
+	struct zk_cache *c;
+	const struct zk_cache_entry *e;
+	struct zk_stat st;
+	struct int_want iw = {0};
+	size_t reads;
+	int dec, fr;
+
+	other = testzk_session(obase, hosts, 0, NULL, NULL);
+	cr_assert_eq(zk_sync_create(zk, "/ob/a", "1", 1, 0, 1, NULL), ZOK);
+	c = zk_cache_new(zk, "/ob", ZK_CACHE_DATA, rec_cb, &r);
+	zk_cache_set_codec(c, decode_int, free_int);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	cr_assert_eq(*(int *)zk_cache_get(c, "a")->obj, 1);
+	w.c = c;
+	w.name = "a";
+	iw.c = c;
+	iw.name = "a";
+	reads = zk_cache_reads(c);
+	dec = decoded;
+	fr = freed;
+
+	/* ours: the object is the entry's, undecoded, unread */
+	w.data = "17";
+	w.value = 17;
+	own_set_obj(zk, &w, "/ob/a", -1);
+	cr_assert(testzk_run_flag(base, &w.done, 10));
+	cr_assert_eq(w.rc, ZOK);
+	expect(&r, ZK_CACHE_UPDATED, "a", NULL, -1);
+	testzk_run_for(base, 0.2); /* its watch event, heard before the reply */
+	e = zk_cache_get(c, "a");
+	cr_assert_eq(*(int *)e->obj, 17);
+	cr_assert_null(e->data, "a decoded body is not kept as text too");
+	cr_assert_eq(e->len, 2);
+	cr_assert_eq(e->stat.version, 1);
+	cr_assert_eq(e->stat.mzxid, w.mzxid);
+	cr_assert_eq(zk_sync_exists(other, "/ob/a", &st), ZOK);
+	cr_assert_eq(e->stat.mzxid, st.mzxid, "the mzxid ZooKeeper holds");
+	cr_assert_eq(decoded, dec, "our own write decoded back");
+	cr_assert_eq(freed, fr + 1, "only the object it replaced freed");
+	cr_assert_eq(zk_cache_reads(c), reads, "our own write read back");
+	cr_assert_eq(zk_cache_own_applied(c), 1);
+
+	/* someone else's write after ours: read and decoded */
+	cr_assert_eq(zk_sync_set(other, "/ob/a", "23", 2, -1, NULL), ZOK);
+	iw.value = 23;
+	cr_assert(testzk_run_until(base, int_is, &iw, 10));
+	e = zk_cache_get(c, "a");
+	cr_assert_eq(e->stat.version, 2);
+	cr_assert_eq(decoded, dec + 1);
+	cr_assert_eq(zk_cache_reads(c), reads + 1);
+
+	/* ours fails (a stale version): the object is freed, theirs read */
+	fr = freed;
+	cr_assert_eq(zk_sync_set(other, "/ob/a", "29", 2, -1, NULL), ZOK);
+	w.data = "31";
+	w.value = 31;
+	own_set_obj(zk, &w, "/ob/a", 2);
+	cr_assert(testzk_run_flag(base, &w.done, 10));
+	cr_assert_eq(w.rc, ZBADVERSION);
+	iw.value = 29;
+	cr_assert(testzk_run_until(base, int_is, &iw, 10));
+	cr_assert_eq(zk_cache_get(c, "a")->stat.version, 3);
+	cr_assert_eq(freed, fr + 2, "the unused object and the one replaced");
+	cr_assert_eq(zk_cache_own_applied(c), 1);
+	zk_cache_free(c);
+	rec_reset(&r);
+	zk_free(other);
+	zk_free(zk);
+	event_base_free(obase);
+}
+
+struct owncw {
+	struct zk_cache *c;
+	const char *data;
+	int value;
+	char name[64];
+	int done, rc;
+};
+
+static void
+owncw_done(int rc, const char *path, const struct zk_stat *st, void *arg)
+{
+	struct owncw *o = arg;
+	const char *name = rc == ZOK && path != NULL ? strrchr(path, '/') : NULL;
+
+	zk_cache_create_end(o->c, name != NULL ? name + 1 : NULL, NULL, (int)strlen(o->data),
+			    int_obj(o->value), st);
+	snprintf(o->name, sizeof(o->name), "%s", name != NULL ? name + 1 : "");
+	o->rc = rc;
+	o->done = 1;
+}
+
+/*
+ * Our own create handed over as the object it encodes: announced with it
+ * (undecoded, unread); a foreign write after it is read and decoded; the
+ * object of a create that failed is freed.
+ */
+Test(zk_cache, own_creates_applied_from_the_object)
+{
+	const char *hosts;
+	struct event_base *obase = event_base_new();
+	struct zk *zk = testzk_connect(base, 0, NULL, NULL, &hosts);
+	struct zk *other;
+	struct rec r = {0};
+	struct owncw o = {0};
+	struct zk_cache *c;
+	const struct zk_cache_entry *e;
+	struct int_want iw = {0};
+	char path[128];
+	size_t reads;
+	int dec, fr;
+
+	other = testzk_session(obase, hosts, 0, NULL, NULL);
+	cr_assert_eq(zk_sync_create(zk, "/obc", NULL, 0, 0, 0, NULL), ZOK);
+	c = zk_cache_new(zk, "/obc", ZK_CACHE_DATA | ZK_CACHE_LOCKS, rec_cb, &r);
+	zk_cache_set_codec(c, decode_int, free_int);
+	cr_assert(testzk_run_flag(base, &r.synced, 10));
+	reads = zk_cache_reads(c);
+	dec = decoded;
+	fr = freed;
+	o.c = c;
+	o.data = "5";
+	o.value = 5;
+	zk_cache_create_begin(c);
+	zk_create2(zk, "/obc/n-", o.data, 1, ZOO_SEQUENCE, 0, owncw_done, &o);
+	cr_assert(testzk_run_flag(base, &o.done, 10));
+	cr_assert_eq(o.rc, ZOK);
+	testzk_run_for(base, 0.2);
+	e = zk_cache_get(c, o.name);
+	cr_assert_not_null(e, "announced by the reply");
+	expect(&r, ZK_CACHE_ADDED, o.name, NULL, 0);
+	cr_assert_eq(*(int *)e->obj, 5);
+	cr_assert_null(e->data);
+	cr_assert_eq(e->len, 1);
+	cr_assert_eq(e->stat.version, 0);
+	cr_assert_eq(decoded, dec, "our own create decoded back");
+	cr_assert_eq(freed, fr);
+	cr_assert_eq(zk_cache_reads(c), reads, "our own create read back");
+
+	/* someone else's write after it: read and decoded */
+	snprintf(path, sizeof(path), "/obc/%s", o.name);
+	cr_assert_eq(zk_sync_set(other, path, "6", 1, -1, NULL), ZOK);
+	iw.c = c;
+	iw.name = o.name;
+	iw.value = 6;
+	cr_assert(testzk_run_until(base, int_is, &iw, 10));
+	cr_assert_eq(zk_cache_get(c, o.name)->stat.version, 1);
+	cr_assert_eq(decoded, dec + 1);
+	cr_assert_eq(zk_cache_reads(c), reads + 1);
+
+	/* a create of ours that fails: its object is freed */
+	fr = freed;
+	o.done = 0;
+	zk_cache_create_begin(c);
+	zk_create2(zk, "/nowhere/n-", o.data, 1, ZOO_SEQUENCE, 0, owncw_done, &o);
+	cr_assert(testzk_run_flag(base, &o.done, 10));
+	cr_assert_eq(o.rc, ZNONODE);
+	cr_assert_eq(freed, fr + 1);
+	cr_assert_eq(zk_cache_count(c), 1);
 	zk_cache_free(c);
 	rec_reset(&r);
 	zk_free(other);
