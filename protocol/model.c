@@ -712,10 +712,9 @@ mdl_finish(json_t *o, const json_t *extra, const json_t *odd, const json_t *odd_
  * byte for byte (", " and ": " separators, keys in the order written, the
  * unknown keys last). What it cannot write as jansson would by itself (a
  * string with escapes or non-ASCII text, a real with an exponent, a json_t
- * value, through np_json_raw_dumps: big-number stand-ins become their
- * literals) it has jansson write, value by value. The record files use it
- * for every record without an odd value to put back (those go through the
- * tree, mdl_finish).
+ * value) it has jansson write, value by value. The record files use it
+ * only where the tree would give nothing more: no odd value to put back
+ * and no big-number stand-in inside a json_t value (mdl_w_raw_in).
  */
 
 #define MDL_W_FLAGS (JSON_ENCODE_ANY | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17))
@@ -845,7 +844,6 @@ mdl_w_real(struct mdl_w *w, const char *key, double v)
 void
 mdl_w_json(struct mdl_w *w, const char *key, const json_t *v)
 {
-	const char *lit;
 	char *t;
 
 	mdl_w_key(w, key);
@@ -853,12 +851,7 @@ mdl_w_json(struct mdl_w *w, const char *key, const json_t *v)
 		w_put(w, "null", 4);
 		return;
 	}
-	if ((lit = np_json_raw_number(v)) != NULL) {
-		w_put(w, lit, strlen(lit)); /* a big number: its literal */
-		return;
-	}
-	/* stand-ins inside it become their literals, as in the tree's dump */
-	if ((t = np_json_raw_dumps(v, MDL_W_FLAGS)) == NULL) {
+	if ((t = json_dumps(v, MDL_W_FLAGS)) == NULL) {
 		w->bad = 1;
 		return;
 	}
@@ -879,6 +872,18 @@ mdl_w_strv(struct mdl_w *w, const char *key, const struct np_strv *sv)
 		w_string(w, sv->v[i]);
 	}
 	w_put(w, "]", 1);
+}
+
+int
+mdl_w_raw_in(const json_t *const *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (np_json_raw_in(v[i]))
+			return 1;
+	}
+	return 0;
 }
 
 char *

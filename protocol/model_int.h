@@ -60,7 +60,8 @@ long long mdl_trunc_ll(double x);
  * extra that are not in known[0..nknown) and returns the malloc'd text
  * (*len its length), or NULL when a value cannot be written (invalid
  * UTF-8, a number not finite), as the tree's encode would. Only for a
- * record with no odd value (one with goes through the tree, mdl_finish).
+ * record with no odd value and no big-number stand-in in its json_t
+ * values (mdl_w_raw_in): those go through the tree.
  */
 struct mdl_w {
 	char *buf;
@@ -76,6 +77,8 @@ void mdl_w_int(struct mdl_w *w, const char *key, long long v);
 void mdl_w_real(struct mdl_w *w, const char *key, double v);
 void mdl_w_json(struct mdl_w *w, const char *key, const json_t *v);
 void mdl_w_strv(struct mdl_w *w, const char *key, const struct np_strv *sv);
+/* 1 when one of v[0..n) (NULLs allowed) holds a big-number stand-in */
+int mdl_w_raw_in(const json_t *const *v, size_t n);
 char *mdl_w_finish(struct mdl_w *w, const json_t *extra, const char *const *known, size_t nknown,
 		   size_t *len);
 /* The encoders through the jansson tree alone (the reference the direct

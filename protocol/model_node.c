@@ -456,10 +456,13 @@ node_write(const struct np_node *n, size_t *len)
 char *
 np_node_encode(const struct np_node *n, size_t *len)
 {
+	const json_t *vals[] = {
+	    n->connection_port_obj, n->external_id_obj, n->user_data, n->resources,
+	    n->attributes,	    n->driver_data,	n->extra};
 	int bad = 0;
 	json_t *o;
 
-	if (n->odd == NULL)
+	if (n->odd == NULL && !mdl_w_raw_in(vals, sizeof(vals) / sizeof(vals[0])))
 		return node_write(n, len);
 	o = node_obj(n, &bad);
 	if (o == NULL)

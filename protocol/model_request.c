@@ -196,10 +196,11 @@ request_write(const struct np_request *r, size_t *len)
 char *
 np_request_encode(const struct np_request *r, size_t *len)
 {
+	const json_t *vals[] = {r->requestor_data, r->extra};
 	int bad = 0;
 	json_t *o;
 
-	if (r->odd == NULL)
+	if (r->odd == NULL && !mdl_w_raw_in(vals, 2))
 		return request_write(r, len);
 	o = request_obj(r, &bad);
 	if (o == NULL)
