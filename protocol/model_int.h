@@ -52,38 +52,4 @@ void mdl_strv_from_array(struct dctx *c, const char *key, json_t *a, struct np_s
 json_t *mdl_strv_json(const struct np_strv *sv);
 long long mdl_trunc_ll(double x);
 
-/*
- * The direct writer (model.c): a record's JSON text as mdl_finish would
- * give it for a tree of the same keys and values, without the tree. Start
- * from {0}, write the keys in order (mdl_w_*: a string NULL is null; a
- * json_t value NULL is null), then mdl_w_finish adds the unknown keys of
- * extra that are not in known[0..nknown) and returns the malloc'd text
- * (*len its length), or NULL when a value cannot be written (invalid
- * UTF-8, a number not finite), as the tree's encode would. Only for a
- * record with no odd value and no big-number stand-in in its json_t
- * values (mdl_w_raw_in): those go through the tree.
- */
-struct mdl_w {
-	char *buf;
-	size_t len, cap;
-	int nkeys;
-	int bad;
-};
-void mdl_w_key(struct mdl_w *w, const char *key);
-void mdl_w_str(struct mdl_w *w, const char *key, const char *s);
-void mdl_w_null(struct mdl_w *w, const char *key);
-void mdl_w_bool(struct mdl_w *w, const char *key, int b);
-void mdl_w_int(struct mdl_w *w, const char *key, long long v);
-void mdl_w_real(struct mdl_w *w, const char *key, double v);
-void mdl_w_json(struct mdl_w *w, const char *key, const json_t *v);
-void mdl_w_strv(struct mdl_w *w, const char *key, const struct np_strv *sv);
-/* 1 when one of v[0..n) (NULLs allowed) holds a big-number stand-in */
-int mdl_w_raw_in(const json_t *const *v, size_t n);
-char *mdl_w_finish(struct mdl_w *w, const json_t *extra, const char *const *known, size_t nknown,
-		   size_t *len);
-/* The encoders through the jansson tree alone (the reference the direct
- * writer is checked against: tests/unit/test_model.c, fuzz_node.c). */
-char *np_node_encode_tree(const struct np_node *n, size_t *len);
-char *np_request_encode_tree(const struct np_request *r, size_t *len);
-
 #endif

@@ -161,55 +161,8 @@ request_obj(const struct np_request *r, int *badp)
 	return o;
 }
 
-/* The keys request_obj and request_write write, in their order. */
-static const char *const request_keys[] = {
-    "state",	"state_time",	"declined_by",	  "node_types", "nodes",
-    "reuse",	"requestor",	"requestor_data", "provider",	"relative_priority",
-    "event_id", "created_time", "tenant_name"};
-
-/* request_obj's keys and values, straight to text (model.c's direct writer). */
-static char *
-request_write(const struct np_request *r, size_t *len)
-{
-	struct mdl_w w = {0};
-
-	mdl_w_str(&w, "state", np_request_state_name(r->state));
-	mdl_w_real(&w, "state_time", r->state_time);
-	mdl_w_strv(&w, "declined_by", &r->declined_by);
-	mdl_w_strv(&w, "node_types", &r->node_types);
-	mdl_w_strv(&w, "nodes", &r->nodes);
-	mdl_w_bool(&w, "reuse", r->reuse);
-	mdl_w_str(&w, "requestor", r->requestor);
-	mdl_w_json(&w, "requestor_data", r->requestor_data);
-	mdl_w_str(&w, "provider", r->provider);
-	mdl_w_int(&w, "relative_priority", r->relative_priority);
-	mdl_w_str(&w, "event_id", r->event_id);
-	if (r->has_created_time)
-		mdl_w_real(&w, "created_time", r->created_time);
-	else
-		mdl_w_null(&w, "created_time");
-	mdl_w_str(&w, "tenant_name", r->tenant_name);
-	return mdl_w_finish(&w, r->extra, request_keys,
-			    sizeof(request_keys) / sizeof(request_keys[0]), len);
-}
-
 char *
 np_request_encode(const struct np_request *r, size_t *len)
-{
-	const json_t *vals[] = {r->requestor_data, r->extra};
-	int bad = 0;
-	json_t *o;
-
-	if (r->odd == NULL && !mdl_w_raw_in(vals, 2))
-		return request_write(r, len);
-	o = request_obj(r, &bad);
-	if (o == NULL)
-		return NULL;
-	return mdl_finish(o, r->extra, r->odd, r->odd_as, bad, 0, len);
-}
-
-char *
-np_request_encode_tree(const struct np_request *r, size_t *len)
 {
 	int bad = 0;
 	json_t *o = request_obj(r, &bad);

@@ -350,12 +350,6 @@ raw_any(const json_t *j)
 	return 0;
 }
 
-int
-np_json_raw_in(const json_t *o)
-{
-	return o != NULL && raw_used && raw_any(o);
-}
-
 /* Keep lit as the next literal of lits; its placeholder string "nonce:N". */
 static json_t *
 raw_placeholder(const char *lit, const char *nonce, struct rawlits *lits)

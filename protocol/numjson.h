@@ -28,8 +28,5 @@ json_t *np_json_raw_load(const char *data, size_t len);
 /* json_dumps(o, flags), writing stand-ins as their literal. Malloc'd
  * string (caller frees); NULL on failure. */
 char *np_json_raw_dumps(const json_t *o, size_t flags);
-/* 1 when o (NULL: no) holds a stand-in anywhere: json_dumps alone would
- * write the stand-in's text, not the literal. */
-int np_json_raw_in(const json_t *o);
 
 #endif

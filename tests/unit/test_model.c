@@ -6,13 +6,11 @@
 #include <criterion/criterion.h>
 
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "protocol/model.h"
-#include "protocol/model_int.h" /* the tree encoders, the writer's reference */
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -1815,161 +1813,5 @@ Test(request, dup_stands_for_a_decode_of_its_encoding)
 		np_request_free(r);
 		np_request_free(d);
 		np_request_free(y);
-	}
-}
-
-/* ---- the direct writer against the tree (issue 25) --------------------------- */
-
-/* Both encoders give the same text, or both refuse. */
-static void
-same_node_text(const struct np_node *n, const char *what)
-{
-	size_t la = 7, lb = 9;
-	char *a = np_node_encode(n, &la), *b = np_node_encode_tree(n, &lb);
-
-	if (b == NULL) {
-		cr_assert_null(a, "%s: the tree refused it, the writer wrote %s", what, a);
-	} else {
-		cr_assert_not_null(a, "%s: the writer refused %s", what, b);
-		cr_assert_str_eq(a, b, "%s", what);
-	}
-	cr_assert_eq(la, lb, "%s", what);
-	free(a);
-	free(b);
-}
-
-static void
-same_request_text(const struct np_request *r, const char *what)
-{
-	size_t la = 7, lb = 9;
-	char *a = np_request_encode(r, &la), *b = np_request_encode_tree(r, &lb);
-
-	if (b == NULL) {
-		cr_assert_null(a, "%s: the tree refused it, the writer wrote %s", what, a);
-	} else {
-		cr_assert_not_null(a, "%s: the writer refused %s", what, b);
-		cr_assert_str_eq(a, b, "%s", what);
-	}
-	cr_assert_eq(la, lb, "%s", what);
-	free(a);
-	free(b);
-}
-
-/*
- * np_node_encode and np_request_encode write the text straight (model.c's
- * direct writer); the tree they used to build is the reference: every
- * golden and Zuul record, odd ones (which go through the tree), and
- * values chosen for what a writer could get wrong (escapes, non-ASCII,
- * invalid UTF-8, reals with exponents, -0.0, unknown keys, some named as
- * known keys, nested reals).
- */
-Test(writer, same_text_as_the_tree)
-{
-	static const char *const nodes[] = {"node-ready",	  "node-type-string",
-					    "node-ssh-port-only", "node-k8s",
-					    "node-hold-string",	  "node-hold-float",
-					    "node-aws",		  "node-int-times",
-					    "node-extra-keys",	  "node-minimal",
-					    "node-metastatic",	  "node-zuul-in-use",
-					    "node-zuul-used",	  "node-zuul-hold",
-					    "node-zuul-released", "node-zuul-static-in-use"};
-	static const char *const requests[] = {"request-zuul", "request-min-ready",
-					       "request-fulfilled", "request-minimal"};
-	static const char *const strs[] = {"",
-					   "plain",
-					   "quote \" and \\ back",
-					   "tab\tnew\nline\rff\fbs\b",
-					   "ctl \x01\x1f del \x7f",
-					   "slash / ok",
-					   "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
-					   "bad \xff byte",
-					   "half \xc3"};
-	static const double reals[] = {0.0,  -0.0,    1.0,	 1764377123.1234567,   1e-7,
-				       1e22, 1.5e300, -2.5e-300, 123456789012345678.0, 0.1,
-				       1e16, NAN,     INFINITY};
-	static const char *const bodies[] = {"{\"state\": 5}",
-					     "{\"type\": [\"a\", 1]}",
-					     "{\"slot\": \"1\"}",
-					     "{\"user_data\": {\"n\": 100000000000000000000000}}",
-					     "{\"x\": 100000000000000000000000}",
-					     "{\"resources\": {\"ram\": 1.5e300}}"};
-	char err[256], what[64];
-	size_t i, len;
-
-	for (i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
-		char *g = golden(nodes[i], &len);
-		struct np_node *n = NULL;
-
-		cr_assert_eq(np_node_decode("0000000042", g, len, &n, err, sizeof(err)), 0);
-		same_node_text(n, nodes[i]);
-		free(g);
-		np_node_free(n);
-	}
-	for (i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
-		char *g = golden(requests[i], &len);
-		struct np_request *r = NULL;
-
-		cr_assert_eq(np_request_decode("200-0000000042", g, len, &r, err, sizeof(err)), 0);
-		same_request_text(r, requests[i]);
-		free(g);
-		np_request_free(r);
-	}
-	for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
-		struct np_node *n = NULL;
-		struct np_request *r = NULL;
-
-		cr_assert_eq(np_node_decode("0000000007", bodies[i], strlen(bodies[i]), &n, err,
-					    sizeof(err)),
-			     0);
-		same_node_text(n, bodies[i]);
-		np_node_free(n);
-		cr_assert_eq(np_request_decode("100-0000000007", bodies[i], strlen(bodies[i]), &r,
-					       err, sizeof(err)),
-			     0);
-		same_request_text(r, bodies[i]);
-		np_request_free(r);
-	}
-	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-		struct np_node *n = np_node_new();
-		struct np_request *r = np_request_new();
-
-		snprintf(what, sizeof(what), "string %zu", i);
-		n->comment = strdup(strs[i]);
-		np_strv_push(&n->type, strs[i]);
-		np_strv_push(&n->host_keys, "ssh-ed25519 AAAA");
-		n->user_data = json_pack("{s:s, s:[i, f]}", "k", "v", "l", 1, 2.5);
-		n->extra = json_pack("{s:s, s:i, s:n}", "id", "0000000001", "state", 7, "zz", NULL);
-		same_node_text(n, what);
-		r->requestor = strdup(strs[i]);
-		np_strv_push(&r->node_types, strs[i]);
-		np_strv_push(&r->declined_by, "a");
-		np_strv_push(&r->declined_by, "b");
-		r->requestor_data = json_pack("{s:f}", "t", 1e-9);
-		r->extra = json_pack("{s:s}", "\xc3\xa9t\xc3\xa9", strs[0]);
-		same_request_text(r, what);
-		np_node_free(n);
-		np_request_free(r);
-	}
-	for (i = 0; i < sizeof(reals) / sizeof(reals[0]); i++) {
-		struct np_node *n = np_node_new();
-		struct np_request *r = np_request_new();
-
-		snprintf(what, sizeof(what), "real %.17g", reals[i]);
-		n->state_time = reals[i];
-		n->created_time = reals[i];
-		n->connection_port_obj = json_pack("{s:s}", "user", "u");
-		n->external_id_obj = json_pack("{s:s}", "instance", "i-1");
-		n->has_hold_expiration = 1;
-		n->hold_expiration = -9223372036854775807LL - 1;
-		n->slot = 3;
-		same_node_text(n, what);
-		r->state_time = reals[i];
-		r->has_created_time = 1;
-		r->created_time = reals[i];
-		r->relative_priority = 9223372036854775807LL;
-		r->reuse = 0;
-		same_request_text(r, what);
-		np_node_free(n);
-		np_request_free(r);
 	}
 }
