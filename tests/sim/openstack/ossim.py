@@ -23,7 +23,10 @@ import argparse
 import base64
 import collections
 import datetime
+import email.utils
 import hashlib
+import http
+import http.client
 import http.server
 import io
 import ipaddress
@@ -92,7 +95,13 @@ def now_iso(t=None, micro=False):
 
 
 def new_id():
-    return str(uuid.uuid4())
+    """A random (version 4) UUID in its 36-character form, as
+    str(uuid.uuid4()) gives, without building a uuid.UUID."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:])
 
 
 def parse_version(s):
@@ -599,6 +608,75 @@ class StampedReader(io.RawIOBase):
         return n
 
 
+# OSSIM_DEBUG: log each request and the simulator's own errors on stderr
+DEBUG = bool(os.environ.get("OSSIM_DEBUG"))
+
+_date_cache = (None, "")
+
+
+def http_date():
+    """Now as an HTTP Date header value (the stdlib's date_time_string),
+    formatted once a second: the value has whole seconds."""
+    global _date_cache
+    sec = int(time.time())
+    c = _date_cache
+    if c[0] != sec:
+        c = _date_cache = (sec, email.utils.formatdate(sec, usegmt=True))
+    return c[1]
+
+
+class Headers(dict):
+    """A request's headers as the handlers read them: get(name, default),
+    [name] (None when absent), `in`, names in any case; the first of
+    repeated headers wins and a value keeps what the stdlib's email parser
+    keeps (leading blanks and the line end stripped, continuation lines
+    joined). Keys are lower-case names, values (name, value)."""
+
+    def get(self, k, default=None):
+        v = dict.get(self, k.lower())
+        return default if v is None else v[1]
+
+    def __getitem__(self, k):
+        return self.get(k)
+
+    def __contains__(self, k):
+        return dict.__contains__(self, k.lower())
+
+    def items(self):
+        return [nv for nv in self.values()]
+
+    @classmethod
+    def read(cls, f):
+        """Reads header lines up to the blank one from f, with
+        http.client's limits (its LineTooLong, HTTPException)."""
+        h = cls()
+        n = 0
+        last = None
+        while True:
+            line = f.readline(http.client._MAXLINE + 1)
+            if len(line) > http.client._MAXLINE:
+                raise http.client.LineTooLong("header line")
+            n += 1
+            if n > http.client._MAXHEADERS:
+                raise http.client.HTTPException("got more than %d headers"
+                                                % http.client._MAXHEADERS)
+            if line in (b"\r\n", b"\n", b""):
+                break
+            line = str(line, "iso-8859-1")
+            if line[0] in " \t":
+                if last is not None and dict.get(h, last[0].lower()) is last:
+                    last[1] += line
+                continue
+            name, sep, value = line.partition(":")
+            if not sep:
+                continue
+            last = [name, value.lstrip(" \t")]
+            dict.setdefault(h, name.lower(), last)
+        for k, nv in list(dict.items(h)):
+            dict.__setitem__(h, k, (nv[0], nv[1].rstrip("\r\n")))
+        return h
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body leave at once, no 40 ms ACK waits
@@ -607,7 +685,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     control_only = False
 
     def log_message(self, fmt, *args):
-        if os.environ.get("OSSIM_DEBUG"):
+        if DEBUG:
             sys.stderr.write("ossim: %s\n" % (fmt % args))
 
     def parse_request(self):
@@ -618,7 +696,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
         # spacing of its calls
         st = getattr(self, "stamped", None)
         self.arrived = st.last if st is not None and st.last is not None else time.time()
-        return super().parse_request()
+        # A well-formed HTTP/1.x request line takes the fast path: its
+        # headers read into a Headers (below) instead of the stdlib's email
+        # parser, a third of a call's CPU; anything else (HTTP/0.9, a bad
+        # line, another version) the stdlib's parse_request, errors and all
+        requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = requestline.split()
+        if len(words) != 3 or words[2] not in ("HTTP/1.1", "HTTP/1.0"):
+            return super().parse_request()
+        self.requestline = requestline
+        command, path, version = words
+        self.command, self.path, self.request_version = command, path, version
+        # as the stdlib: keep-alive by default from HTTP/1.1 on
+        self.close_connection = version != "HTTP/1.1"
+        if path.startswith("//"):  # gh-87389, as the stdlib
+            self.path = "/" + path.lstrip("/")
+        try:
+            self.headers = Headers.read(self.rfile)
+        except http.client.LineTooLong as err:
+            self.send_error(http.HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Line too long",
+                            str(err))
+            return False
+        except http.client.HTTPException as err:
+            self.send_error(http.HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers",
+                            str(err))
+            return False
+        conntype = self.headers.get("Connection", "").lower()
+        if conntype == "close":
+            self.close_connection = True
+        elif conntype == "keep-alive":
+            self.close_connection = False
+        if (self.headers.get("Expect", "").lower() == "100-continue" and
+                version == "HTTP/1.1"):
+            if not self.handle_expect_100():
+                return False
+        return True
 
     def setup(self):
         super().setup()
@@ -685,19 +797,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
         else:
             data = json.dumps(body).encode()
             headers.setdefault("Content-Type", "application/json")
-        if self.command == "HEAD":
-            send = b""
-        else:
-            send = data
-        self.send_response(resp.status)
+        # the stdlib's send_response, send_header and end_headers, the
+        # same bytes in the same order (status line, Server, Date, the
+        # response's headers, Content-Length, the request id), written
+        # with the body in one send
+        code = resp.status
+        if DEBUG:
+            self.log_request(code)
+        reason = self.responses[code][0] if code in self.responses else ""
+        out = ["%s %d %s\r\n" % (self.protocol_version, code, reason),
+               "Server: %s\r\n" % self.version_string(),
+               "Date: %s\r\n" % http_date()]
         for k, v in headers.items():
-            self.send_header(k, str(v))
-        if resp.status not in (204, 304):  # RFC 9110: no Content-Length on 204
-            self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-Openstack-Request-Id", "req-" + new_id())
-        self.end_headers()
-        if send and resp.status not in (204, 304):
-            self.wfile.write(send)
+            v = str(v)
+            out.append("%s: %s\r\n" % (k, v))
+            if k.lower() == "connection":
+                if v.lower() == "close":
+                    self.close_connection = True
+                elif v.lower() == "keep-alive":
+                    self.close_connection = False
+        if code not in (204, 304):  # RFC 9110: no Content-Length on 204
+            out.append("Content-Length: %d\r\n" % len(data))
+        out.append("X-Openstack-Request-Id: req-%s\r\n\r\n" % new_id())
+        msg = "".join(out).encode("latin-1", "strict")
+        if self.command != "HEAD" and data and code not in (204, 304):
+            msg += data
+        self.wfile.write(msg)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
 
@@ -2428,6 +2553,43 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
         if os.environ.get("OSSIM_DEBUG"):
             super().handle_error(request, client_address)
 
+    def process_request_thread(self, request, client_address):
+        # OSSIM_PROFILE=FILE: each connection's thread under its own
+        # cProfile profiler (a profiler sees one thread) timing the
+        # thread's CPU (not wall time, which counts waits for the GIL and
+        # for the next request), merged into FILE at exit (main); a
+        # diagnostic, off unless asked
+        if PROFILES is None:
+            return super().process_request_thread(request, client_address)
+        import cProfile
+        prof = cProfile.Profile(time.thread_time)
+        prof.enable()
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            prof.disable()
+            with PROFILES_LOCK:
+                PROFILES.append(prof)
+
+
+# OSSIM_PROFILE: the finished threads' profilers (Server), dumped by main
+PROFILES = [] if os.environ.get("OSSIM_PROFILE") else None
+PROFILES_LOCK = threading.Lock()
+
+
+def dump_profiles(path):
+    """Merges the connection threads' cProfile stats (OSSIM_PROFILE) into
+    path (pstats format, read with `python3 -m pstats path`)."""
+    import pstats
+    with PROFILES_LOCK:
+        profs = list(PROFILES)
+    if not profs:
+        return
+    st = pstats.Stats(profs[0])
+    for pr in profs[1:]:
+        st.add(pr)
+    st.dump_stats(path)
+
 
 def serve(cfg, host="127.0.0.1", port=0, tls_dir=None, control_port=None, ready_file=None):
     """Start the simulator; returns (sim, [servers]) with threads running."""
@@ -2535,6 +2697,8 @@ def main(argv=None):
     for s in servers:
         s.shutdown()
         s.server_close()
+    if PROFILES is not None:
+        dump_profiles(os.environ["OSSIM_PROFILE"])
     return 0
 
 
