@@ -25,8 +25,9 @@
  *     held for its last server) gives the estimate itself clamped to the
  *     bracket, its lower end moved SM_PACE_FOLLOW on so that the next
  *     first look comes after the failed one (an estimate a little short
- *     made every first look fail and every follow-up wait for the budget)
- *     (sm_boot_est_add_seen), so that late listings do not drag
+ *     made every first look fail and every follow-up wait for the budget;
+ *     the label's first sample, with no estimate to clamp, is the
+ *     bracket's middle) (sm_boot_est_add_seen), so that late listings do not drag
  *     the estimate up after them: left to itself, an estimate sampled at
  *     hi drifted to the budget's pace (a 1 s boot learnt as 1.75 s, its
  *     first looks aimed 0.7 s late, at the OpenStack bench, issue 25). A
@@ -167,7 +168,12 @@ sm_boot_est_add_seen(struct sm_boot_est *e, double lo, double hi)
 		if (lo > 0)
 			lo = fmin(hi, lo + SM_PACE_FOLLOW);
 		if (e->n == 0)
-			sample = lo > 0 ? lo : hi;
+			/* the first: the middle of what is known (the lower
+			 * end alone, at a cold start's widely spaced looks,
+			 * left the estimate 0.15 s short at the OpenStack
+			 * bench, and the next wave's first look fell before
+			 * its servers' boot: five listings for that wave) */
+			sample = lo > 0 ? (lo + hi) / 2 : hi;
 		else
 			/* found ready by a look before its first (a wave's
 			 * listing aimed at a server named before it:

@@ -361,9 +361,10 @@ Test(sm_pace, seen_sample_keeps_the_estimate_within_the_evidence)
 	/* a close look (a follow-up): the sample as it came */
 	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.0, 1.1), 1.1));
-	/* no estimate yet: the lower bound (as above), else the upper */
+	/* no estimate yet: the middle between the lower bound (as above)
+	 * and the upper, else the upper */
 	e = (struct sm_boot_est){0};
-	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0.5, 1.5), 0.5 + SM_PACE_FOLLOW));
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0.5, 1.5), (0.5 + SM_PACE_FOLLOW + 1.5) / 2));
 	e = (struct sm_boot_est){0};
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 1.5), 1.5));
 	/* nonsense bounds are ignored */
