@@ -39,26 +39,18 @@ import pytest
 from conftest import wait_for
 from fakecloud import Cloud
 from npd import Supervisor
-from zkwire import CREATES, OP_MULTI, OP_SETDATA, ZkWireProxy
+from zkwire import CREATES, OP_MULTI, OP_SETDATA, wire_proxy
 
 LABEL = "label-f"
 TRIES = 10
 
 
-def plain_port():
-    hp = os.environ.get("NP_TEST_ZK")
-    assert hp, "NP_TEST_ZK (the test ZooKeeper's plain port) is not set"
-    host, port = hp.rsplit(":", 1)
-    return host, int(port)
-
 
 @pytest.fixture
 def wire(zk_server):
-    host, port = plain_port()
-    p = ZkWireProxy(host, port)
-    yield p
-    p.close()
-
+    """The test ZooKeeper's plain port behind a ZkWireProxy."""
+    with wire_proxy() as p:
+        yield p
 
 def start(deployment, wire, chroot, name, timeout=6, boot=0):
     """nodepoold with one fake provider (servers ACTIVE boot seconds after

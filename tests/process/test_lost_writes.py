@@ -28,25 +28,17 @@ from kazoo.exceptions import NoNodeError
 
 from conftest import wait_for
 from npd import Supervisor, pool_sessions
-from zkwire import CREATES, OP_SETDATA, ZkWireProxy
+from zkwire import CREATES, OP_SETDATA, wire_proxy
 
 LABEL = "label-f"
 
 
-def plain_port():
-    hp = os.environ.get("NP_TEST_ZK")
-    assert hp, "NP_TEST_ZK (the test ZooKeeper's plain port) is not set"
-    host, port = hp.rsplit(":", 1)
-    return host, int(port)
-
 
 @pytest.fixture
 def wire(zk_server):
-    host, port = plain_port()
-    p = ZkWireProxy(host, port)
-    yield p
-    p.close()
-
+    """The test ZooKeeper's plain port behind a ZkWireProxy."""
+    with wire_proxy() as p:
+        yield p
 
 def start(deployment, wire, chroot, name, timeout):
     """nodepoold with one fake provider, through the proxy, plain TCP (the

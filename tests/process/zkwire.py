@@ -10,6 +10,8 @@ the record; the first record of a connection is the ConnectRequest, every
 later one a RequestHeader {xid, type} and the request's body; replies a
 ReplyHeader {xid, zxid, err} and the reply's body). TLS would hide it, so
 nodepoold is configured without zookeeper-tls behind this proxy."""
+import contextlib
+import os
 import socket
 import struct
 import threading
@@ -300,3 +302,17 @@ class ZkWireProxy(TcpProxy):
     def restore(self):
         self.mute = False
         super().restore()
+
+
+@contextlib.contextmanager
+def wire_proxy():
+    """A ZkWireProxy in front of the test ZooKeeper's plain port
+    (NP_TEST_ZK, set by conftest's zk_server), closed at the end."""
+    hp = os.environ.get("NP_TEST_ZK")
+    assert hp, "NP_TEST_ZK (the test ZooKeeper's plain port) is not set"
+    host, port = hp.rsplit(":", 1)
+    p = ZkWireProxy(host, int(port))
+    try:
+        yield p
+    finally:
+        p.close()
