@@ -172,8 +172,8 @@ void sm_boot_est_add(struct sm_boot_est *e, double sample);
  * estimate only as far as the evidence goes; with no estimate yet, the
  * middle of [lo + SM_PACE_FOLLOW, hi] when there is a lo (its lower end
  * alone, at a cold start's looks 0.25-0.4 s apart, left the estimate
- * 0.15 s short and the next wave paid five listings), else hi. A server ready in a listing before its first look
- * (hi < the lead) counts as ready at the lead. Returns the sample taken
+ * 0.15 s short and the next wave paid five listings), else hi. A server ready in a listing before
+ * its first look (hi < the lead) counts as ready at the lead. Returns the sample taken
  * (-1: none, bad bounds).
  */
 double sm_boot_est_add_seen(struct sm_boot_est *e, double lo, double hi);
