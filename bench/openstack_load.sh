@@ -84,6 +84,17 @@
 # the next wave's budget. Overhead above the boot p50 250-1478 ms both:
 # ZooKeeper's steps under that load.
 #
+# Issue 25's fifth round (SM_PACE_MIN_GAP 0.05 -> 0.02 s, the first
+# look's margin: a wave's follow-up comes when the servers its first look
+# missed are due, not 30 ms after), 2026-11-29 03:58-04:14, load average
+# 0.7-1.2, base and new alternated, six runs each, BENCH_TIMELINE=1:
+# "ready listing - boot" p50 base 34/32/32/32/31/26 ms, new 17/13/13/14/
+# 17/18; boot estimate base 1.001-1.040 s, new 1.002-1.017; overhead above
+# the boot p50 base 140/151/157/138/159/140 ms, new 141/129/133/122/126/
+# 131; listings base 16-17 (2.03 calls per node), new 20-22 (2.04: two a
+# wave of 50, the budget's 25 servers a listing, where the base's late
+# estimate often found a whole wave in one).
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (default
 # 0); BUILD picks the build; BENCH_KEEP keeps the temporary directory;
