@@ -255,10 +255,10 @@ os_dump(struct sm_adapter *a, struct evbuffer *out)
 		http_get_stats(a->http[s], &st);
 		evbuffer_add_printf(out,
 				    "openstack: api %s %s: calls %llu, in flight %u, queued %u, "
-				    "throttled %llu, errors %llu\n",
+				    "throttled %llu, errors %llu, connections opened %llu\n",
 				    os_svc_names[s], a->ep[s] ? a->ep[s] : "-", a->calls_by_svc[s],
 				    st.inflight, st.queued, (unsigned long long)st.throttled,
-				    (unsigned long long)st.errors);
+				    (unsigned long long)st.errors, (unsigned long long)st.connects);
 	}
 	TAILQ_FOREACH(m, &a->machines, entry)
 	evbuffer_add_printf(out, "openstack: %s machine %s: %s\n", m->create ? "create" : "delete",

@@ -127,6 +127,7 @@ struct http_stats {
 	uint64_t completed; /* callbacks made */
 	uint64_t errors;    /* of which without an HTTP answer */
 	uint64_t throttled; /* 429 answers seen (retried or not) */
+	uint64_t connects;  /* connections opened (libcurl's CURLINFO_NUM_CONNECTS) */
 };
 
 /*

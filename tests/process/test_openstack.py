@@ -448,6 +448,39 @@ def test_https_cloud(trust, deployment, zuul, sims, tmp_path, monkeypatch):
     assert req["state"] == "fulfilled", req
 
 
+def test_connections_kept_between_waves(deployment, zuul, sims, tmp_path, monkeypatch):
+    """Waves of launches over HTTPS reuse the launcher's connections: the
+    cloud sees a handful of TLS handshakes, not one per few calls (issue
+    25: libcurl's default cache, four connections per transfer in flight,
+    emptied at every lull, and a wave of calls opened them again)."""
+    r = {"boot_delay": 0.2, "flavors": [{"name": "small", "ram": 2048, "vcpus": 2}],
+         "images": [{"name": "debian"}]}
+    sim = OSSim(tmp_path, {"clouds": {"simc": {"regions": {"R1": r}}}}, tls=True).start()
+    sims.append(sim)
+    write_clouds(sim, tmp_path, monkeypatch)
+    start(deployment, small_config(deployment, provider={"rate": 0}))
+    served(zuul, ["small"])  # authenticated, quota read: from here on, counted
+    # each create and delete answered 0.2 s late: a wave's calls overlap,
+    # in flight at once as a real cloud's slower answers keep them
+    sim.fault(service="compute", method="POST", path="/servers$", delay=0.2)
+    sim.fault(service="compute", method="DELETE", path="/servers/", delay=0.2)
+    sim.ctl("DELETE", "/calls")
+    for _ in range(4):
+        # a wave: eight requests at once, served, used and returned; the
+        # next comes once the cloud is idle again (its servers deleted)
+        reqs = all_settled(zuul, [zuul.submit(["small"]) for _ in range(8)])
+        assert all(q["state"] == "fulfilled" for q in reqs.values()), reqs
+        finish_all(zuul, reqs)
+        wait_for(lambda: len(sim.servers()) <= 1, 30, what="the wave's servers deleted")
+    calls = sim.calls()
+    compute = sum(c["count"] for c in calls["calls"] if c["service"] == "compute")
+    assert compute >= 64, calls  # a create and a delete a node at least
+    # at most one per call the compute client may have in flight (16) and
+    # one for each other service it may have touched; before, every wave
+    # opened its connections again (23 for these four waves; 5 now)
+    assert calls["connections"] <= 16 + 3, calls
+
+
 def test_missing_credentials_reported(deployment, tmp_path, monkeypatch):
     # the worker says why its provider cannot start (it stays up: the
     # launcher keeps the reason as its last error)

@@ -504,6 +504,7 @@ class Sim:
         self.faults = collections.OrderedDict()
         self.fault_seq = 0
         self.calls = collections.Counter()
+        self.connections = 0  # API connections accepted (Handler._handle)
         self.log = collections.deque(maxlen=int(cfg.get("call_log", 20000)))
         # page sizes when a list asks no limit: Glance's limit_param_default
         # (25); Nova's and Cinder's osapi max_limit (1000); Neutron none
@@ -763,6 +764,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = reader if streaming else reader.read_all()
         req = Request(self, self.command, path, query, body, self.headers)
         req.arrived = self.arrived
+        if not getattr(self, "counted", False) and not path.startswith("/_sim"):
+            # one handler per connection: the connections the cloud's API
+            # accepted (GET /_sim/calls: "connections"), as a load balancer
+            # in front of a real one would count them
+            self.counted = True
+            with self.sim.lock:
+                self.sim.connections += 1
         try:
             resp = dispatch(self.sim, req, control_only=self.control_only)
         except HTTPError as e:
@@ -2389,6 +2397,7 @@ def control(sim, req):
             if m == "DELETE":
                 sim.calls.clear()
                 sim.log.clear()
+                sim.connections = 0
                 return Response(204)
             calls = []
             for (c, r, i, s, meth, route), cnt in sorted(sim.calls.items()):
@@ -2398,7 +2407,8 @@ def control(sim, req):
                     continue
                 calls.append({"cloud": c, "region": None if r == "-" else r, "interface": i,
                               "service": s, "method": meth, "route": route, "count": cnt})
-            return Response(200, {"total": sum(x["count"] for x in calls), "calls": calls})
+            return Response(200, {"total": sum(x["count"] for x in calls), "calls": calls,
+                                  "connections": sim.connections})
         if segs == ["calls", "log"]:
             return Response(200, {"log": [
                 {"time": t, "cloud": c, "region": None if r == "-" else r, "interface": i,
