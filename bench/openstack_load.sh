@@ -93,7 +93,13 @@
 # the boot p50 base 140/151/157/138/159/140 ms, new 141/129/133/122/126/
 # 131; listings base 16-17 (2.03 calls per node), new 20-22 (2.04: two a
 # wave of 50, the budget's 25 servers a listing, where the base's late
-# estimate often found a whole wave in one).
+# estimate often found a whole wave in one). Then 21-23 listings in later
+# runs: 2.05 calls per node in some. With the margin and the least gap at
+# 0.01 s (04:40-04:45, load average 0.8-2.8 from a helper's tests, three
+# alternated runs each, connections kept as by 570fdae in all): listings
+# 22/22/22 before, 20/18/20 after (2.04); overhead above the boot p50
+# 171/156/166, 140/142/164 ms; "ready listing - boot" p50 14/15/17,
+# 8/12/21 ms. AWS 164 / 129 ms, fake 72 / 74 ms (one run each).
 #
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (default

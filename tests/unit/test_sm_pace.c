@@ -349,15 +349,15 @@ Test(sm_pace, seen_sample_keeps_the_estimate_within_the_evidence)
 	/* not ready at 1.2: it moves up to where the next first look comes
 	 * after 1.2 (a follow-up's spacing on), no further */
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.2, 1.9), 1.2 + SM_PACE_FOLLOW));
-	/* ready at 0.98, its first look due at 0.95 (1.0 - SM_PACE_MARGIN):
-	 * down to 0.98 */
+	/* ready at 0.98, its first look due at 0.98 (1.0 less the margin,
+	 * max(SM_PACE_MARGIN, 2 x dev)): down to 0.98 */
 	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 0.98), 0.98));
 	/* ready at 0.8 already, in a listing before its first look (a wave
 	 * mate's: sm_pace_aim): no further down than its first look, where
 	 * the estimate keeps first looks finding their servers */
 	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
-	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 0.8), 1.0 - SM_PACE_MARGIN));
+	cr_assert(NEAR(sm_boot_est_add_seen(&e, 0, 0.8), 1.0 - fmax(SM_PACE_MARGIN, 2 * 0.01)));
 	/* a close look (a follow-up): the sample as it came */
 	e = (struct sm_boot_est){.mean = 1.0, .dev = 0.01, .n = 10};
 	cr_assert(NEAR(sm_boot_est_add_seen(&e, 1.0, 1.1), 1.1));
