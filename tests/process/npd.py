@@ -159,7 +159,9 @@ def alive(pid):
         with open("/proc/%d/stat" % pid) as f:
             st = f.read().rsplit(")", 1)[1].split()[0]
         return st not in ("Z", "X")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # gone before the open, or between the open and the read (ESRCH:
+        # test_metastatic's SIGKILL raced the check once)
         return False
 
 
