@@ -16,7 +16,7 @@ import yaml
 
 from conftest import wait_for
 from npd import Supervisor
-from openstack_helpers import (for_test, leftovers, load_opendev, servable_labels, sim_for,
+from openstack_helpers import (for_test, load_opendev, servable_labels, sim_for,
                                wait_clean, write_clouds, write_uploads)
 from ossim_fixture import OSSim
 
