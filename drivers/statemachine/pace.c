@@ -224,14 +224,14 @@ sm_pace_want(const struct sm_boot_est *e, double named_at, double last_start)
 		 * period after it (issue 25: the OpenStack bench's first 50
 		 * servers were its p90, 0.55-0.6 s late) */
 		overdue = last_start - named_at;
-		if (overdue < SM_PACE_COLD) /* nor later than upstream's */
+		if (overdue < SM_PACE_COLD - SM_PACE_EARLY) /* nor later than upstream's */
 			return fmin(named_at + SM_PACE_COLD, last_start + SM_DEFAULT_POLL);
 		return last_start + fmin(SM_DEFAULT_POLL, fmax(SM_PACE_FOLLOW, overdue / 2));
 	}
 	first = named_at + sm_boot_est_lead(e);
-	if (last_start < first)
+	if (last_start < first - SM_PACE_EARLY)
 		return first; /* not looked for since it is due */
-	if (last_start < named_at + e->mean)
+	if (last_start < named_at + e->mean - SM_PACE_EARLY)
 		/* its first look, a little early, did not find it: again at
 		 * the estimate itself, not SM_PACE_FOLLOW on (a wave's first
 		 * look found none of its servers, its follow-up all of them

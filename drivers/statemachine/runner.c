@@ -587,7 +587,8 @@ sm_runner_listing_wait(struct sm_runner *r, double last_start, double min_gap)
 			if (nl->phase != LP_CREATE || nl->t_named == 0 || nl->t_named >= last_start)
 				continue;
 			e = launch_est(r, nl);
-			if (e == NULL || nl->t_named + sm_boot_est_lead(e) <= last_start + 1e-9)
+			if (e == NULL ||
+			    nl->t_named + sm_boot_est_lead(e) <= last_start + SM_PACE_EARLY)
 				launch_pay(nl);
 			if (nl->t_lo < last_start && nl->run != NULL && nl->run->m->seen_at == 0) {
 				nl->t_lo_prev = nl->t_lo;

@@ -153,6 +153,12 @@ const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const ch
 /* Seconds: a server seen ready this soon after a look that did not see it
  * gives its boot as it came (sm_boot_est_add_seen). */
 #define SM_PACE_TIGHT (2 * SM_PACE_FOLLOW)
+/* Seconds before a want that a listing starting then still serves: an
+ * adapter starts a listing due within a millisecond at once (os_list_start,
+ * the fake's and IBM VPC's poll), and one that came 0.1 ms before a cold
+ * wave's look left it wanting that look again, SM_PACE_MIN_GAP later: two
+ * listings 10 ms apart, the second wasted (the OpenStack bench, issue 25). */
+#define SM_PACE_EARLY 0.002
 
 /*
  * A moving estimate of a boot time (pace.c: what it is and why): mean and

@@ -73,6 +73,22 @@ Test(sm_pace, want_without_an_estimate_grows_with_the_servers_age)
 	cr_assert(NEAR(sm_pace_want(NULL, 5, 5 + SM_PACE_COLD) - (5 + SM_PACE_COLD),
 		       fmax(SM_PACE_FOLLOW, SM_PACE_COLD / 2)));
 	cr_assert(NEAR(sm_pace_want(NULL, 5, 30), 30 + SM_DEFAULT_POLL));
+	/* a listing that started a hair before its look (an adapter starts
+	 * one due within a millisecond at once) served it: the next is a
+	 * quarter second on, not the same look again */
+	cr_assert(NEAR(sm_pace_want(NULL, 5, 5.4995), 5.4995 + 0.4995 / 2));
+}
+
+Test(sm_pace, a_listing_a_hair_early_serves_the_first_look)
+{
+	struct sm_boot_est e = {.mean = 1.0, .dev = 0, .n = 10};
+	double first = 10 + sm_boot_est_lead(&e);
+
+	/* 0.5 ms before the first look: it was the first look; the follow-up
+	 * comes at the estimate */
+	cr_assert(NEAR(sm_pace_want(&e, 10, first - 0.0005), 11.0));
+	/* well before it: the first look is still to come */
+	cr_assert(NEAR(sm_pace_want(&e, 10, first - 0.1), first));
 }
 
 Test(sm_pace, a_cold_server_is_seen_within_half_its_boot_in_a_few_listings)
