@@ -132,12 +132,12 @@ const struct sm_label *sm_config_any_label(const struct sm_config *cfg, const ch
 
 /* Seconds: a first look this much (at least) before a server's expected
  * boot; a follow-up this long after a look that did not find it ready; at
- * least this between two listings (the margin: a wave's follow-up comes
- * when the servers its first look missed are due, pace.c); and the period
- * of deletes (upstream's). */
+ * least this between two listings (the margin itself: a wave's follow-up
+ * comes when the servers its first look missed are due, pace.c); and the
+ * period of deletes (upstream's). */
 #define SM_PACE_MARGIN	0.01
 #define SM_PACE_FOLLOW	0.1
-#define SM_PACE_MIN_GAP 0.01
+#define SM_PACE_MIN_GAP SM_PACE_MARGIN
 #define SM_PACE_IDLE	1.0
 /* Seconds after it is named that a server with no boot estimate is first
  * looked for (then every half its age: sm_pace_want). */
