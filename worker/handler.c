@@ -130,6 +130,11 @@ update_pool_paused(struct lc_pool *pool)
 	TAILQ_FOREACH(h, &pool->handlers, entry)
 	if (h->state == H_PAUSED)
 		paused = 1;
+	if (paused && !pool->paused) {
+		pool->paused = paused;
+		/* the used nodes' deletions, deferred, free its room: now */
+		lc_schedule_delete_soon(pool->prov->lc);
+	}
 	pool->paused = paused;
 	if (pool->paused != pool->reported_paused)
 		lc_pool_update_component(pool);

@@ -327,6 +327,37 @@ lc_schedule_delete(struct launcher *lc)
 		schedule(lc->deferred_delete_ev);
 }
 
+static int
+any_pool_paused(const struct launcher *lc)
+{
+	size_t i;
+
+	for (i = 0; i < lc->prov.n_pools; i++)
+		if (lc->prov.pools[i].paused)
+			return 1;
+	return 0;
+}
+
+void
+lc_schedule_delete_soon(struct launcher *lc)
+{
+	if (!lc->started || lc->stopping || lc->deferred_delete_ev == NULL)
+		return;
+	if (!lc->prov.drv->pause_at_quota || any_pool_paused(lc)) {
+		/* a driver whose deletions return slots (static), or a
+		 * pool waiting for room: at once, a pass deferred already
+		 * too */
+		event_del(lc->deferred_delete_ev);
+		schedule(lc->deferred_delete_ev);
+		lc->counters.delete_at_once++;
+		return;
+	}
+	if (!event_pending(lc->deferred_delete_ev, EV_TIMEOUT, NULL)) {
+		timer_add(lc->deferred_delete_ev, LC_DELETE_DEFER);
+		lc->counters.delete_deferred++;
+	}
+}
+
 static void
 notify_change(struct launcher *lc)
 {
@@ -706,7 +737,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	if (!lc->started)
 		return;
 	if (n == NULL) {
-		lc_schedule_delete(lc); /* empty or malformed: cleanup looks */
+		lc_schedule_delete_soon(lc); /* empty or malformed: cleanup looks */
 		return;
 	}
 	switch (np_node_sum_state(n)) {
@@ -726,7 +757,7 @@ nodes_event(struct zk_cache *c, enum zk_cache_event ev, const struct zk_cache_en
 	case NP_NODE_DELETED:
 	case NP_NODE_BUILDING:
 		if (sum_is_ours(lc, n) && e->locked == 0)
-			lc_schedule_delete(lc);
+			lc_schedule_delete_soon(lc);
 		break;
 	default:
 		break;
@@ -1181,6 +1212,11 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
 			    "request locks kept %.0fs\n",
 			    lc->settings.cleanup_interval, lc->settings.delete_interval,
 			    lc->settings.request_lock_cleanup_age);
+	evbuffer_add_printf(out,
+			    "  deletion passes for node events: %llu deferred %.1fs, %llu at once "
+			    "(a pool paused at quota, or a driver that recycles slots)\n",
+			    (unsigned long long)lc->counters.delete_deferred, LC_DELETE_DEFER,
+			    (unsigned long long)lc->counters.delete_at_once);
 	for (i = 0; i < lc->prov.n_pools; i++) {
 		struct lc_pool *pool = &lc->prov.pools[i];
 		evbuffer_add_printf(out, "  pool %s (%s)%s: %d requests in hand\n", pool->name,

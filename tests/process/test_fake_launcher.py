@@ -5,9 +5,9 @@ limits, deletion, cancellation, and the debug surface (state-file, dump).
 Faults (retries, timeouts, quota errors, leaks, nodescan) are in
 test_fake_faults.py."""
 import json
+import re
 import time
 
-import pytest
 
 from conftest import wait_for
 from fakecloud import (Cloud, dump, fake_config, mark_for_deletion, nodes_in,
@@ -61,9 +61,17 @@ def test_request_served_from_the_simulated_cloud(deployment, zuul):
     assert "event loop lag: max" in text
 
 
+def deletion_passes(proc):
+    """The worker dump's (deferred, at once) deletion passes for node events."""
+    m = re.findall(r"deletion passes for node events: (\d+) deferred [\d.]+s, (\d+) at once",
+                   dump(proc))
+    assert m, "no deletion passes line in the dump"
+    return tuple(int(v) for v in m[-1])
+
+
 def test_used_node_deleted_from_the_cloud(deployment, zk, zuul):
     cfg = fake_config(deployment, provider={"delete-delay": 0.3})
-    deployment.start_launcher("sim", deployment.write_config(cfg))
+    p = deployment.start_launcher("sim", deployment.write_config(cfg))
     cloud = Cloud(deployment)
     rid, req = served(zuul, ["small"])
     (nid,) = req["nodes"]
@@ -76,6 +84,10 @@ def test_used_node_deleted_from_the_cloud(deployment, zk, zuul):
              what="instance and volume gone")
     assert cloud.counters()["deletes"] == 1
     wait_for(lambda: cloud.framework()["deletes.ok"] == 1, what="framework counter")
+    # nobody waited for the room: the deletion waited for the requests
+    # that come with a used node (Zuul's next), not the other way round
+    deferred, at_once = deletion_passes(p)
+    assert deferred >= 1 and at_once == 0, (deferred, at_once)
 
 
 def unallocated_ready(zuul, label):
@@ -113,7 +125,7 @@ def test_min_ready_is_exact(deployment, zuul):
 
 def test_quota_pause_and_resume(deployment, zk, zuul):
     cfg = fake_config(deployment, pool={"max-servers": 2})
-    deployment.start_launcher("sim", deployment.write_config(cfg))
+    p = deployment.start_launcher("sim", deployment.write_config(cfg))
     cloud = Cloud(deployment)
     r1, _ = served(zuul, ["small"])
     r2, _ = served(zuul, ["small"])
@@ -128,6 +140,10 @@ def test_quota_pause_and_resume(deployment, zk, zuul):
     assert req3["state"] == "fulfilled"
     wait_for(lambda: not zuul.pools()[0]["paused"], what="pool unpaused")
     wait_for(lambda: len(cloud.instances()) == 2, what="2 instances")
+    # the used node's deletion freed the room r3 waited for: at once,
+    # not deferred behind other requests
+    deferred, at_once = deletion_passes(p)
+    assert at_once >= 1, (deferred, at_once)
 
 
 def test_wedge_avoided_by_deleting_the_oldest_unused_node(deployment, zk, zuul):

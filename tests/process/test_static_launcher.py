@@ -2,6 +2,8 @@
 (reference sections 2 and 3.3): registration, reuse, nodesets, decline,
 deferral, cancellation, recycling of used nodes."""
 import json
+import re
+import signal
 import time
 
 from conftest import wait_for
@@ -119,9 +121,19 @@ def test_more_nodes_than_pool_has_is_declined(deployment, zuul):
     assert zuul.wait_request(rid)["state"] == "failed"
 
 
+def deletion_passes(proc):
+    """The worker dump's (deferred, at once) deletion passes for node events
+    (SIGUSR2)."""
+    before = len(proc.output())
+    proc.signal(signal.SIGUSR2)
+    line = re.compile(r"deletion passes for node events: (\d+) deferred [\d.]+s, (\d+) at once")
+    m = wait_for(lambda: line.search(proc.output()[before:]), what="worker dump")
+    return int(m.group(1)), int(m.group(2))
+
+
 def test_busy_label_deferred_until_node_returns(deployment, zuul):
     cfg = static_config([host("host-a", ["small"])])
-    deployment.start_launcher("static-a", deployment.write_config(cfg))
+    p = deployment.start_launcher("static-a", deployment.write_config(cfg))
     wait_for(lambda: ready_nodes(zuul), what="ready node")
     r1 = zuul.submit(["small"])
     assert zuul.wait_request(r1)["state"] == "fulfilled"
@@ -135,6 +147,10 @@ def test_busy_label_deferred_until_node_returns(deployment, zuul):
     req2 = zuul.wait_request(r2)
     assert req2["state"] == "fulfilled"
     assert zuul.node(req2["nodes"][0])["allocated_to"] == r2
+    # the used node's slot is what r2 waited for: recycled at once, never
+    # deferred as a cloud's deletions are behind the requests
+    deferred, at_once = deletion_passes(p)
+    assert deferred == 0 and at_once >= 1, (deferred, at_once)
 
 
 def test_request_order_priority_then_relative_priority(deployment, zuul):
