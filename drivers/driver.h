@@ -137,6 +137,13 @@ struct driver {
 	 * backing nodes, which belong to other providers). 0 = the host may
 	 * keep whole records of this provider's nodes only (issue 13). */
 	int full_records;
+	/* 1 = a node's deletion frees what the next requests reuse (a static
+	 * slot, a backing node's slot, a Kubernetes namespace kept for reuse):
+	 * deleted at once. 0 = it frees only quota (the clouds): deferred
+	 * LC_DELETE_DEFER behind the requests that come with a used node,
+	 * unless a pool is paused at quota (worker/launcher.h,
+	 * lc_schedule_delete_soon). */
+	int delete_at_once;
 
 	/*
 	 * Create the provider's driver state from its config (the launcher's

@@ -343,10 +343,10 @@ lc_schedule_delete_soon(struct launcher *lc)
 {
 	if (!lc->started || lc->stopping || lc->deferred_delete_ev == NULL)
 		return;
-	if (!lc->prov.drv->pause_at_quota || any_pool_paused(lc)) {
-		/* a driver whose deletions return slots (static), or a
-		 * pool waiting for room: at once, a pass deferred already
-		 * too */
+	if (lc->prov.drv->delete_at_once || any_pool_paused(lc)) {
+		/* a driver whose deletions free what requests reuse (a
+		 * static slot), or a pool waiting for room: at once, a pass
+		 * deferred already too */
 		event_del(lc->deferred_delete_ev);
 		schedule(lc->deferred_delete_ev);
 		lc->counters.delete_at_once++;
@@ -1212,11 +1212,12 @@ lc_dump(struct launcher *lc, struct evbuffer *out)
 			    "request locks kept %.0fs\n",
 			    lc->settings.cleanup_interval, lc->settings.delete_interval,
 			    lc->settings.request_lock_cleanup_age);
-	evbuffer_add_printf(out,
-			    "  deletion passes for node events: %llu deferred %.1fs, %llu at once "
-			    "(a pool paused at quota, or a driver that recycles slots)\n",
-			    (unsigned long long)lc->counters.delete_deferred, LC_DELETE_DEFER,
-			    (unsigned long long)lc->counters.delete_at_once);
+	evbuffer_add_printf(
+	    out,
+	    "  deletion passes for node events: %llu deferred %.1fs, %llu at once "
+	    "(a pool paused at quota, or a driver whose deletions free what requests reuse)\n",
+	    (unsigned long long)lc->counters.delete_deferred, LC_DELETE_DEFER,
+	    (unsigned long long)lc->counters.delete_at_once);
 	for (i = 0; i < lc->prov.n_pools; i++) {
 		struct lc_pool *pool = &lc->prov.pools[i];
 		evbuffer_add_printf(out, "  pool %s (%s)%s: %d requests in hand\n", pool->name,

@@ -351,10 +351,11 @@ void lc_schedule_delete(struct launcher *lc);
  * A deletion pass for a node event (a node of ours used, failed, ...):
  * LC_DELETE_DEFER seconds later, one pass for every event meanwhile; at
  * once (as lc_schedule_delete, a pass deferred already too) while a pool
- * is paused at quota, or always for a driver that does not pause at quota
- * (static: its deletions return the slots the next requests wait for),
- * since the room a deletion frees is what those requests wait for; the
- * handlers call it again as a pool pauses. Beyond upstream,
+ * is paused at quota, or always for a driver whose deletions free what
+ * the next requests reuse (struct driver's delete_at_once: a static slot,
+ * a metastatic backing node's slot, a Kubernetes namespace kept for
+ * reuse), since that is what those requests wait for; the handlers call
+ * it again as a pool pauses. Beyond upstream,
  * whose DeletedNodeWorker looks every delete-interval (5 s): a used node
  * is deleted within a fraction of a second, but not in the same moment as
  * the requests that come with it (issue 25: Zuul marks a wave of nodes

@@ -3382,6 +3382,7 @@ openshiftpods_provider_new(struct drv_host *lc, char *err, size_t errlen)
 const struct driver drv_kubernetes = {
     .name = "kubernetes",
     .pause_at_quota = 1,
+    .delete_at_once = 1,
     .provider_new = kubernetes_provider_new,
     SM_DRIVER_SLOTS,
 };
@@ -3389,6 +3390,7 @@ const struct driver drv_kubernetes = {
 const struct driver drv_openshift = {
     .name = "openshift",
     .pause_at_quota = 1,
+    .delete_at_once = 1,
     .provider_new = openshift_provider_new,
     SM_DRIVER_SLOTS,
 };
@@ -3396,6 +3398,7 @@ const struct driver drv_openshift = {
 const struct driver drv_openshiftpods = {
     .name = "openshiftpods",
     .pause_at_quota = 1,
+    .delete_at_once = 1,
     .provider_new = openshiftpods_provider_new,
     SM_DRIVER_SLOTS,
 };

@@ -1547,6 +1547,7 @@ const struct driver drv_metastatic = {
     .pause_at_quota = 1,
     .reuse_only = 0,
     .full_records = 1,
+    .delete_at_once = 1,
     .provider_new = metastatic_provider_new,
     SM_DRIVER_SLOTS,
 };

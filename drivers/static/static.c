@@ -697,6 +697,7 @@ const struct driver drv_static = {
     .name = "static",
     .pause_at_quota = 0,
     .reuse_only = 1,
+    .delete_at_once = 1,
     .provider_new = static_provider_new,
     .provider_start = static_provider_start,
     .provider_stop = static_provider_stop,

@@ -8,6 +8,7 @@ Environment (set by tests/run.sh; started here when missing):
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -117,6 +118,19 @@ def wait_for(pred, timeout=20.0, interval=0.02, what="condition"):
         if time.time() > deadline:
             raise AssertionError("timed out waiting for %s" % what)
         time.sleep(interval)
+
+
+DELETION_PASSES = re.compile(
+    r"deletion passes for node events: (\d+) deferred [\d.]+s, (\d+) at once")
+
+
+def deletion_passes(proc):
+    """A worker's deletion passes for node events, (deferred, at once), from
+    the dump it logs on SIGUSR2 (worker/launcher.c, lc_schedule_delete_soon)."""
+    before = len(proc.output())
+    proc.signal(signal.SIGUSR2)
+    m = wait_for(lambda: DELETION_PASSES.search(proc.output()[before:]), what="worker dump")
+    return int(m.group(1)), int(m.group(2))
 
 
 class Proc:

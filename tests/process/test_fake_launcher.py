@@ -5,11 +5,10 @@ limits, deletion, cancellation, and the debug surface (state-file, dump).
 Faults (retries, timeouts, quota errors, leaks, nodescan) are in
 test_fake_faults.py."""
 import json
-import re
 import time
 
 
-from conftest import wait_for
+from conftest import deletion_passes, wait_for
 from fakecloud import (Cloud, dump, fake_config, mark_for_deletion, nodes_in,
                        nothing_left_behind)
 
@@ -59,14 +58,6 @@ def test_request_served_from_the_simulated_cloud(deployment, zuul):
     assert "fake cloud: 1 servers" in text and ("server %s np%s ACTIVE node %s" % (
         inst["id"], nid, nid)) in text
     assert "event loop lag: max" in text
-
-
-def deletion_passes(proc):
-    """The worker dump's (deferred, at once) deletion passes for node events."""
-    m = re.findall(r"deletion passes for node events: (\d+) deferred [\d.]+s, (\d+) at once",
-                   dump(proc))
-    assert m, "no deletion passes line in the dump"
-    return tuple(int(v) for v in m[-1])
 
 
 def test_used_node_deleted_from_the_cloud(deployment, zk, zuul):

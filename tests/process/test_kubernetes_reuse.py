@@ -12,7 +12,7 @@ The default (off) is upstream's namespace per node: test_kubernetes_tokens
 and test_kubernetes_driver."""
 import pytest
 
-from conftest import wait_for
+from conftest import deletion_passes, wait_for
 from test_kubernetes_driver import k8s_config, serve
 from test_kubernetes_tokens import (KUBECTL, calls, check_confined, kubectl,  # noqa: F401
                                     ksim, objects)
@@ -44,7 +44,7 @@ def release(zuul, rid, nid):
 
 
 def test_reused_namespace_token_bound_to_its_pod(deployment, zuul, ksim):
-    deployment.start_launcher("k8s", deployment.write_config(k8s_config([POD])))
+    p = deployment.start_launcher("k8s", deployment.write_config(k8s_config([POD])))
     rid1, nid1, n1 = serve(deployment, zuul, ksim, "pod")
     rid2, nid2, n2 = serve(deployment, zuul, ksim, "pod")
     c1, c2 = n1["connection_port"], n2["connection_port"]
@@ -98,6 +98,10 @@ def test_reused_namespace_token_bound_to_its_pod(deployment, zuul, ksim):
     release(zuul, rid2, nid2)
     wait_for(lambda: ksim.leaks([]) == [], what="no node's pod left")
     assert set(warm_namespaces(ksim)) == {c1["namespace"], c2["namespace"]}
+    # a pod's deletion frees the namespace the next request reuses: at
+    # once, never deferred as a cloud server's is
+    deferred, at_once = deletion_passes(p)
+    assert deferred == 0 and at_once >= 1, (deferred, at_once)
 
 
 def test_leak_cleanup_of_warm_namespaces(deployment, zuul, ksim):

@@ -2,11 +2,9 @@
 (reference sections 2 and 3.3): registration, reuse, nodesets, decline,
 deferral, cancellation, recycling of used nodes."""
 import json
-import re
-import signal
 import time
 
-from conftest import wait_for
+from conftest import deletion_passes, wait_for
 
 FAST = {"nodepoold": {"cleanup-interval": 1, "delete-interval": 0.5}}
 
@@ -119,16 +117,6 @@ def test_more_nodes_than_pool_has_is_declined(deployment, zuul):
     wait_for(lambda: ready_nodes(zuul), what="ready node")
     rid = zuul.submit(["small", "small"])
     assert zuul.wait_request(rid)["state"] == "failed"
-
-
-def deletion_passes(proc):
-    """The worker dump's (deferred, at once) deletion passes for node events
-    (SIGUSR2)."""
-    before = len(proc.output())
-    proc.signal(signal.SIGUSR2)
-    line = re.compile(r"deletion passes for node events: (\d+) deferred [\d.]+s, (\d+) at once")
-    m = wait_for(lambda: line.search(proc.output()[before:]), what="worker dump")
-    return int(m.group(1)), int(m.group(2))
 
 
 def test_busy_label_deferred_until_node_returns(deployment, zuul):
