@@ -101,6 +101,21 @@
 # 171/156/166, 140/142/164 ms; "ready listing - boot" p50 14/15/17,
 # 8/12/21 ms. AWS 164 / 129 ms, fake 72 / 74 ms (one run each).
 #
+# Issue 25, 2026-11-29 (session 13): what was left above the boot was
+# ZooKeeper's and the simulator's queues at each wave's start, where Zuul
+# marks the last wave's nodes used as it submits the next wave's requests
+# and the deletions' locks, writes and DELETE calls went ahead of those
+# requests' accepts and creates (perf: the launcher's 20-30 ms loop lag was
+# preemption, the fresh ZooKeeper JVM using 5.7 s of CPU to the launcher's
+# 0.7 s). With a used node's deletion 0.3 s later (2e53766: LC_DELETE_DEFER),
+# 08:22-08:28, load average 0.5-1.5, base (3450af5) and new (8e804b1)
+# alternated, five runs each: overhead above the boot p50 base
+# 159/143/164/143/117 ms, new 103/101/108/110/112; listings base
+# 14/20/16/16/22, new 18/22/19/19/16 (2.03-2.04 calls per node). AWS
+# (aws_load.sh, four each): base 112/115/130/95 ms, new 90/105/93/87.
+# Against a ZooKeeper warmed by 2,500 requests first (BENCH_ZK_DIR, as
+# bench/issue25.sh's second rows): 64-130 ms.
+#
 # Environment: BENCH_TIMELINE=1 logs each launch's steps and prints where
 # the time went (bench/launch_timeline.py); BENCH_WARMUP=M runs M requests first, unmeasured (default
 # 0); BUILD picks the build; BENCH_KEEP keeps the temporary directory;
