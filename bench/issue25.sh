@@ -18,10 +18,10 @@
 # 1000 requests, the others' none; BENCH_WARMUP overrides all of them),
 # a fresh ZooKeeper each unless BENCH_ZK_DIR names a running one
 # (bench/lib.sh); then OpenStack and AWS again against one ZooKeeper
-# warmed first (below: production's has run for days). The outputs are kept in OUTDIR (default a new
-# /tmp/issue25.XXXXXX), one file per benchmark, with `uptime` before
-# each. Builds once (`make bench`) unless BENCH_NOMAKE=1; BUILD picks the
-# build as for every benchmark.
+# warmed first (below: production's has run for days). The outputs are
+# kept in OUTDIR (default a new /tmp/issue25.XXXXXX), one file per
+# benchmark, with `uptime` before each. Builds once (`make bench`)
+# unless BENCH_NOMAKE=1; BUILD picks the build as for every benchmark.
 # shellcheck disable=SC2016 # the awk programs are single-quoted on purpose
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)

@@ -125,17 +125,15 @@ static void
 update_pool_paused(struct lc_pool *pool)
 {
 	struct handler *h;
-	int paused = 0;
+	int paused = 0, was = pool->paused;
 
 	TAILQ_FOREACH(h, &pool->handlers, entry)
 	if (h->state == H_PAUSED)
 		paused = 1;
-	if (paused && !pool->paused) {
-		pool->paused = paused;
-		/* the used nodes' deletions, deferred, free its room: now */
-		lc_schedule_delete_soon(pool->prov->lc);
-	}
 	pool->paused = paused;
+	if (paused && !was)
+		/* the used nodes' deletions, deferred, free its room: now */
+		lc_delete_deferred_now(pool->prov->lc);
 	if (pool->paused != pool->reported_paused)
 		lc_pool_update_component(pool);
 }

@@ -323,8 +323,17 @@ lc_schedule_assign_in(struct launcher *lc, double secs)
 void
 lc_schedule_delete(struct launcher *lc)
 {
-	if (lc->started && !lc->stopping)
+	if (lc->started && !lc->stopping && lc->deferred_delete_ev != NULL) {
+		event_del(lc->deferred_delete_ev); /* a deferred one: now */
 		schedule(lc->deferred_delete_ev);
+	}
+}
+
+void
+lc_delete_deferred_now(struct launcher *lc)
+{
+	if (lc->deferred_delete_ev != NULL && evtimer_pending(lc->deferred_delete_ev, NULL))
+		lc_schedule_delete(lc);
 }
 
 static int
@@ -345,11 +354,9 @@ lc_schedule_delete_soon(struct launcher *lc)
 		return;
 	if (lc->prov.drv->delete_at_once || any_pool_paused(lc)) {
 		/* a driver whose deletions free what requests reuse (a
-		 * static slot), or a pool waiting for room: at once, a pass
-		 * deferred already too */
-		event_del(lc->deferred_delete_ev);
-		schedule(lc->deferred_delete_ev);
+		 * static slot), or a pool waiting for room */
 		lc->counters.delete_at_once++;
+		lc_schedule_delete(lc);
 		return;
 	}
 	if (!event_pending(lc->deferred_delete_ev, EV_TIMEOUT, NULL)) {

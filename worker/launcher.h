@@ -242,7 +242,7 @@ struct lc_counters {
 	uint64_t accept_launched;
 	/* deletion passes asked for by node events (lc_schedule_delete_soon):
 	 * deferred LC_DELETE_DEFER, or run at once (a pool paused at quota,
-	 * a driver that does not pause) */
+	 * a driver with delete_at_once) */
 	uint64_t delete_deferred, delete_at_once;
 };
 
@@ -344,9 +344,13 @@ void lc_stop(struct launcher *lc);
 void lc_free(struct launcher *lc);
 void lc_dump(struct launcher *lc, struct evbuffer *out);
 void lc_schedule_assign(struct launcher *lc);
-/* A deletion pass (lc_delete_pass) at once, on this loop turn: at start-up
- * and after a re-sync. */
+/* A deletion pass (lc_delete_pass) at once, on this loop turn (one
+ * deferred by lc_schedule_delete_soon comes now instead): at start-up and
+ * after a re-sync. */
 void lc_schedule_delete(struct launcher *lc);
+/* A pass lc_schedule_delete_soon deferred, if any, at once (a pool just
+ * paused at quota: the room it waits for). */
+void lc_delete_deferred_now(struct launcher *lc);
 /*
  * A deletion pass for a node event (a node of ours used, failed, ...):
  * LC_DELETE_DEFER seconds later, one pass for every event meanwhile; at
@@ -354,8 +358,9 @@ void lc_schedule_delete(struct launcher *lc);
  * is paused at quota, or always for a driver whose deletions free what
  * the next requests reuse (struct driver's delete_at_once: a static slot,
  * a metastatic backing node's slot, a Kubernetes namespace kept for
- * reuse), since that is what those requests wait for; the handlers call
- * it again as a pool pauses. Beyond upstream,
+ * reuse), since that is what those requests wait for (a pool that pauses
+ * later takes a deferred pass at once: lc_delete_deferred_now). Beyond
+ * upstream,
  * whose DeletedNodeWorker looks every delete-interval (5 s): a used node
  * is deleted within a fraction of a second, but not in the same moment as
  * the requests that come with it (issue 25: Zuul marks a wave of nodes

@@ -7,7 +7,6 @@ test_fake_faults.py."""
 import json
 import time
 
-
 from conftest import deletion_passes, wait_for
 from fakecloud import (Cloud, dump, fake_config, mark_for_deletion, nodes_in,
                        nothing_left_behind)
